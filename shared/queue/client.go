@@ -1,0 +1,535 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Options configure a Client.
+type Options struct {
+	// Servers are ZooKeeper "host:port" addresses.
+	Servers []string
+	// Root is the prefix every path hangs under ("" or "/some/prefix").
+	Root string
+	// SessionTimeout asks the server for this session timeout (default 10s).
+	SessionTimeout time.Duration
+	// Logger receives the client's own logs (default slog.Default()).
+	Logger *slog.Logger
+	// MaxResponseBytes bounds one response from the server. Listing a state
+	// folder of 100,000 jobs needs ~2 MB; the default is 16 MiB.
+	MaxResponseBytes int
+	// Auth, when set, is added to the session as a "digest" credential
+	// ("user:password") and every node this client creates gets an ACL that
+	// lets that identity change it and everyone else only read it.
+	Auth string
+}
+
+// Client is one ZooKeeper session's view of the queue. It is safe for
+// concurrent use. Every method takes a context; calls that read are retried
+// across connection loss, calls that write are fenced so that a lost session
+// can never commit.
+type Client struct {
+	conn           *zk.Conn
+	p              paths
+	log            *slog.Logger
+	acl            []zk.ACL
+	sessionTimeout time.Duration
+
+	mu      sync.Mutex
+	sess    *session // nil while there is no usable session
+	subs    map[int]func(bool)
+	nextSub int
+	closed  chan struct{}
+	loopEnd chan struct{}
+	// life ends when the client is closed; background watches run under it.
+	life context.Context
+	stop context.CancelFunc
+
+	pause pauseState
+	holds holdState
+}
+
+// session is one ZooKeeper session. Its context ends when the session is lost:
+// every lock taken in it is gone, so work done under it must stop.
+type session struct {
+	id     int64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// Connect opens a session and makes sure the queue's folders exist. It
+// returns once the first session is established or ctx ends.
+func Connect(ctx context.Context, opts Options) (*Client, error) {
+	p, err := newPaths(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Servers) == 0 {
+		return nil, fmt.Errorf("%w: no ZooKeeper servers given", ErrInvalid)
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = 16 << 20
+	}
+	c := &Client{
+		p:              p,
+		log:            opts.Logger,
+		acl:            zk.WorldACL(zk.PermAll),
+		sessionTimeout: opts.SessionTimeout,
+		subs:           map[int]func(bool){},
+		closed:         make(chan struct{}),
+		loopEnd:        make(chan struct{}),
+	}
+	c.life, c.stop = context.WithCancel(context.Background())
+	if opts.Auth != "" {
+		user, _, ok := strings.Cut(opts.Auth, ":")
+		if !ok || user == "" {
+			return nil, fmt.Errorf("%w: ZooKeeper auth must be user:password", ErrInvalid)
+		}
+		c.acl = append(zk.DigestACL(zk.PermAll, user, opts.Auth[len(user)+1:]), zk.WorldACL(zk.PermRead)...)
+	}
+	conn, events, err := zk.Connect(opts.Servers, opts.SessionTimeout,
+		zk.WithLogger(zkLogger{opts.Logger}),
+		zk.WithMaxBufferSize(opts.MaxResponseBytes),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to ZooKeeper %v: %w", opts.Servers, err)
+	}
+	c.conn = conn
+	if opts.Auth != "" {
+		// Queued before the session exists, sent first on every (re)connect.
+		if err := conn.AddAuth("digest", []byte(opts.Auth)); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("adding ZooKeeper digest auth: %w", err)
+		}
+	}
+	ready := make(chan struct{})
+	go c.watchSession(events, ready)
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("waiting for a ZooKeeper session with %v: %w", opts.Servers, ctx.Err())
+	}
+	for _, path := range p.skeletonWithRoot() {
+		if err := c.ensure(ctx, path); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("creating queue folders: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func (p paths) skeletonWithRoot() []string {
+	var out []string
+	if p.root != "" {
+		parts := strings.Split(p.root[1:], "/")
+		for i := range parts {
+			out = append(out, "/"+strings.Join(parts[:i+1], "/"))
+		}
+	}
+	return append(out, p.skeleton()...)
+}
+
+// Close ends the session; its ephemeral locks disappear at once.
+func (c *Client) Close() {
+	select {
+	case <-c.closed:
+		return
+	default:
+	}
+	close(c.closed)
+	c.stop()
+	c.conn.Close()
+	<-c.loopEnd
+	c.mu.Lock()
+	if c.sess != nil {
+		c.sess.cancel(ErrNoSession)
+		c.sess = nil
+	}
+	c.mu.Unlock()
+}
+
+// Root is the prefix every path of this client hangs under.
+func (c *Client) Root() string { return c.p.root }
+
+// Connected reports whether the client has a usable session now.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess != nil
+}
+
+// SessionID is the current session's id (0 while there is none).
+func (c *Client) SessionID() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return 0
+	}
+	return c.sess.id
+}
+
+// OnSession calls fn(true) whenever a session is established and fn(false)
+// whenever it is lost, starting with the current state. The returned func
+// unsubscribes.
+func (c *Client) OnSession(fn func(connected bool)) (cancel func()) {
+	c.mu.Lock()
+	id := c.nextSub
+	c.nextSub++
+	c.subs[id] = fn
+	connected := c.sess != nil
+	c.mu.Unlock()
+	fn(connected)
+	return func() {
+		c.mu.Lock()
+		delete(c.subs, id)
+		c.mu.Unlock()
+	}
+}
+
+// sessionContext returns the current session, whose context ends when the
+// session is lost.
+func (c *Client) currentSession() (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return nil, ErrNoSession
+	}
+	return c.sess, nil
+}
+
+// watchSession follows the connection's state. A session counts as lost when
+// the server says it expired, or when the client has been disconnected for a
+// whole session timeout (the server will have expired it by then, so locks
+// taken in it must be presumed gone).
+func (c *Client) watchSession(events <-chan zk.Event, ready chan struct{}) {
+	defer close(c.loopEnd)
+	var suspect *time.Timer
+	lost := make(chan int64, 1)
+	readyOnce := sync.OnceFunc(func() { close(ready) })
+	for {
+		select {
+		case <-c.closed:
+			if suspect != nil {
+				suspect.Stop()
+			}
+			return
+		case id := <-lost:
+			c.mu.Lock()
+			if c.sess != nil && c.sess.id == id {
+				c.endSessionLocked("disconnected for longer than the session timeout")
+			}
+			c.mu.Unlock()
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.Type != zk.EventSession {
+				continue
+			}
+			switch ev.State {
+			case zk.StateHasSession:
+				if suspect != nil {
+					suspect.Stop()
+					suspect = nil
+				}
+				id := c.conn.SessionID()
+				c.mu.Lock()
+				if c.sess == nil || c.sess.id != id {
+					if c.sess != nil {
+						c.endSessionLocked("replaced by a new session")
+					}
+					ctx, cancel := context.WithCancelCause(context.Background())
+					c.sess = &session{id: id, ctx: ctx, cancel: cancel}
+					c.log.Info("zookeeper session established", "session", fmt.Sprintf("0x%x", id))
+					c.notifyLocked(true)
+				}
+				c.mu.Unlock()
+				readyOnce()
+			case zk.StateExpired:
+				c.mu.Lock()
+				if c.sess != nil {
+					c.endSessionLocked("expired")
+				}
+				c.mu.Unlock()
+			case zk.StateDisconnected:
+				c.mu.Lock()
+				if c.sess != nil && suspect == nil {
+					id := c.sess.id
+					suspect = time.AfterFunc(c.sessionTimeout, func() {
+						select {
+						case lost <- id:
+						default:
+						}
+					})
+				}
+				c.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (c *Client) endSessionLocked(why string) {
+	c.log.Warn("zookeeper session lost", "session", fmt.Sprintf("0x%x", c.sess.id), "reason", why)
+	c.sess.cancel(fmt.Errorf("%w: session 0x%x %s", ErrNoSession, c.sess.id, why))
+	c.sess = nil
+	c.notifyLocked(false)
+}
+
+func (c *Client) notifyLocked(connected bool) {
+	for _, fn := range c.subs {
+		go fn(connected)
+	}
+}
+
+// --- context-aware calls ---
+
+// call runs a blocking go-zookeeper call so that the caller can stop waiting
+// when ctx ends (go-zookeeper has no contexts; the request itself finishes or
+// fails on its own).
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return f()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+}
+
+// retryable reports errors after which repeating an idempotent call is safe.
+func retryable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
+}
+
+// retry repeats an idempotent call across connection loss, with backoff,
+// until it succeeds, fails for another reason, or ctx ends.
+func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		v, err := call(ctx, f)
+		if err == nil || !retryable(err) || attempt >= 50 {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, context.Cause(ctx)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+type dataStat struct {
+	data []byte
+	stat *zk.Stat
+}
+
+func (c *Client) get(ctx context.Context, path string) ([]byte, *zk.Stat, error) {
+	r, err := retry(ctx, func() (dataStat, error) {
+		d, s, err := c.conn.Get(path)
+		return dataStat{d, s}, err
+	})
+	return r.data, r.stat, err
+}
+
+type childrenStat struct {
+	names []string
+	stat  *zk.Stat
+}
+
+func (c *Client) children(ctx context.Context, path string) ([]string, *zk.Stat, error) {
+	r, err := retry(ctx, func() (childrenStat, error) {
+		n, s, err := c.conn.Children(path)
+		return childrenStat{n, s}, err
+	})
+	return r.names, r.stat, err
+}
+
+type childrenWatch struct {
+	names []string
+	stat  *zk.Stat
+	ev    <-chan zk.Event
+}
+
+func (c *Client) childrenW(ctx context.Context, path string) ([]string, *zk.Stat, <-chan zk.Event, error) {
+	r, err := retry(ctx, func() (childrenWatch, error) {
+		n, s, ev, err := c.conn.ChildrenW(path)
+		return childrenWatch{n, s, ev}, err
+	})
+	return r.names, r.stat, r.ev, err
+}
+
+type existsWatch struct {
+	ok   bool
+	stat *zk.Stat
+	ev   <-chan zk.Event
+}
+
+func (c *Client) exists(ctx context.Context, path string) (bool, *zk.Stat, error) {
+	r, err := retry(ctx, func() (existsWatch, error) {
+		ok, s, err := c.conn.Exists(path)
+		return existsWatch{ok: ok, stat: s}, err
+	})
+	return r.ok, r.stat, err
+}
+
+func (c *Client) existsW(ctx context.Context, path string) (bool, *zk.Stat, <-chan zk.Event, error) {
+	r, err := retry(ctx, func() (existsWatch, error) {
+		ok, s, ev, err := c.conn.ExistsW(path)
+		return existsWatch{ok, s, ev}, err
+	})
+	return r.ok, r.stat, r.ev, err
+}
+
+// multi runs ops atomically. It is not retried: after a connection loss the
+// caller must find out whether it was applied (see Claim.commit).
+func (c *Client) multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
+	res, err := call(ctx, func() ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) })
+	if err != nil {
+		return res, multiError(res, err)
+	}
+	return res, nil
+}
+
+// multiError names the operation of a multi that failed, which go-zookeeper
+// reports only per operation.
+func multiError(res []zk.MultiResponse, err error) error {
+	for i, r := range res {
+		// Operations that did not fail themselves report "runtime inconsistency" (-2).
+		if r.Error != nil && r.Error.Error() != "unknown error: -2" {
+			return &opError{index: i, err: r.Error}
+		}
+	}
+	return err
+}
+
+// opError is the failing operation of a multi.
+type opError struct {
+	index int
+	err   error
+}
+
+func (e *opError) Error() string { return fmt.Sprintf("operation %d: %v", e.index, e.err) }
+func (e *opError) Unwrap() error { return e.err }
+
+func failedOp(err error) int {
+	var oe *opError
+	if errors.As(err, &oe) {
+		return oe.index
+	}
+	return -1
+}
+
+func (c *Client) create(ctx context.Context, path string, data []byte, flags int32) (string, error) {
+	return call(ctx, func() (string, error) { return c.conn.Create(path, data, flags, c.acl) })
+}
+
+// ensure creates path if it is missing (idempotent, so retried).
+func (c *Client) ensure(ctx context.Context, path string) error {
+	_, err := retry(ctx, func() (string, error) {
+		s, err := c.conn.Create(path, nil, 0, c.acl)
+		if errors.Is(err, zk.ErrNodeExists) {
+			return path, nil
+		}
+		return s, err
+	})
+	return err
+}
+
+func (c *Client) createOp(path string, data []byte, flags int32) *zk.CreateRequest {
+	return &zk.CreateRequest{Path: path, Data: data, Acl: c.acl, Flags: flags}
+}
+
+func setOp(path string, data []byte, version int32) *zk.SetDataRequest {
+	return &zk.SetDataRequest{Path: path, Data: data, Version: version}
+}
+
+func deleteOp(path string, version int32) *zk.DeleteRequest {
+	return &zk.DeleteRequest{Path: path, Version: version}
+}
+
+func checkOp(path string, version int32) *zk.CheckVersionRequest {
+	return &zk.CheckVersionRequest{Path: path, Version: version}
+}
+
+// getMany reads several nodes at once: go-zookeeper pipelines requests on one
+// connection, so n reads cost about one round trip. Missing nodes come back nil.
+func (c *Client) getMany(ctx context.Context, paths []string) ([][]byte, error) {
+	out := make([][]byte, len(paths))
+	errs := make([]error, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, _, err := c.get(ctx, p)
+			if errors.Is(err, zk.ErrNoNode) {
+				return
+			}
+			out[i], errs[i] = d, err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", paths[i], err)
+		}
+	}
+	return out, nil
+}
+
+// sortedEntries parses and sorts a state folder's children; names that are
+// not "PP-jid…" are skipped.
+func sortedEntries(names []string) []entry {
+	out := make([]entry, 0, len(names))
+	for _, n := range names {
+		if pr, jid, ok := parseEntry(n); ok {
+			out = append(out, entry{name: n, priority: pr, jid: jid})
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int {
+		switch {
+		case lessEntry(a, b):
+			return -1
+		case lessEntry(b, a):
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// zkLogger routes go-zookeeper's printf logs into slog at debug level.
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Debug(fmt.Sprintf(format, args...), "component", "zookeeper-client")
+}

@@ -1,0 +1,469 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The codec turns the proto types into the exact JSON of the spec and back.
+// It is hand-mapped (not protojson) because the spec's spelling differs from
+// protojson's: capitalised status names, null for an unset
+// last_successful_status, flattened erc_* keys, decimal text for integers.
+
+// TimeLayout is the spec's last_modified format: "2026-11-22 03:51:07 +0000".
+const TimeLayout = "2006-01-02 15:04:05 -0700"
+
+func formatTime(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return ""
+	}
+	return ts.AsTime().UTC().Format(TimeLayout)
+}
+
+// parseTime accepts the spec's layout and, leniently, RFC 3339 from other
+// writers; anything else reads as "unknown" rather than failing the item.
+func parseTime(s string) *timestamppb.Timestamp {
+	if s == "" {
+		return nil
+	}
+	for _, layout := range []string{TimeLayout, time.RFC3339Nano} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return timestamppb.New(t)
+		}
+	}
+	return nil
+}
+
+func nowStamp() *timestamppb.Timestamp {
+	return timestamppb.New(time.Now().UTC().Truncate(time.Second))
+}
+
+var payloadTypeNames = map[v1.PayloadType]string{
+	v1.PayloadType_PAYLOAD_TYPE_FILE:                   "file",
+	v1.PayloadType_PAYLOAD_TYPE_CONTAINER:              "container",
+	v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:        "object_manifest",
+	v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS:  "manifest_of_manifests",
+	v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS: "manifest_of_containers",
+}
+
+// PayloadTypeName is the JSON spelling of t ("object_manifest").
+func PayloadTypeName(t v1.PayloadType) string { return payloadTypeNames[t] }
+
+// ParsePayloadType reads "object_manifest", "object-manifest" or the enum name.
+func ParsePayloadType(s string) (v1.PayloadType, error) {
+	norm := strings.ToLower(strings.ReplaceAll(s, "-", "_"))
+	for t, n := range payloadTypeNames {
+		if norm == n || s == t.String() {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown payload type %q", s)
+}
+
+func submissionModeName(m v1.SubmissionMode) string {
+	switch m {
+	case v1.SubmissionMode_SUBMISSION_MODE_ADD:
+		return "add"
+	case v1.SubmissionMode_SUBMISSION_MODE_UPDATE:
+		return "update"
+	}
+	return ""
+}
+
+// ParseSubmissionMode reads "add" or "update" (or the enum name).
+func ParseSubmissionMode(s string) (v1.SubmissionMode, error) {
+	switch strings.ToLower(s) {
+	case "add", "submission_mode_add":
+		return v1.SubmissionMode_SUBMISSION_MODE_ADD, nil
+	case "update", "submission_mode_update":
+		return v1.SubmissionMode_SUBMISSION_MODE_UPDATE, nil
+	}
+	return 0, fmt.Errorf("unknown submission mode %q", s)
+}
+
+// marshal encodes compact JSON without HTML escaping (the spec wants plain UTF-8).
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only reachable with unsupported types, which the wire structs never hold.
+		panic(fmt.Sprintf("queue: encoding %T: %v", v, err))
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+func unmarshal(path string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return &CorruptError{Path: path, Err: fmt.Errorf("invalid JSON: %w", err)}
+	}
+	return nil
+}
+
+// --- job status ---
+
+type jobStatusJSON struct {
+	Status               string  `json:"status"`
+	LastModified         string  `json:"last_modified"`
+	Message              string  `json:"message"`
+	LastSuccessfulStatus *string `json:"last_successful_status"`
+	RetryCount           int32   `json:"retry_count"`
+}
+
+func encodeJobStatus(s *v1.JobStatus) []byte {
+	w := jobStatusJSON{
+		Status:       JobStateName(s.GetStatus()),
+		LastModified: formatTime(s.GetLastModified()),
+		Message:      s.GetMessage(),
+		RetryCount:   s.GetRetryCount(),
+	}
+	if ls := s.GetLastSuccessfulStatus(); ls != v1.JobState_JOB_STATE_UNSPECIFIED {
+		n := JobStateName(ls)
+		w.LastSuccessfulStatus = &n
+	}
+	return marshal(w)
+}
+
+func decodeJobStatus(path string, data []byte) (*v1.JobStatus, error) {
+	var w jobStatusJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	st, err := ParseJobState(w.Status)
+	if err != nil {
+		return nil, &CorruptError{Path: path, Err: err}
+	}
+	out := &v1.JobStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message, RetryCount: w.RetryCount}
+	if w.LastSuccessfulStatus != nil && *w.LastSuccessfulStatus != "" {
+		ls, err := ParseJobState(*w.LastSuccessfulStatus)
+		if err != nil {
+			return nil, &CorruptError{Path: path, Err: fmt.Errorf("last_successful_status: %w", err)}
+		}
+		out.LastSuccessfulStatus = ls
+	}
+	return out, nil
+}
+
+// --- batch status and report ---
+
+type batchStatusJSON struct {
+	Status       string `json:"status"`
+	LastModified string `json:"last_modified"`
+	Message      string `json:"message"`
+}
+
+func encodeBatchStatus(s *v1.BatchStatus) []byte {
+	return marshal(batchStatusJSON{
+		Status:       BatchStateName(s.GetStatus()),
+		LastModified: formatTime(s.GetLastModified()),
+		Message:      s.GetMessage(),
+	})
+}
+
+func decodeBatchStatus(path string, data []byte) (*v1.BatchStatus, error) {
+	var w batchStatusJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	st, err := ParseBatchState(w.Status)
+	if err != nil {
+		return nil, &CorruptError{Path: path, Err: err}
+	}
+	return &v1.BatchStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message}, nil
+}
+
+type statusReportJSON struct {
+	LastModified   string   `json:"last_modified"`
+	FailedJobs     []string `json:"failed_jobs"`
+	SuccessfulJobs []string `json:"successful_jobs"`
+}
+
+func encodeStatusReport(r *v1.StatusReport) []byte {
+	w := statusReportJSON{
+		LastModified:   formatTime(r.GetLastModified()),
+		FailedJobs:     append([]string{}, r.GetFailedJobs()...),
+		SuccessfulJobs: append([]string{}, r.GetSuccessfulJobs()...),
+	}
+	return marshal(w)
+}
+
+func decodeStatusReport(path string, data []byte) (*v1.StatusReport, error) {
+	var w statusReportJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	return &v1.StatusReport{LastModified: parseTime(w.LastModified), FailedJobs: w.FailedJobs, SuccessfulJobs: w.SuccessfulJobs}, nil
+}
+
+// --- submission ---
+
+type submissionJSON struct {
+	ProfileName    string `json:"profile_name"`
+	Submitter      string `json:"submitter"`
+	PayloadURL     string `json:"payload_url"`
+	ErcWho         string `json:"erc_who"`
+	ErcWhat        string `json:"erc_what"`
+	ErcWhen        string `json:"erc_when"`
+	ErcWhere       string `json:"erc_where"`
+	Type           string `json:"type"`
+	SubmissionMode string `json:"submission_mode"`
+	BatchID        string `json:"batch_id,omitempty"`
+	SubmissionDate string `json:"submission_date,omitempty"`
+	Traceparent    string `json:"traceparent,omitempty"`
+}
+
+func encodeSubmission(s *v1.Submission) []byte {
+	md := s.GetMetadata()
+	return marshal(submissionJSON{
+		ProfileName:    s.GetProfileName(),
+		Submitter:      s.GetSubmitter(),
+		PayloadURL:     s.GetPayloadUrl(),
+		ErcWho:         md.GetWho(),
+		ErcWhat:        md.GetWhat(),
+		ErcWhen:        md.GetWhen(),
+		ErcWhere:       md.GetWhere(),
+		Type:           PayloadTypeName(s.GetType()),
+		SubmissionMode: submissionModeName(s.GetSubmissionMode()),
+		BatchID:        s.GetBatchId(),
+		SubmissionDate: formatTime(s.GetSubmissionDate()),
+		Traceparent:    s.GetTraceparent(),
+	})
+}
+
+func decodeSubmission(path string, data []byte) (*v1.Submission, error) {
+	var w submissionJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	out := &v1.Submission{
+		ProfileName: w.ProfileName,
+		Submitter:   w.Submitter,
+		PayloadUrl:  w.PayloadURL,
+		Metadata:    &v1.Metadata{Who: w.ErcWho, What: w.ErcWhat, When: w.ErcWhen, Where: w.ErcWhere},
+		BatchId:     w.BatchID,
+		// Peers may omit the date; a missing one reads as unknown.
+		SubmissionDate: parseTime(w.SubmissionDate),
+		Traceparent:    w.Traceparent,
+	}
+	if w.Type != "" {
+		t, err := ParsePayloadType(w.Type)
+		if err != nil {
+			return nil, &CorruptError{Path: path, Err: err}
+		}
+		out.Type = t
+	}
+	if w.SubmissionMode != "" {
+		m, err := ParseSubmissionMode(w.SubmissionMode)
+		if err != nil {
+			return nil, &CorruptError{Path: path, Err: err}
+		}
+		out.SubmissionMode = m
+	}
+	return out, nil
+}
+
+// --- job data nodes ---
+
+type configurationJSON struct {
+	ProfileName    string `json:"profile_name"`
+	Submitter      string `json:"submitter"`
+	PayloadURL     string `json:"payload_url"`
+	PayloadType    string `json:"payload_type"`
+	ResponseType   string `json:"response_type"`
+	SubmissionMode string `json:"submission_mode"`
+	WorkingDir     string `json:"working_dir"`
+	BatchID        string `json:"batch_id,omitempty"`
+	BatchEntry     *int32 `json:"batch_entry,omitempty"`
+	Traceparent    string `json:"traceparent,omitempty"`
+	Collection     string `json:"collection,omitempty"`
+}
+
+func encodeConfiguration(c *v1.JobConfiguration) []byte {
+	entry := c.GetBatchEntry()
+	return marshal(configurationJSON{
+		ProfileName:    c.GetProfileName(),
+		Submitter:      c.GetSubmitter(),
+		PayloadURL:     c.GetPayloadUrl(),
+		PayloadType:    PayloadTypeName(c.GetPayloadType()),
+		ResponseType:   c.GetResponseType(),
+		SubmissionMode: submissionModeName(c.GetSubmissionMode()),
+		WorkingDir:     c.GetWorkingDir(),
+		BatchID:        c.GetBatchId(),
+		BatchEntry:     &entry,
+		Traceparent:    c.GetTraceparent(),
+		Collection:     c.GetCollection(),
+	})
+}
+
+func decodeConfiguration(path string, data []byte) (*v1.JobConfiguration, error) {
+	var w configurationJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	out := &v1.JobConfiguration{
+		ProfileName:  w.ProfileName,
+		Submitter:    w.Submitter,
+		PayloadUrl:   w.PayloadURL,
+		ResponseType: w.ResponseType,
+		WorkingDir:   w.WorkingDir,
+		BatchId:      w.BatchID,
+		Traceparent:  w.Traceparent,
+		Collection:   w.Collection,
+	}
+	if w.BatchEntry != nil {
+		out.BatchEntry = *w.BatchEntry
+	}
+	if w.PayloadType != "" {
+		t, err := ParsePayloadType(w.PayloadType)
+		if err != nil {
+			return nil, &CorruptError{Path: path, Err: err}
+		}
+		out.PayloadType = t
+	}
+	if w.SubmissionMode != "" {
+		m, err := ParseSubmissionMode(w.SubmissionMode)
+		if err != nil {
+			return nil, &CorruptError{Path: path, Err: err}
+		}
+		out.SubmissionMode = m
+	}
+	return out, nil
+}
+
+type identifiersJSON struct {
+	PrimaryID string   `json:"primary_id"`
+	LocalID   []string `json:"local_id"`
+}
+
+func encodeIdentifiers(i *v1.Identifiers) []byte {
+	return marshal(identifiersJSON{PrimaryID: i.GetPrimaryId(), LocalID: append([]string{}, i.GetLocalId()...)})
+}
+
+func decodeIdentifiers(path string, data []byte) (*v1.Identifiers, error) {
+	var w identifiersJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	return &v1.Identifiers{PrimaryId: w.PrimaryID, LocalId: w.LocalID}, nil
+}
+
+type metadataJSON struct {
+	ErcWho   string `json:"erc_who"`
+	ErcWhat  string `json:"erc_what"`
+	ErcWhen  string `json:"erc_when"`
+	ErcWhere string `json:"erc_where"`
+}
+
+func encodeMetadata(m *v1.Metadata) []byte {
+	return marshal(metadataJSON{ErcWho: m.GetWho(), ErcWhat: m.GetWhat(), ErcWhen: m.GetWhen(), ErcWhere: m.GetWhere()})
+}
+
+func decodeMetadata(path string, data []byte) (*v1.Metadata, error) {
+	var w metadataJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	return &v1.Metadata{Who: w.ErcWho, What: w.ErcWhat, When: w.ErcWhen, Where: w.ErcWhere}, nil
+}
+
+type storeJSON struct {
+	ManifestURL string `json:"manifest_url"`
+	Mode        string `json:"mode"`
+	Delete      bool   `json:"delete"`
+}
+
+func encodeStore(s *v1.Store) []byte {
+	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: s.GetDelete()})
+}
+
+func decodeStore(path string, data []byte) (*v1.Store, error) {
+	// The Merritt library writes "delete" as a string; accept both.
+	var w struct {
+		ManifestURL string          `json:"manifest_url"`
+		Mode        string          `json:"mode"`
+		Delete      json.RawMessage `json:"delete"`
+	}
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	del := strings.Trim(string(w.Delete), `"`)
+	return &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Delete: del == "true"}, nil
+}
+
+type inventoryJSON struct {
+	ManifestURL string `json:"manifest_url"`
+	Mode        string `json:"mode"`
+}
+
+func encodeInventory(i *v1.Inventory) []byte {
+	return marshal(inventoryJSON{ManifestURL: i.GetManifestUrl(), Mode: i.GetMode()})
+}
+
+func decodeInventory(path string, data []byte) (*v1.Inventory, error) {
+	var w inventoryJSON
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	return &v1.Inventory{ManifestUrl: w.ManifestURL, Mode: w.Mode}, nil
+}
+
+type manifestFileJSON struct {
+	URL           string `json:"url"`
+	HashAlgorithm string `json:"hash_algorithm,omitempty"`
+	HashValue     string `json:"hash_value,omitempty"`
+	Size          int64  `json:"size"`
+	LastModified  string `json:"last_modified,omitempty"`
+	Name          string `json:"name"`
+}
+
+func encodeManifest(m *v1.Manifest) []byte {
+	files := make([]manifestFileJSON, 0, len(m.GetFiles()))
+	for _, f := range m.GetFiles() {
+		files = append(files, manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
+			HashValue: f.GetHashValue(), Size: f.GetSize(), LastModified: f.GetLastModified(), Name: f.GetName()})
+	}
+	return marshal(struct {
+		Files []manifestFileJSON `json:"files"`
+	}{files})
+}
+
+func decodeManifest(path string, data []byte) (*v1.Manifest, error) {
+	var w struct {
+		Files []manifestFileJSON `json:"files"`
+	}
+	if err := unmarshal(path, data, &w); err != nil {
+		return nil, err
+	}
+	out := &v1.Manifest{Files: make([]*v1.ManifestFile, 0, len(w.Files))}
+	for _, f := range w.Files {
+		out.Files = append(out.Files, &v1.ManifestFile{Url: f.URL, HashAlgorithm: f.HashAlgorithm,
+			HashValue: f.HashValue, Size: f.Size, LastModified: f.LastModified, Name: f.Name})
+	}
+	return out, nil
+}
+
+// --- decimal text ---
+
+func encodeInt(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
+
+func decodeInt(path string, data []byte) (int64, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return 0, &CorruptError{Path: path, Err: fmt.Errorf("not a decimal integer: %q", truncate(string(data), 40))}
+	}
+	return n, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

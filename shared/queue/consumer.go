@@ -1,0 +1,317 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Consumer takes jobs of one state, in path order (priority, then age). It
+// learns of new work from a child watch on the state folder, never by
+// polling, and many goroutines may call Next at once: they share one local
+// snapshot of the folder and never try the same entry twice.
+//
+// Costs stay flat with queue depth: the folder is listed when the snapshot
+// runs dry, or when the watch has fired and the snapshot is older than a few
+// listing times, so a deep queue is listed a bounded number of times per
+// second, not once per job.
+type Consumer struct {
+	c        *Client
+	state    JobState
+	opts     ConsumerOptions
+	mu       sync.Mutex
+	snapshot []entry // not yet tried, in order
+	trying   map[string]bool
+	listedAt time.Time
+	listCost time.Duration
+	dirty    bool          // the folder changed since the snapshot
+	wake     chan struct{} // closed when the folder or a blocking lock changes
+	watching bool          // a child watch is armed
+	lockWait map[string]bool
+}
+
+// ConsumerOptions tune a Consumer.
+type ConsumerOptions struct {
+	// Spread is how many entries at the head of the queue a claim picks from
+	// at random, so that replicas racing for the same state do not all try
+	// the first job (default 8; 1 = strict order).
+	Spread int
+	// IgnorePause takes jobs even while the ingest queue is paused (admin tools).
+	IgnorePause bool
+}
+
+// NewConsumer returns a consumer of jobs in state.
+func (c *Client) NewConsumer(state JobState, opts ConsumerOptions) *Consumer {
+	if opts.Spread <= 0 {
+		opts.Spread = 8
+	}
+	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{},
+		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true}
+}
+
+// State is the state this consumer takes jobs from.
+func (co *Consumer) State() JobState { return co.state }
+
+// Next blocks until it holds a job of the consumer's state, or ctx ends.
+func (co *Consumer) Next(ctx context.Context) (*Claim, error) {
+	for {
+		if !co.opts.IgnorePause {
+			if err := co.c.WaitUnpaused(ctx); err != nil {
+				return nil, err
+			}
+		}
+		cl, wake, err := co.TryNext(ctx)
+		if cl != nil || (err != nil && !errors.Is(err, ErrNoSession)) {
+			return cl, err
+		}
+		if errors.Is(err, ErrNoSession) {
+			wake = co.c.sessionWake(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-wake:
+		}
+	}
+}
+
+// TryNext claims a job if one is free now. With none, it returns a channel
+// that is closed when it is worth trying again.
+func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error) {
+	for {
+		e, wake, err := co.pick(ctx)
+		if err != nil || e == nil {
+			return nil, wake, err
+		}
+		cl, err := co.c.claimEntry(ctx, co.state, *e)
+		co.mu.Lock()
+		delete(co.trying, e.name)
+		co.mu.Unlock()
+		switch {
+		case err == nil:
+			return cl, nil, nil
+		case errors.Is(err, errBusy):
+			co.watchLock(e.jid)
+		case errors.Is(err, errStale):
+		default:
+			return nil, nil, err
+		}
+	}
+}
+
+// pick returns the next entry to try, relisting the folder when needed.
+func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if len(co.snapshot) == 0 || (co.dirty && time.Since(co.listedAt) > co.relistAfter()) {
+		if co.dirty || !co.watching {
+			if err := co.relistLocked(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if len(co.snapshot) == 0 {
+		return nil, co.wake, nil
+	}
+	i := 0
+	if n := min(co.opts.Spread, len(co.snapshot)); n > 1 {
+		i = rand.IntN(n)
+	}
+	e := co.snapshot[i]
+	co.snapshot = append(co.snapshot[:i], co.snapshot[i+1:]...)
+	co.trying[e.name] = true
+	return &e, nil, nil
+}
+
+// relistAfter bounds how often a deep folder is listed: a listing may cost
+// at most ~10% of the consumer's time, and never happens more than every 20 ms.
+func (co *Consumer) relistAfter() time.Duration {
+	return max(20*time.Millisecond, 10*co.listCost)
+}
+
+func (co *Consumer) relistLocked(ctx context.Context) error {
+	start := time.Now()
+	// The lock is held across the listing so concurrent Next calls wait for
+	// one listing instead of each making its own.
+	names, _, ev, err := co.c.childrenW(ctx, co.c.p.jobStateDir(co.state))
+	if err != nil {
+		return fmt.Errorf("listing %s jobs: %w", JobStateName(co.state), err)
+	}
+	co.listCost = time.Since(start)
+	co.listedAt = time.Now()
+	co.dirty = false
+	co.watching = true
+	all := sortedEntries(names)
+	co.snapshot = co.snapshot[:0]
+	for _, e := range all {
+		if !co.trying[e.name] {
+			co.snapshot = append(co.snapshot, e)
+		}
+	}
+	wake := co.wake
+	go func() {
+		select {
+		case <-ev:
+		case <-co.c.life.Done():
+		}
+		co.mu.Lock()
+		co.dirty = true
+		co.watching = false
+		if co.wake == wake {
+			close(co.wake)
+			co.wake = make(chan struct{})
+		}
+		co.mu.Unlock()
+	}()
+	return nil
+}
+
+// watchLock wakes waiting callers when a job that blocked them is unlocked
+// without leaving the state (its consumer released it or died): that changes
+// no child of the state folder, so the folder watch would not fire.
+func (co *Consumer) watchLock(jid string) {
+	co.mu.Lock()
+	if co.lockWait[jid] || len(co.lockWait) > 256 {
+		co.mu.Unlock()
+		return
+	}
+	co.lockWait[jid] = true
+	co.mu.Unlock()
+	go func() {
+		defer func() {
+			co.mu.Lock()
+			delete(co.lockWait, jid)
+			co.dirty = true
+			close(co.wake)
+			co.wake = make(chan struct{})
+			co.mu.Unlock()
+		}()
+		ok, _, ev, err := co.c.existsW(co.c.life, co.c.p.jobLock(jid))
+		if err != nil || !ok {
+			return
+		}
+		select {
+		case <-ev:
+		case <-co.c.life.Done():
+		}
+	}()
+}
+
+// sessionWake returns a channel closed when a session is (re)established.
+func (c *Client) sessionWake(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	var cancel func()
+	cancel = c.OnSession(func(ok bool) {
+		if ok {
+			once.Do(func() { close(ch) })
+		}
+	})
+	go func() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ch
+}
+
+// --- queue pause ---
+
+// pauseState caches whether /locks/queue/ingest exists, kept current by a watch.
+type pauseState struct {
+	once   sync.Once
+	mu     sync.Mutex
+	paused bool
+	known  bool
+	change chan struct{}
+}
+
+// Paused reports whether the ingest queue is paused (read from ZooKeeper).
+func (c *Client) Paused(ctx context.Context) (bool, error) {
+	ok, _, err := c.exists(ctx, c.p.ingestPause())
+	if err != nil {
+		return false, fmt.Errorf("reading queue pause: %w", err)
+	}
+	return ok, nil
+}
+
+// Pause stops every consumer from taking new batches and jobs; work already
+// taken finishes its step.
+func (c *Client) Pause(ctx context.Context) error {
+	if err := c.ensure(ctx, c.p.ingestPause()); err != nil {
+		return fmt.Errorf("pausing the queue: %w", err)
+	}
+	return nil
+}
+
+// Unpause lets consumers take work again.
+func (c *Client) Unpause(ctx context.Context) error {
+	_, err := retry(ctx, func() (struct{}, error) {
+		err := c.conn.Delete(c.p.ingestPause(), -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return fmt.Errorf("unpausing the queue: %w", err)
+	}
+	return nil
+}
+
+// WaitUnpaused returns at once while the queue runs, or blocks until it is
+// unpaused or ctx ends. The state comes from a watch, not a read per call.
+func (c *Client) WaitUnpaused(ctx context.Context) error {
+	ps := &c.pause
+	ps.once.Do(func() {
+		ps.change = make(chan struct{})
+		go c.followPause()
+	})
+	for {
+		ps.mu.Lock()
+		paused, known, ch := ps.paused, ps.known, ps.change
+		ps.mu.Unlock()
+		if known && !paused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
+		}
+	}
+}
+
+func (c *Client) followPause() {
+	ps := &c.pause
+	for {
+		ok, _, ev, err := c.existsW(c.life, c.p.ingestPause())
+		if err != nil {
+			select {
+			case <-c.closed:
+				return
+			case <-time.After(200 * time.Millisecond):
+				continue
+			}
+		}
+		ps.mu.Lock()
+		if !ps.known || ps.paused != ok {
+			ps.paused, ps.known = ok, true
+			close(ps.change)
+			ps.change = make(chan struct{})
+		}
+		ps.mu.Unlock()
+		select {
+		case <-c.closed:
+			return
+		case <-ev:
+		}
+	}
+}

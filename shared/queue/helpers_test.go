@@ -1,0 +1,159 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// newClient connects a client with a fresh root prefix.
+func newClient(t testing.TB) *Client {
+	t.Helper()
+	return newClientAt(t, zktest.Root(t))
+}
+
+func newClientAt(t testing.TB, root string) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// tree reads every node under the client's root: path (relative) → data.
+func tree(t testing.TB, c *Client) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var walk func(p string)
+	walk = func(p string) {
+		data, _, err := c.conn.Get(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("get %s: %v", p, err)
+		}
+		rel := strings.TrimPrefix(p, c.p.root)
+		if rel == "" {
+			rel = "/"
+		}
+		out[rel] = string(data)
+		children, _, err := c.conn.Children(p)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			t.Fatalf("children %s: %v", p, err)
+		}
+		for _, ch := range children {
+			walk(path.Join(p, ch))
+		}
+	}
+	walk(c.p.root + "/batches")
+	walk(c.p.root + "/batch-uuids")
+	walk(c.p.root + "/jobs")
+	walk(c.p.root + "/locks")
+	return out
+}
+
+// under lists the node paths below prefix (exclusive), sorted.
+func under(tr map[string]string, prefix string) []string {
+	var out []string
+	for p := range tr {
+		if strings.HasPrefix(p, prefix+"/") {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// jsonField reads one field of a JSON node as raw JSON text.
+func jsonField(t testing.TB, data, field string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(data), &m); err != nil {
+		t.Fatalf("node is not JSON: %q: %v", data, err)
+	}
+	v, ok := m[field]
+	if !ok {
+		t.Fatalf("field %q missing in %s (keys %v)", field, data, slices.Sorted(maps.Keys(m)))
+	}
+	return string(v)
+}
+
+func sampleSubmission() *v1.Submission {
+	return &v1.Submission{
+		ProfileName:    "demo_profile",
+		Submitter:      "dana",
+		PayloadUrl:     "http://127.0.0.1:1/manifest.checkm",
+		Type:           v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
+		Metadata:       &v1.Metadata{Who: "Dana", What: "Letters", When: "1921", Where: ""},
+	}
+}
+
+// spawn creates a batch, takes it to Processing and creates n jobs of the
+// given priority, then finishes spawning. It returns the bid and jids.
+func spawn(t testing.TB, c *Client, n int, priority int32) (string, []string) {
+	t.Helper()
+	ctx := testCtx(t)
+	bid, err := c.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatalf("create batch: %v", err)
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatalf("claim batch: %v", err)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchProcessing}); err != nil {
+		t.Fatalf("batch → Processing: %v", err)
+	}
+	jobs := make([]NewJob, n)
+	for i := range jobs {
+		jobs[i] = NewJob{Priority: priority, Configuration: &v1.JobConfiguration{
+			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
+			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
+			WorkingDir: "/tmp/work", BatchEntry: int32(i)}}
+	}
+	jids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		t.Fatalf("create jobs: %v", err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatalf("finish spawning: %v", err)
+	}
+	return bid, jids
+}
+
+// step claims the job jid in its current state and commits ch.
+func step(t testing.TB, c *Client, jid string, ch Change) {
+	t.Helper()
+	ctx := testCtx(t)
+	cl, err := c.ClaimJob(ctx, jid)
+	if err != nil {
+		t.Fatalf("claim %s: %v", jid, err)
+	}
+	if err := cl.Commit(ctx, ch); err != nil {
+		t.Fatalf("commit %s → %s: %v", jid, JobStateName(ch.To), err)
+	}
+}

@@ -1,0 +1,609 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Job data nodes, in the order they are read.
+const (
+	nodeBid         = "bid"
+	nodePriority    = "priority"
+	nodeSpaceNeeded = "space_needed"
+	nodeConfig      = "configuration"
+	nodeIdentifiers = "identifiers"
+	nodeMetadata    = "metadata"
+	nodeStore       = "store"
+	nodeInventory   = "inventory"
+	nodeManifest    = "manifest" // ingestq's own
+	nodeStatus      = "status"
+	nodeLock        = "lock"
+)
+
+var jobDataNodes = []string{nodeBid, nodePriority, nodeSpaceNeeded, nodeConfig, nodeIdentifiers,
+	nodeMetadata, nodeStore, nodeInventory}
+
+// DefaultPriority is a job's priority when the caller gives none.
+const DefaultPriority = 5
+
+// MaxPriority is the largest priority ingestq writes. Larger numbers are read
+// (and sort after 99), but the Merritt library's reader assumes two digits,
+// so ingestq never writes more.
+const MaxPriority = 99
+
+// readJobData fills job from its data nodes (all but status and manifest).
+// It reports which optional nodes exist and the first node that was unreadable.
+func (c *Client) readJobData(ctx context.Context, job *v1.Job) (present map[string]bool, corrupt error, err error) {
+	ps := make([]string, len(jobDataNodes))
+	for i, n := range jobDataNodes {
+		ps[i] = c.p.jobNode(job.Id, n)
+	}
+	datas, err := c.getMany(ctx, ps)
+	if err != nil {
+		return nil, nil, err
+	}
+	present = map[string]bool{}
+	note := func(e error) {
+		if corrupt == nil {
+			corrupt = e
+		}
+	}
+	for i, n := range jobDataNodes {
+		d := datas[i]
+		if d == nil {
+			continue
+		}
+		present[n] = true
+		p := ps[i]
+		switch n {
+		case nodeBid:
+			job.Bid = string(d)
+		case nodePriority:
+			v, e := decodeInt(p, d)
+			note(e)
+			job.Priority = int32(v)
+		case nodeSpaceNeeded:
+			v, e := decodeInt(p, d)
+			note(e)
+			job.SpaceNeeded = v
+		case nodeConfig:
+			v, e := decodeConfiguration(p, d)
+			note(e)
+			job.Configuration = v
+		case nodeIdentifiers:
+			v, e := decodeIdentifiers(p, d)
+			note(e)
+			job.Identifiers = v
+		case nodeMetadata:
+			v, e := decodeMetadata(p, d)
+			note(e)
+			job.Metadata = v
+		case nodeStore:
+			v, e := decodeStore(p, d)
+			note(e)
+			job.Store = v
+		case nodeInventory:
+			v, e := decodeInventory(p, d)
+			note(e)
+			job.Inventory = v
+		}
+	}
+	if job.Bid == "" {
+		note(&CorruptError{Path: c.p.jobNode(job.Id, nodeBid), Err: errors.New("missing")})
+	}
+	return present, corrupt, nil
+}
+
+// GetJob reads a job and its status (not its manifest).
+func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
+	if !ValidJobID(jid) {
+		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
+	}
+	data, _, err := c.get(ctx, c.p.jobStatus(jid))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", jid, err)
+	}
+	job := &v1.Job{Id: jid}
+	st, err := decodeJobStatus(c.p.jobStatus(jid), data)
+	if err != nil {
+		return nil, err
+	}
+	job.Status = st
+	_, corrupt, err := c.readJobData(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	if corrupt != nil {
+		return nil, corrupt
+	}
+	locked, _, err := c.exists(ctx, c.p.jobLock(jid))
+	if err != nil {
+		return nil, fmt.Errorf("reading job %s lock: %w", jid, err)
+	}
+	job.Locked = locked
+	return job, nil
+}
+
+// GetManifest reads the file list kept beside a job (nil if it has none).
+func (c *Client) GetManifest(ctx context.Context, jid string) (*v1.Manifest, error) {
+	p := c.p.jobNode(jid, nodeManifest)
+	data, _, err := c.get(ctx, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return decodeManifest(p, data)
+}
+
+// Claim is a job this client holds the lock of. Every change made through
+// it is fenced: it is refused (ErrFenced) once the lock or session is lost or
+// another writer has changed the job's status since the claim was taken.
+type Claim struct {
+	c *Client
+	// Job is the job's data as read when it was claimed.
+	Job *v1.Job
+	// LoadErr is set when a node of the job is unreadable (another writer
+	// broke it). The job can still be failed through the claim.
+	LoadErr error
+
+	from    JobState // state when claimed
+	entry   string   // name of the state-folder entry found
+	version int32    // status version owned by this claim
+	present map[string]bool
+	sess    *session
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+
+	mu   sync.Mutex
+	done bool
+}
+
+// State is the state the job was in when it was claimed.
+func (cl *Claim) State() JobState { return cl.from }
+
+// ID is the claimed job's id.
+func (cl *Claim) ID() string { return cl.Job.GetId() }
+
+// Context ends when the claim's lock or session is lost, or the claim is
+// committed or released. Work done for the claim should stop then.
+func (cl *Claim) Context() context.Context { return cl.ctx }
+
+var (
+	errStale = errors.New("entry is stale")
+	errBusy  = errors.New("job is locked")
+)
+
+// claimEntry tries to take the job behind one state-folder entry. It returns
+// errStale when the entry no longer describes the job and errBusy when another
+// consumer holds it.
+func (c *Client) claimEntry(ctx context.Context, state JobState, e entry) (*Claim, error) {
+	sess, err := c.currentSession()
+	if err != nil {
+		return nil, err
+	}
+	jid := e.jid
+	statusPath, lockPath := c.p.jobStatus(jid), c.p.jobLock(jid)
+
+	// Status and lock are read together: a held job costs no write.
+	var (
+		data     []byte
+		stat     *zk.Stat
+		getErr   error
+		locked   bool
+		existErr error
+		wg       sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		locked, _, existErr = c.exists(ctx, lockPath)
+	}()
+	data, stat, getErr = c.get(ctx, statusPath)
+	wg.Wait()
+	switch {
+	case errors.Is(getErr, zk.ErrNoNode):
+		return nil, errStale
+	case getErr != nil:
+		return nil, fmt.Errorf("reading %s: %w", statusPath, getErr)
+	case existErr != nil:
+		return nil, fmt.Errorf("reading %s: %w", lockPath, existErr)
+	case locked:
+		return nil, errBusy
+	}
+	status, loadErr := decodeJobStatus(statusPath, data)
+	if loadErr == nil && status.GetStatus() != state {
+		// The job moved on; this entry is left over (a non-atomic writer) or
+		// about to vanish. fsck deals with the former.
+		return nil, errStale
+	}
+
+	// Taking the lock rewrites the status unchanged: its version becomes this
+	// claim's fencing token, so a consumer that lost the job cannot commit.
+	_, err = c.multi(ctx,
+		c.createOp(lockPath, nil, zk.FlagEphemeral),
+		setOp(statusPath, data, stat.Version),
+	)
+	switch {
+	case errors.Is(err, zk.ErrNodeExists):
+		return nil, errBusy
+	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+		return nil, errStale
+	case err != nil:
+		return nil, fmt.Errorf("locking job %s: %w", jid, err)
+	}
+	cl := &Claim{c: c, from: state, entry: e.name, version: stat.Version + 1, sess: sess,
+		Job: &v1.Job{Id: jid, Priority: e.priority, Status: status}, LoadErr: loadErr}
+	if status == nil {
+		cl.Job.Status = &v1.JobStatus{Status: state}
+	}
+	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
+	present, corrupt, err := c.readJobData(ctx, cl.Job)
+	if err != nil {
+		cl.release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	cl.present = present
+	if cl.LoadErr == nil {
+		cl.LoadErr = corrupt
+	}
+	// The entry's priority is what orders the job; keep it authoritative.
+	cl.Job.Priority = e.priority
+	cl.Job.Locked = true
+	go cl.watchLock()
+	return cl, nil
+}
+
+// watchLock ends the claim's context if its lock node disappears while the
+// session lives on (an operator or fsck removed it).
+func (cl *Claim) watchLock() {
+	for {
+		ok, _, ev, err := cl.c.existsW(cl.ctx, cl.c.p.jobLock(cl.ID()))
+		if err != nil {
+			return // session or claim ended: its context is already done
+		}
+		if !ok {
+			cl.cancel(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), ErrFenced))
+			return
+		}
+		select {
+		case <-cl.ctx.Done():
+			return
+		case e := <-ev:
+			if e.Type == zk.EventNodeDeleted {
+				cl.cancel(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), ErrFenced))
+				return
+			}
+		}
+	}
+}
+
+// LoadManifest reads the job's file list (nil if the job has none).
+func (cl *Claim) LoadManifest(ctx context.Context) (*v1.Manifest, error) {
+	m, err := cl.c.GetManifest(ctx, cl.ID())
+	if err == nil {
+		cl.Job.Manifest = m
+	}
+	return m, err
+}
+
+// Change is what a stage's step did to a job. To is the next state; the data
+// fields, when set, are written in the same atomic operation.
+type Change struct {
+	To          JobState
+	Message     string
+	Priority    *int32 // re-prioritise: the state entry is renamed in the same operation
+	SpaceNeeded *int64
+	Identifiers *v1.Identifiers
+	Metadata    *v1.Metadata
+	Store       *v1.Store
+	Inventory   *v1.Inventory
+	Manifest    *v1.Manifest
+}
+
+func (cl *Claim) finish() error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.done {
+		return fmt.Errorf("job %s: claim already finished", cl.ID())
+	}
+	if err := cl.sess.ctx.Err(); err != nil {
+		return fmt.Errorf("job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
+	}
+	return nil
+}
+
+func (cl *Claim) markDone() {
+	cl.mu.Lock()
+	cl.done = true
+	cl.mu.Unlock()
+	cl.cancel(errClaimFinished)
+}
+
+var errClaimFinished = errors.New("claim finished")
+
+// dataOps writes the data fields of ch; existing nodes are set, new ones created.
+func (cl *Claim) dataOps(ch Change) []any {
+	var ops []any
+	put := func(name string, data []byte) {
+		p := cl.c.p.jobNode(cl.ID(), name)
+		if cl.present[name] {
+			ops = append(ops, setOp(p, data, -1))
+		} else {
+			ops = append(ops, cl.c.createOp(p, data, 0))
+		}
+	}
+	if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
+		put(nodePriority, encodeInt(int64(*ch.Priority)))
+	}
+	if ch.SpaceNeeded != nil {
+		put(nodeSpaceNeeded, encodeInt(*ch.SpaceNeeded))
+	}
+	if ch.Identifiers != nil {
+		put(nodeIdentifiers, encodeIdentifiers(ch.Identifiers))
+	}
+	if ch.Metadata != nil {
+		put(nodeMetadata, encodeMetadata(ch.Metadata))
+	}
+	if ch.Store != nil {
+		put(nodeStore, encodeStore(ch.Store))
+	}
+	if ch.Inventory != nil {
+		put(nodeInventory, encodeInventory(ch.Inventory))
+	}
+	if ch.Manifest != nil {
+		put(nodeManifest, encodeManifest(ch.Manifest))
+	}
+	return ops
+}
+
+// applyData records in memory what dataOps wrote.
+func (cl *Claim) applyData(ch Change) {
+	j := cl.Job
+	if ch.Priority != nil {
+		j.Priority = *ch.Priority
+		cl.present[nodePriority] = true
+	}
+	if ch.SpaceNeeded != nil {
+		j.SpaceNeeded = *ch.SpaceNeeded
+		cl.present[nodeSpaceNeeded] = true
+	}
+	if ch.Identifiers != nil {
+		j.Identifiers = ch.Identifiers
+		cl.present[nodeIdentifiers] = true
+	}
+	if ch.Metadata != nil {
+		j.Metadata = ch.Metadata
+		cl.present[nodeMetadata] = true
+	}
+	if ch.Store != nil {
+		j.Store = ch.Store
+		cl.present[nodeStore] = true
+	}
+	if ch.Inventory != nil {
+		j.Inventory = ch.Inventory
+		cl.present[nodeInventory] = true
+	}
+	if ch.Manifest != nil {
+		j.Manifest = ch.Manifest
+		cl.present[nodeManifest] = true
+	}
+}
+
+func validPriority(p *int32) error {
+	if p != nil && (*p < 0 || *p > MaxPriority) {
+		return fmt.Errorf("%w: priority %d is outside 0..%d", ErrInvalid, *p, MaxPriority)
+	}
+	return nil
+}
+
+// Commit moves the job to ch.To and writes ch's data, releasing the lock, in
+// one atomic operation guarded by the claim's fencing version.
+func (cl *Claim) Commit(ctx context.Context, ch Change) error {
+	if err := checkJobMove(cl.ID(), cl.from, ch.To); err != nil {
+		return err
+	}
+	if err := validPriority(ch.Priority); err != nil {
+		return err
+	}
+	if err := cl.finish(); err != nil {
+		return err
+	}
+	old := cl.Job.GetStatus()
+	next := &v1.JobStatus{
+		Status:               ch.To,
+		LastModified:         nowStamp(),
+		Message:              ch.Message,
+		LastSuccessfulStatus: nextLastSuccessful(cl.from, old.GetLastSuccessfulStatus(), ch.To),
+		RetryCount:           old.GetRetryCount(),
+	}
+	if cl.from == Failed && ch.To != Deleted {
+		next.RetryCount++ // only an admin resume leaves Failed
+	}
+	prio := cl.Job.Priority
+	if ch.Priority != nil {
+		prio = *ch.Priority
+	}
+	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), encodeJobStatus(next), cl.version)
+	err := cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
+		ops := cl.dataOps(ch)
+		if ch.To != cl.from || prio != cl.Job.Priority {
+			ops = append(ops,
+				deleteOp(cl.c.p.jobStateDir(cl.from)+"/"+cl.entry, -1),
+				cl.c.createOp(cl.c.p.jobEntry(ch.To, prio, cl.ID()), nil, 0))
+		}
+		ops = append(ops, cl.c.refOps(cl.Job.Bid, cl.ID(), ref, batchFolder(ch.To))...)
+		return append(ops, deleteOp(cl.c.p.jobLock(cl.ID()), -1))
+	}, func(data []byte) bool {
+		st, err := decodeJobStatus("", data)
+		return err == nil && st.GetStatus() == ch.To && st.GetMessage() == ch.Message
+	})
+	if err != nil {
+		return err
+	}
+	cl.applyData(ch)
+	cl.Job.Status = next
+	cl.Job.Priority = prio
+	cl.Job.Locked = false
+	cl.markDone()
+	return nil
+}
+
+// refPlace is where a job's batch reference was found: its folder, or ""
+// when it has none; known=false means "assume the folder its state implies".
+type refPlace struct {
+	folder string
+	known  bool
+}
+
+// refOps moves a job's batch reference to the folder `to`, touching the
+// batch-processing folder whenever a job leaves or enters it so that a
+// batcher watching that node (a data watch: O(1), whatever the batch size)
+// learns that the batch may be done.
+func (c *Client) refOps(bid, jid string, ref refPlace, to string) []any {
+	from := ref.folder
+	if from == to && ref.known {
+		return nil
+	}
+	var ops []any
+	if ref.known && from != "" {
+		ops = append(ops, deleteOp(c.p.batchRef(bid, from, jid), -1))
+	}
+	ops = append(ops, c.createOp(c.p.batchRef(bid, to, jid), nil, 0))
+	if from == folderProcessing || to == folderProcessing || !ref.known {
+		ops = append(ops, setOp(c.p.batchFolder(bid, folderProcessing), nil, -1))
+	}
+	return ops
+}
+
+// commitOps runs one multi: the fenced status operation, a check that the
+// lock still exists, then the operations built by build. Beside fencing it copes with two things a peer writer
+// or a crash can leave: a batch reference in an unexpected folder (it is
+// found and moved), and a lost connection that hides whether the multi was
+// applied (the status node tells: applied(data) says whether it holds what
+// the multi wrote).
+func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlace) []any, applied func([]byte) bool) error {
+	ref := refPlace{folder: batchFolder(cl.from), known: true}
+	for attempt := 0; ; attempt++ {
+		ops := append([]any{statusOp, checkOp(cl.c.p.jobLock(cl.ID()), -1)}, build(ref)...)
+		_, err := cl.c.multi(ctx, ops...)
+		if err == nil {
+			return nil
+		}
+		if retryable(err) {
+			data, stat, gerr := cl.c.get(ctx, cl.c.p.jobStatus(cl.ID()))
+			switch {
+			case gerr != nil:
+				return fmt.Errorf("job %s: commit outcome unknown after %v: %w", cl.ID(), err, gerr)
+			case stat.Version == cl.version+1 && applied(data):
+				return nil
+			case stat.Version == cl.version && attempt < 3:
+				continue
+			}
+			return fmt.Errorf("job %s: %w: connection lost during commit", cl.ID(), ErrFenced)
+		}
+		idx := failedOp(err)
+		if idx == 0 || idx == 1 {
+			// The status moved on, or our lock is gone.
+			cl.markDone()
+			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
+		}
+		if attempt >= 2 || !(errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNodeExists)) {
+			return fmt.Errorf("committing job %s: %w", cl.ID(), err)
+		}
+		// A reference or folder is not where the contract puts it.
+		if ref, err = cl.c.locateRef(ctx, cl.Job.Bid, cl.ID()); err != nil {
+			return err
+		}
+	}
+}
+
+// locateRef finds which batch folder references jid, creating the folders
+// if a peer created the batch without them.
+func (c *Client) locateRef(ctx context.Context, bid, jid string) (refPlace, error) {
+	if bid == "" {
+		return refPlace{}, fmt.Errorf("job %s: %w: no bid", jid, ErrCorrupt)
+	}
+	if err := c.ensure(ctx, c.p.batchStates(bid)); err != nil {
+		return refPlace{}, err
+	}
+	found := refPlace{known: true}
+	for _, f := range batchFolders {
+		if err := c.ensure(ctx, c.p.batchFolder(bid, f)); err != nil {
+			return refPlace{}, err
+		}
+		ok, _, err := c.exists(ctx, c.p.batchRef(bid, f, jid))
+		if err != nil {
+			return refPlace{}, err
+		}
+		if ok && found.folder == "" {
+			found.folder = f
+		}
+	}
+	return found, nil
+}
+
+// Update writes data fields while keeping the job and its lock (for example
+// an ARK the processor must record at once). ch.To is ignored; a new
+// ch.Priority renames the state entry.
+func (cl *Claim) Update(ctx context.Context, ch Change) error {
+	if err := validPriority(ch.Priority); err != nil {
+		return err
+	}
+	if err := cl.finish(); err != nil {
+		return err
+	}
+	ops := []any{checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), checkOp(cl.c.p.jobLock(cl.ID()), -1)}
+	ops = append(ops, cl.dataOps(ch)...)
+	newEntry := cl.entry
+	if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
+		newEntry = entryName(*ch.Priority, cl.ID())
+		ops = append(ops,
+			deleteOp(cl.c.p.jobStateDir(cl.from)+"/"+cl.entry, -1),
+			cl.c.createOp(cl.c.p.jobStateDir(cl.from)+"/"+newEntry, nil, 0))
+	}
+	if len(ops) == 2 {
+		return nil
+	}
+	if _, err := cl.c.multi(ctx, ops...); err != nil {
+		if idx := failedOp(err); idx == 0 || idx == 1 {
+			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
+		}
+		return fmt.Errorf("updating job %s: %w", cl.ID(), err)
+	}
+	cl.applyData(ch)
+	cl.entry = newEntry
+	return nil
+}
+
+// Release gives the job back untouched: its lock is removed (only if this
+// claim still owns the job) and another consumer may take it.
+func (cl *Claim) Release(ctx context.Context) error {
+	if err := cl.finish(); err != nil {
+		cl.markDone()
+		return err
+	}
+	return cl.release(ctx)
+}
+
+func (cl *Claim) release(ctx context.Context) error {
+	defer cl.markDone()
+	_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
+	if err != nil {
+		return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
+	}
+	return nil
+}
+
+// CloneJob returns a deep copy of a job message.
+func CloneJob(j *v1.Job) *v1.Job { return proto.Clone(j).(*v1.Job) }

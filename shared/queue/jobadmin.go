@@ -1,0 +1,238 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
+
+// ClaimJob takes the lock of one job by id, whatever its state. It fails with
+// ErrLocked when a consumer is working on the job and ErrNotFound when there
+// is no such job. Admin actions go through it, so they are fenced exactly
+// like a stage's step.
+func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
+	if !ValidJobID(jid) {
+		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		data, _, err := c.get(ctx, c.p.jobStatus(jid))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading job %s: %w", jid, err)
+		}
+		st, err := decodeJobStatus(c.p.jobStatus(jid), data)
+		if err != nil {
+			return nil, err
+		}
+		e, err := c.findEntry(ctx, st.GetStatus(), jid)
+		if err != nil {
+			return nil, err
+		}
+		cl, err := c.claimEntry(ctx, st.GetStatus(), e)
+		switch {
+		case errors.Is(err, errBusy):
+			return nil, fmt.Errorf("job %s (%s): %w", jid, JobStateName(st.GetStatus()), ErrLocked)
+		case errors.Is(err, errStale):
+			continue // it moved between the two reads
+		}
+		return cl, err
+	}
+	return nil, fmt.Errorf("job %s: %w: it keeps changing state", jid, ErrLocked)
+}
+
+// findEntry locates a job's entry in its state folder: by its priority node
+// first, by a scan of the folder if a writer left them disagreeing.
+func (c *Client) findEntry(ctx context.Context, s JobState, jid string) (entry, error) {
+	pdata, _, err := c.get(ctx, c.p.jobNode(jid, nodePriority))
+	if err == nil {
+		if pr, perr := decodeInt("", pdata); perr == nil {
+			name := entryName(int32(pr), jid)
+			ok, _, err := c.exists(ctx, c.p.jobStateDir(s)+"/"+name)
+			if err != nil {
+				return entry{}, err
+			}
+			if ok {
+				return entry{name: name, priority: int32(pr), jid: jid}, nil
+			}
+		}
+	}
+	names, _, err := c.children(ctx, c.p.jobStateDir(s))
+	if err != nil {
+		return entry{}, fmt.Errorf("listing %s: %w", JobStateName(s), err)
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, "-"+jid) {
+			if pr, id, ok := parseEntry(n); ok {
+				return entry{name: n, priority: pr, jid: id}, nil
+			}
+		}
+	}
+	return entry{}, fmt.Errorf("job %s: %w: status %s but no entry in /jobs/states/%s (run fsck)",
+		jid, ErrCorrupt, JobStateName(s), jobStateSegment(s))
+}
+
+// moveJob claims a job, checks it is in one of want, and commits ch.
+func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch func(*Claim) (Change, error)) (*v1.Job, error) {
+	cl, err := c.ClaimJob(ctx, jid)
+	if err != nil {
+		return nil, err
+	}
+	ok := len(want) == 0
+	for _, s := range want {
+		ok = ok || cl.from == s
+	}
+	if !ok {
+		cl.Release(context.WithoutCancel(ctx))
+		names := make([]string, len(want))
+		for i, s := range want {
+			names[i] = JobStateName(s)
+		}
+		return nil, fmt.Errorf("job %s is %s, not %s: %w", jid, JobStateName(cl.from), strings.Join(names, " or "), ErrWrongState)
+	}
+	change, err := ch(cl)
+	if err == nil {
+		err = cl.Commit(ctx, change)
+	}
+	if err != nil {
+		cl.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return cl.Job, nil
+}
+
+// HoldJob moves a pending job to Held.
+func (c *Client) HoldJob(ctx context.Context, jid, message string) (*v1.Job, error) {
+	return c.moveJob(ctx, jid, []JobState{Pending}, func(*Claim) (Change, error) {
+		return Change{To: Held, Message: orDefault(message, "held by an operator")}, nil
+	})
+}
+
+// ReleaseJob moves a held job back to Pending.
+func (c *Client) ReleaseJob(ctx context.Context, jid, message string) (*v1.Job, error) {
+	return c.moveJob(ctx, jid, []JobState{Held}, func(*Claim) (Change, error) {
+		return Change{To: Pending, Message: orDefault(message, "released by an operator")}, nil
+	})
+}
+
+// FailJob fails a job that is waiting between steps (the state table decides
+// which states may fail).
+func (c *Client) FailJob(ctx context.Context, jid, message string) (*v1.Job, error) {
+	return c.moveJob(ctx, jid, nil, func(cl *Claim) (Change, error) {
+		if err := checkJobMove(jid, cl.from, Failed); err != nil {
+			return Change{}, err
+		}
+		return Change{To: Failed, Message: orDefault(message, "failed by an operator")}, nil
+	})
+}
+
+// RequeueJob resumes a failed job at `to`, or, when to is unspecified, at the
+// state after its last successful one. retry_count goes up by one.
+func (c *Client) RequeueJob(ctx context.Context, jid string, to JobState, message string) (*v1.Job, error) {
+	return c.moveJob(ctx, jid, []JobState{Failed}, func(cl *Claim) (Change, error) {
+		if to == v1.JobState_JOB_STATE_UNSPECIFIED {
+			to = ResumeState(cl.Job.GetStatus().GetLastSuccessfulStatus())
+		}
+		if to == Deleted {
+			return Change{}, fmt.Errorf("%w: requeue to Deleted; delete the job instead", ErrInvalid)
+		}
+		return Change{To: to, Message: orDefault(message, "requeued by an operator to "+JobStateName(to))}, nil
+	})
+}
+
+// ReprioritizeJob changes a waiting job's priority; its state entry is renamed
+// in the same operation.
+func (c *Client) ReprioritizeJob(ctx context.Context, jid string, priority int32) (*v1.Job, error) {
+	if err := validPriority(&priority); err != nil {
+		return nil, err
+	}
+	cl, err := c.ClaimJob(ctx, jid)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Release(context.WithoutCancel(ctx))
+	if !IsLive(cl.from) {
+		return nil, fmt.Errorf("job %s is %s: %w: only a live job has a priority that matters", jid, JobStateName(cl.from), ErrWrongState)
+	}
+	if err := cl.Update(ctx, Change{Priority: &priority}); err != nil {
+		return nil, err
+	}
+	return cl.Job, nil
+}
+
+// DeleteJob removes a failed or held job's nodes and moves its batch
+// reference to batch-deleted. Deleting a job whose batch is still open needs
+// force: its depositor will never hear of it.
+func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
+	cl, err := c.ClaimJob(ctx, jid)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if !cl.done {
+			cl.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := checkJobMove(jid, cl.from, Deleted); err != nil {
+		return fmt.Errorf("job %s is %s, not Failed or Held: %w", jid, JobStateName(cl.from), ErrWrongState)
+	}
+	if !force && cl.Job.Bid != "" {
+		bst, err := c.batchStatus(ctx, cl.Job.Bid)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if bst != nil && batchOpen(bst.GetStatus()) {
+			return fmt.Errorf("job %s: batch %s is still %s and its depositor would never hear of this job; %w: pass force to delete anyway",
+				jid, cl.Job.Bid, BatchStateName(bst.GetStatus()), ErrWrongState)
+		}
+	}
+	children, _, err := c.children(ctx, c.p.job(jid))
+	if err != nil {
+		return fmt.Errorf("listing job %s: %w", jid, err)
+	}
+	if err := cl.finish(); err != nil {
+		return err
+	}
+	err = cl.commitOps(ctx, checkOp(c.p.jobStatus(jid), cl.version), func(ref refPlace) []any {
+		var ops []any
+		for _, n := range children {
+			if n != nodeLock {
+				ops = append(ops, deleteOp(c.p.jobNode(jid, n), -1))
+			}
+		}
+		ops = append(ops, deleteOp(c.p.jobStateDir(cl.from)+"/"+cl.entry, -1))
+		if cl.Job.Bid != "" {
+			ops = append(ops, c.refOps(cl.Job.Bid, jid, ref, folderDeleted)...)
+		}
+		return append(ops, deleteOp(c.p.jobLock(jid), -1), deleteOp(c.p.job(jid), -1))
+	}, func([]byte) bool { return false })
+	if err != nil {
+		if errors.Is(err, zk.ErrNotEmpty) {
+			return fmt.Errorf("job %s changed while being deleted: %w", jid, ErrLocked)
+		}
+		return err
+	}
+	cl.markDone()
+	return nil
+}
+
+// batchOpen reports whether a batch in s will still report to its depositor.
+func batchOpen(s BatchState) bool {
+	switch s {
+	case BatchCompleted, BatchFailed, BatchDeleted:
+		return false
+	}
+	return true
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,180 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+func validMnemonic(m string) error {
+	if m == "" || len(m) > 200 || m == "." || m == ".." {
+		return fmt.Errorf("%w: collection %q must be 1..200 characters", ErrInvalid, m)
+	}
+	for _, r := range m {
+		if r == '/' || r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: collection %q must not contain '/' or control characters", ErrInvalid, m)
+		}
+	}
+	return nil
+}
+
+// HoldCollection puts a collection on hold: its pending batches and pending
+// jobs go to Held when a consumer meets them.
+func (c *Client) HoldCollection(ctx context.Context, mnemonic string) error {
+	if err := validMnemonic(mnemonic); err != nil {
+		return err
+	}
+	if err := c.ensure(ctx, c.p.collectionHold(mnemonic)); err != nil {
+		return fmt.Errorf("holding collection %s: %w", mnemonic, err)
+	}
+	return nil
+}
+
+// ReleaseCollection lifts a collection's hold. (Returning its held batches
+// and jobs to Pending is a separate, admin-visible step.)
+func (c *Client) ReleaseCollection(ctx context.Context, mnemonic string) error {
+	if err := validMnemonic(mnemonic); err != nil {
+		return err
+	}
+	_, err := retry(ctx, func() (struct{}, error) {
+		err := c.conn.Delete(c.p.collectionHold(mnemonic), -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return fmt.Errorf("releasing collection %s: %w", mnemonic, err)
+	}
+	return nil
+}
+
+// HeldCollections lists the collections on hold, read from ZooKeeper.
+func (c *Client) HeldCollections(ctx context.Context) ([]string, error) {
+	names, _, err := c.children(ctx, c.p.collections())
+	if err != nil {
+		return nil, fmt.Errorf("listing collection holds: %w", err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// holdState caches the set of held collections, kept current by a child watch.
+type holdState struct {
+	once  sync.Once
+	mu    sync.RWMutex
+	held  map[string]bool
+	ready chan struct{}
+}
+
+// CollectionHeld reports whether a collection is on hold. After the first
+// call it answers from a cache that a watch keeps current, so a consumer can
+// ask for every job it takes.
+func (c *Client) CollectionHeld(ctx context.Context, mnemonic string) (bool, error) {
+	hs := &c.holds
+	hs.once.Do(func() {
+		hs.ready = make(chan struct{})
+		go c.followHolds()
+	})
+	select {
+	case <-hs.ready:
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
+	}
+	hs.mu.RLock()
+	defer hs.mu.RUnlock()
+	return hs.held[mnemonic], nil
+}
+
+func (c *Client) followHolds() {
+	hs := &c.holds
+	first := true
+	for {
+		names, _, ev, err := c.childrenW(c.life, c.p.collections())
+		if err != nil {
+			select {
+			case <-c.life.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+				continue
+			}
+		}
+		held := make(map[string]bool, len(names))
+		for _, n := range names {
+			held[n] = true
+		}
+		hs.mu.Lock()
+		hs.held = held
+		hs.mu.Unlock()
+		if first {
+			close(hs.ready)
+			first = false
+		}
+		select {
+		case <-c.life.Done():
+			return
+		case <-ev:
+		}
+	}
+}
+
+// ObjectLock is a lock on one object (an ARK) held by this session.
+type ObjectLock struct {
+	c    *Client
+	path string
+}
+
+// LockStorage takes /locks/storage/<ark> while the object is being stored.
+// The node is ephemeral, so a processor that dies frees it.
+func (c *Client) LockStorage(ctx context.Context, ark string) (*ObjectLock, error) {
+	return c.lockObject(ctx, c.p.storageLock(ark), ark)
+}
+
+// LockInventory takes /locks/inventory/<ark> while the object is recorded.
+func (c *Client) LockInventory(ctx context.Context, ark string) (*ObjectLock, error) {
+	return c.lockObject(ctx, c.p.inventoryLock(ark), ark)
+}
+
+func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, error) {
+	if ark == "" {
+		return nil, fmt.Errorf("%w: empty ARK", ErrInvalid)
+	}
+	_, err := c.create(ctx, p, nil, zk.FlagEphemeral)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil, fmt.Errorf("object %s: %w", ark, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("locking object %s: %w", ark, err)
+	}
+	return &ObjectLock{c: c, path: p}, nil
+}
+
+// Unlock releases the object lock.
+func (l *ObjectLock) Unlock(ctx context.Context) error {
+	_, err := retry(ctx, func() (struct{}, error) {
+		err := l.c.conn.Delete(l.path, -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+
+// ObjectLocks lists the ARK lock names held now under storage and inventory.
+func (c *Client) ObjectLocks(ctx context.Context) (storage, inventory []string, err error) {
+	if storage, _, err = c.children(ctx, c.p.storageLocks()); err != nil {
+		return nil, nil, err
+	}
+	if inventory, _, err = c.children(ctx, c.p.inventoryLocks()); err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(storage)
+	slices.Sort(inventory)
+	return storage, inventory, nil
+}

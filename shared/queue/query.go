@@ -1,0 +1,201 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
+
+// JobCounts counts the jobs in every state from the state folders' node
+// statistics: one small read per state, whatever the queue's size.
+func (c *Client) JobCounts(ctx context.Context) (map[JobState]int, error) {
+	out := make(map[JobState]int, len(jobStates))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for _, s := range jobStates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, st, err := c.exists(ctx, c.p.jobStateDir(s))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && firstErr == nil:
+				firstErr = fmt.Errorf("counting %s jobs: %w", JobStateName(s), err)
+			case ok:
+				out[s] = int(st.NumChildren)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// JobFilter selects jobs for ListJobs. With neither State nor Batch set,
+// every job is listed.
+type JobFilter struct {
+	State     JobState // 0: any
+	Batch     string   // "": any
+	PageSize  int      // default 100, at most 1000
+	PageToken string   // from the previous page
+}
+
+// ListJobs returns one page of jobs and the token of the next page ("" at
+// the end). By state, jobs come in queue order (priority, then age); by
+// batch or overall, by jid.
+func (c *Client) ListJobs(ctx context.Context, f JobFilter) ([]*v1.Job, string, error) {
+	size := f.PageSize
+	if size <= 0 {
+		size = 100
+	}
+	size = min(size, 1000)
+	var keys []string // sort keys, used as page tokens
+	var jids []string
+	switch {
+	case f.Batch != "":
+		if !ValidBatchID(f.Batch) {
+			return nil, "", fmt.Errorf("%w: %q is not a batch id", ErrInvalid, f.Batch)
+		}
+		ok, _, err := c.exists(ctx, c.p.batch(f.Batch))
+		if err != nil {
+			return nil, "", err
+		}
+		if !ok {
+			return nil, "", fmt.Errorf("batch %s: %w", f.Batch, ErrNotFound)
+		}
+		refs, err := c.BatchJobIDs(ctx, f.Batch)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, r := range refs {
+			jids = append(jids, r...)
+		}
+		slices.Sort(jids)
+		keys = jids
+	case f.State != v1.JobState_JOB_STATE_UNSPECIFIED:
+		names, _, err := c.children(ctx, c.p.jobStateDir(f.State))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, "", fmt.Errorf("listing %s jobs: %w", JobStateName(f.State), err)
+		}
+		for _, e := range sortedEntries(names) {
+			keys = append(keys, fmt.Sprintf("%010d-%s", e.priority, e.jid))
+			jids = append(jids, e.jid)
+		}
+	default:
+		names, _, err := c.children(ctx, c.p.jobs())
+		if err != nil {
+			return nil, "", fmt.Errorf("listing jobs: %w", err)
+		}
+		for _, n := range names {
+			if ValidJobID(n) {
+				jids = append(jids, n)
+			}
+		}
+		slices.Sort(jids)
+		keys = jids
+	}
+	start := 0
+	if f.PageToken != "" {
+		start = sort.SearchStrings(keys, f.PageToken)
+		if start < len(keys) && keys[start] == f.PageToken {
+			start++
+		}
+	}
+	end := min(start+size, len(jids))
+	page := jids[start:end]
+	jobs := make([]*v1.Job, len(page))
+	errs := make([]error, len(page))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i, jid := range page {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			jobs[i], errs[i] = c.GetJob(ctx, jid)
+		}()
+	}
+	wg.Wait()
+	out := jobs[:0]
+	for i, j := range jobs {
+		switch {
+		case errs[i] == nil:
+			out = append(out, j)
+		case errors.Is(errs[i], ErrNotFound):
+			// Deleted while listing.
+		case errors.Is(errs[i], ErrCorrupt):
+			// Listed with what can be said about it, not hidden.
+			out = append(out, &v1.Job{Id: page[i], Status: &v1.JobStatus{Message: errs[i].Error()}})
+		default:
+			return nil, "", errs[i]
+		}
+	}
+	next := ""
+	if end < len(jids) {
+		next = keys[end-1]
+	}
+	return out, next, nil
+}
+
+// BatchFilter selects batches for ListBatches.
+type BatchFilter struct {
+	Status    BatchState // 0: any
+	Submitter string     // "": any
+	PageSize  int        // default 50, at most 500
+	PageToken string
+}
+
+// ListBatches returns one page of batches, newest first, with their job
+// counts. Filtering reads batches until the page is full, at most ten pages'
+// worth per call; the token lets the caller continue.
+func (c *Client) ListBatches(ctx context.Context, f BatchFilter) ([]*v1.Batch, string, error) {
+	size := f.PageSize
+	if size <= 0 {
+		size = 50
+	}
+	size = min(size, 500)
+	bids, err := c.ListBatchIDs(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	slices.Reverse(bids)
+	start := 0
+	if f.PageToken != "" {
+		// Newest first: skip every bid >= the token.
+		start = sort.Search(len(bids), func(i int) bool { return bids[i] < f.PageToken })
+	}
+	var out []*v1.Batch
+	scanned := 0
+	i := start
+	for ; i < len(bids) && len(out) < size && scanned < 10*size; i++ {
+		scanned++
+		b, err := c.GetBatch(ctx, bids[i])
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if errors.Is(err, ErrCorrupt) {
+			b = &v1.Batch{Id: bids[i], Status: &v1.BatchStatus{Message: err.Error()}}
+		} else if err != nil {
+			return nil, "", err
+		}
+		if f.Status != 0 && b.GetStatus().GetStatus() != f.Status {
+			continue
+		}
+		if f.Submitter != "" && b.GetSubmission().GetSubmitter() != f.Submitter {
+			continue
+		}
+		out = append(out, b)
+	}
+	next := ""
+	if i < len(bids) {
+		next = bids[i-1]
+	}
+	return out, next, nil
+}

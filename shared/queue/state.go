@@ -1,0 +1,222 @@
+package queue
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
+
+// This file is the state machine: every state, its spelling in ZooKeeper and
+// every allowed transition. Nothing else in ingestq decides whether a move is
+// legal.
+
+// JobState is a job's state.
+type JobState = v1.JobState
+
+// BatchState is a batch's state.
+type BatchState = v1.BatchState
+
+// Job states.
+const (
+	Pending      = v1.JobState_JOB_STATE_PENDING
+	Held         = v1.JobState_JOB_STATE_HELD
+	Estimating   = v1.JobState_JOB_STATE_ESTIMATING
+	Provisioning = v1.JobState_JOB_STATE_PROVISIONING
+	Downloading  = v1.JobState_JOB_STATE_DOWNLOADING
+	Processing   = v1.JobState_JOB_STATE_PROCESSING
+	Storing      = v1.JobState_JOB_STATE_STORING
+	Recording    = v1.JobState_JOB_STATE_RECORDING
+	Notify       = v1.JobState_JOB_STATE_NOTIFY
+	Completed    = v1.JobState_JOB_STATE_COMPLETED
+	Failed       = v1.JobState_JOB_STATE_FAILED
+	Deleted      = v1.JobState_JOB_STATE_DELETED
+)
+
+// Batch states.
+const (
+	BatchPending         = v1.BatchState_BATCH_STATE_PENDING
+	BatchHeld            = v1.BatchState_BATCH_STATE_HELD
+	BatchProcessing      = v1.BatchState_BATCH_STATE_PROCESSING
+	BatchReporting       = v1.BatchState_BATCH_STATE_REPORTING
+	BatchUpdateReporting = v1.BatchState_BATCH_STATE_UPDATE_REPORTING
+	BatchCompleted       = v1.BatchState_BATCH_STATE_COMPLETED
+	BatchFailed          = v1.BatchState_BATCH_STATE_FAILED
+	BatchDeleted         = v1.BatchState_BATCH_STATE_DELETED
+)
+
+// JobStates lists every job state in pipeline order.
+var jobStates = []JobState{Pending, Held, Estimating, Provisioning, Downloading, Processing,
+	Storing, Recording, Notify, Completed, Failed, Deleted}
+
+// JobStates returns every job state in pipeline order.
+func JobStates() []JobState { return append([]JobState(nil), jobStates...) }
+
+var jobStateNames = map[JobState]string{
+	Pending: "Pending", Held: "Held", Estimating: "Estimating", Provisioning: "Provisioning",
+	Downloading: "Downloading", Processing: "Processing", Storing: "Storing", Recording: "Recording",
+	Notify: "Notify", Completed: "Completed", Failed: "Failed", Deleted: "Deleted",
+}
+
+var batchStateNames = map[BatchState]string{
+	BatchPending: "Pending", BatchHeld: "Held", BatchProcessing: "Processing",
+	BatchReporting: "Reporting", BatchUpdateReporting: "UpdateReporting",
+	BatchCompleted: "Completed", BatchFailed: "Failed", BatchDeleted: "Deleted",
+}
+
+// JobStateName is the spelling of s in ZooKeeper status JSON ("Pending").
+func JobStateName(s JobState) string {
+	if n, ok := jobStateNames[s]; ok {
+		return n
+	}
+	return s.String()
+}
+
+// BatchStateName is the spelling of s in ZooKeeper status JSON ("UpdateReporting").
+func BatchStateName(s BatchState) string {
+	if n, ok := batchStateNames[s]; ok {
+		return n
+	}
+	return s.String()
+}
+
+// ParseJobState reads a job state as written in ZooKeeper or as typed by an
+// operator: "Pending", "pending" and "JOB_STATE_PENDING" all work.
+func ParseJobState(s string) (JobState, error) {
+	for st, n := range jobStateNames {
+		if strings.EqualFold(s, n) || s == st.String() {
+			return st, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown job state %q", s)
+}
+
+// ParseBatchState reads a batch state ("UpdateReporting", "update-reporting",
+// "BATCH_STATE_UPDATE_REPORTING").
+func ParseBatchState(s string) (BatchState, error) {
+	norm := strings.ReplaceAll(s, "-", "")
+	for st, n := range batchStateNames {
+		if strings.EqualFold(norm, n) || s == st.String() {
+			return st, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown batch state %q", s)
+}
+
+// jobStateSegment is the path segment of a state under /jobs/states.
+func jobStateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
+
+// jobTransitions is the spec's job table. Estimating → Failed is an ingestq
+// addition: estimating never fails for its own reasons, but a job whose nodes
+// another writer made unreadable must still leave the pipeline with a message.
+var jobTransitions = map[JobState][]JobState{
+	Pending:      {Estimating, Held, Failed},
+	Held:         {Pending, Deleted},
+	Estimating:   {Provisioning, Failed},
+	Provisioning: {Downloading, Provisioning, Failed},
+	Downloading:  {Processing, Failed},
+	Processing:   {Recording, Failed},
+	Storing:      {Recording, Failed},
+	Recording:    {Notify, Failed},
+	Notify:       {Completed, Failed},
+	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Recording, Notify, Deleted},
+}
+
+// batchTransitions is the spec's batch table.
+var batchTransitions = map[BatchState][]BatchState{
+	BatchPending:         {BatchProcessing, BatchHeld},
+	BatchHeld:            {BatchPending, BatchDeleted},
+	BatchProcessing:      {BatchReporting, BatchFailed},
+	BatchReporting:       {BatchCompleted, BatchFailed},
+	BatchFailed:          {BatchUpdateReporting, BatchDeleted},
+	BatchUpdateReporting: {BatchCompleted, BatchFailed},
+}
+
+// CanMoveJob reports whether the spec allows a job to go from one state to another.
+func CanMoveJob(from, to JobState) bool {
+	for _, s := range jobTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// CanMoveBatch reports whether the spec allows a batch to go from one state to another.
+func CanMoveBatch(from, to BatchState) bool {
+	for _, s := range batchTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+func checkJobMove(jid string, from, to JobState) error {
+	if !CanMoveJob(from, to) {
+		return &TransitionError{Item: jid, From: JobStateName(from), To: JobStateName(to)}
+	}
+	return nil
+}
+
+func checkBatchMove(bid string, from, to BatchState) error {
+	if !CanMoveBatch(from, to) {
+		return &TransitionError{Item: bid, From: BatchStateName(from), To: BatchStateName(to)}
+	}
+	return nil
+}
+
+// nextLastSuccessful applies the spec's rule for last_successful_status.
+func nextLastSuccessful(old, lastSuccessful, to JobState) JobState {
+	switch {
+	case to == Failed || to == Deleted, old == Failed || old == Deleted, old == to:
+		return lastSuccessful
+	default:
+		return old
+	}
+}
+
+// ResumeState is where an admin resume of a failed job restarts when the
+// admin names no state: the state after last_successful_status.
+func ResumeState(lastSuccessful JobState) JobState {
+	switch lastSuccessful {
+	case Estimating:
+		return Provisioning
+	case Provisioning:
+		return Downloading
+	case Downloading:
+		return Processing
+	case Processing, Storing:
+		return Recording
+	case Recording:
+		return Notify
+	default: // null, Pending, Held
+		return Estimating
+	}
+}
+
+// IsLive reports whether a job in s still counts as open work of its batch.
+func IsLive(s JobState) bool { return s != Completed && s != Failed && s != Deleted }
+
+// batchFolder is the folder under /batches/BID/states that references a job in s.
+func batchFolder(s JobState) string {
+	switch s {
+	case Completed:
+		return folderCompleted
+	case Failed:
+		return folderFailed
+	case Deleted:
+		return folderDeleted
+	default:
+		return folderProcessing
+	}
+}
+
+const (
+	folderProcessing = "batch-processing"
+	folderCompleted  = "batch-completed"
+	folderFailed     = "batch-failed"
+	folderDeleted    = "batch-deleted"
+)
+
+var batchFolders = []string{folderProcessing, folderCompleted, folderFailed, folderDeleted}

@@ -1,0 +1,469 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
+
+// jobWant is what the tree must hold for one job after a transition, as the
+// seeds (004_…, "Job: X --> Y") draw it.
+type jobWant struct {
+	status         string // "Estimating"
+	lastSuccessful string // JSON: null or "Pending"
+	retry          string // JSON number
+	entry          string // "estimating/05" (state folder / priority)
+	refFolder      string // "batch-processing"
+	priority       string // priority node text
+	spaceNeeded    string // space_needed node text ("" = don't check)
+}
+
+func assertJob(t *testing.T, c *Client, bid, jid string, w jobWant) {
+	t.Helper()
+	tr := tree(t, c)
+	st, ok := tr["/jobs/"+jid+"/status"]
+	if !ok {
+		t.Fatalf("%s: no status node", jid)
+	}
+	if got := jsonField(t, st, "status"); got != `"`+w.status+`"` {
+		t.Errorf("%s status = %s, want %q", jid, got, w.status)
+	}
+	if got := jsonField(t, st, "last_successful_status"); got != w.lastSuccessful {
+		t.Errorf("%s last_successful_status = %s, want %s", jid, got, w.lastSuccessful)
+	}
+	if got := jsonField(t, st, "retry_count"); got != w.retry {
+		t.Errorf("%s retry_count = %s, want %s", jid, got, w.retry)
+	}
+	for _, f := range []string{"last_modified", "message"} {
+		jsonField(t, st, f) // present
+	}
+	// Exactly one state entry, the expected one.
+	var entries []string
+	for p := range tr {
+		if strings.HasPrefix(p, "/jobs/states/") && strings.HasSuffix(p, "-"+jid) {
+			entries = append(entries, strings.TrimPrefix(p, "/jobs/states/"))
+		}
+	}
+	if want := []string{w.entry + "-" + jid}; !slices.Equal(entries, want) {
+		t.Errorf("%s state entries = %v, want %v", jid, entries, want)
+	}
+	// Exactly one batch reference, in the expected folder.
+	var refs []string
+	for p := range tr {
+		if strings.HasPrefix(p, "/batches/"+bid+"/states/") && strings.HasSuffix(p, "/"+jid) {
+			refs = append(refs, strings.TrimPrefix(p, "/batches/"+bid+"/states/"))
+		}
+	}
+	if want := []string{w.refFolder + "/" + jid}; !slices.Equal(refs, want) {
+		t.Errorf("%s batch refs = %v, want %v", jid, refs, want)
+	}
+	if _, locked := tr["/jobs/"+jid+"/lock"]; locked {
+		t.Errorf("%s: lock left behind", jid)
+	}
+	if got := tr["/jobs/"+jid+"/priority"]; got != w.priority {
+		t.Errorf("%s priority = %q, want %q", jid, got, w.priority)
+	}
+	if w.spaceNeeded != "" && tr["/jobs/"+jid+"/space_needed"] != w.spaceNeeded {
+		t.Errorf("%s space_needed = %q, want %q", jid, tr["/jobs/"+jid+"/space_needed"], w.spaceNeeded)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestJobTransitionsWriteTheSeedsTree walks every job transition the seeds
+// draw and checks the resulting nodes one by one.
+func TestJobTransitionsWriteTheSeedsTree(t *testing.T) {
+	type move struct {
+		ch    Change
+		admin JobState // set: an admin requeue to this state instead of ch
+	}
+	tests := []struct {
+		name  string
+		setup []Change // from Pending
+		move  move
+		want  jobWant
+	}{
+		// The seeds draw last_successful_status as nil here; the spec's rule
+		// (and the Merritt library) write the old status, and the spec wins.
+		{"Pending → Estimating", nil, move{ch: Change{To: Estimating}},
+			jobWant{"Estimating", `"Pending"`, "0", "estimating/05", "batch-processing", "5", "0"}},
+		{"Pending → Held", nil, move{ch: Change{To: Held}},
+			jobWant{"Held", `"Pending"`, "0", "held/05", "batch-processing", "5", ""}},
+		{"Pending → Failed (corrupt manifest)", nil, move{ch: Change{To: Failed, Message: "manifest is corrupt"}},
+			jobWant{"Failed", "null", "0", "failed/05", "batch-failed", "5", ""}},
+		{"Held → Pending (admin release)", []Change{{To: Held}}, move{ch: Change{To: Pending}},
+			jobWant{"Pending", `"Held"`, "0", "pending/05", "batch-processing", "5", ""}},
+		{"Estimating → Provisioning with space and priority", []Change{{To: Estimating}},
+			move{ch: Change{To: Provisioning, SpaceNeeded: ptr(int64(1000000000)), Priority: ptr(int32(10))}},
+			jobWant{"Provisioning", `"Estimating"`, "0", "provisioning/10", "batch-processing", "10", "1000000000"}},
+		{"Provisioning → Downloading", []Change{{To: Estimating}, {To: Provisioning, Priority: ptr(int32(10))}},
+			move{ch: Change{To: Downloading}},
+			jobWant{"Downloading", `"Provisioning"`, "0", "downloading/10", "batch-processing", "10", ""}},
+		{"Downloading → Processing with new space", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}},
+			move{ch: Change{To: Processing, SpaceNeeded: ptr(int64(42))}},
+			jobWant{"Processing", `"Downloading"`, "0", "processing/05", "batch-processing", "5", "42"}},
+		{"Downloading → Failed keeps Provisioning", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}},
+			move{ch: Change{To: Failed, Message: "f.txt: 404"}},
+			jobWant{"Failed", `"Provisioning"`, "0", "failed/05", "batch-failed", "5", ""}},
+		{"Processing → Recording", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}},
+			move{ch: Change{To: Recording, Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4555", LocalId: []string{"loc002"}}}},
+			jobWant{"Recording", `"Processing"`, "0", "recording/05", "batch-processing", "5", ""}},
+		{"Processing → Failed keeps Downloading", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}},
+			move{ch: Change{To: Failed, Message: "minting failed"}},
+			jobWant{"Failed", `"Downloading"`, "0", "failed/05", "batch-failed", "5", ""}},
+		{"Recording → Notify", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}},
+			move{ch: Change{To: Notify}},
+			jobWant{"Notify", `"Recording"`, "0", "notify/05", "batch-processing", "5", ""}},
+		{"Recording → Failed keeps Processing", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}},
+			move{ch: Change{To: Failed}},
+			jobWant{"Failed", `"Processing"`, "0", "failed/05", "batch-failed", "5", ""}},
+		{"Notify → Completed", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Notify}},
+			move{ch: Change{To: Completed}},
+			jobWant{"Completed", `"Notify"`, "0", "completed/05", "batch-completed", "5", ""}},
+		{"Notify → Failed keeps Recording", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Notify}},
+			move{ch: Change{To: Failed, Message: "callback: 500"}},
+			jobWant{"Failed", `"Recording"`, "0", "failed/05", "batch-failed", "5", ""}},
+		{"Failed → Downloading (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Failed}},
+			move{admin: Downloading},
+			jobWant{"Downloading", `"Provisioning"`, "1", "downloading/05", "batch-processing", "5", ""}},
+		{"Failed → Processing (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Failed}},
+			move{admin: Processing},
+			jobWant{"Processing", `"Downloading"`, "1", "processing/05", "batch-processing", "5", ""}},
+		{"Failed → Recording (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Failed}},
+			move{admin: Recording},
+			jobWant{"Recording", `"Processing"`, "1", "recording/05", "batch-processing", "5", ""}},
+		{"Failed → Notify (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Notify}, {To: Failed}},
+			move{admin: Notify},
+			jobWant{"Notify", `"Recording"`, "1", "notify/05", "batch-processing", "5", ""}},
+	}
+	c := newClient(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bid, jids := spawn(t, c, 1, DefaultPriority)
+			jid := jids[0]
+			for _, ch := range tt.setup {
+				step(t, c, jid, ch)
+			}
+			if tt.move.admin != 0 {
+				// Resume with no named state: the state after last_successful_status.
+				if _, err := c.RequeueJob(testCtx(t), jid, 0, ""); err != nil {
+					t.Fatalf("requeue: %v", err)
+				}
+				job, _ := c.GetJob(testCtx(t), jid)
+				if job.GetStatus().GetStatus() != tt.move.admin {
+					t.Fatalf("resumed to %s, want %s", JobStateName(job.GetStatus().GetStatus()), JobStateName(tt.move.admin))
+				}
+			} else {
+				step(t, c, jid, tt.move.ch)
+			}
+			assertJob(t, c, bid, jid, tt.want)
+			if tt.move.ch.Message != "" {
+				st := tree(t, c)["/jobs/"+jid+"/status"]
+				if got := jsonField(t, st, "message"); got != fmt.Sprintf("%q", tt.move.ch.Message) {
+					t.Errorf("message = %s, want %q", got, tt.move.ch.Message)
+				}
+			}
+		})
+	}
+}
+
+// TestJobCreationWritesThreePlaces checks "Batch: Pending --> Processing":
+// every job in /jobs/JID, /jobs/states/pending/PP-JID and the batch's
+// batch-processing folder, with the seeds' data.
+func TestJobCreationWritesThreePlaces(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	bid, err := c.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tree(t, c)["/batches/"+bid+"/lock"]; got != "" {
+		t.Errorf("lock data = %q, want empty", got)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	jids, err := bc.CreateJobs(ctx, []NewJob{
+		{Priority: 5, Configuration: &v1.JobConfiguration{PayloadUrl: "file1.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, BatchEntry: 0},
+			Identifiers: &v1.Identifiers{LocalId: []string{"loc001"}}},
+		{Priority: 5, Configuration: &v1.JobConfiguration{PayloadUrl: "file3.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, BatchEntry: 1},
+			Identifiers: &v1.Identifiers{PrimaryId: "ark123", LocalId: []string{"loc003"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tr := tree(t, c)
+	if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Processing"` {
+		t.Errorf("batch status = %s", got)
+	}
+	for _, p := range []string{"/batches/" + bid + "/lock", "/batches/" + bid + "/spawning"} {
+		if _, ok := tr[p]; ok {
+			t.Errorf("%s left behind", p)
+		}
+	}
+	for i, jid := range jids {
+		assertJob(t, c, bid, jid, jobWant{"Pending", "null", "0", "pending/05", "batch-processing", "5", "0"})
+		if got := tr["/jobs/"+jid+"/bid"]; got != bid {
+			t.Errorf("bid node = %q", got)
+		}
+		conf := tr["/jobs/"+jid+"/configuration"]
+		if got := jsonField(t, conf, "payload_type"); got != `"object_manifest"` {
+			t.Errorf("payload_type = %s", got)
+		}
+		if got := jsonField(t, conf, "batch_id"); got != `"`+bid+`"` {
+			t.Errorf("batch_id = %s", got)
+		}
+		ids := tr["/jobs/"+jid+"/identifiers"]
+		wantPrimary := []string{`""`, `"ark123"`}[i]
+		if got := jsonField(t, ids, "primary_id"); got != wantPrimary {
+			t.Errorf("primary_id = %s, want %s", got, wantPrimary)
+		}
+	}
+}
+
+// TestBatchTransitionsWriteTheSeedsTree covers the batch sections of the seeds.
+func TestBatchTransitionsWriteTheSeedsTree(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+
+	t.Run("submission writes submission, Pending status and uuid", func(t *testing.T) {
+		sub := sampleSubmission()
+		sub.BatchId = "6b1e6c8e-0a0e-4e54-9a8b-1f2e3d4c5b6a"
+		bid, err := c.CreateBatch(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tree(t, c)
+		s := tr["/batches/"+bid+"/submission"]
+		for field, want := range map[string]string{"profile_name": `"demo_profile"`, "submitter": `"dana"`,
+			"erc_what": `"Letters"`, "erc_who": `"Dana"`, "erc_when": `"1921"`, "erc_where": `""`,
+			"type": `"manifest_of_manifests"`, "submission_mode": `"add"`} {
+			if got := jsonField(t, s, field); got != want {
+				t.Errorf("submission %s = %s, want %s", field, got, want)
+			}
+		}
+		if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
+			t.Errorf("status = %s", got)
+		}
+		if got := tr["/batch-uuids/"+sub.BatchId]; got != bid {
+			t.Errorf("batch-uuids = %q, want %q", got, bid)
+		}
+		if _, ok := tr["/batches/"+bid+"/states"]; ok {
+			t.Error("a new batch must not have states (that marks it taken)")
+		}
+		if got, err := c.BatchByUUID(ctx, sub.BatchId); err != nil || got != bid {
+			t.Errorf("BatchByUUID = %q, %v", got, err)
+		}
+		if _, err := c.CreateBatch(ctx, sub); !errors.Is(err, ErrExists) {
+			t.Errorf("resubmitting the same batch id: %v, want ErrExists", err)
+		}
+	})
+
+	t.Run("Pending → Held → Pending", func(t *testing.T) {
+		bid, _ := c.CreateBatch(ctx, sampleSubmission())
+		bc, err := c.ClaimBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bc.Commit(ctx, BatchChange{To: BatchHeld, Message: "collection demo is held"}); err != nil {
+			t.Fatal(err)
+		}
+		tr := tree(t, c)
+		if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Held"` {
+			t.Errorf("status = %s", got)
+		}
+		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
+			t.Error("lock left")
+		}
+		if _, err := c.ReleaseBatch(ctx, bid); err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
+			t.Errorf("status after release = %s", got)
+		}
+	})
+
+	t.Run("Processing → Reporting → Failed → UpdateReporting → Completed", func(t *testing.T) {
+		bid, jids := spawn(t, c, 2, 5)
+		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+			step(t, c, jids[0], Change{To: to})
+		}
+		step(t, c, jids[1], Change{To: Failed, Message: "bad digest"})
+		tr := tree(t, c)
+		if n := len(under(tr, "/batches/"+bid+"/states/batch-processing")); n != 0 {
+			t.Fatalf("batch-processing still has %d refs", n)
+		}
+		bc, err := c.ClaimBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tree(t, c)["/batches/"+bid+"/lock"]; !ok {
+			t.Error("reporting must keep the lock")
+		}
+		report := &v1.StatusReport{LastModified: nowStamp(), FailedJobs: []string{jids[1]}, SuccessfulJobs: []string{jids[0]}}
+		if err := bc.Commit(ctx, BatchChange{To: BatchFailed, Report: report}); err != nil {
+			t.Fatal(err)
+		}
+		tr = tree(t, c)
+		if got := jsonField(t, tr["/batches/"+bid+"/status-report"], "failed_jobs"); got != `["`+jids[1]+`"]` {
+			t.Errorf("failed_jobs = %s", got)
+		}
+		if got := jsonField(t, tr["/batches/"+bid+"/status-report"], "successful_jobs"); got != `["`+jids[0]+`"]` {
+			t.Errorf("successful_jobs = %s", got)
+		}
+		if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Failed"` {
+			t.Errorf("status = %s", got)
+		}
+		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
+			t.Error("lock left after Failed")
+		}
+		if _, err := c.UpdateReport(ctx, bid); err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"UpdateReporting"` {
+			t.Errorf("status = %s, want \"UpdateReporting\"", got)
+		}
+		bc, err = c.ClaimBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bc.Commit(ctx, BatchChange{To: BatchCompleted, Report: &v1.StatusReport{LastModified: nowStamp(), SuccessfulJobs: jids}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Completed"` {
+			t.Errorf("status = %s", got)
+		}
+	})
+}
+
+// TestJobDeletionRemovesNodes covers "Job: Failed --> DELETED" and "Job:
+// Held --> DELETED": the job's nodes and entry go, its reference moves to
+// batch-deleted; an open batch needs force.
+func TestJobDeletionRemovesNodes(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	for _, from := range []JobState{Failed, Held} {
+		t.Run(JobStateName(from), func(t *testing.T) {
+			bid, jids := spawn(t, c, 1, 5)
+			jid := jids[0]
+			step(t, c, jid, Change{To: from})
+			if err := c.DeleteJob(ctx, jid, false); !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
+				t.Fatalf("delete without force in an open batch: %v, want a refusal naming the batch state", err)
+			}
+			if err := c.DeleteJob(ctx, jid, true); err != nil {
+				t.Fatal(err)
+			}
+			tr := tree(t, c)
+			if left := under(tr, "/jobs/"+jid); len(left) != 0 {
+				t.Errorf("job nodes left: %v", left)
+			}
+			if _, ok := tr["/jobs/"+jid]; ok {
+				t.Error("job node left")
+			}
+			for p := range tr {
+				if strings.HasPrefix(p, "/jobs/states/") && strings.HasSuffix(p, jid) {
+					t.Errorf("entry left: %s", p)
+				}
+			}
+			refs := under(tr, "/batches/"+bid+"/states/batch-deleted")
+			if !slices.Equal(refs, []string{"/batches/" + bid + "/states/batch-deleted/" + jid}) {
+				t.Errorf("batch-deleted = %v", refs)
+			}
+			if n := len(under(tr, "/batches/"+bid+"/states/batch-processing")) + len(under(tr, "/batches/"+bid+"/states/batch-failed")); n != 0 {
+				t.Errorf("%d refs left in processing/failed", n)
+			}
+		})
+	}
+	t.Run("a completed job cannot be deleted", func(t *testing.T) {
+		_, jids := spawn(t, c, 1, 5)
+		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+			step(t, c, jids[0], Change{To: to})
+		}
+		if err := c.DeleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {
+			t.Errorf("delete completed job: %v, want ErrWrongState", err)
+		}
+	})
+}
+
+// TestBatchDeletionAndCleanup covers "Batch: Failed/Held --> Deleted" and
+// "Batch: Completed --> Automatic Cleanup".
+func TestBatchDeletionAndCleanup(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+
+	t.Run("failed batch deleted with its jobs", func(t *testing.T) {
+		sub := sampleSubmission()
+		sub.BatchId = "del-1"
+		bid, err := c.CreateBatch(ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bc, _ := c.ClaimBatch(ctx, bid)
+		bc.Commit(ctx, BatchChange{To: BatchProcessing})
+		jids, _ := bc.CreateJobs(ctx, []NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{}}, {Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 1}}})
+		bc.FinishSpawning(ctx)
+		step(t, c, jids[0], Change{To: Failed})
+		if _, err := c.DeleteBatch(ctx, bid); !errors.Is(err, ErrWrongState) {
+			t.Fatalf("delete a Processing batch: %v, want ErrWrongState", err)
+		}
+		step(t, c, jids[1], Change{To: Failed})
+		bc, _ = c.ClaimBatch(ctx, bid)
+		bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true})
+		bc.Commit(ctx, BatchChange{To: BatchFailed})
+		deleted, err := c.DeleteBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(deleted) != 2 {
+			t.Errorf("deleted %d jobs, want 2", len(deleted))
+		}
+		tr := tree(t, c)
+		for p := range tr {
+			if strings.Contains(p, bid) || strings.Contains(p, jids[0]) || strings.Contains(p, jids[1]) || strings.Contains(p, "del-1") {
+				t.Errorf("left behind: %s", p)
+			}
+		}
+	})
+
+	t.Run("completed batch cleaned up after retention", func(t *testing.T) {
+		bid, jids := spawn(t, c, 3, 5)
+		for _, jid := range jids {
+			for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+				step(t, c, jid, Change{To: to})
+			}
+		}
+		bc, _ := c.ClaimBatch(ctx, bid)
+		bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true})
+		bc.Commit(ctx, BatchChange{To: BatchCompleted})
+		res, err := c.CleanupBatches(ctx, 24*3600e9, 0)
+		if err != nil || len(res.Batches) != 0 {
+			t.Fatalf("cleanup within retention removed %v (%v)", res.Batches, err)
+		}
+		res, err = c.CleanupBatches(ctx, -1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(res.Batches, bid) || len(res.Jobs) != 3 {
+			t.Fatalf("cleanup removed %v and %d jobs", res.Batches, len(res.Jobs))
+		}
+		for p := range tree(t, c) {
+			if strings.Contains(p, bid) || slices.ContainsFunc(jids, func(j string) bool { return strings.Contains(p, j) }) {
+				t.Errorf("left behind: %s", p)
+			}
+		}
+	})
+}
