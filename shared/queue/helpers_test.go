@@ -75,6 +75,16 @@ func tree(t testing.TB, c *Client) map[string]string {
 	return out
 }
 
+// nodeData reads one node (absolute path).
+func nodeData(t testing.TB, c *Client, p string) string {
+	t.Helper()
+	data, _, err := c.conn.Get(p)
+	if err != nil {
+		t.Fatalf("get %s: %v", p, err)
+	}
+	return string(data)
+}
+
 // under lists the node paths below prefix (exclusive), sorted.
 func under(tr map[string]string, prefix string) []string {
 	var out []string
