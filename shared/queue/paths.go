@@ -33,9 +33,11 @@ func (p paths) batchSpawning(bid string) string { return p.batchNode(bid, "spawn
 func (p paths) batchFolder(bid, folder string) string {
 	return p.batchStates(bid) + "/" + folder
 }
-func (p paths) batchRef(bid, folder, jid string) string { return p.batchFolder(bid, folder) + "/" + jid }
-func (p paths) batchUUIDs() string                      { return p.root + "/batch-uuids" }
-func (p paths) batchUUID(uuid string) string            { return p.root + "/batch-uuids/" + uuid }
+func (p paths) batchRef(bid, folder, jid string) string {
+	return p.batchFolder(bid, folder) + "/" + jid
+}
+func (p paths) batchUUIDs() string           { return p.root + "/batch-uuids" }
+func (p paths) batchUUID(uuid string) string { return p.root + "/batch-uuids/" + uuid }
 
 func (p paths) jobs() string                    { return p.root + "/jobs" }
 func (p paths) jobSeq() string                  { return p.root + "/jobs/jid" }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
 )
 
 // The spec's tables, written out again as the spec spells them, so that a
