@@ -1,0 +1,218 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+// Defaults are the settings whose defaults differ from service to service.
+type Defaults struct {
+	Listen        string // gRPC listen address, e.g. "127.0.0.1:7401"
+	MetricsListen string // metrics listen address, e.g. "127.0.0.1:9401"
+}
+
+// Common is the configuration every ingestq service reads. Its fields are
+// set by Registry.Parse.
+type Common struct {
+	ZooKeeper ZooKeeper
+	// Listen is the gRPC listen address (health, reflection, PingService and
+	// the stage's own API).
+	Listen string
+	// MetricsListen is the metrics listen address; empty disables it.
+	MetricsListen string
+	// Concurrency is how many jobs a stage works on at once.
+	Concurrency int
+	// AdminToken guards admin methods; empty leaves them open.
+	AdminToken string
+	TLS        TLSFiles
+	// DrainTimeout bounds how long a stopping service waits for its
+	// in-flight work to finish or be released.
+	DrainTimeout time.Duration
+	LogLevel     slog.Level
+}
+
+// ZooKeeper says how to reach the queue.
+type ZooKeeper struct {
+	Servers        []string // "host:port" addresses
+	Root           string   // prefix every queue path hangs under; "" is "/"
+	SessionTimeout time.Duration
+	Auth           string // digest credential "user:password"; "" for none
+}
+
+// TLSFiles name PEM files. With none set the service speaks plaintext; with
+// Cert and Key it speaks TLS; with ClientCA too it demands client
+// certificates signed by that CA.
+type TLSFiles struct {
+	Cert, Key, ClientCA string
+}
+
+// RegisterCommon defines the settings every service reads. The returned
+// Common is filled in by r.Parse, which also applies the rules that span
+// several settings (key with certificate, token or token file).
+func RegisterCommon(r *Registry, d Defaults) *Common {
+	c := &Common{}
+	r.Func("zk-servers", "INGESTQ_ZK_SERVERS", "127.0.0.1:2181",
+		"ZooKeeper servers, comma-separated host:port", setServers(&c.ZooKeeper.Servers))
+	r.Func("zk-root", "INGESTQ_ZK_ROOT", "",
+		"prefix every queue path hangs under, e.g. /ingestq (empty: /)", setRoot(&c.ZooKeeper.Root))
+	r.Func("zk-session-timeout", "INGESTQ_ZK_SESSION_TIMEOUT", "10s",
+		"ZooKeeper session timeout: how long a lost service keeps its locks", setPositiveDuration(&c.ZooKeeper.SessionTimeout))
+	r.Func("zk-auth", "INGESTQ_ZK_AUTH", "",
+		"ZooKeeper digest credential user:password; nodes created get an ACL that only this identity may change",
+		setDigestAuth(&c.ZooKeeper.Auth))
+	r.Func("listen", "INGESTQ_LISTEN", d.Listen,
+		"gRPC listen address (health, reflection, PingService, the stage's API)", setAddress(&c.Listen, false))
+	r.Func("metrics-listen", "INGESTQ_METRICS_LISTEN", d.MetricsListen,
+		"metrics (Prometheus) listen address; empty disables", setAddress(&c.MetricsListen, true))
+	r.Func("concurrency", "INGESTQ_CONCURRENCY", "4",
+		"jobs a stage works on at once", setPositiveInt(&c.Concurrency))
+	r.Func("admin-token", "INGESTQ_ADMIN_TOKEN", "",
+		"bearer token that admin methods require; empty leaves them open (a flag shows in ps: prefer the variable or the file)", setString(&c.AdminToken))
+	var tokenFile string
+	r.Func("admin-token-file", "INGESTQ_ADMIN_TOKEN_FILE", "",
+		"file holding the admin token (instead of INGESTQ_ADMIN_TOKEN)", setString(&tokenFile))
+	r.Func("tls-cert", "INGESTQ_TLS_CERT", "",
+		"PEM certificate for the gRPC port; with -tls-key turns on TLS", setString(&c.TLS.Cert))
+	r.Func("tls-key", "INGESTQ_TLS_KEY", "",
+		"PEM private key of -tls-cert", setString(&c.TLS.Key))
+	r.Func("tls-client-ca", "INGESTQ_TLS_CLIENT_CA", "",
+		"PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)", setString(&c.TLS.ClientCA))
+	r.Func("drain-timeout", "INGESTQ_DRAIN_TIMEOUT", "30s",
+		"on SIGTERM, how long in-flight work may take to finish or be released", setPositiveDuration(&c.DrainTimeout))
+	r.Func("log-level", "INGESTQ_LOG_LEVEL", "info",
+		"debug, info, warn or error", setLogLevel(&c.LogLevel))
+
+	r.check(func() error {
+		if tokenFile == "" {
+			return nil
+		}
+		if c.AdminToken != "" {
+			return errors.New("INGESTQ_ADMIN_TOKEN and INGESTQ_ADMIN_TOKEN_FILE are both set: set one")
+		}
+		token, err := readToken(tokenFile)
+		if err != nil {
+			return fmt.Errorf("INGESTQ_ADMIN_TOKEN_FILE: %w", err)
+		}
+		c.AdminToken = token
+		return nil
+	})
+	r.check(func() error {
+		switch {
+		case (c.TLS.Cert == "") != (c.TLS.Key == ""):
+			return errors.New("INGESTQ_TLS_CERT and INGESTQ_TLS_KEY: set both or neither")
+		case c.TLS.ClientCA != "" && c.TLS.Cert == "":
+			return errors.New("INGESTQ_TLS_CLIENT_CA needs INGESTQ_TLS_CERT and INGESTQ_TLS_KEY: mutual TLS is TLS first")
+		}
+		return nil
+	})
+	return c
+}
+
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the admin token: %w", err)
+	}
+	// Editors and `echo` end files with a newline that is not part of the token.
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return token, nil
+}
+
+func setServers(p *[]string) func(string) error {
+	return func(s string) error {
+		var servers []string
+		for addr := range strings.SplitSeq(s, ",") {
+			addr = strings.TrimSpace(addr)
+			if addr == "" {
+				continue
+			}
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return fmt.Errorf("%q is not host:port", addr)
+			}
+			servers = append(servers, addr)
+		}
+		if len(servers) == 0 {
+			return errors.New("no server given")
+		}
+		*p = servers
+		return nil
+	}
+}
+
+func setRoot(p *string) func(string) error {
+	return func(s string) error {
+		if s != "" && (!strings.HasPrefix(s, "/") || strings.HasSuffix(s, "/")) {
+			return fmt.Errorf("%q must be empty or start with / and not end with /", s)
+		}
+		*p = s
+		return nil
+	}
+}
+
+func setDigestAuth(p *string) func(string) error {
+	return func(s string) error {
+		if user, _, ok := strings.Cut(s, ":"); s != "" && (!ok || user == "") {
+			// The value is a secret: do not echo it.
+			return errors.New("must be user:password")
+		}
+		*p = s
+		return nil
+	}
+}
+
+func setAddress(p *string, optional bool) func(string) error {
+	return func(s string) error {
+		if s == "" && optional {
+			*p = ""
+			return nil
+		}
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return fmt.Errorf("%q is not host:port", s)
+		}
+		*p = s
+		return nil
+	}
+}
+
+func setPositiveInt(p *int) func(string) error {
+	parse := setInt(p)
+	return func(s string) error {
+		if err := parse(s); err != nil {
+			return err
+		}
+		if *p < 1 {
+			return fmt.Errorf("%d: must be at least 1", *p)
+		}
+		return nil
+	}
+}
+
+func setPositiveDuration(p *time.Duration) func(string) error {
+	parse := setDuration(p)
+	return func(s string) error {
+		if err := parse(s); err != nil {
+			return err
+		}
+		if *p <= 0 {
+			return fmt.Errorf("%s: must be positive", *p)
+		}
+		return nil
+	}
+}
+
+func setLogLevel(p *slog.Level) func(string) error {
+	return func(s string) error {
+		if err := p.UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {
+			return fmt.Errorf("%q: want debug, info, warn or error", s)
+		}
+		return nil
+	}
+}
