@@ -240,9 +240,12 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	ps := []string{c.p.batchNode(bid, nodeSubmission), c.p.batchNode(bid, nodeStatusReport), c.p.batchSpawning(bid)}
+	ps := []string{c.p.batchNode(bid, nodeSubmission), c.p.batchNode(bid, nodeStatusReport)}
 	datas, err := c.getMany(ctx, ps)
 	if err != nil {
+		return release(err)
+	}
+	if bc.Spawning, _, err = c.exists(ctx, c.p.batchSpawning(bid)); err != nil {
 		return release(err)
 	}
 	bc.Batch = &v1.Batch{Id: bid, Status: st, Locked: true}
@@ -256,8 +259,6 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 			return release(err)
 		}
 	}
-	// An empty node reads back as a zero-length slice, a missing one as nil.
-	bc.Spawning = datas[2] != nil
 	return bc, nil
 }
 
@@ -453,6 +454,9 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, 
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("allocating job ids for batch %s: %w", bc.ID(), err)
 	}
+	// Allocation ran concurrently; sorted ids keep the jobs' age order equal
+	// to the order of the slice.
+	slices.Sort(ids)
 	// Then write the jobs, grouped into multis of bounded size, several in flight.
 	var groups [][]any
 	var cur []any
@@ -687,12 +691,14 @@ func (c *Client) deleteBatchTree(ctx context.Context, bid string, uuid string) e
 			ops = append(ops, deleteOp(c.p.batchUUID(uuid), -1))
 		}
 	}
-	// The status goes last: until then the batch is visibly Deleted (or
-	// Completed) and a crash leaves something cleanup finishes.
-	if slices.Contains(children, nodeLock) {
-		ops = append(ops, deleteOp(c.p.batchLock(bid), -1))
+	// Lock and status go last: until then the batch is visibly Deleted (or
+	// Completed) and a crash leaves something that cleanup or fsck finishes.
+	for _, n := range []string{nodeLock, nodeStatus} {
+		if slices.Contains(children, n) {
+			ops = append(ops, deleteOp(c.p.batchNode(bid, n), -1))
+		}
 	}
-	ops = append(ops, deleteOp(c.p.batchStatus(bid), -1), deleteOp(c.p.batch(bid), -1))
+	ops = append(ops, deleteOp(c.p.batch(bid), -1))
 	if _, err := c.multi(ctx, ops...); err != nil {
 		return fmt.Errorf("deleting batch %s: %w", bid, err)
 	}

@@ -84,9 +84,10 @@ func (p paths) skeleton() []string {
 }
 
 // LockName turns an ARK or local id into a node name, as the spec asks:
-// ':' and '/' become '_'.
+// ':' and '/' become '_', and the ":/" after "ark" becomes one '_'
+// ("ark:/99999/fk4x" → "ark_99999_fk4x").
 func LockName(id string) string {
-	return strings.NewReplacer(":", "_", "/", "_").Replace(id)
+	return strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(id)
 }
 
 // entryName is a job's name in a state folder: two-digit priority, '-', jid.

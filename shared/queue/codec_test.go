@@ -1,0 +1,126 @@
+package queue
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+var stamp = timestamppb.New(time.Date(2026, 11, 22, 3, 51, 7, 0, time.UTC))
+
+// TestCodecWritesTheSpecsJSON pins the exact bytes that land in ZooKeeper.
+func TestCodecWritesTheSpecsJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		got  []byte
+		want string
+	}{
+		{"new job status has null last_successful_status",
+			encodeJobStatus(&v1.JobStatus{Status: Pending, LastModified: stamp}),
+			`{"status":"Pending","last_modified":"2026-11-22 03:51:07 +0000","message":"","last_successful_status":null,"retry_count":0}`},
+		{"resumed job status",
+			encodeJobStatus(&v1.JobStatus{Status: Downloading, LastModified: stamp, Message: "requeued", LastSuccessfulStatus: Provisioning, RetryCount: 1}),
+			`{"status":"Downloading","last_modified":"2026-11-22 03:51:07 +0000","message":"requeued","last_successful_status":"Provisioning","retry_count":1}`},
+		{"batch status spells UpdateReporting",
+			encodeBatchStatus(&v1.BatchStatus{Status: BatchUpdateReporting, LastModified: stamp}),
+			`{"status":"UpdateReporting","last_modified":"2026-11-22 03:51:07 +0000","message":""}`},
+		{"status report with empty lists",
+			encodeStatusReport(&v1.StatusReport{LastModified: stamp}),
+			`{"last_modified":"2026-11-22 03:51:07 +0000","failed_jobs":[],"successful_jobs":[]}`},
+		{"identifiers",
+			encodeIdentifiers(&v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}),
+			`{"primary_id":"ark:/99999/fk4x","local_id":["loc001"]}`},
+		{"metadata keeps & and < unescaped",
+			encodeMetadata(&v1.Metadata{Who: "Smith & Jones", What: "<Letters>", When: "1921"}),
+			`{"erc_who":"Smith & Jones","erc_what":"<Letters>","erc_when":"1921","erc_where":""}`},
+		{"priority is decimal text", encodeInt(5), `5`},
+		{"space_needed is decimal text", encodeInt(1000000000), `1000000000`},
+		{"submission flattens erc fields",
+			encodeSubmission(&v1.Submission{ProfileName: "p", Submitter: "s", PayloadUrl: "http://h/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE,
+				SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD, Metadata: &v1.Metadata{What: "t"}}),
+			`{"profile_name":"p","submitter":"s","payload_url":"http://h/x","erc_who":"","erc_what":"t","erc_when":"","erc_where":"","type":"file","submission_mode":"add"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if string(tt.got) != tt.want {
+				t.Errorf("got  %s\nwant %s", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCodecReadsWhatPeersWrite(t *testing.T) {
+	t.Run("job status without message", func(t *testing.T) {
+		st, err := decodeJobStatus("/x", []byte(`{"status":"Recording","last_modified":"2026-11-22 03:51:07 +0000","last_successful_status":"Processing","retry_count":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &v1.JobStatus{Status: Recording, LastModified: stamp, LastSuccessfulStatus: Processing, RetryCount: 2}
+		if !proto.Equal(st, want) {
+			t.Errorf("got %v, want %v", st, want)
+		}
+	})
+	t.Run("store with delete as a string", func(t *testing.T) {
+		s, err := decodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"true"}`))
+		if err != nil || !s.GetDelete() {
+			t.Errorf("got %v, %v", s, err)
+		}
+	})
+	t.Run("round trip of every job node", func(t *testing.T) {
+		conf := &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS,
+			SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE, BatchEntry: 7, Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+		got, err := decodeConfiguration("/x", encodeConfiguration(conf))
+		if err != nil || !proto.Equal(got, conf) {
+			t.Errorf("configuration: %v, %v", got, err)
+		}
+		m := &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://h/a", HashAlgorithm: "md5", HashValue: "00", Size: -1, Name: "a"}}}
+		gotM, err := decodeManifest("/x", encodeManifest(m))
+		if err != nil || !proto.Equal(gotM, m) {
+			t.Errorf("manifest: %v, %v", gotM, err)
+		}
+	})
+}
+
+func TestCodecRefusesBrokenNodesWithThePath(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"not JSON", func() error { _, err := decodeJobStatus("/jobs/jid1/status", []byte("{oops")); return err }()},
+		{"unknown status", func() error { _, err := decodeJobStatus("/jobs/jid1/status", []byte(`{"status":"Dancing"}`)); return err }()},
+		{"unknown batch status", func() error { _, err := decodeBatchStatus("/jobs/jid1/status", []byte(`{"status":"Sleeping"}`)); return err }()},
+		{"priority not a number", func() error { _, err := decodeInt("/jobs/jid1/status", []byte("five")); return err }()},
+		{"unknown payload type", func() error {
+			_, err := decodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"floppy"}`))
+			return err
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ce *CorruptError
+			if !errors.As(tt.err, &ce) || !errors.Is(tt.err, ErrCorrupt) || ce.Path != "/jobs/jid1/status" {
+				t.Errorf("err = %v, want a CorruptError naming the path", tt.err)
+			}
+		})
+	}
+}
+
+func TestEntryNamesParseAndSortNumerically(t *testing.T) {
+	got := sortedEntries([]string{"150-jid0000000001", "05-jid0000000009", "05-jid0000000002", "99-jid0000000003", "junk", "5-jid000000000x"})
+	want := []string{"05-jid0000000002", "05-jid0000000009", "99-jid0000000003", "150-jid0000000001"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for i := range want {
+		if got[i].name != want[i] {
+			t.Errorf("position %d: %s, want %s", i, got[i].name, want[i])
+		}
+	}
+	if LockName("ark:/99999/fk4x") != "ark_99999_fk4x" {
+		t.Errorf("LockName = %s", LockName("ark:/99999/fk4x"))
+	}
+}

@@ -1,0 +1,289 @@
+package queue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+func TestConsumerWakesOnANewJobWithoutPolling(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	co := c.NewConsumer(Pending, ConsumerOptions{})
+	got := make(chan *Claim, 1)
+	go func() {
+		cl, err := co.Next(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- cl
+	}()
+	_, jids := spawn(t, c, 1, DefaultPriority)
+	select {
+	case cl := <-got:
+		if cl.ID() != jids[0] {
+			t.Errorf("took %s, want %s", cl.ID(), jids[0])
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a waiting consumer did not take the new job")
+	}
+}
+
+func TestConsumerTakesJobsByPriorityThenAge(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, low := spawn(t, c, 2, 9)
+	_, high := spawn(t, c, 2, 1)
+	_, mid := spawn(t, c, 1, 5)
+	// A peer writer's three-digit priority must sort after 99, not after 1.
+	_, peer := spawn(t, c, 1, 99)
+	if err := c.conn.Delete(c.p.jobEntry(Pending, 99, peer[0]), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.conn.Create(c.p.jobStateDir(Pending)+"/150-"+peer[0], nil, 0, c.acl); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append(high, mid...), low...), peer...)
+	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1})
+	for i, w := range want {
+		cl, err := co.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl.ID() != w {
+			t.Fatalf("take %d: got %s, want %s (order %v)", i, cl.ID(), w, want)
+		}
+		if err := cl.Commit(ctx, Change{To: Held}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPausedQueueGivesNoWorkUntilUnpaused(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	if err := c.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.Paused(ctx); !p {
+		t.Fatal("Paused() = false after Pause")
+	}
+	spawn(t, c, 1, DefaultPriority)
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if cl, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(short); err == nil {
+		t.Fatalf("took %s while paused", cl.ID())
+	}
+	if err := c.Unpause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(ctx); err != nil {
+		t.Fatalf("after unpause: %v", err)
+	}
+	// Admin tools may still take work while paused.
+	c.Pause(ctx)
+	defer c.Unpause(ctx)
+	spawn(t, c, 1, DefaultPriority)
+	if _, err := c.NewConsumer(Pending, ConsumerOptions{IgnorePause: true}).Next(ctx); err != nil {
+		t.Fatalf("IgnorePause consumer: %v", err)
+	}
+}
+
+func TestReleasedJobWakesAWaitingConsumer(t *testing.T) {
+	root := zktest.Root(t)
+	a, b := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, a, 1, DefaultPriority)
+	clA, err := a.ClaimJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		cl, err := b.NewConsumer(Pending, ConsumerOptions{}).Next(ctx)
+		if err == nil {
+			got <- cl.ID()
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // let B find the job locked
+	if err := clA.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != jids[0] {
+			t.Errorf("B took %s", id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("releasing a job did not wake the consumer waiting for it")
+	}
+}
+
+func TestHeldCollectionIsSeenFromTheCache(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	if held, err := c.CollectionHeld(ctx, "demo"); err != nil || held {
+		t.Fatalf("held=%v err=%v before any hold", held, err)
+	}
+	if err := c.HoldCollection(ctx, "demo"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { h, _ := c.CollectionHeld(ctx, "demo"); return h })
+	if names, _ := c.HeldCollections(ctx); len(names) != 1 || names[0] != "demo" {
+		t.Errorf("HeldCollections = %v", names)
+	}
+	if err := c.ReleaseCollection(ctx, "demo"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { h, _ := c.CollectionHeld(ctx, "demo"); return !h })
+	if err := c.HoldCollection(ctx, "a/b"); err == nil {
+		t.Error("a collection name with '/' was accepted")
+	}
+}
+
+func TestObjectLocksAreExclusive(t *testing.T) {
+	root := zktest.Root(t)
+	a, b := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	l, err := a.LockStorage(ctx, "ark:/99999/fk4x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LockStorage(ctx, "ark:/99999/fk4x"); err == nil {
+		t.Fatal("second storage lock on one ARK was granted")
+	}
+	if st, _, _ := a.ObjectLocks(ctx); len(st) != 1 || st[0] != "ark_99999_fk4x" {
+		t.Errorf("storage locks = %v, want [ark_99999_fk4x]", st)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LockStorage(ctx, "ark:/99999/fk4x"); err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+}
+
+// TestBatchFeedReportsEachStepOfABatchesLife follows one batch through the
+// feed: pending, then (after its jobs ended) done, then reporting.
+func TestBatchFeedReportsEachStepOfABatchesLife(t *testing.T) {
+	c := newClient(t)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	feed := c.WatchBatches(ctx)
+	bid, err := c.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(want func(BatchWork) bool) BatchWork {
+		t.Helper()
+		for {
+			select {
+			case w := <-feed:
+				if w.Bid == bid && want(w) {
+					return w
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("feed said nothing")
+			}
+		}
+	}
+	next(func(w BatchWork) bool { return w.Status == BatchPending && w.Spawning })
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc.Commit(ctx, BatchChange{To: BatchProcessing})
+	jids, err := bc.CreateJobs(ctx, []NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc.FinishSpawning(ctx)
+	for _, p := range pipeline {
+		step(t, c, jids[0], Change{To: p.to})
+	}
+	next(func(w BatchWork) bool { return w.Status == BatchProcessing && w.Done })
+	bc, err = c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchReporting}); err != nil {
+		t.Fatal(err)
+	}
+	next(func(w BatchWork) bool { return w.Status == BatchReporting })
+}
+
+// TestHalfSpawnedBatchIsFinishedWithoutDuplicates: a batcher dies after
+// creating some jobs; the feed reports the batch, and a second batcher
+// learns which entries exist.
+func TestHalfSpawnedBatchIsFinishedWithoutDuplicates(t *testing.T) {
+	root := zktest.Root(t)
+	a, b := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	bid, err := a.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := a.ClaimBatch(ctx, bid)
+	bc.Commit(ctx, BatchChange{To: BatchProcessing})
+	first, err := bc.CreateJobs(ctx, []NewJob{
+		{Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 0}},
+		{Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // dies before entries 2 and 3
+
+	feedCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var work BatchWork
+	for w := range b.WatchBatches(feedCtx) {
+		if w.Bid == bid {
+			work = w
+			break
+		}
+	}
+	if work.Status != BatchProcessing || !work.Spawning {
+		t.Fatalf("feed reported %+v, want a Processing batch still spawning", work)
+	}
+	bc2, err := b.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bc2.Spawning {
+		t.Fatal("claim does not say the batch is half spawned")
+	}
+	have, err := bc2.SpawnedEntries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(have) != 2 || have[0] != first[0] || have[1] != first[1] {
+		t.Fatalf("SpawnedEntries = %v, want entries 0 and 1", have)
+	}
+	if _, err := bc2.CreateJobs(ctx, []NewJob{
+		{Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 2}},
+		{Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 3}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc2.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.BatchCounts(ctx, bid); n.GetProcessing() != 4 {
+		t.Errorf("batch has %d live jobs, want 4", n.GetProcessing())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
