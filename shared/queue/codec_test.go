@@ -91,8 +91,14 @@ func TestCodecRefusesBrokenNodesWithThePath(t *testing.T) {
 		err  error
 	}{
 		{"not JSON", func() error { _, err := decodeJobStatus("/jobs/jid1/status", []byte("{oops")); return err }()},
-		{"unknown status", func() error { _, err := decodeJobStatus("/jobs/jid1/status", []byte(`{"status":"Dancing"}`)); return err }()},
-		{"unknown batch status", func() error { _, err := decodeBatchStatus("/jobs/jid1/status", []byte(`{"status":"Sleeping"}`)); return err }()},
+		{"unknown status", func() error {
+			_, err := decodeJobStatus("/jobs/jid1/status", []byte(`{"status":"Dancing"}`))
+			return err
+		}()},
+		{"unknown batch status", func() error {
+			_, err := decodeBatchStatus("/jobs/jid1/status", []byte(`{"status":"Sleeping"}`))
+			return err
+		}()},
 		{"priority not a number", func() error { _, err := decodeInt("/jobs/jid1/status", []byte("five")); return err }()},
 		{"unknown payload type", func() error {
 			_, err := decodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"floppy"}`))
