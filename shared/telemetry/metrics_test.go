@@ -1,0 +1,256 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing.T) {
+	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	defer shutdown(t, tel)
+
+	m := tel.Metrics
+	ctx := t.Context()
+	m.StartStep(ctx, "estimating").End(ctx, OutcomeAdvanced)
+	m.StartStep(ctx, "estimating").End(ctx, OutcomeAdvanced)
+	m.StartStep(ctx, "estimating").End(ctx, OutcomeRetried)
+	m.StartStep(ctx, "downloading").End(ctx, OutcomeFenced)
+	m.StartStep(ctx, "downloading") // still running at scrape time
+	if _, err := m.ObserveJobsByState(func(context.Context) (map[string]int64, error) {
+		return map[string]int64{"pending": 7, "estimating": 2}, nil
+	}); err != nil {
+		t.Fatalf("ObserveJobsByState: %v", err)
+	}
+	if _, err := m.ObserveZooKeeperSession(func() bool { return true }); err != nil {
+		t.Fatalf("ObserveZooKeeperSession: %v", err)
+	}
+
+	families := scrapeMetrics(t, tel)
+
+	tests := []struct {
+		family string
+		kind   dto.MetricType
+		labels map[string]string
+		want   float64 // counter or gauge value, or histogram sample count
+	}{
+		{"ingestq_jobs_handled_total", dto.MetricType_COUNTER, map[string]string{"stage": "estimating", "outcome": "advanced"}, 2},
+		{"ingestq_jobs_handled_total", dto.MetricType_COUNTER, map[string]string{"stage": "estimating", "outcome": "retried"}, 1},
+		{"ingestq_jobs_handled_total", dto.MetricType_COUNTER, map[string]string{"stage": "downloading", "outcome": "fenced"}, 1},
+		{"ingestq_step_duration_seconds", dto.MetricType_HISTOGRAM, map[string]string{"stage": "estimating", "outcome": "advanced"}, 2},
+		{"ingestq_jobs_in_flight", dto.MetricType_GAUGE, map[string]string{"stage": "estimating"}, 0},
+		{"ingestq_jobs_in_flight", dto.MetricType_GAUGE, map[string]string{"stage": "downloading"}, 1},
+		{"ingestq_queue_jobs", dto.MetricType_GAUGE, map[string]string{"state": "pending"}, 7},
+		{"ingestq_queue_jobs", dto.MetricType_GAUGE, map[string]string{"state": "estimating"}, 2},
+		{"ingestq_zookeeper_session_connected", dto.MetricType_GAUGE, nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s%v", tt.family, tt.labels), func(t *testing.T) {
+			family, ok := families[tt.family]
+			if !ok {
+				t.Fatalf("no family %s in /metrics", tt.family)
+			}
+			if family.GetType() != tt.kind {
+				t.Errorf("type = %v, want %v", family.GetType(), tt.kind)
+			}
+			sample := findSample(family, tt.labels)
+			if sample == nil {
+				t.Fatalf("no %s sample with labels %v", tt.family, tt.labels)
+			}
+			if got := sampleValue(sample); got != tt.want {
+				t.Errorf("value = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestZooKeeperGaugeIsZeroWhileDisconnected(t *testing.T) {
+	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	defer shutdown(t, tel)
+	if _, err := tel.Metrics.ObserveZooKeeperSession(func() bool { return false }); err != nil {
+		t.Fatalf("ObserveZooKeeperSession: %v", err)
+	}
+
+	family := scrapeMetrics(t, tel)["ingestq_zookeeper_session_connected"]
+	if sample := findSample(family, nil); sample == nil || sampleValue(sample) != 0 {
+		t.Errorf("ingestq_zookeeper_session_connected = %v, want one sample of 0", family)
+	}
+}
+
+func TestJobsByStateErrorLeavesGaugeEmptyButScrapeWorks(t *testing.T) {
+	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	defer shutdown(t, tel)
+	if _, err := tel.Metrics.ObserveJobsByState(func(context.Context) (map[string]int64, error) {
+		return nil, errors.New("zookeeper unreachable")
+	}); err != nil {
+		t.Fatalf("ObserveJobsByState: %v", err)
+	}
+	tel.Metrics.StartStep(t.Context(), "notifying").End(t.Context(), OutcomeAdvanced)
+
+	families := scrapeMetrics(t, tel)
+	if _, ok := families["ingestq_jobs_handled_total"]; !ok {
+		t.Error("a failing jobs-by-state callback hid ingestq_jobs_handled_total")
+	}
+	if family, ok := families["ingestq_queue_jobs"]; ok && len(family.GetMetric()) > 0 {
+		t.Errorf("ingestq_queue_jobs has samples %v although counting failed", family.GetMetric())
+	}
+}
+
+func TestServeMetricsWithEmptyAddressIsDisabled(t *testing.T) {
+	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	defer shutdown(t, tel)
+	// The context never ends: only being disabled lets it return.
+	if err := tel.ServeMetrics(context.Background(), ""); err != nil {
+		t.Errorf("ServeMetrics(\"\") = %v, want nil", err)
+	}
+}
+
+func TestServeMetricsReportsAnAddressItCannotListenOn(t *testing.T) {
+	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	defer shutdown(t, tel)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	defer taken.Close()
+	if err := tel.ServeMetrics(t.Context(), taken.Addr().String()); err == nil {
+		t.Error("ServeMetrics on a taken address returned nil")
+	}
+}
+
+func TestServeMetricsServesUntilContextEnds(t *testing.T) {
+	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	defer shutdown(t, tel)
+	// A port that was free a moment ago: ServeMetrics takes an address.
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := probe.Addr().String()
+	probe.Close()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- tel.ServeMetrics(ctx, addr) }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /metrics: %s", resp.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ServeMetrics never answered on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeMetrics after its context ended = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeMetrics did not return after its context ended")
+	}
+}
+
+// scrapeMetrics serves tel's metrics on a loopback port, GETs /metrics as
+// Prometheus would and parses the text format.
+func scrapeMetrics(t *testing.T, tel *Telemetry) map[string]*dto.MetricFamily {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- tel.serveMetrics(ctx, listener) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serveMetrics: %v", err)
+		}
+	}()
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+listener.Addr().String()+"/metrics", nil)
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return families
+}
+
+// findSample returns the metric of family whose labels include labels, or
+// the only metric when labels is empty.
+func findSample(family *dto.MetricFamily, labels map[string]string) *dto.Metric {
+	for _, metric := range family.GetMetric() {
+		matched := 0
+		for _, pair := range metric.GetLabel() {
+			if want, ok := labels[pair.GetName()]; ok && want == pair.GetValue() {
+				matched++
+			}
+		}
+		if matched == len(labels) {
+			return metric
+		}
+	}
+	return nil
+}
+
+func sampleValue(metric *dto.Metric) float64 {
+	switch {
+	case metric.GetCounter() != nil:
+		return metric.GetCounter().GetValue()
+	case metric.GetGauge() != nil:
+		return metric.GetGauge().GetValue()
+	case metric.GetHistogram() != nil:
+		return float64(metric.GetHistogram().GetSampleCount())
+	}
+	return 0
+}
