@@ -1,0 +1,158 @@
+// Package service is the main of every ingestq service: it reads the
+// configuration, opens the JSON logger, connects to ZooKeeper, serves the
+// shared gRPC server (health following the ZooKeeper session, reflection,
+// PingService and the stage's own API) and stops gracefully on SIGTERM or
+// SIGINT. A stage plugs its work in through Spec.Setup.
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/ping"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/server"
+)
+
+// stopGrace is how long in-flight gRPC calls may run on after the drain
+// timeout before they are cut off.
+const stopGrace = 5 * time.Second
+
+// Spec describes one ingestq service.
+type Spec struct {
+	// Name names the service in logs and in PingService answers ("batcher").
+	Name string
+	// Defaults are the service's own listen addresses.
+	Defaults config.Defaults
+	// Config, if set, defines the service's own settings on r before the
+	// command line is parsed; the values it gets back are filled in by the
+	// time Setup runs.
+	Config func(r *config.Registry)
+	// Setup, if set, registers the service's gRPC API on env.Server and
+	// starts its work. It runs once ZooKeeper is connected and before the
+	// server serves. ctx lives until the service has drained and stopped: a
+	// stage stops taking work in a drain hook (env.Server.OnShutdown), not
+	// when ctx ends. An error stops the service.
+	Setup func(ctx context.Context, env *Env) error
+}
+
+// Env is what a service's Setup works with.
+type Env struct {
+	Name   string
+	Config *config.Common
+	Logger *slog.Logger
+	Queue  *queue.Client
+	// Server takes the stage's gRPC services (it is a grpc.ServiceRegistrar)
+	// and its drain hooks (OnShutdown).
+	Server *server.Server
+}
+
+// Main runs the service until SIGTERM or SIGINT and exits the process: 0
+// after a clean stop, 1 after an error (logged as JSON on stderr).
+func Main(spec Spec) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	// After the first signal, a second one kills the process at once.
+	context.AfterFunc(ctx, stop)
+	err := run(ctx, spec, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("service failed", "service", spec.Name, "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+// run is Main without the process: it returns when ctx ends and the service
+// has stopped, or on an error.
+func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupEnv, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet(spec.Name, flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	registry := config.New(flags, lookupEnv)
+	cfg := config.RegisterCommon(registry, spec.Defaults)
+	printTable := flags.Bool("print-env-table", false, "print the environment variables as a Markdown table and exit")
+	if spec.Config != nil {
+		spec.Config(registry)
+	}
+	if err := registry.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if *printTable {
+		return registry.WriteMarkdownTable(stdout)
+	}
+
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", spec.Name)
+	srv, err := server.New(server.Options{
+		Logger:       log,
+		AdminToken:   cfg.AdminToken,
+		TLS:          server.TLSFiles{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, ClientCAFile: cfg.TLS.ClientCA},
+		DrainTimeout: cfg.DrainTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	ingestqv1.RegisterPingServiceServer(srv, ping.New(spec.Name))
+
+	log.Info("connecting to ZooKeeper", "servers", cfg.ZooKeeper.Servers, "root", cfg.ZooKeeper.Root)
+	q, err := queue.Connect(ctx, queue.Options{
+		Servers:        cfg.ZooKeeper.Servers,
+		Root:           cfg.ZooKeeper.Root,
+		SessionTimeout: cfg.ZooKeeper.SessionTimeout,
+		Auth:           cfg.ZooKeeper.Auth,
+		Logger:         log,
+	})
+	if err != nil {
+		return err
+	}
+	defer q.Close() // last: ephemeral locks outlive the drain
+
+	// Work started by Setup must survive the signal until it has drained.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	if spec.Setup != nil {
+		env := &Env{Name: spec.Name, Config: cfg, Logger: log, Queue: q, Server: srv}
+		if err := spec.Setup(life, env); err != nil {
+			return fmt.Errorf("setting up %s: %w", spec.Name, err)
+		}
+	}
+	// Notifications may arrive out of order, so each one reads the session's
+	// state now instead of trusting its argument.
+	unsubscribe := q.OnSession(func(bool) { srv.SetServing(q.Connected()) })
+	defer unsubscribe()
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening for gRPC: %w", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	log.Info("serving gRPC", "addr", lis.Addr().String(), "tls", cfg.TLS.Cert != "", "mutual_tls", cfg.TLS.ClientCA != "")
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("stopping", "drain_timeout", cfg.DrainTimeout.String())
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DrainTimeout+stopGrace)
+	defer cancel()
+	err = srv.Shutdown(stopCtx)
+	err = errors.Join(err, <-served)
+	if err != nil {
+		return fmt.Errorf("stopping: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
