@@ -2,7 +2,8 @@
 // content and checks its digests before the job goes on to Processing.
 //
 // Its stage work is not written yet: today it connects to ZooKeeper and
-// serves health, reflection and ingestq.v1.PingService (see shared/service).
+// serves health, reflection, ingestq.v1.PingService and /metrics (see
+// shared/service).
 package main
 
 import (

@@ -2,7 +2,8 @@
 // object before the job goes on to Recording.
 //
 // Its stage work is not written yet: today it connects to ZooKeeper and
-// serves health, reflection and ingestq.v1.PingService (see shared/service).
+// serves health, reflection, ingestq.v1.PingService and /metrics (see
+// shared/service).
 package main
 
 import (

@@ -68,7 +68,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 	r.Func("listen", "INGESTQ_LISTEN", d.Listen,
 		"gRPC listen address (health, reflection, PingService, the stage's API)", setAddress(&c.Listen, false))
 	r.Func("metrics-listen", "INGESTQ_METRICS_LISTEN", d.MetricsListen,
-		"metrics (Prometheus) listen address; empty disables", setAddress(&c.MetricsListen, true))
+		"Prometheus /metrics listen address; empty disables", setAddress(&c.MetricsListen, true))
 	r.Func("concurrency", "INGESTQ_CONCURRENCY", "4",
 		"jobs a stage works on at once", setPositiveInt(&c.Concurrency))
 	r.Func("admin-token", "INGESTQ_ADMIN_TOKEN", "",

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/shared/ping"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/server"
+	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
 // stopGrace is how long in-flight gRPC calls may run on after the drain
@@ -51,11 +53,14 @@ type Spec struct {
 type Env struct {
 	Name   string
 	Config *config.Common
+	// Logger writes JSON lines carrying the trace and job of their context.
 	Logger *slog.Logger
 	Queue  *queue.Client
 	// Server takes the stage's gRPC services (it is a grpc.ServiceRegistrar)
 	// and its drain hooks (OnShutdown).
 	Server *server.Server
+	// Telemetry holds the stage runner's metrics and the tracer provider.
+	Telemetry *telemetry.Telemetry
 }
 
 // Main runs the service until SIGTERM or SIGINT and exits the process: 0
@@ -92,8 +97,42 @@ func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupE
 	if *printTable {
 		return registry.WriteMarkdownTable(stdout)
 	}
+	log := telemetry.NewLogger(stderr, cfg.LogLevel).With("service", spec.Name)
+	return serve(ctx, spec, cfg, log)
+}
 
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})).With("service", spec.Name)
+// serve runs the configured service until ctx ends.
+func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger) (err error) {
+	tel, err := telemetry.Setup(ctx, spec.Name, version())
+	if err != nil {
+		return err
+	}
+	// otelgrpc in the shared server reads the otel globals.
+	tel.SetGlobal()
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+		defer cancel()
+		err = errors.Join(err, tel.Shutdown(flushCtx))
+	}()
+	// Metrics are served from the start (ZooKeeper may keep the service
+	// waiting) until the very end (a drain is worth watching). If they
+	// cannot be served, the service stops as it would on SIGTERM.
+	ctx, stopService := context.WithCancel(ctx)
+	defer stopService()
+	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
+	metricsDone := make(chan error, 1)
+	go func() {
+		err := tel.ServeMetrics(metricsCtx, cfg.MetricsListen)
+		if err != nil {
+			stopService()
+		}
+		metricsDone <- err
+	}()
+	defer func() {
+		stopMetrics()
+		err = errors.Join(err, <-metricsDone)
+	}()
+
 	srv, err := server.New(server.Options{
 		Logger:       log,
 		AdminToken:   cfg.AdminToken,
@@ -116,13 +155,18 @@ func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupE
 	if err != nil {
 		return err
 	}
-	defer q.Close() // last: ephemeral locks outlive the drain
+	defer q.Close() // after the drain: ephemeral locks must outlive it
+	sessionGauge, err := tel.Metrics.ObserveZooKeeperSession(q.Connected)
+	if err != nil {
+		return err
+	}
+	defer sessionGauge.Unregister()
 
 	// Work started by Setup must survive the signal until it has drained.
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
 	if spec.Setup != nil {
-		env := &Env{Name: spec.Name, Config: cfg, Logger: log, Queue: q, Server: srv}
+		env := &Env{Name: spec.Name, Config: cfg, Logger: log, Queue: q, Server: srv, Telemetry: tel}
 		if err := spec.Setup(life, env); err != nil {
 			return fmt.Errorf("setting up %s: %w", spec.Name, err)
 		}
@@ -155,4 +199,13 @@ func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupE
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// version is the service's module version as the Go toolchain recorded it
+// ("(devel)" for a build from a work tree).
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		return info.Main.Version
+	}
+	return "unknown"
 }

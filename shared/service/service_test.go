@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -71,9 +73,13 @@ func TestServiceServesWhileConnectedAndStopsCleanlyOnCancel(t *testing.T) {
 			return nil
 		},
 	}
-	svc := startService(t, spec, zktest.Servers(t))
+	metricsAddr := servicetest.FreeAddr(t)
+	svc := startService(t, spec, zktest.Servers(t), "-metrics-listen", metricsAddr)
 	conn := servicetest.Dial(t, svc.addr)
 	servicetest.WaitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 30*time.Second)
+	if !sessionGaugeIsOne(t, metricsAddr) {
+		t.Error("metrics do not show ingestq_zookeeper_session_connected 1")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -103,6 +109,26 @@ func TestServiceServesWhileConnectedAndStopsCleanlyOnCancel(t *testing.T) {
 	default:
 		t.Error("the drain hook did not run")
 	}
+}
+
+// sessionGaugeIsOne scrapes /metrics for the ZooKeeper session gauge.
+func sessionGaugeIsOne(t *testing.T, addr string) bool {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, "ingestq_zookeeper_session_connected{") && strings.HasSuffix(line, " 1\n") {
+			return true
+		}
+	}
+	return false
 }
 
 func reflectedServices(t *testing.T, ctx context.Context, conn *grpc.ClientConn) []string {
@@ -146,7 +172,12 @@ func TestHealthFollowsTheZooKeeperSession(t *testing.T) {
 	servicetest.WaitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 30*time.Second)
 }
 
-func TestConfigurationErrorsStopTheServiceBeforeItConnects(t *testing.T) {
+func TestStartupErrorsStopTheService(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	tests := []struct {
 		name    string
 		args    []string
@@ -155,10 +186,14 @@ func TestConfigurationErrorsStopTheServiceBeforeItConnects(t *testing.T) {
 		{"bad flag value", []string{"-drain-timeout", "ten"}, "-drain-timeout"},
 		{"unknown flag", []string{"-no-such-flag"}, "no-such-flag"},
 		{"ZooKeeper not answering", []string{"-zk-servers", servicetest.FreeAddr(t)}, "waiting for a ZooKeeper session"},
+		{"metrics port taken", []string{"-zk-servers", strings.Join(zktest.Servers(t), ","),
+			"-zk-root", zktest.Root(t), "-metrics-listen", taken.Addr().String()}, "listening for /metrics"},
+		{"gRPC port taken", []string{"-zk-servers", strings.Join(zktest.Servers(t), ","),
+			"-zk-root", zktest.Root(t), "-metrics-listen", "", "-listen", taken.Addr().String()}, "listening for gRPC"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			err := run(ctx, Spec{Name: "teststage", Defaults: testDefaults}, tt.args, noEnv, io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
