@@ -629,7 +629,7 @@ func (c *Client) deleteJobTrees(ctx context.Context, jids []string) ([]*v1.Job, 
 		if data, _, err := c.get(ctx, c.p.jobStatus(jid)); err == nil {
 			job.Status, _ = decodeJobStatus("", data)
 		}
-		c.readJobData(ctx, job)
+		c.readJobData(ctx, job, jobDataNodes)
 		jobs = append(jobs, job)
 		if job.Status != nil {
 			if e, err := c.findEntry(ctx, job.Status.GetStatus(), jid); err == nil {

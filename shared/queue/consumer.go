@@ -43,6 +43,8 @@ type ConsumerOptions struct {
 	Spread int
 	// IgnorePause takes jobs even while the ingest queue is paused (admin tools).
 	IgnorePause bool
+	// Parts are the data nodes read with each job (default: all but the manifest).
+	Parts Parts
 }
 
 // NewConsumer returns a consumer of jobs in state.
@@ -88,7 +90,7 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 		if err != nil || e == nil {
 			return nil, wake, err
 		}
-		cl, err := co.c.claimEntry(ctx, co.state, *e)
+		cl, err := co.c.claimEntry(ctx, co.state, *e, co.opts.Parts)
 		co.mu.Lock()
 		delete(co.trying, e.name)
 		co.mu.Unlock()
@@ -128,10 +130,12 @@ func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
 	return &e, nil, nil
 }
 
-// relistAfter bounds how often a deep folder is listed: a listing may cost
-// at most ~10% of the consumer's time, and never happens more than every 20 ms.
+// relistAfter bounds how often a busy consumer relists its folder: a listing
+// may cost at most ~10% of its time and happens at most every 200 ms, which
+// is also how long a new higher-priority job may wait behind the snapshot.
+// An idle consumer (empty snapshot) relists at once when the watch fires.
 func (co *Consumer) relistAfter() time.Duration {
-	return max(20*time.Millisecond, 10*co.listCost)
+	return max(200*time.Millisecond, 10*co.listCost)
 }
 
 func (co *Consumer) relistLocked(ctx context.Context) error {

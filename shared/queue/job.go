@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -29,6 +31,45 @@ const (
 var jobDataNodes = []string{nodeBid, nodePriority, nodeSpaceNeeded, nodeConfig, nodeIdentifiers,
 	nodeMetadata, nodeStore, nodeInventory}
 
+// Parts says which of a job's data nodes a consumer reads when it claims a
+// job. Reading only what a stage needs keeps a transition at two reads and
+// two writes; the rest can still be written (presence is checked then).
+type Parts uint16
+
+// The parts of a job. The status is always read; the bid is read when a
+// commit needs it.
+const (
+	PartConfiguration Parts = 1 << iota
+	PartIdentifiers
+	PartMetadata
+	PartStore
+	PartInventory
+	PartSpaceNeeded
+	PartPriority
+	PartBid
+	// PartsAll is every data node but the manifest (read with LoadManifest).
+	PartsAll = PartConfiguration | PartIdentifiers | PartMetadata | PartStore | PartInventory | PartSpaceNeeded | PartPriority | PartBid
+	// PartsStatusOnly reads nothing but the status.
+	PartsStatusOnly Parts = 1 << 15
+)
+
+func (ps Parts) nodes() []string {
+	if ps == 0 {
+		ps = PartsAll
+	}
+	var out []string
+	for _, x := range []struct {
+		p    Parts
+		node string
+	}{{PartBid, nodeBid}, {PartPriority, nodePriority}, {PartSpaceNeeded, nodeSpaceNeeded}, {PartConfiguration, nodeConfig},
+		{PartIdentifiers, nodeIdentifiers}, {PartMetadata, nodeMetadata}, {PartStore, nodeStore}, {PartInventory, nodeInventory}} {
+		if ps&x.p != 0 {
+			out = append(out, x.node)
+		}
+	}
+	return out
+}
+
 // DefaultPriority is a job's priority when the caller gives none.
 const DefaultPriority = 5
 
@@ -37,11 +78,11 @@ const DefaultPriority = 5
 // so ingestq never writes more.
 const MaxPriority = 99
 
-// readJobData fills job from its data nodes (all but status and manifest).
-// It reports which optional nodes exist and the first node that was unreadable.
-func (c *Client) readJobData(ctx context.Context, job *v1.Job) (present map[string]bool, corrupt error, err error) {
-	ps := make([]string, len(jobDataNodes))
-	for i, n := range jobDataNodes {
+// readJobData fills job from the given data nodes. It reports which of them
+// exist and the first that was unreadable.
+func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (present map[string]bool, corrupt error, err error) {
+	ps := make([]string, len(nodes))
+	for i, n := range nodes {
 		ps[i] = c.p.jobNode(job.Id, n)
 	}
 	datas, err := c.getMany(ctx, ps)
@@ -54,7 +95,7 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job) (present map[stri
 			corrupt = e
 		}
 	}
-	for i, n := range jobDataNodes {
+	for i, n := range nodes {
 		d := datas[i]
 		if d == nil {
 			continue
@@ -94,7 +135,7 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job) (present map[stri
 			job.Inventory = v
 		}
 	}
-	if job.Bid == "" {
+	if slices.Contains(nodes, nodeBid) && job.Bid == "" {
 		note(&CorruptError{Path: c.p.jobNode(job.Id, nodeBid), Err: errors.New("missing")})
 	}
 	return present, corrupt, nil
@@ -118,7 +159,7 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 		return nil, err
 	}
 	job.Status = st
-	_, corrupt, err := c.readJobData(ctx, job)
+	_, corrupt, err := c.readJobData(ctx, job, jobDataNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -157,10 +198,11 @@ type Claim struct {
 	// broke it). The job can still be failed through the claim.
 	LoadErr error
 
-	from    JobState // state when claimed
-	entry   string   // name of the state-folder entry found
-	version int32    // status version owned by this claim
-	present map[string]bool
+	from    JobState        // state when claimed
+	entry   string          // name of the state-folder entry found
+	version int32           // status version owned by this claim
+	loaded  map[string]bool // data nodes read at claim time
+	present map[string]bool // data nodes known to exist
 	sess    *session
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -187,7 +229,7 @@ var (
 // claimEntry tries to take the job behind one state-folder entry. It returns
 // errStale when the entry no longer describes the job and errBusy when another
 // consumer holds it.
-func (c *Client) claimEntry(ctx context.Context, state JobState, e entry) (*Claim, error) {
+func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts Parts) (*Claim, error) {
 	sess, err := c.currentSession()
 	if err != nil {
 		return nil, err
@@ -248,21 +290,36 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry) (*Clai
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}
 	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
-	present, corrupt, err := c.readJobData(ctx, cl.Job)
+	nodes := parts.nodes()
+	present, corrupt, err := c.readJobData(ctx, cl.Job, nodes)
 	if err != nil {
 		cl.release(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	cl.present = present
+	cl.loaded = map[string]bool{}
+	for _, n := range nodes {
+		cl.loaded[n] = true
+	}
 	if cl.LoadErr == nil {
 		cl.LoadErr = corrupt
 	}
 	// The entry's priority is what orders the job; keep it authoritative.
 	cl.Job.Priority = e.priority
 	cl.Job.Locked = true
-	go cl.watchLock()
+	// Locks vanish with their session, which the claim's context follows
+	// already. Only a step that runs long gets a watch on the lock node too,
+	// for an operator removing it by hand: short steps save the read.
+	time.AfterFunc(lockWatchAfter, func() {
+		if cl.ctx.Err() == nil {
+			cl.watchLock()
+		}
+	})
 	return cl, nil
 }
+
+// lockWatchAfter is how long a step runs before its lock node is watched.
+const lockWatchAfter = time.Second
 
 // watchLock ends the claim's context if its lock node disappears while the
 // session lives on (an operator or fsck removed it).
@@ -332,11 +389,19 @@ func (cl *Claim) markDone() {
 
 var errClaimFinished = errors.New("claim finished")
 
-// dataOps writes the data fields of ch; existing nodes are set, new ones created.
-func (cl *Claim) dataOps(ch Change) []any {
+// dataOps writes the data fields of ch; existing nodes are set, new ones
+// created (a node not read at claim time is looked up first).
+func (cl *Claim) dataOps(ctx context.Context, ch Change) ([]any, error) {
 	var ops []any
+	var err error
 	put := func(name string, data []byte) {
 		p := cl.c.p.jobNode(cl.ID(), name)
+		if !cl.loaded[name] && !cl.present[name] && err == nil {
+			var ok bool
+			if ok, _, err = cl.c.exists(ctx, p); ok {
+				cl.present[name] = true
+			}
+		}
 		if cl.present[name] {
 			ops = append(ops, setOp(p, data, -1))
 		} else {
@@ -364,7 +429,24 @@ func (cl *Claim) dataOps(ch Change) []any {
 	if ch.Manifest != nil {
 		put(nodeManifest, encodeManifest(ch.Manifest))
 	}
-	return ops
+	return ops, err
+}
+
+// bid returns the job's batch id, reading it if the claim did not.
+func (cl *Claim) bid(ctx context.Context) (string, error) {
+	if cl.Job.Bid != "" {
+		return cl.Job.Bid, nil
+	}
+	p := cl.c.p.jobNode(cl.ID(), nodeBid)
+	data, _, err := cl.c.get(ctx, p)
+	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(data) == 0) {
+		return "", &CorruptError{Path: p, Err: errors.New("missing")}
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", p, err)
+	}
+	cl.Job.Bid = string(data)
+	return cl.Job.Bid, nil
 }
 
 // applyData records in memory what dataOps wrote.
@@ -434,15 +516,27 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	if ch.Priority != nil {
 		prio = *ch.Priority
 	}
+	data, err := cl.dataOps(ctx, ch)
+	if err != nil {
+		return fmt.Errorf("committing job %s: %w", cl.ID(), err)
+	}
+	bid := ""
+	if batchFolder(ch.To) != batchFolder(cl.from) {
+		if bid, err = cl.bid(ctx); err != nil {
+			return err
+		}
+	}
 	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), encodeJobStatus(next), cl.version)
-	err := cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
-		ops := cl.dataOps(ch)
+	err = cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
+		ops := data
 		if ch.To != cl.from || prio != cl.Job.Priority {
 			ops = append(ops,
 				deleteOp(cl.c.p.jobStateDir(cl.from)+"/"+cl.entry, -1),
 				cl.c.createOp(cl.c.p.jobEntry(ch.To, prio, cl.ID()), nil, 0))
 		}
-		ops = append(ops, cl.c.refOps(cl.Job.Bid, cl.ID(), ref, batchFolder(ch.To))...)
+		if bid != "" {
+			ops = append(ops, cl.c.refOps(bid, cl.ID(), ref, batchFolder(ch.To))...)
+		}
 		return append(ops, deleteOp(cl.c.p.jobLock(cl.ID()), -1))
 	}, func(data []byte) bool {
 		st, err := decodeJobStatus("", data)
@@ -563,8 +657,11 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 	if err := cl.finish(); err != nil {
 		return err
 	}
-	ops := []any{checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), checkOp(cl.c.p.jobLock(cl.ID()), -1)}
-	ops = append(ops, cl.dataOps(ch)...)
+	data, err := cl.dataOps(ctx, ch)
+	if err != nil {
+		return fmt.Errorf("updating job %s: %w", cl.ID(), err)
+	}
+	ops := append([]any{checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), checkOp(cl.c.p.jobLock(cl.ID()), -1)}, data...)
 	newEntry := cl.entry
 	if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
 		newEntry = entryName(*ch.Priority, cl.ID())

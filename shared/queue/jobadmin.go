@@ -34,7 +34,7 @@ func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
 		if err != nil {
 			return nil, err
 		}
-		cl, err := c.claimEntry(ctx, st.GetStatus(), e)
+		cl, err := c.claimEntry(ctx, st.GetStatus(), e, PartsAll)
 		switch {
 		case errors.Is(err, errBusy):
 			return nil, fmt.Errorf("job %s (%s): %w", jid, JobStateName(st.GetStatus()), ErrLocked)
