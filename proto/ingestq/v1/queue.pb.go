@@ -1377,6 +1377,204 @@ func (x *Job) GetLocked() bool {
 	return false
 }
 
+// InFlightJob is a job a worker is working on now.
+type InFlightJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	BatchId       string                 `protobuf:"bytes,2,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InFlightJob) Reset() {
+	*x = InFlightJob{}
+	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InFlightJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InFlightJob) ProtoMessage() {}
+
+func (x *InFlightJob) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InFlightJob.ProtoReflect.Descriptor instead.
+func (*InFlightJob) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InFlightJob) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *InFlightJob) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *InFlightJob) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// WorkerInfo is a stage replica's entry in ingestq's worker registry
+// (/workers/<id>, an ephemeral node of ours that Merritt peers never see): it
+// disappears with the replica's session, and so do the locks of its jobs.
+type WorkerInfo struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // unique per process: <service>-<host>-<pid>-<random>
+	Host    string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Service string                 `protobuf:"bytes,3,opt,name=service,proto3" json:"service,omitempty"` // "estimator"
+	Stage   string                 `protobuf:"bytes,4,opt,name=stage,proto3" json:"stage,omitempty"`     // the state it takes jobs from: "Estimating"
+	Version string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	Started *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started,proto3" json:"started,omitempty"`
+	// Refreshed whenever the entry is written and at least every 30 s.
+	Heartbeat *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
+	InFlight  []*InFlightJob         `protobuf:"bytes,8,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// Jobs handled since start, by outcome (advanced, failed, released, retried, fenced).
+	Outcomes      map[string]int64 `protobuf:"bytes,9,rep,name=outcomes,proto3" json:"outcomes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Paused        bool             `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	Draining      bool             `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"`
+	Concurrency   int32            `protobuf:"varint,12,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerInfo) Reset() {
+	*x = WorkerInfo{}
+	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerInfo) ProtoMessage() {}
+
+func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
+func (*WorkerInfo) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WorkerInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetHeartbeat() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Heartbeat
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetInFlight() []*InFlightJob {
+	if x != nil {
+		return x.InFlight
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetOutcomes() map[string]int64 {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *WorkerInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *WorkerInfo) GetConcurrency() int32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
 var File_ingestq_v1_queue_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_queue_proto_rawDesc = "" +
@@ -1484,7 +1682,29 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x06status\x18\n" +
 	" \x01(\v2\x15.ingestq.v1.JobStatusR\x06status\x120\n" +
 	"\bmanifest\x18\v \x01(\v2\x14.ingestq.v1.ManifestR\bmanifest\x12\x16\n" +
-	"\x06locked\x18\f \x01(\bR\x06locked*\xc7\x02\n" +
+	"\x06locked\x18\f \x01(\bR\x06locked\"q\n" +
+	"\vInFlightJob\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
+	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xf5\x03\n" +
+	"\n" +
+	"WorkerInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x18\n" +
+	"\aservice\x18\x03 \x01(\tR\aservice\x12\x14\n" +
+	"\x05stage\x18\x04 \x01(\tR\x05stage\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x124\n" +
+	"\astarted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x128\n" +
+	"\theartbeat\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\theartbeat\x124\n" +
+	"\tin_flight\x18\b \x03(\v2\x17.ingestq.v1.InFlightJobR\binFlight\x12@\n" +
+	"\boutcomes\x18\t \x03(\v2$.ingestq.v1.WorkerInfo.OutcomesEntryR\boutcomes\x12\x16\n" +
+	"\x06paused\x18\n" +
+	" \x01(\bR\x06paused\x12\x1a\n" +
+	"\bdraining\x18\v \x01(\bR\bdraining\x12 \n" +
+	"\vconcurrency\x18\f \x01(\x05R\vconcurrency\x1a;\n" +
+	"\rOutcomesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\xc7\x02\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x12\n" +
@@ -1536,7 +1756,7 @@ func file_ingestq_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_ingestq_v1_queue_proto_goTypes = []any{
 	(JobState)(0),                 // 0: ingestq.v1.JobState
 	(BatchState)(0),               // 1: ingestq.v1.BatchState
@@ -1556,22 +1776,25 @@ var file_ingestq_v1_queue_proto_goTypes = []any{
 	(*ManifestFile)(nil),          // 15: ingestq.v1.ManifestFile
 	(*Manifest)(nil),              // 16: ingestq.v1.Manifest
 	(*Job)(nil),                   // 17: ingestq.v1.Job
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*InFlightJob)(nil),           // 18: ingestq.v1.InFlightJob
+	(*WorkerInfo)(nil),            // 19: ingestq.v1.WorkerInfo
+	nil,                           // 20: ingestq.v1.WorkerInfo.OutcomesEntry
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	2,  // 0: ingestq.v1.Submission.type:type_name -> ingestq.v1.PayloadType
 	3,  // 1: ingestq.v1.Submission.submission_mode:type_name -> ingestq.v1.SubmissionMode
 	4,  // 2: ingestq.v1.Submission.metadata:type_name -> ingestq.v1.Metadata
-	18, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
+	21, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
 	1,  // 4: ingestq.v1.BatchStatus.status:type_name -> ingestq.v1.BatchState
-	18, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
-	18, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
+	21, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
+	21, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
 	5,  // 7: ingestq.v1.Batch.submission:type_name -> ingestq.v1.Submission
 	6,  // 8: ingestq.v1.Batch.status:type_name -> ingestq.v1.BatchStatus
 	7,  // 9: ingestq.v1.Batch.status_report:type_name -> ingestq.v1.StatusReport
 	8,  // 10: ingestq.v1.Batch.counts:type_name -> ingestq.v1.BatchJobCounts
 	0,  // 11: ingestq.v1.JobStatus.status:type_name -> ingestq.v1.JobState
-	18, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
+	21, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
 	0,  // 13: ingestq.v1.JobStatus.last_successful_status:type_name -> ingestq.v1.JobState
 	2,  // 14: ingestq.v1.JobConfiguration.payload_type:type_name -> ingestq.v1.PayloadType
 	3,  // 15: ingestq.v1.JobConfiguration.submission_mode:type_name -> ingestq.v1.SubmissionMode
@@ -1583,11 +1806,16 @@ var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	14, // 21: ingestq.v1.Job.inventory:type_name -> ingestq.v1.Inventory
 	10, // 22: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
 	16, // 23: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	21, // 24: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
+	21, // 25: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
+	21, // 26: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
+	18, // 27: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
+	20, // 28: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_queue_proto_init() }
@@ -1601,7 +1829,7 @@ func file_ingestq_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_queue_proto_rawDesc), len(file_ingestq_v1_queue_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
