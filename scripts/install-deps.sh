@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the tests need besides Go: Debian's zookeeper package, whose
+# jars shared/zktest starts as a real ZooKeeper server, and the Java runtime
+# it depends on. Does nothing when they are already there.
+set -euo pipefail
+
+zookeeper_jar=/usr/share/java/zookeeper.jar
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  # A fresh machine's package lists may be missing or stale: update only
+  # when the first try fails.
+  if ! as_root apt-get install -y --no-install-recommends "$@"; then
+    as_root apt-get update
+    as_root apt-get install -y --no-install-recommends "$@"
+  fi
+}
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "install-deps: go not found on PATH (ingestq needs Go 1.26)" >&2
+  exit 1
+fi
+
+if [ ! -f "$zookeeper_jar" ]; then
+  echo "install-deps: installing Debian's zookeeper package for the tests"
+  apt_install zookeeper
+fi
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "install-deps: installing a Java runtime for ZooKeeper"
+  apt_install default-jre-headless
+fi
+
+java -version 2>&1 | head -n 1 | sed 's/^/install-deps: /'
+echo "install-deps: ZooKeeper jar at $zookeeper_jar"
