@@ -6,18 +6,19 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
-	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -299,37 +300,13 @@ func TestHealthAndReflectionAreOpenWhenATokenIsConfigured(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("health check without token: %v", err)
 	}
-	got := listServices(t, ctx, conn)
+	got := servicetest.ListServices(t, conn)
 	for _, want := range []string{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
 		"grpc.reflection.v1alpha.ServerReflection", "ingestq.v1.PingService"} {
-		if !strings.Contains(got, want) {
+		if !slices.Contains(got, want) {
 			t.Errorf("reflection lists %s, lacks %s", got, want)
 		}
 	}
-}
-
-// listServices asks reflection v1 for the served services.
-func listServices(t *testing.T, ctx context.Context, conn *grpc.ClientConn) string {
-	t.Helper()
-	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.CloseSend()
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
-		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatalf("reflection: %v", err)
-	}
-	var names []string
-	for _, s := range resp.GetListServicesResponse().GetService() {
-		names = append(names, s.GetName())
-	}
-	return strings.Join(names, " ")
 }
 
 func TestHealthFollowsSetServing(t *testing.T) {

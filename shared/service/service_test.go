@@ -15,9 +15,7 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
-	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -87,7 +85,7 @@ func TestServiceServesWhileConnectedAndStopsCleanlyOnCancel(t *testing.T) {
 	if err != nil || resp.GetService() != "teststage" {
 		t.Errorf("Ping: %v, %v; want an answer from teststage", resp, err)
 	}
-	services := reflectedServices(t, ctx, conn)
+	services := servicetest.ListServices(t, conn)
 	for _, want := range []string{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
 		"grpc.reflection.v1alpha.ServerReflection", "ingestq.v1.PingService"} {
 		if !slices.Contains(services, want) {
@@ -129,28 +127,6 @@ func sessionGaugeIsOne(t *testing.T, addr string) bool {
 		}
 	}
 	return false
-}
-
-func reflectedServices(t *testing.T, ctx context.Context, conn *grpc.ClientConn) []string {
-	t.Helper()
-	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.CloseSend()
-	err = stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range resp.GetListServicesResponse().GetService() {
-		names = append(names, s.GetName())
-	}
-	return names
 }
 
 func TestHealthFollowsTheZooKeeperSession(t *testing.T) {
