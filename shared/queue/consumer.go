@@ -33,6 +33,9 @@ type Consumer struct {
 	wake     chan struct{} // closed when the folder or a blocking lock changes
 	watching bool          // a child watch is armed
 	lockWait map[string]bool
+	deferred map[string]time.Time // jid → not before
+	timer    *time.Timer          // wakes callers when the first deferral ends
+	timerAt  time.Time
 }
 
 // ConsumerOptions tune a Consumer.
@@ -53,7 +56,17 @@ func (c *Client) NewConsumer(state JobState, opts ConsumerOptions) *Consumer {
 		opts.Spread = 8
 	}
 	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{},
-		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true}
+		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true, deferred: map[string]time.Time{}}
+}
+
+// Defer keeps this consumer from taking jid again before `until` (a job a
+// stage gave back to wait, as provisioning does while space is short).
+// Other jobs overtake it meanwhile.
+func (co *Consumer) Defer(jid string, until time.Time) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	co.deferred[jid] = until
+	co.wakeAtLocked(until)
 }
 
 // State is the state this consumer takes jobs from.
@@ -117,17 +130,59 @@ func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
 			}
 		}
 	}
-	if len(co.snapshot) == 0 {
+	// Pick at random among the first Spread entries that are not deferred.
+	now := time.Now()
+	var candidates []int
+	var firstWake time.Time
+	for i, e := range co.snapshot {
+		if until, ok := co.deferred[e.jid]; ok {
+			if now.Before(until) {
+				if firstWake.IsZero() || until.Before(firstWake) {
+					firstWake = until
+				}
+				continue
+			}
+			delete(co.deferred, e.jid)
+		}
+		candidates = append(candidates, i)
+		if len(candidates) == co.opts.Spread {
+			break
+		}
+	}
+	if len(candidates) == 0 {
+		if !firstWake.IsZero() {
+			co.wakeAtLocked(firstWake)
+		}
 		return nil, co.wake, nil
 	}
-	i := 0
-	if n := min(co.opts.Spread, len(co.snapshot)); n > 1 {
-		i = rand.IntN(n)
+	i := candidates[0]
+	if len(candidates) > 1 {
+		i = candidates[rand.IntN(len(candidates))]
 	}
 	e := co.snapshot[i]
 	co.snapshot = append(co.snapshot[:i], co.snapshot[i+1:]...)
 	co.trying[e.name] = true
 	return &e, nil, nil
+}
+
+// wakeAtLocked makes sure waiting callers are woken at t (or earlier).
+func (co *Consumer) wakeAtLocked(t time.Time) {
+	if co.timer != nil && !co.timerAt.After(t) && co.timerAt.After(time.Now()) {
+		return
+	}
+	if co.timer != nil {
+		co.timer.Stop()
+	}
+	co.timerAt = t
+	co.timer = time.AfterFunc(time.Until(t), func() {
+		co.mu.Lock()
+		defer co.mu.Unlock()
+		// A job given back without a new entry changes nothing the folder
+		// watch sees: relist to find it again.
+		co.dirty = true
+		close(co.wake)
+		co.wake = make(chan struct{})
+	})
 }
 
 // relistAfter bounds how often a busy consumer relists its folder: a listing

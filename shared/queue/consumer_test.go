@@ -287,3 +287,28 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
+	root := zktest.Root(t)
+	a, admin := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	reg, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: "estimator-host-1", Service: "estimator", Stage: "Estimating"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Update(func(w *v1.WorkerInfo) {
+		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: "jid0000000001"})
+	})
+	waitFor(t, func() bool {
+		ws, err := admin.ListWorkers(ctx)
+		return err == nil && len(ws) == 1 && len(ws[0].GetInFlight()) == 1 && ws[0].GetService() == "estimator"
+	})
+	if _, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: "bad/id"}); err == nil {
+		t.Error("a worker id with '/' was accepted")
+	}
+	a.Close() // the replica dies: its entry goes with its session
+	waitFor(t, func() bool {
+		ws, err := admin.ListWorkers(ctx)
+		return err == nil && len(ws) == 0
+	})
+}

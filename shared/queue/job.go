@@ -174,6 +174,22 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 	return job, nil
 }
 
+// JobStatus reads only a job's status node.
+func (c *Client) JobStatus(ctx context.Context, jid string) (*v1.JobStatus, error) {
+	if !ValidJobID(jid) {
+		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
+	}
+	p := c.p.jobStatus(jid)
+	data, _, err := c.get(ctx, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	return decodeJobStatus(p, data)
+}
+
 // GetManifest reads the file list kept beside a job (nil if it has none).
 func (c *Client) GetManifest(ctx context.Context, jid string) (*v1.Manifest, error) {
 	p := c.p.jobNode(jid, nodeManifest)
@@ -684,11 +700,15 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 }
 
 // Release gives the job back untouched: its lock is removed (only if this
-// claim still owns the job) and another consumer may take it.
+// claim still owns the job) and another consumer may take it. It is worth
+// calling even after the claim's context ended: a session presumed lost may
+// come back, and its lock with it.
 func (cl *Claim) Release(ctx context.Context) error {
-	if err := cl.finish(); err != nil {
-		cl.markDone()
-		return err
+	cl.mu.Lock()
+	done := cl.done
+	cl.mu.Unlock()
+	if done {
+		return fmt.Errorf("job %s: claim already finished", cl.ID())
 	}
 	return cl.release(ctx)
 }

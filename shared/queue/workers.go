@@ -1,0 +1,206 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The worker registry carries the etcd job-queue seed's ideas over to
+// ZooKeeper: each replica has an entry with what it is doing; a dead
+// replica's entry disappears with its session (the seed's heartbeat and
+// harvest, done by the server) and the locks of its jobs go with it.
+
+// workerWriteEvery bounds how often a busy replica rewrites its entry, and
+// workerHeartbeat how stale an idle replica's entry may get.
+const (
+	workerWriteEvery = time.Second
+	workerHeartbeat  = 30 * time.Second
+)
+
+// WorkerRegistration is this replica's entry in /workers.
+type WorkerRegistration struct {
+	c      *Client
+	path   string
+	mu     sync.Mutex
+	info   *v1.WorkerInfo
+	dirty  chan struct{}
+	stop   context.CancelFunc
+	done   chan struct{}
+	unsubs func()
+}
+
+// RegisterWorker creates this replica's ephemeral entry and keeps it current:
+// written again after Update (at most once a second), refreshed every 30 s,
+// and re-created when a new session replaces an expired one.
+func (c *Client) RegisterWorker(ctx context.Context, info *v1.WorkerInfo) (*WorkerRegistration, error) {
+	if info.GetId() == "" || !validWorkerID(info.GetId()) {
+		return nil, fmt.Errorf("%w: worker id %q must be letters, digits, '-', '_' or '.'", ErrInvalid, info.GetId())
+	}
+	info = proto.Clone(info).(*v1.WorkerInfo)
+	if info.Started == nil {
+		info.Started = timestamppb.Now()
+	}
+	r := &WorkerRegistration{c: c, path: c.p.worker(info.GetId()), info: info, dirty: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := r.write(ctx); err != nil {
+		return nil, err
+	}
+	loopCtx, stop := context.WithCancel(c.life)
+	r.stop = stop
+	r.unsubs = c.OnSession(func(ok bool) {
+		if ok {
+			r.markDirty()
+		}
+	})
+	go r.loop(loopCtx)
+	return r, nil
+}
+
+func validWorkerID(id string) bool {
+	if len(id) > 200 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// Update replaces the entry's content (written asynchronously, coalesced).
+func (r *WorkerRegistration) Update(fn func(info *v1.WorkerInfo)) {
+	r.mu.Lock()
+	fn(r.info)
+	r.mu.Unlock()
+	r.markDirty()
+}
+
+// Info returns a copy of the entry's current content.
+func (r *WorkerRegistration) Info() *v1.WorkerInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return proto.Clone(r.info).(*v1.WorkerInfo)
+}
+
+func (r *WorkerRegistration) markDirty() {
+	select {
+	case r.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (r *WorkerRegistration) loop(ctx context.Context) {
+	defer close(r.done)
+	heartbeat := time.NewTicker(workerHeartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-heartbeat.C:
+		case <-r.dirty:
+		}
+		if err := r.write(ctx); err != nil && ctx.Err() == nil {
+			r.c.log.Warn("updating worker registry entry", "worker", r.info.GetId(), "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(workerWriteEvery):
+		}
+	}
+}
+
+// write stores the entry, creating it if the session that held it ended.
+func (r *WorkerRegistration) write(ctx context.Context) error {
+	r.mu.Lock()
+	r.info.Heartbeat = timestamppb.Now()
+	data, err := protojson.Marshal(r.info)
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("encoding worker entry: %w", err)
+	}
+	_, err = r.c.set(ctx, r.path, data)
+	if errors.Is(err, zk.ErrNoNode) {
+		_, err = r.c.create(ctx, r.path, data, zk.FlagEphemeral)
+		if errors.Is(err, zk.ErrNodeExists) {
+			_, err = r.c.set(ctx, r.path, data)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("writing worker entry %s: %w", r.path, err)
+	}
+	return nil
+}
+
+// Close removes the entry.
+func (r *WorkerRegistration) Close(ctx context.Context) error {
+	r.stop()
+	<-r.done
+	r.unsubs()
+	_, err := retry(ctx, func() (struct{}, error) {
+		err := r.c.conn.Delete(r.path, -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+
+// ListWorkers reads every live replica's entry, sorted by service then id.
+func (c *Client) ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error) {
+	names, _, err := c.children(ctx, c.p.workers())
+	if err != nil {
+		return nil, fmt.Errorf("listing workers: %w", err)
+	}
+	ps := make([]string, len(names))
+	for i, n := range names {
+		ps[i] = c.p.worker(n)
+	}
+	datas, err := c.getMany(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	var out []*v1.WorkerInfo
+	for i, d := range datas {
+		if d == nil {
+			continue // gone while listing
+		}
+		w := &v1.WorkerInfo{}
+		if err := protojson.Unmarshal(d, w); err != nil {
+			w = &v1.WorkerInfo{Id: names[i], Stage: "unreadable entry: " + err.Error()}
+		}
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b *v1.WorkerInfo) int {
+		if a.GetService() != b.GetService() {
+			if a.GetService() < b.GetService() {
+				return -1
+			}
+			return 1
+		}
+		if a.GetId() < b.GetId() {
+			return -1
+		}
+		if a.GetId() > b.GetId() {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+func (c *Client) set(ctx context.Context, path string, data []byte) (*zk.Stat, error) {
+	return call(ctx, func() (*zk.Stat, error) { return c.conn.Set(path, data, -1) })
+}

@@ -1,0 +1,490 @@
+// Package stage runs a pipeline stage: it takes jobs of one state from the
+// queue (woken by watches), runs up to N handlers at once, and commits each
+// handler's outcome as one fenced transition. A stage service only writes
+// its Handler.
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Handler does one stage's work on one claimed job. ctx ends when the job's
+// lock or session is lost, or when a drain runs out of time; the handler
+// should stop then (its outcome will not be committed). The job's data is
+// claim.Job; claim.Update writes data that must land before the step ends
+// (an ARK, say).
+type Handler func(ctx context.Context, claim *queue.Claim) Outcome
+
+// Outcome is what a handler decided; build it with Next, To, Fail, Wait or Release.
+type Outcome struct {
+	kind   outcomeKind
+	change queue.Change
+	after  time.Duration
+}
+
+type outcomeKind int
+
+const (
+	kindNext outcomeKind = iota
+	kindTo
+	kindWait
+	kindRelease
+)
+
+// Next moves the job to the stage's next state, writing ch's data in the
+// same transition (ch.To is ignored).
+func Next(ch queue.Change) Outcome { return Outcome{kind: kindNext, change: ch} }
+
+// To moves the job to a state of the handler's choosing (Held, say).
+func To(state queue.JobState, ch queue.Change) Outcome {
+	ch.To = state
+	return Outcome{kind: kindTo, change: ch}
+}
+
+// Fail moves the job to Failed; message says what failed.
+func Fail(message string) Outcome {
+	return Outcome{kind: kindTo, change: queue.Change{To: queue.Failed, Message: message}}
+}
+
+// Failf is Fail with formatting.
+func Failf(format string, args ...any) Outcome { return Fail(fmt.Sprintf(format, args...)) }
+
+// Wait leaves the job in its state to be tried again after d; ch's data and
+// message are written if the state allows staying (Provisioning does),
+// otherwise the job is only released.
+func Wait(d time.Duration, ch queue.Change) Outcome {
+	return Outcome{kind: kindWait, change: ch, after: d}
+}
+
+// Release gives the job back untouched, for another consumer to take.
+func Release() Outcome { return Outcome{kind: kindRelease} }
+
+// Config describes a stage.
+type Config struct {
+	// Service names the stage's service ("estimator").
+	Service string
+	// Name is the stage as a verb in spans and metrics ("estimating").
+	Name string
+	// From is the state the stage takes jobs from; To the state success leads to.
+	From, To queue.JobState
+	// Concurrency is how many jobs run at once (default 4).
+	Concurrency int
+	// Parts are the job's data nodes to read with each claim (default all;
+	// the configuration is always read: it carries the trace context).
+	Parts queue.Parts
+	// HoldCollections moves a job of a held collection to Held instead of
+	// handling it (the spec's rule for Pending jobs).
+	HoldCollections bool
+	Handler         Handler
+	Logger          *slog.Logger
+	Tracer          trace.Tracer       // default: no spans
+	Metrics         *telemetry.Metrics // default: none
+	Version         string
+}
+
+// Runner runs a stage against one queue client.
+type Runner struct {
+	q        *queue.Client
+	cfg      Config
+	consumer *queue.Consumer
+	log      *slog.Logger
+	started  time.Time
+	workerID string
+
+	mu       sync.Mutex
+	paused   bool
+	draining bool
+	changed  chan struct{} // closed when paused/draining changes
+	inFlight map[string]*flight
+	outcomes map[string]int64
+	reg      *queue.WorkerRegistration
+
+	stopTaking context.CancelFunc // ends the wait for the next job
+	abort      context.CancelFunc // ends every job in flight
+	abortCtx   context.Context
+	wg         sync.WaitGroup
+	done       chan struct{}
+}
+
+type flight struct {
+	jid, bid string
+	since    time.Time
+}
+
+// New prepares a runner; Run starts it.
+func New(q *queue.Client, cfg Config) (*Runner, error) {
+	if cfg.Handler == nil || cfg.From == 0 || cfg.To == 0 || cfg.Name == "" || cfg.Service == "" {
+		return nil, errors.New("stage: Config needs Service, Name, From, To and Handler")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Parts != 0 && cfg.Parts != queue.PartsStatusOnly {
+		cfg.Parts |= queue.PartConfiguration
+	}
+	if cfg.Parts == queue.PartsStatusOnly {
+		cfg.Parts = queue.PartConfiguration
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	host, _ := os.Hostname()
+	r := &Runner{
+		q:        q,
+		cfg:      cfg,
+		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts}),
+		log:      cfg.Logger.With("stage", cfg.Name),
+		started:  time.Now(),
+		workerID: fmt.Sprintf("%s-%s-%d-%04x", cfg.Service, sanitize(host), os.Getpid(), time.Now().UnixNano()&0xffff),
+		changed:  make(chan struct{}),
+		inFlight: map[string]*flight{},
+		outcomes: map[string]int64{},
+		done:     make(chan struct{}),
+	}
+	r.abortCtx, r.abort = context.WithCancel(context.Background())
+	return r, nil
+}
+
+func sanitize(s string) string {
+	out := []rune(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			out[i] = '_'
+		}
+	}
+	if len(out) == 0 {
+		return "host"
+	}
+	return string(out)
+}
+
+// WorkerID is this replica's id in the worker registry.
+func (r *Runner) WorkerID() string { return r.workerID }
+
+// Run registers the replica, takes and handles jobs until Drain (or ctx
+// ending) stops it, and returns when every job it took has been committed
+// or released.
+func (r *Runner) Run(ctx context.Context) error {
+	defer close(r.done)
+	reg, err := r.q.RegisterWorker(ctx, r.info())
+	if err != nil {
+		return fmt.Errorf("stage %s: %w", r.cfg.Name, err)
+	}
+	r.mu.Lock()
+	r.reg = reg
+	r.mu.Unlock()
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		reg.Close(closeCtx)
+	}()
+	takeCtx, stopTaking := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.stopTaking = stopTaking
+	draining := r.draining
+	r.mu.Unlock()
+	if draining {
+		stopTaking()
+	}
+	defer stopTaking()
+	r.log.Info("stage running", "worker", r.workerID, "from", queue.JobStateName(r.cfg.From), "to", queue.JobStateName(r.cfg.To), "concurrency", r.cfg.Concurrency)
+
+	slots := make(chan struct{}, r.cfg.Concurrency)
+	for {
+		if err := r.waitRunnable(takeCtx); err != nil {
+			break
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-takeCtx.Done():
+		}
+		if takeCtx.Err() != nil {
+			break
+		}
+		claim, err := r.consumer.Next(takeCtx)
+		if err != nil {
+			<-slots
+			if takeCtx.Err() != nil {
+				break
+			}
+			r.log.Warn("taking a job", "error", err)
+			select {
+			case <-time.After(time.Second):
+			case <-takeCtx.Done():
+			}
+			continue
+		}
+		r.wg.Add(1)
+		go func() {
+			defer func() { <-slots; r.wg.Done() }()
+			r.handle(claim)
+		}()
+	}
+	r.wg.Wait()
+	r.log.Info("stage stopped", "worker", r.workerID)
+	return nil
+}
+
+// waitRunnable blocks while the replica is paused.
+func (r *Runner) waitRunnable(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		paused, ch := r.paused, r.changed
+		r.mu.Unlock()
+		if !paused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// handle runs the handler on one claim and commits its outcome.
+func (r *Runner) handle(claim *queue.Claim) {
+	job := claim.Job
+	jid, bid := job.GetId(), job.GetBid()
+	if bid == "" {
+		bid = job.GetConfiguration().GetBatchId()
+	}
+	r.track(jid, bid, true)
+	defer r.track(jid, bid, false)
+
+	// The job's context ends with its lock or session, or on an aborted drain.
+	jobCtx, cancel := context.WithCancelCause(claim.Context())
+	defer cancel(nil)
+	stopAbort := context.AfterFunc(r.abortCtx, func() { cancel(errors.New("stage draining: out of time")) })
+	defer stopAbort()
+	jobCtx = telemetry.WithJob(jobCtx, jid, bid)
+	jobCtx, span := telemetry.StartJobSpan(jobCtx, r.cfg.Tracer, r.cfg.Name, jid, bid, job.GetConfiguration().GetTraceparent())
+	defer span.End()
+	var step telemetry.Step
+	if r.cfg.Metrics != nil {
+		step = r.cfg.Metrics.StartStep(jobCtx, r.cfg.Name)
+	}
+	outcome := r.decide(jobCtx, claim)
+	result := r.commit(jobCtx, claim, outcome)
+	r.count(result)
+	if r.cfg.Metrics != nil {
+		step.End(jobCtx, result)
+	}
+	if result == telemetry.OutcomeFailed {
+		span.SetStatus(codes.Error, outcome.change.Message)
+	}
+}
+
+// decide runs the rules that come before the handler, then the handler.
+func (r *Runner) decide(ctx context.Context, claim *queue.Claim) (out Outcome) {
+	if claim.LoadErr != nil {
+		r.log.ErrorContext(ctx, "job data unreadable", "error", claim.LoadErr)
+		return Failf("job data unreadable: %v", claim.LoadErr)
+	}
+	if r.cfg.HoldCollections {
+		if coll := collectionOf(claim.Job); coll != "" {
+			held, err := r.q.CollectionHeld(ctx, coll)
+			if err != nil {
+				return Release()
+			}
+			if held {
+				return To(queue.Held, queue.Change{Message: fmt.Sprintf("collection %s is held", coll)})
+			}
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			out = Failf("internal error in %s: %v", r.cfg.Name, p)
+		}
+	}()
+	return r.cfg.Handler(ctx, claim)
+}
+
+// collectionOf is the hold key of a job: the collection written by the
+// batcher, or the profile name for jobs a peer created.
+func collectionOf(job *v1.Job) string {
+	if c := job.GetConfiguration().GetCollection(); c != "" {
+		return c
+	}
+	return job.GetConfiguration().GetProfileName()
+}
+
+// commit applies an outcome and says how it ended.
+func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) telemetry.Outcome {
+	// Commits must go through even if the drain deadline passed while the
+	// handler returned; only a lost lock (claim context) stops them.
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		if claim.Context().Err() == nil {
+			// Aborted by a drain: give the job back untouched.
+			if err := claim.Release(commitCtx); err != nil {
+				r.log.WarnContext(ctx, "releasing job at drain", "error", err)
+			}
+			r.log.InfoContext(ctx, "job released untouched: drain ran out of time")
+			return telemetry.OutcomeReleased
+		}
+		r.log.WarnContext(ctx, "job lost while working on it; not committing", "cause", cause)
+		// If the session comes back after all, so does the lock: give it up.
+		claim.Release(commitCtx)
+		return telemetry.OutcomeFenced
+	}
+	var err error
+	var result telemetry.Outcome
+	switch out.kind {
+	case kindRelease:
+		err, result = claim.Release(commitCtx), telemetry.OutcomeReleased
+	case kindWait:
+		if queue.CanMoveJob(claim.State(), claim.State()) {
+			ch := out.change
+			ch.To = claim.State()
+			err = claim.Commit(commitCtx, ch)
+		} else {
+			err = claim.Release(commitCtx)
+		}
+		r.consumer.Defer(claim.ID(), time.Now().Add(out.after))
+		result = telemetry.OutcomeRetried
+	default:
+		ch := out.change
+		if out.kind == kindNext {
+			ch.To = r.cfg.To
+		}
+		err = claim.Commit(commitCtx, ch)
+		result = telemetry.OutcomeAdvanced
+		if ch.To == queue.Failed {
+			result = telemetry.OutcomeFailed
+			r.log.WarnContext(ctx, "job failed", "message", ch.Message)
+		} else if ch.To != r.cfg.To {
+			r.log.InfoContext(ctx, "job moved", "to", queue.JobStateName(ch.To), "message", ch.Message)
+		}
+	}
+	switch {
+	case err == nil:
+		return result
+	case errors.Is(err, queue.ErrFenced):
+		r.log.WarnContext(ctx, "commit refused: the job was lost", "error", err)
+		return telemetry.OutcomeFenced
+	default:
+		r.log.ErrorContext(ctx, "commit failed; releasing the job", "error", err)
+		claim.Release(commitCtx)
+		return telemetry.OutcomeReleased
+	}
+}
+
+func (r *Runner) track(jid, bid string, start bool) {
+	r.mu.Lock()
+	if start {
+		r.inFlight[jid] = &flight{jid: jid, bid: bid, since: time.Now()}
+	} else {
+		delete(r.inFlight, jid)
+	}
+	reg := r.reg
+	r.mu.Unlock()
+	if reg != nil {
+		reg.Update(func(w *v1.WorkerInfo) { r.fill(w) })
+	}
+}
+
+func (r *Runner) count(o telemetry.Outcome) {
+	r.mu.Lock()
+	r.outcomes[string(o)]++
+	r.mu.Unlock()
+}
+
+// info is this replica's registry entry now.
+func (r *Runner) info() *v1.WorkerInfo {
+	host, _ := os.Hostname()
+	w := &v1.WorkerInfo{
+		Id: r.workerID, Host: host, Service: r.cfg.Service, Stage: queue.JobStateName(r.cfg.From),
+		Version: r.cfg.Version, Started: timestamppb.New(r.started), Concurrency: int32(r.cfg.Concurrency),
+	}
+	r.fill(w)
+	return w
+}
+
+// fill copies the replica's live state into w.
+func (r *Runner) fill(w *v1.WorkerInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w.Paused, w.Draining = r.paused, r.draining
+	w.InFlight = w.InFlight[:0]
+	for _, f := range r.inFlight {
+		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: f.jid, BatchId: f.bid, Since: timestamppb.New(f.since)})
+	}
+	w.Outcomes = make(map[string]int64, len(r.outcomes))
+	for k, v := range r.outcomes {
+		w.Outcomes[k] = v
+	}
+}
+
+// Status reports this replica.
+func (r *Runner) Status() *v1.WorkerInfo { return r.info() }
+
+// Pause stops taking new jobs; jobs in flight finish.
+func (r *Runner) Pause() { r.setState(func() { r.paused = true }) }
+
+// Resume takes jobs again after Pause.
+func (r *Runner) Resume() { r.setState(func() { r.paused = false }) }
+
+func (r *Runner) setState(fn func()) {
+	r.mu.Lock()
+	fn()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	reg := r.reg
+	r.mu.Unlock()
+	if reg != nil {
+		reg.Update(func(w *v1.WorkerInfo) { r.fill(w) })
+	}
+}
+
+// Drain stops taking jobs for good and waits for the jobs in flight until
+// ctx ends; then it cancels them, gives their jobs back untouched, and waits
+// for the handlers to return. It returns how many jobs were still running
+// when ctx ended (0: all finished in time).
+func (r *Runner) Drain(ctx context.Context) int {
+	r.setState(func() { r.draining = true })
+	r.mu.Lock()
+	if r.stopTaking != nil {
+		r.stopTaking()
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.done:
+		return 0
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	left := len(r.inFlight)
+	r.mu.Unlock()
+	r.abort()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		r.log.Error("handlers ignored cancellation; their locks go with the session", "in_flight", left)
+	}
+	return left
+}
+
+// Done is closed when Run has returned.
+func (r *Runner) Done() <-chan struct{} { return r.done }

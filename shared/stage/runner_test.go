@@ -1,0 +1,386 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
+	"github.com/ingestq/ingestq/shared/zktest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+func connect(t *testing.T, root string) *queue.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// spawnJobs creates a batch of n jobs and moves them to state.
+func spawnJobs(t *testing.T, c *queue.Client, n int, state queue.JobState, conf func(i int) *v1.JobConfiguration) []string {
+	t.Helper()
+	ctx := context.Background()
+	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "p", Submitter: "s", PayloadUrl: "http://127.0.0.1:1/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]queue.NewJob, n)
+	for i := range jobs {
+		cf := &v1.JobConfiguration{BatchEntry: int32(i), ProfileName: "p"}
+		if conf != nil {
+			cf = conf(i)
+			cf.BatchEntry = int32(i)
+		}
+		jobs[i] = queue.NewJob{Priority: 5, Configuration: cf}
+	}
+	jids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	path := map[queue.JobState][]queue.JobState{queue.Pending: nil, queue.Estimating: {queue.Estimating},
+		queue.Provisioning: {queue.Estimating, queue.Provisioning}}[state]
+	for _, jid := range jids {
+		for _, s := range path {
+			cl, err := c.ClaimJob(ctx, jid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Commit(ctx, queue.Change{To: s}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return jids
+}
+
+func startRunner(t *testing.T, c *queue.Client, cfg Config) *Runner {
+	t.Helper()
+	if cfg.Service == "" {
+		cfg.Service = "test"
+	}
+	if cfg.Name == "" {
+		cfg.Name = "estimating"
+	}
+	if cfg.From == 0 {
+		cfg.From, cfg.To = queue.Estimating, queue.Provisioning
+	}
+	r, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go r.Run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		<-r.Done()
+	})
+	return r
+}
+
+func state(t *testing.T, c *queue.Client, jid string) (queue.JobState, string) {
+	t.Helper()
+	st, err := c.JobStatus(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.GetStatus(), st.GetMessage()
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
+	root := zktest.Root(t)
+	admin := connect(t, root)
+	jids := spawnJobs(t, admin, 60, queue.Estimating, nil)
+	var mu sync.Mutex
+	handled := map[string]int{}
+	byReplica := map[int]int{}
+	for i := 0; i < 3; i++ {
+		startRunner(t, connect(t, root), Config{Concurrency: 2, Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			handled[cl.ID()]++
+			byReplica[i]++
+			mu.Unlock()
+			return Next(queue.Change{SpaceNeeded: ptr(int64(10))})
+		}})
+	}
+	eventually(t, "every job in Provisioning", func() bool {
+		counts, _ := admin.JobCounts(context.Background())
+		return counts[queue.Provisioning] == len(jids)
+	})
+	for _, jid := range jids {
+		if handled[jid] != 1 {
+			t.Errorf("%s handled %d times", jid, handled[jid])
+		}
+	}
+	if len(byReplica) < 2 {
+		t.Errorf("one replica did all the work: %v", byReplica)
+	}
+}
+
+func TestPausedReplicaTakesNothingUntilResumed(t *testing.T) {
+	root := zktest.Root(t)
+	c := connect(t, root)
+	r := startRunner(t, c, Config{Handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }})
+	r.Pause()
+	if !r.Status().GetPaused() {
+		t.Fatal("status does not say paused")
+	}
+	jids := spawnJobs(t, c, 1, queue.Estimating, nil)
+	time.Sleep(300 * time.Millisecond)
+	if s, _ := state(t, c, jids[0]); s != queue.Estimating {
+		t.Fatalf("a paused replica moved the job to %s", queue.JobStateName(s))
+	}
+	r.Resume()
+	eventually(t, "job taken after resume", func() bool { s, _ := state(t, c, jids[0]); return s == queue.Provisioning })
+}
+
+func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
+	root := zktest.Root(t)
+	c := connect(t, root)
+	jids := spawnJobs(t, c, 2, queue.Estimating, nil)
+	started := make(chan string, 2)
+	r := startRunner(t, c, Config{Concurrency: 2, Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+		started <- cl.ID()
+		if cl.ID() == jids[0] {
+			time.Sleep(100 * time.Millisecond) // finishes within the drain
+			return Next(queue.Change{})
+		}
+		<-ctx.Done() // too slow: cut off by the drain deadline
+		return Next(queue.Change{})
+	}})
+	<-started
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	left := r.Drain(ctx)
+	if left != 1 {
+		t.Errorf("Drain left %d jobs running, want 1", left)
+	}
+	if s, _ := state(t, c, jids[0]); s != queue.Provisioning {
+		t.Errorf("the quick job is %s, want Provisioning", queue.JobStateName(s))
+	}
+	if s, _ := state(t, c, jids[1]); s != queue.Estimating {
+		t.Errorf("the slow job is %s, want it given back in Estimating", queue.JobStateName(s))
+	}
+	for _, jid := range jids {
+		if job, _ := c.GetJob(context.Background(), jid); job.GetLocked() {
+			t.Errorf("%s still locked after the drain", jid)
+		}
+	}
+	<-r.Done()
+}
+
+func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
+	root := zktest.Root(t)
+	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	ctx := context.Background()
+	cut, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	admin := connect(t, root)
+	jids := spawnJobs(t, admin, 1, queue.Estimating, nil)
+	cancelled := make(chan error, 1)
+	var once sync.Once
+	r := startRunner(t, cut, Config{Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return Release() // back on a new session: leave the job to the other replica
+		}
+		proxy.Block() // the replica is cut off while working
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return Next(queue.Change{Message: "too late"})
+	}})
+	select {
+	case cause := <-cancelled:
+		if !errors.Is(cause, queue.ErrNoSession) {
+			t.Errorf("cancelled because %v, want the lost session", cause)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler's context was not cancelled when its session was lost")
+	}
+	proxy.Unblock()
+	eventually(t, "the late commit counted as fenced", func() bool { return r.Status().GetOutcomes()["fenced"] == 1 })
+	if s, msg := state(t, admin, jids[0]); s != queue.Estimating || msg == "too late" {
+		t.Errorf("job is %s %q: the lost replica's outcome must not land", queue.JobStateName(s), msg)
+	}
+	// Another replica finishes it.
+	startRunner(t, admin, Config{Handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }})
+	eventually(t, "another replica finished the job", func() bool { s, _ := state(t, admin, jids[0]); return s == queue.Provisioning })
+}
+
+func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
+	tests := []struct {
+		name    string
+		from    queue.JobState
+		setup   func(t *testing.T, c *queue.Client, jid string)
+		handler Handler
+		hold    bool
+		want    queue.JobState
+		message string
+	}{
+		{name: "a pending job of a held collection goes to Held", from: queue.Pending, hold: true,
+			setup: func(t *testing.T, c *queue.Client, jid string) {
+				if err := c.HoldCollection(context.Background(), "p"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) },
+			want:    queue.Held, message: "collection p is held"},
+		{name: "a panicking handler fails the job and the runner lives on", from: queue.Estimating,
+			handler: func(context.Context, *queue.Claim) Outcome { panic("boom") },
+			want:    queue.Failed, message: "internal error in estimating: boom"},
+		{name: "a handler's failure message lands in the status", from: queue.Estimating,
+			handler: func(context.Context, *queue.Claim) Outcome { return Fail("f.txt: HTTP 404") },
+			want:    queue.Failed, message: "f.txt: HTTP 404"},
+		{name: "malformed JSON planted by another writer fails the job with the path", from: queue.Estimating,
+			setup: func(t *testing.T, c *queue.Client, jid string) {
+				plant(t, c, jid, "configuration", "{broken")
+			},
+			handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) },
+			want:    queue.Failed, message: "/configuration: unreadable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := zktest.Root(t)
+			c := connect(t, root)
+			jids := spawnJobs(t, c, 2, tt.from, nil)
+			if tt.setup != nil {
+				tt.setup(t, c, jids[0])
+			}
+			to := queue.Estimating
+			if tt.from == queue.Estimating {
+				to = queue.Provisioning
+			}
+			startRunner(t, c, Config{From: tt.from, To: to, HoldCollections: tt.hold, Handler: tt.handler})
+			eventually(t, "job moved", func() bool { s, _ := state(t, c, jids[0]); return s == tt.want })
+			if _, msg := state(t, c, jids[0]); !strings.Contains(msg, tt.message) {
+				t.Errorf("message %q, want it to contain %q", msg, tt.message)
+			}
+			// The runner carries on with the next job.
+			eventually(t, "second job handled", func() bool { s, _ := state(t, c, jids[1]); return s != tt.from })
+		})
+	}
+}
+
+func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
+	root := zktest.Root(t)
+	c := connect(t, root)
+	jids := spawnJobs(t, c, 1, queue.Provisioning, nil)
+	var mu sync.Mutex
+	var tries []time.Time
+	startRunner(t, c, Config{Name: "provisioning", From: queue.Provisioning, To: queue.Downloading,
+		Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			tries = append(tries, time.Now())
+			if len(tries) < 3 {
+				return Wait(200*time.Millisecond, queue.Change{Message: "waiting for space"})
+			}
+			return Next(queue.Change{})
+		}})
+	eventually(t, "job provisioned on the third try", func() bool { s, _ := state(t, c, jids[0]); return s == queue.Downloading })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(tries); i++ {
+		if gap := tries[i].Sub(tries[i-1]); gap < 150*time.Millisecond {
+			t.Errorf("try %d came %v after the previous one; Wait asked for 200ms", i, gap)
+		}
+	}
+}
+
+// TestSpansOfTwoStagesOfOneJobShareItsTrace: two runners, each with its own
+// tracer provider (two processes), continue the trace stored in the job.
+func TestSpansOfTwoStagesOfOneJobShareItsTrace(t *testing.T) {
+	root := zktest.Root(t)
+	c := connect(t, root)
+	submitter := sdktrace.NewTracerProvider()
+	subCtx, sub := submitter.Tracer("test").Start(context.Background(), "submit")
+	traceparent := telemetry.Inject(subCtx)
+	sub.End()
+	jids := spawnJobs(t, c, 1, queue.Pending, func(int) *v1.JobConfiguration {
+		return &v1.JobConfiguration{Traceparent: traceparent}
+	})
+	var exporters []*tracetest.InMemoryExporter
+	for _, st := range []struct {
+		name     string
+		from, to queue.JobState
+	}{{"pending", queue.Pending, queue.Estimating}, {"estimating", queue.Estimating, queue.Provisioning}} {
+		exp := tracetest.NewInMemoryExporter()
+		exporters = append(exporters, exp)
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		startRunner(t, connect(t, root), Config{Name: st.name, From: st.from, To: st.to, Tracer: tp.Tracer("stage"),
+			Handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }})
+	}
+	eventually(t, "job through both stages", func() bool { s, _ := state(t, c, jids[0]); return s == queue.Provisioning })
+	eventually(t, "both spans exported", func() bool { return len(exporters[0].GetSpans()) == 1 && len(exporters[1].GetSpans()) == 1 })
+	want := sub.SpanContext().TraceID()
+	for i, exp := range exporters {
+		span := exp.GetSpans()[0]
+		if span.SpanContext.TraceID() != want {
+			t.Errorf("stage %d span trace %s, want the submission's %s", i, span.SpanContext.TraceID(), want)
+		}
+		if span.Parent.SpanID() != sub.SpanContext().SpanID() {
+			t.Errorf("stage %d span's parent is %s, want the submission span", i, span.Parent.SpanID())
+		}
+	}
+}
+
+// plant overwrites a job node the way a careless writer sharing the tree
+// would: straight through ZooKeeper, with the spec's path spelled out.
+func plant(t *testing.T, c *queue.Client, jid, node, data string) {
+	t.Helper()
+	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Set(c.Root()+"/jobs/"+jid+"/"+node, []byte(data), -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
