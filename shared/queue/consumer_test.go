@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -311,4 +313,44 @@ func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
 		ws, err := admin.ListWorkers(ctx)
 		return err == nil && len(ws) == 0
 	})
+}
+
+func TestMintFromCounterRecordsTheIDAtomicallyAndOnce(t *testing.T) {
+	root := zktest.Root(t)
+	a, b := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, a, 2, 5)
+	mk := func(n int64) string { return "ark:/99999/fk4" + strconv.FormatInt(n, 10) }
+	cl1, _ := a.ClaimJob(ctx, jids[0])
+	cl2, _ := b.ClaimJob(ctx, jids[1])
+	id1, err := cl1.MintFromCounter(ctx, "ark:/99999/fk4", mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, err := cl2.MintFromCounter(ctx, "ark:/99999/fk4", mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id1 == id2 {
+		t.Fatalf("two jobs got the same id %s", id1)
+	}
+	// The id is in ZooKeeper already: a restarted step reuses it.
+	cl1.Release(ctx)
+	again, _ := a.ClaimJob(ctx, jids[0])
+	id1b, err := again.MintFromCounter(ctx, "ark:/99999/fk4", mk)
+	if err != nil || id1b != id1 {
+		t.Fatalf("after restart: %s, %v; want %s", id1b, err, id1)
+	}
+	if got, err := a.BindLocalID(ctx, "demo", "loc001", id1); err != nil || got != id1 {
+		t.Fatalf("bind: %s, %v", got, err)
+	}
+	if got, _ := b.BindLocalID(ctx, "demo", "loc001", id2); got != id1 {
+		t.Errorf("rebinding returned %s, want the first binding %s", got, id1)
+	}
+	if got, err := b.LookupLocalID(ctx, "demo", "loc001"); err != nil || got != id1 {
+		t.Errorf("lookup: %s, %v", got, err)
+	}
+	if _, err := b.LookupLocalID(ctx, "demo", "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("lookup of an unbound id: %v", err)
+	}
 }

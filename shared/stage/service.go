@@ -8,26 +8,39 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
-// stageService serves StageService for one runner.
+// stageService serves StageService for the runners of one replica.
 type stageService struct {
 	v1.UnimplementedStageServiceServer
-	r *Runner
+	runners []*Runner
+}
+
+func (s stageService) statuses() []*v1.WorkerInfo {
+	out := make([]*v1.WorkerInfo, len(s.runners))
+	for i, r := range s.runners {
+		out[i] = r.Status()
+	}
+	return out
 }
 
 func (s stageService) GetStatus(context.Context, *v1.GetStatusRequest) (*v1.GetStatusResponse, error) {
-	return &v1.GetStatusResponse{Worker: s.r.Status()}, nil
+	return &v1.GetStatusResponse{Workers: s.statuses()}, nil
 }
 
 func (s stageService) Pause(context.Context, *v1.PauseRequest) (*v1.PauseResponse, error) {
-	s.r.Pause()
-	return &v1.PauseResponse{Worker: s.r.Status()}, nil
+	for _, r := range s.runners {
+		r.Pause()
+	}
+	return &v1.PauseResponse{Workers: s.statuses()}, nil
 }
 
 func (s stageService) Resume(context.Context, *v1.ResumeRequest) (*v1.ResumeResponse, error) {
-	s.r.Resume()
-	return &v1.ResumeResponse{Worker: s.r.Status()}, nil
+	for _, r := range s.runners {
+		r.Resume()
+	}
+	return &v1.ResumeResponse{Workers: s.statuses()}, nil
 }
 
 // Drain waits up to the call's deadline (default 30 s) for jobs in flight.
@@ -37,39 +50,59 @@ func (s stageService) Drain(ctx context.Context, _ *v1.DrainRequest) (*v1.DrainR
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	left := s.r.Drain(ctx)
-	return &v1.DrainResponse{Worker: s.r.Status(), InFlightLeft: int32(left)}, nil
+	left := drainAll(ctx, s.runners)
+	return &v1.DrainResponse{Workers: s.statuses(), InFlightLeft: int32(left)}, nil
 }
 
-// Start runs a stage inside a service: it registers StageService, a drain
-// hook (SIGTERM drains the runner before the server stops), the queue-depth
-// gauge, and starts the runner. Logger, Tracer, Metrics, Service, Version and
-// Concurrency default to the service's own.
-func Start(ctx context.Context, env *service.Env, cfg Config) (*Runner, error) {
-	if cfg.Service == "" {
-		cfg.Service = env.Name
+// drainAll drains runners in parallel and sums the jobs left running.
+func drainAll(ctx context.Context, runners []*Runner) int {
+	lefts := make(chan int, len(runners))
+	for _, r := range runners {
+		go func() { lefts <- r.Drain(ctx) }()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = env.Logger
+	total := 0
+	for range runners {
+		total += <-lefts
 	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = env.Config.Concurrency
-	}
-	if env.Telemetry != nil {
-		if cfg.Tracer == nil {
-			cfg.Tracer = env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/shared/stage")
+	return total
+}
+
+// Start runs a replica's stage runners inside a service: it registers one
+// StageService for all of them, a drain hook (SIGTERM drains the runners
+// before the server stops), the queue-depth gauge, and starts the runners.
+// Logger, Tracer, Metrics, Service, Version and Concurrency default to the
+// service's own.
+func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, error) {
+	var runners []*Runner
+	var metrics *telemetry.Metrics
+	for _, cfg := range cfgs {
+		if cfg.Service == "" {
+			cfg.Service = env.Name
 		}
-		if cfg.Metrics == nil {
-			cfg.Metrics = env.Telemetry.Metrics
+		if cfg.Logger == nil {
+			cfg.Logger = env.Logger
 		}
+		if cfg.Concurrency == 0 {
+			cfg.Concurrency = env.Config.Concurrency
+		}
+		if env.Telemetry != nil {
+			if cfg.Tracer == nil {
+				cfg.Tracer = env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/shared/stage")
+			}
+			if cfg.Metrics == nil {
+				cfg.Metrics = env.Telemetry.Metrics
+			}
+		}
+		metrics = cfg.Metrics
+		r, err := New(env.Queue, cfg)
+		if err != nil {
+			return nil, err
+		}
+		runners = append(runners, r)
 	}
-	r, err := New(env.Queue, cfg)
-	if err != nil {
-		return nil, err
-	}
-	v1.RegisterStageServiceServer(env.Server, stageService{r: r})
-	if cfg.Metrics != nil {
-		if _, err := cfg.Metrics.ObserveJobsByState(func(ctx context.Context) (map[string]int64, error) {
+	v1.RegisterStageServiceServer(env.Server, stageService{runners: runners})
+	if metrics != nil {
+		if _, err := metrics.ObserveJobsByState(func(ctx context.Context) (map[string]int64, error) {
 			counts, err := env.Queue.JobCounts(ctx)
 			out := make(map[string]int64, len(counts))
 			for s, n := range counts {
@@ -77,19 +110,21 @@ func Start(ctx context.Context, env *service.Env, cfg Config) (*Runner, error) {
 			}
 			return out, err
 		}); err != nil {
-			return nil, fmt.Errorf("stage %s: queue depth gauge: %w", cfg.Name, err)
+			return nil, fmt.Errorf("stage: queue depth gauge: %w", err)
 		}
 	}
 	env.Server.OnShutdown(func(ctx context.Context) error {
-		if left := r.Drain(ctx); left > 0 {
-			return fmt.Errorf("stage %s: %d job(s) given back untouched at the drain deadline", cfg.Name, left)
+		if left := drainAll(ctx, runners); left > 0 {
+			return fmt.Errorf("stage: %d job(s) given back untouched at the drain deadline", left)
 		}
 		return nil
 	})
-	go func() {
-		if err := r.Run(ctx); err != nil {
-			env.Logger.Error("stage runner stopped", "error", err)
-		}
-	}()
-	return r, nil
+	for _, r := range runners {
+		go func() {
+			if err := r.Run(ctx); err != nil {
+				env.Logger.Error("stage runner stopped", "error", err)
+			}
+		}()
+	}
+	return runners, nil
 }

@@ -59,7 +59,7 @@ func (*GetStatusRequest) Descriptor() ([]byte, []int) {
 
 type GetStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Worker        *WorkerInfo            `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,9 +94,9 @@ func (*GetStatusResponse) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_stage_service_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *GetStatusResponse) GetWorker() *WorkerInfo {
+func (x *GetStatusResponse) GetWorkers() []*WorkerInfo {
 	if x != nil {
-		return x.Worker
+		return x.Workers
 	}
 	return nil
 }
@@ -139,7 +139,7 @@ func (*PauseRequest) Descriptor() ([]byte, []int) {
 
 type PauseResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Worker        *WorkerInfo            `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -174,9 +174,9 @@ func (*PauseResponse) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_stage_service_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *PauseResponse) GetWorker() *WorkerInfo {
+func (x *PauseResponse) GetWorkers() []*WorkerInfo {
 	if x != nil {
-		return x.Worker
+		return x.Workers
 	}
 	return nil
 }
@@ -219,7 +219,7 @@ func (*ResumeRequest) Descriptor() ([]byte, []int) {
 
 type ResumeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Worker        *WorkerInfo            `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -254,9 +254,9 @@ func (*ResumeResponse) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_stage_service_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *ResumeResponse) GetWorker() *WorkerInfo {
+func (x *ResumeResponse) GetWorkers() []*WorkerInfo {
 	if x != nil {
-		return x.Worker
+		return x.Workers
 	}
 	return nil
 }
@@ -298,8 +298,8 @@ func (*DrainRequest) Descriptor() ([]byte, []int) {
 }
 
 type DrainResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Worker *WorkerInfo            `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Workers []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	// in_flight_left counts jobs still running when the call's deadline came
 	// (0: the replica is idle).
 	InFlightLeft  int32 `protobuf:"varint,2,opt,name=in_flight_left,json=inFlightLeft,proto3" json:"in_flight_left,omitempty"`
@@ -337,9 +337,9 @@ func (*DrainResponse) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_stage_service_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *DrainResponse) GetWorker() *WorkerInfo {
+func (x *DrainResponse) GetWorkers() []*WorkerInfo {
 	if x != nil {
-		return x.Worker
+		return x.Workers
 	}
 	return nil
 }
@@ -357,18 +357,18 @@ const file_ingestq_v1_stage_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1eingestq/v1/stage_service.proto\x12\n" +
 	"ingestq.v1\x1a\x18ingestq/v1/options.proto\x1a\x16ingestq/v1/queue.proto\"\x12\n" +
-	"\x10GetStatusRequest\"C\n" +
-	"\x11GetStatusResponse\x12.\n" +
-	"\x06worker\x18\x01 \x01(\v2\x16.ingestq.v1.WorkerInfoR\x06worker\"\x0e\n" +
-	"\fPauseRequest\"?\n" +
-	"\rPauseResponse\x12.\n" +
-	"\x06worker\x18\x01 \x01(\v2\x16.ingestq.v1.WorkerInfoR\x06worker\"\x0f\n" +
-	"\rResumeRequest\"@\n" +
-	"\x0eResumeResponse\x12.\n" +
-	"\x06worker\x18\x01 \x01(\v2\x16.ingestq.v1.WorkerInfoR\x06worker\"\x0e\n" +
-	"\fDrainRequest\"e\n" +
-	"\rDrainResponse\x12.\n" +
-	"\x06worker\x18\x01 \x01(\v2\x16.ingestq.v1.WorkerInfoR\x06worker\x12$\n" +
+	"\x10GetStatusRequest\"E\n" +
+	"\x11GetStatusResponse\x120\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\"\x0e\n" +
+	"\fPauseRequest\"A\n" +
+	"\rPauseResponse\x120\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\"\x0f\n" +
+	"\rResumeRequest\"B\n" +
+	"\x0eResumeResponse\x120\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\"\x0e\n" +
+	"\fDrainRequest\"g\n" +
+	"\rDrainResponse\x120\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\x12$\n" +
 	"\x0ein_flight_left\x18\x02 \x01(\x05R\finFlightLeft2\xa7\x02\n" +
 	"\fStageService\x12H\n" +
 	"\tGetStatus\x12\x1c.ingestq.v1.GetStatusRequest\x1a\x1d.ingestq.v1.GetStatusResponse\x12B\n" +
@@ -401,10 +401,10 @@ var file_ingestq_v1_stage_service_proto_goTypes = []any{
 	(*WorkerInfo)(nil),        // 8: ingestq.v1.WorkerInfo
 }
 var file_ingestq_v1_stage_service_proto_depIdxs = []int32{
-	8, // 0: ingestq.v1.GetStatusResponse.worker:type_name -> ingestq.v1.WorkerInfo
-	8, // 1: ingestq.v1.PauseResponse.worker:type_name -> ingestq.v1.WorkerInfo
-	8, // 2: ingestq.v1.ResumeResponse.worker:type_name -> ingestq.v1.WorkerInfo
-	8, // 3: ingestq.v1.DrainResponse.worker:type_name -> ingestq.v1.WorkerInfo
+	8, // 0: ingestq.v1.GetStatusResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	8, // 1: ingestq.v1.PauseResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	8, // 2: ingestq.v1.ResumeResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	8, // 3: ingestq.v1.DrainResponse.workers:type_name -> ingestq.v1.WorkerInfo
 	0, // 4: ingestq.v1.StageService.GetStatus:input_type -> ingestq.v1.GetStatusRequest
 	2, // 5: ingestq.v1.StageService.Pause:input_type -> ingestq.v1.PauseRequest
 	4, // 6: ingestq.v1.StageService.Resume:input_type -> ingestq.v1.ResumeRequest

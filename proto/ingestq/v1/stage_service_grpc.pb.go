@@ -30,8 +30,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // StageService is served by every stage replica: what it is doing now, and
-// the operator's hand on it. Pause, Resume and Drain act on this replica
-// only; the whole queue is paused through the batcher's AdminService.
+// the operator's hand on it. A replica may run more than one stage runner
+// (the estimator takes Pending and Estimating jobs); each is a worker.
+// Pause, Resume and Drain act on this replica's workers only; the whole
+// queue is paused through the batcher's AdminService.
 type StageServiceClient interface {
 	// GetStatus reports this replica: worker id, stage, in-flight jobs and
 	// their age, jobs handled by outcome since start.
@@ -99,8 +101,10 @@ func (c *stageServiceClient) Drain(ctx context.Context, in *DrainRequest, opts .
 // for forward compatibility.
 //
 // StageService is served by every stage replica: what it is doing now, and
-// the operator's hand on it. Pause, Resume and Drain act on this replica
-// only; the whole queue is paused through the batcher's AdminService.
+// the operator's hand on it. A replica may run more than one stage runner
+// (the estimator takes Pending and Estimating jobs); each is a worker.
+// Pause, Resume and Drain act on this replica's workers only; the whole
+// queue is paused through the batcher's AdminService.
 type StageServiceServer interface {
 	// GetStatus reports this replica: worker id, stage, in-flight jobs and
 	// their age, jobs handled by outcome since start.

@@ -1,0 +1,99 @@
+package stage
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/server"
+	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// TestStageServiceOverGRPC runs two runners in one replica behind the shared
+// server and drives them with StageService as an operator would.
+func TestStageServiceOverGRPC(t *testing.T) {
+	root := zktest.Root(t)
+	q := connect(t, root)
+	srv, err := server.New(server.Options{Logger: slog.Default(), AdminToken: "s3cret", DrainTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &service.Env{Name: "estimator", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Queue: q, Server: srv}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	handler := func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }
+	runners, err := Start(ctx, env,
+		Config{Name: "pending", From: queue.Pending, To: queue.Estimating, Handler: handler},
+		Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Handler: handler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	srv.SetServing(true)
+	defer srv.Shutdown(context.Background())
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := v1.NewStageServiceClient(conn)
+	admin := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
+
+	st, err := client.GetStatus(ctx, &v1.GetStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.GetWorkers()) != 2 || st.GetWorkers()[0].GetStage() != "Pending" || st.GetWorkers()[1].GetStage() != "Estimating" {
+		t.Fatalf("workers %v", st.GetWorkers())
+	}
+	if _, err := client.Pause(ctx, &v1.PauseRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("Pause without the token: %v, want Unauthenticated", err)
+	}
+	p, err := client.Pause(admin, &v1.PauseRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range p.GetWorkers() {
+		if !w.GetPaused() {
+			t.Errorf("%s not paused", w.GetId())
+		}
+	}
+	jids := spawnJobs(t, q, 1, queue.Pending, nil)
+	time.Sleep(300 * time.Millisecond)
+	if s, _ := state(t, q, jids[0]); s != queue.Pending {
+		t.Fatalf("paused replica moved the job to %s", queue.JobStateName(s))
+	}
+	if _, err := client.Resume(admin, &v1.ResumeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "job through both runners", func() bool { s, _ := state(t, q, jids[0]); return s == queue.Provisioning })
+	d, err := client.Drain(admin, &v1.DrainRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetInFlightLeft() != 0 {
+		t.Errorf("drain left %d jobs", d.GetInFlightLeft())
+	}
+	for _, r := range runners {
+		<-r.Done()
+	}
+	ws, err := q.ListWorkers(ctx)
+	if err != nil || len(ws) != 0 {
+		t.Errorf("workers left in the registry after the drain: %v, %v", ws, err)
+	}
+}
