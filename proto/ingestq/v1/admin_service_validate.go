@@ -1,0 +1,162 @@
+package ingestqv1
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Limits of admin requests.
+const (
+	MaxCollectionBytes     = 200
+	MaxAdminMessageBytes   = 1024
+	MaxBatchPageSize       = 500
+	MaxJobPageSize         = 1000
+	MaxPageTokenBytes      = 256
+	MaxJobPriority         = 99
+	maxSubmitterFilterSize = MaxSubmitterBytes
+)
+
+// The methods without arguments accept every request.
+
+// Validate accepts every request: PauseQueue has no fields.
+func (r *PauseQueueRequest) Validate() error { return nil }
+
+// Validate accepts every request: UnpauseQueue has no fields.
+func (r *UnpauseQueueRequest) Validate() error { return nil }
+
+// Validate accepts every request: GetQueue has no fields.
+func (r *GetQueueRequest) Validate() error { return nil }
+
+// Validate accepts every request: ListWorkers has no fields.
+func (r *ListWorkersRequest) Validate() error { return nil }
+
+// Validate accepts every request: repair is a flag.
+func (r *FsckRequest) Validate() error { return nil }
+
+// Validate checks the collection mnemonic.
+func (r *HoldCollectionRequest) Validate() error { return validCollection(r.GetCollection()) }
+
+// Validate checks the collection mnemonic.
+func (r *ReleaseCollectionRequest) Validate() error { return validCollection(r.GetCollection()) }
+
+// Validate checks the bid.
+func (r *ReleaseBatchRequest) Validate() error { return validBatchID("batch_id", r.GetBatchId()) }
+
+// Validate checks the bid.
+func (r *UpdateReportBatchRequest) Validate() error { return validBatchID("batch_id", r.GetBatchId()) }
+
+// Validate checks the bid.
+func (r *DeleteBatchRequest) Validate() error { return validBatchID("batch_id", r.GetBatchId()) }
+
+// Validate requires exactly one well-formed selector.
+func (r *GetBatchRequest) Validate() error {
+	return validBatchSelector(r.GetBatchId(), r.GetBatchUuid(), r.GetBatch() != nil)
+}
+
+// Validate checks the filters and paging.
+func (r *ListBatchesRequest) Validate() error {
+	if _, ok := BatchState_name[int32(r.GetStatus())]; !ok {
+		return fmt.Errorf("status %d is not a batch state", r.GetStatus())
+	}
+	if err := optionalText("submitter", r.GetSubmitter(), maxSubmitterFilterSize); err != nil {
+		return err
+	}
+	if err := validPaging(r.GetPageSize(), MaxBatchPageSize, r.GetPageToken()); err != nil {
+		return err
+	}
+	if t := r.GetPageToken(); t != "" {
+		return validBatchID("page_token", t)
+	}
+	return nil
+}
+
+// Validate checks the jid.
+func (r *GetJobRequest) Validate() error { return validJobID("job_id", r.GetJobId()) }
+
+// Validate checks the selectors and paging.
+func (r *ListJobsRequest) Validate() error {
+	if _, ok := JobState_name[int32(r.GetState())]; !ok {
+		return fmt.Errorf("state %d is not a job state", r.GetState())
+	}
+	if r.GetState() != JobState_JOB_STATE_UNSPECIFIED && r.GetBatchId() != "" {
+		return errors.New("state and batch_id select jobs in two different orders: give one of them")
+	}
+	if r.GetBatchId() != "" {
+		if err := validBatchID("batch_id", r.GetBatchId()); err != nil {
+			return err
+		}
+	}
+	return validPaging(r.GetPageSize(), MaxJobPageSize, r.GetPageToken())
+}
+
+// Validate checks the jid and the message.
+func (r *HoldJobRequest) Validate() error { return validJobAction(r.GetJobId(), r.GetMessage()) }
+
+// Validate checks the jid and the message.
+func (r *ReleaseJobRequest) Validate() error { return validJobAction(r.GetJobId(), r.GetMessage()) }
+
+// Validate checks the jid and the message.
+func (r *FailJobRequest) Validate() error { return validJobAction(r.GetJobId(), r.GetMessage()) }
+
+// Validate checks the jid, the message and the state to resume at.
+func (r *RequeueJobRequest) Validate() error {
+	if err := validJobAction(r.GetJobId(), r.GetMessage()); err != nil {
+		return err
+	}
+	switch r.GetState() {
+	case JobState_JOB_STATE_UNSPECIFIED, JobState_JOB_STATE_PENDING, JobState_JOB_STATE_ESTIMATING,
+		JobState_JOB_STATE_PROVISIONING, JobState_JOB_STATE_DOWNLOADING, JobState_JOB_STATE_PROCESSING,
+		JobState_JOB_STATE_RECORDING, JobState_JOB_STATE_NOTIFY:
+		return nil
+	}
+	return fmt.Errorf("state %s: a failed job resumes at JOB_STATE_PENDING, _ESTIMATING, _PROVISIONING, _DOWNLOADING, _PROCESSING, _RECORDING or _NOTIFY", r.GetState())
+}
+
+// Validate checks the jid and requires a priority in 0..99.
+func (r *ReprioritizeJobRequest) Validate() error {
+	if err := validJobID("job_id", r.GetJobId()); err != nil {
+		return err
+	}
+	if r.Priority == nil {
+		return errors.New("priority is required (0 first .. 99 last)")
+	}
+	if p := r.GetPriority(); p < 0 || p > MaxJobPriority {
+		return fmt.Errorf("priority %d is outside 0..%d", p, MaxJobPriority)
+	}
+	return nil
+}
+
+// Validate checks the jid.
+func (r *DeleteJobRequest) Validate() error { return validJobID("job_id", r.GetJobId()) }
+
+func validCollection(m string) error {
+	if err := requiredText("collection", m, MaxCollectionBytes); err != nil {
+		return err
+	}
+	if m == "." || m == ".." {
+		return fmt.Errorf("collection %q is not a mnemonic", m)
+	}
+	for i, r := range m {
+		if r == '/' {
+			return fmt.Errorf("collection %q contains '/' at byte %d", clip(m), i)
+		}
+	}
+	return nil
+}
+
+func validJobAction(jid, message string) error {
+	if err := validJobID("job_id", jid); err != nil {
+		return err
+	}
+	return optionalText("message", message, MaxAdminMessageBytes)
+}
+
+func validPaging(size, max int32, token string) error {
+	if size < 0 || size > max {
+		return fmt.Errorf("page_size %d is outside 0..%d (0: the default)", size, max)
+	}
+	if len(token) > MaxPageTokenBytes {
+		return fmt.Errorf("page_token is %d bytes, at most %d allowed", len(token), MaxPageTokenBytes)
+	}
+	return optionalText("page_token", token, MaxPageTokenBytes)
+}
