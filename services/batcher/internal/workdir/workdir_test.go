@@ -1,0 +1,146 @@
+package workdir
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// outsideFile makes a file outside the work root that must survive.
+func outsideFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "precious.txt")
+	if err := os.WriteFile(p, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustExist(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); err != nil {
+		t.Errorf("%s should still exist: %v", p, err)
+	}
+}
+
+func mustNotExist(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Errorf("%s should be gone (err %v)", p, err)
+	}
+}
+
+func TestRemoveDeletesAJobDirectoryAndLeavesItsSiblings(t *testing.T) {
+	r, err := Open(filepath.Join(t.TempDir(), "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, sibling := r.Job("bid0000000001", 0), r.Job("bid0000000001", 1)
+	for _, d := range []string{filepath.Join(job, "producer"), sibling} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(job, "producer", "a.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remove(job); err != nil {
+		t.Fatal(err)
+	}
+	mustNotExist(t, job)
+	mustExist(t, sibling)
+	if err := r.Remove(job); err != nil {
+		t.Errorf("removing a missing directory: %v, want nil", err)
+	}
+	if err := r.RemoveBatch("bid0000000001"); err != nil {
+		t.Fatal(err)
+	}
+	mustNotExist(t, r.Batch("bid0000000001"))
+	mustExist(t, r.Dir())
+}
+
+func TestRemoveRefusesPathsOutsideTheRoot(t *testing.T) {
+	r, err := Open(filepath.Join(t.TempDir(), "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	precious := outsideFile(t)
+	for _, tc := range []struct{ name, path string }{
+		{"the root itself", r.Dir()},
+		{"the root with a trailing dot-dot", r.Dir() + "/bid0000000001/.."},
+		{"a sibling of the root", filepath.Join(filepath.Dir(r.Dir()), "other")},
+		{"an escape through dot-dot", r.Dir() + "/../" + filepath.Base(filepath.Dir(precious))},
+		{"a file elsewhere", precious},
+		{"a relative path", "bid0000000001/entry-0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := r.Remove(tc.path)
+			if err == nil || !strings.Contains(err.Error(), "refusing") {
+				t.Errorf("Remove(%q) = %v, want a refusal", tc.path, err)
+			}
+		})
+	}
+	mustExist(t, precious)
+	mustExist(t, r.Dir())
+	for _, bid := range []string{"", ".", "..", "a/b"} {
+		if err := r.RemoveBatch(bid); err == nil {
+			t.Errorf("RemoveBatch(%q) = nil, want a refusal", bid)
+		}
+	}
+}
+
+func TestRemoveNeverFollowsSymlinksOutOfTheRoot(t *testing.T) {
+	r, err := Open(filepath.Join(t.TempDir(), "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	precious := outsideFile(t)
+	outsideDir := filepath.Dir(precious)
+
+	// A job directory that is itself a link to a directory outside: the
+	// link goes, what it points at stays.
+	job := r.Job("bid0000000001", 0)
+	if err := os.MkdirAll(filepath.Dir(job), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outsideDir, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remove(job); err != nil {
+		t.Fatal(err)
+	}
+	mustNotExist(t, job)
+	mustExist(t, precious)
+
+	// A batch directory that is a link outside: removing a job "inside" it
+	// must not reach through the link.
+	if err := os.Symlink(outsideDir, r.Batch("bid0000000002")); err != nil {
+		t.Fatal(err)
+	}
+	err = r.Remove(filepath.Join(r.Batch("bid0000000002"), filepath.Base(precious)))
+	if err == nil {
+		t.Error("removing through a link that leaves the root succeeded")
+	}
+	mustExist(t, precious)
+
+	// A link inside a job directory, pointing outside, is removed as a link.
+	job3 := r.Job("bid0000000003", 0)
+	if err := os.MkdirAll(job3, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outsideDir, filepath.Join(job3, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemoveBatch("bid0000000003"); err != nil {
+		t.Fatal(err)
+	}
+	mustNotExist(t, r.Batch("bid0000000003"))
+	mustExist(t, precious)
+}
+
+func TestOpenRefusesARelativeRoot(t *testing.T) {
+	if _, err := Open("work"); err == nil {
+		t.Error("Open(\"work\") = nil error, want a refusal")
+	}
+}
