@@ -171,4 +171,3 @@ func TestComposeRefusesWhatWouldBreakTheMessage(t *testing.T) {
 		t.Error("Compose accepted a malformed sender")
 	}
 }
-
