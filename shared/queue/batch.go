@@ -499,7 +499,7 @@ func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {
 	c := bc.c
 	conf := j.Configuration
 	conf.BatchId = bc.ID()
-	status := &v1.JobStatus{Status: Pending, LastModified: nowStamp()}
+	status := &v1.JobStatus{Status: Pending, LastModified: nowStamp(), Traceparent: conf.GetTraceparent()}
 	ops := []any{
 		c.createOp(c.p.jobNode(jid, nodeBid), []byte(bc.ID()), 0),
 		c.createOp(c.p.jobNode(jid, nodePriority), encodeInt(int64(j.Priority)), 0),

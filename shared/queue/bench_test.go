@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,15 +44,27 @@ func BenchmarkQueue(b *testing.B) {
 	servers := []string{srv.Addr}
 	for i := 0; i < b.N; i++ {
 		createRate := benchCreate(b, servers, 10000)
+		cpu0, _ := srv.CPUTime()
+		req0 := serverReceived(srv.Addr)
 		lifecycleRate := benchLifecycle(b, servers, 2000, benchPerState())
+		cpu1, _ := srv.CPUTime()
+		req1 := serverReceived(srv.Addr)
 		p50, p99 := benchPickup(b, servers, 300)
-		ceilingTx := benchCeiling(b, servers, 4, 128, 5*time.Second)
+		cpu2, _ := srv.CPUTime()
+		ceilingTx, ceilingN := benchCeiling(b, servers, 4, 128, 5*time.Second)
+		cpu3, _ := srv.CPUTime()
+		// Server CPU per job: what each workload costs ZooKeeper itself,
+		// whatever else the machine was doing.
+		lifeCPU := float64(cpu1-cpu0) / 1e6 / 2000
+		ceilCPU := float64(cpu3-cpu2) / 1e6 / (float64(ceilingN) / 9)
 		ceiling := ceilingTx / 9
 		ratio := lifecycleRate / ceiling
 		fmt.Printf("create:    %.0f jobs/s (10,000 jobs, one batch)\n", createRate)
 		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs, 7 transitions each, %d consumers per state, one session per state)\n", lifecycleRate, benchPerState())
 		fmt.Printf("pickup:    p50 %.2f ms, p99 %.2f ms (300 hand-offs, 4 waiting consumers)\n", p50, p99)
 		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at 9 transitions/job\n", ceilingTx, ceiling)
+		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (9 bare transitions); lifecycle requests per job: %.1f\n",
+			lifeCPU, ceilCPU, float64(req1-req0)/2000)
 		if dir := os.Getenv("INGESTQ_ZKLIMIT_DIR"); dir != "" {
 			fmt.Printf("zklimit:   %s\n", runZklimit(b, dir, srv.Addr))
 		}
@@ -215,7 +228,7 @@ func benchPickup(b *testing.B, servers []string, rounds int) (p50, p99 float64) 
 // benchCeiling is ../shared/tools/zklimit's measurement: workers each move
 // one job between two folders with a 3-operation multi (set status, delete
 // old entry, create new entry), as fast as the server accepts.
-func benchCeiling(b *testing.B, servers []string, conns, workers int, d time.Duration) float64 {
+func benchCeiling(b *testing.B, servers []string, conns, workers int, d time.Duration) (perSecond float64, total int64) {
 	var cs []*zk.Conn
 	for range conns {
 		c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkLogger{slog.New(slog.DiscardHandler)}))
@@ -260,7 +273,7 @@ func benchCeiling(b *testing.B, servers []string, conns, workers int, d time.Dur
 		}()
 	}
 	wg.Wait()
-	return float64(ops.Load()) / d.Seconds()
+	return float64(ops.Load()) / d.Seconds(), ops.Load()
 }
 
 // runZklimit runs the shared reference tool against the same server, so the
@@ -290,4 +303,19 @@ func benchPerState() int {
 		return n
 	}
 	return 16
+}
+
+// serverReceived is the server's count of requests received ("srvr").
+func serverReceived(addr string) int64 {
+	out, err := zktest.FourLetter(addr, "srvr")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "Received: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -115,6 +115,7 @@ type jobStatusJSON struct {
 	Message              string  `json:"message"`
 	LastSuccessfulStatus *string `json:"last_successful_status"`
 	RetryCount           int32   `json:"retry_count"`
+	Traceparent          string  `json:"traceparent,omitempty"`
 }
 
 func encodeJobStatus(s *v1.JobStatus) []byte {
@@ -123,6 +124,7 @@ func encodeJobStatus(s *v1.JobStatus) []byte {
 		LastModified: formatTime(s.GetLastModified()),
 		Message:      s.GetMessage(),
 		RetryCount:   s.GetRetryCount(),
+		Traceparent:  s.GetTraceparent(),
 	}
 	if ls := s.GetLastSuccessfulStatus(); ls != v1.JobState_JOB_STATE_UNSPECIFIED {
 		n := JobStateName(ls)
@@ -140,7 +142,7 @@ func decodeJobStatus(path string, data []byte) (*v1.JobStatus, error) {
 	if err != nil {
 		return nil, &CorruptError{Path: path, Err: err}
 	}
-	out := &v1.JobStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message, RetryCount: w.RetryCount}
+	out := &v1.JobStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message, RetryCount: w.RetryCount, Traceparent: w.Traceparent}
 	if w.LastSuccessfulStatus != nil && *w.LastSuccessfulStatus != "" {
 		ls, err := ParseJobState(*w.LastSuccessfulStatus)
 		if err != nil {

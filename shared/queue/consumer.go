@@ -34,6 +34,7 @@ type Consumer struct {
 	watching bool          // a child watch is armed
 	lockWait map[string]bool
 	deferred map[string]time.Time // jid → not before
+	busyRate float64              // moving average of claims that met a held lock
 	timer    *time.Timer          // wakes callers when the first deferral ends
 	timerAt  time.Time
 }
@@ -56,7 +57,8 @@ func (c *Client) NewConsumer(state JobState, opts ConsumerOptions) *Consumer {
 		opts.Spread = 8
 	}
 	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{},
-		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true, deferred: map[string]time.Time{}}
+		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true, deferred: map[string]time.Time{},
+		busyRate: 0.1}
 }
 
 // Defer keeps this consumer from taking jid again before `until` (a job a
@@ -103,9 +105,16 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 		if err != nil || e == nil {
 			return nil, wake, err
 		}
-		cl, err := co.c.claimEntry(ctx, co.state, *e, co.opts.Parts)
+		co.mu.Lock()
+		checkLock := co.busyRate > 0.05
+		co.mu.Unlock()
+		cl, err := co.c.claimEntry(ctx, co.state, *e, co.opts.Parts, checkLock)
 		co.mu.Lock()
 		delete(co.trying, e.name)
+		co.busyRate *= 0.9
+		if errors.Is(err, errBusy) {
+			co.busyRate += 0.1
+		}
 		co.mu.Unlock()
 		switch {
 		case err == nil:

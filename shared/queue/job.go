@@ -244,8 +244,10 @@ var (
 
 // claimEntry tries to take the job behind one state-folder entry. It returns
 // errStale when the entry no longer describes the job and errBusy when another
-// consumer holds it.
-func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts Parts) (*Claim, error) {
+// consumer holds it. With checkLock the lock is looked at first (a read), so
+// that a held job costs no failed write; consumers that rarely meet held jobs
+// skip it.
+func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts Parts, checkLock bool) (*Claim, error) {
 	sess, err := c.currentSession()
 	if err != nil {
 		return nil, err
@@ -253,7 +255,7 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 	jid := e.jid
 	statusPath, lockPath := c.p.jobStatus(jid), c.p.jobLock(jid)
 
-	// Status and lock are read together: a held job costs no write.
+	// Status and lock are read together.
 	var (
 		data     []byte
 		stat     *zk.Stat
@@ -262,11 +264,13 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 		existErr error
 		wg       sync.WaitGroup
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		locked, _, existErr = c.exists(ctx, lockPath)
-	}()
+	if checkLock {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			locked, _, existErr = c.exists(ctx, lockPath)
+		}()
+	}
 	data, stat, getErr = c.get(ctx, statusPath)
 	wg.Wait()
 	switch {
@@ -524,6 +528,7 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 		Message:              ch.Message,
 		LastSuccessfulStatus: nextLastSuccessful(cl.from, old.GetLastSuccessfulStatus(), ch.To),
 		RetryCount:           old.GetRetryCount(),
+		Traceparent:          old.GetTraceparent(),
 	}
 	if cl.from == Failed && ch.To != Deleted {
 		next.RetryCount++ // only an admin resume leaves Failed
@@ -553,8 +558,8 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 		if bid != "" {
 			ops = append(ops, cl.c.refOps(bid, cl.ID(), ref, batchFolder(ch.To))...)
 		}
-		return append(ops, deleteOp(cl.c.p.jobLock(cl.ID()), -1))
-	}, func(data []byte) bool {
+		return ops
+	}, nil, func(data []byte) bool {
 		st, err := decodeJobStatus("", data)
 		return err == nil && st.GetStatus() == ch.To && st.GetMessage() == ch.Message
 	})
@@ -596,16 +601,19 @@ func (c *Client) refOps(bid, jid string, ref refPlace, to string) []any {
 	return ops
 }
 
-// commitOps runs one multi: the fenced status operation, a check that the
-// lock still exists, then the operations built by build. Beside fencing it copes with two things a peer writer
+// commitOps runs one multi: the fenced status operation, the operations
+// built by build, the deletion of the lock (which fails if the lock is gone:
+// a second fence), then tail. Beside fencing it copes with two things a peer writer
 // or a crash can leave: a batch reference in an unexpected folder (it is
 // found and moved), and a lost connection that hides whether the multi was
 // applied (the status node tells: applied(data) says whether it holds what
 // the multi wrote).
-func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlace) []any, applied func([]byte) bool) error {
+func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlace) []any, tail []any, applied func([]byte) bool) error {
 	ref := refPlace{folder: batchFolder(cl.from), known: true}
 	for attempt := 0; ; attempt++ {
-		ops := append([]any{statusOp, checkOp(cl.c.p.jobLock(cl.ID()), -1)}, build(ref)...)
+		ops := append([]any{statusOp}, build(ref)...)
+		lockIdx := len(ops)
+		ops = append(append(ops, deleteOp(cl.c.p.jobLock(cl.ID()), -1)), tail...)
 		_, err := cl.c.multi(ctx, ops...)
 		if err == nil {
 			return nil
@@ -623,7 +631,7 @@ func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlac
 			return fmt.Errorf("job %s: %w: connection lost during commit", cl.ID(), ErrFenced)
 		}
 		idx := failedOp(err)
-		if idx == 0 || idx == 1 {
+		if idx == 0 || idx == lockIdx {
 			// The status moved on, or our lock is gone.
 			cl.markDone()
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)

@@ -34,7 +34,7 @@ func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
 		if err != nil {
 			return nil, err
 		}
-		cl, err := c.claimEntry(ctx, st.GetStatus(), e, PartsAll)
+		cl, err := c.claimEntry(ctx, st.GetStatus(), e, PartsAll, true)
 		switch {
 		case errors.Is(err, errBusy):
 			return nil, fmt.Errorf("job %s (%s): %w", jid, JobStateName(st.GetStatus()), ErrLocked)
@@ -209,8 +209,8 @@ func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
 		if cl.Job.Bid != "" {
 			ops = append(ops, c.refOps(cl.Job.Bid, jid, ref, folderDeleted)...)
 		}
-		return append(ops, deleteOp(c.p.jobLock(jid), -1), deleteOp(c.p.job(jid), -1))
-	}, func([]byte) bool { return false })
+		return ops
+	}, []any{deleteOp(c.p.job(jid), -1)}, func([]byte) bool { return false })
 	if err != nil {
 		if errors.Is(err, zk.ErrNotEmpty) {
 			return fmt.Errorf("job %s changed while being deleted: %w", jid, ErrLocked)

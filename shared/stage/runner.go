@@ -84,8 +84,9 @@ type Config struct {
 	From, To queue.JobState
 	// Concurrency is how many jobs run at once (default 4).
 	Concurrency int
-	// Parts are the job's data nodes to read with each claim (default all;
-	// the configuration is always read: it carries the trace context).
+	// Parts are the job's data nodes to read with each claim (default all
+	// but the manifest). The trace context comes with the status, so a stage
+	// that needs nothing else may ask for queue.PartsStatusOnly.
 	Parts queue.Parts
 	// HoldCollections moves a job of a held collection to Held instead of
 	// handling it (the spec's rule for Pending jobs).
@@ -134,11 +135,14 @@ func New(q *queue.Client, cfg Config) (*Runner, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
 	}
-	if cfg.Parts != 0 && cfg.Parts != queue.PartsStatusOnly {
-		cfg.Parts |= queue.PartConfiguration
-	}
-	if cfg.Parts == queue.PartsStatusOnly {
-		cfg.Parts = queue.PartConfiguration
+	if cfg.HoldCollections {
+		// The hold key (collection) is in the configuration.
+		if cfg.Parts == queue.PartsStatusOnly {
+			cfg.Parts = 0
+		}
+		if cfg.Parts != 0 {
+			cfg.Parts |= queue.PartConfiguration
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -219,11 +223,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		if takeCtx.Err() != nil {
 			break
 		}
-		claim, err := r.consumer.Next(takeCtx)
+		claim, err := r.next(takeCtx)
 		if err != nil {
 			<-slots
 			if takeCtx.Err() != nil {
 				break
+			}
+			if errors.Is(err, errPaused) {
+				continue
 			}
 			r.log.Warn("taking a job", "error", err)
 			select {
@@ -241,6 +248,32 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.wg.Wait()
 	r.log.Info("stage stopped", "worker", r.workerID)
 	return nil
+}
+
+var errPaused = errors.New("replica paused")
+
+// next waits for a job, giving up when the replica is paused meanwhile (a
+// pause must stop a replica that is already waiting, not only the next wait).
+func (r *Runner) next(ctx context.Context) (*queue.Claim, error) {
+	r.mu.Lock()
+	changed := r.changed
+	r.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-changed:
+			cancel(errPaused)
+		case <-stop:
+		}
+	}()
+	claim, err := r.consumer.Next(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errPaused) {
+		return nil, errPaused
+	}
+	return claim, err
 }
 
 // waitRunnable blocks while the replica is paused.
@@ -276,7 +309,11 @@ func (r *Runner) handle(claim *queue.Claim) {
 	stopAbort := context.AfterFunc(r.abortCtx, func() { cancel(errors.New("stage draining: out of time")) })
 	defer stopAbort()
 	jobCtx = telemetry.WithJob(jobCtx, jid, bid)
-	jobCtx, span := telemetry.StartJobSpan(jobCtx, r.cfg.Tracer, r.cfg.Name, jid, bid, job.GetConfiguration().GetTraceparent())
+	traceparent := job.GetStatus().GetTraceparent()
+	if traceparent == "" {
+		traceparent = job.GetConfiguration().GetTraceparent()
+	}
+	jobCtx, span := telemetry.StartJobSpan(jobCtx, r.cfg.Tracer, r.cfg.Name, jid, bid, traceparent)
 	defer span.End()
 	var step telemetry.Step
 	if r.cfg.Metrics != nil {

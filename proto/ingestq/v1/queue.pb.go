@@ -749,8 +749,12 @@ type JobStatus struct {
 	// UNSPECIFIED is written as JSON null.
 	LastSuccessfulStatus JobState `protobuf:"varint,4,opt,name=last_successful_status,json=lastSuccessfulStatus,proto3,enum=ingestq.v1.JobState" json:"last_successful_status,omitempty"` // last_successful_status
 	RetryCount           int32    `protobuf:"varint,5,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`                                                          // retry_count
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// W3C trace context of the job's submission (ingestq's own key, omitted
+	// when empty and ignored by peers). It rides in the status because every
+	// stage reads the status anyway: continuing the trace costs no extra read.
+	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"` // traceparent
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -816,6 +820,13 @@ func (x *JobStatus) GetRetryCount() int32 {
 		return x.RetryCount
 	}
 	return 0
+}
+
+func (x *JobStatus) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // JobConfiguration is /jobs/JID/configuration, written once at creation.
@@ -1622,14 +1633,15 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x17.ingestq.v1.BatchStatusR\x06status\x12=\n" +
 	"\rstatus_report\x18\x04 \x01(\v2\x18.ingestq.v1.StatusReportR\fstatusReport\x122\n" +
 	"\x06counts\x18\x05 \x01(\v2\x1a.ingestq.v1.BatchJobCountsR\x06counts\x12\x16\n" +
-	"\x06locked\x18\x06 \x01(\bR\x06locked\"\x81\x02\n" +
+	"\x06locked\x18\x06 \x01(\bR\x06locked\"\xa3\x02\n" +
 	"\tJobStatus\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x06status\x12?\n" +
 	"\rlast_modified\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\flastModified\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12J\n" +
 	"\x16last_successful_status\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\x14lastSuccessfulStatus\x12\x1f\n" +
 	"\vretry_count\x18\x05 \x01(\x05R\n" +
-	"retryCount\"\xb9\x03\n" +
+	"retryCount\x12 \n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\"\xb9\x03\n" +
 	"\x10JobConfiguration\x12!\n" +
 	"\fprofile_name\x18\x01 \x01(\tR\vprofileName\x12\x1c\n" +
 	"\tsubmitter\x18\x02 \x01(\tR\tsubmitter\x12\x1f\n" +
