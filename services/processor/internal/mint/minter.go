@@ -1,0 +1,155 @@
+package mint
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/protobuf/proto"
+)
+
+// Minter gives a claimed job a primary id. It records the id in the job's
+// identifiers in ZooKeeper before it returns, so a job that restarts finds
+// its id and never mints a second one; a job that has a primary id already
+// keeps it.
+type Minter interface {
+	Mint(ctx context.Context, claim *queue.Claim) (string, error)
+}
+
+// Local mints from a counter in ZooKeeper (one per shoulder): the counter's
+// step and the job's identifiers are written in one atomic operation.
+type Local struct {
+	Shoulder string // e.g. "ark:/99999/fk4"; see ValidShoulder
+}
+
+// Mint implements Minter.
+func (m Local) Mint(ctx context.Context, claim *queue.Claim) (string, error) {
+	ark, err := claim.MintFromCounter(ctx, m.Shoulder, func(n int64) string { return NOIDName(m.Shoulder, n) })
+	if err != nil {
+		return "", fmt.Errorf("minting on %s: %w", m.Shoulder, err)
+	}
+	return ark, nil
+}
+
+// EZID mints through EZID's API (ezid.cdlib.org/doc/apidoc.html):
+// POST /shoulder/<shoulder> with HTTP Basic credentials and an ANVL body,
+// answered "success: <id>" or "error: <reason>".
+type EZID struct {
+	BaseURL  string // e.g. https://ezid.example.org (no trailing path)
+	User     string
+	Password string
+	Shoulder string
+	Client   *http.Client // with a timeout; http.DefaultClient is not
+}
+
+// maxEZIDAnswer bounds what is read of an EZID answer: it is one line.
+const maxEZIDAnswer = 64 << 10
+
+// Mint implements Minter. EZID cannot mint and record in one step: the id
+// is written to the job at once after EZID answers, and an error after a
+// successful mint names the minted id so that it is not lost.
+func (m EZID) Mint(ctx context.Context, claim *queue.Claim) (string, error) {
+	if id := claim.Job.GetIdentifiers().GetPrimaryId(); id != "" {
+		return id, nil
+	}
+	ark, err := m.mint(ctx, claim.Job.GetMetadata())
+	if err != nil {
+		return "", err
+	}
+	ids := &v1.Identifiers{}
+	if claim.Job.GetIdentifiers() != nil {
+		ids = proto.Clone(claim.Job.GetIdentifiers()).(*v1.Identifiers)
+	}
+	ids.PrimaryId = ark
+	if err := claim.Update(ctx, queue.Change{Identifiers: ids}); err != nil {
+		return "", fmt.Errorf("EZID minted %s but recording it in the job failed: %w", ark, err)
+	}
+	return ark, nil
+}
+
+func (m EZID) mint(ctx context.Context, md *v1.Metadata) (string, error) {
+	endpoint := strings.TrimSuffix(m.BaseURL, "/") + "/shoulder/" + m.Shoulder
+	body := ANVL([][2]string{
+		{"_profile", "erc"},
+		{"erc.who", md.GetWho()},
+		{"erc.what", md.GetWhat()},
+		{"erc.when", md.GetWhen()},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("EZID %s: %w", endpoint, err)
+	}
+	req.SetBasicAuth(m.User, m.Password)
+	req.Header.Set("Content-Type", "text/plain; charset=UTF-8")
+	req.Header.Set("Accept", "text/plain")
+	client := m.Client
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("EZID %s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(io.LimitReader(resp.Body, maxEZIDAnswer)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("EZID %s: reading the answer: %w", endpoint, err)
+	}
+	line = strings.TrimSpace(line)
+	if id, ok := strings.CutPrefix(line, "success: "); ok && resp.StatusCode/100 == 2 {
+		// A DOI answer is "success: doi:… | ark:/…"; the first id is the one asked for.
+		id, _, _ = strings.Cut(id, " | ")
+		id = strings.TrimSpace(id)
+		if !strings.HasPrefix(id, m.Shoulder) {
+			return "", fmt.Errorf("EZID %s: minted %q, which is not on shoulder %s", endpoint, id, m.Shoulder)
+		}
+		return id, nil
+	}
+	if reason, ok := strings.CutPrefix(line, "error: "); ok {
+		return "", fmt.Errorf("EZID %s: HTTP %d: %s", endpoint, resp.StatusCode, reason)
+	}
+	return "", fmt.Errorf("EZID %s: HTTP %d: unexpected answer %q", endpoint, resp.StatusCode, truncate(line, 200))
+}
+
+// ANVL writes name/value pairs as EZID reads them: one "name: value" line
+// each, with '%', line breaks (and ':' in names) percent-encoded. Pairs with
+// an empty value are left out.
+func ANVL(pairs [][2]string) string {
+	var b strings.Builder
+	for _, p := range pairs {
+		if p[1] == "" {
+			continue
+		}
+		b.WriteString(anvlEscape(p[0], true))
+		b.WriteString(": ")
+		b.WriteString(anvlEscape(p[1], false))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func anvlEscape(s string, name bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' || c == '\n' || c == '\r' || (name && c == ':') {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
