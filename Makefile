@@ -43,8 +43,13 @@ test: deps
 		(cd "$$m" && go test $(GOTESTFLAGS) ./...); \
 	done
 
+# The foundation benchmark, against a ZooKeeper it starts itself; the shared
+# zklimit tool beside the repository, when present, runs against the same
+# server for comparison. The last line is machine-readable (BENCH ...).
+ZKLIMIT_DIR := $(abspath $(CURDIR)/../shared/tools/zklimit)
 bench: deps
-	go test -run '^$$' -bench . -benchtime 1x ./shared/queue/
+	cd shared && INGESTQ_ZKLIMIT_DIR=$$( [ -d "$(ZKLIMIT_DIR)" ] && echo "$(ZKLIMIT_DIR)" ) \
+		go test -run '^$$' -bench BenchmarkQueue -benchtime 1x -timeout 30m ./queue/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)' 
 
 demo:
 	@echo "make demo: not yet — arrives with the end-to-end issue"

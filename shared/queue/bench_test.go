@@ -78,7 +78,7 @@ func BenchmarkQueue(b *testing.B) {
 func benchClient(b *testing.B, servers []string, root string) *Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, Options{Servers: servers, Root: root, SessionTimeout: 10 * time.Second})
+	c, err := Connect(ctx, Options{Servers: servers, Root: root, SessionTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -297,12 +297,12 @@ func runZklimit(b *testing.B, dir, addr string) string {
 	return string(out)
 }
 
-// benchPerState is K, the consumers per state (INGESTQ_BENCH_PER_STATE, default 16).
+// benchPerState is K, the consumers per state (INGESTQ_BENCH_PER_STATE, default 32).
 func benchPerState() int {
 	if n, err := strconv.Atoi(os.Getenv("INGESTQ_BENCH_PER_STATE")); err == nil && n > 0 {
 		return n
 	}
-	return 16
+	return 32
 }
 
 // serverReceived is the server's count of requests received ("srvr").
