@@ -1,0 +1,20 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+)
+
+// Build compiles the service binaries of the repository at repo into bin.
+func Build(ctx context.Context, repo, bin string) error {
+	for _, name := range Services {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, name), ".")
+		cmd.Dir = filepath.Join(repo, "services", name)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("stack: building %s: %w\n%s", name, err, out)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+// Package stack runs the whole ingestq pipeline on one machine: a ZooKeeper
+// (started here, or an ensemble given), and the seven services as separate
+// processes from their built binaries, each on its own loopback ports, with
+// every working directory under one run directory. `make demo`, `make up`,
+// the end-to-end tests and the chaos suite all start it the same way.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Services are the seven stage services, in pipeline order.
+var Services = []string{"batcher", "estimator", "provisioner", "downloader", "processor", "recorder", "notifier"}
+
+// Options configure a stack.
+type Options struct {
+	// Dir holds everything the stack writes: ZooKeeper data, logs, working
+	// storage, the object store, the inventory database, the mail outbox.
+	Dir string
+	// BinDir holds the service binaries (make build).
+	BinDir string
+	// ProfilesDir is the collection profiles directory.
+	ProfilesDir string
+	// ZooKeeper: servers to use; empty starts a standalone server in Dir.
+	ZooKeeper []string
+	// Root is the queue's root prefix (default "/ingestq").
+	Root string
+	// Replicas per service (default 1).
+	Replicas map[string]int
+	// Env is added to every service's environment (it wins over the stack's).
+	Env map[string]string
+	// AdminToken, when set, guards the admin methods.
+	AdminToken string
+}
+
+// Stack is a running pipeline.
+type Stack struct {
+	opts    Options
+	ZK      *zktest.Server // nil when Options.ZooKeeper was given
+	Servers []string
+	Root    string
+	// Directories the services share.
+	WorkRoot, StoreRoot, OutboxDir, InventoryDB, LogDir string
+
+	mu    sync.Mutex
+	procs map[string][]*Proc
+}
+
+// Proc is one service process.
+type Proc struct {
+	Service string
+	Index   int
+	Addr    string // gRPC
+	Metrics string // Prometheus /metrics
+	bin     string
+	env     []string
+	logPath string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// Start brings the stack up and waits until every service reports SERVING.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
+	if opts.Root == "" {
+		opts.Root = "/ingestq"
+	}
+	s := &Stack{
+		opts:        opts,
+		Root:        opts.Root,
+		WorkRoot:    filepath.Join(opts.Dir, "work"),
+		StoreRoot:   filepath.Join(opts.Dir, "store"),
+		OutboxDir:   filepath.Join(opts.Dir, "outbox"),
+		InventoryDB: filepath.Join(opts.Dir, "inventory.db"),
+		LogDir:      filepath.Join(opts.Dir, "logs"),
+		procs:       map[string][]*Proc{},
+	}
+	for _, d := range []string{s.WorkRoot, s.StoreRoot, s.OutboxDir, s.LogDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+	}
+	s.Servers = opts.ZooKeeper
+	if len(s.Servers) == 0 {
+		zk, err := zktest.Start(ctx, filepath.Join(opts.Dir, "zookeeper"), zktest.Options{})
+		if err != nil {
+			return nil, err
+		}
+		s.ZK = zk
+		s.Servers = []string{zk.Addr}
+	}
+	for _, name := range Services {
+		n := max(1, opts.Replicas[name])
+		for i := 0; i < n; i++ {
+			p, err := s.newProc(name, i)
+			if err != nil {
+				s.Stop(context.WithoutCancel(ctx))
+				return nil, err
+			}
+			s.procs[name] = append(s.procs[name], p)
+		}
+	}
+	for _, name := range Services {
+		for _, p := range s.procs[name] {
+			if err := p.start(); err != nil {
+				s.Stop(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
+	}
+	for _, name := range Services {
+		for _, p := range s.procs[name] {
+			if err := p.WaitServing(ctx); err != nil {
+				s.Stop(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+func (s *Stack) newProc(name string, i int) (*Proc, error) {
+	addrs, err := freeAddrs(2)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{Service: name, Index: i, Addr: addrs[0], Metrics: addrs[1], bin: filepath.Join(s.opts.BinDir, name),
+		logPath: filepath.Join(s.LogDir, fmt.Sprintf("%s-%d.log", name, i))}
+	env := map[string]string{
+		"INGESTQ_ZK_SERVERS":         strings.Join(s.Servers, ","),
+		"INGESTQ_ZK_ROOT":            s.Root,
+		"INGESTQ_ZK_SESSION_TIMEOUT": "4s",
+		"INGESTQ_LISTEN":             p.Addr,
+		"INGESTQ_METRICS_LISTEN":     p.Metrics,
+		"INGESTQ_WORK_ROOT":          s.WorkRoot,
+		"INGESTQ_STORE_ROOT":         s.StoreRoot,
+		"INGESTQ_OUTBOX_DIR":         s.OutboxDir,
+		"INGESTQ_INVENTORY_DB":       s.InventoryDB,
+		"INGESTQ_PROFILES_DIR":       s.opts.ProfilesDir,
+		"INGESTQ_DRAIN_TIMEOUT":      "10s",
+		"INGESTQ_ADMIN_TOKEN":        s.opts.AdminToken,
+	}
+	for k, v := range s.opts.Env {
+		env[k] = v
+	}
+	p.env = os.Environ()
+	for k, v := range env {
+		p.env = append(p.env, k+"="+v)
+	}
+	return p, nil
+}
+
+// Procs returns the processes of one service.
+func (s *Stack) Procs(service string) []*Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.procs[service])
+}
+
+// Addr is the gRPC address of a service's first replica.
+func (s *Stack) Addr(service string) string { return s.Procs(service)[0].Addr }
+
+// Stop stops every service, then the ZooKeeper the stack started.
+func (s *Stack) Stop(ctx context.Context) error {
+	err := s.StopServices(ctx)
+	if s.ZK != nil {
+		s.ZK.Stop()
+	}
+	return err
+}
+
+// StopServices stops every service (SIGTERM: they drain and release their
+// locks) and returns those that did not exit cleanly.
+func (s *Stack) StopServices(ctx context.Context) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, name := range slices.Backward(Services) {
+		for _, p := range s.Procs(name) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.Stop(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *Proc) start() error {
+	bin := p.bin
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("stack: %s binary missing (make build): %w", p.Service, err)
+	}
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group (signals reach only it), killed with the stack's
+	// process if that dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("stack: starting %s: %w", p.Service, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		logFile.Close()
+		close(exited)
+	}()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	return nil
+}
+
+// WaitServing waits until the process's health check says SERVING.
+func (p *Proc) WaitServing(ctx context.Context) error {
+	conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		p.mu.Lock()
+		exited := p.exited
+		p.mu.Unlock()
+		callCtx, callCancel := context.WithTimeout(ctx, time.Second)
+		resp, err := client.Check(callCtx, &healthpb.HealthCheckRequest{})
+		callCancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("stack: %s exited while starting; see %s", p.Service, p.logPath)
+		case <-ctx.Done():
+			return fmt.Errorf("stack: %s not serving at %s: %w; see %s", p.Service, p.Addr, ctx.Err(), p.logPath)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits for a clean exit (SIGKILL when ctx ends).
+func (p *Proc) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	select {
+	case <-exited:
+		return nil
+	default:
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			return fmt.Errorf("stack: %s-%d exited with %d; see %s", p.Service, p.Index, code, p.logPath)
+		}
+		return nil
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("stack: %s-%d did not stop in time; killed", p.Service, p.Index)
+	}
+}
+
+// Kill stops the process at once (SIGKILL), as a crash would.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+}
+
+// Restart starts a stopped or killed process again on the same ports.
+func (p *Proc) Restart(ctx context.Context) error {
+	if err := p.start(); err != nil {
+		return err
+	}
+	return p.WaitServing(ctx)
+}
+
+// Freeze stops the process with SIGSTOP; Thaw continues it (SIGCONT).
+func (p *Proc) Freeze() { p.signal(syscall.SIGSTOP) }
+
+// Thaw continues a frozen process.
+func (p *Proc) Thaw() { p.signal(syscall.SIGCONT) }
+
+func (p *Proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
+
+// LogPath is where the process's output goes.
+func (p *Proc) LogPath() string { return p.logPath }
+
+func freeAddrs(n int) ([]string, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	out := make([]string, n)
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("stack: finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		out[i] = "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
