@@ -1,0 +1,200 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// stage writes files into a fresh folder and a storage manifest listing
+// them; it returns the manifest's URL.
+func stage(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var entries []checkm.Entry
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(content))
+		entries = append(entries, checkm.Entry{FileURL: FileURL(p), HashAlgorithm: "sha256",
+			HashValue: hex.EncodeToString(sum[:]), FileSize: int64(len(content)), FileName: name})
+	}
+	slices.SortFunc(entries, func(a, b checkm.Entry) int { return strings.Compare(a.FileName, b.FileName) })
+	m := filepath.Join(dir, "storage-manifest.checkm")
+	if err := WriteManifest(m, entries); err != nil {
+		t.Fatal(err)
+	}
+	return FileURL(m)
+}
+
+func readVersion(t *testing.T, v Version) *checkm.Manifest {
+	t.Helper()
+	path, err := localPath(v.ManifestURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := checkm.Parse(f, checkm.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func versions(t *testing.T, root, ark string) []string {
+	t.Helper()
+	des, err := os.ReadDir(filepath.Join(root, queue.LockName(ark)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, de := range des {
+		out = append(out, de.Name())
+	}
+	return out
+}
+
+func TestLocalStoresVersionsAndARetriedJobGetsItsOwnBack(t *testing.T) {
+	root := t.TempDir()
+	s := Local{Root: root}
+	ctx := context.Background()
+	const ark = "ark:/99999/fk4x"
+	v1, err := s.Store(ctx, Request{ARK: ark, JobID: "jid0000000001", Mode: "add",
+		ManifestURL: stage(t, map[string]string{"producer/a.txt": "first", "system/mrt-erc.txt": "erc:\n"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := Request{ARK: ark, JobID: "jid0000000002", Mode: "update",
+		ManifestURL: stage(t, map[string]string{"producer/a.txt": "second", "producer/sub/b.txt": "new"})}
+	v2, err := s.Store(ctx, update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Store(ctx, update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1.Number != 1 || v2.Number != 2 || again != v2 {
+		t.Fatalf("versions %+v, %+v, re-run %+v; want 1, 2 and 2 again", v1, v2, again)
+	}
+	if got := versions(t, root, ark); !slices.Equal(got, []string{"v1", "v2"}) {
+		t.Errorf("object folder holds %v, want [v1 v2]", got)
+	}
+	if want := FileURL(filepath.Join(root, "ark_99999_fk4x", "v2", VersionManifest)); v2.ManifestURL != want {
+		t.Errorf("manifest URL %s, want %s", v2.ManifestURL, want)
+	}
+	m := readVersion(t, v2)
+	if len(m.Entries) != 2 {
+		t.Fatalf("version 2 lists %d files, want 2", len(m.Entries))
+	}
+	for _, e := range m.Entries {
+		p, err := localPath(e.FileURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(p, filepath.Join(root, "ark_99999_fk4x", "v2")+"/") || !strings.HasSuffix(p, e.FileName) {
+			t.Errorf("%s is stored at %s, outside version 2", e.FileName, p)
+		}
+		data, err := os.ReadFile(p)
+		sum := sha256.Sum256(data)
+		if err != nil || int64(len(data)) != e.FileSize || hex.EncodeToString(sum[:]) != e.HashValue || e.HashAlgorithm != "sha256" {
+			t.Errorf("%s: stored %q (%v), manifest says %d bytes sha256 %s", e.FileName, data, err, e.FileSize, e.HashValue)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "ark_99999_fk4x", "v1", "producer", "a.txt")); string(data) != "first" {
+		t.Errorf("version 1 changed: a.txt holds %q", data)
+	}
+}
+
+func TestLocalRemovesAVersionACrashLeftIncomplete(t *testing.T) {
+	root := t.TempDir()
+	s := Local{Root: root}
+	ctx := context.Background()
+	const ark = "ark:/99999/fk4x"
+	if _, err := s.Store(ctx, Request{ARK: ark, JobID: "jid0000000001", Mode: "add", ManifestURL: stage(t, map[string]string{"producer/a": "1"})}); err != nil {
+		t.Fatal(err)
+	}
+	// A crash after some files of version 2, before its manifest.
+	crashed := filepath.Join(root, "ark_99999_fk4x", "v2", "producer")
+	if err := os.MkdirAll(crashed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(crashed, "half"), []byte("hal"), 0o644)
+	v, err := s.Store(ctx, Request{ARK: ark, JobID: "jid0000000007", Mode: "update", ManifestURL: stage(t, map[string]string{"producer/b": "2"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Number != 2 {
+		t.Errorf("stored as version %d, want 2 (the incomplete one replaced)", v.Number)
+	}
+	if _, err := os.Stat(filepath.Join(crashed, "half")); !os.IsNotExist(err) {
+		t.Errorf("the crashed attempt's file is still there: %v", err)
+	}
+	if got := readVersion(t, v).Entries; len(got) != 1 || got[0].FileName != "producer/b" {
+		t.Errorf("version 2 lists %v", got)
+	}
+}
+
+func TestLocalFailuresNameTheCauseAndLeaveNoCompleteVersion(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, root, manifestURL string) // breaks something
+		want    string
+	}{
+		{"a file in the way of the object folder", func(t *testing.T, root, _ string) {
+			os.WriteFile(filepath.Join(root, "ark_99999_fk4x"), []byte("x"), 0o644)
+		}, "creating the object folder"},
+		{"a source changed after the manifest was made", func(t *testing.T, _, manifestURL string) {
+			p, _ := localPath(manifestURL)
+			os.WriteFile(filepath.Join(filepath.Dir(p), "producer", "a.txt"), []byte("TAMPERED"), 0o644)
+		}, "producer/a.txt: copied 8 bytes, the storage manifest says 5"},
+		{"a source with the same size but other bytes", func(t *testing.T, _, manifestURL string) {
+			p, _ := localPath(manifestURL)
+			os.WriteFile(filepath.Join(filepath.Dir(p), "producer", "a.txt"), []byte("FIRST"), 0o644)
+		}, "producer/a.txt: sha256 of the copy is"},
+		{"a source gone", func(t *testing.T, _, manifestURL string) {
+			p, _ := localPath(manifestURL)
+			os.Remove(filepath.Join(filepath.Dir(p), "producer", "a.txt"))
+		}, "producer/a.txt: open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			u := stage(t, map[string]string{"producer/a.txt": "first"})
+			tc.prepare(t, root, u)
+			_, err := Local{Root: root}.Store(ctx, Request{ARK: "ark:/99999/fk4x", JobID: "jid0000000001", Mode: "add", ManifestURL: u})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "storing ark:/99999/fk4x in "+root) {
+				t.Fatalf("Store error %v; want one naming the ARK, the root and %q", err, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(root, "ark_99999_fk4x", "v1", VersionManifest)); err == nil {
+				t.Error("a failed Store left a version manifest")
+			}
+		})
+	}
+}
+
+func TestLocalRefusesARKsThatCannotNameAFolder(t *testing.T) {
+	for _, ark := range []string{"", "..", "."} {
+		_, err := Local{Root: t.TempDir()}.Store(context.Background(), Request{ARK: ark, JobID: "jid0000000001", ManifestURL: stage(t, map[string]string{"producer/a": "1"})})
+		if err == nil || !strings.Contains(err.Error(), "cannot name a folder") {
+			t.Errorf("ARK %q: %v", ark, err)
+		}
+	}
+}
