@@ -1,0 +1,76 @@
+// Package depositor is a depositor's web server on loopback: it serves a
+// directory of deposits (manifests and files) and fills `{{base}}` in
+// manifests with its own address. A test can replace what a path serves,
+// as a depositor fixing a file would.
+package depositor
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves one directory.
+type Server struct {
+	// URL is the server's base address, http://127.0.0.1:port.
+	URL      string
+	dir      string
+	srv      *http.Server
+	mu       sync.Mutex
+	override map[string][]byte
+	requests atomic.Int64
+}
+
+// Start serves dir on a free loopback port.
+func Start(dir string) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{URL: "http://" + ln.Addr().String(), dir: dir, override: map[string][]byte{}}
+	s.srv = &http.Server{Handler: s}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() error { return s.srv.Close() }
+
+// Set makes path (e.g. "/objects/a/b.txt") serve data instead of the file.
+func (s *Server) Set(urlPath string, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.override[path.Clean(urlPath)] = data
+}
+
+// Requests counts the requests served so far.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// ServeHTTP serves a file, with `{{base}}` filled in manifests.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	p := path.Clean("/" + r.URL.Path)
+	s.mu.Lock()
+	data, ok := s.override[p]
+	s.mu.Unlock()
+	if !ok {
+		var err error
+		data, err = os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(p)))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+	}
+	if strings.HasSuffix(p, ".checkm") {
+		data = bytes.ReplaceAll(data, []byte("{{base}}"), []byte(s.URL))
+	}
+	// A fixed Last-Modified: responses must not depend on checkout times.
+	http.ServeContent(w, r, path.Base(p), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), bytes.NewReader(data))
+}

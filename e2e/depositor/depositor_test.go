@@ -1,0 +1,44 @@
+package depositor
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServesTheDemoDepositWithItsOwnAddressInManifests(t *testing.T) {
+	s, err := Start("../../examples/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	code, body := get(t, s.URL+"/batch.checkm")
+	if code != 200 || !strings.Contains(body, s.URL+"/letters-1921.checkm") || strings.Contains(body, "{{base}}") {
+		t.Fatalf("batch manifest: %d %q", code, body)
+	}
+	if code, body := get(t, s.URL+"/objects/diary-1944/1944-06-07.txt"); code != 200 || body != "June 7. No letters today.\n" {
+		t.Fatalf("file: %d %q", code, body)
+	}
+	s.Set("/objects/diary-1944/1944-06-07.txt", []byte("June 7. Two letters today.\n"))
+	if _, body := get(t, s.URL+"/objects/diary-1944/1944-06-07.txt"); body != "June 7. Two letters today.\n" {
+		t.Errorf("override not served: %q", body)
+	}
+	if code, _ := get(t, s.URL+"/../../etc/passwd"); code != 404 {
+		t.Errorf("path outside the directory: %d", code)
+	}
+	if s.Requests() != 4 {
+		t.Errorf("requests = %d", s.Requests())
+	}
+}
