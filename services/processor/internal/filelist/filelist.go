@@ -1,0 +1,138 @@
+// Package filelist lists the files of an object in a job's working folder
+// (producer/ and system/) with their size and SHA-256, checking each file
+// against what the job's manifest declared: the storage manifest is built
+// from it.
+package filelist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/processor/internal/digest"
+	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/shared/checkm"
+)
+
+// Folders of a working folder that hold the object.
+const (
+	Producer = "producer"
+	System   = "system"
+)
+
+// Algorithm is the digest every listed file gets.
+const Algorithm = "sha256"
+
+// MismatchError is a file that is not what the job's manifest declared.
+type MismatchError struct {
+	File string // producer/…
+	Msg  string
+}
+
+func (e *MismatchError) Error() string { return e.File + ": " + e.Msg }
+
+// List reads every file under workDir/producer and workDir/system. When
+// declared is not nil, producer/ must hold exactly its files (by name), each
+// of the declared size and digest where one is given; a difference is a
+// *MismatchError. Symbolic links and other non-regular files are refused.
+func List(ctx context.Context, workDir string, declared *v1.Manifest) ([]checkm.Entry, error) {
+	want := map[string]*v1.ManifestFile{}
+	for _, f := range declared.GetFiles() {
+		want[path.Join(Producer, f.GetName())] = f
+	}
+	var entries []checkm.Entry
+	for _, top := range []string{Producer, System} {
+		root := filepath.Join(workDir, top)
+		if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
+			continue // checked below: producer/ must hold files, system/ may be absent
+		}
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			rel, err := filepath.Rel(workDir, p)
+			if err != nil {
+				return err
+			}
+			name := filepath.ToSlash(rel)
+			if !d.Type().IsRegular() {
+				return fmt.Errorf("%s is not a regular file (%s)", name, d.Type())
+			}
+			decl := want[name]
+			if declared != nil && decl == nil && top == Producer {
+				return &MismatchError{File: name, Msg: "is not in the job's manifest"}
+			}
+			e, err := describe(ctx, p, name, decl)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, e)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", root, err)
+		}
+	}
+	if declared != nil {
+		if err := allPresent(entries, want); err != nil {
+			return nil, err
+		}
+	}
+	if !slices.ContainsFunc(entries, func(e checkm.Entry) bool { return strings.HasPrefix(e.FileName, Producer+"/") }) {
+		return nil, fmt.Errorf("%s holds no file", filepath.Join(workDir, Producer))
+	}
+	slices.SortFunc(entries, func(a, b checkm.Entry) int { return strings.Compare(a.FileName, b.FileName) })
+	return entries, nil
+}
+
+// describe digests one file and checks it against its declaration.
+func describe(ctx context.Context, p, name string, decl *v1.ManifestFile) (checkm.Entry, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return checkm.Entry{}, err
+	}
+	defer f.Close()
+	n, sums, err := digest.Copy(ctx, io.Discard, f, Algorithm, decl.GetHashAlgorithm())
+	if err != nil {
+		return checkm.Entry{}, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if decl != nil {
+		if decl.GetSize() >= 0 && decl.GetSize() != n {
+			return checkm.Entry{}, &MismatchError{File: name, Msg: fmt.Sprintf("size is %d bytes, the manifest says %d", n, decl.GetSize())}
+		}
+		if alg := decl.GetHashAlgorithm(); alg != "" && !strings.EqualFold(sums[alg], decl.GetHashValue()) {
+			return checkm.Entry{}, &MismatchError{File: name, Msg: fmt.Sprintf("%s is %s, the manifest says %s", alg, sums[alg], decl.GetHashValue())}
+		}
+	}
+	return checkm.Entry{FileURL: store.FileURL(p), HashAlgorithm: Algorithm, HashValue: sums[Algorithm], FileSize: n, FileName: name}, nil
+}
+
+// allPresent reports the first declared file that is not in entries.
+func allPresent(entries []checkm.Entry, want map[string]*v1.ManifestFile) error {
+	have := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		have[e.FileName] = true
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !have[name] {
+			return &MismatchError{File: name, Msg: "is in the job's manifest but was not downloaded"}
+		}
+	}
+	return nil
+}
