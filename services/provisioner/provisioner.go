@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+)
+
+// DiskUsage is the size of a filesystem and how much of it is used, in bytes.
+type DiskUsage struct {
+	Total, Used uint64
+}
+
+// Disk reports the usage of the filesystem that holds a directory. The
+// service uses statfs; tests inject a disk of the size they need.
+type Disk interface {
+	Usage(ctx context.Context, dir string) (DiskUsage, error)
+}
+
+// statfsDisk reads filesystem statistics from the kernel.
+type statfsDisk struct{}
+
+// Usage counts as df does: used = blocks in use, total = used + what an
+// unprivileged writer may still use, so blocks reserved for root count as
+// neither (a downloader not running as root cannot fill them).
+func (statfsDisk) Usage(ctx context.Context, dir string) (DiskUsage, error) {
+	if err := ctx.Err(); err != nil {
+		return DiskUsage{}, err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return DiskUsage{}, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	bs := uint64(st.Bsize)
+	used := (st.Blocks - st.Bfree) * bs
+	return DiskUsage{Total: used + st.Bavail*bs, Used: used}, nil
+}
+
+// JobStatuses reads a job's status; *queue.Client is one.
+type JobStatuses interface {
+	JobStatus(ctx context.Context, jid string) (*v1.JobStatus, error)
+	ListJobs(ctx context.Context, f queue.JobFilter) ([]*v1.Job, string, error)
+}
+
+// Limits are the provisioner's thresholds.
+type Limits struct {
+	// MaxUsage is the fraction of the working storage that may be used
+	// (on disk or booked) once a job is let through.
+	MaxUsage float64
+	// UnestimatedMaxUsage is the usage above which jobs of unknown size
+	// (space_needed 0) wait.
+	UnestimatedMaxUsage float64
+	// Retry is how long a job that cannot proceed waits before it is
+	// evaluated again.
+	Retry time.Duration
+}
+
+// Validate checks that the thresholds make sense together.
+func (l Limits) Validate() error {
+	switch {
+	case l.MaxUsage <= 0 || l.MaxUsage > 1:
+		return fmt.Errorf("provision max usage %v must be in (0, 1]", l.MaxUsage)
+	case l.UnestimatedMaxUsage <= 0 || l.UnestimatedMaxUsage > l.MaxUsage:
+		return fmt.Errorf("provision unestimated max usage %v must be in (0, max usage %v]", l.UnestimatedMaxUsage, l.MaxUsage)
+	case l.Retry <= 0:
+		return fmt.Errorf("provision retry %v must be positive", l.Retry)
+	}
+	return nil
+}
+
+// sweepEvery bounds how often bookings are checked against the queue when
+// decisions go through; a refused decision always checks first.
+const sweepEvery = time.Second
+
+// sweepParallel bounds the status reads of one sweep.
+const sweepParallel = 16
+
+// Provisioner decides whether the working storage can take a job. It keeps
+// a ledger of the space of jobs it let through (booked until their job
+// leaves Downloading: the download writes that space meanwhile), so that
+// two large jobs decided one after the other cannot both squeeze past.
+// Decisions of one replica are serialized by the ledger's lock.
+//
+// Across replicas the ledger is only shared through the queue: at start a
+// replica books every job already in Downloading, but two replicas deciding
+// at the same moment can each let through a job that fits alone. Run one
+// replica, or keep the thresholds with that margin.
+type Provisioner struct {
+	jobs   JobStatuses
+	disk   Disk
+	root   string
+	limits Limits
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	booked  map[string]int64 // jid → bytes
+	sweptAt time.Time
+}
+
+// NewProvisioner returns a provisioner for the working storage at root.
+func NewProvisioner(jobs JobStatuses, disk Disk, root string, limits Limits, log *slog.Logger) (*Provisioner, error) {
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	return &Provisioner{jobs: jobs, disk: disk, root: root, limits: limits, log: log, booked: map[string]int64{}}, nil
+}
+
+// StageConfig is the runner's configuration: Provisioning → Downloading.
+// One job is decided at a time: decisions are serialized anyway, and a
+// single slot keeps the order in which jobs are evaluated that of the queue.
+func (p *Provisioner) StageConfig() stage.Config {
+	return stage.Config{
+		Name:        "provisioning",
+		From:        queue.Provisioning,
+		To:          queue.Downloading,
+		Concurrency: 1,
+		Parts:       queue.PartSpaceNeeded,
+		Handler:     p.Handle,
+	}
+}
+
+// Seed books every job already in Downloading: after a restart, or beside
+// another replica, their downloads are still writing.
+func (p *Provisioner) Seed(ctx context.Context) error {
+	seeded := map[string]int64{}
+	token := ""
+	for {
+		jobs, next, err := p.jobs.ListJobs(ctx, queue.JobFilter{State: queue.Downloading, PageSize: 500, PageToken: token})
+		if err != nil {
+			return fmt.Errorf("booking jobs already downloading: %w", err)
+		}
+		for _, j := range jobs {
+			seeded[j.GetId()] = j.GetSpaceNeeded()
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	maps.Copy(p.booked, seeded)
+	p.log.InfoContext(ctx, "bookings seeded from jobs in Downloading", "jobs", len(seeded), "bytes", sum(seeded, ""))
+	return nil
+}
+
+// Booked returns the bytes booked now.
+func (p *Provisioner) Booked() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return sum(p.booked, "")
+}
+
+// Handle decides one job: let it through (and book its space), make it
+// wait, or fail it if it could not fit even on an empty disk.
+func (p *Provisioner) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
+	jid, need := claim.ID(), claim.Job.GetSpaceNeeded()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	swept := false
+	if time.Since(p.sweptAt) > sweepEvery {
+		p.sweepLocked(ctx)
+		swept = true
+	}
+	d, err := p.decideLocked(ctx, jid, need)
+	if err == nil && !d.proceed && !swept {
+		// Space may have been freed since the last sweep: look before refusing.
+		p.sweepLocked(ctx)
+		d, err = p.decideLocked(ctx, jid, need)
+	}
+	switch {
+	case err != nil:
+		// The storage cannot be measured; nothing is known about the job.
+		p.log.ErrorContext(ctx, "measuring the working storage", "root", p.root, "error", err)
+		return stage.Wait(p.limits.Retry, queue.Change{Message: fmt.Sprintf("waiting: cannot measure the working storage: %v", err)})
+	case d.never:
+		return stage.Fail(d.reason)
+	case !d.proceed:
+		p.log.InfoContext(ctx, "job waits for space", "space_needed", need, "reason", d.reason)
+		return stage.Wait(p.limits.Retry, queue.Change{Message: d.reason})
+	}
+	p.booked[jid] = need
+	p.log.InfoContext(ctx, "job let through", "space_needed", need, "booked_total", sum(p.booked, ""))
+	return stage.Next(queue.Change{Message: d.reason})
+}
+
+// decision is the verdict on one job.
+type decision struct {
+	proceed bool
+	never   bool // cannot fit even on an empty disk
+	reason  string
+}
+
+func (p *Provisioner) decideLocked(ctx context.Context, jid string, need int64) (decision, error) {
+	u, err := p.disk.Usage(ctx, p.root)
+	if err != nil {
+		return decision{}, err
+	}
+	if u.Total == 0 {
+		return decision{}, fmt.Errorf("filesystem of %s reports a size of 0", p.root)
+	}
+	total, used := float64(u.Total), float64(u.Used)
+	booked := sum(p.booked, jid)
+	state := fmt.Sprintf("disk %s, used %s, booked %s", formatBytes(int64(u.Total)), formatBytes(int64(u.Used)), formatBytes(booked))
+	if need <= 0 {
+		limit := p.limits.UnestimatedMaxUsage * total
+		if used+float64(booked) > limit {
+			return decision{reason: fmt.Sprintf("waiting for space: size unknown, and usage %s is above the %s allowed for jobs of unknown size (%s)",
+				percent(used+float64(booked), total), percent(limit, total), state)}, nil
+		}
+		return decision{proceed: true, reason: fmt.Sprintf("provisioned: size unknown, usage %s (%s)", percent(used+float64(booked), total), state)}, nil
+	}
+	limit := p.limits.MaxUsage * total
+	if float64(need) > limit {
+		return decision{never: true, reason: fmt.Sprintf("needs %s, more than the working storage may ever hold (%s of %s)",
+			formatBytes(need), percent(limit, total), formatBytes(int64(u.Total)))}, nil
+	}
+	free := limit - used - float64(booked)
+	if float64(need) > free {
+		return decision{reason: fmt.Sprintf("waiting for space: needs %s, free %s under the %s limit (%s)",
+			formatBytes(need), formatBytes(int64(max(free, 0))), percent(limit, total), state)}, nil
+	}
+	return decision{proceed: true, reason: fmt.Sprintf("provisioned %s (%s)", formatBytes(need), state)}, nil
+}
+
+// sweepLocked drops the bookings of jobs whose download has ended: they
+// left Downloading for a later state, failed, or are gone. A job still in
+// Provisioning keeps its booking: its move to Downloading may be committing
+// right now (if it was refused instead, deciding it again replaces it).
+func (p *Provisioner) sweepLocked(ctx context.Context) {
+	p.sweptAt = time.Now()
+	jids := slices.Collect(maps.Keys(p.booked))
+	done := make([]bool, len(jids))
+	sem := make(chan struct{}, sweepParallel)
+	var wg sync.WaitGroup
+	for i, jid := range jids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			st, err := p.jobs.JobStatus(ctx, jid)
+			switch {
+			case errors.Is(err, queue.ErrNotFound):
+				done[i] = true
+			case err != nil:
+				// Unknown: keep the booking (the safe side) until the next sweep.
+				p.log.WarnContext(ctx, "checking a booked job", "booked_job", jid, "error", err)
+			default:
+				s := st.GetStatus()
+				done[i] = s != queue.Provisioning && s != queue.Downloading
+			}
+		}()
+	}
+	wg.Wait()
+	for i, jid := range jids {
+		if done[i] {
+			delete(p.booked, jid)
+		}
+	}
+}
+
+// sum adds the bookings, leaving out one job (its own booking does not
+// count against it when it is decided again).
+func sum(booked map[string]int64, except string) int64 {
+	var n int64
+	for jid, b := range booked {
+		if jid != except {
+			n += b
+		}
+	}
+	return n
+}
+
+func percent(part, whole float64) string {
+	return fmt.Sprintf("%.1f%%", 100*part/whole)
+}
+
+// formatBytes writes a size in binary units, e.g. "1.5 GiB".
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

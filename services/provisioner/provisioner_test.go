@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// smallDisk is a filesystem of a size the test chooses; the test frees or
+// fills it by setting used.
+type smallDisk struct {
+	mu          sync.Mutex
+	total, used uint64
+	err         error
+}
+
+func (d *smallDisk) Usage(context.Context, string) (DiskUsage, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return DiskUsage{Total: d.total, Used: d.used}, d.err
+}
+
+func (d *smallDisk) setUsed(n uint64) {
+	d.mu.Lock()
+	d.used = n
+	d.mu.Unlock()
+}
+
+func connect(t *testing.T, root string) *queue.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	return q
+}
+
+// jobSpec is one job a test needs.
+type jobSpec struct {
+	spaceNeeded int64
+	priority    int32
+}
+
+// createJobs stands in for the batcher: one batch whose jobs are created in
+// order, then moved (as the stages before would) to state.
+func createJobs(t *testing.T, q *queue.Client, state queue.JobState, specs ...jobSpec) []string {
+	t.Helper()
+	ctx := context.Background()
+	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "tester", PayloadUrl: "http://example.org/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]queue.NewJob, len(specs))
+	for i, s := range specs {
+		jobs[i] = queue.NewJob{Priority: s.priority, SpaceNeeded: s.spaceNeeded,
+			Configuration: &v1.JobConfiguration{BatchEntry: int32(i), ProfileName: "demo", Collection: "demo"}}
+	}
+	jids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range jids {
+		for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
+			if s > state {
+				break
+			}
+			move(t, q, jid, s)
+		}
+	}
+	return jids
+}
+
+// move takes a job as a stage would and commits it to state.
+func move(t *testing.T, q *queue.Client, jid string, to queue.JobState) {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := q.ClaimJob(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func status(t *testing.T, q *queue.Client, jid string) *v1.JobStatus {
+	t.Helper()
+	st, err := q.JobStatus(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// inState waits until the job is in state and returns its status.
+func inState(t *testing.T, q *queue.Client, jid string, state queue.JobState) *v1.JobStatus {
+	t.Helper()
+	var st *v1.JobStatus
+	eventually(t, jid+" in "+queue.JobStateName(state), func() bool {
+		st = status(t, q, jid)
+		return st.GetStatus() == state
+	})
+	return st
+}
+
+// waiting waits until the job has been evaluated and told to wait.
+func waiting(t *testing.T, q *queue.Client, jid, message string) {
+	t.Helper()
+	eventually(t, jid+" waiting with "+message, func() bool {
+		st := status(t, q, jid)
+		if st.GetStatus() != queue.Provisioning {
+			t.Fatalf("%s went on to %s (%q); want it waiting in Provisioning", jid, queue.JobStateName(st.GetStatus()), st.GetMessage())
+		}
+		return strings.Contains(st.GetMessage(), message)
+	})
+}
+
+var testLimits = Limits{MaxUsage: 0.8, UnestimatedMaxUsage: 0.6, Retry: 100 * time.Millisecond}
+
+// startProvisioner runs a provisioner on q against disk until the test ends.
+func startProvisioner(t *testing.T, q *queue.Client, disk Disk) *Provisioner {
+	t.Helper()
+	p, err := NewProvisioner(q, disk, t.TempDir(), testLimits, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := p.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := p.StageConfig()
+	cfg.Service = "provisioner"
+	r, err := stage.New(q, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.Run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		<-r.Done()
+	})
+	return p
+}
+
+func TestJobWaitsInProvisioningUntilSpaceIsFreed(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, used: 700}
+	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 200, priority: 5})[0]
+	startProvisioner(t, q, disk)
+
+	waiting(t, q, jid, "waiting for space: needs 200 B, free 100 B under the 80.0% limit (disk 1000 B, used 700 B, booked 0 B)")
+	disk.setUsed(600) // exactly at the limit after the job: allowed
+	st := inState(t, q, jid, queue.Downloading)
+	if st.GetLastSuccessfulStatus() != queue.Provisioning || !strings.Contains(st.GetMessage(), "provisioned 200 B") {
+		t.Errorf("status after provisioning: %v", st)
+	}
+}
+
+func TestSmallJobPassesABigOneThatWaits(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, used: 500}
+	// The big job is first in queue order (higher priority, older).
+	jids := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 400, priority: 1}, jobSpec{spaceNeeded: 100, priority: 5})
+	big, small := jids[0], jids[1]
+	p := startProvisioner(t, q, disk)
+
+	inState(t, q, small, queue.Downloading)
+	waiting(t, q, big, "needs 400 B, free 200 B")
+	if got := p.Booked(); got != 100 {
+		t.Errorf("booked %d bytes, want the small job's 100", got)
+	}
+}
+
+func TestTwoLargeJobsCannotBothSqueezePast(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, used: 0}
+	jids := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 500, priority: 5}, jobSpec{spaceNeeded: 500, priority: 5})
+	p := startProvisioner(t, q, disk)
+
+	var through, held string
+	eventually(t, "one job let through and the other told to wait", func() bool {
+		a, b := status(t, q, jids[0]), status(t, q, jids[1])
+		switch {
+		case a.GetStatus() == queue.Downloading && strings.Contains(b.GetMessage(), "waiting for space"):
+			through, held = jids[0], jids[1]
+		case b.GetStatus() == queue.Downloading && strings.Contains(a.GetMessage(), "waiting for space"):
+			through, held = jids[1], jids[0]
+		}
+		return through != ""
+	})
+	// The disk still looks empty (the download has written nothing yet):
+	// only the booking keeps the second job out. Several cycles later it
+	// is still waiting.
+	waiting(t, q, held, "needs 500 B, free 300 B under the 80.0% limit (disk 1000 B, used 0 B, booked 500 B)")
+	time.Sleep(5 * testLimits.Retry)
+	waiting(t, q, held, "booked 500 B")
+
+	// The first download ends (its job fails, its files are gone): the
+	// booking is released and the second job goes through.
+	move(t, q, through, queue.Failed)
+	inState(t, q, held, queue.Downloading)
+	if got := p.Booked(); got != 500 {
+		t.Errorf("booked %d bytes, want the second job's 500 only", got)
+	}
+}
+
+func TestJobsOfUnknownSizeWaitAboveTheLowerThreshold(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, used: 650}
+	jids := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 0, priority: 5}, jobSpec{spaceNeeded: 100, priority: 5})
+	unknown, sized := jids[0], jids[1]
+	startProvisioner(t, q, disk)
+
+	inState(t, q, sized, queue.Downloading) // 650+100 ≤ 800
+	waiting(t, q, unknown, "size unknown, and usage 75.0% is above the 60.0% allowed")
+	disk.setUsed(400) // 400 + 100 booked = 50%
+	inState(t, q, unknown, queue.Downloading)
+}
+
+func TestJobLargerThanTheStorageMayEverHoldFails(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, used: 0}
+	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 801, priority: 5})[0]
+	startProvisioner(t, q, disk)
+
+	st := inState(t, q, jid, queue.Failed)
+	if want := "needs 801 B, more than the working storage may ever hold (80.0% of 1000 B)"; st.GetMessage() != want {
+		t.Errorf("message %q, want %q", st.GetMessage(), want)
+	}
+	if st.GetLastSuccessfulStatus() != queue.Estimating {
+		t.Errorf("last_successful_status %v, want Estimating", st.GetLastSuccessfulStatus())
+	}
+}
+
+func TestStorageThatCannotBeMeasuredKeepsJobsWaiting(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, err: errors.New("statfs /work: input/output error")}
+	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 1, priority: 5})[0]
+	startProvisioner(t, q, disk)
+
+	waiting(t, q, jid, "waiting: cannot measure the working storage: statfs /work: input/output error")
+	disk.mu.Lock()
+	disk.err = nil
+	disk.mu.Unlock()
+	inState(t, q, jid, queue.Downloading)
+}
+
+func TestSeedBooksJobsAlreadyDownloading(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, used: 0}
+	createJobs(t, q, queue.Downloading, jobSpec{spaceNeeded: 600, priority: 5}, jobSpec{spaceNeeded: 50, priority: 5})
+	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 300, priority: 5})[0]
+	p := startProvisioner(t, q, disk)
+
+	waiting(t, q, jid, "needs 300 B, free 150 B under the 80.0% limit (disk 1000 B, used 0 B, booked 650 B)")
+	if got := p.Booked(); got != 650 {
+		t.Errorf("booked %d bytes after seeding, want 650", got)
+	}
+}
+
+func TestStatfsMeasuresTheRealWorkingStorage(t *testing.T) {
+	dir := t.TempDir()
+	u, err := statfsDisk{}.Usage(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Total == 0 || u.Used > u.Total {
+		t.Errorf("usage of %s: %+v; want a non-empty filesystem using at most its size", dir, u)
+	}
+	missing := filepath.Join(dir, "missing")
+	if _, err := (statfsDisk{}).Usage(context.Background(), missing); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("usage of a missing directory: %v; want ENOENT naming it", err)
+	}
+}
+
+func TestLimitsThatContradictEachOtherAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits Limits
+		want   string
+	}{
+		{"max usage above one", Limits{MaxUsage: 1.5, UnestimatedMaxUsage: 0.5, Retry: time.Second}, "max usage 1.5 must be in (0, 1]"},
+		{"unknown-size threshold above max", Limits{MaxUsage: 0.5, UnestimatedMaxUsage: 0.7, Retry: time.Second}, "unestimated max usage 0.7 must be in (0, max usage 0.5]"},
+		{"no retry", Limits{MaxUsage: 0.8, UnestimatedMaxUsage: 0.6}, "retry 0s must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.limits.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if err := testLimits.Validate(); err != nil {
+		t.Errorf("sound limits refused: %v", err)
+	}
+}
+
+func TestFormatBytesUsesBinaryUnits(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 << 30: "5.0 GiB", 3 << 40: "3.0 TiB"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
