@@ -3,11 +3,13 @@ module github.com/ingestq/ingestq/e2e
 go 1.26.0
 
 require (
+	github.com/ingestq/ingestq/proto v0.0.0
 	github.com/ingestq/ingestq/shared v0.0.0
 	google.golang.org/grpc v1.85.0
 )
 
 require (
+	github.com/go-zookeeper/zk v1.0.4 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
