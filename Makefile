@@ -16,10 +16,11 @@ BUF := $(BIN)/.tools/buf@$(BUF_VERSION)
 PROTOC_GEN_GO := $(BIN)/.tools/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.tools/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-.PHONY: help deps test bench demo proto lint build config-table
+.PHONY: help deps test bench demo up proto lint build config-table
 
 help:
-	@echo "make demo          the end-to-end demo (not yet)"
+	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
+	@echo "make up            start ZooKeeper and the seven services and keep them running (Ctrl-C stops)"
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make build         build the service binaries into ./bin"
 	@echo "make lint          buf lint, gofmt and go vet"
@@ -51,8 +52,15 @@ bench: deps
 	cd shared && INGESTQ_ZKLIMIT_DIR=$$( [ -d "$(ZKLIMIT_DIR)" ] && echo "$(ZKLIMIT_DIR)" ) \
 		go test -run '^$$' -bench BenchmarkQueue -benchtime 1x -timeout 30m ./queue/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)' 
 
-demo:
-	@echo "make demo: not yet — arrives with the end-to-end issue"
+# The whole pipeline on this machine: ZooKeeper and the seven services as
+# separate processes, the example deposit submitted, progress, the report,
+# then everything stopped. Data and logs stay under run/.
+demo: deps build
+	@go run ./e2e/cmd/demo -bin $(BIN) -examples examples -run run
+
+# The same stack, kept running until Ctrl-C.
+up: deps build
+	@go run ./e2e/cmd/demo -up -bin $(BIN) -examples examples -run run
 
 $(BUF):
 	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
