@@ -452,9 +452,14 @@ func (c *Client) create(ctx context.Context, path string, data []byte, flags int
 	return call(ctx, func() (string, error) { return c.conn.Create(path, data, flags, c.acl) })
 }
 
-// ensure creates path if it is missing (idempotent, so retried).
+// ensure creates path if it is missing (idempotent, so retried). It looks
+// first: creating an existing node still needs the right to create, which a
+// read-only client does not have.
 func (c *Client) ensure(ctx context.Context, path string) error {
 	_, err := retry(ctx, func() (string, error) {
+		if ok, _, err := c.conn.Exists(path); err != nil || ok {
+			return path, err
+		}
 		s, err := c.conn.Create(path, nil, 0, c.acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return path, nil

@@ -3,6 +3,8 @@ package queue
 import (
 	"errors"
 	"fmt"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // Sentinel errors; test with errors.Is. Each returned error also names the
@@ -25,6 +27,9 @@ var (
 	ErrCorrupt = errors.New("corrupt node")
 	// ErrInvalid: the caller passed an argument the contract does not allow.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrDenied: ZooKeeper's ACLs refuse this client the change (it lacks
+	// the digest credentials the queue's nodes were created with).
+	ErrDenied = zk.ErrNoAuth
 )
 
 // TransitionError is a state change that the state machine does not allow.
