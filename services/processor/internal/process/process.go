@@ -1,0 +1,251 @@
+// Package process is the processor's stage handler: it gives a downloaded
+// job its ARK (reusing the one its local id is bound to, or minting one),
+// writes the object's system files, lists and checks every file, and stores
+// the version under the object's storage lock.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/processor/internal/filelist"
+	"github.com/ingestq/ingestq/services/processor/internal/mint"
+	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/services/processor/internal/sysfiles"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+	"google.golang.org/protobuf/proto"
+)
+
+// StorageManifest is the storage manifest's name in the working folder
+// (beside producer/ and system/, which it lists).
+const StorageManifest = "storage-manifest.checkm"
+
+// Processor handles jobs in Processing.
+type Processor struct {
+	Queue    *queue.Client
+	Minter   mint.Minter
+	Storage  store.Storage
+	Profiles *profile.Set // binds local ids per profile owner; nil: per collection
+	// WorkRoot is the shared working storage: a job's working folder must
+	// lie inside it.
+	WorkRoot string
+	// LockRetry is how long a job waits when its object is being stored by
+	// another job (default 3 s).
+	LockRetry time.Duration
+	Logger    *slog.Logger
+}
+
+// Handle is the stage handler.
+func (p *Processor) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
+	out, err := p.process(ctx, claim)
+	if err == nil {
+		return out
+	}
+	var fail *failure
+	switch {
+	case ctx.Err() != nil || errors.Is(err, queue.ErrFenced):
+		return stage.Release() // the job was lost; nothing may be committed
+	case errors.As(err, &fail):
+		return stage.Fail(fail.msg)
+	default:
+		// The queue itself is in trouble (a read failed): try again later.
+		p.logger().WarnContext(ctx, "processing interrupted; will retry", "error", err)
+		return stage.Wait(p.lockRetry(), queue.Change{})
+	}
+}
+
+// failure is an error that fails the job; its message says what failed.
+type failure struct{ msg string }
+
+func (f *failure) Error() string { return f.msg }
+
+func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(format, args...)} }
+
+func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outcome, error) {
+	job := claim.Job
+	conf := job.GetConfiguration()
+	wd, err := p.workingDir(conf.GetWorkingDir())
+	if err != nil {
+		return stage.Outcome{}, failf("working folder: %v", err)
+	}
+	declared, err := claim.LoadManifest(ctx)
+	if err != nil {
+		return stage.Outcome{}, fmt.Errorf("reading the job's manifest: %w", err)
+	}
+	ark, err := p.identify(ctx, claim)
+	if err != nil {
+		return stage.Outcome{}, err
+	}
+	localIDs := claim.Job.GetIdentifiers().GetLocalId()
+	obj := sysfiles.Object{ARK: ark, LocalIDs: localIDs, Metadata: job.GetMetadata()}
+	if err := sysfiles.Write(filepath.Join(wd, filelist.System), obj); err != nil {
+		return stage.Outcome{}, failf("system files of %s: %v", ark, err)
+	}
+	if conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER {
+		declared = nil // it names the archive, which the downloader unpacked
+	}
+	entries, err := filelist.List(ctx, wd, declared)
+	if err != nil {
+		return stage.Outcome{}, failf("checking the files of %s: %v", ark, err)
+	}
+	manifest := filepath.Join(wd, StorageManifest)
+	if err := store.WriteManifest(manifest, entries); err != nil {
+		return stage.Outcome{}, failf("storage manifest of %s: %v", ark, err)
+	}
+
+	lock, err := p.Queue.LockStorage(ctx, ark)
+	if errors.Is(err, queue.ErrLocked) {
+		p.logger().InfoContext(ctx, "object is being stored by another job; waiting", "ark", ark)
+		return stage.Wait(p.lockRetry(), queue.Change{}), nil
+	}
+	if err != nil {
+		return stage.Outcome{}, fmt.Errorf("taking the storage lock of %s: %w", ark, err)
+	}
+	defer func() {
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := lock.Unlock(unlockCtx); err != nil {
+			p.logger().WarnContext(ctx, "releasing the storage lock", "ark", ark, "error", err)
+		}
+	}()
+	mode := "add"
+	if conf.GetSubmissionMode() == v1.SubmissionMode_SUBMISSION_MODE_UPDATE {
+		mode = "update"
+	}
+	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: store.FileURL(manifest)})
+	if err != nil {
+		return stage.Outcome{}, failf("%v", err)
+	}
+	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "files", len(entries), "manifest_url", v.ManifestURL)
+	return stage.Next(queue.Change{
+		Message:   fmt.Sprintf("stored %s version %d (%d files)", ark, v.Number, len(entries)),
+		Store:     &v1.Store{ManifestUrl: v.ManifestURL, Mode: mode},
+		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode},
+	}), nil
+}
+
+// identify settles the job's ARK: the one the depositor gave, else the one
+// its local ids are bound to, else a new one; it is in the job's
+// identifiers in ZooKeeper before the local ids are bound to it.
+func (p *Processor) identify(ctx context.Context, claim *queue.Claim) (string, error) {
+	owner := p.owner(claim.Job.GetConfiguration())
+	ids := claim.Job.GetIdentifiers()
+	ark := ids.GetPrimaryId()
+	bound, boundBy := "", ""
+	for _, lid := range ids.GetLocalId() {
+		got, err := p.Queue.LookupLocalID(ctx, owner, lid)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+			continue
+		case errors.Is(err, queue.ErrInvalid):
+			return "", failf("local id %q: %v", lid, err)
+		case err != nil:
+			return "", fmt.Errorf("looking up local id %s: %w", lid, err)
+		case ark != "" && got != ark:
+			return "", failf("local id %s is bound to %s but the depositor gave %s", lid, got, ark)
+		case bound != "" && got != bound:
+			return "", failf("local ids %s and %s are bound to different ARKs (%s, %s)", boundBy, lid, bound, got)
+		}
+		bound, boundBy = got, lid
+	}
+	if ark == "" && bound != "" {
+		ark = bound
+		next := &v1.Identifiers{}
+		if ids != nil {
+			next = proto.Clone(ids).(*v1.Identifiers)
+		}
+		next.PrimaryId = ark
+		if err := claim.Update(ctx, queue.Change{Identifiers: next}); err != nil {
+			return "", fmt.Errorf("recording %s: %w", ark, err)
+		}
+	}
+	if ark == "" {
+		minted, err := p.Minter.Mint(ctx, claim)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, queue.ErrFenced) || errors.Is(err, queue.ErrNoSession) {
+				return "", err
+			}
+			return "", failf("minting an ARK: %v", err)
+		}
+		ark = minted
+		p.logger().InfoContext(ctx, "ARK minted", "ark", ark)
+	}
+	for _, lid := range ids.GetLocalId() {
+		got, err := p.Queue.BindLocalID(ctx, owner, lid, ark)
+		if err != nil {
+			return "", fmt.Errorf("binding local id %s: %w", lid, err)
+		}
+		if got != ark {
+			return "", failf("local id %s is bound to %s, not to this job's %s", lid, got, ark)
+		}
+	}
+	return ark, nil
+}
+
+// owner is whose local ids the job's are: its profile's owner, or its
+// collection, or its profile name.
+func (p *Processor) owner(conf *v1.JobConfiguration) string {
+	if p.Profiles != nil {
+		if pr, ok := p.Profiles.Get(conf.GetProfileName()); ok && pr.Owner != "" {
+			return pr.Owner
+		}
+	}
+	if c := conf.GetCollection(); c != "" {
+		return c
+	}
+	return conf.GetProfileName()
+}
+
+// workingDir checks that the job's working folder is a folder inside the
+// work root, also once symbolic links are resolved: a link cannot lead the
+// processor to store files from elsewhere.
+func (p *Processor) workingDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("the job has no working_dir")
+	}
+	rel, err := filepath.Rel(p.WorkRoot, dir)
+	if err != nil || !filepath.IsAbs(dir) || !filepath.IsLocal(rel) || rel == "." {
+		return "", fmt.Errorf("%s is not inside the work root %s", dir, p.WorkRoot)
+	}
+	root, err := filepath.EvalSymlinks(p.WorkRoot)
+	if err != nil {
+		return "", fmt.Errorf("work root: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	if real != filepath.Join(root, rel) {
+		return "", fmt.Errorf("%s leads out of the work root through a symbolic link (to %s)", dir, real)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a folder", dir)
+	}
+	return real, nil
+}
+
+func (p *Processor) lockRetry() time.Duration {
+	if p.LockRetry > 0 {
+		return p.LockRetry
+	}
+	return 3 * time.Second
+}
+
+func (p *Processor) logger() *slog.Logger {
+	if p.Logger != nil {
+		return p.Logger
+	}
+	return slog.Default()
+}
