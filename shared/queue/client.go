@@ -124,7 +124,15 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		c.Close()
 		return nil, fmt.Errorf("waiting for a ZooKeeper session with %v: %w", opts.Servers, ctx.Err())
 	}
-	for _, path := range p.skeletonWithRoot() {
+	// Folders above the root are shared with whatever else lives in the
+	// ensemble: they are created open; the queue's own nodes get its ACL.
+	for _, path := range p.aboveRoot() {
+		if err := c.ensureWith(ctx, path, zk.WorldACL(zk.PermAll)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("creating %s: %w", path, err)
+		}
+	}
+	for _, path := range p.skeleton() {
 		if err := c.ensure(ctx, path); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("creating queue folders: %w", err)
@@ -133,15 +141,16 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-func (p paths) skeletonWithRoot() []string {
+// aboveRoot lists the root prefix's ancestors, outermost first.
+func (p paths) aboveRoot() []string {
 	var out []string
 	if p.root != "" {
 		parts := strings.Split(p.root[1:], "/")
-		for i := range parts {
+		for i := range parts[:len(parts)-1] {
 			out = append(out, "/"+strings.Join(parts[:i+1], "/"))
 		}
 	}
-	return append(out, p.skeleton()...)
+	return out
 }
 
 // Close ends the session; its ephemeral locks disappear at once.
@@ -456,11 +465,15 @@ func (c *Client) create(ctx context.Context, path string, data []byte, flags int
 // first: creating an existing node still needs the right to create, which a
 // read-only client does not have.
 func (c *Client) ensure(ctx context.Context, path string) error {
+	return c.ensureWith(ctx, path, c.acl)
+}
+
+func (c *Client) ensureWith(ctx context.Context, path string, acl []zk.ACL) error {
 	_, err := retry(ctx, func() (string, error) {
 		if ok, _, err := c.conn.Exists(path); err != nil || ok {
 			return path, err
 		}
-		s, err := c.conn.Create(path, nil, 0, c.acl)
+		s, err := c.conn.Create(path, nil, 0, acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return path, nil
 		}

@@ -73,9 +73,13 @@ func (p paths) binding(owner, localID string) string {
 	return p.bindings() + "/" + LockName(owner) + "/" + LockName(localID)
 }
 
-// skeleton lists the persistent folders every queue has.
+// skeleton lists the persistent folders every queue has, the root first.
 func (p paths) skeleton() []string {
-	out := []string{p.batches(), p.batchUUIDs(), p.jobs(), p.jobStates()}
+	var out []string
+	if p.root != "" {
+		out = append(out, p.root)
+	}
+	out = append(out, p.batches(), p.batchUUIDs(), p.jobs(), p.jobStates())
 	for _, s := range jobStates {
 		out = append(out, p.jobStateDir(s))
 	}
