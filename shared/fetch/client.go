@@ -1,0 +1,260 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Client makes HTTP requests under a Policy. It is safe for concurrent use.
+type Client struct {
+	policy    Policy
+	http      *http.Client
+	userAgent string
+}
+
+// StatusError is a response whose status is not 2xx.
+type StatusError struct {
+	Method string // "GET", "HEAD", "POST"
+	URL    string // the requested URL, credentials redacted
+	Code   int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: HTTP %d %s", e.Method, e.URL, e.Code, http.StatusText(e.Code))
+}
+
+// New returns a Client that follows p.
+func New(p Policy) *Client {
+	p = p.withDefaults()
+	c := &Client{policy: p, userAgent: "ingestq/" + moduleVersion()}
+	dialer := &net.Dialer{Timeout: p.ConnectTimeout, KeepAlive: 30 * time.Second, Control: c.checkDial}
+	transport := &http.Transport{
+		// No proxy: the deny list must judge the address really dialled.
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   p.ConnectTimeout,
+		ResponseHeaderTimeout: p.HeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          100,
+		ForceAttemptHTTP2:     true,
+	}
+	c.http = &http.Client{Transport: transport, CheckRedirect: c.checkRedirect}
+	return c
+}
+
+// checkDial runs after DNS and before connect(2), on the address about to
+// be dialled: the one place a resolved name can be judged.
+func (c *Client) checkDial(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot read the address %q: %v", ErrDenied, address, err)
+	}
+	if prefix, denied := deniedBy(ap.Addr(), c.policy.Deny); denied {
+		return fmt.Errorf("%w: %s is in %s", ErrDenied, ap.Addr(), prefix)
+	}
+	return nil
+}
+
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > c.policy.MaxRedirects {
+		return &redirectError{target: req.URL.Redacted(), err: fmt.Errorf("stopped after %d redirects", c.policy.MaxRedirects)}
+	}
+	if err := checkTarget(req.URL, c.policy); err != nil {
+		return &redirectError{target: req.URL.Redacted(), err: err}
+	}
+	return nil
+}
+
+// redirectError carries the resolved URL of a refused redirect: the
+// client's own error only has the Location header, which may be relative.
+type redirectError struct {
+	target string
+	err    error
+}
+
+func (e *redirectError) Error() string { return "redirect to " + e.target + ": " + e.err.Error() }
+func (e *redirectError) Unwrap() error { return e.err }
+
+// Head asks for url's headers and returns its Content-Length, -1 when the
+// response has none. (A Content-Length that is not a number makes Go's HTTP
+// transport refuse the response: that is an error.)
+func (c *Client) Head(ctx context.Context, url string) (size int64, err error) {
+	resp, err := c.do(ctx, http.MethodHead, url, nil, "")
+	if err != nil {
+		return -1, err
+	}
+	resp.Body.Close()
+	return resp.ContentLength, nil
+}
+
+// Get returns the response to a GET of url; the caller closes its body. A
+// body read that gets no data within the IdleTimeout fails with ErrTimeout.
+// A status other than 2xx is a *StatusError.
+func (c *Client) Get(ctx context.Context, url string) (*http.Response, error) {
+	return c.do(ctx, http.MethodGet, url, nil, "")
+}
+
+// Fetch returns the body of url, a small document such as a manifest: more
+// than maxBytes is ErrTooLarge, a fetch longer than the FetchTimeout is
+// ErrTimeout.
+func (c *Client) Fetch(ctx context.Context, url string, maxBytes int64) ([]byte, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("fetch: GET %s: maxBytes must be positive, got %d", url, maxBytes)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.policy.FetchTimeout,
+		fmt.Errorf("%w: the whole fetch took longer than %s", ErrTimeout, c.policy.FetchTimeout))
+	defer cancel()
+	resp, err := c.do(ctx, http.MethodGet, url, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	name := resp.Request.URL.Redacted()
+	if resp.ContentLength > maxBytes {
+		return nil, fmt.Errorf("fetch: GET %s: %w: Content-Length %d is over the limit of %d bytes", name, ErrTooLarge, resp.ContentLength, maxBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > maxBytes {
+		return nil, fmt.Errorf("fetch: GET %s: %w: more than %d bytes", name, ErrTooLarge, maxBytes)
+	}
+	return data, nil
+}
+
+// PostJSON posts body encoded as JSON to url and returns the response; the
+// caller closes its body. A status other than 2xx is a *StatusError.
+func (c *Client) PostJSON(ctx context.Context, url string, body any) (*http.Response, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: POST %s: encoding the body as JSON: %w", url, err)
+	}
+	return c.do(ctx, http.MethodPost, url, data, "application/json")
+}
+
+// do sends one request (and its redirects) and returns a 2xx response whose
+// body fails after IdleTimeout without data.
+func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, contentType string) (*http.Response, error) {
+	u, err := checkURL(rawURL, c.policy)
+	if err != nil {
+		return nil, err
+	}
+	name := u.Redacted()
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(reqCtx, method, u.String(), reader)
+	if err != nil {
+		cancel(nil)
+		return nil, fmt.Errorf("fetch: %s %s: %w", method, name, err)
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		err = requestError(reqCtx, method, name, err)
+		cancel(nil)
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Read a little so the connection can be reused, not more.
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		cancel(nil)
+		return nil, &StatusError{Method: method, URL: name, Code: resp.StatusCode}
+	}
+	resp.Body = &idleBody{body: resp.Body, ctx: reqCtx, cancel: cancel, idle: c.policy.IdleTimeout, method: method, url: name}
+	return resp, nil
+}
+
+// requestError names the method and URL and says why the request failed:
+// the redirect target when a redirect failed, ErrTimeout for timeouts.
+func requestError(ctx context.Context, method, name string, err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return fmt.Errorf("fetch: %s %s: %w", method, name, err)
+	}
+	where, reason := "", ue.Err
+	var re *redirectError
+	if errors.As(reason, &re) {
+		where, reason = " (redirected to "+re.target+")", re.err
+	} else if target, perr := url.Parse(ue.URL); perr == nil && target.Redacted() != name {
+		where = " (redirected to " + target.Redacted() + ")"
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrTimeout) {
+		reason = cause
+	}
+	if ue.Timeout() && !errors.Is(reason, ErrTimeout) {
+		return fmt.Errorf("fetch: %s %s%s: %w: %w", method, name, where, ErrTimeout, reason)
+	}
+	return fmt.Errorf("fetch: %s %s%s: %w", method, name, where, reason)
+}
+
+// idleBody fails a read that waits longer than idle for data, by cancelling
+// the request; the timer runs only while a Read waits, so a caller that is
+// slow to read is not cut off.
+type idleBody struct {
+	body   io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer // made by the first Read
+	idle   time.Duration
+	method string
+	url    string
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.timer == nil {
+		b.timer = time.AfterFunc(b.idle, func() {
+			b.cancel(fmt.Errorf("%w: no body data for %s (IdleTimeout)", ErrTimeout, b.idle))
+		})
+	} else {
+		b.timer.Reset(b.idle)
+	}
+	n, err := b.body.Read(p)
+	b.timer.Stop()
+	if err == nil || err == io.EOF {
+		return n, err
+	}
+	if cause := context.Cause(b.ctx); cause != nil {
+		err = cause // why the request was cut: idle, whole-fetch timeout or the caller
+	}
+	return n, fmt.Errorf("fetch: %s %s: reading the body: %w", b.method, b.url, err)
+}
+
+func (b *idleBody) Close() error {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	err := b.body.Close()
+	b.cancel(nil)
+	return err
+}
+
+// moduleVersion is the version of the module that built this binary, or
+// "dev" for a build from a work tree.
+func moduleVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok || !strings.HasPrefix(info.Main.Version, "v") {
+		return "dev"
+	}
+	return info.Main.Version
+}

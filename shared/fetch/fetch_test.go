@@ -1,0 +1,550 @@
+package fetch_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/shared/fetch"
+)
+
+// countingServer is a loopback HTTP server that counts the requests it got.
+type countingServer struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+// serve starts a server on ip (a loopback address) running h.
+func serve(t *testing.T, ip string, h http.HandlerFunc) *countingServer {
+	t.Helper()
+	s := &countingServer{}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		h(w, r)
+	}))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	s.Listener.Close()
+	s.Listener = ln
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func ok(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") }
+
+func port(s *countingServer) string {
+	_, p, _ := net.SplitHostPort(s.Listener.Addr().String())
+	return p
+}
+
+func mustDeny(t *testing.T, list string) []netip.Prefix {
+	t.Helper()
+	d, err := fetch.ParseDeny(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestSchemesOutsideThePolicyAreRefused(t *testing.T) {
+	c := fetch.New(fetch.Policy{})
+	for _, raw := range []string{"ftp://127.0.0.1/a.txt", "file:///etc/passwd", "gopher://127.0.0.1:70/", "javascript:alert(1)", "127.0.0.1/a"} {
+		t.Run(raw, func(t *testing.T) {
+			_, err := c.Get(t.Context(), raw)
+			if !errors.Is(err, fetch.ErrScheme) {
+				t.Fatalf("Get error = %v, want ErrScheme", err)
+			}
+			if !strings.Contains(err.Error(), raw) || !strings.Contains(err.Error(), "allowed: http, https") {
+				t.Errorf("error %q does not name the URL and the allowed schemes", err)
+			}
+		})
+	}
+	t.Run("a policy of https only refuses http", func(t *testing.T) {
+		s := serve(t, "127.0.0.1", ok)
+		_, err := fetch.New(fetch.Policy{Schemes: []string{"HTTPS"}}).Fetch(t.Context(), s.URL, 100)
+		if !errors.Is(err, fetch.ErrScheme) || s.hits.Load() != 0 {
+			t.Fatalf("Fetch error = %v (server hits %d), want ErrScheme and no request", err, s.hits.Load())
+		}
+	})
+	t.Run("scheme case does not matter", func(t *testing.T) {
+		s := serve(t, "127.0.0.1", ok)
+		body, err := c.Fetch(t.Context(), strings.Replace(s.URL, "http://", "HTTP://", 1), 100)
+		if err != nil || string(body) != "hello" {
+			t.Fatalf("Fetch = %q, %v", body, err)
+		}
+	})
+}
+
+func TestDeniedAddressesAreRefusedBeforeAnyConnection(t *testing.T) {
+	// A server on 127.0.0.1 that 0.0.0.0 would reach if it were dialled.
+	s := serve(t, "127.0.0.1", ok)
+	c := fetch.New(fetch.Policy{})
+	tests := []struct {
+		url, in string
+	}{
+		{"http://169.254.169.254/latest/meta-data/", "169.254.0.0/16"},
+		{"http://[::ffff:169.254.169.254]/latest/meta-data/", "169.254.0.0/16"},
+		{"http://[::ffff:a9fe:a9fe]/", "169.254.0.0/16"},
+		{"http://[64:ff9b::a9fe:a9fe]/", "169.254.0.0/16"},
+		{"http://[fe80::1%25lo]:" + port(s) + "/", "fe80::/10"},
+		{"http://[fd00:ec2::254]/", "fd00:ec2::254/128"},
+		{"http://0.0.0.0:" + port(s) + "/", "0.0.0.0/8"},
+		{"http://[::]:" + port(s) + "/", "::/128"},
+		{"http://224.0.0.1/", "224.0.0.0/4"},
+		{"http://[ff02::1]/", "ff00::/8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			_, err := c.Get(t.Context(), tt.url)
+			if !errors.Is(err, fetch.ErrDenied) {
+				t.Fatalf("Get error = %v, want ErrDenied", err)
+			}
+			// Refused on the URL itself: no dial was tried.
+			if strings.Contains(err.Error(), "dial") || !strings.Contains(err.Error(), " is in "+tt.in) || !strings.HasPrefix(err.Error(), "fetch: http://") {
+				t.Errorf("error %q: want the URL and %q, and no dial", err, tt.in)
+			}
+			if _, err := fetch.CheckURL(tt.url, fetch.Policy{}); !errors.Is(err, fetch.ErrDenied) {
+				t.Errorf("CheckURL error = %v, want ErrDenied", err)
+			}
+		})
+	}
+	if n := s.hits.Load(); n != 0 {
+		t.Errorf("the server got %d requests", n)
+	}
+}
+
+func TestLoopbackDeniedByPolicy(t *testing.T) {
+	s := serve(t, "127.0.0.1", ok)
+	c := fetch.New(fetch.Policy{Deny: mustDeny(t, "loopback")})
+	for _, m := range []struct {
+		name string
+		call func(url string) error
+	}{
+		{"Get", func(u string) error { _, err := c.Get(t.Context(), u); return err }},
+		{"Head", func(u string) error { _, err := c.Head(t.Context(), u); return err }},
+		{"Fetch", func(u string) error { _, err := c.Fetch(t.Context(), u, 100); return err }},
+		{"PostJSON", func(u string) error { _, err := c.PostJSON(t.Context(), u, map[string]int{"a": 1}); return err }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			err := m.call(s.URL + "/x")
+			if !errors.Is(err, fetch.ErrDenied) || !strings.Contains(err.Error(), s.URL+"/x") {
+				t.Fatalf("error = %v, want ErrDenied naming %s/x", err, s.URL)
+			}
+		})
+	}
+	if n := s.hits.Load(); n != 0 {
+		t.Errorf("the server got %d requests", n)
+	}
+	// The same server is reachable under the default policy.
+	if _, err := fetch.New(fetch.Policy{}).Fetch(t.Context(), s.URL, 100); err != nil {
+		t.Fatalf("default policy: %v", err)
+	}
+}
+
+func TestHostNameResolvingToADeniedAddressIsRefusedAtDial(t *testing.T) {
+	s := serve(t, "127.0.0.1", ok)
+	c := fetch.New(fetch.Policy{Deny: mustDeny(t, "loopback")})
+	url := "http://localhost:" + port(s) + "/doc"
+	_, err := c.Fetch(t.Context(), url, 100)
+	if !errors.Is(err, fetch.ErrDenied) {
+		t.Fatalf("Fetch error = %v, want ErrDenied", err)
+	}
+	// The name passed the URL check; the resolved address was refused.
+	if !strings.Contains(err.Error(), "GET "+url) || !strings.Contains(err.Error(), "dial") || !strings.Contains(err.Error(), "is in ") {
+		t.Errorf("error %q: want the URL and the dial refusal", err)
+	}
+	if n := s.hits.Load(); n != 0 {
+		t.Errorf("the server got %d requests", n)
+	}
+}
+
+func TestRedirectIntoADeniedRangeIsRefused(t *testing.T) {
+	// target listens on 127.0.0.1, which the policy denies; the redirecting
+	// server listens on 127.0.0.2, which it allows.
+	target := serve(t, "127.0.0.1", ok)
+	deny := mustDeny(t, "127.0.0.1,::1")
+	tests := []struct {
+		name, location string
+		dial           bool // refused when dialled rather than on the URL
+	}{
+		{name: "to the metadata address", location: "http://169.254.169.254/latest/meta-data/iam"},
+		{name: "to a denied address literal", location: target.URL + "/secret"},
+		{name: "to a host name resolving to a denied address", location: "http://localhost:" + port(target) + "/secret", dial: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			redirector := serve(t, "127.0.0.2", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, tt.location, http.StatusFound)
+			})
+			_, err := fetch.New(fetch.Policy{Deny: deny}).Get(t.Context(), redirector.URL+"/start")
+			if !errors.Is(err, fetch.ErrDenied) {
+				t.Fatalf("Get error = %v, want ErrDenied", err)
+			}
+			want := fmt.Sprintf("fetch: GET %s/start (redirected to %s): ", redirector.URL, tt.location)
+			if !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "dial") != tt.dial {
+				t.Errorf("error %q, want it to start %q (dial %v)", err, want, tt.dial)
+			}
+			if redirector.hits.Load() != 1 {
+				t.Errorf("redirector hits = %d, want 1", redirector.hits.Load())
+			}
+		})
+	}
+	if n := target.hits.Load(); n != 0 {
+		t.Errorf("the denied server got %d requests", n)
+	}
+}
+
+func TestRedirectsAreBounded(t *testing.T) {
+	// /hop/N redirects to /hop/N-1; /hop/0 answers.
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/hop/"))
+		if r.URL.Path == "/loop" {
+			http.Redirect(w, r, "/loop", http.StatusMovedPermanently)
+			return
+		}
+		if n > 0 {
+			http.Redirect(w, r, fmt.Sprintf("/hop/%d", n-1), http.StatusTemporaryRedirect)
+			return
+		}
+		io.WriteString(w, "arrived")
+	})
+	tests := []struct {
+		name    string
+		max     int
+		path    string
+		wantErr string // "" for success
+		hits    int64
+	}{
+		{name: "redirect loop stops at the default of 5", max: 0, path: "/loop", wantErr: "stopped after 5 redirects", hits: 6},
+		{name: "exactly MaxRedirects hops are followed", max: 2, path: "/hop/2", hits: 3},
+		{name: "one hop more than MaxRedirects fails", max: 2, path: "/hop/3", wantErr: "stopped after 2 redirects", hits: 3},
+		{name: "negative MaxRedirects follows none", max: -1, path: "/hop/1", wantErr: "stopped after 0 redirects", hits: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := s.hits.Load()
+			body, err := fetch.New(fetch.Policy{MaxRedirects: tt.max}).Fetch(t.Context(), s.URL+tt.path, 100)
+			if tt.wantErr == "" && (err != nil || string(body) != "arrived") {
+				t.Fatalf("Fetch = %q, %v", body, err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.HasSuffix(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "fetch: GET "+s.URL+tt.path+" (redirected to "+s.URL+"/")) {
+				t.Fatalf("Fetch error = %v, want %q naming the URL and the absolute redirect target", err, tt.wantErr)
+			}
+			if got := s.hits.Load() - before; got != tt.hits {
+				t.Errorf("server hits = %d, want %d", got, tt.hits)
+			}
+		})
+	}
+}
+
+// stall blocks a handler until the test ends or the client goes away.
+func stall(t *testing.T, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-t.Context().Done():
+	}
+}
+
+func TestServersThatStopAnsweringAreCutOff(t *testing.T) {
+	policy := fetch.Policy{HeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond}
+	t.Run("no response headers", func(t *testing.T) {
+		s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { stall(t, r) })
+		_, err := fetch.New(policy).Get(t.Context(), s.URL+"/silent")
+		if !errors.Is(err, fetch.ErrTimeout) || !strings.Contains(err.Error(), "GET "+s.URL+"/silent") || !strings.Contains(err.Error(), "awaiting response headers") {
+			t.Fatalf("Get error = %v, want ErrTimeout awaiting headers, naming the URL", err)
+		}
+	})
+	t.Run("headers then nothing", func(t *testing.T) {
+		s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "part")
+			w.(http.Flusher).Flush()
+			stall(t, r)
+		})
+		resp, err := fetch.New(policy).Get(t.Context(), s.URL+"/half")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if string(data) != "part" || !errors.Is(err, fetch.ErrTimeout) || !strings.Contains(err.Error(), "GET "+s.URL+"/half: reading the body") || !strings.Contains(err.Error(), "IdleTimeout") {
+			t.Fatalf("ReadAll = %q, %v; want the first bytes, then ErrTimeout (IdleTimeout) naming the URL", data, err)
+		}
+		_, err = fetch.New(policy).Fetch(t.Context(), s.URL+"/half", 1<<20)
+		if !errors.Is(err, fetch.ErrTimeout) {
+			t.Fatalf("Fetch error = %v, want ErrTimeout", err)
+		}
+	})
+	t.Run("a trickle that never ends is cut by the FetchTimeout", func(t *testing.T) {
+		s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-tick.C:
+					io.WriteString(w, ".")
+					w.(http.Flusher).Flush()
+				}
+			}
+		})
+		p := fetch.Policy{IdleTimeout: time.Minute, FetchTimeout: 300 * time.Millisecond}
+		_, err := fetch.New(p).Fetch(t.Context(), s.URL+"/trickle", 1<<20)
+		if !errors.Is(err, fetch.ErrTimeout) || !strings.Contains(err.Error(), "whole fetch took longer than 300ms") || !strings.Contains(err.Error(), s.URL+"/trickle") {
+			t.Fatalf("Fetch error = %v, want the FetchTimeout naming the URL", err)
+		}
+	})
+	t.Run("the caller's context ends a request", func(t *testing.T) {
+		s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { stall(t, r) })
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(50*time.Millisecond, cancel)
+		_, err := fetch.New(fetch.Policy{}).Get(ctx, s.URL)
+		if !errors.Is(err, context.Canceled) || errors.Is(err, fetch.ErrTimeout) {
+			t.Fatalf("Get error = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestFetchRefusesBodiesOverMaxBytes(t *testing.T) {
+	endless := func(w http.ResponseWriter, r *http.Request) {
+		chunk := []byte(strings.Repeat("x", 32<<10))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}
+	announced := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5000000")
+		io.WriteString(w, "short")
+	}
+	exact := func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, strings.Repeat("y", 1000)) }
+	tests := []struct {
+		name    string
+		h       http.HandlerFunc
+		wantErr string
+	}{
+		{name: "endless body", h: endless, wantErr: "body too large: more than 1000 bytes"},
+		{name: "Content-Length over the limit", h: announced, wantErr: "body too large: Content-Length 5000000 is over the limit of 1000 bytes"},
+		{name: "body of exactly maxBytes", h: exact},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := serve(t, "127.0.0.1", tt.h)
+			data, err := fetch.New(fetch.Policy{}).Fetch(t.Context(), s.URL+"/doc", 1000)
+			if tt.wantErr == "" {
+				if err != nil || len(data) != 1000 {
+					t.Fatalf("Fetch = %d bytes, %v", len(data), err)
+				}
+				return
+			}
+			if !errors.Is(err, fetch.ErrTooLarge) || err.Error() != "fetch: GET "+s.URL+"/doc: "+tt.wantErr {
+				t.Fatalf("Fetch error = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestHeadReturnsTheContentLength(t *testing.T) {
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/sized":
+			w.Header().Set("Content-Length", "123456789")
+		case "/missing":
+			http.NotFound(w, r)
+		}
+		// /unsized: no Content-Length at all.
+	})
+	tests := []struct {
+		path    string
+		want    int64
+		wantErr string
+	}{
+		{path: "/sized", want: 123456789},
+		{path: "/unsized", want: -1},
+		{path: "/missing", want: -1, wantErr: "HEAD " + s.URL + "/missing: HTTP 404 Not Found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			size, err := fetch.New(fetch.Policy{}).Head(t.Context(), s.URL+tt.path)
+			if size != tt.want {
+				t.Errorf("size = %d, want %d", size, tt.want)
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Errorf("error = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestHeadRefusesAMalformedContentLength(t *testing.T) {
+	// A raw server: net/http would not send a broken header.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		http.ReadRequest(bufio.NewReader(conn))
+		io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n")
+	}()
+	url := "http://" + ln.Addr().String() + "/odd"
+	size, err := fetch.New(fetch.Policy{}).Head(t.Context(), url)
+	if err == nil || size != -1 || !strings.Contains(err.Error(), "HEAD "+url) || !strings.Contains(err.Error(), `bad Content-Length "lots"`) {
+		t.Fatalf("Head = %d, %v; want -1 and an error naming the URL and the header", size, err)
+	}
+}
+
+func TestNon2xxIsAStatusErrorNamingTheURL(t *testing.T) {
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		w.WriteHeader(code)
+	})
+	for _, code := range []int{404, 500, 403} {
+		_, err := fetch.New(fetch.Policy{}).Get(t.Context(), fmt.Sprintf("%s/%d", s.URL, code))
+		var se *fetch.StatusError
+		if !errors.As(err, &se) || se.Code != code {
+			t.Fatalf("Get error = %v, want a StatusError %d", err, code)
+		}
+		want := fmt.Sprintf("GET %s/%d: HTTP %d %s", s.URL, code, code, http.StatusText(code))
+		if se.Error() != want || se.URL != fmt.Sprintf("%s/%d", s.URL, code) {
+			t.Errorf("Error() = %q, want %q", se.Error(), want)
+		}
+	}
+}
+
+func TestErrorsHideURLPasswords(t *testing.T) {
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		if u, p, _ := r.BasicAuth(); u != "depositor" || p != "s3cret" {
+			t.Errorf("basic auth = %q %q", u, p)
+		}
+		http.NotFound(w, r)
+	})
+	url := strings.Replace(s.URL, "http://", "http://depositor:s3cret@", 1) + "/gone"
+	_, err := fetch.New(fetch.Policy{}).Get(t.Context(), url)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "depositor:xxxxx@") {
+		t.Fatalf("error = %v, want the URL with its password redacted", err)
+	}
+}
+
+func TestPostJSONRoundTrip(t *testing.T) {
+	type note struct {
+		Batch string   `json:"batch"`
+		Jobs  []string `json:"jobs"`
+	}
+	var agent atomic.Value
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		agent.Store(r.UserAgent())
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "want a JSON POST", http.StatusBadRequest)
+			return
+		}
+		var n note
+		if err := json.NewDecoder(r.Body).Decode(&n); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		n.Jobs = append(n.Jobs, "seen")
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(n)
+	})
+	c := fetch.New(fetch.Policy{})
+	resp, err := c.PostJSON(t.Context(), s.URL+"/callback", note{Batch: "bid-1", Jobs: []string{"jid-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got note
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Batch != "bid-1" || strings.Join(got.Jobs, ",") != "jid-1,seen" {
+		t.Errorf("echo = %+v", got)
+	}
+	if ua, _ := agent.Load().(string); !strings.HasPrefix(ua, "ingestq/") {
+		t.Errorf("User-Agent = %q, want ingestq/<version>", ua)
+	}
+
+	_, err = c.PostJSON(t.Context(), s.URL+"/callback", "not an object")
+	var se *fetch.StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusBadRequest || se.Error() != "POST "+s.URL+"/callback: HTTP 400 Bad Request" {
+		t.Errorf("error = %v, want a 400 StatusError", err)
+	}
+	_, err = c.PostJSON(t.Context(), s.URL+"/callback", func() {})
+	if err == nil || !strings.Contains(err.Error(), "POST "+s.URL+"/callback: encoding the body as JSON") {
+		t.Errorf("error = %v, want a JSON encoding error naming the URL", err)
+	}
+}
+
+func TestParseDeny(t *testing.T) {
+	tests := []struct {
+		list    string
+		denied  []string
+		allowed []string
+		wantErr string
+	}{
+		{list: "", allowed: []string{"127.0.0.1", "10.0.0.1"}},
+		{list: "loopback", denied: []string{"127.0.0.1", "127.9.9.9", "::1", "::ffff:127.0.0.1"}, allowed: []string{"10.0.0.1", "::2"}},
+		{list: "Private, link-local", denied: []string{"10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "fd12::1", "169.254.1.1", "fe80::1"}, allowed: []string{"172.32.0.1", "127.0.0.1", "8.8.8.8"}},
+		{list: "10.1.0.0/16, 192.0.2.7 ,,2001:db8::/32", denied: []string{"10.1.200.1", "192.0.2.7", "2001:db8::5"}, allowed: []string{"10.2.0.1", "192.0.2.8"}},
+		{list: "::ffff:10.0.0.0/104", denied: []string{"10.0.0.1", "::ffff:10.9.9.9"}, allowed: []string{"11.0.0.1"}},
+		{list: "loopback,intranet", wantErr: `fetch: deny list item "intranet" is not a CIDR, an address, or one of loopback, private, link-local`},
+		{list: "10.0.0.0/33", wantErr: `deny list item "10.0.0.0/33"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.list, func(t *testing.T) {
+			deny, err := fetch.ParseDeny(tt.list)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := fetch.Policy{Deny: deny}
+			for _, a := range tt.denied {
+				if _, err := fetch.CheckURL("http://"+net.JoinHostPort(a, "80")+"/", p); !errors.Is(err, fetch.ErrDenied) {
+					t.Errorf("%s: error = %v, want ErrDenied", a, err)
+				}
+			}
+			for _, a := range tt.allowed {
+				if _, err := fetch.CheckURL("http://"+net.JoinHostPort(a, "80")+"/", p); err != nil {
+					t.Errorf("%s: refused: %v", a, err)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckURLRefusesURLsWithoutHost(t *testing.T) {
+	for _, raw := range []string{"http:///path", "http://:80/", "https:relative"} {
+		if _, err := fetch.CheckURL(raw, fetch.Policy{}); err == nil || !strings.Contains(err.Error(), "has no host") {
+			t.Errorf("CheckURL(%q) error = %v, want no host", raw, err)
+		}
+	}
+	if _, err := fetch.CheckURL("http://127.0.0.1/%zz", fetch.Policy{}); err == nil || !strings.Contains(err.Error(), `"http://127.0.0.1/%zz" is not a URL`) {
+		t.Errorf("error = %v, want not a URL", err)
+	}
+}
