@@ -142,6 +142,7 @@ func TestParseRefusesBadManifests(t *testing.T) {
 		{name: "NUL in file name", in: head + "http://127.0.0.1/a | | | | a\x00b\n", line: 3, reason: `file name "a\x00b" contains a control character`},
 		{name: "invalid UTF-8 in file name", in: head + "http://127.0.0.1/a | | | | a\xffb\n", line: 3, reason: `file name "a\xffb" is not valid UTF-8`},
 		{name: "URL without a file name and no fileName", in: head + "http://127.0.0.1/dir/ | | | |\n", line: 3, reason: `no nfo:fileName and the URL "http://127.0.0.1/dir/" has no file name`},
+		{name: "URL whose name decodes to a leading space", in: head + "http://127.0.0.1/%20a | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name " a" has leading or trailing spaces`},
 		{name: "URL whose name decodes to ..", in: head + "http://127.0.0.1/%2e%2e | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name ".." has a ".." segment`},
 		{name: "too many lines", in: head + "http://127.0.0.1/a\nhttp://127.0.0.1/b\n", limits: checkm.Limits{MaxLines: 3}, line: 4, reason: "manifest has more than 3 lines (MaxLines)", limit: true},
 		{name: "too many bytes", in: head + "http://127.0.0.1/a\nhttp://127.0.0.1/b\n", limits: checkm.Limits{MaxBytes: int64(len(head)) + 20}, line: 4, reason: fmt.Sprintf("manifest is larger than %d bytes (MaxBytes)", len(head)+20), limit: true},

@@ -325,9 +325,10 @@ func normalizeDigest(e *Entry) error {
 }
 
 // CheckFileName accepts a clean relative path: valid UTF-8, no control
-// characters, no backslash, not absolute, no empty, "." or ".." segment. A
-// file name is where a file lands under the job's producer/ folder, so
-// anything that could step outside it or mean something else is refused.
+// characters, no backslash, not absolute, no empty, "." or ".." segment, no
+// leading or trailing spaces (a manifest column cannot carry them). A file
+// name is where a file lands under the job's producer/ folder, so anything
+// that could step outside it or mean something else is refused.
 func CheckFileName(name string) error {
 	switch {
 	case name == "":
@@ -340,6 +341,8 @@ func CheckFileName(name string) error {
 		return fmt.Errorf("file name %s contains a backslash", quoteShort(name))
 	case strings.HasPrefix(name, "/"):
 		return fmt.Errorf("file name %s is an absolute path", quoteShort(name))
+	case name != strings.TrimSpace(name):
+		return fmt.Errorf("file name %s has leading or trailing spaces", quoteShort(name))
 	}
 	for seg := range strings.SplitSeq(name, "/") {
 		switch seg {
