@@ -1,19 +1,103 @@
-// Command estimator works on jobs in Estimating: it estimates the space a
-// job's content needs and moves the job on to Provisioning.
+// Command estimator works on jobs in Pending and Estimating.
 //
-// Its stage work is not written yet: today it connects to ZooKeeper and
-// serves health, reflection, ingestq.v1.PingService and /metrics (see
-// shared/service).
+// Pending → Estimating: a job of a held collection goes to Held instead; a
+// job spawned from a manifest of manifests gets its object manifest
+// fetched, parsed and kept with it (a corrupt one fails the job, naming the
+// URL and the line).
+//
+// Estimating → Provisioning: a HEAD request for every file of the job (a
+// bounded number at once) sizes it; the sum becomes space_needed. A job
+// with a file of unknown size is lowered by INGESTQ_UNSIZED_PENALTY, one
+// above INGESTQ_LARGE_JOB_BYTES by INGESTQ_LARGE_JOB_PENALTY (priorities
+// stop at 99). Estimating never fails a job for its files.
 package main
 
 import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/stage"
 )
 
+// settings are the estimator's own configuration.
+type settings struct {
+	concurrency      *int
+	unsizedPenalty   *int
+	largeJobBytes    *int
+	largeJobPenalty  *int
+	maxManifestBytes *int
+	attempts         *int
+	backoff          *time.Duration
+	fetchDeny        *string
+	headerTimeout    *time.Duration
+}
+
+func (s *settings) register(r *config.Registry) {
+	s.concurrency = r.Int("estimate-concurrency", "INGESTQ_ESTIMATE_CONCURRENCY", 8,
+		"HEAD requests one job sends at once")
+	s.unsizedPenalty = r.Int("unsized-penalty", "INGESTQ_UNSIZED_PENALTY", 10,
+		"added to the priority of a job with a file whose size is unknown (larger = served later)")
+	s.largeJobBytes = r.Int("large-job-bytes", "INGESTQ_LARGE_JOB_BYTES", 10<<30,
+		"size in bytes above which a job is large")
+	s.largeJobPenalty = r.Int("large-job-penalty", "INGESTQ_LARGE_JOB_PENALTY", 10,
+		"added to the priority of a large job")
+	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
+		"largest batch or object manifest fetched")
+	s.attempts = r.Int("manifest-attempts", "INGESTQ_MANIFEST_ATTEMPTS", 3,
+		"how often an object manifest is fetched before its job fails (failures that may pass only)")
+	s.backoff = r.Duration("manifest-backoff", "INGESTQ_MANIFEST_BACKOFF", time.Second,
+		"wait before the second attempt at a manifest, doubled after each")
+	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
+		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
+	s.headerTimeout = r.Duration("fetch-header-timeout", "INGESTQ_FETCH_HEADER_TIMEOUT", fetch.DefaultHeaderTimeout,
+		"how long a request waits for the response headers")
+}
+
 func main() {
+	var s settings
 	service.Main(service.Spec{
 		Name:     "estimator",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7402", MetricsListen: "127.0.0.1:9402"},
+		Config:   s.register,
+		Setup:    s.setup,
 	})
+}
+
+// estimator builds the estimator the settings describe.
+func (s *settings) estimator(env *service.Env) (*Estimator, error) {
+	policy := fetch.Policy{HeaderTimeout: *s.headerTimeout}
+	if *s.fetchDeny != "" {
+		deny, err := fetch.ParseDeny(*s.fetchDeny)
+		if err != nil {
+			return nil, fmt.Errorf("INGESTQ_FETCH_DENY: %w", err)
+		}
+		policy.Deny = deny
+	}
+	e := &Estimator{
+		Client:          fetch.New(policy),
+		Policy:          policy,
+		Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
+		Attempts:        *s.attempts,
+		Backoff:         *s.backoff,
+		Concurrency:     *s.concurrency,
+		UnsizedPenalty:  int32(*s.unsizedPenalty),
+		LargeJobBytes:   int64(*s.largeJobBytes),
+		LargeJobPenalty: int32(*s.largeJobPenalty),
+		Logger:          env.Logger,
+	}
+	return e, e.Validate()
+}
+
+func (s *settings) setup(ctx context.Context, env *service.Env) error {
+	e, err := s.estimator(env)
+	if err != nil {
+		return err
+	}
+	_, err = stage.Start(ctx, env, e.StageConfigs()...)
+	return err
 }

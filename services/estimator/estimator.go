@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+)
+
+// Estimator gives pending jobs their file list and estimates the space the
+// files need.
+type Estimator struct {
+	Client Fetcher
+	// Policy is the fetch policy every file URL of a fetched manifest must
+	// pass (checked before the job goes on).
+	Policy fetch.Policy
+	// Limits bound a fetched manifest; MaxBytes also bounds its download.
+	Limits checkm.Limits
+	// Attempts is how often a manifest is fetched before the job fails;
+	// Backoff the wait before the second attempt, doubled after.
+	Attempts int
+	Backoff  time.Duration
+	// Concurrency bounds the HEAD requests of one job.
+	Concurrency int
+	// UnsizedPenalty is added to the priority of a job with a file whose
+	// size cannot be learnt; LargeJobPenalty to that of a job above
+	// LargeJobBytes. Larger numbers are served later.
+	UnsizedPenalty  int32
+	LargeJobBytes   int64
+	LargeJobPenalty int32
+	Logger          *slog.Logger
+}
+
+// Validate checks the settings.
+func (e *Estimator) Validate() error {
+	switch {
+	case e.Client == nil:
+		return errors.New("estimator: no HTTP client")
+	case e.Attempts < 1:
+		return fmt.Errorf("manifest attempts %d must be at least 1", e.Attempts)
+	case e.Backoff <= 0:
+		return fmt.Errorf("manifest backoff %v must be positive", e.Backoff)
+	case e.Concurrency < 1:
+		return fmt.Errorf("estimate concurrency %d must be at least 1", e.Concurrency)
+	case e.UnsizedPenalty < 0 || e.UnsizedPenalty > queue.MaxPriority:
+		return fmt.Errorf("unsized penalty %d must be in 0..%d", e.UnsizedPenalty, queue.MaxPriority)
+	case e.LargeJobPenalty < 0 || e.LargeJobPenalty > queue.MaxPriority:
+		return fmt.Errorf("large job penalty %d must be in 0..%d", e.LargeJobPenalty, queue.MaxPriority)
+	case e.LargeJobBytes < 0:
+		return fmt.Errorf("large job bytes %d must not be negative", e.LargeJobBytes)
+	case e.Limits.MaxBytes <= 0:
+		return fmt.Errorf("manifest max bytes %d must be positive", e.Limits.MaxBytes)
+	}
+	return nil
+}
+
+// StageConfigs are the estimator's two runners: Pending → Estimating (jobs
+// of held collections go to Held instead) and Estimating → Provisioning.
+func (e *Estimator) StageConfigs() []stage.Config {
+	return []stage.Config{{
+		Name:            "pending",
+		From:            queue.Pending,
+		To:              queue.Estimating,
+		Parts:           queue.PartConfiguration,
+		HoldCollections: true,
+		Handler:         e.Pending,
+	}, {
+		Name:    "estimating",
+		From:    queue.Estimating,
+		To:      queue.Provisioning,
+		Parts:   queue.PartConfiguration,
+		Handler: e.Estimate,
+	}}
+}
+
+// Pending makes sure the job has its file list before it goes on: a job
+// spawned from a manifest of manifests gets its object manifest fetched and
+// parsed here, and fails (naming the URL and line) if it is corrupt.
+func (e *Estimator) Pending(ctx context.Context, claim *queue.Claim) stage.Outcome {
+	m, fresh, out, ok := e.ensureFileList(ctx, claim)
+	if !ok {
+		return out
+	}
+	ch := queue.Change{}
+	if fresh {
+		ch.Manifest = m
+		ch.Message = fmt.Sprintf("manifest %s: %d files", claim.Job.GetConfiguration().GetPayloadUrl(), len(m.GetFiles()))
+	}
+	return stage.Next(ch)
+}
+
+// ensureFileList loads the job's file list, or builds it when the job has
+// none. fresh says it was built now (and must be written with the job).
+// When ok is false, out is what to do with the job instead.
+func (e *Estimator) ensureFileList(ctx context.Context, claim *queue.Claim) (m *v1.Manifest, fresh bool, out stage.Outcome, ok bool) {
+	m, err := claim.LoadManifest(ctx)
+	switch {
+	case errors.Is(err, queue.ErrCorrupt):
+		return nil, false, stage.Failf("file list of the job unreadable: %v", err), false
+	case err != nil:
+		e.Logger.WarnContext(ctx, "reading the job's file list", "error", err)
+		return nil, false, stage.Release(), false
+	case len(m.GetFiles()) > 0:
+		return m, false, out, true
+	}
+	m, err = e.fileList(ctx, claim.Job.GetConfiguration())
+	var je *jobError
+	switch {
+	case errors.As(err, &je):
+		return nil, false, stage.Fail(je.msg), false
+	case err != nil:
+		// The job's context ended: nothing will be committed.
+		return nil, false, stage.Release(), false
+	}
+	e.Logger.InfoContext(ctx, "file list built", "payload_url", claim.Job.GetConfiguration().GetPayloadUrl(), "files", len(m.GetFiles()))
+	return m, true, out, true
+}
+
+// Estimate sizes the job's files with HEAD requests (a bounded number at
+// once), writes the sum as space_needed and lowers the job's priority when
+// a file has no usable size or the job is large. It never fails a job for
+// its files: a file whose size cannot be learnt counts 0.
+//
+// A file's size is the Content-Length its server announces; without one
+// (or when the HEAD request fails) the size the manifest declares; without
+// either the file is unsized. A container counts its archive's size: what
+// it expands to is known only once the downloader unpacks it (and then
+// writes the real space_needed).
+func (e *Estimator) Estimate(ctx context.Context, claim *queue.Claim) stage.Outcome {
+	m, fresh, out, ok := e.ensureFileList(ctx, claim)
+	if !ok {
+		return out
+	}
+	sizes := e.sizes(ctx, m.GetFiles())
+	if ctx.Err() != nil {
+		return stage.Release()
+	}
+	var total int64
+	unsized := 0
+	for _, s := range sizes {
+		if s < 0 {
+			unsized++
+			continue
+		}
+		total += s
+	}
+	old := claim.Job.GetPriority()
+	prio := old
+	var why []string
+	if unsized > 0 {
+		prio += e.UnsizedPenalty
+		why = append(why, fmt.Sprintf("%d of %d files without a usable size", unsized, len(sizes)))
+	}
+	if total > e.LargeJobBytes {
+		prio += e.LargeJobPenalty
+		why = append(why, fmt.Sprintf("larger than %d bytes", e.LargeJobBytes))
+	}
+	prio = min(prio, queue.MaxPriority)
+	msg := fmt.Sprintf("estimated %d bytes for %d files", total, len(sizes))
+	if prio != old {
+		msg += fmt.Sprintf("; priority %d → %d (%s)", old, prio, strings.Join(why, ", "))
+	} else if len(why) > 0 {
+		msg += fmt.Sprintf(" (%s)", strings.Join(why, ", "))
+	}
+	e.Logger.InfoContext(ctx, "job estimated", "space_needed", total, "files", len(sizes), "unsized", unsized, "priority", prio)
+	ch := queue.Change{SpaceNeeded: &total, Message: msg}
+	if prio != old {
+		ch.Priority = &prio
+	}
+	if fresh {
+		ch.Manifest = m
+	}
+	return stage.Next(ch)
+}
+
+// sizes learns the size of each file (-1: unknown), e.Concurrency at once.
+func (e *Estimator) sizes(ctx context.Context, files []*v1.ManifestFile) []int64 {
+	out := make([]int64, len(files))
+	sem := make(chan struct{}, e.Concurrency)
+	var wg sync.WaitGroup
+	for i, f := range files {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return out
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = e.size(ctx, f)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (e *Estimator) size(ctx context.Context, f *v1.ManifestFile) int64 {
+	n, err := e.Client.Head(ctx, f.GetUrl())
+	switch {
+	case err == nil && n >= 0:
+		return n
+	case err != nil && ctx.Err() == nil:
+		e.Logger.WarnContext(ctx, "HEAD failed", "file", f.GetName(), "url", f.GetUrl(), "error", err)
+	}
+	return f.GetSize() // the declared size, or -1
+}

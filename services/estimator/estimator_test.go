@@ -1,0 +1,441 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// depositor is a depositor's web server on loopback: /sized/N answers with
+// a Content-Length of N, /unsized with none (a chunked answer), /status/C
+// with HTTP C, /manifests/NAME with a manifest the test put there. It
+// counts requests by method and path.
+type depositor struct {
+	*httptest.Server
+	mu        sync.Mutex
+	manifests map[string][]byte
+	requests  map[string]int // "HEAD /sized/10" → count
+}
+
+func newDepositor(t *testing.T) *depositor {
+	d := &depositor{manifests: map[string][]byte{}, requests: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/sized/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.PathValue("n"))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		if r.Method == http.MethodGet {
+			w.Write(bytes.Repeat([]byte("x"), n))
+		}
+	})
+	mux.HandleFunc("/unsized/", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush() // headers go out before the length is known
+		if r.Method == http.MethodGet {
+			w.Write([]byte("some bytes"))
+		}
+	})
+	mux.HandleFunc("/status/{code}", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.PathValue("code"))
+		w.WriteHeader(code)
+	})
+	mux.HandleFunc("/manifests/{name}", func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		data, ok := d.manifests[r.PathValue("name")]
+		d.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(data)
+	})
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		d.requests[r.Method+" "+r.URL.Path]++
+		d.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *depositor) count(methodPath string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.requests[methodPath]
+}
+
+// putManifest serves a manifest of entries at /manifests/name and returns
+// its URL.
+func (d *depositor) putManifest(t *testing.T, name, profile string, entries ...checkm.Entry) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := checkm.Write(&b, profile, nil, entries); err != nil {
+		t.Fatal(err)
+	}
+	return d.putRaw(name, b.Bytes())
+}
+
+func (d *depositor) putRaw(name string, data []byte) string {
+	d.mu.Lock()
+	d.manifests[name] = data
+	d.mu.Unlock()
+	return d.URL + "/manifests/" + name
+}
+
+func connect(t *testing.T, root string) *queue.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	return q
+}
+
+// createJobs stands in for the batcher: one batch with these jobs, all
+// Pending, in collection "demo".
+func createJobs(t *testing.T, q *queue.Client, jobs ...queue.NewJob) []string {
+	t.Helper()
+	ctx := context.Background()
+	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "tester", PayloadUrl: "http://example.org/batch", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range jobs {
+		if jobs[i].Priority == 0 {
+			jobs[i].Priority = queue.DefaultPriority
+		}
+		jobs[i].Configuration.BatchEntry = int32(i)
+		jobs[i].Configuration.ProfileName = "demo"
+		jobs[i].Configuration.Collection = "demo"
+	}
+	jids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return jids
+}
+
+// objectJob is a job whose files the batcher already listed.
+func objectJob(files ...*v1.ManifestFile) queue.NewJob {
+	return queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: "http://example.org/object.checkm",
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: &v1.Manifest{Files: files}}
+}
+
+func file(url string, size int64) *v1.ManifestFile {
+	return &v1.ManifestFile{Url: url, Size: size, Name: url[strings.LastIndexByte(url, '/')+1:]}
+}
+
+func testEstimator(t *testing.T, policy fetch.Policy) *Estimator {
+	e := &Estimator{
+		Client:          fetch.New(policy),
+		Policy:          policy,
+		Limits:          checkm.Limits{MaxBytes: 1 << 20},
+		Attempts:        3,
+		Backoff:         10 * time.Millisecond,
+		Concurrency:     4,
+		UnsizedPenalty:  10,
+		LargeJobBytes:   1 << 20,
+		LargeJobPenalty: 20,
+		Logger:          slog.Default(),
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startEstimator runs both of the estimator's runners on q until the test ends.
+func startEstimator(t *testing.T, q *queue.Client, e *Estimator) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var runners []*stage.Runner
+	for _, cfg := range e.StageConfigs() {
+		cfg.Service = "estimator"
+		r, err := stage.New(q, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go r.Run(ctx)
+		runners = append(runners, r)
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, r := range runners {
+			<-r.Done()
+		}
+	})
+}
+
+// settled waits until the job is in state and returns it.
+func settled(t *testing.T, q *queue.Client, jid string, state queue.JobState) *v1.Job {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		job, err := q.GetJob(context.Background(), jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.GetStatus().GetStatus() == state {
+			return job
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s (%q), never %s", jid, queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage(), queue.JobStateName(state))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// entryPriority is the priority in the job's state entry: the one that
+// orders it.
+func entryPriority(t *testing.T, q *queue.Client, state queue.JobState, jid string) int32 {
+	t.Helper()
+	jobs, _, err := q.ListJobs(context.Background(), queue.JobFilter{State: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.GetId() == jid {
+			return j.GetPriority()
+		}
+	}
+	t.Fatalf("%s not listed in %s", jid, queue.JobStateName(state))
+	return 0
+}
+
+func TestEstimateSizesEveryFileAndLowersThePriorityOfUnsizedAndLargeJobs(t *testing.T) {
+	d := newDepositor(t)
+	q := connect(t, zktest.Root(t))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	for _, tc := range []struct {
+		name      string
+		priority  int32
+		files     []*v1.ManifestFile
+		wantSpace int64
+		wantPrio  int32
+		wantMsg   string
+	}{
+		{"sizes announced by the server are summed", 5,
+			[]*v1.ManifestFile{file(d.URL+"/sized/100", -1), file(d.URL+"/sized/2000", -1), file(d.URL+"/sized/30000", -1)},
+			32100, 5, "estimated 32100 bytes for 3 files"},
+		{"a file without Content-Length counts 0 and lowers the priority", 5,
+			[]*v1.ManifestFile{file(d.URL+"/sized/100", -1), file(d.URL+"/unsized/a.txt", -1)},
+			100, 15, "estimated 100 bytes for 2 files; priority 5 → 15 (1 of 2 files without a usable size)"},
+		{"the declared size stands in when the server gives none", 5,
+			[]*v1.ManifestFile{file(d.URL+"/unsized/b.txt", 500), file(d.URL+"/status/404", 7)},
+			507, 5, "estimated 507 bytes for 2 files"},
+		{"a file whose HEAD fails is unsized", 5,
+			[]*v1.ManifestFile{file(d.URL+"/status/500", -1)},
+			0, 15, "priority 5 → 15 (1 of 1 files without a usable size)"},
+		{"a large job is lowered", 5,
+			[]*v1.ManifestFile{file(d.URL+"/sized/600000", -1), file(d.URL+"/sized/600000", -1)},
+			1200000, 25, "priority 5 → 25 (larger than 1048576 bytes)"},
+		{"penalties stop at 99", 90,
+			[]*v1.ManifestFile{file(d.URL+"/sized/1048577", -1), file(d.URL+"/unsized/c.txt", -1)},
+			1048577, 99, "priority 90 → 99 (1 of 2 files without a usable size, larger than 1048576 bytes)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := objectJob(tc.files...)
+			j.Priority = tc.priority
+			jid := createJobs(t, q, j)[0]
+			job := settled(t, q, jid, queue.Provisioning)
+			if job.GetSpaceNeeded() != tc.wantSpace {
+				t.Errorf("space_needed %d, want %d", job.GetSpaceNeeded(), tc.wantSpace)
+			}
+			if got := entryPriority(t, q, queue.Provisioning, jid); got != tc.wantPrio {
+				t.Errorf("priority in the state entry %d, want %d", got, tc.wantPrio)
+			}
+			if job.GetPriority() != tc.wantPrio {
+				t.Errorf("priority node %d, want %d", job.GetPriority(), tc.wantPrio)
+			}
+			if !strings.Contains(job.GetStatus().GetMessage(), tc.wantMsg) {
+				t.Errorf("message %q, want it to contain %q", job.GetStatus().GetMessage(), tc.wantMsg)
+			}
+		})
+	}
+	if n := d.count("HEAD /sized/100"); n != 2 {
+		t.Errorf("HEAD /sized/100 sent %d times, want once per job that lists it (2)", n)
+	}
+	if n := d.count("GET /sized/600000"); n != 0 {
+		t.Errorf("the estimator downloaded a file (%d GETs): it should only ask for headers", n)
+	}
+}
+
+func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
+	d := newDepositor(t)
+	q := connect(t, zktest.Root(t))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	url := d.putManifest(t, "object1.checkm", checkm.ProfileObject,
+		checkm.Entry{FileURL: d.URL + "/sized/11", HashAlgorithm: "SHA-256", HashValue: strings.Repeat("AB", 32), FileSize: 11, FileName: "data/a.txt"},
+		checkm.Entry{FileURL: d.URL + "/sized/22", FileSize: -1, FileName: "b.txt"})
+	jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}})[0]
+
+	job := settled(t, q, jid, queue.Provisioning)
+	m, err := q.GetManifest(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*v1.ManifestFile{
+		{Url: d.URL + "/sized/11", HashAlgorithm: "sha256", HashValue: strings.Repeat("ab", 32), Size: 11, Name: "data/a.txt"},
+		{Url: d.URL + "/sized/22", Size: -1, Name: "b.txt"},
+	}
+	if got := m.GetFiles(); len(got) != len(want) || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("kept file list %v, want %v", got, want)
+	}
+	if job.GetSpaceNeeded() != 33 {
+		t.Errorf("space_needed %d, want 33", job.GetSpaceNeeded())
+	}
+	if n := d.count("GET /manifests/object1.checkm"); n != 1 {
+		t.Errorf("manifest fetched %d times, want 1", n)
+	}
+}
+
+func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
+	d := newDepositor(t)
+	q := connect(t, zktest.Root(t))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	corrupt := d.putRaw("corrupt.checkm", []byte("#%checkm_0.7\n#%profile | "+checkm.ProfileObject+"\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue\n"+
+		d.URL+"/sized/1 | md5 | 0123456789abcdef0123456789abcdef\n"+
+		d.URL+"/sized/2 | crc32 | 01234567\n"))
+	batch := d.putManifest(t, "batch.checkm", checkm.ProfileBatch, checkm.Entry{FileURL: d.URL + "/manifests/corrupt.checkm", FileSize: -1})
+	for _, tc := range []struct {
+		name, url string
+		want      string
+		requests  int
+	}{
+		{"corrupt manifest names the URL and the line", corrupt,
+			"manifest " + corrupt + ": line 5: unknown hash algorithm \"crc32\" (want md5, sha1, sha256 or sha512)", 1},
+		{"a batch manifest is not an object manifest", batch,
+			"manifest " + batch + " declares profile " + checkm.ProfileBatch + ": a batch manifest, not the object manifest its job needs", 1},
+		{"a missing manifest is not fetched again", d.URL + "/manifests/missing.checkm",
+			"fetching the manifest failed: GET " + d.URL + "/manifests/missing.checkm: HTTP 404 Not Found (attempt 1 of 3)", 1},
+		{"a server in trouble is tried a bounded number of times", d.URL + "/status/503",
+			"fetching the manifest failed: GET " + d.URL + "/status/503: HTTP 503 Service Unavailable (attempt 3 of 3)", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: tc.url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}})[0]
+			job := settled(t, q, jid, queue.Failed)
+			if got := job.GetStatus().GetMessage(); got != tc.want {
+				t.Errorf("message\n %q\nwant\n %q", got, tc.want)
+			}
+			if job.GetStatus().GetLastSuccessfulStatus() != v1.JobState_JOB_STATE_UNSPECIFIED {
+				t.Errorf("last_successful_status %v, want null: the job never got past Pending", job.GetStatus().GetLastSuccessfulStatus())
+			}
+			path := tc.url[len(d.URL):]
+			if n := d.count("GET " + path); n != tc.requests {
+				t.Errorf("GET %s sent %d times, want %d", path, n, tc.requests)
+			}
+			if m, err := q.GetManifest(context.Background(), jid); err != nil || m != nil {
+				t.Errorf("failed job kept a file list: %v, %v", m, err)
+			}
+		})
+	}
+}
+
+func TestManifestOnADeniedAddressFailsTheJobWithoutARequest(t *testing.T) {
+	d := newDepositor(t)
+	q := connect(t, zktest.Root(t))
+	deny, err := fetch.ParseDeny("loopback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Deny: deny}))
+	var served atomic.Int32
+	d.Config.Handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })
+	url := d.URL + "/manifests/object.checkm"
+	jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}})[0]
+
+	job := settled(t, q, jid, queue.Failed)
+	msg := job.GetStatus().GetMessage()
+	if !strings.Contains(msg, url) || !strings.Contains(msg, "denied") || !strings.Contains(msg, "attempt 1 of 3") {
+		t.Errorf("message %q: want the URL, the denial, and no second attempt", msg)
+	}
+	if served.Load() != 0 {
+		t.Errorf("the denied server got %d requests", served.Load())
+	}
+}
+
+func TestJobOfAHeldCollectionGoesToHeld(t *testing.T) {
+	d := newDepositor(t)
+	q := connect(t, zktest.Root(t))
+	if err := q.HoldCollection(context.Background(), "demo"); err != nil {
+		t.Fatal(err)
+	}
+	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	jid := createJobs(t, q, objectJob(file(d.URL+"/sized/1", -1)))[0]
+
+	job := settled(t, q, jid, queue.Held)
+	if job.GetStatus().GetMessage() != "collection demo is held" {
+		t.Errorf("message %q", job.GetStatus().GetMessage())
+	}
+	if n := d.count("HEAD /sized/1"); n != 0 {
+		t.Errorf("a held job was estimated (%d HEADs)", n)
+	}
+}
+
+func TestFileAndContainerJobsWithoutAFileListGetTheirPayload(t *testing.T) {
+	d := newDepositor(t)
+	q := connect(t, zktest.Root(t))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: d.URL + "/sized/42?x=1", PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER}})[0]
+
+	job := settled(t, q, jid, queue.Provisioning)
+	m, err := q.GetManifest(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint([]*v1.ManifestFile{{Url: d.URL + "/sized/42?x=1", Size: -1, Name: "42"}}); fmt.Sprint(m.GetFiles()) != want {
+		t.Errorf("file list %v, want %v", m.GetFiles(), want)
+	}
+	if job.GetSpaceNeeded() != 42 {
+		t.Errorf("space_needed %d, want 42", job.GetSpaceNeeded())
+	}
+}
+
+func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Estimator)
+		want   string
+	}{
+		{"no attempt", func(e *Estimator) { e.Attempts = 0 }, "manifest attempts 0 must be at least 1"},
+		{"no concurrency", func(e *Estimator) { e.Concurrency = 0 }, "estimate concurrency 0 must be at least 1"},
+		{"penalty past the last priority", func(e *Estimator) { e.UnsizedPenalty = 100 }, "unsized penalty 100 must be in 0..99"},
+		{"negative penalty", func(e *Estimator) { e.LargeJobPenalty = -1 }, "large job penalty -1 must be in 0..99"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := testEstimator(t, fetch.Policy{})
+			tc.change(e)
+			if err := e.Validate(); err == nil || err.Error() != tc.want {
+				t.Errorf("Validate: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

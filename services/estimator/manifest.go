@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// maxManifestNodeBytes bounds the file list kept beside a job: a ZooKeeper
+// node holds less than 1 MB, and the job's status shares the request.
+const maxManifestNodeBytes = 900 << 10
+
+// Fetcher is the HTTP the estimator needs; *fetch.Client is one.
+type Fetcher interface {
+	Fetch(ctx context.Context, url string, maxBytes int64) ([]byte, error)
+	Head(ctx context.Context, url string) (int64, error)
+}
+
+// jobError is a job that cannot go on: the job fails with its message.
+type jobError struct{ msg string }
+
+func (e *jobError) Error() string { return e.msg }
+
+func jobErrorf(format string, args ...any) error { return &jobError{msg: fmt.Sprintf(format, args...)} }
+
+// fileList returns the file list a job is to have: the object manifest at
+// its payload URL, fetched and parsed (a job spawned from a manifest of
+// manifests has none yet), or the payload itself as the one file of a file
+// or container job (jobs a peer created without a file list).
+func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v1.Manifest, error) {
+	raw := conf.GetPayloadUrl()
+	switch t := conf.GetPayloadType(); t {
+	case v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:
+		return e.objectManifest(ctx, raw)
+	case v1.PayloadType_PAYLOAD_TYPE_FILE, v1.PayloadType_PAYLOAD_TYPE_CONTAINER:
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, jobErrorf("payload_url %q is not a URL: %v", raw, err)
+		}
+		name := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+		if err := checkm.CheckFileName(name); err != nil {
+			return nil, jobErrorf("payload %s: no usable file name: %v", raw, err)
+		}
+		return &v1.Manifest{Files: []*v1.ManifestFile{{Url: raw, Size: -1, Name: name}}}, nil
+	default:
+		return nil, jobErrorf("payload type %q of %s has no file list of its own (a batcher turns it into jobs)", queue.PayloadTypeName(t), raw)
+	}
+}
+
+// objectManifest fetches, parses and checks the object manifest at raw. A
+// manifest that is wrong fails the job with a message naming the URL and
+// the line; one that cannot be fetched is tried e.Attempts times first.
+func (e *Estimator) objectManifest(ctx context.Context, raw string) (*v1.Manifest, error) {
+	data, err := e.fetchManifest(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	m, err := checkm.Parse(bytes.NewReader(data), e.Limits)
+	if err != nil {
+		return nil, jobErrorf("manifest %s: %v", raw, err)
+	}
+	switch m.Profile {
+	case checkm.ProfileBatch, checkm.ProfileContainerBatch:
+		return nil, jobErrorf("manifest %s declares profile %s: a batch manifest, not the object manifest its job needs", raw, m.Profile)
+	}
+	if err := m.CheckFileNames(); err != nil {
+		return nil, jobErrorf("manifest %s: %v", raw, err)
+	}
+	files := make([]*v1.ManifestFile, len(m.Entries))
+	for i, en := range m.Entries {
+		if _, err := fetch.CheckURL(en.FileURL, e.Policy); err != nil {
+			return nil, jobErrorf("manifest %s: line %d: %v", raw, en.Line, err)
+		}
+		files[i] = &v1.ManifestFile{Url: en.FileURL, HashAlgorithm: en.HashAlgorithm, HashValue: en.HashValue,
+			Size: en.FileSize, LastModified: en.FileLastModified, Name: en.FileName}
+	}
+	out := &v1.Manifest{Files: files}
+	if n := encodedSize(out); n > maxManifestNodeBytes {
+		return nil, jobErrorf("manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
+			raw, len(files), n, maxManifestNodeBytes)
+	}
+	return out, nil
+}
+
+// fetchManifest gets a manifest, retrying what may pass with a doubling
+// backoff.
+func (e *Estimator) fetchManifest(ctx context.Context, raw string) ([]byte, error) {
+	backoff := e.Backoff
+	for attempt := 1; ; attempt++ {
+		data, err := e.Client.Fetch(ctx, raw, e.Limits.MaxBytes)
+		if err == nil {
+			return data, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !mayPass(err) || attempt >= e.Attempts {
+			return nil, jobErrorf("fetching the manifest failed: %v (attempt %d of %d)", err, attempt, e.Attempts)
+		}
+		e.Logger.WarnContext(ctx, "fetching manifest failed; trying again", "url", raw, "attempt", attempt, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// mayPass tells failures worth another attempt (the network, a server in
+// trouble) from those that will not change (a refused address or scheme, a
+// missing document, one too large).
+func mayPass(err error) bool {
+	if errors.Is(err, fetch.ErrDenied) || errors.Is(err, fetch.ErrScheme) || errors.Is(err, fetch.ErrTooLarge) {
+		return false
+	}
+	var se *fetch.StatusError
+	if errors.As(err, &se) {
+		return se.Code >= 500 || se.Code == 408 || se.Code == 429
+	}
+	return true
+}
+
+// encodedSize is the size of the manifest in the JSON of the ZooKeeper
+// contract, as the queue stores it (or a little more: encoding/json escapes
+// '<', '>' and '&', which the queue writes plain).
+func encodedSize(m *v1.Manifest) int {
+	type file struct {
+		URL           string `json:"url"`
+		HashAlgorithm string `json:"hash_algorithm,omitempty"`
+		HashValue     string `json:"hash_value,omitempty"`
+		Size          int64  `json:"size"`
+		LastModified  string `json:"last_modified,omitempty"`
+		Name          string `json:"name"`
+	}
+	files := make([]file, len(m.GetFiles()))
+	for i, f := range m.GetFiles() {
+		files[i] = file{f.GetUrl(), f.GetHashAlgorithm(), f.GetHashValue(), f.GetSize(), f.GetLastModified(), f.GetName()}
+	}
+	data, _ := json.Marshal(struct {
+		Files []file `json:"files"`
+	}{files})
+	return len(data)
+}
