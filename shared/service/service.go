@@ -64,7 +64,9 @@ type Env struct {
 }
 
 // Main runs the service until SIGTERM or SIGINT and exits the process: 0
-// after a clean stop, 1 after an error (logged as JSON on stderr).
+// after a clean stop, 1 after an error (logged as JSON on stderr). With
+// -check-health it probes the running service instead (the container
+// health check of an image without a shell): 0 if it is SERVING, 1 if not.
 func Main(spec Spec) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	// After the first signal, a second one kills the process at once.
@@ -85,6 +87,8 @@ func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupE
 	registry := config.New(flags, lookupEnv)
 	cfg := config.RegisterCommon(registry, spec.Defaults)
 	printTable := flags.Bool("print-env-table", false, "print the environment variables as a Markdown table and exit")
+	probe := flags.Bool("check-health", false,
+		"ask the service at -listen (on loopback if unspecified, with its TLS settings) for its grpc.health.v1 status, print it and exit: 0 if SERVING, 1 otherwise")
 	if spec.Config != nil {
 		spec.Config(registry)
 	}
@@ -96,6 +100,9 @@ func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupE
 	}
 	if *printTable {
 		return registry.WriteMarkdownTable(stdout)
+	}
+	if *probe {
+		return checkHealth(ctx, cfg, stdout)
 	}
 	log := telemetry.NewLogger(stderr, cfg.LogLevel).With("service", spec.Name)
 	return serve(ctx, spec, cfg, log)

@@ -141,6 +141,13 @@ func TestHealthFollowsTheZooKeeperSession(t *testing.T) {
 
 	zk.Kill()
 	servicetest.WaitHealth(t, conn, healthpb.HealthCheckResponse_NOT_SERVING, 15*time.Second)
+	// The container probe sees what the health service says.
+	var out bytes.Buffer
+	err = run(context.Background(), Spec{Name: "teststage", Defaults: testDefaults},
+		[]string{"-check-health", "-listen", svc.addr}, noEnv, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "NOT_SERVING, want SERVING") || out.String() != svc.addr+" NOT_SERVING\n" {
+		t.Errorf("-check-health without ZooKeeper: %v, printed %q; want NOT_SERVING and an error", err, out.String())
+	}
 
 	if err := zk.Restart(context.Background()); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package servicetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -156,6 +157,9 @@ func CheckBinary(t *testing.T, name string) {
 
 	conn := Dial(t, addr)
 	WaitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 30*time.Second)
+	if out, code := probeHealth(t, bin, cmd.Env); code != 0 || out != addr+" SERVING\n" {
+		t.Errorf("-check-health of a serving %s: exit %d, printed %q; want 0 and %q", name, code, out, addr+" SERVING\n")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -186,5 +190,31 @@ func CheckBinary(t *testing.T, name string) {
 	}
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Errorf("no \"stopped\" log line")
+	}
+	if out, code := probeHealth(t, bin, cmd.Env); code != 1 {
+		t.Errorf("-check-health with nothing listening: exit %d, printed %q; want 1", code, out)
+	}
+}
+
+// probeHealth runs bin -check-health with env, as a container runtime
+// would, and returns its standard output and exit code.
+func probeHealth(t *testing.T, bin string, env []string) (stdout string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	probe := exec.CommandContext(ctx, bin, "-check-health")
+	probe.Env = env
+	probe.Stdout = &out
+	err := probe.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	default:
+		t.Fatalf("running %s -check-health: %v", bin, err)
+		return "", 0
 	}
 }
