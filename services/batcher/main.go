@@ -1,19 +1,185 @@
-// Command batcher takes pending batches from the queue, creates their jobs,
-// and reports on batches whose jobs have all finished.
-//
-// Its stage work is not written yet: today it connects to ZooKeeper and
-// serves health, reflection, ingestq.v1.PingService and /metrics (see
-// shared/service).
+// Command batcher is ingestq's front door: it serves BatchService (a
+// depositor's submission becomes a Pending batch) and AdminService (the
+// operators' actions), turns pending batches into jobs, reports on batches
+// whose jobs have all ended, and cleans up completed batches after their
+// retention.
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/admin"
+	"github.com/ingestq/ingestq/services/batcher/internal/batches"
+	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
+	"github.com/ingestq/ingestq/services/batcher/internal/mail"
+	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
+	"github.com/ingestq/ingestq/services/batcher/internal/submit"
+	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/service"
 )
 
+// settings are the batcher's own configuration.
+type settings struct {
+	profilesDir      *string
+	workRoot         *string
+	outboxDir        *string
+	smtpAddr         *string
+	mailFrom         *string
+	smtpUser         *string
+	smtpPasswordFile *string
+	retention        *time.Duration
+	cleanupInterval  *time.Duration
+	maxManifestBytes *int
+	fetchDeny        *string
+}
+
+func (s *settings) register(r *config.Registry) {
+	s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
+		"directory of collection profiles (*.yaml)")
+	s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
+		"working storage every stage shares; a job works in <root>/<bid>/<job>")
+	s.outboxDir = r.String("outbox-dir", "INGESTQ_OUTBOX_DIR", "",
+		"where mail goes as .eml files when no SMTP server is set (empty: <work root>/outbox)")
+	s.smtpAddr = r.String("smtp-addr", "INGESTQ_SMTP_ADDR", "",
+		"SMTP server host:port for depositor mail; empty writes mail to the outbox")
+	s.mailFrom = r.String("mail-from", "INGESTQ_MAIL_FROM", "ingestq <ingestq@localhost>",
+		"sender of depositor mail")
+	s.smtpUser = r.String("smtp-username", "INGESTQ_SMTP_USERNAME", "",
+		"SMTP user name (PLAIN authentication, over TLS or to localhost only)")
+	s.smtpPasswordFile = r.String("smtp-password-file", "INGESTQ_SMTP_PASSWORD_FILE", "",
+		"file holding the SMTP password")
+	s.retention = r.Duration("retention", "INGESTQ_RETENTION", 7*24*time.Hour,
+		"how long a completed batch is kept before it is cleaned up")
+	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
+		"how often completed batches past their retention are looked for")
+	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
+		"largest batch or object manifest fetched")
+	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
+		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
+}
+
 func main() {
+	var s settings
 	service.Main(service.Spec{
 		Name:     "batcher",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7401", MetricsListen: "127.0.0.1:9401"},
+		Config:   s.register,
+		Setup:    s.setup,
 	})
+}
+
+// setup wires the batcher's parts to the service's queue and server.
+func (s *settings) setup(ctx context.Context, env *service.Env) error {
+	profiles, err := profile.Load(*s.profilesDir)
+	if err != nil {
+		return fmt.Errorf("loading profiles: %w", err)
+	}
+	root, err := workdir.Open(absolute(*s.workRoot))
+	if err != nil {
+		return err
+	}
+	sender, err := s.mailSender(root)
+	if err != nil {
+		return err
+	}
+	policy := fetch.Policy{}
+	if *s.fetchDeny != "" {
+		if policy.Deny, err = fetch.ParseDeny(*s.fetchDeny); err != nil {
+			return fmt.Errorf("INGESTQ_FETCH_DENY: %w", err)
+		}
+	}
+	if *s.retention <= 0 || *s.cleanupInterval <= 0 {
+		return fmt.Errorf("INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive")
+	}
+	log := env.Logger
+	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Queue: env.Queue, Profiles: profiles, Policy: policy, Logger: log})
+	v1.RegisterAdminServiceServer(env.Server, &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log})
+
+	runner := batches.New(batches.Config{
+		Queue:    env.Queue,
+		Profiles: profiles,
+		Planner: &spawn.Planner{
+			Fetcher: fetch.New(policy),
+			Policy:  policy,
+			Limits:  checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
+			Root:    root,
+		},
+		Mail:        sender,
+		Logger:      log,
+		Tracer:      env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/batcher"),
+		Concurrency: env.Config.Concurrency,
+	})
+	taking, stopTaking := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		runner.Run(taking)
+	}()
+	jan := &janitor.Janitor{Queue: env.Queue, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
+	janCtx, stopJanitor := context.WithCancel(ctx)
+	go jan.Run(janCtx)
+
+	// On SIGTERM: take no new batch, let those in flight finish until the
+	// drain deadline, then cut them short (their claims go back and the
+	// next batcher finishes them).
+	env.Server.OnShutdown(func(drain context.Context) error {
+		stopJanitor()
+		stopTaking()
+		select {
+		case <-ran:
+			return nil
+		case <-drain.Done():
+			runner.Abort()
+			<-ran
+			return fmt.Errorf("batches in flight cut short: %w", drain.Err())
+		}
+	})
+	log.Info("batcher ready", "profiles", strings.Join(profiles.Names(), ","), "work_root", root.Dir(),
+		"mail", mailTarget(*s.smtpAddr, sender))
+	return nil
+}
+
+// mailSender is SMTP when a server is configured, otherwise the outbox.
+func (s *settings) mailSender(root workdir.Root) (mail.Sender, error) {
+	if *s.smtpAddr == "" {
+		dir := *s.outboxDir
+		if dir == "" {
+			dir = filepath.Join(root.Dir(), "outbox")
+		}
+		return &mail.Outbox{Dir: absolute(dir), From: *s.mailFrom}, nil
+	}
+	password := ""
+	if *s.smtpPasswordFile != "" {
+		b, err := os.ReadFile(*s.smtpPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("INGESTQ_SMTP_PASSWORD_FILE: %w", err)
+		}
+		password = strings.TrimSpace(string(b))
+	}
+	return &mail.SMTP{Addr: *s.smtpAddr, From: *s.mailFrom, Username: *s.smtpUser, Password: password}, nil
+}
+
+func mailTarget(addr string, sender mail.Sender) string {
+	if o, ok := sender.(*mail.Outbox); ok {
+		return "outbox " + o.Dir
+	}
+	return "smtp " + addr
+}
+
+// absolute resolves a configured path against the working directory.
+func absolute(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

@@ -1,14 +1,214 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"mime/quotedprintable"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
+// examplesProfiles is the sample profile directory the repository ships.
+func examplesProfiles(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "examples", "profiles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
+	t.Setenv("INGESTQ_PROFILES_DIR", examplesProfiles(t))
+	t.Setenv("INGESTQ_WORK_ROOT", t.TempDir())
 	servicetest.CheckBinary(t, "batcher")
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt runs the built
+// binary: a manifest of manifests submitted over gRPC becomes one job per
+// row in ZooKeeper, the "batch queued" mail lands in the outbox, and once
+// the jobs are driven to Completed the report does too.
+func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "batcher")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/batch.checkm" {
+			http.NotFound(w, r)
+			return
+		}
+		base := "http://" + r.Host
+		io.WriteString(w, "#%checkm_0.7\n"+
+			"#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n"+
+			"#%fields | nfo:fileUrl | nfo:fileName | mrt:localIdentifier | mrt:title\n"+
+			base+"/one.checkm | one.checkm | loc-1 | One\n"+
+			base+"/two.checkm | two.checkm | loc-2 | Two\n"+
+			"#%eof\n")
+	}))
+	defer dep.Close()
+
+	addr := servicetest.FreeAddr(t)
+	zkRoot := zktest.Root(t)
+	workRoot, outbox := t.TempDir(), t.TempDir()
+	const token = "e2e-token"
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
+		"INGESTQ_ZK_ROOT="+zkRoot,
+		"INGESTQ_LISTEN="+addr,
+		"INGESTQ_METRICS_LISTEN=",
+		"INGESTQ_ADMIN_TOKEN="+token,
+		"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
+		"INGESTQ_WORK_ROOT="+workRoot,
+		"INGESTQ_OUTBOX_DIR="+outbox,
+		"INGESTQ_DRAIN_TIMEOUT=5s",
+	)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("exit after SIGTERM: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			t.Error("still running 15s after SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("batcher output:\n%s", logs)
+		}
+	}()
+	conn := servicetest.Dial(t, addr)
+	servicetest.WaitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 30*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := v1.NewBatchServiceClient(conn).Submit(ctx, &v1.SubmitRequest{
+		Submitter: "jdoe", Profile: "demo", PayloadUrl: dep.URL + "/batch.checkm",
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bid := resp.GetBatchId()
+
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var jobs []*v1.Job
+	for {
+		b, err := q.GetBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.GetStatus().GetStatus() == queue.BatchProcessing && !b.GetLocked() {
+			if jobs, _, err = q.ListJobs(ctx, queue.JobFilter{Batch: bid}); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("batch %s is %s (%s)", bid, b.GetStatus().GetStatus(), b.GetStatus().GetMessage())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(jobs) != 2 || jobs[0].GetIdentifiers().GetLocalId()[0] != "loc-1" || jobs[1].GetMetadata().GetWhat() != "Two" {
+		t.Fatalf("jobs %v", jobs)
+	}
+	for _, j := range jobs {
+		if c := j.GetConfiguration(); c.GetCollection() != "demo" || !strings.HasPrefix(c.GetWorkingDir(), filepath.Join(workRoot, bid)) ||
+			c.GetTraceparent() == "" {
+			t.Errorf("job %s configuration %v", j.GetId(), c)
+		}
+	}
+	waitFile(t, ctx, filepath.Join(outbox, bid+"-queued.eml"))
+
+	// The other stages, played here: every job completes.
+	for _, j := range jobs {
+		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
+			queue.Recording, queue.Notify, queue.Completed} {
+			cl, err := q.ClaimJob(ctx, j.GetId())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	report := waitFile(t, ctx, filepath.Join(outbox, bid+"-report.eml"))
+	if !strings.Contains(report, "completed: all 2 object(s) completed") {
+		t.Errorf("report:\n%s", report)
+	}
+	admin := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	got, err := v1.NewAdminServiceClient(conn).GetBatch(admin, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchUuid{BatchUuid: resp.GetBatchUuid()}})
+	for err == nil && got.GetBatch().GetStatus().GetStatus() != queue.BatchCompleted && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		got, err = v1.NewAdminServiceClient(conn).GetBatch(admin, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
+	}
+	if err != nil || got.GetBatch().GetStatus().GetStatus() != queue.BatchCompleted {
+		t.Errorf("batch after its report: %v %v", got, err)
+	}
+}
+
+// waitFile waits for a file and returns its decoded text.
+func waitFile(t *testing.T, ctx context.Context, path string) string {
+	t.Helper()
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			text, _ := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(data)))
+			return string(text)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -1,0 +1,372 @@
+// Package admin serves ingestq.v1.AdminService: the operators' actions on
+// the queue, its collections, batches and jobs. Every refusal is a precise
+// gRPC status (see rpcerr); working directories go with the batches and
+// jobs they belong to.
+package admin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/rpcerr"
+	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// maxPages bounds the pages ReleaseCollection walks in one call; a
+// collection with more held items is finished by calling it again.
+const maxPages = 1000
+
+// Server implements AdminService.
+type Server struct {
+	v1.UnimplementedAdminServiceServer
+	Queue    *queue.Client
+	Profiles *profile.Set
+	Root     workdir.Root
+	Logger   *slog.Logger
+}
+
+var _ v1.AdminServiceServer = (*Server)(nil)
+
+// PauseQueue creates the pause marker.
+func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error) {
+	if err := s.Queue.Pause(ctx); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.PauseQueueResponse{Paused: true}, nil
+}
+
+// UnpauseQueue removes the pause marker.
+func (s *Server) UnpauseQueue(ctx context.Context, _ *v1.UnpauseQueueRequest) (*v1.UnpauseQueueResponse, error) {
+	if err := s.Queue.Unpause(ctx); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.UnpauseQueueResponse{Paused: false}, nil
+}
+
+// GetQueue reports pause, job counts, holds and workers.
+func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQueueResponse, error) {
+	paused, err := s.Queue.Paused(ctx)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	counts, err := s.Queue.JobCounts(ctx)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	held, err := s.Queue.HeldCollections(ctx)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	workers, err := s.Queue.ListWorkers(ctx)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	byState := make(map[string]int32, len(counts))
+	for st, n := range counts {
+		byState[queue.JobStateName(st)] = int32(n)
+	}
+	return &v1.GetQueueResponse{Paused: paused, JobsByState: byState, HeldCollections: held, Workers: workers}, nil
+}
+
+// HoldCollection puts a collection on hold.
+func (s *Server) HoldCollection(ctx context.Context, req *v1.HoldCollectionRequest) (*v1.HoldCollectionResponse, error) {
+	if err := s.Queue.HoldCollection(ctx, req.GetCollection()); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.HoldCollectionResponse{Collection: req.GetCollection()}, nil
+}
+
+// ReleaseCollection lifts the hold, then returns the collection's held
+// batches and held jobs to Pending.
+func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectionRequest) (*v1.ReleaseCollectionResponse, error) {
+	m := req.GetCollection()
+	if err := s.Queue.ReleaseCollection(ctx, m); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	resp := &v1.ReleaseCollectionResponse{Collection: m}
+	token := ""
+	for page := 0; page < maxPages; page++ {
+		batches, next, err := s.Queue.ListBatches(ctx, queue.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
+		if err != nil {
+			return nil, rpcerr.FromQueue(err)
+		}
+		for _, b := range batches {
+			name := b.GetSubmission().GetProfileName()
+			prof, ok := s.Profiles.Get(name)
+			if !ok {
+				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("batch %s: profile %q is not configured, so its collection is unknown; use ReleaseBatch", b.GetId(), name))
+				continue
+			}
+			if prof.Collection != m {
+				continue
+			}
+			if _, err := s.Queue.ReleaseBatch(ctx, b.GetId()); err != nil {
+				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("batch %s: %v", b.GetId(), err))
+				continue
+			}
+			resp.ReleasedBatches = append(resp.ReleasedBatches, b.GetId())
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	token = ""
+	for page := 0; page < maxPages; page++ {
+		jobs, next, err := s.Queue.ListJobs(ctx, queue.JobFilter{State: queue.Held, PageSize: 1000, PageToken: token})
+		if err != nil {
+			return nil, rpcerr.FromQueue(err)
+		}
+		for _, j := range jobs {
+			if j.GetConfiguration().GetCollection() != m {
+				continue
+			}
+			if _, err := s.Queue.ReleaseJob(ctx, j.GetId(), "released with collection "+m); err != nil {
+				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("job %s: %v", j.GetId(), err))
+				continue
+			}
+			resp.ReleasedJobs = append(resp.ReleasedJobs, j.GetId())
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	s.Logger.InfoContext(ctx, "collection released", "collection", m,
+		"batches", len(resp.ReleasedBatches), "jobs", len(resp.ReleasedJobs), "not_released", len(resp.NotReleased))
+	return resp, nil
+}
+
+// stillHeld refuses to release an item whose collection is on hold: it
+// would only go back to Held.
+func (s *Server) stillHeld(ctx context.Context, item, collection string) error {
+	if collection == "" {
+		return nil
+	}
+	held, err := s.Queue.CollectionHeld(ctx, collection)
+	if err != nil {
+		return rpcerr.FromQueue(err)
+	}
+	if held {
+		return status.Errorf(codes.FailedPrecondition, "%s belongs to collection %s, which is still held: release the collection (ReleaseCollection) first", item, collection)
+	}
+	return nil
+}
+
+// ReleaseBatch returns a held batch to Pending.
+func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) (*v1.ReleaseBatchResponse, error) {
+	b, err := s.Queue.GetBatch(ctx, req.GetBatchId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	if prof, ok := s.Profiles.Get(b.GetSubmission().GetProfileName()); ok {
+		if err := s.stillHeld(ctx, "batch "+b.GetId(), prof.Collection); err != nil {
+			return nil, err
+		}
+	}
+	b, err = s.Queue.ReleaseBatch(ctx, req.GetBatchId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.ReleaseBatchResponse{Batch: b}, nil
+}
+
+// UpdateReportBatch asks for a second report on a failed batch.
+func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatchRequest) (*v1.UpdateReportBatchResponse, error) {
+	b, err := s.Queue.GetBatch(ctx, req.GetBatchId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	if n := b.GetCounts().GetProcessing(); b.GetStatus().GetStatus() == queue.BatchFailed && n > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"batch %s still has %d live job(s) (requeued, not ended): update-report once they have completed or failed", b.GetId(), n)
+	}
+	b, err = s.Queue.UpdateReport(ctx, req.GetBatchId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.UpdateReportBatchResponse{Batch: b}, nil
+}
+
+// DeleteBatch removes a held or failed batch, its jobs and their working
+// directories.
+func (s *Server) DeleteBatch(ctx context.Context, req *v1.DeleteBatchRequest) (*v1.DeleteBatchResponse, error) {
+	jobs, err := s.Queue.DeleteBatch(ctx, req.GetBatchId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	resp := &v1.DeleteBatchResponse{BatchId: req.GetBatchId()}
+	for _, j := range jobs {
+		resp.DeletedJobs = append(resp.DeletedJobs, j.GetId())
+		s.removeDir(ctx, j.GetConfiguration().GetWorkingDir())
+	}
+	if err := s.Root.RemoveBatch(req.GetBatchId()); err != nil {
+		s.Logger.WarnContext(ctx, "batch directory left in place", "batch_id", req.GetBatchId(), "error", err.Error())
+	}
+	slices.Sort(resp.DeletedJobs)
+	return resp, nil
+}
+
+// removeDir removes a deleted job's working directory; the job is gone
+// already, so a directory that cannot be removed is logged, not refused.
+func (s *Server) removeDir(ctx context.Context, dir string) {
+	if dir == "" {
+		return
+	}
+	if err := s.Root.Remove(dir); err != nil {
+		s.Logger.WarnContext(ctx, "working directory left in place", "dir", dir, "error", err.Error())
+	}
+}
+
+// GetBatch reads a batch by bid or batch uuid.
+func (s *Server) GetBatch(ctx context.Context, req *v1.GetBatchRequest) (*v1.GetBatchResponse, error) {
+	b, err := lookupBatch(ctx, s.Queue, req.GetBatchId(), req.GetBatchUuid())
+	if err != nil {
+		return nil, err
+	}
+	return &v1.GetBatchResponse{Batch: b}, nil
+}
+
+// lookupBatch reads a batch by bid, or by batch uuid when bid is empty.
+func lookupBatch(ctx context.Context, q *queue.Client, bid, uuid string) (*v1.Batch, error) {
+	if bid == "" {
+		var err error
+		if bid, err = q.BatchByUUID(ctx, uuid); err != nil {
+			return nil, rpcerr.FromQueue(err)
+		}
+	}
+	b, err := q.GetBatch(ctx, bid)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return b, nil
+}
+
+// ListBatches lists batches newest first.
+func (s *Server) ListBatches(ctx context.Context, req *v1.ListBatchesRequest) (*v1.ListBatchesResponse, error) {
+	batches, next, err := s.Queue.ListBatches(ctx, queue.BatchFilter{
+		Status: req.GetStatus(), Submitter: req.GetSubmitter(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.ListBatchesResponse{Batches: batches, NextPageToken: next}, nil
+}
+
+// GetJob reads a job, with its manifest when asked.
+func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobResponse, error) {
+	j, err := s.Queue.GetJob(ctx, req.GetJobId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	if req.GetIncludeManifest() {
+		if j.Manifest, err = s.Queue.GetManifest(ctx, req.GetJobId()); err != nil {
+			return nil, rpcerr.FromQueue(err)
+		}
+	}
+	return &v1.GetJobResponse{Job: j}, nil
+}
+
+// ListJobs lists jobs by state or batch.
+func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.ListJobsResponse, error) {
+	jobs, next, err := s.Queue.ListJobs(ctx, queue.JobFilter{
+		State: req.GetState(), Batch: req.GetBatchId(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.ListJobsResponse{Jobs: jobs, NextPageToken: next}, nil
+}
+
+// HoldJob moves a pending job to Held.
+func (s *Server) HoldJob(ctx context.Context, req *v1.HoldJobRequest) (*v1.HoldJobResponse, error) {
+	j, err := s.Queue.HoldJob(ctx, req.GetJobId(), req.GetMessage())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.HoldJobResponse{Job: j}, nil
+}
+
+// ReleaseJob moves a held job back to Pending, unless its collection is
+// still held.
+func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1.ReleaseJobResponse, error) {
+	j, err := s.Queue.GetJob(ctx, req.GetJobId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	if j.GetStatus().GetStatus() == queue.Held {
+		if err := s.stillHeld(ctx, "job "+j.GetId(), j.GetConfiguration().GetCollection()); err != nil {
+			return nil, err
+		}
+	}
+	if j, err = s.Queue.ReleaseJob(ctx, req.GetJobId(), req.GetMessage()); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.ReleaseJobResponse{Job: j}, nil
+}
+
+// FailJob fails a job waiting between steps.
+func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJobResponse, error) {
+	j, err := s.Queue.FailJob(ctx, req.GetJobId(), req.GetMessage())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.FailJobResponse{Job: j}, nil
+}
+
+// RequeueJob resumes a failed job.
+func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1.RequeueJobResponse, error) {
+	j, err := s.Queue.RequeueJob(ctx, req.GetJobId(), req.GetState(), req.GetMessage())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.RequeueJobResponse{Job: j}, nil
+}
+
+// ReprioritizeJob changes a live job's priority.
+func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobRequest) (*v1.ReprioritizeJobResponse, error) {
+	j, err := s.Queue.ReprioritizeJob(ctx, req.GetJobId(), req.GetPriority())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.ReprioritizeJobResponse{Job: j}, nil
+}
+
+// DeleteJob removes a failed or held job and its working directory.
+func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.DeleteJobResponse, error) {
+	j, err := s.Queue.GetJob(ctx, req.GetJobId())
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	if err := s.Queue.DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	dir := j.GetConfiguration().GetWorkingDir()
+	s.removeDir(ctx, dir)
+	return &v1.DeleteJobResponse{JobId: req.GetJobId(), WorkingDir: dir}, nil
+}
+
+// ListWorkers lists the registered stage replicas.
+func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1.ListWorkersResponse, error) {
+	workers, err := s.Queue.ListWorkers(ctx)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.ListWorkersResponse{Workers: workers}, nil
+}
+
+// Fsck checks (and with repair mends) the tree.
+func (s *Server) Fsck(ctx context.Context, req *v1.FsckRequest) (*v1.FsckResponse, error) {
+	rep, err := s.Queue.Fsck(ctx, queue.FsckOptions{Repair: req.GetRepair()})
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	resp := &v1.FsckResponse{JobsChecked: int32(rep.JobsChecked), BatchesChecked: int32(rep.BatchesChecked), Clean: rep.Clean()}
+	for _, d := range rep.Damages {
+		resp.Damages = append(resp.Damages, &v1.FsckDamage{Kind: d.Kind, Item: d.Item, Detail: d.Detail, Repaired: d.Repaired, Error: d.Error})
+	}
+	return resp, nil
+}

@@ -1,0 +1,368 @@
+// Package batches drives batches through the batcher's states: it takes
+// pending batches (holding those of a held collection) and creates their
+// jobs, moves a batch whose last job ended to Reporting, and sends and
+// stores its report, first or update. It is woken by the queue's batch
+// feed (watches), never by scanning every batch.
+package batches
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ingestq/ingestq/services/batcher/internal/mail"
+	"github.com/ingestq/ingestq/services/batcher/internal/report"
+	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// DefaultChunk is how many jobs one CreateJobs call creates.
+const DefaultChunk = 1000
+
+// Config is what a Runner works with.
+type Config struct {
+	Queue    *queue.Client
+	Profiles *profile.Set
+	Planner  *spawn.Planner
+	Mail     mail.Sender
+	Logger   *slog.Logger
+	Tracer   trace.Tracer // default: no spans
+	// Concurrency is how many batches are worked on at once (default 4).
+	Concurrency int
+	// Chunk is how many jobs one CreateJobs call creates (default 1000).
+	Chunk int
+	// MailRetry is the first wait before a report that could not be mailed
+	// is sent again, doubled after each failure up to ten minutes (default
+	// 10s). The batch stays claimed meanwhile.
+	MailRetry time.Duration
+}
+
+// Runner works on batches until stopped.
+type Runner struct {
+	cfg   Config
+	log   *slog.Logger
+	abort context.CancelFunc
+	work  context.Context
+
+	mu       sync.Mutex
+	inFlight map[string]bool
+	// retryAt holds back a batch whose last attempt failed (a mail server
+	// down, say); the feed brings it up again at its next look.
+	retryAt  map[string]time.Time
+	failures map[string]int
+}
+
+// Backoff after a failed attempt on a batch: doubled per failure, capped.
+const (
+	firstBackoff = 10 * time.Second
+	maxBackoff   = 10 * time.Minute
+)
+
+// New prepares a runner; Run starts it.
+func New(cfg Config) *Runner {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Chunk <= 0 {
+		cfg.Chunk = DefaultChunk
+	}
+	if cfg.MailRetry <= 0 {
+		cfg.MailRetry = firstBackoff
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &Runner{cfg: cfg, log: cfg.Logger, inFlight: map[string]bool{},
+		retryAt: map[string]time.Time{}, failures: map[string]int{}}
+	r.work, r.abort = context.WithCancel(context.Background())
+	return r
+}
+
+// Run takes batches from the feed until ctx ends, then waits for the
+// batches in flight. Abort cuts those short.
+func (r *Runner) Run(ctx context.Context) {
+	q := r.cfg.Queue
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	feed := q.WatchBatches(ctx)
+	for w := range feed {
+		// A paused queue takes no new batch; the feed reports it again.
+		if err := q.WaitUnpaused(ctx); err != nil {
+			return
+		}
+		r.mu.Lock()
+		skip := r.inFlight[w.Bid] || time.Now().Before(r.retryAt[w.Bid])
+		r.mu.Unlock()
+		if skip {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		r.mu.Lock()
+		r.inFlight[w.Bid] = true
+		r.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer func() {
+				r.mu.Lock()
+				delete(r.inFlight, w.Bid)
+				r.mu.Unlock()
+				<-sem
+				wg.Done()
+			}()
+			r.settle(w.Bid, r.handle(w))
+		}()
+	}
+}
+
+// Abort ends the work on every batch in flight: their claims are released
+// or lost, and the batches are finished by the next batcher that takes them.
+func (r *Runner) Abort() { r.abort() }
+
+// settle records how an attempt on a batch ended.
+func (r *Runner) settle(bid string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.retryAt, bid)
+		delete(r.failures, bid)
+		return
+	}
+	r.failures[bid]++
+	wait := firstBackoff << min(r.failures[bid]-1, 16)
+	r.retryAt[bid] = time.Now().Add(min(wait, maxBackoff))
+}
+
+// handle claims one batch and does what its state asks. An error means the
+// attempt failed and the batch is left for a later one.
+func (r *Runner) handle(w queue.BatchWork) error {
+	q := r.cfg.Queue
+	bc, err := q.ClaimBatch(r.work, w.Bid)
+	switch {
+	case errors.Is(err, queue.ErrLocked), errors.Is(err, queue.ErrNotFound):
+		return nil
+	case err != nil:
+		r.log.Warn("claiming batch", "batch_id", w.Bid, "error", err.Error())
+		return err
+	}
+	// Work stops when the claim's session is lost or the runner aborts.
+	ctx, cancel := context.WithCancel(r.work)
+	defer cancel()
+	stop := context.AfterFunc(bc.Context(), cancel)
+	defer stop()
+
+	sub := bc.Batch.GetSubmission()
+	ctx = telemetry.WithJob(telemetry.Extract(ctx, sub.GetTraceparent()), "", bc.ID())
+	state := queue.BatchStateName(bc.State())
+	ctx, span := r.cfg.Tracer.Start(ctx, "batch "+bc.ID(), trace.WithAttributes(
+		telemetry.AttrBatchID.String(bc.ID()), attribute.String("ingestq.batch.state", state)))
+	defer span.End()
+
+	b := &batch{r: r, bc: bc, log: r.log}
+	switch bc.State() {
+	case queue.BatchPending:
+		err = b.take(ctx)
+	case queue.BatchProcessing:
+		err = b.resume(ctx)
+	case queue.BatchReporting, queue.BatchUpdateReporting:
+		err = b.report(ctx)
+	default:
+		// Moved on since the feed saw it.
+		err = bc.Release(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		r.log.WarnContext(ctx, "batch left for a later attempt", "state", state, "error", err.Error())
+		// A claim that is still held goes back; a finished one says so.
+		bc.Release(context.WithoutCancel(ctx))
+	}
+	return err
+}
+
+// batch is the work on one claimed batch.
+type batch struct {
+	r   *Runner
+	bc  *queue.BatchClaim
+	log *slog.Logger
+}
+
+func (b *batch) profile() (*profile.Profile, bool) {
+	return b.r.cfg.Profiles.Get(b.bc.Batch.GetSubmission().GetProfileName())
+}
+
+// take acts on a pending batch: Held if its collection is held, otherwise
+// Processing and its jobs created.
+func (b *batch) take(ctx context.Context) error {
+	q, bc := b.r.cfg.Queue, b.bc
+	name := bc.Batch.GetSubmission().GetProfileName()
+	prof, ok := b.profile()
+	if !ok {
+		// Pending can only go on to Processing: fail from there.
+		if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by the batcher"}); err != nil {
+			return err
+		}
+		return b.fail(ctx, fmt.Sprintf("profile %q is not configured on the batcher (INGESTQ_PROFILES_DIR); no job was created", name))
+	}
+	held, err := q.CollectionHeld(ctx, prof.Collection)
+	if err != nil {
+		return err
+	}
+	if held {
+		msg := fmt.Sprintf("collection %s is held; release the collection to process this batch", prof.Collection)
+		if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchHeld, Message: msg}); err != nil {
+			return err
+		}
+		b.log.InfoContext(ctx, "batch held", "collection", prof.Collection)
+		return nil
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "creating jobs"}); err != nil {
+		return err
+	}
+	return b.spawn(ctx, prof)
+}
+
+// resume acts on a Processing batch: one left half-spawned gets the rest of
+// its jobs; one whose jobs have all ended is reported.
+func (b *batch) resume(ctx context.Context) error {
+	bc := b.bc
+	if bc.Spawning {
+		prof, ok := b.profile()
+		if !ok {
+			return b.fail(ctx, fmt.Sprintf("profile %q is not configured on the batcher (INGESTQ_PROFILES_DIR); its jobs cannot all be created",
+				bc.Batch.GetSubmission().GetProfileName()))
+		}
+		b.log.InfoContext(ctx, "finishing a half-spawned batch")
+		return b.spawn(ctx, prof)
+	}
+	counts, err := b.r.cfg.Queue.BatchCounts(ctx, bc.ID())
+	if err != nil {
+		return err
+	}
+	if counts.GetProcessing() > 0 {
+		// A job is live again (requeued): the feed reports the batch when it ends.
+		return bc.Release(ctx)
+	}
+	msg := fmt.Sprintf("all jobs ended: %d completed, %d failed", counts.GetCompleted(), counts.GetFailed())
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, Message: msg, KeepLock: true}); err != nil {
+		return err
+	}
+	return b.report(ctx)
+}
+
+// fail ends a Processing batch as Failed with msg.
+func (b *batch) fail(ctx context.Context, msg string) error {
+	b.log.WarnContext(ctx, "batch failed", "reason", msg)
+	return b.bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed, Message: msg})
+}
+
+// spawn creates the jobs of a Processing batch that are not there yet and
+// then releases the batch to its jobs.
+func (b *batch) spawn(ctx context.Context, prof *profile.Profile) error {
+	bc := b.bc
+	sub := bc.Batch.GetSubmission()
+	jobs, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), sub, prof)
+	var perr *spawn.PayloadError
+	if errors.As(err, &perr) {
+		return b.fail(ctx, perr.Msg)
+	}
+	if err != nil {
+		return err
+	}
+	existing, err := bc.SpawnedEntries(ctx)
+	if err != nil {
+		return err
+	}
+	todo := jobs[:0:0]
+	for _, j := range jobs {
+		if _, ok := existing[j.Configuration.GetBatchEntry()]; !ok {
+			todo = append(todo, j)
+		}
+	}
+	for start := 0; start < len(todo); start += b.r.cfg.Chunk {
+		chunk := todo[start:min(start+b.r.cfg.Chunk, len(todo))]
+		if _, err := bc.CreateJobs(ctx, chunk); err != nil {
+			return fmt.Errorf("created %d of %d jobs: %w", len(existing)+start, len(jobs), err)
+		}
+	}
+	if prof.NotifyOnQueue && len(prof.NotificationAddresses) > 0 {
+		// Sent before the batch is released: a crash in between sends it
+		// again under the same Message-ID, never loses it.
+		if err := b.r.cfg.Mail.Send(ctx, report.Queued(bc.ID(), sub, prof, len(jobs))); err != nil {
+			b.log.WarnContext(ctx, "batch queued notice not sent", "error", err.Error())
+		}
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		return err
+	}
+	b.log.InfoContext(ctx, "batch jobs created", "jobs", len(jobs), "created_now", len(todo))
+	return nil
+}
+
+// report builds the batch's report, mails it, and stores it with the
+// batch's final state. The mail goes first: if it cannot be sent the batch
+// stays where it is and is tried again; if the batcher dies after sending,
+// the next one sends the same message (same key) again.
+func (b *batch) report(ctx context.Context) error {
+	bc := b.bc
+	sub := bc.Batch.GetSubmission()
+	prev := bc.Batch.GetStatusReport()
+	if bc.State() == queue.BatchReporting {
+		prev = nil
+	}
+	rep, err := report.Build(ctx, b.r.cfg.Queue, bc.ID(), prev)
+	if err != nil {
+		return err
+	}
+	msg := rep.Summary()
+	prof, ok := b.profile()
+	switch {
+	case !ok:
+		msg += fmt.Sprintf("; not mailed: profile %q is not configured", sub.GetProfileName())
+	case len(prof.NotificationAddresses) == 0:
+		msg += fmt.Sprintf("; not mailed: profile %q has no notification address", prof.Name)
+	default:
+		if err := b.mailReport(ctx, rep.Mail(sub, prof)); err != nil {
+			return err
+		}
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: rep.Final(), Message: msg, Report: rep.Status}); err != nil {
+		return err
+	}
+	b.log.InfoContext(ctx, "batch reported", "result", queue.BatchStateName(rep.Final()), "summary", msg, "mail", rep.Key)
+	return nil
+}
+
+// mailReport sends the report, trying again while the mail server fails,
+// until it is sent or ctx ends (the claim is lost or the batcher stops).
+func (b *batch) mailReport(ctx context.Context, m mail.Message) error {
+	wait := b.r.cfg.MailRetry
+	for {
+		err := b.r.cfg.Mail.Send(ctx, m)
+		if err == nil {
+			return nil
+		}
+		b.log.WarnContext(ctx, "report not mailed; trying again", "mail", m.Key, "retry_in", wait.String(), "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("mailing the report: %w", err)
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, maxBackoff)
+	}
+}

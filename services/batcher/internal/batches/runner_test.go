@@ -1,0 +1,529 @@
+package batches
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime/quotedprintable"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+const objectManifest = `#%checkm_0.7
+#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-ingest-manifest
+#%prefix | mrt: | http://merritt.cdlib.org/terms#
+#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#
+#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName
+{{base}}/files/a.txt | md5 | 0cc175b9c0f1b6a831c399e269772661 | 1 | 2026-01-02T03:04:05Z | a.txt
+{{base}}/files/b.txt | | | | | sub/b.txt
+#%eof
+`
+
+const batchFields = "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier | mrt:creator | mrt:title | mrt:date\n"
+
+const manifestOfManifests = `#%checkm_0.7
+#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest
+#%prefix | mrt: | http://merritt.cdlib.org/terms#
+#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#
+` + batchFields + `{{base}}/letters.checkm | | | | | letters.checkm | | loc-letters | Hale, Margaret | Letters | 1921
+{{base}}/diary.checkm | | | | | diary.checkm | ark:/99999/fk4diary | loc-diary | Hale, Thomas | Diary | 1944
+{{base}}/map.checkm | | | | | map.checkm | | | | |
+#%eof
+`
+
+const manifestOfContainers = `#%checkm_0.7
+#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-container-batch-manifest
+#%prefix | mrt: | http://merritt.cdlib.org/terms#
+#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#
+` + batchFields + `{{base}}/one.zip | sha256 | 8283667e256616131f4a064c57cb280ae5c45fdb6015f7f2d5e42f81d663c8a6 | 25 | | one.zip | | loc-one | Creator One | Title One | 2001
+{{base}}/two.tar.gz | | | 99 | | two.tar.gz | ark:/99999/fk4two | loc-two | | Title Two |
+#%eof
+`
+
+// checkCommon checks what every job of a batch shares.
+func checkCommon(t *testing.T, h *harness, bid string, j *v1.Job, entry int, payloadURL string, pt v1.PayloadType) {
+	t.Helper()
+	c := j.GetConfiguration()
+	if c.GetPayloadUrl() != payloadURL || c.GetPayloadType() != pt {
+		t.Errorf("job %s: payload %s (%s), want %s (%s)", j.GetId(), c.GetPayloadUrl(), c.GetPayloadType(), payloadURL, pt)
+	}
+	if c.GetProfileName() != "demo" || c.GetCollection() != "demo_coll" || c.GetSubmitter() != "jdoe" {
+		t.Errorf("job %s: profile %q collection %q submitter %q", j.GetId(), c.GetProfileName(), c.GetCollection(), c.GetSubmitter())
+	}
+	if c.GetSubmissionMode() != v1.SubmissionMode_SUBMISSION_MODE_ADD {
+		t.Errorf("job %s: submission mode %s", j.GetId(), c.GetSubmissionMode())
+	}
+	if want := h.root.Job(bid, int32(entry)); c.GetWorkingDir() != want {
+		t.Errorf("job %s: working_dir %q, want %q", j.GetId(), c.GetWorkingDir(), want)
+	}
+	if c.GetTraceparent() != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Errorf("job %s: traceparent %q is not the submission's", j.GetId(), c.GetTraceparent())
+	}
+	if j.GetPriority() != 7 || j.GetBid() != bid || j.GetStatus().GetStatus() != queue.Pending {
+		t.Errorf("job %s: priority %d bid %s status %s, want 7 %s Pending", j.GetId(), j.GetPriority(), j.GetBid(), j.GetStatus().GetStatus(), bid)
+	}
+}
+
+func TestEachPayloadTypeBecomesItsJobs(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	h.dep.put("/object.checkm", objectManifest)
+	h.dep.put("/batch.checkm", manifestOfManifests)
+	h.dep.put("/containers.checkm", manifestOfContainers)
+	base := h.dep.url("")
+
+	t.Run("a file is one job whose manifest is that file", func(t *testing.T) {
+		u := base + "/deposits/report%20final.pdf?x=1"
+		bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_FILE)
+		h.waitBatch(bid, queue.BatchProcessing)
+		jobs := h.jobs(bid)
+		if len(jobs) != 1 {
+			t.Fatalf("%d jobs, want 1", len(jobs))
+		}
+		checkCommon(t, h, bid, jobs[0], 0, u, v1.PayloadType_PAYLOAD_TYPE_FILE)
+		files := jobs[0].GetManifest().GetFiles()
+		if len(files) != 1 || files[0].GetUrl() != u || files[0].GetName() != "report final.pdf" || files[0].GetSize() != -1 {
+			t.Errorf("manifest %v, want one file %s named \"report final.pdf\" of unknown size", files, u)
+		}
+		if m := jobs[0].GetMetadata(); m.GetWho() != "Hale, Margaret" || m.GetWhat() != "Letters" || m.GetWhen() != "1921" {
+			t.Errorf("metadata %v, want the submission's", m)
+		}
+	})
+	t.Run("a container is one job whose manifest is the archive", func(t *testing.T) {
+		u := base + "/deposits/object.zip"
+		bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_CONTAINER)
+		h.waitBatch(bid, queue.BatchProcessing)
+		jobs := h.jobs(bid)
+		if len(jobs) != 1 {
+			t.Fatalf("%d jobs, want 1", len(jobs))
+		}
+		checkCommon(t, h, bid, jobs[0], 0, u, v1.PayloadType_PAYLOAD_TYPE_CONTAINER)
+		if files := jobs[0].GetManifest().GetFiles(); len(files) != 1 || files[0].GetName() != "object.zip" {
+			t.Errorf("manifest %v, want object.zip", files)
+		}
+	})
+	t.Run("an object manifest is one job keeping every file, size and digest", func(t *testing.T) {
+		u := base + "/object.checkm"
+		bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+		h.waitBatch(bid, queue.BatchProcessing)
+		jobs := h.jobs(bid)
+		if len(jobs) != 1 {
+			t.Fatalf("%d jobs, want 1", len(jobs))
+		}
+		checkCommon(t, h, bid, jobs[0], 0, u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+		files := jobs[0].GetManifest().GetFiles()
+		want := []*v1.ManifestFile{
+			{Url: base + "/files/a.txt", HashAlgorithm: "md5", HashValue: "0cc175b9c0f1b6a831c399e269772661", Size: 1, LastModified: "2026-01-02T03:04:05Z", Name: "a.txt"},
+			{Url: base + "/files/b.txt", Size: -1, Name: "sub/b.txt"},
+		}
+		if fmt.Sprint(files) != fmt.Sprint(want) {
+			t.Errorf("manifest\n%v\nwant\n%v", files, want)
+		}
+	})
+	t.Run("a manifest of manifests is one object-manifest job per row, with its identifiers and no file list yet", func(t *testing.T) {
+		bid := h.submit("demo", base+"/batch.checkm", v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+		h.waitBatch(bid, queue.BatchProcessing)
+		jobs := h.jobs(bid)
+		if len(jobs) != 3 {
+			t.Fatalf("%d jobs, want 3", len(jobs))
+		}
+		want := []struct {
+			url, ark, local, who, what, when string
+		}{
+			{base + "/letters.checkm", "", "loc-letters", "Hale, Margaret", "Letters", "1921"},
+			{base + "/diary.checkm", "ark:/99999/fk4diary", "loc-diary", "Hale, Thomas", "Diary", "1944"},
+			{base + "/map.checkm", "", "", "", "", ""},
+		}
+		for i, w := range want {
+			j := jobs[i]
+			checkCommon(t, h, bid, j, i, w.url, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+			if j.GetManifest() != nil {
+				t.Errorf("job %d has a manifest already: the Pending stage fetches it", i)
+			}
+			ids := j.GetIdentifiers()
+			if ids.GetPrimaryId() != w.ark || strings.Join(ids.GetLocalId(), ",") != w.local {
+				t.Errorf("job %d identifiers %v, want ark %q local %q", i, ids, w.ark, w.local)
+			}
+			m := j.GetMetadata()
+			if m.GetWho() != w.who || m.GetWhat() != w.what || m.GetWhen() != w.when {
+				t.Errorf("job %d metadata %v, want the row's %q %q %q", i, m, w.who, w.what, w.when)
+			}
+		}
+	})
+	t.Run("a manifest of containers is one container job per row, its archive with digest and size", func(t *testing.T) {
+		bid := h.submit("demo", base+"/containers.checkm", v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS)
+		h.waitBatch(bid, queue.BatchProcessing)
+		jobs := h.jobs(bid)
+		if len(jobs) != 2 {
+			t.Fatalf("%d jobs, want 2", len(jobs))
+		}
+		checkCommon(t, h, bid, jobs[0], 0, base+"/one.zip", v1.PayloadType_PAYLOAD_TYPE_CONTAINER)
+		checkCommon(t, h, bid, jobs[1], 1, base+"/two.tar.gz", v1.PayloadType_PAYLOAD_TYPE_CONTAINER)
+		f := jobs[0].GetManifest().GetFiles()
+		if len(f) != 1 || f[0].GetHashAlgorithm() != "sha256" || f[0].GetSize() != 25 || f[0].GetName() != "one.zip" {
+			t.Errorf("job 0 manifest %v", f)
+		}
+		if ids := jobs[1].GetIdentifiers(); ids.GetPrimaryId() != "ark:/99999/fk4two" || ids.GetLocalId()[0] != "loc-two" {
+			t.Errorf("job 1 identifiers %v", ids)
+		}
+		if m := jobs[1].GetMetadata(); m.GetWhat() != "Title Two" || m.GetWho() != "" {
+			t.Errorf("job 1 metadata %v", m)
+		}
+	})
+	// The demo profile asks for a "batch queued" mail: one per batch.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msgs, err := h.smtp.WaitFor(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(m.Header.Get("Subject"), "queued") || !strings.HasSuffix(m.Header.Get("Message-ID"), "-queued@localhost>") {
+			t.Errorf("unexpected mail %q %q", m.Header.Get("Subject"), m.Header.Get("Message-ID"))
+		}
+	}
+}
+
+func TestAnUnusablePayloadFailsTheBatchWithAMessageNamingWhatIsWrong(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	corrupt := strings.Replace(objectManifest, "| 1 |", "| one |", 1)
+	for _, tc := range []struct {
+		name, path, doc string
+		pt              v1.PayloadType
+		want            []string
+	}{
+		{"a corrupt object manifest names the line", "/corrupt.checkm", corrupt, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
+			[]string{"object manifest", "/corrupt.checkm", "line 6"}},
+		{"an empty manifest", "/empty.checkm", "#%checkm_0.7\n" + batchFields + "#%eof\n", v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+			[]string{"manifest of manifests", "/empty.checkm", "line"}},
+		{"a row of a batch manifest with a scheme that is not allowed", "/ftp.checkm",
+			"#%checkm_0.7\n" + batchFields + "{{base}}/ok.checkm | | | | | ok.checkm | | | | |\nftp://127.0.0.1/x.checkm | | | | | x.checkm | | | | |\n#%eof\n",
+			v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, []string{"line 4", "ftp"}},
+		{"a manifest of containers submitted as a manifest of manifests", "/wrong-profile.checkm", manifestOfContainers,
+			v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, []string{"mrt-container-batch-manifest", "manifest_of_containers"}},
+		{"a manifest the server does not have", "/missing.checkm", "", v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
+			[]string{"/missing.checkm", "404"}},
+		{"two rows writing the same file", "/twice.checkm", strings.Replace(objectManifest, "| sub/b.txt", "| a.txt", 1),
+			v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, []string{"line 7", "a.txt", "line 6"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := h.dep.url(tc.path)
+			if tc.doc != "" {
+				h.dep.put(tc.path, tc.doc)
+			}
+			bid := h.submit("demo", u, tc.pt)
+			b := h.waitBatch(bid, queue.BatchFailed)
+			for _, w := range tc.want {
+				if !strings.Contains(b.GetStatus().GetMessage(), w) {
+					t.Errorf("message %q does not contain %q", b.GetStatus().GetMessage(), w)
+				}
+			}
+			if n := b.GetCounts(); n.GetProcessing()+n.GetCompleted()+n.GetFailed() != 0 {
+				t.Errorf("a failed payload left jobs: %v", n)
+			}
+		})
+	}
+}
+
+func TestAServerErrorIsRetriedBeforeTheBatchFails(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	u := h.dep.put("/flaky.checkm", objectManifest)
+	h.dep.mu.Lock()
+	h.dep.fails["/flaky.checkm"] = 503
+	h.dep.mu.Unlock()
+	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	b := h.waitBatch(bid, queue.BatchFailed)
+	if !strings.Contains(b.GetStatus().GetMessage(), "503") {
+		t.Errorf("message %q does not name the 503", b.GetStatus().GetMessage())
+	}
+	if n := h.dep.fetches("/flaky.checkm"); n != 2 {
+		t.Errorf("fetched %d times, want 2 (Attempts)", n)
+	}
+}
+
+func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	if err := h.q.HoldCollection(ctx, "demo_coll"); err != nil {
+		t.Fatal(err)
+	}
+	u := h.dep.put("/object.checkm", objectManifest)
+	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	b := h.waitBatch(bid, queue.BatchHeld)
+	if msg := b.GetStatus().GetMessage(); !strings.Contains(msg, "collection demo_coll is held") {
+		t.Errorf("held message %q does not name the collection", msg)
+	}
+	if h.dep.fetches("/object.checkm") != 0 {
+		t.Error("the payload of a held batch was fetched")
+	}
+	// Another collection's batch goes on meanwhile.
+	other := h.submit("quiet", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	h.waitBatch(other, queue.BatchProcessing)
+
+	if err := h.q.ReleaseCollection(ctx, "demo_coll"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.q.ReleaseBatch(ctx, bid); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBatch(bid, queue.BatchProcessing)
+	if jobs := h.jobs(bid); len(jobs) != 1 || len(jobs[0].GetManifest().GetFiles()) != 2 {
+		t.Errorf("released batch has %d jobs, want 1 with 2 files", len(jobs))
+	}
+}
+
+func TestAPausedQueueTakesNoBatchUntilUnpaused(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if err := h.q.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	bid := h.submit("demo", h.dep.url("/a.pdf"), v1.PayloadType_PAYLOAD_TYPE_FILE)
+	// The batcher sees the batch through its feed; give it the time to act.
+	time.Sleep(time.Second)
+	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchPending {
+		t.Fatalf("batch is %s while the queue is paused, want Pending", b.GetStatus().GetStatus())
+	}
+	if err := h.q.Unpause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBatch(bid, queue.BatchProcessing)
+}
+
+// body decodes a delivered message's quoted-printable body.
+func body(t *testing.T, m smtptest.Message) string {
+	t.Helper()
+	b, err := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(m.Body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(b), "\r\n", "\n")
+}
+
+// reportMail waits for the mail with Message-ID <key@localhost>.
+func reportMail(t *testing.T, h *harness, key string) smtptest.Message {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range h.smtp.Messages() {
+			if m.Header.Get("Message-ID") == "<"+key+"@localhost>" {
+				return m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no mail %s arrived", key)
+	return smtptest.Message{}
+}
+
+func TestABatchWhoseJobsAllCompleteIsReportedCompletedAndMailed(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	u := h.dep.put("/batch.checkm", manifestOfManifests)
+	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	h.waitBatch(bid, queue.BatchProcessing)
+	jobs := h.jobs(bid)
+	for i, j := range jobs {
+		h.finish(j.GetId(), fmt.Sprintf("ark:/99999/fk4obj%d", i), "")
+	}
+	b := h.waitBatch(bid, queue.BatchCompleted)
+	rep := b.GetStatusReport()
+	if len(rep.GetSuccessfulJobs()) != 3 || len(rep.GetFailedJobs()) != 0 {
+		t.Errorf("status-report %v, want 3 successful, 0 failed", rep)
+	}
+	if !strings.Contains(b.GetStatus().GetMessage(), "all 3 object(s) completed") {
+		t.Errorf("status message %q", b.GetStatus().GetMessage())
+	}
+	m := reportMail(t, h, bid+"-report")
+	text := body(t, m)
+	for _, want := range []string{"Report on ingestq batch " + bid, "Completed (3):", jobs[0].GetId() + "  ark:/99999/fk4obj0  local id loc-letters",
+		"ark:/99999/fk4obj1", "Profile:     demo (collection demo_coll)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report mail lacks %q:\n%s", want, text)
+		}
+	}
+	if m.To[0] != "depositor@example.org" {
+		t.Errorf("report mailed to %v", m.To)
+	}
+}
+
+func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	u := h.dep.put("/batch.checkm", manifestOfManifests)
+	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	h.waitBatch(bid, queue.BatchProcessing)
+	jobs := h.jobs(bid)
+	h.finish(jobs[0].GetId(), "ark:/99999/fk4a", "")
+	h.finish(jobs[1].GetId(), "", "GET http://127.0.0.1/diary.txt: HTTP 404 Not Found")
+	h.finish(jobs[2].GetId(), "ark:/99999/fk4c", "")
+
+	b := h.waitBatch(bid, queue.BatchFailed)
+	if rep := b.GetStatusReport(); strings.Join(rep.GetFailedJobs(), ",") != jobs[1].GetId() || len(rep.GetSuccessfulJobs()) != 2 {
+		t.Errorf("first status-report %v", rep)
+	}
+	first := body(t, reportMail(t, h, bid+"-report"))
+	for _, want := range []string{"failed: 1 of 3 object(s) failed", "Failed (1):", jobs[1].GetId() + "  ark:/99999/fk4diary  local id loc-diary",
+		"      GET http://127.0.0.1/diary.txt: HTTP 404 Not Found"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("first report lacks %q:\n%s", want, first)
+		}
+	}
+
+	// The operator requeues the failed job; it completes; update-reporting.
+	if _, err := h.q.RequeueJob(ctx, jobs[1].GetId(), 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.resume(jobs[1].GetId(), "ark:/99999/fk4diary")
+	// A requeued job that ends does not report the Failed batch again.
+	time.Sleep(300 * time.Millisecond)
+	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchFailed {
+		t.Fatalf("batch is %s before update-reporting, want Failed", b.GetStatus().GetStatus())
+	}
+	if _, err := h.q.UpdateReport(ctx, bid); err != nil {
+		t.Fatal(err)
+	}
+	b = h.waitBatch(bid, queue.BatchCompleted)
+	if rep := b.GetStatusReport(); len(rep.GetFailedJobs()) != 0 || len(rep.GetSuccessfulJobs()) != 3 {
+		t.Errorf("second status-report %v, want 3 successful, 0 failed", rep)
+	}
+	key := bid + "-report-after-"
+	var second smtptest.Message
+	deadline := time.Now().Add(30 * time.Second)
+	for second.Data == nil && time.Now().Before(deadline) {
+		for _, m := range h.smtp.Messages() {
+			if strings.HasPrefix(m.Header.Get("Message-ID"), "<"+key) {
+				second = m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if second.Data == nil {
+		t.Fatal("no update report mailed")
+	}
+	text := body(t, second)
+	for _, want := range []string{"Update report on ingestq batch " + bid, "Completed since the last report (1):", jobs[1].GetId() + "  ark:/99999/fk4diary"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("update report lacks %q:\n%s", want, text)
+		}
+	}
+	for _, unwanted := range []string{jobs[0].GetId(), "Failed ("} {
+		if strings.Contains(text, unwanted) {
+			t.Errorf("update report mentions %q, which did not change:\n%s", unwanted, text)
+		}
+	}
+}
+
+func TestAReportIsMailedOnceTheMailServerAcceptsAgain(t *testing.T) {
+	h := newHarness(t)
+	h.smtp.Refuse(true)
+	h.start()
+	bid := h.submit("quiet", h.dep.url("/a.pdf"), v1.PayloadType_PAYLOAD_TYPE_FILE)
+	h.waitBatch(bid, queue.BatchProcessing)
+	jobs := h.jobs(bid)
+	h.finish(jobs[0].GetId(), "ark:/99999/fk4a", "")
+	// The batch waits in Reporting while the server refuses.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := h.q.GetBatch(context.Background(), bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.GetStatus().GetStatus() == queue.BatchReporting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch is %s, want Reporting while mail is refused", b.GetStatus().GetStatus())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if b, _ := h.q.GetBatch(context.Background(), bid); b.GetStatus().GetStatus() != queue.BatchReporting {
+		t.Fatalf("batch left Reporting (%s) without its report being mailed", b.GetStatus().GetStatus())
+	}
+	h.smtp.Refuse(false)
+	h.waitBatch(bid, queue.BatchCompleted)
+	reportMail(t, h, bid+"-report")
+}
+
+func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	var rows strings.Builder
+	rows.WriteString("#%checkm_0.7\n" + batchFields)
+	const n = 25
+	for i := range n {
+		fmt.Fprintf(&rows, "{{base}}/obj%02d.checkm | | | | | obj%02d.checkm | | loc%02d | | |\n", i, i, i)
+	}
+	u := h.dep.put("/many.checkm", rows.String())
+	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+
+	// The first batcher: takes the batch, creates 10 of its 25 jobs, dies.
+	first := h.connect()
+	bc, err := first.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	prof, _ := h.profiles.Get("demo")
+	planned, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, chunk := range [][]queue.NewJob{planned[0:4], planned[4:10]} {
+		if _, err := bc.CreateJobs(ctx, chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Close()
+
+	// A second batcher finishes it.
+	h.cfg.Chunk = 7
+	h.start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b := h.waitBatch(bid, queue.BatchProcessing)
+		if b.GetCounts().GetProcessing() == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch has %d jobs, want %d", b.GetCounts().GetProcessing(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	bc, err = h.q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.Spawning {
+		t.Error("the batch is still marked spawning")
+	}
+	bc.Release(ctx)
+	jobs := h.jobs(bid) // fails on a duplicate or missing batch entry
+	if len(jobs) != n {
+		t.Fatalf("%d jobs, want %d", len(jobs), n)
+	}
+	for i, j := range jobs {
+		if want := fmt.Sprintf("loc%02d", i); j.GetIdentifiers().GetLocalId()[0] != want {
+			t.Errorf("entry %d has local id %v, want %s", i, j.GetIdentifiers().GetLocalId(), want)
+		}
+	}
+	// The queued notice was sent once, by the batcher that finished.
+	msgs, _ := h.smtp.WaitFor(context.Background(), 1)
+	if len(msgs) != 1 || !strings.Contains(body(t, msgs[0]), fmt.Sprintf("%d object(s)", n)) {
+		t.Errorf("queued notices: %d", len(msgs))
+	}
+}

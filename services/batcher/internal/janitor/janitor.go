@@ -1,0 +1,76 @@
+// Package janitor removes completed batches once their retention has
+// passed: their ZooKeeper nodes (through the queue) and the working
+// directories of their jobs.
+package janitor
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// batchesPerRun bounds one run's work; the next run goes on.
+const batchesPerRun = 100
+
+// Janitor cleans up completed batches.
+type Janitor struct {
+	Queue     *queue.Client
+	Root      workdir.Root
+	Retention time.Duration
+	Interval  time.Duration
+	Logger    *slog.Logger
+}
+
+// Result says what one run removed.
+type Result struct {
+	Batches []string
+	Jobs    int
+	// DirErrors are working directories that could not be removed.
+	DirErrors []error
+}
+
+// RunOnce removes the completed batches older than the retention (at most
+// batchesPerRun of them) with their jobs' working directories.
+func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
+	res, err := j.Queue.CleanupBatches(ctx, j.Retention, batchesPerRun)
+	out := Result{Batches: res.Batches, Jobs: len(res.Jobs)}
+	for _, job := range res.Jobs {
+		if dir := job.GetConfiguration().GetWorkingDir(); dir != "" {
+			if rerr := j.Root.Remove(dir); rerr != nil {
+				out.DirErrors = append(out.DirErrors, rerr)
+			}
+		}
+	}
+	for _, bid := range res.Batches {
+		if rerr := j.Root.RemoveBatch(bid); rerr != nil {
+			out.DirErrors = append(out.DirErrors, rerr)
+		}
+	}
+	return out, err
+}
+
+// Run runs RunOnce now and every Interval until ctx ends.
+func (j *Janitor) Run(ctx context.Context) {
+	t := time.NewTicker(j.Interval)
+	defer t.Stop()
+	for {
+		res, err := j.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			j.Logger.Warn("cleaning up completed batches", "error", err.Error())
+		}
+		if len(res.Batches) > 0 {
+			j.Logger.Info("completed batches cleaned up", "batches", len(res.Batches), "jobs", res.Jobs)
+		}
+		for _, e := range res.DirErrors {
+			j.Logger.Warn("working directory left in place", "error", e.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/mail"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// Mail is the report as a message to the profile's notification addresses.
+func (r *Report) Mail(sub *v1.Submission, prof *profile.Profile) mail.Message {
+	var b strings.Builder
+	kind := "Report"
+	if r.Update {
+		kind = "Update report"
+	}
+	fmt.Fprintf(&b, "%s on ingestq batch %s\n\n", kind, r.Bid)
+	writeBatch(&b, r.Bid, sub, prof)
+	outcome := r.Summary()
+	fmt.Fprintf(&b, "Result:      %s\n", outcome)
+	if r.Deleted > 0 {
+		fmt.Fprintf(&b, "Deleted:     %d job(s) deleted by an operator are not listed\n", r.Deleted)
+	}
+	completedTitle := "Completed"
+	if r.Update {
+		completedTitle = "Completed since the last report"
+	}
+	writeSection(&b, completedTitle, r.Completed, false)
+	writeSection(&b, "Failed", r.Failed, true)
+	writeSection(&b, "Still in progress", r.InProgress, false)
+	subject := fmt.Sprintf("ingestq batch %s: %s", r.Bid, outcome)
+	if r.Update {
+		subject = fmt.Sprintf("ingestq batch %s (update): %s", r.Bid, outcome)
+	}
+	return mail.Message{Key: r.Key, To: prof.NotificationAddresses, Subject: subject, Body: b.String()}
+}
+
+// Summary says in one line how the batch ended; it becomes the batch's
+// status message and the mail's subject.
+func (r *Report) Summary() string {
+	switch {
+	case r.Update && r.Failed.Total == 0 && r.InProgress.Total == 0:
+		return fmt.Sprintf("completed: %d more object(s) completed, none failed", r.Completed.Total)
+	case r.Update:
+		return fmt.Sprintf("failed: %d more object(s) completed, %d still failed, %d in progress",
+			r.Completed.Total, r.Failed.Total, r.InProgress.Total)
+	case r.Failed.Total == 0:
+		return fmt.Sprintf("completed: all %d object(s) completed", r.Completed.Total)
+	default:
+		return fmt.Sprintf("failed: %d of %d object(s) failed", r.Failed.Total, r.Failed.Total+r.Completed.Total)
+	}
+}
+
+func writeBatch(b *strings.Builder, bid string, sub *v1.Submission, prof *profile.Profile) {
+	fmt.Fprintf(b, "Batch:       %s", bid)
+	if id := sub.GetBatchId(); id != "" {
+		fmt.Fprintf(b, " (batch uuid %s)", id)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(b, "Profile:     %s (collection %s)\n", sub.GetProfileName(), prof.Collection)
+	fmt.Fprintf(b, "Submitter:   %s\n", sub.GetSubmitter())
+	fmt.Fprintf(b, "Payload:     %s (%s)\n", sub.GetPayloadUrl(), queue.PayloadTypeName(sub.GetType()))
+	if t := sub.GetSubmissionDate(); t != nil {
+		fmt.Fprintf(b, "Submitted:   %s\n", t.AsTime().UTC().Format(queue.TimeLayout))
+	}
+}
+
+func writeSection(b *strings.Builder, title string, s Section, messages bool) {
+	if s.Total == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s (%d):\n", title, s.Total)
+	for _, l := range s.Lines {
+		ark := l.ARK
+		if ark == "" {
+			ark = "(no ARK)"
+		}
+		fmt.Fprintf(b, "  %s  %s", l.JobID, ark)
+		if len(l.LocalIDs) > 0 {
+			fmt.Fprintf(b, "  local id %s", strings.Join(l.LocalIDs, ", "))
+		}
+		if l.PayloadURL != "" {
+			fmt.Fprintf(b, "  %s", l.PayloadURL)
+		}
+		b.WriteString("\n")
+		if messages && l.Message != "" {
+			fmt.Fprintf(b, "      %s\n", oneLine(l.Message))
+		}
+	}
+	if more := s.Total - len(s.Lines); more > 0 {
+		fmt.Fprintf(b, "  … and %d more (see the batch's status-report)\n", more)
+	}
+}
+
+// oneLine keeps a stored message from breaking the report's layout.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// Queued is the "batch queued" notice sent once a batch's jobs exist.
+func Queued(bid string, sub *v1.Submission, prof *profile.Profile, jobs int) mail.Message {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ingestq queued batch %s: %d object(s) will be ingested.\n\n", bid, jobs)
+	writeBatch(&b, bid, sub, prof)
+	b.WriteString("\nA report follows when every object has been ingested or has failed.\n")
+	return mail.Message{
+		Key:     bid + "-queued",
+		To:      prof.NotificationAddresses,
+		Subject: fmt.Sprintf("ingestq batch %s queued: %d object(s)", bid, jobs),
+		Body:    b.String(),
+	}
+}

@@ -1,0 +1,171 @@
+// Package report builds what the batcher tells a depositor: the report on
+// a batch whose jobs have all ended (completed and failed jobs with their
+// ARKs, local ids and failure messages), the update report sent after an
+// operator troubleshot the failed jobs, and the "batch queued" notice.
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// MaxListed bounds the jobs a report lists per section; the status-report
+// node keeps every jid whatever the number.
+const MaxListed = 1000
+
+// readers bounds the jobs read at once.
+const readers = 16
+
+// Line is one job of a report.
+type Line struct {
+	JobID      string
+	ARK        string
+	LocalIDs   []string
+	PayloadURL string
+	Message    string // the job's last status message (why it failed)
+}
+
+// Section is a list of jobs, of which the first MaxListed are spelled out.
+type Section struct {
+	Total int
+	Lines []Line
+}
+
+// Report is one report on a batch.
+type Report struct {
+	Bid string
+	// Update is true for a report that follows an earlier one.
+	Update bool
+	// Key names the report for good (its mail's Message-ID and outbox
+	// file). It is derived from the stored status-report, which changes
+	// only when a report is committed, so a report built again after a
+	// crash gets the same key and its mail replaces the first attempt's.
+	Key string
+	// Completed lists the completed jobs (in an update report: only those
+	// completed since the previous report).
+	Completed Section
+	// Failed lists the jobs failed now.
+	Failed Section
+	// InProgress lists jobs still live (requeued and not ended yet): only an
+	// update report can meet them.
+	InProgress Section
+	// AllCompleted counts every completed job of the batch.
+	AllCompleted int
+	// Deleted counts jobs an operator deleted.
+	Deleted int
+	// Status is what the status-report node gets.
+	Status *v1.StatusReport
+}
+
+// Final is the state the batch goes to once the report is sent.
+func (r *Report) Final() queue.BatchState {
+	if r.Failed.Total == 0 && r.InProgress.Total == 0 {
+		return queue.BatchCompleted
+	}
+	return queue.BatchFailed
+}
+
+// Build reads batch bid's jobs and makes its report. prev is the report
+// sent before (nil for the first).
+func Build(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusReport) (*Report, error) {
+	refs, err := q.BatchJobIDs(ctx, bid)
+	if err != nil {
+		return nil, fmt.Errorf("listing the jobs of batch %s: %w", bid, err)
+	}
+	completed, failed := refs["batch-completed"], refs["batch-failed"]
+	r := &Report{
+		Bid:          bid,
+		Update:       prev != nil,
+		Key:          reportKey(bid, prev),
+		AllCompleted: len(completed),
+		Deleted:      len(refs["batch-deleted"]),
+		Status: &v1.StatusReport{
+			LastModified:   timestamppb.Now(),
+			FailedJobs:     slices.Clone(failed),
+			SuccessfulJobs: slices.Clone(completed),
+		},
+	}
+	newlyCompleted := completed
+	if prev != nil {
+		// Completed since the last report: failed then, completed now.
+		wasFailed := map[string]bool{}
+		for _, jid := range prev.GetFailedJobs() {
+			wasFailed[jid] = true
+		}
+		newlyCompleted = nil
+		for _, jid := range completed {
+			if wasFailed[jid] {
+				newlyCompleted = append(newlyCompleted, jid)
+			}
+		}
+	}
+	if r.Completed, err = section(ctx, q, newlyCompleted); err != nil {
+		return nil, err
+	}
+	if r.Failed, err = section(ctx, q, failed); err != nil {
+		return nil, err
+	}
+	if r.InProgress, err = section(ctx, q, refs["batch-processing"]); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// reportKey names the report that follows prev: "<bid>-report" for the
+// first, "<bid>-report-after-<time of prev>" for each update.
+func reportKey(bid string, prev *v1.StatusReport) string {
+	if prev == nil {
+		return bid + "-report"
+	}
+	return bid + "-report-after-" + prev.GetLastModified().AsTime().UTC().Format("20060102T150405Z")
+}
+
+// section reads the first MaxListed of jids.
+func section(ctx context.Context, q *queue.Client, jids []string) (Section, error) {
+	s := Section{Total: len(jids)}
+	listed := jids[:min(len(jids), MaxListed)]
+	lines := make([]Line, len(listed))
+	errs := make([]error, len(listed))
+	sem := make(chan struct{}, readers)
+	var wg sync.WaitGroup
+	for i, jid := range listed {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			lines[i], errs[i] = line(ctx, q, jid)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return Section{}, err
+	}
+	s.Lines = lines
+	return s, nil
+}
+
+func line(ctx context.Context, q *queue.Client, jid string) (Line, error) {
+	j, err := q.GetJob(ctx, jid)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		return Line{JobID: jid, Message: "deleted while the report was written"}, nil
+	case errors.Is(err, queue.ErrCorrupt):
+		return Line{JobID: jid, Message: "job data unreadable: " + err.Error()}, nil
+	case err != nil:
+		return Line{}, fmt.Errorf("reading job %s for the report: %w", jid, err)
+	}
+	return Line{
+		JobID:      jid,
+		ARK:        j.GetIdentifiers().GetPrimaryId(),
+		LocalIDs:   j.GetIdentifiers().GetLocalId(),
+		PayloadURL: j.GetConfiguration().GetPayloadUrl(),
+		Message:    j.GetStatus().GetMessage(),
+	}, nil
+}

@@ -1,0 +1,373 @@
+// Package spawn turns a batch's payload into its jobs: one job for a file
+// or a container, one for an object manifest (its files kept with the job),
+// one per row of a manifest of manifests or of containers. It fetches and
+// parses what it needs and says precisely what is wrong with a payload that
+// cannot be used.
+package spawn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// MaxManifestNodeBytes bounds the file list kept beside one job: a
+// ZooKeeper node holds less than 1 MB, and the rest of the job's creation
+// shares the request.
+const MaxManifestNodeBytes = 900 << 10
+
+// Fetcher fetches small documents (manifests); *fetch.Client is one.
+type Fetcher interface {
+	Fetch(ctx context.Context, url string, maxBytes int64) ([]byte, error)
+}
+
+// Planner builds the jobs of batches.
+type Planner struct {
+	Fetcher Fetcher
+	// Policy is the fetch policy the URLs listed in a batch manifest must
+	// pass (schemes, denied addresses), checked before any job exists.
+	Policy fetch.Policy
+	// Limits bound a fetched manifest (its MaxBytes bounds the download).
+	Limits checkm.Limits
+	Root   workdir.Root
+	// Attempts is how often a payload is fetched before the batch fails
+	// (default 3); only failures that may pass are retried.
+	Attempts int
+	// Backoff is the wait before the second attempt, doubled after (default 1s).
+	Backoff time.Duration
+}
+
+// PayloadError is a payload that cannot become jobs: the batch fails with
+// its message, which names the URL and, for a manifest, the line.
+type PayloadError struct {
+	Msg string
+	Err error
+}
+
+func (e *PayloadError) Error() string { return e.Msg }
+func (e *PayloadError) Unwrap() error { return e.Err }
+
+func payloadErrorf(err error, format string, args ...any) *PayloadError {
+	return &PayloadError{Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Plan returns the jobs of batch bid, in payload order: job i has
+// batch_entry i, so that a batcher finishing a half-spawned batch can tell
+// which jobs exist already. A *PayloadError means the payload is unusable;
+// any other error (the context ended, say) leaves the batch to be tried
+// again.
+func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, prof *profile.Profile) ([]queue.NewJob, error) {
+	b := &builder{p: p, bid: bid, sub: sub, prof: prof}
+	switch t := sub.GetType(); t {
+	case v1.PayloadType_PAYLOAD_TYPE_FILE, v1.PayloadType_PAYLOAD_TYPE_CONTAINER:
+		return b.single(t)
+	case v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:
+		return b.objectManifest(ctx)
+	case v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS:
+		return b.batchManifest(ctx, t)
+	default:
+		return nil, payloadErrorf(nil, "payload type %q is not one the batcher knows", queue.PayloadTypeName(t))
+	}
+}
+
+type builder struct {
+	p    *Planner
+	bid  string
+	sub  *v1.Submission
+	prof *profile.Profile
+}
+
+// job is the common part of every job of the batch.
+func (b *builder) job(entry int, payloadURL string, t v1.PayloadType) queue.NewJob {
+	prio := int32(b.prof.Priority)
+	prio = max(0, min(prio, queue.MaxPriority))
+	mode := b.sub.GetSubmissionMode()
+	if mode == v1.SubmissionMode_SUBMISSION_MODE_UNSPECIFIED {
+		mode = v1.SubmissionMode_SUBMISSION_MODE_ADD
+	}
+	return queue.NewJob{
+		Priority: prio,
+		Configuration: &v1.JobConfiguration{
+			ProfileName:    b.sub.GetProfileName(),
+			Submitter:      b.sub.GetSubmitter(),
+			PayloadUrl:     payloadURL,
+			PayloadType:    t,
+			SubmissionMode: mode,
+			WorkingDir:     b.p.Root.Job(b.bid, int32(entry)),
+			BatchEntry:     int32(entry),
+			Traceparent:    b.sub.GetTraceparent(),
+			Collection:     b.prof.Collection,
+		},
+	}
+}
+
+// single is a file or a container: one job whose manifest is the one file.
+func (b *builder) single(t v1.PayloadType) ([]queue.NewJob, error) {
+	raw := b.sub.GetPayloadUrl()
+	name, err := fileNameOf(raw)
+	if err != nil {
+		return nil, payloadErrorf(err, "payload %s: %v", raw, err)
+	}
+	j := b.job(0, raw, t)
+	j.Metadata = nonEmptyMetadata(b.sub.GetMetadata())
+	j.Manifest = &v1.Manifest{Files: []*v1.ManifestFile{{Url: raw, Size: -1, Name: name}}}
+	return []queue.NewJob{j}, nil
+}
+
+// fileNameOf is the base name of a URL's path: the name a single-file
+// payload gets in the object.
+func fileNameOf(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	name := path.Base(u.Path)
+	if name == "/" || name == "." || name == ".." || name == "" {
+		return "", errors.New("the URL's path ends in no file name")
+	}
+	if err := checkm.CheckFileName(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// manifest fetches and parses the manifest at raw.
+func (b *builder) manifest(ctx context.Context, raw, what string) (*checkm.Manifest, error) {
+	data, err := b.fetch(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	m, err := checkm.Parse(bytes.NewReader(data), b.p.Limits)
+	if err != nil {
+		return nil, payloadErrorf(err, "%s %s: %v", what, raw, err)
+	}
+	return m, nil
+}
+
+// fetch gets a payload document, retrying what may pass.
+func (b *builder) fetch(ctx context.Context, raw string) ([]byte, error) {
+	attempts := b.p.Attempts
+	if attempts <= 0 {
+		attempts = 3
+	}
+	backoff := b.p.Backoff
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	maxBytes := b.p.Limits.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = checkm.DefaultMaxBytes
+	}
+	var err error
+	for attempt := 1; ; attempt++ {
+		var data []byte
+		data, err = b.p.Fetcher.Fetch(ctx, raw, maxBytes)
+		if err == nil {
+			return data, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !mayPass(err) || attempt >= attempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return nil, payloadErrorf(err, "fetching payload %s: %v", raw, err)
+}
+
+// mayPass tells failures worth another attempt (the network, a server in
+// trouble) from those that will not change (a refused address or scheme, a
+// missing document, one over the size limit).
+func mayPass(err error) bool {
+	if errors.Is(err, fetch.ErrDenied) || errors.Is(err, fetch.ErrScheme) || errors.Is(err, fetch.ErrTooLarge) {
+		return false
+	}
+	var se *fetch.StatusError
+	if errors.As(err, &se) {
+		return se.Code >= 500 || se.Code == 408 || se.Code == 429
+	}
+	return true
+}
+
+// manifestProfile maps each payload type to the #%profile its manifest has.
+var manifestProfile = map[v1.PayloadType]string{
+	v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:        checkm.ProfileObject,
+	v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS:  checkm.ProfileBatch,
+	v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS: checkm.ProfileContainerBatch,
+}
+
+// checkProfile refuses a manifest that declares itself as another kind of
+// manifest than the payload type says: its rows would mean something else.
+// A manifest without a profile, or with one ingestq does not know, passes.
+func checkProfile(m *checkm.Manifest, t v1.PayloadType, raw string) error {
+	want := manifestProfile[t]
+	if m.Profile == "" || m.Profile == want {
+		return nil
+	}
+	for other, p := range manifestProfile {
+		if m.Profile == p {
+			return payloadErrorf(nil, "manifest %s declares profile %s, the profile of a %s, but was submitted as %s (profile %s)",
+				raw, m.Profile, queue.PayloadTypeName(other), queue.PayloadTypeName(t), want)
+		}
+	}
+	return nil
+}
+
+// objectManifest is one job whose files are the manifest's rows.
+func (b *builder) objectManifest(ctx context.Context) ([]queue.NewJob, error) {
+	raw := b.sub.GetPayloadUrl()
+	m, err := b.manifest(ctx, raw, "object manifest")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkProfile(m, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, raw); err != nil {
+		return nil, err
+	}
+	if err := m.CheckFileNames(); err != nil {
+		return nil, payloadErrorf(err, "object manifest %s: %v", raw, err)
+	}
+	files := make([]*v1.ManifestFile, len(m.Entries))
+	for i, e := range m.Entries {
+		if _, err := fetch.CheckURL(e.FileURL, b.p.Policy); err != nil {
+			return nil, payloadErrorf(err, "object manifest %s: line %d: %v", raw, e.Line, err)
+		}
+		files[i] = manifestFile(e)
+	}
+	manifest := &v1.Manifest{Files: files}
+	if n := encodedSize(manifest); n > MaxManifestNodeBytes {
+		return nil, payloadErrorf(nil, "object manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
+			raw, len(files), n, MaxManifestNodeBytes)
+	}
+	j := b.job(0, raw, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	j.Manifest = manifest
+	j.Identifiers = objectIdentifiers(m.Entries)
+	j.Metadata = nonEmptyMetadata(b.sub.GetMetadata())
+	if j.Metadata == nil {
+		for _, e := range m.Entries {
+			if j.Metadata = entryMetadata(e); j.Metadata != nil {
+				break
+			}
+		}
+	}
+	return []queue.NewJob{j}, nil
+}
+
+// batchManifest is one job per row: an object manifest (fetched later by
+// the Pending stage) or a container.
+func (b *builder) batchManifest(ctx context.Context, t v1.PayloadType) ([]queue.NewJob, error) {
+	raw := b.sub.GetPayloadUrl()
+	what := "manifest of manifests"
+	if t == v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS {
+		what = "manifest of containers"
+	}
+	m, err := b.manifest(ctx, raw, what)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkProfile(m, t, raw); err != nil {
+		return nil, err
+	}
+	jobs := make([]queue.NewJob, len(m.Entries))
+	for i, e := range m.Entries {
+		if _, err := fetch.CheckURL(e.FileURL, b.p.Policy); err != nil {
+			return nil, payloadErrorf(err, "%s %s: line %d: %v", what, raw, e.Line, err)
+		}
+		j := b.job(i, e.FileURL, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+		if t == v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS {
+			j = b.job(i, e.FileURL, v1.PayloadType_PAYLOAD_TYPE_CONTAINER)
+			j.Manifest = &v1.Manifest{Files: []*v1.ManifestFile{manifestFile(e)}}
+		}
+		j.Identifiers = entryIdentifiers(e)
+		j.Metadata = entryMetadata(e)
+		jobs[i] = j
+	}
+	return jobs, nil
+}
+
+func manifestFile(e checkm.Entry) *v1.ManifestFile {
+	return &v1.ManifestFile{
+		Url:           e.FileURL,
+		HashAlgorithm: e.HashAlgorithm,
+		HashValue:     e.HashValue,
+		Size:          e.FileSize,
+		LastModified:  e.FileLastModified,
+		Name:          e.FileName,
+	}
+}
+
+func entryIdentifiers(e checkm.Entry) *v1.Identifiers {
+	if e.PrimaryIdentifier == "" && e.LocalIdentifier == "" {
+		return nil
+	}
+	ids := &v1.Identifiers{PrimaryId: e.PrimaryIdentifier}
+	if e.LocalIdentifier != "" {
+		ids.LocalId = []string{e.LocalIdentifier}
+	}
+	return ids
+}
+
+// objectIdentifiers are the identifiers an object manifest gives its
+// object: the first primary and local identifier found in its rows.
+func objectIdentifiers(entries []checkm.Entry) *v1.Identifiers {
+	var merged checkm.Entry
+	for _, e := range entries {
+		if merged.PrimaryIdentifier == "" {
+			merged.PrimaryIdentifier = e.PrimaryIdentifier
+		}
+		if merged.LocalIdentifier == "" {
+			merged.LocalIdentifier = e.LocalIdentifier
+		}
+	}
+	return entryIdentifiers(merged)
+}
+
+func entryMetadata(e checkm.Entry) *v1.Metadata {
+	return nonEmptyMetadata(&v1.Metadata{Who: e.Creator, What: e.Title, When: e.Date, Where: e.Where})
+}
+
+func nonEmptyMetadata(m *v1.Metadata) *v1.Metadata {
+	if m.GetWho() == "" && m.GetWhat() == "" && m.GetWhen() == "" && m.GetWhere() == "" {
+		return nil
+	}
+	return m
+}
+
+// encodedSize is the size of the manifest in the JSON of the ZooKeeper
+// contract, as the queue stores it (or a little more: encoding/json escapes
+// '<', '>' and '&', which the queue writes plain).
+func encodedSize(m *v1.Manifest) int {
+	type file struct {
+		URL           string `json:"url"`
+		HashAlgorithm string `json:"hash_algorithm,omitempty"`
+		HashValue     string `json:"hash_value,omitempty"`
+		Size          int64  `json:"size"`
+		LastModified  string `json:"last_modified,omitempty"`
+		Name          string `json:"name"`
+	}
+	files := make([]file, len(m.GetFiles()))
+	for i, f := range m.GetFiles() {
+		files[i] = file{f.GetUrl(), f.GetHashAlgorithm(), f.GetHashValue(), f.GetSize(), f.GetLastModified(), f.GetName()}
+	}
+	data, _ := json.Marshal(struct {
+		Files []file `json:"files"`
+	}{files})
+	return len(data)
+}

@@ -1,0 +1,88 @@
+// Package submit serves ingestq.v1.BatchService: it takes a depositor's
+// submission, checks what the request's own validation cannot (the profile
+// exists, the payload URL passes the fetch policy) and writes the batch as
+// Pending, answering at once. The batch's jobs come later, from the batch
+// runner.
+package submit
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/google/uuid"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/rpcerr"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Server implements BatchService.
+type Server struct {
+	v1.UnimplementedBatchServiceServer
+	Queue    *queue.Client
+	Profiles *profile.Set
+	Policy   fetch.Policy
+	Logger   *slog.Logger
+}
+
+var _ v1.BatchServiceServer = (*Server)(nil)
+
+// Submit writes a Pending batch. The request passed its Validate already
+// (the server's validation interceptor).
+func (s *Server) Submit(ctx context.Context, req *v1.SubmitRequest) (*v1.SubmitResponse, error) {
+	if _, ok := s.Profiles.Get(req.GetProfile()); !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "profile %q is not configured; known profiles: %s",
+			req.GetProfile(), strings.Join(s.Profiles.Names(), ", "))
+	}
+	if _, err := fetch.CheckURL(req.GetPayloadUrl(), s.Policy); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "payload_url: %v", err)
+	}
+	batchUUID := req.GetBatchUuid()
+	if batchUUID == "" {
+		batchUUID = uuid.NewString()
+	}
+	mode := req.GetSubmissionMode()
+	if mode == v1.SubmissionMode_SUBMISSION_MODE_UNSPECIFIED {
+		mode = v1.SubmissionMode_SUBMISSION_MODE_ADD
+	}
+	// The RPC's span (otelgrpc) becomes the parent of every job's spans.
+	traceparent := telemetry.Inject(ctx)
+	sub := &v1.Submission{
+		ProfileName:    req.GetProfile(),
+		Submitter:      req.GetSubmitter(),
+		PayloadUrl:     req.GetPayloadUrl(),
+		Type:           req.GetPayloadType(),
+		SubmissionMode: mode,
+		Metadata:       req.GetMetadata(),
+		BatchId:        batchUUID,
+		Traceparent:    traceparent,
+	}
+	bid, err := s.Queue.CreateBatch(ctx, sub)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	s.Logger.InfoContext(telemetry.WithJob(ctx, "", bid), "batch submitted",
+		"batch_uuid", batchUUID, "profile", req.GetProfile(), "payload_type", queue.PayloadTypeName(req.GetPayloadType()))
+	return &v1.SubmitResponse{BatchId: bid, BatchUuid: batchUUID, Traceparent: traceparent}, nil
+}
+
+// GetBatchStatus reads a batch by bid or batch uuid.
+func (s *Server) GetBatchStatus(ctx context.Context, req *v1.GetBatchStatusRequest) (*v1.GetBatchStatusResponse, error) {
+	bid := req.GetBatchId()
+	if bid == "" {
+		var err error
+		if bid, err = s.Queue.BatchByUUID(ctx, req.GetBatchUuid()); err != nil {
+			return nil, rpcerr.FromQueue(err)
+		}
+	}
+	b, err := s.Queue.GetBatch(ctx, bid)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return &v1.GetBatchStatusResponse{Batch: b}, nil
+}

@@ -1,0 +1,249 @@
+package submit
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/server"
+	"github.com/ingestq/ingestq/shared/zktest"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) {
+	// The shared server's otelgrpc handler uses the otel globals: with a
+	// real provider and the W3C propagator, a Submit call has a span whose
+	// context the submission stores.
+	otel.SetTracerProvider(sdktrace.NewTracerProvider())
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	zktest.Main(m)
+}
+
+const demoYAML = `name: demo
+collection: demo_coll
+owner: ark:/99999/fk4owner
+notification_addresses: [depositor@example.org]
+priority: 5
+notify_on_queue: false
+storage_target: local
+`
+
+type fixture struct {
+	q      *queue.Client
+	zkRoot string
+	client v1.BatchServiceClient
+}
+
+func newFixture(t *testing.T, policy fetch.Policy) *fixture {
+	t.Helper()
+	f := &fixture{zkRoot: zktest.Root(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	f.q, err = queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.q.Close)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "demo.yaml"), []byte(demoYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := profile.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	srv, err := server.New(server.Options{Logger: log, AdminToken: "token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1.RegisterBatchServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Policy: policy, Logger: log})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	f.client = v1.NewBatchServiceClient(conn)
+	return f
+}
+
+func valid() *v1.SubmitRequest {
+	return &v1.SubmitRequest{
+		Submitter:   "jdoe",
+		Profile:     "demo",
+		PayloadUrl:  "https://example.org/deposits/batch.checkm",
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+		Metadata:    &v1.Metadata{Who: "Hale, Margaret", What: "Letters", When: "1921", Where: "ark:/99999/fk4where"},
+	}
+}
+
+func TestSubmitWritesAPendingBatchAndAnswersWithItsIDs(t *testing.T) {
+	f := newFixture(t, fetch.Policy{})
+	// The caller's trace: the submission must continue it.
+	const callerTrace = "0af7651916cd43dd8448eb211c80319c"
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-"+callerTrace+"-b7ad6b7169203331-01")
+
+	req := valid()
+	req.BatchUuid = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	resp, err := f.client.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !queue.ValidBatchID(resp.GetBatchId()) || resp.GetBatchUuid() != req.BatchUuid {
+		t.Errorf("Submit answered %v", resp)
+	}
+	b, err := f.q.GetBatch(context.Background(), resp.GetBatchId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := b.GetSubmission()
+	if b.GetStatus().GetStatus() != queue.BatchPending || sub.GetProfileName() != "demo" || sub.GetSubmitter() != "jdoe" ||
+		sub.GetPayloadUrl() != req.PayloadUrl || sub.GetType() != req.PayloadType || sub.GetBatchId() != req.BatchUuid ||
+		sub.GetSubmissionMode() != v1.SubmissionMode_SUBMISSION_MODE_ADD || sub.GetMetadata().GetWho() != "Hale, Margaret" {
+		t.Errorf("stored batch %v", b)
+	}
+	if !strings.Contains(sub.GetTraceparent(), callerTrace) || sub.GetTraceparent() != resp.GetTraceparent() {
+		t.Errorf("stored traceparent %q (answered %q) does not continue trace %s", sub.GetTraceparent(), resp.GetTraceparent(), callerTrace)
+	}
+	if bid, err := f.q.BatchByUUID(context.Background(), req.BatchUuid); err != nil || bid != resp.GetBatchId() {
+		t.Errorf("uuid lookup: %s %v", bid, err)
+	}
+	st, err := f.client.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchUuid{BatchUuid: req.BatchUuid}})
+	if err != nil || st.GetBatch().GetId() != resp.GetBatchId() {
+		t.Errorf("GetBatchStatus by uuid: %v %v", st, err)
+	}
+
+	// Without a uuid one is generated, and the same uuid twice is refused.
+	req2 := valid()
+	resp2, err := f.client.Submit(ctx, req2)
+	if err != nil || len(resp2.GetBatchUuid()) != 36 || resp2.GetBatchId() == resp.GetBatchId() {
+		t.Errorf("Submit without a uuid: %v %v", resp2, err)
+	}
+	_, err = f.client.Submit(ctx, req)
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(status.Convert(err).Message(), resp.GetBatchId()) {
+		t.Errorf("resubmitting uuid %s: %v, want AlreadyExists naming %s", req.BatchUuid, err, resp.GetBatchId())
+	}
+	_, err = f.client.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: "bid9999999999"}})
+	if status.Code(err) != codes.NotFound || status.Convert(err).Message() != "batch bid9999999999 not found" {
+		t.Errorf("GetBatchStatus of a missing batch: %v", err)
+	}
+}
+
+func TestSubmitRefusesEachBadFieldNamingIt(t *testing.T) {
+	deny, err := fetch.ParseDeny("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, fetch.Policy{Deny: deny})
+	long := func(n int) string { return strings.Repeat("x", n) }
+	for _, tc := range []struct {
+		name string
+		edit func(*v1.SubmitRequest)
+		want string
+	}{
+		{"no submitter", func(r *v1.SubmitRequest) { r.Submitter = "" }, "submitter is required"},
+		{"a submitter too long", func(r *v1.SubmitRequest) { r.Submitter = long(257) }, "submitter is 257 bytes, at most 256 allowed"},
+		{"no profile", func(r *v1.SubmitRequest) { r.Profile = "" }, "profile is required"},
+		{"an unknown profile", func(r *v1.SubmitRequest) { r.Profile = "nope" }, `profile "nope" is not configured; known profiles: demo`},
+		{"a profile that is a path", func(r *v1.SubmitRequest) { r.Profile = "../demo" }, "must not contain '/'"},
+		{"no payload url", func(r *v1.SubmitRequest) { r.PayloadUrl = "" }, "payload_url is required"},
+		{"an ftp url", func(r *v1.SubmitRequest) { r.PayloadUrl = "ftp://example.org/a.zip" }, `scheme "ftp" is not allowed, only http and https`},
+		{"a file url", func(r *v1.SubmitRequest) { r.PayloadUrl = "file:///etc/passwd" }, `scheme "file" is not allowed`},
+		{"a url without host", func(r *v1.SubmitRequest) { r.PayloadUrl = "http:///a.zip" }, "has no host"},
+		{"a url with credentials", func(r *v1.SubmitRequest) { r.PayloadUrl = "https://user:secret@example.org/a.zip" }, "carries credentials"},
+		{"a url in a denied range", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://10.1.2.3/a.zip" }, "payload_url"},
+		{"a metadata address of the cloud", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://169.254.169.254/latest" }, "denied"},
+		{"a url too long", func(r *v1.SubmitRequest) { r.PayloadUrl = "https://example.org/" + long(8192) }, "payload_url is 8212 bytes, at most 8192 allowed"},
+		{"no payload type", func(r *v1.SubmitRequest) { r.PayloadType = 0 }, "payload_type is required"},
+		{"an unknown payload type", func(r *v1.SubmitRequest) { r.PayloadType = 42 }, "payload_type 42 is not a known payload type"},
+		{"an unknown mode", func(r *v1.SubmitRequest) { r.SubmissionMode = 9 }, "submission_mode 9 is not add or update"},
+		{"a title too long", func(r *v1.SubmitRequest) { r.Metadata.What = long(4097) }, "metadata.what is 4097 bytes, at most 4096 allowed"},
+		{"a creator with a line break", func(r *v1.SubmitRequest) { r.Metadata.Who = "a\nBcc: x" }, "metadata.who contains control character U+000A"},
+		{"a uuid with a slash", func(r *v1.SubmitRequest) { r.BatchUuid = "a/b" }, `batch_uuid "a/b": character '/'`},
+		{"a uuid with a space", func(r *v1.SubmitRequest) { r.BatchUuid = "a b" }, "batch_uuid"},
+		{"a uuid too long", func(r *v1.SubmitRequest) { r.BatchUuid = long(129) }, "batch_uuid is 129 bytes, at most 128 allowed"},
+		{"a uuid that is dot-dot", func(r *v1.SubmitRequest) { r.BatchUuid = ".." }, "not a usable batch uuid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := valid()
+			tc.edit(req)
+			_, err := f.client.Submit(context.Background(), req)
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tc.want) {
+				t.Errorf("got %s %q, want InvalidArgument containing %q", st.Code(), st.Message(), tc.want)
+			}
+		})
+	}
+	bids, err := f.q.ListBatchIDs(context.Background())
+	if err != nil || len(bids) != 0 {
+		t.Errorf("refused submissions left batches: %v %v", bids, err)
+	}
+}
+
+// TestTheLargestSubmissionFitsAZooKeeperNode submits every field at its
+// limit, in the characters that grow most when JSON-escaped, and measures
+// the node the queue wrote.
+func TestTheLargestSubmissionFitsAZooKeeperNode(t *testing.T) {
+	f := newFixture(t, fetch.Policy{})
+	worst := func(n int) string { return strings.Repeat(`"`, n) }
+	req := &v1.SubmitRequest{
+		Submitter:   worst(v1.MaxSubmitterBytes),
+		Profile:     "demo",
+		PayloadUrl:  "https://example.org/" + strings.Repeat("%22", (v1.MaxPayloadURLBytes-20)/3),
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE,
+		Metadata: &v1.Metadata{Who: worst(v1.MaxMetadataFieldBytes), What: worst(v1.MaxMetadataFieldBytes),
+			When: worst(v1.MaxMetadataFieldBytes), Where: worst(v1.MaxMetadataFieldBytes)},
+		BatchUuid: strings.Repeat("u", v1.MaxBatchUUIDBytes),
+	}
+	resp, err := f.client.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	data, _, err := conn.Get(f.zkRoot + "/batches/" + resp.GetBatchId() + "/submission")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("largest submission: %d bytes in ZooKeeper (request %d bytes encoded)", len(data), len(req.String()))
+	if len(data) > 100<<10 {
+		t.Errorf("the largest submission takes %d bytes, more than 100 KiB of a node's 1 MB", len(data))
+	}
+	// One byte more in any field is refused before anything is written.
+	req.Submitter += `"`
+	req.BatchUuid = "other"
+	if _, err := f.client.Submit(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a submitter one byte over: %v, want InvalidArgument", err)
+	}
+}
