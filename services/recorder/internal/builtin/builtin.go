@@ -1,0 +1,160 @@
+// Package builtin is the recorder's own inventory client: it leases jobs
+// through the same lease manager as RecordingService, reads each stored
+// version's manifest and records it in the SQLite inventory.
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
+	"github.com/ingestq/ingestq/services/recorder/internal/lease"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/telemetry"
+)
+
+// Recorder records leased versions into an inventory database.
+type Recorder struct {
+	Leases *lease.Manager
+	DB     *inventory.DB
+	// LeaseDuration is each lease's length; it is renewed at a third of it
+	// while a version is being recorded (default 1 min).
+	LeaseDuration time.Duration
+	Logger        *slog.Logger
+}
+
+// Run leases and records jobs until ctx ends.
+func (r *Recorder) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		l, err := r.Leases.Lease(ctx, time.Minute, r.duration())
+		if errors.Is(err, lease.ErrStopping) {
+			return
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				r.Logger.Warn("leasing a job", "error", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			continue
+		}
+		if l != nil {
+			r.Record(ctx, l)
+		}
+	}
+}
+
+func (r *Recorder) duration() time.Duration {
+	if r.LeaseDuration > 0 {
+		return r.LeaseDuration
+	}
+	return time.Minute
+}
+
+// Record records one leased version and completes the lease, or fails it
+// with what went wrong.
+func (r *Recorder) Record(ctx context.Context, l *lease.Lease) {
+	ctx = telemetry.WithJob(ctx, l.JobID, l.BatchID)
+	workCtx, stop := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		r.renew(workCtx, l.ID)
+	}()
+	number, err := r.record(workCtx, l)
+	stop()
+	<-renewed
+	// The outcome is committed even if ctx ended meanwhile: a drain waits
+	// for it.
+	outCtx := context.WithoutCancel(ctx)
+	if err != nil {
+		msg := fmt.Sprintf("recording %s in the inventory: %v", l.ARK, err)
+		r.Logger.WarnContext(ctx, "recording failed", "lease", l.ID, "error", err)
+		if ferr := r.Leases.Fail(outCtx, l.ID, msg); ferr != nil {
+			r.Logger.WarnContext(ctx, "failing the lease", "lease", l.ID, "error", ferr)
+		}
+		return
+	}
+	if err := r.Leases.Complete(outCtx, l.ID); err != nil {
+		r.Logger.WarnContext(ctx, "completing the lease", "lease", l.ID, "error", err)
+		return
+	}
+	r.Logger.InfoContext(ctx, "version recorded", "ark", l.ARK, "version", number)
+}
+
+// renew keeps the lease alive until ctx ends.
+func (r *Recorder) renew(ctx context.Context, id string) {
+	t := time.NewTicker(r.duration() / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := r.Leases.Renew(id, r.duration()); err != nil {
+				r.Logger.WarnContext(ctx, "renewing the lease", "lease", id, "error", err)
+				return
+			}
+		}
+	}
+}
+
+func (r *Recorder) record(ctx context.Context, l *lease.Lease) (int, error) {
+	entries, err := readManifest(l.ManifestURL)
+	if err != nil {
+		return 0, err
+	}
+	v := inventory.Version{ARK: l.ARK, Number: versionNumber(l.ManifestURL), ManifestURL: l.ManifestURL, Mode: l.Mode,
+		JobID: l.JobID, LocalIDs: l.LocalIDs}
+	for _, e := range entries {
+		v.Files = append(v.Files, inventory.File{Name: e.FileName, Size: e.FileSize, DigestAlg: e.HashAlgorithm, Digest: e.HashValue})
+	}
+	return r.DB.Record(ctx, v)
+}
+
+// readManifest reads a version manifest the local object store wrote.
+func readManifest(raw string) ([]checkm.Entry, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("manifest URL %q: %w", raw, err)
+	}
+	if u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
+		return nil, fmt.Errorf("manifest URL %s: the built-in recorder reads file:// manifests only", raw)
+	}
+	f, err := os.Open(filepath.FromSlash(u.Path))
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", raw, err)
+	}
+	defer f.Close()
+	m, err := checkm.Parse(f, checkm.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", raw, err)
+	}
+	return m.Entries, nil
+}
+
+// versionNumber reads the version number from a manifest URL of the local
+// object store (…/v<N>/manifest.checkm); 0 when the URL does not say.
+func versionNumber(manifestURL string) int {
+	u, err := url.Parse(manifestURL)
+	if err != nil {
+		return 0
+	}
+	dir := path.Base(path.Dir(u.Path))
+	n, err := strconv.Atoi(strings.TrimPrefix(dir, "v"))
+	if err != nil || n < 1 || !strings.HasPrefix(dir, "v") || "v"+strconv.Itoa(n) != dir {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,95 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+func open(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "inventory.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func count(t *testing.T, db *DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func version(ark, jid string, number int, files ...File) Version {
+	return Version{ARK: ark, Number: number, ManifestURL: "file:///store/" + jid, Mode: "add", JobID: jid, LocalIDs: []string{"loc-" + jid}, Files: files}
+}
+
+func TestRecordWritesObjectVersionAndFilesOnceWhateverTheRetries(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	v := version("ark:/99999/fk4x", "jid0000000001", 1,
+		File{Name: "producer/a.txt", Size: 5, DigestAlg: "sha256", Digest: "aa"},
+		File{Name: "system/mrt-erc.txt", Size: 9, DigestAlg: "sha256", Digest: "bb"})
+	for i := 0; i < 3; i++ {
+		n, err := db.Record(ctx, v)
+		if err != nil || n != 1 {
+			t.Fatalf("Record #%d = %d, %v; want 1", i+1, n, err)
+		}
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM objects`); got != 1 {
+		t.Errorf("%d objects", got)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM versions WHERE ark = ? AND number = 1 AND jid = ? AND manifest_url = ? AND mode = 'add'`,
+		v.ARK, v.JobID, v.ManifestURL); got != 1 {
+		t.Errorf("%d matching version rows, want 1", got)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM files WHERE ark = ? AND version = 1`, v.ARK); got != 2 {
+		t.Errorf("%d file rows, want 2", got)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM files WHERE name = 'producer/a.txt' AND size = 5 AND digest_alg = 'sha256' AND digest = 'aa'`); got != 1 {
+		t.Errorf("producer/a.txt row missing or wrong")
+	}
+}
+
+func TestRecordNumbersVersionsAndMergesLocalIDs(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	const ark = "ark:/99999/fk4x"
+	if _, err := db.Record(ctx, version(ark, "jid0000000001", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// A storage that does not say the number: the next one is taken.
+	n, err := db.Record(ctx, version(ark, "jid0000000002", 0))
+	if err != nil || n != 2 {
+		t.Fatalf("unnumbered version recorded as %d, %v; want 2", n, err)
+	}
+	var ids string
+	db.db.QueryRow(`SELECT local_ids FROM objects WHERE ark = ?`, ark).Scan(&ids)
+	if ids != `["loc-jid0000000001","loc-jid0000000002"]` {
+		t.Errorf("local ids %s", ids)
+	}
+	_, err = db.Record(ctx, version(ark, "jid0000000003", 2))
+	if !errors.Is(err, ErrConflict) {
+		t.Errorf("a second job's version 2: %v, want ErrConflict", err)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM versions WHERE jid = 'jid0000000003'`); got != 0 {
+		t.Errorf("the conflicting version left %d rows", got)
+	}
+}
+
+func TestOpenAppliesThePragmas(t *testing.T) {
+	db := open(t)
+	var mode string
+	if err := db.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode %q (%v), want wal", mode, err)
+	}
+	if got := count(t, db, `PRAGMA foreign_keys`); got != 1 {
+		t.Errorf("foreign_keys = %d, want 1", got)
+	}
+}

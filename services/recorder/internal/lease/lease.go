@@ -1,0 +1,459 @@
+// Package lease hands jobs in Recording to recorders for a limited time: a
+// lease holds the job's lock and the object's inventory lock until it is
+// completed, failed, or expires, when both are released and the job goes
+// to the next caller. The RecordingService and the built-in recorder share
+// one Manager.
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
+)
+
+// Errors of lease operations; each returned error also names the lease.
+var (
+	// ErrUnknown: no such lease was ever handed out here (or it ended
+	// long ago).
+	ErrUnknown = errors.New("unknown lease")
+	// ErrEnded: the lease expired, lost its job, or was completed or failed.
+	ErrEnded = errors.New("lease has ended")
+	// ErrStopping: the recorder is stopping and hands out no lease.
+	ErrStopping = errors.New("recorder is stopping")
+)
+
+// Lease is a job leased to a recorder.
+type Lease struct {
+	ID          string
+	Expires     time.Time
+	JobID       string
+	BatchID     string
+	ARK         string
+	ManifestURL string
+	Mode        string
+	LocalIDs    []string
+}
+
+// Options tune a Manager.
+type Options struct {
+	// DefaultDuration is a lease's duration when the caller gives none
+	// (default 5 min).
+	DefaultDuration time.Duration
+	// MaxWait caps how long Lease waits for a job (default 60 s).
+	MaxWait time.Duration
+	// LockRetry is how long a job whose object another recorder is
+	// recording is left alone (default 2 s).
+	LockRetry time.Duration
+	Logger    *slog.Logger
+}
+
+// Manager hands out leases on the jobs of one queue client.
+type Manager struct {
+	q        *queue.Client
+	consumer *queue.Consumer
+	opts     Options
+	log      *slog.Logger
+
+	quit     context.Context // ends when Stop is called: waiting Lease calls return
+	stop     context.CancelFunc
+	mu       sync.Mutex
+	leases   map[string]*held
+	ended    map[string]tombstone // why recent leases ended
+	stopping bool
+	idle     chan struct{} // closed when stopping and no lease is left
+}
+
+// held is a live lease with what it holds.
+type held struct {
+	Lease
+	claim     *queue.Claim
+	lock      *queue.ObjectLock
+	timer     *time.Timer
+	stopWatch func() bool // stops watching the claim's context
+}
+
+type tombstone struct {
+	why string
+	at  time.Time
+}
+
+// Tombstones are kept this long (and at most maxTombstones of them), so a
+// late Complete learns why its lease ended instead of "unknown".
+const (
+	tombstoneTTL  = time.Hour
+	maxTombstones = 10000
+)
+
+// New returns a Manager taking jobs in Recording from q.
+func New(q *queue.Client, opts Options) *Manager {
+	if opts.DefaultDuration <= 0 {
+		opts.DefaultDuration = 5 * time.Minute
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = time.Minute
+	}
+	if opts.LockRetry <= 0 {
+		opts.LockRetry = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	quit, stop := context.WithCancel(context.Background())
+	return &Manager{
+		quit: quit,
+		stop: stop,
+		q:    q,
+		consumer: q.NewConsumer(queue.Recording, queue.ConsumerOptions{
+			Parts: queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid}),
+		opts:   opts,
+		log:    opts.Logger,
+		leases: map[string]*held{},
+		ended:  map[string]tombstone{},
+	}
+}
+
+// Lease waits up to wait (capped by MaxWait and ctx) for a job in Recording
+// and leases it for d (0: the default). With no job in time it returns nil
+// and no error.
+func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, error) {
+	if d <= 0 {
+		d = m.opts.DefaultDuration
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, min(wait, m.opts.MaxWait))
+	defer cancel()
+	defer context.AfterFunc(m.quit, cancel)()
+	for {
+		claim, err := m.next(waitCtx, wait)
+		if m.isStopping() {
+			if claim != nil {
+				claim.Release(context.WithoutCancel(ctx))
+			}
+			return nil, ErrStopping
+		}
+		if claim == nil {
+			if err == nil || (waitCtx.Err() != nil && ctx.Err() == nil) {
+				return nil, nil // nothing to record within the wait
+			}
+			return nil, err
+		}
+		l, err := m.hold(ctx, claim, d)
+		if errors.Is(err, errSkipped) {
+			continue
+		}
+		return l, err
+	}
+}
+
+// next claims a job: waiting for one, or, with no wait, only if one is
+// free now and the queue is not paused.
+func (m *Manager) next(ctx context.Context, wait time.Duration) (*queue.Claim, error) {
+	if wait > 0 {
+		return m.consumer.Next(ctx)
+	}
+	if paused, err := m.q.Paused(ctx); err != nil || paused {
+		return nil, err
+	}
+	claim, _, err := m.consumer.TryNext(ctx)
+	return claim, err
+}
+
+// errSkipped: the claimed job was not leased (failed or left for later).
+var errSkipped = errors.New("job skipped")
+
+// hold turns a claim into a lease: the object's inventory lock is taken
+// and the expiry armed.
+func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration) (*Lease, error) {
+	job := claim.Job
+	logCtx := telemetry.WithJob(ctx, claim.ID(), job.GetBid())
+	ark, manifest := job.GetIdentifiers().GetPrimaryId(), job.GetInventory().GetManifestUrl()
+	var problem string
+	switch {
+	case claim.LoadErr != nil:
+		problem = fmt.Sprintf("job data unreadable: %v", claim.LoadErr)
+	case ark == "":
+		problem = "cannot record: the job has no ARK (identifiers.primary_id); processing did not finish"
+	case manifest == "":
+		problem = "cannot record: the job has no inventory manifest_url; processing did not finish"
+	}
+	if problem != "" {
+		m.log.WarnContext(logCtx, "job cannot be recorded", "message", problem)
+		if err := claim.Commit(ctx, queue.Change{To: queue.Failed, Message: problem}); err != nil {
+			m.log.WarnContext(logCtx, "failing the job", "error", err)
+			claim.Release(context.WithoutCancel(ctx))
+		}
+		return nil, errSkipped
+	}
+	lock, err := m.q.LockInventory(ctx, ark)
+	if err != nil {
+		claim.Release(context.WithoutCancel(ctx))
+		if errors.Is(err, queue.ErrLocked) {
+			// Another recorder (ours or a Merritt Inventory) is recording
+			// this object; other jobs go first meanwhile.
+			m.consumer.Defer(claim.ID(), time.Now().Add(m.opts.LockRetry))
+			return nil, errSkipped
+		}
+		return nil, fmt.Errorf("locking the inventory of %s: %w", ark, err)
+	}
+	id, err := newID()
+	if err != nil {
+		unlockAndRelease(ctx, claim, lock)
+		return nil, err
+	}
+	h := &held{
+		Lease: Lease{ID: id, Expires: time.Now().Add(d), JobID: claim.ID(), BatchID: job.GetBid(), ARK: ark,
+			ManifestURL: manifest, Mode: job.GetInventory().GetMode(), LocalIDs: job.GetIdentifiers().GetLocalId()},
+		claim: claim,
+		lock:  lock,
+	}
+	m.mu.Lock()
+	if m.stopping {
+		m.mu.Unlock()
+		unlockAndRelease(ctx, claim, lock)
+		return nil, ErrStopping
+	}
+	m.leases[id] = h
+	h.timer = time.AfterFunc(d, func() { m.expire(id) })
+	h.stopWatch = context.AfterFunc(claim.Context(), func() {
+		m.end(id, lostReason)
+	})
+	out := h.Lease
+	m.mu.Unlock()
+	m.log.InfoContext(logCtx, "job leased", "lease", id, "ark", ark, "expires", out.Expires)
+	return &out, nil
+}
+
+func newID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("lease id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// expire ends a lease whose time is up (unless it was renewed meanwhile).
+func (m *Manager) expire(id string) {
+	m.mu.Lock()
+	h, ok := m.leases[id]
+	if !ok || time.Now().Before(h.Expires) {
+		m.mu.Unlock()
+		return
+	}
+	why := fmt.Sprintf("it expired at %s", h.Expires.UTC().Format(time.RFC3339))
+	m.removeLocked(id, h, why)
+	m.mu.Unlock()
+	m.giveBack(h, why)
+}
+
+// end ends a live lease for the reason given.
+func (m *Manager) end(id, why string) {
+	if h := m.take(id, why); h != nil {
+		m.giveBack(h, why)
+	}
+}
+
+// giveBack returns what an ended lease held: the job to the queue, the
+// object to other recorders.
+func (m *Manager) giveBack(h *held, why string) {
+	m.log.InfoContext(telemetry.WithJob(context.Background(), h.JobID, h.BatchID), "lease ended; job given back", "lease", h.ID, "reason", why)
+	unlockAndRelease(context.Background(), h.claim, h.lock)
+}
+
+// take removes a live lease from the table, leaving a tombstone saying why.
+func (m *Manager) take(id, why string) *held {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.leases[id]
+	if !ok {
+		return nil
+	}
+	m.removeLocked(id, h, why)
+	return h
+}
+
+func (m *Manager) removeLocked(id string, h *held, why string) {
+	delete(m.leases, id)
+	h.timer.Stop()
+	h.stopWatch()
+	m.buryLocked(id, why)
+	if m.stopping && len(m.leases) == 0 && m.idle != nil {
+		close(m.idle)
+		m.idle = nil
+	}
+}
+
+// bury records why a lease ended.
+func (m *Manager) bury(id, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.buryLocked(id, why)
+}
+
+func (m *Manager) buryLocked(id, why string) {
+	now := time.Now()
+	if len(m.ended) >= maxTombstones {
+		for k, t := range m.ended {
+			if now.Sub(t.at) > tombstoneTTL || len(m.ended) >= maxTombstones {
+				delete(m.ended, k)
+			}
+		}
+	}
+	m.ended[id] = tombstone{why: why, at: now}
+}
+
+// unlockAndRelease gives back what a lease held, whatever the caller's
+// context: the job to the queue, the object to other recorders.
+func unlockAndRelease(ctx context.Context, claim *queue.Claim, lock *queue.ObjectLock) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	claim.Release(ctx) // refused harmlessly if the claim was lost or committed
+	if lock != nil {
+		lock.Unlock(ctx)
+	}
+}
+
+// lostReason is why a lease whose claim's context ended is over.
+const lostReason = "the job's lock was lost (ZooKeeper session or lock node gone)"
+
+// live finds a lease that may still be acted on, or says why not.
+func (m *Manager) live(id string) (*held, error) {
+	for {
+		m.mu.Lock()
+		h, ok := m.leases[id]
+		t, dead := m.ended[id]
+		expired := ok && !time.Now().Before(h.Expires)
+		m.mu.Unlock()
+		switch {
+		case ok && h.claim.Context().Err() != nil:
+			m.end(id, lostReason)
+		case expired:
+			m.expire(id)
+		case ok:
+			return h, nil
+		case dead:
+			return nil, fmt.Errorf("lease %s: %w: %s", id, ErrEnded, t.why)
+		default:
+			return nil, fmt.Errorf("lease %s: %w", id, ErrUnknown)
+		}
+	}
+}
+
+// Renew extends a live lease to d from now (0: the default duration).
+func (m *Manager) Renew(id string, d time.Duration) (time.Time, error) {
+	if d <= 0 {
+		d = m.opts.DefaultDuration
+	}
+	h, err := m.live(id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leases[id] != h {
+		return time.Time{}, fmt.Errorf("lease %s: %w: %s", id, ErrEnded, m.ended[id].why)
+	}
+	h.Expires = time.Now().Add(d)
+	h.timer.Reset(d)
+	return h.Expires, nil
+}
+
+// Complete ends a lease with success: the job goes to Notify.
+func (m *Manager) Complete(ctx context.Context, id string) error {
+	return m.finish(ctx, id, queue.Change{To: queue.Notify}, "completed")
+}
+
+// Fail ends a lease with failure: the job goes to Failed with message.
+func (m *Manager) Fail(ctx context.Context, id, message string) error {
+	return m.finish(ctx, id, queue.Change{To: queue.Failed, Message: message}, "failed: "+message)
+}
+
+func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why string) error {
+	h, err := m.live(id)
+	if err != nil {
+		return err
+	}
+	if m.take(id, why) != h {
+		return fmt.Errorf("lease %s: %w: %s", id, ErrEnded, m.whyEnded(id))
+	}
+	logCtx := telemetry.WithJob(ctx, h.JobID, h.BatchID)
+	if ch.To == queue.Notify {
+		ch.Message = fmt.Sprintf("recorded %s (%s)", h.ARK, h.ManifestURL)
+	}
+	// A commit the caller gave up on midway would leave it unsure what
+	// happened: once started, it runs to its end.
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err = h.claim.Commit(commitCtx, ch)
+	unlockAndRelease(ctx, h.claim, h.lock)
+	if errors.Is(err, queue.ErrFenced) {
+		m.bury(id, "the job's lock was lost before it was "+why)
+		return fmt.Errorf("lease %s: %w: the job's lock was lost: %v", id, ErrEnded, err)
+	}
+	if err != nil {
+		m.bury(id, "the job was given back: committing it failed")
+		return fmt.Errorf("lease %s: committing job %s: %w", id, h.JobID, err)
+	}
+	m.log.InfoContext(logCtx, "lease "+why, "lease", id, "to", queue.JobStateName(ch.To))
+	return nil
+}
+
+func (m *Manager) whyEnded(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ended[id].why
+}
+
+func (m *Manager) isStopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopping
+}
+
+// Stop hands out no more leases and waits, until ctx ends, for the leases
+// out to finish; then it gives back the jobs of those left. It returns how
+// many were given back.
+func (m *Manager) Stop(ctx context.Context) int {
+	m.mu.Lock()
+	m.stopping = true
+	m.stop()
+	var idle chan struct{}
+	if len(m.leases) > 0 {
+		if m.idle == nil {
+			m.idle = make(chan struct{})
+		}
+		idle = m.idle
+	}
+	m.mu.Unlock()
+	if idle == nil {
+		return 0
+	}
+	select {
+	case <-idle:
+		return 0
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.leases))
+	for id := range m.leases {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		m.end(id, "the recorder stopped")
+	}
+	return len(ids)
+}
+
+// Out counts the leases out now.
+func (m *Manager) Out() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.leases)
+}

@@ -1,0 +1,89 @@
+// Package recording serves ingestq.v1.RecordingService over the lease
+// manager: the Inventory team's way to take, renew, complete and fail the
+// jobs in Recording.
+package recording
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/recorder/internal/lease"
+	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Server implements v1.RecordingServiceServer.
+type Server struct {
+	v1.UnimplementedRecordingServiceServer
+	Leases *lease.Manager
+}
+
+// Lease waits for a job and leases it; no job within the wait is an empty
+// answer, not an error.
+func (s Server) Lease(ctx context.Context, req *v1.LeaseRequest) (*v1.LeaseResponse, error) {
+	var wait, d time.Duration
+	if req.GetWait() != nil {
+		wait = req.GetWait().AsDuration()
+	}
+	if req.GetLeaseDuration() != nil {
+		d = req.GetLeaseDuration().AsDuration()
+	}
+	l, err := s.Leases.Lease(ctx, wait, d)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	if l == nil {
+		return &v1.LeaseResponse{}, nil
+	}
+	return &v1.LeaseResponse{LeaseId: l.ID, Expires: timestamppb.New(l.Expires), JobId: l.JobID, BatchId: l.BatchID,
+		Ark: l.ARK, ManifestUrl: l.ManifestURL, Mode: l.Mode, LocalIds: l.LocalIDs}, nil
+}
+
+// Renew extends a live lease.
+func (s Server) Renew(ctx context.Context, req *v1.RenewRequest) (*v1.RenewResponse, error) {
+	var d time.Duration
+	if req.GetLeaseDuration() != nil {
+		d = req.GetLeaseDuration().AsDuration()
+	}
+	expires, err := s.Leases.Renew(req.GetLeaseId(), d)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return &v1.RenewResponse{Expires: timestamppb.New(expires)}, nil
+}
+
+// Complete moves the leased job to Notify.
+func (s Server) Complete(ctx context.Context, req *v1.CompleteRequest) (*v1.CompleteResponse, error) {
+	if err := s.Leases.Complete(ctx, req.GetLeaseId()); err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return &v1.CompleteResponse{}, nil
+}
+
+// Fail moves the leased job to Failed with the caller's message.
+func (s Server) Fail(ctx context.Context, req *v1.FailRequest) (*v1.FailResponse, error) {
+	if err := s.Leases.Fail(ctx, req.GetLeaseId(), req.GetMessage()); err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return &v1.FailResponse{}, nil
+}
+
+// toStatus maps lease and queue errors to gRPC codes, keeping the message.
+func toStatus(ctx context.Context, err error) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, lease.ErrUnknown):
+		code = codes.NotFound
+	case errors.Is(err, lease.ErrEnded):
+		code = codes.FailedPrecondition
+	case errors.Is(err, lease.ErrStopping), errors.Is(err, queue.ErrNoSession):
+		code = codes.Unavailable
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Error(code, err.Error())
+}

@@ -1,0 +1,290 @@
+package recording
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
+	"github.com/ingestq/ingestq/services/recorder/internal/lease"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/server"
+	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+const token = "recording-test-token"
+
+// serve runs RecordingService over a lease manager on q, on a loopback
+// port of the shared gRPC server (admin token, validation), and returns a
+// client.
+func serve(t *testing.T, q *queue.Client, opts lease.Options) v1.RecordingServiceClient {
+	t.Helper()
+	srv, err := server.New(server.Options{AdminToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lease.New(q, opts)
+	v1.RegisterRecordingServiceServer(srv, Server{Leases: m})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Stop(ctx)
+		srv.Shutdown(ctx)
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return v1.NewRecordingServiceClient(conn)
+}
+
+// authed is a call context carrying the admin token.
+func authed() context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+}
+
+// recordingJob puts a job in Recording as the processor leaves it.
+func recordingJob(t *testing.T, q *queue.Client, ark string) string {
+	t.Helper()
+	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc001"}}}, queue.Processing)
+	const manifest = "file:///store/ark_99999_fk4x/v3/manifest.checkm"
+	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording,
+		Store:     &v1.Store{ManifestUrl: manifest, Mode: "update"},
+		Inventory: &v1.Inventory{ManifestUrl: manifest, Mode: "update"}})
+	return jid
+}
+
+func leaseFor(t *testing.T, c v1.RecordingServiceClient, wait, d time.Duration) *v1.LeaseResponse {
+	t.Helper()
+	resp, err := c.Lease(authed(), &v1.LeaseRequest{Wait: durationpb.New(wait), LeaseDuration: durationpb.New(d)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func locks(t *testing.T, q *queue.Client) []string {
+	t.Helper()
+	_, inv, err := q.ObjectLocks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	c := serve(t, q, lease.Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x")
+
+	l := leaseFor(t, c, 10*time.Second, 30*time.Second)
+	if l.GetLeaseId() == "" || len(l.GetLeaseId()) != 32 || l.GetJobId() != jid || l.GetArk() != "ark:/99999/fk4x" || l.GetMode() != "update" ||
+		l.GetManifestUrl() != "file:///store/ark_99999_fk4x/v3/manifest.checkm" || len(l.GetLocalIds()) != 1 || l.GetBatchId() == "" {
+		t.Fatalf("lease %v", l)
+	}
+	if until := time.Until(l.GetExpires().AsTime()); until < 25*time.Second || until > 31*time.Second {
+		t.Errorf("lease expires in %s, want about 30s", until)
+	}
+	if got := locks(t, q); len(got) != 1 || got[0] != "ark_99999_fk4x" {
+		t.Errorf("inventory locks %v, want the object's", got)
+	}
+	if job, _ := q.GetJob(context.Background(), jid); !job.GetLocked() {
+		t.Error("the leased job is not locked")
+	}
+	renewed, err := c.Renew(authed(), &v1.RenewRequest{LeaseId: l.GetLeaseId(), LeaseDuration: durationpb.New(time.Hour)})
+	if err != nil || time.Until(renewed.GetExpires().AsTime()) < 59*time.Minute {
+		t.Fatalf("Renew = %v, %v; want an hour", renewed, err)
+	}
+	if _, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
+		t.Fatal(err)
+	}
+	st := jobtest.Status(t, q, jid)
+	if st.GetStatus() != queue.Notify || !strings.Contains(st.GetMessage(), "recorded ark:/99999/fk4x") {
+		t.Errorf("job %s %q, want Notify", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if got := locks(t, q); len(got) != 0 {
+		t.Errorf("inventory locks left: %v", got)
+	}
+	_, err = c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "completed") {
+		t.Errorf("second Complete: %v, want FailedPrecondition saying it was completed", err)
+	}
+}
+
+func TestAnExpiredLeaseGoesToTheNextCallerAndIsRefused(t *testing.T) {
+	root := zktest.Root(t)
+	q := jobtest.Connect(t, root)
+	first := serve(t, q, lease.Options{})
+	second := serve(t, jobtest.Connect(t, root), lease.Options{}) // another recorder replica
+	jid := recordingJob(t, q, "ark:/99999/fk4x")
+
+	a := leaseFor(t, first, 5*time.Second, time.Second)
+	if a.GetJobId() != jid {
+		t.Fatalf("first lease %v", a)
+	}
+	// The second client waits; it gets the job once the first lease expires.
+	b := leaseFor(t, second, 20*time.Second, 30*time.Second)
+	if b.GetJobId() != jid || b.GetLeaseId() == a.GetLeaseId() {
+		t.Fatalf("competing lease %v, want %s under a new id", b, jid)
+	}
+	for name, call := range map[string]func() error{
+		"Complete": func() error {
+			_, err := first.Complete(authed(), &v1.CompleteRequest{LeaseId: a.GetLeaseId()})
+			return err
+		},
+		"Renew": func() error { _, err := first.Renew(authed(), &v1.RenewRequest{LeaseId: a.GetLeaseId()}); return err },
+		"Fail": func() error {
+			_, err := first.Fail(authed(), &v1.FailRequest{LeaseId: a.GetLeaseId(), Message: "late"})
+			return err
+		},
+	} {
+		if err := call(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "expired at") {
+			t.Errorf("%s on the expired lease: %v, want FailedPrecondition saying it expired", name, err)
+		}
+	}
+	if _, err := second.Complete(authed(), &v1.CompleteRequest{LeaseId: b.GetLeaseId()}); err != nil {
+		t.Fatal(err)
+	}
+	if st := jobtest.Status(t, q, jid); st.GetStatus() != queue.Notify {
+		t.Errorf("job %s, want Notify", queue.JobStateName(st.GetStatus()))
+	}
+}
+
+func TestFailMovesTheJobToFailedWithTheMessage(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	c := serve(t, q, lease.Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x")
+	l := leaseFor(t, c, 10*time.Second, time.Minute)
+	const msg = "INV database: duplicate key on inv_versions (ark:/99999/fk4x, 3)"
+	if _, err := c.Fail(authed(), &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: msg}); err != nil {
+		t.Fatal(err)
+	}
+	st := jobtest.Status(t, q, jid)
+	if st.GetStatus() != queue.Failed || st.GetMessage() != msg || st.GetLastSuccessfulStatus() != queue.Processing {
+		t.Errorf("job %v, want Failed with %q (last successful Processing)", st, msg)
+	}
+	if got := locks(t, q); len(got) != 0 {
+		t.Errorf("inventory locks left: %v", got)
+	}
+}
+
+func TestRequestsAreCheckedBeforeAnyWork(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	c := serve(t, q, lease.Options{})
+	for _, tc := range []struct {
+		name string
+		call func() error
+		code codes.Code
+		want string
+	}{
+		{"no token", func() error {
+			_, err := c.Lease(context.Background(), &v1.LeaseRequest{})
+			return err
+		}, codes.Unauthenticated, ""},
+		{"unknown lease", func() error {
+			_, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: "0123456789abcdef0123456789abcdef"})
+			return err
+		}, codes.NotFound, "unknown lease"},
+		{"fail without a message", func() error {
+			_, err := c.Fail(authed(), &v1.FailRequest{LeaseId: "x"})
+			return err
+		}, codes.InvalidArgument, "message is required"},
+		{"lease too long", func() error {
+			_, err := c.Lease(authed(), &v1.LeaseRequest{LeaseDuration: durationpb.New(2 * time.Hour)})
+			return err
+		}, codes.InvalidArgument, "lease_duration 2h0m0s is outside 1s..1h0m0s"},
+		{"negative wait", func() error {
+			_, err := c.Lease(authed(), &v1.LeaseRequest{Wait: durationpb.New(-time.Second)})
+			return err
+		}, codes.InvalidArgument, "wait -1s is outside"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %s %q", err, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+func TestLeaseWithNoJobAnswersEmptyAfterTheWait(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	c := serve(t, q, lease.Options{})
+	if l := leaseFor(t, c, 300*time.Millisecond, time.Minute); l.GetLeaseId() != "" {
+		t.Errorf("lease %v from an empty queue", l)
+	}
+	if l := leaseFor(t, c, 0, time.Minute); l.GetLeaseId() != "" {
+		t.Errorf("lease %v from an empty queue without waiting", l)
+	}
+}
+
+func TestAJobWhoseObjectIsBeingRecordedElsewhereWaits(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	c := serve(t, q, lease.Options{LockRetry: 100 * time.Millisecond})
+	jid := recordingJob(t, q, "ark:/99999/fk4x")
+	// A Merritt Inventory working on the same tree records the object now.
+	lock, err := q.LockInventory(context.Background(), "ark:/99999/fk4x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := leaseFor(t, c, 500*time.Millisecond, time.Minute); l.GetLeaseId() != "" {
+		t.Fatalf("leased %v while its object's inventory lock was held", l)
+	}
+	if job, _ := q.GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+		t.Fatalf("job left locked=%v in %s", job.GetLocked(), queue.JobStateName(job.GetStatus().GetStatus()))
+	}
+	lock.Unlock(context.Background())
+	if l := leaseFor(t, c, 10*time.Second, time.Minute); l.GetJobId() != jid {
+		t.Errorf("after the lock went: %v", l)
+	}
+}
+
+func TestALeaseEndsWithItsZooKeeperSession(t *testing.T) {
+	root := zktest.Root(t)
+	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cut, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	q := jobtest.Connect(t, root)
+	c := serve(t, cut, lease.Options{})
+	other := serve(t, q, lease.Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x")
+	l := leaseFor(t, c, 10*time.Second, time.Hour)
+	proxy.Block() // the recorder loses ZooKeeper; its session expires
+	jobtest.Eventually(t, "the job is free again", func() bool {
+		job, err := q.GetJob(context.Background(), jid)
+		return err == nil && !job.GetLocked()
+	})
+	jobtest.Eventually(t, "the lease is refused", func() bool {
+		_, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
+		return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "lock was lost")
+	})
+	if l2 := leaseFor(t, other, 10*time.Second, time.Minute); l2.GetJobId() != jid {
+		t.Errorf("another recorder got %v", l2)
+	}
+}
