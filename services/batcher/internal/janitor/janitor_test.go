@@ -1,0 +1,134 @@
+package janitor
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// batch makes a batch of one job, with a working directory, that ends in
+// final (Completed or Failed).
+func batch(t *testing.T, q *queue.Client, root workdir.Root, final queue.BatchState) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/a.pdf",
+		Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	dir := root.Job(bid, 0)
+	if err := os.MkdirAll(filepath.Join(dir, "producer"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	jids, err := bc.CreateJobs(ctx, []queue.NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{WorkingDir: dir}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []queue.JobState{queue.Estimating, queue.Failed} {
+		cl, err := q.ClaimJob(ctx, jids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bc, err = q.ClaimBatch(ctx, bid); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: final, Report: &v1.StatusReport{}}); err != nil {
+		t.Fatal(err)
+	}
+	return bid, dir
+}
+
+func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
+	ctx := context.Background()
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zktest.Root(t), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	root, err := workdir.Open(filepath.Join(t.TempDir(), "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed, completedDir := batch(t, q, root, queue.BatchCompleted)
+	failed, failedDir := batch(t, q, root, queue.BatchFailed)
+	j := &Janitor{Queue: q, Root: root, Retention: time.Hour, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+
+	res, err := j.RunOnce(ctx)
+	if err != nil || len(res.Batches) != 0 {
+		t.Fatalf("within the retention: removed %v (%v)", res.Batches, err)
+	}
+	// last_modified has whole seconds: a retention of a millisecond has
+	// passed for a batch completed in an earlier second.
+	time.Sleep(time.Second)
+	j.Retention = time.Millisecond
+	res, err = j.RunOnce(ctx)
+	if err != nil || len(res.Batches) != 1 || res.Batches[0] != completed || res.Jobs != 1 || len(res.DirErrors) != 0 {
+		t.Fatalf("past the retention: %+v (%v), want %s and its job removed", res, err, completed)
+	}
+	if _, err := q.GetBatch(ctx, completed); err == nil {
+		t.Error("the completed batch is still in ZooKeeper")
+	}
+	if _, err := os.Stat(root.Batch(completed)); !os.IsNotExist(err) {
+		t.Errorf("%s still exists (%v)", completedDir, err)
+	}
+	if _, err := q.GetBatch(ctx, failed); err != nil {
+		t.Errorf("the failed batch went too: %v", err)
+	}
+	if _, err := os.Stat(failedDir); err != nil {
+		t.Errorf("the failed batch's working directory went too: %v", err)
+	}
+}
+
+func TestRunStopsWhenItsContextEnds(t *testing.T) {
+	ctx := context.Background()
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zktest.Root(t), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	root, err := workdir.Open(filepath.Join(t.TempDir(), "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &Janitor{Queue: q, Root: root, Retention: time.Hour, Interval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		j.Run(runCtx)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
