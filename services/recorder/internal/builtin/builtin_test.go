@@ -1,0 +1,152 @@
+package builtin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
+	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
+	"github.com/ingestq/ingestq/services/recorder/internal/lease"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/zktest"
+
+	_ "modernc.org/sqlite"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// storedVersion writes a version manifest as the local object store does
+// (…/ark_…/v<n>/manifest.checkm) and returns its URL.
+func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) string {
+	t.Helper()
+	dir := filepath.Join(root, "ark_99999_fk4x", n)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "manifest.checkm")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := checkm.Write(f, checkm.ProfileObject, nil, entries); err != nil {
+		t.Fatal(err)
+	}
+	return "file://" + p
+}
+
+func recordingJob(t *testing.T, q *queue.Client, manifestURL string) string {
+	t.Helper()
+	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Processing)
+	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording,
+		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "add"},
+		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add"}})
+	return jid
+}
+
+func run(t *testing.T, q *queue.Client, dbPath string) {
+	t.Helper()
+	db, err := inventory.Open(context.Background(), dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := lease.New(q, lease.Options{})
+	r := &Recorder{Leases: m, DB: db, LeaseDuration: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() {
+		stopCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		m.Stop(stopCtx)
+		cancel()
+		<-done
+		db.Close()
+	})
+}
+
+func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	store := t.TempDir()
+	dbPath := filepath.Join(t.TempDir(), "inventory.db")
+	first := recordingJob(t, q, storedVersion(t, store, "v1", []checkm.Entry{
+		{FileURL: "file:///s/v1/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("a", 64), FileSize: 5, FileName: "producer/a.txt"},
+		{FileURL: "file:///s/v1/system/mrt-erc.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("b", 64), FileSize: 40, FileName: "system/mrt-erc.txt"},
+	}))
+	second := recordingJob(t, q, storedVersion(t, store, "v2", []checkm.Entry{
+		{FileURL: "file:///s/v2/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("c", 64), FileSize: 6, FileName: "producer/a.txt"},
+	}))
+	run(t, q, dbPath)
+	for _, jid := range []string{first, second} {
+		jobtest.Eventually(t, jid+" in Notify", func() bool { return jobtest.Status(t, q, jid).GetStatus() == queue.Notify })
+	}
+
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT v.number, v.jid, v.mode, f.name, f.size, f.digest_alg, f.digest
+		FROM versions v JOIN files f ON f.ark = v.ark AND f.version = v.number WHERE v.ark = 'ark:/99999/fk4x' ORDER BY v.number, f.name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var number int
+		var size int64
+		var jid, mode, name, alg, digest string
+		if err := rows.Scan(&number, &jid, &mode, &name, &size, &alg, &digest); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("v%d %s %s %s %d %s:%s", number, jid, mode, name, size, alg, digest[:4]))
+	}
+	want := []string{
+		"v1 " + first + " add producer/a.txt 5 sha256:aaaa",
+		"v1 " + first + " add system/mrt-erc.txt 40 sha256:bbbb",
+		"v2 " + second + " add producer/a.txt 6 sha256:cccc",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("inventory rows:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var ids string
+	if err := db.QueryRow(`SELECT local_ids FROM objects WHERE ark = 'ark:/99999/fk4x'`).Scan(&ids); err != nil || ids != `["loc001"]` {
+		t.Errorf("objects row: %q, %v", ids, err)
+	}
+}
+
+func TestTheBuiltInRecorderFailsAJobWhoseManifestIsGone(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	missing := "file://" + filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1", "manifest.checkm")
+	jid := recordingJob(t, q, missing)
+	run(t, q, filepath.Join(t.TempDir(), "inventory.db"))
+	jobtest.Eventually(t, "the job failed", func() bool { return jobtest.Status(t, q, jid).GetStatus() == queue.Failed })
+	if msg := jobtest.Status(t, q, jid).GetMessage(); !strings.Contains(msg, "recording ark:/99999/fk4x in the inventory: manifest "+missing) ||
+		!strings.Contains(msg, "no such file") {
+		t.Errorf("message %q", msg)
+	}
+}
+
+func TestVersionNumberFollowsTheLocalStoreLayout(t *testing.T) {
+	for url, want := range map[string]int{
+		"file:///store/ark_99999_fk4x/v12/manifest.checkm": 12,
+		"file:///store/ark_99999_fk4x/v1/manifest.checkm":  1,
+		"file:///store/ark_99999_fk4x/v01/manifest.checkm": 0,
+		"file:///store/ark_99999_fk4x/v0/manifest.checkm":  0,
+		"http://127.0.0.1/manifest/ark%3A%2F99999%2Ffk4x":  0,
+	} {
+		if got := versionNumber(url); got != want {
+			t.Errorf("versionNumber(%s) = %d, want %d", url, got, want)
+		}
+	}
+}
