@@ -1,19 +1,122 @@
-// Command processor works on jobs in Processing: it builds and stores the
-// object before the job goes on to Recording.
-//
-// Its stage work is not written yet: today it connects to ZooKeeper and
-// serves health, reflection, ingestq.v1.PingService and /metrics (see
-// shared/service).
+// Command processor works on jobs in Processing: it gives each object its
+// ARK (a local id's, or a minted one), writes its system files, checks every
+// file's digest again and stores the version, then hands the job to
+// Recording with the version manifest's URL.
 package main
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ingestq/ingestq/services/processor/internal/mint"
+	"github.com/ingestq/ingestq/services/processor/internal/process"
+	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/stage"
 )
 
+// settings are the processor's own.
+type settings struct {
+	workRoot, storeRoot, profilesDir *string
+	minter, shoulder                 *string
+	ezidURL, ezidUser                *string
+	ezidPassword, ezidPasswordFile   *string
+	ezidTimeout                      *time.Duration
+}
+
 func main() {
+	var s settings
 	service.Main(service.Spec{
 		Name:     "processor",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7405", MetricsListen: "127.0.0.1:9405"},
+		Config: func(r *config.Registry) {
+			s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
+				"working storage shared by the stages; a job's working_dir must lie inside it")
+			s.storeRoot = r.String("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
+				"the local object store: a folder per ARK, a folder per version")
+			s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
+				"folder of collection profiles (*.yaml)")
+			s.minter = r.String("minter", "INGESTQ_MINTER", "local",
+				"how ARKs are minted: local (a ZooKeeper counter, NOID names) or ezid")
+			s.shoulder = r.String("mint-shoulder", "INGESTQ_MINT_SHOULDER", "ark:/99999/fk4",
+				"shoulder new ARKs are minted on")
+			s.ezidURL = r.String("ezid-url", "INGESTQ_EZID_URL", "",
+				"EZID base URL, e.g. https://ezid.example.org (with -minter ezid)")
+			s.ezidUser = r.String("ezid-user", "INGESTQ_EZID_USER", "", "EZID account name")
+			s.ezidPassword = r.String("ezid-password", "INGESTQ_EZID_PASSWORD", "",
+				"EZID password (a flag shows in ps: prefer the variable or the file)")
+			s.ezidPasswordFile = r.String("ezid-password-file", "INGESTQ_EZID_PASSWORD_FILE", "",
+				"file holding the EZID password (instead of INGESTQ_EZID_PASSWORD)")
+			s.ezidTimeout = r.Duration("ezid-timeout", "INGESTQ_EZID_TIMEOUT", 30*time.Second,
+				"how long one EZID call may take")
+		},
+		Setup: func(ctx context.Context, env *service.Env) error {
+			p, err := s.processor(env.Queue)
+			if err != nil {
+				return err
+			}
+			p.Logger = env.Logger
+			_, err = stage.Start(ctx, env, stage.Config{
+				Name:    "processing",
+				From:    queue.Processing,
+				To:      queue.Recording,
+				Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartMetadata,
+				Handler: p.Handle,
+			})
+			return err
+		},
 	})
+}
+
+// processor builds the stage handler from the settings.
+func (s settings) processor(q *queue.Client) (*process.Processor, error) {
+	if err := mint.ValidShoulder(*s.shoulder); err != nil {
+		return nil, fmt.Errorf("INGESTQ_MINT_SHOULDER: %w", err)
+	}
+	profiles, err := profile.Load(*s.profilesDir)
+	if err != nil {
+		return nil, fmt.Errorf("INGESTQ_PROFILES_DIR: %w", err)
+	}
+	for name, dir := range map[string]string{"INGESTQ_WORK_ROOT": *s.workRoot, "INGESTQ_STORE_ROOT": *s.storeRoot} {
+		if !filepath.IsAbs(dir) {
+			return nil, fmt.Errorf("%s: %q is not an absolute path", name, dir)
+		}
+	}
+	if err := os.MkdirAll(*s.storeRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
+	}
+	var minter mint.Minter
+	switch *s.minter {
+	case "local":
+		minter = mint.Local{Shoulder: *s.shoulder}
+	case "ezid":
+		password := *s.ezidPassword
+		if password != "" && *s.ezidPasswordFile != "" {
+			return nil, fmt.Errorf("set INGESTQ_EZID_PASSWORD or INGESTQ_EZID_PASSWORD_FILE, not both")
+		}
+		if *s.ezidPasswordFile != "" {
+			data, err := os.ReadFile(*s.ezidPasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("INGESTQ_EZID_PASSWORD_FILE: %w", err)
+			}
+			password = strings.TrimSpace(string(data))
+		}
+		if *s.ezidURL == "" || *s.ezidUser == "" || password == "" {
+			return nil, fmt.Errorf("INGESTQ_MINTER=ezid needs INGESTQ_EZID_URL, INGESTQ_EZID_USER and a password")
+		}
+		minter = mint.EZID{BaseURL: *s.ezidURL, User: *s.ezidUser, Password: password, Shoulder: *s.shoulder,
+			Client: &http.Client{Timeout: *s.ezidTimeout}}
+	default:
+		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
+	}
+	return &process.Processor{Queue: q, Minter: minter, Storage: store.Local{Root: *s.storeRoot},
+		Profiles: profiles, WorkRoot: *s.workRoot}, nil
 }

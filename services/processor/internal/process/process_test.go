@@ -1,0 +1,310 @@
+package process
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/processor/internal/jobtest"
+	"github.com/ingestq/ingestq/services/processor/internal/mint"
+	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/services/processor/internal/sysfiles"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+const shoulder = "ark:/99999/fk4"
+
+// env is a queue, a work root, a store root and a running processor.
+type env struct {
+	q         *queue.Client
+	workRoot  string
+	storeRoot string
+	runner    *stage.Runner
+}
+
+// start runs the processing stage; storeRoot "" makes a fresh one.
+func start(t *testing.T, storeRoot string) *env {
+	t.Helper()
+	e := &env{q: jobtest.Connect(t, zktest.Root(t)), workRoot: t.TempDir(), storeRoot: storeRoot}
+	if e.storeRoot == "" {
+		e.storeRoot = t.TempDir()
+	}
+	profiles := t.TempDir()
+	err := os.WriteFile(filepath.Join(profiles, "demo.yaml"), []byte("name: demo\ncollection: demo_coll\nowner: ark:/99999/j2owner\n"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := profile.Load(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Processor{Queue: e.q, Minter: mint.Local{Shoulder: shoulder}, Storage: store.Local{Root: e.storeRoot},
+		Profiles: set, WorkRoot: e.workRoot, LockRetry: 100e6}
+	r, err := stage.New(e.q, stage.Config{Service: "processor", Name: "processing", From: queue.Processing, To: queue.Recording,
+		Handler: p.Handle, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go r.Run(ctx)
+	t.Cleanup(func() { cancel(); <-r.Done() })
+	e.runner = r
+	return e
+}
+
+// object is a job to put in Processing: its downloaded files and what its
+// manifest declares about them.
+type object struct {
+	files    map[string]string
+	declared []*v1.ManifestFile // nil: every file declared with its md5 and size
+	ids      *v1.Identifiers
+	md       *v1.Metadata
+	mode     v1.SubmissionMode
+}
+
+func md5hex(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) }
+func sha(s string) string    { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+
+// spawn writes the object's producer files into a fresh working folder and
+// puts its job in Processing.
+func (e *env) spawn(t *testing.T, o object) (jid, wd string) {
+	t.Helper()
+	wd, err := os.MkdirTemp(e.workRoot, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := o.declared
+	for name, content := range o.files {
+		p := filepath.Join(wd, "producer", filepath.FromSlash(name))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if o.declared == nil {
+			declared = append(declared, &v1.ManifestFile{Name: name, HashAlgorithm: "md5", HashValue: md5hex(content), Size: int64(len(content)),
+				Url: "http://127.0.0.1:1/" + name})
+		}
+	}
+	jid = jobtest.Spawn(t, e.q, queue.NewJob{
+		Configuration: &v1.JobConfiguration{ProfileName: "demo", Collection: "demo_coll", WorkingDir: wd,
+			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: o.mode},
+		Identifiers: o.ids, Metadata: o.md, Manifest: &v1.Manifest{Files: declared},
+	}, queue.Processing)
+	return jid, wd
+}
+
+// ended waits until the job left Processing and returns it.
+func (e *env) ended(t *testing.T, jid string) *v1.Job {
+	t.Helper()
+	var job *v1.Job
+	jobtest.Eventually(t, jid+" leaves Processing", func() bool {
+		var err error
+		job, err = e.q.GetJob(context.Background(), jid)
+		return err == nil && job.GetStatus().GetStatus() != queue.Processing && !job.GetLocked()
+	})
+	return job
+}
+
+func readManifest(t *testing.T, raw string) []checkm.Entry {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "file" {
+		t.Fatalf("manifest URL %q: %v", raw, err)
+	}
+	f, err := os.Open(u.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := checkm.Parse(f, checkm.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Entries
+}
+
+func TestProcessingMintsBindsWritesSystemFilesAndStores(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	jid, wd := e.spawn(t, object{
+		files: map[string]string{"a.txt": "alpha", "dir/b.txt": "beta"},
+		ids:   &v1.Identifiers{LocalId: []string{"loc001"}},
+		md:    &v1.Metadata{Who: "Doe, Jane", What: "Letters & <drafts>", When: "1901"},
+	})
+	job := e.ended(t, jid)
+	if job.GetStatus().GetStatus() != queue.Recording {
+		t.Fatalf("job is %s (%q), want Recording", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+	ark := job.GetIdentifiers().GetPrimaryId()
+	if ark != mint.NOIDName(shoulder, 1) {
+		t.Errorf("ARK %q, want the first minted %s", ark, mint.NOIDName(shoulder, 1))
+	}
+	if bound, err := e.q.LookupLocalID(ctx, "ark:/99999/j2owner", "loc001"); err != nil || bound != ark {
+		t.Errorf("loc001 of the profile's owner is bound to %q (%v), want %s", bound, err, ark)
+	}
+	wantURL := store.FileURL(filepath.Join(e.storeRoot, queue.LockName(ark), "v1", store.VersionManifest))
+	if s, inv := job.GetStore(), job.GetInventory(); s.GetManifestUrl() != wantURL || s.GetMode() != "add" || s.GetDelete() ||
+		inv.GetManifestUrl() != wantURL || inv.GetMode() != "add" {
+		t.Errorf("store %v, inventory %v; want %s in add mode", s, inv, wantURL)
+	}
+
+	erc, err := os.ReadFile(filepath.Join(wd, "system", sysfiles.ERCName))
+	if want := "erc:\nwho: Doe, Jane\nwhat: Letters & <drafts>\nwhen: 1901\nwhere: " + ark + "\nwhere: loc001\n"; err != nil || string(erc) != want {
+		t.Errorf("ERC = %q (%v), want %q", erc, err, want)
+	}
+	dcData, err := os.ReadFile(filepath.Join(wd, "system", sysfiles.DublinCoreName))
+	var dc struct {
+		Title      string   `xml:"http://purl.org/dc/elements/1.1/ title"`
+		Identifier []string `xml:"http://purl.org/dc/elements/1.1/ identifier"`
+	}
+	if err != nil || xml.Unmarshal(dcData, &dc) != nil || dc.Title != "Letters & <drafts>" || !slices.Equal(dc.Identifier, []string{ark, "loc001"}) {
+		t.Errorf("Dublin Core %+v from %s (%v)", dc, dcData, err)
+	}
+
+	entries := readManifest(t, wantURL)
+	want := map[string]string{"producer/a.txt": "alpha", "producer/dir/b.txt": "beta",
+		"system/mrt-erc.txt": string(erc), "system/mrt-dc.xml": string(dcData)}
+	if len(entries) != len(want) {
+		t.Fatalf("version manifest lists %d files, want %d", len(entries), len(want))
+	}
+	for _, en := range entries {
+		content, ok := want[en.FileName]
+		if !ok || en.HashAlgorithm != "sha256" || en.HashValue != sha(content) || en.FileSize != int64(len(content)) {
+			t.Errorf("manifest entry %+v, want sha256 %s of %d bytes", en, sha(content), len(content))
+		}
+		u, _ := url.Parse(en.FileURL)
+		if stored, err := os.ReadFile(u.Path); err != nil || string(stored) != content {
+			t.Errorf("%s holds %q (%v), want %q", en.FileURL, stored, err, content)
+		}
+	}
+}
+
+func TestProcessingReusesTheARKALocalIDIsBoundTo(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	const earlier = "ark:/99999/fk4earlier"
+	if _, err := e.q.BindLocalID(ctx, "ark:/99999/j2owner", "loc001", earlier); err != nil {
+		t.Fatal(err)
+	}
+	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{LocalId: []string{"loc001"}},
+		mode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE})
+	job := e.ended(t, jid)
+	if job.GetStatus().GetStatus() != queue.Recording || job.GetIdentifiers().GetPrimaryId() != earlier {
+		t.Fatalf("job %s (%q) with ARK %q, want Recording with %s", queue.JobStateName(job.GetStatus().GetStatus()),
+			job.GetStatus().GetMessage(), job.GetIdentifiers().GetPrimaryId(), earlier)
+	}
+	if job.GetInventory().GetMode() != "update" {
+		t.Errorf("inventory mode %q, want update", job.GetInventory().GetMode())
+	}
+	// Nothing was minted: the next job gets the counter's first name.
+	jid2, _ := e.spawn(t, object{files: map[string]string{"a": "a"}})
+	if got := e.ended(t, jid2).GetIdentifiers().GetPrimaryId(); got != mint.NOIDName(shoulder, 1) {
+		t.Errorf("next minted ARK %s, want %s", got, mint.NOIDName(shoulder, 1))
+	}
+}
+
+func TestProcessingFailsWithTheReason(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, e *env) object
+		want    string
+	}{
+		{"local id bound to another ARK than the depositor's", func(t *testing.T, e *env) object {
+			e.q.BindLocalID(context.Background(), "ark:/99999/j2owner", "loc001", "ark:/99999/fk4other")
+			return object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{PrimaryId: "ark:/99999/fk4given", LocalId: []string{"loc001"}}}
+		}, "local id loc001 is bound to ark:/99999/fk4other but the depositor gave ark:/99999/fk4given"},
+		{"digest differs from the manifest", func(t *testing.T, e *env) object {
+			return object{files: map[string]string{"a.txt": "alpha"},
+				declared: []*v1.ManifestFile{{Name: "a.txt", HashAlgorithm: "sha256", HashValue: sha("ALPHA"), Size: -1}}}
+		}, "producer/a.txt: sha256 is " + sha("alpha") + ", the manifest says " + sha("ALPHA")},
+		{"store root blocked by a file", func(t *testing.T, e *env) object {
+			os.Remove(e.storeRoot)
+			os.WriteFile(e.storeRoot, []byte("not a folder"), 0o644)
+			return object{files: map[string]string{"a": "a"}}
+		}, "creating the object folder: mkdir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storeRoot := filepath.Join(t.TempDir(), "store")
+			e := start(t, storeRoot)
+			jid, _ := e.spawn(t, tc.prepare(t, e))
+			job := e.ended(t, jid)
+			if st := job.GetStatus(); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), tc.want) {
+				t.Fatalf("job %s %q; want Failed with %q", queue.JobStateName(st.GetStatus()), st.GetMessage(), tc.want)
+			}
+			if job.GetInventory() != nil {
+				t.Errorf("a failed job has an inventory node: %v", job.GetInventory())
+			}
+		})
+	}
+}
+
+func TestAnUpdateAddsAVersionAndARerunAddsNone(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	first, _ := e.spawn(t, object{files: map[string]string{"a": "v1"}, ids: &v1.Identifiers{LocalId: []string{"loc9"}}})
+	ark := e.ended(t, first).GetIdentifiers().GetPrimaryId()
+	second, _ := e.spawn(t, object{files: map[string]string{"a": "v2", "b": "new"}, ids: &v1.Identifiers{LocalId: []string{"loc9"}},
+		mode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE})
+	job := e.ended(t, second)
+	if job.GetIdentifiers().GetPrimaryId() != ark || !strings.HasSuffix(job.GetInventory().GetManifestUrl(), "/v2/manifest.checkm") {
+		t.Fatalf("update stored %q at %q; want %s version 2", job.GetIdentifiers().GetPrimaryId(), job.GetInventory().GetManifestUrl(), ark)
+	}
+	// An admin sends the second job through Processing again.
+	if _, err := e.q.FailJob(ctx, second, "test: redo"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.q.RequeueJob(ctx, second, queue.Processing, "test: redo"); err != nil {
+		t.Fatal(err)
+	}
+	again := e.ended(t, second)
+	if again.GetStatus().GetStatus() != queue.Recording || again.GetInventory().GetManifestUrl() != job.GetInventory().GetManifestUrl() {
+		t.Errorf("re-run: %s at %q, want Recording at %q", queue.JobStateName(again.GetStatus().GetStatus()), again.GetInventory().GetManifestUrl(), job.GetInventory().GetManifestUrl())
+	}
+	des, _ := os.ReadDir(filepath.Join(e.storeRoot, queue.LockName(ark)))
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	if !slices.Equal(names, []string{"v1", "v2"}) {
+		t.Errorf("object folder holds %v, want [v1 v2]", names)
+	}
+}
+
+func TestProcessingWaitsForTheStorageLock(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	const ark = "ark:/99999/fk4busy"
+	lock, err := e.q.LockStorage(ctx, ark) // as another job storing the object would
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{PrimaryId: ark}})
+	jobtest.Eventually(t, "the processor met the lock", func() bool {
+		return e.runner.Status().GetOutcomes()["retried"] > 0
+	})
+	if st := jobtest.Status(t, e.q, jid); st.GetStatus() != queue.Processing {
+		t.Fatalf("job is %s while its object is locked", queue.JobStateName(st.GetStatus()))
+	}
+	if err := lock.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Recording {
+		t.Errorf("after the lock went: %s %q", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+}
