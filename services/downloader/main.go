@@ -1,19 +1,129 @@
-// Command downloader works on jobs in Downloading: it fetches a job's
-// content and checks its digests before the job goes on to Processing.
+// Command downloader works on jobs in Downloading: it fetches every file of
+// a job into <working_dir>/producer/ and checks it before the job goes on
+// to Processing.
 //
-// Its stage work is not written yet: today it connects to ZooKeeper and
-// serves health, reflection, ingestq.v1.PingService and /metrics (see
-// shared/service).
+// Files are fetched INGESTQ_DOWNLOAD_CONCURRENCY at once, streamed to disk
+// and hashed on the way; a declared size or digest (md5, sha1, sha256,
+// sha512) that does not match fails the job, naming the file, its URL and
+// both values. Failures that may pass are retried INGESTQ_DOWNLOAD_RETRIES
+// times with a jittered exponential backoff. A file already complete from
+// an earlier attempt (right size and digest) is not fetched again.
+//
+// A container (zip, tar, tar.gz, recognised by its bytes) is downloaded,
+// unpacked into producer/ within INGESTQ_UNPACK_MAX_ENTRIES entries and
+// INGESTQ_UNPACK_MAX_BYTES bytes, refusing unsafe paths and every link, and
+// removed. The job's space_needed is then the real size of producer/.
+//
+// Only http and https are fetched; addresses in the built-in deny list
+// (link-local, cloud metadata) and in INGESTQ_FETCH_DENY are refused, after
+// DNS and on every redirect.
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ingestq/ingestq/services/downloader/internal/download"
+	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/stage"
 )
 
+// settings are the downloader's own configuration.
+type settings struct {
+	workRoot         *string
+	concurrency      *int
+	retries          *int
+	backoff          *time.Duration
+	maxBackoff       *time.Duration
+	maxFileBytes     *int
+	unpackMaxEntries *int
+	unpackMaxBytes   *int
+	fetchDeny        *string
+	headerTimeout    *time.Duration
+	idleTimeout      *time.Duration
+}
+
+func (s *settings) register(r *config.Registry) {
+	s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
+		"working storage every stage shares; a job works in <root>/<bid>/<job>")
+	s.concurrency = r.Int("download-concurrency", "INGESTQ_DOWNLOAD_CONCURRENCY", 4,
+		"files of one job fetched at once")
+	s.retries = r.Int("download-retries", "INGESTQ_DOWNLOAD_RETRIES", 3,
+		"further attempts at a file after a failure that may pass (network, HTTP 5xx, 408, 429, timeouts)")
+	s.backoff = r.Duration("download-backoff", "INGESTQ_DOWNLOAD_BACKOFF", time.Second,
+		"wait before the first retry of a file, doubled after each, jittered")
+	s.maxBackoff = r.Duration("download-max-backoff", "INGESTQ_DOWNLOAD_MAX_BACKOFF", 30*time.Second,
+		"longest wait between two attempts at a file")
+	s.maxFileBytes = r.Int("download-max-file-bytes", "INGESTQ_DOWNLOAD_MAX_FILE_BYTES", 1<<40,
+		"largest file fetched when the file list declares no size (a declared size bounds the others)")
+	s.unpackMaxEntries = r.Int("unpack-max-entries", "INGESTQ_UNPACK_MAX_ENTRIES", 100_000,
+		"most files and folders a container may hold")
+	s.unpackMaxBytes = r.Int("unpack-max-bytes", "INGESTQ_UNPACK_MAX_BYTES", 100<<30,
+		"most bytes a container may expand to (counted while writing: headers are not trusted)")
+	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
+		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
+	s.headerTimeout = r.Duration("fetch-header-timeout", "INGESTQ_FETCH_HEADER_TIMEOUT", fetch.DefaultHeaderTimeout,
+		"how long a request waits for the response headers")
+	s.idleTimeout = r.Duration("fetch-idle-timeout", "INGESTQ_FETCH_IDLE_TIMEOUT", fetch.DefaultIdleTimeout,
+		"how long a download may receive no data before the attempt fails")
+}
+
 func main() {
+	var s settings
 	service.Main(service.Spec{
 		Name:     "downloader",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7404", MetricsListen: "127.0.0.1:9404"},
+		Config:   s.register,
+		Setup:    s.setup,
 	})
+}
+
+// downloader builds the downloader the settings describe.
+func (s *settings) downloader(env *service.Env) (*Downloader, error) {
+	policy := fetch.Policy{HeaderTimeout: *s.headerTimeout, IdleTimeout: *s.idleTimeout}
+	if *s.fetchDeny != "" {
+		deny, err := fetch.ParseDeny(*s.fetchDeny)
+		if err != nil {
+			return nil, fmt.Errorf("INGESTQ_FETCH_DENY: %w", err)
+		}
+		policy.Deny = deny
+	}
+	root, err := filepath.Abs(*s.workRoot)
+	if err != nil {
+		return nil, fmt.Errorf("INGESTQ_WORK_ROOT: %w", err)
+	}
+	d := &Downloader{
+		Files: &download.Fetcher{
+			Client:     fetch.New(policy),
+			Retries:    *s.retries,
+			Backoff:    *s.backoff,
+			MaxBackoff: *s.maxBackoff,
+			MaxBytes:   int64(*s.maxFileBytes),
+			TempDir:    stagingDir,
+		},
+		WorkRoot:    root,
+		Concurrency: *s.concurrency,
+		Unpack:      unpack.Limits{MaxEntries: *s.unpackMaxEntries, MaxBytes: int64(*s.unpackMaxBytes)},
+		Logger:      env.Logger,
+	}
+	return d, d.Validate()
+}
+
+func (s *settings) setup(ctx context.Context, env *service.Env) error {
+	d, err := s.downloader(env)
+	if err != nil {
+		return err
+	}
+	// The stages share the root; whichever starts first creates it.
+	if err := os.MkdirAll(d.WorkRoot, 0o750); err != nil {
+		return fmt.Errorf("INGESTQ_WORK_ROOT: %w", err)
+	}
+	_, err = stage.Start(ctx, env, d.StageConfig())
+	return err
 }

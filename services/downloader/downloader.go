@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/downloader/internal/download"
+	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+)
+
+// The layout of a job's working directory, as far as the downloader is concerned.
+const (
+	// producerDir holds the object's files, by their names in the file list.
+	producerDir = "producer"
+	// stagingDir holds partial files and a container's archive until it is
+	// unpacked; nothing in it is part of the object.
+	stagingDir = ".download"
+	// archivePath is where a container is downloaded to.
+	archivePath = stagingDir + "/container"
+	// unpackedMarker says the container was unpacked completely into producer/.
+	unpackedMarker = stagingDir + "/unpacked"
+)
+
+// Downloader fetches every file of a job into its working directory.
+type Downloader struct {
+	Files *download.Fetcher
+	// WorkRoot is the working storage; a job's working_dir must lie inside.
+	WorkRoot string
+	// Concurrency bounds the files of one job fetched at once.
+	Concurrency int
+	Unpack      unpack.Limits
+	Logger      *slog.Logger
+}
+
+// Validate checks the settings.
+func (d *Downloader) Validate() error {
+	switch {
+	case d.Files == nil || d.Files.Client == nil:
+		return errors.New("downloader: no HTTP client")
+	case !filepath.IsAbs(d.WorkRoot):
+		return fmt.Errorf("work root %q must be an absolute path", d.WorkRoot)
+	case d.Concurrency < 1:
+		return fmt.Errorf("download concurrency %d must be at least 1", d.Concurrency)
+	case d.Files.Retries < 0:
+		return fmt.Errorf("download retries %d must not be negative", d.Files.Retries)
+	case d.Files.Backoff <= 0 || d.Files.MaxBackoff < d.Files.Backoff:
+		return fmt.Errorf("download backoff %v must be positive and at most the max backoff %v", d.Files.Backoff, d.Files.MaxBackoff)
+	case d.Files.MaxBytes <= 0:
+		return fmt.Errorf("download max file bytes %d must be positive", d.Files.MaxBytes)
+	case d.Unpack.MaxEntries < 1 || d.Unpack.MaxBytes < 1:
+		return fmt.Errorf("unpack limits (%d entries, %d bytes) must be positive", d.Unpack.MaxEntries, d.Unpack.MaxBytes)
+	}
+	return nil
+}
+
+// StageConfig is the runner's configuration: Downloading → Processing.
+func (d *Downloader) StageConfig() stage.Config {
+	return stage.Config{
+		Name:    "downloading",
+		From:    queue.Downloading,
+		To:      queue.Processing,
+		Parts:   queue.PartConfiguration,
+		Handler: d.Handle,
+	}
+}
+
+// Handle downloads the job's files (or its container, then unpacks it) and
+// records the space they take. Any file that finally fails fails the job
+// with a message naming the file, its URL and the reason.
+func (d *Downloader) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
+	conf := claim.Job.GetConfiguration()
+	m, err := claim.LoadManifest(ctx)
+	switch {
+	case errors.Is(err, queue.ErrCorrupt):
+		return stage.Failf("file list of the job unreadable: %v", err)
+	case err != nil:
+		d.Logger.WarnContext(ctx, "reading the job's file list", "error", err)
+		return stage.Release()
+	case len(m.GetFiles()) == 0:
+		return stage.Fail("the job has no file list to download")
+	}
+	root, err := d.openWorkingDir(conf.GetWorkingDir())
+	if err != nil {
+		return stage.Fail(err.Error())
+	}
+	defer root.Close()
+	if err := d.Files.RemovePartial(root); err != nil {
+		return stage.Failf("working directory %s: removing partial files: %v", conf.GetWorkingDir(), err)
+	}
+	var total int64
+	var msg string
+	if conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER {
+		total, msg, err = d.container(ctx, root, m)
+	} else {
+		total, msg, err = d.files(ctx, root, m)
+	}
+	if ctx.Err() != nil {
+		return stage.Release() // not committed: the lock is gone or a drain ran out
+	}
+	if err != nil {
+		return stage.Fail(err.Error())
+	}
+	d.Logger.InfoContext(ctx, "job downloaded", "space_needed", total, "detail", msg)
+	return stage.Next(queue.Change{SpaceNeeded: &total, Message: msg})
+}
+
+// openWorkingDir opens the job's working directory, creating it, after
+// checking that it lies inside the work root. It is opened through the
+// root, so no link on the way can lead outside.
+func (d *Downloader) openWorkingDir(wd string) (*os.Root, error) {
+	if wd == "" {
+		return nil, errors.New("the job has no working_dir")
+	}
+	rel, err := filepath.Rel(d.WorkRoot, wd)
+	if !filepath.IsAbs(wd) || err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("working_dir %s is not inside the work root %s", wd, d.WorkRoot)
+	}
+	work, err := os.OpenRoot(d.WorkRoot)
+	if err != nil {
+		return nil, fmt.Errorf("opening the work root: %w", err)
+	}
+	defer work.Close()
+	if err := work.MkdirAll(rel, 0o750); err != nil {
+		return nil, fmt.Errorf("creating working_dir %s: %w", wd, err)
+	}
+	root, err := work.OpenRoot(rel)
+	if err != nil {
+		return nil, fmt.Errorf("opening working_dir %s: %w", wd, err)
+	}
+	if err := root.MkdirAll(producerDir, 0o755); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("creating %s/%s: %w", wd, producerDir, err)
+	}
+	return root, nil
+}
+
+// errSibling stops the other downloads of a job once one file has failed.
+var errSibling = errors.New("another file of the job failed")
+
+// files fetches every listed file into producer/, Concurrency at once.
+func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (int64, string, error) {
+	files := m.GetFiles()
+	seen := make(map[string]int, len(files))
+	for i, f := range files {
+		// The batcher checked the names; a file list written by anyone
+		// else is checked again before anything is written.
+		err := checkm.CheckFileName(f.GetName())
+		if err == nil && !filepath.IsLocal(f.GetName()) {
+			err = errors.New("not a local path")
+		}
+		if err != nil {
+			return 0, "", fmt.Errorf("%s (%s): refused, the file would not land inside producer/: %v", f.GetName(), f.GetUrl(), err)
+		}
+		if j, dup := seen[f.GetName()]; dup {
+			return 0, "", fmt.Errorf("%s (%s): file name listed twice (files %d and %d)", f.GetName(), f.GetUrl(), j+1, i+1)
+		}
+		seen[f.GetName()] = i
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	results := make([]download.Result, len(files))
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, d.Concurrency)
+	var wg sync.WaitGroup
+	for i, f := range files {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i], errs[i] = d.Files.Fetch(ctx, root, producerDir+"/"+f.GetName(), fileOf(f))
+			if errs[i] != nil {
+				cancel(errSibling)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errSibling) {
+			return 0, "", fmt.Errorf("%s (%s): %v", files[i].GetName(), files[i].GetUrl(), err)
+		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		return 0, "", err
+	}
+	var total int64
+	reused := 0
+	for _, r := range results {
+		total += r.Size
+		if r.Reused {
+			reused++
+		}
+	}
+	msg := fmt.Sprintf("downloaded %d files, %d bytes", len(files), total)
+	if reused > 0 {
+		msg += fmt.Sprintf(" (%d already complete from an earlier attempt)", reused)
+	}
+	return total, msg, nil
+}
+
+// container fetches the job's one archive and unpacks it into producer/;
+// the archive is removed once unpacked.
+func (d *Downloader) container(ctx context.Context, root *os.Root, m *v1.Manifest) (int64, string, error) {
+	if n := len(m.GetFiles()); n != 1 {
+		return 0, "", fmt.Errorf("a container job lists %d files; want its one archive", n)
+	}
+	f := m.GetFiles()[0]
+	if _, err := root.Stat(unpackedMarker); err == nil {
+		total, files, err := producerBytes(root)
+		if err != nil {
+			return 0, "", fmt.Errorf("container %s already unpacked, but producer/ cannot be read: %w", f.GetName(), err)
+		}
+		return total, fmt.Sprintf("container %s already unpacked by an earlier attempt: %d files, %d bytes", f.GetName(), files, total), nil
+	}
+	fail := func(err error) (int64, string, error) {
+		return 0, "", fmt.Errorf("%s (%s): %v", f.GetName(), f.GetUrl(), err)
+	}
+	if _, err := d.Files.Fetch(ctx, root, archivePath, fileOf(f)); err != nil {
+		return fail(err)
+	}
+	// A partial unpacking by an attempt that died is started over.
+	if err := root.RemoveAll(producerDir); err != nil {
+		return fail(fmt.Errorf("clearing producer/: %w", err))
+	}
+	if err := root.Mkdir(producerDir, 0o755); err != nil {
+		return fail(fmt.Errorf("creating producer/: %w", err))
+	}
+	producer, err := root.OpenRoot(producerDir)
+	if err != nil {
+		return fail(err)
+	}
+	defer producer.Close()
+	archive, err := root.Open(archivePath)
+	if err != nil {
+		return fail(err)
+	}
+	defer archive.Close()
+	st, err := unpack.Extract(ctx, archive, producer, d.Unpack)
+	if err != nil {
+		// Nothing of a refused archive is kept as the object; the archive
+		// stays for an admin resume.
+		root.RemoveAll(producerDir)
+		root.Mkdir(producerDir, 0o755)
+		return fail(fmt.Errorf("unpacking: %w", err))
+	}
+	if err := writeMarker(root, st); err != nil {
+		return fail(err)
+	}
+	if err := root.Remove(archivePath); err != nil {
+		return fail(fmt.Errorf("removing the unpacked archive: %w", err))
+	}
+	return st.Bytes, fmt.Sprintf("unpacked %s container %s: %d files, %d folders, %d bytes", st.Format, f.GetName(), st.Files, st.Dirs, st.Bytes), nil
+}
+
+// writeMarker records, durably, that producer/ holds the whole container.
+func writeMarker(root *os.Root, st unpack.Stats) error {
+	f, err := root.OpenFile(unpackedMarker, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing the unpacked marker: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "%s %d files %d folders %d bytes\n", st.Format, st.Files, st.Dirs, st.Bytes)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing the unpacked marker: %w", err)
+	}
+	return nil
+}
+
+// producerBytes sums the sizes of the files under producer/.
+func producerBytes(root *os.Root) (total int64, files int, err error) {
+	err = fs.WalkDir(root.FS(), producerDir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		total += fi.Size()
+		files++
+		return nil
+	})
+	return total, files, err
+}
+
+func fileOf(f *v1.ManifestFile) download.File {
+	return download.File{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(), HashValue: f.GetHashValue(), Size: f.GetSize()}
+}

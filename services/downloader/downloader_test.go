@@ -1,0 +1,493 @@
+package main
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/downloader/internal/download"
+	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// depositor is a depositor's server on loopback: /files/NAME serves what the
+// test put there, /flaky/NAME fails twice with 503 first, /missing/ is 404.
+// It counts requests per path.
+type depositor struct {
+	*httptest.Server
+	mu    sync.Mutex
+	files map[string][]byte
+	count map[string]int
+	// slow, when set, is called for the first request of a path instead of
+	// serving it (the test streams as it likes).
+	slow func(w http.ResponseWriter, r *http.Request, content []byte)
+}
+
+func newDepositor(t *testing.T) *depositor {
+	d := &depositor{files: map[string][]byte{}, count: map[string]int{}}
+	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		d.count[r.URL.Path]++
+		n := d.count[r.URL.Path]
+		content, ok := d.files[r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]]
+		slow := d.slow
+		d.mu.Unlock()
+		switch {
+		case !ok || strings.HasPrefix(r.URL.Path, "/missing/"):
+			http.NotFound(w, r)
+		case strings.HasPrefix(r.URL.Path, "/flaky/") && n <= 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case strings.HasPrefix(r.URL.Path, "/slow/") && n == 1 && slow != nil:
+			slow(w, r, content)
+		default:
+			w.Header().Set("Content-Length", strconv.Itoa(len(content)))
+			w.Write(content)
+		}
+	}))
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *depositor) put(name string, content []byte) {
+	d.mu.Lock()
+	d.files[name] = content
+	d.mu.Unlock()
+}
+
+func (d *depositor) requests(p string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.count[p]
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// declared is a file list entry with the digest and size of content.
+func declared(url, name string, content []byte) *v1.ManifestFile {
+	return &v1.ManifestFile{Url: url, Name: name, HashAlgorithm: "sha256", HashValue: sha256Hex(content), Size: int64(len(content))}
+}
+
+func connect(t *testing.T, root string) *queue.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	return q
+}
+
+// job is one job a test needs in Downloading.
+type job struct {
+	payload    v1.PayloadType // default file list of an object manifest
+	workingDir string         // default <work root>/bid/<entry>
+	files      []*v1.ManifestFile
+}
+
+// createJobs stands in for the batcher and the stages before the
+// downloader: the jobs are created with their file lists and moved on to
+// Downloading. It returns their ids and working directories.
+func createJobs(t *testing.T, q *queue.Client, workRoot string, jobs ...job) ([]string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "tester", PayloadUrl: "http://example.org/batch", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	news := make([]queue.NewJob, len(jobs))
+	dirs := make([]string, len(jobs))
+	for i, j := range jobs {
+		dirs[i] = j.workingDir
+		if dirs[i] == "" {
+			dirs[i] = filepath.Join(workRoot, bid, "entry-"+strconv.Itoa(i))
+		}
+		payload := j.payload
+		if payload == 0 {
+			payload = v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST
+		}
+		news[i] = queue.NewJob{Priority: 5, Manifest: &v1.Manifest{Files: j.files}, Configuration: &v1.JobConfiguration{
+			BatchEntry: int32(i), ProfileName: "demo", Collection: "demo", PayloadUrl: "http://example.org/object",
+			PayloadType: payload, WorkingDir: dirs[i]}}
+	}
+	jids, err := bc.CreateJobs(ctx, news)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range jids {
+		for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
+			cl, err := q.ClaimJob(ctx, jid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Commit(ctx, queue.Change{To: s}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return jids, dirs
+}
+
+func testDownloader(workRoot string, policy fetch.Policy) *Downloader {
+	return &Downloader{
+		Files: &download.Fetcher{Client: fetch.New(policy), Retries: 3, Backoff: 10 * time.Millisecond,
+			MaxBackoff: 50 * time.Millisecond, MaxBytes: 1 << 20, TempDir: stagingDir},
+		WorkRoot:    workRoot,
+		Concurrency: 3,
+		Unpack:      unpack.Limits{MaxEntries: 100, MaxBytes: 1 << 20},
+		Logger:      slog.Default(),
+	}
+}
+
+// startDownloader runs a downloader replica on q until the test ends.
+func startDownloader(t *testing.T, q *queue.Client, d *Downloader) {
+	t.Helper()
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := d.StageConfig()
+	cfg.Service = "downloader"
+	r, err := stage.New(q, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go r.Run(ctx)
+	t.Cleanup(func() {
+		cancel()
+		<-r.Done()
+	})
+}
+
+// settled waits until the job is in state and returns it.
+func settled(t *testing.T, q *queue.Client, jid string, state queue.JobState) *v1.Job {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		j, err := q.GetJob(context.Background(), jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.GetStatus().GetStatus() == state {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s (%q), never %s", jid, queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage(), queue.JobStateName(state))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// producer lists the files under dir/producer with their contents.
+func producer(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	base := filepath.Join(dir, producerDir)
+	filepath.WalkDir(base, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(base, p)
+		out[rel] = string(data)
+		return err
+	})
+	return out
+}
+
+func TestEveryFileLandsInProducerAndTheRealSizeIsRecorded(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	q := connect(t, zktest.Root(t))
+	a, b, c := []byte("alpha\n"), bytes.Repeat([]byte("beta"), 1000), []byte("gamma, size undeclared")
+	d.put("a.txt", a)
+	d.put("b.bin", b)
+	d.put("c.txt", c)
+	undeclared := &v1.ManifestFile{Url: d.URL + "/files/c.txt", Name: "deep/er/c.txt", Size: -1}
+	jids, dirs := createJobs(t, q, work, job{files: []*v1.ManifestFile{
+		declared(d.URL+"/files/a.txt", "a.txt", a), declared(d.URL+"/flaky/b.bin", "data/b.bin", b), undeclared}})
+	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+
+	j := settled(t, q, jids[0], queue.Processing)
+	want := map[string]string{"a.txt": string(a), "data/b.bin": string(b), "deep/er/c.txt": string(c)}
+	if got := producer(t, dirs[0]); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("producer/ holds %v, want %v", got, want)
+	}
+	if total := int64(len(a) + len(b) + len(c)); j.GetSpaceNeeded() != total {
+		t.Errorf("space_needed %d, want the real %d", j.GetSpaceNeeded(), total)
+	}
+	st := j.GetStatus()
+	if st.GetLastSuccessfulStatus() != queue.Downloading || st.GetMessage() != fmt.Sprintf("downloaded 3 files, %d bytes", len(a)+len(b)+len(c)) {
+		t.Errorf("status %v", st)
+	}
+	if n := d.requests("/flaky/b.bin"); n != 3 {
+		t.Errorf("the flaky file was asked for %d times, want 3 (two failures, then the file)", n)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dirs[0], stagingDir)); len(entries) != 0 {
+		t.Errorf("partial files left: %v", entries)
+	}
+}
+
+func TestFailuresFailTheJobNamingTheFileTheURLAndTheReason(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	q := connect(t, zktest.Root(t))
+	content := []byte("the real content")
+	d.put("a.txt", content)
+	wrong := strings.Repeat("1f", 32)
+	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	for _, tc := range []struct {
+		name string
+		job  job
+		want string
+	}{
+		{"digest mismatch", job{files: []*v1.ManifestFile{{Url: d.URL + "/files/a.txt", Name: "a.txt", HashAlgorithm: "sha256", HashValue: wrong, Size: -1}}},
+			"a.txt (" + d.URL + "/files/a.txt): sha256 expected " + wrong + ", got " + sha256Hex(content)},
+		{"size mismatch", job{files: []*v1.ManifestFile{{Url: d.URL + "/files/a.txt", Name: "a.txt", Size: 3}}},
+			"a.txt (" + d.URL + "/files/a.txt): size expected 3 bytes, got 16"},
+		{"missing file", job{files: []*v1.ManifestFile{declared(d.URL+"/files/a.txt", "a.txt", content), {Url: d.URL + "/missing/a.txt", Name: "b.txt", Size: -1}}},
+			"b.txt (" + d.URL + "/missing/a.txt): GET " + d.URL + "/missing/a.txt: HTTP 404 Not Found"},
+		{"traversal name", job{files: []*v1.ManifestFile{{Url: d.URL + "/files/a.txt", Name: "../../evil.txt", Size: -1}}},
+			"../../evil.txt (" + d.URL + "/files/a.txt): refused, the file would not land inside producer/: file name \"../../evil.txt\" has a \"..\" segment"},
+		{"absolute name", job{files: []*v1.ManifestFile{{Url: d.URL + "/files/a.txt", Name: "/etc/evil.txt", Size: -1}}},
+			"/etc/evil.txt (" + d.URL + "/files/a.txt): refused, the file would not land inside producer/: file name \"/etc/evil.txt\" is an absolute path"},
+		{"name listed twice", job{files: []*v1.ManifestFile{declared(d.URL+"/files/a.txt", "a.txt", content), declared(d.URL+"/files/a.txt", "a.txt", content)}},
+			"a.txt (" + d.URL + "/files/a.txt): file name listed twice (files 1 and 2)"},
+		{"working directory outside the work root", job{workingDir: filepath.Join(filepath.Dir(work), "elsewhere"), files: []*v1.ManifestFile{declared(d.URL+"/files/a.txt", "a.txt", content)}},
+			"working_dir " + filepath.Join(filepath.Dir(work), "elsewhere") + " is not inside the work root " + work},
+		{"a scheme other than http", job{files: []*v1.ManifestFile{{Url: "file:///etc/passwd", Name: "passwd", Size: -1}}},
+			"passwd (file:///etc/passwd): fetch: file:///etc/passwd: scheme not allowed: \"file\" (allowed: http, https)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jids, dirs := createJobs(t, q, work, tc.job)
+			j := settled(t, q, jids[0], queue.Failed)
+			if got := j.GetStatus().GetMessage(); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("message\n %q\nwant\n %q", got, tc.want)
+			}
+			if j.GetStatus().GetLastSuccessfulStatus() != queue.Provisioning {
+				t.Errorf("last_successful_status %v, want Provisioning (kept on failure)", j.GetStatus().GetLastSuccessfulStatus())
+			}
+			for _, p := range []string{filepath.Join(filepath.Dir(dirs[0]), "evil.txt"), filepath.Join(dirs[0], "evil.txt")} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Errorf("%s was written", p)
+				}
+			}
+		})
+	}
+}
+
+func TestADeniedAddressFailsTheJobNamingTheURL(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	q := connect(t, zktest.Root(t))
+	d.put("a.txt", []byte("x"))
+	deny, err := fetch.ParseDeny("loopback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Deny: deny}))
+	jids, _ := createJobs(t, q, work, job{files: []*v1.ManifestFile{{Url: d.URL + "/files/a.txt", Name: "a.txt", Size: -1}}})
+
+	msg := settled(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
+	if !strings.HasPrefix(msg, "a.txt ("+d.URL+"/files/a.txt): ") || !strings.Contains(msg, "address denied by policy: 127.0.0.1 is in 127.0.0.0/8") {
+		t.Errorf("message %q", msg)
+	}
+	if n := d.requests("/files/a.txt"); n != 0 {
+		t.Errorf("the denied server got %d requests", n)
+	}
+}
+
+func TestACompleteFileIsNotFetchedAgainAfterARestart(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	q := connect(t, zktest.Root(t))
+	a, b := []byte("already here"), []byte("still to fetch")
+	d.put("a.txt", a)
+	d.put("b.txt", b)
+	jids, dirs := createJobs(t, q, work, job{files: []*v1.ManifestFile{declared(d.URL+"/files/a.txt", "a.txt", a), declared(d.URL+"/files/b.txt", "b.txt", b)}})
+	// An earlier attempt completed a.txt, and left a partial b.txt.
+	os.MkdirAll(filepath.Join(dirs[0], producerDir), 0o755)
+	os.WriteFile(filepath.Join(dirs[0], producerDir, "a.txt"), a, 0o644)
+	os.MkdirAll(filepath.Join(dirs[0], stagingDir), 0o755)
+	os.WriteFile(filepath.Join(dirs[0], stagingDir, "x"+download.TempSuffix), b[:4], 0o644)
+	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+
+	j := settled(t, q, jids[0], queue.Processing)
+	if d.requests("/files/a.txt") != 0 || d.requests("/files/b.txt") != 1 {
+		t.Errorf("requests: a.txt %d, b.txt %d; want 0 and 1", d.requests("/files/a.txt"), d.requests("/files/b.txt"))
+	}
+	if j.GetSpaceNeeded() != int64(len(a)+len(b)) || !strings.Contains(j.GetStatus().GetMessage(), "(1 already complete from an earlier attempt)") {
+		t.Errorf("space_needed %d, message %q", j.GetSpaceNeeded(), j.GetStatus().GetMessage())
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dirs[0], stagingDir)); len(entries) != 0 {
+		t.Errorf("the dead attempt's partial file is still there: %v", entries)
+	}
+}
+
+func zipBytes(t *testing.T, files map[string]string) []byte {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for name, body := range files {
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(body))
+	}
+	zw.Close()
+	return b.Bytes()
+}
+
+func tarGzBytes(t *testing.T, files map[string]string) []byte {
+	var b bytes.Buffer
+	gz := gzip.NewWriter(&b)
+	tw := tar.NewWriter(gz)
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Size: int64(len(body)), Mode: 0o644, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	gz.Close()
+	return b.Bytes()
+}
+
+func TestContainersAreUnpackedIntoProducerAndRemoved(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	q := connect(t, zktest.Root(t))
+	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	files := map[string]string{"a.txt": "alpha", "sub/b.txt": "beta beta"}
+	for _, tc := range []struct {
+		name, served string // the name misleads: the format comes from the bytes
+		archive      []byte
+		format       string
+	}{
+		{"zip", "payload.tar.gz", zipBytes(t, files), "zip"},
+		{"tar.gz", "payload.zip", tarGzBytes(t, files), "tar.gz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.put(tc.served, tc.archive)
+			url := d.URL + "/files/" + tc.served
+			jids, dirs := createJobs(t, q, work, job{payload: v1.PayloadType_PAYLOAD_TYPE_CONTAINER, files: []*v1.ManifestFile{declared(url, tc.served, tc.archive)}})
+			j := settled(t, q, jids[0], queue.Processing)
+			if got := producer(t, dirs[0]); fmt.Sprint(got) != fmt.Sprint(files) {
+				t.Errorf("producer/ holds %v, want %v", got, files)
+			}
+			if _, err := os.Stat(filepath.Join(dirs[0], archivePath)); !os.IsNotExist(err) {
+				t.Errorf("the archive was kept: %v", err)
+			}
+			if j.GetSpaceNeeded() != 14 {
+				t.Errorf("space_needed %d, want the 14 bytes unpacked", j.GetSpaceNeeded())
+			}
+			if want := "unpacked " + tc.format + " container " + tc.served + ": 2 files, 0 folders, 14 bytes"; j.GetStatus().GetMessage() != want {
+				t.Errorf("message %q, want %q", j.GetStatus().GetMessage(), want)
+			}
+		})
+	}
+}
+
+func TestAHostileContainerFailsTheJobAndLeavesNothingOutside(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	q := connect(t, zktest.Root(t))
+	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	slip := zipBytes(t, map[string]string{"../../evil.txt": "owned"})
+	d.put("slip.zip", slip)
+	url := d.URL + "/files/slip.zip"
+	jids, dirs := createJobs(t, q, work, job{payload: v1.PayloadType_PAYLOAD_TYPE_CONTAINER, files: []*v1.ManifestFile{declared(url, "slip.zip", slip)}})
+
+	msg := settled(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
+	if want := `slip.zip (` + url + `): unpacking: entry "../../evil.txt": path would leave the directory: ".." segment`; msg != want {
+		t.Errorf("message\n %q\nwant\n %q", msg, want)
+	}
+	for _, p := range []string{filepath.Join(dirs[0], "evil.txt"), filepath.Join(filepath.Dir(dirs[0]), "evil.txt"), filepath.Join(work, "evil.txt")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+	if got := producer(t, dirs[0]); len(got) != 0 {
+		t.Errorf("producer/ of a refused container holds %v", got)
+	}
+}
+
+func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	root := zktest.Root(t)
+	admin := connect(t, root)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
+	d.put("big.bin", big)
+	streaming := make(chan struct{})
+	var once sync.Once
+	d.slow = func(w http.ResponseWriter, r *http.Request, content []byte) {
+		// The first replica gets the file slowly: a little, then a trickle
+		// until it goes away.
+		w.Header().Set("Content-Length", strconv.Itoa(len(content)))
+		for off := 0; off < len(content) && r.Context().Err() == nil; off += 64 << 10 {
+			w.Write(content[off : off+64<<10])
+			w.(http.Flusher).Flush()
+			once.Do(func() { close(streaming) })
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	url := d.URL + "/slow/big.bin"
+	jids, dirs := createJobs(t, admin, work, job{files: []*v1.ManifestFile{declared(url, "big.bin", big)}})
+
+	first := connect(t, root)
+	startDownloader(t, first, testDownloader(work, fetch.Policy{}))
+	<-streaming
+	// The first replica dies mid-file: its session, and with it the job's
+	// lock, is gone.
+	first.Close()
+	startDownloader(t, connect(t, root), testDownloader(work, fetch.Policy{}))
+
+	j := settled(t, admin, jids[0], queue.Processing)
+	got, err := os.ReadFile(filepath.Join(dirs[0], producerDir, "big.bin"))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Errorf("big.bin: %d bytes, %v; want the whole %d", len(got), err, len(big))
+	}
+	if j.GetSpaceNeeded() != int64(len(big)) || j.GetStatus().GetRetryCount() != 0 {
+		t.Errorf("job %v", j)
+	}
+	if n := d.requests("/slow/big.bin"); n != 2 {
+		t.Errorf("%d requests for the file, want 2 (the dead replica's and the survivor's)", n)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dirs[0], stagingDir)); len(entries) != 0 {
+		t.Errorf("partial files left: %v", entries)
+	}
+}
