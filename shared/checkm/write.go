@@ -38,6 +38,7 @@ func Write(w io.Writer, profile string, fields []string, entries []Entry) error 
 		return fmt.Errorf("checkm: manifest has no entries")
 	}
 
+	// bufio.Writer keeps the first write error; Flush returns it.
 	bw := bufio.NewWriter(w)
 	bw.WriteString(Header + "\n")
 	if profile != "" {

@@ -101,8 +101,9 @@ func (c *Client) Head(ctx context.Context, url string) (size int64, err error) {
 }
 
 // Get returns the response to a GET of url; the caller closes its body. A
-// body read that gets no data within the IdleTimeout fails with ErrTimeout.
-// A status other than 2xx is a *StatusError.
+// body read that gets no data within the IdleTimeout fails with ErrTimeout;
+// a body that keeps trickling is bounded by ctx (downloads have no whole
+// time limit). A status other than 2xx is a *StatusError.
 func (c *Client) Get(ctx context.Context, url string) (*http.Response, error) {
 	return c.do(ctx, http.MethodGet, url, nil, "")
 }
@@ -112,7 +113,7 @@ func (c *Client) Get(ctx context.Context, url string) (*http.Response, error) {
 // ErrTimeout.
 func (c *Client) Fetch(ctx context.Context, url string, maxBytes int64) ([]byte, error) {
 	if maxBytes <= 0 {
-		return nil, fmt.Errorf("fetch: GET %s: maxBytes must be positive, got %d", url, maxBytes)
+		return nil, fmt.Errorf("fetch: GET %s: maxBytes must be positive, got %d", redact(url), maxBytes)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, c.policy.FetchTimeout,
 		fmt.Errorf("%w: the whole fetch took longer than %s", ErrTimeout, c.policy.FetchTimeout))
@@ -141,7 +142,7 @@ func (c *Client) Fetch(ctx context.Context, url string, maxBytes int64) ([]byte,
 func (c *Client) PostJSON(ctx context.Context, url string, body any) (*http.Response, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
-		return nil, fmt.Errorf("fetch: POST %s: encoding the body as JSON: %w", url, err)
+		return nil, fmt.Errorf("fetch: POST %s: encoding the body as JSON: %w", redact(url), err)
 	}
 	return c.do(ctx, http.MethodPost, url, data, "application/json")
 }
@@ -247,6 +248,15 @@ func (b *idleBody) Close() error {
 	err := b.body.Close()
 	b.cancel(nil)
 	return err
+}
+
+// redact hides the password of a URL that is named in an error before it
+// is checked.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
 }
 
 // moduleVersion is the version of the module that built this binary, or

@@ -445,6 +445,11 @@ func TestErrorsHideURLPasswords(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "depositor:xxxxx@") {
 		t.Fatalf("error = %v, want the URL with its password redacted", err)
 	}
+	// Refused before the URL is checked: still redacted.
+	_, err = fetch.New(fetch.Policy{}).Fetch(t.Context(), url, 0)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "maxBytes must be positive") {
+		t.Fatalf("error = %v, want maxBytes refused with the password redacted", err)
+	}
 }
 
 func TestPostJSONRoundTrip(t *testing.T) {

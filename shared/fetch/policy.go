@@ -25,7 +25,7 @@ type Policy struct {
 	// link-local 169.254.0.0/16 (cloud metadata) and fe80::/10, 0.0.0.0/8,
 	// ::/128, multicast, broadcast and the IPv6 metadata address
 	// fd00:ec2::254. Loopback and private ranges are allowed unless listed
-	// here (see ParseDeny).
+	// here (see ParseDeny). Invalid (zero) prefixes are skipped.
 	Deny []netip.Prefix
 	// MaxRedirects followed per request; default 5, negative for none.
 	MaxRedirects int
