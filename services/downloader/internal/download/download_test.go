@@ -149,6 +149,10 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 			http.NotFound(w, r)
 		case "/busy":
 			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/to-denied":
+			http.Redirect(w, r, "http://127.0.0.2:9/metadata", http.StatusFound)
+		case "/to-file":
+			http.Redirect(w, r, "file:///etc/passwd", http.StatusFound)
 		case "/stalls":
 			w.Write([]byte("a few bytes"))
 			w.(http.Flusher).Flush()
@@ -167,6 +171,7 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 		}
 	})
 	deny, _ := fetch.ParseDeny("loopback")
+	deny127002, _ := fetch.ParseDeny("127.0.0.2")
 	bad := strings.Repeat("0", 64)
 	for _, tc := range []struct {
 		name     string
@@ -195,6 +200,10 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 			"address denied by policy", 0},
 		{"a scheme other than http and https", fetch.Policy{}, File{URL: "file:///etc/passwd", Size: -1},
 			"scheme not allowed", 0},
+		{"a redirect to a denied address is not followed", fetch.Policy{Deny: deny127002}, File{URL: s.URL + "/to-denied", Size: -1},
+			"(redirected to http://127.0.0.2:9/metadata): address denied by policy: 127.0.0.2 is in 127.0.0.2/32", 1},
+		{"a redirect to another scheme is not followed", fetch.Policy{}, File{URL: s.URL + "/to-file", Size: -1},
+			"scheme not allowed", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, dir := openRoot(t)
