@@ -261,7 +261,7 @@ func stall(t *testing.T, r *http.Request) {
 }
 
 func TestServersThatStopAnsweringAreCutOff(t *testing.T) {
-	policy := fetch.Policy{HeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond}
+	policy := fetch.Policy{HeaderTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}
 	t.Run("no response headers", func(t *testing.T) {
 		s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { stall(t, r) })
 		_, err := fetch.New(policy).Get(t.Context(), s.URL+"/silent")
