@@ -2,7 +2,11 @@ module github.com/ingestq/ingestq/services/notifier
 
 go 1.26.0
 
-require github.com/ingestq/ingestq/shared v0.0.0
+require (
+	github.com/ingestq/ingestq/proto v0.0.0
+	github.com/ingestq/ingestq/shared v0.0.0
+	google.golang.org/grpc v1.85.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -14,7 +18,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
-	github.com/ingestq/ingestq/proto v0.0.0 // indirect
+	github.com/kr/text v0.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -39,8 +43,8 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 replace (

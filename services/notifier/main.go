@@ -1,19 +1,78 @@
-// Command notifier works on jobs in Notify: it tells the submitter that the
-// job is done and completes it.
-//
-// Its stage work is not written yet: today it connects to ZooKeeper and
-// serves health, reflection, ingestq.v1.PingService and /metrics (see
-// shared/service).
+// Command notifier works on jobs in Notify: it calls the collection's
+// callback with the job's result (retried with backoff), removes the job's
+// working folder and completes the job; the batch learns of it through the
+// job's reference, which the batcher watches.
 package main
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/ingestq/ingestq/services/notifier/internal/callback"
+	"github.com/ingestq/ingestq/services/notifier/internal/notify"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/stage"
 )
 
 func main() {
+	var (
+		workRoot, profilesDir, deny *string
+		retries                     *int
+		backoff, timeout            *time.Duration
+	)
 	service.Main(service.Spec{
 		Name:     "notifier",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7407", MetricsListen: "127.0.0.1:9407"},
+		Config: func(r *config.Registry) {
+			workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
+				"working storage shared by the stages; a completed job's working_dir is removed if it lies inside it")
+			profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
+				"folder of collection profiles (*.yaml)")
+			retries = r.Int("callback-retries", "INGESTQ_CALLBACK_RETRIES", 2,
+				"how many times a failed callback is tried again before the job fails")
+			backoff = r.Duration("callback-backoff", "INGESTQ_CALLBACK_BACKOFF", 2*time.Second,
+				"wait before the first callback retry; doubles after each")
+			timeout = r.Duration("callback-timeout", "INGESTQ_CALLBACK_TIMEOUT", 30*time.Second,
+				"how long one callback attempt may take")
+			deny = r.String("callback-deny", "INGESTQ_CALLBACK_DENY", "",
+				"address ranges callbacks may not reach, beside the built-in list: CIDRs or loopback, private, link-local")
+		},
+		Setup: func(ctx context.Context, env *service.Env) error {
+			if !filepath.IsAbs(*workRoot) {
+				return fmt.Errorf("INGESTQ_WORK_ROOT: %q is not an absolute path", *workRoot)
+			}
+			if *retries < 0 || *backoff < 0 || *timeout <= 0 {
+				return fmt.Errorf("INGESTQ_CALLBACK_RETRIES, _BACKOFF and _TIMEOUT must not be negative (timeout above 0)")
+			}
+			denied, err := fetch.ParseDeny(*deny)
+			if err != nil {
+				return fmt.Errorf("INGESTQ_CALLBACK_DENY: %w", err)
+			}
+			profiles, err := profile.Load(*profilesDir)
+			if err != nil {
+				return fmt.Errorf("INGESTQ_PROFILES_DIR: %w", err)
+			}
+			n := &notify.Notifier{
+				Profiles: profiles,
+				WorkRoot: *workRoot,
+				Logger:   env.Logger,
+				Callback: callback.Poster{Client: fetch.New(fetch.Policy{Deny: denied}), Retries: *retries,
+					Backoff: *backoff, Timeout: *timeout},
+			}
+			_, err = stage.Start(ctx, env, stage.Config{
+				Name:    "notifying",
+				From:    queue.Notify,
+				To:      queue.Completed,
+				Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid,
+				Handler: n.Handle,
+			})
+			return err
+		},
 	})
 }

@@ -1,0 +1,112 @@
+// Package callback tells a collection's callback URL that a job ended: an
+// HTTP POST of a JSON result, retried with backoff when the receiver fails
+// or cannot be reached.
+package callback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/ingestq/ingestq/shared/fetch"
+)
+
+// Result is the JSON body of a callback.
+type Result struct {
+	JobID       string   `json:"jid"`
+	BatchID     string   `json:"bid"`
+	ARK         string   `json:"ark"`
+	LocalIDs    []string `json:"local_ids"`
+	Status      string   `json:"status"`
+	Version     int      `json:"version,omitempty"` // 0 (left out) when the storage did not say
+	ManifestURL string   `json:"manifest_url"`
+}
+
+// Poster posts results under a retry policy.
+type Poster struct {
+	Client *fetch.Client
+	// Retries is how many times a failed POST is tried again (0: once in all).
+	Retries int
+	// Backoff is the wait before the first retry; it doubles after each
+	// (at most MaxBackoff).
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// Timeout bounds one attempt, answer included.
+	Timeout time.Duration
+}
+
+// Post delivers r to url. It returns nil once the receiver answered 2xx;
+// otherwise an error saying what the last attempt met and how many were
+// made. Answers 4xx other than 408 and 429 are not retried: the receiver
+// refuses the call as it is.
+func (p Poster) Post(ctx context.Context, url string, r Result) error {
+	if r.LocalIDs == nil {
+		r.LocalIDs = []string{} // a JSON array, not null
+	}
+	wait := p.Backoff
+	attempts := 0
+	for {
+		attempts++
+		err := p.attempt(ctx, url, r)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
+		}
+		var se *fetch.StatusError
+		if errors.As(err, &se) && !retryable(se.Code) {
+			return fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
+		}
+		if attempts > p.Retries {
+			return fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, p.maxBackoff())
+	}
+}
+
+func (p Poster) attempt(ctx context.Context, url string, r Result) error {
+	if p.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
+		defer cancel()
+	}
+	resp, err := p.Client.PostJSON(ctx, url, r)
+	if err != nil {
+		return err
+	}
+	// The answer's body says nothing we use; a little is read so the
+	// connection can be reused.
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	return resp.Body.Close()
+}
+
+func (p Poster) maxBackoff() time.Duration {
+	if p.MaxBackoff > 0 {
+		return p.MaxBackoff
+	}
+	return time.Minute
+}
+
+// retryable says whether an HTTP status may go away if the call is repeated.
+func retryable(code int) bool {
+	return code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
+}
+
+// reason is what a failed attempt met, without fetch's repetition of the
+// method and URL that the caller's message names already.
+func reason(err error) string {
+	var se *fetch.StatusError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("HTTP %d %s", se.Code, http.StatusText(se.Code))
+	}
+	return err.Error()
+}

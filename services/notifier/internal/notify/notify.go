@@ -1,0 +1,81 @@
+// Package notify is the notifier's stage handler: it calls the collection
+// profile's callback with the job's result, removes the job's working
+// folder and completes the job.
+package notify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/ingestq/ingestq/services/notifier/internal/callback"
+	"github.com/ingestq/ingestq/services/notifier/internal/workdir"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+)
+
+// Notifier handles jobs in Notify.
+type Notifier struct {
+	Profiles *profile.Set
+	Callback callback.Poster
+	// WorkRoot is the shared working storage; only folders inside it are
+	// removed.
+	WorkRoot string
+	Logger   *slog.Logger
+}
+
+// Handle is the stage handler.
+func (n *Notifier) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
+	job := claim.Job
+	conf := job.GetConfiguration()
+	pr, ok := n.Profiles.Get(conf.GetProfileName())
+	if !ok {
+		return stage.Failf("profile %q is not among the loaded profiles (%s): whether a callback is due is unknown",
+			conf.GetProfileName(), strings.Join(n.Profiles.Names(), ", "))
+	}
+	var done []string
+	if u := pr.CallbackURL; u != "" {
+		result := callback.Result{JobID: claim.ID(), BatchID: job.GetBid(), ARK: job.GetIdentifiers().GetPrimaryId(),
+			LocalIDs: job.GetIdentifiers().GetLocalId(), Status: "completed",
+			Version: versionNumber(job.GetInventory().GetManifestUrl()), ManifestURL: job.GetInventory().GetManifestUrl()}
+		if err := n.Callback.Post(ctx, u, result); err != nil {
+			if ctx.Err() != nil {
+				return stage.Release() // the job was lost; another notifier calls back
+			}
+			return stage.Fail(err.Error())
+		}
+		n.Logger.InfoContext(ctx, "callback delivered", "url", u)
+		done = append(done, "callback "+u+" delivered")
+	}
+	if wd := conf.GetWorkingDir(); wd != "" {
+		// The depositor has the result; a folder left behind is only
+		// disk space, so it does not fail the job.
+		if err := workdir.Remove(n.WorkRoot, wd); err != nil {
+			n.Logger.ErrorContext(ctx, "working folder left in place", "error", err)
+			done = append(done, "working folder left in place: "+err.Error())
+		} else {
+			done = append(done, "working folder removed")
+		}
+	}
+	return stage.Next(queue.Change{Message: strings.Join(done, "; ")})
+}
+
+// versionNumber reads the version number from a manifest URL of the local
+// object store (…/v<N>/manifest.checkm); 0 when the URL does not say.
+func versionNumber(manifestURL string) int {
+	u, err := url.Parse(manifestURL)
+	if err != nil {
+		return 0
+	}
+	dir := path.Base(path.Dir(u.Path))
+	n, err := strconv.Atoi(strings.TrimPrefix(dir, "v"))
+	if err != nil || n < 1 || fmt.Sprintf("v%d", n) != dir {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,248 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/notifier/internal/callback"
+	"github.com/ingestq/ingestq/services/notifier/internal/jobtest"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// receiver is a depositor's callback endpoint on loopback: it answers each
+// POST with the next code of its script (the last one repeats).
+type receiver struct {
+	mu     sync.Mutex
+	script []int
+	bodies []map[string]any
+	types  []string
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	data, _ := io.ReadAll(req.Body)
+	var body map[string]any
+	if req.Method != http.MethodPost || json.Unmarshal(data, &body) != nil {
+		http.Error(w, "want a JSON POST", http.StatusBadRequest)
+		return
+	}
+	r.bodies = append(r.bodies, body)
+	r.types = append(r.types, req.Header.Get("Content-Type"))
+	code := r.script[min(len(r.bodies), len(r.script))-1]
+	w.WriteHeader(code)
+}
+
+func (r *receiver) calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.bodies)
+}
+
+type env struct {
+	q        *queue.Client
+	workRoot string
+}
+
+// start runs the notify stage with one profile, "demo", whose callback is
+// callbackURL ("" for none).
+func start(t *testing.T, callbackURL string) *env {
+	t.Helper()
+	e := &env{q: jobtest.Connect(t, zktest.Root(t)), workRoot: t.TempDir()}
+	dir := t.TempDir()
+	yaml := "name: demo\ncollection: demo\n"
+	if callbackURL != "" {
+		yaml += "callback_url: " + callbackURL + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "demo.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := profile.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Notifier{Profiles: set, WorkRoot: e.workRoot, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Callback: callback.Poster{Client: fetch.New(fetch.Policy{}), Retries: 2, Backoff: 10 * time.Millisecond, Timeout: 5 * time.Second}}
+	r, err := stage.New(e.q, stage.Config{Service: "notifier", Name: "notifying", From: queue.Notify, To: queue.Completed, Handler: n.Handle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go r.Run(ctx)
+	t.Cleanup(func() { cancel(); <-r.Done() })
+	return e
+}
+
+const manifestURL = "file:///store/ark_99999_fk4x/v2/manifest.checkm"
+
+// spawn puts a recorded job in Notify, with a working folder holding a file.
+func (e *env) spawn(t *testing.T, profileName string) (jid, wd string) {
+	t.Helper()
+	wd = filepath.Join(e.workRoot, "bid", fmt.Sprint(time.Now().UnixNano()))
+	if err := os.MkdirAll(filepath.Join(wd, "producer"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(wd, "producer", "a.txt"), []byte("a"), 0o644)
+	jid = jobtest.Spawn(t, e.q, queue.NewJob{
+		Configuration: &v1.JobConfiguration{ProfileName: profileName, WorkingDir: wd},
+		Identifiers:   &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001", "loc002"}},
+	}, queue.Processing)
+	jobtest.Move(t, e.q, jid, queue.Change{To: queue.Recording,
+		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "update"},
+		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "update"}})
+	jobtest.Move(t, e.q, jid, queue.Change{To: queue.Notify})
+	return jid, wd
+}
+
+func (e *env) ended(t *testing.T, jid string) *v1.JobStatus {
+	t.Helper()
+	var st *v1.JobStatus
+	jobtest.Eventually(t, jid+" leaves Notify", func() bool {
+		st = jobtest.Status(t, e.q, jid)
+		return st.GetStatus() != queue.Notify
+	})
+	return st
+}
+
+func TestACallbackIsDeliveredAndTheJobCompletes(t *testing.T) {
+	rcv := &receiver{script: []int{200}}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	e := start(t, srv.URL+"/ingest-callback")
+	jid, wd := e.spawn(t, "demo")
+	st := e.ended(t, jid)
+	if st.GetStatus() != queue.Completed {
+		t.Fatalf("job %s %q, want Completed", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if rcv.calls() != 1 || rcv.types[0] != "application/json" {
+		t.Fatalf("%d callbacks (%v), want one JSON POST", rcv.calls(), rcv.types)
+	}
+	job, err := e.q.GetJob(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"jid": jid, "bid": job.GetBid(), "ark": "ark:/99999/fk4x", "local_ids": []any{"loc001", "loc002"},
+		"status": "completed", "version": float64(2), "manifest_url": manifestURL}
+	got := rcv.bodies[0]
+	if len(got) != len(want) {
+		t.Errorf("callback body %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if fmt.Sprint(got[k]) != fmt.Sprint(v) {
+			t.Errorf("callback %s = %v, want %v", k, got[k], v)
+		}
+	}
+	if _, err := os.Stat(wd); !os.IsNotExist(err) {
+		t.Errorf("working folder still there: %v", err)
+	}
+	if !strings.Contains(st.GetMessage(), "working folder removed") {
+		t.Errorf("message %q", st.GetMessage())
+	}
+	// The batch learns of it through its reference.
+	counts, err := e.q.BatchCounts(context.Background(), job.GetBid())
+	if err != nil || counts.GetCompleted() != 1 || counts.GetProcessing() != 0 {
+		t.Errorf("batch counts %v, %v; want one completed job", counts, err)
+	}
+}
+
+func TestACallbackIsRetriedAfterAServerError(t *testing.T) {
+	rcv := &receiver{script: []int{500, 503, 200}}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	e := start(t, srv.URL+"/cb")
+	jid, _ := e.spawn(t, "demo")
+	if st := e.ended(t, jid); st.GetStatus() != queue.Completed || rcv.calls() != 3 {
+		t.Errorf("job %s %q after %d calls, want Completed after 3", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls())
+	}
+}
+
+func TestACallbackThatKeepsFailingFailsTheJobAndAnAdminCanRetry(t *testing.T) {
+	rcv := &receiver{script: []int{500}}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	e := start(t, srv.URL+"/cb")
+	jid, wd := e.spawn(t, "demo")
+	st := e.ended(t, jid)
+	want := "callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts"
+	if st.GetStatus() != queue.Failed || st.GetMessage() != want || rcv.calls() != 3 {
+		t.Fatalf("job %s %q after %d calls; want Failed %q after 3", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls(), want)
+	}
+	if _, err := os.Stat(wd); err != nil {
+		t.Errorf("the failed job's working folder is gone: %v", err)
+	}
+	// The receiver is fixed; an admin resumes the job at Notify.
+	rcv.mu.Lock()
+	rcv.script = []int{500, 500, 500, 200}
+	rcv.mu.Unlock()
+	if _, err := e.q.RequeueJob(context.Background(), jid, 0, "receiver fixed"); err != nil {
+		t.Fatal(err)
+	}
+	st = e.ended(t, jid)
+	if st.GetStatus() != queue.Completed || st.GetRetryCount() != 1 {
+		t.Errorf("after the resume: %s retry_count %d, want Completed with 1", queue.JobStateName(st.GetStatus()), st.GetRetryCount())
+	}
+}
+
+func TestACallbackRefusedWithAClientErrorIsNotRetried(t *testing.T) {
+	rcv := &receiver{script: []int{404}}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	e := start(t, srv.URL+"/gone")
+	jid, _ := e.spawn(t, "demo")
+	st := e.ended(t, jid)
+	if st.GetStatus() != queue.Failed || rcv.calls() != 1 || !strings.HasSuffix(st.GetMessage(), "/gone: HTTP 404 Not Found (not retried)") {
+		t.Errorf("job %s %q after %d calls", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls())
+	}
+}
+
+func TestWithoutACallbackTheJobCompletes(t *testing.T) {
+	e := start(t, "")
+	jid, wd := e.spawn(t, "demo")
+	if st := e.ended(t, jid); st.GetStatus() != queue.Completed || st.GetMessage() != "working folder removed" {
+		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if _, err := os.Stat(wd); !os.IsNotExist(err) {
+		t.Errorf("working folder still there: %v", err)
+	}
+}
+
+func TestAnUnknownProfileFailsTheJob(t *testing.T) {
+	e := start(t, "")
+	jid, _ := e.spawn(t, "gone")
+	if st := e.ended(t, jid); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), `profile "gone" is not among the loaded profiles (demo)`) {
+		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+}
+
+func TestAWorkingFolderOutsideTheWorkRootIsLeftAlone(t *testing.T) {
+	e := start(t, "")
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "keep"), []byte("x"), 0o644)
+	jid := jobtest.Spawn(t, e.q, queue.NewJob{Configuration: &v1.JobConfiguration{ProfileName: "demo", WorkingDir: outside}}, queue.Notify)
+	st := e.ended(t, jid)
+	if st.GetStatus() != queue.Completed || !strings.Contains(st.GetMessage(), "is not inside the work root") {
+		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if entries, _ := os.ReadDir(outside); !slices.ContainsFunc(entries, func(d os.DirEntry) bool { return d.Name() == "keep" }) {
+		t.Error("a folder outside the work root was emptied")
+	}
+}
