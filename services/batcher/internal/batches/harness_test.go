@@ -124,7 +124,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	h.cfg = Config{
 		Profiles: h.profiles,
-		Planner: &spawn.Planner{Fetcher: fetch.New(fetch.Policy{}), Limits: checkm.Limits{MaxBytes: 1 << 20},
+		Planner: &spawn.Planner{Fetcher: fetch.New(fetch.Policy{}), Limits: checkm.Limits{MaxBytes: 4 << 20},
 			Root: h.root, Attempts: 2, Backoff: 10 * time.Millisecond},
 		Mail:      &mail.SMTP{Addr: h.smtp.Addr, From: "ingestq <ingestq@localhost>"},
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),

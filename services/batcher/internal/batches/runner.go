@@ -231,7 +231,7 @@ func (b *batch) take(ctx context.Context) error {
 		b.log.InfoContext(ctx, "batch held", "collection", prof.Collection)
 		return nil
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "creating jobs"}); err != nil {
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload"}); err != nil {
 		return err
 	}
 	return b.spawn(ctx, prof)

@@ -210,6 +210,8 @@ func TestAnUnusablePayloadFailsTheBatchWithAMessageNamingWhatIsWrong(t *testing.
 			v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, []string{"mrt-container-batch-manifest", "manifest_of_containers"}},
 		{"a manifest the server does not have", "/missing.checkm", "", v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
 			[]string{"/missing.checkm", "404"}},
+		{"an object with more files than a ZooKeeper node holds", "/huge.checkm", hugeObjectManifest(5000),
+			v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, []string{"lists 5000 files", "ZooKeeper node", "submit a container"}},
 		{"two rows writing the same file", "/twice.checkm", strings.Replace(objectManifest, "| sub/b.txt", "| a.txt", 1),
 			v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, []string{"line 7", "a.txt", "line 6"}},
 	} {
@@ -230,6 +232,16 @@ func TestAnUnusablePayloadFailsTheBatchWithAMessageNamingWhatIsWrong(t *testing.
 			}
 		})
 	}
+}
+
+// hugeObjectManifest lists n files with long URLs.
+func hugeObjectManifest(n int) string {
+	var b strings.Builder
+	b.WriteString("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName\n")
+	for i := range n {
+		fmt.Fprintf(&b, "{{base}}/files/%s/%06d.tif | page-%06d.tif\n", strings.Repeat("d", 160), i, i)
+	}
+	return b.String() + "#%eof\n"
 }
 
 func TestAServerErrorIsRetriedBeforeTheBatchFails(t *testing.T) {
