@@ -1,0 +1,72 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+func TestTheReportKeyStaysTheSameUntilAReportIsStored(t *testing.T) {
+	prev := &v1.StatusReport{LastModified: timestamppb.New(time.Date(2026, 11, 22, 3, 51, 7, 0, time.UTC))}
+	if k := reportKey("bid0000000042", nil); k != "bid0000000042-report" {
+		t.Errorf("first report key %q", k)
+	}
+	if k := reportKey("bid0000000042", prev); k != "bid0000000042-report-after-20261122T035107Z" {
+		t.Errorf("update report key %q", k)
+	}
+	later := &v1.StatusReport{LastModified: timestamppb.New(prev.GetLastModified().AsTime().Add(time.Hour))}
+	if reportKey("bid0000000042", later) == reportKey("bid0000000042", prev) {
+		t.Error("two update reports share a key")
+	}
+}
+
+func TestAnUpdateReportListsWhatChangedAndWhatIsStillOpen(t *testing.T) {
+	prof := &profile.Profile{Name: "demo", Collection: "demo_coll", NotificationAddresses: []string{"depositor@example.org"}}
+	sub := &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "https://example.org/b.checkm",
+		Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, BatchId: "u-1"}
+	r := &Report{
+		Bid: "bid0000000042", Update: true, Key: "bid0000000042-report-after-20261122T035107Z",
+		Completed:  Section{Total: 1, Lines: []Line{{JobID: "jid0000000002", ARK: "ark:/99999/fk4b", LocalIDs: []string{"loc-b"}}}},
+		Failed:     Section{Total: 1, Lines: []Line{{JobID: "jid0000000003", Message: "GET http://127.0.0.1/c: HTTP 404\nNot Found"}}},
+		InProgress: Section{Total: 1, Lines: []Line{{JobID: "jid0000000004"}}},
+		Deleted:    1,
+	}
+	if r.Final() != queue.BatchFailed {
+		t.Errorf("Final() = %s with a failed and a live job", r.Final())
+	}
+	m := r.Mail(sub, prof)
+	if m.Key != r.Key || m.To[0] != "depositor@example.org" || !strings.Contains(m.Subject, "(update)") {
+		t.Errorf("mail %q to %v key %s", m.Subject, m.To, m.Key)
+	}
+	for _, want := range []string{
+		"Update report on ingestq batch bid0000000042",
+		"Result:      failed: 1 more object(s) completed, 1 still failed, 1 in progress",
+		"Completed since the last report (1):\n  jid0000000002  ark:/99999/fk4b  local id loc-b\n",
+		"Failed (1):\n  jid0000000003  (no ARK)\n      GET http://127.0.0.1/c: HTTP 404 Not Found\n",
+		"Still in progress (1):\n  jid0000000004  (no ARK)\n",
+		"Deleted:     1 job(s)",
+		"(batch uuid u-1)",
+	} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("body lacks %q:\n%s", want, m.Body)
+		}
+	}
+	r.Failed, r.InProgress = Section{}, Section{}
+	if r.Final() != queue.BatchCompleted || !strings.HasPrefix(r.Summary(), "completed: 1 more") {
+		t.Errorf("with nothing open: %s %q", r.Final(), r.Summary())
+	}
+}
+
+func TestALongSectionIsCutWithACount(t *testing.T) {
+	var b strings.Builder
+	s := Section{Total: MaxListed + 5, Lines: make([]Line, MaxListed)}
+	writeSection(&b, "Completed", s, false)
+	if !strings.Contains(b.String(), "… and 5 more") {
+		t.Errorf("no count of the jobs left out:\n%s", b.String()[len(b.String())-200:])
+	}
+}
