@@ -1,14 +1,168 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	_ "modernc.org/sqlite"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
+	t.Setenv("INGESTQ_INVENTORY_DB", filepath.Join(t.TempDir(), "inventory.db"))
 	servicetest.CheckBinary(t, "recorder")
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startBinary runs the built recorder with env added and returns its
+// address; it is stopped with SIGTERM (and must exit 0) when the test ends.
+func startBinary(t *testing.T, bin string, env ...string) string {
+	t.Helper()
+	addr := servicetest.FreeAddr(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append(append(os.Environ(),
+		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
+		"INGESTQ_LISTEN="+addr,
+		"INGESTQ_METRICS_LISTEN=",
+		"INGESTQ_DRAIN_TIMEOUT=5s",
+	), env...)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("exit after SIGTERM: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			t.Error("still running 15s after SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("recorder output:\n%s", logs)
+		}
+	})
+	servicetest.WaitHealth(t, servicetest.Dial(t, addr), healthpb.HealthCheckResponse_SERVING, 30*time.Second)
+	return addr
+}
+
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "recorder")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// recordingJob puts a job in Recording whose stored version manifest lists
+// one file.
+func recordingJob(t *testing.T, q *queue.Client) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1")
+	os.MkdirAll(dir, 0o755)
+	p := filepath.Join(dir, "manifest.checkm")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkm.Write(f, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "file://" + filepath.Join(dir, "producer", "a.txt"),
+		HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 1, FileName: "producer/a.txt"}})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Processing)
+	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording,
+		Store:     &v1.Store{ManifestUrl: "file://" + p, Mode: "add"},
+		Inventory: &v1.Inventory{ManifestUrl: "file://" + p, Mode: "add"}})
+	return jid
+}
+
+func TestBuiltRecorderRecordsIntoItsInventory(t *testing.T) {
+	zkRoot := zktest.Root(t)
+	dbPath := filepath.Join(t.TempDir(), "inventory.db")
+	startBinary(t, build(t), "INGESTQ_ZK_ROOT="+zkRoot, "INGESTQ_INVENTORY_DB="+dbPath)
+	q := jobtest.Connect(t, zkRoot)
+	jid := recordingJob(t, q)
+	jobtest.Eventually(t, "the job reaches Notify", func() bool { return jobtest.Status(t, q, jid).GetStatus() == queue.Notify })
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM files f JOIN versions v ON v.ark = f.ark AND v.number = f.version
+		WHERE v.jid = ? AND v.number = 1 AND f.name = 'producer/a.txt'`, jid).Scan(&n); err != nil || n != 1 {
+		t.Errorf("inventory rows for %s: %d, %v", jid, n, err)
+	}
+}
+
+func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
+	zkRoot := zktest.Root(t)
+	const token = "inventory-team-token"
+	addr := startBinary(t, build(t), "INGESTQ_ZK_ROOT="+zkRoot, "INGESTQ_RECORDER_BUILTIN=false", "INGESTQ_ADMIN_TOKEN="+token)
+	conn := servicetest.Dial(t, addr)
+	if !slices.Contains(servicetest.ListServices(t, conn), "ingestq.v1.RecordingService") {
+		t.Fatal("RecordingService is not served")
+	}
+	q := jobtest.Connect(t, zkRoot)
+	jid := recordingJob(t, q)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	c := v1.NewRecordingServiceClient(conn)
+	l, err := c.Lease(ctx, &v1.LeaseRequest{Wait: durationpb.New(10 * time.Second)})
+	if err != nil || l.GetJobId() != jid {
+		t.Fatalf("Lease = %v, %v; want %s (the built-in recorder is off)", l, err, jid)
+	}
+	if _, err := c.Complete(ctx, &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
+		t.Fatal(err)
+	}
+	if st := jobtest.Status(t, q, jid); st.GetStatus() != queue.Notify {
+		t.Errorf("job %s, want Notify", queue.JobStateName(st.GetStatus()))
+	}
 }
