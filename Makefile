@@ -49,6 +49,8 @@ test: deps
 # server for comparison. The last line is machine-readable (BENCH ...).
 ZKLIMIT_DIR := $(abspath $(CURDIR)/../shared/tools/zklimit)
 bench: deps
+	@# First, a multi-GB file streamed to disk: throughput and peak heap (INGESTQ_BENCH_DOWNLOAD_BYTES sets the size).
+	cd services/downloader && go test -run '^$$' -bench BenchmarkDownloadLargeFile -benchtime 1x ./internal/download/
 	cd shared && INGESTQ_ZKLIMIT_DIR=$$( [ -d "$(ZKLIMIT_DIR)" ] && echo "$(ZKLIMIT_DIR)" ) \
 		go test -run '^$$' -bench BenchmarkQueue -benchtime 1x -timeout 30m ./queue/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)' 
 
