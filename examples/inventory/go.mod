@@ -1,0 +1,23 @@
+module github.com/ingestq/ingestq/examples/inventory
+
+go 1.26.0
+
+require (
+	github.com/ingestq/ingestq/proto v0.0.0
+	github.com/ingestq/ingestq/shared v0.0.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/go-zookeeper/zk v1.0.4 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
+)
+
+replace (
+	github.com/ingestq/ingestq/proto => ../../proto
+	github.com/ingestq/ingestq/shared => ../../shared
+)
