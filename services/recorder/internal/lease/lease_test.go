@@ -1,0 +1,73 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+func recordingJob(t *testing.T, q *queue.Client, ark string, inventory *v1.Inventory) string {
+	t.Helper()
+	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Processing)
+	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: inventory})
+	return jid
+}
+
+func TestStopEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	m := New(q, Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(context.Background(), 10*time.Second, time.Hour)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := m.Lease(context.Background(), time.Minute, time.Hour)
+		waiting <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if left := m.Stop(ctx); left != 1 {
+		t.Errorf("Stop gave back %d leases, want 1", left)
+	}
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, ErrStopping) {
+			t.Errorf("a waiting Lease ended with %v, want ErrStopping", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting Lease did not end when the manager stopped")
+	}
+	if err := m.Complete(context.Background(), l.ID); !errors.Is(err, ErrEnded) {
+		t.Errorf("Complete after Stop: %v, want ErrEnded", err)
+	}
+	if job, _ := q.GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+		t.Errorf("job after Stop: locked=%v %s; want free in Recording", job.GetLocked(), queue.JobStateName(job.GetStatus().GetStatus()))
+	}
+	if _, err := m.Lease(context.Background(), 0, 0); !errors.Is(err, ErrStopping) {
+		t.Errorf("Lease after Stop: %v", err)
+	}
+}
+
+func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	m := New(q, Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", nil)
+	l, err := m.Lease(context.Background(), 500*time.Millisecond, time.Minute)
+	if err != nil || l != nil {
+		t.Fatalf("Lease = %v, %v; want none", l, err)
+	}
+	st := jobtest.Status(t, q, jid)
+	if st.GetStatus() != queue.Failed || st.GetMessage() != "cannot record: the job has no inventory manifest_url; processing did not finish" {
+		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+}
