@@ -470,7 +470,11 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 
 	first := connect(t, root)
 	startDownloader(t, first, testDownloader(work, fetch.Policy{}))
-	<-streaming
+	select {
+	case <-streaming:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first replica never started the download")
+	}
 	// The first replica dies mid-file: its session, and with it the job's
 	// lock, is gone.
 	first.Close()

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,9 +366,7 @@ func TestManifestOnADeniedAddressFailsTheJobWithoutARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	startEstimator(t, q, testEstimator(t, fetch.Policy{Deny: deny}))
-	var served atomic.Int32
-	d.Config.Handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })
-	url := d.URL + "/manifests/object.checkm"
+	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/1", FileSize: -1})
 	jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}})[0]
 
 	job := settled(t, q, jid, queue.Failed)
@@ -377,8 +374,8 @@ func TestManifestOnADeniedAddressFailsTheJobWithoutARequest(t *testing.T) {
 	if !strings.Contains(msg, url) || !strings.Contains(msg, "denied") || !strings.Contains(msg, "attempt 1 of 3") {
 		t.Errorf("message %q: want the URL, the denial, and no second attempt", msg)
 	}
-	if served.Load() != 0 {
-		t.Errorf("the denied server got %d requests", served.Load())
+	if n := d.count("GET /manifests/object.checkm"); n != 0 {
+		t.Errorf("the denied server got %d requests", n)
 	}
 }
 
