@@ -46,8 +46,9 @@ func (statfsDisk) Usage(ctx context.Context, dir string) (DiskUsage, error) {
 	return DiskUsage{Total: used + st.Bavail*bs, Used: used}, nil
 }
 
-// JobStatuses reads a job's status; *queue.Client is one.
-type JobStatuses interface {
+// QueueReader is what the provisioner reads of the queue: the status of a
+// booked job, and the jobs already downloading. *queue.Client is one.
+type QueueReader interface {
 	JobStatus(ctx context.Context, jid string) (*v1.JobStatus, error)
 	ListJobs(ctx context.Context, f queue.JobFilter) ([]*v1.Job, string, error)
 }
@@ -96,7 +97,7 @@ const sweepParallel = 16
 // at the same moment can each let through a job that fits alone. Run one
 // replica, or keep the thresholds with that margin.
 type Provisioner struct {
-	jobs   JobStatuses
+	jobs   QueueReader
 	disk   Disk
 	root   string
 	limits Limits
@@ -108,7 +109,7 @@ type Provisioner struct {
 }
 
 // NewProvisioner returns a provisioner for the working storage at root.
-func NewProvisioner(jobs JobStatuses, disk Disk, root string, limits Limits, log *slog.Logger) (*Provisioner, error) {
+func NewProvisioner(jobs QueueReader, disk Disk, root string, limits Limits, log *slog.Logger) (*Provisioner, error) {
 	if err := limits.Validate(); err != nil {
 		return nil, err
 	}
