@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -409,6 +410,9 @@ type NewJob struct {
 	Identifiers   *v1.Identifiers      // optional
 	Metadata      *v1.Metadata         // optional
 	Manifest      *v1.Manifest         // optional: the object's files
+	// WorkRoot, when set, makes the job's working_dir <WorkRoot>/<bid>/<jid>
+	// (the jid exists only once CreateJobs has allocated it).
+	WorkRoot string
 }
 
 // maxMultiBytes keeps one multi well under ZooKeeper's 1 MB request limit.
@@ -499,6 +503,9 @@ func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {
 	c := bc.c
 	conf := j.Configuration
 	conf.BatchId = bc.ID()
+	if j.WorkRoot != "" {
+		conf.WorkingDir = filepath.Join(j.WorkRoot, bc.ID(), jid)
+	}
 	status := &v1.JobStatus{Status: Pending, LastModified: nowStamp(), Traceparent: conf.GetTraceparent()}
 	ops := []any{
 		c.createOp(c.p.jobNode(jid, nodeBid), []byte(bc.ID()), 0),

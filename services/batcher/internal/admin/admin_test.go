@@ -128,21 +128,23 @@ func (f *fixture) batch(profileName, collection string, n int) (string, []string
 	}
 	jobs := make([]queue.NewJob, n)
 	for i := range jobs {
-		dir := f.root.Job(bid, int32(i))
+		jobs[i] = queue.NewJob{Priority: 5, WorkRoot: f.root.Dir(), Configuration: &v1.JobConfiguration{ProfileName: profileName, Collection: collection,
+			PayloadUrl: fmt.Sprintf("http://127.0.0.1/%d.checkm", i), PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
+			BatchEntry: int32(i)},
+			Manifest: &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1/a.txt", Size: 1, Name: "a.txt"}}}}
+	}
+	jids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, jid := range jids {
+		dir := f.root.Job(bid, jid)
 		if err := os.MkdirAll(filepath.Join(dir, "producer"), 0o750); err != nil {
 			f.t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "producer", "a.txt"), []byte("a"), 0o600); err != nil {
 			f.t.Fatal(err)
 		}
-		jobs[i] = queue.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: profileName, Collection: collection,
-			PayloadUrl: fmt.Sprintf("http://127.0.0.1/%d.checkm", i), PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
-			WorkingDir: dir, BatchEntry: int32(i)},
-			Manifest: &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1/a.txt", Size: 1, Name: "a.txt"}}}}
-	}
-	jids, err := bc.CreateJobs(ctx, jobs)
-	if err != nil {
-		f.t.Fatal(err)
 	}
 	if err := bc.FinishSpawning(ctx); err != nil {
 		f.t.Fatal(err)
@@ -597,13 +599,13 @@ func TestJobActionsAndTheirRefusals(t *testing.T) {
 	_, err = f.admin.DeleteJob(f.ctx, &v1.DeleteJobRequest{JobId: jids[1]})
 	wantStatus(t, err, codes.FailedPrecondition, "batch "+bid, "is still Processing", "force")
 	dj, err := f.admin.DeleteJob(f.ctx, &v1.DeleteJobRequest{JobId: jids[1], Force: true})
-	if err != nil || dj.GetWorkingDir() != f.root.Job(bid, 1) {
+	if err != nil || dj.GetWorkingDir() != f.root.Job(bid, jids[1]) {
 		t.Fatalf("DeleteJob with force: %v %v", dj, err)
 	}
-	if _, err := os.Stat(f.root.Job(bid, 1)); !os.IsNotExist(err) {
+	if _, err := os.Stat(f.root.Job(bid, jids[1])); !os.IsNotExist(err) {
 		t.Errorf("working directory of the deleted job is still there: %v", err)
 	}
-	if _, err := os.Stat(f.root.Job(bid, 0)); err != nil {
+	if _, err := os.Stat(f.root.Job(bid, jids[0])); err != nil {
 		t.Errorf("another job's working directory went too: %v", err)
 	}
 	if c, _ := f.q.BatchCounts(ctx, bid); c.GetDeleted() != 1 {

@@ -59,7 +59,7 @@ func checkCommon(t *testing.T, h *harness, bid string, j *v1.Job, entry int, pay
 	if c.GetSubmissionMode() != v1.SubmissionMode_SUBMISSION_MODE_ADD {
 		t.Errorf("job %s: submission mode %s", j.GetId(), c.GetSubmissionMode())
 	}
-	if want := h.root.Job(bid, int32(entry)); c.GetWorkingDir() != want {
+	if want := h.root.Job(bid, j.GetId()); c.GetWorkingDir() != want {
 		t.Errorf("job %s: working_dir %q, want %q", j.GetId(), c.GetWorkingDir(), want)
 	}
 	if c.GetTraceparent() != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {

@@ -33,12 +33,12 @@ func batch(t *testing.T, q *queue.Client, root workdir.Root, final queue.BatchSt
 	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
 		t.Fatal(err)
 	}
-	dir := root.Job(bid, 0)
-	if err := os.MkdirAll(filepath.Join(dir, "producer"), 0o750); err != nil {
+	jids, err := bc.CreateJobs(ctx, []queue.NewJob{{Priority: 5, WorkRoot: root.Dir(), Configuration: &v1.JobConfiguration{}}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	jids, err := bc.CreateJobs(ctx, []queue.NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{WorkingDir: dir}}})
-	if err != nil {
+	dir := root.Job(bid, jids[0])
+	if err := os.MkdirAll(filepath.Join(dir, "producer"), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	if err := bc.FinishSpawning(ctx); err != nil {

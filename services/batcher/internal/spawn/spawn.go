@@ -99,13 +99,13 @@ func (b *builder) job(entry int, payloadURL string, t v1.PayloadType) queue.NewJ
 	}
 	return queue.NewJob{
 		Priority: prio,
+		WorkRoot: b.p.Root.Dir(),
 		Configuration: &v1.JobConfiguration{
 			ProfileName:    b.sub.GetProfileName(),
 			Submitter:      b.sub.GetSubmitter(),
 			PayloadUrl:     payloadURL,
 			PayloadType:    t,
 			SubmissionMode: mode,
-			WorkingDir:     b.p.Root.Job(b.bid, int32(entry)),
 			BatchEntry:     int32(entry),
 			Traceparent:    b.sub.GetTraceparent(),
 			Collection:     b.prof.Collection,

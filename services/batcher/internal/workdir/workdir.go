@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -37,13 +36,9 @@ func (r Root) Dir() string { return r.dir }
 // Batch is the directory that holds a batch's job directories.
 func (r Root) Batch(bid string) string { return filepath.Join(r.dir, bid) }
 
-// Job is the working directory of the job at position entry of batch bid's
-// payload. The contract names it after the jid, which the queue allocates
-// only inside CreateJobs; until CreateJobs can fill it in, the entry (which
-// is unique within the batch and fixed before the job exists) names it.
-func (r Root) Job(bid string, entry int32) string {
-	return filepath.Join(r.dir, bid, "entry-"+strconv.FormatInt(int64(entry), 10))
-}
+// Job is the working directory of job jid of batch bid, as the queue names
+// it (queue.NewJob.WorkRoot): <root>/<bid>/<jid>.
+func (r Root) Job(bid, jid string) string { return filepath.Join(r.dir, bid, jid) }
 
 // Remove deletes path and everything below it. path must lie strictly
 // inside the work root; symbolic links are removed, never followed, so a

@@ -36,7 +36,7 @@ func TestRemoveDeletesAJobDirectoryAndLeavesItsSiblings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, sibling := r.Job("bid0000000001", 0), r.Job("bid0000000001", 1)
+	job, sibling := r.Job("bid0000000001", "jid0000000001"), r.Job("bid0000000001", "jid0000000002")
 	for _, d := range []string{filepath.Join(job, "producer"), sibling} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			t.Fatal(err)
@@ -72,7 +72,7 @@ func TestRemoveRefusesPathsOutsideTheRoot(t *testing.T) {
 		{"a sibling of the root", filepath.Join(filepath.Dir(r.Dir()), "other")},
 		{"an escape through dot-dot", r.Dir() + "/../" + filepath.Base(filepath.Dir(precious))},
 		{"a file elsewhere", precious},
-		{"a relative path", "bid0000000001/entry-0"},
+		{"a relative path", "bid0000000001/jid0000000001"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := r.Remove(tc.path)
@@ -100,7 +100,7 @@ func TestRemoveNeverFollowsSymlinksOutOfTheRoot(t *testing.T) {
 
 	// A job directory that is itself a link to a directory outside: the
 	// link goes, what it points at stays.
-	job := r.Job("bid0000000001", 0)
+	job := r.Job("bid0000000001", "jid0000000001")
 	if err := os.MkdirAll(filepath.Dir(job), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestRemoveNeverFollowsSymlinksOutOfTheRoot(t *testing.T) {
 	mustExist(t, precious)
 
 	// A link inside a job directory, pointing outside, is removed as a link.
-	job3 := r.Job("bid0000000003", 0)
+	job3 := r.Job("bid0000000003", "jid0000000003")
 	if err := os.MkdirAll(job3, 0o750); err != nil {
 		t.Fatal(err)
 	}
