@@ -219,6 +219,7 @@ type submissionJSON struct {
 	BatchID        string `json:"batch_id,omitempty"`
 	SubmissionDate string `json:"submission_date,omitempty"`
 	Traceparent    string `json:"traceparent,omitempty"`
+	Collection     string `json:"collection,omitempty"`
 }
 
 func encodeSubmission(s *v1.Submission) []byte {
@@ -236,6 +237,7 @@ func encodeSubmission(s *v1.Submission) []byte {
 		BatchID:        s.GetBatchId(),
 		SubmissionDate: formatTime(s.GetSubmissionDate()),
 		Traceparent:    s.GetTraceparent(),
+		Collection:     s.GetCollection(),
 	})
 }
 
@@ -253,6 +255,7 @@ func decodeSubmission(path string, data []byte) (*v1.Submission, error) {
 		// Peers may omit the date; a missing one reads as unknown.
 		SubmissionDate: parseTime(w.SubmissionDate),
 		Traceparent:    w.Traceparent,
+		Collection:     w.Collection,
 	}
 	if w.Type != "" {
 		t, err := ParsePayloadType(w.Type)

@@ -366,7 +366,10 @@ type Submission struct {
 	BatchId        string                 `protobuf:"bytes,7,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`                      // batch_id
 	SubmissionDate *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=submission_date,json=submissionDate,proto3" json:"submission_date,omitempty"` // submission_date
 	// W3C trace context of the submission (ingestq's own key, ignored by peers).
-	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"` // traceparent
+	Traceparent string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"` // traceparent
+	// The profile's collection mnemonic at submission (ingestq's own key), so
+	// that a collection's held batches are found without the profile.
+	Collection    string `protobuf:"bytes,10,opt,name=collection,proto3" json:"collection,omitempty"` // collection
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +463,13 @@ func (x *Submission) GetSubmissionDate() *timestamppb.Timestamp {
 func (x *Submission) GetTraceparent() string {
 	if x != nil {
 		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Submission) GetCollection() string {
+	if x != nil {
+		return x.Collection
 	}
 	return ""
 }
@@ -1596,7 +1606,7 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x03who\x18\x01 \x01(\tR\x03who\x12\x12\n" +
 	"\x04what\x18\x02 \x01(\tR\x04what\x12\x12\n" +
 	"\x04when\x18\x03 \x01(\tR\x04when\x12\x14\n" +
-	"\x05where\x18\x04 \x01(\tR\x05where\"\x94\x03\n" +
+	"\x05where\x18\x04 \x01(\tR\x05where\"\xb4\x03\n" +
 	"\n" +
 	"Submission\x12!\n" +
 	"\fprofile_name\x18\x01 \x01(\tR\vprofileName\x12\x1c\n" +
@@ -1608,7 +1618,11 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\bmetadata\x18\x06 \x01(\v2\x14.ingestq.v1.MetadataR\bmetadata\x12\x19\n" +
 	"\bbatch_id\x18\a \x01(\tR\abatchId\x12C\n" +
 	"\x0fsubmission_date\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0esubmissionDate\x12 \n" +
-	"\vtraceparent\x18\t \x01(\tR\vtraceparent\"\x98\x01\n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"collection\x18\n" +
+	" \x01(\tR\n" +
+	"collection\"\x98\x01\n" +
 	"\vBatchStatus\x12.\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x06status\x12?\n" +
 	"\rlast_modified\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\flastModified\x12\x18\n" +

@@ -98,13 +98,19 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 			return nil, rpcerr.FromQueue(err)
 		}
 		for _, b := range batches {
-			name := b.GetSubmission().GetProfileName()
-			prof, ok := s.Profiles.Get(name)
-			if !ok {
-				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("batch %s: profile %q is not configured, so its collection is unknown; use ReleaseBatch", b.GetId(), name))
-				continue
+			// Batches record their collection; older or peer-written ones
+			// are matched through their profile.
+			coll := b.GetSubmission().GetCollection()
+			if coll == "" {
+				name := b.GetSubmission().GetProfileName()
+				prof, ok := s.Profiles.Get(name)
+				if !ok {
+					resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("batch %s: profile %q is not configured, so its collection is unknown; use ReleaseBatch", b.GetId(), name))
+					continue
+				}
+				coll = prof.Collection
 			}
-			if prof.Collection != m {
+			if coll != m {
 				continue
 			}
 			if _, err := s.Queue.ReleaseBatch(ctx, b.GetId()); err != nil {

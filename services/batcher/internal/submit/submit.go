@@ -35,7 +35,8 @@ var _ v1.BatchServiceServer = (*Server)(nil)
 // Submit writes a Pending batch. The request passed its Validate already
 // (the server's validation interceptor).
 func (s *Server) Submit(ctx context.Context, req *v1.SubmitRequest) (*v1.SubmitResponse, error) {
-	if _, ok := s.Profiles.Get(req.GetProfile()); !ok {
+	prof, ok := s.Profiles.Get(req.GetProfile())
+	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "profile %q is not configured; known profiles: %s",
 			req.GetProfile(), strings.Join(s.Profiles.Names(), ", "))
 	}
@@ -61,6 +62,7 @@ func (s *Server) Submit(ctx context.Context, req *v1.SubmitRequest) (*v1.SubmitR
 		Metadata:       req.GetMetadata(),
 		BatchId:        batchUUID,
 		Traceparent:    traceparent,
+		Collection:     prof.Collection,
 	}
 	bid, err := s.Queue.CreateBatch(ctx, sub)
 	if err != nil {

@@ -127,7 +127,8 @@ func TestSubmitWritesAPendingBatchAndAnswersWithItsIDs(t *testing.T) {
 	sub := b.GetSubmission()
 	if b.GetStatus().GetStatus() != queue.BatchPending || sub.GetProfileName() != "demo" || sub.GetSubmitter() != "jdoe" ||
 		sub.GetPayloadUrl() != req.PayloadUrl || sub.GetType() != req.PayloadType || sub.GetBatchId() != req.BatchUuid ||
-		sub.GetSubmissionMode() != v1.SubmissionMode_SUBMISSION_MODE_ADD || sub.GetMetadata().GetWho() != "Hale, Margaret" {
+		sub.GetSubmissionMode() != v1.SubmissionMode_SUBMISSION_MODE_ADD || sub.GetMetadata().GetWho() != "Hale, Margaret" ||
+		sub.GetCollection() != "demo_coll" {
 		t.Errorf("stored batch %v", b)
 	}
 	if !strings.Contains(sub.GetTraceparent(), callerTrace) || sub.GetTraceparent() != resp.GetTraceparent() {
