@@ -31,9 +31,9 @@ func main() {
 		Defaults: config.Defaults{Listen: "127.0.0.1:7407", MetricsListen: "127.0.0.1:9407"},
 		Config: func(r *config.Registry) {
 			workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
-				"working storage shared by the stages; a completed job's working_dir is removed if it lies inside it")
+				"working storage every stage shares; a job works in <root>/<bid>/<job>")
 			profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
-				"folder of collection profiles (*.yaml)")
+				"directory of collection profiles (*.yaml)")
 			retries = r.Int("callback-retries", "INGESTQ_CALLBACK_RETRIES", 2,
 				"how many times a failed callback is tried again before the job fails")
 			backoff = r.Duration("callback-backoff", "INGESTQ_CALLBACK_BACKOFF", 2*time.Second,

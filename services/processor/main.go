@@ -39,11 +39,11 @@ func main() {
 		Defaults: config.Defaults{Listen: "127.0.0.1:7405", MetricsListen: "127.0.0.1:9405"},
 		Config: func(r *config.Registry) {
 			s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
-				"working storage shared by the stages; a job's working_dir must lie inside it")
+				"working storage every stage shares; a job works in <root>/<bid>/<job>")
 			s.storeRoot = r.String("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
 				"the local object store: a folder per ARK, a folder per version")
 			s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
-				"folder of collection profiles (*.yaml)")
+				"directory of collection profiles (*.yaml)")
 			s.minter = r.String("minter", "INGESTQ_MINTER", "local",
 				"how ARKs are minted: local (a ZooKeeper counter, NOID names) or ezid")
 			s.shoulder = r.String("mint-shoulder", "INGESTQ_MINT_SHOULDER", "ark:/99999/fk4",
