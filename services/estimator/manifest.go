@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -104,7 +103,7 @@ func (e *Estimator) fetchManifest(ctx context.Context, raw string) ([]byte, erro
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !mayPass(err) || attempt >= e.Attempts {
+		if !fetch.Retryable(err) || attempt >= e.Attempts {
 			return nil, jobErrorf("fetching the manifest failed: %v (attempt %d of %d)", err, attempt, e.Attempts)
 		}
 		e.Logger.WarnContext(ctx, "fetching manifest failed; trying again", "url", raw, "attempt", attempt, "error", err)
@@ -115,20 +114,6 @@ func (e *Estimator) fetchManifest(ctx context.Context, raw string) ([]byte, erro
 		}
 		backoff *= 2
 	}
-}
-
-// mayPass tells failures worth another attempt (the network, a server in
-// trouble) from those that will not change (a refused address or scheme, a
-// missing document, one too large).
-func mayPass(err error) bool {
-	if errors.Is(err, fetch.ErrDenied) || errors.Is(err, fetch.ErrScheme) || errors.Is(err, fetch.ErrTooLarge) {
-		return false
-	}
-	var se *fetch.StatusError
-	if errors.As(err, &se) {
-		return se.Code >= 500 || se.Code == 408 || se.Code == 429
-	}
-	return true
 }
 
 // encodedSize is the size of the manifest in the JSON of the ZooKeeper

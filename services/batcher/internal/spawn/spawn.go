@@ -180,7 +180,7 @@ func (b *builder) fetch(ctx context.Context, raw string) ([]byte, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if !mayPass(err) || attempt >= attempts {
+		if !fetch.Retryable(err) || attempt >= attempts {
 			break
 		}
 		select {
@@ -191,20 +191,6 @@ func (b *builder) fetch(ctx context.Context, raw string) ([]byte, error) {
 		backoff *= 2
 	}
 	return nil, payloadErrorf(err, "fetching payload %s: %v", raw, err)
-}
-
-// mayPass tells failures worth another attempt (the network, a server in
-// trouble) from those that will not change (a refused address or scheme, a
-// missing document, one over the size limit).
-func mayPass(err error) bool {
-	if errors.Is(err, fetch.ErrDenied) || errors.Is(err, fetch.ErrScheme) || errors.Is(err, fetch.ErrTooLarge) {
-		return false
-	}
-	var se *fetch.StatusError
-	if errors.As(err, &se) {
-		return se.Code >= 500 || se.Code == 408 || se.Code == 429
-	}
-	return true
 }
 
 // manifestProfile maps each payload type to the #%profile its manifest has.

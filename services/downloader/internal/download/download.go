@@ -289,23 +289,17 @@ func (fe *Fetcher) RemovePartial(root *os.Root) error {
 	return nil
 }
 
-// mayPass tells failures worth another attempt (the network, a server in
-// trouble, a timeout) from those that will not change: a refused address
-// or scheme, a missing file, a file that is not what was declared, a local
-// disk that fails.
+// mayPass tells failures worth another attempt from those that will not
+// change: beside fetch's rule, a file that is not what was declared or a
+// local disk that fails.
 func mayPass(err error) bool {
-	var se *fetch.StatusError
 	var size *SizeError
 	var digest *DigestError
 	var local *localError
-	switch {
-	case errors.Is(err, fetch.ErrDenied), errors.Is(err, fetch.ErrScheme), errors.Is(err, ErrTooLarge),
-		errors.As(err, &size), errors.As(err, &digest), errors.As(err, &local):
+	if errors.Is(err, ErrTooLarge) || errors.As(err, &size) || errors.As(err, &digest) || errors.As(err, &local) {
 		return false
-	case errors.As(err, &se):
-		return se.Code >= 500 || se.Code == http.StatusRequestTimeout || se.Code == http.StatusTooManyRequests
 	}
-	return true
+	return fetch.Retryable(err)
 }
 
 // diskWriter marks write errors as the local disk's. (It also hides the

@@ -58,7 +58,7 @@ func (p Poster) Post(ctx context.Context, url string, r Result) error {
 			return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
 		}
 		var se *fetch.StatusError
-		if errors.As(err, &se) && !retryable(se.Code) {
+		if errors.As(err, &se) && !fetch.RetryableStatus(se.Code) {
 			return fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
 		}
 		if attempts > p.Retries {
@@ -94,11 +94,6 @@ func (p Poster) maxBackoff() time.Duration {
 		return p.MaxBackoff
 	}
 	return time.Minute
-}
-
-// retryable says whether an HTTP status may go away if the call is repeated.
-func retryable(code int) bool {
-	return code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
 }
 
 // reason is what a failed attempt met, without fetch's repetition of the
