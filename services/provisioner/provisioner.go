@@ -125,8 +125,11 @@ func (p *Provisioner) StageConfig() stage.Config {
 		From:        queue.Provisioning,
 		To:          queue.Downloading,
 		Concurrency: 1,
-		Parts:       queue.PartSpaceNeeded,
-		Handler:     p.Handle,
+		// Jobs are weighed in priority order: a waiting job is deferred, so
+		// smaller ones behind it still get their turn.
+		Spread:  1,
+		Parts:   queue.PartSpaceNeeded,
+		Handler: p.Handle,
 	}
 }
 

@@ -206,6 +206,19 @@ func TestSmallJobPassesABigOneThatWaits(t *testing.T) {
 	}
 }
 
+func TestJobsAreWeighedInPriorityOrder(t *testing.T) {
+	q := connect(t, zktest.Root(t))
+	disk := &smallDisk{total: 1000, used: 0}
+	// Room for one 500 B job only (80% of 1000 B): the first one weighed wins.
+	jids := createJobs(t, q, queue.Provisioning,
+		jobSpec{spaceNeeded: 500, priority: 9}, jobSpec{spaceNeeded: 500, priority: 1}, jobSpec{spaceNeeded: 500, priority: 5})
+	startProvisioner(t, q, disk)
+
+	inState(t, q, jids[1], queue.Downloading)
+	waiting(t, q, jids[2], "needs 500 B")
+	waiting(t, q, jids[0], "needs 500 B")
+}
+
 func TestTwoLargeJobsCannotBothSqueezePast(t *testing.T) {
 	q := connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 0}

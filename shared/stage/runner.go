@@ -91,6 +91,10 @@ type Config struct {
 	// HoldCollections moves a job of a held collection to Held instead of
 	// handling it (the spec's rule for Pending jobs).
 	HoldCollections bool
+	// Spread is how many jobs at the head of the queue a take picks from at
+	// random (queue.ConsumerOptions.Spread; default 8). 1 takes jobs in
+	// strict priority order, as the provisioner wants.
+	Spread int
 	Handler         Handler
 	Logger          *slog.Logger
 	Tracer          trace.Tracer       // default: no spans
@@ -154,7 +158,7 @@ func New(q *queue.Client, cfg Config) (*Runner, error) {
 	r := &Runner{
 		q:        q,
 		cfg:      cfg,
-		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts}),
+		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts, Spread: cfg.Spread}),
 		log:      cfg.Logger.With("stage", cfg.Name),
 		started:  time.Now(),
 		workerID: fmt.Sprintf("%s-%s-%d-%04x", cfg.Service, sanitize(host), os.Getpid(), time.Now().UnixNano()&0xffff),
