@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"mime/quotedprintable"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,11 +172,34 @@ func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job) {
 	fmt.Fprintf(out, "  service logs     %s\n", s.LogDir)
 	for _, e := range emails {
 		if strings.Contains(filepath.Base(e), b.GetId()) && strings.Contains(filepath.Base(e), "report") {
-			if data, err := os.ReadFile(e); err == nil {
-				fmt.Fprintf(out, "\nThe report email (%s):\n%s\n", filepath.Base(e), indent(string(data)))
+			if text, err := readEmail(e); err == nil {
+				fmt.Fprintf(out, "\nThe report email (%s):\n%s\n", e, indent(text))
 			}
 		}
 	}
+}
+
+// readEmail renders an .eml file for a terminal: its main headers and its
+// decoded text.
+func readEmail(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	msg, err := mail.ReadMessage(f)
+	if err != nil {
+		return "", err
+	}
+	body := io.Reader(msg.Body)
+	if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+		body = quotedprintable.NewReader(body)
+	}
+	text, err := io.ReadAll(body)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("To: %s\nSubject: %s\n\n%s", msg.Header.Get("To"), msg.Header.Get("Subject"), text), nil
 }
 
 func countDirs(dir string) int {
