@@ -8,8 +8,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
 )
 
@@ -56,7 +59,24 @@ func main() {
 			if *maxWait <= 0 || *maxWait > v1.MaxLeaseWait {
 				return fmt.Errorf("INGESTQ_LEASE_MAX_WAIT: %s is outside 0..%s", *maxWait, v1.MaxLeaseWait)
 			}
-			leases := lease.New(env.Queue, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger})
+			// The worker registry shows the recorder like a stage replica:
+			// its leases are its jobs in flight.
+			var reg *queue.WorkerRegistration
+			var leases *lease.Manager
+			leases = lease.New(env.Queue, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
+				Changed: func() {
+					if reg != nil {
+						reg.Update(leases.Report)
+					}
+				}})
+			host, _ := os.Hostname()
+			reg, err := env.Queue.RegisterWorker(ctx, &v1.WorkerInfo{
+				Id:   fmt.Sprintf("recorder-%s-%d-%04x", workerIDPart(host), os.Getpid(), time.Now().UnixNano()&0xffff),
+				Host: host, Service: "recorder", Stage: queue.JobStateName(queue.Recording),
+			})
+			if err != nil {
+				return fmt.Errorf("registering the recorder: %w", err)
+			}
 			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases})
 
 			stopped := make(chan struct{})
@@ -65,7 +85,6 @@ func main() {
 				if !filepath.IsAbs(*inventoryDB) {
 					return fmt.Errorf("INGESTQ_INVENTORY_DB: %q is not an absolute path", *inventoryDB)
 				}
-				var err error
 				if db, err = inventory.Open(ctx, *inventoryDB); err != nil {
 					return err
 				}
@@ -86,6 +105,7 @@ func main() {
 				if db != nil {
 					db.Close()
 				}
+				reg.Close(ctx)
 				if left > 0 {
 					return fmt.Errorf("recorder: %d lease(s) given back at the drain deadline", left)
 				}
@@ -94,4 +114,14 @@ func main() {
 			return nil
 		},
 	})
+}
+
+// workerIDPart keeps the characters a worker id may hold.
+func workerIDPart(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
 }

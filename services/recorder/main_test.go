@@ -159,6 +159,16 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	if err != nil || l.GetJobId() != jid {
 		t.Fatalf("Lease = %v, %v; want %s (the built-in recorder is off)", l, err, jid)
 	}
+	// The worker registry shows the lease as the recorder's job in flight.
+	jobtest.Eventually(t, "the registry shows the lease", func() bool {
+		workers, err := q.ListWorkers(context.Background())
+		for _, w := range workers {
+			if w.GetService() == "recorder" && w.GetStage() == "Recording" && len(w.GetInFlight()) == 1 && w.GetInFlight()[0].GetJobId() == jid {
+				return err == nil
+			}
+		}
+		return false
+	})
 	if _, err := c.Complete(ctx, &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
 		t.Fatal(err)
 	}

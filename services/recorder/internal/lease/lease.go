@@ -12,11 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/telemetry"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Errors of lease operations; each returned error also names the lease.
@@ -53,6 +57,9 @@ type Options struct {
 	// recording is left alone (default 2 s).
 	LockRetry time.Duration
 	Logger    *slog.Logger
+	// Changed, if set, is called after a lease begins or ends (for the
+	// worker registry: see Report).
+	Changed func()
 }
 
 // Manager hands out leases on the jobs of one queue client.
@@ -68,7 +75,8 @@ type Manager struct {
 	leases   map[string]*held
 	ended    map[string]tombstone // why recent leases ended
 	stopping bool
-	idle     chan struct{} // closed when stopping and no lease is left
+	idle     chan struct{}    // closed when stopping and no lease is left
+	outcomes map[string]int64 // leases ended, by telemetry outcome
 }
 
 // held is a live lease with what it holds.
@@ -78,6 +86,7 @@ type held struct {
 	lock      *queue.ObjectLock
 	timer     *time.Timer
 	stopWatch func() bool // stops watching the claim's context
+	since     time.Time
 }
 
 type tombstone struct {
@@ -113,10 +122,11 @@ func New(q *queue.Client, opts Options) *Manager {
 		q:    q,
 		consumer: q.NewConsumer(queue.Recording, queue.ConsumerOptions{
 			Parts: queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid}),
-		opts:   opts,
-		log:    opts.Logger,
-		leases: map[string]*held{},
-		ended:  map[string]tombstone{},
+		opts:     opts,
+		log:      opts.Logger,
+		leases:   map[string]*held{},
+		ended:    map[string]tombstone{},
+		outcomes: map[string]int64{},
 	}
 }
 
@@ -212,6 +222,7 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 			ManifestURL: manifest, Mode: job.GetInventory().GetMode(), LocalIDs: job.GetIdentifiers().GetLocalId()},
 		claim: claim,
 		lock:  lock,
+		since: time.Now(),
 	}
 	m.mu.Lock()
 	if m.stopping {
@@ -222,10 +233,11 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 	m.leases[id] = h
 	h.timer = time.AfterFunc(d, func() { m.expire(id) })
 	h.stopWatch = context.AfterFunc(claim.Context(), func() {
-		m.end(id, lostReason)
+		m.end(id, lostReason, telemetry.OutcomeFenced)
 	})
 	out := h.Lease
 	m.mu.Unlock()
+	m.changed()
 	m.log.InfoContext(logCtx, "job leased", "lease", id, "ark", ark, "expires", out.Expires)
 	return &out, nil
 }
@@ -247,14 +259,15 @@ func (m *Manager) expire(id string) {
 		return
 	}
 	why := fmt.Sprintf("it expired at %s", h.Expires.UTC().Format(time.RFC3339))
-	m.removeLocked(id, h, why)
+	m.removeLocked(id, h, why, telemetry.OutcomeReleased)
 	m.mu.Unlock()
+	m.changed()
 	m.giveBack(h, why)
 }
 
-// end ends a live lease for the reason given.
-func (m *Manager) end(id, why string) {
-	if h := m.take(id, why); h != nil {
+// end ends a live lease for the reason given, giving its job back.
+func (m *Manager) end(id, why string, outcome telemetry.Outcome) {
+	if h := m.take(id, why, outcome); h != nil {
 		m.giveBack(h, why)
 	}
 }
@@ -267,18 +280,21 @@ func (m *Manager) giveBack(h *held, why string) {
 }
 
 // take removes a live lease from the table, leaving a tombstone saying why.
-func (m *Manager) take(id, why string) *held {
+func (m *Manager) take(id, why string, outcome telemetry.Outcome) *held {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	h, ok := m.leases[id]
-	if !ok {
-		return nil
+	if ok {
+		m.removeLocked(id, h, why, outcome)
 	}
-	m.removeLocked(id, h, why)
+	m.mu.Unlock()
+	if ok {
+		m.changed()
+	}
 	return h
 }
 
-func (m *Manager) removeLocked(id string, h *held, why string) {
+func (m *Manager) removeLocked(id string, h *held, why string, outcome telemetry.Outcome) {
+	m.outcomes[string(outcome)]++
 	delete(m.leases, id)
 	h.timer.Stop()
 	h.stopWatch()
@@ -332,7 +348,7 @@ func (m *Manager) live(id string) (*held, error) {
 		m.mu.Unlock()
 		switch {
 		case ok && h.claim.Context().Err() != nil:
-			m.end(id, lostReason)
+			m.end(id, lostReason, telemetry.OutcomeFenced)
 		case expired:
 			m.expire(id)
 		case ok:
@@ -379,7 +395,11 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	if err != nil {
 		return err
 	}
-	if m.take(id, why) != h {
+	outcome := telemetry.OutcomeAdvanced
+	if ch.To == queue.Failed {
+		outcome = telemetry.OutcomeFailed
+	}
+	if m.take(id, why, outcome) != h {
 		return fmt.Errorf("lease %s: %w: %s", id, ErrEnded, m.whyEnded(id))
 	}
 	logCtx := telemetry.WithJob(ctx, h.JobID, h.BatchID)
@@ -423,6 +443,7 @@ func (m *Manager) Stop(ctx context.Context) int {
 	m.mu.Lock()
 	m.stopping = true
 	m.stop()
+	defer m.changed() // the registry shows the replica draining
 	var idle chan struct{}
 	if len(m.leases) > 0 {
 		if m.idle == nil {
@@ -446,14 +467,26 @@ func (m *Manager) Stop(ctx context.Context) int {
 	}
 	m.mu.Unlock()
 	for _, id := range ids {
-		m.end(id, "the recorder stopped")
+		m.end(id, "the recorder stopped", telemetry.OutcomeReleased)
 	}
 	return len(ids)
 }
 
-// Out counts the leases out now.
-func (m *Manager) Out() int {
+// Report fills a worker registry entry with the leases out now and the
+// leases ended since start, by outcome.
+func (m *Manager) Report(w *v1.WorkerInfo) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.leases)
+	w.InFlight = w.InFlight[:0]
+	for _, h := range m.leases {
+		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: h.JobID, BatchId: h.BatchID, Since: timestamppb.New(h.since)})
+	}
+	w.Outcomes = maps.Clone(m.outcomes)
+	w.Paused, w.Draining = false, m.stopping
+}
+
+func (m *Manager) changed() {
+	if m.opts.Changed != nil {
+		m.opts.Changed()
+	}
 }

@@ -56,6 +56,11 @@ func TestStopEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 	if _, err := m.Lease(context.Background(), 0, 0); !errors.Is(err, ErrStopping) {
 		t.Errorf("Lease after Stop: %v", err)
 	}
+	var w v1.WorkerInfo
+	m.Report(&w)
+	if len(w.GetInFlight()) != 0 || w.GetOutcomes()["released"] != 1 || !w.GetDraining() {
+		t.Errorf("registry entry after Stop: %v", &w)
+	}
 }
 
 func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
