@@ -1,0 +1,519 @@
+// Package pipeline tests ingestq end to end: the seven services as separate
+// processes (their built binaries) on a real ZooKeeper, a depositor's web
+// server on loopback, a callback receiver, an OTLP receiver, and the files,
+// SQLite rows and emails the pipeline leaves behind.
+package pipeline
+
+import (
+	"archive/zip"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/e2e/depositor"
+	"github.com/ingestq/ingestq/e2e/otlpsink"
+	"github.com/ingestq/ingestq/e2e/stack"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	_ "modernc.org/sqlite"
+)
+
+const adminToken = "e2e-admin-token"
+
+// env is the running pipeline every test of the package shares.
+type env struct {
+	stack     *stack.Stack
+	deposits  *depositor.Server
+	depDir    string
+	callbacks *callbackReceiver
+	spans     *otlpsink.Sink
+	batches   v1.BatchServiceClient
+	admin     v1.AdminServiceClient
+}
+
+var shared *env // set once by TestMain, read by the tests
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ingestq-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	e, stop, err := start(ctx, dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	shared = e
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: stopping:", err)
+		code = 1
+	}
+	if code == 0 {
+		os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "e2e: logs and data kept in", dir)
+	}
+	return code
+}
+
+func start(ctx context.Context, dir string) (*env, func() error, error) {
+	bin := filepath.Join(dir, "bin")
+	if err := stack.Build(ctx, filepath.Join("..", ".."), bin); err != nil {
+		return nil, nil, err
+	}
+	e := &env{depDir: filepath.Join(dir, "deposits"), callbacks: newCallbackReceiver()}
+	if err := writeDeposits(e.depDir); err != nil {
+		return nil, nil, err
+	}
+	var err error
+	if e.deposits, err = depositor.Start(e.depDir); err != nil {
+		return nil, nil, err
+	}
+	if e.spans, err = otlpsink.Start(); err != nil {
+		return nil, nil, err
+	}
+	profiles := filepath.Join(dir, "profiles")
+	if err := writeProfiles(profiles, e.callbacks.URL); err != nil {
+		return nil, nil, err
+	}
+	e.stack, err = stack.Start(ctx, stack.Options{
+		Dir: dir, BinDir: bin, ProfilesDir: profiles, AdminToken: adminToken,
+		Env: map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": e.spans.Endpoint,
+			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_BSP_SCHEDULE_DELAY":     "100",
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient(e.stack.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	e.batches, e.admin = v1.NewBatchServiceClient(conn), v1.NewAdminServiceClient(conn)
+	stop := func() error {
+		conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		err := e.stack.StopServices(ctx)
+		// Nothing may stay locked after a clean stop.
+		if q, qerr := queue.Connect(ctx, queue.Options{Servers: e.stack.Servers, Root: e.stack.Root}); qerr == nil {
+			if rep, ferr := q.Fsck(ctx, queue.FsckOptions{}); ferr == nil && !rep.Clean() {
+				err = fmt.Errorf("fsck after the run: %+v", rep.Damages)
+			}
+			if ws, _ := q.ListWorkers(ctx); len(ws) > 0 {
+				err = fmt.Errorf("%d worker entries left after the stop", len(ws))
+			}
+			q.Close()
+		}
+		e.stack.Stop(ctx)
+		e.deposits.Close()
+		e.spans.Stop()
+		e.callbacks.Close()
+		return err
+	}
+	return e, stop, nil
+}
+
+// adminCtx carries the admin token.
+func adminCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+adminToken)
+}
+
+func writeProfiles(dir, callbackURL string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	profiles := map[string]string{
+		"demo.yaml": "name: demo\ncollection: demo\nowner: ark:/99999/fk4owner\nnotification_addresses: [depositor@example.org]\n",
+		"callback.yaml": fmt.Sprintf("name: callback\ncollection: cb\nnotification_addresses: [cb@example.org]\ncallback_url: %s/done\n",
+			callbackURL),
+		"held.yaml": "name: held\ncollection: heldcoll\nnotification_addresses: [held@example.org]\n",
+	}
+	for name, body := range profiles {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeDeposits writes the deposits the tests submit: the demo's manifest
+// of manifests (one wrong digest), one object manifest, a single file and a
+// zip container.
+func writeDeposits(dir string) error {
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "examples", "demo"))); err != nil {
+		return err
+	}
+	files := map[string]string{"report.txt": "Annual report 1955.\n", "figures.csv": "year,count\n1955,12\n"}
+	var rows strings.Builder
+	rows.WriteString("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n")
+	for _, name := range []string{"figures.csv", "report.txt"} {
+		body := files[name]
+		if err := os.MkdirAll(filepath.Join(dir, "single"), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "single", name), []byte(body), 0o644); err != nil {
+			return err
+		}
+		sum := sha256.Sum256([]byte(body))
+		fmt.Fprintf(&rows, "{{base}}/single/%s | sha256 | %s | %d | | %s\n", name, hex.EncodeToString(sum[:]), len(body), name)
+	}
+	rows.WriteString("#%eof\n")
+	if err := os.WriteFile(filepath.Join(dir, "report-1955.checkm"), []byte(rows.String()), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "scans-1960.zip"))
+	if err != nil {
+		return err
+	}
+	zw := zip.NewWriter(f)
+	for _, name := range []string{"scans/page-1.txt", "scans/page-2.txt"} {
+		w, err := zw.Create(name)
+		if err != nil {
+			return err
+		}
+		io.WriteString(w, "scanned text of "+name+"\n")
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// submit submits a payload and returns the bid.
+func submit(t *testing.T, profile, path string, typ v1.PayloadType) string {
+	t.Helper()
+	resp, err := shared.batches.Submit(context.Background(), &v1.SubmitRequest{
+		Submitter: "e2e", Profile: profile, PayloadUrl: shared.deposits.URL + path, PayloadType: typ,
+		Metadata: &v1.Metadata{Who: "E2E", What: "test deposit " + path, When: "2026"},
+	})
+	if err != nil {
+		t.Fatalf("submit %s: %v", path, err)
+	}
+	return resp.GetBatchId()
+}
+
+// waitBatch waits until the batch is in one of states and returns it.
+func waitBatch(t *testing.T, bid string, states ...queue.BatchState) *v1.Batch {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	var last *v1.Batch
+	for time.Now().Before(deadline) {
+		resp, err := shared.batches.GetBatchStatus(context.Background(), &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp.GetBatch()
+		if slices.Contains(states, last.GetStatus().GetStatus()) {
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("batch %s never reached %v; last seen %v (logs in %s)", bid, states, last, shared.stack.LogDir)
+	return nil
+}
+
+func batchJobs(t *testing.T, bid string) []*v1.Job {
+	t.Helper()
+	resp, err := shared.admin.ListJobs(adminCtx(context.Background()), &v1.ListJobsRequest{BatchId: bid, PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetJobs()
+}
+
+// checkStoredAndRecorded checks that a completed job's object is in the
+// store (its version manifest written last) and in the SQLite inventory.
+func checkStoredAndRecorded(t *testing.T, j *v1.Job) {
+	t.Helper()
+	ark := j.GetIdentifiers().GetPrimaryId()
+	if !strings.HasPrefix(ark, "ark:/") {
+		t.Fatalf("%s has no ARK: %v", j.GetId(), j.GetIdentifiers())
+	}
+	manifest := strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://")
+	if _, err := os.Stat(manifest); err != nil {
+		t.Errorf("%s: stored version manifest missing: %v", j.GetId(), err)
+	}
+	if !strings.HasPrefix(manifest, shared.stack.StoreRoot) {
+		t.Errorf("%s stored outside the store: %s", j.GetId(), manifest)
+	}
+	db, err := sql.Open("sqlite", "file:"+shared.stack.InventoryDB+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var versions, files int
+	if err := db.QueryRow(`SELECT count(*) FROM versions WHERE ark = ? AND jid = ?`, ark, j.GetId()).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM files WHERE ark = ?`, ark).Scan(&files); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 1 || files == 0 {
+		t.Errorf("%s (%s): inventory has %d version rows and %d file rows", j.GetId(), ark, versions, files)
+	}
+}
+
+// emails returns the outbox messages of a batch.
+func emails(t *testing.T, bid string) map[string]string {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(shared.stack.OutboxDir, bid+"*"))
+	out := map[string]string{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(p)] = string(data)
+	}
+	return out
+}
+
+func TestThreeBatchesOfDifferentPayloadTypesComplete(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, path string
+		typ        v1.PayloadType
+		jobs       int
+	}{
+		{"object manifest", "/report-1955.checkm", v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, 1},
+		{"single file", "/objects/map-1880/notes.txt", v1.PayloadType_PAYLOAD_TYPE_FILE, 1},
+		{"container", "/scans-1960.zip", v1.PayloadType_PAYLOAD_TYPE_CONTAINER, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bid := submit(t, "demo", tc.path, tc.typ)
+			b := waitBatch(t, bid, queue.BatchCompleted, queue.BatchFailed)
+			jobs := batchJobs(t, bid)
+			if b.GetStatus().GetStatus() != queue.BatchCompleted || len(jobs) != tc.jobs {
+				t.Fatalf("batch %s: %s %q with %d jobs: %v", bid, queue.BatchStateName(b.GetStatus().GetStatus()), b.GetStatus().GetMessage(), len(jobs), jobs)
+			}
+			for _, j := range jobs {
+				checkStoredAndRecorded(t, j)
+				if _, err := os.Stat(j.GetConfiguration().GetWorkingDir()); !os.IsNotExist(err) {
+					t.Errorf("%s: working directory not removed: %v", j.GetId(), err)
+				}
+			}
+			if r := b.GetStatusReport(); len(r.GetSuccessfulJobs()) != tc.jobs || len(r.GetFailedJobs()) != 0 {
+				t.Errorf("status-report %v", r)
+			}
+			if mails := emails(t, bid); mails[bid+"-report.eml"] == "" {
+				t.Errorf("no report email for %s (outbox: %v)", bid, slices.Collect(maps.Keys(mails)))
+			}
+		})
+	}
+}
+
+func TestCollectionHeldThenReleasedMidRun(t *testing.T) {
+	t.Parallel()
+	ctx := adminCtx(context.Background())
+	if _, err := shared.admin.HoldCollection(ctx, &v1.HoldCollectionRequest{Collection: "heldcoll"}); err != nil {
+		t.Fatal(err)
+	}
+	bid := submit(t, "held", "/objects/photos-1930/caption.txt", v1.PayloadType_PAYLOAD_TYPE_FILE)
+	b := waitBatch(t, bid, queue.BatchHeld)
+	if !strings.Contains(b.GetStatus().GetMessage(), "heldcoll") {
+		t.Errorf("held batch message %q does not name the collection", b.GetStatus().GetMessage())
+	}
+	resp, err := shared.admin.ReleaseCollection(ctx, &v1.ReleaseCollectionRequest{Collection: "heldcoll"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(resp.GetReleasedBatches(), bid) {
+		t.Errorf("ReleaseCollection released %v, not %s", resp.GetReleasedBatches(), bid)
+	}
+	if b := waitBatch(t, bid, queue.BatchCompleted, queue.BatchFailed); b.GetStatus().GetStatus() != queue.BatchCompleted {
+		t.Fatalf("released batch ended %s: %s", queue.BatchStateName(b.GetStatus().GetStatus()), b.GetStatus().GetMessage())
+	}
+}
+
+// TestBadDigestFailsThenFixedRequeuedAndUpdateReported follows the demo's
+// failing object: its job fails with both digests, the depositor fixes the
+// file, an operator requeues the job and asks for the update report, and
+// the batch ends Completed with a second email naming the job.
+func TestBadDigestFailsThenFixedRequeuedAndUpdateReported(t *testing.T) {
+	t.Parallel()
+	bid := submit(t, "demo", "/batch.checkm", v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	b := waitBatch(t, bid, queue.BatchFailed, queue.BatchCompleted)
+	if b.GetStatus().GetStatus() != queue.BatchFailed || b.GetStatusReport() == nil {
+		t.Fatalf("batch %s: %v", bid, b)
+	}
+	var failed *v1.Job
+	for _, j := range batchJobs(t, bid) {
+		switch j.GetStatus().GetStatus() {
+		case queue.Failed:
+			failed = j
+		case queue.Completed:
+			checkStoredAndRecorded(t, j)
+		default:
+			t.Errorf("%s is %s", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus()))
+		}
+	}
+	if failed == nil || !strings.Contains(failed.GetStatus().GetMessage(), "1944-06-07.txt") ||
+		!strings.Contains(failed.GetStatus().GetMessage(), "sha256 expected 406cef66") {
+		t.Fatalf("failed job %v: want a message naming the file and the digests", failed)
+	}
+	if failed.GetStatus().GetLastSuccessfulStatus() != queue.Provisioning {
+		t.Errorf("last_successful_status %s, want Provisioning", queue.JobStateName(failed.GetStatus().GetLastSuccessfulStatus()))
+	}
+	// The depositor fixes the file to what the manifest declared.
+	shared.deposits.Set("/objects/diary-1944/1944-06-07.txt", []byte("June 7. No letters today.\n"))
+	ctx := adminCtx(context.Background())
+	rq, err := shared.admin.RequeueJob(ctx, &v1.RequeueJobRequest{JobId: failed.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rq.GetJob().GetStatus().GetStatus() != queue.Downloading || rq.GetJob().GetStatus().GetRetryCount() != 1 {
+		t.Errorf("requeued to %v", rq.GetJob().GetStatus())
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		j, err := shared.admin.GetJob(ctx, &v1.GetJobRequest{JobId: failed.GetId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := j.GetJob().GetStatus().GetStatus(); s == queue.Completed {
+			checkStoredAndRecorded(t, j.GetJob())
+			break
+		} else if s == queue.Failed || time.Now().After(deadline) {
+			t.Fatalf("requeued job: %v", j.GetJob().GetStatus())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid}); err != nil {
+		t.Fatal(err)
+	}
+	b = waitBatch(t, bid, queue.BatchCompleted)
+	if r := b.GetStatusReport(); len(r.GetFailedJobs()) != 0 || !slices.Contains(r.GetSuccessfulJobs(), failed.GetId()) {
+		t.Errorf("update report %v", r)
+	}
+	var second string
+	for name, body := range emails(t, bid) {
+		if strings.Contains(name, "report-after") {
+			second = body
+		}
+	}
+	if !strings.Contains(second, failed.GetId()) {
+		t.Errorf("no update report email naming %s in %v", failed.GetId(), slices.Collect(maps.Keys(emails(t, bid))))
+	}
+}
+
+func TestCallbackReceivedWhenAJobCompletes(t *testing.T) {
+	t.Parallel()
+	bid := submit(t, "callback", "/objects/letters-1921/README.txt", v1.PayloadType_PAYLOAD_TYPE_FILE)
+	if b := waitBatch(t, bid, queue.BatchCompleted, queue.BatchFailed); b.GetStatus().GetStatus() != queue.BatchCompleted {
+		t.Fatalf("batch %s: %v", bid, b.GetStatus())
+	}
+	jobs := batchJobs(t, bid)
+	if len(jobs) != 1 {
+		t.Fatalf("%d jobs", len(jobs))
+	}
+	got := shared.callbacks.For(jobs[0].GetId())
+	if got == nil {
+		t.Fatalf("no callback for %s", jobs[0].GetId())
+	}
+	if got["bid"] != bid || got["ark"] != jobs[0].GetIdentifiers().GetPrimaryId() || got["status"] != "completed" {
+		t.Errorf("callback body %v", got)
+	}
+}
+
+// TestOneTracePerJobAcrossEveryStage: the spans every stage exported for one
+// job reach the OTLP receiver with the trace id of the submission.
+func TestOneTracePerJobAcrossEveryStage(t *testing.T) {
+	t.Parallel()
+	resp, err := shared.batches.Submit(context.Background(), &v1.SubmitRequest{Submitter: "e2e", Profile: "demo",
+		PayloadUrl: shared.deposits.URL + "/objects/photos-1930/portrait.pbm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bid := resp.GetBatchId()
+	traceID := strings.Split(resp.GetTraceparent(), "-")[1]
+	waitBatch(t, bid, queue.BatchCompleted)
+	jid := batchJobs(t, bid)[0].GetId()
+	want := []string{"pending", "estimating", "provisioning", "downloading", "processing", "recording", "notifying"}
+	var stages []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		spans := shared.spans.Spans(func(s otlpsink.Span) bool { return s.Attrs["ingestq.job.id"] == jid })
+		stages = stages[:0]
+		for _, s := range spans {
+			if s.TraceID != traceID {
+				t.Fatalf("span %q of %s (%s) is in trace %s, not the submission's %s", s.Name, jid, s.Service, s.TraceID, traceID)
+			}
+			stages = append(stages, s.Attrs["ingestq.stage"])
+		}
+		slices.Sort(stages)
+		if len(stages) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, st := range want {
+		if !slices.Contains(stages, st) {
+			t.Errorf("no %s span for %s in trace %s (got %v)", st, jid, traceID, stages)
+		}
+	}
+	services := map[string]bool{}
+	for _, s := range shared.spans.Spans(func(s otlpsink.Span) bool { return s.TraceID == traceID }) {
+		services[s.Service] = true
+	}
+	if len(services) < 7 {
+		t.Errorf("trace %s has spans from %d services (%v), want all seven", traceID, len(services), services)
+	}
+}
+
+// callbackReceiver is the depositor's callback endpoint.
+type callbackReceiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies map[string]map[string]any // jid → body
+}
+
+func newCallbackReceiver() *callbackReceiver {
+	c := &callbackReceiver{bodies: map[string]map[string]any{}}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		c.bodies[fmt.Sprint(body["jid"])] = body
+		c.mu.Unlock()
+	}))
+	return c
+}
+
+// For returns the callback body received for a job.
+func (c *callbackReceiver) For(jid string) map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bodies[jid]
+}
