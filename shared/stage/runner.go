@@ -94,12 +94,12 @@ type Config struct {
 	// Spread is how many jobs at the head of the queue a take picks from at
 	// random (queue.ConsumerOptions.Spread; default 8). 1 takes jobs in
 	// strict priority order, as the provisioner wants.
-	Spread int
-	Handler         Handler
-	Logger          *slog.Logger
-	Tracer          trace.Tracer       // default: no spans
-	Metrics         *telemetry.Metrics // default: none
-	Version         string
+	Spread  int
+	Handler Handler
+	Logger  *slog.Logger
+	Tracer  trace.Tracer       // default: no spans
+	Metrics *telemetry.Metrics // default: none
+	Version string
 }
 
 // Runner runs a stage against one queue client.
