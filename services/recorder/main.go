@@ -64,6 +64,8 @@ func main() {
 			var reg *queue.WorkerRegistration
 			var leases *lease.Manager
 			leases = lease.New(env.Queue, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
+				Tracer:  env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),
+				Metrics: env.Telemetry.Metrics,
 				Changed: func() {
 					if reg != nil {
 						reg.Update(leases.Report)

@@ -16,6 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 
 	"github.com/ingestq/ingestq/shared/queue"
@@ -60,6 +65,10 @@ type Options struct {
 	// Changed, if set, is called after a lease begins or ends (for the
 	// worker registry: see Report).
 	Changed func()
+	// Tracer, if set, gives each lease a "recording" span in its job's
+	// trace, from lease to completion; Metrics counts leases like a stage's steps.
+	Tracer  trace.Tracer
+	Metrics *telemetry.Metrics
 }
 
 // Manager hands out leases on the jobs of one queue client.
@@ -87,6 +96,8 @@ type held struct {
 	timer     *time.Timer
 	stopWatch func() bool // stops watching the claim's context
 	since     time.Time
+	span      trace.Span
+	step      telemetry.Step
 }
 
 type tombstone struct {
@@ -114,6 +125,9 @@ func New(q *queue.Client, opts Options) *Manager {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	quit, stop := context.WithCancel(context.Background())
 	return &Manager{
@@ -224,6 +238,17 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 		lock:  lock,
 		since: time.Now(),
 	}
+	// The lease is the recording stage's step of the job: its span joins the
+	// job's trace (the trace context rides in the status).
+	traceparent := job.GetStatus().GetTraceparent()
+	if traceparent == "" {
+		traceparent = job.GetConfiguration().GetTraceparent()
+	}
+	_, h.span = telemetry.StartJobSpan(context.WithoutCancel(ctx), m.opts.Tracer, "recording", claim.ID(), job.GetBid(), traceparent)
+	h.span.SetAttributes(attribute.String("ingestq.lease.id", id), attribute.String("ingestq.ark", ark))
+	if m.opts.Metrics != nil {
+		h.step = m.opts.Metrics.StartStep(ctx, "recording")
+	}
 	m.mu.Lock()
 	if m.stopping {
 		m.mu.Unlock()
@@ -295,6 +320,14 @@ func (m *Manager) take(id, why string, outcome telemetry.Outcome) *held {
 
 func (m *Manager) removeLocked(id string, h *held, why string, outcome telemetry.Outcome) {
 	m.outcomes[string(outcome)]++
+	if outcome != telemetry.OutcomeAdvanced {
+		h.span.SetStatus(codes.Error, why)
+	}
+	h.span.SetAttributes(attribute.String("ingestq.outcome", string(outcome)))
+	h.span.End()
+	if m.opts.Metrics != nil {
+		h.step.End(context.Background(), outcome)
+	}
 	delete(m.leases, id)
 	h.timer.Stop()
 	h.stopWatch()

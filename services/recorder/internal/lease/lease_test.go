@@ -10,6 +10,8 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/zktest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -74,5 +76,40 @@ func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
 	st := jobtest.Status(t, q, jid)
 	if st.GetStatus() != queue.Failed || st.GetMessage() != "cannot record: the job has no inventory manifest_url; processing did not finish" {
 		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+}
+
+// TestALeaseIsTheRecordingSpanOfItsJobsTrace: the lease's span continues
+// the trace the job carries, and says how the lease ended.
+func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
+	q := jobtest.Connect(t, zktest.Root(t))
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	m := New(q, Options{Tracer: tp.Tracer("test")})
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4t"},
+		Configuration: &v1.JobConfiguration{Traceparent: traceparent}}, queue.Processing)
+	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
+	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
+	if err != nil || l == nil {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	if err := m.Complete(context.Background(), l.ID); err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	sp := spans[0]
+	if sp.SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sp.Parent.SpanID().String() != "00f067aa0ba902b7" {
+		t.Errorf("span in trace %s with parent %s, want the job's", sp.SpanContext.TraceID(), sp.Parent.SpanID())
+	}
+	attrs := map[string]string{}
+	for _, kv := range sp.Attributes {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	if attrs["ingestq.stage"] != "recording" || attrs["ingestq.job.id"] != jid || attrs["ingestq.outcome"] != "advanced" {
+		t.Errorf("span attributes %v", attrs)
 	}
 }
