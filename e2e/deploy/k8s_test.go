@@ -267,7 +267,12 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 				return fmt.Errorf("the container does not declare port %d (INGESTQ_LISTEN)", port)
 			}
 			var errs []error
-			for name, p := range map[string]*corev1.Probe{"startupProbe": c.StartupProbe, "readinessProbe": c.ReadinessProbe, "livenessProbe": c.LivenessProbe} {
+			probes := []struct {
+				name  string
+				probe *corev1.Probe
+			}{{"startupProbe", c.StartupProbe}, {"readinessProbe", c.ReadinessProbe}, {"livenessProbe", c.LivenessProbe}}
+			for _, pr := range probes {
+				name, p := pr.name, pr.probe
 				switch {
 				case p == nil:
 					errs = append(errs, fmt.Errorf("no %s", name))
