@@ -177,9 +177,9 @@ func listenCheck(variable, value, wantPort string) error {
 	return nil
 }
 
-// telemetryVariables are the OpenTelemetry variables shared/telemetry
-// reads (see its package documentation); no other non-INGESTQ variable
-// means anything to a service.
+// telemetryVariable reports whether name is one of the OpenTelemetry
+// variables shared/telemetry reads (see its package documentation); no
+// other non-INGESTQ variable means anything to a service.
 func telemetryVariable(name string) bool {
 	switch name {
 	case "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -217,8 +217,8 @@ func drainTimeout(s *service, env map[string]string) (time.Duration, error) {
 	return d, nil
 }
 
-// pathVariables are the variables that name a file or a directory the
-// service writes or reads: a deployment must back them with a volume.
+// pathVariable reports whether a variable names a file or a directory the
+// service writes or reads: a deployment must back it with a volume.
 func pathVariable(name string) bool {
 	switch name {
 	case "INGESTQ_WORK_ROOT", "INGESTQ_STORE_ROOT", "INGESTQ_OUTBOX_DIR", "INGESTQ_PROFILES_DIR", "INGESTQ_INVENTORY_DB":

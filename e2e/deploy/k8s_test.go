@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// operatorSecrets are the Secrets the manifests use but do not hold: the
-// operator creates them (docs/deploy.md says how).
+// operatorSecret reports whether the manifests may use the Secret name
+// without holding it: the operator creates it (docs/deploy.md says how).
 func operatorSecret(name string) bool { return name == "ingestq-admin-token" }
 
 // kustomization is the part of kustomize's Kustomization deploy/k8s uses.
@@ -244,7 +244,7 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 
 	t.Run("every volume a pod mounts is declared and every claim, ConfigMap and Secret it names exists", func(t *testing.T) {
 		for _, pod := range podTemplates(m) {
-			if err := volumesCheck(m, pod.spec); err != nil {
+			if err := volumesCheck(m, pod); err != nil {
 				t.Errorf("%s: %v", pod.owner, err)
 			}
 		}
@@ -312,7 +312,14 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 			// Health turns NOT_SERVING while draining: liveness must not
 			// kill a pod that drains.
 			if p := c.LivenessProbe; p != nil {
-				window := time.Duration(max(p.PeriodSeconds, 10)*max(p.FailureThreshold, 3)) * time.Second
+				period, failures := p.PeriodSeconds, p.FailureThreshold
+				if period == 0 {
+					period = 10 // the API's defaults
+				}
+				if failures == 0 {
+					failures = 3
+				}
+				window := time.Duration(period*failures) * time.Second
 				if window <= drain {
 					errs = append(errs, fmt.Errorf("liveness gives up after %s, within the drain timeout %s", window, drain))
 				}
@@ -435,32 +442,35 @@ func stageDeployment(m *manifests, s *service) (*appsv1.Deployment, corev1.Conta
 type podTemplate struct {
 	owner string
 	spec  corev1.PodSpec
+	// claimTemplates name the volumes a StatefulSet claims for each pod.
+	claimTemplates []string
 }
 
 func podTemplates(m *manifests) []podTemplate {
 	var out []podTemplate
 	for _, d := range m.deployments {
-		out = append(out, podTemplate{"Deployment " + d.Name, d.Spec.Template.Spec})
+		out = append(out, podTemplate{owner: "Deployment " + d.Name, spec: d.Spec.Template.Spec})
 	}
 	for _, s := range m.statefulSets {
-		spec := s.Spec.Template.Spec
-		// Claim templates become volumes of the same name.
+		pt := podTemplate{owner: "StatefulSet " + s.Name, spec: s.Spec.Template.Spec}
 		for _, ct := range s.Spec.VolumeClaimTemplates {
-			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: ct.Name,
-				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "(template)"}}})
+			pt.claimTemplates = append(pt.claimTemplates, ct.Name)
 		}
-		out = append(out, podTemplate{"StatefulSet " + s.Name, spec})
+		out = append(out, pt)
 	}
 	return out
 }
 
-func volumesCheck(m *manifests, spec corev1.PodSpec) error {
+func volumesCheck(m *manifests, pod podTemplate) error {
 	var errs []error
 	declared := map[string]bool{}
-	for _, v := range spec.Volumes {
+	for _, name := range pod.claimTemplates {
+		declared[name] = true
+	}
+	for _, v := range pod.spec.Volumes {
 		declared[v.Name] = true
 		switch {
-		case v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName != "(template)":
+		case v.PersistentVolumeClaim != nil:
 			if !slices.ContainsFunc(m.claims, func(c *corev1.PersistentVolumeClaim) bool { return c.Name == v.PersistentVolumeClaim.ClaimName }) {
 				errs = append(errs, fmt.Errorf("volume %s: no PersistentVolumeClaim %s", v.Name, v.PersistentVolumeClaim.ClaimName))
 			}
@@ -474,7 +484,7 @@ func volumesCheck(m *manifests, spec corev1.PodSpec) error {
 			}
 		}
 	}
-	for _, c := range spec.Containers {
+	for _, c := range pod.spec.Containers {
 		for _, vm := range c.VolumeMounts {
 			if !declared[vm.Name] {
 				errs = append(errs, fmt.Errorf("container %s mounts %s, which is not a volume of the pod", c.Name, vm.Name))
