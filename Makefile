@@ -44,15 +44,15 @@ test: deps
 		(cd "$$m" && go test $(GOTESTFLAGS) ./...); \
 	done
 
-# The foundation benchmark, against a ZooKeeper it starts itself; the shared
-# zklimit tool beside the repository, when present, runs against the same
-# server for comparison. The last line is machine-readable (BENCH ...).
+# The benchmarks, in one run against a ZooKeeper they start themselves:
+# the queue library (create, lifecycle, pick-up, depth, cleanup), the
+# seven services end to end, and the server's ceiling. The shared zklimit
+# tool beside the repository, when present, runs against the same server.
+# The last line is machine-readable (BENCH ...); see BENCHMARKS.md.
 ZKLIMIT_DIR := $(abspath $(CURDIR)/../shared/tools/zklimit)
 bench: deps
-	@# First, a multi-GB file streamed to disk: throughput and peak heap (INGESTQ_BENCH_DOWNLOAD_BYTES sets the size).
-	cd services/downloader && go test -run '^$$' -bench BenchmarkDownloadLargeFile -benchtime 1x ./internal/download/
-	cd shared && INGESTQ_ZKLIMIT_DIR=$$( [ -d "$(ZKLIMIT_DIR)" ] && echo "$(ZKLIMIT_DIR)" ) \
-		go test -run '^$$' -bench BenchmarkQueue -benchtime 1x -timeout 30m ./queue/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)' 
+	cd e2e && INGESTQ_ZKLIMIT_DIR=$$( [ -d "$(ZKLIMIT_DIR)" ] && echo "$(ZKLIMIT_DIR)" ) \
+		go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 
 # The whole pipeline on this machine: ZooKeeper and the seven services as
 # separate processes, the example deposit submitted, progress, the report,

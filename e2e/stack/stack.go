@@ -331,6 +331,16 @@ func (p *Proc) signal(sig syscall.Signal) {
 	}
 }
 
+// PID is the process id (0 when not running).
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // LogPath is where the process's output goes.
 func (p *Proc) LogPath() string { return p.logPath }
 

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// BenchmarkPipeline is `make bench`: in one run against one ZooKeeper (fsync
+// on, as in production) it measures the queue library and the whole
+// pipeline, prints each figure, and ends with one machine-readable BENCH
+// line. Knobs: INGESTQ_BENCH_PER_STATE (consumers per state in the
+// lifecycle, default 32), INGESTQ_BENCH_E2E_JOBS (default 2000),
+// INGESTQ_BENCH_CONCURRENCY (per service in the end-to-end run, default 16),
+// INGESTQ_ZKLIMIT_DIR (the shared zklimit tool, run against the same server).
+func BenchmarkPipeline(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	srv, err := zktest.Start(ctx, filepath.Join(dir, "zookeeper"), zktest.Options{JVMHeap: "2g"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	servers := []string{srv.Addr}
+	must := func(err error) {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range b.N {
+		create, err := Create(ctx, servers, 10000)
+		must(err)
+		fmt.Printf("create:    %.0f jobs/s (10,000 jobs, one batch)\n", create)
+
+		perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
+		cpu0, _ := srv.CPUTime()
+		lifecycle, err := Lifecycle(ctx, servers, 2000, perState)
+		must(err)
+		cpu1, _ := srv.CPUTime()
+		ceilingTx, ceilingN, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
+		must(err)
+		cpu2, _ := srv.CPUTime()
+		ceiling := ceilingTx / 9
+		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through 7 transitions, %d consumers per state, one session per state)\n", lifecycle, perState)
+		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at 9 transitions/job\n", ceilingTx, ceiling)
+		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (9 bare transitions)\n",
+			float64(cpu1-cpu0)/1e6/2000, float64(cpu2-cpu1)/1e6/(float64(ceilingN)/9))
+		if d := os.Getenv("INGESTQ_ZKLIMIT_DIR"); d != "" {
+			fmt.Printf("zklimit:   %s\n", zklimit(d, srv.Addr))
+		}
+
+		p50, p99, err := Pickup(ctx, servers, 300, 4)
+		must(err)
+		fmt.Printf("pickup:    p50 %.2f ms, p99 %.2f ms (300 hand-offs, 4 waiting consumers)\n", ms(p50), ms(p99))
+
+		depths := map[int]time.Duration{}
+		for _, d := range []int{100, 1000, 10000} {
+			depths[d], err = Depth(ctx, servers, d, 500)
+			must(err)
+		}
+		start := time.Now()
+		c, err := Connect(ctx, servers, root("batch100k"))
+		must(err)
+		_, err = Spawn(ctx, c, 100000)
+		must(err)
+		c.Close()
+		batch100k := time.Since(start)
+		depths[100000], err = Depth(ctx, servers, 100000, 500)
+		must(err)
+		for _, d := range []int{100, 1000, 10000, 100000} {
+			fmt.Printf("depth:     %6d waiting: %.2f ms per take (mean of 500)\n", d, ms(depths[d]))
+		}
+		depthRatio := float64(depths[100000]) / float64(depths[100])
+		fmt.Printf("batch:     100,000 jobs created in %.1f s (%.0f jobs/s)\n", batch100k.Seconds(), 100000/batch100k.Seconds())
+
+		cleanup, err := Cleanup(ctx, servers, 50, 20)
+		must(err)
+		fmt.Printf("cleanup:   %.1f completed batches/s (50 batches of 20 jobs)\n", cleanup)
+
+		bin := filepath.Join(dir, "bin")
+		must(stack.Build(ctx, filepath.Join("..", ".."), bin))
+		jobs := envInt("INGESTQ_BENCH_E2E_JOBS", 2000)
+		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, "e2e"), BinDir: bin,
+			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16)})
+		if pr != nil && pr.Stack != nil {
+			defer pr.Stack.StopServices(context.WithoutCancel(ctx))
+		}
+		must(err)
+		e2eRatio := pr.JobsPerSecond / ceiling
+		fmt.Printf("e2e:       %.0f jobs/s (%d single-file jobs of 1 KB, seven services as processes) = %.2f of the ceiling\n",
+			pr.JobsPerSecond, jobs, e2eRatio)
+
+		rss, err := stageRSSAt100k(ctx, pr.Stack)
+		must(err)
+		fmt.Printf("memory:    estimator peak RSS %.0f MB while 100,000 jobs wait in Pending\n", rss)
+
+		fmt.Printf("BENCH lifecycle_jobs_per_s=%.0f ceiling_jobs_per_s=%.0f ratio=%.2f create_jobs_per_s=%.0f pickup_p99_ms=%.2f"+
+			" e2e_jobs_per_s=%.0f e2e_ratio=%.2f depth_pickup_ratio=%.2f batch100k_create_s=%.1f rss_mb_at_100k=%.0f cleanup_batches_per_s=%.1f\n",
+			lifecycle, ceiling, lifecycle/ceiling, create, ms(p99),
+			pr.JobsPerSecond, e2eRatio, depthRatio, batch100k.Seconds(), rss, cleanup)
+	}
+}
+
+// stageRSSAt100k queues 100,000 jobs in Pending under the running stack and
+// reads the estimator's peak resident memory while it works through them.
+func stageRSSAt100k(ctx context.Context, s *stack.Stack) (float64, error) {
+	c, err := Connect(ctx, s.Servers, s.Root)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if _, err := Spawn(ctx, c, 100000); err != nil {
+		return 0, err
+	}
+	time.Sleep(20 * time.Second)
+	return ResidentMB(s.Procs("estimator")[0].PID())
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// zklimit runs the shared reference tool against the same server.
+func zklimit(dir, addr string) string {
+	cmd := exec.Command("go", "run", ".", "-zk", addr, "-workers", "128")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("not run (%v): %s", err, out)
+	}
+	re := regexp.MustCompile(`zk multi transitions/s: ([0-9]+)`)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			return fmt.Sprintf("%d transitions/s => %d jobs/s", n, n/9)
+		}
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ingestq/ingestq/e2e/depositor"
+	"github.com/ingestq/ingestq/e2e/stack"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// PipelineOptions configure the end-to-end measurement.
+type PipelineOptions struct {
+	Servers     []string // ZooKeeper
+	Dir         string   // run directory
+	BinDir      string   // built service binaries
+	Jobs        int      // single-file jobs in the batch
+	FileBytes   int      // size of each job's file
+	Concurrency int      // INGESTQ_CONCURRENCY of every service
+}
+
+// PipelineResult is what the end-to-end run measured.
+type PipelineResult struct {
+	JobsPerSecond float64
+	Elapsed       time.Duration
+	Stack         *stack.Stack // still running: the caller stops it
+}
+
+// Pipeline runs the seven services as processes against servers, submits
+// one batch (a manifest of manifests) of Jobs single-file objects served
+// from loopback, and measures from the submission to every job Completed.
+// The stack is left running for further measurements.
+func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
+	deposits := filepath.Join(o.Dir, "deposits")
+	if err := writeDeposit(deposits, o.Jobs, o.FileBytes); err != nil {
+		return nil, err
+	}
+	dep, err := depositor.Start(deposits)
+	if err != nil {
+		return nil, err
+	}
+	profiles := filepath.Join(o.Dir, "profiles")
+	if err := os.MkdirAll(profiles, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(profiles, "bench.yaml"),
+		[]byte("name: bench\ncollection: bench\nnotification_addresses: [bench@example.org]\n"), 0o644); err != nil {
+		return nil, err
+	}
+	s, err := stack.Start(ctx, stack.Options{Dir: o.Dir, BinDir: o.BinDir, ProfilesDir: profiles, ZooKeeper: o.Servers,
+		Root: root("e2e"), Env: map[string]string{"INGESTQ_CONCURRENCY": strconv.Itoa(o.Concurrency), "INGESTQ_LOG_LEVEL": "warn"}})
+	if err != nil {
+		dep.Close()
+		return nil, err
+	}
+	res := &PipelineResult{Stack: s}
+	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	batches := v1.NewBatchServiceClient(conn)
+	start := time.Now()
+	sub, err := batches.Submit(ctx, &v1.SubmitRequest{Submitter: "bench", Profile: "bench",
+		PayloadUrl: dep.URL + "/batch.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		return res, fmt.Errorf("submitting: %w", err)
+	}
+	for {
+		st, err := batches.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: sub.GetBatchId()}})
+		if err != nil {
+			return res, err
+		}
+		c := st.GetBatch().GetCounts()
+		if int(c.GetCompleted()) == o.Jobs {
+			break
+		}
+		if c.GetFailed() > 0 || st.GetBatch().GetStatus().GetStatus() == queue.BatchFailed {
+			return res, fmt.Errorf("batch %s failed: %v (logs in %s)", sub.GetBatchId(), st.GetBatch().GetStatus(), s.LogDir)
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	res.Elapsed = time.Since(start)
+	res.JobsPerSecond = float64(o.Jobs) / res.Elapsed.Seconds()
+	return res, nil
+}
+
+// writeDeposit writes a manifest of manifests of n objects, each one file
+// of size bytes.
+func writeDeposit(dir string, n, size int) error {
+	if err := os.MkdirAll(filepath.Join(dir, "files"), 0o755); err != nil {
+		return err
+	}
+	var batch strings.Builder
+	batch.WriteString("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier\n")
+	for i := range n {
+		body := []byte(strings.Repeat(fmt.Sprintf("object %06d ", i), size/14+1)[:size])
+		name := fmt.Sprintf("f%06d.txt", i)
+		if err := os.WriteFile(filepath.Join(dir, "files", name), body, 0o644); err != nil {
+			return err
+		}
+		sum := sha256.Sum256(body)
+		obj := fmt.Sprintf("#%%checkm_0.7\n#%%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n{{base}}/files/%s | sha256 | %s | %d | | %s\n#%%eof\n",
+			name, hex.EncodeToString(sum[:]), size, name)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("o%06d.checkm", i)), []byte(obj), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(&batch, "{{base}}/o%06d.checkm | | | | | o%06d.checkm | | bench-%06d\n", i, i, i)
+	}
+	batch.WriteString("#%eof\n")
+	return os.WriteFile(filepath.Join(dir, "batch.checkm"), []byte(batch.String()), 0o644)
+}
+
+// ResidentMB is a process's peak resident memory so far (VmHWM), in MB.
+func ResidentMB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM for pid %d", pid)
+}

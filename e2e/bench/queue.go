@@ -1,0 +1,348 @@
+// Package bench measures ingestq against a ZooKeeper: the queue library on
+// its own (job creation, a lifecycle through every state, pick-up latency,
+// the cost of a deep queue, cleanup) and the seven services as processes
+// (end-to-end throughput, memory), each beside the server's own ceiling
+// measured in the same run. `make bench` runs it (bench_test.go).
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// pipeline is each working state and where a successful step leads.
+var pipeline = []struct{ from, to queue.JobState }{
+	{queue.Pending, queue.Estimating}, {queue.Estimating, queue.Provisioning}, {queue.Provisioning, queue.Downloading},
+	{queue.Downloading, queue.Processing}, {queue.Processing, queue.Recording}, {queue.Recording, queue.Notify},
+	{queue.Notify, queue.Completed},
+}
+
+// Connect opens a quiet client on a root of its own.
+func Connect(ctx context.Context, servers []string, root string) (*queue.Client, error) {
+	return queue.Connect(ctx, queue.Options{Servers: servers, Root: root, SessionTimeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+}
+
+func root(name string) string { return fmt.Sprintf("/bench-%s-%d", name, time.Now().UnixNano()) }
+
+// Spawn creates one batch of n jobs in Pending (all jobs created before it
+// returns) and returns its bid.
+func Spawn(ctx context.Context, c *queue.Client, n int) (string, error) {
+	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "bench", Submitter: "bench",
+		PayloadUrl: "http://127.0.0.1:1/bench", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
+	if err != nil {
+		return "", err
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		return "", err
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		return "", err
+	}
+	const chunk = 10000
+	for start := 0; start < n; start += chunk {
+		jobs := make([]queue.NewJob, min(chunk, n-start))
+		for i := range jobs {
+			jobs[i] = queue.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
+				ProfileName: "bench", Submitter: "bench", PayloadUrl: "http://127.0.0.1:1/f",
+				PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, BatchEntry: int32(start + i)}}
+		}
+		if _, err := bc.CreateJobs(ctx, jobs); err != nil {
+			return "", err
+		}
+	}
+	return bid, bc.FinishSpawning(ctx)
+}
+
+// Create measures one batch of n jobs created (jobs/s).
+func Create(ctx context.Context, servers []string, n int) (float64, error) {
+	c, err := Connect(ctx, servers, root("create"))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := Spawn(ctx, c, n); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// Lifecycle drives n jobs from Pending to Completed through every state,
+// each state served as a stage service serves it: its own session, one
+// Consumer, perState goroutines sharing it. It returns jobs/s.
+func Lifecycle(ctx context.Context, servers []string, n, perState int) (float64, error) {
+	r := root("life")
+	admin, err := Connect(ctx, servers, r)
+	if err != nil {
+		return 0, err
+	}
+	defer admin.Close()
+	if _, err := Spawn(ctx, admin, n); err != nil {
+		return 0, err
+	}
+	var clients []*queue.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for range pipeline {
+		c, err := Connect(ctx, servers, r)
+		if err != nil {
+			return 0, err
+		}
+		clients = append(clients, c)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var done sync.WaitGroup
+	done.Add(n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, p := range pipeline {
+		co := clients[i].NewConsumer(p.from, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
+		for range perState {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					cl, err := co.Next(ctx)
+					if err != nil {
+						return
+					}
+					if err := cl.Commit(ctx, queue.Change{To: p.to}); err != nil {
+						cancel(fmt.Errorf("commit %s → %s: %w", cl.ID(), queue.JobStateName(p.to), err))
+						return
+					}
+					if p.to == queue.Completed {
+						done.Done()
+					}
+				}
+			}()
+		}
+	}
+	finished := make(chan struct{})
+	go func() { done.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		wg.Wait()
+		return 0, context.Cause(ctx)
+	}
+	elapsed := time.Since(start)
+	cancel(nil)
+	wg.Wait()
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+// Pickup measures, rounds times, how long a job moved into a state takes
+// to reach one of several waiting consumers (from the start of the commit
+// that moves it in, so the figure includes that commit's round trip).
+func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p99 time.Duration, err error) {
+	r := root("pickup")
+	producer, err := Connect(ctx, servers, r)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer producer.Close()
+	if _, err := Spawn(ctx, producer, rounds); err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var sent atomic.Int64
+	got := make(chan time.Duration, rounds)
+	var wg sync.WaitGroup
+	for range waiting {
+		c, err := Connect(ctx, servers, r)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer c.Close()
+		co := c.NewConsumer(queue.Estimating, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				cl, err := co.Next(ctx)
+				if err != nil {
+					return
+				}
+				got <- time.Since(time.Unix(0, sent.Load()))
+				cl.Commit(ctx, queue.Change{To: queue.Provisioning})
+			}
+		}()
+	}
+	co := producer.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1, Parts: queue.PartsStatusOnly})
+	lat := make([]time.Duration, 0, rounds)
+	for range rounds {
+		cl, err := co.Next(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		sent.Store(time.Now().UnixNano())
+		if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+			return 0, 0, err
+		}
+		lat = append(lat, <-got)
+	}
+	cancel()
+	wg.Wait()
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+}
+
+// Depth measures the cost of taking a job with depth jobs waiting in the
+// state: the mean time from asking a consumer for the next job to holding
+// it, over takes jobs taken one after another (each committed onward).
+func Depth(ctx context.Context, servers []string, depth, takes int) (time.Duration, error) {
+	c, err := Connect(ctx, servers, root(fmt.Sprintf("depth%d", depth)))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if _, err := Spawn(ctx, c, depth); err != nil {
+		return 0, err
+	}
+	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
+	var total time.Duration
+	for range takes {
+		start := time.Now()
+		cl, err := co.Next(ctx)
+		if err != nil {
+			return 0, err
+		}
+		total += time.Since(start)
+		if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+			return 0, err
+		}
+	}
+	return total / time.Duration(takes), nil
+}
+
+// Cleanup creates batches completed batches of jobsEach jobs and measures
+// how many a cleanup removes per second.
+func Cleanup(ctx context.Context, servers []string, batches, jobsEach int) (float64, error) {
+	c, err := Connect(ctx, servers, root("cleanup"))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	for range batches {
+		bid, err := Spawn(ctx, c, jobsEach)
+		if err != nil {
+			return 0, err
+		}
+		if err := complete(ctx, c, bid); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	res, err := c.CleanupBatches(ctx, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Batches) != batches {
+		return 0, fmt.Errorf("cleanup removed %d batches, want %d", len(res.Batches), batches)
+	}
+	return float64(batches) / time.Since(start).Seconds(), nil
+}
+
+// complete drives every job of a batch to Completed and reports the batch.
+func complete(ctx context.Context, c *queue.Client, bid string) error {
+	refs, err := c.BatchJobIDs(ctx, bid)
+	if err != nil {
+		return err
+	}
+	for _, jid := range refs["batch-processing"] {
+		for _, p := range pipeline {
+			cl, err := c.ClaimJob(ctx, jid)
+			if err != nil {
+				return err
+			}
+			if err := cl.Commit(ctx, queue.Change{To: p.to}); err != nil {
+				return err
+			}
+		}
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		return err
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+		return err
+	}
+	return bc.Commit(ctx, queue.BatchChange{To: queue.BatchCompleted})
+}
+
+// Ceiling is ../shared/tools/zklimit's measurement: workers each move one
+// job between two folders with a 3-operation multi (set status, delete the
+// old entry, create the new one) as fast as the server accepts. It returns
+// transitions/s and how many were made.
+func Ceiling(ctx context.Context, servers []string, conns, workers int, d time.Duration) (float64, int64, error) {
+	var cs []*zk.Conn
+	for range conns {
+		c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+		if err != nil {
+			return 0, 0, err
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	r := root("ceiling")
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{r, r + "/a", r + "/b", r + "/jobs"} {
+		if _, err := cs[0].Create(p, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return 0, 0, err
+		}
+	}
+	var ops atomic.Int64
+	var firstErr atomic.Value
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := cs[w%len(cs)]
+			job := fmt.Sprintf("%s/jobs/j%d", r, w)
+			c.Create(job, []byte(`{"status":"Pending"}`), 0, acl)
+			c.Create(fmt.Sprintf("%s/a/05-j%d", r, w), nil, 0, acl)
+			from, to := "a", "b"
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				_, err := c.Multi(
+					&zk.SetDataRequest{Path: job, Data: []byte(`{"status":"Next","last_successful_status":"Prev","retry_count":0}`), Version: -1},
+					&zk.DeleteRequest{Path: fmt.Sprintf("%s/%s/05-j%d", r, from, w), Version: -1},
+					&zk.CreateRequest{Path: fmt.Sprintf("%s/%s/05-j%d", r, to, w), Acl: acl},
+				)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				ops.Add(1)
+				from, to = to, from
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, 0, err
+	}
+	return float64(ops.Load()) / d.Seconds(), ops.Load(), nil
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
