@@ -25,6 +25,7 @@ import (
 	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -89,22 +90,10 @@ func declared(url, name string, content []byte) *v1.ManifestFile {
 	return &v1.ManifestFile{Url: url, Name: name, HashAlgorithm: "sha256", HashValue: sha256Hex(content), Size: int64(len(content))}
 }
 
-func connect(t *testing.T, root string) *queue.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
-	return q
-}
-
 // job is one job a test needs in Downloading.
 type job struct {
 	payload    v1.PayloadType // default file list of an object manifest
-	workingDir string         // default <work root>/bid/<entry>
+	workingDir string         // default <work root>/<bid>/<jid>, as the batcher makes it
 	files      []*v1.ManifestFile
 }
 
@@ -113,50 +102,26 @@ type job struct {
 // Downloading. It returns their ids and working directories.
 func createJobs(t *testing.T, q *queue.Client, workRoot string, jobs ...job) ([]string, []string) {
 	t.Helper()
-	ctx := context.Background()
-	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "tester", PayloadUrl: "http://example.org/batch", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := q.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
 	news := make([]queue.NewJob, len(jobs))
-	dirs := make([]string, len(jobs))
 	for i, j := range jobs {
-		dirs[i] = j.workingDir
-		if dirs[i] == "" {
-			dirs[i] = filepath.Join(workRoot, bid, "entry-"+strconv.Itoa(i))
-		}
 		payload := j.payload
 		if payload == 0 {
 			payload = v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST
 		}
 		news[i] = queue.NewJob{Priority: 5, Manifest: &v1.Manifest{Files: j.files}, Configuration: &v1.JobConfiguration{
-			BatchEntry: int32(i), ProfileName: "demo", Collection: "demo", PayloadUrl: "http://example.org/object",
-			PayloadType: payload, WorkingDir: dirs[i]}}
-	}
-	jids, err := bc.CreateJobs(ctx, news)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, jid := range jids {
-		for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
-			cl, err := q.ClaimJob(ctx, jid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.Commit(ctx, queue.Change{To: s}); err != nil {
-				t.Fatal(err)
-			}
+			PayloadUrl: "http://example.org/object", PayloadType: payload, WorkingDir: j.workingDir}}
+		if j.workingDir == "" {
+			news[i].WorkRoot = workRoot
 		}
+	}
+	jids := queuetest.SpawnN(t, q, news, queue.Downloading)
+	dirs := make([]string, len(jids))
+	for i, jid := range jids {
+		j, err := q.GetJob(context.Background(), jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs[i] = j.GetConfiguration().GetWorkingDir()
 	}
 	return jids, dirs
 }
@@ -192,25 +157,6 @@ func startDownloader(t *testing.T, q *queue.Client, d *Downloader) {
 	})
 }
 
-// settled waits until the job is in state and returns it.
-func settled(t *testing.T, q *queue.Client, jid string, state queue.JobState) *v1.Job {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		j, err := q.GetJob(context.Background(), jid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if j.GetStatus().GetStatus() == state {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is %s (%q), never %s", jid, queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage(), queue.JobStateName(state))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // producer lists the files under dir/producer with their contents.
 func producer(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -231,7 +177,7 @@ func producer(t *testing.T, dir string) map[string]string {
 func TestEveryFileLandsInProducerAndTheRealSizeIsRecorded(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	a, b, c := []byte("alpha\n"), bytes.Repeat([]byte("beta"), 1000), []byte("gamma, size undeclared")
 	d.put("a.txt", a)
 	d.put("b.bin", b)
@@ -241,7 +187,7 @@ func TestEveryFileLandsInProducerAndTheRealSizeIsRecorded(t *testing.T) {
 		declared(d.URL+"/files/a.txt", "a.txt", a), declared(d.URL+"/flaky/b.bin", "data/b.bin", b), undeclared}})
 	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
 
-	j := settled(t, q, jids[0], queue.Processing)
+	j := queuetest.WaitState(t, q, jids[0], queue.Processing)
 	want := map[string]string{"a.txt": string(a), "data/b.bin": string(b), "deep/er/c.txt": string(c)}
 	if got := producer(t, dirs[0]); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("producer/ holds %v, want %v", got, want)
@@ -264,7 +210,7 @@ func TestEveryFileLandsInProducerAndTheRealSizeIsRecorded(t *testing.T) {
 func TestFailuresFailTheJobNamingTheFileTheURLAndTheReason(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	content := []byte("the real content")
 	d.put("a.txt", content)
 	wrong := strings.Repeat("1f", 32)
@@ -293,7 +239,7 @@ func TestFailuresFailTheJobNamingTheFileTheURLAndTheReason(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			jids, dirs := createJobs(t, q, work, tc.job)
-			j := settled(t, q, jids[0], queue.Failed)
+			j := queuetest.WaitState(t, q, jids[0], queue.Failed)
 			if got := j.GetStatus().GetMessage(); !strings.HasPrefix(got, tc.want) {
 				t.Errorf("message\n %q\nwant\n %q", got, tc.want)
 			}
@@ -312,7 +258,7 @@ func TestFailuresFailTheJobNamingTheFileTheURLAndTheReason(t *testing.T) {
 func TestADeniedAddressFailsTheJobNamingTheURL(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	d.put("a.txt", []byte("x"))
 	deny, err := fetch.ParseDeny("loopback")
 	if err != nil {
@@ -321,7 +267,7 @@ func TestADeniedAddressFailsTheJobNamingTheURL(t *testing.T) {
 	startDownloader(t, q, testDownloader(work, fetch.Policy{Deny: deny}))
 	jids, _ := createJobs(t, q, work, job{files: []*v1.ManifestFile{{Url: d.URL + "/files/a.txt", Name: "a.txt", Size: -1}}})
 
-	msg := settled(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
+	msg := queuetest.WaitState(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
 	if !strings.HasPrefix(msg, "a.txt ("+d.URL+"/files/a.txt): ") || !strings.Contains(msg, "address denied by policy: 127.0.0.1 is in 127.0.0.0/8") {
 		t.Errorf("message %q", msg)
 	}
@@ -333,7 +279,7 @@ func TestADeniedAddressFailsTheJobNamingTheURL(t *testing.T) {
 func TestACompleteFileIsNotFetchedAgainAfterARestart(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	a, b := []byte("already here"), []byte("still to fetch")
 	d.put("a.txt", a)
 	d.put("b.txt", b)
@@ -345,7 +291,7 @@ func TestACompleteFileIsNotFetchedAgainAfterARestart(t *testing.T) {
 	os.WriteFile(filepath.Join(dirs[0], stagingDir, "x"+download.TempSuffix), b[:4], 0o644)
 	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
 
-	j := settled(t, q, jids[0], queue.Processing)
+	j := queuetest.WaitState(t, q, jids[0], queue.Processing)
 	if d.requests("/files/a.txt") != 0 || d.requests("/files/b.txt") != 1 {
 		t.Errorf("requests: a.txt %d, b.txt %d; want 0 and 1", d.requests("/files/a.txt"), d.requests("/files/b.txt"))
 	}
@@ -389,7 +335,7 @@ func tarGzBytes(t *testing.T, files map[string]string) []byte {
 func TestContainersAreUnpackedIntoProducerAndRemoved(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
 	files := map[string]string{"a.txt": "alpha", "sub/b.txt": "beta beta"}
 	for _, tc := range []struct {
@@ -404,7 +350,7 @@ func TestContainersAreUnpackedIntoProducerAndRemoved(t *testing.T) {
 			d.put(tc.served, tc.archive)
 			url := d.URL + "/files/" + tc.served
 			jids, dirs := createJobs(t, q, work, job{payload: v1.PayloadType_PAYLOAD_TYPE_CONTAINER, files: []*v1.ManifestFile{declared(url, tc.served, tc.archive)}})
-			j := settled(t, q, jids[0], queue.Processing)
+			j := queuetest.WaitState(t, q, jids[0], queue.Processing)
 			if got := producer(t, dirs[0]); fmt.Sprint(got) != fmt.Sprint(files) {
 				t.Errorf("producer/ holds %v, want %v", got, files)
 			}
@@ -424,14 +370,14 @@ func TestContainersAreUnpackedIntoProducerAndRemoved(t *testing.T) {
 func TestAHostileContainerFailsTheJobAndLeavesNothingOutside(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
 	slip := zipBytes(t, map[string]string{"../../evil.txt": "owned"})
 	d.put("slip.zip", slip)
 	url := d.URL + "/files/slip.zip"
 	jids, dirs := createJobs(t, q, work, job{payload: v1.PayloadType_PAYLOAD_TYPE_CONTAINER, files: []*v1.ManifestFile{declared(url, "slip.zip", slip)}})
 
-	msg := settled(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
+	msg := queuetest.WaitState(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
 	if want := `slip.zip (` + url + `): unpacking: entry "../../evil.txt": path would leave the directory: ".." segment`; msg != want {
 		t.Errorf("message\n %q\nwant\n %q", msg, want)
 	}
@@ -449,7 +395,7 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
 	root := zktest.Root(t)
-	admin := connect(t, root)
+	admin := queuetest.Connect(t, root)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 256<<10) // 4 MiB
 	d.put("big.bin", big)
 	streaming := make(chan struct{})
@@ -468,7 +414,7 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 	url := d.URL + "/slow/big.bin"
 	jids, dirs := createJobs(t, admin, work, job{files: []*v1.ManifestFile{declared(url, "big.bin", big)}})
 
-	first := connect(t, root)
+	first := queuetest.Connect(t, root)
 	startDownloader(t, first, testDownloader(work, fetch.Policy{}))
 	select {
 	case <-streaming:
@@ -478,9 +424,9 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 	// The first replica dies mid-file: its session, and with it the job's
 	// lock, is gone.
 	first.Close()
-	startDownloader(t, connect(t, root), testDownloader(work, fetch.Policy{}))
+	startDownloader(t, queuetest.Connect(t, root), testDownloader(work, fetch.Policy{}))
 
-	j := settled(t, admin, jids[0], queue.Processing)
+	j := queuetest.WaitState(t, admin, jids[0], queue.Processing)
 	got, err := os.ReadFile(filepath.Join(dirs[0], producerDir, "big.bin"))
 	if err != nil || !bytes.Equal(got, big) {
 		t.Errorf("big.bin: %d bytes, %v; want the whole %d", len(got), err, len(big))

@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -96,52 +97,6 @@ func (d *depositor) putRaw(name string, data []byte) string {
 	return d.URL + "/manifests/" + name
 }
 
-func connect(t *testing.T, root string) *queue.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
-	return q
-}
-
-// createJobs stands in for the batcher: one batch with these jobs, all
-// Pending, in collection "demo".
-func createJobs(t *testing.T, q *queue.Client, jobs ...queue.NewJob) []string {
-	t.Helper()
-	ctx := context.Background()
-	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "tester", PayloadUrl: "http://example.org/batch", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := q.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range jobs {
-		if jobs[i].Priority == 0 {
-			jobs[i].Priority = queue.DefaultPriority
-		}
-		jobs[i].Configuration.BatchEntry = int32(i)
-		jobs[i].Configuration.ProfileName = "demo"
-		jobs[i].Configuration.Collection = "demo"
-	}
-	jids, err := bc.CreateJobs(ctx, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return jids
-}
-
 // objectJob is a job whose files the batcher already listed.
 func objectJob(files ...*v1.ManifestFile) queue.NewJob {
 	return queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: "http://example.org/object.checkm",
@@ -193,25 +148,6 @@ func startEstimator(t *testing.T, q *queue.Client, e *Estimator) {
 	})
 }
 
-// settled waits until the job is in state and returns it.
-func settled(t *testing.T, q *queue.Client, jid string, state queue.JobState) *v1.Job {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		job, err := q.GetJob(context.Background(), jid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if job.GetStatus().GetStatus() == state {
-			return job
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is %s (%q), never %s", jid, queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage(), queue.JobStateName(state))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // entryPriority is the priority in the job's state entry: the one that
 // orders it.
 func entryPriority(t *testing.T, q *queue.Client, state queue.JobState, jid string) int32 {
@@ -231,7 +167,7 @@ func entryPriority(t *testing.T, q *queue.Client, state queue.JobState, jid stri
 
 func TestEstimateSizesEveryFileAndLowersThePriorityOfUnsizedAndLargeJobs(t *testing.T) {
 	d := newDepositor(t)
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
 	for _, tc := range []struct {
 		name      string
@@ -263,8 +199,8 @@ func TestEstimateSizesEveryFileAndLowersThePriorityOfUnsizedAndLargeJobs(t *test
 		t.Run(tc.name, func(t *testing.T) {
 			j := objectJob(tc.files...)
 			j.Priority = tc.priority
-			jid := createJobs(t, q, j)[0]
-			job := settled(t, q, jid, queue.Provisioning)
+			jid := queuetest.Spawn(t, q, j, queue.Pending)
+			job := queuetest.WaitState(t, q, jid, queue.Provisioning)
 			if job.GetSpaceNeeded() != tc.wantSpace {
 				t.Errorf("space_needed %d, want %d", job.GetSpaceNeeded(), tc.wantSpace)
 			}
@@ -289,14 +225,14 @@ func TestEstimateSizesEveryFileAndLowersThePriorityOfUnsizedAndLargeJobs(t *test
 
 func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
 	d := newDepositor(t)
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
 	url := d.putManifest(t, "object1.checkm", checkm.ProfileObject,
 		checkm.Entry{FileURL: d.URL + "/sized/11", HashAlgorithm: "SHA-256", HashValue: strings.Repeat("AB", 32), FileSize: 11, FileName: "data/a.txt"},
 		checkm.Entry{FileURL: d.URL + "/sized/22", FileSize: -1, FileName: "b.txt"})
-	jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}})[0]
+	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 
-	job := settled(t, q, jid, queue.Provisioning)
+	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
 	m, err := q.GetManifest(context.Background(), jid)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +254,7 @@ func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
 
 func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 	d := newDepositor(t)
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
 	corrupt := d.putRaw("corrupt.checkm", []byte("#%checkm_0.7\n#%profile | "+checkm.ProfileObject+"\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue\n"+
 		d.URL+"/sized/1 | md5 | 0123456789abcdef0123456789abcdef\n"+
@@ -339,8 +275,8 @@ func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 			"fetching the manifest failed: GET " + d.URL + "/status/503: HTTP 503 Service Unavailable (attempt 3 of 3)", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: tc.url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}})[0]
-			job := settled(t, q, jid, queue.Failed)
+			jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: tc.url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+			job := queuetest.WaitState(t, q, jid, queue.Failed)
 			if got := job.GetStatus().GetMessage(); got != tc.want {
 				t.Errorf("message\n %q\nwant\n %q", got, tc.want)
 			}
@@ -360,16 +296,16 @@ func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 
 func TestManifestOnADeniedAddressFailsTheJobWithoutARequest(t *testing.T) {
 	d := newDepositor(t)
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	deny, err := fetch.ParseDeny("loopback")
 	if err != nil {
 		t.Fatal(err)
 	}
 	startEstimator(t, q, testEstimator(t, fetch.Policy{Deny: deny}))
 	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/1", FileSize: -1})
-	jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}})[0]
+	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 
-	job := settled(t, q, jid, queue.Failed)
+	job := queuetest.WaitState(t, q, jid, queue.Failed)
 	msg := job.GetStatus().GetMessage()
 	if !strings.Contains(msg, url) || !strings.Contains(msg, "denied") || !strings.Contains(msg, "attempt 1 of 3") {
 		t.Errorf("message %q: want the URL, the denial, and no second attempt", msg)
@@ -381,14 +317,14 @@ func TestManifestOnADeniedAddressFailsTheJobWithoutARequest(t *testing.T) {
 
 func TestJobOfAHeldCollectionGoesToHeld(t *testing.T) {
 	d := newDepositor(t)
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	if err := q.HoldCollection(context.Background(), "demo"); err != nil {
 		t.Fatal(err)
 	}
 	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
-	jid := createJobs(t, q, objectJob(file(d.URL+"/sized/1", -1)))[0]
+	jid := queuetest.Spawn(t, q, objectJob(file(d.URL+"/sized/1", -1)), queue.Pending)
 
-	job := settled(t, q, jid, queue.Held)
+	job := queuetest.WaitState(t, q, jid, queue.Held)
 	if job.GetStatus().GetMessage() != "collection demo is held" {
 		t.Errorf("message %q", job.GetStatus().GetMessage())
 	}
@@ -399,11 +335,11 @@ func TestJobOfAHeldCollectionGoesToHeld(t *testing.T) {
 
 func TestFileAndContainerJobsWithoutAFileListGetTheirPayload(t *testing.T) {
 	d := newDepositor(t)
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
-	jid := createJobs(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: d.URL + "/sized/42?x=1", PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER}})[0]
+	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: d.URL + "/sized/42?x=1", PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER}}, queue.Pending)
 
-	job := settled(t, q, jid, queue.Provisioning)
+	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
 	m, err := q.GetManifest(context.Background(), jid)
 	if err != nil {
 		t.Fatal(err)

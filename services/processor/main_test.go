@@ -1,23 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/processor/internal/jobtest"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -39,68 +33,14 @@ func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	servicetest.CheckBinary(t, "processor")
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "processor")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := servicetest.Build(t, ".")
 	zkRoot := zktest.Root(t)
 	workRoot, storeRoot := t.TempDir(), t.TempDir()
-	addr := servicetest.FreeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-		"INGESTQ_ZK_ROOT="+zkRoot,
-		"INGESTQ_LISTEN="+addr,
-		"INGESTQ_METRICS_LISTEN=",
-		"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
-		"INGESTQ_WORK_ROOT="+workRoot,
-		"INGESTQ_STORE_ROOT="+storeRoot,
-		"INGESTQ_MINT_SHOULDER=ark:/99999/fk5",
-		"INGESTQ_DRAIN_TIMEOUT=5s",
-	)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("exit after SIGTERM: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			t.Error("still running 15s after SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("processor output:\n%s", logs)
-		}
-	}()
-	servicetest.WaitHealth(t, servicetest.Dial(t, addr), healthpb.HealthCheckResponse_SERVING, 30*time.Second)
+	servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+examplesProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
+		"INGESTQ_STORE_ROOT="+storeRoot, "INGESTQ_MINT_SHOULDER=ark:/99999/fk5")
 
-	q := jobtest.Connect(t, zkRoot)
+	q := queuetest.Connect(t, zkRoot)
 	wd := filepath.Join(workRoot, "bid0000000001", "jid0000000001")
 	if err := os.MkdirAll(filepath.Join(wd, "producer"), 0o755); err != nil {
 		t.Fatal(err)
@@ -108,7 +48,7 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(wd, "producer", "hello.txt"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	jid := jobtest.Spawn(t, q, queue.NewJob{
+	jid := queuetest.Spawn(t, q, queue.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: "demo", Collection: "demo", WorkingDir: wd,
 			PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE},
 		Identifiers: &v1.Identifiers{LocalId: []string{"hello-1"}},
@@ -116,7 +56,7 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 		Manifest:    &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1:1/hello.txt", Name: "hello.txt", Size: 5}}},
 	}, queue.Processing)
 	var job *v1.Job
-	jobtest.Eventually(t, "the job reaches Recording", func() bool {
+	queuetest.Eventually(t, "the job reaches Recording", func() bool {
 		var err error
 		job, err = q.GetJob(context.Background(), jid)
 		return err == nil && job.GetStatus().GetStatus() != queue.Processing

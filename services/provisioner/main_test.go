@@ -1,18 +1,13 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -24,55 +19,11 @@ func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 
 func TestBinaryMovesAJobToDownloading(t *testing.T) {
 	root := zktest.Root(t)
-	q := connect(t, root)
+	q := queuetest.Connect(t, root)
 	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 1 << 20, priority: 5})[0]
-	runBinary(t, "provisioner", root, "INGESTQ_WORK_ROOT="+t.TempDir(), "INGESTQ_PROVISION_MAX_USAGE=1")
-	st := inState(t, q, jid, queue.Downloading)
+	servicetest.Start(t, servicetest.Build(t, "."), root, "INGESTQ_WORK_ROOT="+t.TempDir(), "INGESTQ_PROVISION_MAX_USAGE=1")
+	st := queuetest.WaitState(t, q, jid, queue.Downloading).GetStatus()
 	if !strings.Contains(st.GetMessage(), "provisioned 1.0 MiB") {
 		t.Errorf("message %q", st.GetMessage())
 	}
-}
-
-// runBinary builds the service in the current directory and runs it on the
-// test ZooKeeper under root with extra environment, until the test ends
-// (then it is stopped with SIGTERM and must exit 0).
-func runBinary(t *testing.T, name, root string, env ...string) {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	addr := servicetest.FreeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(),
-		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-		"INGESTQ_ZK_ROOT="+root,
-		"INGESTQ_LISTEN="+addr,
-		"INGESTQ_METRICS_LISTEN=",
-		"INGESTQ_DRAIN_TIMEOUT=5s",
-	), env...)
-	logs := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("%s exit after SIGTERM: %v", name, err)
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("%s still running 20s after SIGTERM", name)
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, logs)
-		}
-	})
-	servicetest.WaitHealth(t, servicetest.Dial(t, addr), healthpb.HealthCheckResponse_SERVING, 30*time.Second)
 }

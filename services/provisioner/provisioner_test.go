@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -37,18 +37,6 @@ func (d *smallDisk) setUsed(n uint64) {
 	d.mu.Unlock()
 }
 
-func connect(t *testing.T, root string) *queue.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
-	return q
-}
-
 // jobSpec is one job a test needs.
 type jobSpec struct {
 	spaceNeeded int64
@@ -59,90 +47,18 @@ type jobSpec struct {
 // order, then moved (as the stages before would) to state.
 func createJobs(t *testing.T, q *queue.Client, state queue.JobState, specs ...jobSpec) []string {
 	t.Helper()
-	ctx := context.Background()
-	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "tester", PayloadUrl: "http://example.org/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := q.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
 	jobs := make([]queue.NewJob, len(specs))
 	for i, s := range specs {
-		jobs[i] = queue.NewJob{Priority: s.priority, SpaceNeeded: s.spaceNeeded,
-			Configuration: &v1.JobConfiguration{BatchEntry: int32(i), ProfileName: "demo", Collection: "demo"}}
+		jobs[i] = queue.NewJob{Priority: s.priority, SpaceNeeded: s.spaceNeeded}
 	}
-	jids, err := bc.CreateJobs(ctx, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, jid := range jids {
-		for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
-			if s > state {
-				break
-			}
-			move(t, q, jid, s)
-		}
-	}
-	return jids
-}
-
-// move takes a job as a stage would and commits it to state.
-func move(t *testing.T, q *queue.Client, jid string, to queue.JobState) {
-	t.Helper()
-	ctx := context.Background()
-	cl, err := q.ClaimJob(ctx, jid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func status(t *testing.T, q *queue.Client, jid string) *v1.JobStatus {
-	t.Helper()
-	st, err := q.JobStatus(context.Background(), jid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// inState waits until the job is in state and returns its status.
-func inState(t *testing.T, q *queue.Client, jid string, state queue.JobState) *v1.JobStatus {
-	t.Helper()
-	var st *v1.JobStatus
-	eventually(t, jid+" in "+queue.JobStateName(state), func() bool {
-		st = status(t, q, jid)
-		return st.GetStatus() == state
-	})
-	return st
+	return queuetest.SpawnN(t, q, jobs, state)
 }
 
 // waiting waits until the job has been evaluated and told to wait.
 func waiting(t *testing.T, q *queue.Client, jid, message string) {
 	t.Helper()
-	eventually(t, jid+" waiting with "+message, func() bool {
-		st := status(t, q, jid)
+	queuetest.Eventually(t, jid+" waiting with "+message, func() bool {
+		st := queuetest.Status(t, q, jid)
 		if st.GetStatus() != queue.Provisioning {
 			t.Fatalf("%s went on to %s (%q); want it waiting in Provisioning", jid, queue.JobStateName(st.GetStatus()), st.GetMessage())
 		}
@@ -178,28 +94,28 @@ func startProvisioner(t *testing.T, q *queue.Client, disk Disk) *Provisioner {
 }
 
 func TestJobWaitsInProvisioningUntilSpaceIsFreed(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 700}
 	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 200, priority: 5})[0]
 	startProvisioner(t, q, disk)
 
 	waiting(t, q, jid, "waiting for space: needs 200 B, free 100 B under the 80.0% limit (disk 1000 B, used 700 B, booked 0 B)")
 	disk.setUsed(600) // exactly at the limit after the job: allowed
-	st := inState(t, q, jid, queue.Downloading)
+	st := queuetest.WaitState(t, q, jid, queue.Downloading).GetStatus()
 	if st.GetLastSuccessfulStatus() != queue.Provisioning || !strings.Contains(st.GetMessage(), "provisioned 200 B") {
 		t.Errorf("status after provisioning: %v", st)
 	}
 }
 
 func TestSmallJobPassesABigOneThatWaits(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 500}
 	// The big job is first in queue order (higher priority, older).
 	jids := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 400, priority: 1}, jobSpec{spaceNeeded: 100, priority: 5})
 	big, small := jids[0], jids[1]
 	p := startProvisioner(t, q, disk)
 
-	inState(t, q, small, queue.Downloading)
+	queuetest.WaitState(t, q, small, queue.Downloading).GetStatus()
 	waiting(t, q, big, "needs 400 B, free 200 B")
 	if got := p.Booked(); got != 100 {
 		t.Errorf("booked %d bytes, want the small job's 100", got)
@@ -207,27 +123,27 @@ func TestSmallJobPassesABigOneThatWaits(t *testing.T) {
 }
 
 func TestJobsAreWeighedInPriorityOrder(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 0}
 	// Room for one 500 B job only (80% of 1000 B): the first one weighed wins.
 	jids := createJobs(t, q, queue.Provisioning,
 		jobSpec{spaceNeeded: 500, priority: 9}, jobSpec{spaceNeeded: 500, priority: 1}, jobSpec{spaceNeeded: 500, priority: 5})
 	startProvisioner(t, q, disk)
 
-	inState(t, q, jids[1], queue.Downloading)
+	queuetest.WaitState(t, q, jids[1], queue.Downloading).GetStatus()
 	waiting(t, q, jids[2], "needs 500 B")
 	waiting(t, q, jids[0], "needs 500 B")
 }
 
 func TestTwoLargeJobsCannotBothSqueezePast(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 0}
 	jids := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 500, priority: 5}, jobSpec{spaceNeeded: 500, priority: 5})
 	p := startProvisioner(t, q, disk)
 
 	var through, held string
-	eventually(t, "one job let through and the other told to wait", func() bool {
-		a, b := status(t, q, jids[0]), status(t, q, jids[1])
+	queuetest.Eventually(t, "one job let through and the other told to wait", func() bool {
+		a, b := queuetest.Status(t, q, jids[0]), queuetest.Status(t, q, jids[1])
 		switch {
 		case a.GetStatus() == queue.Downloading && strings.Contains(b.GetMessage(), "waiting for space"):
 			through, held = jids[0], jids[1]
@@ -245,33 +161,33 @@ func TestTwoLargeJobsCannotBothSqueezePast(t *testing.T) {
 
 	// The first download ends (its job fails, its files are gone): the
 	// booking is released and the second job goes through.
-	move(t, q, through, queue.Failed)
-	inState(t, q, held, queue.Downloading)
+	queuetest.Move(t, q, through, queue.Change{To: queue.Failed})
+	queuetest.WaitState(t, q, held, queue.Downloading).GetStatus()
 	if got := p.Booked(); got != 500 {
 		t.Errorf("booked %d bytes, want the second job's 500 only", got)
 	}
 }
 
 func TestJobsOfUnknownSizeWaitAboveTheLowerThreshold(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 650}
 	jids := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 0, priority: 5}, jobSpec{spaceNeeded: 100, priority: 5})
 	unknown, sized := jids[0], jids[1]
 	startProvisioner(t, q, disk)
 
-	inState(t, q, sized, queue.Downloading) // 650+100 ≤ 800
+	queuetest.WaitState(t, q, sized, queue.Downloading).GetStatus() // 650+100 ≤ 800
 	waiting(t, q, unknown, "size unknown, and usage 75.0% is above the 60.0% allowed")
 	disk.setUsed(400) // 400 + 100 booked = 50%
-	inState(t, q, unknown, queue.Downloading)
+	queuetest.WaitState(t, q, unknown, queue.Downloading).GetStatus()
 }
 
 func TestJobLargerThanTheStorageMayEverHoldFails(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 0}
 	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 801, priority: 5})[0]
 	startProvisioner(t, q, disk)
 
-	st := inState(t, q, jid, queue.Failed)
+	st := queuetest.WaitState(t, q, jid, queue.Failed).GetStatus()
 	if want := "needs 801 B, more than the working storage may ever hold (80.0% of 1000 B)"; st.GetMessage() != want {
 		t.Errorf("message %q, want %q", st.GetMessage(), want)
 	}
@@ -281,7 +197,7 @@ func TestJobLargerThanTheStorageMayEverHoldFails(t *testing.T) {
 }
 
 func TestStorageThatCannotBeMeasuredKeepsJobsWaiting(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, err: errors.New("statfs /work: input/output error")}
 	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 1, priority: 5})[0]
 	startProvisioner(t, q, disk)
@@ -290,11 +206,11 @@ func TestStorageThatCannotBeMeasuredKeepsJobsWaiting(t *testing.T) {
 	disk.mu.Lock()
 	disk.err = nil
 	disk.mu.Unlock()
-	inState(t, q, jid, queue.Downloading)
+	queuetest.WaitState(t, q, jid, queue.Downloading).GetStatus()
 }
 
 func TestSeedBooksJobsAlreadyDownloading(t *testing.T) {
-	q := connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	disk := &smallDisk{total: 1000, used: 0}
 	createJobs(t, q, queue.Downloading, jobSpec{spaceNeeded: 600, priority: 5}, jobSpec{spaceNeeded: 50, priority: 5})
 	jid := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 300, priority: 5})[0]

@@ -1,26 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -32,70 +27,6 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	t.Setenv("INGESTQ_INVENTORY_DB", filepath.Join(t.TempDir(), "inventory.db"))
 	servicetest.CheckBinary(t, "recorder")
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startBinary runs the built recorder with env added and returns its
-// address; it is stopped with SIGTERM (and must exit 0) when the test ends.
-func startBinary(t *testing.T, bin string, env ...string) string {
-	t.Helper()
-	addr := servicetest.FreeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = append(append(os.Environ(),
-		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-		"INGESTQ_LISTEN="+addr,
-		"INGESTQ_METRICS_LISTEN=",
-		"INGESTQ_DRAIN_TIMEOUT=5s",
-	), env...)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("exit after SIGTERM: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			t.Error("still running 15s after SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("recorder output:\n%s", logs)
-		}
-	})
-	servicetest.WaitHealth(t, servicetest.Dial(t, addr), healthpb.HealthCheckResponse_SERVING, 30*time.Second)
-	return addr
-}
-
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "recorder")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // recordingJob puts a job in Recording whose stored version manifest lists
@@ -115,8 +46,8 @@ func recordingJob(t *testing.T, q *queue.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Processing)
-	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording,
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Processing)
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: "file://" + p, Mode: "add"},
 		Inventory: &v1.Inventory{ManifestUrl: "file://" + p, Mode: "add"}})
 	return jid
@@ -125,10 +56,10 @@ func recordingJob(t *testing.T, q *queue.Client) string {
 func TestBuiltRecorderRecordsIntoItsInventory(t *testing.T) {
 	zkRoot := zktest.Root(t)
 	dbPath := filepath.Join(t.TempDir(), "inventory.db")
-	startBinary(t, build(t), "INGESTQ_ZK_ROOT="+zkRoot, "INGESTQ_INVENTORY_DB="+dbPath)
-	q := jobtest.Connect(t, zkRoot)
+	servicetest.Start(t, servicetest.Build(t, "."), zkRoot, "INGESTQ_INVENTORY_DB="+dbPath)
+	q := queuetest.Connect(t, zkRoot)
 	jid := recordingJob(t, q)
-	jobtest.Eventually(t, "the job reaches Notify", func() bool { return jobtest.Status(t, q, jid).GetStatus() == queue.Notify })
+	queuetest.Eventually(t, "the job reaches Notify", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Notify })
 	db, err := sql.Open("sqlite", dbPath)
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +75,12 @@ func TestBuiltRecorderRecordsIntoItsInventory(t *testing.T) {
 func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	zkRoot := zktest.Root(t)
 	const token = "inventory-team-token"
-	addr := startBinary(t, build(t), "INGESTQ_ZK_ROOT="+zkRoot, "INGESTQ_RECORDER_BUILTIN=false", "INGESTQ_ADMIN_TOKEN="+token)
-	conn := servicetest.Dial(t, addr)
+	p := servicetest.Start(t, servicetest.Build(t, "."), zkRoot, "INGESTQ_RECORDER_BUILTIN=false", "INGESTQ_ADMIN_TOKEN="+token)
+	conn := servicetest.Dial(t, p.Addr)
 	if !slices.Contains(servicetest.ListServices(t, conn), "ingestq.v1.RecordingService") {
 		t.Fatal("RecordingService is not served")
 	}
-	q := jobtest.Connect(t, zkRoot)
+	q := queuetest.Connect(t, zkRoot)
 	jid := recordingJob(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -160,7 +91,7 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 		t.Fatalf("Lease = %v, %v; want %s (the built-in recorder is off)", l, err, jid)
 	}
 	// The worker registry shows the lease as the recorder's job in flight.
-	jobtest.Eventually(t, "the registry shows the lease", func() bool {
+	queuetest.Eventually(t, "the registry shows the lease", func() bool {
 		workers, err := q.ListWorkers(context.Background())
 		for _, w := range workers {
 			if w.GetService() == "recorder" && w.GetStage() == "Recording" && len(w.GetInFlight()) == 1 && w.GetInFlight()[0].GetJobId() == jid {
@@ -172,7 +103,7 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	if _, err := c.Complete(ctx, &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
 		t.Fatal(err)
 	}
-	if st := jobtest.Status(t, q, jid); st.GetStatus() != queue.Notify {
+	if st := queuetest.Status(t, q, jid); st.GetStatus() != queue.Notify {
 		t.Errorf("job %s, want Notify", queue.JobStateName(st.GetStatus()))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -19,63 +20,13 @@ import (
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-func connect(t *testing.T, root string) *queue.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+// jobs is n jobs of profile (and so collection) "p".
+func jobs(n int) []queue.NewJob {
+	out := make([]queue.NewJob, n)
+	for i := range out {
+		out[i] = queue.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: "p"}}
 	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// spawnJobs creates a batch of n jobs and moves them to state.
-func spawnJobs(t *testing.T, c *queue.Client, n int, state queue.JobState, conf func(i int) *v1.JobConfiguration) []string {
-	t.Helper()
-	ctx := context.Background()
-	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "p", Submitter: "s", PayloadUrl: "http://127.0.0.1:1/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := c.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
-	jobs := make([]queue.NewJob, n)
-	for i := range jobs {
-		cf := &v1.JobConfiguration{BatchEntry: int32(i), ProfileName: "p"}
-		if conf != nil {
-			cf = conf(i)
-			cf.BatchEntry = int32(i)
-		}
-		jobs[i] = queue.NewJob{Priority: 5, Configuration: cf}
-	}
-	jids, err := bc.CreateJobs(ctx, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	path := map[queue.JobState][]queue.JobState{queue.Pending: nil, queue.Estimating: {queue.Estimating},
-		queue.Provisioning: {queue.Estimating, queue.Provisioning}}[state]
-	for _, jid := range jids {
-		for _, s := range path {
-			cl, err := c.ClaimJob(ctx, jid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.Commit(ctx, queue.Change{To: s}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return jids
+	return out
 }
 
 func startRunner(t *testing.T, c *queue.Client, cfg Config) *Runner {
@@ -102,35 +53,15 @@ func startRunner(t *testing.T, c *queue.Client, cfg Config) *Runner {
 	return r
 }
 
-func state(t *testing.T, c *queue.Client, jid string) (queue.JobState, string) {
-	t.Helper()
-	st, err := c.JobStatus(context.Background(), jid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.GetStatus(), st.GetMessage()
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 	root := zktest.Root(t)
-	admin := connect(t, root)
-	jids := spawnJobs(t, admin, 60, queue.Estimating, nil)
+	admin := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, admin, jobs(60), queue.Estimating)
 	var mu sync.Mutex
 	handled := map[string]int{}
 	byReplica := map[int]int{}
 	for i := 0; i < 3; i++ {
-		startRunner(t, connect(t, root), Config{Concurrency: 2, Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+		startRunner(t, queuetest.Connect(t, root), Config{Concurrency: 2, Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
 			time.Sleep(30 * time.Millisecond)
 			mu.Lock()
 			handled[cl.ID()]++
@@ -139,7 +70,7 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 			return Next(queue.Change{SpaceNeeded: ptr(int64(10))})
 		}})
 	}
-	eventually(t, "every job in Provisioning", func() bool {
+	queuetest.Eventually(t, "every job in Provisioning", func() bool {
 		counts, _ := admin.JobCounts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
@@ -155,25 +86,25 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 
 func TestPausedReplicaTakesNothingUntilResumed(t *testing.T) {
 	root := zktest.Root(t)
-	c := connect(t, root)
+	c := queuetest.Connect(t, root)
 	r := startRunner(t, c, Config{Handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }})
 	r.Pause()
 	if !r.Status().GetPaused() {
 		t.Fatal("status does not say paused")
 	}
-	jids := spawnJobs(t, c, 1, queue.Estimating, nil)
+	jids := queuetest.SpawnN(t, c, jobs(1), queue.Estimating)
 	time.Sleep(300 * time.Millisecond)
-	if s, _ := state(t, c, jids[0]); s != queue.Estimating {
+	if s := queuetest.Status(t, c, jids[0]).GetStatus(); s != queue.Estimating {
 		t.Fatalf("a paused replica moved the job to %s", queue.JobStateName(s))
 	}
 	r.Resume()
-	eventually(t, "job taken after resume", func() bool { s, _ := state(t, c, jids[0]); return s == queue.Provisioning })
+	queuetest.Eventually(t, "job taken after resume", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Provisioning })
 }
 
 func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 	root := zktest.Root(t)
-	c := connect(t, root)
-	jids := spawnJobs(t, c, 2, queue.Estimating, nil)
+	c := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, c, jobs(2), queue.Estimating)
 	started := make(chan string, 2)
 	r := startRunner(t, c, Config{Concurrency: 2, Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
 		started <- cl.ID()
@@ -192,10 +123,10 @@ func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 	if left != 1 {
 		t.Errorf("Drain left %d jobs running, want 1", left)
 	}
-	if s, _ := state(t, c, jids[0]); s != queue.Provisioning {
+	if s := queuetest.Status(t, c, jids[0]).GetStatus(); s != queue.Provisioning {
 		t.Errorf("the quick job is %s, want Provisioning", queue.JobStateName(s))
 	}
-	if s, _ := state(t, c, jids[1]); s != queue.Estimating {
+	if s := queuetest.Status(t, c, jids[1]).GetStatus(); s != queue.Estimating {
 		t.Errorf("the slow job is %s, want it given back in Estimating", queue.JobStateName(s))
 	}
 	for _, jid := range jids {
@@ -219,8 +150,8 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cut.Close()
-	admin := connect(t, root)
-	jids := spawnJobs(t, admin, 1, queue.Estimating, nil)
+	admin := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, admin, jobs(1), queue.Estimating)
 	cancelled := make(chan error, 1)
 	var once sync.Once
 	r := startRunner(t, cut, Config{Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
@@ -243,13 +174,13 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 		t.Fatal("the handler's context was not cancelled when its session was lost")
 	}
 	proxy.Unblock()
-	eventually(t, "the late commit counted as fenced", func() bool { return r.Status().GetOutcomes()["fenced"] == 1 })
-	if s, msg := state(t, admin, jids[0]); s != queue.Estimating || msg == "too late" {
-		t.Errorf("job is %s %q: the lost replica's outcome must not land", queue.JobStateName(s), msg)
+	queuetest.Eventually(t, "the late commit counted as fenced", func() bool { return r.Status().GetOutcomes()["fenced"] == 1 })
+	if st := queuetest.Status(t, admin, jids[0]); st.GetStatus() != queue.Estimating || st.GetMessage() == "too late" {
+		t.Errorf("job is %s %q: the lost replica's outcome must not land", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
 	// Another replica finishes it.
 	startRunner(t, admin, Config{Handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }})
-	eventually(t, "another replica finished the job", func() bool { s, _ := state(t, admin, jids[0]); return s == queue.Provisioning })
+	queuetest.Eventually(t, "another replica finished the job", func() bool { s := queuetest.Status(t, admin, jids[0]).GetStatus(); return s == queue.Provisioning })
 }
 
 func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
@@ -286,8 +217,8 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := zktest.Root(t)
-			c := connect(t, root)
-			jids := spawnJobs(t, c, 2, tt.from, nil)
+			c := queuetest.Connect(t, root)
+			jids := queuetest.SpawnN(t, c, jobs(2), tt.from)
 			if tt.setup != nil {
 				tt.setup(t, c, jids[0])
 			}
@@ -296,20 +227,20 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 				to = queue.Provisioning
 			}
 			startRunner(t, c, Config{From: tt.from, To: to, HoldCollections: tt.hold, Handler: tt.handler})
-			eventually(t, "job moved", func() bool { s, _ := state(t, c, jids[0]); return s == tt.want })
-			if _, msg := state(t, c, jids[0]); !strings.Contains(msg, tt.message) {
+			queuetest.Eventually(t, "job moved", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == tt.want })
+			if msg := queuetest.Status(t, c, jids[0]).GetMessage(); !strings.Contains(msg, tt.message) {
 				t.Errorf("message %q, want it to contain %q", msg, tt.message)
 			}
 			// The runner carries on with the next job.
-			eventually(t, "second job handled", func() bool { s, _ := state(t, c, jids[1]); return s != tt.from })
+			queuetest.Eventually(t, "second job handled", func() bool { s := queuetest.Status(t, c, jids[1]).GetStatus(); return s != tt.from })
 		})
 	}
 }
 
 func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
 	root := zktest.Root(t)
-	c := connect(t, root)
-	jids := spawnJobs(t, c, 1, queue.Provisioning, nil)
+	c := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, c, jobs(1), queue.Provisioning)
 	var mu sync.Mutex
 	var tries []time.Time
 	startRunner(t, c, Config{Name: "provisioning", From: queue.Provisioning, To: queue.Downloading,
@@ -322,7 +253,7 @@ func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
 			}
 			return Next(queue.Change{})
 		}})
-	eventually(t, "job provisioned on the third try", func() bool { s, _ := state(t, c, jids[0]); return s == queue.Downloading })
+	queuetest.Eventually(t, "job provisioned on the third try", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Downloading })
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 1; i < len(tries); i++ {
@@ -336,14 +267,12 @@ func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
 // tracer provider (two processes), continue the trace stored in the job.
 func TestSpansOfTwoStagesOfOneJobShareItsTrace(t *testing.T) {
 	root := zktest.Root(t)
-	c := connect(t, root)
+	c := queuetest.Connect(t, root)
 	submitter := sdktrace.NewTracerProvider()
 	subCtx, sub := submitter.Tracer("test").Start(context.Background(), "submit")
 	traceparent := telemetry.Inject(subCtx)
 	sub.End()
-	jids := spawnJobs(t, c, 1, queue.Pending, func(int) *v1.JobConfiguration {
-		return &v1.JobConfiguration{Traceparent: traceparent}
-	})
+	jids := queuetest.SpawnN(t, c, []queue.NewJob{{Configuration: &v1.JobConfiguration{ProfileName: "p", Traceparent: traceparent}}}, queue.Pending)
 	var exporters []*tracetest.InMemoryExporter
 	for _, st := range []struct {
 		name     string
@@ -352,11 +281,11 @@ func TestSpansOfTwoStagesOfOneJobShareItsTrace(t *testing.T) {
 		exp := tracetest.NewInMemoryExporter()
 		exporters = append(exporters, exp)
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-		startRunner(t, connect(t, root), Config{Name: st.name, From: st.from, To: st.to, Tracer: tp.Tracer("stage"),
+		startRunner(t, queuetest.Connect(t, root), Config{Name: st.name, From: st.from, To: st.to, Tracer: tp.Tracer("stage"),
 			Handler: func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }})
 	}
-	eventually(t, "job through both stages", func() bool { s, _ := state(t, c, jids[0]); return s == queue.Provisioning })
-	eventually(t, "both spans exported", func() bool { return len(exporters[0].GetSpans()) == 1 && len(exporters[1].GetSpans()) == 1 })
+	queuetest.Eventually(t, "job through both stages", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Provisioning })
+	queuetest.Eventually(t, "both spans exported", func() bool { return len(exporters[0].GetSpans()) == 1 && len(exporters[1].GetSpans()) == 1 })
 	want := sub.SpanContext().TraceID()
 	for i, exp := range exporters {
 		span := exp.GetSpans()[0]

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -24,7 +25,7 @@ import (
 // server and drives them with StageService as an operator would.
 func TestStageServiceOverGRPC(t *testing.T) {
 	root := zktest.Root(t)
-	q := connect(t, root)
+	q := queuetest.Connect(t, root)
 	srv, err := server.New(server.Options{Logger: slog.Default(), AdminToken: "s3cret", DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -73,15 +74,15 @@ func TestStageServiceOverGRPC(t *testing.T) {
 			t.Errorf("%s not paused", w.GetId())
 		}
 	}
-	jids := spawnJobs(t, q, 1, queue.Pending, nil)
+	jids := queuetest.SpawnN(t, q, jobs(1), queue.Pending)
 	time.Sleep(300 * time.Millisecond)
-	if s, _ := state(t, q, jids[0]); s != queue.Pending {
+	if s := queuetest.Status(t, q, jids[0]).GetStatus(); s != queue.Pending {
 		t.Fatalf("paused replica moved the job to %s", queue.JobStateName(s))
 	}
 	if _, err := client.Resume(admin, &v1.ResumeRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "job through both runners", func() bool { s, _ := state(t, q, jids[0]); return s == queue.Provisioning })
+	queuetest.Eventually(t, "job through both runners", func() bool { s := queuetest.Status(t, q, jids[0]).GetStatus(); return s == queue.Provisioning })
 	d, err := client.Drain(admin, &v1.DrainRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -116,54 +117,146 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// Build builds the main package in dir ("." for the service under test)
+// into the test's temporary folder and returns the binary's path. A test
+// that runs the binary twice builds it twice: Go's build cache makes the
+// second build a link step.
+func Build(t testing.TB, dir string) string {
+	t.Helper()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), filepath.Base(abs))
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = abs
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build in %s: %v\n%s", abs, err, out)
+	}
+	return bin
+}
+
+// StopWait is how long a process may take to exit after SIGTERM before it
+// is killed and the test fails.
+const StopWait = 20 * time.Second
+
+// Process is a service binary started by Start.
+type Process struct {
+	// Addr is its gRPC address on loopback.
+	Addr string
+	// Env is the environment it runs with.
+	Env []string
+
+	name   string
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+	exited chan struct{} // closed once the process has exited; then err is set
+	err    error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start runs bin against the test ZooKeeper under root with env added to
+// this process's environment after what Start sets (INGESTQ_ZK_SERVERS,
+// INGESTQ_ZK_ROOT, INGESTQ_LISTEN on a free loopback port, no metrics
+// listener, a 5 s drain), so env may override them. It returns once the
+// server's health is SERVING. When the test ends the process is stopped
+// (see Stop), the test fails unless it exited 0, and its output is logged
+// if the test failed. Call zktest.Main from TestMain.
+func Start(t testing.TB, bin, root string, env ...string) *Process {
+	t.Helper()
+	addr := FreeAddr(t)
+	p := &Process{
+		Addr: addr,
+		Env: append(append(os.Environ(),
+			"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
+			"INGESTQ_ZK_ROOT="+root,
+			"INGESTQ_LISTEN="+addr,
+			"INGESTQ_METRICS_LISTEN=",
+			"INGESTQ_DRAIN_TIMEOUT=5s",
+		), env...),
+		name:   filepath.Base(bin),
+		out:    &lockedBuffer{},
+		exited: make(chan struct{}),
+	}
+	p.cmd = exec.Command(bin)
+	p.cmd.Env = p.Env
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("%s: %v", p.name, err)
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", p.name, p.Output())
+		}
+	})
+	WaitHealth(t, Dial(t, addr), healthpb.HealthCheckResponse_SERVING, 30*time.Second)
+	return p
+}
+
+// Stop sends the process SIGTERM and waits up to StopWait for it to exit.
+// It returns nil when it exited 0, its exit error otherwise, and an error
+// saying so when it had to be killed. Later calls return the first result.
+func (p *Process) Stop() error {
+	p.stopOnce.Do(func() {
+		select {
+		case <-p.exited:
+			p.stopErr = exitError(p.err, "before it was stopped")
+			return
+		default:
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			p.stopErr = fmt.Errorf("sending SIGTERM: %w", err)
+		}
+		select {
+		case <-p.exited:
+			if p.stopErr == nil {
+				p.stopErr = exitError(p.err, "after SIGTERM")
+			}
+		case <-time.After(StopWait):
+			p.cmd.Process.Kill()
+			<-p.exited
+			p.stopErr = fmt.Errorf("still running %s after SIGTERM; killed", StopWait)
+		}
+	})
+	return p.stopErr
+}
+
+// exitError describes a process's exit other than 0, or is nil.
+func exitError(err error, when string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("exit %s: %w, want 0", when, err)
+}
+
+// Output is what the process has written to its standard output and error
+// so far.
+func (p *Process) Output() string { return p.out.String() }
+
 // CheckBinary builds the main package in the current directory (the
 // service under test), runs it against the test ZooKeeper and checks that
 // it turns SERVING, answers Ping as name, guards AdminPing with the admin
 // token, and exits 0 soon after SIGTERM. Call zktest.Main from TestMain.
 func CheckBinary(t *testing.T, name string) {
-	bin := filepath.Join(t.TempDir(), name)
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	addr := FreeAddr(t)
+	bin := Build(t, ".")
 	const token = "servicetest-admin-token"
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-		"INGESTQ_ZK_ROOT="+zktest.Root(t),
-		"INGESTQ_LISTEN="+addr,
-		"INGESTQ_METRICS_LISTEN=",
-		"INGESTQ_ADMIN_TOKEN="+token,
-		"INGESTQ_DRAIN_TIMEOUT=5s",
-	)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, logs)
-		}
-	})
-
-	conn := Dial(t, addr)
-	WaitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 30*time.Second)
-	if out, code := probeHealth(t, bin, cmd.Env); code != 0 || out != addr+" SERVING\n" {
-		t.Errorf("-check-health of a serving %s: exit %d, printed %q; want 0 and %q", name, code, out, addr+" SERVING\n")
+	p := Start(t, bin, zktest.Root(t), "INGESTQ_ADMIN_TOKEN="+token)
+	if out, code := probeHealth(t, bin, p.Env); code != 0 || out != p.Addr+" SERVING\n" {
+		t.Errorf("-check-health of a serving %s: exit %d, printed %q; want 0 and %q", name, code, out, p.Addr+" SERVING\n")
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pings := ingestqv1.NewPingServiceClient(conn)
+	pings := ingestqv1.NewPingServiceClient(Dial(t, p.Addr))
 	resp, err := pings.Ping(ctx, &ingestqv1.PingRequest{Message: "hello"})
 	if err != nil || resp.GetMessage() != "hello" || resp.GetService() != name {
 		t.Errorf("Ping: %v, %v; want hello from %s", resp, err, name)
@@ -176,29 +269,18 @@ func CheckBinary(t *testing.T, name string) {
 		t.Errorf("AdminPing with the token: %v", err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v, want 0", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("still running 15s after SIGTERM")
-	}
-	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+	p.Stop() // an exit other than 0 fails the test when it ends
+	if !strings.Contains(p.Output(), `"msg":"stopped"`) {
 		t.Errorf("no \"stopped\" log line")
 	}
-	if out, code := probeHealth(t, bin, cmd.Env); code != 1 {
+	if out, code := probeHealth(t, bin, p.Env); code != 1 {
 		t.Errorf("-check-health with nothing listening: exit %d, printed %q; want 1", code, out)
 	}
 }
 
 // probeHealth runs bin -check-health with env, as a container runtime
 // would, and returns its standard output and exit code.
-func probeHealth(t *testing.T, bin string, env []string) (stdout string, code int) {
+func probeHealth(t testing.TB, bin string, env []string) (stdout string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -18,10 +18,10 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/notifier/internal/callback"
-	"github.com/ingestq/ingestq/services/notifier/internal/jobtest"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -67,7 +67,7 @@ type env struct {
 // callbackURL ("" for none).
 func start(t *testing.T, callbackURL string) *env {
 	t.Helper()
-	e := &env{q: jobtest.Connect(t, zktest.Root(t)), workRoot: t.TempDir()}
+	e := &env{q: queuetest.Connect(t, zktest.Root(t)), workRoot: t.TempDir()}
 	dir := t.TempDir()
 	yaml := "name: demo\ncollection: demo\n"
 	if callbackURL != "" {
@@ -102,22 +102,22 @@ func (e *env) spawn(t *testing.T, profileName string) (jid, wd string) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(wd, "producer", "a.txt"), []byte("a"), 0o644)
-	jid = jobtest.Spawn(t, e.q, queue.NewJob{
+	jid = queuetest.Spawn(t, e.q, queue.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: profileName, WorkingDir: wd},
 		Identifiers:   &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001", "loc002"}},
 	}, queue.Processing)
-	jobtest.Move(t, e.q, jid, queue.Change{To: queue.Recording,
+	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "update"},
 		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "update"}})
-	jobtest.Move(t, e.q, jid, queue.Change{To: queue.Notify})
+	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Notify})
 	return jid, wd
 }
 
 func (e *env) ended(t *testing.T, jid string) *v1.JobStatus {
 	t.Helper()
 	var st *v1.JobStatus
-	jobtest.Eventually(t, jid+" leaves Notify", func() bool {
-		st = jobtest.Status(t, e.q, jid)
+	queuetest.Eventually(t, jid+" leaves Notify", func() bool {
+		st = queuetest.Status(t, e.q, jid)
 		return st.GetStatus() != queue.Notify
 	})
 	return st
@@ -237,7 +237,7 @@ func TestAWorkingFolderOutsideTheWorkRootIsLeftAlone(t *testing.T) {
 	e := start(t, "")
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "keep"), []byte("x"), 0o644)
-	jid := jobtest.Spawn(t, e.q, queue.NewJob{Configuration: &v1.JobConfiguration{ProfileName: "demo", WorkingDir: outside}}, queue.Notify)
+	jid := queuetest.Spawn(t, e.q, queue.NewJob{Configuration: &v1.JobConfiguration{ProfileName: "demo", WorkingDir: outside}}, queue.Notify)
 	st := e.ended(t, jid)
 	if st.GetStatus() != queue.Completed || !strings.Contains(st.GetMessage(), "is not inside the work root") {
 		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())

@@ -12,20 +12,20 @@ import (
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/processor/internal/jobtest"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
 func TestLocalMintsOnceAcrossARestartedJob(t *testing.T) {
-	c := jobtest.Connect(t, zktest.Root(t))
+	c := queuetest.Connect(t, zktest.Root(t))
 	ctx := context.Background()
-	jid := jobtest.Spawn(t, c, queue.NewJob{Identifiers: &v1.Identifiers{LocalId: []string{"loc001"}}}, queue.Processing)
+	jid := queuetest.Spawn(t, c, queue.NewJob{Identifiers: &v1.Identifiers{LocalId: []string{"loc001"}}}, queue.Processing)
 	m := Local{Shoulder: "ark:/99999/fk4"}
 
-	cl := jobtest.Claim(t, c, jid)
+	cl := queuetest.Claim(t, c, jid)
 	first, err := m.Mint(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestLocalMintsOnceAcrossARestartedJob(t *testing.T) {
 	if err := cl.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cl = jobtest.Claim(t, c, jid)
+	cl = queuetest.Claim(t, c, jid)
 	if got := cl.Job.GetIdentifiers(); got.GetPrimaryId() != first || len(got.GetLocalId()) != 1 || got.GetLocalId()[0] != "loc001" {
 		t.Fatalf("identifiers in ZooKeeper after the restart: %v, want %s and loc001", got, first)
 	}
@@ -48,8 +48,8 @@ func TestLocalMintsOnceAcrossARestartedJob(t *testing.T) {
 	cl.Release(ctx)
 
 	// The counter did not move: the next job gets number 2.
-	other := jobtest.Spawn(t, c, queue.NewJob{}, queue.Processing)
-	cl = jobtest.Claim(t, c, other)
+	other := queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing)
+	cl = queuetest.Claim(t, c, other)
 	defer cl.Release(ctx)
 	second, err := m.Mint(ctx, cl)
 	if err != nil {
@@ -117,12 +117,12 @@ func TestEZIDMintsRecordsAtOnceAndNeverTwice(t *testing.T) {
 	srv := &ezidServer{user: "apitest", password: "s3cret"}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	c := jobtest.Connect(t, zktest.Root(t))
+	c := queuetest.Connect(t, zktest.Root(t))
 	ctx := context.Background()
-	jid := jobtest.Spawn(t, c, queue.NewJob{Metadata: &v1.Metadata{Who: "Doe, Jane", What: "100% cotton:\nnotes", When: "2026"}}, queue.Processing)
+	jid := queuetest.Spawn(t, c, queue.NewJob{Metadata: &v1.Metadata{Who: "Doe, Jane", What: "100% cotton:\nnotes", When: "2026"}}, queue.Processing)
 	m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: ts.Client()}
 
-	cl := jobtest.Claim(t, c, jid)
+	cl := queuetest.Claim(t, c, jid)
 	ark, err := m.Mint(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestEZIDMintsRecordsAtOnceAndNeverTwice(t *testing.T) {
 	if err != nil || job.GetIdentifiers().GetPrimaryId() != ark {
 		t.Fatalf("job identifiers %v, %v; want %s", job.GetIdentifiers(), err, ark)
 	}
-	cl = jobtest.Claim(t, c, jid)
+	cl = queuetest.Claim(t, c, jid)
 	defer cl.Release(ctx)
 	again, err := m.Mint(ctx, cl)
 	if err != nil || again != ark || srv.calls() != 1 {
@@ -175,9 +175,9 @@ func TestEZIDErrorsNameTheReason(t *testing.T) {
 			srv := &ezidServer{user: "apitest", password: "s3cret", answer: tc.answer}
 			ts := httptest.NewServer(srv)
 			defer ts.Close()
-			c := jobtest.Connect(t, zktest.Root(t))
-			jid := jobtest.Spawn(t, c, queue.NewJob{}, queue.Processing)
-			cl := jobtest.Claim(t, c, jid)
+			c := queuetest.Connect(t, zktest.Root(t))
+			jid := queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing)
+			cl := queuetest.Claim(t, c, jid)
 			defer cl.Release(context.Background())
 			m := EZID{BaseURL: ts.URL, User: "apitest", Password: tc.password, Shoulder: "ark:/99999/fk4", Client: ts.Client()}
 			_, err := m.Mint(context.Background(), cl)

@@ -14,13 +14,13 @@ import (
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/processor/internal/jobtest"
 	"github.com/ingestq/ingestq/services/processor/internal/mint"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/services/processor/internal/sysfiles"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -40,7 +40,7 @@ type env struct {
 // start runs the processing stage; storeRoot "" makes a fresh one.
 func start(t *testing.T, storeRoot string) *env {
 	t.Helper()
-	e := &env{q: jobtest.Connect(t, zktest.Root(t)), workRoot: t.TempDir(), storeRoot: storeRoot}
+	e := &env{q: queuetest.Connect(t, zktest.Root(t)), workRoot: t.TempDir(), storeRoot: storeRoot}
 	if e.storeRoot == "" {
 		e.storeRoot = t.TempDir()
 	}
@@ -100,7 +100,7 @@ func (e *env) spawn(t *testing.T, o object) (jid, wd string) {
 				Url: "http://127.0.0.1:1/" + name})
 		}
 	}
-	jid = jobtest.Spawn(t, e.q, queue.NewJob{
+	jid = queuetest.Spawn(t, e.q, queue.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: "demo", Collection: "demo_coll", WorkingDir: wd,
 			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: o.mode},
 		Identifiers: o.ids, Metadata: o.md, Manifest: &v1.Manifest{Files: declared},
@@ -112,7 +112,7 @@ func (e *env) spawn(t *testing.T, o object) (jid, wd string) {
 func (e *env) ended(t *testing.T, jid string) *v1.Job {
 	t.Helper()
 	var job *v1.Job
-	jobtest.Eventually(t, jid+" leaves Processing", func() bool {
+	queuetest.Eventually(t, jid+" leaves Processing", func() bool {
 		var err error
 		job, err = e.q.GetJob(context.Background(), jid)
 		return err == nil && job.GetStatus().GetStatus() != queue.Processing && !job.GetLocked()
@@ -295,10 +295,10 @@ func TestProcessingWaitsForTheStorageLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{PrimaryId: ark}})
-	jobtest.Eventually(t, "the processor met the lock", func() bool {
+	queuetest.Eventually(t, "the processor met the lock", func() bool {
 		return e.runner.Status().GetOutcomes()["retried"] > 0
 	})
-	if st := jobtest.Status(t, e.q, jid); st.GetStatus() != queue.Processing {
+	if st := queuetest.Status(t, e.q, jid); st.GetStatus() != queue.Processing {
 		t.Fatalf("job is %s while its object is locked", queue.JobStateName(st.GetStatus()))
 	}
 	if err := lock.Unlock(ctx); err != nil {

@@ -13,10 +13,10 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
-	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 
 	_ "modernc.org/sqlite"
@@ -46,8 +46,8 @@ func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) 
 
 func recordingJob(t *testing.T, q *queue.Client, manifestURL string) string {
 	t.Helper()
-	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Processing)
-	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording,
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Processing)
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "add"},
 		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add"}})
 	return jid
@@ -75,7 +75,7 @@ func run(t *testing.T, q *queue.Client, dbPath string) {
 }
 
 func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	store := t.TempDir()
 	dbPath := filepath.Join(t.TempDir(), "inventory.db")
 	first := recordingJob(t, q, storedVersion(t, store, "v1", []checkm.Entry{
@@ -87,7 +87,7 @@ func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
 	}))
 	run(t, q, dbPath)
 	for _, jid := range []string{first, second} {
-		jobtest.Eventually(t, jid+" in Notify", func() bool { return jobtest.Status(t, q, jid).GetStatus() == queue.Notify })
+		queuetest.Eventually(t, jid+" in Notify", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Notify })
 	}
 
 	db, err := sql.Open("sqlite", dbPath)
@@ -126,12 +126,12 @@ func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
 }
 
 func TestTheBuiltInRecorderFailsAJobWhoseManifestIsGone(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	missing := "file://" + filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1", "manifest.checkm")
 	jid := recordingJob(t, q, missing)
 	run(t, q, filepath.Join(t.TempDir(), "inventory.db"))
-	jobtest.Eventually(t, "the job failed", func() bool { return jobtest.Status(t, q, jid).GetStatus() == queue.Failed })
-	if msg := jobtest.Status(t, q, jid).GetMessage(); !strings.Contains(msg, "recording ark:/99999/fk4x in the inventory: manifest "+missing) ||
+	queuetest.Eventually(t, "the job failed", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Failed })
+	if msg := queuetest.Status(t, q, jid).GetMessage(); !strings.Contains(msg, "recording ark:/99999/fk4x in the inventory: manifest "+missing) ||
 		!strings.Contains(msg, "no such file") {
 		t.Errorf("message %q", msg)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -18,13 +18,13 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 
 func recordingJob(t *testing.T, q *queue.Client, ark string, inventory *v1.Inventory) string {
 	t.Helper()
-	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Processing)
-	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: inventory})
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Processing)
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: inventory})
 	return jid
 }
 
 func TestStopEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	m := New(q, Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
 	l, err := m.Lease(context.Background(), 10*time.Second, time.Hour)
@@ -66,14 +66,14 @@ func TestStopEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 }
 
 func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	m := New(q, Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x", nil)
 	l, err := m.Lease(context.Background(), 500*time.Millisecond, time.Minute)
 	if err != nil || l != nil {
 		t.Fatalf("Lease = %v, %v; want none", l, err)
 	}
-	st := jobtest.Status(t, q, jid)
+	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Failed || st.GetMessage() != "cannot record: the job has no inventory manifest_url; processing did not finish" {
 		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
@@ -82,14 +82,14 @@ func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
 // TestALeaseIsTheRecordingSpanOfItsJobsTrace: the lease's span continues
 // the trace the job carries, and says how the lease ended.
 func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	m := New(q, Options{Tracer: tp.Tracer("test")})
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4t"},
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4t"},
 		Configuration: &v1.JobConfiguration{Traceparent: traceparent}}, queue.Processing)
-	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
 	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
 	if err != nil || l == nil {
 		t.Fatalf("Lease = %v, %v", l, err)

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/recorder/internal/jobtest"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
@@ -63,9 +63,9 @@ func authed() context.Context {
 // recordingJob puts a job in Recording as the processor leaves it.
 func recordingJob(t *testing.T, q *queue.Client, ark string) string {
 	t.Helper()
-	jid := jobtest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc001"}}}, queue.Processing)
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc001"}}}, queue.Processing)
 	const manifest = "file:///store/ark_99999_fk4x/v3/manifest.checkm"
-	jobtest.Move(t, q, jid, queue.Change{To: queue.Recording,
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifest, Mode: "update"},
 		Inventory: &v1.Inventory{ManifestUrl: manifest, Mode: "update"}})
 	return jid
@@ -90,7 +90,7 @@ func locks(t *testing.T, q *queue.Client) []string {
 }
 
 func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	c := serve(t, q, lease.Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 
@@ -115,7 +115,7 @@ func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
 	if _, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
 		t.Fatal(err)
 	}
-	st := jobtest.Status(t, q, jid)
+	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Notify || !strings.Contains(st.GetMessage(), "recorded ark:/99999/fk4x") {
 		t.Errorf("job %s %q, want Notify", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
@@ -130,9 +130,9 @@ func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
 
 func TestAnExpiredLeaseGoesToTheNextCallerAndIsRefused(t *testing.T) {
 	root := zktest.Root(t)
-	q := jobtest.Connect(t, root)
+	q := queuetest.Connect(t, root)
 	first := serve(t, q, lease.Options{})
-	second := serve(t, jobtest.Connect(t, root), lease.Options{}) // another recorder replica
+	second := serve(t, queuetest.Connect(t, root), lease.Options{}) // another recorder replica
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 
 	a := leaseFor(t, first, 5*time.Second, time.Second)
@@ -162,13 +162,13 @@ func TestAnExpiredLeaseGoesToTheNextCallerAndIsRefused(t *testing.T) {
 	if _, err := second.Complete(authed(), &v1.CompleteRequest{LeaseId: b.GetLeaseId()}); err != nil {
 		t.Fatal(err)
 	}
-	if st := jobtest.Status(t, q, jid); st.GetStatus() != queue.Notify {
+	if st := queuetest.Status(t, q, jid); st.GetStatus() != queue.Notify {
 		t.Errorf("job %s, want Notify", queue.JobStateName(st.GetStatus()))
 	}
 }
 
 func TestFailMovesTheJobToFailedWithTheMessage(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	c := serve(t, q, lease.Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 	l := leaseFor(t, c, 10*time.Second, time.Minute)
@@ -176,7 +176,7 @@ func TestFailMovesTheJobToFailedWithTheMessage(t *testing.T) {
 	if _, err := c.Fail(authed(), &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: msg}); err != nil {
 		t.Fatal(err)
 	}
-	st := jobtest.Status(t, q, jid)
+	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Failed || st.GetMessage() != msg || st.GetLastSuccessfulStatus() != queue.Processing {
 		t.Errorf("job %v, want Failed with %q (last successful Processing)", st, msg)
 	}
@@ -186,7 +186,7 @@ func TestFailMovesTheJobToFailedWithTheMessage(t *testing.T) {
 }
 
 func TestRequestsAreCheckedBeforeAnyWork(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	c := serve(t, q, lease.Options{})
 	for _, tc := range []struct {
 		name string
@@ -225,7 +225,7 @@ func TestRequestsAreCheckedBeforeAnyWork(t *testing.T) {
 }
 
 func TestLeaseWithNoJobAnswersEmptyAfterTheWait(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	c := serve(t, q, lease.Options{})
 	if l := leaseFor(t, c, 300*time.Millisecond, time.Minute); l.GetLeaseId() != "" {
 		t.Errorf("lease %v from an empty queue", l)
@@ -236,7 +236,7 @@ func TestLeaseWithNoJobAnswersEmptyAfterTheWait(t *testing.T) {
 }
 
 func TestAJobWhoseObjectIsBeingRecordedElsewhereWaits(t *testing.T) {
-	q := jobtest.Connect(t, zktest.Root(t))
+	q := queuetest.Connect(t, zktest.Root(t))
 	c := serve(t, q, lease.Options{LockRetry: 100 * time.Millisecond})
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 	// A Merritt Inventory working on the same tree records the object now.
@@ -270,17 +270,17 @@ func TestALeaseEndsWithItsZooKeeperSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cut.Close()
-	q := jobtest.Connect(t, root)
+	q := queuetest.Connect(t, root)
 	c := serve(t, cut, lease.Options{})
 	other := serve(t, q, lease.Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 	l := leaseFor(t, c, 10*time.Second, time.Hour)
 	proxy.Block() // the recorder loses ZooKeeper; its session expires
-	jobtest.Eventually(t, "the job is free again", func() bool {
+	queuetest.Eventually(t, "the job is free again", func() bool {
 		job, err := q.GetJob(context.Background(), jid)
 		return err == nil && !job.GetLocked()
 	})
-	jobtest.Eventually(t, "the lease is refused", func() bool {
+	queuetest.Eventually(t, "the lease is refused", func() bool {
 		_, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
 		return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "lock was lost")
 	})

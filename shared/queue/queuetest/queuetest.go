@@ -1,0 +1,185 @@
+// Package queuetest puts jobs into a real queue (the test ZooKeeper of
+// zktest) in the state a test needs, as the batcher and the stages before
+// would, and reads and waits on them. It goes through the public queue API
+// only, so what a test sets up is what a service would meet.
+package queuetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// Profile is the profile (and collection) of a job whose configuration
+// names none: the repository's sample profile, examples/profiles/demo.yaml.
+const Profile = "demo"
+
+// Wait bounds every wait of this package: Eventually and WaitState fail the
+// test after it.
+const Wait = 30 * time.Second
+
+// Connect opens a queue client on root of the test ZooKeeper, closed when
+// the test ends. Its session timeout is short (4 s) so that tests of lost
+// sessions end soon.
+func Connect(t testing.TB, root string) *queue.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	return q
+}
+
+// Spawn creates a batch of one job holding j's data and walks the job to
+// state to (Pending or a later state of the successful path); see SpawnN.
+func Spawn(t testing.TB, q *queue.Client, j queue.NewJob, to queue.JobState) string {
+	t.Helper()
+	return SpawnN(t, q, []queue.NewJob{j}, to)[0]
+}
+
+// SpawnN creates one batch with these jobs, in order, and walks each to
+// state to (Pending or a later state of the successful path, one commit per
+// state as the stages would make). It returns the jobs' ids.
+//
+// A job's configuration is filled as the batcher fills it: batch_entry is
+// its index, profile_name defaults to Profile and collection to the profile
+// name. The priority is taken as given (0 is a valid priority).
+func SpawnN(t testing.TB, q *queue.Client, jobs []queue.NewJob, to queue.JobState) []string {
+	t.Helper()
+	steps := pathTo(t, to)
+	for i := range jobs {
+		if jobs[i].Configuration == nil {
+			jobs[i].Configuration = &v1.JobConfiguration{}
+		}
+		c := jobs[i].Configuration
+		c.BatchEntry = int32(i)
+		if c.ProfileName == "" {
+			c.ProfileName = Profile
+		}
+		if c.Collection == "" {
+			c.Collection = c.ProfileName
+		}
+	}
+	profile := Profile
+	if len(jobs) > 0 {
+		profile = jobs[0].Configuration.ProfileName
+	}
+	ctx := context.Background()
+	// An unreachable payload: the jobs are made here, not by a batcher.
+	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: profile, Collection: profile, Submitter: "queuetest",
+		PayloadUrl: "http://127.0.0.1:1/batch.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	jids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range jids {
+		for _, s := range steps {
+			Move(t, q, jid, queue.Change{To: s})
+		}
+	}
+	return jids
+}
+
+// pathTo is the states a new job commits to on its way to state to: the
+// successful path after Pending.
+func pathTo(t testing.TB, to queue.JobState) []queue.JobState {
+	t.Helper()
+	if to == queue.Pending {
+		return nil
+	}
+	path := []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading,
+		queue.Processing, queue.Recording, queue.Notify, queue.Completed}
+	for i, s := range path {
+		if s == to {
+			return path[:i+1]
+		}
+	}
+	t.Fatalf("queuetest: a new job cannot be walked to %s: it is not on the successful path", queue.JobStateName(to))
+	return nil
+}
+
+// Move claims a job by id, as an admin would, and commits ch.
+func Move(t testing.TB, q *queue.Client, jid string, ch queue.Change) {
+	t.Helper()
+	ctx := context.Background()
+	cl := Claim(t, q, jid)
+	if err := cl.Commit(ctx, ch); err != nil {
+		t.Fatalf("moving %s to %s: %v", jid, queue.JobStateName(ch.To), err)
+	}
+}
+
+// Claim takes the job by id with all of its data, as a stage would; the
+// test commits or releases it.
+func Claim(t testing.TB, q *queue.Client, jid string) *queue.Claim {
+	t.Helper()
+	cl, err := q.ClaimJob(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// Status reads a job's status.
+func Status(t testing.TB, q *queue.Client, jid string) *v1.JobStatus {
+	t.Helper()
+	st, err := q.JobStatus(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Eventually polls cond until it holds, failing the test with what after
+// Wait.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened within %s: %s", Wait, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitState waits until the job is in state and returns it with all of its
+// data; after Wait the test fails naming the state and message the job is
+// in instead.
+func WaitState(t testing.TB, q *queue.Client, jid string, state queue.JobState) *v1.Job {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	for {
+		job, err := q.GetJob(context.Background(), jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.GetStatus().GetStatus() == state {
+			return job
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s (%q), never %s", jid, queue.JobStateName(job.GetStatus().GetStatus()),
+				job.GetStatus().GetMessage(), queue.JobStateName(state))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
