@@ -69,8 +69,8 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 		t.Errorf("ARK %q is not on the configured shoulder", ark)
 	}
 	want := "file://" + filepath.Join(storeRoot, queue.LockName(ark), "v1", "manifest.checkm")
-	if job.GetInventory().GetManifestUrl() != want {
-		t.Errorf("inventory manifest %q, want %q", job.GetInventory().GetManifestUrl(), want)
+	if job.GetInventory().GetManifestUrl() != want || job.GetInventory().GetVersion() != 1 {
+		t.Errorf("inventory %v, want version 1 at %q", job.GetInventory(), want)
 	}
 	stored, err := os.ReadFile(filepath.Join(storeRoot, queue.LockName(ark), "v1", "producer", "hello.txt"))
 	if err != nil || string(stored) != "hello" {

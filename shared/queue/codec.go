@@ -378,14 +378,17 @@ func decodeMetadata(path string, data []byte) (*v1.Metadata, error) {
 	return &v1.Metadata{Who: w.ErcWho, What: w.ErcWhat, When: w.ErcWhen, Where: w.ErcWhere}, nil
 }
 
+// storeJSON and inventoryJSON carry "version", ingestq's own key: written
+// only when known, so a node without it reads as it did before (version 0).
 type storeJSON struct {
 	ManifestURL string `json:"manifest_url"`
 	Mode        string `json:"mode"`
 	Delete      bool   `json:"delete"`
+	Version     int32  `json:"version,omitempty"`
 }
 
 func encodeStore(s *v1.Store) []byte {
-	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: s.GetDelete()})
+	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: s.GetDelete(), Version: s.GetVersion()})
 }
 
 func decodeStore(path string, data []byte) (*v1.Store, error) {
@@ -394,21 +397,23 @@ func decodeStore(path string, data []byte) (*v1.Store, error) {
 		ManifestURL string          `json:"manifest_url"`
 		Mode        string          `json:"mode"`
 		Delete      json.RawMessage `json:"delete"`
+		Version     int32           `json:"version"`
 	}
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
 	}
 	del := strings.Trim(string(w.Delete), `"`)
-	return &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Delete: del == "true"}, nil
+	return &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Delete: del == "true", Version: w.Version}, nil
 }
 
 type inventoryJSON struct {
 	ManifestURL string `json:"manifest_url"`
 	Mode        string `json:"mode"`
+	Version     int32  `json:"version,omitempty"`
 }
 
 func encodeInventory(i *v1.Inventory) []byte {
-	return marshal(inventoryJSON{ManifestURL: i.GetManifestUrl(), Mode: i.GetMode()})
+	return marshal(inventoryJSON{ManifestURL: i.GetManifestUrl(), Mode: i.GetMode(), Version: i.GetVersion()})
 }
 
 func decodeInventory(path string, data []byte) (*v1.Inventory, error) {
@@ -416,7 +421,7 @@ func decodeInventory(path string, data []byte) (*v1.Inventory, error) {
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
 	}
-	return &v1.Inventory{ManifestUrl: w.ManifestURL, Mode: w.Mode}, nil
+	return &v1.Inventory{ManifestUrl: w.ManifestURL, Mode: w.Mode, Version: w.Version}, nil
 }
 
 type manifestFileJSON struct {

@@ -37,6 +37,18 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 		{"metadata keeps & and < unescaped",
 			encodeMetadata(&v1.Metadata{Who: "Smith & Jones", What: "<Letters>", When: "1921"}),
 			`{"erc_who":"Smith & Jones","erc_what":"<Letters>","erc_when":"1921","erc_where":""}`},
+		{"store without a version is the Merritt library's",
+			encodeStore(&v1.Store{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
+			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":false}`},
+		{"store with its version",
+			encodeStore(&v1.Store{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
+			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":false,"version":2}`},
+		{"inventory without a version is the Merritt library's",
+			encodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
+			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add"}`},
+		{"inventory with its version",
+			encodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
+			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","version":2}`},
 		{"priority is decimal text", encodeInt(5), `5`},
 		{"space_needed is decimal text", encodeInt(1000000000), `1000000000`},
 		{"submission flattens erc fields",
@@ -70,6 +82,16 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 			t.Errorf("got %v, %v", s, err)
 		}
 	})
+	t.Run("store and inventory without a version read as version 0", func(t *testing.T) {
+		s, err := decodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"false"}`))
+		if err != nil || s.GetVersion() != 0 || s.GetManifestUrl() != "u" {
+			t.Errorf("store: %v, %v", s, err)
+		}
+		i, err := decodeInventory("/x", []byte(`{"manifest_url":"u","mode":"add"}`))
+		if err != nil || i.GetVersion() != 0 || i.GetManifestUrl() != "u" {
+			t.Errorf("inventory: %v, %v", i, err)
+		}
+	})
 	t.Run("round trip of every job node", func(t *testing.T) {
 		conf := &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS,
 			SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE, BatchEntry: 7, Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
@@ -81,6 +103,16 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 		gotM, err := decodeManifest("/x", encodeManifest(m))
 		if err != nil || !proto.Equal(gotM, m) {
 			t.Errorf("manifest: %v, %v", gotM, err)
+		}
+		st := &v1.Store{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Delete: true, Version: 3}
+		gotS, err := decodeStore("/x", encodeStore(st))
+		if err != nil || !proto.Equal(gotS, st) {
+			t.Errorf("store: %v, %v", gotS, err)
+		}
+		inv := &v1.Inventory{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Version: 3}
+		gotI, err := decodeInventory("/x", encodeInventory(inv))
+		if err != nil || !proto.Equal(gotI, inv) {
+			t.Errorf("inventory: %v, %v", gotI, err)
 		}
 	})
 }

@@ -1021,10 +1021,14 @@ func (x *Identifiers) GetLocalId() []string {
 
 // Store is /jobs/JID/store, written by processing.
 type Store struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ManifestUrl   string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
-	Mode          string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
-	Delete        bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`                             // delete
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
+	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
+	Delete      bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`                             // delete
+	// The number of the version stored (ingestq's own key, written only when
+	// not 0; the Merritt library ignores it). 0: not said, as in jobs a peer
+	// processed.
+	Version       int32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"` // version
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1080,11 +1084,22 @@ func (x *Store) GetDelete() bool {
 	return false
 }
 
+func (x *Store) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Inventory is /jobs/JID/inventory, written by processing.
 type Inventory struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ManifestUrl   string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
-	Mode          string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
+	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
+	// The number of the version to record (ingestq's own key, written only
+	// when not 0; the Merritt library ignores it). 0: not said, as in jobs a
+	// peer processed.
+	Version       int32 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"` // version
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1131,6 +1146,13 @@ func (x *Inventory) GetMode() string {
 		return x.Mode
 	}
 	return ""
+}
+
+func (x *Inventory) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // ManifestFile is one file of an object.
@@ -1677,14 +1699,16 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\vIdentifiers\x12\x1d\n" +
 	"\n" +
 	"primary_id\x18\x01 \x01(\tR\tprimaryId\x12\x19\n" +
-	"\blocal_id\x18\x02 \x03(\tR\alocalId\"V\n" +
+	"\blocal_id\x18\x02 \x03(\tR\alocalId\"p\n" +
 	"\x05Store\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x16\n" +
-	"\x06delete\x18\x03 \x01(\bR\x06delete\"B\n" +
+	"\x06delete\x18\x03 \x01(\bR\x06delete\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversion\"\\\n" +
 	"\tInventory\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
-	"\x04mode\x18\x02 \x01(\tR\x04mode\"\xb3\x01\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x05R\aversion\"\xb3\x01\n" +
 	"\fManifestFile\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12%\n" +
 	"\x0ehash_algorithm\x18\x02 \x01(\tR\rhashAlgorithm\x12\x1d\n" +

@@ -21,7 +21,7 @@ type Result struct {
 	ARK         string   `json:"ark"`
 	LocalIDs    []string `json:"local_ids"`
 	Status      string   `json:"status"`
-	Version     int      `json:"version,omitempty"` // 0 (left out) when the storage did not say
+	Version     int      `json:"version,omitempty"` // 0 (left out) when the job does not say
 	ManifestURL string   `json:"manifest_url"`
 }
 

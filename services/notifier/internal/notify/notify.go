@@ -5,11 +5,7 @@ package notify
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net/url"
-	"path"
-	"strconv"
 	"strings"
 
 	"github.com/ingestq/ingestq/services/notifier/internal/callback"
@@ -42,7 +38,7 @@ func (n *Notifier) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome
 	if u := pr.CallbackURL; u != "" {
 		result := callback.Result{JobID: claim.ID(), BatchID: job.GetBid(), ARK: job.GetIdentifiers().GetPrimaryId(),
 			LocalIDs: job.GetIdentifiers().GetLocalId(), Status: "completed",
-			Version: versionNumber(job.GetInventory().GetManifestUrl()), ManifestURL: job.GetInventory().GetManifestUrl()}
+			Version: int(job.GetInventory().GetVersion()), ManifestURL: job.GetInventory().GetManifestUrl()}
 		if err := n.Callback.Post(ctx, u, result); err != nil {
 			if ctx.Err() != nil {
 				return stage.Release() // the job was lost; another notifier calls back
@@ -63,19 +59,4 @@ func (n *Notifier) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome
 		}
 	}
 	return stage.Next(queue.Change{Message: strings.Join(done, "; ")})
-}
-
-// versionNumber reads the version number from a manifest URL of the local
-// object store (…/v<N>/manifest.checkm); 0 when the URL does not say.
-func versionNumber(manifestURL string) int {
-	u, err := url.Parse(manifestURL)
-	if err != nil {
-		return 0
-	}
-	dir := path.Base(path.Dir(u.Path))
-	n, err := strconv.Atoi(strings.TrimPrefix(dir, "v"))
-	if err != nil || n < 1 || fmt.Sprintf("v%d", n) != dir {
-		return 0
-	}
-	return n
 }

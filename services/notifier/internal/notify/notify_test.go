@@ -107,8 +107,8 @@ func (e *env) spawn(t *testing.T, profileName string) (jid, wd string) {
 		Identifiers:   &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001", "loc002"}},
 	}, queue.Processing)
 	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Recording,
-		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "update"},
-		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "update"}})
+		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "update", Version: 2},
+		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "update", Version: 2}})
 	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Notify})
 	return jid, wd
 }
@@ -161,6 +161,23 @@ func TestACallbackIsDeliveredAndTheJobCompletes(t *testing.T) {
 	counts, err := e.q.BatchCounts(context.Background(), job.GetBid())
 	if err != nil || counts.GetCompleted() != 1 || counts.GetProcessing() != 0 {
 		t.Errorf("batch counts %v, %v; want one completed job", counts, err)
+	}
+}
+
+func TestACallbackLeavesOutAVersionTheJobDoesNotSay(t *testing.T) {
+	rcv := &receiver{script: []int{200}}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	e := start(t, srv.URL+"/cb")
+	// A peer processed the job and wrote no version: the manifest URL,
+	// though it looks like the local store's, is not read for one.
+	jid := queuetest.Spawn(t, e.q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Recording)
+	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Notify, Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add"}})
+	if st := e.ended(t, jid); st.GetStatus() != queue.Completed || rcv.calls() != 1 {
+		t.Fatalf("job %s %q after %d calls, want Completed after 1", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls())
+	}
+	if v, ok := rcv.bodies[0]["version"]; ok || rcv.bodies[0]["manifest_url"] != manifestURL {
+		t.Errorf("callback body %v: want the manifest URL and no version (got %v)", rcv.bodies[0], v)
 	}
 }
 

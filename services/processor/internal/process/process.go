@@ -127,8 +127,8 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "files", len(entries), "manifest_url", v.ManifestURL)
 	return stage.Next(queue.Change{
 		Message:   fmt.Sprintf("stored %s version %d (%d files)", ark, v.Number, len(entries)),
-		Store:     &v1.Store{ManifestUrl: v.ManifestURL, Mode: mode},
-		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode},
+		Store:     &v1.Store{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
+		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
 	}), nil
 }
 

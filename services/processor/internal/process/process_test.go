@@ -158,9 +158,9 @@ func TestProcessingMintsBindsWritesSystemFilesAndStores(t *testing.T) {
 		t.Errorf("loc001 of the profile's owner is bound to %q (%v), want %s", bound, err, ark)
 	}
 	wantURL := store.FileURL(filepath.Join(e.storeRoot, queue.LockName(ark), "v1", store.VersionManifest))
-	if s, inv := job.GetStore(), job.GetInventory(); s.GetManifestUrl() != wantURL || s.GetMode() != "add" || s.GetDelete() ||
-		inv.GetManifestUrl() != wantURL || inv.GetMode() != "add" {
-		t.Errorf("store %v, inventory %v; want %s in add mode", s, inv, wantURL)
+	if s, inv := job.GetStore(), job.GetInventory(); s.GetManifestUrl() != wantURL || s.GetMode() != "add" || s.GetDelete() || s.GetVersion() != 1 ||
+		inv.GetManifestUrl() != wantURL || inv.GetMode() != "add" || inv.GetVersion() != 1 {
+		t.Errorf("store %v, inventory %v; want version 1 at %s in add mode", s, inv, wantURL)
 	}
 
 	erc, err := os.ReadFile(filepath.Join(wd, "system", sysfiles.ERCName))
@@ -261,8 +261,10 @@ func TestAnUpdateAddsAVersionAndARerunAddsNone(t *testing.T) {
 	second, _ := e.spawn(t, object{files: map[string]string{"a": "v2", "b": "new"}, ids: &v1.Identifiers{LocalId: []string{"loc9"}},
 		mode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE})
 	job := e.ended(t, second)
-	if job.GetIdentifiers().GetPrimaryId() != ark || !strings.HasSuffix(job.GetInventory().GetManifestUrl(), "/v2/manifest.checkm") {
-		t.Fatalf("update stored %q at %q; want %s version 2", job.GetIdentifiers().GetPrimaryId(), job.GetInventory().GetManifestUrl(), ark)
+	if job.GetIdentifiers().GetPrimaryId() != ark || !strings.HasSuffix(job.GetInventory().GetManifestUrl(), "/v2/manifest.checkm") ||
+		job.GetInventory().GetVersion() != 2 || job.GetStore().GetVersion() != 2 {
+		t.Fatalf("update stored %q at %q (store %v, inventory %v); want %s version 2", job.GetIdentifiers().GetPrimaryId(),
+			job.GetInventory().GetManifestUrl(), job.GetStore(), job.GetInventory(), ark)
 	}
 	// An admin sends the second job through Processing again.
 	if _, err := e.q.FailJob(ctx, second, "test: redo"); err != nil {
@@ -272,8 +274,10 @@ func TestAnUpdateAddsAVersionAndARerunAddsNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := e.ended(t, second)
-	if again.GetStatus().GetStatus() != queue.Recording || again.GetInventory().GetManifestUrl() != job.GetInventory().GetManifestUrl() {
-		t.Errorf("re-run: %s at %q, want Recording at %q", queue.JobStateName(again.GetStatus().GetStatus()), again.GetInventory().GetManifestUrl(), job.GetInventory().GetManifestUrl())
+	if again.GetStatus().GetStatus() != queue.Recording || again.GetInventory().GetManifestUrl() != job.GetInventory().GetManifestUrl() ||
+		again.GetInventory().GetVersion() != 2 {
+		t.Errorf("re-run: %s at %q version %d, want Recording at %q version 2", queue.JobStateName(again.GetStatus().GetStatus()),
+			again.GetInventory().GetManifestUrl(), again.GetInventory().GetVersion(), job.GetInventory().GetManifestUrl())
 	}
 	des, _ := os.ReadDir(filepath.Join(e.storeRoot, queue.LockName(ark)))
 	var names []string

@@ -10,10 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
@@ -115,7 +112,9 @@ func (r *Recorder) record(ctx context.Context, l *lease.Lease) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	v := inventory.Version{ARK: l.ARK, Number: versionNumber(l.ManifestURL), ManifestURL: l.ManifestURL, Mode: l.Mode,
+	// A job a peer processed does not say its version: the inventory gives
+	// it the number after the object's last.
+	v := inventory.Version{ARK: l.ARK, Number: l.Version, ManifestURL: l.ManifestURL, Mode: l.Mode,
 		JobID: l.JobID, LocalIDs: l.LocalIDs}
 	for _, e := range entries {
 		v.Files = append(v.Files, inventory.File{Name: e.FileName, Size: e.FileSize, DigestAlg: e.HashAlgorithm, Digest: e.HashValue})
@@ -142,19 +141,4 @@ func readManifest(raw string) ([]checkm.Entry, error) {
 		return nil, fmt.Errorf("manifest %s: %w", raw, err)
 	}
 	return m.Entries, nil
-}
-
-// versionNumber reads the version number from a manifest URL of the local
-// object store (…/v<N>/manifest.checkm); 0 when the URL does not say.
-func versionNumber(manifestURL string) int {
-	u, err := url.Parse(manifestURL)
-	if err != nil {
-		return 0
-	}
-	dir := path.Base(path.Dir(u.Path))
-	n, err := strconv.Atoi(strings.TrimPrefix(dir, "v"))
-	if err != nil || n < 1 || !strings.HasPrefix(dir, "v") || "v"+strconv.Itoa(n) != dir {
-		return 0
-	}
-	return n
 }

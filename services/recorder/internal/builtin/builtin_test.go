@@ -44,12 +44,14 @@ func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) 
 	return "file://" + p
 }
 
-func recordingJob(t *testing.T, q *queue.Client, manifestURL string) string {
+// recordingJob puts a job in Recording as the processor leaves it after
+// storing version (0: a job that does not say, as a peer's).
+func recordingJob(t *testing.T, q *queue.Client, manifestURL string, version int32) string {
 	t.Helper()
 	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Processing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
-		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "add"},
-		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add"}})
+		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "add", Version: version},
+		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add", Version: version}})
 	return jid
 }
 
@@ -81,10 +83,10 @@ func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
 	first := recordingJob(t, q, storedVersion(t, store, "v1", []checkm.Entry{
 		{FileURL: "file:///s/v1/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("a", 64), FileSize: 5, FileName: "producer/a.txt"},
 		{FileURL: "file:///s/v1/system/mrt-erc.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("b", 64), FileSize: 40, FileName: "system/mrt-erc.txt"},
-	}))
+	}), 1)
 	second := recordingJob(t, q, storedVersion(t, store, "v2", []checkm.Entry{
 		{FileURL: "file:///s/v2/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("c", 64), FileSize: 6, FileName: "producer/a.txt"},
-	}))
+	}), 2)
 	run(t, q, dbPath)
 	for _, jid := range []string{first, second} {
 		queuetest.Eventually(t, jid+" in Notify", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Notify })
@@ -128,7 +130,7 @@ func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
 func TestTheBuiltInRecorderFailsAJobWhoseManifestIsGone(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
 	missing := "file://" + filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1", "manifest.checkm")
-	jid := recordingJob(t, q, missing)
+	jid := recordingJob(t, q, missing, 1)
 	run(t, q, filepath.Join(t.TempDir(), "inventory.db"))
 	queuetest.Eventually(t, "the job failed", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Failed })
 	if msg := queuetest.Status(t, q, jid).GetMessage(); !strings.Contains(msg, "recording ark:/99999/fk4x in the inventory: manifest "+missing) ||
@@ -137,16 +139,30 @@ func TestTheBuiltInRecorderFailsAJobWhoseManifestIsGone(t *testing.T) {
 	}
 }
 
-func TestVersionNumberFollowsTheLocalStoreLayout(t *testing.T) {
-	for url, want := range map[string]int{
-		"file:///store/ark_99999_fk4x/v12/manifest.checkm": 12,
-		"file:///store/ark_99999_fk4x/v1/manifest.checkm":  1,
-		"file:///store/ark_99999_fk4x/v01/manifest.checkm": 0,
-		"file:///store/ark_99999_fk4x/v0/manifest.checkm":  0,
-		"http://127.0.0.1/manifest/ark%3A%2F99999%2Ffk4x":  0,
-	} {
-		if got := versionNumber(url); got != want {
-			t.Errorf("versionNumber(%s) = %d, want %d", url, got, want)
+func TestTheVersionRecordedIsTheOneTheJobCarries(t *testing.T) {
+	q := queuetest.Connect(t, zktest.Root(t))
+	store := t.TempDir()
+	dbPath := filepath.Join(t.TempDir(), "inventory.db")
+	entry := []checkm.Entry{{FileURL: "file:///s/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("a", 64), FileSize: 5, FileName: "producer/a.txt"}}
+	// The object's first recorded version is its third stored one, at a URL
+	// that does not spell the number (a storage service's need not): the
+	// number comes from the job.
+	third := recordingJob(t, q, storedVersion(t, store, "third", entry), 3)
+	run(t, q, dbPath)
+	queuetest.Eventually(t, third+" in Notify", func() bool { return queuetest.Status(t, q, third).GetStatus() == queue.Notify })
+	// A job without a version (a peer processed it) gets the next number.
+	unsaid := recordingJob(t, q, storedVersion(t, store, "v9", entry), 0)
+	queuetest.Eventually(t, unsaid+" in Notify", func() bool { return queuetest.Status(t, q, unsaid).GetStatus() == queue.Notify })
+
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for jid, want := range map[string]int{third: 3, unsaid: 4} {
+		var got int
+		if err := db.QueryRow(`SELECT number FROM versions WHERE ark = 'ark:/99999/fk4x' AND jid = ?`, jid).Scan(&got); err != nil || got != want {
+			t.Errorf("%s recorded as version %d (%v), want %d", jid, got, err, want)
 		}
 	}
 }

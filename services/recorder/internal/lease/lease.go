@@ -47,8 +47,11 @@ type Lease struct {
 	BatchID     string
 	ARK         string
 	ManifestURL string
-	Mode        string
-	LocalIDs    []string
+	// Version is the number of the stored version, 0 when the job does not
+	// say (a peer processed it).
+	Version  int
+	Mode     string
+	LocalIDs []string
 }
 
 // Options tune a Manager.
@@ -233,7 +236,8 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 	}
 	h := &held{
 		Lease: Lease{ID: id, Expires: time.Now().Add(d), JobID: claim.ID(), BatchID: job.GetBid(), ARK: ark,
-			ManifestURL: manifest, Mode: job.GetInventory().GetMode(), LocalIDs: job.GetIdentifiers().GetLocalId()},
+			ManifestURL: manifest, Version: int(job.GetInventory().GetVersion()), Mode: job.GetInventory().GetMode(),
+			LocalIDs: job.GetIdentifiers().GetLocalId()},
 		claim: claim,
 		lock:  lock,
 		since: time.Now(),
