@@ -1,13 +1,14 @@
 // Command batcher is ingestq's front door: it serves BatchService (a
 // depositor's submission becomes a Pending batch) and AdminService (the
-// operators' actions), turns pending batches into jobs, reports on batches
-// whose jobs have all ended, and cleans up completed batches after their
-// retention.
+// operators' actions), the operator console (the same actions in a
+// browser), turns pending batches into jobs, reports on batches whose jobs
+// have all ended, and cleans up completed batches after their retention.
 package main
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
 	"github.com/ingestq/ingestq/services/batcher/internal/batches"
+	"github.com/ingestq/ingestq/services/batcher/internal/console"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
@@ -41,6 +43,7 @@ type settings struct {
 	cleanupInterval  *time.Duration
 	maxManifestBytes *int
 	fetchDeny        *string
+	consoleListen    string
 }
 
 func (s *settings) register(r *config.Registry) {
@@ -66,6 +69,21 @@ func (s *settings) register(r *config.Registry) {
 		"largest batch or object manifest fetched")
 	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
 		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
+	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
+		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
+}
+
+// setOptionalAddress accepts host:port or empty.
+func setOptionalAddress(p *string) func(string) error {
+	return func(v string) error {
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("%q is not host:port", v)
+			}
+		}
+		*p = v
+		return nil
+	}
 }
 
 func main() {
@@ -102,8 +120,14 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		return fmt.Errorf("INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive")
 	}
 	log := env.Logger
+	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log}
+	// The console is the last thing that can fail, so that nothing started
+	// before it is left running when it does.
+	if err := s.serveConsole(env, adminServer); err != nil {
+		return err
+	}
 	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Queue: env.Queue, Profiles: profiles, Policy: policy, Logger: log})
-	v1.RegisterAdminServiceServer(env.Server, &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log})
+	v1.RegisterAdminServiceServer(env.Server, adminServer)
 
 	runner := batches.New(batches.Config{
 		Queue:    env.Queue,
@@ -146,6 +170,25 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	})
 	log.Info("batcher ready", "profiles", strings.Join(profiles.Names(), ","), "work_root", root.Dir(),
 		"mail", mailTarget(*s.smtpAddr, sender))
+	return nil
+}
+
+// serveConsole serves the operator console on its own port, calling the
+// same AdminService implementation as the gRPC server, until the drain.
+func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) error {
+	if s.consoleListen == "" {
+		return nil
+	}
+	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Logger: env.Logger})
+	if err != nil {
+		return err
+	}
+	srv, err := console.Listen(s.consoleListen, con, env.Logger)
+	if err != nil {
+		return fmt.Errorf("INGESTQ_CONSOLE_LISTEN: %w", err)
+	}
+	env.Server.OnShutdown(srv.Shutdown)
+	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly())
 	return nil
 }
 

@@ -1,0 +1,243 @@
+package console
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// Every action is a POST that the action wrapper let through (token
+// configured, session, CSRF). It calls one AdminService method; on success
+// it sends the browser back (303) with the outcome in a one-time flash, on
+// a refusal it answers the refusal's HTTP status and message.
+
+// finish logs an action and answers it: on success, a redirect to the
+// form's return page (ret when it names none).
+func (c *Console) finish(w http.ResponseWriter, r *http.Request, action, item string, err error, ret string, f flash) {
+	c.finishAt(w, r, action, item, err, safeReturn(r.PostForm.Get("return"), ret), f)
+}
+
+// finishAt is finish with a fixed page to go to: after a deletion the
+// page the form came from is gone.
+func (c *Console) finishAt(w http.ResponseWriter, r *http.Request, action, item string, err error, to string, f flash) {
+	if err != nil {
+		rf := refusalOf(err)
+		c.log.InfoContext(r.Context(), "console action refused", "action", action, "item", item, "remote", r.RemoteAddr,
+			"code", rf.Code, "error", rf.Message)
+		c.fail(w, r, err)
+		return
+	}
+	c.log.InfoContext(r.Context(), "console action", "action", action, "item", item, "remote", r.RemoteAddr)
+	setFlash(w, r, f)
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+func (c *Console) unknownAction(w http.ResponseWriter, r *http.Request) {
+	c.refuse(w, r, http.StatusNotFound, "No such action", fmt.Sprintf("%s is not an action of the console", r.URL.Path))
+}
+
+func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	switch a := r.PathValue("action"); a {
+	case "pause":
+		_, err := call(ctx, &v1.PauseQueueRequest{}, c.admin.PauseQueue)
+		c.finish(w, r, "queue.pause", "", err, "/",
+			flash{"ok", "The queue is paused: no stage takes a new batch or job; work in hand finishes its step."})
+	case "unpause":
+		_, err := call(ctx, &v1.UnpauseQueueRequest{}, c.admin.UnpauseQueue)
+		c.finish(w, r, "queue.unpause", "", err, "/", flash{"ok", "The queue runs again."})
+	default:
+		c.unknownAction(w, r)
+	}
+}
+
+func (c *Console) collectionAction(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	m := strings.TrimSpace(r.PostForm.Get("collection"))
+	switch r.PathValue("action") {
+	case "hold":
+		_, err := call(ctx, &v1.HoldCollectionRequest{Collection: m}, c.admin.HoldCollection)
+		c.finish(w, r, "collection.hold", m, err, "/",
+			flash{"ok", fmt.Sprintf("Collection %s is held: its pending batches and jobs go to Held when a stage meets them.", m)})
+	case "release":
+		resp, err := call(ctx, &v1.ReleaseCollectionRequest{Collection: m}, c.admin.ReleaseCollection)
+		f := flash{"ok", fmt.Sprintf("Collection %s released: %d batch(es) and %d job(s) back to Pending.", m,
+			len(resp.GetReleasedBatches()), len(resp.GetReleasedJobs()))}
+		if nr := resp.GetNotReleased(); len(nr) > 0 {
+			f = flash{"warn", f.Text + " Not released (release them again): " + strings.Join(nr, "; ")}
+		}
+		c.finish(w, r, "collection.release", m, err, "/", f)
+	default:
+		c.unknownAction(w, r)
+	}
+}
+
+func (c *Console) jobAction(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	jid := r.PathValue("jid")
+	msg := r.PostForm.Get("message")
+	ret := jobURL(jid)
+	switch a := r.PathValue("action"); a {
+	case "hold":
+		resp, err := call(ctx, &v1.HoldJobRequest{JobId: jid, Message: msg}, c.admin.HoldJob)
+		c.finish(w, r, "job.hold", jid, err, ret, flash{"ok", "Job " + jid + " is held." + nowIn(resp.GetJob())})
+	case "release":
+		resp, err := call(ctx, &v1.ReleaseJobRequest{JobId: jid, Message: msg}, c.admin.ReleaseJob)
+		c.finish(w, r, "job.release", jid, err, ret, flash{"ok", "Job " + jid + " released." + nowIn(resp.GetJob())})
+	case "fail":
+		resp, err := call(ctx, &v1.FailJobRequest{JobId: jid, Message: msg}, c.admin.FailJob)
+		c.finish(w, r, "job.fail", jid, err, ret, flash{"ok", "Job " + jid + " failed." + nowIn(resp.GetJob())})
+	case "requeue":
+		req := &v1.RequeueJobRequest{JobId: jid, Message: msg}
+		if s := r.PostForm.Get("state"); s != "" {
+			st, err := queue.ParseJobState(s)
+			if err != nil {
+				c.finish(w, r, "job.requeue", jid, badRequest("state: %v", err), ret, flash{})
+				return
+			}
+			req.State = st
+		}
+		resp, err := call(ctx, req, c.admin.RequeueJob)
+		c.finish(w, r, "job.requeue", jid, err, ret, flash{"ok", fmt.Sprintf("Job %s requeued.%s Retry %d.", jid,
+			nowIn(resp.GetJob()), resp.GetJob().GetStatus().GetRetryCount())})
+	case "delete":
+		c.deleteJob(w, r, jid)
+	default:
+		c.unknownAction(w, r)
+	}
+}
+
+// nowIn says where a job is after an action.
+func nowIn(j *v1.Job) string {
+	if j == nil {
+		return ""
+	}
+	return " It is now " + queue.JobStateName(j.GetStatus().GetStatus()) + "."
+}
+
+// deleteJob deletes a failed or held job. If its batch is still open, the
+// seeds warn that its depositor will never hear of it: the operator must
+// confirm, and the deletion then passes force.
+func (c *Console) deleteJob(w http.ResponseWriter, r *http.Request, jid string) {
+	ctx := r.Context()
+	got, err := call(ctx, &v1.GetJobRequest{JobId: jid}, c.admin.GetJob)
+	if err != nil {
+		c.finish(w, r, "job.delete", jid, err, "/jobs", flash{})
+		return
+	}
+	j := got.GetJob()
+	ret := "/jobs"
+	if j.GetBid() != "" {
+		ret = batchURL(j.GetBid())
+	}
+	force := false
+	deletable := queue.CanMoveJob(j.GetStatus().GetStatus(), queue.Deleted)
+	if bid := j.GetBid(); bid != "" && deletable {
+		b, err := call(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}}, c.admin.GetBatch)
+		if err == nil && batchOpen(b.GetBatch().GetStatus().GetStatus()) {
+			if r.PostForm.Get("confirmed") != "1" {
+				c.confirm(w, r, jobDeleteWarning(jid, bid, b.GetBatch()), "Delete the job")
+				return
+			}
+			force = true
+		}
+	}
+	resp, err := call(ctx, &v1.DeleteJobRequest{JobId: jid, Force: force}, c.admin.DeleteJob)
+	text := "Job " + jid + " deleted."
+	if d := resp.GetWorkingDir(); d != "" {
+		text += " Its working directory " + d + " is removed."
+	}
+	c.finishAt(w, r, "job.delete", jid, err, ret, flash{"ok", text})
+}
+
+func (c *Console) batchAction(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	bid := r.PathValue("bid")
+	ret := batchURL(bid)
+	switch r.PathValue("action") {
+	case "release":
+		resp, err := call(ctx, &v1.ReleaseBatchRequest{BatchId: bid}, c.admin.ReleaseBatch)
+		c.finish(w, r, "batch.release", bid, err, ret, flash{"ok", "Batch " + bid + " released: it is now " +
+			queue.BatchStateName(resp.GetBatch().GetStatus().GetStatus()) + " and a batcher will take it."})
+	case "update-report":
+		resp, err := call(ctx, &v1.UpdateReportBatchRequest{BatchId: bid}, c.admin.UpdateReportBatch)
+		c.finish(w, r, "batch.update-report", bid, err, ret, flash{"ok", "Batch " + bid + " is " +
+			queue.BatchStateName(resp.GetBatch().GetStatus().GetStatus()) + ": a batcher sends its second report."})
+	case "delete":
+		c.deleteBatch(w, r, bid)
+	default:
+		c.unknownAction(w, r)
+	}
+}
+
+// deleteBatch deletes a held or failed batch after the operator confirmed
+// the seeds' warning (a held batch's depositor is never told; a failed
+// batch goes only once recovery is over).
+func (c *Console) deleteBatch(w http.ResponseWriter, r *http.Request, bid string) {
+	ctx := r.Context()
+	got, err := call(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}}, c.admin.GetBatch)
+	if err != nil {
+		c.finish(w, r, "batch.delete", bid, err, "/batches", flash{})
+		return
+	}
+	if warn := deleteBatchWarning(got.GetBatch()); warn != "" && r.PostForm.Get("confirmed") != "1" {
+		c.confirm(w, r, warn, "Delete the batch")
+		return
+	}
+	resp, err := call(ctx, &v1.DeleteBatchRequest{BatchId: bid}, c.admin.DeleteBatch)
+	c.finishAt(w, r, "batch.delete", bid, err, "/batches",
+		flash{"ok", fmt.Sprintf("Batch %s deleted with %d job(s).", bid, len(resp.GetDeletedJobs()))})
+}
+
+// confirmView asks the operator to confirm an action: the same form again,
+// with confirmed=1.
+type confirmView struct {
+	Warning string
+	Action  string
+	Button  string
+	Fields  []formField
+	Back    string
+}
+
+type formField struct{ Name, Value string }
+
+// confirm answers the page that asks for confirmation. Without JavaScript
+// this is the only way through; with it, the script asked already and
+// sent confirmed=1.
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request, warning, button string) {
+	cv := confirmView{Warning: warning, Action: r.URL.Path, Button: button, Back: safeReturn(r.PostForm.Get("return"), "/")}
+	for _, k := range slices.Sorted(maps.Keys(r.PostForm)) {
+		if k == "csrf" || k == "confirmed" {
+			continue
+		}
+		for _, v := range r.PostForm[k] {
+			cv.Fields = append(cv.Fields, formField{k, v})
+		}
+	}
+	v := c.newView(r, "Confirm", "")
+	v.Data = cv
+	c.render(w, r, http.StatusOK, "confirm", v)
+}
+
+func (c *Console) fsck(w http.ResponseWriter, r *http.Request) {
+	repair := r.PostForm.Get("repair") == "1"
+	resp, err := call(r.Context(), &v1.FsckRequest{Repair: repair}, c.admin.Fsck)
+	action := "fsck"
+	if repair {
+		action = "fsck.repair"
+	}
+	if err != nil {
+		c.finish(w, r, action, "", err, "/fsck", flash{})
+		return
+	}
+	c.log.InfoContext(r.Context(), "console action", "action", action, "remote", r.RemoteAddr,
+		"damages", len(resp.GetDamages()), "jobs_checked", resp.GetJobsChecked())
+	v := c.newView(r, "Fsck", "fsck")
+	v.Data = fsckView{Result: resp, Repair: repair}
+	c.render(w, r, http.StatusOK, "fsck", v)
+}

@@ -1,0 +1,178 @@
+// Package console serves the operator console: the queue, its batches and
+// jobs as server-rendered HTML pages, with the admin actions one click away.
+// Every read and every action goes through the batcher's AdminService
+// implementation, called in process, so that the console refuses exactly
+// what the admin RPCs refuse and for the same reasons.
+//
+// Without an admin token the console is read-only. With one, an operator
+// signs in by entering it once; every state-changing request is then a POST
+// carrying a CSRF token. Pages work without JavaScript; a small script
+// (static/console.js) asks before the actions the seeds warn about and keeps
+// the figures of an open page current by polling a JSON endpoint.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Defaults of Options.
+const (
+	DefaultSessionTTL     = 12 * time.Hour
+	DefaultRequestTimeout = 2 * time.Minute
+	DefaultPoll           = 2 * time.Second
+)
+
+// maxFormBytes bounds a POSTed form: the largest field is an admin message
+// (1 KiB); anything much larger is not a form of ours.
+const maxFormBytes = 64 << 10
+
+// Options configure a Console.
+type Options struct {
+	// Admin answers every read and action: the batcher's AdminService.
+	Admin v1.AdminServiceServer
+	// Token is the admin token (INGESTQ_ADMIN_TOKEN); empty makes the
+	// console read-only.
+	Token string
+	// Logger receives one line per action and per failed request.
+	Logger *slog.Logger
+	// SessionTTL is how long a sign-in lasts (default 12h).
+	SessionTTL time.Duration
+	// RequestTimeout bounds the admin calls of one request (default 2m).
+	RequestTimeout time.Duration
+	// Poll is how often an open page refreshes its figures (default 2s).
+	Poll time.Duration
+}
+
+// Console is the console's HTTP handler.
+type Console struct {
+	admin   v1.AdminServiceServer
+	auth    *auth // nil: read-only
+	log     *slog.Logger
+	timeout time.Duration
+	poll    time.Duration
+	pages   map[string]*template.Template
+	handler http.Handler
+}
+
+// New builds a Console.
+func New(opts Options) (*Console, error) {
+	if opts.Admin == nil {
+		return nil, errors.New("console: no admin service")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Console{
+		admin:   opts.Admin,
+		log:     opts.Logger,
+		timeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		poll:    orDefault(opts.Poll, DefaultPoll),
+	}
+	if opts.Token != "" {
+		a, err := newAuth(opts.Token, orDefault(opts.SessionTTL, DefaultSessionTTL))
+		if err != nil {
+			return nil, err
+		}
+		c.auth = a
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c.pages = pages
+	c.handler = c.routes()
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// ReadOnly reports whether the console refuses every action (no token).
+func (c *Console) ReadOnly() bool { return c.auth == nil }
+
+// ServeHTTP serves the console.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	static, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+
+	mux.HandleFunc("GET /signin", c.signInPage)
+	mux.HandleFunc("POST /signin", c.signIn)
+	mux.HandleFunc("POST /signout", c.action(c.signOut))
+
+	mux.HandleFunc("GET /{$}", c.page(c.queuePage))
+	mux.HandleFunc("GET /batches", c.page(c.batchesPage))
+	mux.HandleFunc("GET /batches/{bid}", c.page(c.batchPage))
+	mux.HandleFunc("GET /jobs", c.page(c.jobsPage))
+	mux.HandleFunc("GET /jobs/{jid}", c.page(c.jobPage))
+	mux.HandleFunc("GET /fsck", c.page(c.fsckPage))
+
+	mux.HandleFunc("GET /api/queue", c.api(c.liveQueue))
+	mux.HandleFunc("GET /api/batches/{bid}", c.api(c.liveBatch))
+	mux.HandleFunc("GET /api/jobs/{jid}", c.api(c.liveJob))
+
+	mux.HandleFunc("POST /queue/{action}", c.action(c.queueAction))
+	mux.HandleFunc("POST /collections/{action}", c.action(c.collectionAction))
+	mux.HandleFunc("POST /batches/{bid}/{action}", c.action(c.batchAction))
+	mux.HandleFunc("POST /jobs/{jid}/{action}", c.action(c.jobAction))
+	mux.HandleFunc("POST /fsck", c.action(c.fsck))
+	return c.secure(mux)
+}
+
+// contentSecurityPolicy allows only the console's own script, style and
+// requests: no inline script, no framing, forms post only here.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// secure sets the security headers on every answer (errors of the mux
+// included), turns a panic into a 500 and bounds each request's work.
+func (c *Console) secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				c.log.ErrorContext(r.Context(), "panic in console request", "method", r.Method, "path", r.URL.Path,
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				http.Error(w, "internal error", http.StatusInternalServerError)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}

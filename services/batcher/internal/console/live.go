@@ -1,0 +1,57 @@
+package console
+
+import (
+	"net/http"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// The JSON endpoints an open page polls (static/console.js). Each answers
+// the figures of one page, formatted as the page shows them, under the
+// names of the page's data-field attributes.
+
+func (c *Console) liveQueue(w http.ResponseWriter, r *http.Request) {
+	resp, err := call(r.Context(), &v1.GetQueueRequest{}, c.admin.GetQueue)
+	if err != nil {
+		failJSON(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newQueueView(resp, time.Now()))
+}
+
+// batchLive is what the batch page's script polls.
+type batchLive struct {
+	ID       string             `json:"id"`
+	State    string             `json:"state"`
+	Message  string             `json:"message"`
+	Modified string             `json:"last_modified"`
+	Total    int32              `json:"total"`
+	Segments map[string]segment `json:"segments"`
+}
+
+func (c *Console) liveBatch(w http.ResponseWriter, r *http.Request) {
+	resp, err := call(r.Context(), &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: r.PathValue("bid")}}, c.admin.GetBatch)
+	if err != nil {
+		failJSON(w, err)
+		return
+	}
+	b := resp.GetBatch()
+	segs, total := progress(b.GetCounts())
+	live := batchLive{ID: b.GetId(), State: queue.BatchStateName(b.GetStatus().GetStatus()), Message: b.GetStatus().GetMessage(),
+		Modified: when(b.GetStatus().GetLastModified()), Total: total, Segments: map[string]segment{}}
+	for _, s := range segs {
+		live.Segments[s.Name] = s
+	}
+	writeJSON(w, http.StatusOK, live)
+}
+
+func (c *Console) liveJob(w http.ResponseWriter, r *http.Request) {
+	resp, err := call(r.Context(), &v1.GetJobRequest{JobId: r.PathValue("jid")}, c.admin.GetJob)
+	if err != nil {
+		failJSON(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newJobLive(resp.GetJob()))
+}
