@@ -40,6 +40,8 @@ func examplesProfiles(t *testing.T) string {
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	t.Setenv("INGESTQ_PROFILES_DIR", examplesProfiles(t))
 	t.Setenv("INGESTQ_WORK_ROOT", t.TempDir())
+	// Not the console's default port, which another batcher may hold.
+	t.Setenv("INGESTQ_CONSOLE_LISTEN", servicetest.FreeAddr(t))
 	servicetest.CheckBinary(t, "batcher")
 }
 
@@ -94,6 +96,7 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 		"INGESTQ_ZK_ROOT="+zkRoot,
 		"INGESTQ_LISTEN="+addr,
 		"INGESTQ_METRICS_LISTEN=",
+		"INGESTQ_CONSOLE_LISTEN=",
 		"INGESTQ_ADMIN_TOKEN="+token,
 		"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
 		"INGESTQ_WORK_ROOT="+workRoot,

@@ -456,6 +456,8 @@ type jobView struct {
 	BatchNote   string // why not
 	// Which states each action applies in, for the forms' data-states.
 	HoldIn, ReleaseIn, RequeueIn, FailIn, DeleteIn string
+	// NoActionIn are the states no action applies in.
+	NoActionIn string
 	// Current state, to render the applicable forms visible.
 	State         string
 	ResumeStates  []string
@@ -530,6 +532,10 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		FailIn:    statesWhere(func(s queue.JobState) bool { return queue.CanMoveJob(s, queue.Failed) }),
 		DeleteIn:  statesWhere(func(s queue.JobState) bool { return queue.CanMoveJob(s, queue.Deleted) }),
 	}
+	jv.NoActionIn = statesWhere(func(s queue.JobState) bool {
+		name := queue.JobStateName(s)
+		return !inList(strings.Join([]string{jv.HoldIn, jv.ReleaseIn, jv.RequeueIn, jv.FailIn, jv.DeleteIn}, " "), name)
+	})
 	for _, st := range []queue.JobState{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading,
 		queue.Processing, queue.Recording, queue.Notify} {
 		jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))

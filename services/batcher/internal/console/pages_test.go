@@ -236,7 +236,7 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 	}
 	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating,
 		Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4test", LocalId: []string{"loc-0", "loc-x"}},
-		Store:       &v1.Store{ManifestUrl: "file:///store/ark_99999_fk4test/v1/manifest.checkm", Mode: "add"},
+		Store:       &v1.Store{ManifestUrl: "file:///store/ark_99999_fk4test/v1/manifest.checkm", Mode: "add", Version: 1},
 		Inventory:   &v1.Inventory{ManifestUrl: "file:///store/ark_99999_fk4test/v1/manifest.checkm", Mode: "add"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 		"<dt>Profile</dt><dd>demo</dd>", "<dt>Collection</dt><dd>demo_coll</dd>",
 		"<dt>Working directory</dt><dd><code>"+f.root.Job(bid, jid)+"</code></dd>",
 		"<dt>Primary id</dt><dd>ark:/99999/fk4test</dd>", "<dt>Local ids</dt><dd>loc-0, loc-x</dd>",
-		"add <span class=\"url\">file:///store/ark_99999_fk4test/v1/manifest.checkm</span>",
+		"<dt>Store</dt><dd>add version 1 <span class=\"url\">file:///store/ark_99999_fk4test/v1/manifest.checkm</span>",
 		"<td>a.txt</td><td class=\"num\">1.2 MB (1234567 bytes)</td><td><code>md5:0cc175b9c0f1b6a831c399e269772661</code></td>",
 		// The full data as JSON (protojson varies its spacing), escaped for HTML.
 		`&#34;primaryId&#34;:`, `&#34;ark:/99999/fk4test&#34;`, `&#34;workingDir&#34;:`, `&#34;retryCount&#34;:`,
