@@ -27,10 +27,14 @@ help:
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (README)"
-	@echo "make deps          install ZooKeeper and Java for the tests (Debian)"
+	@echo "make deps          install ZooKeeper, Java and Chromium for the tests (Debian)"
 
 deps:
 	@scripts/install-deps.sh
+
+# Files tests keep for people to look at (the console's browser test writes
+# its screenshots there); set it to keep them elsewhere.
+export INGESTQ_ARTIFACTS_DIR ?= $(CURDIR)/run/artifacts
 
 # Each module must also build on its own (GOWORK=off), as it will when
 # built or released alone.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need besides Go: Debian's zookeeper package, whose
-# jars shared/zktest starts as a real ZooKeeper server, and the Java runtime
-# it depends on. Does nothing when they are already there.
+# jars shared/zktest starts as a real ZooKeeper server, the Java runtime it
+# depends on, and Debian's chromium, the headless browser the batcher's
+# console test drives. Does nothing when they are already there.
 set -euo pipefail
 
 zookeeper_jar=/usr/share/java/zookeeper.jar
@@ -35,5 +36,13 @@ if ! command -v java >/dev/null 2>&1; then
   apt_install default-jre-headless
 fi
 
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "install-deps: installing Debian's chromium package for the console's browser test"
+  apt_install chromium
+fi
+
 java -version 2>&1 | head -n 1 | sed 's/^/install-deps: /'
 echo "install-deps: ZooKeeper jar at $zookeeper_jar"
+# The Debian launcher script may warn on stderr about the machine's memory:
+# only its version line matters here.
+echo "install-deps: $(chromium --version 2>/dev/null)"
