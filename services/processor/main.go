@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/services/processor/internal/process"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
@@ -112,8 +112,10 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 		if *s.ezidURL == "" || *s.ezidUser == "" || password == "" {
 			return nil, fmt.Errorf("INGESTQ_MINTER=ezid needs INGESTQ_EZID_URL, INGESTQ_EZID_USER and a password")
 		}
+		// The operator names EZID: the built-in deny list (cloud metadata and
+		// the like) is all the policy needs.
 		minter = mint.EZID{BaseURL: *s.ezidURL, User: *s.ezidUser, Password: password, Shoulder: *s.shoulder,
-			Client: &http.Client{Timeout: *s.ezidTimeout}}
+			Client: fetch.New(fetch.Policy{}), Timeout: *s.ezidTimeout}
 	default:
 		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
 	}

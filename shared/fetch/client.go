@@ -29,7 +29,13 @@ type StatusError struct {
 	Method string // "GET", "HEAD", "POST"
 	URL    string // the requested URL, credentials redacted
 	Code   int
+	// Body is the start of the answer (at most MaxStatusBody bytes): some
+	// services say there why they refused.
+	Body []byte
 }
+
+// MaxStatusBody bounds what a StatusError keeps of the answer's body.
+const MaxStatusBody = 4 << 10
 
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s %s: HTTP %d %s", e.Method, e.URL, e.Code, http.StatusText(e.Code))
@@ -92,7 +98,7 @@ func (e *redirectError) Unwrap() error { return e.err }
 // response has none. (A Content-Length that is not a number makes Go's HTTP
 // transport refuse the response: that is an error.)
 func (c *Client) Head(ctx context.Context, url string) (size int64, err error) {
-	resp, err := c.do(ctx, http.MethodHead, url, nil, "")
+	resp, err := c.do(ctx, http.MethodHead, url, nil, "", nil)
 	if err != nil {
 		return -1, err
 	}
@@ -105,7 +111,7 @@ func (c *Client) Head(ctx context.Context, url string) (size int64, err error) {
 // a body that keeps trickling is bounded by ctx (downloads have no whole
 // time limit). A status other than 2xx is a *StatusError.
 func (c *Client) Get(ctx context.Context, url string) (*http.Response, error) {
-	return c.do(ctx, http.MethodGet, url, nil, "")
+	return c.do(ctx, http.MethodGet, url, nil, "", nil)
 }
 
 // Fetch returns the body of url, a small document such as a manifest: more
@@ -118,7 +124,7 @@ func (c *Client) Fetch(ctx context.Context, url string, maxBytes int64) ([]byte,
 	ctx, cancel := context.WithTimeoutCause(ctx, c.policy.FetchTimeout,
 		fmt.Errorf("%w: the whole fetch took longer than %s", ErrTimeout, c.policy.FetchTimeout))
 	defer cancel()
-	resp, err := c.do(ctx, http.MethodGet, url, nil, "")
+	resp, err := c.do(ctx, http.MethodGet, url, nil, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -144,12 +150,22 @@ func (c *Client) PostJSON(ctx context.Context, url string, body any) (*http.Resp
 	if err != nil {
 		return nil, fmt.Errorf("fetch: POST %s: encoding the body as JSON: %w", redact(url), err)
 	}
-	return c.do(ctx, http.MethodPost, url, data, "application/json")
+	return c.do(ctx, http.MethodPost, url, data, "application/json", nil)
+}
+
+// Post posts body, of contentType, to url with header's fields added to the
+// request (credentials such as Authorization, Accept...; Content-Type and
+// User-Agent are the client's) and returns the response; the caller closes
+// its body. The policy applies as to every request; on a redirect to
+// another host Go's client drops Authorization. A status other than 2xx is
+// a *StatusError, which keeps the start of the answer.
+func (c *Client) Post(ctx context.Context, url, contentType string, body []byte, header http.Header) (*http.Response, error) {
+	return c.do(ctx, http.MethodPost, url, body, contentType, header)
 }
 
 // do sends one request (and its redirects) and returns a 2xx response whose
 // body fails after IdleTimeout without data.
-func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, contentType string) (*http.Response, error) {
+func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, contentType string, header http.Header) (*http.Response, error) {
 	u, err := checkURL(rawURL, c.policy)
 	if err != nil {
 		return nil, err
@@ -165,6 +181,11 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, con
 		cancel(nil)
 		return nil, fmt.Errorf("fetch: %s %s: %w", method, name, err)
 	}
+	for name, values := range header {
+		for _, v := range values {
+			req.Header.Add(name, v)
+		}
+	}
 	req.Header.Set("User-Agent", c.userAgent)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -176,11 +197,11 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, con
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// Read a little so the connection can be reused, not more.
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		// Keep a little (it also lets the connection be reused), not more.
+		start, _ := io.ReadAll(io.LimitReader(resp.Body, MaxStatusBody))
 		resp.Body.Close()
 		cancel(nil)
-		return nil, &StatusError{Method: method, URL: name, Code: resp.StatusCode}
+		return nil, &StatusError{Method: method, URL: name, Code: resp.StatusCode, Body: start}
 	}
 	resp.Body = &idleBody{body: resp.Body, ctx: reqCtx, cancel: cancel, idle: c.policy.IdleTimeout, method: method, url: name}
 	return resp, nil

@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,6 +140,7 @@ func TestLoopbackDeniedByPolicy(t *testing.T) {
 		{"Head", func(u string) error { _, err := c.Head(t.Context(), u); return err }},
 		{"Fetch", func(u string) error { _, err := c.Fetch(t.Context(), u, 100); return err }},
 		{"PostJSON", func(u string) error { _, err := c.PostJSON(t.Context(), u, map[string]int{"a": 1}); return err }},
+		{"Post", func(u string) error { _, err := c.Post(t.Context(), u, "text/plain", []byte("x"), nil); return err }},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			err := m.call(s.URL + "/x")
@@ -426,6 +428,9 @@ func TestNon2xxIsAStatusErrorNamingTheURL(t *testing.T) {
 		if !errors.As(err, &se) || se.Code != code {
 			t.Fatalf("Get error = %v, want a StatusError %d", err, code)
 		}
+		if len(se.Body) != 0 {
+			t.Errorf("Body = %q of an empty answer", se.Body)
+		}
 		want := fmt.Sprintf("GET %s/%d: HTTP %d %s", s.URL, code, code, http.StatusText(code))
 		if se.Error() != want || se.URL != fmt.Sprintf("%s/%d", s.URL, code) {
 			t.Errorf("Error() = %q, want %q", se.Error(), want)
@@ -551,5 +556,102 @@ func TestCheckURLRefusesURLsWithoutHost(t *testing.T) {
 	}
 	if _, err := fetch.CheckURL("http://127.0.0.1/%zz", fetch.Policy{}); err == nil || !strings.Contains(err.Error(), `"http://127.0.0.1/%zz" is not a URL`) {
 		t.Errorf("error = %v, want not a URL", err)
+	}
+}
+
+func TestPostSendsItsBodyAndTheCallersHeaders(t *testing.T) {
+	type seen struct {
+		method, contentType, agent, accept, user, password, body string
+	}
+	got := make(chan seen, 1)
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		user, password, _ := r.BasicAuth()
+		got <- seen{r.Method, r.Header.Get("Content-Type"), r.UserAgent(), r.Header.Get("Accept"), user, password, string(body)}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "success: ark:/99999/fk4x\n")
+	})
+	header := http.Header{"Accept": {"text/plain"}, "User-Agent": {"spoofed"}, "Content-Type": {"image/png"}}
+	header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("apitest:s3cret")))
+	resp, err := fetch.New(fetch.Policy{}).Post(t.Context(), s.URL+"/shoulder/ark:/99999/fk4", "text/plain; charset=UTF-8",
+		[]byte("erc.who: Doe\n"), header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated || string(answer) != "success: ark:/99999/fk4x\n" {
+		t.Errorf("answer %d %q, %v", resp.StatusCode, answer, err)
+	}
+	r := <-got
+	if r.method != http.MethodPost || r.body != "erc.who: Doe\n" || r.accept != "text/plain" || r.user != "apitest" || r.password != "s3cret" {
+		t.Errorf("the server saw %+v", r)
+	}
+	// The content type given as such and the client's own agent win over
+	// what the header says.
+	if r.contentType != "text/plain; charset=UTF-8" || !strings.HasPrefix(r.agent, "ingestq/") {
+		t.Errorf("Content-Type %q, User-Agent %q; want the argument's and ingestq/<version>", r.contentType, r.agent)
+	}
+}
+
+func TestAStatusErrorKeepsTheStartOfTheAnswer(t *testing.T) {
+	long := strings.Repeat("x", 2*fetch.MaxStatusBody)
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/long" {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, long)
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, "error: unauthorized\n")
+	})
+	c := fetch.New(fetch.Policy{})
+	for _, tc := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/short", http.StatusUnauthorized, "error: unauthorized\n"},
+		{"/long", http.StatusBadGateway, long[:fetch.MaxStatusBody]},
+	} {
+		_, err := c.Post(t.Context(), s.URL+tc.path, "text/plain", []byte("x"), nil)
+		var se *fetch.StatusError
+		if !errors.As(err, &se) || se.Code != tc.code || string(se.Body) != tc.body {
+			t.Errorf("POST %s: %v (body %d bytes); want HTTP %d with the first %d bytes of the answer", tc.path, err, len(se.Body), tc.code, len(tc.body))
+		}
+	}
+}
+
+func TestPostRedirectedElsewhereLeavesItsCredentialsBehind(t *testing.T) {
+	auths := make(chan string, 2)
+	record := func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		auths <- r.Header.Get("Authorization") + " " + string(body)
+	}
+	other := serve(t, "127.0.0.2", record)
+	s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/same":
+			http.Redirect(w, r, "/final", http.StatusTemporaryRedirect)
+		case "/elsewhere":
+			http.Redirect(w, r, other.URL+"/final", http.StatusTemporaryRedirect)
+		default:
+			record(w, r)
+		}
+	})
+	c := fetch.New(fetch.Policy{})
+	header := http.Header{"Authorization": {"Bearer s3cret"}}
+	for _, tc := range []struct{ path, want string }{
+		{"/same", "Bearer s3cret body"}, // same host: a 307 sends the body and credentials again
+		{"/elsewhere", " body"},         // another host: the body only
+	} {
+		resp, err := c.Post(t.Context(), s.URL+tc.path, "text/plain", []byte("body"), header)
+		if err != nil {
+			t.Fatalf("POST %s: %v", tc.path, err)
+		}
+		resp.Body.Close()
+		if got := <-auths; got != tc.want {
+			t.Errorf("POST %s arrived as %q, want %q", tc.path, got, tc.want)
+		}
 	}
 }

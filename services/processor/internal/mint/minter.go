@@ -1,8 +1,9 @@
 package mint
 
 import (
-	"bufio"
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/protobuf/proto"
 )
@@ -45,7 +47,9 @@ type EZID struct {
 	User     string
 	Password string
 	Shoulder string
-	Client   *http.Client // with a timeout; http.DefaultClient is not
+	Client   *fetch.Client
+	// Timeout bounds one call, answer included (default 30 s).
+	Timeout time.Duration
 }
 
 // maxEZIDAnswer bounds what is read of an EZID answer: it is one line.
@@ -81,28 +85,21 @@ func (m EZID) mint(ctx context.Context, md *v1.Metadata) (string, error) {
 		{"erc.what", md.GetWhat()},
 		{"erc.when", md.GetWhen()},
 	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
+	timeout := m.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	header := http.Header{"Accept": {"text/plain"}}
+	header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(m.User+":"+m.Password)))
+	code, answer, err := answerOf(m.Client.Post(ctx, endpoint, "text/plain; charset=UTF-8", []byte(body), header))
 	if err != nil {
-		return "", fmt.Errorf("EZID %s: %w", endpoint, err)
+		return "", fmt.Errorf("EZID: %w", err)
 	}
-	req.SetBasicAuth(m.User, m.Password)
-	req.Header.Set("Content-Type", "text/plain; charset=UTF-8")
-	req.Header.Set("Accept", "text/plain")
-	client := m.Client
-	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("EZID %s: %w", endpoint, err)
-	}
-	defer resp.Body.Close()
-	line, err := bufio.NewReader(io.LimitReader(resp.Body, maxEZIDAnswer)).ReadString('\n')
-	if err != nil && err != io.EOF {
-		return "", fmt.Errorf("EZID %s: reading the answer: %w", endpoint, err)
-	}
+	line, _, _ := strings.Cut(string(answer), "\n")
 	line = strings.TrimSpace(line)
-	if id, ok := strings.CutPrefix(line, "success: "); ok && resp.StatusCode/100 == 2 {
+	if id, ok := strings.CutPrefix(line, "success: "); ok && code/100 == 2 {
 		// A DOI answer is "success: doi:… | ark:/…"; the first id is the one asked for.
 		id, _, _ = strings.Cut(id, " | ")
 		id = strings.TrimSpace(id)
@@ -112,9 +109,27 @@ func (m EZID) mint(ctx context.Context, md *v1.Metadata) (string, error) {
 		return id, nil
 	}
 	if reason, ok := strings.CutPrefix(line, "error: "); ok {
-		return "", fmt.Errorf("EZID %s: HTTP %d: %s", endpoint, resp.StatusCode, reason)
+		return "", fmt.Errorf("EZID %s: HTTP %d: %s", endpoint, code, reason)
 	}
-	return "", fmt.Errorf("EZID %s: HTTP %d: unexpected answer %q", endpoint, resp.StatusCode, truncate(line, 200))
+	return "", fmt.Errorf("EZID %s: HTTP %d: unexpected answer %q", endpoint, code, truncate(line, 200))
+}
+
+// answerOf reads EZID's answer to a request, whatever its status: EZID
+// explains a refusal in the body, which a *fetch.StatusError keeps the start
+// of (its first line is all that is read).
+func answerOf(resp *http.Response, err error) (code int, answer []byte, _ error) {
+	if se, ok := errors.AsType[*fetch.StatusError](err); ok {
+		return se.Code, se.Body, nil
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	answer, err = io.ReadAll(io.LimitReader(resp.Body, maxEZIDAnswer))
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	return resp.StatusCode, answer, nil
 }
 
 // ANVL writes name/value pairs as EZID reads them: one "name: value" line

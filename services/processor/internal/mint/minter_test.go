@@ -2,6 +2,7 @@ package mint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,9 +10,12 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -120,7 +124,7 @@ func TestEZIDMintsRecordsAtOnceAndNeverTwice(t *testing.T) {
 	c := queuetest.Connect(t, zktest.Root(t))
 	ctx := context.Background()
 	jid := queuetest.Spawn(t, c, queue.NewJob{Metadata: &v1.Metadata{Who: "Doe, Jane", What: "100% cotton:\nnotes", When: "2026"}}, queue.Processing)
-	m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: ts.Client()}
+	m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{})}
 
 	cl := queuetest.Claim(t, c, jid)
 	ark, err := m.Mint(ctx, cl)
@@ -179,13 +183,59 @@ func TestEZIDErrorsNameTheReason(t *testing.T) {
 			jid := queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing)
 			cl := queuetest.Claim(t, c, jid)
 			defer cl.Release(context.Background())
-			m := EZID{BaseURL: ts.URL, User: "apitest", Password: tc.password, Shoulder: "ark:/99999/fk4", Client: ts.Client()}
+			m := EZID{BaseURL: ts.URL, User: "apitest", Password: tc.password, Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{})}
 			_, err := m.Mint(context.Background(), cl)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), ts.URL+"/shoulder/ark:/99999/fk4") {
 				t.Fatalf("Mint error %v; want one naming the URL and %q", err, tc.want)
 			}
 			if job, _ := c.GetJob(context.Background(), jid); job.GetIdentifiers().GetPrimaryId() != "" {
 				t.Errorf("a failed mint recorded %q", job.GetIdentifiers().GetPrimaryId())
+			}
+		})
+	}
+}
+
+func TestEZIDCallsKeepToTheFetchPolicyAndTheTimeout(t *testing.T) {
+	loopback, err := fetch.ParseDeny("loopback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  fetch.Policy
+		timeout time.Duration
+		stall   bool
+		want    error
+		calls   int
+	}{
+		{"an address the policy denies is not called", fetch.Policy{Deny: loopback}, 0, false, fetch.ErrDenied, 0},
+		{"an EZID that does not answer is given up on", fetch.Policy{}, 200 * time.Millisecond, true, context.DeadlineExceeded, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &ezidServer{user: "apitest", password: "s3cret"}
+			if tc.stall {
+				srv.answer = func(w http.ResponseWriter) bool {
+					<-t.Context().Done()
+					return true
+				}
+			}
+			var requests atomic.Int64
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				srv.ServeHTTP(w, r)
+			}))
+			// Closed after the test's context ends, which lets a stalled handler return.
+			t.Cleanup(ts.Close)
+			c := queuetest.Connect(t, zktest.Root(t))
+			cl := queuetest.Claim(t, c, queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing))
+			defer cl.Release(context.Background())
+			m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: fetch.New(tc.policy), Timeout: tc.timeout}
+			_, err := m.Mint(context.Background(), cl)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), ts.URL+"/shoulder/ark:/99999/fk4") {
+				t.Errorf("Mint error %v; want %v naming the URL", err, tc.want)
+			}
+			if n := requests.Load(); n != int64(tc.calls) {
+				t.Errorf("EZID got %d requests, want %d", n, tc.calls)
 			}
 		})
 	}
