@@ -69,6 +69,7 @@ type Proc struct {
 	Index   int
 	Addr    string // gRPC
 	Metrics string // Prometheus /metrics
+	Console string // the batcher's operator console (HTTP); "" for the other services
 	bin     string
 	env     []string
 	logPath string
@@ -137,7 +138,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 }
 
 func (s *Stack) newProc(name string, i int) (*Proc, error) {
-	addrs, err := freeAddrs(2)
+	addrs, err := freeAddrs(3)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +157,12 @@ func (s *Stack) newProc(name string, i int) (*Proc, error) {
 		"INGESTQ_PROFILES_DIR":       s.opts.ProfilesDir,
 		"INGESTQ_DRAIN_TIMEOUT":      "10s",
 		"INGESTQ_ADMIN_TOKEN":        s.opts.AdminToken,
+	}
+	if name == "batcher" {
+		// Each batcher gets a console port of its own: the default would
+		// collide between replicas and between stacks running at once.
+		p.Console = addrs[2]
+		env["INGESTQ_CONSOLE_LISTEN"] = p.Console
 	}
 	for k, v := range s.opts.Env {
 		env[k] = v

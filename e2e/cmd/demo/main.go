@@ -81,7 +81,8 @@ func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server) {
 			fmt.Fprintf(out, "  %-12s gRPC %-21s metrics http://%s/metrics\n", name, p.Addr, p.Metrics)
 		}
 	}
-	fmt.Fprintf(out, "  ZooKeeper    %v (root %s)\n  depositor    %s (serves examples/demo)\n\n", s.Servers, s.Root, dep.URL)
+	fmt.Fprintf(out, "  ZooKeeper    %v (root %s)\n  depositor    %s (serves examples/demo)\n", s.Servers, s.Root, dep.URL)
+	fmt.Fprintf(out, "  console      http://%s/ (the operator console in a browser)\n\n", s.Procs("batcher")[0].Console)
 	b := s.Addr("batcher")
 	fmt.Fprintf(out, "Try:\n")
 	fmt.Fprintf(out, "  grpcurl -plaintext -d '{\"submitter\":\"me\",\"profile\":\"demo\",\"payload_url\":\"%s/batch.checkm\",\"payload_type\":\"PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS\"}' %s ingestq.v1.BatchService/Submit\n", dep.URL, b)
