@@ -7,6 +7,7 @@ package stack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -48,6 +50,11 @@ type Options struct {
 	Env map[string]string
 	// AdminToken, when set, guards the admin methods.
 	AdminToken string
+	// ClientTLS is how the stack's own health checks dial the services when
+	// Env turns on TLS (INGESTQ_TLS_CERT, INGESTQ_TLS_KEY and, for mutual
+	// TLS, INGESTQ_TLS_CLIENT_CA): the CA to trust and, for mutual TLS, a
+	// client certificate. Nil dials plaintext.
+	ClientTLS *tls.Config
 }
 
 // Stack is a running pipeline.
@@ -72,6 +79,7 @@ type Proc struct {
 	Console string // the batcher's operator console (HTTP); "" for the other services
 	bin     string
 	env     []string
+	creds   credentials.TransportCredentials
 	logPath string
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -143,7 +151,10 @@ func (s *Stack) newProc(name string, i int) (*Proc, error) {
 		return nil, err
 	}
 	p := &Proc{Service: name, Index: i, Addr: addrs[0], Metrics: addrs[1], bin: filepath.Join(s.opts.BinDir, name),
-		logPath: filepath.Join(s.LogDir, fmt.Sprintf("%s-%d.log", name, i))}
+		logPath: filepath.Join(s.LogDir, fmt.Sprintf("%s-%d.log", name, i)), creds: insecure.NewCredentials()}
+	if s.opts.ClientTLS != nil {
+		p.creds = credentials.NewTLS(s.opts.ClientTLS)
+	}
 	env := map[string]string{
 		"INGESTQ_ZK_SERVERS":         strings.Join(s.Servers, ","),
 		"INGESTQ_ZK_ROOT":            s.Root,
@@ -249,7 +260,7 @@ func (p *Proc) start() error {
 
 // WaitServing waits until the process's health check says SERVING.
 func (p *Proc) WaitServing(ctx context.Context) error {
-	conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(p.creds))
 	if err != nil {
 		return err
 	}
