@@ -3,6 +3,7 @@ module github.com/ingestq/ingestq/e2e
 go 1.26.0
 
 require (
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/ingestq/ingestq/proto v0.0.0
 	github.com/ingestq/ingestq/shared v0.0.0
 	go.opentelemetry.io/proto/otlp v1.11.1
@@ -18,7 +19,6 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
-	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.31.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
