@@ -16,9 +16,6 @@ import (
 var templateFuncs = template.FuncMap{
 	"jobURL":      jobURL,
 	"batchURL":    batchURL,
-	"when":        when,
-	"jobState":    queue.JobStateName,
-	"batchState":  queue.BatchStateName,
 	"payloadType": queue.PayloadTypeName,
 	"lower":       strings.ToLower,
 	"join":        strings.Join,

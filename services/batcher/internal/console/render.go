@@ -150,8 +150,6 @@ func safeReturn(s, def string) string {
 	return s
 }
 
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }
-
 // apiError is a JSON endpoint's refusal.
 type apiError struct {
 	Code  string `json:"code"`
