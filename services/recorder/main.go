@@ -2,7 +2,9 @@
 // ingestq.v1.RecordingService, through which an inventory leases each job,
 // records the stored version and completes it (the job goes on to Notify),
 // and it runs a built-in recorder that records into an embedded SQLite
-// inventory unless an external inventory is configured to do it.
+// inventory unless an external inventory is configured to do it. Like every
+// stage replica it serves ingestq.v1.StageService: its status, and pausing,
+// resuming and draining its leases.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
+	"github.com/ingestq/ingestq/services/recorder/internal/stageservice"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
@@ -80,6 +83,7 @@ func main() {
 				return fmt.Errorf("registering the recorder: %w", err)
 			}
 			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases})
+			v1.RegisterStageServiceServer(env.Server, stageservice.Server{Leases: leases, Worker: reg})
 
 			stopped := make(chan struct{})
 			var db *inventory.DB

@@ -77,8 +77,10 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	const token = "inventory-team-token"
 	p := servicetest.Start(t, servicetest.Build(t, "."), zkRoot, "INGESTQ_RECORDER_BUILTIN=false", "INGESTQ_ADMIN_TOKEN="+token)
 	conn := servicetest.Dial(t, p.Addr)
-	if !slices.Contains(servicetest.ListServices(t, conn), "ingestq.v1.RecordingService") {
-		t.Fatal("RecordingService is not served")
+	for _, name := range []string{"ingestq.v1.RecordingService", "ingestq.v1.StageService"} {
+		if !slices.Contains(servicetest.ListServices(t, conn), name) {
+			t.Fatalf("%s is not served", name)
+		}
 	}
 	q := queuetest.Connect(t, zkRoot)
 	jid := recordingJob(t, q)
@@ -100,6 +102,11 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 		}
 		return false
 	})
+	// So does the replica's StageService.
+	st, err := v1.NewStageServiceClient(conn).GetStatus(ctx, &v1.GetStatusRequest{})
+	if ws := st.GetWorkers(); err != nil || len(ws) != 1 || len(ws[0].GetInFlight()) != 1 || ws[0].GetInFlight()[0].GetJobId() != jid {
+		t.Errorf("StageService.GetStatus = %v, %v; want the recorder with lease %s in flight", st, err, jid)
+	}
 	if _, err := c.Complete(ctx, &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
 		t.Fatal(err)
 	}

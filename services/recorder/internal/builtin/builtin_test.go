@@ -55,7 +55,9 @@ func recordingJob(t *testing.T, q *queue.Client, manifestURL string, version int
 	return jid
 }
 
-func run(t *testing.T, q *queue.Client, dbPath string) {
+// run runs a built-in recorder on q, recording into dbPath, until the test
+// ends; it returns the recorder's lease manager.
+func run(t *testing.T, q *queue.Client, dbPath string) *lease.Manager {
 	t.Helper()
 	db, err := inventory.Open(context.Background(), dbPath)
 	if err != nil {
@@ -74,6 +76,7 @@ func run(t *testing.T, q *queue.Client, dbPath string) {
 		<-done
 		db.Close()
 	})
+	return m
 }
 
 func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
@@ -137,6 +140,21 @@ func TestTheBuiltInRecorderFailsAJobWhoseManifestIsGone(t *testing.T) {
 		!strings.Contains(msg, "no such file") {
 		t.Errorf("message %q", msg)
 	}
+}
+
+func TestAPausedBuiltInRecorderTakesNothingUntilResumed(t *testing.T) {
+	q := queuetest.Connect(t, zktest.Root(t))
+	m := run(t, q, filepath.Join(t.TempDir(), "inventory.db"))
+	m.Pause()
+	jid := recordingJob(t, q, storedVersion(t, t.TempDir(), "v1", []checkm.Entry{
+		{FileURL: "file:///s/v1/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("a", 64), FileSize: 5, FileName: "producer/a.txt"},
+	}), 1)
+	time.Sleep(500 * time.Millisecond)
+	if job, err := q.GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+		t.Fatalf("job under a paused recorder: %v, %v; want it untouched in Recording", job, err)
+	}
+	m.Resume()
+	queuetest.Eventually(t, jid+" recorded after the resume", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Notify })
 }
 
 func TestTheVersionRecordedIsTheOneTheJobCarries(t *testing.T) {

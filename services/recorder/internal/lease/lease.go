@@ -87,6 +87,8 @@ type Manager struct {
 	leases   map[string]*held
 	ended    map[string]tombstone // why recent leases ended
 	stopping bool
+	paused   bool
+	resumed  chan struct{}    // closed and replaced when a pause ends
 	idle     chan struct{}    // closed when stopping and no lease is left
 	outcomes map[string]int64 // leases ended, by telemetry outcome
 }
@@ -144,12 +146,14 @@ func New(q *queue.Client, opts Options) *Manager {
 		leases:   map[string]*held{},
 		ended:    map[string]tombstone{},
 		outcomes: map[string]int64{},
+		resumed:  make(chan struct{}),
 	}
 }
 
 // Lease waits up to wait (capped by MaxWait and ctx) for a job in Recording
 // and leases it for d (0: the default). With no job in time it returns nil
-// and no error.
+// and no error; so it does while the manager is paused, as when the whole
+// queue is.
 func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, error) {
 	if d <= 0 {
 		d = m.opts.DefaultDuration
@@ -158,12 +162,24 @@ func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, err
 	defer cancel()
 	defer context.AfterFunc(m.quit, cancel)()
 	for {
+		m.waitResumed(waitCtx)
+		if m.isStopping() {
+			return nil, ErrStopping
+		}
+		if m.isPaused() {
+			return nil, nil // paused for the whole wait: nothing to record
+		}
 		claim, err := m.next(waitCtx, wait)
 		if m.isStopping() {
 			if claim != nil {
 				claim.Release(context.WithoutCancel(ctx))
 			}
 			return nil, ErrStopping
+		}
+		if claim != nil && m.isPaused() {
+			// Paused while this call waited for a job: the job stays free.
+			claim.Release(context.WithoutCancel(ctx))
+			continue
 		}
 		if claim == nil {
 			if err == nil || (waitCtx.Err() != nil && ctx.Err() == nil) {
@@ -467,6 +483,46 @@ func (m *Manager) whyEnded(id string) string {
 	return m.ended[id].why
 }
 
+// Pause makes Lease hand out nothing (the built-in recorder and external
+// inventories alike) until Resume; the leases out go on.
+func (m *Manager) Pause() {
+	m.mu.Lock()
+	m.paused = true
+	m.mu.Unlock()
+	m.changed()
+}
+
+// Resume ends a pause: waiting Lease calls take jobs again.
+func (m *Manager) Resume() {
+	m.mu.Lock()
+	if m.paused {
+		m.paused = false
+		close(m.resumed)
+		m.resumed = make(chan struct{})
+	}
+	m.mu.Unlock()
+	m.changed()
+}
+
+func (m *Manager) isPaused() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.paused
+}
+
+// waitResumed returns once the manager is not paused or ctx has ended.
+func (m *Manager) waitResumed(ctx context.Context) {
+	m.mu.Lock()
+	paused, resumed := m.paused, m.resumed
+	m.mu.Unlock()
+	if paused {
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+		}
+	}
+}
+
 func (m *Manager) isStopping() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -519,7 +575,7 @@ func (m *Manager) Report(w *v1.WorkerInfo) {
 		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: h.JobID, BatchId: h.BatchID, Since: timestamppb.New(h.since)})
 	}
 	w.Outcomes = maps.Clone(m.outcomes)
-	w.Paused, w.Draining = false, m.stopping
+	w.Paused, w.Draining = m.paused, m.stopping
 }
 
 func (m *Manager) changed() {
