@@ -10,17 +10,16 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -146,11 +145,11 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 }
 
 func (s *Stack) newProc(name string, i int) (*Proc, error) {
-	addrs, err := freeAddrs(3)
+	addrs, err := freeport.Loopback(3)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stack: %w", err)
 	}
-	p := &Proc{Service: name, Index: i, Addr: addrs[0], Metrics: addrs[1], bin: filepath.Join(s.opts.BinDir, name),
+	p := &Proc{Service: name, Index: i, Addr: addrs[0].String(), Metrics: addrs[1].String(), bin: filepath.Join(s.opts.BinDir, name),
 		logPath: filepath.Join(s.LogDir, fmt.Sprintf("%s-%d.log", name, i)), creds: insecure.NewCredentials()}
 	if s.opts.ClientTLS != nil {
 		p.creds = credentials.NewTLS(s.opts.ClientTLS)
@@ -172,7 +171,7 @@ func (s *Stack) newProc(name string, i int) (*Proc, error) {
 	if name == "batcher" {
 		// Each batcher gets a console port of its own: the default would
 		// collide between replicas and between stacks running at once.
-		p.Console = addrs[2]
+		p.Console = addrs[2].String()
 		env["INGESTQ_CONSOLE_LISTEN"] = p.Console
 	}
 	for k, v := range s.opts.Env {
@@ -361,22 +360,3 @@ func (p *Proc) PID() int {
 
 // LogPath is where the process's output goes.
 func (p *Proc) LogPath() string { return p.logPath }
-
-func freeAddrs(n int) ([]string, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	out := make([]string, n)
-	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("stack: finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		out[i] = "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
-}

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ingestq/ingestq/shared/freeport"
 )
 
 // EnvServers names the environment variable that points tests at an already
@@ -110,14 +112,14 @@ func StartEnsemble(ctx context.Context, dir string, n int, opts Options) (*Ensem
 	if opts.JVMHeap == "" {
 		opts.JVMHeap = "512m"
 	}
-	ports, err := freePorts(3 * n)
+	ports, err := freeport.Loopback(3 * n)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("zktest: %w", err)
 	}
 	e := &Ensemble{}
 	for i := 0; i < n; i++ {
-		s := &Server{ID: i + 1, Addr: "127.0.0.1:" + strconv.Itoa(ports[3*i]), opts: opts,
-			peer: ports[3*i+1], elec: ports[3*i+2], dir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1))}
+		s := &Server{ID: i + 1, Addr: ports[3*i].String(), opts: opts,
+			peer: int(ports[3*i+1].Port()), elec: int(ports[3*i+2].Port()), dir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1))}
 		e.Servers = append(e.Servers, s)
 	}
 	for _, s := range e.Servers {
@@ -337,26 +339,6 @@ func (s *Server) wait(d time.Duration) bool {
 	case <-time.After(d):
 		return false
 	}
-}
-
-// freePorts finds n free loopback ports (held open together so they differ).
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	out := make([]int, n)
-	for i := range out {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("zktest: finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		out[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return out, nil
 }
 
 // Main runs a test binary's tests against one ZooKeeper server: the one

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -31,12 +31,11 @@ import (
 // FreeAddr returns a loopback address whose port was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := freeport.Loopback(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lis.Close()
-	return lis.Addr().String()
+	return addrs[0].String()
 }
 
 // Dial opens a plaintext client connection to addr, closed when the test ends.
