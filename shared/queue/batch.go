@@ -93,15 +93,7 @@ func (c *Client) BatchByUUID(ctx context.Context, uuid string) (string, error) {
 }
 
 func (c *Client) batchStatus(ctx context.Context, bid string) (*v1.BatchStatus, error) {
-	p := c.p.batchStatus(bid)
-	data, _, err := c.get(ctx, p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("batch %s: %w", bid, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
-	}
-	return decodeBatchStatus(p, data)
+	return getNode(ctx, c, c.p.batchStatus(bid), "batch "+bid, decodeBatchStatus)
 }
 
 // GetBatch reads a batch: submission, status, last report, job counts per
@@ -442,19 +434,11 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, 
 	// no reader mistakes for jobs (no status) and that fsck removes.
 	ids := make([]string, len(jobs))
 	const inflight = 64
-	sem := make(chan struct{}, inflight)
 	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i := range jobs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			created, err := bc.c.create(ctx, bc.c.p.jobSeq(), nil, zk.FlagSequence)
-			ids[i], errs[i] = path.Base(created), err
-		}()
-	}
-	wg.Wait()
+	eachAtMost(len(jobs), inflight, func(i int) {
+		created, err := bc.c.create(ctx, bc.c.p.jobSeq(), nil, zk.FlagSequence)
+		ids[i], errs[i] = path.Base(created), err
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("allocating job ids for batch %s: %w", bc.ID(), err)
 	}
@@ -484,15 +468,9 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, 
 		groups = append(groups, cur)
 	}
 	gerrs := make([]error, len(groups))
-	for gi, ops := range groups {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			gerrs[gi] = bc.fencedMulti(ctx, checkOp(bc.c.p.batchStatus(bc.ID()), bc.version), ops...)
-		}()
-	}
-	wg.Wait()
+	eachAtMost(len(groups), inflight, func(gi int) {
+		gerrs[gi] = bc.fencedMulti(ctx, checkOp(bc.c.p.batchStatus(bc.ID()), bc.version), groups[gi]...)
+	})
 	if err := errors.Join(gerrs...); err != nil {
 		return nil, fmt.Errorf("creating jobs of batch %s: %w", bc.ID(), err)
 	}
@@ -739,6 +717,14 @@ func (c *Client) DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error)
 			return nil, err
 		}
 	}
+	return c.removeClaimedBatch(ctx, bc, refs)
+}
+
+// removeClaimedBatch deletes the jobs that refs lists, then the batch's own
+// tree, under the claim bc. When either fails the claim is released: what
+// is left is still a batch (Deleted or Completed), which a later try,
+// cleanup or fsck finishes.
+func (c *Client) removeClaimedBatch(ctx context.Context, bc *BatchClaim, refs map[string][]string) ([]*v1.Job, error) {
 	var jids []string
 	for _, f := range batchFolders {
 		jids = append(jids, refs[f]...)
@@ -748,7 +734,8 @@ func (c *Client) DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error)
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if err := c.deleteBatchTree(ctx, bid, bc.Batch.GetSubmission().GetBatchId()); err != nil {
+	if err := c.deleteBatchTree(ctx, bc.ID(), bc.Batch.GetSubmission().GetBatchId()); err != nil {
+		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	bc.markDone()

@@ -68,19 +68,5 @@ func (c *Client) removeBatch(ctx context.Context, bid string) ([]*v1.Job, error)
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	var jids []string
-	for _, f := range batchFolders {
-		jids = append(jids, refs[f]...)
-	}
-	jobs, err := c.deleteJobTrees(ctx, jids)
-	if err != nil {
-		bc.Release(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	if err := c.deleteBatchTree(ctx, bid, bc.Batch.GetSubmission().GetBatchId()); err != nil {
-		bc.Release(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	bc.markDone()
-	return jobs, nil
+	return c.removeClaimedBatch(ctx, bc, refs)
 }

@@ -369,6 +369,38 @@ func (c *Client) get(ctx context.Context, path string) ([]byte, *zk.Stat, error)
 	return r.data, r.stat, err
 }
 
+// getNode reads the node at path and decodes it; a missing node is
+// ErrNotFound, named as what ("job jid0000000001").
+func getNode[T any](ctx context.Context, c *Client, path, what string, decode func(path string, data []byte) (T, error)) (T, error) {
+	data, _, err := c.get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return decode(path, data)
+}
+
+// eachAtMost calls f(i) for every i in [0, n), at most limit at a time,
+// and returns once all calls have: ZooKeeper requests are pipelined so, as
+// one at a time is slow and all at once would flood the session.
+func eachAtMost(n, limit int, f func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
 type childrenStat struct {
 	names []string
 	stat  *zk.Stat

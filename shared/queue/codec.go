@@ -257,21 +257,31 @@ func decodeSubmission(path string, data []byte) (*v1.Submission, error) {
 		Traceparent:    w.Traceparent,
 		Collection:     w.Collection,
 	}
-	if w.Type != "" {
-		t, err := ParsePayloadType(w.Type)
-		if err != nil {
-			return nil, &CorruptError{Path: path, Err: err}
-		}
-		out.Type = t
-	}
-	if w.SubmissionMode != "" {
-		m, err := ParseSubmissionMode(w.SubmissionMode)
-		if err != nil {
-			return nil, &CorruptError{Path: path, Err: err}
-		}
-		out.SubmissionMode = m
+	var err error
+	if out.Type, out.SubmissionMode, err = decodeKinds(path, w.Type, w.SubmissionMode); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// decodeKinds reads the payload type and submission mode words that a
+// submission and a job configuration both carry; an absent word leaves its
+// value unspecified.
+func decodeKinds(path, payloadType, mode string) (v1.PayloadType, v1.SubmissionMode, error) {
+	var t v1.PayloadType
+	var m v1.SubmissionMode
+	var err error
+	if payloadType != "" {
+		if t, err = ParsePayloadType(payloadType); err != nil {
+			return 0, 0, &CorruptError{Path: path, Err: err}
+		}
+	}
+	if mode != "" {
+		if m, err = ParseSubmissionMode(mode); err != nil {
+			return 0, 0, &CorruptError{Path: path, Err: err}
+		}
+	}
+	return t, m, nil
 }
 
 // --- job data nodes ---
@@ -325,19 +335,9 @@ func decodeConfiguration(path string, data []byte) (*v1.JobConfiguration, error)
 	if w.BatchEntry != nil {
 		out.BatchEntry = *w.BatchEntry
 	}
-	if w.PayloadType != "" {
-		t, err := ParsePayloadType(w.PayloadType)
-		if err != nil {
-			return nil, &CorruptError{Path: path, Err: err}
-		}
-		out.PayloadType = t
-	}
-	if w.SubmissionMode != "" {
-		m, err := ParseSubmissionMode(w.SubmissionMode)
-		if err != nil {
-			return nil, &CorruptError{Path: path, Err: err}
-		}
-		out.SubmissionMode = m
+	var err error
+	if out.PayloadType, out.SubmissionMode, err = decodeKinds(path, w.PayloadType, w.SubmissionMode); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -136,6 +136,14 @@ func TestCodecRefusesBrokenNodesWithThePath(t *testing.T) {
 			_, err := decodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"floppy"}`))
 			return err
 		}()},
+		{"unknown submission mode", func() error {
+			_, err := decodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"file","submission_mode":"merge"}`))
+			return err
+		}()},
+		{"unknown submission type", func() error {
+			_, err := decodeSubmission("/jobs/jid1/status", []byte(`{"type":"floppy","submission_mode":"add"}`))
+			return err
+		}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

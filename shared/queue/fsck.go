@@ -167,24 +167,19 @@ func (c *Client) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error
 	}
 	// Jobs.
 	jobSet := map[string]bool{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
 	for _, jid := range jids {
 		jobSet[jid] = true
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			v, ok := before[jid]
-			ds := c.fsckJob(ctx, jid, v, ok, entries[jid], refs[jid], opts)
-			mu.Lock()
-			rep.JobsChecked++
-			rep.Damages = append(rep.Damages, ds...)
-			mu.Unlock()
-		}()
 	}
-	wg.Wait()
+	var mu sync.Mutex
+	eachAtMost(len(jids), 32, func(i int) {
+		jid := jids[i]
+		v, ok := before[jid]
+		ds := c.fsckJob(ctx, jid, v, ok, entries[jid], refs[jid], opts)
+		mu.Lock()
+		rep.JobsChecked++
+		rep.Damages = append(rep.Damages, ds...)
+		mu.Unlock()
+	})
 	// Entries and references whose job is gone.
 	// A job created after the listing is not in jobSet: ask again.
 	gone := func(jid string) bool {
@@ -343,21 +338,13 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 func (c *Client) statusVersions(ctx context.Context, jids []string) map[string]int32 {
 	out := make(map[string]int32, len(jids))
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for _, jid := range jids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if ok, st, err := c.exists(ctx, c.p.jobStatus(jid)); err == nil && ok {
-				mu.Lock()
-				out[jid] = st.Version
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	eachAtMost(len(jids), 64, func(i int) {
+		if ok, st, err := c.exists(ctx, c.p.jobStatus(jids[i])); err == nil && ok {
+			mu.Lock()
+			out[jids[i]] = st.Version
+			mu.Unlock()
+		}
+	})
 	return out
 }
 

@@ -143,22 +143,11 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (
 
 // GetJob reads a job and its status (not its manifest).
 func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
-	if !ValidJobID(jid) {
-		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
-	}
-	data, _, err := c.get(ctx, c.p.jobStatus(jid))
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading job %s: %w", jid, err)
-	}
-	job := &v1.Job{Id: jid}
-	st, err := decodeJobStatus(c.p.jobStatus(jid), data)
+	st, err := c.JobStatus(ctx, jid) // checks the id too
 	if err != nil {
 		return nil, err
 	}
-	job.Status = st
+	job := &v1.Job{Id: jid, Status: st}
 	_, corrupt, err := c.readJobData(ctx, job, jobDataNodes)
 	if err != nil {
 		return nil, err
@@ -179,15 +168,7 @@ func (c *Client) JobStatus(ctx context.Context, jid string) (*v1.JobStatus, erro
 	if !ValidJobID(jid) {
 		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
 	}
-	p := c.p.jobStatus(jid)
-	data, _, err := c.get(ctx, p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
-	}
-	return decodeJobStatus(p, data)
+	return getNode(ctx, c, c.p.jobStatus(jid), "job "+jid, decodeJobStatus)
 }
 
 // GetManifest reads the file list kept beside a job (nil if it has none).

@@ -19,14 +19,7 @@ func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
 		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
 	}
 	for attempt := 0; attempt < 5; attempt++ {
-		data, _, err := c.get(ctx, c.p.jobStatus(jid))
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading job %s: %w", jid, err)
-		}
-		st, err := decodeJobStatus(c.p.jobStatus(jid), data)
+		st, err := c.JobStatus(ctx, jid)
 		if err != nil {
 			return nil, err
 		}

@@ -112,17 +112,9 @@ func (c *Client) ListJobs(ctx context.Context, f JobFilter) ([]*v1.Job, string, 
 	page := jids[start:end]
 	jobs := make([]*v1.Job, len(page))
 	errs := make([]error, len(page))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
-	for i, jid := range page {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			jobs[i], errs[i] = c.GetJob(ctx, jid)
-		}()
-	}
-	wg.Wait()
+	eachAtMost(len(page), 32, func(i int) {
+		jobs[i], errs[i] = c.GetJob(ctx, page[i])
+	})
 	out := jobs[:0]
 	for i, j := range jobs {
 		switch {
