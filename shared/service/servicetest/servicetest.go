@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,34 @@ func Dial(t testing.TB, addr string) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// Server is what Serve runs: the shared gRPC server (shared/server.Server),
+// named by its methods so that the server's own tests may use this package.
+type Server interface {
+	Serve(lis net.Listener) error
+	Shutdown(ctx context.Context) error
+}
+
+// Serve runs srv on a free loopback port and returns a plaintext client
+// connection to it. When the test ends the connection is closed and the
+// server shut down (cleanups the test registers later run before).
+func Serve(t testing.TB, srv Server) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// Tests check their own calls; a late call cut off here is logged.
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Logf("shutting the test server down: %v", err)
+		}
+	})
+	return Dial(t, lis.Addr().String())
 }
 
 // WaitHealth polls the overall health of the server behind conn until it

@@ -2,7 +2,6 @@ package stageservice
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -12,10 +11,9 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
+	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -55,23 +53,13 @@ func start(t *testing.T) *replica {
 	}
 	v1.RegisterStageServiceServer(srv, Server{Leases: m, Worker: reg})
 	v1.RegisterRecordingServiceServer(srv, recording.Server{Leases: m})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
+	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		m.Stop(ctx)
-		srv.Shutdown(ctx)
+		m.Stop(ctx) // ends waiting Lease calls before the server stops
 		reg.Close(ctx)
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
 	return &replica{q: q, stages: v1.NewStageServiceClient(conn), leases: v1.NewRecordingServiceClient(conn)}
 }
 
