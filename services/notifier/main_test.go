@@ -19,18 +19,8 @@ import (
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-// examplesProfiles is the sample profile directory the repository ships.
-func examplesProfiles(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "examples", "profiles"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
-	t.Setenv("INGESTQ_PROFILES_DIR", examplesProfiles(t))
+	t.Setenv("INGESTQ_PROFILES_DIR", servicetest.ExampleProfiles(t))
 	t.Setenv("INGESTQ_WORK_ROOT", t.TempDir())
 	servicetest.CheckBinary(t, "notifier")
 }

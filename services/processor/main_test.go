@@ -16,18 +16,8 @@ import (
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-// examplesProfiles is the sample profile directory the repository ships.
-func examplesProfiles(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "examples", "profiles"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
-	t.Setenv("INGESTQ_PROFILES_DIR", examplesProfiles(t))
+	t.Setenv("INGESTQ_PROFILES_DIR", servicetest.ExampleProfiles(t))
 	t.Setenv("INGESTQ_WORK_ROOT", t.TempDir())
 	t.Setenv("INGESTQ_STORE_ROOT", t.TempDir())
 	servicetest.CheckBinary(t, "processor")
@@ -37,7 +27,7 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 	bin := servicetest.Build(t, ".")
 	zkRoot := zktest.Root(t)
 	workRoot, storeRoot := t.TempDir(), t.TempDir()
-	servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+examplesProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
+	servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+servicetest.ExampleProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
 		"INGESTQ_STORE_ROOT="+storeRoot, "INGESTQ_MINT_SHOULDER=ark:/99999/fk5")
 
 	q := queuetest.Connect(t, zkRoot)

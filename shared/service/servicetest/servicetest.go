@@ -164,6 +164,28 @@ func Build(t testing.TB, dir string) string {
 	return bin
 }
 
+// ExampleProfiles is the absolute path of the sample collection profiles
+// the repository ships (examples/profiles), looked for from the current
+// directory upwards: a service's tests load what a first deployment loads.
+func ExampleProfiles(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p := filepath.Join(dir, "examples", "profiles")
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("no examples/profiles in the current directory or above it")
+		}
+		dir = parent
+	}
+}
+
 // StopWait is how long a process may take to exit after SIGTERM before it
 // is killed and the test fails.
 const StopWait = 20 * time.Second
