@@ -565,15 +565,7 @@ func sortedEntries(names []string) []entry {
 			out = append(out, entry{name: n, priority: pr, jid: jid})
 		}
 	}
-	slices.SortFunc(out, func(a, b entry) int {
-		switch {
-		case lessEntry(a, b):
-			return -1
-		case lessEntry(b, a):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, compareEntries)
 	return out
 }
 

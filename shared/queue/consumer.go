@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -118,6 +119,7 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 		co.mu.Unlock()
 		switch {
 		case err == nil:
+			cl.givenBack = co.giveBack
 			return cl, nil, nil
 		case errors.Is(err, errBusy):
 			co.watchLock(e.jid)
@@ -172,6 +174,24 @@ func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
 	co.snapshot = append(co.snapshot[:i], co.snapshot[i+1:]...)
 	co.trying[e.name] = true
 	return &e, nil, nil
+}
+
+// giveBack puts a released job's entry back in the snapshot, in order, and
+// wakes waiting callers: nothing in the folder changed, so no watch would.
+func (co *Consumer) giveBack(name string) {
+	pr, jid, ok := parseEntry(name)
+	if !ok {
+		return
+	}
+	e := entry{name: name, priority: pr, jid: jid}
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	i, found := slices.BinarySearchFunc(co.snapshot, e, compareEntries)
+	if !found && !co.trying[name] {
+		co.snapshot = slices.Insert(co.snapshot, i, e)
+	}
+	close(co.wake)
+	co.wake = make(chan struct{})
 }
 
 // wakeAtLocked makes sure waiting callers are woken at t (or earlier).

@@ -124,6 +124,39 @@ func TestReleasedJobWakesAWaitingConsumer(t *testing.T) {
 	}
 }
 
+func TestAJobReleasedByItsConsumersClaimIsTakenAgainByThatConsumer(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 2, DefaultPriority)
+	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1})
+	first, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both given back in reverse order: the folder never changes, so only
+	// the consumer's own bookkeeping can bring them back, in queue order.
+	for _, cl := range []*Claim{second, first} {
+		if err := cl.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range jids {
+		waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		cl, err := co.Next(waitCtx)
+		cancel()
+		if err != nil {
+			t.Fatalf("take %d after the release: %v", i, err)
+		}
+		if cl.ID() != want {
+			t.Errorf("take %d after the release: %s, want %s", i, cl.ID(), want)
+		}
+	}
+}
+
 func TestHeldCollectionIsSeenFromTheCache(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)

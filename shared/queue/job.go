@@ -203,6 +203,10 @@ type Claim struct {
 	sess    *session
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
+	// givenBack tells the consumer that handed out this claim that the job
+	// is free again in its state: a release changes no child of the state
+	// folder, so the folder watch would never bring the job back.
+	givenBack func(entry string)
 
 	mu   sync.Mutex
 	done bool
@@ -707,6 +711,9 @@ func (cl *Claim) release(ctx context.Context) error {
 	_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
 	if err != nil {
 		return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
+	}
+	if cl.givenBack != nil {
+		cl.givenBack(cl.entry)
 	}
 	return nil
 }

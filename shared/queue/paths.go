@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -134,12 +135,12 @@ func ValidJobID(id string) bool { return validID(id, "jid") }
 // ValidBatchID reports whether id looks like "bid0000000042".
 func ValidBatchID(id string) bool { return validID(id, "bid") }
 
-// lessEntry orders entries by priority, then jid (oldest first).
-func lessEntry(a, b entry) bool {
-	if a.priority != b.priority {
-		return a.priority < b.priority
+// compareEntries orders entries by priority, then jid (oldest first).
+func compareEntries(a, b entry) int {
+	if c := cmp.Compare(a.priority, b.priority); c != 0 {
+		return c
 	}
-	return a.jid < b.jid
+	return strings.Compare(a.jid, b.jid)
 }
 
 type entry struct {

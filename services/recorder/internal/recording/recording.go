@@ -23,7 +23,8 @@ type Server struct {
 }
 
 // Lease waits for a job and leases it; no job within the wait is an empty
-// answer, not an error.
+// answer, not an error, and so is a wait while the recorder is paused
+// (StageService.Pause). A draining recorder answers Unavailable.
 func (s Server) Lease(ctx context.Context, req *v1.LeaseRequest) (*v1.LeaseResponse, error) {
 	var wait, d time.Duration
 	if req.GetWait() != nil {
