@@ -169,8 +169,9 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 	if _, err := raw.Set(statusNode, []byte(`{"status":"Pending"}`), -1); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("raw write of %s: %v; want %v", statusNode, err, zk.ErrNoAuth)
 	}
-	if err := raw.Delete(p.stack.Root+"/batch-uuids", -1); !errors.Is(err, zk.ErrNoAuth) && !errors.Is(err, zk.ErrNotEmpty) {
-		t.Errorf("raw delete under the root: %v; want %v", err, zk.ErrNoAuth)
+	priorityNode := p.stack.Root + "/jobs/" + jid + "/priority"
+	if err := raw.Delete(priorityNode, -1); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("raw delete of %s: %v; want %v", priorityNode, err, zk.ErrNoAuth)
 	}
 
 	after, err := p.q.GetJob(ctx, jid)

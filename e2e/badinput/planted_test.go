@@ -8,15 +8,16 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn plays
-// a careless peer: with the queue paused, it requeues failed jobs to
+// a careless peer: with the estimator paused, it requeues failed jobs to
 // Pending and breaks one node of each (the status, the configuration, the
 // file list) through a plain ZooKeeper session, spelling the contract's
-// paths itself. Once the queue runs again, the estimator fails each job
+// paths itself. Once the estimator runs again, it fails each job
 // with a message naming the broken node, stays SERVING, and the next job
 // goes through the whole pipeline.
 func TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn(t *testing.T) {
@@ -44,13 +45,17 @@ func TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn(t *testin
 		jids[i] = p.jobs(t, bid)[0].GetId()
 	}
 
-	if _, err := p.admin.PauseQueue(ctx, &v1.PauseQueueRequest{}); err != nil {
+	// The estimator's Pending runner is the one that will take the jobs:
+	// paused (its pause holds once the call returns), it leaves them be
+	// until the nodes are broken.
+	estimator := v1.NewStageServiceClient(dial(t, p.stack.Addr("estimator")))
+	if _, err := estimator.Pause(ctx, &v1.PauseRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	paused := true
+	resumed := false
 	defer func() {
-		if paused {
-			p.admin.UnpauseQueue(ctx, &v1.UnpauseQueueRequest{})
+		if !resumed {
+			estimator.Resume(ctx, &v1.ResumeRequest{})
 		}
 	}()
 	raw := rawZooKeeper(t, p.stack.Servers, "")
@@ -63,10 +68,10 @@ func TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn(t *testin
 			t.Fatalf("planting %s: %v", node, err)
 		}
 	}
-	if _, err := p.admin.UnpauseQueue(ctx, &v1.UnpauseQueueRequest{}); err != nil {
+	if _, err := estimator.Resume(ctx, &v1.ResumeRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	paused = false
+	resumed = true
 
 	for i, tc := range cases {
 		t.Run(tc.node, func(t *testing.T) {
@@ -85,6 +90,12 @@ func TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn(t *testin
 			})
 			t.Logf("job %s: %s", jids[i], st.GetMessage())
 			wantMessage(t, "job "+jids[i], st.GetMessage(), append([]string{node}, tc.want...))
+			if tc.node == "configuration" {
+				// Still broken after the failure: an operator reading the
+				// job is told which node.
+				_, err := p.admin.GetJob(ctx, &v1.GetJobRequest{JobId: jids[i]})
+				wantStatus(t, err, codes.FailedPrecondition, node+": unreadable: invalid JSON")
+			}
 		})
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,21 +19,35 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// apiServices are the gRPC services ingestq serves, with the services
-// (processes) that serve each.
-var apiServices = []struct {
-	name   protoreflect.FullName
-	served []string
-}{
-	{"ingestq.v1.BatchService", []string{"batcher"}},
-	{"ingestq.v1.AdminService", []string{"batcher"}},
-	{"ingestq.v1.RecordingService", []string{"recorder"}},
-	{"ingestq.v1.StageService", stageServices},
-	{"ingestq.v1.PingService", stack.Services},
+// ingestqServices are the gRPC services of ingestq (health and reflection
+// aside) that every stack must serve somewhere.
+var ingestqServices = []protoreflect.FullName{
+	"ingestq.v1.BatchService", "ingestq.v1.AdminService", "ingestq.v1.RecordingService",
+	"ingestq.v1.StageService", "ingestq.v1.PingService",
 }
 
-// stageServices are the services that run stage runners.
-var stageServices = []string{"estimator", "provisioner", "downloader", "processor", "notifier"}
+// servedAPI asks every process of p, through server reflection, which of
+// ingestq's gRPC services it serves, and checks that each is served by
+// at least one.
+func servedAPI(t *testing.T, p *pipeline) map[string][]protoreflect.FullName {
+	t.Helper()
+	out := map[string][]protoreflect.FullName{}
+	seen := map[protoreflect.FullName]bool{}
+	for _, service := range stack.Services {
+		for _, name := range servicetest.ListServices(t, dial(t, p.stack.Addr(service))) {
+			if strings.HasPrefix(name, "ingestq.") {
+				out[service] = append(out[service], protoreflect.FullName(name))
+				seen[protoreflect.FullName(name)] = true
+			}
+		}
+	}
+	for _, name := range ingestqServices {
+		if !seen[name] {
+			t.Errorf("no process serves %s", name)
+		}
+	}
+	return out
+}
 
 // serviceMethods returns the methods of a service as this binary's
 // descriptors have them.
@@ -240,7 +255,8 @@ func fieldCases() map[string][]fieldCase {
 }
 
 // TestEveryRPCRefusesMissingOrOversizedFields calls every method of every
-// ingestq service on every process that serves it: each request with a
+// ingestq service on every process that serves it (as its reflection
+// says): each request with a
 // field missing or over its limit is refused with InvalidArgument naming
 // the field, and a request over the message size limit with
 // ResourceExhausted, before the method does anything. Every method whose
@@ -250,18 +266,14 @@ func TestEveryRPCRefusesMissingOrOversizedFields(t *testing.T) {
 	t.Parallel()
 	cases := fieldCases()
 	ctx := adminCtx(context.Background())
-	conns := map[string]*grpc.ClientConn{}
-	for _, service := range stack.Services {
-		conns[service] = dial(t, shared.main.stack.Addr(service))
-	}
-	for _, svc := range apiServices {
-		for _, md := range serviceMethods(t, svc.name) {
-			method := fullMethod(md)
-			if hasNonFlagField(md.Input()) && len(cases[method]) == 0 {
-				t.Errorf("%s has request fields but no case of a missing or oversized one", method)
-			}
-			for _, service := range svc.served {
-				conn := conns[service]
+	for service, names := range servedAPI(t, shared.main) {
+		conn := dial(t, shared.main.stack.Addr(service))
+		for _, name := range names {
+			for _, md := range serviceMethods(t, name) {
+				method := fullMethod(md)
+				if hasNonFlagField(md.Input()) && len(cases[method]) == 0 {
+					t.Errorf("%s has request fields but no case of a missing or oversized one", method)
+				}
 				t.Run(service+method, func(t *testing.T) {
 					for _, tc := range cases[method] {
 						t.Run(tc.name, func(t *testing.T) {

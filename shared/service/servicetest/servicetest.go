@@ -1,5 +1,7 @@
-// Package servicetest checks ingestq services from the outside: over gRPC
-// on a loopback port, against the test ZooKeeper of zktest.
+// Package servicetest runs ingestq services for tests and checks them from
+// the outside: it builds a service's binary and keeps it running against
+// the test ZooKeeper of zktest (Build, Start), serves a gRPC server on a
+// loopback port (Serve), and talks to either over gRPC.
 package servicetest
 
 import (
