@@ -48,14 +48,17 @@ func BenchmarkPipeline(b *testing.B) {
 
 		perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
 		cpu0, _ := srv.CPUTime()
-		lifecycle, err := Lifecycle(ctx, servers, 2000, perState)
+		lifecycle, err := Lifecycle(ctx, servers, 2000, perState, false)
 		must(err)
 		cpu1, _ := srv.CPUTime()
 		ceilingTx, ceilingN, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
 		must(err)
 		cpu2, _ := srv.CPUTime()
+		ungrouped, err := Lifecycle(ctx, servers, 2000, perState, true)
+		must(err)
 		ceiling := ceilingTx / 9
 		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through 7 transitions, %d consumers per state, one session per state)\n", lifecycle, perState)
+		fmt.Printf("           %.0f jobs/s with every multi a request of its own (queue.Options.Ungrouped)\n", ungrouped)
 		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at 9 transitions/job\n", ceilingTx, ceiling)
 		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (9 bare transitions)\n",
 			float64(cpu1-cpu0)/1e6/2000, float64(cpu2-cpu1)/1e6/(float64(ceilingN)/9))
@@ -157,4 +160,37 @@ func zklimit(dir, addr string) string {
 		}
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// BenchmarkLifecycle is the lifecycle figure of BenchmarkPipeline alone,
+// beside the ceiling, for quick comparisons while working on the queue
+// library: go test -run '^$' -bench Lifecycle ./bench/
+func BenchmarkLifecycle(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	srv, err := zktest.Start(ctx, filepath.Join(b.TempDir(), "zookeeper"), zktest.Options{JVMHeap: "1g"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	servers := []string{srv.Addr}
+	perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
+	for range b.N {
+		ceilingTx, _, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, ungrouped := range []bool{false, true} {
+			jobs, err := Lifecycle(ctx, servers, 2000, perState, ungrouped)
+			if err != nil {
+				b.Fatal(err)
+			}
+			name := "grouped"
+			if ungrouped {
+				name = "ungrouped"
+			}
+			b.ReportMetric(jobs, name+"_jobs/s")
+			b.ReportMetric(jobs/(ceilingTx/9), name+"_ratio")
+		}
+	}
 }

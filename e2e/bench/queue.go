@@ -29,8 +29,12 @@ var pipeline = []struct{ from, to queue.JobState }{
 
 // Connect opens a quiet client on a root of its own.
 func Connect(ctx context.Context, servers []string, root string) (*queue.Client, error) {
+	return connect(ctx, servers, root, false)
+}
+
+func connect(ctx context.Context, servers []string, root string, ungrouped bool) (*queue.Client, error) {
 	return queue.Connect(ctx, queue.Options{Servers: servers, Root: root, SessionTimeout: 10 * time.Second,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler), Ungrouped: ungrouped})
 }
 
 func root(name string) string { return fmt.Sprintf("/bench-%s-%d", name, time.Now().UnixNano()) }
@@ -81,8 +85,9 @@ func Create(ctx context.Context, servers []string, n int) (float64, error) {
 
 // Lifecycle drives n jobs from Pending to Completed through every state,
 // each state served as a stage service serves it: its own session, one
-// Consumer, perState goroutines sharing it. It returns jobs/s.
-func Lifecycle(ctx context.Context, servers []string, n, perState int) (float64, error) {
+// Consumer, perState goroutines sharing it. It returns jobs/s. Ungrouped
+// sends each claim and commit as a request of its own (queue.Options).
+func Lifecycle(ctx context.Context, servers []string, n, perState int, ungrouped bool) (float64, error) {
 	r := root("life")
 	admin, err := Connect(ctx, servers, r)
 	if err != nil {
@@ -99,7 +104,7 @@ func Lifecycle(ctx context.Context, servers []string, n, perState int) (float64,
 		}
 	}()
 	for range pipeline {
-		c, err := Connect(ctx, servers, r)
+		c, err := connect(ctx, servers, r, ungrouped)
 		if err != nil {
 			return 0, err
 		}

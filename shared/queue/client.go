@@ -30,6 +30,9 @@ type Options struct {
 	// ("user:password") and every node this client creates gets an ACL that
 	// lets that identity change it and everyone else only read it.
 	Auth string
+	// Ungrouped sends every multi as a request of its own instead of
+	// grouping concurrent ones (see multiGroup); benchmarks compare both.
+	Ungrouped bool
 }
 
 // Client is one ZooKeeper session's view of the queue. It is safe for
@@ -55,6 +58,7 @@ type Client struct {
 
 	pause pauseState
 	holds holdState
+	group *multiGroup
 }
 
 // session is one ZooKeeper session. Its context ends when the session is lost:
@@ -109,6 +113,10 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("connecting to ZooKeeper %v: %w", opts.Servers, err)
 	}
 	c.conn = conn
+	c.group = newMultiGroup(func(ops []any) ([]zk.MultiResponse, error) { return conn.Multi(ops...) })
+	if opts.Ungrouped {
+		c.group.maxCalls = 1
+	}
 	if opts.Auth != "" {
 		// Queued before the session exists, sent first on every (re)connect.
 		if err := conn.AddAuth("digest", []byte(opts.Auth)); err != nil {
@@ -453,7 +461,7 @@ func (c *Client) existsW(ctx context.Context, path string) (bool, *zk.Stat, <-ch
 // multi runs ops atomically. It is not retried: after a connection loss the
 // caller must find out whether it was applied (see Claim.commit).
 func (c *Client) multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
-	res, err := call(ctx, func() ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) })
+	res, err := c.group.do(ctx, ops)
 	if err != nil {
 		return res, multiError(res, err)
 	}
