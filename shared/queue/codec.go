@@ -29,12 +29,17 @@ func formatTime(ts *timestamppb.Timestamp) string {
 
 // parseTime accepts the spec's layout and, leniently, RFC 3339 from other
 // writers; anything else reads as "unknown" rather than failing the item.
+// So does a time whose UTC form falls outside the years 0000–9999: the
+// layout could not write it back.
 func parseTime(s string) *timestamppb.Timestamp {
 	if s == "" {
 		return nil
 	}
 	for _, layout := range []string{TimeLayout, time.RFC3339Nano} {
 		if t, err := time.Parse(layout, s); err == nil {
+			if y := t.UTC().Year(); y < 0 || y > 9999 {
+				return nil
+			}
 			return timestamppb.New(t)
 		}
 	}

@@ -76,6 +76,14 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 			t.Errorf("got %v, want %v", st, want)
 		}
 	})
+	t.Run("a time the layout cannot write back reads as unknown", func(t *testing.T) {
+		for _, lm := range []string{"0000-01-01 00:30:00 +0100", "9999-12-31 23:30:00 -0100", "not a time"} {
+			st, err := decodeJobStatus("/x", []byte(`{"status":"Pending","last_modified":"`+lm+`"}`))
+			if err != nil || st.GetLastModified() != nil {
+				t.Errorf("last_modified %q: %v, %v; want no time", lm, st.GetLastModified(), err)
+			}
+		}
+	})
 	t.Run("store with delete as a string", func(t *testing.T) {
 		s, err := decodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"true"}`))
 		if err != nil || !s.GetDelete() {
