@@ -106,6 +106,7 @@ func BenchmarkPipeline(b *testing.B) {
 		e2eRatio := pr.JobsPerSecond / ceiling
 		fmt.Printf("e2e:       %.0f jobs/s (%d single-file jobs of 1 KB, seven services as processes) = %.2f of the ceiling\n",
 			pr.JobsPerSecond, jobs, e2eRatio)
+		fmt.Printf("           ZooKeeper requests per job, by service, and the largest kinds:\n%s", pr.Requests)
 
 		rss, err := stageRSSAt100k(ctx, pr.Stack)
 		must(err)
@@ -192,5 +193,45 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.ReportMetric(jobs, name+"_jobs/s")
 			b.ReportMetric(jobs/(ceilingTx/9), name+"_ratio")
 		}
+	}
+}
+
+// BenchmarkEndToEnd is the end-to-end figure of BenchmarkPipeline alone,
+// beside the ceiling, with the server requests each job cost:
+// go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs).
+func BenchmarkEndToEnd(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	srv, err := zktest.Start(ctx, filepath.Join(dir, "zookeeper"), zktest.Options{JVMHeap: "1g"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	servers := []string{srv.Addr}
+	bin := filepath.Join(dir, "bin")
+	if err := stack.Build(ctx, filepath.Join("..", ".."), bin); err != nil {
+		b.Fatal(err)
+	}
+	jobs := envInt("INGESTQ_BENCH_E2E_JOBS", 2000)
+	for i := range b.N {
+		ceilingTx, _, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before, _ := Requests(srv.Addr)
+		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
+			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16)})
+		after, _ := Requests(srv.Addr)
+		if pr != nil && pr.Stack != nil {
+			pr.Stack.StopServices(context.WithoutCancel(ctx))
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(pr.JobsPerSecond, "jobs/s")
+		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/9), "ratio")
+		b.ReportMetric(float64(after-before)/float64(jobs), "requests/job")
+		fmt.Print(pr.Requests)
 	}
 }

@@ -33,6 +33,8 @@ type PipelineOptions struct {
 type PipelineResult struct {
 	JobsPerSecond float64
 	Elapsed       time.Duration
+	// Requests is where the services' ZooKeeper requests went (RequestProfile).
+	Requests string
 	Stack         *stack.Stack // still running: the caller stops it
 }
 
@@ -70,6 +72,10 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	defer conn.Close()
 	batches := v1.NewBatchServiceClient(conn)
+	before, err := ServiceRequests(ctx, s)
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	sub, err := batches.Submit(ctx, &v1.SubmitRequest{Submitter: "bench", Profile: "bench",
 		PayloadUrl: dep.URL + "/batch.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
@@ -91,11 +97,16 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	res.Elapsed = time.Since(start)
 	res.JobsPerSecond = float64(o.Jobs) / res.Elapsed.Seconds()
+	after, err := ServiceRequests(ctx, s)
+	if err != nil {
+		return res, err
+	}
+	res.Requests = RequestProfile(before, after, o.Jobs)
 	return res, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/zktest"
 )
 
 // pipeline is each working state and where a successful step leads.
@@ -351,3 +354,19 @@ func Ceiling(ctx context.Context, servers []string, conns, workers int, d time.D
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
+
+// Requests is how many requests the server has received since it started
+// (mntr's zk_packets_received): the difference over a run, divided by its
+// jobs, is what each job costs in round trips.
+func Requests(addr string) (int64, error) {
+	out, err := zktest.FourLetter(addr, "mntr")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "zk_packets_received\t"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("mntr of %s has no zk_packets_received", addr)
+}

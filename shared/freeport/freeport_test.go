@@ -31,3 +31,16 @@ func TestLoopbackGivesDistinctPortsThatCanBeBound(t *testing.T) {
 		l.Close()
 	}
 }
+
+func TestLoopbackPortsAreBelowTheEphemeralRange(t *testing.T) {
+	low, high := portsBelowEphemeral()
+	addrs, err := Loopback(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if p := int(a.Port()); p < low || p >= high {
+			t.Errorf("port %d outside [%d, %d), where outgoing connections do not take ports", p, low, high)
+		}
+	}
+}

@@ -40,7 +40,7 @@ type Options struct {
 // across connection loss, calls that write are fenced so that a lost session
 // can never commit.
 type Client struct {
-	conn           *zk.Conn
+	conn           *countingConn
 	p              paths
 	log            *slog.Logger
 	acl            []zk.ACL
@@ -112,8 +112,8 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to ZooKeeper %v: %w", opts.Servers, err)
 	}
-	c.conn = conn
-	c.group = newMultiGroup(func(ops []any) ([]zk.MultiResponse, error) { return conn.Multi(ops...) })
+	c.conn = &countingConn{Conn: conn, stats: &requestStats{root: p.root, n: map[requestKey]int64{}}}
+	c.group = newMultiGroup(func(ops []any) ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) })
 	if opts.Ungrouped {
 		c.group.maxCalls = 1
 	}

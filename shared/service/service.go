@@ -168,6 +168,15 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 		return err
 	}
 	defer sessionGauge.Unregister()
+	requestCounter, err := tel.Metrics.ObserveZooKeeperRequests(func(observe func(op, node string, count int64)) {
+		for _, r := range q.Requests() {
+			observe(r.Op, r.Node, r.Count)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer requestCounter.Unregister()
 
 	// Work started by Setup must survive the signal until it has drained.
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))

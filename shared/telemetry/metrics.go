@@ -21,6 +21,8 @@ const (
 	attrStage   attribute.Key = "stage"
 	attrOutcome attribute.Key = "outcome"
 	attrState   attribute.Key = "state"
+	attrOp      attribute.Key = "op"
+	attrNode    attribute.Key = "node"
 )
 
 // Outcome is how one job step of a stage ended.
@@ -51,6 +53,7 @@ type Metrics struct {
 	inFlight     metric.Int64UpDownCounter
 	queueJobs    metric.Int64ObservableGauge
 	zkConnected  metric.Int64ObservableGauge
+	zkRequests   metric.Int64ObservableCounter
 }
 
 // NewMetrics creates the stage runner's instruments on provider. The
@@ -87,6 +90,11 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	if m.zkConnected, err = meter.Int64ObservableGauge("ingestq.zookeeper.session.connected",
 		metric.WithDescription("1 while the ZooKeeper session is connected, 0 otherwise.")); err != nil {
 		return nil, fmt.Errorf("telemetry: creating ingestq.zookeeper.session.connected: %w", err)
+	}
+	if m.zkRequests, err = meter.Int64ObservableCounter("ingestq.zookeeper.requests",
+		metric.WithUnit("{request}"),
+		metric.WithDescription("Requests sent to ZooKeeper, by request (op; multi.<op> for the operations inside a multi) and kind of node.")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.zookeeper.requests: %w", err)
 	}
 	return m, nil
 }
@@ -133,6 +141,25 @@ func (m *Metrics) ObserveJobsByState(count JobsByState) (metric.Registration, er
 	}, m.queueJobs)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: registering the jobs-by-state callback: %w", err)
+	}
+	return reg, nil
+}
+
+// ZooKeeperRequests reports the requests sent to ZooKeeper since the
+// process connected, one call of observe per kind.
+type ZooKeeperRequests func(observe func(op, node string, count int64))
+
+// ObserveZooKeeperRequests makes requests the source of
+// ingestq_zookeeper_requests_total, called at every scrape.
+func (m *Metrics) ObserveZooKeeperRequests(requests ZooKeeperRequests) (metric.Registration, error) {
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		requests(func(op, node string, count int64) {
+			o.ObserveInt64(m.zkRequests, count, metric.WithAttributes(attrOp.String(op), attrNode.String(node)))
+		})
+		return nil
+	}, m.zkRequests)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: registering the ZooKeeper requests callback: %w", err)
 	}
 	return reg, nil
 }

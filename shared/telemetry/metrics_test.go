@@ -37,6 +37,12 @@ func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing
 	if _, err := m.ObserveZooKeeperSession(func() bool { return true }); err != nil {
 		t.Fatalf("ObserveZooKeeperSession: %v", err)
 	}
+	if _, err := m.ObserveZooKeeperRequests(func(observe func(op, node string, count int64)) {
+		observe("get", "jobs/*/status", 12)
+		observe("multi.create", "jobs/*/lock", 3)
+	}); err != nil {
+		t.Fatalf("ObserveZooKeeperRequests: %v", err)
+	}
 
 	families := scrapeMetrics(t, tel)
 
@@ -55,6 +61,8 @@ func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing
 		{"ingestq_queue_jobs", dto.MetricType_GAUGE, map[string]string{"state": "pending"}, 7},
 		{"ingestq_queue_jobs", dto.MetricType_GAUGE, map[string]string{"state": "estimating"}, 2},
 		{"ingestq_zookeeper_session_connected", dto.MetricType_GAUGE, nil, 1},
+		{"ingestq_zookeeper_requests_total", dto.MetricType_COUNTER, map[string]string{"op": "get", "node": "jobs/*/status"}, 12},
+		{"ingestq_zookeeper_requests_total", dto.MetricType_COUNTER, map[string]string{"op": "multi.create", "node": "jobs/*/lock"}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s%v", tt.family, tt.labels), func(t *testing.T) {

@@ -1,0 +1,145 @@
+package queue
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// RequestCount is how many requests of one kind a client sent to ZooKeeper:
+// Op is the request ("get", "exists", "children", "create", "set",
+// "delete", "multi"), Node the kind of node it named, with ids, states and
+// lock names written as "*" ("jobs/*/status", "jobs/states/*/*"). A multi
+// counts once as Op "multi" (Node "") and once per operation inside it as
+// Op "multi.<op>": what costs the server is mostly the request.
+type RequestCount struct {
+	Op, Node string
+	Count    int64
+}
+
+// Requests returns the requests this client has sent since it connected,
+// in a stable order: the profile of what the queue costs the server.
+func (c *Client) Requests() []RequestCount {
+	return c.conn.stats.snapshot()
+}
+
+type requestKey struct{ op, node string }
+
+type requestStats struct {
+	root string
+	mu   sync.Mutex
+	n    map[requestKey]int64
+}
+
+func (s *requestStats) add(op, path string) {
+	k := requestKey{op, s.nodeKind(path)}
+	s.mu.Lock()
+	s.n[k]++
+	s.mu.Unlock()
+}
+
+func (s *requestStats) snapshot() []RequestCount {
+	s.mu.Lock()
+	out := make([]RequestCount, 0, len(s.n))
+	for k, n := range s.n {
+		out = append(out, RequestCount{Op: k.op, Node: k.node, Count: n})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b RequestCount) int {
+		if c := strings.Compare(a.Op, b.Op); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Node, b.Node)
+	})
+	return out
+}
+
+// nodeKind names the kind of node at path, so that the counts stay few:
+// every segment that names one item (a job, a batch, a state, an object, a
+// worker) becomes "*".
+func (s *requestStats) nodeKind(path string) string {
+	segs := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, s.root), "/"), "/")
+	for i, seg := range segs {
+		var parent string
+		if i > 0 {
+			parent = segs[i-1]
+		}
+		switch {
+		case strings.HasPrefix(seg, "jid") || strings.HasPrefix(seg, "bid"):
+			if len(seg) > 3 { // not the sequence prefix "jobs/jid" itself
+				segs[i] = "*"
+			}
+		case parent == "states" || parent == "batch-uuids" || parent == "workers" || parent == "counters" ||
+			parent == "local-ids" || (i == 2 && segs[0] == "locks"):
+			segs[i] = "*"
+		case i >= 2 && parent == "*" && (segs[i-2] == "states" || segs[i-2] == "local-ids"):
+			segs[i] = "*" // a state-folder entry, a batch's job reference, a local id
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// countingConn is the client's ZooKeeper connection, counting each request.
+type countingConn struct {
+	*zk.Conn
+	stats *requestStats
+}
+
+func (c *countingConn) Get(path string) ([]byte, *zk.Stat, error) {
+	c.stats.add("get", path)
+	return c.Conn.Get(path)
+}
+
+func (c *countingConn) Exists(path string) (bool, *zk.Stat, error) {
+	c.stats.add("exists", path)
+	return c.Conn.Exists(path)
+}
+
+func (c *countingConn) ExistsW(path string) (bool, *zk.Stat, <-chan zk.Event, error) {
+	c.stats.add("exists", path)
+	return c.Conn.ExistsW(path)
+}
+
+func (c *countingConn) Children(path string) ([]string, *zk.Stat, error) {
+	c.stats.add("children", path)
+	return c.Conn.Children(path)
+}
+
+func (c *countingConn) ChildrenW(path string) ([]string, *zk.Stat, <-chan zk.Event, error) {
+	c.stats.add("children", path)
+	return c.Conn.ChildrenW(path)
+}
+
+func (c *countingConn) Create(path string, data []byte, flags int32, acl []zk.ACL) (string, error) {
+	c.stats.add("create", path)
+	return c.Conn.Create(path, data, flags, acl)
+}
+
+func (c *countingConn) Set(path string, data []byte, version int32) (*zk.Stat, error) {
+	c.stats.add("set", path)
+	return c.Conn.Set(path, data, version)
+}
+
+func (c *countingConn) Delete(path string, version int32) error {
+	c.stats.add("delete", path)
+	return c.Conn.Delete(path, version)
+}
+
+func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
+	c.stats.add("multi", "")
+	for _, op := range ops {
+		switch op := op.(type) {
+		case *zk.CreateRequest:
+			c.stats.add("multi.create", op.Path)
+		case *zk.SetDataRequest:
+			c.stats.add("multi.set", op.Path)
+		case *zk.DeleteRequest:
+			c.stats.add("multi.delete", op.Path)
+		case *zk.CheckVersionRequest:
+			c.stats.add("multi.check", op.Path)
+		}
+	}
+	return c.Conn.Multi(ops...)
+}
