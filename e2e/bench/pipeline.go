@@ -35,7 +35,7 @@ type PipelineResult struct {
 	Elapsed       time.Duration
 	// Requests is where the services' ZooKeeper requests went (RequestProfile).
 	Requests string
-	Stack         *stack.Stack // still running: the caller stops it
+	Stack    *stack.Stack // still running: the caller stops it
 }
 
 // Pipeline runs the seven services as processes against servers, submits
