@@ -59,6 +59,9 @@ type Client struct {
 	pause pauseState
 	holds holdState
 	group *multiGroup
+	// ensured are folders this client created or found, which the queue
+	// never removes (counters, local-id owners): looked up once.
+	ensured sync.Map
 }
 
 // session is one ZooKeeper session. Its context ends when the session is lost:
@@ -506,6 +509,20 @@ func (c *Client) create(ctx context.Context, path string, data []byte, flags int
 // read-only client does not have.
 func (c *Client) ensure(ctx context.Context, path string) error {
 	return c.ensureWith(ctx, path, c.acl)
+}
+
+// ensureOnce is ensure for a folder the queue never removes: after the
+// first time it costs nothing. A caller that finds it gone after all calls
+// ensure again.
+func (c *Client) ensureOnce(ctx context.Context, path string) error {
+	if _, ok := c.ensured.Load(path); ok {
+		return nil
+	}
+	if err := c.ensure(ctx, path); err != nil {
+		return err
+	}
+	c.ensured.Store(path, true)
+	return nil
 }
 
 func (c *Client) ensureWith(ctx context.Context, path string, acl []zk.ACL) error {

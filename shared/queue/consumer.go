@@ -28,6 +28,9 @@ type Consumer struct {
 	mu       sync.Mutex
 	snapshot []entry // not yet tried, in order
 	trying   map[string]bool
+	// held are the jobs this consumer's claims hold: still in the folder
+	// until committed, but not worth a read to find them locked.
+	held     map[string]*Claim
 	listedAt time.Time
 	listCost time.Duration
 	dirty    bool          // the folder changed since the snapshot
@@ -57,7 +60,7 @@ func (c *Client) NewConsumer(state JobState, opts ConsumerOptions) *Consumer {
 	if opts.Spread <= 0 {
 		opts.Spread = 8
 	}
-	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{},
+	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{}, held: map[string]*Claim{},
 		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true, deferred: map[string]time.Time{},
 		busyRate: 0.1}
 }
@@ -120,6 +123,7 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 		switch {
 		case err == nil:
 			cl.givenBack = co.giveBack
+			co.hold(cl)
 			return cl, nil, nil
 		case errors.Is(err, errBusy):
 			co.watchLock(e.jid)
@@ -176,6 +180,22 @@ func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
 	return &e, nil, nil
 }
 
+// hold keeps cl's job out of this consumer's snapshots until the claim
+// ends, however it ends (committed, released, or lost with the session).
+func (co *Consumer) hold(cl *Claim) {
+	jid := cl.ID()
+	co.mu.Lock()
+	co.held[jid] = cl
+	co.mu.Unlock()
+	context.AfterFunc(cl.ctx, func() {
+		co.mu.Lock()
+		if co.held[jid] == cl { // not a later claim of the same job
+			delete(co.held, jid)
+		}
+		co.mu.Unlock()
+	})
+}
+
 // giveBack puts a released job's entry back in the snapshot, in order, and
 // wakes waiting callers: nothing in the folder changed, so no watch would.
 func (co *Consumer) giveBack(name string) {
@@ -186,6 +206,7 @@ func (co *Consumer) giveBack(name string) {
 	e := entry{name: name, priority: pr, jid: jid}
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	delete(co.held, jid)
 	i, found := slices.BinarySearchFunc(co.snapshot, e, compareEntries)
 	if !found && !co.trying[name] {
 		co.snapshot = slices.Insert(co.snapshot, i, e)
@@ -237,7 +258,7 @@ func (co *Consumer) relistLocked(ctx context.Context) error {
 	all := sortedEntries(names)
 	co.snapshot = co.snapshot[:0]
 	for _, e := range all {
-		if !co.trying[e.name] {
+		if !co.trying[e.name] && co.held[e.jid] == nil {
 			co.snapshot = append(co.snapshot, e)
 		}
 	}

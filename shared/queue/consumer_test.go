@@ -387,3 +387,36 @@ func TestMintFromCounterRecordsTheIDAtomicallyAndOnce(t *testing.T) {
 		t.Errorf("lookup of an unbound id: %v", err)
 	}
 }
+
+func TestAConsumerDoesNotTryTheJobsItsOwnClaimsHold(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, held := spawn(t, c, 2, DefaultPriority)
+	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1})
+	for range held {
+		if _, err := co.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statusReads := func() int64 {
+		for _, r := range c.Requests() {
+			if r.Op == "get" && r.Node == "jobs/*/status" {
+				return r.Count
+			}
+		}
+		return 0
+	}
+	before := statusReads()
+	// A new job relists the folder; the two held jobs come first in it.
+	_, fresh := spawn(t, c, 1, DefaultPriority)
+	cl, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.ID() != fresh[0] {
+		t.Errorf("took %s, want the new job %s", cl.ID(), fresh[0])
+	}
+	if n := statusReads() - before; n != 1 {
+		t.Errorf("%d status reads to take one job, want 1: the held jobs were tried", n)
+	}
+}

@@ -39,12 +39,19 @@ func (cl *Claim) MintFromCounter(ctx context.Context, counter string, makeID fun
 	}
 	c := cl.c
 	cp := c.p.counter(LockName(counter))
-	if err := c.ensure(ctx, cp); err != nil {
+	if err := c.ensureOnce(ctx, cp); err != nil {
 		return "", err
 	}
 	idsPath := c.p.jobNode(cl.ID(), nodeIdentifiers)
 	for attempt := 0; attempt < 100; attempt++ {
 		data, stat, err := c.get(ctx, cp)
+		if errors.Is(err, zk.ErrNoNode) {
+			// Removed since this client made sure of it.
+			if err := c.ensure(ctx, cp); err != nil {
+				return "", err
+			}
+			continue
+		}
 		if err != nil {
 			return "", fmt.Errorf("reading counter %s: %w", counter, err)
 		}
@@ -61,7 +68,7 @@ func (cl *Claim) MintFromCounter(ctx context.Context, counter string, makeID fun
 			ids = proto.Clone(cl.Job.GetIdentifiers()).(*v1.Identifiers)
 		}
 		ids.PrimaryId = id
-		ok, _, err := c.exists(ctx, idsPath)
+		ok, err := cl.has(ctx, nodeIdentifiers)
 		if err != nil {
 			return "", err
 		}
@@ -121,10 +128,17 @@ func (c *Client) BindLocalID(ctx context.Context, owner, localID, ark string) (s
 	if ark == "" {
 		return "", fmt.Errorf("%w: empty ARK", ErrInvalid)
 	}
-	if err := c.ensure(ctx, c.p.bindings()+"/"+LockName(owner)); err != nil {
+	folder := c.p.bindings() + "/" + LockName(owner)
+	if err := c.ensureOnce(ctx, folder); err != nil {
 		return "", err
 	}
 	_, err := c.create(ctx, c.p.binding(owner, localID), []byte(ark), 0)
+	if errors.Is(err, zk.ErrNoNode) {
+		// Removed since this client made sure of it.
+		if err = c.ensure(ctx, folder); err == nil {
+			_, err = c.create(ctx, c.p.binding(owner, localID), []byte(ark), 0)
+		}
+	}
 	if errors.Is(err, zk.ErrNodeExists) {
 		return c.LookupLocalID(ctx, owner, localID)
 	}

@@ -394,20 +394,31 @@ func (cl *Claim) markDone() {
 
 var errClaimFinished = errors.New("claim finished")
 
+// has reports whether the job has the data node name: known when the claim
+// read it or wrote it, looked up otherwise.
+func (cl *Claim) has(ctx context.Context, name string) (bool, error) {
+	if cl.loaded[name] || cl.present[name] {
+		return cl.present[name], nil
+	}
+	ok, _, err := cl.c.exists(ctx, cl.c.p.jobNode(cl.ID(), name))
+	if ok {
+		cl.present[name] = true
+	}
+	return ok, err
+}
+
 // dataOps writes the data fields of ch; existing nodes are set, new ones
-// created (a node not read at claim time is looked up first).
+// created.
 func (cl *Claim) dataOps(ctx context.Context, ch Change) ([]any, error) {
 	var ops []any
 	var err error
 	put := func(name string, data []byte) {
 		p := cl.c.p.jobNode(cl.ID(), name)
-		if !cl.loaded[name] && !cl.present[name] && err == nil {
-			var ok bool
-			if ok, _, err = cl.c.exists(ctx, p); ok {
-				cl.present[name] = true
-			}
+		var ok bool
+		if err == nil {
+			ok, err = cl.has(ctx, name)
 		}
-		if cl.present[name] {
+		if ok {
 			ops = append(ops, setOp(p, data, -1))
 		} else {
 			ops = append(ops, cl.c.createOp(p, data, 0))
