@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/e2e/leftovers"
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -91,62 +91,11 @@ func startTestPipeline(t *testing.T, name string, o pipelineOptions) *pipeline {
 // batch or object while the services run; then, once they have stopped
 // (draining, releasing their locks), a clean fsck and no worker entry.
 func (p *pipeline) stopAndCheck(ctx context.Context) error {
-	errs := []error{p.checkNothingLocked(ctx)}
+	errs := []error{leftovers.Locks(ctx, p.q)}
 	if err := p.stack.StopServices(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if rep, err := p.q.Fsck(ctx, queue.FsckOptions{}); err != nil {
-		errs = append(errs, fmt.Errorf("fsck: %w", err))
-	} else if !rep.Clean() {
-		errs = append(errs, fmt.Errorf("fsck found damage: %+v", rep.Damages))
-	}
-	if ws, err := p.q.ListWorkers(ctx); err != nil || len(ws) > 0 {
-		errs = append(errs, fmt.Errorf("worker entries left after the stop: %d (%v)", len(ws), err))
-	}
-	return errors.Join(errs...)
-}
-
-// checkNothingLocked lists every job and batch and the object locks: none
-// may be held once the cases have ended.
-func (p *pipeline) checkNothingLocked(ctx context.Context) error {
-	var errs []error
-	token := ""
-	for range 100 {
-		jobs, next, err := p.q.ListJobs(ctx, queue.JobFilter{PageSize: 1000, PageToken: token})
-		if err != nil {
-			return fmt.Errorf("listing jobs: %w", err)
-		}
-		for _, j := range jobs {
-			if j.GetLocked() {
-				errs = append(errs, fmt.Errorf("job %s (%s) still locked", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())))
-			}
-		}
-		if token = next; token == "" {
-			break
-		}
-	}
-	token = ""
-	for range 100 {
-		batches, next, err := p.q.ListBatches(ctx, queue.BatchFilter{PageSize: 500, PageToken: token})
-		if err != nil {
-			return fmt.Errorf("listing batches: %w", err)
-		}
-		for _, b := range batches {
-			if b.GetLocked() {
-				errs = append(errs, fmt.Errorf("batch %s (%s) still locked", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus())))
-			}
-		}
-		if token = next; token == "" {
-			break
-		}
-	}
-	storage, inventory, err := p.q.ObjectLocks(ctx)
-	if err != nil {
-		return fmt.Errorf("listing object locks: %w", err)
-	}
-	if len(storage)+len(inventory) > 0 {
-		errs = append(errs, fmt.Errorf("object locks left: storage %v, inventory %v", storage, inventory))
-	}
+	errs = append(errs, leftovers.AfterStop(ctx, p.q))
 	return errors.Join(errs...)
 }
 

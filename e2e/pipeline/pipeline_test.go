@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/e2e/depositor"
+	"github.com/ingestq/ingestq/e2e/leftovers"
 	"github.com/ingestq/ingestq/e2e/otlpsink"
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -121,14 +123,11 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		err := e.stack.StopServices(ctx)
-		// Nothing may stay locked after a clean stop.
-		if q, qerr := queue.Connect(ctx, queue.Options{Servers: e.stack.Servers, Root: e.stack.Root}); qerr == nil {
-			if rep, ferr := q.Fsck(ctx, queue.FsckOptions{}); ferr == nil && !rep.Clean() {
-				err = fmt.Errorf("fsck after the run: %+v", rep.Damages)
-			}
-			if ws, _ := q.ListWorkers(ctx); len(ws) > 0 {
-				err = fmt.Errorf("%d worker entries left after the stop", len(ws))
-			}
+		// Nothing may be left after a clean stop: no damage, no worker entry.
+		if q, qerr := queue.Connect(ctx, queue.Options{Servers: e.stack.Servers, Root: e.stack.Root}); qerr != nil {
+			err = errors.Join(err, qerr)
+		} else {
+			err = errors.Join(err, leftovers.AfterStop(ctx, q))
 			q.Close()
 		}
 		e.stack.Stop(ctx)

@@ -1,0 +1,82 @@
+// Package leftovers checks what a run of the pipeline left in ZooKeeper:
+// locks still held on jobs, batches and objects, damage fsck finds, and
+// worker entries of services that have stopped. The end-to-end, bad-input
+// and chaos suites all end with these checks.
+package leftovers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ingestq/ingestq/shared/queue"
+)
+
+// maxPages bounds the listings: a queue the suites make fits many times.
+const maxPages = 100
+
+// Locks returns an error naming every job, batch, storage and inventory
+// lock held now. Once the work has ended none may be left.
+func Locks(ctx context.Context, q *queue.Client) error {
+	var errs []error
+	token := ""
+	for range maxPages {
+		jobs, next, err := q.ListJobs(ctx, queue.JobFilter{PageSize: 1000, PageToken: token})
+		if err != nil {
+			return fmt.Errorf("listing jobs: %w", err)
+		}
+		for _, j := range jobs {
+			if j.GetLocked() {
+				errs = append(errs, fmt.Errorf("job %s (%s) still locked", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())))
+			}
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	token = ""
+	for range maxPages {
+		batches, next, err := q.ListBatches(ctx, queue.BatchFilter{PageSize: 500, PageToken: token})
+		if err != nil {
+			return fmt.Errorf("listing batches: %w", err)
+		}
+		for _, b := range batches {
+			if b.GetLocked() {
+				errs = append(errs, fmt.Errorf("batch %s (%s) still locked", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus())))
+			}
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	storage, inventory, err := q.ObjectLocks(ctx)
+	if err != nil {
+		return fmt.Errorf("listing object locks: %w", err)
+	}
+	if len(storage)+len(inventory) > 0 {
+		errs = append(errs, fmt.Errorf("object locks left: storage %v, inventory %v", storage, inventory))
+	}
+	return errors.Join(errs...)
+}
+
+// AfterStop checks the queue once every service has stopped: fsck finds
+// nothing, and no service left its worker entry behind (a clean stop
+// removes it; one left over would be a session that outlived its process).
+func AfterStop(ctx context.Context, q *queue.Client) error {
+	var errs []error
+	if rep, err := q.Fsck(ctx, queue.FsckOptions{}); err != nil {
+		errs = append(errs, fmt.Errorf("fsck: %w", err))
+	} else if !rep.Clean() {
+		errs = append(errs, fmt.Errorf("fsck found damage: %+v", rep.Damages))
+	}
+	if ws, err := q.ListWorkers(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("listing workers: %w", err))
+	} else if len(ws) > 0 {
+		ids := make([]string, len(ws))
+		for i, w := range ws {
+			ids[i] = w.GetId()
+		}
+		errs = append(errs, fmt.Errorf("%d worker entries left after the stop: %v", len(ws), ids))
+	}
+	return errors.Join(errs...)
+}
