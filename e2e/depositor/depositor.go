@@ -26,6 +26,7 @@ type Server struct {
 	mu       sync.Mutex
 	override map[string][]byte
 	requests atomic.Int64
+	delay    atomic.Int64 // time.Duration before each answer
 }
 
 // Start serves dir on a free loopback port.
@@ -50,12 +51,24 @@ func (s *Server) Set(urlPath string, data []byte) {
 	s.override[path.Clean(urlPath)] = data
 }
 
+// SetDelay makes every answer wait d before it is sent, as a depositor's
+// slow server would: downloads then take long enough for a crash or a
+// freeze to catch a stage in the middle of them.
+func (s *Server) SetDelay(d time.Duration) { s.delay.Store(int64(d)) }
+
 // Requests counts the requests served so far.
 func (s *Server) Requests() int64 { return s.requests.Load() }
 
 // ServeHTTP serves a file, with `{{base}}` filled in manifests.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.requests.Add(1)
+	if d := time.Duration(s.delay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	p := path.Clean("/" + r.URL.Path)
 	s.mu.Lock()
 	data, ok := s.override[p]

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -40,5 +41,24 @@ func TestServesTheDemoDepositWithItsOwnAddressInManifests(t *testing.T) {
 	}
 	if s.Requests() != 4 {
 		t.Errorf("requests = %d", s.Requests())
+	}
+}
+
+// TestSetDelayHoldsEveryAnswerBack: with a delay set, an answer comes no
+// sooner than the delay (a lower bound only: a slow machine may add more).
+func TestSetDelayHoldsEveryAnswerBack(t *testing.T) {
+	s, err := Start("../../examples/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const delay = 200 * time.Millisecond
+	s.SetDelay(delay)
+	start := time.Now()
+	if code, _ := get(t, s.URL+"/batch.checkm"); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("answered after %v, before the delay of %v", took, delay)
 	}
 }
