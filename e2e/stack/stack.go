@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,16 +115,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		s.ZK = zk
 		s.Servers = []string{zk.Addr}
 	}
-	for _, name := range Services {
-		n := max(1, opts.Replicas[name])
-		for i := 0; i < n; i++ {
-			p, err := s.newProc(name, i)
-			if err != nil {
-				s.Stop(context.WithoutCancel(ctx))
-				return nil, err
-			}
-			s.procs[name] = append(s.procs[name], p)
-		}
+	if err := s.plan(); err != nil {
+		s.Stop(context.WithoutCancel(ctx))
+		return nil, err
 	}
 	for _, name := range Services {
 		for _, p := range s.procs[name] {
@@ -144,11 +138,33 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-func (s *Stack) newProc(name string, i int) (*Proc, error) {
-	addrs, err := freeport.Loopback(3)
-	if err != nil {
-		return nil, fmt.Errorf("stack: %w", err)
+// portsPerProc: gRPC, metrics, and the batcher's console.
+const portsPerProc = 3
+
+// plan makes every process of the stack, each with ports of its own. The
+// ports of all of them are found in one call, which holds each port until
+// it has found the last: found process by process, a port freed after one
+// process's search could be found again for another, and the second to
+// start would not bind it.
+func (s *Stack) plan() error {
+	total := 0
+	for _, name := range Services {
+		total += max(1, s.opts.Replicas[name])
 	}
+	addrs, err := freeport.Loopback(portsPerProc * total)
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	for _, name := range Services {
+		for i := range max(1, s.opts.Replicas[name]) {
+			s.procs[name] = append(s.procs[name], s.newProc(name, i, addrs[:portsPerProc]))
+			addrs = addrs[portsPerProc:]
+		}
+	}
+	return nil
+}
+
+func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 	p := &Proc{Service: name, Index: i, Addr: addrs[0].String(), Metrics: addrs[1].String(), bin: filepath.Join(s.opts.BinDir, name),
 		logPath: filepath.Join(s.LogDir, fmt.Sprintf("%s-%d.log", name, i)), creds: insecure.NewCredentials()}
 	if s.opts.ClientTLS != nil {
@@ -181,7 +197,7 @@ func (s *Stack) newProc(name string, i int) (*Proc, error) {
 	for k, v := range env {
 		p.env = append(p.env, k+"="+v)
 	}
-	return p, nil
+	return p
 }
 
 // Procs returns the processes of one service.

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,5 +41,39 @@ func TestStackStartsEveryServiceAndStopsWithoutLeftovers(t *testing.T) {
 	}
 	if len(workers) != 0 {
 		t.Errorf("worker entries left after a clean stop: %v", workers)
+	}
+}
+
+// TestEveryProcessOfAStackGetsPortsOfItsOwn plans a stack of many replicas
+// (without starting it): no two processes may be given the same port, or
+// the second to start could not bind it.
+func TestEveryProcessOfAStackGetsPortsOfItsOwn(t *testing.T) {
+	const replicas = 20
+	opts := Options{Replicas: map[string]int{}}
+	for _, name := range Services {
+		opts.Replicas[name] = replicas
+	}
+	s := &Stack{opts: opts, procs: map[string][]*Proc{}}
+	if err := s.plan(); err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{} // address → the process given it
+	for _, name := range Services {
+		procs := s.Procs(name)
+		if len(procs) != replicas {
+			t.Fatalf("%s: %d processes, want %d", name, len(procs), replicas)
+		}
+		for _, p := range procs {
+			id := fmt.Sprintf("%s-%d", p.Service, p.Index)
+			for _, addr := range []string{p.Addr, p.Metrics, p.Console} {
+				if addr == "" {
+					continue
+				}
+				if other, taken := owner[addr]; taken {
+					t.Errorf("%s is given to both %s and %s", addr, other, id)
+				}
+				owner[addr] = id
+			}
+		}
 	}
 }
