@@ -257,7 +257,9 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 
 // BatchChange is a batch transition: the new state, a message for the
 // status, optionally the report to store, and whether to keep the lock
-// (Reporting and the start of Processing keep it: work follows).
+// (Reporting and the start of Processing keep it: work follows). A report
+// too large for its node is stored trimmed, with the totals of its lists
+// (see fitStatusReport); give it the batch's whole lists.
 type BatchChange struct {
 	To       BatchState
 	Message  string
@@ -330,12 +332,17 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	if bc.Spawning && ch.To != BatchProcessing {
 		ops = append(ops, deleteOp(bc.c.p.batchSpawning(bc.ID()), -1))
 	}
+	// The report as the node keeps it: trimmed to what a node holds, with
+	// its totals (see fitStatusReport); the claim's copy is the same.
+	var report *v1.StatusReport
 	if ch.Report != nil {
+		report = fitStatusReport(ch.Report, MaxNodeBytes)
+		data := marshal(statusReportWire(report))
 		rp := bc.c.p.batchNode(bc.ID(), nodeStatusReport)
 		if bc.Batch.StatusReport != nil {
-			ops = append(ops, setOp(rp, encodeStatusReport(ch.Report), -1))
+			ops = append(ops, setOp(rp, data, -1))
 		} else {
-			ops = append(ops, bc.c.createOp(rp, encodeStatusReport(ch.Report), 0))
+			ops = append(ops, bc.c.createOp(rp, data, 0))
 		}
 	}
 	if !keep {
@@ -348,8 +355,8 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	bc.from = ch.To
 	bc.Batch.Status = next
 	bc.Spawning = ch.To == BatchProcessing
-	if ch.Report != nil {
-		bc.Batch.StatusReport = ch.Report
+	if report != nil {
+		bc.Batch.StatusReport = report
 	}
 	if !keep {
 		bc.Batch.Locked = false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,14 @@ import (
 // It is hand-mapped (not protojson) because the spec's spelling differs from
 // protojson's: capitalised status names, null for an unset
 // last_successful_status, flattened erc_* keys, decimal text for integers.
+
+// MaxNodeBytes is the most ingestq writes into one ZooKeeper node (900 KiB):
+// a node holds less than 1 MB (the server's jute.maxbuffer, 1 MiB by
+// default, bounds a whole request, and a server that receives a larger one
+// drops the connection), and the rest of the write shares the request. A
+// job's file list (its manifest node) is refused past it; a batch's
+// status-report is trimmed to it (see fitStatusReport).
+const MaxNodeBytes = 900 << 10
 
 // TimeLayout is the spec's last_modified format: "2026-11-22 03:51:07 +0000".
 const TimeLayout = "2006-01-02 15:04:05 -0700"
@@ -186,27 +195,164 @@ func decodeBatchStatus(path string, data []byte) (*v1.BatchStatus, error) {
 	return &v1.BatchStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message}, nil
 }
 
+// A batch's status-report lists a jid per job, ~16 bytes of JSON each, so
+// past ~55,000 jobs it no longer fits a node. encodeStatusReport then trims
+// it (fitStatusReport): failed_jobs is kept whole if it fits, since the
+// batcher's update report works from it; successful_jobs is cut to what
+// fits; and the count each trimmed list had is written beside it as
+// "successful_jobs_total" (and "failed_jobs_total"), so that nobody takes a
+// trimmed list for the whole. Only if failed_jobs alone does not fit is
+// successful_jobs emptied and failed_jobs cut too. The keys are ingestq's
+// own and written only when a list was trimmed: a report that fits is
+// written byte for byte as the Merritt library writes it, and peers ignore
+// keys they do not know. The whole lists stay derivable from the batch's
+// states/batch-completed and states/batch-failed references.
+//
+// Read back, a total is never less than its list: a node without the key
+// (a peer's report, or one of ours that fit) reads as total = the list's
+// length, and so does a key that is not a count (not an integer, negative,
+// less than the list, or past int32), rather than failing the node.
+
 type statusReportJSON struct {
-	LastModified   string   `json:"last_modified"`
-	FailedJobs     []string `json:"failed_jobs"`
-	SuccessfulJobs []string `json:"successful_jobs"`
+	LastModified        string   `json:"last_modified"`
+	FailedJobs          []string `json:"failed_jobs"`
+	SuccessfulJobs      []string `json:"successful_jobs"`
+	FailedJobsTotal     int32    `json:"failed_jobs_total,omitempty"`
+	SuccessfulJobsTotal int32    `json:"successful_jobs_total,omitempty"`
 }
 
-func encodeStatusReport(r *v1.StatusReport) []byte {
+// reportTotal is a list's total: the larger of the count given and the
+// list's length (0 or less means the list is whole).
+func reportTotal(total int32, list []string) int32 {
+	return max(total, int32(min(len(list), math.MaxInt32)))
+}
+
+// fitStatusReport returns r as the node keeps it within limit bytes: the
+// lists trimmed as described above and both totals filled. It returns r's
+// lists unchanged (not copied) when they fit.
+func fitStatusReport(r *v1.StatusReport, limit int) *v1.StatusReport {
+	out := &v1.StatusReport{
+		LastModified:        r.GetLastModified(),
+		FailedJobs:          r.GetFailedJobs(),
+		SuccessfulJobs:      r.GetSuccessfulJobs(),
+		FailedJobsTotal:     reportTotal(r.GetFailedJobsTotal(), r.GetFailedJobs()),
+		SuccessfulJobsTotal: reportTotal(r.GetSuccessfulJobsTotal(), r.GetSuccessfulJobs()),
+	}
+	if len(marshal(statusReportWire(out))) <= limit {
+		return out
+	}
+	// base is the report with both lists empty and the keys it will have:
+	// successful_jobs_total (that list is trimmed, or was already), and
+	// failed_jobs_total if trimFailed or that list was already trimmed.
+	// Each kept jid adds its JSON string and a comma.
+	base := func(trimFailed bool) int {
+		w := statusReportJSON{LastModified: formatTime(out.GetLastModified()), FailedJobs: []string{}, SuccessfulJobs: []string{},
+			SuccessfulJobsTotal: out.SuccessfulJobsTotal}
+		if trimFailed || int(out.FailedJobsTotal) > len(out.FailedJobs) {
+			w.FailedJobsTotal = out.FailedJobsTotal
+		}
+		return len(marshal(w))
+	}
+	failed, successful := out.FailedJobs, out.SuccessfulJobs
+	if b := base(false) + listBytes(failed); b <= limit {
+		out.SuccessfulJobs = successful[:fitting(successful, limit-b)]
+	} else {
+		out.SuccessfulJobs = nil
+		out.FailedJobs = failed[:fitting(failed, limit-base(true))]
+	}
+	// The sums are exact; this only guards against a mistake in them.
+	for len(marshal(statusReportWire(out))) > limit {
+		switch {
+		case len(out.SuccessfulJobs) > 0:
+			out.SuccessfulJobs = out.SuccessfulJobs[:len(out.SuccessfulJobs)-1]
+		case len(out.FailedJobs) > 0:
+			out.FailedJobs = out.FailedJobs[:len(out.FailedJobs)-1]
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+// statusReportWire is the JSON of r as written: a total only where its list
+// is shorter than it.
+func statusReportWire(r *v1.StatusReport) statusReportJSON {
 	w := statusReportJSON{
 		LastModified:   formatTime(r.GetLastModified()),
 		FailedJobs:     append([]string{}, r.GetFailedJobs()...),
 		SuccessfulJobs: append([]string{}, r.GetSuccessfulJobs()...),
 	}
-	return marshal(w)
+	if t := reportTotal(r.GetFailedJobsTotal(), r.GetFailedJobs()); int(t) > len(r.GetFailedJobs()) {
+		w.FailedJobsTotal = t
+	}
+	if t := reportTotal(r.GetSuccessfulJobsTotal(), r.GetSuccessfulJobs()); int(t) > len(r.GetSuccessfulJobs()) {
+		w.SuccessfulJobsTotal = t
+	}
+	return w
+}
+
+// listBytes is what the elements of a JSON list of jids take between its
+// brackets.
+func listBytes(jids []string) int {
+	n := max(len(jids)-1, 0) // commas
+	for _, s := range jids {
+		n += jsonStringBytes(s)
+	}
+	return n
+}
+
+// fitting is how many of jids, from the first, fit in room bytes.
+func fitting(jids []string, room int) int {
+	for i, s := range jids {
+		if i > 0 {
+			room-- // comma
+		}
+		if room -= jsonStringBytes(s); room < 0 {
+			return i
+		}
+	}
+	return len(jids)
+}
+
+// jsonStringBytes is the length of s as marshal writes it: quotes added,
+// and escapes for whatever a jid from a careless writer may hold.
+func jsonStringBytes(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return len(marshal(s))
+		}
+	}
+	return len(s) + 2
+}
+
+func encodeStatusReport(r *v1.StatusReport) []byte {
+	return marshal(statusReportWire(fitStatusReport(r, MaxNodeBytes)))
 }
 
 func decodeStatusReport(path string, data []byte) (*v1.StatusReport, error) {
-	var w statusReportJSON
+	var w struct {
+		LastModified        string          `json:"last_modified"`
+		FailedJobs          []string        `json:"failed_jobs"`
+		SuccessfulJobs      []string        `json:"successful_jobs"`
+		FailedJobsTotal     json.RawMessage `json:"failed_jobs_total"`
+		SuccessfulJobsTotal json.RawMessage `json:"successful_jobs_total"`
+	}
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
 	}
-	return &v1.StatusReport{LastModified: parseTime(w.LastModified), FailedJobs: w.FailedJobs, SuccessfulJobs: w.SuccessfulJobs}, nil
+	return &v1.StatusReport{LastModified: parseTime(w.LastModified), FailedJobs: w.FailedJobs, SuccessfulJobs: w.SuccessfulJobs,
+		FailedJobsTotal:     reportTotal(decodeCount(w.FailedJobsTotal), w.FailedJobs),
+		SuccessfulJobsTotal: reportTotal(decodeCount(w.SuccessfulJobsTotal), w.SuccessfulJobs)}, nil
+}
+
+// decodeCount reads a JSON count leniently: anything but an integer in
+// int32's range reads as 0 (unknown).
+func decodeCount(raw json.RawMessage) int32 {
+	n, err := strconv.ParseInt(string(raw), 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
 }
 
 // --- submission ---

@@ -536,13 +536,30 @@ func (x *BatchStatus) GetMessage() string {
 }
 
 // StatusReport is /batches/BID/status-report: the last report sent.
+//
+// A ZooKeeper node holds less than 1 MB, and a jid costs ~16 bytes of JSON,
+// so past ~55,000 jobs the two lists cannot both be kept whole. The queue
+// library then keeps failed_jobs whole if it fits, trims successful_jobs to
+// fit (and, only if even failed_jobs alone does not fit, empties
+// successful_jobs and trims failed_jobs), and writes the totals below beside
+// them. The whole lists stay derivable from the batch's
+// states/batch-completed and states/batch-failed references.
 type StatusReport struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	LastModified   *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=last_modified,json=lastModified,proto3" json:"last_modified,omitempty"`       // last_modified
 	FailedJobs     []string               `protobuf:"bytes,2,rep,name=failed_jobs,json=failedJobs,proto3" json:"failed_jobs,omitempty"`             // failed_jobs
 	SuccessfulJobs []string               `protobuf:"bytes,3,rep,name=successful_jobs,json=successfulJobs,proto3" json:"successful_jobs,omitempty"` // successful_jobs
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// failed_jobs_total is how many jobs had failed, of which failed_jobs
+	// lists the first. Written ("failed_jobs_total") only when the list was
+	// trimmed; a reader fills it with the length of the list when the node
+	// has no such key (a peer's report, or one that fit). A writer may leave
+	// it 0: the list is then taken as whole.
+	FailedJobsTotal int32 `protobuf:"varint,4,opt,name=failed_jobs_total,json=failedJobsTotal,proto3" json:"failed_jobs_total,omitempty"`
+	// successful_jobs_total is the same for successful_jobs
+	// ("successful_jobs_total").
+	SuccessfulJobsTotal int32 `protobuf:"varint,5,opt,name=successful_jobs_total,json=successfulJobsTotal,proto3" json:"successful_jobs_total,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StatusReport) Reset() {
@@ -594,6 +611,20 @@ func (x *StatusReport) GetSuccessfulJobs() []string {
 		return x.SuccessfulJobs
 	}
 	return nil
+}
+
+func (x *StatusReport) GetFailedJobsTotal() int32 {
+	if x != nil {
+		return x.FailedJobsTotal
+	}
+	return 0
+}
+
+func (x *StatusReport) GetSuccessfulJobsTotal() int32 {
+	if x != nil {
+		return x.SuccessfulJobsTotal
+	}
+	return 0
 }
 
 // BatchJobCounts counts a batch's job references per batch folder.
@@ -1648,12 +1679,14 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\vBatchStatus\x12.\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x06status\x12?\n" +
 	"\rlast_modified\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\flastModified\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\x99\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xf9\x01\n" +
 	"\fStatusReport\x12?\n" +
 	"\rlast_modified\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\flastModified\x12\x1f\n" +
 	"\vfailed_jobs\x18\x02 \x03(\tR\n" +
 	"failedJobs\x12'\n" +
-	"\x0fsuccessful_jobs\x18\x03 \x03(\tR\x0esuccessfulJobs\"\x80\x01\n" +
+	"\x0fsuccessful_jobs\x18\x03 \x03(\tR\x0esuccessfulJobs\x12*\n" +
+	"\x11failed_jobs_total\x18\x04 \x01(\x05R\x0ffailedJobsTotal\x122\n" +
+	"\x15successful_jobs_total\x18\x05 \x01(\x05R\x13successfulJobsTotal\"\x80\x01\n" +
 	"\x0eBatchJobCounts\x12\x1e\n" +
 	"\n" +
 	"processing\x18\x01 \x01(\x05R\n" +
