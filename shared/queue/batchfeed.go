@@ -90,8 +90,22 @@ func (c *Client) followBatch(ctx context.Context, bid string, out chan<- BatchWo
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	fw := &feedWatches{c: c, armed: map[string]bool{}, fired: make(chan string, 8)}
+	folder := c.p.batchFolder(bid, folderProcessing)
+	// onlyFolder: since the last full look, only the batch-processing
+	// folder changed (a job ended) while the batch was Processing, unlocked
+	// and fully spawned. Status and lock have watches of their own, so
+	// looking at the folder alone is enough: one request per job that ends
+	// instead of five.
+	var watchingFolder, onlyFolder bool
 	for {
-		work, finished, err := c.examineBatch(ctx, bid, fw)
+		var work *BatchWork
+		var finished bool
+		var err error
+		if onlyFolder {
+			work, err = c.examineFolder(ctx, bid, fw)
+		} else {
+			work, finished, watchingFolder, err = c.examineBatch(ctx, bid, fw)
+		}
 		if finished || ctx.Err() != nil {
 			return
 		}
@@ -107,17 +121,20 @@ func (c *Client) followBatch(ctx context.Context, bid string, out chan<- BatchWo
 			wait = time.Second
 		}
 		timer := time.NewTimer(wait)
+		onlyFolder = false
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
 		case p := <-fw.fired:
 			delete(fw.armed, p)
+			onlyFolder = watchingFolder && err == nil && p == folder
 		drain:
 			for {
 				select {
 				case p := <-fw.fired:
 					delete(fw.armed, p)
+					onlyFolder = onlyFolder && p == folder
 				default:
 					break drain
 				}
@@ -160,56 +177,66 @@ func (fw *feedWatches) exists(ctx context.Context, path string) (bool, *zk.Stat,
 
 // examineBatch reads what a batcher needs to know about a batch, arming the
 // watches that tell when that changes.
-func (c *Client) examineBatch(ctx context.Context, bid string, fw *feedWatches) (*BatchWork, bool, error) {
+//
+// watchingFolder is true when what decides the batch's next step is its
+// batch-processing folder alone (Processing, unlocked, fully spawned).
+func (c *Client) examineBatch(ctx context.Context, bid string, fw *feedWatches) (work *BatchWork, finished, watchingFolder bool, err error) {
 	ok, _, err := fw.exists(ctx, c.p.batchStatus(bid))
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if !ok {
 		// Being created, or deleted: gone if the batch node is gone.
 		exists, _, err := c.exists(ctx, c.p.batch(bid))
-		return nil, err == nil && !exists, err
+		return nil, err == nil && !exists, false, err
 	}
 	st, err := c.batchStatus(ctx, bid)
 	if errors.Is(err, ErrNotFound) {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	state := st.GetStatus()
 	switch state {
 	case BatchCompleted, BatchDeleted:
-		return nil, true, nil
+		return nil, true, false, nil
 	case BatchHeld, BatchFailed:
-		return nil, false, nil // an operator's move comes through the status watch
+		return nil, false, false, nil // an operator's move comes through the status watch
 	}
 	locked, _, err := fw.exists(ctx, c.p.batchLock(bid))
 	if err != nil || locked {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	work := &BatchWork{Bid: bid, Status: state}
+	work = &BatchWork{Bid: bid, Status: state}
 	switch state {
 	case BatchPending:
 		taken, _, err := c.exists(ctx, c.p.batchStates(bid))
 		if err != nil || taken {
-			return nil, false, err // Pending with states: not the spec's pending
+			return nil, false, false, err // Pending with states: not the spec's pending
 		}
 		work.Spawning = true
 	case BatchProcessing:
 		spawning, _, err := c.exists(ctx, c.p.batchSpawning(bid))
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		if spawning {
 			work.Spawning = true
 			break
 		}
-		ok, st, err := fw.exists(ctx, c.p.batchFolder(bid, folderProcessing))
-		if err != nil || (ok && st.NumChildren > 0) {
-			return nil, false, err
-		}
-		work.Done = true
+		work, err = c.examineFolder(ctx, bid, fw)
+		return work, false, err == nil, err
 	}
-	return work, false, nil
+	return work, false, false, nil
+}
+
+// examineFolder looks at a Processing batch's batch-processing folder: with
+// no job left in it, the batch is Done.
+func (c *Client) examineFolder(ctx context.Context, bid string, fw *feedWatches) (*BatchWork, error) {
+	ok, st, err := fw.exists(ctx, c.p.batchFolder(bid, folderProcessing))
+	if err != nil || (ok && st.NumChildren > 0) {
+		return nil, err
+	}
+	return &BatchWork{Bid: bid, Status: BatchProcessing, Done: true}, nil
 }
