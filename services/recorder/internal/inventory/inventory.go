@@ -51,8 +51,14 @@ type DB struct {
 
 // Open opens (creating if needed) the inventory at path.
 func Open(ctx context.Context, path string) (*DB, error) {
+	// Transactions begin IMMEDIATE, taking the write lock first: every
+	// transaction here writes, and one that read first could not wait for
+	// the lock once another process (a second recorder replica on the same
+	// file) had written since its read; SQLite fails it at once with
+	// SQLITE_BUSY, whatever the busy timeout.
 	dsn := (&url.URL{Scheme: "file", Opaque: path, RawQuery: url.Values{"_pragma": {
-		"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(FULL)"}}.Encode()}).String()
+		"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(FULL)"},
+		"_txlock": {"immediate"}}.Encode()}).String()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening inventory %s: %w", path, err)

@@ -3,7 +3,9 @@ package inventory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -91,5 +93,48 @@ func TestOpenAppliesThePragmas(t *testing.T) {
 	}
 	if got := count(t, db, `PRAGMA foreign_keys`); got != 1 {
 		t.Errorf("foreign_keys = %d, want 1", got)
+	}
+}
+
+// TestTwoRecordersSharingTheDatabaseRecordAtOnceWithoutBusyErrors: two
+// recorder replicas open the one inventory file and record at the same
+// time. Each waits its turn to write; none fails with SQLITE_BUSY (a
+// transaction that read first and then wrote could not wait: another
+// writer had moved the database on since its read).
+func TestTwoRecordersSharingTheDatabaseRecordAtOnceWithoutBusyErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inventory.db")
+	ctx := context.Background()
+	const perRecorder = 100
+	errs := make(chan error, 2*perRecorder)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		db, err := Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		wg.Go(func() {
+			for i := range perRecorder {
+				jid := fmt.Sprintf("jid%d%09d", r, i)
+				v := version(fmt.Sprintf("ark:/99999/fk4r%d%d", r, i), jid, 0,
+					File{Name: "producer/a.txt", Size: 1, DigestAlg: "sha256", Digest: "aa"})
+				if _, err := db.Record(ctx, v); err != nil {
+					errs <- fmt.Errorf("recorder %d, %s: %w", r, jid, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	check, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	if got := count(t, check, `SELECT COUNT(*) FROM versions`); got != 2*perRecorder {
+		t.Errorf("%d version rows, want %d", got, 2*perRecorder)
 	}
 }
