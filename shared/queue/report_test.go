@@ -237,3 +237,48 @@ func TestAReportOfAHundredThousandJobsFitsItsNode(t *testing.T) {
 		})
 	}
 }
+
+func TestCompletedAfterReportComparesTheReferencesWithTheReport(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	bid, js := spawn(t, c, 3, 5)
+	done := []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed}
+	for _, to := range done {
+		step(t, c, js[0], Change{To: to})
+	}
+	step(t, c, js[1], Change{To: Failed, Message: "bad digest"})
+	step(t, c, js[2], Change{To: Failed, Message: "bad digest"})
+	// No report yet: every completed job counts.
+	got, err := c.CompletedAfterReport(ctx, bid, js)
+	if err != nil || !slices.Equal(got, js[:1]) {
+		t.Fatalf("before any report: %v, %v", got, err)
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchFailed, Report: &v1.StatusReport{LastModified: nowStamp(),
+		FailedJobs: js[1:], SuccessfulJobs: js[:1]}}); err != nil {
+		t.Fatal(err)
+	}
+	// The operator resumes one failed job; it completes.
+	if _, err := c.RequeueJob(ctx, js[2], 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range done[1:] {
+		step(t, c, js[2], Change{To: to})
+	}
+	got, err = c.CompletedAfterReport(ctx, bid, js)
+	if err != nil || !slices.Equal(got, js[2:]) {
+		t.Fatalf("after the report: %v, %v; want %v", got, err, js[2:])
+	}
+	if f, s := ReportTotals(&v1.StatusReport{FailedJobs: js, SuccessfulJobsTotal: 9}); f != 3 || s != 9 {
+		t.Errorf("ReportTotals = %d, %d", f, s)
+	}
+	if !ReportTrimmed(&v1.StatusReport{SuccessfulJobsTotal: 1}) || ReportTrimmed(&v1.StatusReport{FailedJobs: js, FailedJobsTotal: 2}) {
+		t.Error("ReportTrimmed")
+	}
+}
