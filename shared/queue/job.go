@@ -199,6 +199,7 @@ type Claim struct {
 	entry   string          // name of the state-folder entry found
 	version int32           // status version owned by this claim
 	loaded  map[string]bool // data nodes read at claim time
+	absent  map[string]bool // data nodes known not to exist
 	present map[string]bool // data nodes known to exist
 	sess    *session
 	ctx     context.Context
@@ -303,6 +304,7 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 	}
 	cl.present = present
 	cl.loaded = map[string]bool{}
+	cl.absent = map[string]bool{}
 	for _, n := range nodes {
 		cl.loaded[n] = true
 	}
@@ -397,28 +399,47 @@ var errClaimFinished = errors.New("claim finished")
 // has reports whether the job has the data node name: known when the claim
 // read it or wrote it, looked up otherwise.
 func (cl *Claim) has(ctx context.Context, name string) (bool, error) {
-	if cl.loaded[name] || cl.present[name] {
+	if cl.known(name) {
 		return cl.present[name], nil
 	}
 	ok, _, err := cl.c.exists(ctx, cl.c.p.jobNode(cl.ID(), name))
-	if ok {
-		cl.present[name] = true
+	if err == nil {
+		cl.learn(name, ok)
 	}
 	return ok, err
 }
 
-// dataOps writes the data fields of ch; existing nodes are set, new ones
-// created.
-func (cl *Claim) dataOps(ctx context.Context, ch Change) ([]any, error) {
-	var ops []any
-	var err error
+func (cl *Claim) known(name string) bool {
+	return cl.loaded[name] || cl.present[name] || cl.absent[name]
+}
+
+func (cl *Claim) learn(name string, present bool) {
+	cl.present[name] = present
+	cl.absent[name] = !present
+}
+
+// likelyPresent are the data nodes every job gets when it is created (ours
+// and the peer library's alike); the others appear as stages write them.
+var likelyPresent = map[string]bool{nodeBid: true, nodePriority: true, nodeSpaceNeeded: true, nodeConfig: true}
+
+// dataOps writes the data fields of ch: existing nodes are set, new ones
+// created. Whether a node the claim did not read exists is not looked up
+// (a request per node, on every step): it is guessed, and guessed names
+// the operations built on a guess, by their index in ops. A wrong guess
+// fails the multi on that operation; learnFrom corrects it for the next
+// try.
+func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 	put := func(name string, data []byte) {
 		p := cl.c.p.jobNode(cl.ID(), name)
-		var ok bool
-		if err == nil {
-			ok, err = cl.has(ctx, name)
+		present := cl.present[name]
+		if !cl.known(name) {
+			present = likelyPresent[name]
+			if guessed == nil {
+				guessed = map[int]string{}
+			}
+			guessed[len(ops)] = name
 		}
-		if ok {
+		if present {
 			ops = append(ops, setOp(p, data, -1))
 		} else {
 			ops = append(ops, cl.c.createOp(p, data, 0))
@@ -445,7 +466,25 @@ func (cl *Claim) dataOps(ctx context.Context, ch Change) ([]any, error) {
 	if ch.Manifest != nil {
 		put(nodeManifest, encodeManifest(ch.Manifest))
 	}
-	return ops, err
+	return ops, guessed
+}
+
+// learnFrom corrects a wrong guess of dataOps: err failed the operation at
+// index i of the data operations. It reports whether it learned something
+// (and trying again is worth it).
+func (cl *Claim) learnFrom(guessed map[int]string, i int, err error) bool {
+	name, ok := guessed[i]
+	switch {
+	case !ok:
+		return false
+	case errors.Is(err, zk.ErrNoNode):
+		cl.learn(name, false)
+	case errors.Is(err, zk.ErrNodeExists):
+		cl.learn(name, true)
+	default:
+		return false
+	}
+	return true
 }
 
 // bid returns the job's batch id, reading it if the claim did not.
@@ -533,19 +572,18 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	if ch.Priority != nil {
 		prio = *ch.Priority
 	}
-	data, err := cl.dataOps(ctx, ch)
-	if err != nil {
-		return fmt.Errorf("committing job %s: %w", cl.ID(), err)
-	}
 	bid := ""
 	if batchFolder(ch.To) != batchFolder(cl.from) {
+		var err error
 		if bid, err = cl.bid(ctx); err != nil {
 			return err
 		}
 	}
 	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), encodeJobStatus(next), cl.version)
-	err = cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
-		ops := data
+	var guessed map[int]string
+	err := cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
+		var ops []any
+		ops, guessed = cl.dataOps(ch)
 		if ch.To != cl.from || prio != cl.Job.Priority {
 			ops = append(ops,
 				deleteOp(cl.c.p.jobStateDir(cl.from)+"/"+cl.entry, -1),
@@ -558,6 +596,8 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	}, nil, func(data []byte) bool {
 		st, err := decodeJobStatus("", data)
 		return err == nil && st.GetStatus() == ch.To && st.GetMessage() == ch.Message
+	}, func(idx int, err error) bool {
+		return cl.learnFrom(guessed, idx-1, err) // the data operations follow the status one
 	})
 	if err != nil {
 		return err
@@ -604,7 +644,10 @@ func (c *Client) refOps(bid, jid string, ref refPlace, to string) []any {
 // found and moved), and a lost connection that hides whether the multi was
 // applied (the status node tells: applied(data) says whether it holds what
 // the multi wrote).
-func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlace) []any, tail []any, applied func([]byte) bool) error {
+//
+// learn, if not nil, is told of an operation that failed for a reason other
+// than fencing; when it returns true the multi is built and tried again.
+func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlace) []any, tail []any, applied func([]byte) bool, learn func(idx int, err error) bool) error {
 	ref := refPlace{folder: batchFolder(cl.from), known: true}
 	for attempt := 0; ; attempt++ {
 		ops := append([]any{statusOp}, build(ref)...)
@@ -631,6 +674,10 @@ func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlac
 			// The status moved on, or our lock is gone.
 			cl.markDone()
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
+		}
+		if learn != nil && learn(idx, err) {
+			attempt-- // a corrected guess; each can be corrected once
+			continue
 		}
 		if attempt >= 2 || !(errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNodeExists)) {
 			return fmt.Errorf("committing job %s: %w", cl.ID(), err)
@@ -677,26 +724,30 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 	if err := cl.finish(); err != nil {
 		return err
 	}
-	data, err := cl.dataOps(ctx, ch)
-	if err != nil {
-		return fmt.Errorf("updating job %s: %w", cl.ID(), err)
-	}
-	ops := append([]any{checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), checkOp(cl.c.p.jobLock(cl.ID()), -1)}, data...)
 	newEntry := cl.entry
-	if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
-		newEntry = entryName(*ch.Priority, cl.ID())
-		ops = append(ops,
-			deleteOp(cl.c.p.jobStateDir(cl.from)+"/"+cl.entry, -1),
-			cl.c.createOp(cl.c.p.jobStateDir(cl.from)+"/"+newEntry, nil, 0))
-	}
-	if len(ops) == 2 {
-		return nil
-	}
-	if _, err := cl.c.multi(ctx, ops...); err != nil {
-		if idx := failedOp(err); idx == 0 || idx == 1 {
+	for {
+		data, guessed := cl.dataOps(ch)
+		ops := append([]any{checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), checkOp(cl.c.p.jobLock(cl.ID()), -1)}, data...)
+		if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
+			newEntry = entryName(*ch.Priority, cl.ID())
+			ops = append(ops,
+				deleteOp(cl.c.p.jobStateDir(cl.from)+"/"+cl.entry, -1),
+				cl.c.createOp(cl.c.p.jobStateDir(cl.from)+"/"+newEntry, nil, 0))
+		}
+		if len(ops) == 2 {
+			return nil
+		}
+		_, err := cl.c.multi(ctx, ops...)
+		if err == nil {
+			break
+		}
+		idx := failedOp(err)
+		if idx == 0 || idx == 1 {
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
-		return fmt.Errorf("updating job %s: %w", cl.ID(), err)
+		if !cl.learnFrom(guessed, idx-2, err) {
+			return fmt.Errorf("updating job %s: %w", cl.ID(), err)
+		}
 	}
 	cl.applyData(ch)
 	cl.entry = newEntry

@@ -203,7 +203,7 @@ func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
 			ops = append(ops, c.refOps(cl.Job.Bid, jid, ref, folderDeleted)...)
 		}
 		return ops
-	}, []any{deleteOp(c.p.job(jid), -1)}, func([]byte) bool { return false })
+	}, []any{deleteOp(c.p.job(jid), -1)}, func([]byte) bool { return false }, nil)
 	if err != nil {
 		if errors.Is(err, zk.ErrNotEmpty) {
 			return fmt.Errorf("job %s changed while being deleted: %w", jid, ErrLocked)

@@ -1,6 +1,11 @@
 package queue
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
 
 func TestRequestsAreCountedByOperationAndKindOfNode(t *testing.T) {
 	s := &requestStats{root: "/q", n: map[requestKey]int64{}}
@@ -53,5 +58,70 @@ func TestRequestsAreCountedByOperationAndKindOfNode(t *testing.T) {
 	}
 	if grew[requestKey{"multi", ""}] != 2 {
 		t.Errorf("%d multis counted, want 2 (claim, release)", grew[requestKey{"multi", ""}])
+	}
+}
+
+// TestCommitsGuessWhichDataNodesExistAndCorrectAWrongGuess: a commit
+// writing a node the claim did not read looks nothing up; a job whose
+// nodes are not what the guess expects (a peer left out space_needed, a
+// requeued job has its store already) is still written right.
+func TestCommitsGuessWhichDataNodesExistAndCorrectAWrongGuess(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	space := int64(42)
+	cases := []struct {
+		name    string
+		prepare func(jid string) // the job's nodes before the commit
+		change  Change
+		node    string
+		want    string
+		multis  int64 // the commit's requests (the claim's aside)
+	}{
+		{"our job, space_needed set", func(string) {}, Change{To: Estimating, SpaceNeeded: &space}, "space_needed", "42", 1},
+		{"our job, store created", func(string) {}, Change{To: Estimating, Store: &v1.Store{ManifestUrl: "u", Mode: "add"}}, "store", `"manifest_url":"u"`, 1},
+		{"a peer's job without space_needed", func(jid string) {
+			if err := c.conn.Delete(c.p.jobNode(jid, nodeSpaceNeeded), -1); err != nil {
+				t.Fatal(err)
+			}
+		}, Change{To: Estimating, SpaceNeeded: &space}, "space_needed", "42", 2},
+		{"a requeued job with a store already", func(jid string) {
+			if _, err := c.conn.Create(c.p.jobNode(jid, nodeStore), []byte(`{"manifest_url":"old","mode":"add","delete":"false"}`), 0, c.acl); err != nil {
+				t.Fatal(err)
+			}
+		}, Change{To: Estimating, Store: &v1.Store{ManifestUrl: "u", Mode: "add"}}, "store", `"manifest_url":"u"`, 2},
+	}
+	count := func(op string) int64 {
+		var n int64
+		for _, r := range c.Requests() {
+			if r.Op == op {
+				n += r.Count
+			}
+		}
+		return n
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, jids := spawn(t, c, 1, DefaultPriority)
+			jid := jids[0]
+			tc.prepare(jid)
+			// Claimed as a stage claims it, reading no data node.
+			cl, err := c.NewConsumer(Pending, ConsumerOptions{Parts: PartsStatusOnly}).Next(ctx)
+			if err != nil || cl.ID() != jid {
+				t.Fatalf("claimed %v, %v; want %s", cl, err, jid)
+			}
+			multis, lookups := count("multi"), count("exists")
+			if err := cl.Commit(ctx, tc.change); err != nil {
+				t.Fatal(err)
+			}
+			if got := nodeData(t, c, c.p.jobNode(jid, tc.node)); !strings.Contains(got, tc.want) {
+				t.Errorf("%s holds %s, want %s", tc.node, got, tc.want)
+			}
+			if n := count("multi") - multis; n != tc.multis {
+				t.Errorf("%d multis, want %d", n, tc.multis)
+			}
+			if n := count("exists") - lookups; n != 0 {
+				t.Errorf("%d existence lookups, want none", n)
+			}
+		})
 	}
 }
