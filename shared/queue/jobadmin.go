@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // ClaimJob takes the lock of one job by id, whatever its state. It fails with
@@ -24,6 +25,13 @@ func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
 			return nil, err
 		}
 		e, err := c.findEntry(ctx, st.GetStatus(), jid)
+		if errors.Is(err, ErrCorrupt) {
+			// A job moving between the two reads looks the same as a
+			// corrupt one: only a status that stayed put is corrupt.
+			if now, rerr := c.JobStatus(ctx, jid); rerr == nil && !proto.Equal(now, st) {
+				continue
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
