@@ -34,10 +34,14 @@
 //	ingestq_jobs_in_flight{stage}                  gauge: job steps running now
 //	ingestq_queue_jobs{state}                      gauge: jobs in each state (queue depth)
 //	ingestq_zookeeper_session_connected            gauge: 1 connected, 0 not
+//	ingestq_zookeeper_requests_total{op,node}      counter: requests sent to ZooKeeper
 //
 // outcome is one of advanced, failed, released, retried, fenced (see
-// [Outcome]); stage and state are lower-case state names such as
-// "estimating". Every series also carries otel_scope_* labels, and the
+// [Outcome]); stage is a lower-case state name such as "estimating", state
+// a status name as the queue writes it ("Pending"). op is get, exists,
+// children, create, set, delete or multi, and multi.<op> for each
+// operation inside a multi; node is the kind of node with ids written as
+// "*" ("jobs/*/status"). Every series also carries otel_scope_* labels, and the
 // registry holds the Go runtime and process collectors.
 //
 // # Logs
