@@ -34,6 +34,8 @@ type Common struct {
 	// in-flight work to finish or be released.
 	DrainTimeout time.Duration
 	LogLevel     slog.Level
+	// Pprof serves Go's profiles at /debug/pprof/ on the metrics address.
+	Pprof bool
 }
 
 // ZooKeeper says how to reach the queue.
@@ -86,6 +88,8 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 		"on SIGTERM, how long in-flight work may take to finish or be released", setPositiveDuration(&c.DrainTimeout))
 	r.Func("log-level", "INGESTQ_LOG_LEVEL", "info",
 		"debug, info, warn or error", setLogLevel(&c.LogLevel))
+	r.Func("pprof", "INGESTQ_PPROF", "false",
+		"also serve Go's profiles at /debug/pprof/ on the metrics address (they show code and data: keep that address private)", setBool(&c.Pprof))
 
 	r.check(func() error {
 		if tokenFile == "" {

@@ -87,6 +87,17 @@ func setInt(p *int) func(string) error {
 	}
 }
 
+func setBool(p *bool) func(string) error {
+	return func(s string) error {
+		v, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("not a boolean (want true or false): %q", s)
+		}
+		*p = v
+		return nil
+	}
+}
+
 func setDuration(p *time.Duration) func(string) error {
 	return func(s string) error {
 		v, err := time.ParseDuration(strings.TrimSpace(s))

@@ -129,7 +129,11 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	metricsDone := make(chan error, 1)
 	go func() {
-		err := tel.ServeMetrics(metricsCtx, cfg.MetricsListen)
+		var opts []telemetry.ServeOption
+		if cfg.Pprof {
+			opts = append(opts, telemetry.WithPprof())
+		}
+		err := tel.ServeMetrics(metricsCtx, cfg.MetricsListen, opts...)
 		if err != nil {
 			stopService()
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -186,9 +187,25 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 	return t.metricsHandler
 }
 
+// ServeOption changes what ServeMetrics serves.
+type ServeOption func(*http.ServeMux)
+
+// WithPprof serves Go's profiles at /debug/pprof/ as well: what the process
+// spends its CPU and memory on, for `go tool pprof`. They show the code and
+// its data, so the address must stay private (it is loopback by default).
+func WithPprof() ServeOption {
+	return func(mux *http.ServeMux) {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+}
+
 // ServeMetrics serves MetricsHandler at /metrics on addr until ctx ends,
 // then returns nil. An empty addr disables it: it returns nil at once.
-func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
+func (t *Telemetry) ServeMetrics(ctx context.Context, addr string, opts ...ServeOption) error {
 	if addr == "" {
 		return nil
 	}
@@ -197,7 +214,7 @@ func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("telemetry: listening for /metrics on %s: %w", addr, err)
 	}
-	return t.serveMetrics(ctx, listener)
+	return t.serveMetrics(ctx, listener, opts...)
 }
 
 // metricsShutdownGrace bounds how long a scrape in progress may delay the
@@ -205,9 +222,12 @@ func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
 const metricsShutdownGrace = 5 * time.Second
 
 // serveMetrics serves /metrics on listener until ctx ends, and closes it.
-func (t *Telemetry) serveMetrics(ctx context.Context, listener net.Listener) error {
+func (t *Telemetry) serveMetrics(ctx context.Context, listener net.Listener, opts ...ServeOption) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", t.metricsHandler)
+	for _, o := range opts {
+		o(mux)
+	}
 	server := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

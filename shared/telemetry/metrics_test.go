@@ -262,3 +262,42 @@ func sampleValue(metric *dto.Metric) float64 {
 	}
 	return 0
 }
+
+func TestProfilesAreServedOnlyWhenAskedFor(t *testing.T) {
+	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatalf("Setup: %v", err)
+	}
+	defer shutdown(t, tel)
+	cases := []struct {
+		name string
+		opts []ServeOption
+		want int
+	}{
+		{"by default", nil, http.StatusNotFound},
+		{"WithPprof", []ServeOption{WithPprof()}, http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			listener, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			served := make(chan error, 1)
+			go func() { served <- tel.serveMetrics(ctx, listener, tc.opts...) }()
+			defer func() {
+				cancel()
+				<-served
+			}()
+			resp, err := http.Get("http://" + listener.Addr().String() + "/debug/pprof/cmdline")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET /debug/pprof/cmdline: %s, want %d", resp.Status, tc.want)
+			}
+		})
+	}
+}
