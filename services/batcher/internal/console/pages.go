@@ -177,12 +177,15 @@ type batchView struct {
 
 type reportView struct {
 	Sent            string
-	FailedCount     int
+	FailedCount     int // the report's totals, not the lengths of its lists
 	SuccessfulCount int
 	Failed          []string
 	FailedMore      int
 	Successful      []string
 	SuccessfulMore  int
+	// Trimmed: the node lists only some of the jobs counted (past what a
+	// ZooKeeper node holds); the job list has them all.
+	Trimmed bool
 }
 
 func newBatchView(b *v1.Batch) *batchView {
@@ -196,21 +199,21 @@ func newBatchView(b *v1.Batch) *batchView {
 	bv.Mode = submissionMode(sub.GetSubmissionMode())
 	bv.Segments, bv.Total = progress(b.GetCounts())
 	if rep := b.GetStatusReport(); rep != nil {
-		rv := &reportView{Sent: when(rep.GetLastModified()), FailedCount: len(rep.GetFailedJobs()),
-			SuccessfulCount: len(rep.GetSuccessfulJobs())}
-		rv.Failed, rv.FailedMore = firstN(rep.GetFailedJobs(), reportListMax)
-		rv.Successful, rv.SuccessfulMore = firstN(rep.GetSuccessfulJobs(), reportListMax)
+		failed, successful := queue.ReportTotals(rep)
+		rv := &reportView{Sent: when(rep.GetLastModified()), FailedCount: failed, SuccessfulCount: successful,
+			Trimmed: queue.ReportTrimmed(rep)}
+		rv.Failed, rv.FailedMore = firstN(rep.GetFailedJobs(), reportListMax, failed)
+		rv.Successful, rv.SuccessfulMore = firstN(rep.GetSuccessfulJobs(), reportListMax, successful)
 		bv.Report = rv
 	}
 	bv.Confirm = deleteBatchWarning(b)
 	return bv
 }
 
-func firstN(s []string, n int) ([]string, int) {
-	if len(s) <= n {
-		return s, 0
-	}
-	return s[:n], len(s) - n
+// firstN is the first n of s and how many of total that leaves out.
+func firstN(s []string, n, total int) ([]string, int) {
+	s = s[:min(len(s), n)]
+	return s, max(total-len(s), 0)
 }
 
 // deleteBatchWarning is what the seeds say to weigh before deleting a

@@ -178,6 +178,31 @@ func TestBatchPageShowsSubmissionReportProgressAndJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBody(t, f.get("/batches/"+failed), "1 failed job(s), 0 successful.", `Failed: <a href="/jobs/jid0000000077">jid0000000077</a>`)
+
+	// A report past what a node holds is stored trimmed: the page counts
+	// the totals and says the lists are partial.
+	f.moveBatch(failed, queue.BatchUpdateReporting)
+	if bc, err = f.q.ClaimBatch(f.ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, 70000)
+	for i := range many {
+		many[i] = fmt.Sprintf("jid%010d", 1_000_000+i)
+	}
+	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchFailed, Message: "still 1 failed",
+		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: []string{"jid0000000077"}, SuccessfulJobs: many}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.q.GetBatch(f.ctx, failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := len(b.GetStatusReport().GetSuccessfulJobs())
+	if kept == 0 || kept >= len(many) {
+		t.Fatalf("the report keeps %d of %d successful jobs", kept, len(many))
+	}
+	wantBody(t, f.get("/batches/"+failed), "1 failed job(s), 70000 successful.", "The report node lists only the first of these jobs",
+		`<a href="/jobs/jid0001000199">jid0001000199</a> and 69800 more`)
 }
 
 func TestJobsPageListsByStateOrBatch(t *testing.T) {

@@ -91,7 +91,9 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 		}
 	}
 	if more := s.Total - len(s.Lines); more > 0 {
-		fmt.Fprintf(b, "  … and %d more (see the batch's status-report)\n", more)
+		// The status-report node lists them too unless the batch is past
+		// what a node holds; the batch's job list always does.
+		fmt.Fprintf(b, "  … and %d more (not listed here; ingestq's job list of the batch has every one)\n", more)
 	}
 }
 

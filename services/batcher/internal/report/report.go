@@ -16,8 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// MaxListed bounds the jobs a report lists per section; the status-report
-// node keeps every jid whatever the number.
+// MaxListed bounds the jobs a report lists per section. The status-report
+// node keeps every jid up to ~55,000 jobs; past what a node holds the queue
+// trims its lists and records their totals (queue.ReportTotals), and the
+// batch's job references still list every job.
 const MaxListed = 1000
 
 // readers bounds the jobs read at once.
@@ -94,16 +96,8 @@ func Build(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusRepo
 	}
 	newlyCompleted := completed
 	if prev != nil {
-		// Completed since the last report: failed then, completed now.
-		wasFailed := map[string]bool{}
-		for _, jid := range prev.GetFailedJobs() {
-			wasFailed[jid] = true
-		}
-		newlyCompleted = nil
-		for _, jid := range completed {
-			if wasFailed[jid] {
-				newlyCompleted = append(newlyCompleted, jid)
-			}
+		if newlyCompleted, err = completedSince(ctx, q, bid, prev, completed); err != nil {
+			return nil, err
 		}
 	}
 	if r.Completed, err = section(ctx, q, newlyCompleted); err != nil {
@@ -116,6 +110,67 @@ func Build(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusRepo
 		return nil, err
 	}
 	return r, nil
+}
+
+// completedSince returns those of completed (the batch's completed jobs
+// now) that were not completed when prev was written, in the same order.
+// Completed is terminal: every job prev counted as successful is completed
+// still, and the others completed since (most were failed then and
+// resumed by an operator; some were still in progress).
+//
+// When prev's lists are whole, that is completed minus prev's
+// successful_jobs. When the queue had to trim them (a batch past ~55,000
+// jobs), the jobs prev lists as failed are new for certain and those it
+// lists as successful are not; of the jobs in neither list, exactly
+// len(completed) - prev's successful total - the certain ones are new.
+// If that is none or all of them, nothing more is read; otherwise the
+// queue tells which by when their references were created, compared with
+// the report's last change (one read per job).
+func completedSince(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusReport, completed []string) ([]string, error) {
+	wasFailed := map[string]bool{}
+	for _, jid := range prev.GetFailedJobs() {
+		wasFailed[jid] = true
+	}
+	wasSuccessful := map[string]bool{}
+	for _, jid := range prev.GetSuccessfulJobs() {
+		wasSuccessful[jid] = true
+	}
+	var certain, unknown []string
+	for _, jid := range completed {
+		switch {
+		case wasFailed[jid]:
+			certain = append(certain, jid)
+		case !wasSuccessful[jid]:
+			unknown = append(unknown, jid)
+		}
+	}
+	_, successfulTotal := queue.ReportTotals(prev)
+	missing := len(completed) - successfulTotal - len(certain)
+	switch {
+	case !queue.ReportTrimmed(prev) || missing >= len(unknown):
+		// Whole lists: a job in neither completed since (it was in progress).
+	case missing <= 0:
+		unknown = nil
+	default:
+		var err error
+		if unknown, err = q.CompletedAfterReport(ctx, bid, unknown); err != nil {
+			return nil, fmt.Errorf("finding the jobs of batch %s completed since its last report: %w", bid, err)
+		}
+	}
+	if len(unknown) == 0 {
+		return certain, nil
+	}
+	isNew := map[string]bool{}
+	for _, jid := range slices.Concat(certain, unknown) {
+		isNew[jid] = true
+	}
+	out := make([]string, 0, len(isNew))
+	for _, jid := range completed {
+		if isNew[jid] {
+			out = append(out, jid)
+		}
+	}
+	return out, nil
 }
 
 // reportKey names the report that follows prev: "<bid>-report" for the

@@ -1,6 +1,9 @@
 package report
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +71,38 @@ func TestALongSectionIsCutWithACount(t *testing.T) {
 	writeSection(&b, "Completed", s, false)
 	if !strings.Contains(b.String(), "… and 5 more") {
 		t.Errorf("no count of the jobs left out:\n%s", b.String()[len(b.String())-200:])
+	}
+}
+
+func TestCompletedSinceAReportWholeOrTrimmed(t *testing.T) {
+	ctx := context.Background()
+	jid := func(n int) string { return fmt.Sprintf("jid%010d", n) }
+	tests := []struct {
+		name      string
+		prev      *v1.StatusReport
+		completed []string
+		want      []string
+	}{
+		{"whole lists: the failed ones now completed, and those in progress then",
+			&v1.StatusReport{FailedJobs: []string{jid(2), jid(3)}, SuccessfulJobs: []string{jid(1)}},
+			[]string{jid(1), jid(2), jid(4)}, []string{jid(2), jid(4)}},
+		{"successful_jobs trimmed, and the count says nothing else completed",
+			&v1.StatusReport{FailedJobs: []string{jid(2)}, SuccessfulJobs: []string{jid(1)}, SuccessfulJobsTotal: 3},
+			[]string{jid(1), jid(2), jid(3), jid(4)}, []string{jid(2)}},
+		{"failed_jobs trimmed, and the count says every unlisted job completed since",
+			&v1.StatusReport{FailedJobs: []string{jid(2)}, FailedJobsTotal: 3},
+			[]string{jid(2), jid(5), jid(6)}, []string{jid(2), jid(5), jid(6)}},
+		{"nothing completed since",
+			&v1.StatusReport{FailedJobs: []string{jid(2)}, FailedJobsTotal: 3, SuccessfulJobsTotal: 1},
+			[]string{jid(1)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No read is needed in these cases: a nil client would panic.
+			got, err := completedSince(ctx, nil, "bid0000000042", tt.prev, tt.completed)
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("got %v (%v), want %v", got, err, tt.want)
+			}
+		})
 	}
 }
