@@ -770,9 +770,28 @@ func (cl *Claim) Release(ctx context.Context) error {
 
 func (cl *Claim) release(ctx context.Context) error {
 	defer cl.markDone()
-	_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
-	if err != nil {
-		return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
+		// After a lost answer the lock may be gone already: with the status
+		// unchanged, the job is free all the same.
+		if err == nil || (attempt > 0 && failedOp(err) == 1 && errors.Is(err, zk.ErrNoNode)) {
+			break
+		}
+		if !retryable(err) {
+			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
+		}
+		// The connection dropped, but the lock lives as long as the
+		// session: left there it would hold the job, with nobody working
+		// on it, until this process ends. Try again once reconnected.
+		select {
+		case <-cl.sess.ctx.Done():
+			return fmt.Errorf("releasing job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
+		case <-ctx.Done():
+			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), context.Cause(ctx), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 	if cl.givenBack != nil {
 		cl.givenBack(cl.entry)

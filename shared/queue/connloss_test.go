@@ -1,0 +1,72 @@
+package queue
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// proxiedClient connects through a proxy the test can cut, with a session
+// that outlives a short cut.
+func proxiedClient(t *testing.T, root string, session time.Duration) (*Client, *zktest.Proxy) {
+	t.Helper()
+	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	c, err := Connect(testCtx(t), Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, proxy
+}
+
+// TestReleaseDuringAConnectionLossFreesTheJobOnceReconnected: a consumer
+// gives a job back while its connection is down but its session lives on
+// (as during a ZooKeeper leader election). The release must go through
+// once the connection is back: a lock left behind would hold the job for as
+// long as the consumer lives, with nobody working on it.
+func TestReleaseDuringAConnectionLossFreesTheJobOnceReconnected(t *testing.T) {
+	root := zktest.Root(t)
+	a, proxy := proxiedClient(t, root, 20*time.Second)
+	b := newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, b, 1, DefaultPriority)
+	cl, err := a.NewConsumer(Pending, ConsumerOptions{}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := a.SessionID()
+	proxy.Block()
+	released := make(chan error, 1)
+	go func() { released <- cl.Release(context.WithoutCancel(ctx)) }()
+	// The connection stays down a moment, well inside the session timeout.
+	time.Sleep(500 * time.Millisecond)
+	proxy.Unblock()
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatalf("Release across the connection loss: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Release never returned")
+	}
+	if a.SessionID() != sess {
+		t.Fatalf("the session changed (0x%x → 0x%x): the test needs it to survive the cut", sess, a.SessionID())
+	}
+	j, err := b.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetLocked() {
+		t.Fatalf("job %s still locked after its release", jids[0])
+	}
+	clB, _, err := b.NewConsumer(Pending, ConsumerOptions{}).TryNext(ctx)
+	if err != nil || clB == nil || clB.ID() != jids[0] {
+		t.Fatalf("another consumer could not take the released job: %v, %v", clB, err)
+	}
+}
