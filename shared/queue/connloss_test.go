@@ -70,3 +70,50 @@ func TestReleaseDuringAConnectionLossFreesTheJobOnceReconnected(t *testing.T) {
 		t.Fatalf("another consumer could not take the released job: %v, %v", clB, err)
 	}
 }
+
+// TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock: a process
+// that lost its session (frozen, cut off) while it held an object's lock,
+// and comes back to unlock it, must not remove the lock another process
+// has taken since: that would let a third store the object at the same
+// time.
+func TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock(t *testing.T) {
+	root := zktest.Root(t)
+	a, proxy := proxiedClient(t, root, 2*time.Second)
+	b := newClientAt(t, root)
+	ctx := testCtx(t)
+	const ark = "ark:/99999/fk4unlock"
+	lockA, err := a.LockStorage(ctx, ark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Block()
+	// B gets the lock once the server has expired A's session.
+	var lockB *ObjectLock
+	for lockB == nil {
+		if lockB, err = b.LockStorage(ctx, ark); err != nil && ctx.Err() != nil {
+			t.Fatalf("B never got the lock: %v", err)
+		}
+		if lockB == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	proxy.Unblock()
+	unlockCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := lockA.Unlock(unlockCtx); err != nil {
+		t.Fatalf("A's late unlock: %v", err)
+	}
+	storage, _, err := b.ObjectLocks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(storage) != 1 || storage[0] != LockName(ark) {
+		t.Fatalf("storage locks after A's late unlock: %v; B's lock must stay", storage)
+	}
+	if err := lockB.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if storage, _, _ := b.ObjectLocks(ctx); len(storage) != 0 {
+		t.Fatalf("B's unlock left %v", storage)
+	}
+}

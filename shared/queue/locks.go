@@ -127,6 +127,7 @@ func (c *Client) followHolds() {
 type ObjectLock struct {
 	c    *Client
 	path string
+	sess int64 // the session that holds it
 }
 
 // LockStorage takes /locks/storage/<ark> while the object is being stored.
@@ -144,20 +145,31 @@ func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, er
 	if ark == "" {
 		return nil, fmt.Errorf("%w: empty ARK", ErrInvalid)
 	}
-	_, err := c.create(ctx, p, nil, zk.FlagEphemeral)
+	sess, err := c.currentSession()
+	if err != nil {
+		return nil, fmt.Errorf("locking object %s: %w", ark, err)
+	}
+	_, err = c.create(ctx, p, nil, zk.FlagEphemeral)
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil, fmt.Errorf("object %s: %w", ark, ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("locking object %s: %w", ark, err)
 	}
-	return &ObjectLock{c: c, path: p}, nil
+	return &ObjectLock{c: c, path: p, sess: sess.id}, nil
 }
 
-// Unlock releases the object lock.
+// Unlock releases the object lock if this session still holds it. A lock
+// that went with its session (the process was frozen or cut off for longer
+// than the session timeout) may be another process's by now: removing that
+// one would let a third process at the object beside it.
 func (l *ObjectLock) Unlock(ctx context.Context) error {
 	_, err := retry(ctx, func() (struct{}, error) {
-		err := l.c.conn.Delete(l.path, -1)
+		ok, stat, err := l.c.conn.Exists(l.path)
+		if err != nil || !ok || stat.EphemeralOwner != l.sess {
+			return struct{}{}, err
+		}
+		err = l.c.conn.Delete(l.path, stat.Version)
 		if errors.Is(err, zk.ErrNoNode) {
 			err = nil
 		}
