@@ -196,7 +196,7 @@ func decodeBatchStatus(path string, data []byte) (*v1.BatchStatus, error) {
 }
 
 // A batch's status-report lists a jid per job, ~16 bytes of JSON each, so
-// past ~55,000 jobs it no longer fits a node. encodeStatusReport then trims
+// past ~57,000 jobs it no longer fits a node. encodeStatusReport then trims
 // it (fitStatusReport): failed_jobs is kept whole if it fits, since the
 // batcher's update report works from it; successful_jobs is cut to what
 // fits; and the count each trimmed list had is written beside it as

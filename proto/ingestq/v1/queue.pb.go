@@ -538,7 +538,7 @@ func (x *BatchStatus) GetMessage() string {
 // StatusReport is /batches/BID/status-report: the last report sent.
 //
 // A ZooKeeper node holds less than 1 MB, and a jid costs ~16 bytes of JSON,
-// so past ~55,000 jobs the two lists cannot both be kept whole. The queue
+// so past ~57,000 jobs the two lists cannot both be kept whole. The queue
 // library then keeps failed_jobs whole if it fits, trims successful_jobs to
 // fit (and, only if even failed_jobs alone does not fit, empties
 // successful_jobs and trims failed_jobs), and writes the totals below beside

@@ -17,7 +17,7 @@ import (
 )
 
 // MaxListed bounds the jobs a report lists per section. The status-report
-// node keeps every jid up to ~55,000 jobs; past what a node holds the queue
+// node keeps every jid up to ~57,000 jobs; past what a node holds the queue
 // trims its lists and records their totals (queue.ReportTotals), and the
 // batch's job references still list every job.
 const MaxListed = 1000
@@ -119,7 +119,7 @@ func Build(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusRepo
 // resumed by an operator; some were still in progress).
 //
 // When prev's lists are whole, that is completed minus prev's
-// successful_jobs. When the queue had to trim them (a batch past ~55,000
+// successful_jobs. When the queue had to trim them (a batch past ~57,000
 // jobs), the jobs prev lists as failed are new for certain and those it
 // lists as successful are not; of the jobs in neither list, exactly
 // len(completed) - prev's successful total - the certain ones are new.

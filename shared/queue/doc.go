@@ -1,0 +1,35 @@
+// Package queue is ingestq's one view of the ZooKeeper queue: every path,
+// node format and state transition of ../shared/spec/zk-layout.md, byte
+// compatible with the Merritt queue library (mrt-zk), and every write made
+// atomic and fenced as the spec asks.
+//
+// # What ingestq writes where the spec leaves it open
+//
+// The spec asks us to document what we write where it does not say:
+//
+//   - Priorities above 99. A job's state entry is "%02d-jid…", so priority
+//     150 is written with all its digits ("150-jid0000000042"), as the
+//     Merritt library's own format writes it; ingestq's readers compare the
+//     numbers, not the names, so such entries still sort after 99
+//     (entryName, parseEntry, compareEntries). ingestq's own writers keep
+//     priorities within 0–99 (MaxPriority).
+//
+//   - A batch's status-report past what a node holds. The node is
+//     {"last_modified","failed_jobs":[jid…],"successful_jobs":[jid…]}; a jid
+//     costs ~16 bytes, so past ~57,000 jobs the lists cannot both be kept
+//     whole in MaxNodeBytes (900 KiB; the server refuses a request over
+//     jute.maxbuffer, 1 MiB by default). ingestq then keeps failed_jobs whole
+//     if it fits (an update report works from it), keeps as much of
+//     successful_jobs as fits, from its first jid (the batcher lists jids in
+//     order), and writes beside each trimmed
+//     list how many jobs it had: "successful_jobs_total": N, and
+//     "failed_jobs_total": N if failed_jobs had to be trimmed too (then
+//     successful_jobs is empty). These keys appear only when a list was
+//     trimmed: a report that fits is written exactly as the Merritt library
+//     writes it, and peers ignore keys they do not know. Reading, a report
+//     without them (a peer's, or one of ours that fit) has totals equal to
+//     its lists' lengths, and a key that is not a count is ignored. The whole
+//     lists are always the batch's states/batch-completed and
+//     states/batch-failed references (BatchJobIDs). See fitStatusReport,
+//     ReportTotals, CompletedAfterReport.
+package queue
