@@ -15,9 +15,10 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 )
 
-// maxManifestNodeBytes bounds the file list kept beside a job: a ZooKeeper
-// node holds less than 1 MB, and the job's status shares the request.
-const maxManifestNodeBytes = 900 << 10
+// maxManifestNodeBytes bounds the file list kept beside a job: what the
+// queue writes into one ZooKeeper node at most (a node holds less than
+// 1 MB, and the job's status shares the request).
+const maxManifestNodeBytes = queue.MaxNodeBytes
 
 // Fetcher is the HTTP the estimator needs; *fetch.Client is one.
 type Fetcher interface {

@@ -162,7 +162,8 @@ func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job) {
 			j.GetIdentifiers().GetPrimaryId(), strings.Join(j.GetIdentifiers().GetLocalId(), ","), j.GetStatus().GetMessage())
 	}
 	if r := b.GetStatusReport(); r != nil {
-		fmt.Fprintf(out, "status-report: %d successful, %d failed\n", len(r.GetSuccessfulJobs()), len(r.GetFailedJobs()))
+		failed, successful := queue.ReportTotals(r)
+		fmt.Fprintf(out, "status-report: %d successful, %d failed\n", successful, failed)
 	}
 	emails, _ := filepath.Glob(filepath.Join(s.OutboxDir, "*"))
 	fmt.Fprintf(out, "\nWhere things are:\n")

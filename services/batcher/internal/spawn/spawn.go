@@ -23,10 +23,10 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 )
 
-// MaxManifestNodeBytes bounds the file list kept beside one job: a
-// ZooKeeper node holds less than 1 MB, and the rest of the job's creation
-// shares the request.
-const MaxManifestNodeBytes = 900 << 10
+// MaxManifestNodeBytes bounds the file list kept beside one job: what the
+// queue writes into one ZooKeeper node at most (a node holds less than
+// 1 MB, and the rest of the job's creation shares the request).
+const MaxManifestNodeBytes = queue.MaxNodeBytes
 
 // Fetcher fetches small documents (manifests); *fetch.Client is one.
 type Fetcher interface {
