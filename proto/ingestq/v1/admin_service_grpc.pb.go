@@ -79,7 +79,9 @@ type AdminServiceClient interface {
 	DeleteBatch(ctx context.Context, in *DeleteBatchRequest, opts ...grpc.CallOption) (*DeleteBatchResponse, error)
 	// GetBatch reads one batch (by bid or batch uuid) with its job counts.
 	GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error)
-	// ListBatches lists batches, newest first, with their job counts.
+	// ListBatches lists batches, newest first, with their job counts. Each
+	// batch's status_report has its time and totals but no job lists
+	// (GetBatch has them).
 	ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error)
 	// GetJob reads one job, optionally with its file manifest.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
@@ -352,7 +354,9 @@ type AdminServiceServer interface {
 	DeleteBatch(context.Context, *DeleteBatchRequest) (*DeleteBatchResponse, error)
 	// GetBatch reads one batch (by bid or batch uuid) with its job counts.
 	GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error)
-	// ListBatches lists batches, newest first, with their job counts.
+	// ListBatches lists batches, newest first, with their job counts. Each
+	// batch's status_report has its time and totals but no job lists
+	// (GetBatch has them).
 	ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error)
 	// GetJob reads one job, optionally with its file manifest.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)

@@ -253,12 +253,22 @@ func lookupBatch(ctx context.Context, q *queue.Client, bid, uuid string) (*v1.Ba
 	return b, nil
 }
 
-// ListBatches lists batches newest first.
+// ListBatches lists batches newest first. Each batch's report comes with
+// its time and totals but not its job lists (GetBatch has them): a report
+// may hold up to ~900 KiB of jids, and a page of large batches would not
+// fit one response.
 func (s *Server) ListBatches(ctx context.Context, req *v1.ListBatchesRequest) (*v1.ListBatchesResponse, error) {
 	batches, next, err := s.Queue.ListBatches(ctx, queue.BatchFilter{
 		Status: req.GetStatus(), Submitter: req.GetSubmitter(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
+	}
+	for _, b := range batches {
+		if r := b.GetStatusReport(); r != nil {
+			failed, successful := queue.ReportTotals(r)
+			b.StatusReport = &v1.StatusReport{LastModified: r.GetLastModified(),
+				FailedJobsTotal: int32(failed), SuccessfulJobsTotal: int32(successful)}
+		}
 	}
 	return &v1.ListBatchesResponse{Batches: batches, NextPageToken: next}, nil
 }

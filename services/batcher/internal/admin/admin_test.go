@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -650,3 +651,47 @@ func TestFsckReportsAndRepairsDamage(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAReportPastWhatANodeHoldsIsReadWithItsTotals: GetBatch answers a
+// batch whose report was trimmed with the report as stored (lists trimmed,
+// totals whole), ListBatches with its totals only.
+func TestAReportPastWhatANodeHoldsIsReadWithItsTotals(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	bid, jids := f.batch("demo", "demo_coll", 1)
+	f.fail(jids[0])
+	bc, err := f.q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+		t.Fatal(err)
+	}
+	successful := make([]string, 100000)
+	for i := range successful {
+		successful[i] = fmt.Sprintf("jid%010d", 1_000_000+i)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed,
+		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: jids, SuccessfulJobs: successful}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.admin.GetBatch(f.ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := got.GetBatch().GetStatusReport()
+	if rep.GetFailedJobsTotal() != 1 || rep.GetSuccessfulJobsTotal() != 100000 || len(rep.GetFailedJobs()) != 1 ||
+		len(rep.GetSuccessfulJobs()) < 50000 || len(rep.GetSuccessfulJobs()) >= 100000 {
+		t.Errorf("GetBatch: report of %d/%d failed, %d/%d successful", len(rep.GetFailedJobs()), rep.GetFailedJobsTotal(),
+			len(rep.GetSuccessfulJobs()), rep.GetSuccessfulJobsTotal())
+	}
+	list, err := f.admin.ListBatches(f.ctx, &v1.ListBatchesRequest{})
+	if err != nil || len(list.GetBatches()) != 1 {
+		t.Fatalf("ListBatches: %v %v", list, err)
+	}
+	rep = list.GetBatches()[0].GetStatusReport()
+	if rep.GetFailedJobsTotal() != 1 || rep.GetSuccessfulJobsTotal() != 100000 || len(rep.GetFailedJobs())+len(rep.GetSuccessfulJobs()) != 0 ||
+		rep.GetLastModified() == nil {
+		t.Errorf("ListBatches: report %v", rep)
+	}
+}
