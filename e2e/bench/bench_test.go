@@ -106,7 +106,7 @@ func BenchmarkPipeline(b *testing.B) {
 		e2eRatio := pr.JobsPerSecond / ceiling
 		fmt.Printf("e2e:       %.0f jobs/s (%d single-file jobs of 1 KB, seven services as processes) = %.2f of the ceiling\n",
 			pr.JobsPerSecond, jobs, e2eRatio)
-		fmt.Printf("           ZooKeeper requests per job, by service, and the largest kinds:\n%s", pr.Requests)
+		fmt.Printf("           where the time and the ZooKeeper requests per job went:\n%s", pr.Profile)
 
 		rss, err := stageRSSAt100k(ctx, pr.Stack)
 		must(err)
@@ -220,8 +220,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Fatal(err)
 		}
 		before, _ := Requests(srv.Addr)
+		profiles := filepath.Join(dir, fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
-			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16)})
+			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), Profiles: profiles})
 		after, _ := Requests(srv.Addr)
 		if pr != nil && pr.Stack != nil {
 			pr.Stack.StopServices(context.WithoutCancel(ctx))
@@ -232,6 +233,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(pr.JobsPerSecond, "jobs/s")
 		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/9), "ratio")
 		b.ReportMetric(float64(after-before)/float64(jobs), "requests/job")
-		fmt.Print(pr.Requests)
+		fmt.Print(pr.Profile)
+		fmt.Print(ProfileTop(ctx, profiles, bin, 12))
 	}
 }

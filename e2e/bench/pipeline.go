@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,15 +31,18 @@ type PipelineOptions struct {
 	Jobs        int      // single-file jobs in the batch
 	FileBytes   int      // size of each job's file
 	Concurrency int      // INGESTQ_CONCURRENCY of every service
+	// Profiles, if set, is where a CPU profile of every service, taken
+	// while the jobs flow, is written (<service>.pprof).
+	Profiles string
 }
 
 // PipelineResult is what the end-to-end run measured.
 type PipelineResult struct {
 	JobsPerSecond float64
 	Elapsed       time.Duration
-	// Requests is where the services' ZooKeeper requests went (RequestProfile).
-	Requests string
-	Stack    *stack.Stack // still running: the caller stops it
+	// Profile is where the services' time and ZooKeeper requests went.
+	Profile string
+	Stack   *stack.Stack // still running: the caller stops it
 }
 
 // Pipeline runs the seven services as processes against servers, submits
@@ -60,7 +67,8 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		return nil, err
 	}
 	s, err := stack.Start(ctx, stack.Options{Dir: o.Dir, BinDir: o.BinDir, ProfilesDir: profiles, ZooKeeper: o.Servers,
-		Root: root("e2e"), Env: map[string]string{"INGESTQ_CONCURRENCY": strconv.Itoa(o.Concurrency), "INGESTQ_LOG_LEVEL": "warn"}})
+		Root: root("e2e"), Env: map[string]string{"INGESTQ_CONCURRENCY": strconv.Itoa(o.Concurrency), "INGESTQ_LOG_LEVEL": "warn",
+			"INGESTQ_PPROF": strconv.FormatBool(o.Profiles != "")}})
 	if err != nil {
 		dep.Close()
 		return nil, err
@@ -72,7 +80,7 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	defer conn.Close()
 	batches := v1.NewBatchServiceClient(conn)
-	before, err := ServiceRequests(ctx, s)
+	before, err := ScrapeServices(ctx, s)
 	if err != nil {
 		return res, err
 	}
@@ -81,6 +89,12 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		PayloadUrl: dep.URL + "/batch.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
 	if err != nil {
 		return res, fmt.Errorf("submitting: %w", err)
+	}
+	profiled := make(chan error, 1)
+	if o.Profiles != "" {
+		go func() { profiled <- profileServices(ctx, s, o.Profiles) }()
+	} else {
+		profiled <- nil
 	}
 	for {
 		st, err := batches.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: sub.GetBatchId()}})
@@ -102,12 +116,86 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	res.Elapsed = time.Since(start)
 	res.JobsPerSecond = float64(o.Jobs) / res.Elapsed.Seconds()
-	after, err := ServiceRequests(ctx, s)
+	if err := <-profiled; err != nil {
+		return res, err
+	}
+	after, err := ScrapeServices(ctx, s)
 	if err != nil {
 		return res, err
 	}
-	res.Requests = RequestProfile(before, after, o.Jobs)
+	res.Profile = Profile(before, after, o.Jobs)
 	return res, nil
+}
+
+// profileServices takes a CPU profile of every service at once, for a few
+// seconds once the jobs flow, into dir.
+func profileServices(ctx context.Context, s *stack.Stack, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	errs := make(chan error, len(stack.Services))
+	for _, service := range stack.Services {
+		go func() {
+			errs <- fetch(ctx, "http://"+s.Procs(service)[0].Metrics+"/debug/pprof/profile?seconds=8",
+				filepath.Join(dir, service+".pprof"))
+		}()
+	}
+	var all []error
+	for range stack.Services {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+func fetch(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profiling: GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ProfileTop is `go tool pprof -top` of each service's profile in dir: the
+// functions its CPU went to.
+func ProfileTop(ctx context.Context, dir, binDir string, n int) string {
+	var b strings.Builder
+	for _, service := range stack.Services {
+		out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount="+strconv.Itoa(n),
+			filepath.Join(binDir, service), filepath.Join(dir, service+".pprof")).CombinedOutput()
+		fmt.Fprintf(&b, "  %s:\n", service)
+		if err != nil {
+			fmt.Fprintf(&b, "    (no profile: %v)\n", err)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if strings.Contains(line, "Duration:") || strings.HasPrefix(strings.TrimSpace(line), "flat") ||
+				strings.Contains(line, "%") && !strings.HasPrefix(line, "File:") && !strings.HasPrefix(line, "Type:") && !strings.HasPrefix(line, "Time:") {
+				fmt.Fprintf(&b, "    %s\n", line)
+			}
+		}
+	}
+	return b.String()
 }
 
 // writeDeposit writes a manifest of manifests of n objects, each one file

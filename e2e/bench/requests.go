@@ -17,18 +17,26 @@ import (
 // RequestKind is one kind of ZooKeeper request a service sends.
 type RequestKind struct{ Service, Op, Node string }
 
-// requestLine matches a sample of ingestq_zookeeper_requests_total.
-var requestLine = regexp.MustCompile(`^ingestq_zookeeper_requests_total\{([^}]*)\} (\S+)`)
+// Scrape is what the services' metrics said at one moment.
+type Scrape struct {
+	Requests map[RequestKind]float64
+	// StepSeconds and Steps are the time spent in job steps and their
+	// number, by stage.
+	StepSeconds, Steps map[string]float64
+}
+
+// sample matches a sample of the series a Scrape keeps.
+var sample = regexp.MustCompile(`^(ingestq_zookeeper_requests_total|ingestq_step_duration_seconds_sum|ingestq_step_duration_seconds_count)\{([^}]*)\} (\S+)`)
 
 var label = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
 
-// ServiceRequests scrapes every process of s for the requests it has sent
-// to ZooKeeper, summed per service.
-func ServiceRequests(ctx context.Context, s *stack.Stack) (map[RequestKind]float64, error) {
-	out := map[RequestKind]float64{}
+// ScrapeServices scrapes every process of s for the requests it has sent
+// to ZooKeeper (summed per service) and its job steps.
+func ScrapeServices(ctx context.Context, s *stack.Stack) (*Scrape, error) {
+	out := &Scrape{Requests: map[RequestKind]float64{}, StepSeconds: map[string]float64{}, Steps: map[string]float64{}}
 	for _, service := range stack.Services {
 		for _, p := range s.Procs(service) {
-			if err := scrapeRequests(ctx, service, p.Metrics, out); err != nil {
+			if err := scrape(ctx, service, p.Metrics, out); err != nil {
 				return nil, err
 			}
 		}
@@ -36,7 +44,7 @@ func ServiceRequests(ctx context.Context, s *stack.Stack) (map[RequestKind]float
 	return out, nil
 }
 
-func scrapeRequests(ctx context.Context, service, addr string, into map[RequestKind]float64) error {
+func scrape(ctx context.Context, service, addr string, into *Scrape) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
@@ -51,31 +59,46 @@ func scrapeRequests(ctx context.Context, service, addr string, into map[RequestK
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		m := requestLine.FindStringSubmatch(sc.Text())
+		m := sample.FindStringSubmatch(sc.Text())
 		if m == nil {
 			continue
 		}
-		k := RequestKind{Service: service}
-		for _, l := range label.FindAllStringSubmatch(m[1], -1) {
-			switch l[1] {
-			case "op":
-				k.Op = l[2]
-			case "node":
-				k.Node = l[2]
-			}
+		labels := map[string]string{}
+		for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+			labels[l[1]] = l[2]
 		}
-		v, err := strconv.ParseFloat(m[2], 64)
+		v, err := strconv.ParseFloat(m[3], 64)
 		if err != nil {
 			return fmt.Errorf("scraping %s: %q: %w", service, sc.Text(), err)
 		}
-		into[k] += v
+		switch m[1] {
+		case "ingestq_zookeeper_requests_total":
+			into.Requests[RequestKind{Service: service, Op: labels["op"], Node: labels["node"]}] += v
+		case "ingestq_step_duration_seconds_sum":
+			into.StepSeconds[labels["stage"]] += v
+		case "ingestq_step_duration_seconds_count":
+			into.Steps[labels["stage"]] += v
+		}
 	}
 	return sc.Err()
 }
 
-// RequestProfile is where a run's requests went: per job, by service and
-// kind, the largest first.
-func RequestProfile(before, after map[RequestKind]float64, jobs int) string {
+// Profile is where a run's time and requests went: each stage's mean step,
+// then the requests per job, by service and kind, the largest first.
+func Profile(before, after *Scrape, jobs int) string {
+	var b strings.Builder
+	b.WriteString("  mean step:")
+	for _, stage := range []string{"pending", "estimating", "provisioning", "downloading", "processing", "recording", "notifying"} {
+		if n := after.Steps[stage] - before.Steps[stage]; n > 0 {
+			fmt.Fprintf(&b, " %s %.0f ms,", stage, 1000*(after.StepSeconds[stage]-before.StepSeconds[stage])/n)
+		}
+	}
+	b.WriteString("\n")
+	b.WriteString(requestProfile(before.Requests, after.Requests, jobs))
+	return b.String()
+}
+
+func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 	type row struct {
 		k RequestKind
 		n float64
