@@ -16,12 +16,13 @@ BUF := $(BIN)/.tools/buf@$(BUF_VERSION)
 PROTOC_GEN_GO := $(BIN)/.tools/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.tools/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-.PHONY: help deps test bench demo up proto lint build config-table
+.PHONY: help deps test chaos bench demo up proto lint build config-table
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
 	@echo "make up            start ZooKeeper and the seven services and keep them running (Ctrl-C stops)"
 	@echo "make test          install test dependencies, then test and vet every module"
+	@echo "make chaos         the chaos suite in full: 500 jobs while replicas and the ZooKeeper leader are killed"
 	@echo "make build         build the service binaries into ./bin"
 	@echo "make lint          buf lint, gofmt and go vet"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
@@ -47,6 +48,18 @@ test: deps
 		echo "== $${m#$(CURDIR)/} (test)"; \
 		(cd "$$m" && go test $(GOTESTFLAGS) ./...); \
 	done
+
+# The chaos suite in full (docs/reliability.md): 500 jobs through a
+# three-server ZooKeeper ensemble and two replicas of every service, while
+# replicas are killed and restarted, the ZooKeeper leader is killed and a
+# replica is frozen past its session timeout; then every job, object,
+# inventory row, report and lock is checked, and the figures printed.
+# `make test` runs a short run of the same test. INGESTQ_CHAOS_SEED=<n>
+# replays a run's choices; INGESTQ_CHAOS_KEEP=1 keeps its data and logs.
+INGESTQ_CHAOS_JOBS ?= 500
+chaos: deps
+	cd e2e && INGESTQ_CHAOS_JOBS=$(INGESTQ_CHAOS_JOBS) go test -count=1 -v -timeout 90m \
+		-run '^TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica$$' ./chaos/
 
 # The benchmarks, in one run against a ZooKeeper they start themselves:
 # the queue library (create, lifecycle, pick-up, depth, cleanup), the

@@ -1,0 +1,324 @@
+// Package chaos runs the whole pipeline under faults and proves that no
+// deposit is lost or duplicated: a three-server ZooKeeper ensemble on
+// loopback, two replicas of every service (their built binaries), and
+// batches of deposits served from loopback, while replicas are killed
+// (kill -9) and started again, the ZooKeeper leader is killed once, and one
+// replica is frozen (SIGSTOP) for longer than its session timeout while it
+// is in the middle of jobs. At the end every job must be Completed, each
+// object stored and recorded once, each batch reported once, fsck clean and
+// no lock left; the run logs what it did and saw.
+//
+// `go test ./chaos/` is the short run (part of make test); `make chaos` is
+// the full one (INGESTQ_CHAOS_JOBS=500). INGESTQ_CHAOS_SEED replays a
+// run's choices (which replica, when), though not its timing.
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/e2e/depositor"
+	"github.com/ingestq/ingestq/e2e/leftovers"
+	"github.com/ingestq/ingestq/e2e/stack"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// Environment variables that size a run.
+const (
+	envJobs = "INGESTQ_CHAOS_JOBS" // jobs in all (default shortJobs)
+	envSeed = "INGESTQ_CHAOS_SEED" // seed of the run's random choices (default: the clock)
+	envKeep = "INGESTQ_CHAOS_KEEP" // non-empty: keep data and logs of a run that passed
+)
+
+// shortJobs is the run inside make test: every fault once or more, in a
+// few minutes on two cores.
+const shortJobs = 100
+
+// sessionTimeout is every service's ZooKeeper session timeout: short, so
+// that a frozen replica loses its jobs quickly (and a killed one frees
+// them), yet long enough that a loaded machine does not expire sessions of
+// its own accord.
+const sessionTimeout = 3 * time.Second
+
+const adminToken = "chaos-admin-token"
+
+// settings size one run.
+type settings struct {
+	jobs, batches int
+	seed          uint64
+	// spacing is the time between two submissions: batches arrive while
+	// earlier ones are still being worked on, and batchers die while
+	// spawning them.
+	spacing time.Duration
+	// gap is the range of the pause between two faults.
+	gapMin, gapMax time.Duration
+	// depositDelay slows every answer of the depositor's server, so that
+	// downloads last long enough for faults to catch them half-done.
+	depositDelay time.Duration
+}
+
+func readSettings(t *testing.T) settings {
+	t.Helper()
+	s := settings{jobs: shortJobs, seed: uint64(time.Now().UnixNano()),
+		gapMin: 500 * time.Millisecond, gapMax: 2 * time.Second, depositDelay: 500 * time.Millisecond}
+	if v := os.Getenv(envJobs); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 10 {
+			t.Fatalf("%s=%q: want a number of jobs, at least 10", envJobs, v)
+		}
+		s.jobs = n
+	}
+	if v := os.Getenv(envSeed); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", envSeed, v, err)
+		}
+		s.seed = n
+	}
+	s.batches = min(5, max(2, s.jobs/20))
+	// The next batch comes while the last is still being spawned or in
+	// the works: every stage stays busy, so faults catch work in flight.
+	s.spacing = time.Duration(s.jobs/s.batches) * 100 * time.Millisecond
+	return s
+}
+
+// run is one chaos run: what it started and what it deposited.
+type run struct {
+	t        *testing.T
+	set      settings
+	start    time.Time
+	dir      string
+	ens      *zktest.Ensemble
+	deposits *depositor.Server
+	stack    *stack.Stack
+	// q reads the queue directly, as an operator's tool would.
+	q *queue.Client
+	// One client per batcher replica: submissions and admin calls go to
+	// whichever answers.
+	conns    []*grpc.ClientConn
+	batchers []v1.BatchServiceClient
+	admins   []v1.AdminServiceClient
+	batches  []*depositBatch
+
+	mu   sync.Mutex
+	bids map[int]string // batch index → bid, once submitted
+}
+
+// TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica is the
+// chaos suite: see the package comment.
+func TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica(t *testing.T) {
+	set := readSettings(t)
+	// Every wait of the run ends by this deadline; go test's own timeout
+	// (10 minutes unless -timeout says otherwise) leaves time to clean up.
+	deadline := time.Now().Add(60 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-90 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	setup := time.Now()
+	r := startRun(ctx, t, set)
+	t.Logf("chaos: %d jobs in %d batches, seed %d (%s=%d replays the choices); set up in %s; data and logs in %s",
+		set.jobs, set.batches, set.seed, envSeed, set.seed, time.Since(setup).Round(time.Second), r.dir)
+
+	// Faults and submissions stop once the work is done or the run fails.
+	work, stopWork := context.WithCancelCause(ctx)
+	defer stopWork(nil)
+	mon := startMonitor(work, r)
+	m := newMonkey(r, mon)
+	var wg sync.WaitGroup
+	var submitErr, monkeyErr error
+	wg.Go(func() {
+		if submitErr = r.submitAll(work, m.oneOffsDone, mon); submitErr != nil && work.Err() == nil {
+			stopWork(submitErr)
+		}
+	})
+	wg.Go(func() {
+		if monkeyErr = m.run(work); monkeyErr != nil && work.Err() == nil {
+			stopWork(monkeyErr)
+		}
+	})
+	waitErr := r.waitAllCompleted(work, mon)
+	stopWork(errors.New("the work is done"))
+	wg.Wait()
+	mon.stopped()
+	if err := errors.Join(waitErr, submitErr, monkeyErr); err != nil {
+		r.logFigures(m, mon)
+		t.Fatalf("chaos run: %v", err)
+	}
+	if err := m.checkAllDone(); err != nil {
+		r.logFigures(m, mon)
+		t.Fatal(err)
+	}
+	// Every process runs again: the checks read a pipeline at rest.
+	if err := r.allServing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	elapsed, checking := time.Since(r.start), time.Now()
+	found := r.checkEnd(ctx)
+	r.logFigures(m, mon)
+	t.Logf("chaos: the faulty run took %s, the checks and the stop %s; %s", elapsed.Round(time.Second),
+		time.Since(checking).Round(time.Second), found)
+}
+
+// startRun builds the services and starts the ensemble, the depositor's
+// server and the stack; the test's cleanup stops them.
+func startRun(ctx context.Context, t *testing.T, set settings) *run {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ingestq-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{t: t, set: set, dir: dir, bids: map[int]string{}}
+	t.Cleanup(func() {
+		r.close()
+		if t.Failed() || os.Getenv(envKeep) != "" {
+			t.Logf("chaos: logs and data kept in %s", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	})
+	bin := filepath.Join(dir, "bin")
+	if err := stack.Build(ctx, filepath.Join("..", ".."), bin); err != nil {
+		t.Fatal(err)
+	}
+	// forceSync=no: a killed server loses nothing the kernel has, and the
+	// run is not about disks.
+	if r.ens, err = zktest.StartEnsemble(ctx, filepath.Join(dir, "zookeeper"), 3, zktest.Options{NoSync: true, JVMHeap: "256m"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.deposits, err = depositor.Start(filepath.Join(dir, "deposits")); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(set.seed, 1))
+	if r.batches, err = writeDeposits(filepath.Join(dir, "deposits"), r.deposits.URL, set, rng); err != nil {
+		t.Fatal(err)
+	}
+	r.deposits.SetDelay(set.depositDelay)
+	profiles := filepath.Join(dir, "profiles")
+	if err := writeProfile(profiles); err != nil {
+		t.Fatal(err)
+	}
+	replicas := map[string]int{}
+	for _, s := range stack.Services {
+		replicas[s] = 2
+	}
+	r.stack, err = stack.Start(ctx, stack.Options{
+		Dir: dir, BinDir: bin, ProfilesDir: profiles, ZooKeeper: r.ens.Addrs(), Root: "/chaos",
+		Replicas: replicas, AdminToken: adminToken,
+		Env: map[string]string{
+			"INGESTQ_ZK_SESSION_TIMEOUT": sessionTimeout.String(),
+			// Two jobs at a time per replica: replicas stay busy, so a
+			// kill finds jobs in flight more often than not.
+			"INGESTQ_CONCURRENCY": "2",
+			// Waits that would otherwise slow the run without testing more.
+			"INGESTQ_PROVISION_RETRY":      "1s",
+			"INGESTQ_MANIFEST_BACKOFF":     "200ms",
+			"INGESTQ_DOWNLOAD_BACKOFF":     "200ms",
+			"INGESTQ_DOWNLOAD_MAX_BACKOFF": "2s",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own session outlives a leader election.
+	if r.q, err = queue.Connect(ctx, queue.Options{Servers: r.ens.Addrs(), Root: r.stack.Root, SessionTimeout: 20 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.stack.Procs("batcher") {
+		conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.conns = append(r.conns, conn)
+		r.batchers = append(r.batchers, v1.NewBatchServiceClient(conn))
+		r.admins = append(r.admins, v1.NewAdminServiceClient(conn))
+	}
+	r.start = time.Now()
+	return r
+}
+
+// close stops whatever startRun started, each part at most once.
+func (r *run) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	if r.q != nil {
+		r.q.Close()
+	}
+	if r.stack != nil {
+		r.stack.Stop(ctx)
+	}
+	if r.ens != nil {
+		r.ens.Stop()
+	}
+	if r.deposits != nil {
+		r.deposits.Close()
+	}
+}
+
+// since is how long the run has been going, for the log.
+func (r *run) since() string { return time.Since(r.start).Round(100 * time.Millisecond).String() }
+
+// logf logs a line stamped with the run's elapsed time.
+func (r *run) logf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Logf("[%8s] %s", r.since(), fmt.Sprintf(format, args...))
+}
+
+// adminCtx carries the admin token.
+func adminCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+adminToken)
+}
+
+// allServing waits until every replica answers its health check.
+func (r *run) allServing(ctx context.Context) error {
+	for _, s := range stack.Services {
+		for _, p := range r.stack.Procs(s) {
+			if err := p.WaitServing(ctx); err != nil {
+				return fmt.Errorf("after the faults: %w", err)
+			}
+		}
+	}
+	for i, s := range r.ens.Servers {
+		if err := s.WaitServing(ctx); err != nil {
+			return fmt.Errorf("after the faults, ZooKeeper server %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// stopAndCheckLeftovers stops every service (they drain and must exit
+// cleanly), then checks that they left no worker entry and fsck finds
+// nothing.
+func (r *run) stopAndCheckLeftovers(ctx context.Context) error {
+	stopCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return errors.Join(r.stack.StopServices(stopCtx), leftovers.AfterStop(stopCtx, r.q))
+}
+
+// sortedKeys lists a map's keys in order, for stable output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

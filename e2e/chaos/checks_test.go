@@ -1,0 +1,370 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ingestq/ingestq/e2e/leftovers"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
+	_ "modernc.org/sqlite"
+)
+
+// checkEnd checks the pipeline at rest after the faults, then stops the
+// services and checks what they left; it reports failures on the test and
+// returns what it verified, in a line.
+func (r *run) checkEnd(ctx context.Context) string {
+	t := r.t
+	t.Helper()
+	jobs := r.checkJobs(ctx)
+	stored := r.checkStore(jobs)
+	recorded := r.checkInventory(ctx, jobs)
+	reported := r.checkReports(ctx)
+	// A lock outlives its holder by at most a session timeout; a lock left
+	// longer than that is a leak.
+	lockCtx, cancel := context.WithTimeout(ctx, 10*sessionTimeout+30*time.Second)
+	err := until(lockCtx, 500*time.Millisecond, func() (bool, error) { return leftovers.Locks(lockCtx, r.q) == nil, nil })
+	cancel()
+	if err != nil {
+		t.Errorf("locks left once the work was done: %v", leftovers.Locks(ctx, r.q))
+	}
+	fsckCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	resp, err := r.admins[0].Fsck(adminCtx(fsckCtx), &v1.FsckRequest{})
+	cancel()
+	switch {
+	case err != nil:
+		t.Errorf("AdminService/Fsck: %v", err)
+	case len(resp.GetDamages()) > 0:
+		t.Errorf("fsck found damage after the faults: %v", resp.GetDamages())
+	}
+	if err := r.stopAndCheckLeftovers(ctx); err != nil {
+		t.Errorf("after stopping the services: %v", err)
+	}
+	return fmt.Sprintf("%d jobs Completed, %s, %s, %s, fsck clean, no lock or worker entry left",
+		len(jobs), stored, recorded, reported)
+}
+
+// checkJobs reads every job and checks that each deposited object became
+// exactly one job, Completed, with an ARK and one stored version; it
+// returns the jobs by local id.
+func (r *run) checkJobs(ctx context.Context) map[string]*v1.Job {
+	t := r.t
+	t.Helper()
+	byLocalID := map[string]*v1.Job{}
+	for i, b := range r.batches {
+		bid := r.bids[i]
+		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		if err != nil {
+			t.Fatalf("jobs of %s: %v", bid, err)
+		}
+		if len(jobs) != len(b.objects) {
+			t.Errorf("batch %s has %d jobs for %d objects", bid, len(jobs), len(b.objects))
+		}
+		for _, j := range jobs {
+			full, err := r.q.GetJob(ctx, j.GetId())
+			if err != nil {
+				t.Fatalf("job %s: %v", j.GetId(), err)
+			}
+			ids := full.GetIdentifiers()
+			if len(ids.GetLocalId()) != 1 {
+				t.Errorf("job %s has local ids %v, want one", j.GetId(), ids.GetLocalId())
+				continue
+			}
+			lid := ids.GetLocalId()[0]
+			if other, dup := byLocalID[lid]; dup {
+				t.Errorf("object %s became two jobs: %s and %s", lid, other.GetId(), j.GetId())
+			}
+			byLocalID[lid] = full
+			switch {
+			case full.GetStatus().GetStatus() != queue.Completed:
+				t.Errorf("job %s (%s) is %s: %s", j.GetId(), lid, queue.JobStateName(full.GetStatus().GetStatus()), full.GetStatus().GetMessage())
+			case !strings.HasPrefix(ids.GetPrimaryId(), "ark:/"):
+				t.Errorf("job %s (%s) has no ARK: %v", j.GetId(), lid, ids)
+			case full.GetStore().GetVersion() != 1:
+				t.Errorf("job %s (%s) stored as version %d, want 1 (a second version means a replayed step stored again)",
+					j.GetId(), lid, full.GetStore().GetVersion())
+			}
+		}
+	}
+	for _, b := range r.batches {
+		for _, o := range b.objects {
+			if byLocalID[o.localID] == nil {
+				t.Errorf("object %s of batch %d has no job: the deposit was lost", o.localID, b.index)
+			}
+		}
+	}
+	return byLocalID
+}
+
+// checkStore walks the processor's object store: one folder per ARK, each
+// holding exactly one complete version (v1) stored by its job, whose
+// producer files are the deposited ones; nothing else.
+func (r *run) checkStore(jobs map[string]*v1.Job) string {
+	t := r.t
+	t.Helper()
+	want := map[string]*v1.Job{} // folder name → job
+	for _, j := range jobs {
+		want[queue.LockName(j.GetIdentifiers().GetPrimaryId())] = j
+	}
+	des, err := os.ReadDir(r.stack.StoreRoot)
+	if err != nil {
+		t.Fatalf("reading the object store: %v", err)
+	}
+	versions := 0
+	for _, de := range des {
+		j, ok := want[de.Name()]
+		if !ok {
+			t.Errorf("object store holds %s, which is no job's object", de.Name())
+			continue
+		}
+		objDir := filepath.Join(r.stack.StoreRoot, de.Name())
+		vs, err := os.ReadDir(objDir)
+		if err != nil {
+			t.Errorf("reading %s: %v", objDir, err)
+			continue
+		}
+		var names []string
+		for _, v := range vs {
+			names = append(names, v.Name())
+		}
+		versions += len(names)
+		if !slices.Equal(names, []string{"v1"}) {
+			t.Errorf("object %s (job %s) has %v in the store, want only v1", j.GetIdentifiers().GetPrimaryId(), j.GetId(), names)
+			continue
+		}
+		r.checkVersion(j, filepath.Join(objDir, "v1"))
+	}
+	if len(des) != len(jobs) {
+		t.Errorf("object store holds %d objects for %d jobs", len(des), len(jobs))
+	}
+	return fmt.Sprintf("%d objects stored once (%d version folders)", len(des), versions)
+}
+
+// checkVersion checks one stored version: stored by its job, its manifest
+// the job's, every deposited file present with its digest, no temporary
+// file left.
+func (r *run) checkVersion(j *v1.Job, vdir string) {
+	t := r.t
+	t.Helper()
+	var rec struct {
+		JobID string `json:"jid"`
+	}
+	if data, err := os.ReadFile(filepath.Join(vdir, "version.json")); err != nil || json.Unmarshal(data, &rec) != nil || rec.JobID != j.GetId() {
+		t.Errorf("%s: version.json names job %q, want %s (%v)", vdir, rec.JobID, j.GetId(), err)
+	}
+	manifest := filepath.Join(vdir, "manifest.checkm")
+	if got := strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://"); got != manifest {
+		t.Errorf("job %s's store node names %s, want %s", j.GetId(), got, manifest)
+	}
+	f, err := os.Open(manifest)
+	if err != nil {
+		t.Errorf("job %s: version manifest: %v", j.GetId(), err)
+		return
+	}
+	defer f.Close()
+	m, err := checkm.Parse(f, checkm.Limits{})
+	if err != nil {
+		t.Errorf("job %s: version manifest %s: %v", j.GetId(), manifest, err)
+		return
+	}
+	got := map[string]string{}
+	for _, e := range m.Entries {
+		if name, ok := strings.CutPrefix(e.FileName, "producer/"); ok {
+			got[name] = e.HashValue
+		}
+	}
+	if want := r.object(j.GetIdentifiers().GetLocalId()[0]).files; !mapsEqual(got, want) {
+		t.Errorf("job %s stored producer files %v, deposited %v", j.GetId(), got, want)
+	}
+	filepath.WalkDir(vdir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.Contains(d.Name(), ".tmp") {
+			t.Errorf("temporary file left in the store: %s", p)
+		}
+		return nil
+	})
+}
+
+// checkInventory checks the recorder's inventory: one version row per ARK,
+// recorded by its job, with the stored version's files. Both recorder
+// replicas record into the one inventory database (INGESTQ_INVENTORY_DB,
+// SQLite in WAL mode, shared as an inventory is), which must be the only
+// one.
+func (r *run) checkInventory(ctx context.Context, jobs map[string]*v1.Job) string {
+	t := r.t
+	t.Helper()
+	if dbs, _ := filepath.Glob(filepath.Join(r.dir, "*.db")); len(dbs) != 1 || dbs[0] != r.stack.InventoryDB {
+		t.Errorf("inventory databases %v, want only %s", dbs, r.stack.InventoryDB)
+	}
+	db, err := sql.Open("sqlite", "file:"+r.stack.InventoryDB+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows, arks int
+	if err := db.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT ark) FROM versions`).Scan(&rows, &arks); err != nil {
+		t.Fatalf("reading the inventory: %v", err)
+	}
+	if rows != len(jobs) || arks != len(jobs) {
+		t.Errorf("inventory has %d version rows for %d ARKs; %d jobs completed", rows, arks, len(jobs))
+	}
+	for lid, j := range jobs {
+		ark := j.GetIdentifiers().GetPrimaryId()
+		var number int
+		var jid string
+		if err := db.QueryRowContext(ctx, `SELECT number, jid FROM versions WHERE ark = ?`, ark).Scan(&number, &jid); err != nil {
+			t.Errorf("job %s (%s): its version of %s in the inventory: %v", j.GetId(), lid, ark, err)
+			continue
+		}
+		if number != 1 || jid != j.GetId() {
+			t.Errorf("inventory records %s version %d by %s, want version 1 by %s", ark, number, jid, j.GetId())
+		}
+		var files int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM files WHERE ark = ? AND version = 1`, ark).Scan(&files); err != nil {
+			t.Fatalf("reading the inventory: %v", err)
+		}
+		if stored := manifestEntries(j); files != stored {
+			t.Errorf("inventory has %d files for %s, its version manifest %d", files, ark, stored)
+		}
+	}
+	return fmt.Sprintf("%d version rows, one per ARK", rows)
+}
+
+// manifestEntries counts the files of a job's stored version (-1 when the
+// manifest cannot be read; checkVersion reports why).
+func manifestEntries(j *v1.Job) int {
+	f, err := os.Open(strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://"))
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	m, err := checkm.Parse(f, checkm.Limits{})
+	if err != nil {
+		return -1
+	}
+	return len(m.Entries)
+}
+
+// checkReports checks the batcher's outbox: each batch reported once, as
+// Completed with all its objects. A report is mailed before the batch's
+// final state is committed, so a batcher killed in between mails it again
+// under the same key (Message-ID and file name): one file per batch, never
+// an update report, nothing half-written.
+func (r *run) checkReports(ctx context.Context) string {
+	t := r.t
+	t.Helper()
+	des, err := os.ReadDir(r.stack.OutboxDir)
+	if err != nil {
+		t.Fatalf("reading the outbox: %v", err)
+	}
+	var files []string
+	for _, de := range des {
+		files = append(files, de.Name())
+	}
+	var want []string
+	for i, b := range r.batches {
+		bid := r.bids[i]
+		want = append(want, bid+"-report.eml")
+		batch, err := r.q.GetBatch(ctx, bid)
+		if err != nil {
+			t.Errorf("batch %s: %v", bid, err)
+			continue
+		}
+		rep := batch.GetStatusReport()
+		if batch.GetStatus().GetStatus() != queue.BatchCompleted || len(rep.GetSuccessfulJobs()) != len(b.objects) || len(rep.GetFailedJobs()) != 0 {
+			t.Errorf("batch %s is %s with report %v; want Completed with %d successful jobs",
+				bid, queue.BatchStateName(batch.GetStatus().GetStatus()), rep, len(b.objects))
+		}
+		data, err := os.ReadFile(filepath.Join(r.stack.OutboxDir, bid+"-report.eml"))
+		if err != nil {
+			continue // named below
+		}
+		for _, s := range []string{fmt.Sprintf("Subject: ingestq batch %s: completed: all %d object(s) completed", bid, len(b.objects)),
+			"Message-ID: <" + bid + "-report@"} {
+			if !strings.Contains(string(data), s) {
+				t.Errorf("report of %s does not say %q", bid, s)
+			}
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(files, want) {
+		t.Errorf("outbox holds %v, want one report per batch: %v", files, want)
+	}
+	return fmt.Sprintf("%d batches reported once each", len(files))
+}
+
+// object finds a deposited object by local id.
+func (r *run) object(localID string) depositObject {
+	for _, b := range r.batches {
+		for _, o := range b.objects {
+			if o.localID == localID {
+				return o
+			}
+		}
+	}
+	return depositObject{}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// logFigures logs what the run did and saw.
+func (r *run) logFigures(m *monkey, mon *monitor) {
+	t := r.t
+	t.Helper()
+	total := 0
+	var kills []string
+	for _, s := range sortedKeys(m.kills) {
+		total += m.kills[s]
+		kills = append(kills, fmt.Sprintf("%s %d", s, m.kills[s]))
+	}
+	mon.mu.Lock()
+	defer mon.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos figures (seed %d):\n", r.set.seed)
+	fmt.Fprintf(&b, "  jobs:              %d in %d batches, %s apart\n", r.set.jobs, r.set.batches, r.set.spacing)
+	fmt.Fprintf(&b, "  replica kills:     %d kill -9 and restart (%s); %d caught jobs in flight (%d jobs)\n",
+		total, strings.Join(kills, ", "), m.killsInFlight, m.jobsCaught)
+	if l := m.leader; l != nil {
+		fmt.Fprintf(&b, "  ZooKeeper leader:  server %d killed at %s; server %d elected after %s\n",
+			l.server+1, l.at.Round(time.Second), l.next+1, l.election.Round(time.Millisecond))
+	}
+	var changes []string
+	for _, c := range mon.leaderChanges {
+		changes = append(changes, fmt.Sprintf("%d→%d at %s", c.from+1, c.to+1, c.at.Round(time.Second)))
+	}
+	fmt.Fprintf(&b, "  leader changes:    %d seen (%s)\n", len(mon.leaderChanges), strings.Join(changes, ", "))
+	if f := m.freeze; f != nil {
+		fmt.Fprintf(&b, "  frozen replica:    %s (stage %s) at %s for %s holding %d jobs; session gone after %s, jobs moved on by another replica after %s\n",
+			f.proc, f.state, f.at.Round(time.Second), f.frozen.Round(time.Millisecond), len(f.held),
+			f.expired.Round(time.Millisecond), f.takeover.Round(time.Millisecond))
+		var how []string
+		for _, jid := range sortedKeys(f.ends) {
+			how = append(how, fmt.Sprintf("%s %q", jid, f.ends[jid]))
+		}
+		fmt.Fprintf(&b, "  late commits:      %d refused (%s); fenced count %d → %d\n",
+			len(f.ends), strings.Join(how, "; "), f.fencedBefore, f.fencedAfter)
+	}
+	fmt.Fprintf(&b, "  missed freezes:    %d (the jobs were done before SIGSTOP landed)\n", m.missedFreezes)
+	fmt.Fprintf(&b, "  longest stall:     %s with no job changing state (from %s); %s with no job completing (from %s)",
+		mon.stall.Round(100*time.Millisecond), mon.stallAt.Round(time.Second),
+		mon.completionGap.Round(100*time.Millisecond), mon.completionGapAt.Round(time.Second))
+	t.Log(b.String())
+}
