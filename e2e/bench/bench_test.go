@@ -42,8 +42,13 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	for range b.N {
-		create, err := Create(ctx, servers, 10000)
-		must(err)
+		// Batch size: one batch of 1,000 and of 10,000 jobs (100,000 below).
+		creates := map[int]float64{}
+		for _, n := range []int{1000, 10000} {
+			creates[n], err = Create(ctx, servers, n)
+			must(err)
+		}
+		create := creates[10000]
 		fmt.Printf("create:    %.0f jobs/s (10,000 jobs, one batch)\n", create)
 
 		perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
@@ -82,13 +87,19 @@ func BenchmarkPipeline(b *testing.B) {
 		must(err)
 		c.Close()
 		batch100k := time.Since(start)
+		creates[100000] = 100000 / batch100k.Seconds()
 		depths[100000], err = Depth(ctx, servers, 100000, 500)
 		must(err)
-		for _, d := range []int{100, 1000, 10000, 100000} {
-			fmt.Printf("depth:     %6d waiting: %.2f ms per take (mean of 500)\n", d, ms(depths[d]))
-		}
 		depthRatio := float64(depths[100000]) / float64(depths[100])
 		fmt.Printf("batch:     100,000 jobs created in %.1f s (%.0f jobs/s)\n", batch100k.Seconds(), 100000/batch100k.Seconds())
+		fmt.Printf("scaling:   %8s  %-22s  %s\n", "jobs", "take from a state of n", "one batch of n created")
+		for _, n := range []int{100, 1000, 10000, 100000} {
+			created := "-"
+			if creates[n] > 0 {
+				created = fmt.Sprintf("%.1f s, %.0f jobs/s", float64(n)/creates[n], creates[n])
+			}
+			fmt.Printf("           %8d  %-22s  %s\n", n, fmt.Sprintf("%.2f ms", ms(depths[n])), created)
+		}
 
 		cleanup, err := Cleanup(ctx, servers, 50, 20)
 		must(err)
