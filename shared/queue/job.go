@@ -373,6 +373,11 @@ type Change struct {
 	Store       *v1.Store
 	Inventory   *v1.Inventory
 	Manifest    *v1.Manifest
+	// Unlock are object locks this session holds that the commit releases,
+	// in the same atomic operation: the object stays locked until the job
+	// has moved on, and its release costs no request of its own. A lock
+	// found gone already does not stop the commit.
+	Unlock []*ObjectLock
 }
 
 func (cl *Claim) finish() error {
@@ -395,6 +400,20 @@ func (cl *Claim) markDone() {
 }
 
 var errClaimFinished = errors.New("claim finished")
+
+// unlockOps releases the object locks among locks that this claim's
+// session holds; the claim's fence (its job lock, also this session's)
+// proves the session alive, and with it each lock still its own. Locks of
+// another session are left to their own Unlock.
+func (cl *Claim) unlockOps(locks []*ObjectLock) []any {
+	var ops []any
+	for _, l := range locks {
+		if l != nil && l.sess == cl.sess.id && !l.released.Load() {
+			ops = append(ops, deleteOp(l.path, -1))
+		}
+	}
+	return ops
+}
 
 // has reports whether the job has the data node name: known when the claim
 // read it or wrote it, looked up otherwise.
@@ -581,6 +600,7 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	}
 	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), encodeJobStatus(next), cl.version)
 	var guessed map[int]string
+	unlocks, unlockAt := cl.unlockOps(ch.Unlock), 0
 	err := cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
 		var ops []any
 		ops, guessed = cl.dataOps(ch)
@@ -592,15 +612,26 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 		if bid != "" {
 			ops = append(ops, cl.c.refOps(bid, cl.ID(), ref, batchFolder(ch.To))...)
 		}
-		return ops
+		unlockAt = len(ops)
+		return append(ops, unlocks...)
 	}, nil, func(data []byte) bool {
 		st, err := decodeJobStatus("", data)
 		return err == nil && st.GetStatus() == ch.To && st.GetMessage() == ch.Message
 	}, func(idx int, err error) bool {
-		return cl.learnFrom(guessed, idx-1, err) // the data operations follow the status one
+		// The operations built above follow the status one.
+		if i := idx - 1; len(unlocks) > 0 && i >= unlockAt && i < unlockAt+len(unlocks) && errors.Is(err, zk.ErrNoNode) {
+			unlocks = nil // a lock gone already: nothing to release
+			return true
+		}
+		return cl.learnFrom(guessed, idx-1, err)
 	})
 	if err != nil {
 		return err
+	}
+	for _, l := range ch.Unlock {
+		if l.sess == cl.sess.id {
+			l.released.Store(true)
+		}
 	}
 	cl.applyData(ch)
 	cl.Job.Status = next

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -125,9 +126,10 @@ func (c *Client) followHolds() {
 
 // ObjectLock is a lock on one object (an ARK) held by this session.
 type ObjectLock struct {
-	c    *Client
-	path string
-	sess int64 // the session that holds it
+	c        *Client
+	path     string
+	sess     int64       // the session that holds it
+	released atomic.Bool // by a commit (Change.Unlock)
 }
 
 // LockStorage takes /locks/storage/<ark> while the object is being stored.
@@ -164,6 +166,9 @@ func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, er
 // than the session timeout) may be another process's by now: removing that
 // one would let a third process at the object beside it.
 func (l *ObjectLock) Unlock(ctx context.Context) error {
+	if l.released.Load() {
+		return nil
+	}
 	_, err := retry(ctx, func() (struct{}, error) {
 		ok, stat, err := l.c.conn.Exists(l.path)
 		if err != nil || !ok || stat.EphemeralOwner != l.sess {

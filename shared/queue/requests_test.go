@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -124,4 +125,73 @@ func TestCommitsGuessWhichDataNodesExistAndCorrectAWrongGuess(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestACommitReleasesTheObjectLocksItIsGiven(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	cases := []struct {
+		name     string
+		gone     bool // the lock vanished before the commit (an operator removed it)
+		requests int64
+	}{
+		{"held", false, 1},
+		{"gone already", true, 2},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ark := fmt.Sprintf("ark:/99999/fk4unlock%d", i)
+			_, jids := spawn(t, c, 1, DefaultPriority)
+			cl, err := c.ClaimJob(ctx, jids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			lock, err := c.LockStorage(ctx, ark)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.gone {
+				if err := c.conn.Delete(c.p.storageLock(ark), -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := total(c)
+			if err := cl.Commit(ctx, Change{To: Estimating, Unlock: []*ObjectLock{lock}}); err != nil {
+				t.Fatal(err)
+			}
+			if n := total(c) - before; n != tc.requests {
+				t.Errorf("%d requests for the commit, want %d", n, tc.requests)
+			}
+			if ok, _, _ := c.conn.Exists(c.p.storageLock(ark)); ok {
+				t.Error("the storage lock is still held after the commit")
+			}
+			before = total(c)
+			if err := lock.Unlock(ctx); err != nil || total(c) != before {
+				t.Errorf("Unlock after the commit: %v, %d requests; want nothing to do", err, total(c)-before)
+			}
+			if st := queuetestStatus(t, c, jids[0]); st != Estimating {
+				t.Errorf("job in %s, want Estimating", JobStateName(st))
+			}
+		})
+	}
+}
+
+// total is every request c has sent.
+func total(c *Client) int64 {
+	var n int64
+	for _, r := range c.Requests() {
+		if !strings.HasPrefix(r.Op, "multi.") {
+			n += r.Count
+		}
+	}
+	return n
+}
+
+func queuetestStatus(t *testing.T, c *Client, jid string) JobState {
+	t.Helper()
+	st, err := c.JobStatus(testCtx(t), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.GetStatus()
 }

@@ -109,6 +109,8 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 	if err != nil {
 		return stage.Outcome{}, fmt.Errorf("taking the storage lock of %s: %w", ark, err)
 	}
+	// The commit releases the lock once the job has moved on (Change.Unlock);
+	// this is for the ways out without a commit.
 	defer func() {
 		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -129,6 +131,7 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 		Message:   fmt.Sprintf("stored %s version %d (%d files)", ark, v.Number, len(entries)),
 		Store:     &v1.Store{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
 		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
+		Unlock:    []*queue.ObjectLock{lock},
 	}), nil
 }
 

@@ -463,8 +463,9 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	// happened: once started, it runs to its end.
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	ch.Unlock = []*queue.ObjectLock{h.lock} // released with the commit
 	err = h.claim.Commit(commitCtx, ch)
-	unlockAndRelease(ctx, h.claim, h.lock)
+	unlockAndRelease(ctx, h.claim, h.lock) // what the commit did not
 	if errors.Is(err, queue.ErrFenced) {
 		m.bury(id, "the job's lock was lost before it was "+why)
 		return fmt.Errorf("lease %s: %w: the job's lock was lost: %v", id, ErrEnded, err)
