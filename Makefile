@@ -75,11 +75,14 @@ bench: deps
 # separate processes, the example deposit submitted, progress, the report,
 # then everything stopped. Data and logs stay under run/.
 demo: deps build
-	@go run ./e2e/cmd/demo -bin $(BIN) -examples examples -run run
+	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
+	@$(BIN)/ingestq-demo -bin $(BIN) -examples examples -run run
 
 # The same stack, kept running until Ctrl-C.
+# Built, not `go run`: go run would answer Ctrl-C with exit status 1.
 up: deps build
-	@go run ./e2e/cmd/demo -up -bin $(BIN) -examples examples -run run
+	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
+	@$(BIN)/ingestq-demo -up -bin $(BIN) -examples examples -run run
 
 $(BUF):
 	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
