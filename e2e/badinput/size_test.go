@@ -6,12 +6,9 @@ import (
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc/codes"
 )
-
-// maxManifestNodeBytes is what the batcher and the estimator allow a job's
-// file list to take in its ZooKeeper node.
-const maxManifestNodeBytes = 900 << 10
 
 // TestOversizedSubmissionsAndUnknownProfilesAreRefused: a submission that
 // would not fit a ZooKeeper node is refused by Submit (by its validation,
@@ -74,7 +71,7 @@ func TestFileListsTooLargeForAZooKeeperNodeFailNamingTheLimit(t *testing.T) {
 	const rows = 8000
 	object := serve("/huge/object.checkm", hugeObjectManifest(rows))
 	want := fmt.Sprintf("lists %d files: kept with the job they take", rows)
-	limit := fmt.Sprintf("more than the %d a ZooKeeper node holds; split the object or submit a container", maxManifestNodeBytes)
+	limit := fmt.Sprintf("more than the %d a ZooKeeper node holds; split the object or submit a container", queue.MaxNodeBytes)
 
 	t.Run("object manifest", func(t *testing.T) {
 		t.Parallel()
