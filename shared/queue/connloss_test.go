@@ -2,9 +2,13 @@ package queue
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -115,5 +119,68 @@ func TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock(t *testing.T) 
 	}
 	if storage, _, _ := b.ObjectLocks(ctx); len(storage) != 0 {
 		t.Fatalf("B's unlock left %v", storage)
+	}
+}
+
+// TestMintingWhoseAnswerIsLostGivesOneIdentifier: the connection drops
+// while the minting multi is with the server (a ZooKeeper server goes
+// away), before or after the server applied it. Minting must not fail the
+// job: it learns from the job's identifiers whether its number was taken,
+// mints again if not, and never uses two numbers for one job.
+func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
+	cases := []struct {
+		name    string
+		applied bool // the server applied the multi before its answer was lost
+	}{
+		{"lost before the server applied it", false},
+		{"answer lost after the server applied it", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := zktest.Root(t)
+			c := newClientAt(t, root)
+			ctx := testCtx(t)
+			spawn(t, c, 1, DefaultPriority)
+			cl, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send := c.group.send
+			cut := false
+			c.group.send = func(ops []any) ([]zk.MultiResponse, error) {
+				minting := slices.ContainsFunc(ops, func(op any) bool {
+					set, ok := op.(*zk.SetDataRequest)
+					return ok && strings.HasPrefix(set.Path, c.p.counters()+"/")
+				})
+				if !minting || cut {
+					return send(ops)
+				}
+				cut = true
+				if tc.applied {
+					send(ops)
+				}
+				return nil, zk.ErrConnectionClosed
+			}
+			id, err := cl.MintFromCounter(ctx, "shoulder", func(n int64) string { return fmt.Sprintf("ark:/99999/fk4%d", n) })
+			if err != nil {
+				t.Fatalf("MintFromCounter: %v", err)
+			}
+			if !cut {
+				t.Fatal("the minting multi was never sent")
+			}
+			if id != "ark:/99999/fk41" {
+				t.Errorf("minted %s, want ark:/99999/fk41: one number per job", id)
+			}
+			j, err := c.GetJob(ctx, cl.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := j.GetIdentifiers().GetPrimaryId(); got != id {
+				t.Errorf("the job's identifiers say %q, minting said %q", got, id)
+			}
+			if got := nodeData(t, c, c.p.counter("shoulder")); got != "1" {
+				t.Errorf("counter at %q, want 1", got)
+			}
+		})
 	}
 }

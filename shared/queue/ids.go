@@ -90,6 +90,22 @@ func (cl *Claim) MintFromCounter(ctx context.Context, counter string, makeID fun
 			return "", fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		case idx == 2 && errors.Is(err, zk.ErrBadVersion):
 			continue // another minter took this number
+		case retryable(err):
+			// The answer was lost with the connection (a ZooKeeper server
+			// went away): the job's identifiers tell whether the number
+			// was taken. If not, mint again once reconnected.
+			data, _, gerr := c.get(ctx, idsPath)
+			if gerr != nil && !errors.Is(gerr, zk.ErrNoNode) {
+				return "", fmt.Errorf("minting for job %s: after %v: %w", cl.ID(), err, gerr)
+			}
+			if gerr == nil {
+				if got, derr := decodeIdentifiers(idsPath, data); derr == nil && got.GetPrimaryId() == id {
+					cl.Job.Identifiers = ids
+					cl.present[nodeIdentifiers] = true
+					return id, nil
+				}
+			}
+			continue
 		default:
 			return "", fmt.Errorf("minting for job %s: %w", cl.ID(), err)
 		}
