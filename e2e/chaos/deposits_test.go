@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -81,11 +82,13 @@ func writeDeposits(dir, base string, set settings, rng *rand.Rand) ([]*depositBa
 	return out, nil
 }
 
-// fileBody is a file of 1 KiB to 128 KiB that names its object, so that two
-// objects never share content.
+// fileBody is a file of 1 KiB to 2 MiB (as many of each order of
+// magnitude) that names its object, so that two objects never share
+// content. The larger ones keep the downloader and the processor (digests,
+// copies, fsyncs) at work long enough for kills to interrupt them.
 func fileBody(rng *rand.Rand, localID, name string) []byte {
 	line := fmt.Sprintf("%s %s %016x\n", localID, name, rng.Uint64())
-	size := 1<<10 + rng.IntN(127<<10)
+	size := int(math.Exp2(10 + 11*rng.Float64()))
 	return []byte(strings.Repeat(line, size/len(line)+1)[:size])
 }
 

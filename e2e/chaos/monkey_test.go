@@ -100,10 +100,18 @@ func newMonkey(r *run, mon *monitor) *monkey {
 // undone (a replica or server that would not start again) or a broken
 // promise seen during the freeze.
 func (m *monkey) run(ctx context.Context) error {
+	// Either failing stops the other.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	var oneOffErr error
-	wg.Go(func() { oneOffErr = m.oneOffs(ctx) })
+	wg.Go(func() {
+		if oneOffErr = m.oneOffs(ctx); oneOffErr != nil {
+			cancel()
+		}
+	})
 	err := m.killAtRandom(ctx)
+	cancel()
 	wg.Wait()
 	return errors.Join(err, oneOffErr)
 }
@@ -384,9 +392,14 @@ func (m *monkey) freezeReplica(ctx context.Context) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("thawed %s: late steps not refused as fenced: %v", fr.proc, bad)
 	}
-	if after, err := workerStatus(waitCtx, p); err == nil {
-		fr.fencedAfter = fenced(after)
-	}
+	// Each refused step is counted as fenced just after its log line.
+	countErr := until(waitCtx, 100*time.Millisecond, func() (bool, error) {
+		after, err := workerStatus(waitCtx, p)
+		if err == nil {
+			fr.fencedAfter = fenced(after)
+		}
+		return fr.fencedAfter-fr.fencedBefore >= int64(len(fr.held)), nil
+	})
 	fr.metricAfter, _ = fencedMetric(waitCtx, p)
 	m.freeze = fr
 	for _, jid := range slices.Sorted(func(yield func(string) bool) {
@@ -400,8 +413,9 @@ func (m *monkey) freezeReplica(ctx context.Context) error {
 	}
 	m.r.logf("%s fenced outcomes: %d before the freeze, %d after (metric ingestq_jobs_handled_total{outcome=\"fenced\"}: %g → %g)",
 		fr.proc, fr.fencedBefore, fr.fencedAfter, fr.metricBefore, fr.metricAfter)
-	if fr.fencedAfter-fr.fencedBefore < int64(len(fr.held)) {
-		return fmt.Errorf("thawed %s counted %d fenced outcomes for %d refused late steps", fr.proc, fr.fencedAfter-fr.fencedBefore, len(fr.held))
+	if countErr != nil {
+		return fmt.Errorf("thawed %s counted %d fenced outcomes for %d refused late steps: %w",
+			fr.proc, fr.fencedAfter-fr.fencedBefore, len(fr.held), countErr)
 	}
 	return nil
 }
