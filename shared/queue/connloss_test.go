@@ -184,3 +184,46 @@ func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept: the connection drops
+// after the server applied a claim (the lock created, the status version
+// taken) but before its answer came. The claim is this session's: the
+// consumer must hold it as a claim, not report an error and leave a lock
+// that nobody works under for as long as the process lives.
+func TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept(t *testing.T) {
+	root := zktest.Root(t)
+	c := newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, DefaultPriority)
+	send := c.group.send
+	cut := false
+	c.group.send = func(ops []any) ([]zk.MultiResponse, error) {
+		claiming := slices.ContainsFunc(ops, func(op any) bool {
+			create, ok := op.(*zk.CreateRequest)
+			return ok && create.Path == c.p.jobLock(jids[0])
+		})
+		if !claiming || cut {
+			return send(ops)
+		}
+		cut = true
+		send(ops)
+		return nil, zk.ErrConnectionClosed
+	}
+	cl, _, err := c.NewConsumer(Pending, ConsumerOptions{}).TryNext(ctx)
+	if !cut {
+		t.Fatal("the claim was never sent")
+	}
+	if err != nil || cl == nil {
+		t.Fatalf("TryNext after the claim's answer was lost: %v, %v; want the claim", cl, err)
+	}
+	if err := cl.Commit(ctx, Change{To: Estimating}); err != nil {
+		t.Fatalf("committing the kept claim: %v", err)
+	}
+	j, err := c.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetLocked() || j.GetStatus().GetStatus() != Estimating {
+		t.Errorf("job %s is %s, locked %v; want Estimating, unlocked", jids[0], JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
+	}
+}

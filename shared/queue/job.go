@@ -282,6 +282,12 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 		c.createOp(lockPath, nil, zk.FlagEphemeral),
 		setOp(statusPath, data, stat.Version),
 	)
+	if retryable(err) && c.ownsNode(ctx, lockPath, sess.id) {
+		// Applied, its answer lost with the connection: the claim is ours.
+		// Dropped, its lock would hold the job for as long as this session
+		// lives, with nobody working on it.
+		err = nil
+	}
 	switch {
 	case errors.Is(err, zk.ErrNodeExists):
 		return nil, errBusy

@@ -161,6 +161,13 @@ func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, er
 	return &ObjectLock{c: c, path: p, sess: sess.id}, nil
 }
 
+// ownsNode reports whether path is an ephemeral node of session sess (false
+// when it cannot tell).
+func (c *Client) ownsNode(ctx context.Context, path string, sess int64) bool {
+	ok, stat, err := c.exists(ctx, path)
+	return err == nil && ok && stat.EphemeralOwner == sess
+}
+
 // Unlock releases the object lock if this session still holds it. A lock
 // that went with its session (the process was frozen or cut off for longer
 // than the session timeout) may be another process's by now: removing that
