@@ -216,6 +216,10 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 // state: the mean time from asking a consumer for the next job to holding
 // it, over takes jobs taken one after another (each committed onward).
 func Depth(ctx context.Context, servers []string, depth, takes int) (time.Duration, error) {
+	if takes > depth {
+		// The take after the last job would wait for a job that never comes.
+		return 0, fmt.Errorf("depth %d: %d takes is more than the jobs waiting", depth, takes)
+	}
 	c, err := Connect(ctx, servers, root(fmt.Sprintf("depth%d", depth)))
 	if err != nil {
 		return 0, err
