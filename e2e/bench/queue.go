@@ -213,35 +213,41 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 }
 
 // Depth measures the cost of taking a job with depth jobs waiting in the
-// state: the mean time from asking a consumer for the next job to holding
-// it, over takes jobs taken one after another (each committed onward).
-func Depth(ctx context.Context, servers []string, depth, takes int) (time.Duration, error) {
-	if takes > depth {
+// state. A fresh consumer's first take also lists the state (once, then it
+// follows the folder's changes): that take is returned alone, as first;
+// each is the mean time of the takes after it, from asking the consumer
+// for the next job to holding it, each committed onward before the next.
+func Depth(ctx context.Context, servers []string, depth, takes int) (first, each time.Duration, err error) {
+	if takes < 2 || takes > depth {
 		// The take after the last job would wait for a job that never comes.
-		return 0, fmt.Errorf("depth %d: %d takes is more than the jobs waiting", depth, takes)
+		return 0, 0, fmt.Errorf("depth %d: %d takes, want 2 to the jobs waiting", depth, takes)
 	}
 	c, err := Connect(ctx, servers, root(fmt.Sprintf("depth%d", depth)))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer c.Close()
 	if _, err := Spawn(ctx, c, depth); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
 	var total time.Duration
-	for range takes {
+	for i := range takes {
 		start := time.Now()
 		cl, err := co.Next(ctx)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		total += time.Since(start)
+		if i == 0 {
+			first = time.Since(start)
+		} else {
+			total += time.Since(start)
+		}
 		if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return total / time.Duration(takes), nil
+	return first, total / time.Duration(takes-1), nil
 }
 
 // Cleanup creates batches completed batches of jobsEach jobs and measures
