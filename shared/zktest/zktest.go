@@ -197,8 +197,10 @@ func (s *Server) launch() error {
 	defer s.mu.Unlock()
 	cmd := exec.Command("java",
 		"-Xmx"+s.opts.JVMHeap, "-XX:+UseParallelGC",
-		// Responses listing 100,000 children exceed the 1 MB default.
-		"-Djute.maxbuffer=16777216",
+		// jute.maxbuffer is left at its default (1 MiB), as on a production
+		// server: what ingestq writes must fit it. (Responses are not held
+		// to it by the server; a listing of 100,000 children, ~2 MB, goes
+		// through, and the client's own limit is queue.Options.MaxResponseBytes.)
 		"-Dzookeeper.admin.enableServer=false",
 		"-cp", classpath(),
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfg)
