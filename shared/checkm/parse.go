@@ -66,7 +66,13 @@ type parser struct {
 	entries int
 }
 
-const chunkEntries = 4096
+// Chunks start small and double up to chunkEntries: most manifests list
+// an object's few files, and a first chunk of 4096 entries (~900 KB,
+// zeroed) cost more than the rest of parsing them.
+const (
+	firstChunkEntries = 8
+	chunkEntries      = 4096
+)
 
 func (p *parser) errf(line int, format string, args ...any) *ParseError {
 	return &ParseError{Line: line, Msg: fmt.Sprintf(format, args...)}
@@ -208,8 +214,10 @@ func (p *parser) row(n int, text string) error {
 	if err := normalize(&e); err != nil {
 		return p.errf(n, "%s", err.Error())
 	}
-	if len(p.chunks) == 0 || len(p.chunks[len(p.chunks)-1]) == chunkEntries {
-		p.chunks = append(p.chunks, make([]Entry, 0, chunkEntries))
+	if len(p.chunks) == 0 {
+		p.chunks = append(p.chunks, make([]Entry, 0, firstChunkEntries))
+	} else if last := p.chunks[len(p.chunks)-1]; len(last) == cap(last) {
+		p.chunks = append(p.chunks, make([]Entry, 0, min(2*cap(last), chunkEntries)))
 	}
 	last := &p.chunks[len(p.chunks)-1]
 	*last = append(*last, e)
@@ -223,6 +231,10 @@ func (p *parser) finish() (*Manifest, error) {
 	}
 	if p.entries == 0 {
 		return nil, p.errf(p.lineNo, "manifest has no entries")
+	}
+	if len(p.chunks) == 1 {
+		p.m.Entries = p.chunks[0]
+		return p.m, nil
 	}
 	p.m.Entries = make([]Entry, 0, p.entries)
 	for _, c := range p.chunks {
