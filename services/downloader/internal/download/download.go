@@ -121,6 +121,16 @@ func NewHash(alg string) (hash.Hash, error) {
 // copyBuffer is the size of one read from the network and one write to disk.
 const copyBuffer = 256 << 10
 
+// bufferFor returns a copy buffer for a file of at most n bytes (n < 0:
+// unknown): no larger than it needs, as most files of a deposit are small
+// and a zeroed 256 KiB buffer per file cost more than fetching them.
+func bufferFor(n int64) []byte {
+	if n < 0 || n >= copyBuffer {
+		return make([]byte, copyBuffer)
+	}
+	return make([]byte, max(n+1, 512))
+}
+
 // Fetch puts f at dst (a path inside root). A regular file already at dst
 // with the declared size and digest is kept: it was completed by an earlier
 // attempt (only complete, checked files are ever renamed into place, so
@@ -180,7 +190,7 @@ func (fe *Fetcher) complete(ctx context.Context, root *os.Root, dst string, f Fi
 	}
 	defer in.Close()
 	h, _ := NewHash(f.HashAlgorithm)
-	if _, err := io.CopyBuffer(h, ctxReader{ctx, in}, make([]byte, copyBuffer)); err != nil {
+	if _, err := io.CopyBuffer(h, ctxReader{ctx, in}, bufferFor(fi.Size())); err != nil {
 		return 0, false, &localError{fmt.Errorf("reading %s: %w", dst, err)}
 	}
 	return fi.Size(), hex.EncodeToString(h.Sum(nil)) == f.HashValue, nil
@@ -216,7 +226,7 @@ func (fe *Fetcher) once(ctx context.Context, root *os.Root, dst string, f File) 
 	if h != nil {
 		w = io.MultiWriter(tmp, h)
 	}
-	n, err := io.CopyBuffer(diskWriter{w}, io.LimitReader(resp.Body, limit+1), make([]byte, copyBuffer))
+	n, err := io.CopyBuffer(diskWriter{w}, io.LimitReader(resp.Body, limit+1), bufferFor(limit))
 	if err != nil {
 		return 0, err
 	}
