@@ -196,8 +196,16 @@ func (co *Consumer) hold(cl *Claim) {
 	})
 }
 
-// giveBack puts a released job's entry back in the snapshot, in order, and
-// wakes waiting callers: nothing in the folder changed, so no watch would.
+// ReleasedRetryAfter is how long a consumer leaves a job its own claim gave
+// back before taking it again. A stage releases a job when it cannot go on
+// with it now (a read failed, its context ended): taken straight back, a
+// lasting failure would spin, and other replicas, which learn of the
+// release only through a watch, would never get the job.
+const ReleasedRetryAfter = time.Second
+
+// giveBack puts a released job's entry back in the snapshot, in order, to
+// be taken again after ReleasedRetryAfter: nothing in the folder changed,
+// so no watch would bring it back.
 func (co *Consumer) giveBack(name string) {
 	pr, jid, ok := parseEntry(name)
 	if !ok {
@@ -211,8 +219,9 @@ func (co *Consumer) giveBack(name string) {
 	if !found && !co.trying[name] {
 		co.snapshot = slices.Insert(co.snapshot, i, e)
 	}
-	close(co.wake)
-	co.wake = make(chan struct{})
+	until := time.Now().Add(ReleasedRetryAfter)
+	co.deferred[jid] = until
+	co.wakeAtLocked(until)
 }
 
 // wakeAtLocked makes sure waiting callers are woken at t (or earlier).

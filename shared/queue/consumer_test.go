@@ -124,22 +124,23 @@ func TestReleasedJobWakesAWaitingConsumer(t *testing.T) {
 	}
 }
 
-func TestAJobReleasedByItsConsumersClaimIsTakenAgainByThatConsumer(t *testing.T) {
+func TestAJobReleasedByItsConsumersClaimIsTakenAgainByThatConsumerAfterAPause(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
 	_, jids := spawn(t, c, 2, DefaultPriority)
 	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1})
-	first, err := co.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var claims []*Claim
+	for range jids {
+		cl, err := co.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, cl)
 	}
-	second, err := co.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Both given back in reverse order: the folder never changes, so only
-	// the consumer's own bookkeeping can bring them back, in queue order.
-	for _, cl := range []*Claim{second, first} {
+	// The folder never changes, so only the consumer's own bookkeeping can
+	// bring them back, not before ReleasedRetryAfter, in queue order.
+	released := time.Now()
+	for _, cl := range claims {
 		if err := cl.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -153,6 +154,60 @@ func TestAJobReleasedByItsConsumersClaimIsTakenAgainByThatConsumer(t *testing.T)
 		}
 		if cl.ID() != want {
 			t.Errorf("take %d after the release: %s, want %s", i, cl.ID(), want)
+		}
+		if waited := time.Since(released); waited < ReleasedRetryAfter {
+			t.Errorf("take %d came %s after the release, before ReleasedRetryAfter (%s)", i, waited, ReleasedRetryAfter)
+		}
+	}
+}
+
+// A job its claim gave back goes to another consumer waiting for it, not
+// straight back to the consumer that released it (which, taking it again
+// at once, would keep it from everyone else).
+func TestAReleasedJobGoesToTheOtherWaitingConsumerFirst(t *testing.T) {
+	root := zktest.Root(t)
+	a, b := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, a, 1, DefaultPriority)
+	coA := a.NewConsumer(Pending, ConsumerOptions{})
+	for range 5 {
+		clA, err := coA.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *Claim, 1)
+		go func() {
+			if cl, err := b.NewConsumer(Pending, ConsumerOptions{}).Next(ctx); err == nil {
+				got <- cl
+			}
+		}()
+		time.Sleep(100 * time.Millisecond) // let B find the job locked
+		if err := clA.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A asks again at once, racing B.
+		raced := make(chan *Claim, 1)
+		raceCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			if cl, err := coA.Next(raceCtx); err == nil {
+				raced <- cl
+			}
+		}()
+		select {
+		case clB := <-got:
+			if clB.ID() != jids[0] {
+				t.Fatalf("B took %s", clB.ID())
+			}
+			cancel()
+			if err := clB.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case cl := <-raced:
+			cancel()
+			t.Fatalf("the consumer that released %s took it back before the waiting one", cl.ID())
+		case <-time.After(20 * time.Second):
+			cancel()
+			t.Fatal("the waiting consumer never got the released job")
 		}
 	}
 }
