@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,7 +183,7 @@ func (r *run) checkVersion(j *v1.Job, vdir string) {
 			got[name] = e.HashValue
 		}
 	}
-	if want := r.object(j.GetIdentifiers().GetLocalId()[0]).files; !mapsEqual(got, want) {
+	if want := r.object(j.GetIdentifiers().GetLocalId()[0]).files; !maps.Equal(got, want) {
 		t.Errorf("job %s stored producer files %v, deposited %v", j.GetId(), got, want)
 	}
 	filepath.WalkDir(vdir, func(p string, d fs.DirEntry, err error) error {
@@ -311,18 +312,6 @@ func (r *run) object(localID string) depositObject {
 		}
 	}
 	return depositObject{}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // logFigures logs what the run did and saw.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,7 +188,7 @@ func TestSoundArchivesExpandWhateverTheirName(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, total := tree(t, dst)
-			if !equalMaps(got, want) {
+			if !maps.Equal(got, want) {
 				t.Errorf("expanded to %v, want %v", got, want)
 			}
 			if st.Format != tc.format || st.Files != 3 || st.Bytes != 9 || total != 9 {
@@ -199,18 +200,6 @@ func TestSoundArchivesExpandWhateverTheirName(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestHostileArchivesAreRefused(t *testing.T) {
