@@ -407,16 +407,25 @@ func (cl *Claim) markDone() {
 
 var errClaimFinished = errors.New("claim finished")
 
-// unlockOps releases the object locks among locks that this claim's
-// session holds; the claim's fence (its job lock, also this session's)
+// ownLocks are the object locks among locks that this claim's session
+// holds and has not released: a commit releases them with a delete each
+// (unlockOps), as the claim's fence (its job lock, also this session's)
 // proves the session alive, and with it each lock still its own. Locks of
 // another session are left to their own Unlock.
-func (cl *Claim) unlockOps(locks []*ObjectLock) []any {
-	var ops []any
+func (cl *Claim) ownLocks(locks []*ObjectLock) []*ObjectLock {
+	var own []*ObjectLock
 	for _, l := range locks {
 		if l != nil && l.sess == cl.sess.id && !l.released.Load() {
-			ops = append(ops, deleteOp(l.path, -1))
+			own = append(own, l)
 		}
+	}
+	return own
+}
+
+func unlockOps(locks []*ObjectLock) []any {
+	ops := make([]any, len(locks))
+	for i, l := range locks {
+		ops[i] = deleteOp(l.path, -1)
 	}
 	return ops
 }
@@ -606,7 +615,8 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	}
 	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), encodeJobStatus(next), cl.version)
 	var guessed map[int]string
-	unlocks, unlockAt := cl.unlockOps(ch.Unlock), 0
+	locks := cl.ownLocks(ch.Unlock)
+	unlocks, unlockAt := unlockOps(locks), 0
 	err := cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
 		var ops []any
 		ops, guessed = cl.dataOps(ch)
@@ -634,10 +644,8 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	if err != nil {
 		return err
 	}
-	for _, l := range ch.Unlock {
-		if l.sess == cl.sess.id {
-			l.released.Store(true)
-		}
+	for _, l := range locks {
+		l.released.Store(true)
 	}
 	cl.applyData(ch)
 	cl.Job.Status = next
