@@ -1,15 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ingestq/ingestq/e2e/stack"
 )
@@ -24,11 +19,6 @@ type Scrape struct {
 	// number, by stage.
 	StepSeconds, Steps map[string]float64
 }
-
-// sample matches a sample of the series a Scrape keeps.
-var sample = regexp.MustCompile(`^(ingestq_zookeeper_requests_total|ingestq_step_duration_seconds_sum|ingestq_step_duration_seconds_count)\{([^}]*)\} (\S+)`)
-
-var label = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
 
 // ScrapeServices scrapes every process of s for the requests it has sent
 // to ZooKeeper (summed per service) and its job steps.
@@ -45,42 +35,22 @@ func ScrapeServices(ctx context.Context, s *stack.Stack) (*Scrape, error) {
 }
 
 func scrape(ctx context.Context, service, addr string, into *Scrape) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	samples, err := stack.ScrapeMetrics(ctx, addr, "ingestq_zookeeper_requests_total",
+		"ingestq_step_duration_seconds_sum", "ingestq_step_duration_seconds_count")
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", service, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("scraping %s: %w", service, err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		m := sample.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, l := range label.FindAllStringSubmatch(m[2], -1) {
-			labels[l[1]] = l[2]
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			return fmt.Errorf("scraping %s: %q: %w", service, sc.Text(), err)
-		}
-		switch m[1] {
+	for _, s := range samples {
+		switch s.Name {
 		case "ingestq_zookeeper_requests_total":
-			into.Requests[RequestKind{Service: service, Op: labels["op"], Node: labels["node"]}] += v
+			into.Requests[RequestKind{Service: service, Op: s.Labels["op"], Node: s.Labels["node"]}] += s.Value
 		case "ingestq_step_duration_seconds_sum":
-			into.StepSeconds[labels["stage"]] += v
+			into.StepSeconds[s.Labels["stage"]] += s.Value
 		case "ingestq_step_duration_seconds_count":
-			into.Steps[labels["stage"]] += v
+			into.Steps[s.Labels["stage"]] += s.Value
 		}
 	}
-	return sc.Err()
+	return nil
 }
 
 // Profile is where a run's time and requests went: each stage's mean step,

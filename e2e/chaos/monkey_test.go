@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -495,30 +493,17 @@ func fenced(ws []*v1.WorkerInfo) int64 {
 
 // fencedMetric reads the replica's Prometheus count of fenced steps.
 func fencedMetric(ctx context.Context, p *stack.Proc) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Metrics+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	samples, err := stack.ScrapeMetrics(ctx, p.Metrics, "ingestq_jobs_handled_total")
 	if err != nil {
 		return 0, fmt.Errorf("%s-%d metrics: %w", p.Service, p.Index, err)
 	}
-	defer resp.Body.Close()
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "ingestq_jobs_handled_total{") && strings.Contains(line, `outcome="fenced"`) {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s-%d metrics line %q: %w", p.Service, p.Index, line, err)
-			}
-			sum += v
+	for _, s := range samples {
+		if s.Labels["outcome"] == "fenced" {
+			sum += s.Value
 		}
 	}
-	return sum, sc.Err()
+	return sum, nil
 }
 
 // The stage runner's log messages for a step whose commit was refused: the
