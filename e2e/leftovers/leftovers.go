@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 )
 
@@ -19,35 +20,25 @@ const maxPages = 100
 // lock held now. Once the work has ended none may be left.
 func Locks(ctx context.Context, q *queue.Client) error {
 	var errs []error
-	token := ""
-	for range maxPages {
-		jobs, next, err := q.ListJobs(ctx, queue.JobFilter{PageSize: 1000, PageToken: token})
-		if err != nil {
-			return fmt.Errorf("listing jobs: %w", err)
+	err := eachPage(func(token string) ([]*v1.Job, string, error) {
+		return q.ListJobs(ctx, queue.JobFilter{PageSize: 1000, PageToken: token})
+	}, func(j *v1.Job) {
+		if j.GetLocked() {
+			errs = append(errs, fmt.Errorf("job %s (%s) still locked", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())))
 		}
-		for _, j := range jobs {
-			if j.GetLocked() {
-				errs = append(errs, fmt.Errorf("job %s (%s) still locked", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())))
-			}
-		}
-		if token = next; token == "" {
-			break
-		}
+	})
+	if err != nil {
+		return fmt.Errorf("listing jobs: %w", err)
 	}
-	token = ""
-	for range maxPages {
-		batches, next, err := q.ListBatches(ctx, queue.BatchFilter{PageSize: 500, PageToken: token})
-		if err != nil {
-			return fmt.Errorf("listing batches: %w", err)
+	err = eachPage(func(token string) ([]*v1.Batch, string, error) {
+		return q.ListBatches(ctx, queue.BatchFilter{PageSize: 500, PageToken: token})
+	}, func(b *v1.Batch) {
+		if b.GetLocked() {
+			errs = append(errs, fmt.Errorf("batch %s (%s) still locked", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus())))
 		}
-		for _, b := range batches {
-			if b.GetLocked() {
-				errs = append(errs, fmt.Errorf("batch %s (%s) still locked", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus())))
-			}
-		}
-		if token = next; token == "" {
-			break
-		}
+	})
+	if err != nil {
+		return fmt.Errorf("listing batches: %w", err)
 	}
 	storage, inventory, err := q.ObjectLocks(ctx)
 	if err != nil {
@@ -57,6 +48,25 @@ func Locks(ctx context.Context, q *queue.Client) error {
 		errs = append(errs, fmt.Errorf("object locks left: storage %v, inventory %v", storage, inventory))
 	}
 	return errors.Join(errs...)
+}
+
+// eachPage calls each for every item of a paged listing, at most maxPages
+// pages of it.
+func eachPage[T any](list func(token string) ([]T, string, error), each func(T)) error {
+	token := ""
+	for range maxPages {
+		items, next, err := list(token)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			each(it)
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	return nil
 }
 
 // AfterStop checks the queue once every service has stopped: fsck finds
