@@ -336,8 +336,8 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	// its totals (see fitStatusReport); the claim's copy is the same.
 	var report *v1.StatusReport
 	if ch.Report != nil {
-		report = fitStatusReport(ch.Report, MaxNodeBytes)
-		data := marshal(statusReportWire(report))
+		var data []byte
+		report, data = fitStatusReport(ch.Report, MaxNodeBytes)
 		rp := bc.c.p.batchNode(bc.ID(), nodeStatusReport)
 		if bc.Batch.StatusReport != nil {
 			ops = append(ops, setOp(rp, data, -1))

@@ -227,10 +227,10 @@ func reportTotal(total int32, list []string) int32 {
 	return max(total, int32(min(len(list), math.MaxInt32)))
 }
 
-// fitStatusReport returns r as the node keeps it within limit bytes: the
-// lists trimmed as described above and both totals filled. It returns r's
-// lists unchanged (not copied) when they fit.
-func fitStatusReport(r *v1.StatusReport, limit int) *v1.StatusReport {
+// fitStatusReport returns r as the node keeps it within limit bytes, and
+// its JSON: the lists trimmed as described above and both totals filled.
+// It returns r's lists unchanged (not copied) when they fit.
+func fitStatusReport(r *v1.StatusReport, limit int) (*v1.StatusReport, []byte) {
 	out := &v1.StatusReport{
 		LastModified:        r.GetLastModified(),
 		FailedJobs:          r.GetFailedJobs(),
@@ -238,8 +238,8 @@ func fitStatusReport(r *v1.StatusReport, limit int) *v1.StatusReport {
 		FailedJobsTotal:     reportTotal(r.GetFailedJobsTotal(), r.GetFailedJobs()),
 		SuccessfulJobsTotal: reportTotal(r.GetSuccessfulJobsTotal(), r.GetSuccessfulJobs()),
 	}
-	if len(marshal(statusReportWire(out))) <= limit {
-		return out
+	if data := marshal(statusReportWire(out)); len(data) <= limit {
+		return out, data
 	}
 	// base is the report with both lists empty and the keys it will have:
 	// successful_jobs_total (that list is trimmed, or was already), and
@@ -260,27 +260,36 @@ func fitStatusReport(r *v1.StatusReport, limit int) *v1.StatusReport {
 		out.SuccessfulJobs = nil
 		out.FailedJobs = failed[:fitting(failed, limit-base(true))]
 	}
-	// The sums are exact; this only guards against a mistake in them.
-	for len(marshal(statusReportWire(out))) > limit {
+	// The sums are exact; the loop only guards against a mistake in them.
+	for {
+		data := marshal(statusReportWire(out))
 		switch {
+		case len(data) <= limit:
+			return out, data
 		case len(out.SuccessfulJobs) > 0:
 			out.SuccessfulJobs = out.SuccessfulJobs[:len(out.SuccessfulJobs)-1]
 		case len(out.FailedJobs) > 0:
 			out.FailedJobs = out.FailedJobs[:len(out.FailedJobs)-1]
 		default:
-			return out
+			return out, data
 		}
 	}
-	return out
 }
 
 // statusReportWire is the JSON of r as written: a total only where its list
 // is shorter than it.
 func statusReportWire(r *v1.StatusReport) statusReportJSON {
+	// Empty lists are written [], as the Merritt library writes them.
 	w := statusReportJSON{
 		LastModified:   formatTime(r.GetLastModified()),
-		FailedJobs:     append([]string{}, r.GetFailedJobs()...),
-		SuccessfulJobs: append([]string{}, r.GetSuccessfulJobs()...),
+		FailedJobs:     r.GetFailedJobs(),
+		SuccessfulJobs: r.GetSuccessfulJobs(),
+	}
+	if w.FailedJobs == nil {
+		w.FailedJobs = []string{}
+	}
+	if w.SuccessfulJobs == nil {
+		w.SuccessfulJobs = []string{}
 	}
 	if t := reportTotal(r.GetFailedJobsTotal(), r.GetFailedJobs()); int(t) > len(r.GetFailedJobs()) {
 		w.FailedJobsTotal = t
@@ -326,7 +335,8 @@ func jsonStringBytes(s string) int {
 }
 
 func encodeStatusReport(r *v1.StatusReport) []byte {
-	return marshal(statusReportWire(fitStatusReport(r, MaxNodeBytes)))
+	_, data := fitStatusReport(r, MaxNodeBytes)
+	return data
 }
 
 func decodeStatusReport(path string, data []byte) (*v1.StatusReport, error) {

@@ -33,7 +33,7 @@ func TestStatusReportThatFitsIsWrittenAsThePeersWriteIt(t *testing.T) {
 	}
 	// 55,000 jobs still fit a node whole.
 	big := &v1.StatusReport{LastModified: stamp, FailedJobs: jids(1, 5), SuccessfulJobs: jids(10, 55000)}
-	got := fitStatusReport(big, MaxNodeBytes)
+	got, _ := fitStatusReport(big, MaxNodeBytes)
 	if len(got.GetSuccessfulJobs()) != 55000 || len(got.GetFailedJobs()) != 5 {
 		t.Errorf("55,005 jobs trimmed to %d+%d", len(got.GetSuccessfulJobs()), len(got.GetFailedJobs()))
 	}
@@ -59,14 +59,18 @@ func TestStatusReportTrimmedToItsLimit(t *testing.T) {
 			{len(whole) - 1, `{"last_modified":"2026-11-22 03:51:07 +0000","failed_jobs":[],"successful_jobs":[],` +
 				`"failed_jobs_total":2,"successful_jobs_total":5}`},
 		} {
-			if got := string(marshal(statusReportWire(fitStatusReport(r, tt.limit)))); got != tt.want {
+			_, data := fitStatusReport(r, tt.limit)
+			if got := string(data); got != tt.want {
 				t.Errorf("limit %d: got  %s\nwant %s", tt.limit, got, tt.want)
 			}
 		}
 	})
 	for limit := 0; limit <= full+2; limit++ {
-		got := fitStatusReport(r, limit)
+		got, data := fitStatusReport(r, limit)
 		n := len(marshal(statusReportWire(got)))
+		if string(data) != string(marshal(statusReportWire(got))) {
+			t.Fatalf("limit %d: returned %s, but the report it kept is written %s", limit, data, marshal(statusReportWire(got)))
+		}
 		fitsEmpty := len(marshal(statusReportWire(&v1.StatusReport{LastModified: stamp, FailedJobsTotal: 2, SuccessfulJobsTotal: 5}))) <= limit
 		if n > limit && fitsEmpty {
 			t.Fatalf("limit %d: %d bytes", limit, n)
@@ -106,7 +110,7 @@ func TestStatusReportTrimmedToItsLimit(t *testing.T) {
 	odd := &v1.StatusReport{LastModified: stamp, SuccessfulJobs: []string{"jid\"1", "jid\u00e92", "jid\n3", "jid0000000004"}}
 	empty := len(marshal(statusReportWire(&v1.StatusReport{LastModified: stamp, SuccessfulJobsTotal: 4})))
 	for limit := empty; limit < empty+80; limit++ {
-		got := fitStatusReport(odd, limit)
+		got, _ := fitStatusReport(odd, limit)
 		if n := len(marshal(statusReportWire(got))); n > limit {
 			t.Fatalf("limit %d: %d bytes", limit, n)
 		}
