@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,6 +156,15 @@ func stageRSSAt100k(ctx context.Context, s *stack.Stack) (float64, error) {
 	return ResidentMB(s.Procs("estimator")[0].PID())
 }
 
+// timelineOut is where the end-to-end run prints its per-state timeline:
+// standard output with INGESTQ_BENCH_TIMELINE=1, nowhere otherwise.
+func timelineOut() io.Writer {
+	if os.Getenv("INGESTQ_BENCH_TIMELINE") == "" {
+		return nil
+	}
+	return os.Stdout
+}
+
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 func envInt(name string, def int) int {
@@ -243,7 +253,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 		before, _ := Requests(srv.Addr)
 		profiles := filepath.Join(dir, fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
-			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), Profiles: profiles})
+			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), Profiles: profiles,
+			Timeline: timelineOut()})
 		after, _ := Requests(srv.Addr)
 		if pr != nil && pr.Stack != nil {
 			pr.Stack.StopServices(context.WithoutCancel(ctx))

@@ -34,6 +34,9 @@ type PipelineOptions struct {
 	// Profiles, if set, is where a CPU profile of every service, taken
 	// while the jobs flow, is written (<service>.pprof).
 	Profiles string
+	// Timeline, if set, receives the jobs waiting in each state once a
+	// second while the batch runs: where the pipeline queues up.
+	Timeline io.Writer
 }
 
 // PipelineResult is what the end-to-end run measured.
@@ -96,6 +99,11 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	} else {
 		profiled <- nil
 	}
+	if o.Timeline != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go timeline(ctx, s, o.Timeline, start, stop)
+	}
 	for {
 		st, err := batches.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: sub.GetBatchId()}})
 		if err != nil {
@@ -125,6 +133,39 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	res.Profile = Profile(before, after, o.Jobs)
 	return res, nil
+}
+
+// timeline prints the jobs in each working state once a second until stop.
+func timeline(ctx context.Context, s *stack.Stack, w io.Writer, start time.Time, stop <-chan struct{}) {
+	c, err := Connect(ctx, s.Servers, s.Root)
+	if err != nil {
+		fmt.Fprintf(w, "timeline: %v\n", err)
+		return
+	}
+	defer c.Close()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		counts, err := c.JobCounts(ctx)
+		if err != nil {
+			fmt.Fprintf(w, "timeline: %v\n", err)
+			return
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "  %5.1fs", time.Since(start).Seconds())
+		for _, st := range []queue.JobState{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading,
+			queue.Processing, queue.Recording, queue.Notify, queue.Completed} {
+			fmt.Fprintf(&b, " %s=%d", strings.ToLower(queue.JobStateName(st))[:4], counts[st])
+		}
+		fmt.Fprintln(w, b.String())
+	}
 }
 
 // profileServices takes a CPU profile of every service at once, for a few

@@ -117,14 +117,15 @@ func NewProvisioner(jobs QueueReader, disk Disk, root string, limits Limits, log
 }
 
 // StageConfig is the runner's configuration: Provisioning → Downloading.
-// One job is decided at a time: decisions are serialized anyway, and a
-// single slot keeps the order in which jobs are evaluated that of the queue.
+// Jobs are decided one at a time in the order they are taken (InOrder):
+// decisions are serialized by the ledger anyway; only their commits
+// overlap (up to the service's concurrency).
 func (p *Provisioner) StageConfig() stage.Config {
 	return stage.Config{
-		Name:        "provisioning",
-		From:        queue.Provisioning,
-		To:          queue.Downloading,
-		Concurrency: 1,
+		Name:    "provisioning",
+		From:    queue.Provisioning,
+		To:      queue.Downloading,
+		InOrder: true,
 		// Jobs are weighed in priority order: a waiting job is deferred, so
 		// smaller ones behind it still get their turn.
 		Spread:  1,

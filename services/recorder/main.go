@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -95,11 +96,18 @@ func main() {
 					return err
 				}
 				rec := &builtin.Recorder{Leases: leases, DB: db, Logger: env.Logger}
+				// INGESTQ_CONCURRENCY loops lease at once: each lease costs
+				// round trips to ZooKeeper that overlap, while the
+				// inventory's one connection takes their rows in turn.
+				var loops sync.WaitGroup
+				for range env.Config.Concurrency {
+					loops.Go(func() { rec.Run(ctx) })
+				}
 				go func() {
 					defer close(stopped)
-					rec.Run(ctx)
+					loops.Wait()
 				}()
-				env.Logger.Info("built-in recorder running", "inventory_db", *inventoryDB)
+				env.Logger.Info("built-in recorder running", "inventory_db", *inventoryDB, "concurrency", env.Config.Concurrency)
 			} else {
 				close(stopped)
 			}

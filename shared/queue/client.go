@@ -62,6 +62,9 @@ type Client struct {
 	// ensured are folders this client created or found, which the queue
 	// never removes (counters, local-id owners): looked up once.
 	ensured sync.Map
+	// counters are the blocks of counter numbers this client reserved
+	// (counter path → *counterBlock).
+	counters sync.Map
 }
 
 // session is one ZooKeeper session. Its context ends when the session is lost:
@@ -553,6 +556,32 @@ func deleteOp(path string, version int32) *zk.DeleteRequest {
 
 func checkOp(path string, version int32) *zk.CheckVersionRequest {
 	return &zk.CheckVersionRequest{Path: path, Version: version}
+}
+
+// getManyStat reads several nodes at once with their stats, as getMany;
+// a missing node comes back with a nil stat.
+func (c *Client) getManyStat(ctx context.Context, paths []string) ([]dataStat, error) {
+	out := make([]dataStat, len(paths))
+	errs := make([]error, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, st, err := c.get(ctx, p)
+			if errors.Is(err, zk.ErrNoNode) {
+				return
+			}
+			out[i], errs[i] = dataStat{d, st}, err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", paths[i], err)
+		}
+	}
+	return out, nil
 }
 
 // getMany reads several nodes at once: go-zookeeper pipelines requests on one

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -148,9 +147,15 @@ func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
 			send := c.group.send
 			cut := false
 			c.group.send = func(ops []any) ([]zk.MultiResponse, error) {
+				// The write that records the minted id in the job.
 				minting := slices.ContainsFunc(ops, func(op any) bool {
-					set, ok := op.(*zk.SetDataRequest)
-					return ok && strings.HasPrefix(set.Path, c.p.counters()+"/")
+					switch op := op.(type) {
+					case *zk.SetDataRequest:
+						return op.Path == c.p.jobNode(cl.ID(), nodeIdentifiers)
+					case *zk.CreateRequest:
+						return op.Path == c.p.jobNode(cl.ID(), nodeIdentifiers)
+					}
+					return false
 				})
 				if !minting || cut {
 					return send(ops)
@@ -178,8 +183,14 @@ func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
 			if got := j.GetIdentifiers().GetPrimaryId(); got != id {
 				t.Errorf("the job's identifiers say %q, minting said %q", got, id)
 			}
-			if got := nodeData(t, c, c.p.counter("shoulder")); got != "1" {
-				t.Errorf("counter at %q, want 1", got)
+			// The next job gets the next number: the lost answer used none.
+			spawn(t, c, 1, DefaultPriority)
+			next, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, err := next.MintFromCounter(ctx, "shoulder", func(n int64) string { return fmt.Sprintf("ark:/99999/fk4%d", n) }); err != nil || id != "ark:/99999/fk42" {
+				t.Errorf("the next job minted %s, %v; want ark:/99999/fk42", id, err)
 			}
 		})
 	}
@@ -225,5 +236,41 @@ func TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept(t *testing.T) {
 	}
 	if j.GetLocked() || j.GetStatus().GetStatus() != Estimating {
 		t.Errorf("job %s is %s, locked %v; want Estimating, unlocked", jids[0], JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
+	}
+}
+
+// TestClaimTakesTheDataAsItIsWhenTheLockIsTaken: the claim reads a job's
+// data before it takes the lock. A writer that changes a data node in
+// between (leaving the status alone) must not leave the claim holding what
+// it read before: the claim checks the versions it read and reads again.
+func TestClaimTakesTheDataAsItIsWhenTheLockIsTaken(t *testing.T) {
+	root := zktest.Root(t)
+	c, other := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, DefaultPriority)
+	send := c.group.send
+	changed := false
+	c.group.send = func(ops []any) ([]zk.MultiResponse, error) {
+		claiming := slices.ContainsFunc(ops, func(op any) bool {
+			create, ok := op.(*zk.CreateRequest)
+			return ok && create.Path == c.p.jobLock(jids[0])
+		})
+		if claiming && !changed {
+			changed = true
+			if _, err := other.conn.Set(c.p.jobNode(jids[0], nodeSpaceNeeded), encodeInt(4096), -1); err != nil {
+				t.Errorf("changing space_needed: %v", err)
+			}
+		}
+		return send(ops)
+	}
+	cl, err := c.NewConsumer(Pending, ConsumerOptions{Parts: PartSpaceNeeded}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !changed {
+		t.Fatal("the claim was never sent")
+	}
+	if got := cl.Job.GetSpaceNeeded(); got != 4096 {
+		t.Errorf("claimed with space_needed %d, want 4096: the value written before the lock was taken", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -473,5 +474,65 @@ func TestAConsumerDoesNotTryTheJobsItsOwnClaimsHold(t *testing.T) {
 	}
 	if n := statusReads() - before; n != 1 {
 		t.Errorf("%d status reads to take one job, want 1: the held jobs were tried", n)
+	}
+}
+
+func TestConcurrentMintsOfTwoClientsNeverShareANumberAndWriteTheCounterPerBlock(t *testing.T) {
+	root := zktest.Root(t)
+	ctx := testCtx(t)
+	clients := []*Client{newClientAt(t, root), newClientAt(t, root)}
+	const perClient = 40
+	_, jids := spawn(t, clients[0], 2*perClient, DefaultPriority)
+	var mu sync.Mutex
+	minted := map[string]string{} // id → jid
+	var wg sync.WaitGroup
+	for i, jid := range jids {
+		c := clients[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.ClaimJob(ctx, jid)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			id, err := cl.MintFromCounter(ctx, "ark:/99999/fk4", func(n int64) string { return "ark:/99999/fk4" + strconv.FormatInt(n, 10) })
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if other, dup := minted[id]; dup {
+				t.Errorf("%s minted for both %s and %s", id, other, jid)
+			}
+			minted[id] = jid
+		}()
+	}
+	wg.Wait()
+	if len(minted) != len(jids) {
+		t.Fatalf("%d ids minted for %d jobs", len(minted), len(jids))
+	}
+	for id, jid := range minted {
+		j, err := clients[0].GetJob(ctx, jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := j.GetIdentifiers().GetPrimaryId(); got != id {
+			t.Errorf("job %s records %q, minting said %q", jid, got, id)
+		}
+	}
+	// One counter write per block of numbers, not one per job (a write
+	// refused because the other client reserved first counts too).
+	writes := int64(0)
+	for _, c := range clients {
+		for _, r := range c.Requests() {
+			if r.Op == "set" && r.Node == "counters/*" {
+				writes += r.Count
+			}
+		}
+	}
+	if max := int64(2 * (perClient/mintBlock + 1) * 2); writes == 0 || writes > max {
+		t.Errorf("%d counter writes for %d mints; want 1..%d", writes, len(jids), max)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -12,7 +13,8 @@ import (
 )
 
 // Identifier bookkeeping of ours, outside the spec's paths:
-//   /counters/<name>            decimal text: the last number handed out
+//   /counters/<name>            decimal text: the last number reserved (see
+//                               nextNumber; each number goes to one job at most)
 //   /local-ids/<owner>/<local>  the ARK a depositor's local id is bound to
 
 func validName(kind, s string) error {
@@ -23,10 +25,14 @@ func validName(kind, s string) error {
 }
 
 // MintFromCounter gives the claimed job a primary id made from the next
-// number of a counter, in ONE atomic operation that also records the id in
-// the job's identifiers: a step that restarts finds the id already there and
-// a number is never used twice. It returns the id (the existing one if the
-// job has a primary id already).
+// number of a counter and records it in the job's identifiers (fenced by the
+// claim) before it returns: a step that restarts finds the id already there,
+// and a number is never used twice. It returns the id (the existing one if
+// the job has a primary id already).
+//
+// Numbers are reserved from the counter in blocks (counterBlock), so that
+// concurrent jobs do not race for the counter node: a job costs one write,
+// its identifiers. Numbers reserved by a client that stops are never used.
 func (cl *Claim) MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error) {
 	if err := validName("counter", counter); err != nil {
 		return "", err
@@ -38,79 +44,100 @@ func (cl *Claim) MintFromCounter(ctx context.Context, counter string, makeID fun
 		return "", err
 	}
 	c := cl.c
-	cp := c.p.counter(LockName(counter))
-	if err := c.ensureOnce(ctx, cp); err != nil {
+	n, err := c.nextNumber(ctx, counter)
+	if err != nil {
 		return "", err
 	}
+	id := makeID(n)
+	ids := &v1.Identifiers{}
+	if cl.Job.GetIdentifiers() != nil {
+		ids = proto.Clone(cl.Job.GetIdentifiers()).(*v1.Identifiers)
+	}
+	ids.PrimaryId = id
 	idsPath := c.p.jobNode(cl.ID(), nodeIdentifiers)
-	for attempt := 0; attempt < 100; attempt++ {
-		data, stat, err := c.get(ctx, cp)
-		if errors.Is(err, zk.ErrNoNode) {
-			// Removed since this client made sure of it.
-			if err := c.ensure(ctx, cp); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("reading counter %s: %w", counter, err)
-		}
-		var n int64
-		if len(data) > 0 {
-			if n, err = decodeInt(cp, data); err != nil {
-				return "", err
-			}
-		}
-		n++
-		id := makeID(n)
-		ids := &v1.Identifiers{}
-		if cl.Job.GetIdentifiers() != nil {
-			ids = proto.Clone(cl.Job.GetIdentifiers()).(*v1.Identifiers)
-		}
-		ids.PrimaryId = id
-		ok, err := cl.has(ctx, nodeIdentifiers)
-		if err != nil {
-			return "", err
-		}
-		idsOp := any(c.createOp(idsPath, encodeIdentifiers(ids), 0))
-		if ok {
-			idsOp = setOp(idsPath, encodeIdentifiers(ids), -1)
-		}
-		_, err = c.multi(ctx,
-			checkOp(c.p.jobStatus(cl.ID()), cl.version),
-			checkOp(c.p.jobLock(cl.ID()), -1),
-			setOp(cp, encodeInt(n), stat.Version),
-			idsOp)
-		switch idx := failedOp(err); {
+	// The number is this job's alone: after a lost answer the same id is
+	// written again, never a second number.
+	for attempt := 0; ; attempt++ {
+		err := cl.Update(ctx, Change{Identifiers: ids})
+		switch {
 		case err == nil:
-			cl.Job.Identifiers = ids
-			cl.present[nodeIdentifiers] = true
 			return id, nil
-		case idx == 0 || idx == 1:
-			return "", fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
-		case idx == 2 && errors.Is(err, zk.ErrBadVersion):
-			continue // another minter took this number
-		case retryable(err):
-			// The answer was lost with the connection (a ZooKeeper server
-			// went away): the job's identifiers tell whether the number
-			// was taken. If not, mint again once reconnected.
+		case retryable(err) && attempt < 3:
 			data, _, gerr := c.get(ctx, idsPath)
 			if gerr != nil && !errors.Is(gerr, zk.ErrNoNode) {
 				return "", fmt.Errorf("minting for job %s: after %v: %w", cl.ID(), err, gerr)
 			}
 			if gerr == nil {
 				if got, derr := decodeIdentifiers(idsPath, data); derr == nil && got.GetPrimaryId() == id {
-					cl.Job.Identifiers = ids
-					cl.present[nodeIdentifiers] = true
+					cl.applyData(Change{Identifiers: ids})
 					return id, nil
 				}
 			}
-			continue
 		default:
-			return "", fmt.Errorf("minting for job %s: %w", cl.ID(), err)
+			return "", fmt.Errorf("minting %s for job %s: %w", id, cl.ID(), err)
 		}
 	}
-	return "", fmt.Errorf("minting for job %s: counter %s too contended", cl.ID(), counter)
+}
+
+// mintBlock is how many numbers a client reserves from a counter at a time:
+// one counter write per mintBlock jobs, and at most mintBlock-1 numbers
+// left unused when a client stops.
+const mintBlock = 32
+
+// counterBlock is a run of a counter's numbers reserved by this client.
+type counterBlock struct {
+	mu        sync.Mutex
+	next, end int64 // next to hand out; the block is used up when next > end
+}
+
+// nextNumber hands out the next number of counter, reserving a new block
+// when this client's is used up: the counter node holds the last number
+// reserved, moved on by a write guarded by the version read.
+func (c *Client) nextNumber(ctx context.Context, counter string) (int64, error) {
+	cp := c.p.counter(LockName(counter))
+	v, _ := c.counters.LoadOrStore(cp, &counterBlock{})
+	b := v.(*counterBlock)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next > 0 && b.next <= b.end {
+		b.next++
+		return b.next - 1, nil
+	}
+	if err := c.ensureOnce(ctx, cp); err != nil {
+		return 0, err
+	}
+	for attempt := 0; attempt < 100; attempt++ {
+		data, stat, err := c.get(ctx, cp)
+		if errors.Is(err, zk.ErrNoNode) {
+			// Removed since this client made sure of it.
+			if err := c.ensure(ctx, cp); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("reading counter %s: %w", counter, err)
+		}
+		var last int64
+		if len(data) > 0 {
+			if last, err = decodeInt(cp, data); err != nil {
+				return 0, err
+			}
+		}
+		_, err = call(ctx, func() (*zk.Stat, error) { return c.conn.Set(cp, encodeInt(last+mintBlock), stat.Version) })
+		switch {
+		case err == nil:
+			b.next, b.end = last+2, last+mintBlock
+			return last + 1, nil
+		case errors.Is(err, zk.ErrBadVersion), retryable(err):
+			// Another client reserved first, or the answer was lost: a
+			// block reserved without this client knowing is never used.
+			continue
+		default:
+			return 0, fmt.Errorf("reserving numbers of counter %s: %w", counter, err)
+		}
+	}
+	return 0, fmt.Errorf("counter %s too contended", counter)
 }
 
 // LookupLocalID returns the ARK an owner's local id is bound to (ErrNotFound if none).

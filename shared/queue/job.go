@@ -89,6 +89,13 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (
 	if err != nil {
 		return nil, nil, err
 	}
+	present, corrupt = c.decodeJobData(job, nodes, datas)
+	return present, corrupt, nil
+}
+
+// decodeJobData fills job from the data read of its nodes (nil: missing).
+// It reports which of them exist and the first that was unreadable.
+func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) (present map[string]bool, corrupt error) {
 	present = map[string]bool{}
 	note := func(e error) {
 		if corrupt == nil {
@@ -101,7 +108,7 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (
 			continue
 		}
 		present[n] = true
-		p := ps[i]
+		p := c.p.jobNode(job.Id, n)
 		switch n {
 		case nodeBid:
 			job.Bid = string(d)
@@ -138,7 +145,7 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (
 	if slices.Contains(nodes, nodeBid) && job.Bid == "" {
 		note(&CorruptError{Path: c.p.jobNode(job.Id, nodeBid), Err: errors.New("missing")})
 	}
-	return present, corrupt, nil
+	return present, corrupt
 }
 
 // GetJob reads a job and its status (not its manifest).
@@ -226,6 +233,9 @@ func (cl *Claim) Context() context.Context { return cl.ctx }
 var (
 	errStale = errors.New("entry is stale")
 	errBusy  = errors.New("job is locked")
+	// errDataChanged: a data node read for the claim changed before the
+	// claim was taken (a writer that leaves the status alone).
+	errDataChanged = errors.New("job data changed while claiming")
 )
 
 // claimEntry tries to take the job behind one state-folder entry. It returns
@@ -233,19 +243,37 @@ var (
 // consumer holds it. With checkLock the lock is looked at first (a read), so
 // that a held job costs no failed write; consumers that rarely meet held jobs
 // skip it.
+//
+// The status and the data nodes are read together, before the claim, and
+// the claim checks that the data nodes are still as read: a claim costs two
+// round trips, not three.
 func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts Parts, checkLock bool) (*Claim, error) {
 	sess, err := c.currentSession()
 	if err != nil {
 		return nil, err
 	}
+	nodes := parts.nodes()
+	for attempt := 0; ; attempt++ {
+		cl, err := c.tryClaim(ctx, sess, state, e, nodes, checkLock)
+		if errors.Is(err, errDataChanged) && attempt < 2 {
+			continue
+		}
+		if errors.Is(err, errDataChanged) {
+			err = errBusy // changing under us: leave it for now
+		}
+		return cl, err
+	}
+}
+
+func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e entry, nodes []string, checkLock bool) (*Claim, error) {
 	jid := e.jid
 	statusPath, lockPath := c.p.jobStatus(jid), c.p.jobLock(jid)
-
-	// Status and lock are read together.
+	paths := make([]string, 0, len(nodes)+1)
+	paths = append(paths, statusPath)
+	for _, n := range nodes {
+		paths = append(paths, c.p.jobNode(jid, n))
+	}
 	var (
-		data     []byte
-		stat     *zk.Stat
-		getErr   error
 		locked   bool
 		existErr error
 		wg       sync.WaitGroup
@@ -257,18 +285,19 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 			locked, _, existErr = c.exists(ctx, lockPath)
 		}()
 	}
-	data, stat, getErr = c.get(ctx, statusPath)
+	read, err := c.getManyStat(ctx, paths)
 	wg.Wait()
 	switch {
-	case errors.Is(getErr, zk.ErrNoNode):
+	case err != nil:
+		return nil, err
+	case read[0].stat == nil:
 		return nil, errStale
-	case getErr != nil:
-		return nil, fmt.Errorf("reading %s: %w", statusPath, getErr)
 	case existErr != nil:
 		return nil, fmt.Errorf("reading %s: %w", lockPath, existErr)
 	case locked:
 		return nil, errBusy
 	}
+	data, stat := read[0].data, read[0].stat
 	status, loadErr := decodeJobStatus(statusPath, data)
 	if loadErr == nil && status.GetStatus() != state {
 		// The job moved on; this entry is left over (a non-atomic writer) or
@@ -278,19 +307,26 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 
 	// Taking the lock rewrites the status unchanged: its version becomes this
 	// claim's fencing token, so a consumer that lost the job cannot commit.
-	_, err = c.multi(ctx,
-		c.createOp(lockPath, nil, zk.FlagEphemeral),
-		setOp(statusPath, data, stat.Version),
-	)
+	ops := []any{c.createOp(lockPath, nil, zk.FlagEphemeral), setOp(statusPath, data, stat.Version)}
+	datas := make([][]byte, len(nodes))
+	for i, r := range read[1:] {
+		if r.stat != nil {
+			datas[i] = r.data
+			ops = append(ops, checkOp(paths[i+1], r.stat.Version))
+		}
+	}
+	_, err = c.multi(ctx, ops...)
 	if retryable(err) && c.ownsNode(ctx, lockPath, sess.id) {
 		// Applied, its answer lost with the connection: the claim is ours.
 		// Dropped, its lock would hold the job for as long as this session
 		// lives, with nobody working on it.
 		err = nil
 	}
-	switch {
+	switch idx := failedOp(err); {
 	case errors.Is(err, zk.ErrNodeExists):
 		return nil, errBusy
+	case idx >= 2 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+		return nil, errDataChanged
 	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
 		return nil, errStale
 	case err != nil:
@@ -302,12 +338,7 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}
 	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
-	nodes := parts.nodes()
-	present, corrupt, err := c.readJobData(ctx, cl.Job, nodes)
-	if err != nil {
-		cl.release(context.WithoutCancel(ctx))
-		return nil, err
-	}
+	present, corrupt := c.decodeJobData(cl.Job, nodes, datas)
 	cl.present = present
 	cl.loaded = map[string]bool{}
 	cl.absent = map[string]bool{}

@@ -94,7 +94,11 @@ type Config struct {
 	// Spread is how many jobs at the head of the queue a take picks from at
 	// random (queue.ConsumerOptions.Spread; default 8). 1 takes jobs in
 	// strict priority order, as the provisioner wants.
-	Spread  int
+	Spread int
+	// InOrder hands jobs to the handler one at a time, in the order they
+	// were taken (the provisioner weighs jobs in queue order); their
+	// commits still overlap, up to Concurrency at once.
+	InOrder bool
 	Handler Handler
 	Logger  *slog.Logger
 	Tracer  trace.Tracer       // default: no spans
@@ -215,27 +219,41 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer stopTaking()
 	r.log.Info("stage running", "worker", r.workerID, "from", queue.JobStateName(r.cfg.From), "to", queue.JobStateName(r.cfg.To), "concurrency", r.cfg.Concurrency)
 
-	slots := make(chan struct{}, r.cfg.Concurrency)
+	// Each of Concurrency workers takes a job and handles it, then the
+	// next: claims overlap (a claim is two or three round trips to
+	// ZooKeeper), so a stage takes jobs as fast as it finishes them.
+	if r.cfg.InOrder {
+		r.workInOrder(takeCtx)
+	} else {
+		for range r.cfg.Concurrency {
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.work(takeCtx)
+			}()
+		}
+	}
+	r.wg.Wait()
+	r.log.Info("stage stopped", "worker", r.workerID)
+	return nil
+}
+
+// work takes and handles jobs one at a time until takeCtx ends.
+func (r *Runner) work(takeCtx context.Context) {
 	for {
 		if err := r.waitRunnable(takeCtx); err != nil {
-			break
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-takeCtx.Done():
-		}
-		if takeCtx.Err() != nil {
-			break
+			return
 		}
 		claim, err := r.next(takeCtx)
-		if err != nil {
-			<-slots
-			if takeCtx.Err() != nil {
-				break
+		switch {
+		case takeCtx.Err() != nil:
+			if err == nil {
+				r.handle(claim) // taken as the drain began: finish it
 			}
-			if errors.Is(err, errPaused) {
-				continue
-			}
+			return
+		case errors.Is(err, errPaused):
+			continue
+		case err != nil:
 			r.log.Warn("taking a job", "error", err)
 			select {
 			case <-time.After(time.Second):
@@ -243,15 +261,49 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		r.wg.Add(1)
-		go func() {
-			defer func() { <-slots; r.wg.Done() }()
-			r.handle(claim)
-		}()
+		r.handle(claim)
 	}
-	r.wg.Wait()
-	r.log.Info("stage stopped", "worker", r.workerID)
-	return nil
+}
+
+// workInOrder takes a job, runs its handler, and leaves its commit to a
+// goroutine of its own while it takes the next job, until takeCtx ends.
+func (r *Runner) workInOrder(takeCtx context.Context) {
+	commits := make(chan struct{}, r.cfg.Concurrency)
+	for {
+		if err := r.waitRunnable(takeCtx); err != nil {
+			return
+		}
+		select {
+		case commits <- struct{}{}:
+		case <-takeCtx.Done():
+			return
+		}
+		claim, err := r.next(takeCtx)
+		if err != nil {
+			<-commits
+		}
+		switch {
+		case err == nil:
+			h := r.handleOnly(claim)
+			r.wg.Add(1)
+			go func() {
+				defer func() { <-commits; r.wg.Done() }()
+				r.finish(h)
+			}()
+			if takeCtx.Err() != nil {
+				return
+			}
+		case takeCtx.Err() != nil:
+			return
+		case errors.Is(err, errPaused):
+		default:
+			r.log.Warn("taking a job", "error", err)
+			select {
+			case <-time.After(time.Second):
+			case <-takeCtx.Done():
+			}
+		}
+	}
 }
 
 var errPaused = errors.New("replica paused")
@@ -298,41 +350,59 @@ func (r *Runner) waitRunnable(ctx context.Context) error {
 }
 
 // handle runs the handler on one claim and commits its outcome.
-func (r *Runner) handle(claim *queue.Claim) {
+func (r *Runner) handle(claim *queue.Claim) { r.finish(r.handleOnly(claim)) }
+
+// handled is a job whose handler has returned and whose outcome is not
+// committed yet.
+type handled struct {
+	claim   *queue.Claim
+	ctx     context.Context
+	outcome Outcome
+	end     func(telemetry.Outcome) // ends the step's span, metrics and tracking
+}
+
+// handleOnly runs the handler on one claim; finish commits its outcome.
+func (r *Runner) handleOnly(claim *queue.Claim) handled {
 	job := claim.Job
 	jid, bid := job.GetId(), job.GetBid()
 	if bid == "" {
 		bid = job.GetConfiguration().GetBatchId()
 	}
 	r.track(jid, bid, true)
-	defer r.track(jid, bid, false)
 
 	// The job's context ends with its lock or session, or on an aborted drain.
 	jobCtx, cancel := context.WithCancelCause(claim.Context())
-	defer cancel(nil)
 	stopAbort := context.AfterFunc(r.abortCtx, func() { cancel(errors.New("stage draining: out of time")) })
-	defer stopAbort()
 	jobCtx = telemetry.WithJob(jobCtx, jid, bid)
 	traceparent := job.GetStatus().GetTraceparent()
 	if traceparent == "" {
 		traceparent = job.GetConfiguration().GetTraceparent()
 	}
 	jobCtx, span := telemetry.StartJobSpan(jobCtx, r.cfg.Tracer, r.cfg.Name, jid, bid, traceparent)
-	defer span.End()
 	var step telemetry.Step
 	if r.cfg.Metrics != nil {
 		step = r.cfg.Metrics.StartStep(jobCtx, r.cfg.Name)
 	}
-	outcome := r.decide(jobCtx, claim)
-	result := r.commit(jobCtx, claim, outcome)
-	r.count(result)
-	if r.cfg.Metrics != nil {
-		step.End(jobCtx, result)
+	h := handled{claim: claim, ctx: jobCtx}
+	h.outcome = r.decide(jobCtx, claim)
+	h.end = func(result telemetry.Outcome) {
+		r.count(result)
+		if r.cfg.Metrics != nil {
+			step.End(jobCtx, result)
+		}
+		if result == telemetry.OutcomeFailed {
+			span.SetStatus(codes.Error, h.outcome.change.Message)
+		}
+		span.End()
+		stopAbort()
+		cancel(nil)
+		r.track(jid, bid, false)
 	}
-	if result == telemetry.OutcomeFailed {
-		span.SetStatus(codes.Error, outcome.change.Message)
-	}
+	return h
 }
+
+// finish commits a handled job's outcome.
+func (r *Runner) finish(h handled) { h.end(r.commit(h.ctx, h.claim, h.outcome)) }
 
 // decide runs the rules that come before the handler, then the handler.
 func (r *Runner) decide(ctx context.Context, claim *queue.Claim) (out Outcome) {

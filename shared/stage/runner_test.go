@@ -1,8 +1,10 @@
 package stage
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +83,39 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 	}
 	if len(byReplica) < 2 {
 		t.Errorf("one replica did all the work: %v", byReplica)
+	}
+}
+
+func TestInOrderStageHandsJobsOverInQueueOrder(t *testing.T) {
+	root := zktest.Root(t)
+	c := queuetest.Connect(t, root)
+	// Priorities out of creation order: queue order is priority, then age.
+	priorities := []int32{9, 1, 5, 1, 7, 3, 9, 2, 5, 1}
+	specs := make([]queue.NewJob, len(priorities))
+	for i, p := range priorities {
+		specs[i] = queue.NewJob{Priority: p, Configuration: &v1.JobConfiguration{ProfileName: "p"}}
+	}
+	jids := queuetest.SpawnN(t, c, specs, queue.Estimating)
+	want := slices.Clone(jids)
+	slices.SortStableFunc(want, func(a, b string) int {
+		return cmp.Compare(priorities[slices.Index(jids, a)], priorities[slices.Index(jids, b)])
+	})
+	var mu sync.Mutex
+	var order []string
+	startRunner(t, c, Config{Concurrency: 4, Spread: 1, InOrder: true, Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+		mu.Lock()
+		order = append(order, cl.ID())
+		mu.Unlock()
+		return Next(queue.Change{SpaceNeeded: ptr(int64(1))})
+	}})
+	queuetest.Eventually(t, "every job in Provisioning", func() bool {
+		counts, _ := c.JobCounts(context.Background())
+		return counts[queue.Provisioning] == len(jids)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, want) {
+		t.Errorf("handled in the order\n%v\nwant queue order\n%v", order, want)
 	}
 }
 

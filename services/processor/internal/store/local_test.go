@@ -16,7 +16,7 @@ import (
 
 // stage writes files into a fresh folder and a storage manifest listing
 // them; it returns the manifest's URL.
-func stage(t *testing.T, files map[string]string) string {
+func stage(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	var entries []checkm.Entry
