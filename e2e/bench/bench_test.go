@@ -120,7 +120,7 @@ func BenchmarkPipeline(b *testing.B) {
 		must(stack.Build(ctx, filepath.Join("..", ".."), bin))
 		jobs := envInt("INGESTQ_BENCH_E2E_JOBS", 2000)
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, "e2e"), BinDir: bin,
-			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16)})
+			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16)})
 		if pr != nil && pr.Stack != nil {
 			defer pr.Stack.StopServices(context.WithoutCancel(ctx))
 		}
@@ -250,12 +250,10 @@ func BenchmarkEndToEnd(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		before, _ := Requests(srv.Addr)
 		profiles := filepath.Join(dir, fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
-			Jobs: jobs, FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), Profiles: profiles,
+			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: envInt("INGESTQ_BENCH_GOMAXPROCS", 0), Profiles: profiles,
 			Timeline: timelineOut()})
-		after, _ := Requests(srv.Addr)
 		if pr != nil && pr.Stack != nil {
 			pr.Stack.StopServices(context.WithoutCancel(ctx))
 		}
@@ -264,7 +262,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		}
 		b.ReportMetric(pr.JobsPerSecond, "jobs/s")
 		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/9), "ratio")
-		b.ReportMetric(float64(after-before)/float64(jobs), "requests/job")
+		b.ReportMetric(pr.ServerRequestsPerJob, "requests/job")
 		fmt.Print(pr.Profile)
 		fmt.Print(ProfileTop(ctx, profiles, bin, 12))
 	}

@@ -29,8 +29,13 @@ type PipelineOptions struct {
 	Dir         string   // run directory
 	BinDir      string   // built service binaries
 	Jobs        int      // single-file jobs in the batch
+	// Warmup jobs go through the pipeline, in a batch of their own, before
+	// the measured one: the figure is the running system's, not that of
+	// ZooKeeper's JIT compiler warming up to the stages' requests.
+	Warmup int
 	FileBytes   int      // size of each job's file
 	Concurrency int      // INGESTQ_CONCURRENCY of every service
+	GoMaxProcs  int      // GOMAXPROCS of every service (0: Go's default)
 	// Profiles, if set, is where a CPU profile of every service, taken
 	// while the jobs flow, is written (<service>.pprof).
 	Profiles string
@@ -45,6 +50,9 @@ type PipelineResult struct {
 	Elapsed       time.Duration
 	// Profile is where the services' time and ZooKeeper requests went.
 	Profile string
+	// ServerRequestsPerJob is what the server received per measured job
+	// (its own packet count; 0 with more than one server).
+	ServerRequestsPerJob float64
 	Stack   *stack.Stack // still running: the caller stops it
 }
 
@@ -54,8 +62,13 @@ type PipelineResult struct {
 // The stack is left running for further measurements.
 func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	deposits := filepath.Join(o.Dir, "deposits")
-	if err := writeDeposit(deposits, o.Jobs, o.FileBytes); err != nil {
+	if err := writeDeposit(deposits, "batch", o.Jobs, o.FileBytes); err != nil {
 		return nil, err
+	}
+	if o.Warmup > 0 {
+		if err := writeDeposit(deposits, "warmup", o.Warmup, o.FileBytes); err != nil {
+			return nil, err
+		}
 	}
 	dep, err := depositor.Start(deposits)
 	if err != nil {
@@ -69,9 +82,13 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		[]byte("name: bench\ncollection: bench\nnotification_addresses: [bench@example.org]\n"), 0o644); err != nil {
 		return nil, err
 	}
+	env := map[string]string{"INGESTQ_CONCURRENCY": strconv.Itoa(o.Concurrency), "INGESTQ_LOG_LEVEL": "warn",
+		"INGESTQ_PPROF": strconv.FormatBool(o.Profiles != "")}
+	if o.GoMaxProcs > 0 {
+		env["GOMAXPROCS"] = strconv.Itoa(o.GoMaxProcs)
+	}
 	s, err := stack.Start(ctx, stack.Options{Dir: o.Dir, BinDir: o.BinDir, ProfilesDir: profiles, ZooKeeper: o.Servers,
-		Root: root("e2e"), Env: map[string]string{"INGESTQ_CONCURRENCY": strconv.Itoa(o.Concurrency), "INGESTQ_LOG_LEVEL": "warn",
-			"INGESTQ_PPROF": strconv.FormatBool(o.Profiles != "")}})
+		Root: root("e2e"), Env: env})
 	if err != nil {
 		dep.Close()
 		return nil, err
@@ -83,15 +100,29 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	defer conn.Close()
 	batches := v1.NewBatchServiceClient(conn)
+	if o.Warmup > 0 {
+		bid, err := submit(ctx, batches, dep.URL+"/warmup.checkm")
+		if err != nil {
+			return res, err
+		}
+		if err := waitCompleted(ctx, batches, bid, o.Warmup, s.LogDir); err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
+	}
 	before, err := ScrapeServices(ctx, s)
 	if err != nil {
 		return res, err
 	}
+	var serverBefore int64
+	if len(o.Servers) == 1 {
+		if serverBefore, err = Requests(o.Servers[0]); err != nil {
+			return res, err
+		}
+	}
 	start := time.Now()
-	sub, err := batches.Submit(ctx, &v1.SubmitRequest{Submitter: "bench", Profile: "bench",
-		PayloadUrl: dep.URL + "/batch.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	bid, err := submit(ctx, batches, dep.URL+"/batch.checkm")
 	if err != nil {
-		return res, fmt.Errorf("submitting: %w", err)
+		return res, err
 	}
 	profiled := make(chan error, 1)
 	if o.Profiles != "" {
@@ -104,26 +135,18 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		defer close(stop)
 		go timeline(ctx, s, o.Timeline, start, stop)
 	}
-	for {
-		st, err := batches.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: sub.GetBatchId()}})
-		if err != nil {
-			return res, err
-		}
-		c := st.GetBatch().GetCounts()
-		if int(c.GetCompleted()) == o.Jobs {
-			break
-		}
-		if c.GetFailed() > 0 || st.GetBatch().GetStatus().GetStatus() == queue.BatchFailed {
-			return res, fmt.Errorf("batch %s failed: %v (logs in %s)", sub.GetBatchId(), st.GetBatch().GetStatus(), s.LogDir)
-		}
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := waitCompleted(ctx, batches, bid, o.Jobs, s.LogDir); err != nil {
+		return res, err
 	}
 	res.Elapsed = time.Since(start)
 	res.JobsPerSecond = float64(o.Jobs) / res.Elapsed.Seconds()
+	if len(o.Servers) == 1 {
+		serverAfter, err := Requests(o.Servers[0])
+		if err != nil {
+			return res, err
+		}
+		res.ServerRequestsPerJob = float64(serverAfter-serverBefore) / float64(o.Jobs)
+	}
 	if err := <-profiled; err != nil {
 		return res, err
 	}
@@ -133,6 +156,39 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	res.Profile = Profile(before, after, o.Jobs)
 	return res, nil
+}
+
+// submit submits a manifest of manifests and returns its batch id.
+func submit(ctx context.Context, batches v1.BatchServiceClient, url string) (string, error) {
+	sub, err := batches.Submit(ctx, &v1.SubmitRequest{Submitter: "bench", Profile: "bench",
+		PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		return "", fmt.Errorf("submitting %s: %w", url, err)
+	}
+	return sub.GetBatchId(), nil
+}
+
+// waitCompleted waits until all jobs of batch bid are Completed (polling
+// every 100 ms), or fails as soon as one fails.
+func waitCompleted(ctx context.Context, batches v1.BatchServiceClient, bid string, jobs int, logs string) error {
+	for {
+		st, err := batches.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}})
+		if err != nil {
+			return err
+		}
+		c := st.GetBatch().GetCounts()
+		if int(c.GetCompleted()) == jobs {
+			return nil
+		}
+		if c.GetFailed() > 0 || st.GetBatch().GetStatus().GetStatus() == queue.BatchFailed {
+			return fmt.Errorf("batch %s failed: %v (logs in %s)", bid, st.GetBatch().GetStatus(), logs)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // timeline prints the jobs in each working state once a second until stop.
@@ -240,29 +296,30 @@ func ProfileTop(ctx context.Context, dir, binDir string, n int) string {
 }
 
 // writeDeposit writes a manifest of manifests of n objects, each one file
-// of size bytes.
-func writeDeposit(dir string, n, size int) error {
-	if err := os.MkdirAll(filepath.Join(dir, "files"), 0o755); err != nil {
+// of size bytes, as <dir>/<name>.checkm, its objects under <dir>/<name>/;
+// the objects' local ids begin with name.
+func writeDeposit(dir, name string, n, size int) error {
+	if err := os.MkdirAll(filepath.Join(dir, name, "files"), 0o755); err != nil {
 		return err
 	}
 	var batch strings.Builder
 	batch.WriteString("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier\n")
 	for i := range n {
 		body := []byte(strings.Repeat(fmt.Sprintf("object %06d ", i), size/14+1)[:size])
-		name := fmt.Sprintf("f%06d.txt", i)
-		if err := os.WriteFile(filepath.Join(dir, "files", name), body, 0o644); err != nil {
+		file := fmt.Sprintf("f%06d.txt", i)
+		if err := os.WriteFile(filepath.Join(dir, name, "files", file), body, 0o644); err != nil {
 			return err
 		}
 		sum := sha256.Sum256(body)
-		obj := fmt.Sprintf("#%%checkm_0.7\n#%%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n{{base}}/files/%s | sha256 | %s | %d | | %s\n#%%eof\n",
-			name, hex.EncodeToString(sum[:]), size, name)
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("o%06d.checkm", i)), []byte(obj), 0o644); err != nil {
+		obj := fmt.Sprintf("#%%checkm_0.7\n#%%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n{{base}}/%s/files/%s | sha256 | %s | %d | | %s\n#%%eof\n",
+			name, file, hex.EncodeToString(sum[:]), size, file)
+		if err := os.WriteFile(filepath.Join(dir, name, fmt.Sprintf("o%06d.checkm", i)), []byte(obj), 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(&batch, "{{base}}/o%06d.checkm | | | | | o%06d.checkm | | bench-%06d\n", i, i, i)
+		fmt.Fprintf(&batch, "{{base}}/%s/o%06d.checkm | | | | | o%06d.checkm | | %s-%06d\n", name, i, i, name, i)
 	}
 	batch.WriteString("#%eof\n")
-	return os.WriteFile(filepath.Join(dir, "batch.checkm"), []byte(batch.String()), 0o644)
+	return os.WriteFile(filepath.Join(dir, name+".checkm"), []byte(batch.String()), 0o644)
 }
 
 // ResidentMB is a process's peak resident memory so far (VmHWM), in MB.

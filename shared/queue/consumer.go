@@ -41,6 +41,12 @@ type Consumer struct {
 	busyRate float64              // moving average of claims that met a held lock
 	timer    *time.Timer          // wakes callers when the first deferral ends
 	timerAt  time.Time
+	// With InOrder: picks numbered in the order made, and those whose turn
+	// has not passed yet (being claimed, or claimed and waiting for their
+	// turn); turn is closed and replaced when one passes.
+	picks uint64
+	open  []uint64
+	turn  chan struct{}
 }
 
 // ConsumerOptions tune a Consumer.
@@ -53,6 +59,10 @@ type ConsumerOptions struct {
 	IgnorePause bool
 	// Parts are the data nodes read with each job (default: all but the manifest).
 	Parts Parts
+	// InOrder numbers the jobs taken in the order they were picked, so that
+	// claims can be taken concurrently and the jobs still dealt with one
+	// at a time in that order (WaitTurn, PassTurn).
+	InOrder bool
 }
 
 // NewConsumer returns a consumer of jobs in state.
@@ -62,7 +72,42 @@ func (c *Client) NewConsumer(state JobState, opts ConsumerOptions) *Consumer {
 	}
 	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{}, held: map[string]*Claim{},
 		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true, deferred: map[string]time.Time{},
-		busyRate: 0.1}
+		busyRate: 0.1, turn: make(chan struct{})}
+}
+
+// WaitTurn blocks until every job this consumer picked before cl's has had
+// its turn (InOrder): claims taken concurrently are then dealt with one at
+// a time, in the order the jobs were picked. PassTurn ends cl's turn; it
+// must be called for every claim, whether or not WaitTurn returned nil.
+func (co *Consumer) WaitTurn(ctx context.Context, cl *Claim) error {
+	for {
+		co.mu.Lock()
+		first, turn := len(co.open) == 0 || co.open[0] == cl.pick, co.turn
+		co.mu.Unlock()
+		if first {
+			return nil
+		}
+		select {
+		case <-turn:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// PassTurn ends cl's turn (see WaitTurn).
+func (co *Consumer) PassTurn(cl *Claim) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	co.passLocked(cl.pick)
+}
+
+func (co *Consumer) passLocked(pick uint64) {
+	if i, ok := slices.BinarySearch(co.open, pick); ok {
+		co.open = slices.Delete(co.open, i, i+1)
+		close(co.turn)
+		co.turn = make(chan struct{})
+	}
 }
 
 // Defer keeps this consumer from taking jid again before `until` (a job a
@@ -119,9 +164,13 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 		if errors.Is(err, errBusy) {
 			co.busyRate += 0.1
 		}
+		if err != nil {
+			co.passLocked(e.pick)
+		}
 		co.mu.Unlock()
 		switch {
 		case err == nil:
+			cl.pick = e.pick
 			cl.givenBack = co.giveBack
 			co.hold(cl)
 			return cl, nil, nil
@@ -177,6 +226,11 @@ func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
 	e := co.snapshot[i]
 	co.snapshot = append(co.snapshot[:i], co.snapshot[i+1:]...)
 	co.trying[e.name] = true
+	if co.opts.InOrder {
+		co.picks++
+		e.pick = co.picks
+		co.open = append(co.open, e.pick)
+	}
 	return &e, nil, nil
 }
 
@@ -194,6 +248,61 @@ func (co *Consumer) hold(cl *Claim) {
 		}
 		co.mu.Unlock()
 	})
+}
+
+// TakeOver commits ch, which moves cl's job into this consumer's state,
+// and keeps the job's lock: the claim then holds the job in this state, as
+// if this consumer had taken it, with the data nodes this consumer reads.
+// A process that runs two consecutive stages hands a job from one to the
+// next so, without the other's claim (two round trips) or a watch between
+// them. It reports false, with the job committed and its lock released,
+// when the ingest queue is paused (no job is taken meanwhile) or the data
+// nodes could not be read.
+func (co *Consumer) TakeOver(ctx context.Context, cl *Claim, ch Change) (bool, error) {
+	if ch.To != co.state {
+		return false, fmt.Errorf("job %s: taking over into %s, but this consumer takes %s jobs",
+			cl.ID(), JobStateName(ch.To), JobStateName(co.state))
+	}
+	if !co.opts.IgnorePause && co.c.pausedNow() {
+		return false, cl.Commit(ctx, ch)
+	}
+	// Held before the job appears in the state folder: this consumer's next
+	// listing must not offer it.
+	jid := cl.ID()
+	co.mu.Lock()
+	co.held[jid] = cl
+	co.mu.Unlock()
+	if err := cl.commit(ctx, ch, true); err != nil {
+		co.mu.Lock()
+		if co.held[jid] == cl {
+			delete(co.held, jid)
+		}
+		co.mu.Unlock()
+		return false, err
+	}
+	cl.givenBack = co.giveBack
+	co.hold(cl)
+	var missing []string
+	for _, n := range co.opts.Parts.nodes() {
+		if !cl.known(n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		present, corrupt, err := co.c.readJobData(ctx, cl.Job, missing)
+		if err != nil {
+			// The job is in this state now; whoever takes it next reads it.
+			return false, cl.Release(ctx)
+		}
+		for _, n := range missing {
+			cl.loaded[n] = true
+			cl.present[n] = present[n]
+		}
+		if cl.LoadErr == nil {
+			cl.LoadErr = corrupt
+		}
+	}
+	return true, nil
 }
 
 // ReleasedRetryAfter is how long a consumer leaves a job its own claim gave
@@ -382,6 +491,15 @@ func (c *Client) Unpause(ctx context.Context) error {
 		return fmt.Errorf("unpausing the queue: %w", err)
 	}
 	return nil
+}
+
+// pausedNow reports whether the ingest queue is paused, as far as the
+// watch that WaitUnpaused keeps knows (false before it knows).
+func (c *Client) pausedNow() bool {
+	ps := &c.pause
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.known && ps.paused
 }
 
 // WaitUnpaused returns at once while the queue runs, or blocks until it is

@@ -536,3 +536,123 @@ func TestConcurrentMintsOfTwoClientsNeverShareANumberAndWriteTheCounterPerBlock(
 		t.Errorf("%d counter writes for %d mints; want 1..%d", writes, len(jids), max)
 	}
 }
+
+func TestTakeOverMovesAJobToTheNextStateKeepingItsLock(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, DefaultPriority)
+	pending := c.NewConsumer(Pending, ConsumerOptions{Parts: PartConfiguration})
+	estimating := c.NewConsumer(Estimating, ConsumerOptions{Parts: PartConfiguration | PartSpaceNeeded})
+	cl, err := pending.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := estimating.TakeOver(ctx, cl, Change{To: Estimating, Message: "estimating"})
+	if err != nil || !kept {
+		t.Fatalf("TakeOver: %v, %v; want the job kept", kept, err)
+	}
+	j, err := c.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetStatus().GetStatus() != Estimating || !j.GetLocked() {
+		t.Errorf("job is %s, locked %v; want Estimating, locked", JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
+	}
+	if cl.State() != Estimating || !cl.loaded[nodeSpaceNeeded] {
+		t.Errorf("claim in %s, space_needed read %v; want Estimating with the next consumer's parts", JobStateName(cl.State()), cl.loaded[nodeSpaceNeeded])
+	}
+	// The next consumer does not try the job it holds already.
+	if other, _, err := estimating.TryNext(ctx); err != nil || other != nil {
+		t.Errorf("TryNext: %v, %v; want nothing to take", other, err)
+	}
+	if err := cl.Commit(ctx, Change{To: Provisioning}); err != nil {
+		t.Fatalf("committing the kept claim: %v", err)
+	}
+	j, err = c.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetStatus().GetStatus() != Provisioning || j.GetLocked() || j.GetStatus().GetLastSuccessfulStatus() != Estimating {
+		t.Errorf("after the commit: %v, locked %v; want Provisioning after Estimating, unlocked", j.GetStatus(), j.GetLocked())
+	}
+}
+
+func TestTakeOverCommitsWithoutKeepingWhileTheQueueIsPaused(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, DefaultPriority)
+	pending := c.NewConsumer(Pending, ConsumerOptions{})
+	cl, err := pending.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.pausedNow() })
+	kept, err := c.NewConsumer(Estimating, ConsumerOptions{}).TakeOver(ctx, cl, Change{To: Estimating})
+	if err != nil || kept {
+		t.Fatalf("TakeOver while paused: %v, %v; want committed, not kept", kept, err)
+	}
+	j, err := c.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetStatus().GetStatus() != Estimating || j.GetLocked() {
+		t.Errorf("job is %s, locked %v; want Estimating, free", JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
+	}
+}
+
+func TestTakeOverOfAJobChangedByAnotherWriterIsRefused(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, DefaultPriority)
+	cl, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another writer moves the status on (an operator's repair, say).
+	if _, err := c.conn.Set(c.p.jobStatus(jids[0]), encodeJobStatus(&v1.JobStatus{Status: Pending, Message: "edited"}), -1); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := c.NewConsumer(Estimating, ConsumerOptions{}).TakeOver(ctx, cl, Change{To: Estimating})
+	if kept || !errors.Is(err, ErrFenced) {
+		t.Errorf("TakeOver after the status changed: %v, %v; want ErrFenced", kept, err)
+	}
+}
+
+func TestInOrderTurnsFollowPicksAndAFailedPickPassesItsTurn(t *testing.T) {
+	root := zktest.Root(t)
+	c, other := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 3, DefaultPriority)
+	// The first job is another consumer's: picking it fails.
+	if _, err := other.ClaimJob(ctx, jids[0]); err != nil {
+		t.Fatal(err)
+	}
+	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1, InOrder: true})
+	second, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.ID() != jids[1] || third.ID() != jids[2] {
+		t.Fatalf("took %s then %s, want %s then %s", second.ID(), third.ID(), jids[1], jids[2])
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := co.WaitTurn(short, third); err == nil {
+		t.Error("the third job's turn came before the second's passed")
+	}
+	if err := co.WaitTurn(ctx, second); err != nil {
+		t.Errorf("the second job waits for its turn: %v (the failed pick before it never passed?)", err)
+	}
+	co.PassTurn(second)
+	if err := co.WaitTurn(ctx, third); err != nil {
+		t.Errorf("the third job's turn after the second's: %v", err)
+	}
+	co.PassTurn(third)
+}

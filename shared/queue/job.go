@@ -203,9 +203,10 @@ type Claim struct {
 	LoadErr error
 
 	from    JobState        // state when claimed
+	pick    uint64          // its consumer's pick number (InOrder)
 	entry   string          // name of the state-folder entry found
 	version int32           // status version owned by this claim
-	loaded  map[string]bool // data nodes read at claim time
+	loaded  map[string]bool // data nodes read (at claim time, or the manifest since)
 	absent  map[string]bool // data nodes known not to exist
 	present map[string]bool // data nodes known to exist
 	sess    *session
@@ -389,11 +390,17 @@ func (cl *Claim) watchLock() {
 	}
 }
 
-// LoadManifest reads the job's file list (nil if the job has none).
+// LoadManifest reads the job's file list (nil if the job has none), once:
+// a file list the claim read or wrote already is not read again.
 func (cl *Claim) LoadManifest(ctx context.Context) (*v1.Manifest, error) {
+	if cl.loaded[nodeManifest] {
+		return cl.Job.Manifest, nil
+	}
 	m, err := cl.c.GetManifest(ctx, cl.ID())
 	if err == nil {
 		cl.Job.Manifest = m
+		cl.loaded[nodeManifest] = true
+		cl.present[nodeManifest] = m != nil
 	}
 	return m, err
 }
@@ -599,6 +606,7 @@ func (cl *Claim) applyData(ch Change) {
 	if ch.Manifest != nil {
 		j.Manifest = ch.Manifest
 		cl.present[nodeManifest] = true
+		cl.loaded[nodeManifest] = true
 	}
 }
 
@@ -611,7 +619,11 @@ func validPriority(p *int32) error {
 
 // Commit moves the job to ch.To and writes ch's data, releasing the lock, in
 // one atomic operation guarded by the claim's fencing version.
-func (cl *Claim) Commit(ctx context.Context, ch Change) error {
+func (cl *Claim) Commit(ctx context.Context, ch Change) error { return cl.commit(ctx, ch, false) }
+
+// commit is Commit; with keep, the lock stays and the claim goes on holding
+// the job in its new state (Consumer.TakeOver).
+func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	if err := checkJobMove(cl.ID(), cl.from, ch.To); err != nil {
 		return err
 	}
@@ -648,10 +660,12 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	var guessed map[int]string
 	locks := cl.ownLocks(ch.Unlock)
 	unlocks, unlockAt := unlockOps(locks), 0
-	err := cl.commitOps(ctx, statusOp, func(ref refPlace) []any {
+	entry := cl.entry
+	err := cl.commitOps(ctx, statusOp, keep, func(ref refPlace) []any {
 		var ops []any
 		ops, guessed = cl.dataOps(ch)
 		if ch.To != cl.from || prio != cl.Job.Priority {
+			entry = entryName(prio, cl.ID())
 			ops = append(ops,
 				deleteOp(cl.c.p.jobStateDir(cl.from)+"/"+cl.entry, -1),
 				cl.c.createOp(cl.c.p.jobEntry(ch.To, prio, cl.ID()), nil, 0))
@@ -681,6 +695,12 @@ func (cl *Claim) Commit(ctx context.Context, ch Change) error {
 	cl.applyData(ch)
 	cl.Job.Status = next
 	cl.Job.Priority = prio
+	if keep {
+		cl.mu.Lock()
+		cl.from, cl.entry, cl.version = ch.To, entry, cl.version+1
+		cl.mu.Unlock()
+		return nil
+	}
 	cl.Job.Locked = false
 	cl.markDone()
 	return nil
@@ -715,7 +735,7 @@ func (c *Client) refOps(bid, jid string, ref refPlace, to string) []any {
 
 // commitOps runs one multi: the fenced status operation, the operations
 // built by build, the deletion of the lock (which fails if the lock is gone:
-// a second fence), then tail. Beside fencing it copes with two things a peer writer
+// a second fence; with keepLock a check that it is there), then tail. Beside fencing it copes with two things a peer writer
 // or a crash can leave: a batch reference in an unexpected folder (it is
 // found and moved), and a lost connection that hides whether the multi was
 // applied (the status node tells: applied(data) says whether it holds what
@@ -723,12 +743,16 @@ func (c *Client) refOps(bid, jid string, ref refPlace, to string) []any {
 //
 // learn, if not nil, is told of an operation that failed for a reason other
 // than fencing; when it returns true the multi is built and tried again.
-func (cl *Claim) commitOps(ctx context.Context, statusOp any, build func(refPlace) []any, tail []any, applied func([]byte) bool, learn func(idx int, err error) bool) error {
+func (cl *Claim) commitOps(ctx context.Context, statusOp any, keepLock bool, build func(refPlace) []any, tail []any, applied func([]byte) bool, learn func(idx int, err error) bool) error {
 	ref := refPlace{folder: batchFolder(cl.from), known: true}
+	lockOp := any(deleteOp(cl.c.p.jobLock(cl.ID()), -1))
+	if keepLock {
+		lockOp = checkOp(cl.c.p.jobLock(cl.ID()), -1)
+	}
 	for attempt := 0; ; attempt++ {
 		ops := append([]any{statusOp}, build(ref)...)
 		lockIdx := len(ops)
-		ops = append(append(ops, deleteOp(cl.c.p.jobLock(cl.ID()), -1)), tail...)
+		ops = append(append(ops, lockOp), tail...)
 		_, err := cl.c.multi(ctx, ops...)
 		if err == nil {
 			return nil

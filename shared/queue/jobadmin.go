@@ -199,7 +199,7 @@ func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
 	if err := cl.finish(); err != nil {
 		return err
 	}
-	err = cl.commitOps(ctx, checkOp(c.p.jobStatus(jid), cl.version), func(ref refPlace) []any {
+	err = cl.commitOps(ctx, checkOp(c.p.jobStatus(jid), cl.version), false, func(ref refPlace) []any {
 		var ops []any
 		for _, n := range children {
 			if n != nodeLock {

@@ -147,4 +147,5 @@ type entry struct {
 	name     string
 	priority int32
 	jid      string
+	pick     uint64 // its pick's number (Consumer InOrder)
 }

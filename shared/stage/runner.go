@@ -96,8 +96,8 @@ type Config struct {
 	// strict priority order, as the provisioner wants.
 	Spread int
 	// InOrder hands jobs to the handler one at a time, in the order they
-	// were taken (the provisioner weighs jobs in queue order); their
-	// commits still overlap, up to Concurrency at once.
+	// were picked from the queue (the provisioner weighs jobs in queue
+	// order); their claims and commits still overlap, Concurrency at once.
 	InOrder bool
 	Handler Handler
 	Logger  *slog.Logger
@@ -122,6 +122,10 @@ type Runner struct {
 	inFlight map[string]*flight
 	outcomes map[string]int64
 	reg      *queue.WorkerRegistration
+
+	// then is the runner of the next stage in this process, if any: a job
+	// this stage moves on goes straight to it, its lock kept (chain).
+	then *Runner
 
 	stopTaking context.CancelFunc // ends the wait for the next job
 	abort      context.CancelFunc // ends every job in flight
@@ -162,7 +166,7 @@ func New(q *queue.Client, cfg Config) (*Runner, error) {
 	r := &Runner{
 		q:        q,
 		cfg:      cfg,
-		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts, Spread: cfg.Spread}),
+		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts, Spread: cfg.Spread, InOrder: cfg.InOrder}),
 		log:      cfg.Logger.With("stage", cfg.Name),
 		started:  time.Now(),
 		workerID: fmt.Sprintf("%s-%s-%d-%04x", cfg.Service, sanitize(host), os.Getpid(), time.Now().UnixNano()&0xffff),
@@ -220,18 +224,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.log.Info("stage running", "worker", r.workerID, "from", queue.JobStateName(r.cfg.From), "to", queue.JobStateName(r.cfg.To), "concurrency", r.cfg.Concurrency)
 
 	// Each of Concurrency workers takes a job and handles it, then the
-	// next: claims overlap (a claim is two or three round trips to
-	// ZooKeeper), so a stage takes jobs as fast as it finishes them.
-	if r.cfg.InOrder {
-		r.workInOrder(takeCtx)
-	} else {
-		for range r.cfg.Concurrency {
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				r.work(takeCtx)
-			}()
-		}
+	// next: claims overlap (a claim is two round trips to ZooKeeper), so a
+	// stage takes jobs as fast as it finishes them.
+	for range r.cfg.Concurrency {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.work(takeCtx)
+		}()
 	}
 	r.wg.Wait()
 	r.log.Info("stage stopped", "worker", r.workerID)
@@ -262,47 +262,6 @@ func (r *Runner) work(takeCtx context.Context) {
 			continue
 		}
 		r.handle(claim)
-	}
-}
-
-// workInOrder takes a job, runs its handler, and leaves its commit to a
-// goroutine of its own while it takes the next job, until takeCtx ends.
-func (r *Runner) workInOrder(takeCtx context.Context) {
-	commits := make(chan struct{}, r.cfg.Concurrency)
-	for {
-		if err := r.waitRunnable(takeCtx); err != nil {
-			return
-		}
-		select {
-		case commits <- struct{}{}:
-		case <-takeCtx.Done():
-			return
-		}
-		claim, err := r.next(takeCtx)
-		if err != nil {
-			<-commits
-		}
-		switch {
-		case err == nil:
-			h := r.handleOnly(claim)
-			r.wg.Add(1)
-			go func() {
-				defer func() { <-commits; r.wg.Done() }()
-				r.finish(h)
-			}()
-			if takeCtx.Err() != nil {
-				return
-			}
-		case takeCtx.Err() != nil:
-			return
-		case errors.Is(err, errPaused):
-		default:
-			r.log.Warn("taking a job", "error", err)
-			select {
-			case <-time.After(time.Second):
-			case <-takeCtx.Done():
-			}
-		}
 	}
 }
 
@@ -350,7 +309,18 @@ func (r *Runner) waitRunnable(ctx context.Context) error {
 }
 
 // handle runs the handler on one claim and commits its outcome.
-func (r *Runner) handle(claim *queue.Claim) { r.finish(r.handleOnly(claim)) }
+func (r *Runner) handle(claim *queue.Claim) {
+	if !r.cfg.InOrder {
+		r.finish(r.handleOnly(claim))
+		return
+	}
+	// A job lost while it waits is dealt with as any lost job: its
+	// handler sees its context ended and nothing is committed.
+	r.consumer.WaitTurn(claim.Context(), claim)
+	h := r.handleOnly(claim)
+	r.consumer.PassTurn(claim)
+	r.finish(h)
+}
 
 // handled is a job whose handler has returned and whose outcome is not
 // committed yet.
@@ -401,8 +371,47 @@ func (r *Runner) handleOnly(claim *queue.Claim) handled {
 	return h
 }
 
-// finish commits a handled job's outcome.
-func (r *Runner) finish(h handled) { h.end(r.commit(h.ctx, h.claim, h.outcome)) }
+// finish commits a handled job's outcome, and hands the job to the next
+// stage's runner when it took it over.
+func (r *Runner) finish(h handled) {
+	result, next := r.commit(h.ctx, h.claim, h.outcome)
+	h.end(result)
+	if next != nil {
+		next.handle(h.claim)
+	}
+}
+
+// Chain makes the runner hand each job it moves on to next, when next
+// takes jobs from the state this runner moves them to: the job is
+// committed with its lock kept and next's handler works on it at once,
+// without a claim or a watch in between. A job goes on alone, lock
+// released, while next is paused or either runner drains, and always to a
+// runner that takes jobs InOrder. A chained job runs in this runner's
+// slot, beside next's own Concurrency.
+func (r *Runner) Chain(next *Runner) error {
+	if next.cfg.From != r.cfg.To || next.q != r.q {
+		return fmt.Errorf("stage: %s cannot hand jobs to %s: it moves them to %s, %s takes %s (or another client)",
+			r.cfg.Name, next.cfg.Name, queue.JobStateName(r.cfg.To), next.cfg.Name, queue.JobStateName(next.cfg.From))
+	}
+	r.then = next
+	return nil
+}
+
+func (r *Runner) isDraining() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.draining
+}
+
+// takesHandOver reports whether the runner takes a job handed over now.
+func (r *Runner) takesHandOver() bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.paused && !r.draining && !r.cfg.InOrder
+}
 
 // decide runs the rules that come before the handler, then the handler.
 func (r *Runner) decide(ctx context.Context, claim *queue.Claim) (out Outcome) {
@@ -439,12 +448,25 @@ func collectionOf(job *v1.Job) string {
 	return job.GetConfiguration().GetProfileName()
 }
 
-// commit applies an outcome and says how it ended.
-func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) telemetry.Outcome {
+// commit applies an outcome and says how it ended, and which runner took
+// the job over (nil: none). The object locks the outcome names
+// (Change.Unlock) are released by the commit, or after it when it did not
+// happen.
+func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_ telemetry.Outcome, next *Runner) {
 	// Commits must go through even if the drain deadline passed while the
 	// handler returned; only a lost lock (claim context) stops them.
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	defer func() {
+		for _, l := range out.change.Unlock {
+			if l == nil {
+				continue
+			}
+			if err := l.Unlock(commitCtx); err != nil {
+				r.log.WarnContext(ctx, "releasing an object lock", "error", err)
+			}
+		}
+	}()
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		if claim.Context().Err() == nil {
@@ -453,12 +475,12 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) te
 				r.log.WarnContext(ctx, "releasing job at drain", "error", err)
 			}
 			r.log.InfoContext(ctx, "job released untouched: drain ran out of time")
-			return telemetry.OutcomeReleased
+			return telemetry.OutcomeReleased, nil
 		}
 		r.log.WarnContext(ctx, "job lost while working on it; not committing", "cause", cause)
 		// If the session comes back after all, so does the lock: give it up.
 		claim.Release(commitCtx)
-		return telemetry.OutcomeFenced
+		return telemetry.OutcomeFenced, nil
 	}
 	var err error
 	var result telemetry.Outcome
@@ -480,7 +502,14 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) te
 		if out.kind == kindNext {
 			ch.To = r.cfg.To
 		}
-		err = claim.Commit(commitCtx, ch)
+		if out.kind == kindNext && !r.isDraining() && r.then.takesHandOver() {
+			var kept bool
+			if kept, err = r.then.consumer.TakeOver(commitCtx, claim, ch); kept {
+				next = r.then
+			}
+		} else {
+			err = claim.Commit(commitCtx, ch)
+		}
 		result = telemetry.OutcomeAdvanced
 		if ch.To == queue.Failed {
 			result = telemetry.OutcomeFailed
@@ -491,14 +520,14 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) te
 	}
 	switch {
 	case err == nil:
-		return result
+		return result, next
 	case errors.Is(err, queue.ErrFenced):
 		r.log.WarnContext(ctx, "commit refused: the job was lost", "error", err)
-		return telemetry.OutcomeFenced
+		return telemetry.OutcomeFenced, nil
 	default:
 		r.log.ErrorContext(ctx, "commit failed; releasing the job", "error", err)
 		claim.Release(commitCtx)
-		return telemetry.OutcomeReleased
+		return telemetry.OutcomeReleased, nil
 	}
 }
 

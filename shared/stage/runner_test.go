@@ -119,6 +119,88 @@ func TestInOrderStageHandsJobsOverInQueueOrder(t *testing.T) {
 	}
 }
 
+func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
+	tests := []struct {
+		name        string
+		pauseSecond bool
+		statusReads int64 // per job: one claim, or one per stage
+	}{
+		{name: "the next stage takes the job straight from the first", statusReads: 1},
+		{name: "a paused next stage leaves the job in its state", pauseSecond: true, statusReads: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := queuetest.Connect(t, zktest.Root(t))
+			const n = 6
+			jids := queuetest.SpawnN(t, c, jobs(n), queue.Pending)
+			var mu sync.Mutex
+			seen := map[string][]queue.JobState{}
+			record := func(cl *queue.Claim) {
+				mu.Lock()
+				seen[cl.ID()] = append(seen[cl.ID()], cl.State())
+				mu.Unlock()
+			}
+			first, err := New(c, Config{Service: "test", Name: "pending", From: queue.Pending, To: queue.Estimating, Concurrency: 2,
+				Handler: func(ctx context.Context, cl *queue.Claim) Outcome { record(cl); return Next(queue.Change{}) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := New(c, Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Concurrency: 2,
+				Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+					record(cl)
+					return Next(queue.Change{SpaceNeeded: ptr(int64(1))})
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Chain(second); err != nil {
+				t.Fatal(err)
+			}
+			if err := second.Chain(first); err == nil {
+				t.Error("a runner taking Estimating jobs accepted to hand Provisioning jobs to one taking Pending")
+			}
+			if tt.pauseSecond {
+				second.Pause()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer func() { cancel(); <-first.Done(); <-second.Done() }()
+			go first.Run(ctx)
+			go second.Run(ctx)
+			want := queue.Provisioning
+			if tt.pauseSecond {
+				want = queue.Estimating
+			}
+			queuetest.Eventually(t, "every job in "+queue.JobStateName(want), func() bool {
+				counts, _ := c.JobCounts(context.Background())
+				return counts[want] == n
+			})
+			reads := int64(0)
+			for _, r := range c.Requests() {
+				if r.Op == "get" && r.Node == "jobs/*/status" {
+					reads += r.Count
+				}
+			}
+			if reads != tt.statusReads*n {
+				t.Errorf("%d reads of job statuses for %d jobs; want %d: a job handed on is not claimed again", reads, n, tt.statusReads*n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, jid := range jids {
+				wantSeen := []queue.JobState{queue.Pending, queue.Estimating}
+				if tt.pauseSecond {
+					wantSeen = wantSeen[:1]
+				}
+				if !slices.Equal(seen[jid], wantSeen) {
+					t.Errorf("%s handled in %v, want %v", jid, seen[jid], wantSeen)
+				}
+				if j, err := c.GetJob(context.Background(), jid); err != nil || j.GetLocked() {
+					t.Errorf("%s: %v, locked %v; want it free", jid, err, j.GetLocked())
+				}
+			}
+		})
+	}
+}
+
 func TestPausedReplicaTakesNothingUntilResumed(t *testing.T) {
 	root := zktest.Root(t)
 	c := queuetest.Connect(t, root)
@@ -268,6 +350,61 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 			}
 			// The runner carries on with the next job.
 			queuetest.Eventually(t, "second job handled", func() bool { s := queuetest.Status(t, c, jids[1]).GetStatus(); return s != tt.from })
+		})
+	}
+}
+
+func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
+	tests := []struct {
+		name     string
+		outcome  func(lock *queue.ObjectLock) Outcome
+		want     queue.JobState
+		inCommit bool // released by the commit's own multi, not a request of its own
+	}{
+		{name: "a step that goes on releases the lock in its commit",
+			outcome: func(l *queue.ObjectLock) Outcome { return Next(queue.Change{Unlock: []*queue.ObjectLock{l}}) },
+			want:    queue.Provisioning, inCommit: true},
+		{name: "a step that gives the job back releases the lock after it",
+			outcome: func(l *queue.ObjectLock) Outcome {
+				return Wait(time.Hour, queue.Change{Unlock: []*queue.ObjectLock{l}}) // Estimating cannot stay: released
+			},
+			want: queue.Estimating},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := queuetest.Connect(t, zktest.Root(t))
+			jid := queuetest.SpawnN(t, c, jobs(1), queue.Estimating)[0]
+			handled := make(chan struct{})
+			startRunner(t, c, Config{Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+				defer close(handled)
+				l, err := c.LockStorage(ctx, "ark:/99999/fk4lock")
+				if err != nil {
+					t.Error(err)
+					return Release()
+				}
+				return tt.outcome(l)
+			}})
+			<-handled
+			queuetest.Eventually(t, "lock released", func() bool {
+				storage, _, err := c.ObjectLocks(context.Background())
+				j, jerr := c.GetJob(context.Background(), jid)
+				return err == nil && jerr == nil && len(storage) == 0 && !j.GetLocked()
+			})
+			if got := queuetest.Status(t, c, jid).GetStatus(); got != tt.want {
+				t.Errorf("job in %s, want %s", queue.JobStateName(got), queue.JobStateName(tt.want))
+			}
+			own := int64(0)
+			for _, r := range c.Requests() {
+				if r.Op == "delete" && r.Node == "locks/storage/*" {
+					own += r.Count
+				}
+			}
+			if tt.inCommit && own != 0 {
+				t.Errorf("%d deletes of the lock of their own; want it released inside the commit", own)
+			}
+			if !tt.inCommit && own != 1 {
+				t.Errorf("%d deletes of the lock; want 1 after the job was given back", own)
+			}
 		})
 	}
 }

@@ -67,9 +67,10 @@ func drainAll(ctx context.Context, runners []*Runner) int {
 	return total
 }
 
-// Start runs a replica's stage runners inside a service: it registers one
-// StageService for all of them, a drain hook (SIGTERM drains the runners
-// before the server stops), the queue-depth gauge, and starts the runners.
+// Start runs a replica's stage runners inside a service: it chains runners
+// of consecutive states (Runner.Chain), registers one StageService for all
+// of them, a drain hook (SIGTERM drains the runners before the server
+// stops), the queue-depth gauge, and starts the runners.
 // Logger, Tracer, Metrics, Service, Version and Concurrency default to the
 // service's own.
 func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, error) {
@@ -99,6 +100,17 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 			return nil, err
 		}
 		runners = append(runners, r)
+	}
+	// A job one runner moves on goes straight to the runner of the next
+	// state, when this replica runs both (the estimator's two stages).
+	for _, r := range runners {
+		for _, next := range runners {
+			if next != r && next.cfg.From == r.cfg.To {
+				if err := r.Chain(next); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	v1.RegisterStageServiceServer(env.Server, stageService{runners: runners})
 	if metrics != nil {

@@ -109,23 +109,21 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 	if err != nil {
 		return stage.Outcome{}, fmt.Errorf("taking the storage lock of %s: %w", ark, err)
 	}
-	// The commit releases the lock once the job has moved on (Change.Unlock);
-	// this is for the ways out without a commit.
-	defer func() {
-		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := lock.Unlock(unlockCtx); err != nil {
-			p.logger().WarnContext(ctx, "releasing the storage lock", "ark", ark, "error", err)
-		}
-	}()
 	mode := "add"
 	if conf.GetSubmissionMode() == v1.SubmissionMode_SUBMISSION_MODE_UPDATE {
 		mode = "update"
 	}
 	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: store.FileURL(manifest)})
 	if err != nil {
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if uerr := lock.Unlock(unlockCtx); uerr != nil {
+			p.logger().WarnContext(ctx, "releasing the storage lock", "ark", ark, "error", uerr)
+		}
 		return stage.Outcome{}, failf("%v", err)
 	}
+	// The job's commit releases the lock once the job has moved on (the
+	// runner releases it after a commit that did not happen).
 	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "files", len(entries), "manifest_url", v.ManifestURL)
 	return stage.Next(queue.Change{
 		Message:   fmt.Sprintf("stored %s version %d (%d files)", ark, v.Number, len(entries)),

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/ingestq/ingestq/services/processor/internal/digest"
 	"github.com/ingestq/ingestq/shared/checkm"
@@ -26,10 +27,13 @@ import (
 //	<Root>/ark_99999_fk4…/v1/version.json     which job stored it, and how
 //	<Root>/ark_99999_fk4…/v1/manifest.checkm  written last: the version is complete
 //
-// Every file is written under a temporary name, synced and renamed into
-// place, and its folder synced, before the version manifest is written the
-// same way: a crash leaves either a complete version or a folder without a
-// manifest, which the next Store of the object removes.
+// A file on the store's file system (the working storage usually is) is
+// stored as a hard link, read-only: no copy, no new inode; any other is
+// copied. Either way it is checked against the storage manifest's size and
+// digest. Everything of a version is made durable (see syncWritten) before
+// its manifest is renamed into place, and the manifest after: a crash
+// leaves either a complete version or a folder without a manifest, which
+// the next Store of the object removes.
 type Local struct {
 	Root string
 }
@@ -80,15 +84,22 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 		return Version{}, fmt.Errorf("creating version %d: %w", number, err)
 	}
 	stored := make([]checkm.Entry, 0, len(entries))
-	dirs := map[string]bool{} // folders below vdir; vdir is synced with version.json
+	// What syncWritten makes durable where it syncs one by one: files,
+	// then folders deepest first, the version folder and the object's last.
+	var files []string
+	dirs := map[string]bool{}
 	for _, e := range entries {
 		dst := filepath.Join(vdir, filepath.FromSlash(e.FileName))
-		if err := copyFile(ctx, e, dst); err != nil {
-			return Version{}, err
-		}
 		for d := filepath.Dir(dst); d != vdir; d = filepath.Dir(d) {
 			dirs[d] = true
 		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return Version{}, fmt.Errorf("%s: %w", e.FileName, err)
+		}
+		if err := storeFile(ctx, e, dst); err != nil {
+			return Version{}, err
+		}
+		files = append(files, dst)
 		e.FileURL = FileURL(dst)
 		e.Line = 0
 		stored = append(stored, e)
@@ -97,28 +108,34 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 	if err != nil {
 		return Version{}, err
 	}
-	if err := writeAtomic(filepath.Join(vdir, versionInfo), func(w io.Writer) error {
-		_, err := w.Write(info)
-		return err
-	}); err != nil {
-		return Version{}, err
+	// Written in place: until its manifest exists the version is not one.
+	if err := os.WriteFile(filepath.Join(vdir, versionInfo), info, 0o644); err != nil {
+		return Version{}, fmt.Errorf("writing %s: %w", versionInfo, err)
 	}
-	// Deepest first, so each folder is synced after what it holds.
+	files = append(files, filepath.Join(vdir, versionInfo))
 	ordered := make([]string, 0, len(dirs))
 	for d := range dirs {
 		ordered = append(ordered, d)
 	}
 	sort.Slice(ordered, func(i, j int) bool { return len(ordered[i]) > len(ordered[j]) })
-	for _, d := range ordered {
-		if err := syncDir(d); err != nil {
-			return Version{}, err
-		}
-	}
+	// The manifest is written under a temporary name with the rest, made
+	// durable with it, and renamed into place: that rename completes the
+	// version.
 	manifest := filepath.Join(vdir, VersionManifest)
-	if err := WriteManifest(manifest, stored); err != nil {
+	tmp, err := writeTemp(manifest, func(w io.Writer) error {
+		return checkm.Write(w, checkm.ProfileObject, ManifestFields(), stored)
+	})
+	if err != nil {
 		return Version{}, err
 	}
-	if err := syncDir(objDir); err != nil {
+	files = append(files, tmp)
+	if err := syncWritten(objDir, append(append(files, ordered...), vdir, objDir)); err != nil {
+		return Version{}, err
+	}
+	if err := os.Rename(tmp, manifest); err != nil {
+		return Version{}, fmt.Errorf("writing %s: %w", manifest, err)
+	}
+	if err := syncWritten(objDir, []string{vdir}); err != nil {
 		return Version{}, err
 	}
 	return Version{Number: number, ManifestURL: FileURL(manifest)}, nil
@@ -213,9 +230,10 @@ func localPath(raw string) (string, error) {
 	return filepath.FromSlash(u.Path), nil
 }
 
-// copyFile copies one file of the storage manifest to dst, checking its
-// size and digest on the way: what is stored is what the manifest says.
-func copyFile(ctx context.Context, e checkm.Entry, dst string) error {
+// storeFile puts one file of the storage manifest at dst: a read-only
+// hard link to it when both lie on one file system, a copy otherwise. What
+// is stored is checked against the manifest's size and digest.
+func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
 	src, err := localPath(e.FileURL)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.FileName, err)
@@ -225,31 +243,57 @@ func copyFile(ctx context.Context, e checkm.Entry, dst string) error {
 		return fmt.Errorf("%s: %w", e.FileName, err)
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("%s: %w", e.FileName, err)
-	}
-	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("%s: %w", e.FileName, err)
-	}
-	defer os.Remove(out.Name()) // fails harmlessly once renamed
-	n, sums, err := digest.Copy(ctx, out, in, e.HashAlgorithm)
+	var n int64
+	var sums map[string]string
+	err = os.Link(src, dst)
 	if err == nil {
-		err = out.Sync()
+		// Read-only, so that nothing writing to the working copy (one
+		// inode with the stored file) can change the stored version; a
+		// file this process may not make read-only is copied instead.
+		if err = in.Chmod(0o444); err != nil {
+			if rerr := os.Remove(dst); rerr != nil {
+				return fmt.Errorf("%s: %w", e.FileName, rerr)
+			}
+			err = syscall.EPERM
+		}
 	}
+	switch {
+	case err == nil:
+		if n, sums, err = digest.Copy(ctx, io.Discard, in, e.HashAlgorithm); err != nil {
+			return fmt.Errorf("reading %s: %w", e.FileName, err)
+		}
+	case linkRefused(err):
+		if n, sums, err = copyFile(ctx, in, dst, e.HashAlgorithm); err != nil {
+			return fmt.Errorf("copying %s: %w", e.FileName, err)
+		}
+	default:
+		return fmt.Errorf("%s: %w", e.FileName, err)
+	}
+	switch {
+	case n != e.FileSize:
+		return fmt.Errorf("%s: stored %d bytes, the storage manifest says %d", e.FileName, n, e.FileSize)
+	case sums[e.HashAlgorithm] != e.HashValue:
+		return fmt.Errorf("%s: %s of the stored file is %s, the storage manifest says %s", e.FileName, e.HashAlgorithm, sums[e.HashAlgorithm], e.HashValue)
+	}
+	return nil
+}
+
+// linkRefused reports a hard link the file systems cannot make (another
+// file system, one without links, too many links), as opposed to a failure.
+func linkRefused(err error) bool {
+	return errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EMLINK) ||
+		errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP)
+}
+
+// copyFile copies in to dst, a new file, and digests what it copies.
+func copyFile(ctx context.Context, in io.Reader, dst, alg string) (int64, map[string]string, error) {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, sums, err := digest.Copy(ctx, out, in, alg)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	switch {
-	case err != nil:
-		return fmt.Errorf("copying %s: %w", e.FileName, err)
-	case n != e.FileSize:
-		return fmt.Errorf("%s: copied %d bytes, the storage manifest says %d", e.FileName, n, e.FileSize)
-	case sums[e.HashAlgorithm] != e.HashValue:
-		return fmt.Errorf("%s: %s of the copy is %s, the storage manifest says %s", e.FileName, e.HashAlgorithm, sums[e.HashAlgorithm], e.HashValue)
-	}
-	if err := os.Rename(out.Name(), dst); err != nil {
-		return fmt.Errorf("%s: %w", e.FileName, err)
-	}
-	return nil
+	return n, sums, err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ingestq/ingestq/shared/checkm"
@@ -165,11 +166,11 @@ func TestLocalFailuresNameTheCauseAndLeaveNoCompleteVersion(t *testing.T) {
 		{"a source changed after the manifest was made", func(t *testing.T, _, manifestURL string) {
 			p, _ := localPath(manifestURL)
 			os.WriteFile(filepath.Join(filepath.Dir(p), "producer", "a.txt"), []byte("TAMPERED"), 0o644)
-		}, "producer/a.txt: copied 8 bytes, the storage manifest says 5"},
+		}, "producer/a.txt: stored 8 bytes, the storage manifest says 5"},
 		{"a source with the same size but other bytes", func(t *testing.T, _, manifestURL string) {
 			p, _ := localPath(manifestURL)
 			os.WriteFile(filepath.Join(filepath.Dir(p), "producer", "a.txt"), []byte("FIRST"), 0o644)
-		}, "producer/a.txt: sha256 of the copy is"},
+		}, "producer/a.txt: sha256 of the stored file is"},
 		{"a source gone", func(t *testing.T, _, manifestURL string) {
 			p, _ := localPath(manifestURL)
 			os.Remove(filepath.Join(filepath.Dir(p), "producer", "a.txt"))
@@ -197,4 +198,78 @@ func TestLocalRefusesARKsThatCannotNameAFolder(t *testing.T) {
 			t.Errorf("ARK %q: %v", ark, err)
 		}
 	}
+}
+
+func TestLocalLinksFilesOfItsFileSystemReadOnlyAndCopiesOthers(t *testing.T) {
+	tests := []struct {
+		name   string
+		stage  func(t *testing.T) string // a folder to stage the files in
+		linked bool
+	}{
+		{name: "working storage on the store's file system: linked", stage: func(t *testing.T) string { return t.TempDir() }, linked: true},
+		{name: "working storage on another file system: copied", stage: func(t *testing.T) string {
+			dir, err := os.MkdirTemp("/dev/shm", "store-test-")
+			if err != nil {
+				t.Skipf("no second file system to stage on: %v", err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			src := filepath.Join(tt.stage(t), "a.txt")
+			if err := os.WriteFile(src, []byte("content"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.linked && sameDevice(t, src, root) {
+				t.Skip("the second file system is the store's")
+			}
+			sum := sha256.Sum256([]byte("content"))
+			m := filepath.Join(filepath.Dir(src), "m.checkm")
+			if err := WriteManifest(m, []checkm.Entry{{FileURL: FileURL(src), HashAlgorithm: "sha256",
+				HashValue: hex.EncodeToString(sum[:]), FileSize: 7, FileName: "producer/a.txt"}}); err != nil {
+				t.Fatal(err)
+			}
+			v, err := Local{Root: root}.Store(context.Background(), Request{ARK: "ark:/99999/fk4l", JobID: "jid0000000001", Mode: "add", ManifestURL: FileURL(m)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := filepath.Join(root, "ark_99999_fk4l", "v1", "producer", "a.txt")
+			si, err := os.Stat(stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wi, err := os.Stat(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := os.SameFile(si, wi); got != tt.linked {
+				t.Errorf("stored file is the working file: %v, want %v", got, tt.linked)
+			}
+			if si.Mode().Perm() != 0o444 {
+				t.Errorf("stored file mode %v, want read-only", si.Mode().Perm())
+			}
+			if data, _ := os.ReadFile(stored); string(data) != "content" {
+				t.Errorf("stored %q", data)
+			}
+			if got := readVersion(t, v).Entries; len(got) != 1 || got[0].FileURL != FileURL(stored) {
+				t.Errorf("version manifest lists %v", got)
+			}
+		})
+	}
+}
+
+func sameDevice(t *testing.T, a, b string) bool {
+	t.Helper()
+	ai, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, err := os.Stat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ai.Sys().(*syscall.Stat_t).Dev == bi.Sys().(*syscall.Stat_t).Dev
 }

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -49,51 +50,41 @@ func FileURL(path string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
 }
 
-// WriteManifest writes a manifest file atomically (see writeAtomic), so a
-// reader never sees half a manifest.
+// WriteManifest writes a manifest file under a temporary name and renames
+// it into place, so a reader never sees half a manifest. It is not made
+// durable: the storage manifest is remade when a crashed job runs again.
 func WriteManifest(path string, entries []checkm.Entry) error {
-	return writeAtomic(path, func(w io.Writer) error {
+	tmp, err := writeTemp(path, func(w io.Writer) error {
 		return checkm.Write(w, checkm.ProfileObject, ManifestFields(), entries)
 	})
-}
-
-// writeAtomic writes a file under a temporary name in its folder, syncs it,
-// renames it over path and syncs the folder.
-func writeAtomic(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
 	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	defer os.Remove(f.Name()) // fails harmlessly once renamed
-	err = write(f)
+	return nil
+}
+
+// writeTemp writes a new file beside path, under a temporary name that it
+// returns, for the caller to rename over path.
+func writeTemp(path string, write func(io.Writer) error) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	bw := bufio.NewWriter(f)
+	err = write(bw)
 	if err == nil {
-		err = f.Sync()
+		err = bw.Flush()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		os.Remove(f.Name())
+		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
-	return nil
-}
-
-// syncDir makes a folder's entries (a rename, a new file) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
+	return f.Name(), nil
 }

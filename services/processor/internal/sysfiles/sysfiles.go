@@ -99,7 +99,9 @@ func nonEmpty(s string) []string {
 }
 
 // Write writes both system files into dir (created if missing), replacing
-// what a previous attempt of the same job wrote.
+// what a previous attempt of the same job wrote. Each is a new file renamed
+// into place, never an old one rewritten: the old one may be a stored
+// version's file too (the object store links files it stores).
 func Write(dir string, o Object) error {
 	dc, err := DublinCore(o)
 	if err != nil {
@@ -109,9 +111,30 @@ func Write(dir string, o Object) error {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
 	for name, data := range map[string][]byte{ERCName: ERC(o), DublinCoreName: dc} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		if err := replaceFile(filepath.Join(dir, name), data); err != nil {
 			return fmt.Errorf("writing system file: %w", err)
 		}
 	}
 	return nil
+}
+
+func replaceFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

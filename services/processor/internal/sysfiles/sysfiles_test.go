@@ -108,6 +108,34 @@ func TestWriteReplacesAnEarlierAttempt(t *testing.T) {
 	}
 }
 
+// The object store links the files it stores: an earlier attempt's system
+// file may be a stored version's too, read-only, and must stay as it is.
+func TestWriteLeavesAFileStoredFromAnEarlierAttemptAsItWas(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "system")
+	old := Object{ARK: "ark:/99999/fk4old"}
+	if err := Write(dir, old); err != nil {
+		t.Fatal(err)
+	}
+	stored := filepath.Join(base, "stored-erc.txt")
+	if err := os.Link(filepath.Join(dir, ERCName), stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(stored, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	o := Object{ARK: "ark:/99999/fk4new"}
+	if err := Write(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	if erc, _ := os.ReadFile(stored); string(erc) != string(ERC(old)) {
+		t.Errorf("the stored file changed to\n%s", erc)
+	}
+	if erc, _ := os.ReadFile(filepath.Join(dir, ERCName)); string(erc) != string(ERC(o)) {
+		t.Errorf("%s holds\n%s", ERCName, erc)
+	}
+}
+
 func TestWriteReportsAFileInTheWay(t *testing.T) {
 	dir := t.TempDir()
 	blocker := filepath.Join(dir, "system")
