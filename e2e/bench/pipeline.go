@@ -25,17 +25,17 @@ import (
 
 // PipelineOptions configure the end-to-end measurement.
 type PipelineOptions struct {
-	Servers     []string // ZooKeeper
-	Dir         string   // run directory
-	BinDir      string   // built service binaries
-	Jobs        int      // single-file jobs in the batch
+	Servers []string // ZooKeeper
+	Dir     string   // run directory
+	BinDir  string   // built service binaries
+	Jobs    int      // single-file jobs in the batch
 	// Warmup jobs go through the pipeline, in a batch of their own, before
 	// the measured one: the figure is the running system's, not that of
 	// ZooKeeper's JIT compiler warming up to the stages' requests.
-	Warmup int
-	FileBytes   int      // size of each job's file
-	Concurrency int      // INGESTQ_CONCURRENCY of every service
-	GoMaxProcs  int      // GOMAXPROCS of every service (0: Go's default)
+	Warmup      int
+	FileBytes   int // size of each job's file
+	Concurrency int // INGESTQ_CONCURRENCY of every service
+	GoMaxProcs  int // GOMAXPROCS of every service (0: Go's default)
 	// Profiles, if set, is where a CPU profile of every service, taken
 	// while the jobs flow, is written (<service>.pprof).
 	Profiles string
@@ -53,7 +53,7 @@ type PipelineResult struct {
 	// ServerRequestsPerJob is what the server received per measured job
 	// (its own packet count; 0 with more than one server).
 	ServerRequestsPerJob float64
-	Stack   *stack.Stack // still running: the caller stops it
+	Stack                *stack.Stack // still running: the caller stops it
 }
 
 // Pipeline runs the seven services as processes against servers, submits
