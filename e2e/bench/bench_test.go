@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -250,7 +251,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		profiles := filepath.Join(dir, fmt.Sprint("profiles", i))
+		// INGESTQ_BENCH_PROFILE_DIR keeps the services' CPU profiles.
+		profiles := filepath.Join(cmp.Or(os.Getenv("INGESTQ_BENCH_PROFILE_DIR"), dir), fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
 			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: envInt("INGESTQ_BENCH_GOMAXPROCS", 0), Profiles: profiles,
 			Timeline: timelineOut()})
@@ -263,6 +265,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(pr.JobsPerSecond, "jobs/s")
 		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/9), "ratio")
 		b.ReportMetric(pr.ServerRequestsPerJob, "requests/job")
+		b.ReportMetric(float64(pr.CPUPerJob)/1e6, "cpu-ms/job")
 		fmt.Print(pr.Profile)
 		fmt.Print(ProfileTop(ctx, profiles, bin, 12))
 	}

@@ -53,6 +53,10 @@ type PipelineResult struct {
 	// ServerRequestsPerJob is what the server received per measured job
 	// (its own packet count; 0 with more than one server).
 	ServerRequestsPerJob float64
+	// CPUPerJob is the machine's busy CPU time (every process: ZooKeeper,
+	// the services, the depositor's server) over the measured batch, per
+	// job; 0 where /proc/stat cannot be read.
+	CPUPerJob time.Duration
 	Stack                *stack.Stack // still running: the caller stops it
 }
 
@@ -108,6 +112,10 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		if err := waitCompleted(ctx, batches, bid, o.Warmup, s.LogDir); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
+		// Its report is written before the measured batch starts.
+		if err := waitReported(ctx, batches, bid); err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
 	}
 	before, err := ScrapeServices(ctx, s)
 	if err != nil {
@@ -119,6 +127,7 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 			return res, err
 		}
 	}
+	cpuBefore, cpuErr := machineBusy()
 	start := time.Now()
 	bid, err := submit(ctx, batches, dep.URL+"/batch.checkm")
 	if err != nil {
@@ -140,6 +149,9 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	res.Elapsed = time.Since(start)
 	res.JobsPerSecond = float64(o.Jobs) / res.Elapsed.Seconds()
+	if cpuAfter, err := machineBusy(); err == nil && cpuErr == nil {
+		res.CPUPerJob = (cpuAfter - cpuBefore) / time.Duration(o.Jobs)
+	}
 	if len(o.Servers) == 1 {
 		serverAfter, err := Requests(o.Servers[0])
 		if err != nil {
@@ -182,6 +194,24 @@ func waitCompleted(ctx context.Context, batches v1.BatchServiceClient, bid strin
 		}
 		if c.GetFailed() > 0 || st.GetBatch().GetStatus().GetStatus() == queue.BatchFailed {
 			return fmt.Errorf("batch %s failed: %v (logs in %s)", bid, st.GetBatch().GetStatus(), logs)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitReported waits until batch bid is Completed: its report is done.
+func waitReported(ctx context.Context, batches v1.BatchServiceClient, bid string) error {
+	for {
+		st, err := batches.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}})
+		if err != nil {
+			return err
+		}
+		if st.GetBatch().GetStatus().GetStatus() == queue.BatchCompleted {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -320,6 +350,32 @@ func writeDeposit(dir, name string, n, size int) error {
 	}
 	batch.WriteString("#%eof\n")
 	return os.WriteFile(filepath.Join(dir, name+".checkm"), []byte(batch.String()), 0o644)
+}
+
+// machineBusy is the CPU time the machine has spent busy since it booted
+// (/proc/stat: every CPU's time but idle and iowait).
+func machineBusy() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 8 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy int64
+	for i, f := range fields[1:8] { // user nice system idle iowait irq softirq
+		if i == 3 || i == 4 {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / 100, nil // USER_HZ
 }
 
 // ResidentMB is a process's peak resident memory so far (VmHWM), in MB.

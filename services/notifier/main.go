@@ -69,7 +69,7 @@ func main() {
 				Name:    "notifying",
 				From:    queue.Notify,
 				To:      queue.Completed,
-				Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid,
+				Parts:   notify.Parts,
 				Handler: n.Handle,
 			})
 			return err

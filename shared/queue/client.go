@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -114,6 +116,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	conn, events, err := zk.Connect(opts.Servers, opts.SessionTimeout,
 		zk.WithLogger(zkLogger{opts.Logger}),
 		zk.WithMaxBufferSize(opts.MaxResponseBytes),
+		zk.WithDialer(dialBuffered),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to ZooKeeper %v: %w", opts.Servers, err)
@@ -154,6 +157,24 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	return c, nil
 }
+
+// dialBuffered connects to a server with reads buffered: go-zookeeper reads
+// each response with two reads (its length, then the rest); through a
+// buffer, the responses that arrived together cost one system call.
+func dialBuffered(network, address string, timeout time.Duration) (net.Conn, error) {
+	conn, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}, nil
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // aboveRoot lists the root prefix's ancestors, outermost first.
 func (p paths) aboveRoot() []string {

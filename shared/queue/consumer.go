@@ -282,24 +282,13 @@ func (co *Consumer) TakeOver(ctx context.Context, cl *Claim, ch Change) (bool, e
 	}
 	cl.givenBack = co.giveBack
 	co.hold(cl)
-	var missing []string
-	for _, n := range co.opts.Parts.nodes() {
-		if !cl.known(n) {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 {
-		present, corrupt, err := co.c.readJobData(ctx, cl.Job, missing)
-		if err != nil {
+	if err := cl.Load(ctx, co.opts.Parts); err != nil {
+		if !errors.Is(err, ErrCorrupt) {
 			// The job is in this state now; whoever takes it next reads it.
 			return false, cl.Release(ctx)
 		}
-		for _, n := range missing {
-			cl.loaded[n] = true
-			cl.present[n] = present[n]
-		}
 		if cl.LoadErr == nil {
-			cl.LoadErr = corrupt
+			cl.LoadErr = err
 		}
 	}
 	return true, nil

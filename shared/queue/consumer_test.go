@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -655,4 +656,36 @@ func TestInOrderTurnsFollowPicksAndAFailedPickPassesItsTurn(t *testing.T) {
 		t.Errorf("the third job's turn after the second's: %v", err)
 	}
 	co.PassTurn(third)
+}
+
+func TestClaimLoadReadsOnlyWhatItHasNotReadOrWritten(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	spawn(t, c, 1, DefaultPriority)
+	cl, err := c.NewConsumer(Pending, ConsumerOptions{Parts: PartConfiguration}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Update(ctx, Change{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4load"}}); err != nil {
+		t.Fatal(err)
+	}
+	reads := func() int64 {
+		n := int64(0)
+		for _, r := range c.Requests() {
+			if r.Op == "get" && strings.HasPrefix(r.Node, "jobs/*/") {
+				n += r.Count
+			}
+		}
+		return n
+	}
+	before := reads()
+	if err := cl.Load(ctx, PartConfiguration|PartIdentifiers|PartSpaceNeeded); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads() - before; n != 1 {
+		t.Errorf("%d reads; want 1 (space_needed: the configuration was read, the identifiers written)", n)
+	}
+	if cl.Job.GetIdentifiers().GetPrimaryId() != "ark:/99999/fk4load" || cl.Job.GetConfiguration() == nil {
+		t.Errorf("job after Load: %v", cl.Job)
+	}
 }

@@ -390,6 +390,30 @@ func (cl *Claim) watchLock() {
 	}
 }
 
+// Load reads the data nodes of parts the claim has neither read nor
+// written (a stage that needs some only for some jobs leaves them out of
+// its consumer's Parts). An unreadable node is an error wrapping ErrCorrupt.
+func (cl *Claim) Load(ctx context.Context, parts Parts) error {
+	var missing []string
+	for _, n := range parts.nodes() {
+		if !cl.known(n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	present, corrupt, err := cl.c.readJobData(ctx, cl.Job, missing)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", cl.ID(), err)
+	}
+	for _, n := range missing {
+		cl.loaded[n] = true
+		cl.present[n] = present[n]
+	}
+	return corrupt
+}
+
 // LoadManifest reads the job's file list (nil if the job has none), once:
 // a file list the claim read or wrote already is not read again.
 func (cl *Claim) LoadManifest(ctx context.Context) (*v1.Manifest, error) {

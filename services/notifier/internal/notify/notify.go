@@ -5,6 +5,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -14,6 +15,13 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
 )
+
+// Parts are the job's data nodes read with each claim: the batch (its
+// commit moves the job's batch reference) and the configuration.
+const Parts = queue.PartConfiguration | queue.PartBid
+
+// CallbackParts are read too when the job's profile has a callback.
+const CallbackParts = queue.PartIdentifiers | queue.PartInventory
 
 // Notifier handles jobs in Notify.
 type Notifier struct {
@@ -36,6 +44,14 @@ func (n *Notifier) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome
 	}
 	var done []string
 	if u := pr.CallbackURL; u != "" {
+		// Read only for a callback: most profiles have none.
+		if err := claim.Load(ctx, CallbackParts); err != nil {
+			if errors.Is(err, queue.ErrCorrupt) {
+				return stage.Failf("job data unreadable: %v", err)
+			}
+			n.Logger.WarnContext(ctx, "reading the job's identifiers", "error", err)
+			return stage.Release()
+		}
 		result := callback.Result{JobID: claim.ID(), BatchID: job.GetBid(), ARK: job.GetIdentifiers().GetPrimaryId(),
 			LocalIDs: job.GetIdentifiers().GetLocalId(), Status: "completed",
 			Version: int(job.GetInventory().GetVersion()), ManifestURL: job.GetInventory().GetManifestUrl()}
