@@ -57,7 +57,7 @@ type PipelineResult struct {
 	// the services, the depositor's server) over the measured batch, per
 	// job; 0 where /proc/stat cannot be read.
 	CPUPerJob time.Duration
-	Stack                *stack.Stack // still running: the caller stops it
+	Stack     *stack.Stack // still running: the caller stops it
 }
 
 // Pipeline runs the seven services as processes against servers, submits
