@@ -417,6 +417,10 @@ type NewJob struct {
 // maxMultiBytes keeps one multi well under ZooKeeper's 1 MB request limit.
 const maxMultiBytes = 512 << 10
 
+// idsPerMulti is how many job ids one multi allocates (a sequential create
+// is ~30 bytes of request).
+const idsPerMulti = 500
+
 // CreateJobs creates jobs of a Processing batch whose jobs are being
 // spawned. Each job lands in its three places (/jobs/JID, its pending entry,
 // its batch reference) in one atomic operation fenced by this claim, so a
@@ -437,14 +441,27 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, 
 			return nil, err
 		}
 	}
-	// Allocate ids first, pipelined: a crash here leaves empty job nodes that
-	// no reader mistakes for jobs (no status) and that fsck removes.
+	// Allocate ids first, many sequential creates to a multi, several multis
+	// in flight: a crash here leaves empty job nodes that no reader mistakes
+	// for jobs (no status) and that fsck removes.
 	ids := make([]string, len(jobs))
 	const inflight = 64
-	errs := make([]error, len(jobs))
-	eachAtMost(len(jobs), inflight, func(i int) {
-		created, err := bc.c.create(ctx, bc.c.p.jobSeq(), nil, zk.FlagSequence)
-		ids[i], errs[i] = path.Base(created), err
+	chunks := (len(jobs) + idsPerMulti - 1) / idsPerMulti
+	errs := make([]error, chunks)
+	eachAtMost(chunks, inflight, func(ci int) {
+		lo, hi := ci*idsPerMulti, min((ci+1)*idsPerMulti, len(jobs))
+		ops := make([]any, hi-lo)
+		for i := range ops {
+			ops[i] = bc.c.createOp(bc.c.p.jobSeq(), nil, zk.FlagSequence)
+		}
+		res, err := bc.c.multi(ctx, ops...)
+		if err != nil {
+			errs[ci] = err
+			return
+		}
+		for i, r := range res {
+			ids[lo+i] = path.Base(r.String)
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("allocating job ids for batch %s: %w", bc.ID(), err)
