@@ -528,6 +528,18 @@ func (c *Client) create(ctx context.Context, path string, data []byte, flags int
 	return call(ctx, func() (string, error) { return c.conn.Create(path, data, flags, c.acl) })
 }
 
+// createGrouped is create sent as a multi of one operation, so that it
+// goes to the server in one request with the multis of other callers
+// (multiGroup): a write request costs the server a proposal and a log
+// append however many operations it holds.
+func (c *Client) createGrouped(ctx context.Context, path string, data []byte, flags int32) (string, error) {
+	res, err := c.multi(ctx, c.createOp(path, data, flags))
+	if err != nil {
+		return "", err
+	}
+	return res[0].String, nil
+}
+
 // ensure creates path if it is missing (idempotent, so retried). It looks
 // first: creating an existing node still needs the right to create, which a
 // read-only client does not have.

@@ -175,11 +175,11 @@ func (c *Client) BindLocalID(ctx context.Context, owner, localID, ark string) (s
 	if err := c.ensureOnce(ctx, folder); err != nil {
 		return "", err
 	}
-	_, err := c.create(ctx, c.p.binding(owner, localID), []byte(ark), 0)
+	_, err := c.createGrouped(ctx, c.p.binding(owner, localID), []byte(ark), 0)
 	if errors.Is(err, zk.ErrNoNode) {
 		// Removed since this client made sure of it.
 		if err = c.ensure(ctx, folder); err == nil {
-			_, err = c.create(ctx, c.p.binding(owner, localID), []byte(ark), 0)
+			_, err = c.createGrouped(ctx, c.p.binding(owner, localID), []byte(ark), 0)
 		}
 	}
 	if errors.Is(err, zk.ErrNodeExists) {

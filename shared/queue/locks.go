@@ -151,7 +151,7 @@ func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, er
 	if err != nil {
 		return nil, fmt.Errorf("locking object %s: %w", ark, err)
 	}
-	_, err = c.create(ctx, p, nil, zk.FlagEphemeral)
+	_, err = c.createGrouped(ctx, p, nil, zk.FlagEphemeral)
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil, fmt.Errorf("object %s: %w", ark, ErrLocked)
 	}
