@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/downloader/internal/download"
 	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -40,6 +42,9 @@ type Downloader struct {
 	Concurrency int
 	Unpack      unpack.Limits
 	Logger      *slog.Logger
+	// Durable makes a job's downloaded files durable before the job moves
+	// on, sharing the sync with the jobs finishing at the same moment.
+	Durable durable.Syncer
 }
 
 // Validate checks the settings.
@@ -198,6 +203,23 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 	if err := context.Cause(ctx); err != nil {
 		return 0, "", err
 	}
+	// The files were renamed into place unsynced: a crash before this
+	// leaves the job in Downloading, and its next attempt checks (and
+	// keeps or fetches again) every file.
+	wd := root.Name()
+	paths := make([]string, 0, len(files)+2)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		p := filepath.Join(wd, producerDir, filepath.FromSlash(f.GetName()))
+		paths = append(paths, p)
+		for d := filepath.Dir(p); d != wd; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	paths = append(paths, deepestFirst(dirs)...)
+	if err := d.Durable.Sync(ctx, d.WorkRoot, append(paths, wd)); err != nil {
+		return 0, "", fmt.Errorf("making the files durable: %w", err)
+	}
 	var total int64
 	reused := 0
 	for _, r := range results {
@@ -211,6 +233,16 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 		msg += fmt.Sprintf(" (%d already complete from an earlier attempt)", reused)
 	}
 	return total, msg, nil
+}
+
+// deepestFirst lists folders so that each comes before its parent.
+func deepestFirst(dirs map[string]bool) []string {
+	out := make([]string, 0, len(dirs))
+	for d := range dirs {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
 }
 
 // container fetches the job's one archive and unpacks it into producer/;

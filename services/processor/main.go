@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/services/processor/internal/process"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -119,6 +120,6 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	default:
 		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
 	}
-	return &process.Processor{Queue: q, Minter: minter, Storage: store.Local{Root: *s.storeRoot},
+	return &process.Processor{Queue: q, Minter: minter, Storage: store.Local{Root: *s.storeRoot, Durable: &durable.Syncer{}},
 		Profiles: profiles, WorkRoot: *s.workRoot}, nil
 }

@@ -55,7 +55,11 @@ func New(p Policy) *Client {
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConns:          100,
-		ForceAttemptHTTP2:     true,
+		// A deposit's files mostly come from one host, fetched many at a
+		// time: with Go's default of 2 idle connections per host, all
+		// but two were closed after each file and dialled again.
+		MaxIdleConnsPerHost: 64,
+		ForceAttemptHTTP2:   true,
 	}
 	c.http = &http.Client{Transport: transport, CheckRedirect: c.checkRedirect}
 	return c

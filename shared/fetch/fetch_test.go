@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -652,6 +653,37 @@ func TestPostRedirectedElsewhereLeavesItsCredentialsBehind(t *testing.T) {
 		resp.Body.Close()
 		if got := <-auths; got != tc.want {
 			t.Errorf("POST %s arrived as %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestManyFetchesFromOneHostReuseTheirConnections(t *testing.T) {
+	var dials atomic.Int64
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("file"))
+	}))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	s.Start()
+	defer s.Close()
+	c := fetch.New(fetch.Policy{})
+	const concurrent = 16
+	for round := range 3 {
+		var wg sync.WaitGroup
+		for range concurrent {
+			wg.Go(func() {
+				if _, err := c.Fetch(t.Context(), s.URL, 100); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := dials.Load(); n > concurrent {
+			t.Fatalf("after round %d of %d fetches at once: %d connections made; want at most %d, kept for the next round",
+				round+1, concurrent, n, concurrent)
 		}
 	}
 }

@@ -243,8 +243,15 @@ func (fe *Fetcher) once(ctx context.Context, root *os.Root, dst string, f File) 
 			return 0, &DigestError{Algorithm: f.HashAlgorithm, Expected: f.HashValue, Got: got}
 		}
 	}
-	if err := tmp.Sync(); err != nil {
-		return 0, &localError{err}
+	// A file with a digest is not synced here: the caller makes a job's
+	// files durable at once, and after a crash a later attempt checks the
+	// file against its digest before keeping it. Without a digest nothing
+	// could tell a file the crash cut short: it is synced before it is
+	// renamed into place.
+	if f.HashAlgorithm == "" {
+		if err := tmp.Sync(); err != nil {
+			return 0, &localError{err}
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return 0, &localError{err}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ingestq/ingestq/services/processor/internal/digest"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/queue"
 )
 
@@ -30,12 +31,15 @@ import (
 // A file on the store's file system (the working storage usually is) is
 // stored as a hard link, read-only: no copy, no new inode; any other is
 // copied. Either way it is checked against the storage manifest's size and
-// digest. Everything of a version is made durable (see syncWritten) before
+// digest. Everything of a version is made durable (package durable) before
 // its manifest is renamed into place, and the manifest after: a crash
 // leaves either a complete version or a folder without a manifest, which
 // the next Store of the object removes.
 type Local struct {
 	Root string
+	// Durable syncs the versions stored at the same moment together (nil:
+	// each on its own).
+	Durable *durable.Syncer
 }
 
 // Names inside a version folder.
@@ -84,8 +88,8 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 		return Version{}, fmt.Errorf("creating version %d: %w", number, err)
 	}
 	stored := make([]checkm.Entry, 0, len(entries))
-	// What syncWritten makes durable where it syncs one by one: files,
-	// then folders deepest first, the version folder and the object's last.
+	// What is synced where paths are synced one by one: files, then
+	// folders deepest first, the version folder and the object's last.
 	var files []string
 	dirs := map[string]bool{}
 	for _, e := range entries {
@@ -129,13 +133,17 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 		return Version{}, err
 	}
 	files = append(files, tmp)
-	if err := syncWritten(objDir, append(append(files, ordered...), vdir, objDir)); err != nil {
+	syncer := s.Durable
+	if syncer == nil {
+		syncer = &durable.Syncer{}
+	}
+	if err := syncer.Sync(ctx, s.Root, append(append(files, ordered...), vdir, objDir)); err != nil {
 		return Version{}, err
 	}
 	if err := os.Rename(tmp, manifest); err != nil {
 		return Version{}, fmt.Errorf("writing %s: %w", manifest, err)
 	}
-	if err := syncWritten(objDir, []string{vdir}); err != nil {
+	if err := syncer.Sync(ctx, s.Root, []string{vdir}); err != nil {
 		return Version{}, err
 	}
 	return Version{Number: number, ManifestURL: FileURL(manifest)}, nil
