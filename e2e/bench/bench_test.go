@@ -25,8 +25,11 @@ import (
 // pipeline, prints each figure, and ends with one machine-readable BENCH
 // line. Knobs: INGESTQ_BENCH_PER_STATE (consumers per state in the
 // lifecycle, default 32), INGESTQ_BENCH_E2E_JOBS (default 2000),
+// INGESTQ_BENCH_E2E_WARMUP (jobs sent through first, default 1000),
 // INGESTQ_BENCH_CONCURRENCY (per service in the end-to-end run, default 16),
-// INGESTQ_ZKLIMIT_DIR (the shared zklimit tool, run against the same server).
+// INGESTQ_BENCH_TIMELINE=1 (jobs per state every second of the end-to-end
+// run), INGESTQ_ZKLIMIT_DIR (the shared zklimit tool, run against the same
+// server).
 func BenchmarkPipeline(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
@@ -120,25 +123,43 @@ func BenchmarkPipeline(b *testing.B) {
 		bin := filepath.Join(dir, "bin")
 		must(stack.Build(ctx, filepath.Join("..", ".."), bin))
 		jobs := envInt("INGESTQ_BENCH_E2E_JOBS", 2000)
-		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, "e2e"), BinDir: bin,
-			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16)})
+		e2e := func(name string, gomaxprocs int) (*PipelineResult, error) {
+			return Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, name), BinDir: bin,
+				Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024,
+				Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: gomaxprocs, Timeline: timelineOut()})
+		}
+		// Seven Go processes and ZooKeeper share two cores: each service
+		// runs with GOMAXPROCS=1 (as in a pod given one CPU), which spares
+		// the runtime's hand-offs between its two Ps. Go's default is
+		// measured too, its stack stopped before the other starts.
+		prDefault, err := e2e("e2e-default", 0)
+		if prDefault != nil && prDefault.Stack != nil {
+			prDefault.Stack.StopServices(context.WithoutCancel(ctx))
+		}
+		must(err)
+		pr, err := e2e("e2e", 1)
 		if pr != nil && pr.Stack != nil {
 			defer pr.Stack.StopServices(context.WithoutCancel(ctx))
 		}
 		must(err)
 		e2eRatio := pr.JobsPerSecond / ceiling
-		fmt.Printf("e2e:       %.0f jobs/s (%d single-file jobs of 1 KB, seven services as processes) = %.2f of the ceiling\n",
-			pr.JobsPerSecond, jobs, e2eRatio)
-		fmt.Printf("           where the time and the ZooKeeper requests per job went:\n%s", pr.Profile)
+		fmt.Printf("e2e:       %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job (%d single-file jobs of 1 KB after %d of warm-up,\n"+
+			"           seven services as processes, GOMAXPROCS=1 each)\n",
+			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), jobs, envInt("INGESTQ_BENCH_E2E_WARMUP", 1000))
+		fmt.Printf("           %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job with Go's default GOMAXPROCS\n",
+			prDefault.JobsPerSecond, prDefault.JobsPerSecond/ceiling, ms(prDefault.CPUPerJob))
+		fmt.Printf("           where the time and the ZooKeeper requests per job went (GOMAXPROCS=1; %.1f requests/job at the server):\n%s",
+			pr.ServerRequestsPerJob, pr.Profile)
 
 		rss, err := stageRSSAt100k(ctx, pr.Stack)
 		must(err)
 		fmt.Printf("memory:    estimator peak RSS %.0f MB while 100,000 jobs wait in Pending\n", rss)
 
 		fmt.Printf("BENCH lifecycle_jobs_per_s=%.0f ceiling_jobs_per_s=%.0f ratio=%.2f create_jobs_per_s=%.0f pickup_p99_ms=%.2f"+
-			" e2e_jobs_per_s=%.0f e2e_ratio=%.2f depth_pickup_ratio=%.2f batch100k_create_s=%.1f rss_mb_at_100k=%.0f cleanup_batches_per_s=%.1f\n",
+			" e2e_jobs_per_s=%.0f e2e_ratio=%.2f e2e_cpu_ms_per_job=%.1f e2e_default_gomaxprocs_jobs_per_s=%.0f"+
+			" depth_pickup_ratio=%.2f batch100k_create_s=%.1f rss_mb_at_100k=%.0f cleanup_batches_per_s=%.1f\n",
 			lifecycle, ceiling, lifecycle/ceiling, create, ms(p99),
-			pr.JobsPerSecond, e2eRatio, depthRatio, batch100k.Seconds(), rss, cleanup)
+			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), prDefault.JobsPerSecond, depthRatio, batch100k.Seconds(), rss, cleanup)
 	}
 }
 
@@ -155,6 +176,15 @@ func stageRSSAt100k(ctx context.Context, s *stack.Stack) (float64, error) {
 	}
 	time.Sleep(20 * time.Second)
 	return ResidentMB(s.Procs("estimator")[0].PID())
+}
+
+// goMaxProcs is the services' GOMAXPROCS in BenchmarkEndToEnd:
+// INGESTQ_BENCH_GOMAXPROCS, default 1; 0 leaves Go's default.
+func goMaxProcs() int {
+	if n, err := strconv.Atoi(os.Getenv("INGESTQ_BENCH_GOMAXPROCS")); err == nil && n >= 0 {
+		return n
+	}
+	return 1
 }
 
 // timelineOut is where the end-to-end run prints its per-state timeline:
@@ -229,8 +259,11 @@ func BenchmarkLifecycle(b *testing.B) {
 }
 
 // BenchmarkEndToEnd is the end-to-end figure of BenchmarkPipeline alone,
-// beside the ceiling, with the server requests each job cost:
-// go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs).
+// beside the ceiling, with the server requests and machine CPU each job
+// cost and a CPU profile of every service:
+// go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs;
+// INGESTQ_BENCH_GOMAXPROCS, default 1, 0 for Go's default;
+// INGESTQ_BENCH_PROFILE_DIR keeps the profiles).
 func BenchmarkEndToEnd(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -259,7 +292,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		// INGESTQ_BENCH_PROFILE_DIR keeps the services' CPU profiles.
 		profiles := filepath.Join(cmp.Or(os.Getenv("INGESTQ_BENCH_PROFILE_DIR"), dir), fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
-			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: envInt("INGESTQ_BENCH_GOMAXPROCS", 0), Profiles: profiles,
+			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: goMaxProcs(), Profiles: profiles,
 			Timeline: timelineOut()})
 		if pr != nil && pr.Stack != nil {
 			pr.Stack.StopServices(context.WithoutCancel(ctx))
