@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -44,9 +46,51 @@ CREATE TABLE IF NOT EXISTS files (
 );
 `
 
-// DB is an open inventory.
+// DB is an open inventory. Versions recorded at the same moment share one
+// transaction, so one commit and one sync of the log (see Record).
 type DB struct {
-	db *sql.DB
+	db    *sql.DB
+	stmts statements
+
+	mu      sync.Mutex
+	waiting []*pending // versions to write in the next transaction
+	writing bool       // a writer goroutine is running
+	commits atomic.Int64
+}
+
+// statements are the queries of Record, prepared once.
+type statements struct {
+	localIDs, upsertObject, versionOfJob, nextVersion, jobOfVersion, insertVersion, insertFile *sql.Stmt
+}
+
+func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
+	for _, q := range []struct {
+		s   **sql.Stmt
+		sql string
+	}{
+		{&st.localIDs, `SELECT local_ids FROM objects WHERE ark = ?`},
+		{&st.upsertObject, `INSERT INTO objects (ark, local_ids, created) VALUES (?, ?, ?)
+			ON CONFLICT (ark) DO UPDATE SET local_ids = excluded.local_ids`},
+		{&st.versionOfJob, `SELECT number FROM versions WHERE ark = ? AND jid = ?`},
+		{&st.nextVersion, `SELECT COALESCE(MAX(number), 0) + 1 FROM versions WHERE ark = ?`},
+		{&st.jobOfVersion, `SELECT jid FROM versions WHERE ark = ? AND number = ?`},
+		{&st.insertVersion, `INSERT INTO versions (ark, number, manifest_url, mode, jid, recorded_at) VALUES (?, ?, ?, ?, ?, ?)`},
+		{&st.insertFile, `INSERT INTO files (ark, version, name, size, digest_alg, digest) VALUES (?, ?, ?, ?, ?, ?)`},
+	} {
+		var err error
+		if *q.s, err = db.PrepareContext(ctx, q.sql); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pending is a version waiting to be written, and what came of it.
+type pending struct {
+	v      Version
+	number int
+	err    error
+	done   chan struct{}
 }
 
 // Open opens (creating if needed) the inventory at path.
@@ -69,7 +113,12 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening inventory %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	d := &DB{db: db}
+	if err := d.stmts.prepare(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening inventory %s: %w", path, err)
+	}
+	return d, nil
 }
 
 // Close closes the database.
@@ -97,28 +146,104 @@ type File struct {
 // ErrConflict: the version number is recorded already for another job.
 var ErrConflict = errors.New("version recorded by another job")
 
-// Record records a version and its files in one transaction. Recording the
-// same job's version again changes nothing and returns its number.
+// Record records a version and its files, atomically, and returns once they
+// are committed. Recording the same job's version again changes nothing and
+// returns its number. Versions recorded while a transaction is being
+// committed go together in the next one, each in a savepoint of its own (a
+// version that fails leaves the others in): with synchronous=FULL every
+// commit syncs the log, and the recorder's leases record at once. ctx ends
+// the wait; the version may be recorded all the same.
 func (d *DB) Record(ctx context.Context, v Version) (int, error) {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("recording %s: %w", v.ARK, err)
+	p := &pending{v: v, done: make(chan struct{})}
+	d.mu.Lock()
+	d.waiting = append(d.waiting, p)
+	start := !d.writing
+	d.writing = true
+	d.mu.Unlock()
+	if start {
+		go d.write()
 	}
-	defer tx.Rollback()
-	n, err := record(ctx, tx, v)
-	if err != nil {
-		return 0, fmt.Errorf("recording %s: %w", v.ARK, err)
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return 0, fmt.Errorf("recording %s: %w", v.ARK, p.err)
+		}
+		return p.number, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("recording %s: %w", v.ARK, context.Cause(ctx))
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("recording %s: %w", v.ARK, err)
-	}
-	return n, nil
 }
 
-func record(ctx context.Context, tx *sql.Tx, v Version) (int, error) {
+// maxPerTransaction bounds the versions one transaction writes.
+const maxPerTransaction = 64
+
+// write writes what waits, a transaction at a time, until nothing does.
+func (d *DB) write() {
+	for {
+		d.mu.Lock()
+		batch := d.waiting[:min(len(d.waiting), maxPerTransaction)]
+		d.waiting = d.waiting[len(batch):]
+		if len(batch) == 0 {
+			d.writing = false
+			d.waiting = nil
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+		d.writeBatch(batch)
+		for _, p := range batch {
+			close(p.done)
+		}
+	}
+}
+
+// writeBatch records a batch of versions in one transaction, each in its own
+// savepoint. The versions' own contexts do not cut it short: a caller that
+// stopped waiting may still find its version recorded.
+func (d *DB) writeBatch(batch []*pending) {
+	ctx := context.Background()
+	fail := func(err error) {
+		for _, p := range batch {
+			if p.err == nil {
+				p.err = err
+			}
+		}
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer tx.Rollback()
+	for _, p := range batch {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT version`); err != nil {
+			fail(err)
+			return
+		}
+		p.number, p.err = d.record(ctx, tx, p.v)
+		undo := `RELEASE version`
+		if p.err != nil {
+			undo = `ROLLBACK TO version; RELEASE version`
+		}
+		if _, err := tx.ExecContext(ctx, undo); err != nil {
+			fail(err)
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		for _, p := range batch {
+			p.err = err // nothing of it was written
+		}
+		return
+	}
+	d.commits.Add(1)
+}
+
+func (d *DB) record(ctx context.Context, tx *sql.Tx, v Version) (int, error) {
+	st := func(s *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, s) }
 	now := time.Now().UTC().Format(time.RFC3339)
 	var raw string
-	err := tx.QueryRowContext(ctx, `SELECT local_ids FROM objects WHERE ark = ?`, v.ARK).Scan(&raw)
+	err := st(d.stmts.localIDs).QueryRowContext(ctx, v.ARK).Scan(&raw)
 	var ids []string
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -138,13 +263,12 @@ func record(ctx context.Context, tx *sql.Tx, v Version) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO objects (ark, local_ids, created) VALUES (?, ?, ?)
-		ON CONFLICT (ark) DO UPDATE SET local_ids = excluded.local_ids`, v.ARK, string(merged), now); err != nil {
+	if _, err := st(d.stmts.upsertObject).ExecContext(ctx, v.ARK, string(merged), now); err != nil {
 		return 0, err
 	}
 
 	var number int
-	err = tx.QueryRowContext(ctx, `SELECT number FROM versions WHERE ark = ? AND jid = ?`, v.ARK, v.JobID).Scan(&number)
+	err = st(d.stmts.versionOfJob).QueryRowContext(ctx, v.ARK, v.JobID).Scan(&number)
 	switch {
 	case err == nil:
 		return number, nil // this job's version is recorded already
@@ -153,27 +277,23 @@ func record(ctx context.Context, tx *sql.Tx, v Version) (int, error) {
 	}
 	number = v.Number
 	if number == 0 {
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(number), 0) + 1 FROM versions WHERE ark = ?`, v.ARK).Scan(&number); err != nil {
+		if err := st(d.stmts.nextVersion).QueryRowContext(ctx, v.ARK).Scan(&number); err != nil {
 			return 0, err
 		}
 	}
 	var other string
-	err = tx.QueryRowContext(ctx, `SELECT jid FROM versions WHERE ark = ? AND number = ?`, v.ARK, number).Scan(&other)
+	err = st(d.stmts.jobOfVersion).QueryRowContext(ctx, v.ARK, number).Scan(&other)
 	if err == nil {
 		return 0, fmt.Errorf("version %d: %w %s", number, ErrConflict, other)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO versions (ark, number, manifest_url, mode, jid, recorded_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	if _, err := st(d.stmts.insertVersion).ExecContext(ctx,
 		v.ARK, number, v.ManifestURL, v.Mode, v.JobID, now); err != nil {
 		return 0, err
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO files (ark, version, name, size, digest_alg, digest) VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return 0, err
-	}
-	defer stmt.Close()
+	stmt := st(d.stmts.insertFile)
 	for _, f := range v.Files {
 		if _, err := stmt.ExecContext(ctx, v.ARK, number, f.Name, f.Size, f.DigestAlg, f.Digest); err != nil {
 			return 0, fmt.Errorf("file %s: %w", f.Name, err)

@@ -138,3 +138,44 @@ func TestTwoRecordersSharingTheDatabaseRecordAtOnceWithoutBusyErrors(t *testing.
 		t.Errorf("%d version rows, want %d", got, 2*perRecorder)
 	}
 }
+
+func TestVersionsRecordedAtOnceShareTransactionsAndAFailureLeavesTheOthers(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	const ark = "ark:/99999/fk4shared"
+	if _, err := db.Record(ctx, version(ark, "jid0000000001", 1)); err != nil {
+		t.Fatal(err)
+	}
+	before := db.commits.Load()
+	const n = 40
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			v := version(fmt.Sprintf("ark:/99999/fk4s%d", i), fmt.Sprintf("jid1%09d", i), 0,
+				File{Name: "producer/a.txt", Size: 1, DigestAlg: "sha256", Digest: "aa"})
+			if i == n/2 {
+				v = version(ark, "jid0000000099", 1) // version 1 is another job's
+			}
+			_, errs[i] = db.Record(ctx, v)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i == n/2 && !errors.Is(err, ErrConflict):
+			t.Errorf("the conflicting version: %v, want ErrConflict", err)
+		case i != n/2 && err != nil:
+			t.Errorf("version %d: %v", i, err)
+		}
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM versions`); got != n {
+		t.Errorf("%d version rows, want %d (the first, and all but the conflicting one)", got, n)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM files`); got != n-1 {
+		t.Errorf("%d file rows, want %d", got, n-1)
+	}
+	if commits := db.commits.Load() - before; commits >= n/2 {
+		t.Errorf("%d transactions for %d versions recorded at once; want them to share", commits, n)
+	}
+}
