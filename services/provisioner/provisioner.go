@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -46,9 +44,11 @@ func (statfsDisk) Usage(ctx context.Context, dir string) (DiskUsage, error) {
 	return DiskUsage{Total: used + st.Bavail*bs, Used: used}, nil
 }
 
-// QueueReader is what the provisioner reads of the queue: the status of a
-// booked job, and the jobs already downloading. *queue.Client is one.
+// QueueReader is what the provisioner reads of the queue: the jobs
+// downloading, the status of a booked job, and the jobs already downloading
+// with their sizes. *queue.Client is one.
 type QueueReader interface {
+	JobIDsIn(ctx context.Context, state queue.JobState) (map[string]bool, error)
 	JobStatus(ctx context.Context, jid string) (*v1.JobStatus, error)
 	ListJobs(ctx context.Context, f queue.JobFilter) ([]*v1.Job, string, error)
 }
@@ -104,8 +104,17 @@ type Provisioner struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	booked  map[string]int64 // jid → bytes
+	booked  map[string]*booking
 	sweptAt time.Time
+}
+
+// booking is the space of a job let through.
+type booking struct {
+	bytes int64
+	// committed: the job's move to Downloading was committed, so a job
+	// no longer in Downloading has left it. Until then it may be on its way.
+	committed bool
+	at        time.Time
 }
 
 // NewProvisioner returns a provisioner for the working storage at root.
@@ -113,7 +122,7 @@ func NewProvisioner(jobs QueueReader, disk Disk, root string, limits Limits, log
 	if err := limits.Validate(); err != nil {
 		return nil, err
 	}
-	return &Provisioner{jobs: jobs, disk: disk, root: root, limits: limits, log: log, booked: map[string]int64{}}, nil
+	return &Provisioner{jobs: jobs, disk: disk, root: root, limits: limits, log: log, booked: map[string]*booking{}}, nil
 }
 
 // StageConfig is the runner's configuration: Provisioning → Downloading.
@@ -154,8 +163,10 @@ func (p *Provisioner) Seed(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	maps.Copy(p.booked, seeded)
-	p.log.InfoContext(ctx, "bookings seeded from jobs in Downloading", "jobs", len(seeded), "bytes", sum(seeded, ""))
+	for jid, n := range seeded {
+		p.booked[jid] = &booking{bytes: n, committed: true, at: time.Now()}
+	}
+	p.log.InfoContext(ctx, "bookings seeded from jobs in Downloading", "jobs", len(seeded), "bytes", sum(p.booked, ""))
 	return nil
 }
 
@@ -194,9 +205,14 @@ func (p *Provisioner) Handle(ctx context.Context, claim *queue.Claim) stage.Outc
 		p.log.InfoContext(ctx, "job waits for space", "space_needed", need, "reason", d.reason)
 		return stage.Wait(p.limits.Retry, queue.Change{Message: d.reason})
 	}
-	p.booked[jid] = need
+	b := &booking{bytes: need, at: time.Now()}
+	p.booked[jid] = b
 	p.log.InfoContext(ctx, "job let through", "space_needed", need, "booked_total", sum(p.booked, ""))
-	return stage.Next(queue.Change{Message: d.reason})
+	return stage.Next(queue.Change{Message: d.reason}).OnCommitted(func() {
+		p.mu.Lock()
+		b.committed = true
+		p.mu.Unlock()
+	})
 }
 
 // decision is the verdict on one job.
@@ -239,16 +255,36 @@ func (p *Provisioner) decideLocked(ctx context.Context, jid string, need int64) 
 }
 
 // sweepLocked drops the bookings of jobs whose download has ended: they
-// left Downloading for a later state, failed, or are gone. A job still in
-// Provisioning keeps its booking: its move to Downloading may be committing
-// right now (if it was refused instead, deciding it again replaces it).
+// left Downloading for a later state, failed, or are gone. One listing of
+// Downloading tells for the jobs whose move there was committed. A job
+// whose move is not known to be committed keeps its booking while the
+// commit may still be under way; after that its status tells (if it was
+// refused instead, deciding it again replaces the booking).
 func (p *Provisioner) sweepLocked(ctx context.Context) {
 	p.sweptAt = time.Now()
-	jids := slices.Collect(maps.Keys(p.booked))
-	done := make([]bool, len(jids))
+	if len(p.booked) == 0 {
+		return
+	}
+	downloading, err := p.jobs.JobIDsIn(ctx, queue.Downloading)
+	if err != nil {
+		// Unknown: keep the bookings (the safe side) until the next sweep.
+		p.log.WarnContext(ctx, "listing the jobs downloading", "error", err)
+		return
+	}
+	var unsure []string
+	for jid, b := range p.booked {
+		switch {
+		case downloading[jid]:
+		case b.committed:
+			delete(p.booked, jid)
+		case time.Since(b.at) > commitGrace:
+			unsure = append(unsure, jid)
+		}
+	}
+	done := make([]bool, len(unsure))
 	sem := make(chan struct{}, sweepParallel)
 	var wg sync.WaitGroup
-	for i, jid := range jids {
+	for i, jid := range unsure {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -258,7 +294,6 @@ func (p *Provisioner) sweepLocked(ctx context.Context) {
 			case errors.Is(err, queue.ErrNotFound):
 				done[i] = true
 			case err != nil:
-				// Unknown: keep the booking (the safe side) until the next sweep.
 				p.log.WarnContext(ctx, "checking a booked job", "booked_job", jid, "error", err)
 			default:
 				s := st.GetStatus()
@@ -267,20 +302,24 @@ func (p *Provisioner) sweepLocked(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
-	for i, jid := range jids {
+	for i, jid := range unsure {
 		if done[i] {
 			delete(p.booked, jid)
 		}
 	}
 }
 
+// commitGrace is how long a booking's commit may take before the sweep
+// reads its job's status.
+const commitGrace = 2 * sweepEvery
+
 // sum adds the bookings, leaving out one job (its own booking does not
 // count against it when it is decided again).
-func sum(booked map[string]int64, except string) int64 {
+func sum(booked map[string]*booking, except string) int64 {
 	var n int64
 	for jid, b := range booked {
 		if jid != except {
-			n += b
+			n += b.bytes
 		}
 	}
 	return n

@@ -265,3 +265,40 @@ func TestFormatBytesUsesBinaryUnits(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepListsDownloadingInsteadOfReadingEachBookedJob(t *testing.T) {
+	root := zktest.Root(t)
+	q, pq := queuetest.Connect(t, root), queuetest.Connect(t, root)
+	disk := &smallDisk{total: 1000, used: 0}
+	jids := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 100, priority: 5}, jobSpec{spaceNeeded: 100, priority: 5},
+		jobSpec{spaceNeeded: 100, priority: 5})
+	p := startProvisioner(t, pq, disk)
+	for _, jid := range jids {
+		queuetest.WaitState(t, q, jid, queue.Downloading)
+	}
+	// The downloads end; the next decision, a second on, sweeps.
+	for _, jid := range jids {
+		queuetest.Move(t, q, jid, queue.Change{To: queue.Processing})
+	}
+	time.Sleep(sweepEvery)
+	next := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 10, priority: 5})[0]
+	queuetest.WaitState(t, q, next, queue.Downloading)
+	if got := p.Booked(); got != 10 {
+		t.Errorf("booked %d bytes, want the last job's 10: the others' downloads ended", got)
+	}
+	var statusReads, listings int64
+	for _, r := range pq.Requests() {
+		switch {
+		case r.Op == "get" && r.Node == "jobs/*/status":
+			statusReads += r.Count
+		case r.Op == "children" && r.Node == "jobs/states/*":
+			listings += r.Count
+		}
+	}
+	if statusReads != int64(len(jids)+1) {
+		t.Errorf("%d status reads for %d jobs; want one each (its claim): the sweep lists Downloading instead", statusReads, len(jids)+1)
+	}
+	if listings == 0 {
+		t.Error("no listing of a state folder")
+	}
+}

@@ -38,6 +38,22 @@ func (c *Client) JobCounts(ctx context.Context) (map[JobState]int, error) {
 	return out, firstErr
 }
 
+// JobIDsIn returns the ids of the jobs in state (one listing of its folder,
+// whatever the number of jobs; nothing else of them is read).
+func (c *Client) JobIDsIn(ctx context.Context, state JobState) (map[string]bool, error) {
+	names, _, err := c.children(ctx, c.p.jobStateDir(state))
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("listing %s jobs: %w", JobStateName(state), err)
+	}
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		if _, jid, ok := parseEntry(n); ok {
+			out[jid] = true
+		}
+	}
+	return out, nil
+}
+
 // JobFilter selects jobs for ListJobs. With neither State nor Batch set,
 // every job is listed.
 type JobFilter struct {

@@ -32,9 +32,17 @@ type Handler func(ctx context.Context, claim *queue.Claim) Outcome
 
 // Outcome is what a handler decided; build it with Next, To, Fail, Wait or Release.
 type Outcome struct {
-	kind   outcomeKind
-	change queue.Change
-	after  time.Duration
+	kind      outcomeKind
+	change    queue.Change
+	after     time.Duration
+	committed func()
+}
+
+// OnCommitted returns the outcome with f to be called once its change is
+// committed (not after a release, a lost job or a failed commit).
+func (o Outcome) OnCommitted(f func()) Outcome {
+	o.committed = f
+	return o
 }
 
 type outcomeKind int
@@ -484,16 +492,17 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 	}
 	var err error
 	var result telemetry.Outcome
+	wrote := true // the outcome's change, not a release
 	switch out.kind {
 	case kindRelease:
-		err, result = claim.Release(commitCtx), telemetry.OutcomeReleased
+		err, result, wrote = claim.Release(commitCtx), telemetry.OutcomeReleased, false
 	case kindWait:
 		if queue.CanMoveJob(claim.State(), claim.State()) {
 			ch := out.change
 			ch.To = claim.State()
 			err = claim.Commit(commitCtx, ch)
 		} else {
-			err = claim.Release(commitCtx)
+			err, wrote = claim.Release(commitCtx), false
 		}
 		r.consumer.Defer(claim.ID(), time.Now().Add(out.after))
 		result = telemetry.OutcomeRetried
@@ -520,6 +529,9 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 	}
 	switch {
 	case err == nil:
+		if out.committed != nil && wrote {
+			out.committed()
+		}
 		return result, next
 	case errors.Is(err, queue.ErrFenced):
 		r.log.WarnContext(ctx, "commit refused: the job was lost", "error", err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,6 +405,44 @@ func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 			}
 			if !tt.inCommit && own != 1 {
 				t.Errorf("%d deletes of the lock; want 1 after the job was given back", own)
+			}
+		})
+	}
+}
+
+func TestOnCommittedRunsOnlyAfterTheOutcomeWasCommitted(t *testing.T) {
+	tests := []struct {
+		name    string
+		outcome Outcome
+		want    bool
+	}{
+		{"a step that goes on", Next(queue.Change{SpaceNeeded: ptr(int64(1))}), true},
+		{"a failure", Fail("no"), true},
+		{"a release", Release(), false},
+		{"a wait in a state that cannot stay", Wait(time.Hour, queue.Change{}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := queuetest.Connect(t, zktest.Root(t))
+			queuetest.SpawnN(t, c, jobs(1), queue.Estimating)
+			var called atomic.Int64
+			r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+				return tt.outcome.OnCommitted(func() { called.Add(1) })
+			}})
+			// An outcome is counted after its commit and its callback.
+			queuetest.Eventually(t, "outcome counted", func() bool {
+				n := int64(0)
+				for _, v := range r.Status().GetOutcomes() {
+					n += v
+				}
+				return n >= 1
+			})
+			want := int64(0)
+			if tt.want {
+				want = 1
+			}
+			if got := called.Load(); got != want {
+				t.Errorf("callback ran %d times, want %d", got, want)
 			}
 		})
 	}
