@@ -170,6 +170,41 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 	return job, nil
 }
 
+// GetJobParts reads a job's status and the data nodes of parts, all at
+// once (not its lock or manifest): a reader that needs a few fields of many
+// jobs, as a batch report does, reads only those.
+func (c *Client) GetJobParts(ctx context.Context, jid string, parts Parts) (*v1.Job, error) {
+	if !ValidJobID(jid) {
+		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
+	}
+	nodes := parts.nodes()
+	paths := make([]string, 0, len(nodes)+1)
+	paths = append(paths, c.p.jobStatus(jid))
+	for _, n := range nodes {
+		paths = append(paths, c.p.jobNode(jid, n))
+	}
+	read, err := c.getManyStat(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	if read[0].stat == nil {
+		return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
+	}
+	st, err := decodeJobStatus(paths[0], read[0].data)
+	if err != nil {
+		return nil, err
+	}
+	job := &v1.Job{Id: jid, Status: st}
+	datas := make([][]byte, len(nodes))
+	for i, r := range read[1:] {
+		datas[i] = r.data
+	}
+	if _, corrupt := c.decodeJobData(job, nodes, datas); corrupt != nil {
+		return nil, corrupt
+	}
+	return job, nil
+}
+
 // JobStatus reads only a job's status node.
 func (c *Client) JobStatus(ctx context.Context, jid string) (*v1.JobStatus, error) {
 	if !ValidJobID(jid) {

@@ -41,7 +41,8 @@ type Options struct {
 	// NoSync turns off fsync of the transaction log (faster tests; benchmarks
 	// leave it on so the ceiling they report is an honest one).
 	NoSync bool
-	// JVMHeap caps the server's heap (default "512m").
+	// JVMHeap caps the server's heap (default "1g": a job takes ~5 KB of
+	// it, and tests create batches of 58,000 and 100,000 jobs).
 	JVMHeap string
 	// Log receives the servers' lines of output (default: a file in the data dir).
 	Log func(server int, line string)
@@ -110,7 +111,7 @@ func StartEnsemble(ctx context.Context, dir string, n int, opts Options) (*Ensem
 		opts.TickTime = 500 * time.Millisecond
 	}
 	if opts.JVMHeap == "" {
-		opts.JVMHeap = "512m"
+		opts.JVMHeap = "1g"
 	}
 	ports, err := freeport.Loopback(3 * n)
 	if err != nil {

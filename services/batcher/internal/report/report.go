@@ -207,7 +207,7 @@ func section(ctx context.Context, q *queue.Client, jids []string) (Section, erro
 }
 
 func line(ctx context.Context, q *queue.Client, jid string) (Line, error) {
-	j, err := q.GetJob(ctx, jid)
+	j, err := q.GetJobParts(ctx, jid, queue.PartIdentifiers|queue.PartConfiguration)
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
 		return Line{JobID: jid, Message: "deleted while the report was written"}, nil
