@@ -591,8 +591,9 @@ func checkOp(path string, version int32) *zk.CheckVersionRequest {
 	return &zk.CheckVersionRequest{Path: path, Version: version}
 }
 
-// getManyStat reads several nodes at once with their stats, as getMany;
-// a missing node comes back with a nil stat.
+// getManyStat reads several nodes at once, with their stats: go-zookeeper
+// pipelines requests on one connection, so n reads cost about one round
+// trip. A missing node comes back with a nil stat.
 func (c *Client) getManyStat(ctx context.Context, paths []string) ([]dataStat, error) {
 	out := make([]dataStat, len(paths))
 	errs := make([]error, len(paths))
@@ -617,28 +618,16 @@ func (c *Client) getManyStat(ctx context.Context, paths []string) ([]dataStat, e
 	return out, nil
 }
 
-// getMany reads several nodes at once: go-zookeeper pipelines requests on one
-// connection, so n reads cost about one round trip. Missing nodes come back nil.
+// getMany reads several nodes at once (see getManyStat). Missing nodes
+// come back nil.
 func (c *Client) getMany(ctx context.Context, paths []string) ([][]byte, error) {
-	out := make([][]byte, len(paths))
-	errs := make([]error, len(paths))
-	var wg sync.WaitGroup
-	for i, p := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d, _, err := c.get(ctx, p)
-			if errors.Is(err, zk.ErrNoNode) {
-				return
-			}
-			out[i], errs[i] = d, err
-		}()
+	read, err := c.getManyStat(ctx, paths)
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", paths[i], err)
-		}
+	out := make([][]byte, len(read))
+	for i, r := range read {
+		out[i] = r.data
 	}
 	return out, nil
 }

@@ -170,6 +170,26 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 	return job, nil
 }
 
+// readStatusAndData reads a job's status and the given data nodes at once
+// (one round trip); the status comes first in what it returns.
+func (c *Client) readStatusAndData(ctx context.Context, jid string, nodes []string) ([]dataStat, error) {
+	paths := make([]string, 0, len(nodes)+1)
+	paths = append(paths, c.p.jobStatus(jid))
+	for _, n := range nodes {
+		paths = append(paths, c.p.jobNode(jid, n))
+	}
+	return c.getManyStat(ctx, paths)
+}
+
+// datas are the data of read (nil where a node is missing).
+func datas(read []dataStat) [][]byte {
+	out := make([][]byte, len(read))
+	for i, r := range read {
+		out[i] = r.data
+	}
+	return out
+}
+
 // GetJobParts reads a job's status and the data nodes of parts, all at
 // once (not its lock or manifest): a reader that needs a few fields of many
 // jobs, as a batch report does, reads only those.
@@ -178,28 +198,19 @@ func (c *Client) GetJobParts(ctx context.Context, jid string, parts Parts) (*v1.
 		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
 	}
 	nodes := parts.nodes()
-	paths := make([]string, 0, len(nodes)+1)
-	paths = append(paths, c.p.jobStatus(jid))
-	for _, n := range nodes {
-		paths = append(paths, c.p.jobNode(jid, n))
-	}
-	read, err := c.getManyStat(ctx, paths)
+	read, err := c.readStatusAndData(ctx, jid, nodes)
 	if err != nil {
 		return nil, err
 	}
 	if read[0].stat == nil {
 		return nil, fmt.Errorf("job %s: %w", jid, ErrNotFound)
 	}
-	st, err := decodeJobStatus(paths[0], read[0].data)
+	st, err := decodeJobStatus(c.p.jobStatus(jid), read[0].data)
 	if err != nil {
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	datas := make([][]byte, len(nodes))
-	for i, r := range read[1:] {
-		datas[i] = r.data
-	}
-	if _, corrupt := c.decodeJobData(job, nodes, datas); corrupt != nil {
+	if _, corrupt := c.decodeJobData(job, nodes, datas(read[1:])); corrupt != nil {
 		return nil, corrupt
 	}
 	return job, nil
@@ -304,11 +315,6 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e entry, nodes []string, checkLock bool) (*Claim, error) {
 	jid := e.jid
 	statusPath, lockPath := c.p.jobStatus(jid), c.p.jobLock(jid)
-	paths := make([]string, 0, len(nodes)+1)
-	paths = append(paths, statusPath)
-	for _, n := range nodes {
-		paths = append(paths, c.p.jobNode(jid, n))
-	}
 	var (
 		locked   bool
 		existErr error
@@ -321,7 +327,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 			locked, _, existErr = c.exists(ctx, lockPath)
 		}()
 	}
-	read, err := c.getManyStat(ctx, paths)
+	read, err := c.readStatusAndData(ctx, jid, nodes)
 	wg.Wait()
 	switch {
 	case err != nil:
@@ -344,11 +350,9 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 	// Taking the lock rewrites the status unchanged: its version becomes this
 	// claim's fencing token, so a consumer that lost the job cannot commit.
 	ops := []any{c.createOp(lockPath, nil, zk.FlagEphemeral), setOp(statusPath, data, stat.Version)}
-	datas := make([][]byte, len(nodes))
 	for i, r := range read[1:] {
 		if r.stat != nil {
-			datas[i] = r.data
-			ops = append(ops, checkOp(paths[i+1], r.stat.Version))
+			ops = append(ops, checkOp(c.p.jobNode(jid, nodes[i]), r.stat.Version))
 		}
 	}
 	_, err = c.multi(ctx, ops...)
@@ -374,7 +378,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}
 	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
-	present, corrupt := c.decodeJobData(cl.Job, nodes, datas)
+	present, corrupt := c.decodeJobData(cl.Job, nodes, datas(read[1:]))
 	cl.present = present
 	cl.loaded = map[string]bool{}
 	cl.absent = map[string]bool{}
