@@ -129,9 +129,10 @@ func BenchmarkPipeline(b *testing.B) {
 				Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: gomaxprocs, Timeline: timelineOut()})
 		}
 		// Seven Go processes and ZooKeeper share two cores: each service
-		// runs with GOMAXPROCS=1 (as in a pod given one CPU), which spares
-		// the runtime's hand-offs between its two Ps. Go's default is
-		// measured too, its stack stopped before the other starts.
+		// runs with GOMAXPROCS=1, which spares the runtime's hand-offs
+		// between two Ps (Go's own default never goes below 2, even in a
+		// container limited to one CPU: a deployment sets it). Go's
+		// default is measured too, its stack stopped before the other starts.
 		prDefault, err := e2e("e2e-default", 0)
 		if prDefault != nil && prDefault.Stack != nil {
 			prDefault.Stack.StopServices(context.WithoutCancel(ctx))
