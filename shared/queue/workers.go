@@ -33,6 +33,7 @@ type WorkerRegistration struct {
 	path   string
 	mu     sync.Mutex
 	info   *v1.WorkerInfo
+	fill   func(info *v1.WorkerInfo) // brings info up to date (Update)
 	dirty  chan struct{}
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -77,10 +78,13 @@ func validWorkerID(id string) bool {
 	return true
 }
 
-// Update replaces the entry's content (written asynchronously, coalesced).
-func (r *WorkerRegistration) Update(fn func(info *v1.WorkerInfo)) {
+// Update says the entry changed: fill brings it up to date from the
+// caller's state when it is next written (at most once a second) or read,
+// so a replica may call Update for every job it starts or ends. fill runs
+// under the registration's lock and must not call back into it.
+func (r *WorkerRegistration) Update(fill func(info *v1.WorkerInfo)) {
 	r.mu.Lock()
-	fn(r.info)
+	r.fill = fill
 	r.mu.Unlock()
 	r.markDirty()
 }
@@ -89,7 +93,14 @@ func (r *WorkerRegistration) Update(fn func(info *v1.WorkerInfo)) {
 func (r *WorkerRegistration) Info() *v1.WorkerInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.refreshLocked()
 	return proto.Clone(r.info).(*v1.WorkerInfo)
+}
+
+func (r *WorkerRegistration) refreshLocked() {
+	if r.fill != nil {
+		r.fill(r.info)
+	}
 }
 
 func (r *WorkerRegistration) markDirty() {
@@ -124,6 +135,7 @@ func (r *WorkerRegistration) loop(ctx context.Context) {
 // write stores the entry, creating it if the session that held it ended.
 func (r *WorkerRegistration) write(ctx context.Context) error {
 	r.mu.Lock()
+	r.refreshLocked()
 	r.info.Heartbeat = timestamppb.Now()
 	data, err := protojson.Marshal(r.info)
 	r.mu.Unlock()
