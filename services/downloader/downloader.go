@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -207,8 +208,8 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 	// leaves the job in Downloading, and its next attempt checks (and
 	// keeps or fetches again) every file.
 	wd := root.Name()
-	paths := make([]string, 0, len(files)+2)
-	dirs := map[string]bool{}
+	paths := make([]string, 0, len(files))
+	dirs := map[string]bool{wd: true}
 	for _, f := range files {
 		p := filepath.Join(wd, producerDir, filepath.FromSlash(f.GetName()))
 		paths = append(paths, p)
@@ -216,8 +217,7 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 			dirs[d] = true
 		}
 	}
-	paths = append(paths, deepestFirst(dirs)...)
-	if err := d.Durable.Sync(ctx, d.WorkRoot, append(paths, wd)); err != nil {
+	if err := d.Durable.Sync(ctx, d.WorkRoot, paths, slices.Collect(maps.Keys(dirs))); err != nil {
 		return 0, "", fmt.Errorf("making the files durable: %w", err)
 	}
 	var total int64
@@ -233,16 +233,6 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 		msg += fmt.Sprintf(" (%d already complete from an earlier attempt)", reused)
 	}
 	return total, msg, nil
-}
-
-// deepestFirst lists folders so that each comes before its parent.
-func deepestFirst(dirs map[string]bool) []string {
-	out := make([]string, 0, len(dirs))
-	for d := range dirs {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return out
 }
 
 // container fetches the job's one archive and unpacks it into producer/;

@@ -9,6 +9,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -35,13 +38,14 @@ type round struct {
 }
 
 // Sync returns once everything written under root before the call (files,
-// folders, renames, links) is durable. paths are what the caller wrote, in
-// the order they must be synced where the system syncs one path at a time
-// (files, then folders deepest first); on Linux they are not needed. ctx
-// ends the wait, not a sync under way.
-func (s *Syncer) Sync(ctx context.Context, root string, paths []string) error {
+// folders, renames, links) is durable. files and dirs are what the caller
+// wrote (a folder counts when an entry was added to it or removed), for
+// systems that sync one path at a time: files first, then folders, deepest
+// first. On Linux they are not needed. ctx ends the wait, not a sync under
+// way.
+func (s *Syncer) Sync(ctx context.Context, root string, files, dirs []string) error {
 	if !groupable {
-		return syncPaths(paths)
+		return syncPaths(append(slices.Clone(files), deepestFirst(dirs)...))
 	}
 	s.mu.Lock()
 	if s.groups == nil {
@@ -86,6 +90,15 @@ func (s *Syncer) run(root string, g *group, r *round) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// deepestFirst orders folders so that each comes before its parent.
+func deepestFirst(dirs []string) []string {
+	out := slices.Clone(dirs)
+	slices.SortStableFunc(out, func(a, b string) int {
+		return strings.Count(b, string(filepath.Separator)) - strings.Count(a, string(filepath.Separator))
+	})
+	return out
 }
 
 // syncPaths fsyncs each path in turn.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,10 +18,10 @@ func TestSyncMakesWhatWasWrittenDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s Syncer
-	if err := s.Sync(context.Background(), dir, []string{p, dir}); err != nil {
+	if err := s.Sync(context.Background(), dir, []string{p}, []string{dir}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sync(context.Background(), filepath.Join(dir, "missing"), []string{filepath.Join(dir, "missing")}); err == nil {
+	if err := s.Sync(context.Background(), filepath.Join(dir, "missing"), nil, []string{filepath.Join(dir, "missing")}); err == nil {
 		t.Error("syncing a folder that does not exist succeeded")
 	}
 }
@@ -52,14 +53,14 @@ func TestCallersArrivingDuringASyncShareTheNextOne(t *testing.T) {
 		s := &Syncer{syncFS: g.sync}
 		ctx := context.Background()
 		first := make(chan error, 1)
-		go func() { first <- s.Sync(ctx, "/root", nil) }()
+		go func() { first <- s.Sync(ctx, "/root", nil, nil) }()
 		<-g.started // round 1 is under way
 		const late = 20
 		var returned atomic.Int64
 		var wg sync.WaitGroup
 		for range late {
 			wg.Go(func() {
-				if err := s.Sync(ctx, "/root", nil); err != nil {
+				if err := s.Sync(ctx, "/root", nil, nil); err != nil {
 					t.Error(err)
 				}
 				returned.Add(1)
@@ -92,11 +93,19 @@ func TestAWaitEndsWithItsContext(t *testing.T) {
 	s := &Syncer{syncFS: g.sync}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Sync(ctx, "/root", nil) }()
+	go func() { done <- s.Sync(ctx, "/root", nil, nil) }()
 	<-g.started
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("Sync returned no error after its context ended mid-sync")
 	}
 	close(g.release)
+}
+
+func TestFoldersAreSyncedDeepestFirst(t *testing.T) {
+	got := deepestFirst([]string{"/s/o", "/s/o/v1/producer/sub", "/s/o/v1", "/s/o/v1/system", "/s/o/v1/producer"})
+	want := []string{"/s/o/v1/producer/sub", "/s/o/v1/system", "/s/o/v1/producer", "/s/o/v1", "/s/o"}
+	if !slices.Equal(got, want) {
+		t.Errorf("deepestFirst = %v, want %v", got, want)
+	}
 }

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,10 +89,9 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 		return Version{}, fmt.Errorf("creating version %d: %w", number, err)
 	}
 	stored := make([]checkm.Entry, 0, len(entries))
-	// What is synced where paths are synced one by one: files, then
-	// folders deepest first, the version folder and the object's last.
+	// What is synced where paths are synced one by one (package durable).
 	var files []string
-	dirs := map[string]bool{}
+	dirs := map[string]bool{vdir: true, objDir: true}
 	for _, e := range entries {
 		dst := filepath.Join(vdir, filepath.FromSlash(e.FileName))
 		for d := filepath.Dir(dst); d != vdir; d = filepath.Dir(d) {
@@ -117,11 +117,6 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 		return Version{}, fmt.Errorf("writing %s: %w", versionInfo, err)
 	}
 	files = append(files, filepath.Join(vdir, versionInfo))
-	ordered := make([]string, 0, len(dirs))
-	for d := range dirs {
-		ordered = append(ordered, d)
-	}
-	sort.Slice(ordered, func(i, j int) bool { return len(ordered[i]) > len(ordered[j]) })
 	// The manifest is written under a temporary name with the rest, made
 	// durable with it, and renamed into place: that rename completes the
 	// version.
@@ -137,13 +132,13 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 	if syncer == nil {
 		syncer = &durable.Syncer{}
 	}
-	if err := syncer.Sync(ctx, s.Root, append(append(files, ordered...), vdir, objDir)); err != nil {
+	if err := syncer.Sync(ctx, s.Root, files, slices.Collect(maps.Keys(dirs))); err != nil {
 		return Version{}, err
 	}
 	if err := os.Rename(tmp, manifest); err != nil {
 		return Version{}, fmt.Errorf("writing %s: %w", manifest, err)
 	}
-	if err := syncer.Sync(ctx, s.Root, []string{vdir}); err != nil {
+	if err := syncer.Sync(ctx, s.Root, nil, []string{vdir}); err != nil {
 		return Version{}, err
 	}
 	return Version{Number: number, ManifestURL: FileURL(manifest)}, nil
