@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -148,15 +147,7 @@ func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
 			cut := false
 			c.group.send = func(ops []any) ([]zk.MultiResponse, error) {
 				// The write that records the minted id in the job.
-				minting := slices.ContainsFunc(ops, func(op any) bool {
-					switch op := op.(type) {
-					case *zk.SetDataRequest:
-						return op.Path == c.p.jobNode(cl.ID(), nodeIdentifiers)
-					case *zk.CreateRequest:
-						return op.Path == c.p.jobNode(cl.ID(), nodeIdentifiers)
-					}
-					return false
-				})
+				minting := writes(ops, c.p.jobNode(cl.ID(), nodeIdentifiers))
 				if !minting || cut {
 					return send(ops)
 				}
@@ -209,10 +200,7 @@ func TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept(t *testing.T) {
 	send := c.group.send
 	cut := false
 	c.group.send = func(ops []any) ([]zk.MultiResponse, error) {
-		claiming := slices.ContainsFunc(ops, func(op any) bool {
-			create, ok := op.(*zk.CreateRequest)
-			return ok && create.Path == c.p.jobLock(jids[0])
-		})
+		claiming := writes(ops, c.p.jobLock(jids[0]))
 		if !claiming || cut {
 			return send(ops)
 		}
@@ -251,10 +239,7 @@ func TestClaimTakesTheDataAsItIsWhenTheLockIsTaken(t *testing.T) {
 	send := c.group.send
 	changed := false
 	c.group.send = func(ops []any) ([]zk.MultiResponse, error) {
-		claiming := slices.ContainsFunc(ops, func(op any) bool {
-			create, ok := op.(*zk.CreateRequest)
-			return ok && create.Path == c.p.jobLock(jids[0])
-		})
+		claiming := writes(ops, c.p.jobLock(jids[0]))
 		if claiming && !changed {
 			changed = true
 			if _, err := other.conn.Set(c.p.jobNode(jids[0], nodeSpaceNeeded), encodeInt(4096), -1); err != nil {

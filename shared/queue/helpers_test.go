@@ -167,3 +167,16 @@ func step(t testing.TB, c *Client, jid string, ch Change) {
 		t.Fatalf("commit %s → %s: %v", jid, JobStateName(ch.To), err)
 	}
 }
+
+// writes reports whether ops create or set the node at path.
+func writes(ops []any, path string) bool {
+	return slices.ContainsFunc(ops, func(op any) bool {
+		switch op := op.(type) {
+		case *zk.CreateRequest:
+			return op.Path == path
+		case *zk.SetDataRequest:
+			return op.Path == path
+		}
+		return false
+	})
+}
