@@ -60,13 +60,17 @@ func BenchmarkPipeline(b *testing.B) {
 		// first heavy run pays for (the lifecycle measured first came out
 		// at half its figure measured after).
 		perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
-		cpu0, _ := srv.CPUTime()
+		serverCPU := func() time.Duration {
+			d, _ := ProcessCPU(srv.PID())
+			return d
+		}
+		cpu0 := serverCPU()
 		ceilingTx, ceilingN, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
 		must(err)
-		cpu1, _ := srv.CPUTime()
+		cpu1 := serverCPU()
 		lifecycle, err := Lifecycle(ctx, servers, 2000, perState, false)
 		must(err)
-		cpu2, _ := srv.CPUTime()
+		cpu2 := serverCPU()
 		ungrouped, err := Lifecycle(ctx, servers, 2000, perState, true)
 		must(err)
 		ceiling := ceilingTx / 9
@@ -126,7 +130,8 @@ func BenchmarkPipeline(b *testing.B) {
 		e2e := func(name string, gomaxprocs int) (*PipelineResult, error) {
 			return Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, name), BinDir: bin,
 				Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024,
-				Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: gomaxprocs, Timeline: timelineOut()})
+				Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: gomaxprocs, ServerPIDs: []int{srv.PID()},
+				Timeline: timelineOut()})
 		}
 		// Seven Go processes and ZooKeeper share two cores: each service
 		// runs with GOMAXPROCS=1, which spares the runtime's hand-offs
@@ -147,6 +152,7 @@ func BenchmarkPipeline(b *testing.B) {
 		fmt.Printf("e2e:       %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job (%d single-file jobs of 1 KB after %d of warm-up,\n"+
 			"           seven services as processes, GOMAXPROCS=1 each)\n",
 			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), jobs, envInt("INGESTQ_BENCH_E2E_WARMUP", 1000))
+		fmt.Printf("           CPU ms per job by process: %s\n", pr.CPUByProcess)
 		fmt.Printf("           %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job with Go's default GOMAXPROCS\n",
 			prDefault.JobsPerSecond, prDefault.JobsPerSecond/ceiling, ms(prDefault.CPUPerJob))
 		fmt.Printf("           where the time and the ZooKeeper requests per job went (GOMAXPROCS=1; %.1f requests/job at the server):\n%s",
@@ -196,8 +202,6 @@ func timelineOut() io.Writer {
 	}
 	return os.Stdout
 }
-
-func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
@@ -294,7 +298,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		profiles := filepath.Join(cmp.Or(os.Getenv("INGESTQ_BENCH_PROFILE_DIR"), dir), fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
 			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", 16), GoMaxProcs: goMaxProcs(), Profiles: profiles,
-			Timeline: timelineOut()})
+			ServerPIDs: []int{srv.PID()}, Timeline: timelineOut()})
 		if pr != nil && pr.Stack != nil {
 			pr.Stack.StopServices(context.WithoutCancel(ctx))
 		}
@@ -305,6 +309,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/9), "ratio")
 		b.ReportMetric(pr.ServerRequestsPerJob, "requests/job")
 		b.ReportMetric(float64(pr.CPUPerJob)/1e6, "cpu-ms/job")
+		fmt.Printf("  CPU ms per job by process: %s\n", pr.CPUByProcess)
 		fmt.Print(pr.Profile)
 		fmt.Print(ProfileTop(ctx, profiles, bin, 12))
 	}

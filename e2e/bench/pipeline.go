@@ -39,6 +39,9 @@ type PipelineOptions struct {
 	// Profiles, if set, is where a CPU profile of every service, taken
 	// while the jobs flow, is written (<service>.pprof).
 	Profiles string
+	// ServerPIDs are the ZooKeeper servers' processes, whose CPU time is
+	// shown beside the services' (none: it counts as "other").
+	ServerPIDs []int
 	// Timeline, if set, receives the jobs waiting in each state once a
 	// second while the batch runs: where the pipeline queues up.
 	Timeline io.Writer
@@ -57,7 +60,10 @@ type PipelineResult struct {
 	// the services, the depositor's server) over the measured batch, per
 	// job; 0 where /proc/stat cannot be read.
 	CPUPerJob time.Duration
-	Stack     *stack.Stack // still running: the caller stops it
+	// CPUByProcess is that CPU time split by who spent it: ZooKeeper, each
+	// service, the benchmark (the depositor's web server) and the rest.
+	CPUByProcess string
+	Stack        *stack.Stack // still running: the caller stops it
 }
 
 // Pipeline runs the seven services as processes against servers, submits
@@ -127,7 +133,16 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 			return res, err
 		}
 	}
-	cpuBefore, cpuErr := machineBusy()
+	meter := cpuMeter{groups: map[string][]int{"bench": {os.Getpid()}}}
+	if len(o.ServerPIDs) > 0 {
+		meter.groups["zookeeper"] = o.ServerPIDs
+	}
+	for _, service := range stack.Services {
+		for _, p := range s.Procs(service) {
+			meter.groups[service] = append(meter.groups[service], p.PID())
+		}
+	}
+	cpuBefore, cpuErr := meter.read()
 	start := time.Now()
 	bid, err := submit(ctx, batches, dep.URL+"/batch.checkm")
 	if err != nil {
@@ -149,8 +164,9 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	res.Elapsed = time.Since(start)
 	res.JobsPerSecond = float64(o.Jobs) / res.Elapsed.Seconds()
-	if cpuAfter, err := machineBusy(); err == nil && cpuErr == nil {
-		res.CPUPerJob = (cpuAfter - cpuBefore) / time.Duration(o.Jobs)
+	if cpuAfter, err := meter.read(); err == nil && cpuErr == nil {
+		split := splitCPU(cpuBefore, cpuAfter, o.Jobs)
+		res.CPUPerJob, res.CPUByProcess = split.Machine, split.String()
 	}
 	if len(o.Servers) == 1 {
 		serverAfter, err := Requests(o.Servers[0])
@@ -350,32 +366,6 @@ func writeDeposit(dir, name string, n, size int) error {
 	}
 	batch.WriteString("#%eof\n")
 	return os.WriteFile(filepath.Join(dir, name+".checkm"), []byte(batch.String()), 0o644)
-}
-
-// machineBusy is the CPU time the machine has spent busy since it booted
-// (/proc/stat: every CPU's time but idle and iowait).
-func machineBusy() (time.Duration, error) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, err
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	fields := strings.Fields(line)
-	if len(fields) < 8 || fields[0] != "cpu" {
-		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
-	}
-	var busy int64
-	for i, f := range fields[1:8] { // user nice system idle iowait irq softirq
-		if i == 3 || i == 4 {
-			continue
-		}
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/stat: %w", err)
-		}
-		busy += n
-	}
-	return time.Duration(busy) * time.Second / 100, nil // USER_HZ
 }
 
 // ResidentMB is a process's peak resident memory so far (VmHWM), in MB.

@@ -350,6 +350,11 @@ func (co *Consumer) relistAfter() time.Duration {
 	return max(200*time.Millisecond, 10*co.listCost)
 }
 
+// relistGap is the least time between two listings a watch brings about:
+// it adds at most that to a job's pick-up, and spares a busy pipeline a
+// listing (and a wake-up of every waiting caller) per job.
+const relistGap = 5 * time.Millisecond
+
 func (co *Consumer) relistLocked(ctx context.Context) error {
 	start := time.Now()
 	// The lock is held across the listing so concurrent Next calls wait for
@@ -369,11 +374,19 @@ func (co *Consumer) relistLocked(ctx context.Context) error {
 			co.snapshot = append(co.snapshot, e)
 		}
 	}
-	wake := co.wake
+	wake, listedAt := co.wake, co.listedAt
 	go func() {
 		select {
 		case <-ev:
 		case <-co.c.life.Done():
+		}
+		// Jobs arriving one after another are found by one listing, not
+		// one each: the next listing waits out relistGap from this one.
+		if wait := relistGap - time.Since(listedAt); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-co.c.life.Done():
+			}
 		}
 		co.mu.Lock()
 		co.dirty = true
