@@ -77,7 +77,8 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 	perService := map[string]float64{}
 	for k, n := range after {
 		d := (n - before[k]) / float64(jobs)
-		if d <= 0 || strings.HasPrefix(k.Op, "multi.") {
+		// "multi.set", "multiread.get": operations inside a request, not requests.
+		if d <= 0 || strings.Contains(k.Op, ".") {
 			continue
 		}
 		rows = append(rows, row{k, d})

@@ -289,7 +289,7 @@ func TestSweepListsDownloadingInsteadOfReadingEachBookedJob(t *testing.T) {
 	var statusReads, listings int64
 	for _, r := range pq.Requests() {
 		switch {
-		case r.Op == "get" && r.Node == "jobs/*/status":
+		case r.ReadsNode() && r.Node == "jobs/*/status":
 			statusReads += r.Count
 		case r.Op == "children" && r.Node == "jobs/states/*":
 			listings += r.Count

@@ -25,8 +25,10 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Logger receives the client's own logs (default slog.Default()).
 	Logger *slog.Logger
-	// MaxResponseBytes bounds one response from the server. Listing a state
-	// folder of 100,000 jobs needs ~2 MB; the default is 16 MiB.
+	// MaxResponseBytes bounds one response from the server (the client's
+	// buffer grows to the largest it has received). Listing a state folder
+	// of 100,000 jobs needs ~2 MB; a grouped multiRead may answer up to
+	// MaxResponseBytes/1 MiB nodes of up to 1 MiB each. The default is 64 MiB.
 	MaxResponseBytes int
 	// Auth, when set, is added to the session as a "digest" credential
 	// ("user:password") and every node this client creates gets an ACL that
@@ -61,6 +63,10 @@ type Client struct {
 	pause pauseState
 	holds holdState
 	group *multiGroup
+	// reads groups concurrent reads into multiReads; nil when the server
+	// does not support them (ZooKeeper before 3.6): nodes are read one by one.
+	reads            *readGroup
+	maxResponseBytes int
 	// ensured are folders this client created or found, which the queue
 	// never removes (counters, local-id owners): looked up once.
 	ensured sync.Map
@@ -94,7 +100,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.MaxResponseBytes <= 0 {
-		opts.MaxResponseBytes = 16 << 20
+		opts.MaxResponseBytes = 64 << 20
 	}
 	c := &Client{
 		p:              p,
@@ -123,8 +129,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.conn = &countingConn{Conn: conn, stats: &requestStats{root: p.root, n: map[requestKey]int64{}}}
 	c.group = newMultiGroup(func(ops []any) ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) })
+	c.reads = newReadGroup(c.conn.MultiRead, opts.MaxResponseBytes)
+	c.maxResponseBytes = opts.MaxResponseBytes
 	if opts.Ungrouped {
 		c.group.maxCalls = 1
+		c.reads.maxCalls = 1
 	}
 	if opts.Auth != "" {
 		// Queued before the session exists, sent first on every (re)connect.
@@ -154,6 +163,10 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 			c.Close()
 			return nil, fmt.Errorf("creating queue folders: %w", err)
 		}
+	}
+	if err := c.probeMultiRead(ctx); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }
@@ -591,10 +604,49 @@ func checkOp(path string, version int32) *zk.CheckVersionRequest {
 	return &zk.CheckVersionRequest{Path: path, Version: version}
 }
 
-// getManyStat reads several nodes at once, with their stats: go-zookeeper
-// pipelines requests on one connection, so n reads cost about one round
-// trip. A missing node comes back with a nil stat.
+// probeMultiRead finds out whether the server answers multiRead: a server
+// before ZooKeeper 3.6 does not, and the client then reads node by node.
+func (c *Client) probeMultiRead(ctx context.Context) error {
+	_, err := retry(ctx, func() ([]readResult, error) { return c.conn.MultiRead([]string{c.p.root + "/jobs"}) })
+	switch {
+	case err == nil:
+		return nil
+	case retryable(err) || ctx.Err() != nil:
+		return fmt.Errorf("reading the queue folders: %w", err)
+	}
+	c.log.Warn("ZooKeeper does not answer multiRead (it needs 3.6 or later): reading nodes one by one", "error", err)
+	c.reads = nil
+	return nil
+}
+
+// getManyStat reads several nodes at once, with their stats. A missing node
+// comes back with a nil stat. They go in one multiRead, together with the
+// reads of other callers made meanwhile (readGroup); without multiRead,
+// as pipelined reads of one node each (go-zookeeper pipelines requests on
+// one connection, so n reads cost about one round trip).
 func (c *Client) getManyStat(ctx context.Context, paths []string) ([]dataStat, error) {
+	if c.reads == nil || len(paths)*maxNodeRead > c.maxResponseBytes {
+		return c.getEach(ctx, paths)
+	}
+	read, err := retry(ctx, func() ([]readResult, error) { return c.reads.do(ctx, paths) })
+	if err != nil {
+		return nil, fmt.Errorf("reading %s and %d more nodes: %w", paths[0], len(paths)-1, err)
+	}
+	out := make([]dataStat, len(paths))
+	for i, r := range read {
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+		case r.err != nil:
+			return nil, fmt.Errorf("reading %s: %w", paths[i], r.err)
+		default:
+			out[i] = dataStat{r.data, r.stat}
+		}
+	}
+	return out, nil
+}
+
+// getEach reads several nodes with a request each, all at once.
+func (c *Client) getEach(ctx context.Context, paths []string) ([]dataStat, error) {
 	out := make([]dataStat, len(paths))
 	errs := make([]error, len(paths))
 	var wg sync.WaitGroup

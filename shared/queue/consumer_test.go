@@ -457,7 +457,7 @@ func TestAConsumerDoesNotTryTheJobsItsOwnClaimsHold(t *testing.T) {
 	}
 	statusReads := func() int64 {
 		for _, r := range c.Requests() {
-			if r.Op == "get" && r.Node == "jobs/*/status" {
+			if r.ReadsNode() && r.Node == "jobs/*/status" {
 				return r.Count
 			}
 		}
@@ -672,7 +672,7 @@ func TestClaimLoadReadsOnlyWhatItHasNotReadOrWritten(t *testing.T) {
 	reads := func() int64 {
 		n := int64(0)
 		for _, r := range c.Requests() {
-			if r.Op == "get" && strings.HasPrefix(r.Node, "jobs/*/") {
+			if r.ReadsNode() && strings.HasPrefix(r.Node, "jobs/*/") {
 				n += r.Count
 			}
 		}

@@ -7,55 +7,57 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// multiGroup sends the concurrent multis of one client together: while one
-// request is with the server, the multis that arrive wait, then go out as
-// one multi. ZooKeeper's cost is mostly per request (each write request is
-// one proposal and one log append however many operations it holds), so a
-// stage running many jobs at once pays a fraction of a request per
-// transition. A multi that arrives while nothing is in flight goes out at
-// once, alone, as it would without grouping.
+// requestGroup sends the concurrent calls of one client together: while one
+// request is with the server, the calls that arrive wait, then go out as
+// one request. ZooKeeper's cost is mostly per request (a packet in, one
+// trip through its request pipeline, a packet out; for a write also one
+// proposal and one log append), however many operations it holds, so a
+// stage running many jobs at once pays a fraction of a request per step. A
+// call that arrives while nothing is in flight goes out at once, alone, as
+// it would without grouping.
 //
-// Atomicity per caller is kept: if a grouped request fails on one
-// operation, nothing of it was applied; the caller whose operation failed
-// is sent alone to get its own answer and the others go again.
-type multiGroup struct {
-	send     func(ops []any) ([]zk.MultiResponse, error)
+// Two kinds share it: multis (multiGroup), whose calls each stay atomic,
+// and multiReads (readGroup), whose reads stand alone.
+type requestGroup[Op, Res any] struct {
+	send func(ops []Op) ([]Res, error)
+	// cost is what one operation counts against maxCost.
+	cost     func(op Op) int
 	maxCalls int // calls per request
-	maxBytes int // encoded size per request, well under the server's jute.maxbuffer
+	maxCost  int // summed cost per request
+	// settle gives each call of a request that was sent its share of the
+	// answer (finish), and returns the calls to send again, first in line.
+	settle func(batch []*groupCall[Op, Res], res []Res, err error) (again []*groupCall[Op, Res])
 
 	mu      sync.Mutex
-	queue   []*multiCall
+	queue   []*groupCall[Op, Res]
 	running bool
 }
 
-type multiCall struct {
-	ops   []any
-	bytes int
-	gone  bool // its caller stopped waiting: not sent (again)
-	res   []zk.MultiResponse
-	err   error
-	done  chan struct{}
+type groupCall[Op, Res any] struct {
+	ops  []Op
+	cost int
+	gone bool // its caller stopped waiting: not sent (again)
+	res  []Res
+	err  error
+	done chan struct{}
 }
 
-// Limits of one grouped request: 64 calls of a stage's few operations each,
-// and 512 KiB (the server refuses requests over ~1 MiB).
-const (
-	groupMaxCalls = 64
-	groupMaxBytes = 512 << 10
-)
-
-func newMultiGroup(send func(ops []any) ([]zk.MultiResponse, error)) *multiGroup {
-	return &multiGroup{send: send, maxCalls: groupMaxCalls, maxBytes: groupMaxBytes}
+func (mc *groupCall[Op, Res]) finish(res []Res, err error) {
+	mc.res, mc.err = res, err
+	close(mc.done)
 }
 
-// do runs ops as one atomic multi. When ctx ends before the multi was sent,
-// it is withdrawn and never applied; after, its outcome is unknown, as for
-// any request whose answer was not awaited.
-func (g *multiGroup) do(ctx context.Context, ops []any) ([]zk.MultiResponse, error) {
-	mc := &multiCall{ops: ops, bytes: encodedSize(ops), done: make(chan struct{})}
-	if g.maxCalls <= 1 || mc.bytes > g.maxBytes/2 {
-		// Large multis (a batch's jobs being created) go alone, now.
-		return call(ctx, func() ([]zk.MultiResponse, error) { return g.send(ops) })
+// do sends ops as one call. When ctx ends before the call was sent, it is
+// withdrawn and never sent; after, its outcome is unknown, as for any
+// request whose answer was not awaited.
+func (g *requestGroup[Op, Res]) do(ctx context.Context, ops []Op) ([]Res, error) {
+	mc := &groupCall[Op, Res]{ops: ops, done: make(chan struct{})}
+	for _, op := range ops {
+		mc.cost += g.cost(op)
+	}
+	if g.maxCalls <= 1 || mc.cost > g.maxCost/2 {
+		// Large calls (a batch's jobs being created) go alone, now.
+		return call(ctx, func() ([]Res, error) { return g.send(ops) })
 	}
 	g.mu.Lock()
 	g.queue = append(g.queue, mc)
@@ -76,17 +78,17 @@ func (g *multiGroup) do(ctx context.Context, ops []any) ([]zk.MultiResponse, err
 }
 
 // run sends what is queued, one request at a time, until the queue is empty.
-func (g *multiGroup) run() {
+func (g *requestGroup[Op, Res]) run() {
 	for {
 		g.mu.Lock()
-		var batch []*multiCall
-		size, rest := 0, g.queue[:0]
+		var batch []*groupCall[Op, Res]
+		cost, rest := 0, g.queue[:0]
 		for _, mc := range g.queue {
 			switch {
 			case mc.gone:
-			case len(batch) < g.maxCalls && size+mc.bytes <= g.maxBytes:
+			case len(batch) < g.maxCalls && cost+mc.cost <= g.maxCost:
 				batch = append(batch, mc)
-				size += mc.bytes
+				cost += mc.cost
 			default:
 				rest = append(rest, mc)
 			}
@@ -99,74 +101,123 @@ func (g *multiGroup) run() {
 			return
 		}
 		g.mu.Unlock()
-		g.sendGroup(batch)
+		if again := g.sendBatch(batch); len(again) > 0 {
+			g.mu.Lock()
+			g.queue = append(again, g.queue...) // run drops those whose callers left
+			g.mu.Unlock()
+		}
 	}
 }
 
-func (g *multiGroup) sendGroup(batch []*multiCall) {
+func (g *requestGroup[Op, Res]) sendBatch(batch []*groupCall[Op, Res]) []*groupCall[Op, Res] {
 	if len(batch) == 1 {
-		res, err := g.send(batch[0].ops)
-		finish(batch[0], res, err)
-		return
+		batch[0].finish(g.send(batch[0].ops))
+		return nil
 	}
-	var all []any
+	var all []Op
 	for _, mc := range batch {
 		all = append(all, mc.ops...)
 	}
 	res, err := g.send(all)
-	failed := failedOp(multiError(res, err))
-	if err == nil || failed < 0 || len(res) != len(all) {
-		// Applied, or failed as a whole (connection or session lost): each
-		// call gets its share of the answer, as it would have alone.
-		off := 0
-		for _, mc := range batch {
-			var part []zk.MultiResponse
-			if len(res) == len(all) {
-				part = res[off : off+len(mc.ops)]
-			}
-			off += len(mc.ops)
-			finish(mc, part, err)
-		}
-		return
+	return g.settle(batch, res, err)
+}
+
+// shareOut gives each call of batch its part of res (nil when res does not
+// answer every operation) and err.
+func shareOut[Op, Res any](batch []*groupCall[Op, Res], res []Res, err error) {
+	total := 0
+	for _, mc := range batch {
+		total += len(mc.ops)
 	}
-	// One operation failed and nothing was applied. Its call goes alone,
-	// to get its own answer; the others are queued again, first in line.
-	var retry []*multiCall
 	off := 0
 	for _, mc := range batch {
-		if failed >= off && failed < off+len(mc.ops) {
-			res, err := g.send(mc.ops)
-			finish(mc, res, err)
-		} else {
-			retry = append(retry, mc)
+		var part []Res
+		if len(res) == total {
+			part = res[off : off+len(mc.ops)]
 		}
 		off += len(mc.ops)
+		mc.finish(part, err)
 	}
-	g.mu.Lock()
-	g.queue = append(retry, g.queue...) // run drops those whose callers left
-	g.mu.Unlock()
 }
 
-func finish(mc *multiCall, res []zk.MultiResponse, err error) {
-	mc.res, mc.err = res, err
-	close(mc.done)
-}
+// multiGroup groups multis. Atomicity per caller is kept: if a grouped
+// request fails on one operation, nothing of it was applied; the call whose
+// operation failed is sent alone to get its own answer and the others go
+// again.
+type multiGroup = requestGroup[any, zk.MultiResponse]
 
-// encodedSize approximates the bytes ops take in a request.
-func encodedSize(ops []any) int {
-	n := 0
-	for _, op := range ops {
-		n += 32
-		switch op := op.(type) {
-		case *zk.CreateRequest:
-			n += len(op.Path) + len(op.Data) + 16*len(op.Acl)
-		case *zk.SetDataRequest:
-			n += len(op.Path) + len(op.Data)
-		case *zk.DeleteRequest:
-			n += len(op.Path)
-		case *zk.CheckVersionRequest:
-			n += len(op.Path)
+// Limits of one grouped multi: 64 calls of a stage's few operations each,
+// and 512 KiB (the server refuses requests over ~1 MiB).
+const (
+	groupMaxCalls = 64
+	groupMaxBytes = 512 << 10
+)
+
+func newMultiGroup(send func(ops []any) ([]zk.MultiResponse, error)) *multiGroup {
+	g := &multiGroup{send: send, cost: encodedSize, maxCalls: groupMaxCalls, maxCost: groupMaxBytes}
+	g.settle = func(batch []*groupCall[any, zk.MultiResponse], res []zk.MultiResponse, err error) []*groupCall[any, zk.MultiResponse] {
+		failed, total := failedOp(multiError(res, err)), 0
+		for _, mc := range batch {
+			total += len(mc.ops)
 		}
+		if err == nil || failed < 0 || len(res) != total {
+			// Applied, or failed as a whole (connection or session lost): each
+			// call gets its share of the answer, as it would have alone.
+			shareOut(batch, res, err)
+			return nil
+		}
+		// One operation failed and nothing was applied. Its call goes alone,
+		// to get its own answer; the others are queued again.
+		var again []*groupCall[any, zk.MultiResponse]
+		off := 0
+		for _, mc := range batch {
+			if failed >= off && failed < off+len(mc.ops) {
+				mc.finish(send(mc.ops))
+			} else {
+				again = append(again, mc)
+			}
+			off += len(mc.ops)
+		}
+		return again
+	}
+	return g
+}
+
+// encodedSize approximates the bytes an operation takes in a multi.
+func encodedSize(op any) int {
+	n := 32
+	switch op := op.(type) {
+	case *zk.CreateRequest:
+		n += len(op.Path) + len(op.Data) + 16*len(op.Acl)
+	case *zk.SetDataRequest:
+		n += len(op.Path) + len(op.Data)
+	case *zk.DeleteRequest:
+		n += len(op.Path)
+	case *zk.CheckVersionRequest:
+		n += len(op.Path)
 	}
 	return n
+}
+
+// readGroup groups multiReads: each read stands alone in the answer, so a
+// grouped request needs no care beyond giving each call its own reads. The
+// answer's size is what limits a request: every node read may be as large
+// as a node can be, and the whole answer must fit the client's buffer.
+type readGroup = requestGroup[string, readResult]
+
+// maxNodeRead is the most one node can hold: the server's default
+// jute.maxbuffer (1 MiB), which bounds what it accepts in a write.
+const maxNodeRead = 1 << 20
+
+func newReadGroup(send func(paths []string) ([]readResult, error), maxResponseBytes int) *readGroup {
+	return &readGroup{
+		send:     send,
+		cost:     func(string) int { return maxNodeRead },
+		maxCalls: groupMaxCalls,
+		maxCost:  maxResponseBytes,
+		settle: func(batch []*groupCall[string, readResult], res []readResult, err error) []*groupCall[string, readResult] {
+			shareOut(batch, res, err)
+			return nil
+		},
+	}
 }

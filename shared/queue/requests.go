@@ -10,14 +10,19 @@ import (
 
 // RequestCount is how many requests of one kind a client sent to ZooKeeper:
 // Op is the request ("get", "exists", "children", "create", "set",
-// "delete", "multi"), Node the kind of node it named, with ids, states and
-// lock names written as "*" ("jobs/*/status", "jobs/states/*/*"). A multi
-// counts once as Op "multi" (Node "") and once per operation inside it as
-// Op "multi.<op>": what costs the server is mostly the request.
+// "delete", "multi", "multiread"), Node the kind of node it named, with ids,
+// states and lock names written as "*" ("jobs/*/status", "jobs/states/*/*").
+// A multi counts once as Op "multi" (Node "") and once per operation inside
+// it as Op "multi.<op>", a multiRead once as "multiread" and once per node
+// as "multiread.get": what costs the server is mostly the request.
 type RequestCount struct {
 	Op, Node string
 	Count    int64
 }
+
+// ReadsNode reports whether r counts nodes read, alone ("get") or in a
+// multiRead ("multiread.get").
+func (r RequestCount) ReadsNode() bool { return r.Op == "get" || r.Op == "multiread.get" }
 
 // Requests returns the requests this client has sent since it connected,
 // in a stable order: the profile of what the queue costs the server.
@@ -142,4 +147,14 @@ func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		}
 	}
 	return c.Conn.Multi(ops...)
+}
+
+// MultiRead reads paths in one request (see multiRead); it counts once as
+// Op "multiread" and once per node as "multiread.get".
+func (c *countingConn) MultiRead(paths []string) ([]readResult, error) {
+	c.stats.add("multiread", "")
+	for _, p := range paths {
+		c.stats.add("multiread.get", p)
+	}
+	return multiRead(c.Conn, paths)
 }

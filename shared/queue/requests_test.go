@@ -51,7 +51,7 @@ func TestRequestsAreCountedByOperationAndKindOfNode(t *testing.T) {
 	}
 	// The claim takes the lock and rewrites the status in one multi; the
 	// release removes the lock in another.
-	for _, want := range []requestKey{{"get", "jobs/*/status"}, {"multi", ""}, {"multi.create", "jobs/*/lock"},
+	for _, want := range []requestKey{{"multiread.get", "jobs/*/status"}, {"multi", ""}, {"multi.create", "jobs/*/lock"},
 		{"multi.set", "jobs/*/status"}, {"multi.delete", "jobs/*/lock"}} {
 		if grew[want] == 0 {
 			t.Errorf("no %s of %s counted; counted %v", want.op, want.node, grew)

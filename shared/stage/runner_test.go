@@ -177,7 +177,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 			})
 			reads := int64(0)
 			for _, r := range c.Requests() {
-				if r.Op == "get" && r.Node == "jobs/*/status" {
+				if r.ReadsNode() && r.Node == "jobs/*/status" {
 					reads += r.Count
 				}
 			}

@@ -1,0 +1,175 @@
+package queue
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ZooKeeper (3.6 and later) reads several nodes in one request, multiRead:
+// the server pays its per-request cost (a packet in, one through its
+// request pipeline, a packet out) once instead of once per node, and that
+// cost is most of what a read costs it (measured with a server started by
+// zktest: a lone getData ~50 µs of server CPU, a multiRead of 3 nodes ~45,
+// of 32 nodes ~80). go-zookeeper v1.0.4 has no call for it, but its request
+// path sends any request that encodes itself and decodes any answer that
+// decodes itself; multiReadRequest and multiReadResponse do, in ZooKeeper's
+// wire format (jute).
+
+// zkRequest is go-zookeeper's (*Conn).request: it queues a request with the
+// connection's next xid and waits for its answer or the connection's end.
+// Its last argument, a callback of go-zookeeper's own types, is always nil
+// here. The signature is that of go-zookeeper v1.0.4 (go.mod pins it);
+// TestMultiReadReadsNodesAndReportsMissingOnes fails if an upgrade breaks it.
+//
+//go:linkname zkRequest github.com/go-zookeeper/zk.(*Conn).request
+func zkRequest(c *zk.Conn, opcode int32, req, res any, recvFunc unsafe.Pointer) (int64, error)
+
+// ZooKeeper's operation codes and error codes used here.
+const (
+	opCodeGetData   = 4
+	opCodeMultiRead = 22
+	opCodeError     = -1
+
+	codeNoNode = -101
+	codeNoAuth = -102
+)
+
+// readResult is one node's answer in a multiRead: its data and stat, or an
+// error (zk.ErrNoNode for a missing node).
+type readResult struct {
+	data []byte
+	stat *zk.Stat
+	err  error
+}
+
+// multiRead reads paths in one request. Each node's answer stands alone: a
+// missing node is zk.ErrNoNode in its result, not an error of the call.
+func multiRead(conn *zk.Conn, paths []string) ([]readResult, error) {
+	res := &multiReadResponse{results: make([]readResult, 0, len(paths))}
+	_, err := zkRequest(conn, opCodeMultiRead, &multiReadRequest{paths: paths}, res, nil)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(res.results) != len(paths):
+		return nil, fmt.Errorf("multiRead of %d nodes answered %d", len(paths), len(res.results))
+	}
+	return res.results, nil
+}
+
+type multiReadRequest struct{ paths []string }
+
+// Encode writes the request: per node an operation header (type, done
+// false, error -1) and a getData request (path, no watch); then the header
+// that ends the list (type -1, done true, error -1).
+func (r *multiReadRequest) Encode(buf []byte) (int, error) {
+	n := 0
+	header := func(typ int32, done bool) bool {
+		if len(buf)-n < 9 {
+			return false
+		}
+		binary.BigEndian.PutUint32(buf[n:], uint32(typ))
+		buf[n+4] = 0
+		if done {
+			buf[n+4] = 1
+		}
+		binary.BigEndian.PutUint32(buf[n+5:], uint32(0xffffffff))
+		n += 9
+		return true
+	}
+	for _, p := range r.paths {
+		if !header(opCodeGetData, false) || len(buf)-n < 4+len(p)+1 {
+			return n, zk.ErrShortBuffer
+		}
+		binary.BigEndian.PutUint32(buf[n:], uint32(len(p)))
+		n += 4 + copy(buf[n+4:], p)
+		buf[n] = 0 // no watch
+		n++
+	}
+	if !header(-1, true) {
+		return n, zk.ErrShortBuffer
+	}
+	return n, nil
+}
+
+type multiReadResponse struct{ results []readResult }
+
+// statBytes is the encoded size of a zk.Stat.
+const statBytes = 68
+
+// Decode reads the answer: per node an operation header, then either a
+// getData response (data, stat) or an error code; a header marked done
+// ends it.
+func (r *multiReadResponse) Decode(buf []byte) (int, error) {
+	n := 0
+	need := func(k int) error {
+		if len(buf)-n < k {
+			return zk.ErrShortBuffer
+		}
+		return nil
+	}
+	for {
+		if err := need(9); err != nil {
+			return n, err
+		}
+		typ, done := int32(binary.BigEndian.Uint32(buf[n:])), buf[n+4] != 0
+		n += 9
+		if done {
+			return n, nil
+		}
+		switch typ {
+		case opCodeGetData:
+			if err := need(4); err != nil {
+				return n, err
+			}
+			size := int32(binary.BigEndian.Uint32(buf[n:]))
+			n += 4
+			var data []byte
+			if size >= 0 {
+				if err := need(int(size)); err != nil {
+					return n, err
+				}
+				data = make([]byte, size)
+				n += copy(data, buf[n:])
+			}
+			if err := need(statBytes); err != nil {
+				return n, err
+			}
+			r.results = append(r.results, readResult{data: data, stat: decodeStat(buf[n : n+statBytes])})
+			n += statBytes
+		case opCodeError:
+			if err := need(4); err != nil {
+				return n, err
+			}
+			code := int32(binary.BigEndian.Uint32(buf[n:]))
+			n += 4
+			r.results = append(r.results, readResult{err: readError(code)})
+		default:
+			return n, fmt.Errorf("multiRead: unexpected operation %d in the answer", typ)
+		}
+	}
+}
+
+func decodeStat(b []byte) *zk.Stat {
+	be := binary.BigEndian
+	return &zk.Stat{
+		Czxid: int64(be.Uint64(b[0:])), Mzxid: int64(be.Uint64(b[8:])),
+		Ctime: int64(be.Uint64(b[16:])), Mtime: int64(be.Uint64(b[24:])),
+		Version: int32(be.Uint32(b[32:])), Cversion: int32(be.Uint32(b[36:])), Aversion: int32(be.Uint32(b[40:])),
+		EphemeralOwner: int64(be.Uint64(b[44:])), DataLength: int32(be.Uint32(b[52:])),
+		NumChildren: int32(be.Uint32(b[56:])), Pzxid: int64(be.Uint64(b[60:])),
+	}
+}
+
+// readError is the error of one read that failed inside a multiRead.
+func readError(code int32) error {
+	switch code {
+	case codeNoNode:
+		return zk.ErrNoNode
+	case codeNoAuth:
+		return zk.ErrNoAuth
+	}
+	return fmt.Errorf("zookeeper error %d", code)
+}

@@ -1,0 +1,164 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+func TestMultiReadReadsNodesAndReportsMissingOnes(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	base := c.p.root + "/multiread"
+	nodes := map[string][]byte{"json": []byte(`{"status":"Pending"}`), "empty": nil, "large": make([]byte, 200<<10)}
+	if err := c.ensure(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range nodes {
+		if _, err := c.create(ctx, base+"/"+name, data, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A version other than 0, to see that stats are decoded in place.
+	if _, err := c.conn.Set(base+"/json", nodes["json"], 0); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{base + "/json", base + "/missing", base + "/empty", base + "/large"}
+	got, err := multiRead(c.conn.Conn, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(paths) {
+		t.Fatalf("%d results for %d paths", len(got), len(paths))
+	}
+	for i, p := range paths {
+		wantData, wantStat, wantErr := c.conn.Get(p)
+		r := got[i]
+		if !errors.Is(r.err, wantErr) && !(r.err == nil && wantErr == nil) {
+			t.Errorf("%s: error %v, want %v", p, r.err, wantErr)
+			continue
+		}
+		if wantErr != nil {
+			continue
+		}
+		if string(r.data) != string(wantData) || *r.stat != *wantStat {
+			t.Errorf("%s: %d bytes, stat %+v; getData says %d bytes, stat %+v", p, len(r.data), r.stat, len(wantData), wantStat)
+		}
+	}
+}
+
+func TestEncodingAMultiReadRefusesABufferTooSmall(t *testing.T) {
+	req := &multiReadRequest{paths: []string{"/a/long/path/to/some/node"}}
+	buf := make([]byte, 64)
+	n, err := req.Encode(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for size := range n {
+		if _, err := req.Encode(buf[:size]); !errors.Is(err, zk.ErrShortBuffer) {
+			t.Errorf("encoding into %d of the %d bytes needed: %v, want %v", size, n, err, zk.ErrShortBuffer)
+		}
+	}
+	var res multiReadResponse
+	if _, err := res.Decode([]byte{0, 0, 0, 4, 0, 0, 0}); !errors.Is(err, zk.ErrShortBuffer) {
+		t.Errorf("decoding a cut answer: %v, want %v", err, zk.ErrShortBuffer)
+	}
+}
+
+func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	base := c.p.root + "/read-group"
+	if err := c.ensure(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	const callers, each = 10, 3
+	for i := range callers * each {
+		if _, err := c.create(ctx, fmt.Sprintf("%s/n%d", base, i), fmt.Appendf(nil, "data %d", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate := make(chan struct{})
+	var requests atomic.Int64
+	c.reads = newReadGroup(func(paths []string) ([]readResult, error) {
+		if requests.Add(1) == 1 {
+			<-gate
+		}
+		return c.conn.MultiRead(paths)
+	}, c.maxResponseBytes)
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.getManyStat(ctx, []string{base + "/n0"})
+		first <- err
+	}()
+	for requests.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	for k := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each caller's own nodes, and one that is missing.
+			paths := []string{base + "/missing"}
+			for j := range each {
+				paths = append(paths, fmt.Sprintf("%s/n%d", base, k*each+j))
+			}
+			read, err := c.getManyStat(ctx, paths)
+			if err != nil {
+				t.Errorf("caller %d: %v", k, err)
+				return
+			}
+			if read[0].stat != nil {
+				t.Errorf("caller %d: a missing node came back with a stat", k)
+			}
+			for j := range each {
+				if want := fmt.Sprintf("data %d", k*each+j); string(read[j+1].data) != want {
+					t.Errorf("caller %d, node %d: %q, want %q", k, j, read[j+1].data, want)
+				}
+			}
+		}()
+	}
+	for {
+		c.reads.mu.Lock()
+		queued := len(c.reads.queue)
+		c.reads.mu.Unlock()
+		if queued == callers {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := requests.Load(); got != 2 {
+		t.Errorf("%d requests, want 2: the first alone, the %d callers behind it together", got, callers)
+	}
+}
+
+func TestReadsWithoutMultiReadGoNodeByNode(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	c.reads = nil // as with a server before ZooKeeper 3.6
+	base := c.p.root + "/read-each"
+	if err := c.ensure(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.create(ctx, base+"/a", []byte("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	read, err := c.getManyStat(ctx, []string{base + "/a", base + "/missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(read[0].data) != "a" || read[0].stat == nil || read[1].stat != nil {
+		t.Errorf("read %+v", read)
+	}
+}
