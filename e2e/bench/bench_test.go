@@ -155,8 +155,8 @@ func BenchmarkPipeline(b *testing.B) {
 		fmt.Printf("           CPU ms per job by process: %s\n", pr.CPUByProcess)
 		fmt.Printf("           %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job with Go's default GOMAXPROCS\n",
 			prDefault.JobsPerSecond, prDefault.JobsPerSecond/ceiling, ms(prDefault.CPUPerJob))
-		fmt.Printf("           where the time and the ZooKeeper requests per job went (GOMAXPROCS=1; %.1f requests/job at the server):\n%s",
-			pr.ServerRequestsPerJob, pr.Profile)
+		fmt.Printf("           where the time and the ZooKeeper requests per job went (GOMAXPROCS=1; %.1f requests and %.2f log syncs per job at the server):\n%s",
+			pr.ServerRequestsPerJob, pr.ServerFsyncsPerJob, pr.Profile)
 
 		rss, err := stageRSSAt100k(ctx, pr.Stack)
 		must(err)
@@ -308,6 +308,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(pr.JobsPerSecond, "jobs/s")
 		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/9), "ratio")
 		b.ReportMetric(pr.ServerRequestsPerJob, "requests/job")
+		b.ReportMetric(pr.ServerFsyncsPerJob, "fsyncs/job")
 		b.ReportMetric(float64(pr.CPUPerJob)/1e6, "cpu-ms/job")
 		fmt.Printf("  CPU ms per job by process: %s\n", pr.CPUByProcess)
 		fmt.Print(pr.Profile)

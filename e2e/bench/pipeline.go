@@ -54,8 +54,9 @@ type PipelineResult struct {
 	// Profile is where the services' time and ZooKeeper requests went.
 	Profile string
 	// ServerRequestsPerJob is what the server received per measured job
-	// (its own packet count; 0 with more than one server).
-	ServerRequestsPerJob float64
+	// (its own packet count), ServerFsyncsPerJob how often it synced its
+	// transaction log per job (0 with more than one server).
+	ServerRequestsPerJob, ServerFsyncsPerJob float64
 	// CPUPerJob is the machine's busy CPU time (every process: ZooKeeper,
 	// the services, the depositor's server) over the measured batch, per
 	// job; 0 where /proc/stat cannot be read.
@@ -127,9 +128,9 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	if err != nil {
 		return res, err
 	}
-	var serverBefore int64
+	var serverBefore ServerCounters
 	if len(o.Servers) == 1 {
-		if serverBefore, err = Requests(o.Servers[0]); err != nil {
+		if serverBefore, err = ReadServerCounters(o.Servers[0]); err != nil {
 			return res, err
 		}
 	}
@@ -169,11 +170,12 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		res.CPUPerJob, res.CPUByProcess = split.Machine, split.String()
 	}
 	if len(o.Servers) == 1 {
-		serverAfter, err := Requests(o.Servers[0])
+		serverAfter, err := ReadServerCounters(o.Servers[0])
 		if err != nil {
 			return res, err
 		}
-		res.ServerRequestsPerJob = float64(serverAfter-serverBefore) / float64(o.Jobs)
+		res.ServerRequestsPerJob = float64(serverAfter.Requests-serverBefore.Requests) / float64(o.Jobs)
+		res.ServerFsyncsPerJob = float64(serverAfter.Fsyncs-serverBefore.Fsyncs) / float64(o.Jobs)
 	}
 	if err := <-profiled; err != nil {
 		return res, err

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -365,18 +366,33 @@ type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
-// Requests is how many requests the server has received since it started
-// (mntr's zk_packets_received): the difference over a run, divided by its
-// jobs, is what each job costs in round trips.
-func Requests(addr string) (int64, error) {
+// ServerCounters are the counters of a server's mntr that the benchmarks
+// divide by the jobs of a run: what each job cost the server.
+type ServerCounters struct {
+	Requests int64 // zk_packets_received: requests, round trips
+	Fsyncs   int64 // zk_cnt_fsynctime: transaction log syncs
+}
+
+// ReadServerCounters reads a server's counters (mntr) now.
+func ReadServerCounters(addr string) (ServerCounters, error) {
 	out, err := zktest.FourLetter(addr, "mntr")
 	if err != nil {
-		return 0, err
+		return ServerCounters{}, err
 	}
+	var sc ServerCounters
+	fields := map[string]*int64{"zk_packets_received": &sc.Requests, "zk_cnt_fsynctime": &sc.Fsyncs}
+	seen := 0
 	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "zk_packets_received\t"); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		name, v, _ := strings.Cut(line, "\t")
+		if dst, ok := fields[name]; ok {
+			if *dst, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+				return sc, fmt.Errorf("mntr of %s: %s: %w", addr, name, err)
+			}
+			seen++
 		}
 	}
-	return 0, fmt.Errorf("mntr of %s has no zk_packets_received", addr)
+	if seen != len(fields) {
+		return sc, fmt.Errorf("mntr of %s lacks some of %v", addr, slices.Collect(maps.Keys(fields)))
+	}
+	return sc, nil
 }
