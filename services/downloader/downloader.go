@@ -75,7 +75,7 @@ func (d *Downloader) StageConfig() stage.Config {
 		Name:    "downloading",
 		From:    queue.Downloading,
 		To:      queue.Processing,
-		Parts:   queue.PartConfiguration,
+		Parts:   queue.PartConfiguration | queue.PartManifest,
 		Handler: d.Handle,
 	}
 }

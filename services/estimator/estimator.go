@@ -70,14 +70,14 @@ func (e *Estimator) StageConfigs() []stage.Config {
 		Name:            "pending",
 		From:            queue.Pending,
 		To:              queue.Estimating,
-		Parts:           queue.PartConfiguration,
+		Parts:           queue.PartConfiguration | queue.PartManifest,
 		HoldCollections: true,
 		Handler:         e.Pending,
 	}, {
 		Name:    "estimating",
 		From:    queue.Estimating,
 		To:      queue.Provisioning,
-		Parts:   queue.PartConfiguration,
+		Parts:   queue.PartConfiguration | queue.PartManifest,
 		Handler: e.Estimate,
 	}}
 }

@@ -69,7 +69,7 @@ func main() {
 				Name:    "processing",
 				From:    queue.Processing,
 				To:      queue.Recording,
-				Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartMetadata,
+				Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartMetadata | queue.PartManifest,
 				Handler: p.Handle,
 			})
 			return err

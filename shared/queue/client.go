@@ -409,7 +409,16 @@ type dataStat struct {
 	stat *zk.Stat
 }
 
+// get reads one node. With multiRead it goes with the reads other callers
+// make meanwhile (readGroup).
 func (c *Client) get(ctx context.Context, path string) ([]byte, *zk.Stat, error) {
+	if c.reads != nil {
+		r, err := retry(ctx, func() ([]readResult, error) { return c.reads.do(ctx, []string{path}) })
+		if err != nil {
+			return nil, nil, err
+		}
+		return r[0].data, r[0].stat, r[0].err
+	}
 	r, err := retry(ctx, func() (dataStat, error) {
 		d, s, err := c.conn.Get(path)
 		return dataStat{d, s}, err

@@ -689,3 +689,54 @@ func TestClaimLoadReadsOnlyWhatItHasNotReadOrWritten(t *testing.T) {
 		t.Errorf("job after Load: %v", cl.Job)
 	}
 }
+
+func TestAManifestReadWithTheClaimIsNotReadAgainAndABrokenOneIsTheStagesToReport(t *testing.T) {
+	cases := []struct {
+		name      string
+		node      []byte // the manifest node; nil: none
+		wantFiles int
+		wantErr   error
+	}{
+		{"a file list", encodeManifest(&v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1:1/a", Name: "a"}}}), 1, nil},
+		{"no file list", nil, 0, nil},
+		{"a broken file list", []byte(`{"files":"nope"}`), 0, ErrCorrupt},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t)
+			ctx := testCtx(t)
+			_, jids := spawn(t, c, 1, DefaultPriority)
+			if tc.node != nil {
+				if _, err := c.create(ctx, c.p.jobNode(jids[0], nodeManifest), tc.node, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cl, err := c.NewConsumer(Pending, ConsumerOptions{Parts: PartConfiguration | PartManifest}).Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cl.LoadErr != nil {
+				t.Errorf("LoadErr %v: the file list is the stage's to report", cl.LoadErr)
+			}
+			manifestReads := func() (n int64) {
+				for _, r := range c.Requests() {
+					if r.ReadsNode() && r.Node == "jobs/*/manifest" {
+						n += r.Count
+					}
+				}
+				return n
+			}
+			before := manifestReads()
+			m, err := cl.LoadManifest(ctx)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Errorf("LoadManifest: %v, want %v", err, tc.wantErr)
+			}
+			if len(m.GetFiles()) != tc.wantFiles {
+				t.Errorf("LoadManifest: %d files, want %d", len(m.GetFiles()), tc.wantFiles)
+			}
+			if n := manifestReads() - before; n != 0 {
+				t.Errorf("LoadManifest read the manifest %d more times; it came with the claim", n)
+			}
+		})
+	}
+}

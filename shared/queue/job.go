@@ -47,6 +47,10 @@ const (
 	PartSpaceNeeded
 	PartPriority
 	PartBid
+	// PartManifest reads the job's file list with its claim, in the same
+	// request; LoadManifest then returns it without a read of its own.
+	// Only a consumer's claims honour it.
+	PartManifest
 	// PartsAll is every data node but the manifest (read with LoadManifest).
 	PartsAll = PartConfiguration | PartIdentifiers | PartMetadata | PartStore | PartInventory | PartSpaceNeeded | PartPriority | PartBid
 	// PartsStatusOnly reads nothing but the status.
@@ -62,7 +66,8 @@ func (ps Parts) nodes() []string {
 		p    Parts
 		node string
 	}{{PartBid, nodeBid}, {PartPriority, nodePriority}, {PartSpaceNeeded, nodeSpaceNeeded}, {PartConfiguration, nodeConfig},
-		{PartIdentifiers, nodeIdentifiers}, {PartMetadata, nodeMetadata}, {PartStore, nodeStore}, {PartInventory, nodeInventory}} {
+		{PartIdentifiers, nodeIdentifiers}, {PartMetadata, nodeMetadata}, {PartStore, nodeStore}, {PartInventory, nodeInventory},
+		{PartManifest, nodeManifest}} {
 		if ps&x.p != 0 {
 			out = append(out, x.node)
 		}
@@ -141,6 +146,8 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) (pre
 			note(e)
 			job.Inventory = v
 		}
+		// The manifest is the claim's to decode (keepManifest): a broken
+		// file list is for the stage to report, not an unreadable job.
 	}
 	if slices.Contains(nodes, nodeBid) && job.Bid == "" {
 		note(&CorruptError{Path: c.p.jobNode(job.Id, nodeBid), Err: errors.New("missing")})
@@ -253,11 +260,13 @@ type Claim struct {
 	entry   string          // name of the state-folder entry found
 	version int32           // status version owned by this claim
 	loaded  map[string]bool // data nodes read (at claim time, or the manifest since)
-	absent  map[string]bool // data nodes known not to exist
-	present map[string]bool // data nodes known to exist
-	sess    *session
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	// manifestErr is why the manifest read with the claim is unreadable.
+	manifestErr error
+	absent      map[string]bool // data nodes known not to exist
+	present     map[string]bool // data nodes known to exist
+	sess        *session
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.
@@ -385,6 +394,9 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 	for _, n := range nodes {
 		cl.loaded[n] = true
 	}
+	if i := slices.Index(nodes, nodeManifest); i >= 0 {
+		cl.keepManifest(read[i+1].data)
+	}
 	if cl.LoadErr == nil {
 		cl.LoadErr = corrupt
 	}
@@ -431,10 +443,11 @@ func (cl *Claim) watchLock() {
 
 // Load reads the data nodes of parts the claim has neither read nor
 // written (a stage that needs some only for some jobs leaves them out of
-// its consumer's Parts). An unreadable node is an error wrapping ErrCorrupt.
+// its consumer's Parts), but the manifest (LoadManifest). An unreadable
+// node is an error wrapping ErrCorrupt.
 func (cl *Claim) Load(ctx context.Context, parts Parts) error {
 	var missing []string
-	for _, n := range parts.nodes() {
+	for _, n := range (parts &^ PartManifest).nodes() {
 		if !cl.known(n) {
 			missing = append(missing, n)
 		}
@@ -454,10 +467,11 @@ func (cl *Claim) Load(ctx context.Context, parts Parts) error {
 }
 
 // LoadManifest reads the job's file list (nil if the job has none), once:
-// a file list the claim read or wrote already is not read again.
+// a file list the claim read (PartManifest) or wrote already is not read
+// again. An unreadable one is an error wrapping ErrCorrupt.
 func (cl *Claim) LoadManifest(ctx context.Context) (*v1.Manifest, error) {
 	if cl.loaded[nodeManifest] {
-		return cl.Job.Manifest, nil
+		return cl.Job.Manifest, cl.manifestErr
 	}
 	m, err := cl.c.GetManifest(ctx, cl.ID())
 	if err == nil {
@@ -466,6 +480,15 @@ func (cl *Claim) LoadManifest(ctx context.Context) (*v1.Manifest, error) {
 		cl.present[nodeManifest] = m != nil
 	}
 	return m, err
+}
+
+// keepManifest keeps the file list read with the claim (nil: the job has
+// none) for LoadManifest, decoded or with the reason it is unreadable.
+func (cl *Claim) keepManifest(data []byte) {
+	cl.present[nodeManifest] = data != nil
+	if data != nil {
+		cl.Job.Manifest, cl.manifestErr = decodeManifest(cl.c.p.jobNode(cl.ID(), nodeManifest), data)
+	}
 }
 
 // Change is what a stage's step did to a job. To is the next state; the data
@@ -670,6 +693,7 @@ func (cl *Claim) applyData(ch Change) {
 		j.Manifest = ch.Manifest
 		cl.present[nodeManifest] = true
 		cl.loaded[nodeManifest] = true
+		cl.manifestErr = nil
 	}
 }
 
