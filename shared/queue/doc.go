@@ -32,4 +32,16 @@
 //     lists are always the batch's states/batch-completed and
 //     states/batch-failed references (BatchJobIDs). See fitStatusReport,
 //     ReportTotals, CompletedAfterReport.
+//
+// # What a step costs the server
+//
+// ZooKeeper's cost is mostly per request, so a client sends few: a claim
+// reads the job's status and the data nodes its consumer asks for (Parts,
+// the file list included with PartManifest) in one multiRead (ZooKeeper
+// 3.6+, multiread.go), then takes the lock in one multi; a commit is one
+// multi. Concurrent calls of one client go together (group.go): the
+// multiReads of the jobs a stage takes at the same moment are one request,
+// their multis another, each caller keeping its own answer and atomicity.
+// Against a server without multiRead the client reads node by node.
+// Client.Requests counts what was sent, by operation and kind of node.
 package queue
