@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -75,10 +76,15 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 	}
 	var rows []row
 	perService := map[string]float64{}
+	ops := map[string]float64{} // operations inside requests, by kind
 	for k, n := range after {
 		d := (n - before[k]) / float64(jobs)
+		if d <= 0 {
+			continue
+		}
 		// "multi.set", "multiread.get": operations inside a request, not requests.
-		if d <= 0 || strings.Contains(k.Op, ".") {
+		if _, op, inside := strings.Cut(k.Op, "."); inside {
+			ops[op] += d
 			continue
 		}
 		rows = append(rows, row{k, d})
@@ -94,6 +100,11 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 		return strings.Compare(fmt.Sprint(a.k), fmt.Sprint(b.k))
 	})
 	var b strings.Builder
+	b.WriteString("  operations per job inside multis and multiReads:")
+	for _, op := range slices.Sorted(maps.Keys(ops)) {
+		fmt.Fprintf(&b, " %s %.1f,", op, ops[op])
+	}
+	b.WriteString("\n")
 	for _, service := range stack.Services {
 		fmt.Fprintf(&b, "  %-11s %5.1f requests/job\n", service, perService[service])
 	}

@@ -386,12 +386,18 @@ func retryable(err error) bool {
 		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
 }
 
-// retry repeats an idempotent call across connection loss, with backoff,
-// until it succeeds, fails for another reason, or ctx ends.
+// retry repeats an idempotent go-zookeeper call across connection loss,
+// with backoff, until it succeeds, fails for another reason, or ctx ends.
 func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	return retryAware(ctx, func() (T, error) { return call(ctx, f) })
+}
+
+// retryAware is retry for a call that stops waiting when ctx ends by
+// itself (a request group's), so needs no goroutine of call's.
+func retryAware[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		v, err := call(ctx, f)
+		v, err := f()
 		if err == nil || !retryable(err) || attempt >= 50 {
 			return v, err
 		}
@@ -413,7 +419,7 @@ type dataStat struct {
 // make meanwhile (readGroup).
 func (c *Client) get(ctx context.Context, path string) ([]byte, *zk.Stat, error) {
 	if c.reads != nil {
-		r, err := retry(ctx, func() ([]readResult, error) { return c.reads.do(ctx, []string{path}) })
+		r, err := retryAware(ctx, func() ([]readResult, error) { return c.reads.do(ctx, []string{path}) })
 		if err != nil {
 			return nil, nil, err
 		}
@@ -637,7 +643,7 @@ func (c *Client) getManyStat(ctx context.Context, paths []string) ([]dataStat, e
 	if c.reads == nil || len(paths)*maxNodeRead > c.maxResponseBytes {
 		return c.getEach(ctx, paths)
 	}
-	read, err := retry(ctx, func() ([]readResult, error) { return c.reads.do(ctx, paths) })
+	read, err := retryAware(ctx, func() ([]readResult, error) { return c.reads.do(ctx, paths) })
 	if err != nil {
 		return nil, fmt.Errorf("reading %s and %d more nodes: %w", paths[0], len(paths)-1, err)
 	}
