@@ -215,13 +215,18 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 
 // Depth measures the cost of taking a job with depth jobs waiting in the
 // state. A fresh consumer's first take also lists the state (once, then it
-// follows the folder's changes): that take is returned alone, as first;
-// each is the mean time of the takes after it, from asking the consumer
-// for the next job to holding it, each committed onward before the next.
-func Depth(ctx context.Context, servers []string, depth, takes int) (first, each time.Duration, err error) {
-	if takes < 2 || takes > depth {
+// follows the folder's changes): that take is returned alone, as first.
+// each is the mean time of a running consumer's takes, from asking for the
+// next job to holding it, each committed onward before the next: rounds
+// rounds of takes jobs, the state refilled to depth before each, the first
+// take of a round untimed (it may relist the folder the refill changed).
+// The median round is returned, so that a pause of the server (a garbage
+// collection of its heap, large at depth) lands in one round, not in the
+// figure.
+func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (first, each time.Duration, err error) {
+	if takes < 2 || takes > depth || rounds < 1 {
 		// The take after the last job would wait for a job that never comes.
-		return 0, 0, fmt.Errorf("depth %d: %d takes, want 2 to the jobs waiting", depth, takes)
+		return 0, 0, fmt.Errorf("depth %d: %d takes in %d rounds, want 2 to the jobs waiting, in 1 or more", depth, takes, rounds)
 	}
 	c, err := Connect(ctx, servers, root(fmt.Sprintf("depth%d", depth)))
 	if err != nil {
@@ -232,23 +237,34 @@ func Depth(ctx context.Context, servers []string, depth, takes int) (first, each
 		return 0, 0, err
 	}
 	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
-	var total time.Duration
-	for i := range takes {
-		start := time.Now()
-		cl, err := co.Next(ctx)
-		if err != nil {
-			return 0, 0, err
+	means := make([]time.Duration, 0, rounds)
+	for r := range rounds {
+		if r > 0 {
+			if _, err := Spawn(ctx, c, takes); err != nil {
+				return 0, 0, err
+			}
 		}
-		if i == 0 {
-			first = time.Since(start)
-		} else {
-			total += time.Since(start)
+		var total time.Duration
+		for i := range takes {
+			start := time.Now()
+			cl, err := co.Next(ctx)
+			if err != nil {
+				return 0, 0, err
+			}
+			switch {
+			case i > 0:
+				total += time.Since(start)
+			case r == 0:
+				first = time.Since(start)
+			}
+			if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+				return 0, 0, err
+			}
 		}
-		if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
-			return 0, 0, err
-		}
+		means = append(means, total/time.Duration(takes-1))
 	}
-	return first, total / time.Duration(takes-1), nil
+	slices.Sort(means)
+	return first, means[len(means)/2], nil
 }
 
 // Cleanup creates batches completed batches of jobsEach jobs and measures

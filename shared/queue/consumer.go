@@ -224,7 +224,10 @@ func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
 		i = candidates[rand.IntN(len(candidates))]
 	}
 	e := co.snapshot[i]
-	co.snapshot = append(co.snapshot[:i], co.snapshot[i+1:]...)
+	// i is near the head: shift what is before it, not the (perhaps
+	// 100,000 entries) after it.
+	copy(co.snapshot[1:i+1], co.snapshot[:i])
+	co.snapshot = co.snapshot[1:]
 	co.trying[e.name] = true
 	if co.opts.InOrder {
 		co.picks++

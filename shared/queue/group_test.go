@@ -12,24 +12,28 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// gatedGroup is a multiGroup over c's connection whose first request waits
-// for the gate, so the calls made meanwhile queue up behind it, and which
-// counts the requests it sends.
-func gatedGroup(c *Client) (g *multiGroup, open func(), requests *atomic.Int64) {
+// gated wraps send so that its first request waits for open, and the calls
+// made meanwhile queue up behind it; requests counts what it sends.
+func gated[Op, Res any](send func([]Op) ([]Res, error)) (_ func([]Op) ([]Res, error), open func(), requests *atomic.Int64) {
 	gate := make(chan struct{})
 	var once sync.Once
 	requests = &atomic.Int64{}
-	g = newMultiGroup(func(ops []any) ([]zk.MultiResponse, error) {
+	return func(ops []Op) ([]Res, error) {
 		if requests.Add(1) == 1 {
 			<-gate
 		}
-		return c.conn.Multi(ops...)
-	})
-	return g, func() { once.Do(func() { close(gate) }) }, requests
+		return send(ops)
+	}, func() { once.Do(func() { close(gate) }) }, requests
+}
+
+// gatedGroup is a multiGroup over c's connection, gated.
+func gatedGroup(c *Client) (g *multiGroup, open func(), requests *atomic.Int64) {
+	send, open, requests := gated(func(ops []any) ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) })
+	return newMultiGroup(send), open, requests
 }
 
 // waitQueued waits until n calls wait in g's queue.
-func waitQueued(t *testing.T, g *multiGroup, n int) {
+func waitQueued[Op, Res any](t *testing.T, g *requestGroup[Op, Res], n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

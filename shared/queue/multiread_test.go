@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,14 +82,8 @@ func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gate := make(chan struct{})
-	var requests atomic.Int64
-	c.reads = newReadGroup(func(paths []string) ([]readResult, error) {
-		if requests.Add(1) == 1 {
-			<-gate
-		}
-		return c.conn.MultiRead(paths)
-	}, c.maxResponseBytes)
+	send, open, requests := gated(c.conn.MultiRead)
+	c.reads = newReadGroup(send, c.maxResponseBytes)
 	first := make(chan error, 1)
 	go func() {
 		_, err := c.getManyStat(ctx, []string{base + "/n0"})
@@ -124,16 +117,8 @@ func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 			}
 		}()
 	}
-	for {
-		c.reads.mu.Lock()
-		queued := len(c.reads.queue)
-		c.reads.mu.Unlock()
-		if queued == callers {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(gate)
+	waitQueued(t, c.reads, callers)
+	open()
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatal(err)
