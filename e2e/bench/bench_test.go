@@ -135,29 +135,33 @@ func BenchmarkPipeline(b *testing.B) {
 				Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency), GoMaxProcs: gomaxprocs, ServerPIDs: []int{srv.PID()},
 				Timeline: timelineOut()})
 		}
-		// Seven Go processes and ZooKeeper share two cores: each service
-		// runs with GOMAXPROCS=1, which spares the runtime's hand-offs
-		// between two Ps (Go's own default never goes below 2, even in a
-		// container limited to one CPU: a deployment sets it). Go's
-		// default is measured too, its stack stopped before the other starts.
-		prDefault, err := e2e("e2e-default", 0)
-		if prDefault != nil && prDefault.Stack != nil {
-			prDefault.Stack.StopServices(context.WithoutCancel(ctx))
+		// Seven Go processes and ZooKeeper share two cores. The services
+		// run with Go's default GOMAXPROCS (2 here); GOMAXPROCS=1 is
+		// measured too, first, its stack stopped before the other starts.
+		// One P spares the runtime's hand-offs between two, but a service
+		// whose goroutine blocks in a file system call (the downloader's
+		// and processor's mkdir, link, sync) waits for the runtime to hand
+		// its only P to another thread: on balance it costs more here.
+		pr1, err := e2e("e2e-gomaxprocs1", 1)
+		if pr1 != nil && pr1.Stack != nil {
+			pr1.Stack.StopServices(context.WithoutCancel(ctx))
 		}
 		must(err)
-		pr, err := e2e("e2e", 1)
+		pr, err := e2e("e2e", 0)
 		if pr != nil && pr.Stack != nil {
 			defer pr.Stack.StopServices(context.WithoutCancel(ctx))
 		}
 		must(err)
 		e2eRatio := pr.JobsPerSecond / ceiling
 		fmt.Printf("e2e:       %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job (%d single-file jobs of 1 KB after %d of warm-up,\n"+
-			"           seven services as processes, GOMAXPROCS=1 each)\n",
-			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), jobs, envInt("INGESTQ_BENCH_E2E_WARMUP", 1000))
+			"           seven services as processes, %d jobs at once each, Go's default GOMAXPROCS)\n",
+			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), jobs, envInt("INGESTQ_BENCH_E2E_WARMUP", 1000),
+			envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency))
 		fmt.Printf("           CPU ms per job by process: %s\n", pr.CPUByProcess)
-		fmt.Printf("           %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job with Go's default GOMAXPROCS\n",
-			prDefault.JobsPerSecond, prDefault.JobsPerSecond/ceiling, ms(prDefault.CPUPerJob))
-		fmt.Printf("           where the time and the ZooKeeper requests per job went (GOMAXPROCS=1; %.1f requests and %.2f log syncs per job at the server):\n%s",
+		fmt.Printf("           %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job with GOMAXPROCS=1 in every service\n",
+			pr1.JobsPerSecond, pr1.JobsPerSecond/ceiling, ms(pr1.CPUPerJob))
+		fmt.Printf("           CPU ms per job by process: %s\n", pr1.CPUByProcess)
+		fmt.Printf("           where the time and the ZooKeeper requests per job went (%.1f requests and %.2f log syncs per job at the server):\n%s",
 			pr.ServerRequestsPerJob, pr.ServerFsyncsPerJob, pr.Profile)
 
 		rss, err := stageRSSAt100k(ctx, pr.Stack)
@@ -165,10 +169,10 @@ func BenchmarkPipeline(b *testing.B) {
 		fmt.Printf("memory:    estimator peak RSS %.0f MB while 100,000 jobs wait in Pending\n", rss)
 
 		fmt.Printf("BENCH lifecycle_jobs_per_s=%.0f ceiling_jobs_per_s=%.0f ratio=%.2f create_jobs_per_s=%.0f pickup_p99_ms=%.2f"+
-			" e2e_jobs_per_s=%.0f e2e_ratio=%.2f e2e_cpu_ms_per_job=%.1f e2e_default_gomaxprocs_jobs_per_s=%.0f"+
+			" e2e_jobs_per_s=%.0f e2e_ratio=%.2f e2e_cpu_ms_per_job=%.1f e2e_gomaxprocs1_jobs_per_s=%.0f"+
 			" depth_pickup_ratio=%.2f batch100k_create_s=%.1f rss_mb_at_100k=%.0f cleanup_batches_per_s=%.1f\n",
 			lifecycle, ceiling, lifecycle/ceiling, create, ms(p99),
-			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), prDefault.JobsPerSecond, depthRatio, batch100k.Seconds(), rss, cleanup)
+			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), pr1.JobsPerSecond, depthRatio, batch100k.Seconds(), rss, cleanup)
 	}
 }
 
@@ -188,12 +192,12 @@ func stageRSSAt100k(ctx context.Context, s *stack.Stack) (float64, error) {
 }
 
 // goMaxProcs is the services' GOMAXPROCS in BenchmarkEndToEnd:
-// INGESTQ_BENCH_GOMAXPROCS, default 1; 0 leaves Go's default.
+// INGESTQ_BENCH_GOMAXPROCS; unset or 0 leaves Go's default.
 func goMaxProcs() int {
 	if n, err := strconv.Atoi(os.Getenv("INGESTQ_BENCH_GOMAXPROCS")); err == nil && n >= 0 {
 		return n
 	}
-	return 1
+	return 0
 }
 
 // timelineOut is where the end-to-end run prints its per-state timeline:
@@ -276,7 +280,7 @@ func BenchmarkLifecycle(b *testing.B) {
 // beside the ceiling, with the server requests and machine CPU each job
 // cost and a CPU profile of every service:
 // go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs;
-// INGESTQ_BENCH_GOMAXPROCS, default 1, 0 for Go's default;
+// INGESTQ_BENCH_GOMAXPROCS, default Go's own (0);
 // INGESTQ_BENCH_PROFILE_DIR keeps the profiles).
 func BenchmarkEndToEnd(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
