@@ -109,7 +109,7 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 		fmt.Fprintf(&b, "  %-11s %5.1f requests/job\n", service, perService[service])
 	}
 	for _, r := range rows[:min(len(rows), 40)] {
-		fmt.Fprintf(&b, "    %-11s %-8s %-28s %5.2f\n", r.k.Service, r.k.Op, r.k.Node, r.n)
+		fmt.Fprintf(&b, "    %-11s %-9s %-28s %5.2f\n", r.k.Service, r.k.Op, r.k.Node, r.n)
 	}
 	return b.String()
 }
