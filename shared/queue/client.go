@@ -65,8 +65,7 @@ type Client struct {
 	group *multiGroup
 	// reads groups concurrent reads into multiReads; nil when the server
 	// does not support them (ZooKeeper before 3.6): nodes are read one by one.
-	reads            *readGroup
-	maxResponseBytes int
+	reads *readGroup
 	// ensured are folders this client created or found, which the queue
 	// never removes (counters, local-id owners): looked up once.
 	ensured sync.Map
@@ -130,7 +129,6 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.conn = &countingConn{Conn: conn, stats: &requestStats{root: p.root, n: map[requestKey]int64{}}}
 	c.group = newMultiGroup(func(ops []any) ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) })
 	c.reads = newReadGroup(c.conn.MultiRead, opts.MaxResponseBytes)
-	c.maxResponseBytes = opts.MaxResponseBytes
 	if opts.Ungrouped {
 		c.group.maxCalls = 1
 		c.reads.maxCalls = 1
@@ -640,7 +638,9 @@ func (c *Client) probeMultiRead(ctx context.Context) error {
 // as pipelined reads of one node each (go-zookeeper pipelines requests on
 // one connection, so n reads cost about one round trip).
 func (c *Client) getManyStat(ctx context.Context, paths []string) ([]dataStat, error) {
-	if c.reads == nil || len(paths)*maxNodeRead > c.maxResponseBytes {
+	// A multiRead's answer must fit the client's buffer (the group's
+	// maxCost): more nodes than that are read one by one.
+	if c.reads == nil || len(paths)*maxNodeRead > c.reads.maxCost {
 		return c.getEach(ctx, paths)
 	}
 	read, err := retryAware(ctx, func() ([]readResult, error) { return c.reads.do(ctx, paths) })

@@ -83,7 +83,7 @@ func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 		}
 	}
 	send, open, requests := gated(c.conn.MultiRead)
-	c.reads = newReadGroup(send, c.maxResponseBytes)
+	c.reads = newReadGroup(send, c.reads.maxCost)
 	first := make(chan error, 1)
 	go func() {
 		_, err := c.getManyStat(ctx, []string{base + "/n0"})
@@ -145,5 +145,44 @@ func TestReadsWithoutMultiReadGoNodeByNode(t *testing.T) {
 	}
 	if string(read[0].data) != "a" || read[0].stat == nil || read[1].stat != nil {
 		t.Errorf("read %+v", read)
+	}
+}
+
+func TestReadsWhoseAnswerMightNotFitTheBufferGoInMultiReadsThatDo(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	base := c.p.root + "/read-bounded"
+	if err := c.ensure(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i := range 10 {
+		p := fmt.Sprintf("%s/n%d", base, i)
+		if _, err := c.create(ctx, p, fmt.Appendf(nil, "data %d", i), 0); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	// A buffer for 4 nodes of the largest size a node can have.
+	const fit = 4
+	var mu sync.Mutex
+	largest := 0
+	c.reads = newReadGroup(func(paths []string) ([]readResult, error) {
+		mu.Lock()
+		largest = max(largest, len(paths))
+		mu.Unlock()
+		return c.conn.MultiRead(paths)
+	}, fit*maxNodeRead)
+	read, err := c.getManyStat(ctx, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range read {
+		if want := fmt.Sprintf("data %d", i); string(r.data) != want {
+			t.Errorf("node %d: %q, want %q", i, r.data, want)
+		}
+	}
+	if largest > fit {
+		t.Errorf("a multiRead of %d nodes; the buffer holds the answer of %d", largest, fit)
 	}
 }
