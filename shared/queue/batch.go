@@ -97,57 +97,69 @@ func (c *Client) batchStatus(ctx context.Context, bid string) (*v1.BatchStatus, 
 }
 
 // GetBatch reads a batch: submission, status, last report, job counts per
-// batch folder (from node statistics, not by reading jobs) and lock.
+// batch folder (from node statistics, not by reading jobs) and lock, all
+// in one read.
 func (c *Client) GetBatch(ctx context.Context, bid string) (*v1.Batch, error) {
 	if !ValidBatchID(bid) {
 		return nil, fmt.Errorf("%w: %q is not a batch id (bidNNNNNNNNNN)", ErrInvalid, bid)
 	}
-	b := &v1.Batch{Id: bid, Counts: &v1.BatchJobCounts{}}
-	ps := []string{c.p.batchStatus(bid), c.p.batchNode(bid, nodeSubmission), c.p.batchNode(bid, nodeStatusReport)}
-	datas, err := c.getMany(ctx, ps)
+	b := &v1.Batch{Id: bid}
+	ps := append([]string{c.p.batchStatus(bid), c.p.batchNode(bid, nodeSubmission), c.p.batchNode(bid, nodeStatusReport),
+		c.p.batchLock(bid)}, c.batchFolderPaths(bid)...)
+	read, err := c.getManyStat(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
-	if datas[0] == nil {
+	if read[0].stat == nil {
 		return nil, fmt.Errorf("batch %s: %w", bid, ErrNotFound)
 	}
-	if b.Status, err = decodeBatchStatus(ps[0], datas[0]); err != nil {
+	if b.Status, err = decodeBatchStatus(ps[0], read[0].data); err != nil {
 		return nil, err
 	}
-	if datas[1] != nil {
-		if b.Submission, err = decodeSubmission(ps[1], datas[1]); err != nil {
+	if read[1].stat != nil {
+		if b.Submission, err = decodeSubmission(ps[1], read[1].data); err != nil {
 			return nil, err
 		}
 	}
-	if datas[2] != nil {
-		if b.StatusReport, err = decodeStatusReport(ps[2], datas[2]); err != nil {
+	if read[2].stat != nil {
+		if b.StatusReport, err = decodeStatusReport(ps[2], read[2].data); err != nil {
 			return nil, err
 		}
 	}
-	counts, err := c.BatchCounts(ctx, bid)
-	if err != nil {
-		return nil, err
-	}
-	b.Counts = counts
-	if b.Locked, _, err = c.exists(ctx, c.p.batchLock(bid)); err != nil {
-		return nil, err
-	}
+	b.Locked = read[3].stat != nil
+	b.Counts = batchCounts(read[4:])
 	return b, nil
 }
 
 // BatchCounts counts a batch's job references per folder.
 func (c *Client) BatchCounts(ctx context.Context, bid string) (*v1.BatchJobCounts, error) {
-	counts := make([]int32, len(batchFolders))
-	for i, f := range batchFolders {
-		ok, st, err := c.exists(ctx, c.p.batchFolder(bid, f))
-		if err != nil {
-			return nil, fmt.Errorf("counting batch %s: %w", bid, err)
-		}
-		if ok {
-			counts[i] = st.NumChildren
-		}
+	read, err := c.getManyStat(ctx, c.batchFolderPaths(bid))
+	if err != nil {
+		return nil, fmt.Errorf("counting batch %s: %w", bid, err)
 	}
-	return &v1.BatchJobCounts{Processing: counts[0], Completed: counts[1], Failed: counts[2], Deleted: counts[3]}, nil
+	return batchCounts(read), nil
+}
+
+// batchFolderPaths are a batch's folders of job references, in
+// batchFolders' order.
+func (c *Client) batchFolderPaths(bid string) []string {
+	out := make([]string, len(batchFolders))
+	for i, f := range batchFolders {
+		out[i] = c.p.batchFolder(bid, f)
+	}
+	return out
+}
+
+// batchCounts are the job references in the folders read (batchFolders'
+// order; a missing folder holds none).
+func batchCounts(read []dataStat) *v1.BatchJobCounts {
+	n := func(i int) int32 {
+		if read[i].stat == nil {
+			return 0
+		}
+		return read[i].stat.NumChildren
+	}
+	return &v1.BatchJobCounts{Processing: n(0), Completed: n(1), Failed: n(2), Deleted: n(3)}
 }
 
 // BatchJobIDs lists a batch's job ids per batch folder ("batch-processing",
