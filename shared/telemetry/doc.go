@@ -39,8 +39,8 @@
 // outcome is one of advanced, failed, released, retried, fenced (see
 // [Outcome]); stage is a lower-case state name such as "estimating", state
 // a status name as the queue writes it ("Pending"). op is get, exists,
-// children, create, set, delete or multi, and multi.<op> for each
-// operation inside a multi; node is the kind of node with ids written as
+// children, create, set, delete, multi or multiread, and multi.<op> or
+// multiread.get for each operation inside one; node is the kind of node with ids written as
 // "*" ("jobs/*/status"). Every series also carries otel_scope_* labels, and the
 // registry holds the Go runtime and process collectors.
 //

@@ -94,7 +94,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	}
 	if m.zkRequests, err = meter.Int64ObservableCounter("ingestq.zookeeper.requests",
 		metric.WithUnit("{request}"),
-		metric.WithDescription("Requests sent to ZooKeeper, by request (op; multi.<op> for the operations inside a multi) and kind of node.")); err != nil {
+		metric.WithDescription("Requests sent to ZooKeeper, by request (op; multi.<op> and multiread.get for the operations inside a multi or multiRead) and kind of node.")); err != nil {
 		return nil, fmt.Errorf("telemetry: creating ingestq.zookeeper.requests: %w", err)
 	}
 	return m, nil
