@@ -59,15 +59,24 @@ func BenchmarkPipeline(b *testing.B) {
 
 		// The ceiling first: it also warms the server's JIT, which the
 		// first heavy run pays for (the lifecycle measured first came out
-		// at half its figure measured after).
+		// at half its figure measured after). The best of three runs: one
+		// run came out at half another's when the server was busy with
+		// something of its own (a snapshot, a collection), and a low
+		// ceiling flatters every ratio.
 		perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
 		serverCPU := func() time.Duration {
 			d, _ := ProcessCPU(srv.PID())
 			return d
 		}
 		cpu0 := serverCPU()
-		ceilingTx, ceilingN, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
-		must(err)
+		var ceilingTx float64
+		var ceilingN int64
+		for range 3 {
+			tx, n, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
+			must(err)
+			ceilingTx = max(ceilingTx, tx)
+			ceilingN += n
+		}
 		cpu1 := serverCPU()
 		lifecycle, err := Lifecycle(ctx, servers, 2000, perState, false)
 		must(err)
@@ -77,7 +86,7 @@ func BenchmarkPipeline(b *testing.B) {
 		ceiling := ceilingTx / 9
 		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through 7 transitions, %d consumers per state, one session per state)\n", lifecycle, perState)
 		fmt.Printf("           %.0f jobs/s with every multi a request of its own (queue.Options.Ungrouped)\n", ungrouped)
-		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at 9 transitions/job\n", ceilingTx, ceiling)
+		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at 9 transitions/job (the best of 3 runs of 5 s)\n", ceilingTx, ceiling)
 		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (9 bare transitions)\n",
 			float64(cpu2-cpu1)/1e6/2000, float64(cpu1-cpu0)/1e6/(float64(ceilingN)/9))
 		if d := os.Getenv("INGESTQ_ZKLIMIT_DIR"); d != "" {
