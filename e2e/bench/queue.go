@@ -220,9 +220,10 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 // next job to holding it, each committed onward before the next: rounds
 // rounds of takes jobs, the state refilled to depth before each, the first
 // take of a round untimed (it may relist the folder the refill changed).
-// The median round is returned, so that a pause of the server (a garbage
-// collection of its heap, large at depth) lands in one round, not in the
-// figure.
+// The mean is over every timed take of every round: a running consumer
+// relists its folder now and then (at most every ten listing times), and
+// at depth that listing is what a take costs more, spread over the takes
+// between two listings, as a single round of a hundred takes would not.
 func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (first, each time.Duration, err error) {
 	if takes < 2 || takes > depth || rounds < 1 {
 		// The take after the last job would wait for a job that never comes.
@@ -237,14 +238,13 @@ func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (fir
 		return 0, 0, err
 	}
 	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
-	means := make([]time.Duration, 0, rounds)
+	var total time.Duration
 	for r := range rounds {
 		if r > 0 {
 			if _, err := Spawn(ctx, c, takes); err != nil {
 				return 0, 0, err
 			}
 		}
-		var total time.Duration
 		for i := range takes {
 			start := time.Now()
 			cl, err := co.Next(ctx)
@@ -261,10 +261,8 @@ func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (fir
 				return 0, 0, err
 			}
 		}
-		means = append(means, total/time.Duration(takes-1))
 	}
-	slices.Sort(means)
-	return first, means[len(means)/2], nil
+	return first, total / time.Duration(rounds*(takes-1)), nil
 }
 
 // Cleanup creates batches completed batches of jobsEach jobs and measures
