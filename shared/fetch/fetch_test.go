@@ -670,8 +670,8 @@ func TestManyFetchesFromOneHostReuseTheirConnections(t *testing.T) {
 	s.Start()
 	defer s.Close()
 	c := fetch.New(fetch.Policy{})
-	const concurrent = 16
-	for round := range 3 {
+	const concurrent, rounds = 16, 3
+	for range rounds {
 		var wg sync.WaitGroup
 		for range concurrent {
 			wg.Go(func() {
@@ -681,9 +681,13 @@ func TestManyFetchesFromOneHostReuseTheirConnections(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if n := dials.Load(); n > concurrent {
-			t.Fatalf("after round %d of %d fetches at once: %d connections made; want at most %d, kept for the next round",
-				round+1, concurrent, n, concurrent)
-		}
+	}
+	// A connection goes back to the idle pool a moment after its fetch
+	// returns (the transport's own goroutine sees the body end), so a
+	// round may dial a few more than the last one left. Without reuse
+	// (Go's default of 2 idle connections per host) the rounds dial ~44.
+	if n, most := dials.Load(), int64(concurrent+concurrent/2); n > most {
+		t.Fatalf("%d rounds of %d fetches at once made %d connections; want at most %d: connections are kept for the next round",
+			rounds, concurrent, n, most)
 	}
 }
