@@ -72,21 +72,13 @@ func TestEncodingAMultiReadRefusesABufferTooSmall(t *testing.T) {
 func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	base := c.p.root + "/read-group"
-	if err := c.ensure(ctx, base); err != nil {
-		t.Fatal(err)
-	}
 	const callers, each = 10, 3
-	for i := range callers * each {
-		if _, err := c.create(ctx, fmt.Sprintf("%s/n%d", base, i), fmt.Appendf(nil, "data %d", i), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	nodes := dataNodes(t, c, "read-group", callers*each)
 	send, open, requests := gated(c.conn.MultiRead)
 	c.reads = newReadGroup(send, c.reads.maxCost)
 	first := make(chan error, 1)
 	go func() {
-		_, err := c.getManyStat(ctx, []string{base + "/n0"})
+		_, err := c.getManyStat(ctx, nodes[:1])
 		first <- err
 	}()
 	for requests.Load() == 0 {
@@ -98,10 +90,7 @@ func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			// Each caller's own nodes, and one that is missing.
-			paths := []string{base + "/missing"}
-			for j := range each {
-				paths = append(paths, fmt.Sprintf("%s/n%d", base, k*each+j))
-			}
+			paths := append([]string{c.p.root + "/read-group/missing"}, nodes[k*each:(k+1)*each]...)
 			read, err := c.getManyStat(ctx, paths)
 			if err != nil {
 				t.Errorf("caller %d: %v", k, err)
@@ -132,18 +121,12 @@ func TestReadsWithoutMultiReadGoNodeByNode(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
 	c.reads = nil // as with a server before ZooKeeper 3.6
-	base := c.p.root + "/read-each"
-	if err := c.ensure(ctx, base); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.create(ctx, base+"/a", []byte("a"), 0); err != nil {
-		t.Fatal(err)
-	}
-	read, err := c.getManyStat(ctx, []string{base + "/a", base + "/missing"})
+	nodes := dataNodes(t, c, "read-each", 1)
+	read, err := c.getManyStat(ctx, []string{nodes[0], c.p.root + "/read-each/missing"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(read[0].data) != "a" || read[0].stat == nil || read[1].stat != nil {
+	if string(read[0].data) != "data 0" || read[0].stat == nil || read[1].stat != nil {
 		t.Errorf("read %+v", read)
 	}
 }
@@ -151,18 +134,7 @@ func TestReadsWithoutMultiReadGoNodeByNode(t *testing.T) {
 func TestReadsWhoseAnswerMightNotFitTheBufferGoInMultiReadsThatDo(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	base := c.p.root + "/read-bounded"
-	if err := c.ensure(ctx, base); err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	for i := range 10 {
-		p := fmt.Sprintf("%s/n%d", base, i)
-		if _, err := c.create(ctx, p, fmt.Appendf(nil, "data %d", i), 0); err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, p)
-	}
+	paths := dataNodes(t, c, "read-bounded", 10)
 	// A buffer for 4 nodes of the largest size a node can have.
 	const fit = 4
 	var mu sync.Mutex
@@ -185,4 +157,23 @@ func TestReadsWhoseAnswerMightNotFitTheBufferGoInMultiReadsThatDo(t *testing.T) 
 	if largest > fit {
 		t.Errorf("a multiRead of %d nodes; the buffer holds the answer of %d", largest, fit)
 	}
+}
+
+// dataNodes creates n nodes holding "data 0", "data 1", … in a new folder
+// under c's root and returns their paths.
+func dataNodes(t *testing.T, c *Client, folder string, n int) []string {
+	t.Helper()
+	ctx := testCtx(t)
+	base := c.p.root + "/" + folder
+	if err := c.ensure(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("%s/n%d", base, i)
+		if _, err := c.create(ctx, paths[i], fmt.Appendf(nil, "data %d", i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return paths
 }
