@@ -638,9 +638,9 @@ func (c *Client) probeMultiRead(ctx context.Context) error {
 // as pipelined reads of one node each (go-zookeeper pipelines requests on
 // one connection, so n reads cost about one round trip).
 func (c *Client) getManyStat(ctx context.Context, paths []string) ([]dataStat, error) {
-	// A multiRead's answer must fit the client's buffer (the group's
-	// maxCost): more nodes than that are read one by one.
-	if c.reads == nil || len(paths)*maxNodeRead > c.reads.maxCost {
+	// A multiRead's answer must fit the client's buffer: more nodes than
+	// that are read one by one (and grouped as they fit).
+	if c.reads == nil || !c.reads.fits(paths) {
 		return c.getEach(ctx, paths)
 	}
 	read, err := retryAware(ctx, func() ([]readResult, error) { return c.reads.do(ctx, paths) })

@@ -47,6 +47,16 @@ func (mc *groupCall[Op, Res]) finish(res []Res, err error) {
 	close(mc.done)
 }
 
+// fits reports whether ops can go in one request at all (their cost is
+// within maxCost).
+func (g *requestGroup[Op, Res]) fits(ops []Op) bool {
+	cost := 0
+	for _, op := range ops {
+		cost += g.cost(op)
+	}
+	return cost <= g.maxCost
+}
+
 // do sends ops as one call. When ctx ends before the call was sent, it is
 // withdrawn and never sent; after, its outcome is unknown, as for any
 // request whose answer was not awaited.
