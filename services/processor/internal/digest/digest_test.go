@@ -3,7 +3,11 @@ package digest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -36,5 +40,26 @@ func TestCopyStopsWhenTheContextEnds(t *testing.T) {
 	_, _, err := Copy(ctx, &bytes.Buffer{}, strings.NewReader("a"), "sha256")
 	if err == nil || err.Error() != "job lost" {
 		t.Errorf("Copy after cancel: %v, want the cause", err)
+	}
+}
+
+func TestCopyDigestsFilesSmallerAndLargerThanItsBuffer(t *testing.T) {
+	for _, size := range []int{0, 1, 511, 512, 513, 4096, 32<<10 - 1, 32 << 10, 100 << 10} {
+		data := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+		path := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		n, sums, err := Copy(context.Background(), &out, f, "sha256")
+		f.Close()
+		want := sha256.Sum256(data)
+		if err != nil || n != int64(size) || !bytes.Equal(out.Bytes(), data) || sums["sha256"] != hex.EncodeToString(want[:]) {
+			t.Errorf("Copy of a %d-byte file = %d, %v, %v; want %d bytes copied and digested", size, n, sums, err, size)
+		}
 	}
 }
