@@ -63,6 +63,8 @@ func (d *Downloader) Validate() error {
 		return fmt.Errorf("download backoff %v must be positive and at most the max backoff %v", d.Files.Backoff, d.Files.MaxBackoff)
 	case d.Files.MaxBytes <= 0:
 		return fmt.Errorf("download max file bytes %d must be positive", d.Files.MaxBytes)
+	case d.Durable.Linger < 0:
+		return fmt.Errorf("sync linger %v must not be negative", d.Durable.Linger)
 	case d.Unpack.MaxEntries < 1 || d.Unpack.MaxBytes < 1:
 		return fmt.Errorf("unpack limits (%d entries, %d bytes) must be positive", d.Unpack.MaxEntries, d.Unpack.MaxBytes)
 	}

@@ -441,3 +441,23 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 		t.Errorf("partial files left: %v", entries)
 	}
 }
+
+func TestValidateRefusesUnusableSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Downloader)
+		want   string
+	}{
+		{"relative work root", func(d *Downloader) { d.WorkRoot = "work" }, "absolute path"},
+		{"no concurrency", func(d *Downloader) { d.Concurrency = 0 }, "at least 1"},
+		{"negative sync linger", func(d *Downloader) { d.Durable.Linger = -time.Millisecond }, "sync linger -1ms must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := testDownloader(t.TempDir(), fetch.Policy{})
+			tc.change(d)
+			if err := d.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/ingestq/ingestq/services/downloader/internal/download"
 	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -47,6 +48,7 @@ type settings struct {
 	fetchDeny        *string
 	headerTimeout    *time.Duration
 	idleTimeout      *time.Duration
+	syncLinger       *time.Duration
 }
 
 func (s *settings) register(r *config.Registry) {
@@ -72,6 +74,8 @@ func (s *settings) register(r *config.Registry) {
 		"how long a request waits for the response headers")
 	s.idleTimeout = r.Duration("fetch-idle-timeout", "INGESTQ_FETCH_IDLE_TIMEOUT", fetch.DefaultIdleTimeout,
 		"how long a download may receive no data before the attempt fails")
+	s.syncLinger = r.Duration("sync-linger", "INGESTQ_SYNC_LINGER", durable.DefaultLinger,
+		"how long a file system sync waits for other jobs' writes to share it (0: none)")
 }
 
 func main() {
@@ -111,6 +115,7 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 		Concurrency: *s.concurrency,
 		Unpack:      unpack.Limits{MaxEntries: *s.unpackMaxEntries, MaxBytes: int64(*s.unpackMaxBytes)},
 		Logger:      env.Logger,
+		Durable:     durable.Syncer{Linger: *s.syncLinger},
 	}
 	return d, d.Validate()
 }

@@ -31,6 +31,7 @@ type settings struct {
 	ezidURL, ezidUser                *string
 	ezidPassword, ezidPasswordFile   *string
 	ezidTimeout                      *time.Duration
+	syncLinger                       *time.Duration
 }
 
 func main() {
@@ -58,6 +59,8 @@ func main() {
 				"file holding the EZID password (instead of INGESTQ_EZID_PASSWORD)")
 			s.ezidTimeout = r.Duration("ezid-timeout", "INGESTQ_EZID_TIMEOUT", 30*time.Second,
 				"how long one EZID call may take")
+			s.syncLinger = r.Duration("sync-linger", "INGESTQ_SYNC_LINGER", durable.DefaultLinger,
+				"how long a file system sync waits for other jobs' writes to share it (0: none)")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
 			p, err := s.processor(env.Queue)
@@ -94,6 +97,9 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	if err := os.MkdirAll(*s.storeRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
 	}
+	if *s.syncLinger < 0 {
+		return nil, fmt.Errorf("INGESTQ_SYNC_LINGER: %v must not be negative", *s.syncLinger)
+	}
 	var minter mint.Minter
 	switch *s.minter {
 	case "local":
@@ -120,6 +126,6 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	default:
 		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
 	}
-	return &process.Processor{Queue: q, Minter: minter, Storage: store.Local{Root: *s.storeRoot, Durable: &durable.Syncer{}},
+	return &process.Processor{Queue: q, Minter: minter, Storage: store.Local{Root: *s.storeRoot, Durable: &durable.Syncer{Linger: *s.syncLinger}},
 		Profiles: profiles, WorkRoot: *s.workRoot}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 func TestSyncMakesWhatWasWrittenDurable(t *testing.T) {
@@ -81,6 +82,41 @@ func TestCallersArrivingDuringASyncShareTheNextOne(t *testing.T) {
 		wg.Wait()
 		if n := g.rounds.Load(); n != 2 {
 			t.Errorf("%d file system syncs for 1+%d callers; want 2 (the late ones share one)", n, late)
+		}
+	})
+}
+
+func TestCallersArrivingDuringTheLingerShareItsRound(t *testing.T) {
+	if !groupable {
+		t.Skip("this system syncs each caller's paths")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		var rounds atomic.Int64
+		s := &Syncer{Linger: 2 * time.Millisecond, syncFS: func(string) error { rounds.Add(1); return nil }}
+		first := make(chan error, 1)
+		go func() { first <- s.Sync(context.Background(), "/root", nil, nil) }()
+		time.Sleep(time.Millisecond) // within the first caller's linger
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				if err := s.Sync(context.Background(), "/root", nil, nil); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if n := rounds.Load(); n != 1 {
+			t.Errorf("%d file system syncs for 21 callers within one linger; want 1", n)
+		}
+		// A caller after the round has ended gets a round of its own.
+		if err := s.Sync(context.Background(), "/root", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := rounds.Load(); n != 2 {
+			t.Errorf("%d file system syncs after a later caller; want 2", n)
 		}
 	})
 }
