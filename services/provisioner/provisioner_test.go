@@ -302,3 +302,24 @@ func TestSweepListsDownloadingInsteadOfReadingEachBookedJob(t *testing.T) {
 		t.Error("no listing of a state folder")
 	}
 }
+
+func TestLedgerKeepsItsTotalThroughBookingsRebookingsAndDrops(t *testing.T) {
+	l := ledger{jobs: map[string]*booking{}}
+	steps := []struct {
+		do              func()
+		total, exceptJ1 int64
+	}{
+		{func() { l.book("j1", &booking{bytes: 100}) }, 100, 0},
+		{func() { l.book("j2", &booking{bytes: 50}) }, 150, 50},
+		{func() { l.book("j1", &booking{bytes: 30}) }, 80, 50}, // decided again: replaced, not added
+		{func() { l.drop("j3") }, 80, 50},                      // never booked
+		{func() { l.drop("j1") }, 50, 50},
+		{func() { l.drop("j2") }, 0, 0},
+	}
+	for i, st := range steps {
+		st.do()
+		if l.total != st.total || l.except("j1") != st.exceptJ1 {
+			t.Errorf("after step %d: total %d, except j1 %d; want %d, %d", i+1, l.total, l.except("j1"), st.total, st.exceptJ1)
+		}
+	}
+}
