@@ -42,6 +42,7 @@ type settings struct {
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
 	maxManifestBytes *int
+	maxQueuedJobs    *int
 	fetchDeny        *string
 	consoleListen    string
 }
@@ -67,6 +68,8 @@ func (s *settings) register(r *config.Registry) {
 		"how often completed batches past their retention are looked for")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
+	s.maxQueuedJobs = r.Int("max-queued-jobs", "INGESTQ_MAX_QUEUED_JOBS", 100000,
+		"most jobs the queue holds, ended ones until their batch is cleaned up (each takes ~6.5 KB of ZooKeeper heap); a batch that would pass it waits in Pending, a larger one fails; 0: no bound")
 	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
 		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
@@ -119,6 +122,9 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if *s.retention <= 0 || *s.cleanupInterval <= 0 {
 		return fmt.Errorf("INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive")
 	}
+	if *s.maxQueuedJobs < 0 {
+		return fmt.Errorf("INGESTQ_MAX_QUEUED_JOBS %d: want 0 (no bound) or more", *s.maxQueuedJobs)
+	}
 	log := env.Logger
 	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log}
 	// The console is the last thing that can fail, so that nothing started
@@ -138,10 +144,11 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 			Limits:  checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
 			Root:    root,
 		},
-		Mail:        sender,
-		Logger:      log,
-		Tracer:      env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/batcher"),
-		Concurrency: env.Config.Concurrency,
+		Mail:          sender,
+		Logger:        log,
+		Tracer:        env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/batcher"),
+		Concurrency:   env.Config.Concurrency,
+		MaxQueuedJobs: *s.maxQueuedJobs,
 	})
 	taking, stopTaking := context.WithCancel(ctx)
 	ran := make(chan struct{})

@@ -12,8 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +19,6 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -45,21 +42,29 @@ func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	servicetest.CheckBinary(t, "batcher")
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+func TestBinaryRefusesUnusableSettingsSayingWhich(t *testing.T) {
+	bin := servicetest.Build(t, ".")
+	for _, tc := range []struct{ env, want string }{
+		{"INGESTQ_MAX_QUEUED_JOBS=-1", "INGESTQ_MAX_QUEUED_JOBS -1: want 0 (no bound) or more"},
+		{"INGESTQ_RETENTION=0s", "INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive"},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(),
+				"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
+				"INGESTQ_ZK_ROOT="+zktest.Root(t),
+				"INGESTQ_LISTEN="+servicetest.FreeAddr(t),
+				"INGESTQ_METRICS_LISTEN=",
+				"INGESTQ_CONSOLE_LISTEN=",
+				"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
+				"INGESTQ_WORK_ROOT="+t.TempDir(),
+				tc.env)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("exit %v, output:\n%s\nwant a failure saying %q", err, out, tc.want)
+			}
+		})
+	}
 }
 
 // TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt runs the built
@@ -67,10 +72,7 @@ func (l *lockedBuffer) String() string {
 // row in ZooKeeper, the "batch queued" mail lands in the outbox, and once
 // the jobs are driven to Completed the report does too.
 func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "batcher")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := servicetest.Build(t, ".")
 	dep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/batch.checkm" {
 			http.NotFound(w, r)
@@ -86,47 +88,17 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 	}))
 	defer dep.Close()
 
-	addr := servicetest.FreeAddr(t)
 	zkRoot := zktest.Root(t)
 	workRoot, outbox := t.TempDir(), t.TempDir()
 	const token = "e2e-token"
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-		"INGESTQ_ZK_ROOT="+zkRoot,
-		"INGESTQ_LISTEN="+addr,
-		"INGESTQ_METRICS_LISTEN=",
+	p := servicetest.Start(t, bin, zkRoot,
 		"INGESTQ_CONSOLE_LISTEN=",
 		"INGESTQ_ADMIN_TOKEN="+token,
 		"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
 		"INGESTQ_WORK_ROOT="+workRoot,
 		"INGESTQ_OUTBOX_DIR="+outbox,
-		"INGESTQ_DRAIN_TIMEOUT=5s",
 	)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("exit after SIGTERM: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			t.Error("still running 15s after SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("batcher output:\n%s", logs)
-		}
-	}()
-	conn := servicetest.Dial(t, addr)
-	servicetest.WaitHealth(t, conn, healthpb.HealthCheckResponse_SERVING, 30*time.Second)
+	conn := servicetest.Dial(t, p.Addr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -413,6 +413,29 @@ func (bc *BatchClaim) Release(ctx context.Context) error {
 	return nil
 }
 
+// ReleaseWithMessage gives the batch back in its state, its status message
+// now msg: a batch left waiting for something says what. A message the
+// status holds already is not written again.
+func (bc *BatchClaim) ReleaseWithMessage(ctx context.Context, msg string) error {
+	if msg == bc.Batch.GetStatus().GetMessage() {
+		return bc.Release(ctx)
+	}
+	if err := bc.finish(); err != nil {
+		bc.markDone()
+		return err
+	}
+	defer bc.markDone()
+	next := &v1.BatchStatus{Status: bc.from, LastModified: nowStamp(), Message: msg}
+	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), encodeBatchStatus(next), bc.version)
+	if err := bc.fencedMulti(ctx, statusOp, deleteOp(bc.c.p.batchLock(bc.ID()), -1)); err != nil {
+		return err
+	}
+	bc.version++
+	bc.Batch.Status = next
+	bc.Batch.Locked = false
+	return nil
+}
+
 // NewJob is one job for BatchClaim.CreateJobs.
 type NewJob struct {
 	Priority      int32

@@ -38,6 +38,21 @@ func (c *Client) JobCounts(ctx context.Context) (map[JobState]int, error) {
 	return out, firstErr
 }
 
+// JobTotal is how many jobs the queue holds, whatever their state (ended
+// ones too, until their batch is cleaned up): the child count of the jobs
+// folder, less its states folder, from one small read whatever the queue's
+// size. The server's memory grows with it.
+func (c *Client) JobTotal(ctx context.Context) (int, error) {
+	ok, st, err := c.exists(ctx, c.p.jobs())
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("counting the jobs: %w", err)
+	case !ok || st.NumChildren == 0:
+		return 0, nil
+	}
+	return int(st.NumChildren) - 1, nil // the states folder
+}
+
 // JobIDsIn returns the ids of the jobs in state (one listing of its folder,
 // whatever the number of jobs; nothing else of them is read).
 func (c *Client) JobIDsIn(ctx context.Context, state JobState) (map[string]bool, error) {

@@ -467,3 +467,104 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 		}
 	})
 }
+
+func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	total := func() int {
+		t.Helper()
+		n, err := c.JobTotal(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := total(); n != 0 {
+		t.Fatalf("an empty queue holds %d jobs", n)
+	}
+	done, jids := spawn(t, c, 3, 5)
+	spawn(t, c, 2, 5)
+	if n := total(); n != 5 {
+		t.Fatalf("%d jobs after two batches of 3 and 2, want 5", n)
+	}
+	for _, jid := range jids {
+		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+			step(t, c, jid, Change{To: to})
+		}
+	}
+	if n := total(); n != 5 {
+		t.Fatalf("%d jobs once three completed, want 5: ended jobs stay until cleanup", n)
+	}
+	bc, _ := c.ClaimBatch(ctx, done)
+	bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true})
+	bc.Commit(ctx, BatchChange{To: BatchCompleted})
+	if _, err := c.CleanupBatches(ctx, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != 2 {
+		t.Fatalf("%d jobs after the completed batch was cleaned up, want 2", n)
+	}
+}
+
+func TestReleaseWithMessageLeavesTheBatchInItsStateSayingWhy(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	bid, err := c.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	statusVersion := func() int32 {
+		t.Helper()
+		_, st, err := c.conn.Get(c.p.batchStatus(bid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Version
+	}
+	for _, round := range []struct {
+		msg    string
+		writes bool
+	}{
+		{"waiting for room", true},
+		{"waiting for room", false}, // said already: the status is left alone
+	} {
+		bc, err := c.ClaimBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := statusVersion()
+		if err := bc.ReleaseWithMessage(ctx, round.msg); err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.GetBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.GetStatus().GetStatus() != BatchPending || b.GetStatus().GetMessage() != round.msg || b.GetLocked() {
+			t.Fatalf("batch after ReleaseWithMessage: %v, locked %v; want Pending, unlocked, saying %q", b.GetStatus(), b.GetLocked(), round.msg)
+		}
+		if wrote := statusVersion() != before; wrote != round.writes {
+			t.Errorf("status written: %v, want %v", wrote, round.writes)
+		}
+	}
+
+	// A claim that lost the batch writes nothing.
+	stale, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.conn.Delete(c.p.batchLock(bid), -1); err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(ctx)
+	if err := stale.ReleaseWithMessage(ctx, "from a claim that lost the batch"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("ReleaseWithMessage by a lost claim: %v, want ErrFenced", err)
+	}
+	if b, _ := c.GetBatch(ctx, bid); b.GetStatus().GetMessage() != "waiting for room" {
+		t.Fatalf("a lost claim's message was written: %q", b.GetStatus().GetMessage())
+	}
+}

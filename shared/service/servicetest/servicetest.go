@@ -216,7 +216,36 @@ type Process struct {
 // server's health is SERVING. When the test ends the process is stopped
 // (see Stop), the test fails unless it exited 0, and its output is logged
 // if the test failed. Call zktest.Main from TestMain.
+//
+// The port was free when it was picked, but another test's server may
+// bind it before this one does: such a start is tried again on another.
 func Start(t testing.TB, bin, root string, env ...string) *Process {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p := launch(t, bin, root, env)
+		err := p.waitServing(30 * time.Second)
+		if err == nil {
+			t.Cleanup(func() {
+				if err := p.Stop(); err != nil {
+					t.Errorf("%s: %v", p.name, err)
+				}
+				if t.Failed() {
+					t.Logf("%s output:\n%s", p.name, p.Output())
+				}
+			})
+			return p
+		}
+		p.cmd.Process.Kill()
+		<-p.exited
+		if attempt < 3 && strings.Contains(p.Output(), "address already in use") {
+			continue
+		}
+		t.Fatalf("%s on %s: %v; its output:\n%s", p.name, p.Addr, err, p.Output())
+	}
+}
+
+// launch starts bin on a free port (see Start).
+func launch(t testing.TB, bin, root string, env []string) *Process {
 	t.Helper()
 	addr := FreeAddr(t)
 	p := &Process{
@@ -242,16 +271,46 @@ func Start(t testing.TB, bin, root string, env ...string) *Process {
 		p.err = p.cmd.Wait()
 		close(p.exited)
 	}()
-	t.Cleanup(func() {
-		if err := p.Stop(); err != nil {
-			t.Errorf("%s: %v", p.name, err)
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", p.name, p.Output())
-		}
-	})
-	WaitHealth(t, Dial(t, addr), healthpb.HealthCheckResponse_SERVING, 30*time.Second)
 	return p
+}
+
+// waitServing waits until the process answers SERVING on its address and
+// Ping names it: another server that took the port answers otherwise.
+func (p *Process) waitServing(timeout time.Duration) error {
+	conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	health, pings := healthpb.NewHealthClient(conn), ingestqv1.NewPingServiceClient(conn)
+	deadline := time.Now().Add(timeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("exited before serving: %v", p.err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			var pong *ingestqv1.PingResponse
+			if pong, err = pings.Ping(ctx, &ingestqv1.PingRequest{}); err == nil && pong.GetService() == p.name {
+				cancel()
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("the port is served by %s", pong.GetService())
+			}
+		}
+		cancel()
+		last = resp.GetStatus().String()
+		if err != nil {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("health is not SERVING after %s; last answer: %s", timeout, last)
 }
 
 // Stop sends the process SIGTERM and waits up to StopWait for it to exit.

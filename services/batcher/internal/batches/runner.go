@@ -44,6 +44,14 @@ type Config struct {
 	// is sent again, doubled after each failure up to ten minutes (default
 	// 10s). The batch stays claimed meanwhile.
 	MailRetry time.Duration
+	// MaxQueuedJobs bounds the jobs the queue holds, ended ones included
+	// until their batch is cleaned up (0: no bound). ZooKeeper keeps every
+	// job in its heap: a pending batch whose jobs would pass the bound waits
+	// in Pending, saying so, and one larger than the bound fails.
+	MaxQueuedJobs int
+	// RoomRetry is how soon a batch waiting for room looks again (default
+	// 30s).
+	RoomRetry time.Duration
 }
 
 // Runner works on batches until stopped.
@@ -59,6 +67,12 @@ type Runner struct {
 	// down, say); the feed brings it up again at its next look.
 	retryAt  map[string]time.Time
 	failures map[string]int
+	// waiting holds the number of jobs of each batch waiting for room, so
+	// that its payload is fetched again only once there may be room.
+	waiting map[string]int
+	// again brings a batch waiting for room back after RoomRetry: nothing
+	// about the batch itself changes when room is made elsewhere.
+	again chan queue.BatchWork
 }
 
 // Backoff after a failed attempt on a batch: doubled per failure, capped.
@@ -78,6 +92,9 @@ func New(cfg Config) *Runner {
 	if cfg.MailRetry <= 0 {
 		cfg.MailRetry = firstBackoff
 	}
+	if cfg.RoomRetry <= 0 {
+		cfg.RoomRetry = 30 * time.Second
+	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -85,7 +102,8 @@ func New(cfg Config) *Runner {
 		cfg.Logger = slog.Default()
 	}
 	r := &Runner{cfg: cfg, log: cfg.Logger, inFlight: map[string]bool{},
-		retryAt: map[string]time.Time{}, failures: map[string]int{}}
+		retryAt: map[string]time.Time{}, failures: map[string]int{}, waiting: map[string]int{},
+		again: make(chan queue.BatchWork, 64)}
 	r.work, r.abort = context.WithCancel(context.Background())
 	return r
 }
@@ -98,7 +116,16 @@ func (r *Runner) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	feed := q.WatchBatches(ctx)
-	for w := range feed {
+	for {
+		var w queue.BatchWork
+		select {
+		case bw, ok := <-feed:
+			if !ok {
+				return
+			}
+			w = bw
+		case w = <-r.again:
+		}
 		// A paused queue takes no new batch; the feed reports it again.
 		if err := q.WaitUnpaused(ctx); err != nil {
 			return
@@ -135,10 +162,24 @@ func (r *Runner) Run(ctx context.Context) {
 // or lost, and the batches are finished by the next batcher that takes them.
 func (r *Runner) Abort() { r.abort() }
 
+// errNoRoom: the batch waits in Pending for room in the queue.
+var errNoRoom = errors.New("no room in the queue for the batch's jobs")
+
 // settle records how an attempt on a batch ended.
 func (r *Runner) settle(bid string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if errors.Is(err, errNoRoom) {
+		r.retryAt[bid] = time.Now().Add(r.cfg.RoomRetry)
+		time.AfterFunc(r.cfg.RoomRetry, func() {
+			select {
+			case r.again <- queue.BatchWork{Bid: bid, Status: queue.BatchPending}:
+			default: // the feed's own periodic look brings it back
+			}
+		})
+		return
+	}
+	delete(r.waiting, bid)
 	if err == nil {
 		delete(r.retryAt, bid)
 		delete(r.failures, bid)
@@ -186,7 +227,7 @@ func (r *Runner) handle(w queue.BatchWork) error {
 		// Moved on since the feed saw it.
 		err = bc.Release(context.WithoutCancel(ctx))
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, errNoRoom) {
 		span.SetStatus(codes.Error, err.Error())
 		r.log.WarnContext(ctx, "batch left for a later attempt", "state", state, "error", err.Error())
 		// A claim that is still held goes back; a finished one says so.
@@ -231,10 +272,75 @@ func (b *batch) take(ctx context.Context) error {
 		b.log.InfoContext(ctx, "batch held", "collection", prof.Collection)
 		return nil
 	}
+	if max := b.r.cfg.MaxQueuedJobs; max > 0 {
+		if need, ok := b.r.waitingFor(bc.ID()); ok {
+			// Nothing fetched until there may be room.
+			total, err := q.JobTotal(ctx)
+			if err != nil {
+				return err
+			}
+			if total+need > max {
+				return b.waitForRoom(ctx, total, need, max)
+			}
+		}
+	}
+	jobs, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), bc.Batch.GetSubmission(), prof)
+	var perr *spawn.PayloadError
+	if errors.As(err, &perr) {
+		return b.takeAndFail(ctx, perr.Msg)
+	}
+	if err != nil {
+		return err
+	}
+	if max := b.r.cfg.MaxQueuedJobs; max > 0 {
+		if len(jobs) > max {
+			return b.takeAndFail(ctx, fmt.Sprintf("the batch has %d jobs, more than the queue holds at once (at most %d, INGESTQ_MAX_QUEUED_JOBS): "+
+				"split it into batches of at most %d jobs, or raise the bound with the ZooKeeper servers' heap (about 6.5 KB per job)", len(jobs), max, max))
+		}
+		total, err := q.JobTotal(ctx)
+		if err != nil {
+			return err
+		}
+		if total+len(jobs) > max {
+			return b.waitForRoom(ctx, total, len(jobs), max)
+		}
+	}
 	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload"}); err != nil {
 		return err
 	}
-	return b.spawn(ctx, prof)
+	return b.spawn(ctx, prof, jobs)
+}
+
+// takeAndFail ends a pending batch as Failed with msg, by way of
+// Processing (Pending can only go on to Processing), before any job exists.
+func (b *batch) takeAndFail(ctx context.Context, msg string) error {
+	if err := b.bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by the batcher"}); err != nil {
+		return err
+	}
+	return b.fail(ctx, msg)
+}
+
+// waitForRoom leaves a pending batch of need jobs in Pending, saying why,
+// while the queue holds total jobs of at most max.
+func (b *batch) waitForRoom(ctx context.Context, total, need, max int) error {
+	msg := fmt.Sprintf("waiting for room in the queue: it holds %d jobs, this batch has %d, at most %d at once (INGESTQ_MAX_QUEUED_JOBS); "+
+		"ended batches make room when they are cleaned up", total, need, max)
+	b.r.mu.Lock()
+	b.r.waiting[b.bc.ID()] = need
+	b.r.mu.Unlock()
+	if err := b.bc.ReleaseWithMessage(ctx, msg); err != nil {
+		return err
+	}
+	b.log.InfoContext(ctx, "batch waits for room in the queue", "jobs", need, "queued", total, "max_queued_jobs", max)
+	return errNoRoom
+}
+
+// waitingFor says how many jobs a batch waiting for room has.
+func (r *Runner) waitingFor(bid string) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.waiting[bid]
+	return n, ok
 }
 
 // resume acts on a Processing batch: one left half-spawned gets the rest of
@@ -248,7 +354,7 @@ func (b *batch) resume(ctx context.Context) error {
 				bc.Batch.GetSubmission().GetProfileName()))
 		}
 		b.log.InfoContext(ctx, "finishing a half-spawned batch")
-		return b.spawn(ctx, prof)
+		return b.spawn(ctx, prof, nil)
 	}
 	counts, err := b.r.cfg.Queue.BatchCounts(ctx, bc.ID())
 	if err != nil {
@@ -272,17 +378,21 @@ func (b *batch) fail(ctx context.Context, msg string) error {
 }
 
 // spawn creates the jobs of a Processing batch that are not there yet and
-// then releases the batch to its jobs.
-func (b *batch) spawn(ctx context.Context, prof *profile.Profile) error {
+// then releases the batch to its jobs. jobs is the batch's plan; nil: plan
+// it (a half-spawned batch resumed).
+func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.NewJob) error {
 	bc := b.bc
 	sub := bc.Batch.GetSubmission()
-	jobs, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), sub, prof)
-	var perr *spawn.PayloadError
-	if errors.As(err, &perr) {
-		return b.fail(ctx, perr.Msg)
-	}
-	if err != nil {
-		return err
+	if jobs == nil {
+		var err error
+		jobs, err = b.r.cfg.Planner.Plan(ctx, bc.ID(), sub, prof)
+		var perr *spawn.PayloadError
+		if errors.As(err, &perr) {
+			return b.fail(ctx, perr.Msg)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	existing, err := bc.SpawnedEntries(ctx)
 	if err != nil {

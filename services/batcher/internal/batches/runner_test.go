@@ -539,3 +539,59 @@ func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing
 		t.Errorf("queued notices: %d", len(msgs))
 	}
 }
+
+func TestABatchThatWouldOverfillTheQueueWaitsInPendingUntilRoomIsMade(t *testing.T) {
+	h := newHarness(t)
+	h.cfg.MaxQueuedJobs = 4 // a manifest of manifests here is 3 jobs
+	h.cfg.RoomRetry = 50 * time.Millisecond
+	h.start()
+	ctx := context.Background()
+	first := h.submit("quiet", h.dep.put("/first.checkm", manifestOfManifests), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	h.waitBatch(first, queue.BatchProcessing)
+
+	second := h.submit("quiet", h.dep.put("/second.checkm", manifestOfManifests), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	b := h.waitBatch(second, queue.BatchPending)
+	for !strings.Contains(b.GetStatus().GetMessage(), "waiting for room") {
+		time.Sleep(20 * time.Millisecond)
+		b = h.waitBatch(second, queue.BatchPending)
+	}
+	want := "waiting for room in the queue: it holds 3 jobs, this batch has 3, at most 4 at once (INGESTQ_MAX_QUEUED_JOBS)"
+	if msg := b.GetStatus().GetMessage(); !strings.HasPrefix(msg, want) {
+		t.Errorf("message %q, want it to start %q", msg, want)
+	}
+	time.Sleep(20 * h.cfg.RoomRetry) // looked at again and again meanwhile
+	if b := h.waitBatch(second, queue.BatchPending); len(h.jobs(second)) != 0 {
+		t.Fatalf("the waiting batch has %d jobs (%v)", len(h.jobs(second)), b.GetStatus())
+	}
+	if n := h.dep.fetches("/second.checkm"); n != 1 {
+		t.Errorf("the waiting batch's payload was fetched %d times, want once", n)
+	}
+
+	// The first batch ends and is cleaned up: its room goes to the second.
+	for i, j := range h.jobs(first) {
+		h.finish(j.GetId(), fmt.Sprintf("ark:/99999/fk4obj%d", i), "")
+	}
+	h.waitBatch(first, queue.BatchCompleted)
+	if _, err := h.q.CleanupBatches(ctx, -1, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.waitBatch(second, queue.BatchProcessing)
+	if jobs := h.jobs(second); len(jobs) != 3 {
+		t.Errorf("the admitted batch has %d jobs, want 3", len(jobs))
+	}
+}
+
+func TestABatchLargerThanTheQueueMayHoldFailsBeforeAnyJobExists(t *testing.T) {
+	h := newHarness(t)
+	h.cfg.MaxQueuedJobs = 2
+	h.start()
+	bid := h.submit("quiet", h.dep.put("/batch.checkm", manifestOfManifests), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	b := h.waitBatch(bid, queue.BatchFailed)
+	want := "the batch has 3 jobs, more than the queue holds at once (at most 2, INGESTQ_MAX_QUEUED_JOBS): split it into batches of at most 2 jobs"
+	if msg := b.GetStatus().GetMessage(); !strings.HasPrefix(msg, want) {
+		t.Errorf("message %q, want it to start %q", msg, want)
+	}
+	if n, err := h.q.JobTotal(context.Background()); err != nil || n != 0 {
+		t.Errorf("the queue holds %d jobs (%v), want none", n, err)
+	}
+}
