@@ -301,7 +301,8 @@ func BenchmarkLifecycle(b *testing.B) {
 // BenchmarkEndToEnd is the end-to-end figure of BenchmarkPipeline alone,
 // beside the ceiling, with the server requests and machine CPU each job
 // cost and a CPU profile of every service:
-// go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs;
+// go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs
+// of INGESTQ_BENCH_E2E_FILE_BYTES each, default 1024;
 // INGESTQ_BENCH_GOMAXPROCS, default Go's own (0);
 // INGESTQ_BENCH_PROFILE_DIR keeps the profiles).
 func BenchmarkEndToEnd(b *testing.B) {
@@ -332,7 +333,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 		// INGESTQ_BENCH_PROFILE_DIR keeps the services' CPU profiles.
 		profiles := filepath.Join(cmp.Or(os.Getenv("INGESTQ_BENCH_PROFILE_DIR"), dir), fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
-			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: 1024, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency), GoMaxProcs: goMaxProcs(), Profiles: profiles,
+			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: envInt("INGESTQ_BENCH_E2E_FILE_BYTES", 1024),
+			Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency), GoMaxProcs: goMaxProcs(), Profiles: profiles,
 			ServerPIDs: []int{srv.PID()}, Timeline: timelineOut()})
 		if pr != nil && pr.Stack != nil {
 			pr.Stack.StopServices(context.WithoutCancel(ctx))
