@@ -551,7 +551,10 @@ func TestABatchThatWouldOverfillTheQueueWaitsInPendingUntilRoomIsMade(t *testing
 
 	second := h.submit("quiet", h.dep.put("/second.checkm", manifestOfManifests), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
 	b := h.waitBatch(second, queue.BatchPending)
-	for !strings.Contains(b.GetStatus().GetMessage(), "waiting for room") {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.GetStatus().GetMessage(), "waiting for room"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second batch never said it waits: %v", b.GetStatus())
+		}
 		time.Sleep(20 * time.Millisecond)
 		b = h.waitBatch(second, queue.BatchPending)
 	}
