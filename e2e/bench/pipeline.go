@@ -93,7 +93,9 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 		[]byte("name: bench\ncollection: bench\nnotification_addresses: [bench@example.org]\n"), 0o644); err != nil {
 		return nil, err
 	}
-	env := map[string]string{"INGESTQ_CONCURRENCY": strconv.Itoa(o.Concurrency), "INGESTQ_LOG_LEVEL": "warn",
+	// No bound on the jobs queued: a run of more than 100,000 jobs is what
+	// INGESTQ_BENCH_E2E_JOBS may ask for.
+	env := map[string]string{"INGESTQ_CONCURRENCY": strconv.Itoa(o.Concurrency), "INGESTQ_LOG_LEVEL": "warn", "INGESTQ_MAX_QUEUED_JOBS": "0",
 		"INGESTQ_PPROF": strconv.FormatBool(o.Profiles != "")}
 	if o.GoMaxProcs > 0 {
 		env["GOMAXPROCS"] = strconv.Itoa(o.GoMaxProcs)

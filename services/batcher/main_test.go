@@ -49,7 +49,9 @@ func TestBinaryRefusesUnusableSettingsSayingWhich(t *testing.T) {
 		{"INGESTQ_RETENTION=0s", "INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
-			cmd := exec.Command(bin)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
 			cmd.Env = append(os.Environ(),
 				"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
 				"INGESTQ_ZK_ROOT="+zktest.Root(t),

@@ -495,11 +495,18 @@ func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
 	if n := total(); n != 5 {
 		t.Fatalf("%d jobs once three completed, want 5: ended jobs stay until cleanup", n)
 	}
-	bc, _ := c.ClaimBatch(ctx, done)
-	bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true})
-	bc.Commit(ctx, BatchChange{To: BatchCompleted})
-	if _, err := c.CleanupBatches(ctx, -1, 0); err != nil {
+	bc, err := c.ClaimBatch(ctx, done)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.CleanupBatches(ctx, -1, 0); err != nil || !slices.Contains(res.Batches, done) {
+		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, done)
 	}
 	if n := total(); n != 2 {
 		t.Fatalf("%d jobs after the completed batch was cleaned up, want 2", n)

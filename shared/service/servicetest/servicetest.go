@@ -238,6 +238,7 @@ func Start(t testing.TB, bin, root string, env ...string) *Process {
 		p.cmd.Process.Kill()
 		<-p.exited
 		if attempt < 3 && strings.Contains(p.Output(), "address already in use") {
+			t.Logf("%s on %s: %v; starting it again on another port; its output:\n%s", p.name, p.Addr, err, p.Output())
 			continue
 		}
 		t.Fatalf("%s on %s: %v; its output:\n%s", p.name, p.Addr, err, p.Output())

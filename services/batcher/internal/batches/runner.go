@@ -68,8 +68,14 @@ type Runner struct {
 	retryAt  map[string]time.Time
 	failures map[string]int
 	// waiting holds the number of jobs of each batch waiting for room, so
-	// that its payload is fetched again only once there may be room.
-	waiting map[string]int
+	// that its payload is fetched again only once there may be room; the
+	// oldest of them is admitted first.
+	waiting map[string]waitingBatch
+	// admitting serializes admissions; reserved counts the jobs of the
+	// batches admitted here and still spawning (some of them counted twice
+	// once created, which errs on the side of the bound).
+	admitting sync.Mutex
+	reserved  int
 	// again brings a batch waiting for room back after RoomRetry: nothing
 	// about the batch itself changes when room is made elsewhere.
 	again chan queue.BatchWork
@@ -102,7 +108,7 @@ func New(cfg Config) *Runner {
 		cfg.Logger = slog.Default()
 	}
 	r := &Runner{cfg: cfg, log: cfg.Logger, inFlight: map[string]bool{},
-		retryAt: map[string]time.Time{}, failures: map[string]int{}, waiting: map[string]int{},
+		retryAt: map[string]time.Time{}, failures: map[string]int{}, waiting: map[string]waitingBatch{},
 		again: make(chan queue.BatchWork, 64)}
 	r.work, r.abort = context.WithCancel(context.Background())
 	return r
@@ -272,16 +278,15 @@ func (b *batch) take(ctx context.Context) error {
 		b.log.InfoContext(ctx, "batch held", "collection", prof.Collection)
 		return nil
 	}
-	if max := b.r.cfg.MaxQueuedJobs; max > 0 {
-		if need, ok := b.r.waitingFor(bc.ID()); ok {
-			// Nothing fetched until there may be room.
-			total, err := q.JobTotal(ctx)
-			if err != nil {
-				return err
-			}
-			if total+need > max {
-				return b.waitForRoom(ctx, total, need, max)
-			}
+	max := b.r.cfg.MaxQueuedJobs
+	if need, ok := b.r.waitingFor(bc.ID()); ok && max > 0 {
+		// Nothing fetched until there may be room.
+		wait, err := b.r.noRoom(ctx, bc.ID(), need)
+		if err != nil {
+			return err
+		}
+		if wait != "" {
+			return b.waitForRoom(ctx, wait, need)
 		}
 	}
 	jobs, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), bc.Batch.GetSubmission(), prof)
@@ -292,17 +297,23 @@ func (b *batch) take(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if max := b.r.cfg.MaxQueuedJobs; max > 0 {
+	if max > 0 {
 		if len(jobs) > max {
 			return b.takeAndFail(ctx, fmt.Sprintf("the batch has %d jobs, more than the queue holds at once (at most %d, INGESTQ_MAX_QUEUED_JOBS): "+
 				"split it into batches of at most %d jobs, or raise the bound with the ZooKeeper servers' heap (about 6.5 KB per job)", len(jobs), max, max))
 		}
-		total, err := q.JobTotal(ctx)
+		b.r.admitting.Lock()
+		wait, err := b.r.noRoom(ctx, bc.ID(), len(jobs))
+		if err == nil && wait == "" {
+			b.r.reserve(len(jobs))
+			defer b.r.reserve(-len(jobs))
+		}
+		b.r.admitting.Unlock()
 		if err != nil {
 			return err
 		}
-		if total+len(jobs) > max {
-			return b.waitForRoom(ctx, total, len(jobs), max)
+		if wait != "" {
+			return b.waitForRoom(ctx, wait, len(jobs))
 		}
 	}
 	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload"}); err != nil {
@@ -320,27 +331,71 @@ func (b *batch) takeAndFail(ctx context.Context, msg string) error {
 	return b.fail(ctx, msg)
 }
 
-// waitForRoom leaves a pending batch of need jobs in Pending, saying why,
-// while the queue holds total jobs of at most max.
-func (b *batch) waitForRoom(ctx context.Context, total, need, max int) error {
-	msg := fmt.Sprintf("waiting for room in the queue: it holds %d jobs, this batch has %d, at most %d at once (INGESTQ_MAX_QUEUED_JOBS); "+
-		"ended batches make room when they are cleaned up", total, need, max)
+// noRoom says why a batch of need jobs cannot be admitted now ("" when it
+// can): the queue holds too many jobs, or an older batch waits for room
+// first (so that a large batch is not passed by smaller ones for ever).
+func (r *Runner) noRoom(ctx context.Context, bid string, need int) (string, error) {
+	max := r.cfg.MaxQueuedJobs
+	r.mu.Lock()
+	older := ""
+	for w, wb := range r.waiting {
+		if time.Since(wb.at) > 3*r.cfg.RoomRetry {
+			delete(r.waiting, w) // not looked at again here: gone, or taken elsewhere
+			continue
+		}
+		if w < bid && (older == "" || w < older) {
+			older = w
+		}
+	}
+	reserved := r.reserved
+	r.mu.Unlock()
+	if older != "" {
+		return fmt.Sprintf("waiting for room in the queue behind the older batch %s", older), nil
+	}
+	total, err := r.cfg.Queue.JobTotal(ctx)
+	if err != nil {
+		return "", err
+	}
+	if total+reserved+need <= max {
+		return "", nil
+	}
+	return fmt.Sprintf("waiting for room in the queue: it holds %d jobs, this batch has %d, at most %d at once (INGESTQ_MAX_QUEUED_JOBS); "+
+		"completed batches make room when they are cleaned up, failed ones when their jobs are requeued and complete or the batch is deleted",
+		total+reserved, need, max), nil
+}
+
+func (r *Runner) reserve(n int) {
+	r.mu.Lock()
+	r.reserved += n
+	r.mu.Unlock()
+}
+
+// waitForRoom leaves a pending batch of need jobs in Pending, saying why
+// (msg), to be looked at again after RoomRetry.
+func (b *batch) waitForRoom(ctx context.Context, msg string, need int) error {
 	b.r.mu.Lock()
-	b.r.waiting[b.bc.ID()] = need
+	b.r.waiting[b.bc.ID()] = waitingBatch{jobs: need, at: time.Now()}
 	b.r.mu.Unlock()
-	if err := b.bc.ReleaseWithMessage(ctx, msg); err != nil {
+	if err := b.bc.ReleaseWithMessage(context.WithoutCancel(ctx), msg); err != nil {
 		return err
 	}
-	b.log.InfoContext(ctx, "batch waits for room in the queue", "jobs", need, "queued", total, "max_queued_jobs", max)
+	b.log.InfoContext(ctx, "batch waits for room in the queue", "jobs", need, "why", msg)
 	return errNoRoom
+}
+
+// waitingBatch is a batch waiting for room: its jobs, and when it last
+// looked.
+type waitingBatch struct {
+	jobs int
+	at   time.Time
 }
 
 // waitingFor says how many jobs a batch waiting for room has.
 func (r *Runner) waitingFor(bid string) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n, ok := r.waiting[bid]
-	return n, ok
+	wb, ok := r.waiting[bid]
+	return wb.jobs, ok
 }
 
 // resume acts on a Processing batch: one left half-spawned gets the rest of

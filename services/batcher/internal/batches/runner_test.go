@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime/quotedprintable"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -540,7 +541,7 @@ func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing
 	}
 }
 
-func TestABatchThatWouldOverfillTheQueueWaitsInPendingUntilRoomIsMade(t *testing.T) {
+func TestBatchesThatWouldOverfillTheQueueWaitInPendingOldestFirstUntilRoomIsMade(t *testing.T) {
 	h := newHarness(t)
 	h.cfg.MaxQueuedJobs = 4 // a manifest of manifests here is 3 jobs
 	h.cfg.RoomRetry = 50 * time.Millisecond
@@ -569,19 +570,34 @@ func TestABatchThatWouldOverfillTheQueueWaitsInPendingUntilRoomIsMade(t *testing
 	if n := h.dep.fetches("/second.checkm"); n != 1 {
 		t.Errorf("the waiting batch's payload was fetched %d times, want once", n)
 	}
+	// A batch of one job would fit, but the older batch has the room first.
+	third := h.submit("quiet", h.dep.url("/deposits/one.pdf"), v1.PayloadType_PAYLOAD_TYPE_FILE)
+	b = h.waitBatch(third, queue.BatchPending)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.GetStatus().GetMessage(), "waiting for room"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the third batch never said it waits: %v", b.GetStatus())
+		}
+		time.Sleep(20 * time.Millisecond)
+		b = h.waitBatch(third, queue.BatchPending)
+	}
+	if want := "waiting for room in the queue behind the older batch " + second; b.GetStatus().GetMessage() != want {
+		t.Errorf("third batch says %q, want %q", b.GetStatus().GetMessage(), want)
+	}
 
 	// The first batch ends and is cleaned up: its room goes to the second.
 	for i, j := range h.jobs(first) {
 		h.finish(j.GetId(), fmt.Sprintf("ark:/99999/fk4obj%d", i), "")
 	}
 	h.waitBatch(first, queue.BatchCompleted)
-	if _, err := h.q.CleanupBatches(ctx, -1, 0); err != nil {
-		t.Fatal(err)
+	res, err := h.q.CleanupBatches(ctx, -1, 0)
+	if err != nil || !slices.Contains(res.Batches, first) {
+		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, first)
 	}
 	h.waitBatch(second, queue.BatchProcessing)
 	if jobs := h.jobs(second); len(jobs) != 3 {
 		t.Errorf("the admitted batch has %d jobs, want 3", len(jobs))
 	}
+	h.waitBatch(third, queue.BatchProcessing) // 3 + 1 fit the bound of 4
 }
 
 func TestABatchLargerThanTheQueueMayHoldFailsBeforeAnyJobExists(t *testing.T) {
