@@ -278,8 +278,8 @@ func (b *batch) take(ctx context.Context) error {
 		b.log.InfoContext(ctx, "batch held", "collection", prof.Collection)
 		return nil
 	}
-	max := b.r.cfg.MaxQueuedJobs
-	if need, ok := b.r.waitingFor(bc.ID()); ok && max > 0 {
+	bound := b.r.cfg.MaxQueuedJobs
+	if need, ok := b.r.waitingFor(bc.ID()); ok && bound > 0 {
 		// Nothing fetched until there may be room.
 		wait, err := b.r.noRoom(ctx, bc.ID(), need)
 		if err != nil {
@@ -297,10 +297,10 @@ func (b *batch) take(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if max > 0 {
-		if len(jobs) > max {
+	if bound > 0 {
+		if len(jobs) > bound {
 			return b.takeAndFail(ctx, fmt.Sprintf("the batch has %d jobs, more than the queue holds at once (at most %d, INGESTQ_MAX_QUEUED_JOBS): "+
-				"split it into batches of at most %d jobs, or raise the bound with the ZooKeeper servers' heap (about 6.5 KB per job)", len(jobs), max, max))
+				"split it into batches of at most %d jobs, or raise the bound with the ZooKeeper servers' heap (about 6.5 KB per job)", len(jobs), bound, bound))
 		}
 		b.r.admitting.Lock()
 		wait, err := b.r.noRoom(ctx, bc.ID(), len(jobs))
@@ -335,7 +335,7 @@ func (b *batch) takeAndFail(ctx context.Context, msg string) error {
 // can): the queue holds too many jobs, or an older batch waits for room
 // first (so that a large batch is not passed by smaller ones for ever).
 func (r *Runner) noRoom(ctx context.Context, bid string, need int) (string, error) {
-	max := r.cfg.MaxQueuedJobs
+	bound := r.cfg.MaxQueuedJobs
 	r.mu.Lock()
 	older := ""
 	for w, wb := range r.waiting {
@@ -356,12 +356,12 @@ func (r *Runner) noRoom(ctx context.Context, bid string, need int) (string, erro
 	if err != nil {
 		return "", err
 	}
-	if total+reserved+need <= max {
+	if total+reserved+need <= bound {
 		return "", nil
 	}
 	return fmt.Sprintf("waiting for room in the queue: it holds %d jobs, this batch has %d, at most %d at once (INGESTQ_MAX_QUEUED_JOBS); "+
 		"completed batches make room when they are cleaned up, failed ones when their jobs are requeued and complete or the batch is deleted",
-		total+reserved, need, max), nil
+		total+reserved, need, bound), nil
 }
 
 func (r *Runner) reserve(n int) {
