@@ -614,3 +614,43 @@ func TestABatchLargerThanTheQueueMayHoldFailsBeforeAnyJobExists(t *testing.T) {
 		t.Errorf("the queue holds %d jobs (%v), want none", n, err)
 	}
 }
+
+func TestBatchesSubmittedTogetherAreNotAllAdmittedIntoTheSameRoom(t *testing.T) {
+	h := newHarness(t)
+	h.cfg.MaxQueuedJobs = 4 // room for one batch of 3
+	h.cfg.Concurrency = 4
+	h.start()
+	var bids []string
+	for i := range 3 {
+		bids = append(bids, h.submit("quiet", h.dep.put(fmt.Sprintf("/b%d.checkm", i), manifestOfManifests), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		processing, waiting := 0, 0
+		for _, bid := range bids {
+			b, err := h.q.GetBatch(context.Background(), bid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case b.GetStatus().GetStatus() == queue.BatchProcessing && !b.GetLocked(): // spawned
+				processing++
+			case strings.HasPrefix(b.GetStatus().GetMessage(), "waiting for room"):
+				waiting++
+			}
+		}
+		if processing+waiting == len(bids) {
+			if processing != 1 {
+				t.Fatalf("%d batches of 3 jobs admitted under a bound of 4, want 1", processing)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %d batches processing, %d waiting, of %d", processing, waiting, len(bids))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n, err := h.q.JobTotal(context.Background()); err != nil || n != 3 {
+		t.Errorf("the queue holds %d jobs (%v), want 3", n, err)
+	}
+}
