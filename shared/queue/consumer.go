@@ -366,7 +366,6 @@ func (co *Consumer) relistLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing %s jobs: %w", JobStateName(co.state), err)
 	}
-	co.listCost = time.Since(start)
 	co.listedAt = time.Now()
 	co.dirty = false
 	co.watching = true
@@ -377,6 +376,8 @@ func (co *Consumer) relistLocked(ctx context.Context) error {
 			co.snapshot = append(co.snapshot, e)
 		}
 	}
+	// What a listing costs includes sorting it (~35 ms of 100,000 names).
+	co.listCost = time.Since(start)
 	wake, listedAt := co.wake, co.listedAt
 	go func() {
 		select {
