@@ -9,6 +9,7 @@ package ingestqv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -767,6 +768,121 @@ func (x *DeleteBatchResponse) GetDeletedJobs() []string {
 	return nil
 }
 
+type CleanupBatchesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// older_than is required: completed batches older than it go ("0s": all).
+	OlderThan     *durationpb.Duration `protobuf:"bytes,1,opt,name=older_than,json=olderThan,proto3" json:"older_than,omitempty"`
+	MaxBatches    int32                `protobuf:"varint,2,opt,name=max_batches,json=maxBatches,proto3" json:"max_batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CleanupBatchesRequest) Reset() {
+	*x = CleanupBatchesRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CleanupBatchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CleanupBatchesRequest) ProtoMessage() {}
+
+func (x *CleanupBatchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CleanupBatchesRequest.ProtoReflect.Descriptor instead.
+func (*CleanupBatchesRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CleanupBatchesRequest) GetOlderThan() *durationpb.Duration {
+	if x != nil {
+		return x.OlderThan
+	}
+	return nil
+}
+
+func (x *CleanupBatchesRequest) GetMaxBatches() int32 {
+	if x != nil {
+		return x.MaxBatches
+	}
+	return 0
+}
+
+type CleanupBatchesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// batch_ids are the batches removed, with jobs jobs.
+	BatchIds []string `protobuf:"bytes,1,rep,name=batch_ids,json=batchIds,proto3" json:"batch_ids,omitempty"`
+	Jobs     int32    `protobuf:"varint,2,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	// working_dirs_left say which working directories could not be removed, and why.
+	WorkingDirsLeft []string `protobuf:"bytes,3,rep,name=working_dirs_left,json=workingDirsLeft,proto3" json:"working_dirs_left,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CleanupBatchesResponse) Reset() {
+	*x = CleanupBatchesResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CleanupBatchesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CleanupBatchesResponse) ProtoMessage() {}
+
+func (x *CleanupBatchesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CleanupBatchesResponse.ProtoReflect.Descriptor instead.
+func (*CleanupBatchesResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CleanupBatchesResponse) GetBatchIds() []string {
+	if x != nil {
+		return x.BatchIds
+	}
+	return nil
+}
+
+func (x *CleanupBatchesResponse) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *CleanupBatchesResponse) GetWorkingDirsLeft() []string {
+	if x != nil {
+		return x.WorkingDirsLeft
+	}
+	return nil
+}
+
 // GetBatchRequest finds a batch by bid or by the submitter's batch uuid.
 type GetBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -781,7 +897,7 @@ type GetBatchRequest struct {
 
 func (x *GetBatchRequest) Reset() {
 	*x = GetBatchRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +909,7 @@ func (x *GetBatchRequest) String() string {
 func (*GetBatchRequest) ProtoMessage() {}
 
 func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +922,7 @@ func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBatchRequest.ProtoReflect.Descriptor instead.
 func (*GetBatchRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetBatchRequest) GetBatch() isGetBatchRequest_Batch {
@@ -859,7 +975,7 @@ type GetBatchResponse struct {
 
 func (x *GetBatchResponse) Reset() {
 	*x = GetBatchResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +987,7 @@ func (x *GetBatchResponse) String() string {
 func (*GetBatchResponse) ProtoMessage() {}
 
 func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1000,7 @@ func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBatchResponse.ProtoReflect.Descriptor instead.
 func (*GetBatchResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetBatchResponse) GetBatch() *Batch {
@@ -910,7 +1026,7 @@ type ListBatchesRequest struct {
 
 func (x *ListBatchesRequest) Reset() {
 	*x = ListBatchesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1038,7 @@ func (x *ListBatchesRequest) String() string {
 func (*ListBatchesRequest) ProtoMessage() {}
 
 func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1051,7 @@ func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesRequest.ProtoReflect.Descriptor instead.
 func (*ListBatchesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListBatchesRequest) GetStatus() BatchState {
@@ -977,7 +1093,7 @@ type ListBatchesResponse struct {
 
 func (x *ListBatchesResponse) Reset() {
 	*x = ListBatchesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1105,7 @@ func (x *ListBatchesResponse) String() string {
 func (*ListBatchesResponse) ProtoMessage() {}
 
 func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1118,7 @@ func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesResponse.ProtoReflect.Descriptor instead.
 func (*ListBatchesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListBatchesResponse) GetBatches() []*Batch {
@@ -1030,7 +1146,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1158,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1171,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -1081,7 +1197,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1209,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1222,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1131,7 +1247,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1259,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1272,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListJobsRequest) GetState() JobState {
@@ -1197,7 +1313,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1325,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1338,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1251,7 +1367,7 @@ type HoldJobRequest struct {
 
 func (x *HoldJobRequest) Reset() {
 	*x = HoldJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1379,7 @@ func (x *HoldJobRequest) String() string {
 func (*HoldJobRequest) ProtoMessage() {}
 
 func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1392,7 @@ func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobRequest.ProtoReflect.Descriptor instead.
 func (*HoldJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HoldJobRequest) GetJobId() string {
@@ -1302,7 +1418,7 @@ type HoldJobResponse struct {
 
 func (x *HoldJobResponse) Reset() {
 	*x = HoldJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1430,7 @@ func (x *HoldJobResponse) String() string {
 func (*HoldJobResponse) ProtoMessage() {}
 
 func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1443,7 @@ func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobResponse.ProtoReflect.Descriptor instead.
 func (*HoldJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HoldJobResponse) GetJob() *Job {
@@ -1347,7 +1463,7 @@ type ReleaseJobRequest struct {
 
 func (x *ReleaseJobRequest) Reset() {
 	*x = ReleaseJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1475,7 @@ func (x *ReleaseJobRequest) String() string {
 func (*ReleaseJobRequest) ProtoMessage() {}
 
 func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1488,7 @@ func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseJobRequest) GetJobId() string {
@@ -1398,7 +1514,7 @@ type ReleaseJobResponse struct {
 
 func (x *ReleaseJobResponse) Reset() {
 	*x = ReleaseJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1526,7 @@ func (x *ReleaseJobResponse) String() string {
 func (*ReleaseJobResponse) ProtoMessage() {}
 
 func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1539,7 @@ func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseJobResponse) GetJob() *Job {
@@ -1443,7 +1559,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1571,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1584,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FailJobRequest) GetJobId() string {
@@ -1494,7 +1610,7 @@ type FailJobResponse struct {
 
 func (x *FailJobResponse) Reset() {
 	*x = FailJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1622,7 @@ func (x *FailJobResponse) String() string {
 func (*FailJobResponse) ProtoMessage() {}
 
 func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1635,7 @@ func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobResponse.ProtoReflect.Descriptor instead.
 func (*FailJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FailJobResponse) GetJob() *Job {
@@ -1541,7 +1657,7 @@ type RequeueJobRequest struct {
 
 func (x *RequeueJobRequest) Reset() {
 	*x = RequeueJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1669,7 @@ func (x *RequeueJobRequest) String() string {
 func (*RequeueJobRequest) ProtoMessage() {}
 
 func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1682,7 @@ func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobRequest.ProtoReflect.Descriptor instead.
 func (*RequeueJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RequeueJobRequest) GetJobId() string {
@@ -1599,7 +1715,7 @@ type RequeueJobResponse struct {
 
 func (x *RequeueJobResponse) Reset() {
 	*x = RequeueJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1727,7 @@ func (x *RequeueJobResponse) String() string {
 func (*RequeueJobResponse) ProtoMessage() {}
 
 func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1740,7 @@ func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobResponse.ProtoReflect.Descriptor instead.
 func (*RequeueJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RequeueJobResponse) GetJob() *Job {
@@ -1645,7 +1761,7 @@ type ReprioritizeJobRequest struct {
 
 func (x *ReprioritizeJobRequest) Reset() {
 	*x = ReprioritizeJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1773,7 @@ func (x *ReprioritizeJobRequest) String() string {
 func (*ReprioritizeJobRequest) ProtoMessage() {}
 
 func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1786,7 @@ func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobRequest.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReprioritizeJobRequest) GetJobId() string {
@@ -1696,7 +1812,7 @@ type ReprioritizeJobResponse struct {
 
 func (x *ReprioritizeJobResponse) Reset() {
 	*x = ReprioritizeJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1824,7 @@ func (x *ReprioritizeJobResponse) String() string {
 func (*ReprioritizeJobResponse) ProtoMessage() {}
 
 func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1837,7 @@ func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobResponse.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReprioritizeJobResponse) GetJob() *Job {
@@ -1743,7 +1859,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1871,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1884,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteJobRequest) GetJobId() string {
@@ -1796,7 +1912,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1924,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1937,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteJobResponse) GetJobId() string {
@@ -1846,7 +1962,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +1974,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +1987,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 type ListWorkersResponse struct {
@@ -1883,7 +1999,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2011,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2024,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1928,7 +2044,7 @@ type FsckRequest struct {
 
 func (x *FsckRequest) Reset() {
 	*x = FsckRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2056,7 @@ func (x *FsckRequest) String() string {
 func (*FsckRequest) ProtoMessage() {}
 
 func (x *FsckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2069,7 @@ func (x *FsckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckRequest.ProtoReflect.Descriptor instead.
 func (*FsckRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FsckRequest) GetRepair() bool {
@@ -1982,7 +2098,7 @@ type FsckDamage struct {
 
 func (x *FsckDamage) Reset() {
 	*x = FsckDamage{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2110,7 @@ func (x *FsckDamage) String() string {
 func (*FsckDamage) ProtoMessage() {}
 
 func (x *FsckDamage) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2123,7 @@ func (x *FsckDamage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckDamage.ProtoReflect.Descriptor instead.
 func (*FsckDamage) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FsckDamage) GetKind() string {
@@ -2058,7 +2174,7 @@ type FsckResponse struct {
 
 func (x *FsckResponse) Reset() {
 	*x = FsckResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2186,7 @@ func (x *FsckResponse) String() string {
 func (*FsckResponse) ProtoMessage() {}
 
 func (x *FsckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2199,7 @@ func (x *FsckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckResponse.ProtoReflect.Descriptor instead.
 func (*FsckResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FsckResponse) GetJobsChecked() int32 {
@@ -2119,7 +2235,7 @@ var File_ingestq_v1_admin_service_proto protoreflect.FileDescriptor
 const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1eingestq/v1/admin_service.proto\x12\n" +
-	"ingestq.v1\x1a\x18ingestq/v1/options.proto\x1a\x16ingestq/v1/queue.proto\"\x13\n" +
+	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18ingestq/v1/options.proto\x1a\x16ingestq/v1/queue.proto\"\x13\n" +
 	"\x11PauseQueueRequest\",\n" +
 	"\x12PauseQueueResponse\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\"\x15\n" +
@@ -2166,7 +2282,16 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\"S\n" +
 	"\x13DeleteBatchResponse\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12!\n" +
-	"\fdeleted_jobs\x18\x02 \x03(\tR\vdeletedJobs\"X\n" +
+	"\fdeleted_jobs\x18\x02 \x03(\tR\vdeletedJobs\"r\n" +
+	"\x15CleanupBatchesRequest\x128\n" +
+	"\n" +
+	"older_than\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\tolderThan\x12\x1f\n" +
+	"\vmax_batches\x18\x02 \x01(\x05R\n" +
+	"maxBatches\"u\n" +
+	"\x16CleanupBatchesResponse\x12\x1b\n" +
+	"\tbatch_ids\x18\x01 \x03(\tR\bbatchIds\x12\x12\n" +
+	"\x04jobs\x18\x02 \x01(\x05R\x04jobs\x12*\n" +
+	"\x11working_dirs_left\x18\x03 \x03(\tR\x0fworkingDirsLeft\"X\n" +
 	"\x0fGetBatchRequest\x12\x1b\n" +
 	"\bbatch_id\x18\x01 \x01(\tH\x00R\abatchId\x12\x1f\n" +
 	"\n" +
@@ -2247,7 +2372,7 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\fjobs_checked\x18\x01 \x01(\x05R\vjobsChecked\x12'\n" +
 	"\x0fbatches_checked\x18\x02 \x01(\x05R\x0ebatchesChecked\x120\n" +
 	"\adamages\x18\x03 \x03(\v2\x16.ingestq.v1.FsckDamageR\adamages\x12\x14\n" +
-	"\x05clean\x18\x04 \x01(\bR\x05clean2\x9f\r\n" +
+	"\x05clean\x18\x04 \x01(\bR\x05clean2\xfe\r\n" +
 	"\fAdminService\x12Q\n" +
 	"\n" +
 	"PauseQueue\x12\x1d.ingestq.v1.PauseQueueRequest\x1a\x1e.ingestq.v1.PauseQueueResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
@@ -2257,7 +2382,8 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x11ReleaseCollection\x12$.ingestq.v1.ReleaseCollectionRequest\x1a%.ingestq.v1.ReleaseCollectionResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
 	"\fReleaseBatch\x12\x1f.ingestq.v1.ReleaseBatchRequest\x1a .ingestq.v1.ReleaseBatchResponse\"\x04\x88\xb5\x18\x01\x12f\n" +
 	"\x11UpdateReportBatch\x12$.ingestq.v1.UpdateReportBatchRequest\x1a%.ingestq.v1.UpdateReportBatchResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
-	"\vDeleteBatch\x12\x1e.ingestq.v1.DeleteBatchRequest\x1a\x1f.ingestq.v1.DeleteBatchResponse\"\x04\x88\xb5\x18\x01\x12K\n" +
+	"\vDeleteBatch\x12\x1e.ingestq.v1.DeleteBatchRequest\x1a\x1f.ingestq.v1.DeleteBatchResponse\"\x04\x88\xb5\x18\x01\x12]\n" +
+	"\x0eCleanupBatches\x12!.ingestq.v1.CleanupBatchesRequest\x1a\".ingestq.v1.CleanupBatchesResponse\"\x04\x88\xb5\x18\x01\x12K\n" +
 	"\bGetBatch\x12\x1b.ingestq.v1.GetBatchRequest\x1a\x1c.ingestq.v1.GetBatchResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
 	"\vListBatches\x12\x1e.ingestq.v1.ListBatchesRequest\x1a\x1f.ingestq.v1.ListBatchesResponse\"\x04\x88\xb5\x18\x01\x12E\n" +
 	"\x06GetJob\x12\x19.ingestq.v1.GetJobRequest\x1a\x1a.ingestq.v1.GetJobResponse\"\x04\x88\xb5\x18\x01\x12K\n" +
@@ -2285,7 +2411,7 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_ingestq_v1_admin_service_proto_rawDescData
 }
 
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*PauseQueueRequest)(nil),         // 0: ingestq.v1.PauseQueueRequest
 	(*PauseQueueResponse)(nil),        // 1: ingestq.v1.PauseQueueResponse
@@ -2303,102 +2429,108 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*UpdateReportBatchResponse)(nil), // 13: ingestq.v1.UpdateReportBatchResponse
 	(*DeleteBatchRequest)(nil),        // 14: ingestq.v1.DeleteBatchRequest
 	(*DeleteBatchResponse)(nil),       // 15: ingestq.v1.DeleteBatchResponse
-	(*GetBatchRequest)(nil),           // 16: ingestq.v1.GetBatchRequest
-	(*GetBatchResponse)(nil),          // 17: ingestq.v1.GetBatchResponse
-	(*ListBatchesRequest)(nil),        // 18: ingestq.v1.ListBatchesRequest
-	(*ListBatchesResponse)(nil),       // 19: ingestq.v1.ListBatchesResponse
-	(*GetJobRequest)(nil),             // 20: ingestq.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 21: ingestq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),           // 22: ingestq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 23: ingestq.v1.ListJobsResponse
-	(*HoldJobRequest)(nil),            // 24: ingestq.v1.HoldJobRequest
-	(*HoldJobResponse)(nil),           // 25: ingestq.v1.HoldJobResponse
-	(*ReleaseJobRequest)(nil),         // 26: ingestq.v1.ReleaseJobRequest
-	(*ReleaseJobResponse)(nil),        // 27: ingestq.v1.ReleaseJobResponse
-	(*FailJobRequest)(nil),            // 28: ingestq.v1.FailJobRequest
-	(*FailJobResponse)(nil),           // 29: ingestq.v1.FailJobResponse
-	(*RequeueJobRequest)(nil),         // 30: ingestq.v1.RequeueJobRequest
-	(*RequeueJobResponse)(nil),        // 31: ingestq.v1.RequeueJobResponse
-	(*ReprioritizeJobRequest)(nil),    // 32: ingestq.v1.ReprioritizeJobRequest
-	(*ReprioritizeJobResponse)(nil),   // 33: ingestq.v1.ReprioritizeJobResponse
-	(*DeleteJobRequest)(nil),          // 34: ingestq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),         // 35: ingestq.v1.DeleteJobResponse
-	(*ListWorkersRequest)(nil),        // 36: ingestq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),       // 37: ingestq.v1.ListWorkersResponse
-	(*FsckRequest)(nil),               // 38: ingestq.v1.FsckRequest
-	(*FsckDamage)(nil),                // 39: ingestq.v1.FsckDamage
-	(*FsckResponse)(nil),              // 40: ingestq.v1.FsckResponse
-	nil,                               // 41: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	(*WorkerInfo)(nil),                // 42: ingestq.v1.WorkerInfo
-	(*Batch)(nil),                     // 43: ingestq.v1.Batch
-	(BatchState)(0),                   // 44: ingestq.v1.BatchState
-	(*Job)(nil),                       // 45: ingestq.v1.Job
-	(JobState)(0),                     // 46: ingestq.v1.JobState
+	(*CleanupBatchesRequest)(nil),     // 16: ingestq.v1.CleanupBatchesRequest
+	(*CleanupBatchesResponse)(nil),    // 17: ingestq.v1.CleanupBatchesResponse
+	(*GetBatchRequest)(nil),           // 18: ingestq.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),          // 19: ingestq.v1.GetBatchResponse
+	(*ListBatchesRequest)(nil),        // 20: ingestq.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),       // 21: ingestq.v1.ListBatchesResponse
+	(*GetJobRequest)(nil),             // 22: ingestq.v1.GetJobRequest
+	(*GetJobResponse)(nil),            // 23: ingestq.v1.GetJobResponse
+	(*ListJobsRequest)(nil),           // 24: ingestq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),          // 25: ingestq.v1.ListJobsResponse
+	(*HoldJobRequest)(nil),            // 26: ingestq.v1.HoldJobRequest
+	(*HoldJobResponse)(nil),           // 27: ingestq.v1.HoldJobResponse
+	(*ReleaseJobRequest)(nil),         // 28: ingestq.v1.ReleaseJobRequest
+	(*ReleaseJobResponse)(nil),        // 29: ingestq.v1.ReleaseJobResponse
+	(*FailJobRequest)(nil),            // 30: ingestq.v1.FailJobRequest
+	(*FailJobResponse)(nil),           // 31: ingestq.v1.FailJobResponse
+	(*RequeueJobRequest)(nil),         // 32: ingestq.v1.RequeueJobRequest
+	(*RequeueJobResponse)(nil),        // 33: ingestq.v1.RequeueJobResponse
+	(*ReprioritizeJobRequest)(nil),    // 34: ingestq.v1.ReprioritizeJobRequest
+	(*ReprioritizeJobResponse)(nil),   // 35: ingestq.v1.ReprioritizeJobResponse
+	(*DeleteJobRequest)(nil),          // 36: ingestq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),         // 37: ingestq.v1.DeleteJobResponse
+	(*ListWorkersRequest)(nil),        // 38: ingestq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),       // 39: ingestq.v1.ListWorkersResponse
+	(*FsckRequest)(nil),               // 40: ingestq.v1.FsckRequest
+	(*FsckDamage)(nil),                // 41: ingestq.v1.FsckDamage
+	(*FsckResponse)(nil),              // 42: ingestq.v1.FsckResponse
+	nil,                               // 43: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	(*WorkerInfo)(nil),                // 44: ingestq.v1.WorkerInfo
+	(*Batch)(nil),                     // 45: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),       // 46: google.protobuf.Duration
+	(BatchState)(0),                   // 47: ingestq.v1.BatchState
+	(*Job)(nil),                       // 48: ingestq.v1.Job
+	(JobState)(0),                     // 49: ingestq.v1.JobState
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	41, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	42, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	43, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	43, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	43, // 4: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	44, // 5: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	43, // 6: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	45, // 7: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	46, // 8: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	45, // 9: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	45, // 10: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	45, // 11: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	45, // 12: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	46, // 13: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	45, // 14: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	45, // 15: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	42, // 16: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	39, // 17: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	0,  // 18: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	2,  // 19: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	4,  // 20: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	6,  // 21: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	8,  // 22: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	10, // 23: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	12, // 24: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	14, // 25: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	16, // 26: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	18, // 27: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	20, // 28: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	22, // 29: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	24, // 30: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	26, // 31: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	28, // 32: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	30, // 33: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	32, // 34: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	34, // 35: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	36, // 36: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	38, // 37: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	1,  // 38: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	3,  // 39: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	5,  // 40: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	7,  // 41: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	9,  // 42: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	11, // 43: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	13, // 44: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	15, // 45: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	17, // 46: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	19, // 47: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	21, // 48: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	23, // 49: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	25, // 50: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	27, // 51: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	29, // 52: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	31, // 53: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	33, // 54: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	35, // 55: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	37, // 56: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	40, // 57: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	38, // [38:58] is the sub-list for method output_type
-	18, // [18:38] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	43, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	44, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	45, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	45, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	46, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	45, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	47, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	45, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	48, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	49, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	48, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	48, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	48, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	48, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	49, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	48, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	48, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	44, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	41, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	0,  // 19: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	2,  // 20: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	4,  // 21: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	6,  // 22: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	8,  // 23: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	10, // 24: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	12, // 25: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	14, // 26: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	16, // 27: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	18, // 28: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	20, // 29: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	22, // 30: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	24, // 31: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	26, // 32: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	28, // 33: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	30, // 34: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	32, // 35: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	34, // 36: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	36, // 37: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	38, // 38: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	40, // 39: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	1,  // 40: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	3,  // 41: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	5,  // 42: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	7,  // 43: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	9,  // 44: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	11, // 45: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	13, // 46: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	15, // 47: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	17, // 48: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	19, // 49: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	21, // 50: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	23, // 51: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	25, // 52: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	27, // 53: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	29, // 54: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	31, // 55: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	33, // 56: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	35, // 57: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	37, // 58: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	39, // 59: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	42, // 60: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	40, // [40:61] is the sub-list for method output_type
+	19, // [19:40] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -2408,18 +2540,18 @@ func file_ingestq_v1_admin_service_proto_init() {
 	}
 	file_ingestq_v1_options_proto_init()
 	file_ingestq_v1_queue_proto_init()
-	file_ingestq_v1_admin_service_proto_msgTypes[16].OneofWrappers = []any{
+	file_ingestq_v1_admin_service_proto_msgTypes[18].OneofWrappers = []any{
 		(*GetBatchRequest_BatchId)(nil),
 		(*GetBatchRequest_BatchUuid)(nil),
 	}
-	file_ingestq_v1_admin_service_proto_msgTypes[32].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

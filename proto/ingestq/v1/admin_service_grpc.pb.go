@@ -27,6 +27,7 @@ const (
 	AdminService_ReleaseBatch_FullMethodName      = "/ingestq.v1.AdminService/ReleaseBatch"
 	AdminService_UpdateReportBatch_FullMethodName = "/ingestq.v1.AdminService/UpdateReportBatch"
 	AdminService_DeleteBatch_FullMethodName       = "/ingestq.v1.AdminService/DeleteBatch"
+	AdminService_CleanupBatches_FullMethodName    = "/ingestq.v1.AdminService/CleanupBatches"
 	AdminService_GetBatch_FullMethodName          = "/ingestq.v1.AdminService/GetBatch"
 	AdminService_ListBatches_FullMethodName       = "/ingestq.v1.AdminService/ListBatches"
 	AdminService_GetJob_FullMethodName            = "/ingestq.v1.AdminService/GetJob"
@@ -77,6 +78,13 @@ type AdminServiceClient interface {
 	// DeleteBatch removes a held or failed batch with its jobs and their
 	// working directories.
 	DeleteBatch(ctx context.Context, in *DeleteBatchRequest, opts ...grpc.CallOption) (*DeleteBatchResponse, error)
+	// CleanupBatches removes now the completed batches whose status is at
+	// least older_than old, with their jobs and working directories: what
+	// the batcher does by itself INGESTQ_RETENTION after a batch completes,
+	// for an operator who needs the room sooner (batches waiting for room in
+	// the queue). At most max_batches (default 100) per call; call again
+	// while it removes some.
+	CleanupBatches(ctx context.Context, in *CleanupBatchesRequest, opts ...grpc.CallOption) (*CleanupBatchesResponse, error)
 	// GetBatch reads one batch (by bid or batch uuid) with its job counts.
 	GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error)
 	// ListBatches lists batches, newest first, with their job counts. Each
@@ -190,6 +198,16 @@ func (c *adminServiceClient) DeleteBatch(ctx context.Context, in *DeleteBatchReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteBatchResponse)
 	err := c.cc.Invoke(ctx, AdminService_DeleteBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CleanupBatches(ctx context.Context, in *CleanupBatchesRequest, opts ...grpc.CallOption) (*CleanupBatchesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CleanupBatchesResponse)
+	err := c.cc.Invoke(ctx, AdminService_CleanupBatches_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +370,13 @@ type AdminServiceServer interface {
 	// DeleteBatch removes a held or failed batch with its jobs and their
 	// working directories.
 	DeleteBatch(context.Context, *DeleteBatchRequest) (*DeleteBatchResponse, error)
+	// CleanupBatches removes now the completed batches whose status is at
+	// least older_than old, with their jobs and working directories: what
+	// the batcher does by itself INGESTQ_RETENTION after a batch completes,
+	// for an operator who needs the room sooner (batches waiting for room in
+	// the queue). At most max_batches (default 100) per call; call again
+	// while it removes some.
+	CleanupBatches(context.Context, *CleanupBatchesRequest) (*CleanupBatchesResponse, error)
 	// GetBatch reads one batch (by bid or batch uuid) with its job counts.
 	GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error)
 	// ListBatches lists batches, newest first, with their job counts. Each
@@ -414,6 +439,9 @@ func (UnimplementedAdminServiceServer) UpdateReportBatch(context.Context, *Updat
 }
 func (UnimplementedAdminServiceServer) DeleteBatch(context.Context, *DeleteBatchRequest) (*DeleteBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteBatch not implemented")
+}
+func (UnimplementedAdminServiceServer) CleanupBatches(context.Context, *CleanupBatchesRequest) (*CleanupBatchesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CleanupBatches not implemented")
 }
 func (UnimplementedAdminServiceServer) GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetBatch not implemented")
@@ -612,6 +640,24 @@ func _AdminService_DeleteBatch_Handler(srv interface{}, ctx context.Context, dec
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).DeleteBatch(ctx, req.(*DeleteBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CleanupBatches_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CleanupBatchesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CleanupBatches(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CleanupBatches_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CleanupBatches(ctx, req.(*CleanupBatchesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -870,6 +916,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteBatch",
 			Handler:    _AdminService_DeleteBatch_Handler,
+		},
+		{
+			MethodName: "CleanupBatches",
+			Handler:    _AdminService_CleanupBatches_Handler,
 		},
 		{
 			MethodName: "GetBatch",

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
 	"github.com/ingestq/ingestq/services/batcher/internal/rpcerr"
 	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/profile"
@@ -215,6 +216,38 @@ func (s *Server) DeleteBatch(ctx context.Context, req *v1.DeleteBatchRequest) (*
 		s.Logger.WarnContext(ctx, "batch directory left in place", "batch_id", req.GetBatchId(), "error", err.Error())
 	}
 	slices.Sort(resp.DeletedJobs)
+	return resp, nil
+}
+
+// cleanupBatchesDefault is CleanupBatches' max_batches when none is given.
+const cleanupBatchesDefault = 100
+
+// CleanupBatches removes completed batches now, as the janitor does after
+// INGESTQ_RETENTION.
+func (s *Server) CleanupBatches(ctx context.Context, req *v1.CleanupBatchesRequest) (*v1.CleanupBatchesResponse, error) {
+	d := req.GetOlderThan()
+	switch {
+	case d == nil:
+		return nil, status.Error(codes.InvalidArgument, `older_than is required: completed batches at least that old are removed ("0s": all of them)`)
+	case d.CheckValid() != nil || d.AsDuration() < 0:
+		return nil, status.Errorf(codes.InvalidArgument, "older_than %v: want a duration of 0s or more", d.AsDuration())
+	case req.GetMaxBatches() < 0:
+		return nil, status.Errorf(codes.InvalidArgument, "max_batches %d: want 1 or more (0: %d)", req.GetMaxBatches(), cleanupBatchesDefault)
+	}
+	limit := int(req.GetMaxBatches())
+	if limit == 0 {
+		limit = cleanupBatchesDefault
+	}
+	res, err := janitor.Clean(ctx, s.Queue, s.Root, d.AsDuration(), limit)
+	resp := &v1.CleanupBatchesResponse{BatchIds: res.Batches, Jobs: int32(res.Jobs)}
+	for _, e := range res.DirErrors {
+		resp.WorkingDirsLeft = append(resp.WorkingDirsLeft, e.Error())
+	}
+	if err != nil {
+		// What was removed before the failure stays removed; say so.
+		return nil, status.Errorf(status.Code(rpcerr.FromQueue(err)), "cleaning up completed batches (%d removed before the failure): %v", len(res.Batches), err)
+	}
+	s.Logger.InfoContext(ctx, "completed batches cleaned up by an operator", "batches", len(res.Batches), "jobs", res.Jobs, "older_than", d.AsDuration())
 	return resp, nil
 }
 

@@ -2,7 +2,9 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -24,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -210,8 +213,8 @@ func TestEveryAdminMethodNeedsTheAdminToken(t *testing.T) {
 	f := newFixture(t)
 	sd := v1.File_ingestq_v1_admin_service_proto.Services().ByName("AdminService")
 	methods := sd.Methods()
-	if methods.Len() != 20 {
-		t.Errorf("AdminService has %d methods, this test expects 20", methods.Len())
+	if methods.Len() != 21 {
+		t.Errorf("AdminService has %d methods, this test expects 21", methods.Len())
 	}
 	for i := range methods.Len() {
 		m := methods.Get(i)
@@ -693,5 +696,83 @@ func TestAReportPastWhatANodeHoldsIsReadWithItsTotals(t *testing.T) {
 	if rep.GetFailedJobsTotal() != 1 || rep.GetSuccessfulJobsTotal() != 100000 || len(rep.GetFailedJobs())+len(rep.GetSuccessfulJobs()) != 0 ||
 		rep.GetLastModified() == nil {
 		t.Errorf("ListBatches: report %v", rep)
+	}
+}
+
+// complete drives a batch's jobs to Completed and the batch to Completed.
+func (f *fixture) complete(bid string, jids []string) {
+	f.t.Helper()
+	ctx := context.Background()
+	for _, jid := range jids {
+		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
+			queue.Recording, queue.Notify, queue.Completed} {
+			cl, err := f.q.ClaimJob(ctx, jid)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	bc, err := f.q.ClaimBatch(ctx, bid)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchCompleted, Message: "all done"}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestCleanupBatchesRemovesCompletedBatchesNowAndRefusesUnclearRequests(t *testing.T) {
+	f := newFixture(t)
+	done1, jids1 := f.batch("demo", "demo_coll", 2)
+	done2, jids2 := f.batch("demo", "demo_coll", 1)
+	open, _ := f.batch("demo", "demo_coll", 1)
+	f.complete(done1, jids1)
+	f.complete(done2, jids2)
+
+	for _, tc := range []struct {
+		name string
+		req  *v1.CleanupBatchesRequest
+		want []string
+	}{
+		{"no older_than", &v1.CleanupBatchesRequest{}, []string{"older_than is required"}},
+		{"a negative older_than", &v1.CleanupBatchesRequest{OlderThan: durationpb.New(-time.Second)}, []string{"older_than -1s"}},
+		{"a negative max_batches", &v1.CleanupBatchesRequest{OlderThan: durationpb.New(0), MaxBatches: -1}, []string{"max_batches -1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.admin.CleanupBatches(f.ctx, tc.req)
+			wantStatus(t, err, codes.InvalidArgument, tc.want...)
+		})
+	}
+
+	// Completed a moment ago: not older than an hour.
+	resp, err := f.admin.CleanupBatches(f.ctx, &v1.CleanupBatchesRequest{OlderThan: durationpb.New(time.Hour)})
+	if err != nil || len(resp.GetBatchIds()) != 0 {
+		t.Fatalf("older than an hour: removed %v (%v), want none", resp.GetBatchIds(), err)
+	}
+	resp, err = f.admin.CleanupBatches(f.ctx, &v1.CleanupBatchesRequest{OlderThan: durationpb.New(0), MaxBatches: 1})
+	if err != nil || len(resp.GetBatchIds()) != 1 {
+		t.Fatalf("max_batches 1: removed %v (%v), want one batch", resp.GetBatchIds(), err)
+	}
+	first := resp.GetBatchIds()[0]
+	resp, err = f.admin.CleanupBatches(f.ctx, &v1.CleanupBatchesRequest{OlderThan: durationpb.New(0)})
+	if err != nil || len(resp.GetBatchIds()) != 1 || resp.GetBatchIds()[0] == first {
+		t.Fatalf("the second call removed %v (%v), want the other completed batch", resp.GetBatchIds(), err)
+	}
+	if n, err := f.q.JobTotal(context.Background()); err != nil || n != 1 {
+		t.Errorf("the queue holds %d jobs (%v), want the open batch's one", n, err)
+	}
+	for _, bid := range []string{done1, done2} {
+		if _, err := os.Stat(filepath.Join(f.root.Dir(), bid)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s's working folder is still there (%v)", bid, err)
+		}
+	}
+	if _, err := f.q.GetBatch(context.Background(), open); err != nil {
+		t.Errorf("the open batch: %v", err)
 	}
 }

@@ -360,7 +360,8 @@ func (r *Runner) noRoom(ctx context.Context, bid string, need int) (string, erro
 		return "", nil
 	}
 	return fmt.Sprintf("waiting for room in the queue: it holds %d jobs, this batch has %d, at most %d at once (INGESTQ_MAX_QUEUED_JOBS); "+
-		"completed batches make room when they are cleaned up, failed ones when their jobs are requeued and complete or the batch is deleted",
+		"completed batches make room when they are cleaned up (after INGESTQ_RETENTION, or now by AdminService/CleanupBatches), "+
+		"failed ones when their jobs are requeued and complete or the batch is deleted",
 		total+reserved, need, bound), nil
 }
 

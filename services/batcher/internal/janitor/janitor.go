@@ -35,17 +35,23 @@ type Result struct {
 // RunOnce removes the completed batches older than the retention (at most
 // batchesPerRun of them) with their jobs' working directories.
 func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
-	res, err := j.Queue.CleanupBatches(ctx, j.Retention, batchesPerRun)
+	return Clean(ctx, j.Queue, j.Root, j.Retention, batchesPerRun)
+}
+
+// Clean removes at most limit completed batches whose status is older than
+// olderThan, with their jobs' working directories.
+func Clean(ctx context.Context, q *queue.Client, root workdir.Root, olderThan time.Duration, limit int) (Result, error) {
+	res, err := q.CleanupBatches(ctx, olderThan, limit)
 	out := Result{Batches: res.Batches, Jobs: len(res.Jobs)}
 	for _, job := range res.Jobs {
 		if dir := job.GetConfiguration().GetWorkingDir(); dir != "" {
-			if rerr := j.Root.Remove(dir); rerr != nil {
+			if rerr := root.Remove(dir); rerr != nil {
 				out.DirErrors = append(out.DirErrors, rerr)
 			}
 		}
 	}
 	for _, bid := range res.Batches {
-		if rerr := j.Root.RemoveBatch(bid); rerr != nil {
+		if rerr := root.RemoveBatch(bid); rerr != nil {
 			out.DirErrors = append(out.DirErrors, rerr)
 		}
 	}
