@@ -182,6 +182,11 @@ func fieldCases() map[string][]fieldCase {
 			{"batch_id missing", &v1.DeleteBatchRequest{}, "batch_id is required"},
 			{"batch_id too short", &v1.DeleteBatchRequest{BatchId: "bid123"}, `batch_id "bid123" is not a bid id`},
 		},
+		"/ingestq.v1.AdminService/CleanupBatches": {
+			{"older_than missing", &v1.CleanupBatchesRequest{}, "older_than is required"},
+			{"older_than negative", &v1.CleanupBatchesRequest{OlderThan: durationpb.New(-time.Hour)}, "older_than -1h0m0s: want a duration of 0s or more"},
+			{"max_batches negative", &v1.CleanupBatchesRequest{OlderThan: durationpb.New(0), MaxBatches: -1}, "max_batches -1: want 1 or more"},
+		},
 		"/ingestq.v1.AdminService/GetBatch": {
 			{"no selector", &v1.GetBatchRequest{}, "batch_id or batch_uuid is required"},
 			{"batch_uuid with a space", &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchUuid{BatchUuid: "a b"}}, `batch_uuid "a b": character ' ' at byte 1 is not allowed`},
