@@ -48,6 +48,24 @@ func (r *UpdateReportBatchRequest) Validate() error { return validBatchID("batch
 // Validate checks the bid.
 func (r *DeleteBatchRequest) Validate() error { return validBatchID("batch_id", r.GetBatchId()) }
 
+// CleanupBatchesDefault is CleanupBatches' max_batches when none is given.
+const CleanupBatchesDefault = 100
+
+// Validate requires older_than (an empty request must not mean "every
+// completed batch") and a max_batches of 0 (the default) or more.
+func (r *CleanupBatchesRequest) Validate() error {
+	d := r.GetOlderThan()
+	switch {
+	case d == nil:
+		return errors.New(`older_than is required: completed batches at least that old are removed ("0s": all of them)`)
+	case d.CheckValid() != nil || d.AsDuration() < 0:
+		return fmt.Errorf("older_than %v: want a duration of 0s or more", d.AsDuration())
+	case r.GetMaxBatches() < 0:
+		return fmt.Errorf("max_batches %d: want 1 or more (0: %d)", r.GetMaxBatches(), CleanupBatchesDefault)
+	}
+	return nil
+}
+
 // Validate requires exactly one well-formed selector.
 func (r *GetBatchRequest) Validate() error {
 	return validBatchSelector(r.GetBatchId(), r.GetBatchUuid(), r.GetBatch() != nil)

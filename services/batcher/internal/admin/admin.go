@@ -219,24 +219,13 @@ func (s *Server) DeleteBatch(ctx context.Context, req *v1.DeleteBatchRequest) (*
 	return resp, nil
 }
 
-// cleanupBatchesDefault is CleanupBatches' max_batches when none is given.
-const cleanupBatchesDefault = 100
-
 // CleanupBatches removes completed batches now, as the janitor does after
-// INGESTQ_RETENTION.
+// INGESTQ_RETENTION (the request is validated already).
 func (s *Server) CleanupBatches(ctx context.Context, req *v1.CleanupBatchesRequest) (*v1.CleanupBatchesResponse, error) {
 	d := req.GetOlderThan()
-	switch {
-	case d == nil:
-		return nil, status.Error(codes.InvalidArgument, `older_than is required: completed batches at least that old are removed ("0s": all of them)`)
-	case d.CheckValid() != nil || d.AsDuration() < 0:
-		return nil, status.Errorf(codes.InvalidArgument, "older_than %v: want a duration of 0s or more", d.AsDuration())
-	case req.GetMaxBatches() < 0:
-		return nil, status.Errorf(codes.InvalidArgument, "max_batches %d: want 1 or more (0: %d)", req.GetMaxBatches(), cleanupBatchesDefault)
-	}
 	limit := int(req.GetMaxBatches())
 	if limit == 0 {
-		limit = cleanupBatchesDefault
+		limit = v1.CleanupBatchesDefault
 	}
 	res, err := janitor.Clean(ctx, s.Queue, s.Root, d.AsDuration(), limit)
 	resp := &v1.CleanupBatchesResponse{BatchIds: res.Batches, Jobs: int32(res.Jobs)}

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Every action is a POST that the action wrapper let through (token
@@ -51,6 +53,23 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 	case "unpause":
 		_, err := call(ctx, &v1.UnpauseQueueRequest{}, c.admin.UnpauseQueue)
 		c.finish(w, r, "queue.unpause", "", err, "/", flash{"ok", "The queue runs again."})
+	case "cleanup":
+		raw := strings.TrimSpace(r.PostForm.Get("older_than"))
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			c.refuse(w, r, http.StatusBadRequest, "Not a duration",
+				fmt.Sprintf("older_than %q is not a duration: write it as 24h, 90m or 0s", raw))
+			return
+		}
+		resp, err := call(ctx, &v1.CleanupBatchesRequest{OlderThan: durationpb.New(d)}, c.admin.CleanupBatches)
+		msg := fmt.Sprintf("Cleaned up %d completed batch(es) older than %v, with %d job(s).", len(resp.GetBatchIds()), d, resp.GetJobs())
+		if n := len(resp.GetWorkingDirsLeft()); n > 0 {
+			msg += fmt.Sprintf(" %d working folder(s) could not be removed (the batcher's log says why).", n)
+		}
+		if n := len(resp.GetBatchIds()); n == v1.CleanupBatchesDefault {
+			msg += " There may be more: clean up again."
+		}
+		c.finish(w, r, "queue.cleanup", raw, err, "/", flash{"ok", msg})
 	default:
 		c.unknownAction(w, r)
 	}

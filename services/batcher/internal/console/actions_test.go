@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -25,6 +26,7 @@ func TestReadOnlyConsoleShowsButRefusesEveryAction(t *testing.T) {
 		form url.Values
 	}{
 		{"/queue/pause", nil},
+		{"/queue/cleanup", url.Values{"older_than": {"0s"}}},
 		{"/collections/hold", url.Values{"collection": {"demo_coll"}}},
 		{"/jobs/" + jids[0] + "/requeue", nil},
 		{"/jobs/" + jids[0] + "/delete", url.Values{"confirmed": {"1"}}},
@@ -445,5 +447,45 @@ func TestAdminRefusalsBecomeHTTPStatuses(t *testing.T) {
 	// that still says what happened.
 	if got := refusalOf(errors.New("disk on fire")); got.HTTP != http.StatusInternalServerError || got.Message != "disk on fire" {
 		t.Errorf("plain error: %+v", got)
+	}
+}
+
+func TestCleanupOfCompletedBatchesFromTheQueuePage(t *testing.T) {
+	f := newFixture(t, testToken)
+	f.signIn()
+	wantBody(t, f.get("/"), `action="/queue/cleanup"`, `name="older_than"`)
+	done, jids := f.batch("jdoe", 2)
+	for _, jid := range jids {
+		f.move(jid, "done", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
+			queue.Recording, queue.Notify, queue.Completed)
+	}
+	f.moveBatch(done, queue.BatchReporting, queue.BatchCompleted)
+	open, _ := f.batch("jdoe", 1)
+
+	a := f.act("/queue/cleanup", url.Values{"older_than": {"a day"}})
+	if a.code != http.StatusBadRequest {
+		t.Fatalf("older_than \"a day\": %d, want 400\n%s", a.code, a.body)
+	}
+	wantBody(t, a, "is not a duration: write it as 24h, 90m or 0s")
+
+	a = f.act("/queue/cleanup", url.Values{"older_than": {"1h"}})
+	if a.code != http.StatusSeeOther {
+		t.Fatalf("older_than 1h: %d\n%s", a.code, a.body)
+	}
+	wantBody(t, f.get("/"), "Cleaned up 0 completed batch(es) older than 1h0m0s, with 0 job(s).")
+	if got := f.batchState(done); got != "Completed" {
+		t.Fatalf("a batch completed a moment ago is %s after a cleanup of those older than an hour", got)
+	}
+
+	a = f.act("/queue/cleanup", url.Values{"older_than": {"0s"}})
+	if a.code != http.StatusSeeOther {
+		t.Fatalf("older_than 0s: %d\n%s", a.code, a.body)
+	}
+	wantBody(t, f.get("/"), "Cleaned up 1 completed batch(es) older than 0s, with 2 job(s).")
+	if _, err := f.q.GetBatch(f.ctx, done); err == nil {
+		t.Errorf("the completed batch %s is still there", done)
+	}
+	if got := f.batchState(open); got != "Processing" {
+		t.Errorf("the open batch is %s", got)
 	}
 }
