@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -130,18 +128,7 @@ func TestBuiltBatcherRefusesAConsoleItCannotServe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin)
-			cmd.Env = append(os.Environ(),
-				"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-				"INGESTQ_ZK_ROOT="+zktest.Root(t),
-				"INGESTQ_LISTEN="+servicetest.FreeAddr(t),
-				"INGESTQ_METRICS_LISTEN=",
-				"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
-				"INGESTQ_WORK_ROOT="+t.TempDir(),
-				"INGESTQ_CONSOLE_LISTEN="+tt.value)
-			out, err := cmd.CombinedOutput()
+			out, err := runToExit(t, bin, "INGESTQ_CONSOLE_LISTEN="+tt.value)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 				t.Fatalf("exit: %v, want status 1\n%s", err, out)

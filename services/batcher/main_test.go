@@ -42,6 +42,24 @@ func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	servicetest.CheckBinary(t, "batcher")
 }
 
+// runToExit runs the built batcher against the test ZooKeeper with env
+// added, for a start that is meant to fail, and returns its output and exit.
+func runToExit(t *testing.T, bin string, env ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(append(os.Environ(),
+		"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
+		"INGESTQ_ZK_ROOT="+zktest.Root(t),
+		"INGESTQ_LISTEN="+servicetest.FreeAddr(t),
+		"INGESTQ_METRICS_LISTEN=",
+		"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
+		"INGESTQ_WORK_ROOT="+t.TempDir(),
+	), env...)
+	return cmd.CombinedOutput()
+}
+
 func TestBinaryRefusesUnusableSettingsSayingWhich(t *testing.T) {
 	bin := servicetest.Build(t, ".")
 	for _, tc := range []struct{ env, want string }{
@@ -49,19 +67,7 @@ func TestBinaryRefusesUnusableSettingsSayingWhich(t *testing.T) {
 		{"INGESTQ_RETENTION=0s", "INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, bin)
-			cmd.Env = append(os.Environ(),
-				"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-				"INGESTQ_ZK_ROOT="+zktest.Root(t),
-				"INGESTQ_LISTEN="+servicetest.FreeAddr(t),
-				"INGESTQ_METRICS_LISTEN=",
-				"INGESTQ_CONSOLE_LISTEN=",
-				"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
-				"INGESTQ_WORK_ROOT="+t.TempDir(),
-				tc.env)
-			out, err := cmd.CombinedOutput()
+			out, err := runToExit(t, bin, "INGESTQ_CONSOLE_LISTEN=", tc.env)
 			if err == nil || !strings.Contains(string(out), tc.want) {
 				t.Errorf("exit %v, output:\n%s\nwant a failure saying %q", err, out, tc.want)
 			}

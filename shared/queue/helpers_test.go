@@ -155,6 +155,27 @@ func spawn(t testing.TB, c *Client, n int, priority int32) (string, []string) {
 	return bid, jids
 }
 
+// completeBatch takes the batch's jobs from Pending to Completed, then the
+// batch through Reporting to Completed.
+func completeBatch(t testing.TB, c *Client, bid string, jids []string) {
+	t.Helper()
+	for _, jid := range jids {
+		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+			step(t, c, jid, Change{To: to})
+		}
+	}
+	ctx := testCtx(t)
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []BatchChange{{To: BatchReporting, KeepLock: true}, {To: BatchCompleted}} {
+		if err := bc.Commit(ctx, ch); err != nil {
+			t.Fatalf("batch %s → %s: %v", bid, BatchStateName(ch.To), err)
+		}
+	}
+}
+
 // step claims the job jid in its current state and commits ch.
 func step(t testing.TB, c *Client, jid string, ch Change) {
 	t.Helper()

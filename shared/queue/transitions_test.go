@@ -441,14 +441,7 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 
 	t.Run("completed batch cleaned up after retention", func(t *testing.T) {
 		bid, jids := spawn(t, c, 3, 5)
-		for _, jid := range jids {
-			for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
-				step(t, c, jid, Change{To: to})
-			}
-		}
-		bc, _ := c.ClaimBatch(ctx, bid)
-		bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true})
-		bc.Commit(ctx, BatchChange{To: BatchCompleted})
+		completeBatch(t, c, bid, jids)
 		res, err := c.CleanupBatches(ctx, 24*3600e9, 0)
 		if err != nil || len(res.Batches) != 0 {
 			t.Fatalf("cleanup within retention removed %v (%v)", res.Batches, err)
@@ -487,23 +480,9 @@ func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
 	if n := total(); n != 5 {
 		t.Fatalf("%d jobs after two batches of 3 and 2, want 5", n)
 	}
-	for _, jid := range jids {
-		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
-			step(t, c, jid, Change{To: to})
-		}
-	}
+	completeBatch(t, c, done, jids)
 	if n := total(); n != 5 {
-		t.Fatalf("%d jobs once three completed, want 5: ended jobs stay until cleanup", n)
-	}
-	bc, err := c.ClaimBatch(ctx, done)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, BatchChange{To: BatchCompleted}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%d jobs once three completed and their batch too, want 5: ended jobs stay until cleanup", n)
 	}
 	if res, err := c.CleanupBatches(ctx, -1, 0); err != nil || !slices.Contains(res.Batches, done) {
 		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, done)

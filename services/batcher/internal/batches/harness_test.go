@@ -183,6 +183,21 @@ func (h *harness) submit(profileName, payloadURL string, t v1.PayloadType) strin
 	return bid
 }
 
+// waitForRoom waits until the batch waits in Pending for room in the queue,
+// saying so, and returns it.
+func (h *harness) waitForRoom(bid string) *v1.Batch {
+	h.t.Helper()
+	b := h.waitBatch(bid, queue.BatchPending)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.GetStatus().GetMessage(), "waiting for room"); {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("batch %s never said it waits for room: %v", bid, b.GetStatus())
+		}
+		time.Sleep(20 * time.Millisecond)
+		b = h.waitBatch(bid, queue.BatchPending)
+	}
+	return b
+}
+
 // waitBatch waits until the batch is in state (and unlocked) and returns it.
 func (h *harness) waitBatch(bid string, state queue.BatchState) *v1.Batch {
 	h.t.Helper()

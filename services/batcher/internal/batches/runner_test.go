@@ -551,14 +551,7 @@ func TestBatchesThatWouldOverfillTheQueueWaitInPendingOldestFirstUntilRoomIsMade
 	h.waitBatch(first, queue.BatchProcessing)
 
 	second := h.submit("quiet", h.dep.put("/second.checkm", manifestOfManifests), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
-	b := h.waitBatch(second, queue.BatchPending)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.GetStatus().GetMessage(), "waiting for room"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the second batch never said it waits: %v", b.GetStatus())
-		}
-		time.Sleep(20 * time.Millisecond)
-		b = h.waitBatch(second, queue.BatchPending)
-	}
+	b := h.waitForRoom(second)
 	want := "waiting for room in the queue: it holds 3 jobs, this batch has 3, at most 4 at once (INGESTQ_MAX_QUEUED_JOBS)"
 	if msg := b.GetStatus().GetMessage(); !strings.HasPrefix(msg, want) {
 		t.Errorf("message %q, want it to start %q", msg, want)
@@ -572,14 +565,7 @@ func TestBatchesThatWouldOverfillTheQueueWaitInPendingOldestFirstUntilRoomIsMade
 	}
 	// A batch of one job would fit, but the older batch has the room first.
 	third := h.submit("quiet", h.dep.url("/deposits/one.pdf"), v1.PayloadType_PAYLOAD_TYPE_FILE)
-	b = h.waitBatch(third, queue.BatchPending)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.GetStatus().GetMessage(), "waiting for room"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the third batch never said it waits: %v", b.GetStatus())
-		}
-		time.Sleep(20 * time.Millisecond)
-		b = h.waitBatch(third, queue.BatchPending)
-	}
+	b = h.waitForRoom(third)
 	if want := "waiting for room in the queue behind the older batch " + second; b.GetStatus().GetMessage() != want {
 		t.Errorf("third batch says %q, want %q", b.GetStatus().GetMessage(), want)
 	}
