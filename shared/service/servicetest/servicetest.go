@@ -84,23 +84,45 @@ func Serve(t testing.TB, srv Server) *grpc.ClientConn {
 // reports want, failing the test after timeout.
 func WaitHealth(t testing.TB, conn *grpc.ClientConn, want healthpb.HealthCheckResponse_ServingStatus, timeout time.Duration) {
 	t.Helper()
+	if err := awaitHealth(conn, want, timeout, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitHealth polls the health of the server behind conn until it reports
+// want and then accept (if any) passes, or timeout passes. It gives up
+// early when stop is closed (stop may be nil).
+func awaitHealth(conn *grpc.ClientConn, want healthpb.HealthCheckResponse_ServingStatus, timeout time.Duration,
+	stop <-chan struct{}, accept func(context.Context) error) error {
 	client := healthpb.NewHealthClient(conn)
 	deadline := time.Now().Add(timeout)
-	var last string
+	last := "no answer"
 	for time.Now().Before(deadline) {
+		select {
+		case <-stop:
+			return errors.New("stopped waiting for health")
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
 		if err == nil && resp.GetStatus() == want {
-			return
+			if accept == nil {
+				cancel()
+				return nil
+			}
+			if err = accept(ctx); err == nil {
+				cancel()
+				return nil
+			}
 		}
+		cancel()
 		last = resp.GetStatus().String()
 		if err != nil {
 			last = err.Error()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("health is not %s after %s; last answer: %s", want, timeout, last)
+	return fmt.Errorf("health is not %s after %s; last answer: %s", want, timeout, last)
 }
 
 // ListServices asks the server behind conn, through reflection v1, which
@@ -283,35 +305,20 @@ func (p *Process) waitServing(timeout time.Duration) error {
 		return err
 	}
 	defer conn.Close()
-	health, pings := healthpb.NewHealthClient(conn), ingestqv1.NewPingServiceClient(conn)
-	deadline := time.Now().Add(timeout)
-	last := "no answer"
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("exited before serving: %v", p.err)
-		default:
+	pings := ingestqv1.NewPingServiceClient(conn)
+	err = awaitHealth(conn, healthpb.HealthCheckResponse_SERVING, timeout, p.exited, func(ctx context.Context) error {
+		pong, err := pings.Ping(ctx, &ingestqv1.PingRequest{})
+		if err == nil && pong.GetService() != p.name {
+			err = fmt.Errorf("the port is served by %s", pong.GetService())
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			var pong *ingestqv1.PingResponse
-			if pong, err = pings.Ping(ctx, &ingestqv1.PingRequest{}); err == nil && pong.GetService() == p.name {
-				cancel()
-				return nil
-			}
-			if err == nil {
-				err = fmt.Errorf("the port is served by %s", pong.GetService())
-			}
-		}
-		cancel()
-		last = resp.GetStatus().String()
-		if err != nil {
-			last = err.Error()
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	select {
+	case <-p.exited:
+		return fmt.Errorf("exited before serving: %v", p.err)
+	default:
+		return err
 	}
-	return fmt.Errorf("health is not SERVING after %s; last answer: %s", timeout, last)
 }
 
 // Stop sends the process SIGTERM and waits up to StopWait for it to exit.
