@@ -21,7 +21,30 @@ const (
 	nodeStatusReport = "status-report"
 	nodeStates       = "states"
 	nodeSpawning     = "spawning"
+	nodePayload      = "payload"
 )
+
+// PayloadRecord is what the batcher records, with the move to Processing,
+// of the one reading of a payload its jobs are made from (ingestq's own
+// node, /batches/BID/payload; see the package doc): a batcher finishing a
+// half-spawned batch makes the rest of its jobs from that same reading.
+type PayloadRecord struct {
+	// SHA256 (hex) and Size are the digest and length of the payload as
+	// first fetched.
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	// SpawnStopped says why not every row of the payload became a job (set
+	// by StopSpawning): the batch fails once the jobs it has end.
+	SpawnStopped string `json:"spawn_stopped,omitempty"`
+}
+
+func decodePayloadRecord(path string, data []byte) (*PayloadRecord, error) {
+	var r PayloadRecord
+	if err := unmarshal(path, data, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
 
 // MaxUUIDLength bounds a submitter's batch id (it becomes a node name).
 const MaxUUIDLength = 128
@@ -188,6 +211,10 @@ type BatchClaim struct {
 	// Spawning is true while the batch's jobs are still being created (a
 	// batcher died half-way if it is set when the batch is claimed).
 	Spawning bool
+	// Payload is the record of the reading its jobs are made from (nil: the
+	// payload is not a fetched document, or the batch was taken without
+	// one).
+	Payload *PayloadRecord
 
 	from    BatchState
 	version int32
@@ -245,7 +272,7 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	ps := []string{c.p.batchNode(bid, nodeSubmission), c.p.batchNode(bid, nodeStatusReport)}
+	ps := []string{c.p.batchNode(bid, nodeSubmission), c.p.batchNode(bid, nodeStatusReport), c.p.batchNode(bid, nodePayload)}
 	datas, err := c.getMany(ctx, ps)
 	if err != nil {
 		return release(err)
@@ -264,6 +291,11 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 			return release(err)
 		}
 	}
+	if datas[2] != nil {
+		if bc.Payload, err = decodePayloadRecord(ps[2], datas[2]); err != nil {
+			return release(err)
+		}
+	}
 	return bc, nil
 }
 
@@ -271,12 +303,15 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 // status, optionally the report to store, and whether to keep the lock
 // (Reporting and the start of Processing keep it: work follows). A report
 // too large for its node is stored trimmed, with the totals of its lists
-// (see fitStatusReport); give it the batch's whole lists.
+// (see fitStatusReport); give it the batch's whole lists. Payload, only
+// with Pending → Processing, records the reading of the payload the jobs
+// are made from, written with the move, before any job exists.
 type BatchChange struct {
 	To       BatchState
 	Message  string
 	Report   *v1.StatusReport
 	KeepLock bool
+	Payload  *PayloadRecord
 }
 
 func (bc *BatchClaim) finish() error {
@@ -320,6 +355,9 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	if err := checkBatchMove(bc.ID(), bc.from, ch.To); err != nil {
 		return err
 	}
+	if ch.Payload != nil && (bc.from != BatchPending || ch.To != BatchProcessing) {
+		return fmt.Errorf("%w: batch %s: a payload record is written only with the move from Pending to Processing", ErrInvalid, bc.ID())
+	}
 	if err := bc.finish(); err != nil {
 		return err
 	}
@@ -340,6 +378,9 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 			}
 		}
 		ops = append(ops, bc.c.createOp(bc.c.p.batchSpawning(bc.ID()), nil, 0))
+		if ch.Payload != nil {
+			ops = append(ops, bc.c.createOp(bc.c.p.batchNode(bc.ID(), nodePayload), marshal(ch.Payload), 0))
+		}
 	}
 	if bc.Spawning && ch.To != BatchProcessing {
 		ops = append(ops, deleteOp(bc.c.p.batchSpawning(bc.ID()), -1))
@@ -367,6 +408,10 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	bc.from = ch.To
 	bc.Batch.Status = next
 	bc.Spawning = ch.To == BatchProcessing
+	if ch.Payload != nil {
+		rec := *ch.Payload
+		bc.Payload = &rec
+	}
 	if report != nil {
 		bc.Batch.StatusReport = report
 	}
@@ -395,6 +440,46 @@ func (bc *BatchClaim) FinishSpawning(ctx context.Context) error {
 		return err
 	}
 	bc.Spawning = false
+	bc.markDone()
+	return nil
+}
+
+// StopSpawning ends the creation of a Processing batch's jobs before every
+// row of its payload became one (the payload changed, say): in one fenced
+// operation the batch's status message becomes msg, its payload record
+// keeps reason (PayloadRecord.SpawnStopped), the spawning marker goes and
+// the lock is released. The jobs it has go on; once they end the batch is
+// reported, and fails with reason.
+func (bc *BatchClaim) StopSpawning(ctx context.Context, reason, msg string) error {
+	if err := bc.finish(); err != nil {
+		return err
+	}
+	if bc.from != BatchProcessing || !bc.Spawning {
+		return fmt.Errorf("batch %s: %w: only a Processing batch whose jobs are being created stops spawning", bc.ID(), ErrWrongState)
+	}
+	if reason == "" {
+		return fmt.Errorf("%w: batch %s: stopping its spawning needs a reason", ErrInvalid, bc.ID())
+	}
+	rec := PayloadRecord{SpawnStopped: reason}
+	recPath := bc.c.p.batchNode(bc.ID(), nodePayload)
+	var recOp any
+	if bc.Payload != nil {
+		rec.SHA256, rec.Size = bc.Payload.SHA256, bc.Payload.Size
+		recOp = setOp(recPath, marshal(rec), -1)
+	} else {
+		recOp = bc.c.createOp(recPath, marshal(rec), 0)
+	}
+	next := &v1.BatchStatus{Status: bc.from, LastModified: nowStamp(), Message: msg}
+	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), encodeBatchStatus(next), bc.version)
+	if err := bc.fencedMulti(ctx, statusOp, recOp, deleteOp(bc.c.p.batchSpawning(bc.ID()), -1),
+		deleteOp(bc.c.p.batchLock(bc.ID()), -1)); err != nil {
+		return err
+	}
+	bc.version++
+	bc.Batch.Status = next
+	bc.Batch.Locked = false
+	bc.Spawning = false
+	bc.Payload = &rec
 	bc.markDone()
 	return nil
 }
@@ -577,9 +662,19 @@ func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {
 	)
 }
 
-// SpawnedEntries maps batch_entry → jid for the jobs a batch already has, so
-// that a batcher finishing a half-spawned batch creates only the rest.
-func (bc *BatchClaim) SpawnedEntries(ctx context.Context) (map[int32]string, error) {
+// SpawnedJob is a job a batch has already: its id and configuration.
+type SpawnedJob struct {
+	ID            string
+	Configuration *v1.JobConfiguration
+}
+
+// SpawnedEntries maps batch_entry → job for the jobs a batch already has, so
+// that a batcher finishing a half-spawned batch creates only the rest. Only
+// the holder of the batch's claim creates its jobs, each with its batch
+// reference in one operation fenced by the claim's status version (which
+// ClaimBatch moves), so no job of an earlier holder appears after this
+// reads: a job exists with its reference, or not at all.
+func (bc *BatchClaim) SpawnedEntries(ctx context.Context) (map[int32]SpawnedJob, error) {
 	refs, err := bc.c.BatchJobIDs(ctx, bc.ID())
 	if err != nil {
 		return nil, err
@@ -596,7 +691,7 @@ func (bc *BatchClaim) SpawnedEntries(ctx context.Context) (map[int32]string, err
 	if err != nil {
 		return nil, err
 	}
-	out := map[int32]string{}
+	out := map[int32]SpawnedJob{}
 	for i, d := range datas {
 		if d == nil {
 			continue
@@ -605,7 +700,7 @@ func (bc *BatchClaim) SpawnedEntries(ctx context.Context) (map[int32]string, err
 		if err != nil {
 			return nil, err
 		}
-		out[conf.GetBatchEntry()] = jids[i]
+		out[conf.GetBatchEntry()] = SpawnedJob{ID: jids[i], Configuration: conf}
 	}
 	return out, nil
 }

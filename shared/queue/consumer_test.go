@@ -352,7 +352,7 @@ func TestHalfSpawnedBatchIsFinishedWithoutDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(have) != 2 || have[0] != first[0] || have[1] != first[1] {
+	if len(have) != 2 || have[0].ID != first[0] || have[1].ID != first[1] {
 		t.Fatalf("SpawnedEntries = %v, want entries 0 and 1", have)
 	}
 	if _, err := bc2.CreateJobs(ctx, []NewJob{
@@ -366,6 +366,101 @@ func TestHalfSpawnedBatchIsFinishedWithoutDuplicates(t *testing.T) {
 	}
 	if n, _ := b.BatchCounts(ctx, bid); n.GetProcessing() != 4 {
 		t.Errorf("batch has %d live jobs, want 4", n.GetProcessing())
+	}
+}
+
+// TestAPayloadRecordWrittenWithTheTakeIsReadByTheNextClaimAndKeepsWhySpawningStopped:
+// the record of the payload's reading is written with the move to
+// Processing, before any job; a batcher that finishes the half-spawned
+// batch reads it with its claim. Stopping the spawning keeps the digest,
+// adds the reason, releases the batch (no job can be created after) and
+// lets the feed treat it as a batch waiting for its jobs; a record is
+// refused on any other move, and the batch's deletion removes it.
+func TestAPayloadRecordWrittenWithTheTakeIsReadByTheNextClaimAndKeepsWhySpawningStopped(t *testing.T) {
+	root := zktest.Root(t)
+	a, b := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	bid, err := a.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &PayloadRecord{SHA256: strings.Repeat("ab", 32), Size: 1234}
+	bc, err := a.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.Payload != nil {
+		t.Fatalf("a pending batch has a payload record %+v", bc.Payload)
+	}
+	if err := bc.Commit(ctx, BatchChange{To: BatchProcessing, Payload: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeData(t, a, a.p.batchNode(bid, "payload")); got != `{"sha256":"`+rec.SHA256+`","size":1234}` {
+		t.Errorf("payload node %s", got)
+	}
+	if _, err := bc.CreateJobs(ctx, []NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 0}}}); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+
+	bc2, err := b.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bc2.Spawning || bc2.Payload == nil || *bc2.Payload != *rec {
+		t.Fatalf("claim of the half-spawned batch: spawning %v, payload %+v, want %+v", bc2.Spawning, bc2.Payload, rec)
+	}
+	if err := bc2.Commit(ctx, BatchChange{To: BatchFailed, Payload: rec}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a record with Processing → Failed: %v, want ErrInvalid", err)
+	}
+	if err := bc2.StopSpawning(ctx, "", "no reason"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("stopping without a reason: %v, want ErrInvalid", err)
+	}
+	if err := bc2.StopSpawning(ctx, "the payload changed", "the payload changed; 1 job goes on"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bc2.CreateJobs(ctx, []NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 1}}}); err == nil {
+		t.Error("a job was created after the spawning stopped")
+	}
+	got, err := b.GetBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetLocked() || got.GetStatus().GetStatus() != BatchProcessing || got.GetStatus().GetMessage() != "the payload changed; 1 job goes on" ||
+		got.GetCounts().GetProcessing() != 1 {
+		t.Errorf("after stopping: %v, locked %v, counts %v", got.GetStatus(), got.GetLocked(), got.GetCounts())
+	}
+
+	bc3, err := b.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PayloadRecord{SHA256: rec.SHA256, Size: rec.Size, SpawnStopped: "the payload changed"}
+	if bc3.Spawning || bc3.Payload == nil || *bc3.Payload != want {
+		t.Fatalf("claim after stopping: spawning %v, payload %+v, want %+v", bc3.Spawning, bc3.Payload, want)
+	}
+	if err := bc3.StopSpawning(ctx, "again", "again"); !errors.Is(err, ErrWrongState) {
+		t.Errorf("stopping a batch no longer spawning: %v, want ErrWrongState", err)
+	}
+	if err := bc3.Commit(ctx, BatchChange{To: BatchFailed, Message: "failed"}); err != nil {
+		t.Fatal(err)
+	}
+	jids, err := b.BatchJobIDs(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := b.ClaimJob(ctx, jids["batch-processing"][0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Commit(ctx, Change{To: Failed, Message: "given up"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.DeleteBatch(ctx, bid); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := b.exists(ctx, b.p.batch(bid)); err != nil || ok {
+		t.Errorf("the batch's tree is still there after its deletion (%v)", err)
 	}
 }
 

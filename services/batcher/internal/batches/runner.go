@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -289,7 +291,7 @@ func (b *batch) take(ctx context.Context) error {
 			return b.waitForRoom(ctx, wait, need)
 		}
 	}
-	jobs, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), bc.Batch.GetSubmission(), prof)
+	jobs, reading, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), bc.Batch.GetSubmission(), prof)
 	var perr *spawn.PayloadError
 	if errors.As(err, &perr) {
 		return b.takeAndFail(ctx, perr.Msg)
@@ -316,7 +318,18 @@ func (b *batch) take(ctx context.Context) error {
 			return b.waitForRoom(ctx, wait, len(jobs))
 		}
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload"}); err != nil {
+	// The reading is kept, and recorded with the move to Processing, before
+	// any job exists: every job of the batch is made from it, whoever
+	// finishes a half-spawned batch.
+	var record *queue.PayloadRecord
+	if reading != nil {
+		if err := b.r.cfg.Planner.Keep(ctx, bc.ID(), reading); err != nil {
+			return err
+		}
+		record = reading.Record()
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload",
+		Payload: record}); err != nil {
 		return err
 	}
 	return b.spawn(ctx, prof, jobs)
@@ -410,7 +423,15 @@ func (b *batch) resume(ctx context.Context) error {
 				bc.Batch.GetSubmission().GetProfileName()))
 		}
 		b.log.InfoContext(ctx, "finishing a half-spawned batch")
-		return b.spawn(ctx, prof, nil)
+		jobs, err := b.r.cfg.Planner.Replan(ctx, bc.ID(), bc.Batch.GetSubmission(), prof, bc.Payload)
+		var perr *spawn.PayloadError
+		if errors.As(err, &perr) {
+			return b.stop(ctx, perr.Msg)
+		}
+		if err != nil {
+			return err
+		}
+		return b.spawn(ctx, prof, jobs)
 	}
 	counts, err := b.r.cfg.Queue.BatchCounts(ctx, bc.ID())
 	if err != nil {
@@ -433,26 +454,49 @@ func (b *batch) fail(ctx context.Context, msg string) error {
 	return b.bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed, Message: msg})
 }
 
+// stop ends the spawning of a half-spawned batch whose remaining rows
+// cannot be known (reason says why): none is created. A batch without jobs
+// fails at once; one with jobs lets them run, each to its one end, and
+// fails with reason when it is reported (the report lists them).
+func (b *batch) stop(ctx context.Context, reason string) error {
+	bc := b.bc
+	counts, err := b.r.cfg.Queue.BatchCounts(ctx, bc.ID())
+	if err != nil {
+		return err
+	}
+	made := counts.GetProcessing() + counts.GetCompleted() + counts.GetFailed() + counts.GetDeleted()
+	if made == 0 {
+		return b.fail(ctx, reason+"; no job was created")
+	}
+	msg := fmt.Sprintf("%s; %d job(s) had been created and go on, no other row becomes a job: the batch fails once they end "+
+		"(submit the rows not created in a new batch)", reason, made)
+	b.log.WarnContext(ctx, "batch spawning stopped", "reason", reason, "jobs", made)
+	return bc.StopSpawning(ctx, reason, msg)
+}
+
 // spawn creates the jobs of a Processing batch that are not there yet and
-// then releases the batch to its jobs. jobs is the batch's plan; nil: plan
-// it (a half-spawned batch resumed).
+// then releases the batch to its jobs. jobs is the batch's plan, entry i
+// at index i, from the one reading of its payload. A job that exists
+// already must be the one its entry plans (same payload URL): otherwise the
+// plan is not the one the jobs came from (a batch taken before its reading
+// was recorded, whose payload changed since) and spawning stops.
 func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.NewJob) error {
 	bc := b.bc
 	sub := bc.Batch.GetSubmission()
-	if jobs == nil {
-		var err error
-		jobs, err = b.r.cfg.Planner.Plan(ctx, bc.ID(), sub, prof)
-		var perr *spawn.PayloadError
-		if errors.As(err, &perr) {
-			return b.fail(ctx, perr.Msg)
-		}
-		if err != nil {
-			return err
-		}
-	}
 	existing, err := bc.SpawnedEntries(ctx)
 	if err != nil {
 		return err
+	}
+	for _, e := range slices.Sorted(maps.Keys(existing)) {
+		had := existing[e].Configuration.GetPayloadUrl()
+		if e < 0 || int(e) >= len(jobs) || jobs[e].Configuration.GetPayloadUrl() != had {
+			now := "no such row"
+			if e >= 0 && int(e) < len(jobs) {
+				now = jobs[e].Configuration.GetPayloadUrl()
+			}
+			return b.stop(ctx, fmt.Sprintf("payload %s changed after the batch's jobs began to be created: job %s was made from row %d, %s, which is now %s",
+				sub.GetPayloadUrl(), existing[e].ID, e, had, now))
+		}
 	}
 	todo := jobs[:0:0]
 	for _, j := range jobs {
@@ -494,6 +538,9 @@ func (b *batch) report(ctx context.Context) error {
 	rep, err := report.Build(ctx, b.r.cfg.Queue, bc.ID(), prev)
 	if err != nil {
 		return err
+	}
+	if bc.Payload != nil {
+		rep.SpawnStopped = bc.Payload.SpawnStopped
 	}
 	msg := rep.Summary()
 	prof, ok := b.profile()

@@ -41,6 +41,14 @@ func (r *Report) Mail(sub *v1.Submission, prof *profile.Profile) mail.Message {
 // Summary says in one line how the batch ended; it becomes the batch's
 // status message and the mail's subject.
 func (r *Report) Summary() string {
+	if r.SpawnStopped != "" {
+		return fmt.Sprintf("failed: not every row of the payload became a job: %s; of its jobs: %s", r.SpawnStopped, r.jobsSummary())
+	}
+	return r.jobsSummary()
+}
+
+// jobsSummary says how the batch's jobs ended.
+func (r *Report) jobsSummary() string {
 	switch {
 	case r.Update && r.Failed.Total == 0 && r.InProgress.Total == 0:
 		return fmt.Sprintf("completed: %d more object(s) completed, none failed", r.Completed.Total)

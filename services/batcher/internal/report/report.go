@@ -62,13 +62,16 @@ type Report struct {
 	AllCompleted int
 	// Deleted counts jobs an operator deleted.
 	Deleted int
+	// SpawnStopped, when set, says why not every row of the payload became
+	// a job: the batch fails whatever its jobs did.
+	SpawnStopped string
 	// Status is what the status-report node gets.
 	Status *v1.StatusReport
 }
 
 // Final is the state the batch goes to once the report is sent.
 func (r *Report) Final() queue.BatchState {
-	if r.Failed.Total == 0 && r.InProgress.Total == 0 {
+	if r.Failed.Total == 0 && r.InProgress.Total == 0 && r.SpawnStopped == "" {
 		return queue.BatchCompleted
 	}
 	return queue.BatchFailed

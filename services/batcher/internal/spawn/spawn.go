@@ -3,14 +3,23 @@
 // one per row of a manifest of manifests or of containers. It fetches and
 // parses what it needs and says precisely what is wrong with a payload that
 // cannot be used.
+//
+// A batch's jobs are all made from one reading of its payload: the
+// document as first fetched is kept in the batch's folder in the work root
+// (Keep) and its digest recorded with the batch, and a batcher finishing a
+// half-spawned batch plans it again from that copy (Replan), never from
+// what the depositor's server answers now.
 package spawn
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"path"
 	"time"
@@ -18,6 +27,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -47,6 +57,8 @@ type Planner struct {
 	Attempts int
 	// Backoff is the wait before the second attempt, doubled after (default 1s).
 	Backoff time.Duration
+	// Durable makes a kept payload durable before the batch's jobs exist.
+	Durable durable.Syncer
 }
 
 // PayloadError is a payload that cannot become jobs: the batch fails with
@@ -63,20 +75,122 @@ func payloadErrorf(err error, format string, args ...any) *PayloadError {
 	return &PayloadError{Msg: fmt.Sprintf(format, args...), Err: err}
 }
 
-// Plan returns the jobs of batch bid, in payload order: job i has
-// batch_entry i, so that a batcher finishing a half-spawned batch can tell
-// which jobs exist already. A *PayloadError means the payload is unusable;
-// any other error (the context ended, say) leaves the batch to be tried
-// again.
-func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, prof *profile.Profile) ([]queue.NewJob, error) {
-	b := &builder{p: p, bid: bid, sub: sub, prof: prof}
+// Reading is one reading of a batch's payload document, the one its jobs
+// are made from.
+type Reading struct {
+	URL  string
+	Data []byte
+}
+
+// Record is what the batch records of the reading: its digest and size.
+func (r *Reading) Record() *queue.PayloadRecord {
+	return &queue.PayloadRecord{SHA256: digest(r.Data), Size: int64(len(r.Data))}
+}
+
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// fetched says whether a payload type is a document the batcher fetches.
+func fetched(t v1.PayloadType) bool {
+	switch t {
+	case v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+		v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS:
+		return true
+	}
+	return false
+}
+
+// Plan reads the payload of batch bid (fetching it) and returns its jobs, in
+// payload order, with the reading they were made from (nil for a file or a
+// container, which nothing fetches). Job i has batch_entry i: its row in
+// that reading, so that a batcher finishing a half-spawned batch, planning
+// it again from the same reading (Replan), can tell which jobs exist
+// already. A *PayloadError means the payload is unusable; any other error
+// (the context ended, say) leaves the batch to be tried again.
+func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, prof *profile.Profile) ([]queue.NewJob, *Reading, error) {
+	var rd *Reading
+	if fetched(sub.GetType()) {
+		data, err := p.fetch(ctx, sub.GetPayloadUrl())
+		if err != nil {
+			return nil, nil, err
+		}
+		rd = &Reading{URL: sub.GetPayloadUrl(), Data: data}
+	}
+	jobs, err := p.planReading(bid, sub, prof, rd)
+	if err != nil {
+		return nil, nil, err
+	}
+	return jobs, rd, nil
+}
+
+// Keep keeps the reading in batch bid's folder in the work root, durably:
+// done before the batch records it and before any of its jobs exists.
+func (p *Planner) Keep(ctx context.Context, bid string, rd *Reading) error {
+	return p.Root.KeepPayload(ctx, &p.Durable, bid, rd.Data)
+}
+
+// Replan plans a half-spawned batch again from the reading its jobs were
+// first made from, recorded as rec: the copy kept in the work root when its
+// digest is rec's; when that copy is missing or damaged, the payload
+// fetched again, which must be the same bytes (it is then kept again). A
+// payload that changed, or cannot be fetched again, is a *PayloadError
+// naming the URL (and both digests): the rows not yet created cannot be
+// known. A batch taken without a record (rec nil) is planned from a new
+// fetch; the caller checks the jobs it has against that plan.
+func (p *Planner) Replan(ctx context.Context, bid string, sub *v1.Submission, prof *profile.Profile, rec *queue.PayloadRecord) ([]queue.NewJob, error) {
+	if !fetched(sub.GetType()) {
+		return p.planReading(bid, sub, prof, nil)
+	}
+	if rec == nil || rec.SHA256 == "" {
+		jobs, _, err := p.Plan(ctx, bid, sub, prof)
+		return jobs, err
+	}
+	raw := sub.GetPayloadUrl()
+	kept, err := p.Root.ReadPayload(bid, rec.Size)
+	var copyState string
+	switch {
+	case err == nil && int64(len(kept)) == rec.Size && digest(kept) == rec.SHA256:
+		return p.planReading(bid, sub, prof, &Reading{URL: raw, Data: kept})
+	case errors.Is(err, fs.ErrNotExist):
+		copyState = "is missing"
+	case err != nil:
+		copyState = fmt.Sprintf("cannot be read (%v)", err)
+	default:
+		copyState = fmt.Sprintf("is damaged (sha256 %s, %d bytes)", digest(kept), len(kept))
+	}
+	data, err := p.fetch(ctx, raw)
+	var perr *PayloadError
+	if errors.As(err, &perr) {
+		return nil, payloadErrorf(err, "the copy of payload %s kept in the work root %s (first read: sha256 %s, %d bytes), and fetching it again failed: %s",
+			raw, copyState, rec.SHA256, rec.Size, perr.Msg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if now := digest(data); now != rec.SHA256 || int64(len(data)) != rec.Size {
+		return nil, payloadErrorf(nil, "payload %s changed after the batch's jobs began to be created: sha256 %s (%d bytes) when first read, sha256 %s (%d bytes) now, and the copy kept in the work root %s",
+			raw, rec.SHA256, rec.Size, now, len(data), copyState)
+	}
+	rd := &Reading{URL: raw, Data: data}
+	if err := p.Keep(ctx, bid, rd); err != nil {
+		return nil, err
+	}
+	return p.planReading(bid, sub, prof, rd)
+}
+
+// planReading makes the jobs of batch bid from rd (nil for a file or a
+// container).
+func (p *Planner) planReading(bid string, sub *v1.Submission, prof *profile.Profile, rd *Reading) ([]queue.NewJob, error) {
+	b := &builder{p: p, bid: bid, sub: sub, prof: prof, rd: rd}
 	switch t := sub.GetType(); t {
 	case v1.PayloadType_PAYLOAD_TYPE_FILE, v1.PayloadType_PAYLOAD_TYPE_CONTAINER:
 		return b.single(t)
 	case v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:
-		return b.objectManifest(ctx)
+		return b.objectManifest()
 	case v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS:
-		return b.batchManifest(ctx, t)
+		return b.batchManifest(t)
 	default:
 		return nil, payloadErrorf(nil, "payload type %q is not one the batcher knows", queue.PayloadTypeName(t))
 	}
@@ -87,6 +201,7 @@ type builder struct {
 	bid  string
 	sub  *v1.Submission
 	prof *profile.Profile
+	rd   *Reading
 }
 
 // job is the common part of every job of the batch.
@@ -143,13 +258,9 @@ func fileNameOf(raw string) (string, error) {
 	return name, nil
 }
 
-// manifest fetches and parses the manifest at raw.
-func (b *builder) manifest(ctx context.Context, raw, what string) (*checkm.Manifest, error) {
-	data, err := b.fetch(ctx, raw)
-	if err != nil {
-		return nil, err
-	}
-	m, err := checkm.Parse(bytes.NewReader(data), b.p.Limits)
+// manifest parses the manifest read, at raw.
+func (b *builder) manifest(raw, what string) (*checkm.Manifest, error) {
+	m, err := checkm.Parse(bytes.NewReader(b.rd.Data), b.p.Limits)
 	if err != nil {
 		return nil, payloadErrorf(err, "%s %s: %v", what, raw, err)
 	}
@@ -157,23 +268,23 @@ func (b *builder) manifest(ctx context.Context, raw, what string) (*checkm.Manif
 }
 
 // fetch gets a payload document, retrying what may pass.
-func (b *builder) fetch(ctx context.Context, raw string) ([]byte, error) {
-	attempts := b.p.Attempts
+func (p *Planner) fetch(ctx context.Context, raw string) ([]byte, error) {
+	attempts := p.Attempts
 	if attempts <= 0 {
 		attempts = 3
 	}
-	backoff := b.p.Backoff
+	backoff := p.Backoff
 	if backoff <= 0 {
 		backoff = time.Second
 	}
-	maxBytes := b.p.Limits.MaxBytes
+	maxBytes := p.Limits.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = checkm.DefaultMaxBytes
 	}
 	var err error
 	for attempt := 1; ; attempt++ {
 		var data []byte
-		data, err = b.p.Fetcher.Fetch(ctx, raw, maxBytes)
+		data, err = p.Fetcher.Fetch(ctx, raw, maxBytes)
 		if err == nil {
 			return data, nil
 		}
@@ -218,9 +329,9 @@ func checkProfile(m *checkm.Manifest, t v1.PayloadType, raw string) error {
 }
 
 // objectManifest is one job whose files are the manifest's rows.
-func (b *builder) objectManifest(ctx context.Context) ([]queue.NewJob, error) {
+func (b *builder) objectManifest() ([]queue.NewJob, error) {
 	raw := b.sub.GetPayloadUrl()
-	m, err := b.manifest(ctx, raw, "object manifest")
+	m, err := b.manifest(raw, "object manifest")
 	if err != nil {
 		return nil, err
 	}
@@ -258,13 +369,13 @@ func (b *builder) objectManifest(ctx context.Context) ([]queue.NewJob, error) {
 
 // batchManifest is one job per row: an object manifest (fetched later by
 // the Pending stage) or a container.
-func (b *builder) batchManifest(ctx context.Context, t v1.PayloadType) ([]queue.NewJob, error) {
+func (b *builder) batchManifest(t v1.PayloadType) ([]queue.NewJob, error) {
 	raw := b.sub.GetPayloadUrl()
 	what := "manifest of manifests"
 	if t == v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS {
 		what = "manifest of containers"
 	}
-	m, err := b.manifest(ctx, raw, what)
+	m, err := b.manifest(raw, what)
 	if err != nil {
 		return nil, err
 	}

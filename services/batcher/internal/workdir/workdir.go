@@ -4,12 +4,17 @@
 package workdir
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ingestq/ingestq/shared/durable"
 )
 
 // Root is the work root: <root>/<bid>/<job> holds one job's files.
@@ -40,6 +45,72 @@ func (r Root) Batch(bid string) string { return filepath.Join(r.dir, bid) }
 // it (queue.NewJob.WorkRoot): <root>/<bid>/<jid>.
 func (r Root) Job(bid, jid string) string { return filepath.Join(r.dir, bid, jid) }
 
+// payloadFile is the file in a batch's directory that keeps its payload as
+// first read. Job directories are named by jid, so it meets none, and it
+// goes with the batch's directory.
+const payloadFile = "payload"
+
+// Payload is where batch bid's payload is kept: <root>/<bid>/payload.
+func (r Root) Payload(bid string) string { return filepath.Join(r.dir, bid, payloadFile) }
+
+// KeepPayload keeps data as batch bid's payload, replacing any kept before,
+// and returns once it is durable: written beside, synced, renamed into
+// place and its folder synced, so a reader finds the whole copy or none.
+// The work root is shared by every batcher, so any of them can read it.
+func (r Root) KeepPayload(ctx context.Context, sync *durable.Syncer, bid string, data []byte) error {
+	if err := checkBatchID(bid); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(r.dir)
+	if err != nil {
+		return fmt.Errorf("opening work root: %w", err)
+	}
+	defer root.Close()
+	if err := root.MkdirAll(bid, 0o750); err != nil {
+		return fmt.Errorf("creating the directory of batch %s: %w", bid, err)
+	}
+	tmp := filepath.Join(bid, fmt.Sprintf(".%s-%016x", payloadFile, rand.Uint64()))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return fmt.Errorf("keeping the payload of batch %s: %w", bid, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, filepath.Join(bid, payloadFile))
+	}
+	if err != nil {
+		root.Remove(tmp)
+		return fmt.Errorf("keeping the payload of batch %s: %w", bid, err)
+	}
+	if err := sync.Sync(ctx, r.dir, []string{r.Payload(bid)}, []string{r.Batch(bid), r.dir}); err != nil {
+		return fmt.Errorf("syncing the payload kept for batch %s: %w", bid, err)
+	}
+	return nil
+}
+
+// ReadPayload reads batch bid's kept payload, at most maxBytes of it (a
+// longer copy reads as its first maxBytes+1 bytes: callers compare sizes).
+// A batch with none kept gives an error matching fs.ErrNotExist.
+func (r Root) ReadPayload(bid string, maxBytes int64) ([]byte, error) {
+	if err := checkBatchID(bid); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening work root: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.Join(bid, payloadFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxBytes+1))
+}
+
 // Remove deletes path and everything below it. path must lie strictly
 // inside the work root; symbolic links are removed, never followed, so a
 // link planted in a job's directory cannot lead the removal out of the root.
@@ -62,10 +133,18 @@ func (r Root) Remove(path string) error {
 
 // RemoveBatch deletes a batch's directory with every job directory in it.
 func (r Root) RemoveBatch(bid string) error {
-	if bid == "" || strings.ContainsAny(bid, `/\`) || bid == "." || bid == ".." {
-		return fmt.Errorf("refusing to remove batch directory %q: not a batch id", bid)
+	if err := checkBatchID(bid); err != nil {
+		return fmt.Errorf("refusing to remove batch directory: %w", err)
 	}
 	return r.Remove(r.Batch(bid))
+}
+
+// checkBatchID refuses what cannot be one name directly under the root.
+func checkBatchID(bid string) error {
+	if bid == "" || strings.ContainsAny(bid, `/\`) || bid == "." || bid == ".." {
+		return fmt.Errorf("%q is not a batch id", bid)
+	}
+	return nil
 }
 
 // relative turns path into a path relative to the root, refusing the root

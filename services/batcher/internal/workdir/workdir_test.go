@@ -1,10 +1,15 @@
 package workdir
 
 import (
+	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ingestq/ingestq/shared/durable"
 )
 
 // outsideFile makes a file outside the work root that must survive.
@@ -143,4 +148,47 @@ func TestOpenRefusesARelativeRoot(t *testing.T) {
 	if _, err := Open("work"); err == nil {
 		t.Error("Open(\"work\") = nil error, want a refusal")
 	}
+}
+
+// TestAKeptPayloadIsReadBackWholeReplacedWholeAndGoesWithItsBatch: the
+// copy of a batch's payload is read back as written, a second keeping
+// replaces it and leaves no temporary file, a read is bounded, and the
+// batch's removal takes it along.
+func TestAKeptPayloadIsReadBackWholeReplacedWholeAndGoesWithItsBatch(t *testing.T) {
+	r, err := Open(filepath.Join(t.TempDir(), "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var sync durable.Syncer
+	const bid = "bid0000000007"
+	if _, err := r.ReadPayload(bid, 100); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("reading a payload never kept: %v, want fs.ErrNotExist", err)
+	}
+	if err := r.KeepPayload(ctx, &sync, bid, []byte("first reading")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.KeepPayload(ctx, &sync, bid, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.ReadPayload(bid, 100)
+	if err != nil || string(got) != "second" {
+		t.Errorf("read %q, %v; want %q", got, err, "second")
+	}
+	if got, _ := r.ReadPayload(bid, 3); string(got) != "seco" {
+		t.Errorf("a read bounded to 3 bytes gave %q, want the first 4 (one more, to tell a longer copy)", got)
+	}
+	entries, err := os.ReadDir(r.Batch(bid))
+	if err != nil || len(entries) != 1 || entries[0].Name() != filepath.Base(r.Payload(bid)) {
+		t.Errorf("the batch's directory holds %v (%v), want only the payload", entries, err)
+	}
+	for _, bad := range []string{"", "..", "a/b"} {
+		if err := r.KeepPayload(ctx, &sync, bad, []byte("x")); err == nil {
+			t.Errorf("KeepPayload(%q) = nil, want a refusal", bad)
+		}
+	}
+	if err := r.RemoveBatch(bid); err != nil {
+		t.Fatal(err)
+	}
+	mustNotExist(t, r.Payload(bid))
 }
