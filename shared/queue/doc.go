@@ -33,6 +33,23 @@
 //     states/batch-failed references (BatchJobIDs). See fitStatusReport,
 //     ReportTotals, CompletedAfterReport.
 //
+//   - A batch's spawning. While its jobs are being created a Processing
+//     batch has an empty "spawning" node; a batcher that finds it unlocked
+//     finishes the batch. A batch whose payload is a fetched document
+//     (object manifest, manifest of manifests or of containers) also gets,
+//     with its move to Processing and so before any job exists, a "payload"
+//     node: {"sha256":"<hex>","size":N}, the digest and length of the one
+//     reading of the payload its jobs are made from (the batcher keeps that
+//     reading in the batch's folder of the work root). Each job's
+//     configuration.batch_entry is its row in that reading, which is how a
+//     batcher finishing a half-spawned batch knows which rows have a job.
+//     When the rest of a half-spawned batch cannot be made from that reading
+//     (the copy is lost and the payload changed), the node gains
+//     "spawn_stopped": "<why>", no other job is created, and the batch is
+//     reported Failed once its jobs end. Peers ignore both nodes; the
+//     batch's deletion removes them with the rest. See PayloadRecord,
+//     BatchChange.Payload, BatchClaim.StopSpawning, SpawnedEntries.
+//
 // # What a step costs the server
 //
 // ZooKeeper's cost is mostly per request, so a client sends few: a claim
