@@ -430,3 +430,56 @@ func TestAHalfSpawnedBatchTakenWithoutARecordedReadingStopsWhenItsRowsMoved(t *t
 		t.Errorf("final status message %q", b.GetStatus().GetMessage())
 	}
 }
+
+// TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedAgain:
+// the copy kept in the work root no longer has the recorded digest; the
+// payload fetched again has it, so the batch is finished from that, each
+// row once, and the copy is kept again.
+func TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedAgain(t *testing.T) {
+	const n, made = 100, 45
+	h := newHarness(t)
+	ctx := context.Background()
+	const path = "/damaged.checkm"
+	u := h.dep.put(path, rowsManifest(n, nil))
+	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+
+	// A batcher takes the batch as the runner does, creates 45 jobs, dies.
+	first := h.connect()
+	bc, err := first.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, _ := h.profiles.Get("demo")
+	planned, reading, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cfg.Planner.Keep(ctx, bid, reading); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Payload: reading.Record()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bc.CreateJobs(ctx, planned[:made]); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	damaged := strings.Replace(string(reading.Data), "obj0050", "obj9999", 1)
+	if err := os.WriteFile(h.root.Payload(bid), []byte(damaged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	h.start()
+	h.waitSpawned(bid, n)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	h.checkEachRowOnce(bid, all)
+	if got := h.dep.fetches(path); got != 2 {
+		t.Errorf("the payload was fetched %d times, want twice (taken, then the damaged copy replaced)", got)
+	}
+	if kept, err := os.ReadFile(h.root.Payload(bid)); err != nil || string(kept) != string(reading.Data) {
+		t.Errorf("the copy kept is not the payload again (%v)", err)
+	}
+}
