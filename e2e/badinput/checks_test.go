@@ -280,7 +280,7 @@ func (p *pipeline) inventoryRows(t *testing.T, jid string) int {
 // object store, its version recorded once, and its working directory gone.
 func (p *pipeline) checkStored(t *testing.T, j *v1.Job) {
 	t.Helper()
-	manifest := strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://")
+	manifest := strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://")
 	if !strings.HasPrefix(manifest, p.stack.StoreRoot) {
 		t.Errorf("completed job %s stored outside the store: %q", j.GetId(), manifest)
 	} else if _, err := os.Stat(manifest); err != nil {

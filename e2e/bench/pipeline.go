@@ -267,7 +267,7 @@ func timeline(ctx context.Context, s *stack.Stack, w io.Writer, start time.Time,
 		var b strings.Builder
 		fmt.Fprintf(&b, "  %5.1fs", time.Since(start).Seconds())
 		for _, st := range []queue.JobState{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading,
-			queue.Processing, queue.Recording, queue.Notify, queue.Completed} {
+			queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
 			fmt.Fprintf(&b, " %s=%d", strings.ToLower(queue.JobStateName(st))[:4], counts[st])
 		}
 		fmt.Fprintln(w, b.String())

@@ -27,8 +27,8 @@ import (
 // pipeline is each working state and where a successful step leads.
 var pipeline = []struct{ from, to queue.JobState }{
 	{queue.Pending, queue.Estimating}, {queue.Estimating, queue.Provisioning}, {queue.Provisioning, queue.Downloading},
-	{queue.Downloading, queue.Processing}, {queue.Processing, queue.Recording}, {queue.Recording, queue.Notify},
-	{queue.Notify, queue.Completed},
+	{queue.Downloading, queue.Processing}, {queue.Processing, queue.Storing}, {queue.Storing, queue.Recording},
+	{queue.Recording, queue.Notify}, {queue.Notify, queue.Completed},
 }
 
 // Connect opens a quiet client on a root of its own.

@@ -59,7 +59,7 @@ func scrape(ctx context.Context, service, addr string, into *Scrape) error {
 func Profile(before, after *Scrape, jobs int) string {
 	var b strings.Builder
 	b.WriteString("  mean step:")
-	for _, stage := range []string{"pending", "estimating", "provisioning", "downloading", "processing", "recording", "notifying"} {
+	for _, stage := range []string{"pending", "estimating", "provisioning", "downloading", "processing", "storing", "recording", "notifying"} {
 		if n := after.Steps[stage] - before.Steps[stage]; n > 0 {
 			fmt.Fprintf(&b, " %s %.0f ms,", stage, 1000*(after.StepSeconds[stage]-before.StepSeconds[stage])/n)
 		}

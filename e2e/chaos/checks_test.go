@@ -90,9 +90,9 @@ func (r *run) checkJobs(ctx context.Context) map[string]*v1.Job {
 				t.Errorf("job %s (%s) is %s: %s", j.GetId(), lid, queue.JobStateName(full.GetStatus().GetStatus()), full.GetStatus().GetMessage())
 			case !strings.HasPrefix(ids.GetPrimaryId(), "ark:/"):
 				t.Errorf("job %s (%s) has no ARK: %v", j.GetId(), lid, ids)
-			case full.GetStore().GetVersion() != 1:
+			case full.GetInventory().GetVersion() != 1:
 				t.Errorf("job %s (%s) stored as version %d, want 1 (a second version means a replayed step stored again)",
-					j.GetId(), lid, full.GetStore().GetVersion())
+					j.GetId(), lid, full.GetInventory().GetVersion())
 			}
 		}
 	}
@@ -163,8 +163,8 @@ func (r *run) checkVersion(j *v1.Job, vdir string) {
 		t.Errorf("%s: version.json names job %q, want %s (%v)", vdir, rec.JobID, j.GetId(), err)
 	}
 	manifest := filepath.Join(vdir, "manifest.checkm")
-	if got := strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://"); got != manifest {
-		t.Errorf("job %s's store node names %s, want %s", j.GetId(), got, manifest)
+	if got := strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://"); got != manifest {
+		t.Errorf("job %s's inventory node names %s, want %s", j.GetId(), got, manifest)
 	}
 	f, err := os.Open(manifest)
 	if err != nil {
@@ -242,7 +242,7 @@ func (r *run) checkInventory(ctx context.Context, jobs map[string]*v1.Job) strin
 // manifestEntries counts the files of a job's stored version (-1 when the
 // manifest cannot be read; checkVersion reports why).
 func manifestEntries(j *v1.Job) int {
-	f, err := os.Open(strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://"))
+	f, err := os.Open(strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://"))
 	if err != nil {
 		return -1
 	}

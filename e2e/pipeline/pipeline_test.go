@@ -255,7 +255,7 @@ func checkStoredAndRecorded(t *testing.T, j *v1.Job) {
 	if !strings.HasPrefix(ark, "ark:/") {
 		t.Fatalf("%s has no ARK: %v", j.GetId(), j.GetIdentifiers())
 	}
-	manifest := strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://")
+	manifest := strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://")
 	if _, err := os.Stat(manifest); err != nil {
 		t.Errorf("%s: stored version manifest missing: %v", j.GetId(), err)
 	}
@@ -456,7 +456,7 @@ func TestOneTracePerJobAcrossEveryStage(t *testing.T) {
 	traceID := strings.Split(resp.GetTraceparent(), "-")[1]
 	waitBatch(t, bid, queue.BatchCompleted)
 	jid := batchJobs(t, bid)[0].GetId()
-	want := []string{"pending", "estimating", "provisioning", "downloading", "processing", "recording", "notifying"}
+	want := []string{"pending", "estimating", "provisioning", "downloading", "processing", "storing", "recording", "notifying"}
 	var stages []string
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -31,7 +31,7 @@ func recorder(t *testing.T, zkRoot string) string {
 // recordingJob puts a job in Recording whose version manifest is at manifest.
 func recordingJob(t *testing.T, q *queue.Client, manifest string) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Processing)
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file://" + manifest, Mode: "add"}})
 	return jid
 }

@@ -155,7 +155,7 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 	// The other stages, played here: every job completes.
 	for _, j := range jobs {
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
-			queue.Recording, queue.Notify, queue.Completed} {
+			queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
 			cl, err := q.ClaimJob(ctx, j.GetId())
 			if err != nil {
 				t.Fatal(err)

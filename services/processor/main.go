@@ -1,7 +1,9 @@
 // Command processor works on jobs in Processing: it gives each object its
-// ARK (a local id's, or a minted one), writes its system files, checks every
-// file's digest again and stores the version, then hands the job to
-// Recording with the version manifest's URL.
+// ARK (a local id's, or a minted one), writes its system files and checks
+// every file's digest again, then moves the job to Storing. Its storing
+// step stores the version and hands the job to Recording with the version
+// manifest's URL; it is switched off where another consumer (Merritt's
+// storage service) takes jobs in Storing.
 package main
 
 import (
@@ -32,6 +34,7 @@ type settings struct {
 	ezidPassword, ezidPasswordFile   *string
 	ezidTimeout                      *time.Duration
 	syncLinger                       *time.Duration
+	storing                          *bool
 }
 
 func main() {
@@ -61,6 +64,8 @@ func main() {
 				"how long one EZID call may take")
 			s.syncLinger = r.Duration("sync-linger", "INGESTQ_SYNC_LINGER", durable.DefaultLinger,
 				"how long a file system sync waits for other jobs' writes to share it (0: none)")
+			s.storing = r.Bool("storing", "INGESTQ_STORING", true,
+				"store processed jobs' versions (Storing → Recording); false where another consumer (Merritt's storage service) takes jobs in Storing")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
 			p, err := s.processor(env.Queue)
@@ -68,13 +73,10 @@ func main() {
 				return err
 			}
 			p.Logger = env.Logger
-			_, err = stage.Start(ctx, env, stage.Config{
-				Name:    "processing",
-				From:    queue.Processing,
-				To:      queue.Recording,
-				Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartMetadata | queue.PartManifest,
-				Handler: p.Handle,
-			})
+			if !*s.storing {
+				env.Logger.Info("storing step off: processed jobs wait in Storing for another consumer")
+			}
+			_, err = stage.Start(ctx, env, p.StageConfigs(*s.storing)...)
 			return err
 		},
 	})

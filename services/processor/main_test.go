@@ -4,14 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc/metadata"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -23,14 +26,10 @@ func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	servicetest.CheckBinary(t, "processor")
 }
 
-func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
-	bin := servicetest.Build(t, ".")
-	zkRoot := zktest.Root(t)
-	workRoot, storeRoot := t.TempDir(), t.TempDir()
-	servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+servicetest.ExampleProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
-		"INGESTQ_STORE_ROOT="+storeRoot, "INGESTQ_MINT_SHOULDER=ark:/99999/fk5")
-
-	q := queuetest.Connect(t, zkRoot)
+// helloJob puts a job of one file in Processing, its working folder under
+// workRoot.
+func helloJob(t *testing.T, q *queue.Client, workRoot string) string {
+	t.Helper()
 	wd := filepath.Join(workRoot, "bid0000000001", "jid0000000001")
 	if err := os.MkdirAll(filepath.Join(wd, "producer"), 0o755); err != nil {
 		t.Fatal(err)
@@ -38,21 +37,78 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(wd, "producer", "hello.txt"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	jid := queuetest.Spawn(t, q, queue.NewJob{
+	return queuetest.Spawn(t, q, queue.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: "demo", Collection: "demo", WorkingDir: wd,
 			PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE},
 		Identifiers: &v1.Identifiers{LocalId: []string{"hello-1"}},
 		Metadata:    &v1.Metadata{Who: "Doe, Jane", What: "Hello", When: "2026"},
 		Manifest:    &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1:1/hello.txt", Name: "hello.txt", Size: 5}}},
 	}, queue.Processing)
+}
+
+// stages asks the replica's StageService for its workers' stages.
+func stages(t *testing.T, addr, token string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	st, err := v1.NewStageServiceClient(servicetest.Dial(t, addr)).GetStatus(ctx, &v1.GetStatusRequest{})
+	if err != nil {
+		t.Fatalf("StageService.GetStatus: %v", err)
+	}
+	var out []string
+	for _, w := range st.GetWorkers() {
+		out = append(out, w.GetStage())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// registered is the stages of the processor's entries in the worker registry.
+func registered(t *testing.T, q *queue.Client) []string {
+	t.Helper()
+	workers, err := q.ListWorkers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, w := range workers {
+		if w.GetService() == "processor" {
+			out = append(out, w.GetStage())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
+	bin := servicetest.Build(t, ".")
+	zkRoot := zktest.Root(t)
+	workRoot, storeRoot := t.TempDir(), t.TempDir()
+	const token = "processor-admin-token"
+	p := servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+servicetest.ExampleProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
+		"INGESTQ_STORE_ROOT="+storeRoot, "INGESTQ_MINT_SHOULDER=ark:/99999/fk5", "INGESTQ_ADMIN_TOKEN="+token)
+
+	q := queuetest.Connect(t, zkRoot)
+	// One replica runs both steps: both show in its StageService and in
+	// the worker registry.
+	if got := stages(t, p.Addr, token); !slices.Equal(got, []string{"Processing", "Storing"}) {
+		t.Errorf("StageService workers take %v, want [Processing Storing]", got)
+	}
+	queuetest.Eventually(t, "both steps are registered", func() bool {
+		return slices.Equal(registered(t, q), []string{"Processing", "Storing"})
+	})
+	jid := helloJob(t, q, workRoot)
 	var job *v1.Job
-	queuetest.Eventually(t, "the job reaches Recording", func() bool {
+	queuetest.Eventually(t, "the processor is done with the job", func() bool {
 		var err error
 		job, err = q.GetJob(context.Background(), jid)
-		return err == nil && job.GetStatus().GetStatus() != queue.Processing
+		st := job.GetStatus().GetStatus()
+		return err == nil && st != queue.Processing && st != queue.Storing
 	})
-	if job.GetStatus().GetStatus() != queue.Recording {
-		t.Fatalf("job %s %q, want Recording", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	if st := job.GetStatus(); st.GetStatus() != queue.Recording || st.GetLastSuccessfulStatus() != queue.Storing {
+		t.Fatalf("job %s %q after %s, want Recording after Storing", queue.JobStateName(st.GetStatus()), st.GetMessage(),
+			queue.JobStateName(st.GetLastSuccessfulStatus()))
 	}
 	ark := job.GetIdentifiers().GetPrimaryId()
 	if !strings.HasPrefix(ark, "ark:/99999/fk5") {
@@ -69,5 +125,38 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 	// The sample profile's owner binds the local id.
 	if bound, err := q.LookupLocalID(context.Background(), "ark:/99999/fk4owner", "hello-1"); err != nil || bound != ark {
 		t.Errorf("hello-1 bound to %q (%v), want %s", bound, err, ark)
+	}
+}
+
+func TestBuiltProcessorWithStoringOffLeavesProcessedJobsInStoring(t *testing.T) {
+	bin := servicetest.Build(t, ".")
+	zkRoot := zktest.Root(t)
+	workRoot, storeRoot := t.TempDir(), t.TempDir()
+	const token = "processor-admin-token"
+	p := servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+servicetest.ExampleProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
+		"INGESTQ_STORE_ROOT="+storeRoot, "INGESTQ_ADMIN_TOKEN="+token, "INGESTQ_STORING=false")
+
+	if got := stages(t, p.Addr, token); !slices.Equal(got, []string{"Processing"}) {
+		t.Errorf("StageService workers take %v, want [Processing]: another consumer owns Storing", got)
+	}
+	q := queuetest.Connect(t, zkRoot)
+	jid := helloJob(t, q, workRoot)
+	var job *v1.Job
+	queuetest.Eventually(t, "the job is processed", func() bool {
+		var err error
+		job, err = q.GetJob(context.Background(), jid)
+		return err == nil && job.GetStatus().GetStatus() != queue.Processing && !job.GetLocked()
+	})
+	if st := job.GetStatus(); st.GetStatus() != queue.Storing {
+		t.Fatalf("job %s %q, want Storing", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if !strings.HasSuffix(job.GetStore().GetManifestUrl(), "/storage-manifest.checkm") || job.GetInventory() != nil {
+		t.Errorf("store %v, inventory %v; want the storage manifest named and no inventory", job.GetStore(), job.GetInventory())
+	}
+	if des, err := os.ReadDir(storeRoot); err != nil || len(des) != 0 {
+		t.Errorf("the store holds %v (%v), want nothing", des, err)
+	}
+	if got := registered(t, q); !slices.Equal(got, []string{"Processing"}) {
+		t.Errorf("the registry holds processor workers taking %v, want [Processing]", got)
 	}
 }

@@ -46,7 +46,7 @@ func recordingJob(t *testing.T, q *queue.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Processing)
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: "file://" + p, Mode: "add", Version: 1},
 		Inventory: &v1.Inventory{ManifestUrl: "file://" + p, Mode: "add", Version: 1}})

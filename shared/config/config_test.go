@@ -194,3 +194,32 @@ func TestServiceVariablesJoinTheTableWithBuiltInDefaults(t *testing.T) {
 		t.Errorf("table has %d lines for %d variables", n, len(r.Variables()))
 	}
 }
+
+func TestABooleanSettingTakesEnvThenFlagAndRefusesOtherWords(t *testing.T) {
+	read := func(env map[string]string, args ...string) (bool, error) {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		r := New(fs, func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+		on := r.Bool("storing", "INGESTQ_STORING", true, "store versions")
+		err := r.Parse(args)
+		return *on, err
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want bool
+	}{
+		{"default", nil, nil, true},
+		{"env", map[string]string{"INGESTQ_STORING": "false"}, nil, false},
+		{"flag over env", map[string]string{"INGESTQ_STORING": "false"}, []string{"-storing=true"}, true},
+	} {
+		if got, err := read(tc.env, tc.args...); err != nil || got != tc.want {
+			t.Errorf("%s: %v (%v), want %v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := read(map[string]string{"INGESTQ_STORING": "off"}); err == nil ||
+		!strings.Contains(err.Error(), "INGESTQ_STORING") || !strings.Contains(err.Error(), `"off"`) {
+		t.Errorf("INGESTQ_STORING=off: %v, want a refusal naming the variable and the value", err)
+	}
+}

@@ -62,6 +62,13 @@ func (r *Registry) Int(flagName, envName string, def int, help string) *int {
 	return p
 }
 
+// Bool defines a true/false setting.
+func (r *Registry) Bool(flagName, envName string, def bool, help string) *bool {
+	p := new(bool)
+	r.Func(flagName, envName, strconv.FormatBool(def), help, setBool(p))
+	return p
+}
+
 // Duration defines a duration setting ("30s", "1m30s").
 func (r *Registry) Duration(flagName, envName string, def time.Duration, help string) *time.Duration {
 	p := new(time.Duration)

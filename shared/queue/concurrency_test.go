@@ -13,7 +13,8 @@ import (
 // pipeline is each working state and the state a successful step leads to.
 var pipeline = []struct{ from, to JobState }{
 	{Pending, Estimating}, {Estimating, Provisioning}, {Provisioning, Downloading},
-	{Downloading, Processing}, {Processing, Recording}, {Recording, Notify}, {Notify, Completed},
+	{Downloading, Processing}, {Processing, Storing}, {Storing, Recording}, {Recording, Notify},
+	{Notify, Completed},
 }
 
 // TestRacingSessionsTakeEachJobOncePerState drives 1,000 jobs through every
@@ -85,7 +86,7 @@ func TestRacingSessionsTakeEachJobOncePerState(t *testing.T) {
 	cancel()
 	wg.Wait()
 
-	want := []JobState{Pending, Estimating, Provisioning, Downloading, Processing, Recording, Notify}
+	want := []JobState{Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify}
 	for _, jid := range jids {
 		got := taken[jid]
 		if len(got) != len(want) {

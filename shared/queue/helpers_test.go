@@ -160,7 +160,7 @@ func spawn(t testing.TB, c *Client, n int, priority int32) (string, []string) {
 func completeBatch(t testing.TB, c *Client, bid string, jids []string) {
 	t.Helper()
 	for _, jid := range jids {
-		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed} {
 			step(t, c, jid, Change{To: to})
 		}
 	}

@@ -246,7 +246,7 @@ func TestCompletedAfterReportComparesTheReferencesWithTheReport(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
 	bid, js := spawn(t, c, 3, 5)
-	done := []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed}
+	done := []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed}
 	for _, to := range done {
 		step(t, c, js[0], Change{To: to})
 	}

@@ -115,11 +115,11 @@ var jobTransitions = map[JobState][]JobState{
 	Estimating:   {Provisioning, Failed},
 	Provisioning: {Downloading, Provisioning, Failed},
 	Downloading:  {Processing, Failed},
-	Processing:   {Recording, Failed},
+	Processing:   {Storing, Failed},
 	Storing:      {Recording, Failed},
 	Recording:    {Notify, Failed},
 	Notify:       {Completed, Failed},
-	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Recording, Notify, Deleted},
+	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},
 }
 
 // batchTransitions is the spec's batch table.
@@ -186,7 +186,9 @@ func ResumeState(lastSuccessful JobState) JobState {
 		return Downloading
 	case Downloading:
 		return Processing
-	case Processing, Storing:
+	case Processing:
+		return Storing
+	case Storing:
 		return Recording
 	case Recording:
 		return Notify

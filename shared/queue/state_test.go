@@ -16,11 +16,11 @@ var specJobTable = map[string]string{
 	"Estimating":   "Provisioning Failed", // Failed: ingestq's addition for unreadable job data
 	"Provisioning": "Downloading Provisioning Failed",
 	"Downloading":  "Processing Failed",
-	"Processing":   "Recording Failed",
+	"Processing":   "Storing Failed",
 	"Storing":      "Recording Failed",
 	"Recording":    "Notify Failed",
 	"Notify":       "Completed Failed",
-	"Failed":       "Pending Estimating Provisioning Downloading Processing Recording Notify Deleted",
+	"Failed":       "Pending Estimating Provisioning Downloading Processing Storing Recording Notify Deleted",
 	"Completed":    "",
 	"Deleted":      "",
 }
@@ -89,7 +89,7 @@ func TestLastSuccessfulStatusFollowsTheSpecRule(t *testing.T) {
 func TestResumeStartsAfterLastSuccessfulStatus(t *testing.T) {
 	for last, want := range map[JobState]JobState{
 		0: Estimating, Pending: Estimating, Held: Estimating, Estimating: Provisioning,
-		Provisioning: Downloading, Downloading: Processing, Processing: Recording,
+		Provisioning: Downloading, Downloading: Processing, Processing: Storing,
 		Storing: Recording, Recording: Notify,
 	} {
 		if got := ResumeState(last); got != want {
@@ -106,9 +106,10 @@ var pathTo = map[JobState][]JobState{
 	Provisioning: {Estimating, Provisioning},
 	Downloading:  {Estimating, Provisioning, Downloading},
 	Processing:   {Estimating, Provisioning, Downloading, Processing},
-	Recording:    {Estimating, Provisioning, Downloading, Processing, Recording},
-	Notify:       {Estimating, Provisioning, Downloading, Processing, Recording, Notify},
-	Completed:    {Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed},
+	Storing:      {Estimating, Provisioning, Downloading, Processing, Storing},
+	Recording:    {Estimating, Provisioning, Downloading, Processing, Storing, Recording},
+	Notify:       {Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify},
+	Completed:    {Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed},
 	Failed:       {Failed},
 }
 
@@ -118,7 +119,7 @@ var pathTo = map[JobState][]JobState{
 func TestEveryJobTableRowAgainstZooKeeper(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	froms := []JobState{Pending, Held, Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed, Failed}
+	froms := []JobState{Pending, Held, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed, Failed}
 	_, jids := spawn(t, c, len(froms)*len(jobStates), DefaultPriority)
 	i := 0
 	for _, from := range froms {
@@ -193,6 +194,39 @@ func TestStoringJobLeftByAPeerIsReadAndMovable(t *testing.T) {
 	step(t, c, jid, Change{To: Recording})
 	if got := jsonField(t, nodeData(t, c, c.p.jobStatus(jid)), "last_successful_status"); got != `"Storing"` {
 		t.Errorf("last_successful_status = %s", got)
+	}
+}
+
+// TestAProcessedJobGoesToRecordingOnlyThroughStoring: as in the peer
+// library, a job leaves Processing for Storing; a commit straight to
+// Recording is refused and leaves the job where it was.
+func TestAProcessedJobGoesToRecordingOnlyThroughStoring(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, DefaultPriority)
+	jid := jids[0]
+	for _, s := range pathTo[Processing] {
+		step(t, c, jid, Change{To: s})
+	}
+	cl, err := c.ClaimJob(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var te *TransitionError
+	if err := cl.Commit(ctx, Change{To: Recording}); !errors.As(err, &te) || te.From != "Processing" || te.To != "Recording" {
+		t.Fatalf("Processing → Recording: err = %v, want a TransitionError naming both", err)
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonField(t, nodeData(t, c, c.p.jobStatus(jid)), "status"); got != `"Processing"` {
+		t.Fatalf("after the refusal the job is %s", got)
+	}
+	step(t, c, jid, Change{To: Storing})
+	step(t, c, jid, Change{To: Recording})
+	st := nodeData(t, c, c.p.jobStatus(jid))
+	if got, last := jsonField(t, st, "status"), jsonField(t, st, "last_successful_status"); got != `"Recording"` || last != `"Storing"` {
+		t.Errorf("status %s, last_successful_status %s; want Recording after Storing", got, last)
 	}
 }
 

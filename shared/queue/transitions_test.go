@@ -109,22 +109,28 @@ func TestJobTransitionsWriteTheSeedsTree(t *testing.T) {
 		{"Downloading → Failed keeps Provisioning", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}},
 			move{ch: Change{To: Failed, Message: "f.txt: 404"}},
 			jobWant{"Failed", `"Provisioning"`, "0", "failed/05", "batch-failed", "5", ""}},
-		{"Processing → Recording", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}},
-			move{ch: Change{To: Recording, Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4555", LocalId: []string{"loc002"}}}},
-			jobWant{"Recording", `"Processing"`, "0", "recording/05", "batch-processing", "5", ""}},
+		{"Processing → Storing", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}},
+			move{ch: Change{To: Storing, Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4555", LocalId: []string{"loc002"}}}},
+			jobWant{"Storing", `"Processing"`, "0", "storing/05", "batch-processing", "5", ""}},
 		{"Processing → Failed keeps Downloading", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}},
 			move{ch: Change{To: Failed, Message: "minting failed"}},
 			jobWant{"Failed", `"Downloading"`, "0", "failed/05", "batch-failed", "5", ""}},
-		{"Recording → Notify", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}},
+		{"Storing → Recording", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}},
+			move{ch: Change{To: Recording}},
+			jobWant{"Recording", `"Storing"`, "0", "recording/05", "batch-processing", "5", ""}},
+		{"Storing → Failed keeps Processing", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}},
+			move{ch: Change{To: Failed, Message: "store full"}},
+			jobWant{"Failed", `"Processing"`, "0", "failed/05", "batch-failed", "5", ""}},
+		{"Recording → Notify", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}, {To: Recording}},
 			move{ch: Change{To: Notify}},
 			jobWant{"Notify", `"Recording"`, "0", "notify/05", "batch-processing", "5", ""}},
-		{"Recording → Failed keeps Processing", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}},
+		{"Recording → Failed keeps Storing", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}, {To: Recording}},
 			move{ch: Change{To: Failed}},
-			jobWant{"Failed", `"Processing"`, "0", "failed/05", "batch-failed", "5", ""}},
-		{"Notify → Completed", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Notify}},
+			jobWant{"Failed", `"Storing"`, "0", "failed/05", "batch-failed", "5", ""}},
+		{"Notify → Completed", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}, {To: Recording}, {To: Notify}},
 			move{ch: Change{To: Completed}},
 			jobWant{"Completed", `"Notify"`, "0", "completed/05", "batch-completed", "5", ""}},
-		{"Notify → Failed keeps Recording", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Notify}},
+		{"Notify → Failed keeps Recording", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}, {To: Recording}, {To: Notify}},
 			move{ch: Change{To: Failed, Message: "callback: 500"}},
 			jobWant{"Failed", `"Recording"`, "0", "failed/05", "batch-failed", "5", ""}},
 		{"Failed → Downloading (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Failed}},
@@ -133,10 +139,13 @@ func TestJobTransitionsWriteTheSeedsTree(t *testing.T) {
 		{"Failed → Processing (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Failed}},
 			move{admin: Processing},
 			jobWant{"Processing", `"Downloading"`, "1", "processing/05", "batch-processing", "5", ""}},
-		{"Failed → Recording (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Failed}},
+		{"Failed → Storing (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}, {To: Failed}},
+			move{admin: Storing},
+			jobWant{"Storing", `"Processing"`, "1", "storing/05", "batch-processing", "5", ""}},
+		{"Failed → Recording (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}, {To: Recording}, {To: Failed}},
 			move{admin: Recording},
-			jobWant{"Recording", `"Processing"`, "1", "recording/05", "batch-processing", "5", ""}},
-		{"Failed → Notify (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Recording}, {To: Notify}, {To: Failed}},
+			jobWant{"Recording", `"Storing"`, "1", "recording/05", "batch-processing", "5", ""}},
+		{"Failed → Notify (admin resume)", []Change{{To: Estimating}, {To: Provisioning}, {To: Downloading}, {To: Processing}, {To: Storing}, {To: Recording}, {To: Notify}, {To: Failed}},
 			move{admin: Notify},
 			jobWant{"Notify", `"Recording"`, "1", "notify/05", "batch-processing", "5", ""}},
 	}
@@ -296,7 +305,7 @@ func TestBatchTransitionsWriteTheSeedsTree(t *testing.T) {
 
 	t.Run("Processing → Reporting → Failed → UpdateReporting → Completed", func(t *testing.T) {
 		bid, jids := spawn(t, c, 2, 5)
-		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed} {
 			step(t, c, jids[0], Change{To: to})
 		}
 		step(t, c, jids[1], Change{To: Failed, Message: "bad digest"})
@@ -390,7 +399,7 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 	}
 	t.Run("a completed job cannot be deleted", func(t *testing.T) {
 		_, jids := spawn(t, c, 1, 5)
-		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify, Completed} {
+		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed} {
 			step(t, c, jids[0], Change{To: to})
 		}
 		if err := c.DeleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {

@@ -124,10 +124,10 @@ func (r *RequeueJobRequest) Validate() error {
 	switch r.GetState() {
 	case JobState_JOB_STATE_UNSPECIFIED, JobState_JOB_STATE_PENDING, JobState_JOB_STATE_ESTIMATING,
 		JobState_JOB_STATE_PROVISIONING, JobState_JOB_STATE_DOWNLOADING, JobState_JOB_STATE_PROCESSING,
-		JobState_JOB_STATE_RECORDING, JobState_JOB_STATE_NOTIFY:
+		JobState_JOB_STATE_STORING, JobState_JOB_STATE_RECORDING, JobState_JOB_STATE_NOTIFY:
 		return nil
 	}
-	return fmt.Errorf("state %s: a failed job resumes at JOB_STATE_PENDING, _ESTIMATING, _PROVISIONING, _DOWNLOADING, _PROCESSING, _RECORDING or _NOTIFY", r.GetState())
+	return fmt.Errorf("state %s: a failed job resumes at JOB_STATE_PENDING, _ESTIMATING, _PROVISIONING, _DOWNLOADING, _PROCESSING, _STORING, _RECORDING or _NOTIFY", r.GetState())
 }
 
 // Validate checks the jid and requires a priority in 0..99.

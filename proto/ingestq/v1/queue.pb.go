@@ -34,8 +34,9 @@ const (
 	JobState_JOB_STATE_PROVISIONING JobState = 4
 	JobState_JOB_STATE_DOWNLOADING  JobState = 5
 	JobState_JOB_STATE_PROCESSING   JobState = 6
-	// Storing is known to the Merritt peer library; ingestq folds storing into
-	// Processing but reads jobs that a peer left in it.
+	// Storing follows Processing, as in the Merritt peer library: the
+	// processor's storing step (or Merritt's storage service) stores the
+	// version and moves the job to Recording.
 	JobState_JOB_STATE_STORING   JobState = 7
 	JobState_JOB_STATE_RECORDING JobState = 8
 	JobState_JOB_STATE_NOTIFY    JobState = 9
@@ -1050,15 +1051,16 @@ func (x *Identifiers) GetLocalId() []string {
 	return nil
 }
 
-// Store is /jobs/JID/store, written by processing.
+// Store is /jobs/JID/store, written by processing: what storing stores
+// (manifest_url names the storage manifest in the job's working folder).
 type Store struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
 	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
 	Delete      bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`                             // delete
-	// The number of the version stored (ingestq's own key, written only when
-	// not 0; the Merritt library ignores it). 0: not said, as in jobs a peer
-	// processed.
+	// The number of a version stored (ingestq's own key, written only when
+	// not 0; the Merritt library ignores it). ingestq's processing leaves it
+	// 0: the inventory node says which version was stored.
 	Version       int32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"` // version
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1122,7 +1124,7 @@ func (x *Store) GetVersion() int32 {
 	return 0
 }
 
-// Inventory is /jobs/JID/inventory, written by processing.
+// Inventory is /jobs/JID/inventory, written by storing: the version stored.
 type Inventory struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url

@@ -108,7 +108,7 @@ func pathTo(t testing.TB, to queue.JobState) []queue.JobState {
 		return nil
 	}
 	path := []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading,
-		queue.Processing, queue.Recording, queue.Notify, queue.Completed}
+		queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Completed}
 	for i, s := range path {
 		if s == to {
 			return path[:i+1]

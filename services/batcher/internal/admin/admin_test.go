@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
@@ -699,13 +700,35 @@ func TestAReportPastWhatANodeHoldsIsReadWithItsTotals(t *testing.T) {
 	}
 }
 
+// TestRequeueJobResumesAJobThatFailedInStoringAtStoring: after Processing
+// the state after the last successful one is Storing, and Storing may be
+// named, as the peer library's admin does.
+func TestRequeueJobResumesAJobThatFailedInStoringAtStoring(t *testing.T) {
+	f := newFixture(t)
+	_, jids := f.batch("demo", "demo_coll", 2)
+	for _, jid := range jids {
+		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
+			queue.Storing, queue.Failed} {
+			queuetest.Move(t, f.q, jid, queue.Change{To: to, Message: "store full"})
+		}
+	}
+	after, err := f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: jids[0]})
+	if st := after.GetJob().GetStatus(); err != nil || st.GetStatus() != queue.Storing || st.GetRetryCount() != 1 {
+		t.Errorf("RequeueJob after its last successful state: %v %v, want Storing, retry 1", st, err)
+	}
+	named, err := f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: jids[1], State: queue.Storing})
+	if st := named.GetJob().GetStatus(); err != nil || st.GetStatus() != queue.Storing || st.GetLastSuccessfulStatus() != queue.Processing {
+		t.Errorf("RequeueJob at Storing: %v %v, want Storing after Processing", st, err)
+	}
+}
+
 // complete drives a batch's jobs to Completed and the batch to Completed.
 func (f *fixture) complete(bid string, jids []string) {
 	f.t.Helper()
 	ctx := context.Background()
 	for _, jid := range jids {
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
-			queue.Recording, queue.Notify, queue.Completed} {
+			queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
 			cl, err := f.q.ClaimJob(ctx, jid)
 			if err != nil {
 				f.t.Fatal(err)

@@ -256,7 +256,8 @@ func (h *harness) jobs(bid string) []*v1.Job {
 func (h *harness) finish(jid, ark, failMsg string) {
 	h.t.Helper()
 	ctx := context.Background()
-	path := []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Recording, queue.Notify, queue.Completed}
+	path := []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording,
+		queue.Notify, queue.Completed}
 	for _, to := range path {
 		cl, err := h.q.ClaimJob(ctx, jid)
 		if err != nil {
@@ -269,7 +270,7 @@ func (h *harness) finish(jid, ark, failMsg string) {
 			return
 		}
 		ch := queue.Change{To: to}
-		if to == queue.Recording {
+		if to == queue.Storing {
 			ids := cl.Job.GetIdentifiers()
 			if ids == nil {
 				ids = &v1.Identifiers{}
@@ -296,14 +297,14 @@ func (h *harness) resume(jid, ark string) {
 			return
 		}
 		next := map[queue.JobState]queue.JobState{queue.Pending: queue.Estimating, queue.Estimating: queue.Provisioning,
-			queue.Provisioning: queue.Downloading, queue.Downloading: queue.Processing, queue.Processing: queue.Recording,
-			queue.Recording: queue.Notify, queue.Notify: queue.Completed}[st.GetStatus()]
+			queue.Provisioning: queue.Downloading, queue.Downloading: queue.Processing, queue.Processing: queue.Storing,
+			queue.Storing: queue.Recording, queue.Recording: queue.Notify, queue.Notify: queue.Completed}[st.GetStatus()]
 		cl, err := h.q.ClaimJob(ctx, jid)
 		if err != nil {
 			h.t.Fatal(err)
 		}
 		ch := queue.Change{To: next}
-		if next == queue.Recording {
+		if next == queue.Storing {
 			ch.Identifiers = &v1.Identifiers{PrimaryId: ark, LocalId: cl.Job.GetIdentifiers().GetLocalId()}
 		}
 		if err := cl.Commit(ctx, ch); err != nil {

@@ -233,6 +233,24 @@ func TestActionsChangeTheQueueThroughTheAdminService(t *testing.T) {
 	}
 }
 
+// TestAFailedJobIsRequeuedAtStoringFromItsPage: Storing is among the
+// states a failed job's page offers, and the requeue lands there.
+func TestAFailedJobIsRequeuedAtStoringFromItsPage(t *testing.T) {
+	f := newFixture(t, testToken)
+	f.signIn()
+	_, jids := f.batch("jdoe", 1)
+	f.move(jids[0], "store full", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Failed)
+	wantBody(t, f.get("/jobs/"+jids[0]), `<option value="" data-field="resume">Storing</option>`,
+		"<option>Processing</option><option>Storing</option><option>Recording</option>")
+	a := f.act("/jobs/"+jids[0]+"/requeue", url.Values{"state": {"Storing"}})
+	if a.code != http.StatusSeeOther {
+		t.Fatalf("POST requeue at Storing: %d\n%s", a.code, a.body)
+	}
+	if got := f.jobState(jids[0]); got != "Storing" {
+		t.Errorf("after the requeue the job is %s, want Storing", got)
+	}
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -457,7 +475,7 @@ func TestCleanupOfCompletedBatchesFromTheQueuePage(t *testing.T) {
 	done, jids := f.batch("jdoe", 2)
 	for _, jid := range jids {
 		f.move(jid, "done", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
-			queue.Recording, queue.Notify, queue.Completed)
+			queue.Storing, queue.Recording, queue.Notify, queue.Completed)
 	}
 	f.moveBatch(done, queue.BatchReporting, queue.BatchCompleted)
 	open, _ := f.batch("jdoe", 1)

@@ -289,7 +289,7 @@ func playStages(ctx context.Context, q *queue.Client, jid string, proceed <-chan
 	for _, step := range []struct {
 		to  queue.JobState
 		msg string
-	}{{queue.Recording, "processed"}, {queue.Notify, "recorded"}, {queue.Completed, "notified"}} {
+	}{{queue.Storing, "processed"}, {queue.Recording, "stored"}, {queue.Notify, "recorded"}, {queue.Completed, "notified"}} {
 		cl, err := q.ClaimJob(ctx, jid)
 		if err != nil {
 			return err

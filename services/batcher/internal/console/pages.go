@@ -539,9 +539,11 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		name := queue.JobStateName(s)
 		return !inList(strings.Join([]string{jv.HoldIn, jv.ReleaseIn, jv.RequeueIn, jv.FailIn, jv.DeleteIn}, " "), name)
 	})
-	for _, st := range []queue.JobState{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading,
-		queue.Processing, queue.Recording, queue.Notify} {
-		jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
+	// The states a failed job may resume at, as the state machine says.
+	for _, st := range queue.JobStates() {
+		if st != queue.Deleted && queue.CanMoveJob(queue.Failed, st) {
+			jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
+		}
 	}
 	jv.Traceparent = cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
 	jv.TraceID = traceID(jv.Traceparent)

@@ -142,8 +142,8 @@ func TestBatchPageShowsSubmissionReportProgressAndJobs(t *testing.T) {
 	f := newFixture(t, "")
 	bid, jids := f.batch("jdoe", 3)
 	f.fail(jids[0], "digest mismatch on a.txt")
-	f.move(jids[1], "", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Recording,
-		queue.Notify, queue.Completed)
+	f.move(jids[1], "", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing,
+		queue.Recording, queue.Notify, queue.Completed)
 	a := f.get("/batches/" + bid)
 	if a.code != http.StatusOK {
 		t.Fatalf("%d\n%s", a.code, a.body)

@@ -105,7 +105,7 @@ func (e *env) spawn(t *testing.T, profileName string) (jid, wd string) {
 	jid = queuetest.Spawn(t, e.q, queue.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: profileName, WorkingDir: wd},
 		Identifiers:   &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001", "loc002"}},
-	}, queue.Processing)
+	}, queue.Storing)
 	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "update", Version: 2},
 		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "update", Version: 2}})

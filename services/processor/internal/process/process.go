@@ -1,7 +1,9 @@
-// Package process is the processor's stage handler: it gives a downloaded
-// job its ARK (reusing the one its local id is bound to, or minting one),
-// writes the object's system files, lists and checks every file, and stores
-// the version under the object's storage lock.
+// Package process holds the processor's two stage handlers. Processing
+// gives a downloaded job its ARK (reusing the one its local id is bound to,
+// or minting one), writes the object's system files, lists and checks every
+// file and writes the storage manifest; the job goes on to Storing, its
+// store node naming that manifest. Storing stores the version under the
+// object's storage lock and hands the job to Recording (storing.go).
 package process
 
 import (
@@ -28,7 +30,7 @@ import (
 // (beside producer/ and system/, which it lists).
 const StorageManifest = "storage-manifest.checkm"
 
-// Processor handles jobs in Processing.
+// Processor handles jobs in Processing and in Storing.
 type Processor struct {
 	Queue    *queue.Client
 	Minter   mint.Minter
@@ -43,9 +45,38 @@ type Processor struct {
 	Logger    *slog.Logger
 }
 
-// Handle is the stage handler.
+// StageConfigs are the processor's stages: processing, and storing unless
+// another consumer (Merritt's storage service) owns Storing; then processed
+// jobs wait in Storing for it.
+func (p *Processor) StageConfigs(storing bool) []stage.Config {
+	cfgs := []stage.Config{{
+		Name:    "processing",
+		From:    queue.Processing,
+		To:      queue.Storing,
+		Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartMetadata | queue.PartManifest,
+		Handler: p.Handle,
+	}}
+	if storing {
+		cfgs = append(cfgs, stage.Config{
+			Name:    "storing",
+			From:    queue.Storing,
+			To:      queue.Recording,
+			Parts:   queue.PartConfiguration | queue.PartIdentifiers | queue.PartStore,
+			Handler: p.HandleStoring,
+		})
+	}
+	return cfgs
+}
+
+// Handle is the processing stage's handler.
 func (p *Processor) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
 	out, err := p.process(ctx, claim)
+	return p.outcome(ctx, "processing", out, err)
+}
+
+// outcome is a step's outcome once its error, if any, is sorted: a lost
+// job is released, a failure fails the job, anything else is tried again.
+func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome, err error) stage.Outcome {
 	if err == nil {
 		return out
 	}
@@ -57,7 +88,7 @@ func (p *Processor) Handle(ctx context.Context, claim *queue.Claim) stage.Outcom
 		return stage.Fail(fail.msg)
 	default:
 		// The queue itself is in trouble (a read failed): try again later.
-		p.logger().WarnContext(ctx, "processing interrupted; will retry", "error", err)
+		p.logger().WarnContext(ctx, step+" interrupted; will retry", "error", err)
 		return stage.Wait(p.lockRetry(), queue.Change{})
 	}
 }
@@ -100,37 +131,21 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 	if err := store.WriteManifest(manifest, entries); err != nil {
 		return stage.Outcome{}, failf("storage manifest of %s: %v", ark, err)
 	}
-
-	lock, err := p.Queue.LockStorage(ctx, ark)
-	if errors.Is(err, queue.ErrLocked) {
-		p.logger().InfoContext(ctx, "object is being stored by another job; waiting", "ark", ark)
-		return stage.Wait(p.lockRetry(), queue.Change{}), nil
-	}
-	if err != nil {
-		return stage.Outcome{}, fmt.Errorf("taking the storage lock of %s: %w", ark, err)
-	}
-	mode := "add"
-	if conf.GetSubmissionMode() == v1.SubmissionMode_SUBMISSION_MODE_UPDATE {
-		mode = "update"
-	}
-	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: store.FileURL(manifest)})
-	if err != nil {
-		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if uerr := lock.Unlock(unlockCtx); uerr != nil {
-			p.logger().WarnContext(ctx, "releasing the storage lock", "ark", ark, "error", uerr)
-		}
-		return stage.Outcome{}, failf("%v", err)
-	}
-	// The job's commit releases the lock once the job has moved on (the
-	// runner releases it after a commit that did not happen).
-	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "files", len(entries), "manifest_url", v.ManifestURL)
+	p.logger().InfoContext(ctx, "object processed", "ark", ark, "files", len(entries))
 	return stage.Next(queue.Change{
-		Message:   fmt.Sprintf("stored %s version %d (%d files)", ark, v.Number, len(entries)),
-		Store:     &v1.Store{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
-		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
-		Unlock:    []*queue.ObjectLock{lock},
+		Message: fmt.Sprintf("processed %s (%d files): to be stored", ark, len(entries)),
+		// What the storing step stores, as the peer library's store node
+		// says it: the storage manifest, and the version's mode.
+		Store: &v1.Store{ManifestUrl: store.FileURL(manifest), Mode: submissionMode(conf)},
 	}), nil
+}
+
+// submissionMode is the job's mode as the store and inventory nodes spell it.
+func submissionMode(conf *v1.JobConfiguration) string {
+	if conf.GetSubmissionMode() == v1.SubmissionMode_SUBMISSION_MODE_UPDATE {
+		return "update"
+	}
+	return "add"
 }
 
 // identify settles the job's ARK: the one the depositor gave, else the one

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,15 +34,23 @@ const shoulder = "ark:/99999/fk4"
 // env is a queue, a work root, a store root and a running processor.
 type env struct {
 	q         *queue.Client
+	zkRoot    string
 	workRoot  string
 	storeRoot string
-	runner    *stage.Runner
+	profiles  *profile.Set
+	storing   bool                     // the storing step runs
+	runners   map[string]*stage.Runner // by stage name
 }
 
-// start runs the processing stage; storeRoot "" makes a fresh one.
-func start(t *testing.T, storeRoot string) *env {
+// start runs the processor's stages, processing and storing; storeRoot ""
+// makes a fresh one.
+func start(t *testing.T, storeRoot string) *env { return startWith(t, storeRoot, true) }
+
+// startWith runs processing, and storing if storing is set.
+func startWith(t *testing.T, storeRoot string, storing bool) *env {
 	t.Helper()
-	e := &env{q: queuetest.Connect(t, zktest.Root(t)), workRoot: t.TempDir(), storeRoot: storeRoot}
+	e := &env{zkRoot: zktest.Root(t), workRoot: t.TempDir(), storeRoot: storeRoot, storing: storing}
+	e.q = queuetest.Connect(t, e.zkRoot)
 	if e.storeRoot == "" {
 		e.storeRoot = t.TempDir()
 	}
@@ -49,22 +59,45 @@ func start(t *testing.T, storeRoot string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := profile.Load(profiles)
-	if err != nil {
+	if e.profiles, err = profile.Load(profiles); err != nil {
 		t.Fatal(err)
 	}
-	p := &Processor{Queue: e.q, Minter: mint.Local{Shoulder: shoulder}, Storage: store.Local{Root: e.storeRoot},
-		Profiles: set, WorkRoot: e.workRoot, LockRetry: 100e6}
-	r, err := stage.New(e.q, stage.Config{Service: "processor", Name: "processing", From: queue.Processing, To: queue.Recording,
-		Handler: p.Handle, Concurrency: 2})
-	if err != nil {
-		t.Fatal(err)
+	e.runners = e.run(t, e.q, storing)
+	return e
+}
+
+// run starts a processor replica's stages on q, chained as stage.Start
+// chains them, and returns its runners by stage name.
+func (e *env) run(t *testing.T, q *queue.Client, storing bool) map[string]*stage.Runner {
+	t.Helper()
+	p := &Processor{Queue: q, Minter: mint.Local{Shoulder: shoulder}, Storage: store.Local{Root: e.storeRoot},
+		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6}
+	runners := map[string]*stage.Runner{}
+	var prev *stage.Runner
+	for _, cfg := range p.StageConfigs(storing) {
+		cfg.Service, cfg.Concurrency = "processor", 2
+		r, err := stage.New(q, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev != nil {
+			if err := prev.Chain(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		prev, runners[cfg.Name] = r, r
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go r.Run(ctx)
-	t.Cleanup(func() { cancel(); <-r.Done() })
-	e.runner = r
-	return e
+	for _, r := range runners {
+		go r.Run(ctx)
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, r := range runners {
+			<-r.Done()
+		}
+	})
+	return runners
 }
 
 // object is a job to put in Processing: its downloaded files and what its
@@ -108,16 +141,32 @@ func (e *env) spawn(t *testing.T, o object) (jid, wd string) {
 	return jid, wd
 }
 
-// ended waits until the job left Processing and returns it.
+// ended waits until the processor is done with the job (it left
+// Processing, and Storing when the storing step runs) and returns it.
 func (e *env) ended(t *testing.T, jid string) *v1.Job {
 	t.Helper()
 	var job *v1.Job
-	queuetest.Eventually(t, jid+" leaves Processing", func() bool {
+	queuetest.Eventually(t, jid+" leaves the processor", func() bool {
 		var err error
 		job, err = e.q.GetJob(context.Background(), jid)
-		return err == nil && job.GetStatus().GetStatus() != queue.Processing && !job.GetLocked()
+		st := job.GetStatus().GetStatus()
+		return err == nil && st != queue.Processing && (st != queue.Storing || !e.storing) && !job.GetLocked()
 	})
 	return job
+}
+
+// versions lists the version folders of an object in the store.
+func (e *env) versions(t *testing.T, ark string) []string {
+	t.Helper()
+	des, err := os.ReadDir(filepath.Join(e.storeRoot, queue.LockName(ark)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
 }
 
 func readManifest(t *testing.T, raw string) []checkm.Entry {
@@ -157,10 +206,14 @@ func TestProcessingMintsBindsWritesSystemFilesAndStores(t *testing.T) {
 	if bound, err := e.q.LookupLocalID(ctx, "ark:/99999/j2owner", "loc001"); err != nil || bound != ark {
 		t.Errorf("loc001 of the profile's owner is bound to %q (%v), want %s", bound, err, ark)
 	}
+	// The store node names what was stored, the inventory node the version.
+	storageURL := store.FileURL(filepath.Join(wd, StorageManifest))
 	wantURL := store.FileURL(filepath.Join(e.storeRoot, queue.LockName(ark), "v1", store.VersionManifest))
-	if s, inv := job.GetStore(), job.GetInventory(); s.GetManifestUrl() != wantURL || s.GetMode() != "add" || s.GetDelete() || s.GetVersion() != 1 ||
-		inv.GetManifestUrl() != wantURL || inv.GetMode() != "add" || inv.GetVersion() != 1 {
-		t.Errorf("store %v, inventory %v; want version 1 at %s in add mode", s, inv, wantURL)
+	if s := job.GetStore(); s.GetManifestUrl() != storageURL || s.GetMode() != "add" || s.GetDelete() {
+		t.Errorf("store %v; want the storage manifest %s in add mode", s, storageURL)
+	}
+	if inv := job.GetInventory(); inv.GetManifestUrl() != wantURL || inv.GetMode() != "add" || inv.GetVersion() != 1 {
+		t.Errorf("inventory %v; want version 1 at %s in add mode", inv, wantURL)
 	}
 
 	erc, err := os.ReadFile(filepath.Join(wd, "system", sysfiles.ERCName))
@@ -262,7 +315,7 @@ func TestAnUpdateAddsAVersionAndARerunAddsNone(t *testing.T) {
 		mode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE})
 	job := e.ended(t, second)
 	if job.GetIdentifiers().GetPrimaryId() != ark || !strings.HasSuffix(job.GetInventory().GetManifestUrl(), "/v2/manifest.checkm") ||
-		job.GetInventory().GetVersion() != 2 || job.GetStore().GetVersion() != 2 {
+		job.GetInventory().GetVersion() != 2 {
 		t.Fatalf("update stored %q at %q (store %v, inventory %v); want %s version 2", job.GetIdentifiers().GetPrimaryId(),
 			job.GetInventory().GetManifestUrl(), job.GetStore(), job.GetInventory(), ark)
 	}
@@ -279,17 +332,12 @@ func TestAnUpdateAddsAVersionAndARerunAddsNone(t *testing.T) {
 		t.Errorf("re-run: %s at %q version %d, want Recording at %q version 2", queue.JobStateName(again.GetStatus().GetStatus()),
 			again.GetInventory().GetManifestUrl(), again.GetInventory().GetVersion(), job.GetInventory().GetManifestUrl())
 	}
-	des, _ := os.ReadDir(filepath.Join(e.storeRoot, queue.LockName(ark)))
-	var names []string
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	if !slices.Equal(names, []string{"v1", "v2"}) {
+	if names := e.versions(t, ark); !slices.Equal(names, []string{"v1", "v2"}) {
 		t.Errorf("object folder holds %v, want [v1 v2]", names)
 	}
 }
 
-func TestProcessingWaitsForTheStorageLock(t *testing.T) {
+func TestStoringWaitsForTheStorageLock(t *testing.T) {
 	e := start(t, "")
 	ctx := context.Background()
 	const ark = "ark:/99999/fk4busy"
@@ -299,10 +347,10 @@ func TestProcessingWaitsForTheStorageLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{PrimaryId: ark}})
-	queuetest.Eventually(t, "the processor met the lock", func() bool {
-		return e.runner.Status().GetOutcomes()["retried"] > 0
+	queuetest.Eventually(t, "the storing step met the lock", func() bool {
+		return e.runners["storing"].Status().GetOutcomes()["retried"] > 0
 	})
-	if st := queuetest.Status(t, e.q, jid); st.GetStatus() != queue.Processing {
+	if st := queuetest.Status(t, e.q, jid); st.GetStatus() != queue.Storing {
 		t.Fatalf("job is %s while its object is locked", queue.JobStateName(st.GetStatus()))
 	}
 	if err := lock.Unlock(ctx); err != nil {

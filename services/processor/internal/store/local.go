@@ -198,7 +198,9 @@ func (s Local) nextVersion(objDir, jid string) (number int, existing bool, err e
 	return last + 1, false, nil
 }
 
-// readManifest reads the storage manifest the processor wrote.
+// readManifest reads the storage manifest the processor wrote. Every file
+// it lists lies in the manifest's folder (the job's working folder): a
+// manifest cannot lead the store to files elsewhere.
 func readManifest(raw string) ([]checkm.Entry, error) {
 	path, err := localPath(raw)
 	if err != nil {
@@ -216,6 +218,13 @@ func readManifest(raw string) ([]checkm.Entry, error) {
 	for _, e := range m.Entries {
 		if e.HashAlgorithm == "" || e.FileSize < 0 {
 			return nil, fmt.Errorf("storage manifest %s: line %d: %s has no digest or size", path, e.Line, e.FileName)
+		}
+		src, err := localPath(e.FileURL)
+		if err != nil {
+			return nil, fmt.Errorf("storage manifest %s: line %d: %w", path, e.Line, err)
+		}
+		if rel, err := filepath.Rel(filepath.Dir(path), src); err != nil || !filepath.IsLocal(rel) {
+			return nil, fmt.Errorf("storage manifest %s: line %d: %s lies outside the manifest's folder %s", path, e.Line, src, filepath.Dir(path))
 		}
 	}
 	return m.Entries, nil
@@ -241,11 +250,21 @@ func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.FileName, err)
 	}
-	in, err := os.Open(src)
+	// A symbolic link is refused, not followed: it could lead out of the
+	// working folder (and a hard link to it would link the link).
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%s is a symbolic link (%s)", e.FileName, src)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.FileName, err)
 	}
 	defer in.Close()
+	if fi, err := in.Stat(); err != nil {
+		return fmt.Errorf("%s: %w", e.FileName, err)
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: %s is not a regular file (%s)", e.FileName, src, fi.Mode().Type())
+	}
 	var n int64
 	var sums map[string]string
 	err = os.Link(src, dst)

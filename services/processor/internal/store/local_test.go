@@ -175,6 +175,26 @@ func TestLocalFailuresNameTheCauseAndLeaveNoCompleteVersion(t *testing.T) {
 			p, _ := localPath(manifestURL)
 			os.Remove(filepath.Join(filepath.Dir(p), "producer", "a.txt"))
 		}, "producer/a.txt: open"},
+		{"a file listed outside the manifest's folder", func(t *testing.T, _, manifestURL string) {
+			p, _ := localPath(manifestURL)
+			elsewhere := filepath.Join(t.TempDir(), "a.txt")
+			os.WriteFile(elsewhere, []byte("first"), 0o644)
+			sum := sha256.Sum256([]byte("first"))
+			if err := WriteManifest(p, []checkm.Entry{{FileURL: FileURL(elsewhere), HashAlgorithm: "sha256",
+				HashValue: hex.EncodeToString(sum[:]), FileSize: 5, FileName: "producer/a.txt"}}); err != nil {
+				t.Fatal(err)
+			}
+		}, "lies outside the manifest's folder"},
+		{"a source replaced by a symbolic link to the same bytes elsewhere", func(t *testing.T, _, manifestURL string) {
+			p, _ := localPath(manifestURL)
+			elsewhere := filepath.Join(t.TempDir(), "a.txt")
+			os.WriteFile(elsewhere, []byte("first"), 0o644)
+			src := filepath.Join(filepath.Dir(p), "producer", "a.txt")
+			os.Remove(src)
+			if err := os.Symlink(elsewhere, src); err != nil {
+				t.Fatal(err)
+			}
+		}, "producer/a.txt is a symbolic link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()

@@ -48,7 +48,7 @@ func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) 
 // storing version (0: a job that does not say, as a peer's).
 func recordingJob(t *testing.T, q *queue.Client, manifestURL string, version int32) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Processing)
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "add", Version: version},
 		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add", Version: version}})

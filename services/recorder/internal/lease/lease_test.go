@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 
 func recordingJob(t *testing.T, q *queue.Client, ark string, inventory *v1.Inventory) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Processing)
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: inventory})
 	return jid
 }
@@ -88,7 +88,7 @@ func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
 	m := New(q, Options{Tracer: tp.Tracer("test")})
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4t"},
-		Configuration: &v1.JobConfiguration{Traceparent: traceparent}}, queue.Processing)
+		Configuration: &v1.JobConfiguration{Traceparent: traceparent}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
 	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
 	if err != nil || l == nil {

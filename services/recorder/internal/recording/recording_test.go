@@ -48,10 +48,10 @@ func authed() context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 }
 
-// recordingJob puts a job in Recording as the processor leaves it.
+// recordingJob puts a job in Recording as the storing step leaves it.
 func recordingJob(t *testing.T, q *queue.Client, ark string) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc001"}}}, queue.Processing)
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc001"}}}, queue.Storing)
 	const manifest = "file:///store/ark_99999_fk4x/v3/manifest.checkm"
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifest, Mode: "update"},
@@ -165,8 +165,8 @@ func TestFailMovesTheJobToFailedWithTheMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := queuetest.Status(t, q, jid)
-	if st.GetStatus() != queue.Failed || st.GetMessage() != msg || st.GetLastSuccessfulStatus() != queue.Processing {
-		t.Errorf("job %v, want Failed with %q (last successful Processing)", st, msg)
+	if st.GetStatus() != queue.Failed || st.GetMessage() != msg || st.GetLastSuccessfulStatus() != queue.Storing {
+		t.Errorf("job %v, want Failed with %q (last successful Storing)", st, msg)
 	}
 	if got := locks(t, q); len(got) != 0 {
 		t.Errorf("inventory locks left: %v", got)

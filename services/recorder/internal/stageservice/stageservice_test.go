@@ -68,10 +68,10 @@ func admin(t *testing.T) context.Context {
 	return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+token)
 }
 
-// recordingJob puts a job in Recording as the processor leaves it.
+// recordingJob puts a job in Recording as the storing step leaves it.
 func recordingJob(t *testing.T, q *queue.Client) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Processing)
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
 		Inventory: &v1.Inventory{ManifestUrl: "file:///store/ark_99999_fk4x/v1/manifest.checkm", Mode: "add", Version: 1}})
 	return jid

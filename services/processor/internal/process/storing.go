@@ -1,0 +1,76 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
+)
+
+// HandleStoring is the storing stage's handler: it stores the version the
+// job's store node names, under the object's storage lock, and hands the
+// job to Recording with the version manifest in its inventory node. A job
+// stored again (a crash before the commit, an admin requeue to Storing)
+// gets the version it stored before: storage is idempotent per job.
+func (p *Processor) HandleStoring(ctx context.Context, claim *queue.Claim) stage.Outcome {
+	out, err := p.storeVersion(ctx, claim)
+	return p.outcome(ctx, "storing", out, err)
+}
+
+func (p *Processor) storeVersion(ctx context.Context, claim *queue.Claim) (stage.Outcome, error) {
+	job := claim.Job
+	ark := job.GetIdentifiers().GetPrimaryId()
+	if ark == "" {
+		return stage.Outcome{}, failf("the job has no ARK to store under: processing gives it one (requeue it to Processing)")
+	}
+	wd, err := p.workingDir(job.GetConfiguration().GetWorkingDir())
+	if err != nil {
+		return stage.Outcome{}, failf("working folder: %v", err)
+	}
+	// Only the storage manifest processing wrote into the job's working
+	// folder is stored: a store node cannot lead the store elsewhere.
+	manifest := store.FileURL(filepath.Join(wd, StorageManifest))
+	st := job.GetStore()
+	switch {
+	case st == nil:
+		return stage.Outcome{}, failf("the job has no store node naming what to store: processing writes it (requeue it to Processing)")
+	case st.GetManifestUrl() != manifest:
+		return stage.Outcome{}, failf("the store node names %q, not the job's storage manifest %s", st.GetManifestUrl(), manifest)
+	}
+	mode := st.GetMode()
+	if mode == "" {
+		mode = submissionMode(job.GetConfiguration())
+	}
+
+	lock, err := p.Queue.LockStorage(ctx, ark)
+	if errors.Is(err, queue.ErrLocked) {
+		p.logger().InfoContext(ctx, "object is being stored by another job; waiting", "ark", ark)
+		return stage.Wait(p.lockRetry(), queue.Change{}), nil
+	}
+	if err != nil {
+		return stage.Outcome{}, fmt.Errorf("taking the storage lock of %s: %w", ark, err)
+	}
+	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest})
+	if err != nil {
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if uerr := lock.Unlock(unlockCtx); uerr != nil {
+			p.logger().WarnContext(ctx, "releasing the storage lock", "ark", ark, "error", uerr)
+		}
+		return stage.Outcome{}, failf("%v", err)
+	}
+	// The job's commit releases the lock once the job has moved on (the
+	// runner releases it after a commit that did not happen).
+	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "manifest_url", v.ManifestURL)
+	return stage.Next(queue.Change{
+		Message:   fmt.Sprintf("stored %s version %d", ark, v.Number),
+		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
+		Unlock:    []*queue.ObjectLock{lock},
+	}), nil
+}
