@@ -1,0 +1,172 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// failedBatch makes a batch of n jobs, fails every job and reports the
+// batch Failed, as the batcher would.
+func (f *fixture) failedBatch(n int) (string, []string) {
+	f.t.Helper()
+	ctx := context.Background()
+	bid, jids := f.batch("demo", "demo_coll", n)
+	for _, jid := range jids {
+		f.fail(jid)
+	}
+	bc, err := f.q.ClaimBatch(ctx, bid)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed, Report: &v1.StatusReport{FailedJobs: jids}}); err != nil {
+		f.t.Fatal(err)
+	}
+	return bid, jids
+}
+
+// answeredClearly reports whether err is a success or a refusal that tells
+// the operator what to do: try again (Aborted), or the item is not in a
+// state for it (FailedPrecondition) or gone (NotFound).
+func answeredClearly(err error) bool {
+	switch status.Code(err) {
+	case codes.OK, codes.Aborted, codes.FailedPrecondition, codes.NotFound:
+		return true
+	}
+	return false
+}
+
+// TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch
+// sends RequeueJob for every job of a failed batch and DeleteBatch at the
+// same moment, round after round, over the real RPCs. Whoever wins, the
+// other answers a clear refusal: no job outlives its batch, no lock is
+// left behind, and fsck finds nothing.
+func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Minute)
+	defer cancel()
+	const rounds = 50
+	var deleted, requeued int
+	answers := map[string]int{}
+	for round := range rounds {
+		bid, jids := f.failedBatch(3)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, len(jids)+1)
+		// Each call starts after its own small delay, so that rounds
+		// differ in who comes first; odd rounds give the deletion a head
+		// start.
+		jitter := func(head bool) {
+			d := rand.IntN(4000)
+			if !head {
+				d += 2000 * (round % 2)
+			}
+			time.Sleep(time.Duration(d) * time.Microsecond)
+		}
+		for i, jid := range jids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				jitter(false)
+				_, errs[i] = f.admin.RequeueJob(ctx, &v1.RequeueJobRequest{JobId: jid})
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			jitter(true)
+			_, errs[len(jids)] = f.admin.DeleteBatch(ctx, &v1.DeleteBatchRequest{BatchId: bid})
+		}()
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if !answeredClearly(err) {
+				t.Errorf("round %d: call %d answered %s %q", round, i, status.Code(err), status.Convert(err).Message())
+			}
+			if err == nil && i < len(jids) {
+				requeued++
+			}
+			call := "RequeueJob"
+			if i == len(jids) {
+				call = "DeleteBatch"
+			}
+			answers[call+" "+status.Code(err).String()]++
+		}
+		if status.Code(errs[len(jids)]) == codes.Aborted {
+			// Told to try again, the operator does: with nothing racing
+			// now, the batch goes, or stays for its live jobs.
+			_, err := f.admin.DeleteBatch(ctx, &v1.DeleteBatchRequest{BatchId: bid})
+			if c := status.Code(err); c != codes.OK && c != codes.FailedPrecondition {
+				t.Errorf("round %d: DeleteBatch tried again answered %s %q", round, c, status.Convert(err).Message())
+			}
+			errs[len(jids)] = err
+		}
+		if errs[len(jids)] == nil {
+			deleted++
+		}
+	}
+	t.Logf("%d rounds: %d batches deleted, %d jobs requeued; answers %v", rounds, deleted, requeued, answers)
+
+	// No live job without its batch, no lock left behind.
+	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	jobs, _, err := conn.Children(f.zkRoot + "/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range jobs {
+		if !queue.ValidJobID(jid) {
+			continue
+		}
+		bid, _, err := conn.Get(path.Join(f.zkRoot, "jobs", jid, "bid"))
+		if err != nil {
+			t.Errorf("job %s: reading its bid: %v", jid, err)
+			continue
+		}
+		if ok, _, err := conn.Exists(path.Join(f.zkRoot, "batches", string(bid), "status")); err != nil || !ok {
+			j, _ := f.q.GetJob(ctx, jid)
+			t.Errorf("job %s (%s) lives on without its batch %s", jid, queue.JobStateName(j.GetStatus().GetStatus()), bid)
+		}
+		if ok, _, _ := conn.Exists(path.Join(f.zkRoot, "jobs", jid, "lock")); ok {
+			t.Errorf("job %s is left locked", jid)
+		}
+	}
+	batches, _, err := conn.Children(f.zkRoot + "/batches")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bid := range batches {
+		if ok, _, _ := conn.Exists(path.Join(f.zkRoot, "batches", bid, "lock")); ok {
+			t.Errorf("batch %s is left locked", bid)
+		}
+	}
+	r, err := f.admin.Fsck(ctx, &v1.FsckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.GetDamages() {
+		t.Errorf("fsck: %s %s: %s", d.GetKind(), d.GetItem(), d.GetDetail())
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Error("the rounds ran out of time")
+	}
+}
