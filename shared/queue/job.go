@@ -299,9 +299,9 @@ type Claim struct {
 	batchPinned  bool
 	batchVersion int32
 	noBatch      bool
-	sess        *session
-	ctx         context.Context
-	cancel      context.CancelCauseFunc
+	sess         *session
+	ctx          context.Context
+	cancel       context.CancelCauseFunc
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.
