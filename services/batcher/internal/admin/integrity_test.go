@@ -170,3 +170,42 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 		t.Error("the rounds ran out of time")
 	}
 }
+
+// TestAJobWithAGarbledPriorityIsStillReadAndFailedByAnOperator: another
+// writer left "abc" in a job's priority. GetJob and ListJobs read the job
+// (at its entry's priority), Fsck names the node, FailJob fails the job and
+// writes the priority anew.
+func TestAJobWithAGarbledPriorityIsStillReadAndFailedByAnOperator(t *testing.T) {
+	f := newFixture(t)
+	_, jids := f.batch("demo", "demo_coll", 1)
+	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	prio := path.Join(f.zkRoot, "jobs", jids[0], "priority")
+	if _, err := conn.Set(prio, []byte("abc"), -1); err != nil {
+		t.Fatal(err)
+	}
+	g, err := f.admin.GetJob(f.ctx, &v1.GetJobRequest{JobId: jids[0]})
+	if err != nil || g.GetJob().GetPriority() != 5 {
+		t.Fatalf("GetJob: %v %v", g, err)
+	}
+	if l, err := f.admin.ListJobs(f.ctx, &v1.ListJobsRequest{State: queue.Pending}); err != nil || len(l.GetJobs()) != 1 {
+		t.Errorf("ListJobs: %v %v", l, err)
+	}
+	r, err := f.admin.Fsck(f.ctx, &v1.FsckRequest{})
+	if err != nil || len(r.GetDamages()) != 1 || r.GetDamages()[0].GetKind() != queue.DamagePriorityUnreadable {
+		t.Errorf("Fsck: %v %v", r, err)
+	}
+	fj, err := f.admin.FailJob(f.ctx, &v1.FailJobRequest{JobId: jids[0], Message: "given up"})
+	if err != nil || fj.GetJob().GetStatus().GetStatus() != queue.Failed {
+		t.Fatalf("FailJob: %v %v", fj, err)
+	}
+	if data, _, err := conn.Get(prio); err != nil || string(data) != "5" {
+		t.Errorf("priority after FailJob: %q %v", data, err)
+	}
+	if r, err := f.admin.Fsck(f.ctx, &v1.FsckRequest{}); err != nil || !r.GetClean() {
+		t.Errorf("Fsck after: %v %v", r, err)
+	}
+}
