@@ -330,7 +330,9 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 	refOK := refRight && len(refWrong) == 0
 	noBatch := !ValidBatchID(bid) || !c.batchPresent(ctx, bid)
 	if noBatch {
-		refOK = true // nothing to reference it from; reported below
+		// Nothing can reference it where its status wants (reported
+		// below); a reference from another batch is still wrong.
+		refOK = len(refWrong) == 0
 	}
 
 	// Everything wrong with the job, first; then the repairs.
@@ -448,13 +450,22 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 				refWrong = append(refWrong, r)
 			}
 		}
-		entryOK, refOK = false, noBatch
+		entryOK, refOK = false, noBatch && len(refWrong) == 0
+	}
+	if noBatch {
+		// Which batch the job belongs to is not clear (its bid names none
+		// that exists, another batch references it): references are left
+		// alone.
+		refOK = true
 	}
 	err = c.repairJob(ctx, jid, stat.Version, status, target, bid, right, wrong, refRight, refWrong, entryOK, refOK)
 	for i := range rest {
-		if err != nil {
+		switch {
+		case noBatch && (rest[i].Kind == DamageRefMismatch || rest[i].Kind == DamageRefMissing):
+			rest[i].Error = "left for an operator: the job's bid names no batch that exists, and another batch references it"
+		case err != nil:
 			rest[i].Error = err.Error()
-		} else {
+		default:
 			rest[i].Repaired = true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -278,19 +279,36 @@ func TestAWorkingFolderOutsideTheWorkRootIsLeftAlone(t *testing.T) {
 }
 
 // TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver: another
-// writer left a job in Notify whose bid names no batch. Completing it would
+// writer put a job in Notify whose bid names no batch. Completing it would
 // move its reference in that batch; the notifier fails it once, with a
 // message naming the batch, instead of trying again every second, and fsck
 // reports it.
 func TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver(t *testing.T) {
 	e := newEnv(t)
-	jid, _ := e.spawn(t, "demo")
 	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.Set(e.q.Root()+"/jobs/"+jid+"/bid", []byte("bid9999999999"), -1); err != nil {
+	acl := zk.WorldACL(zk.PermAll)
+	jobs := e.q.Root() + "/jobs"
+	created, err := conn.Create(jobs+"/jid", nil, zk.FlagSequence, acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jid := path.Base(created)
+	for node, data := range map[string]string{
+		"bid":           "bid9999999999",
+		"priority":      "5",
+		"space_needed":  "0",
+		"configuration": `{"profile_name":"demo","submitter":"jdoe","payload_url":"http://127.0.0.1/x","payload_type":"file"}`,
+		"status":        `{"status":"Notify","last_modified":"2026-11-22 03:51:07 +0000","message":"","last_successful_status":"Recording","retry_count":0}`,
+	} {
+		if _, err := conn.Create(created+"/"+node, []byte(data), 0, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Create(jobs+"/states/notify/05-"+jid, nil, 0, acl); err != nil {
 		t.Fatal(err)
 	}
 	e.run(t, "")
