@@ -295,10 +295,13 @@ type Claim struct {
 	// Commits check that the job's batch exists (its status node), or,
 	// batchPinned, that its status is still at batchVersion: an admin move
 	// read the batch's state and relies on it. noBatch: the batch is known
-	// not to exist; commits leave its references alone.
+	// not to exist; commits leave its references alone. byOperator: the
+	// claim is an operator's move, refused (not turned into a failure)
+	// when the batch is gone.
 	batchPinned  bool
 	batchVersion int32
 	noBatch      bool
+	byOperator   bool
 	sess         *session
 	ctx          context.Context
 	cancel       context.CancelCauseFunc
@@ -922,14 +925,14 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 // change that ends the job (Failed, Deleted) is made as asked. Any other
 // is not: a stage's step is failed instead, with a message saying why (the
 // job would otherwise fail its every commit, for ever), and an operator's
-// move (batchPinned) is refused. Either way the answer is a NoBatchError.
+// move is refused. Either way the answer is a NoBatchError.
 func (cl *Claim) commitWithoutBatch(ctx context.Context, ch Change, keep bool, bid string) error {
 	cl.noBatch = true
 	nb := &NoBatchError{Job: cl.ID(), Batch: bid}
 	if ch.To == Failed || ch.To == Deleted {
 		return cl.commit(ctx, ch, keep)
 	}
-	if cl.batchPinned || !CanMoveJob(cl.from, Failed) {
+	if cl.byOperator || !CanMoveJob(cl.from, Failed) {
 		return nb
 	}
 	fail := Change{To: Failed, Unlock: ch.Unlock,

@@ -111,13 +111,19 @@ func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch fu
 }
 
 // pinBatch reads the batch of a job claimed for an operator's move to `to`
-// and makes the move rely on it: the commit checks that the batch's status
-// is still the version read here, so a batch deleted (or changed) meanwhile
-// refuses the move rather than leave a job without its batch. A move into
-// a live state needs a batch that will still report (not Completed or
-// Deleted); a job whose batch is gone can still be failed or deleted. It
-// returns the batch's status (nil when it has none).
+// and makes the move rely on it. A move into a live state needs a batch
+// that will still report (not Completed or Deleted); a job whose batch is
+// gone can still be failed or deleted. A move out of an ended state (a
+// requeue, a deletion) relies on the batch's state as read: the commit
+// checks that the batch's status is still the version read here, so a
+// batch deleted (or changed) meanwhile refuses the move rather than leave
+// a job without its batch. A live job's batch cannot be deleted (its
+// reference in batch-processing stops DeleteBatch), so a move from a live
+// state only needs the batch to exist, as a stage's does: the batcher
+// working on the batch meanwhile does not refuse it. It returns the
+// batch's status (nil when it has none).
 func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.BatchStatus, error) {
+	cl.byOperator = true
 	bid := cl.Job.GetBid()
 	gone := func() (*v1.BatchStatus, error) {
 		if IsLive(to) {
@@ -145,7 +151,7 @@ func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.Batc
 		return nil, fmt.Errorf("job %s: its batch %s is %s, so the job cannot go back to %s: %w",
 			cl.ID(), bid, BatchStateName(s), JobStateName(to), ErrWrongState)
 	}
-	cl.batchPinned, cl.batchVersion = true, stat.Version
+	cl.batchPinned, cl.batchVersion = !IsLive(cl.from), stat.Version
 	return st, nil
 }
 
