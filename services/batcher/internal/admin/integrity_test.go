@@ -52,28 +52,28 @@ func answeredClearly(err error) bool {
 
 // TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch
 // sends RequeueJob for every job of a failed batch and DeleteBatch at the
-// same moment, round after round, over the real RPCs. Whoever wins, the
+// same moment, race after race, over the real RPCs. Whoever wins, the
 // other answers a clear refusal: no job outlives its batch, no lock is
 // left behind, and fsck finds nothing.
 func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Minute)
 	defer cancel()
-	const rounds = 50
+	const races = 50
 	var deleted, requeued int
 	answers := map[string]int{}
-	for round := range rounds {
+	for race := range races {
 		bid, jids := f.failedBatch(3)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		errs := make([]error, len(jids)+1)
-		// Each call starts after its own small delay, so that rounds
-		// differ in who comes first; odd rounds give the deletion a head
+		// Each call starts after its own small delay, so that races
+		// differ in who comes first; odd races give the deletion a head
 		// start.
 		jitter := func(head bool) {
 			d := rand.IntN(4000)
 			if !head {
-				d += 2000 * (round % 2)
+				d += 2000 * (race % 2)
 			}
 			time.Sleep(time.Duration(d) * time.Microsecond)
 		}
@@ -97,7 +97,7 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 		wg.Wait()
 		for i, err := range errs {
 			if !answeredClearly(err) {
-				t.Errorf("round %d: call %d answered %s %q", round, i, status.Code(err), status.Convert(err).Message())
+				t.Errorf("race %d: call %d answered %s %q", race, i, status.Code(err), status.Convert(err).Message())
 			}
 			if err == nil && i < len(jids) {
 				requeued++
@@ -113,7 +113,7 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 			// now, the batch goes, or stays for its live jobs.
 			_, err := f.admin.DeleteBatch(ctx, &v1.DeleteBatchRequest{BatchId: bid})
 			if c := status.Code(err); c != codes.OK && c != codes.FailedPrecondition {
-				t.Errorf("round %d: DeleteBatch tried again answered %s %q", round, c, status.Convert(err).Message())
+				t.Errorf("race %d: DeleteBatch tried again answered %s %q", race, c, status.Convert(err).Message())
 			}
 			errs[len(jids)] = err
 		}
@@ -121,7 +121,7 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 			deleted++
 		}
 	}
-	t.Logf("%d rounds: %d batches deleted, %d jobs requeued; answers %v", rounds, deleted, requeued, answers)
+	t.Logf("%d races: %d batches deleted, %d jobs requeued; answers %v", races, deleted, requeued, answers)
 
 	// No live job without its batch, no lock left behind.
 	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
@@ -167,7 +167,7 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 		t.Errorf("fsck: %s %s: %s", d.GetKind(), d.GetItem(), d.GetDetail())
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Error("the rounds ran out of time")
+		t.Error("the races ran out of time")
 	}
 }
 
