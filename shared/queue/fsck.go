@@ -339,7 +339,7 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 	var lockD, prioD, batchD *Damage
 	if lock != nil && lock.EphemeralOwner == 0 {
 		lockD = &Damage{Kind: DamageLockNotEphemeral, Item: jid,
-			Detail: fmt.Sprintf("status %s: %s", JobStateName(state), ForeignLockMessage)}
+			Detail: fmt.Sprintf("status %s: %s", JobStateName(state), foreignLockMessage)}
 	}
 	if d, ok := priorityDamage(jid, read[1].data, right); ok {
 		prioD = &d

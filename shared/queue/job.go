@@ -486,9 +486,9 @@ func (c *Client) claimOf(sess *session, state JobState, e entry, status *v1.JobS
 	return cl
 }
 
-// ForeignLockMessage begins the message of a job whose lock node belongs
+// foreignLockMessage begins the message of a job whose lock node belongs
 // to no session.
-const ForeignLockMessage = "its lock node is not a session's (ephemeralOwner 0, left by another writer), so no consumer could ever take it"
+const foreignLockMessage = "its lock node is not a session's (ephemeralOwner 0, left by another writer), so no consumer could ever take it"
 
 // busy is why a job found locked cannot be claimed: errBusy while a
 // session holds the lock. A lock no session holds (a persistent node,
@@ -507,11 +507,11 @@ func (c *Client) busy(ctx context.Context, sess *session, state JobState, e entr
 		// The lock goes with the commit (its delete is the commit's lock
 		// operation); the status version read fences it.
 		cl := c.claimOf(sess, state, e, status, nil, stat.Version, nodes, read)
-		err = cl.commit(ctx, Change{To: Failed, Message: ForeignLockMessage + ": the lock was removed and the job failed"}, false)
+		err = cl.commit(ctx, Change{To: Failed, Message: foreignLockMessage + ": the lock was removed and the job failed"}, false)
 		cl.markDone()
 	} else {
 		next := proto.Clone(status).(*v1.JobStatus)
-		next.Message = ForeignLockMessage + ": the lock was removed"
+		next.Message = foreignLockMessage + ": the lock was removed"
 		next.LastModified = nowStamp()
 		_, err = c.multi(ctx, setOp(c.p.jobStatus(e.jid), encodeJobStatus(next), stat.Version),
 			deleteOp(c.p.jobLock(e.jid), lockStat.Version))
