@@ -352,6 +352,29 @@ func (bc *BatchClaim) fencedMulti(ctx context.Context, statusOp any, ops ...any)
 // Processing also creates the batch's states folders (the "taken" marker)
 // and the spawning marker, and keeps the lock for job creation.
 func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
+	return bc.commit(ctx, ch, nil)
+}
+
+// liveGuard is the check that no job entered or left a batch's
+// batch-processing folder since it was read: every such move writes the
+// folder (refOps), so its version tells. It is nil when the batch has no
+// such folder (no job was ever created for it). live is how many jobs the
+// folder held.
+func (c *Client) liveGuard(ctx context.Context, bid string) (guard *zk.CheckVersionRequest, live int32, err error) {
+	p := c.p.batchFolder(bid, folderProcessing)
+	ok, stat, err := c.exists(ctx, p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading %s: %w", p, err)
+	}
+	if !ok {
+		return nil, 0, nil
+	}
+	return checkOp(p, stat.Version), stat.NumChildren, nil
+}
+
+// commit is Commit, with guard (if not nil) checked in the same operation:
+// a guard that fails refuses the change with ErrLocked.
+func (bc *BatchClaim) commit(ctx context.Context, ch BatchChange, guard *zk.CheckVersionRequest) error {
 	if err := checkBatchMove(bc.ID(), bc.from, ch.To); err != nil {
 		return err
 	}
@@ -364,6 +387,9 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	next := &v1.BatchStatus{Status: ch.To, LastModified: nowStamp(), Message: ch.Message}
 	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), encodeBatchStatus(next), bc.version)
 	var ops []any
+	if guard != nil {
+		ops = append(ops, guard) // index 2, after fencedMulti's own checks
+	}
 	keep := ch.KeepLock
 	if ch.To == BatchProcessing {
 		keep = true
@@ -402,6 +428,10 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 		ops = append(ops, deleteOp(bc.c.p.batchLock(bc.ID()), -1))
 	}
 	if err := bc.fencedMulti(ctx, statusOp, ops...); err != nil {
+		if guard != nil && failedOp(err) == 2 {
+			return fmt.Errorf("batch %s: a job of it was requeued or ended while it was being moved to %s: %w",
+				bc.ID(), BatchStateName(ch.To), ErrLocked)
+		}
 		return err
 	}
 	bc.version++
@@ -722,9 +752,26 @@ func (c *Client) ListBatchIDs(ctx context.Context) ([]string, error) {
 }
 
 // UpdateReport is the admin action Failed → UpdateReporting: troubleshooting
-// is over, the batcher sends a second report.
+// is over, the batcher sends a second report. Every requeued job must have
+// ended (none left in batch-processing), checked in the same operation.
 func (c *Client) UpdateReport(ctx context.Context, bid string) (*v1.Batch, error) {
-	return c.moveBatch(ctx, bid, BatchUpdateReporting, "update report requested by an operator")
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		return nil, err
+	}
+	guard, live, err := c.liveGuard(ctx, bid)
+	if err == nil && bc.from == BatchFailed && live > 0 {
+		err = fmt.Errorf("batch %s still has %d live job(s) (requeued, not ended): update-report once they have completed or failed: %w",
+			bid, live, ErrWrongState)
+	}
+	if err == nil {
+		err = bc.commit(ctx, BatchChange{To: BatchUpdateReporting, Message: "update report requested by an operator"}, guard)
+	}
+	if err != nil {
+		bc.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return bc.Batch, nil
 }
 
 // ReleaseBatch is the admin action Held → Pending. The caller checks that
@@ -759,8 +806,8 @@ func (c *Client) deleteJobTrees(ctx context.Context, jids []string) ([]*v1.Job, 
 		}
 		_, err := c.multi(ctx, ops...)
 		ops = ops[:0]
-		if errors.Is(err, zk.ErrNotEmpty) {
-			return fmt.Errorf("a job changed while being deleted: %w", ErrLocked)
+		if errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("a job changed while being deleted (%v): %w", err, ErrLocked)
 		}
 		return err
 	}
@@ -776,8 +823,13 @@ func (c *Client) deleteJobTrees(ctx context.Context, jids []string) ([]*v1.Job, 
 			return nil, fmt.Errorf("job %s: %w", jid, ErrLocked)
 		}
 		job := &v1.Job{Id: jid}
-		if data, _, err := c.get(ctx, c.p.jobStatus(jid)); err == nil {
+		// The status is deleted at the version read: a job that moves
+		// meanwhile stops the deletion rather than leave its new entry
+		// behind.
+		statusVersion := int32(-1)
+		if data, st, err := c.get(ctx, c.p.jobStatus(jid)); err == nil {
 			job.Status, _ = decodeJobStatus("", data)
+			statusVersion = st.Version
 		}
 		c.readJobData(ctx, job, jobDataNodes)
 		jobs = append(jobs, job)
@@ -787,7 +839,11 @@ func (c *Client) deleteJobTrees(ctx context.Context, jids []string) ([]*v1.Job, 
 			}
 		}
 		for _, n := range children {
-			ops = append(ops, deleteOp(c.p.jobNode(jid, n), -1))
+			v := int32(-1)
+			if n == nodeStatus {
+				v = statusVersion
+			}
+			ops = append(ops, deleteOp(c.p.jobNode(jid, n), v))
 		}
 		ops = append(ops, deleteOp(c.p.job(jid), -1))
 		if len(ops) >= deleteChunk {
@@ -867,6 +923,16 @@ func (c *Client) DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error)
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("batch %s is %s, not Held or Failed: %w", bid, BatchStateName(bc.from), ErrWrongState)
 	}
+	// The folders are listed one after another: a job requeued meanwhile
+	// could be missed in both. Its move writes batch-processing, whose
+	// version, read first, guards the commit to Deleted; once Deleted, no
+	// job of the batch can be requeued (RequeueJob checks the batch's state
+	// in its own commit).
+	guard, _, err := c.liveGuard(ctx, bid)
+	if err != nil {
+		bc.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	refs, err := c.BatchJobIDs(ctx, bid)
 	if err != nil {
 		bc.Release(context.WithoutCancel(ctx))
@@ -877,7 +943,7 @@ func (c *Client) DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error)
 		return nil, fmt.Errorf("batch %s still has %d live job(s) (%s): %w", bid, len(live), strings.Join(first(live, 5), ", "), ErrWrongState)
 	}
 	if bc.from != BatchDeleted {
-		if err := bc.Commit(ctx, BatchChange{To: BatchDeleted, Message: "deleted by an operator", KeepLock: true}); err != nil {
+		if err := bc.commit(ctx, BatchChange{To: BatchDeleted, Message: "deleted by an operator", KeepLock: true}, guard); err != nil {
 			bc.Release(context.WithoutCancel(ctx))
 			return nil, err
 		}

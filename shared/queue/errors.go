@@ -59,3 +59,31 @@ func (e *CorruptError) Error() string { return fmt.Sprintf("%s: unreadable: %v",
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 func (e *CorruptError) Unwrap() error { return e.Err }
+
+// NoBatchError is a job whose batch does not exist: deleted under it, or
+// never written by the job's writer. No change that needs the batch is
+// made; Failed says the job was failed instead, with a message saying so.
+// It matches ErrWrongState.
+type NoBatchError struct {
+	Job, Batch string
+	Failed     bool
+}
+
+func (e *NoBatchError) Error() string {
+	msg := "job " + e.Job + ": " + e.Reason()
+	if e.Failed {
+		msg += "; the job was failed instead"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrWrongState) true.
+func (e *NoBatchError) Is(target error) bool { return target == ErrWrongState }
+
+// Reason says what is wrong with the job's batch.
+func (e *NoBatchError) Reason() string {
+	if e.Batch == "" {
+		return "it names no batch (its bid node is missing or empty)"
+	}
+	return fmt.Sprintf("its batch %s does not exist", e.Batch)
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 )
 
 // Kinds of damage fsck finds. A non-atomic writer (the Merritt library
@@ -24,6 +27,22 @@ const (
 	DamageRefNoJob         = "ref-without-job"     // a batch reference to a missing job
 	DamageUUIDDangling     = "batch-uuid-dangling" // /batch-uuids entry pointing nowhere
 	DamageBatchRemnant     = "batch-remnant"       // a batch node without status (deleted or cut short)
+	// A job whose bid names no batch that exists: its batch was deleted
+	// under it, or its writer never made one. A live job is failed.
+	DamageJobNoBatch = "job-without-batch"
+	// A job lock no session holds (a persistent node): it would hold the
+	// job for ever. A live job is failed, and the lock removed.
+	DamageLockNotEphemeral = "lock-not-ephemeral"
+	// A status whose state has no entry while another state has one: a
+	// move left half-done, or a forged status. It is finished only when
+	// the move is one the state machine allows and the job has what that
+	// state needs (store and inventory after processing); otherwise the
+	// job is failed (held, if it is held) with a message, never taken to
+	// a state it did not reach.
+	DamageStatusMismatch = "status-disagrees-with-entry"
+	// A priority node that is not a number in 0..2^31: the job is read
+	// at its entry's priority; the repair writes that.
+	DamagePriorityUnreadable = "priority-unreadable"
 )
 
 // Damage is one inconsistency fsck found.
@@ -58,6 +77,11 @@ type refLoc struct{ bid, folder string }
 type entryLoc struct {
 	state JobState
 	name  string
+}
+
+func (e entryLoc) priority() int32 {
+	pr, _, _ := parseEntry(e.name)
+	return pr
 }
 
 // Fsck checks the whole tree against the contract and, with Repair, mends
@@ -245,7 +269,8 @@ func (c *Client) repair(d *Damage, fn func() error) {
 	d.Repaired = true
 }
 
-// fsckJob checks one job's status against its state entries and batch reference.
+// fsckJob checks one job's status against its state entries, batch
+// reference, batch, lock and priority.
 func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatus bool, ents []entryLoc, refs []refLoc, opts FsckOptions) []Damage {
 	var out []Damage
 	data, stat, err := c.get(ctx, c.p.jobStatus(jid))
@@ -274,8 +299,14 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Detail: err.Error()}}
 	}
 	state := st.GetStatus()
-	bidData, _, _ := c.get(ctx, c.p.jobNode(jid, nodeBid))
-	bid := string(bidData)
+	read, err := c.getManyStat(ctx, []string{c.p.jobNode(jid, nodeBid), c.p.jobNode(jid, nodePriority),
+		c.p.jobNode(jid, nodeStore), c.p.jobNode(jid, nodeInventory), c.p.jobLock(jid)})
+	if err != nil {
+		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}
+	}
+	bid := string(read[0].data)
+	hasStore, hasInventory := read[2].stat != nil, read[3].stat != nil
+	lock := read[4].stat
 
 	var right, wrong []entryLoc
 	for _, e := range ents {
@@ -297,41 +328,266 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 	}
 	entryOK := len(right) == 1 && len(wrong) == 0
 	refOK := refRight && len(refWrong) == 0
-	if bid != "" && !c.batchPresent(ctx, bid) {
-		refOK = true // its batch is gone: nothing to reference it from
+	noBatch := !ValidBatchID(bid) || !c.batchPresent(ctx, bid)
+	if noBatch {
+		// Nothing can reference it where its status wants (reported
+		// below); a reference from another batch is still wrong.
+		refOK = len(refWrong) == 0
 	}
-	if entryOK && refOK {
-		return nil
+
+	// Everything wrong with the job, first; then the repairs.
+	var lockD, prioD, batchD *Damage
+	if lock != nil && lock.EphemeralOwner == 0 {
+		lockD = &Damage{Kind: DamageLockNotEphemeral, Item: jid,
+			Detail: fmt.Sprintf("status %s: %s", JobStateName(state), foreignLockMessage)}
 	}
-	var ds []*Damage
-	if !entryOK {
-		kind := DamageJobInTwoStates
-		if len(ents) == 0 {
-			kind = DamageJobInNoState
+	if d, ok := priorityDamage(jid, read[1].data, right); ok {
+		prioD = &d
+	}
+	if noBatch {
+		batchD = &Damage{Kind: DamageJobNoBatch, Item: jid, Detail: fmt.Sprintf("status %s: %s", JobStateName(state),
+			(&NoBatchError{Job: jid, Batch: bid}).Reason())}
+	}
+	// What entries and reference are mended toward: the status, unless it
+	// names a state the entries say the job did not reach.
+	target, why := state, ""
+	if len(right) == 0 && len(wrong) > 0 {
+		target, why = mendMismatch(st, wrong, hasStore, hasInventory)
+	}
+	var rest []Damage
+	if !entryOK || !refOK {
+		rest = fsckJobReport(jid, state, bid, ents, refs, right, wrong, refOK, why)
+	}
+	all := func() []Damage {
+		for _, d := range []*Damage{lockD, prioD, batchD} {
+			if d != nil {
+				out = append(out, *d)
+			}
 		}
-		ds = append(ds, &Damage{Kind: kind, Item: jid, Detail: fmt.Sprintf("status %s, entries %v", JobStateName(state), describeEntries(ents))})
+		return append(out, rest...)
+	}
+	if !opts.Repair {
+		return all()
+	}
+
+	// A lock no session holds comes first: every other repair needs the
+	// job's lock, and this one moves the job.
+	if lockD != nil {
+		// A claim fails a job so locked (or, held or ended, just removes
+		// the lock), with a message saying why.
+		c.repair(lockD, func() error {
+			cl, err := c.ClaimJob(ctx, jid)
+			if err != nil {
+				return err
+			}
+			return cl.Release(ctx)
+		})
+		for _, d := range []*Damage{prioD, batchD} {
+			if d != nil {
+				d.Error = "the job's lock came first; run fsck again"
+			}
+		}
+		for i := range rest {
+			rest[i].Error = "the job's lock came first; run fsck again"
+		}
+		return all()
+	}
+	if prioD != nil && len(right) == 1 {
+		c.repair(prioD, func() error {
+			_, err := c.multi(ctx, checkOp(c.p.jobStatus(jid), stat.Version),
+				setOp(c.p.jobNode(jid, nodePriority), encodeInt(int64(right[0].priority())), -1))
+			return err
+		})
+	}
+	if batchD != nil {
+		if CanMoveJob(state, Failed) && entryOK {
+			c.repair(batchD, func() error {
+				cl, err := c.ClaimJob(ctx, jid)
+				if err != nil {
+					return err
+				}
+				// The commit finds the batch gone and fails the job without
+				// touching the batch.
+				if err := cl.Commit(ctx, Change{To: Failed, Message: "fsck: " + (&NoBatchError{Job: jid, Batch: bid}).Reason()}); err != nil {
+					cl.Release(ctx)
+					return err
+				}
+				return nil
+			})
+		} else {
+			batchD.Error = fmt.Sprintf("left for an operator: the job is %s (DeleteJob removes it)", JobStateName(state))
+		}
+	}
+	if len(rest) == 0 {
+		return all()
+	}
+	if target == 0 {
+		for i := range rest {
+			rest[i].Error = "left for an operator: " + why
+		}
+		return all()
+	}
+	var status []byte
+	if target != state {
+		status = encodeJobStatus(&v1.JobStatus{Status: target, LastModified: nowStamp(), RetryCount: st.GetRetryCount(),
+			LastSuccessfulStatus: lastSuccessfulBefore(st, wrong), Traceparent: st.GetTraceparent(),
+			Message: fmt.Sprintf("fsck: status said %s, but %s; the job is %s for an operator", JobStateName(state), why,
+				strings.ToLower(JobStateName(target)))})
+		// Entries and reference are mended toward the new state.
+		right, wrong = nil, nil
+		for _, e := range ents {
+			if e.state == target {
+				right = append(right, e)
+			} else {
+				wrong = append(wrong, e)
+			}
+		}
+		refRight, refWrong = false, nil
+		for _, r := range refs {
+			if r.bid == bid && r.folder == batchFolder(target) {
+				refRight = true
+			} else {
+				refWrong = append(refWrong, r)
+			}
+		}
+		entryOK, refOK = false, noBatch && len(refWrong) == 0
+	}
+	if noBatch {
+		// Which batch the job belongs to is not clear (its bid names none
+		// that exists, another batch references it): references are left
+		// alone.
+		refOK = true
+	}
+	err = c.repairJob(ctx, jid, stat.Version, status, target, bid, right, wrong, refRight, refWrong, entryOK, refOK)
+	for i := range rest {
+		switch {
+		case noBatch && (rest[i].Kind == DamageRefMismatch || rest[i].Kind == DamageRefMissing):
+			rest[i].Error = "left for an operator: the job's bid names no batch that exists, and another batch references it"
+		case err != nil:
+			rest[i].Error = err.Error()
+		default:
+			rest[i].Repaired = true
+		}
+	}
+	return all()
+}
+
+// fsckJobReport names what is wrong with a job's entries and batch
+// reference; why is what the entries show, when none is in the status's
+// state.
+func fsckJobReport(jid string, state JobState, bid string, ents []entryLoc, refs []refLoc, right, wrong []entryLoc, refOK bool, why string) []Damage {
+	var ds []Damage
+	switch {
+	case len(right) == 1 && len(wrong) == 0:
+	case len(ents) == 0:
+		ds = append(ds, Damage{Kind: DamageJobInNoState, Item: jid, Detail: fmt.Sprintf("status %s, no entry", JobStateName(state))})
+	case len(right) == 0:
+		ds = append(ds, Damage{Kind: DamageStatusMismatch, Item: jid,
+			Detail: fmt.Sprintf("status %s, entries %v: %s", JobStateName(state), describeEntries(ents), why)})
+	default:
+		ds = append(ds, Damage{Kind: DamageJobInTwoStates, Item: jid, Detail: fmt.Sprintf("status %s, entries %v", JobStateName(state), describeEntries(ents))})
 	}
 	if !refOK {
 		kind := DamageRefMismatch
 		if len(refs) == 0 {
 			kind = DamageRefMissing
 		}
-		ds = append(ds, &Damage{Kind: kind, Item: jid, Detail: fmt.Sprintf("status %s wants %s/%s, found %v", JobStateName(state), bid, wantFolder, refs)})
+		ds = append(ds, Damage{Kind: kind, Item: jid, Detail: fmt.Sprintf("status %s wants %s/%s, found %v", JobStateName(state), bid, batchFolder(state), refs)})
 	}
-	if opts.Repair {
-		err := c.repairJob(ctx, jid, stat.Version, state, bid, right, wrong, refRight, refWrong, entryOK, refOK)
-		for _, d := range ds {
-			if err != nil {
-				d.Error = err.Error()
-			} else {
-				d.Repaired = true
-			}
+	return ds
+}
+
+// lastSuccessfulBefore is the last successful state of a job that fsck
+// takes back to the earliest state an entry of it is in: the state whose
+// success leads there, so that a requeue resumes where the job really
+// was. A failed entry keeps what the status says.
+func lastSuccessfulBefore(st *v1.JobStatus, wrong []entryLoc) JobState {
+	earliest := wrong[0].state
+	for _, e := range wrong[1:] {
+		if slices.Index(jobStates, e.state) < slices.Index(jobStates, earliest) {
+			earliest = e.state
 		}
 	}
-	for _, d := range ds {
-		out = append(out, *d)
+	switch earliest {
+	case Estimating:
+		return Pending
+	case Provisioning:
+		return Estimating
+	case Downloading:
+		return Provisioning
+	case Processing:
+		return Downloading
+	case Storing, Recording:
+		return Processing
+	case Notify:
+		return Recording
+	case Failed, Completed, Deleted:
+		return st.GetLastSuccessfulStatus()
 	}
-	return out
+	return v1.JobState_JOB_STATE_UNSPECIFIED // Pending, Held: nothing succeeded yet
+}
+
+// mendMismatch decides what a job whose status names a state none of its
+// entries (wrong) is in becomes: the status's state when the job got
+// there by a move the state machine allows, from the one state its entry
+// is in, and has what that state needs (a store and an inventory after
+// processing: a half-done move, to be finished); else Held when its entry
+// holds it, else Failed when its entry's state may fail (or is Failed);
+// else 0, for an operator. why says what the evidence shows.
+func mendMismatch(st *v1.JobStatus, wrong []entryLoc, hasStore, hasInventory bool) (JobState, string) {
+	state := st.GetStatus()
+	if len(wrong) == 1 {
+		w := wrong[0].state
+		switch {
+		case !CanMoveJob(w, state):
+			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and %s → %s is not a move a job makes",
+				jobStateSegment(w), JobStateName(w), JobStateName(state)))
+		case afterProcessing(state) && !(hasStore && hasInventory):
+			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and it has no store and inventory, which %s needs",
+				jobStateSegment(w), JobStateName(state)))
+		}
+		return state, fmt.Sprintf("a move %s → %s left half-done", JobStateName(w), JobStateName(state))
+	}
+	return mendFrom(wrong, fmt.Sprintf("its entries are in %v", describeEntries(wrong)))
+}
+
+func mendFrom(wrong []entryLoc, why string) (JobState, string) {
+	if len(wrong) == 1 && wrong[0].state == Held {
+		return Held, why
+	}
+	for _, e := range wrong {
+		if e.state != Failed && !CanMoveJob(e.state, Failed) {
+			return 0, why
+		}
+	}
+	return Failed, why
+}
+
+// afterProcessing reports whether a job in s has been stored: processing
+// writes its store and inventory.
+func afterProcessing(s JobState) bool {
+	switch s {
+	case Storing, Recording, Notify, Completed:
+		return true
+	}
+	return false
+}
+
+// priorityDamage reports a priority node that does not read as a
+// priority (a missing one reads as the default).
+func priorityDamage(jid string, data []byte, right []entryLoc) (Damage, bool) {
+	if data == nil {
+		return Damage{}, false
+	}
+	n, err := decodeInt("", data)
+	if err == nil && n >= 0 && n <= math.MaxInt32 {
+		return Damage{}, false
+	}
+	d := Damage{Kind: DamagePriorityUnreadable, Item: jid, Detail: fmt.Sprintf("priority %q is not a priority", truncate(string(data), 40))}
+	if len(right) == 1 {
+		d.Detail += fmt.Sprintf("; its entry %s orders it at %d", right[0].name, right[0].priority())
+	}
+	return d, true
 }
 
 // statusVersions reads the status version of each job (missing ones are absent).
@@ -362,11 +618,16 @@ func describeEntries(ents []entryLoc) []string {
 }
 
 // repairJob mends one job under its lock: the entry and reference its status
-// calls for are made to exist, every other one is removed, in one multi
-// fenced by the status version read before.
-func (c *Client) repairJob(ctx context.Context, jid string, version int32, state JobState, bid string,
+// (state; status, when not nil, is written as the new status) calls for are
+// made to exist, every other one is removed, in one multi fenced by the
+// status version read before.
+func (c *Client) repairJob(ctx context.Context, jid string, version int32, status []byte, state JobState, bid string,
 	right, wrong []entryLoc, refRight bool, refWrong []refLoc, entryOK, refOK bool) error {
-	ops := []any{checkOp(c.p.jobStatus(jid), version), c.createOp(c.p.jobLock(jid), nil, zk.FlagEphemeral)}
+	statusOp := any(checkOp(c.p.jobStatus(jid), version))
+	if status != nil {
+		statusOp = setOp(c.p.jobStatus(jid), status, version)
+	}
+	ops := []any{statusOp, c.createOp(c.p.jobLock(jid), nil, zk.FlagEphemeral)}
 	if !entryOK {
 		for _, e := range wrong {
 			ops = append(ops, deleteOp(c.p.jobStateDir(e.state)+"/"+e.name, -1))
@@ -375,9 +636,13 @@ func (c *Client) repairJob(ctx context.Context, jid string, version int32, state
 			ops = append(ops, deleteOp(c.p.jobStateDir(e.state)+"/"+e.name, -1))
 		}
 		if len(right) == 0 {
+			// An entry's priority is what ordered the job; the priority
+			// node only when it has none.
 			prio := int32(DefaultPriority)
-			if d, _, err := c.get(ctx, c.p.jobNode(jid, nodePriority)); err == nil {
-				if n, err := decodeInt("", d); err == nil {
+			if len(wrong) > 0 {
+				prio = wrong[0].priority()
+			} else if d, _, err := c.get(ctx, c.p.jobNode(jid, nodePriority)); err == nil {
+				if n, err := decodeInt("", d); err == nil && n >= 0 && n <= math.MaxInt32 {
 					prio = int32(n)
 				}
 			}

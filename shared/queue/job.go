@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -83,28 +84,35 @@ const DefaultPriority = 5
 // so ingestq never writes more.
 const MaxPriority = 99
 
-// readJobData fills job from the given data nodes. It reports which of them
-// exist and the first that was unreadable.
-func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (present map[string]bool, corrupt error, err error) {
+// jobRead is what reading a job's data nodes found.
+type jobRead struct {
+	present map[string]bool // the nodes that exist
+	corrupt error           // the first unreadable node
+	// badPriority is why the priority node is unreadable: the job reads
+	// as DefaultPriority (its state entry orders it anyway), and the next
+	// move through a claim writes it anew.
+	badPriority error
+}
+
+// readJobData fills job from the given data nodes.
+func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (jobRead, error) {
 	ps := make([]string, len(nodes))
 	for i, n := range nodes {
 		ps[i] = c.p.jobNode(job.Id, n)
 	}
 	datas, err := c.getMany(ctx, ps)
 	if err != nil {
-		return nil, nil, err
+		return jobRead{}, err
 	}
-	present, corrupt = c.decodeJobData(job, nodes, datas)
-	return present, corrupt, nil
+	return c.decodeJobData(job, nodes, datas), nil
 }
 
 // decodeJobData fills job from the data read of its nodes (nil: missing).
-// It reports which of them exist and the first that was unreadable.
-func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) (present map[string]bool, corrupt error) {
-	present = map[string]bool{}
+func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) jobRead {
+	r := jobRead{present: map[string]bool{}}
 	note := func(e error) {
-		if corrupt == nil {
-			corrupt = e
+		if r.corrupt == nil {
+			r.corrupt = e
 		}
 	}
 	for i, n := range nodes {
@@ -112,14 +120,23 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) (pre
 		if d == nil {
 			continue
 		}
-		present[n] = true
+		r.present[n] = true
 		p := c.p.jobNode(job.Id, n)
 		switch n {
 		case nodeBid:
 			job.Bid = string(d)
 		case nodePriority:
+			// Read leniently: a priority another writer garbled must not
+			// make the whole job unreadable (to operators, to the stage
+			// that would fail it).
 			v, e := decodeInt(p, d)
-			note(e)
+			if e != nil || v < 0 || v > math.MaxInt32 {
+				v = DefaultPriority
+				if e == nil {
+					e = &CorruptError{Path: p, Err: fmt.Errorf("priority %s is out of range", d)}
+				}
+				r.badPriority = e
+			}
 			job.Priority = int32(v)
 		case nodeSpaceNeeded:
 			v, e := decodeInt(p, d)
@@ -152,7 +169,7 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) (pre
 	if slices.Contains(nodes, nodeBid) && job.Bid == "" {
 		note(&CorruptError{Path: c.p.jobNode(job.Id, nodeBid), Err: errors.New("missing")})
 	}
-	return present, corrupt
+	return r
 }
 
 // GetJob reads a job and its status (not its manifest).
@@ -162,12 +179,20 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	_, corrupt, err := c.readJobData(ctx, job, jobDataNodes)
+	r, err := c.readJobData(ctx, job, jobDataNodes)
 	if err != nil {
 		return nil, err
 	}
-	if corrupt != nil {
-		return nil, corrupt
+	if r.corrupt != nil {
+		return nil, r.corrupt
+	}
+	if r.badPriority != nil {
+		// The state entry orders the job: its priority is the one to show.
+		if e, err := c.findEntry(ctx, st.GetStatus(), jid); err == nil {
+			job.Priority = e.priority
+		}
+		c.log.WarnContext(ctx, "job priority unreadable: read as its state entry's (fsck reports it; the job's next move rewrites it)",
+			"job_id", jid, "priority", job.Priority, "error", r.badPriority.Error())
 	}
 	locked, _, err := c.exists(ctx, c.p.jobLock(jid))
 	if err != nil {
@@ -217,8 +242,8 @@ func (c *Client) GetJobParts(ctx context.Context, jid string, parts Parts) (*v1.
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	if _, corrupt := c.decodeJobData(job, nodes, datas(read[1:])); corrupt != nil {
-		return nil, corrupt
+	if r := c.decodeJobData(job, nodes, datas(read[1:])); r.corrupt != nil {
+		return nil, r.corrupt
 	}
 	return job, nil
 }
@@ -264,9 +289,22 @@ type Claim struct {
 	manifestErr error
 	absent      map[string]bool // data nodes known not to exist
 	present     map[string]bool // data nodes known to exist
-	sess        *session
-	ctx         context.Context
-	cancel      context.CancelCauseFunc
+	// priorityBad: the priority node was read and is unreadable; the next
+	// commit writes it anew (the entry's priority).
+	priorityBad bool
+	// Commits check that the job's batch exists (its status node), or,
+	// batchPinned, that its status is still at batchVersion: an admin move
+	// read the batch's state and relies on it. noBatch: the batch is known
+	// not to exist; commits leave its references alone. byOperator: the
+	// claim is an operator's move, refused (not turned into a failure)
+	// when the batch is gone.
+	batchPinned  bool
+	batchVersion int32
+	noBatch      bool
+	byOperator   bool
+	sess         *session
+	ctx          context.Context
+	cancel       context.CancelCauseFunc
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.
@@ -281,6 +319,15 @@ func (cl *Claim) State() JobState { return cl.from }
 
 // ID is the claimed job's id.
 func (cl *Claim) ID() string { return cl.Job.GetId() }
+
+// entryPriority is the priority of the claim's state entry, which orders
+// the job.
+func (cl *Claim) entryPriority() int32 {
+	if pr, _, ok := parseEntry(cl.entry); ok {
+		return pr
+	}
+	return DefaultPriority
+}
 
 // Context ends when the claim's lock or session is lost, or the claim is
 // committed or released. Work done for the claim should stop then.
@@ -309,6 +356,17 @@ func (c *Client) claimEntry(ctx context.Context, state JobState, e entry, parts 
 		return nil, err
 	}
 	nodes := parts.nodes()
+	if parts != PartsStatusOnly {
+		// Every claim reads the job's bid and priority too (two small
+		// nodes, in the same request): its commits check that the batch
+		// still exists, and a priority another writer garbled is written
+		// anew with the job's next move.
+		for _, n := range []string{nodeBid, nodePriority} {
+			if !slices.Contains(nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		cl, err := c.tryClaim(ctx, sess, state, e, nodes, checkLock)
 		if errors.Is(err, errDataChanged) && attempt < 2 {
@@ -326,6 +384,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 	statusPath, lockPath := c.p.jobStatus(jid), c.p.jobLock(jid)
 	var (
 		locked   bool
+		lockStat *zk.Stat
 		existErr error
 		wg       sync.WaitGroup
 	)
@@ -333,7 +392,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			locked, _, existErr = c.exists(ctx, lockPath)
+			locked, lockStat, existErr = c.exists(ctx, lockPath)
 		}()
 	}
 	read, err := c.readStatusAndData(ctx, jid, nodes)
@@ -345,8 +404,6 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		return nil, errStale
 	case existErr != nil:
 		return nil, fmt.Errorf("reading %s: %w", lockPath, existErr)
-	case locked:
-		return nil, errBusy
 	}
 	data, stat := read[0].data, read[0].stat
 	status, loadErr := decodeJobStatus(statusPath, data)
@@ -354,6 +411,9 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		// The job moved on; this entry is left over (a non-atomic writer) or
 		// about to vanish. fsck deals with the former.
 		return nil, errStale
+	}
+	if locked {
+		return nil, c.busy(ctx, sess, state, e, status, loadErr, stat, nodes, read, lockStat)
 	}
 
 	// Taking the lock rewrites the status unchanged: its version becomes this
@@ -373,7 +433,11 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 	}
 	switch idx := failedOp(err); {
 	case errors.Is(err, zk.ErrNodeExists):
-		return nil, errBusy
+		ok, ls, lerr := c.exists(ctx, lockPath)
+		if lerr != nil || !ok {
+			return nil, errBusy
+		}
+		return nil, c.busy(ctx, sess, state, e, status, loadErr, stat, nodes, read, ls)
 	case idx >= 2 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
 		return nil, errDataChanged
 	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
@@ -381,28 +445,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 	case err != nil:
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
 	}
-	cl := &Claim{c: c, from: state, entry: e.name, version: stat.Version + 1, sess: sess,
-		Job: &v1.Job{Id: jid, Priority: e.priority, Status: status}, LoadErr: loadErr}
-	if status == nil {
-		cl.Job.Status = &v1.JobStatus{Status: state}
-	}
-	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
-	present, corrupt := c.decodeJobData(cl.Job, nodes, datas(read[1:]))
-	cl.present = present
-	cl.loaded = map[string]bool{}
-	cl.absent = map[string]bool{}
-	for _, n := range nodes {
-		cl.loaded[n] = true
-	}
-	if i := slices.Index(nodes, nodeManifest); i >= 0 {
-		cl.keepManifest(read[i+1].data)
-	}
-	if cl.LoadErr == nil {
-		cl.LoadErr = corrupt
-	}
-	// The entry's priority is what orders the job; keep it authoritative.
-	cl.Job.Priority = e.priority
-	cl.Job.Locked = true
+	cl := c.claimOf(sess, state, e, status, loadErr, stat.Version+1, nodes, read)
 	// Locks vanish with their session, which the claim's context follows
 	// already. Only a step that runs long gets a watch on the lock node too,
 	// for an operator removing it by hand: short steps save the read.
@@ -412,6 +455,77 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		}
 	})
 	return cl, nil
+}
+
+// claimOf is the claim of a job in state at entry e, read as read (its
+// status first, then nodes), owning status version version.
+func (c *Client) claimOf(sess *session, state JobState, e entry, status *v1.JobStatus, loadErr error, version int32, nodes []string, read []dataStat) *Claim {
+	cl := &Claim{c: c, from: state, entry: e.name, version: version, sess: sess,
+		Job: &v1.Job{Id: e.jid, Priority: e.priority, Status: status}, LoadErr: loadErr}
+	if status == nil {
+		cl.Job.Status = &v1.JobStatus{Status: state}
+	}
+	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
+	r := c.decodeJobData(cl.Job, nodes, datas(read[1:]))
+	cl.present = r.present
+	cl.priorityBad = r.badPriority != nil
+	cl.loaded = map[string]bool{}
+	cl.absent = map[string]bool{}
+	for _, n := range nodes {
+		cl.loaded[n] = true
+	}
+	if i := slices.Index(nodes, nodeManifest); i >= 0 {
+		cl.keepManifest(read[i+1].data)
+	}
+	if cl.LoadErr == nil {
+		cl.LoadErr = r.corrupt
+	}
+	// The entry's priority is what orders the job; keep it authoritative.
+	cl.Job.Priority = e.priority
+	cl.Job.Locked = true
+	return cl
+}
+
+// foreignLockMessage begins the message of a job whose lock node belongs
+// to no session.
+const foreignLockMessage = "its lock node is not a session's (ephemeralOwner 0, left by another writer), so no consumer could ever take it"
+
+// busy is why a job found locked cannot be claimed: errBusy while a
+// session holds the lock. A lock no session holds (a persistent node,
+// which the contract never writes) would hold the job for ever, silently:
+// the job is failed with a message saying so and the lock removed, in one
+// operation fenced by the status version read (a job that cannot fail, as
+// a held or failed one, keeps its state and gets the message); the entry
+// is then errStale.
+func (c *Client) busy(ctx context.Context, sess *session, state JobState, e entry, status *v1.JobStatus, loadErr error, stat *zk.Stat,
+	nodes []string, read []dataStat, lockStat *zk.Stat) error {
+	if lockStat == nil || lockStat.EphemeralOwner != 0 || loadErr != nil {
+		return errBusy // an unreadable status is fsck's to report
+	}
+	var err error
+	if CanMoveJob(state, Failed) {
+		// The lock goes with the commit (its delete is the commit's lock
+		// operation); the status version read fences it.
+		cl := c.claimOf(sess, state, e, status, nil, stat.Version, nodes, read)
+		err = cl.commit(ctx, Change{To: Failed, Message: foreignLockMessage + ": the lock was removed and the job failed"}, false)
+		cl.markDone()
+	} else {
+		next := proto.Clone(status).(*v1.JobStatus)
+		next.Message = foreignLockMessage + ": the lock was removed"
+		next.LastModified = nowStamp()
+		_, err = c.multi(ctx, setOp(c.p.jobStatus(e.jid), encodeJobStatus(next), stat.Version),
+			deleteOp(c.p.jobLock(e.jid), lockStat.Version))
+	}
+	if err != nil {
+		if errors.Is(err, ErrFenced) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+			return errStale // the job changed meanwhile: look again
+		}
+		c.log.ErrorContext(ctx, "a job's lock is not a session's, and failing the job did not work", "job_id", e.jid, "error", err)
+		return errBusy
+	}
+	c.log.WarnContext(ctx, "job lock not held by any session: lock removed", "job_id", e.jid, "state", JobStateName(state),
+		"failed", CanMoveJob(state, Failed))
+	return errStale
 }
 
 // lockWatchAfter is how long a step runs before its lock node is watched.
@@ -455,15 +569,19 @@ func (cl *Claim) Load(ctx context.Context, parts Parts) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	present, corrupt, err := cl.c.readJobData(ctx, cl.Job, missing)
+	r, err := cl.c.readJobData(ctx, cl.Job, missing)
 	if err != nil {
 		return fmt.Errorf("job %s: %w", cl.ID(), err)
 	}
 	for _, n := range missing {
 		cl.loaded[n] = true
-		cl.present[n] = present[n]
+		cl.present[n] = r.present[n]
 	}
-	return corrupt
+	if r.badPriority != nil {
+		cl.Job.Priority = cl.entryPriority()
+		cl.priorityBad = true
+	}
+	return r.corrupt
 }
 
 // LoadManifest reads the job's file list (nil if the job has none), once:
@@ -603,7 +721,7 @@ func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 			ops = append(ops, cl.c.createOp(p, data, 0))
 		}
 	}
-	if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
+	if ch.Priority != nil && (*ch.Priority != cl.Job.Priority || cl.priorityBad) {
 		put(nodePriority, encodeInt(int64(*ch.Priority)))
 	}
 	if ch.SpaceNeeded != nil {
@@ -737,9 +855,11 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 		prio = *ch.Priority
 	}
 	bid := ""
-	if batchFolder(ch.To) != batchFolder(cl.from) {
+	if batchFolder(ch.To) != batchFolder(cl.from) && !cl.noBatch {
 		var err error
-		if bid, err = cl.bid(ctx); err != nil {
+		if bid, err = cl.bid(ctx); errors.Is(err, ErrCorrupt) {
+			return cl.commitWithoutBatch(ctx, ch, keep, "")
+		} else if err != nil {
 			return err
 		}
 	}
@@ -751,6 +871,9 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	err := cl.commitOps(ctx, statusOp, keep, func(ref refPlace) []any {
 		var ops []any
 		ops, guessed = cl.dataOps(ch)
+		if cl.priorityBad && ch.Priority == nil {
+			ops = append(ops, setOp(cl.c.p.jobNode(cl.ID(), nodePriority), encodeInt(int64(prio)), -1))
+		}
 		if ch.To != cl.from || prio != cl.Job.Priority {
 			entry = entryName(prio, cl.ID())
 			ops = append(ops,
@@ -765,20 +888,24 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	}, nil, func(data []byte) bool {
 		st, err := decodeJobStatus("", data)
 		return err == nil && st.GetStatus() == ch.To && st.GetMessage() == ch.Message
-	}, func(idx int, err error) bool {
-		// The operations built above follow the status one.
-		if i := idx - 1; len(unlocks) > 0 && i >= unlockAt && i < unlockAt+len(unlocks) && errors.Is(err, zk.ErrNoNode) {
+	}, func(i int, err error) bool {
+		if len(unlocks) > 0 && i >= unlockAt && i < unlockAt+len(unlocks) && errors.Is(err, zk.ErrNoNode) {
 			unlocks = nil // a lock gone already: nothing to release
 			return true
 		}
-		return cl.learnFrom(guessed, idx-1, err)
+		return cl.learnFrom(guessed, i, err)
 	})
+	var nb *NoBatchError
+	if errors.As(err, &nb) && !cl.noBatch {
+		return cl.commitWithoutBatch(ctx, ch, keep, nb.Batch)
+	}
 	if err != nil {
 		return err
 	}
 	for _, l := range locks {
 		l.released.Store(true)
 	}
+	cl.priorityBad = false
 	cl.applyData(ch)
 	cl.Job.Status = next
 	cl.Job.Priority = prio
@@ -791,6 +918,33 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	cl.Job.Locked = false
 	cl.markDone()
 	return nil
+}
+
+// commitWithoutBatch is commit for a job whose batch does not exist (bid,
+// or none when the job names none): nothing of the batch is touched. A
+// change that ends the job (Failed, Deleted) is made as asked. Any other
+// is not: a stage's step is failed instead, with a message saying why (the
+// job would otherwise fail its every commit, for ever), and an operator's
+// move is refused. Either way the answer is a NoBatchError.
+func (cl *Claim) commitWithoutBatch(ctx context.Context, ch Change, keep bool, bid string) error {
+	cl.noBatch = true
+	nb := &NoBatchError{Job: cl.ID(), Batch: bid}
+	if ch.To == Failed || ch.To == Deleted {
+		return cl.commit(ctx, ch, keep)
+	}
+	if cl.byOperator || !CanMoveJob(cl.from, Failed) {
+		return nb
+	}
+	fail := Change{To: Failed, Unlock: ch.Unlock,
+		Message: fmt.Sprintf("%s: the job cannot go on to %s", nb.Reason(), JobStateName(ch.To))}
+	if ch.Message != "" {
+		fail.Message += " (its step said: " + ch.Message + ")"
+	}
+	if err := cl.commit(ctx, fail, false); err != nil {
+		return err
+	}
+	nb.Failed = true
+	return nb
 }
 
 // refPlace is where a job's batch reference was found: its folder, or ""
@@ -829,15 +983,32 @@ func (c *Client) refOps(bid, jid string, ref refPlace, to string) []any {
 // the multi wrote).
 //
 // learn, if not nil, is told of an operation that failed for a reason other
-// than fencing; when it returns true the multi is built and tried again.
+// than fencing (its index among build's); when it returns true the multi is
+// built and tried again. A batch that does not exist is a NoBatchError.
 func (cl *Claim) commitOps(ctx context.Context, statusOp any, keepLock bool, build func(refPlace) []any, tail []any, applied func([]byte) bool, learn func(idx int, err error) bool) error {
 	ref := refPlace{folder: batchFolder(cl.from), known: true}
 	lockOp := any(deleteOp(cl.c.p.jobLock(cl.ID()), -1))
 	if keepLock {
 		lockOp = checkOp(cl.c.p.jobLock(cl.ID()), -1)
 	}
+	// The batch the job belongs to must exist (or be as an admin move read
+	// it): a job must never go on without it.
+	var guard []any
+	bid := cl.Job.GetBid()
+	if bid != "" && !cl.noBatch {
+		if !ValidBatchID(bid) {
+			return &NoBatchError{Job: cl.ID(), Batch: bid}
+		}
+		v := int32(-1)
+		if cl.batchPinned {
+			v = cl.batchVersion
+		}
+		guard = append(guard, checkOp(cl.c.p.batchStatus(bid), v))
+	}
 	for attempt := 0; ; attempt++ {
-		ops := append([]any{statusOp}, build(ref)...)
+		ops := append([]any{statusOp}, guard...)
+		first := len(ops)
+		ops = append(ops, build(ref)...)
 		lockIdx := len(ops)
 		ops = append(append(ops, lockOp), tail...)
 		_, err := cl.c.multi(ctx, ops...)
@@ -862,7 +1033,14 @@ func (cl *Claim) commitOps(ctx context.Context, statusOp any, keepLock bool, bui
 			cl.markDone()
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
-		if learn != nil && learn(idx, err) {
+		if len(guard) > 0 && idx == 1 {
+			if errors.Is(err, zk.ErrNoNode) {
+				return &NoBatchError{Job: cl.ID(), Batch: bid}
+			}
+			return fmt.Errorf("job %s: its batch %s changed while the job was being moved (an operator or the batcher is at it): %w",
+				cl.ID(), bid, ErrLocked)
+		}
+		if learn != nil && learn(idx-first, err) {
 			attempt-- // a corrected guess; each can be corrected once
 			continue
 		}
@@ -935,6 +1113,9 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 		if !cl.learnFrom(guessed, idx-2, err) {
 			return fmt.Errorf("updating job %s: %w", cl.ID(), err)
 		}
+	}
+	if ch.Priority != nil {
+		cl.priorityBad = false
 	}
 	cl.applyData(ch)
 	cl.entry = newEntry

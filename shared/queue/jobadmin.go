@@ -98,6 +98,9 @@ func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch fu
 	}
 	change, err := ch(cl)
 	if err == nil {
+		_, err = c.pinBatch(ctx, cl, change.To)
+	}
+	if err == nil {
 		err = cl.Commit(ctx, change)
 	}
 	if err != nil {
@@ -105,6 +108,51 @@ func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch fu
 		return nil, err
 	}
 	return cl.Job, nil
+}
+
+// pinBatch reads the batch of a job claimed for an operator's move to `to`
+// and makes the move rely on it. A move into a live state needs a batch
+// that will still report (not Completed or Deleted); a job whose batch is
+// gone can still be failed or deleted. A move out of an ended state (a
+// requeue, a deletion) relies on the batch's state as read: the commit
+// checks that the batch's status is still the version read here, so a
+// batch deleted (or changed) meanwhile refuses the move rather than leave
+// a job without its batch. A live job's batch cannot be deleted (its
+// reference in batch-processing stops DeleteBatch), so a move from a live
+// state only needs the batch to exist, as a stage's does: the batcher
+// working on the batch meanwhile does not refuse it. It returns the
+// batch's status (nil when it has none).
+func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.BatchStatus, error) {
+	cl.byOperator = true
+	bid := cl.Job.GetBid()
+	gone := func() (*v1.BatchStatus, error) {
+		if IsLive(to) {
+			return nil, &NoBatchError{Job: cl.ID(), Batch: bid}
+		}
+		cl.noBatch = true
+		return nil, nil
+	}
+	if !ValidBatchID(bid) {
+		return gone()
+	}
+	p := c.p.batchStatus(bid)
+	data, stat, err := c.get(ctx, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return gone()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", p, err)
+	}
+	st, err := decodeBatchStatus(p, data)
+	if err != nil && IsLive(to) {
+		return nil, err
+	}
+	if s := st.GetStatus(); IsLive(to) && (s == BatchCompleted || s == BatchDeleted) {
+		return nil, fmt.Errorf("job %s: its batch %s is %s, so the job cannot go back to %s: %w",
+			cl.ID(), bid, BatchStateName(s), JobStateName(to), ErrWrongState)
+	}
+	cl.batchPinned, cl.batchVersion = !IsLive(cl.from), stat.Version
+	return st, nil
 }
 
 // HoldJob moves a pending job to Held.
@@ -182,15 +230,15 @@ func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
 	if err := checkJobMove(jid, cl.from, Deleted); err != nil {
 		return fmt.Errorf("job %s is %s, not Failed or Held: %w", jid, JobStateName(cl.from), ErrWrongState)
 	}
-	if !force && cl.Job.Bid != "" {
-		bst, err := c.batchStatus(ctx, cl.Job.Bid)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		if bst != nil && batchOpen(bst.GetStatus()) {
-			return fmt.Errorf("job %s: batch %s is still %s and its depositor would never hear of this job; %w: pass force to delete anyway",
-				jid, cl.Job.Bid, BatchStateName(bst.GetStatus()), ErrWrongState)
-		}
+	// The batch's state decides (an open batch needs force), and its
+	// reference moves: the deletion relies on the batch as read.
+	bst, err := c.pinBatch(ctx, cl, Deleted)
+	if err != nil {
+		return err
+	}
+	if !force && bst != nil && batchOpen(bst.GetStatus()) {
+		return fmt.Errorf("job %s: batch %s is still %s and its depositor would never hear of this job; %w: pass force to delete anyway",
+			jid, cl.Job.Bid, BatchStateName(bst.GetStatus()), ErrWrongState)
 	}
 	children, _, err := c.children(ctx, c.p.job(jid))
 	if err != nil {
@@ -199,19 +247,27 @@ func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
 	if err := cl.finish(); err != nil {
 		return err
 	}
-	err = cl.commitOps(ctx, checkOp(c.p.jobStatus(jid), cl.version), false, func(ref refPlace) []any {
-		var ops []any
-		for _, n := range children {
-			if n != nodeLock {
-				ops = append(ops, deleteOp(c.p.jobNode(jid, n), -1))
+	commit := func() error {
+		return cl.commitOps(ctx, checkOp(c.p.jobStatus(jid), cl.version), false, func(ref refPlace) []any {
+			var ops []any
+			for _, n := range children {
+				if n != nodeLock {
+					ops = append(ops, deleteOp(c.p.jobNode(jid, n), -1))
+				}
 			}
-		}
-		ops = append(ops, deleteOp(c.p.jobStateDir(cl.from)+"/"+cl.entry, -1))
-		if cl.Job.Bid != "" {
-			ops = append(ops, c.refOps(cl.Job.Bid, jid, ref, folderDeleted)...)
-		}
-		return ops
-	}, []any{deleteOp(c.p.job(jid), -1)}, func([]byte) bool { return false }, nil)
+			ops = append(ops, deleteOp(c.p.jobStateDir(cl.from)+"/"+cl.entry, -1))
+			if cl.Job.Bid != "" && !cl.noBatch {
+				ops = append(ops, c.refOps(cl.Job.Bid, jid, ref, folderDeleted)...)
+			}
+			return ops
+		}, []any{deleteOp(c.p.job(jid), -1)}, func([]byte) bool { return false }, nil)
+	}
+	err = commit()
+	var nb *NoBatchError
+	if errors.As(err, &nb) && !cl.noBatch {
+		cl.noBatch = true // gone since it was read: nothing of it to move
+		err = commit()
+	}
 	if err != nil {
 		if errors.Is(err, zk.ErrNotEmpty) {
 			return fmt.Errorf("job %s changed while being deleted: %w", jid, ErrLocked)

@@ -527,6 +527,7 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 			r.log.InfoContext(ctx, "job moved", "to", queue.JobStateName(ch.To), "message", ch.Message)
 		}
 	}
+	var noBatch *queue.NoBatchError
 	switch {
 	case err == nil:
 		if out.committed != nil && wrote {
@@ -536,6 +537,10 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 	case errors.Is(err, queue.ErrFenced):
 		r.log.WarnContext(ctx, "commit refused: the job was lost", "error", err)
 		return telemetry.OutcomeFenced, nil
+	case errors.As(err, &noBatch) && noBatch.Failed:
+		// Retrying would fail every time: the job was failed instead.
+		r.log.ErrorContext(ctx, "job failed: its batch does not exist", "error", err)
+		return telemetry.OutcomeFailed, nil
 	default:
 		r.log.ErrorContext(ctx, "commit failed; releasing the job", "error", err)
 		claim.Release(commitCtx)

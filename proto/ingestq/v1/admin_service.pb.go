@@ -2084,7 +2084,9 @@ type FsckDamage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind: job-in-two-states, job-in-no-state, job-without-status,
 	// status-unreadable, entry-without-job, batch-ref-mismatch,
-	// batch-ref-missing, ref-without-job, batch-uuid-dangling, batch-remnant.
+	// batch-ref-missing, ref-without-job, batch-uuid-dangling, batch-remnant,
+	// job-without-batch, lock-not-ephemeral, status-disagrees-with-entry,
+	// priority-unreadable.
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// item is the jid, bid or batch uuid concerned.
 	Item     string `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`

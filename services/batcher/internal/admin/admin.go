@@ -183,17 +183,10 @@ func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) 
 	return &v1.ReleaseBatchResponse{Batch: b}, nil
 }
 
-// UpdateReportBatch asks for a second report on a failed batch.
+// UpdateReportBatch asks for a second report on a failed batch; the queue
+// refuses it while a requeued job is still live.
 func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatchRequest) (*v1.UpdateReportBatchResponse, error) {
-	b, err := s.Queue.GetBatch(ctx, req.GetBatchId())
-	if err != nil {
-		return nil, rpcerr.FromQueue(err)
-	}
-	if n := b.GetCounts().GetProcessing(); b.GetStatus().GetStatus() == queue.BatchFailed && n > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition,
-			"batch %s still has %d live job(s) (requeued, not ended): update-report once they have completed or failed", b.GetId(), n)
-	}
-	b, err = s.Queue.UpdateReport(ctx, req.GetBatchId())
+	b, err := s.Queue.UpdateReport(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}

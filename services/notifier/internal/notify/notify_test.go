@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/notifier/internal/callback"
 	"github.com/ingestq/ingestq/shared/fetch"
@@ -67,7 +69,20 @@ type env struct {
 // callbackURL ("" for none).
 func start(t *testing.T, callbackURL string) *env {
 	t.Helper()
-	e := &env{q: queuetest.Connect(t, zktest.Root(t)), workRoot: t.TempDir()}
+	e := newEnv(t)
+	e.run(t, callbackURL)
+	return e
+}
+
+// newEnv is a queue and a work root, with no stage running yet.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return &env{q: queuetest.Connect(t, zktest.Root(t)), workRoot: t.TempDir()}
+}
+
+// run runs the notify stage (see start).
+func (e *env) run(t *testing.T, callbackURL string) {
+	t.Helper()
 	dir := t.TempDir()
 	yaml := "name: demo\ncollection: demo\n"
 	if callbackURL != "" {
@@ -89,7 +104,6 @@ func start(t *testing.T, callbackURL string) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	go r.Run(ctx)
 	t.Cleanup(func() { cancel(); <-r.Done() })
-	return e
 }
 
 const manifestURL = "file:///store/ark_99999_fk4x/v2/manifest.checkm"
@@ -261,5 +275,53 @@ func TestAWorkingFolderOutsideTheWorkRootIsLeftAlone(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(outside); !slices.ContainsFunc(entries, func(d os.DirEntry) bool { return d.Name() == "keep" }) {
 		t.Error("a folder outside the work root was emptied")
+	}
+}
+
+// TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver: another
+// writer put a job in Notify whose bid names no batch. Completing it would
+// move its reference in that batch; the notifier fails it once, with a
+// message naming the batch, instead of trying again every second, and fsck
+// reports it.
+func TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver(t *testing.T) {
+	e := newEnv(t)
+	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	acl := zk.WorldACL(zk.PermAll)
+	jobs := e.q.Root() + "/jobs"
+	created, err := conn.Create(jobs+"/jid", nil, zk.FlagSequence, acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jid := path.Base(created)
+	for node, data := range map[string]string{
+		"bid":           "bid9999999999",
+		"priority":      "5",
+		"space_needed":  "0",
+		"configuration": `{"profile_name":"demo","submitter":"jdoe","payload_url":"http://127.0.0.1/x","payload_type":"file"}`,
+		"status":        `{"status":"Notify","last_modified":"2026-11-22 03:51:07 +0000","message":"","last_successful_status":"Recording","retry_count":0}`,
+	} {
+		if _, err := conn.Create(created+"/"+node, []byte(data), 0, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Create(jobs+"/states/notify/05-"+jid, nil, 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, "")
+	st := e.ended(t, jid)
+	if st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), "its batch bid9999999999 does not exist") ||
+		!strings.Contains(st.GetMessage(), "cannot go on to Completed") {
+		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	rep, err := e.q.Fsck(context.Background(), queue.FsckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Damages) != 1 || rep.Damages[0].Kind != queue.DamageJobNoBatch || rep.Damages[0].Item != jid {
+		t.Errorf("fsck: %+v", rep.Damages)
 	}
 }
