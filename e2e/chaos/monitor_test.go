@@ -163,6 +163,17 @@ func (m *monitor) idle() bool {
 	return live(m.counts) == 0
 }
 
+// stuckFor is how long no job has changed state while jobs are live (0
+// when none is).
+func (m *monitor) stuckFor() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if live(m.counts) == 0 {
+		return 0
+	}
+	return time.Since(m.lastChange)
+}
+
 // changed is closed when the counts next change.
 func (m *monitor) changed() <-chan struct{} {
 	m.mu.Lock()
