@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/e2e/leftovers"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
@@ -82,11 +84,130 @@ func (r *run) readTally(ctx context.Context) {
 		}
 	}
 	t.countLocks(leftovers.Locks(ctx, r.q))
+	if holders := r.lockHolders(ctx, bids); len(holders) > 0 {
+		t.lockList = strings.Join(holders, "; ")
+	}
 	rep, err := r.q.Fsck(ctx, queue.FsckOptions{})
 	if t.fsckErr = err; err == nil {
 		t.damages = len(rep.Damages)
 	}
 	r.tally = t
+}
+
+// lockHolders says who holds the locks of the batches' locked jobs: the
+// session that owns each lock node (zk-layout: <root>/jobs/<jid>/lock),
+// the replica whose log says it established that session, and that
+// replica's last word on the job.
+func (r *run) lockHolders(ctx context.Context, bids []string) []string {
+	conn, _, err := zk.Connect(r.ens.Addrs(), 20*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		return []string{"lock holders unknown: " + err.Error()}
+	}
+	defer conn.Close()
+	sessions := r.replicaSessions()
+	var out []string
+	for _, bid := range bids {
+		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		if err != nil {
+			continue
+		}
+		for _, j := range jobs {
+			if !j.GetLocked() {
+				continue
+			}
+			stat, err := statWithin(ctx, conn, r.stack.Root+"/jobs/"+j.GetId()+"/lock")
+			if err != nil {
+				out = append(out, fmt.Sprintf("job %s locked, holder unknown: %v", j.GetId(), err))
+				continue
+			}
+			owner := fmt.Sprintf("0x%x", stat.EphemeralOwner)
+			holder, ok := sessions[owner]
+			if !ok {
+				out = append(out, fmt.Sprintf("job %s (%s) locked by session %s, no replica's", j.GetId(),
+					queue.JobStateName(j.GetStatus().GetStatus()), owner))
+				continue
+			}
+			out = append(out, fmt.Sprintf("job %s (%s) locked by session %s of %s, whose last word on it was %q", j.GetId(),
+				queue.JobStateName(j.GetStatus().GetStatus()), owner, holder, lastWordOn(filepath.Join(r.stack.LogDir, holder+".log"), j.GetId())))
+		}
+	}
+	return out
+}
+
+// statWithin reads a node's stat, waiting no longer than ctx (the client
+// library's calls take no context).
+func statWithin(ctx context.Context, conn *zk.Conn, path string) (*zk.Stat, error) {
+	type result struct {
+		stat *zk.Stat
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, stat, err := conn.Get(path)
+		done <- result{stat, err}
+	}()
+	select {
+	case res := <-done:
+		return res.stat, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// replicaSessions maps each ZooKeeper session a replica's log says it
+// established to that replica ("processor-0").
+func (r *run) replicaSessions() map[string]string {
+	out := map[string]string{}
+	logs, _ := filepath.Glob(filepath.Join(r.stack.LogDir, "*.log"))
+	for _, path := range logs {
+		replica := strings.TrimSuffix(filepath.Base(path), ".log")
+		eachLogLine(path, func(line logLine) {
+			if line.Msg == "zookeeper session established" {
+				out[line.Session] = replica
+			}
+		})
+	}
+	return out
+}
+
+// lastWordOn is the last message a replica's log holds about a job.
+func lastWordOn(path, jid string) string {
+	last := "nothing"
+	eachLogLine(path, func(line logLine) {
+		if line.JobID == jid {
+			last = line.Msg
+			if line.Error != "" {
+				last += ": " + line.Error
+			}
+		}
+	})
+	return last
+}
+
+// logLine is what the checks read of a service's JSON log line.
+type logLine struct {
+	Level   string `json:"level"`
+	Msg     string `json:"msg"`
+	Error   string `json:"error"`
+	JobID   string `json:"job_id"`
+	Session string `json:"session"`
+}
+
+// eachLogLine calls each for every JSON line of a service's log.
+func eachLogLine(path string, each func(logLine)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var line logLine
+		if json.Unmarshal(sc.Bytes(), &line) == nil {
+			each(line)
+		}
+	}
 }
 
 // count adds a job in state s.
@@ -447,6 +568,8 @@ func (r *run) logFigures(m *monkey, mon *monitor) {
 	if r.sc.kills {
 		fmt.Fprintf(&b, "  replica kills:     %d kill -9 and restart (%s); %d caught jobs in flight (%d jobs)\n",
 			total, strings.Join(kills, ", "), m.killsInFlight, m.jobsCaught)
+		fmt.Fprintf(&b, "  failed starts:     %d exited before serving and were started again (%s)\n",
+			len(m.failedStarts), strings.Join(m.failedStarts, "; "))
 	}
 	if l := m.leader; l != nil {
 		fmt.Fprintf(&b, "  ZooKeeper leader:  server %d killed at %s; server %d elected after %s\n",

@@ -115,9 +115,10 @@ func writeProfile(dir string) error {
 
 // submitAll submits the batches one after the other, set.spacing apart.
 // The last one waits for the faults (faultsMade: the one-off faults, and
-// every service killed), unless nothing is left in flight: those faults
-// need work going on, and then they get it.
+// every service killed), unless every job submitted before it has ended:
+// those faults need work going on, and then they get it.
 func (r *run) submitAll(ctx context.Context, faultsMade <-chan struct{}, mon *monitor) error {
+	submitted := 0
 	for i, b := range r.batches {
 		if i > 0 {
 			select {
@@ -127,7 +128,7 @@ func (r *run) submitAll(ctx context.Context, faultsMade <-chan struct{}, mon *mo
 			}
 		}
 		if i == len(r.batches)-1 {
-			for !mon.idle() {
+			for mon.ended() < submitted {
 				select {
 				case <-ctx.Done():
 					return nil
@@ -145,6 +146,7 @@ func (r *run) submitAll(ctx context.Context, faultsMade <-chan struct{}, mon *mo
 		r.mu.Lock()
 		r.bids[i] = bid
 		r.mu.Unlock()
+		submitted += len(b.objects)
 		r.logf("submitted batch %d as %s (%d jobs)", i, bid, len(b.objects))
 	}
 	return nil

@@ -156,11 +156,11 @@ func (m *monitor) lookAtLeader() {
 	}
 }
 
-// idle says whether the jobs seen last have all ended.
-func (m *monitor) idle() bool {
+// ended counts the jobs seen last that have ended, Completed or Failed.
+func (m *monitor) ended() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return live(m.counts) == 0
+	return m.counts[queue.Completed] + m.counts[queue.Failed]
 }
 
 // stuckFor is how long no job has changed state while jobs are live (0

@@ -57,6 +57,7 @@ type monkey struct {
 	kills         map[string]int // service → kill -9 and restart
 	killsInFlight int            // kills that caught the replica in the middle of jobs
 	jobsCaught    int            // jobs those kills interrupted
+	failedStarts  []string       // starts after a kill that exited before serving: replica and why
 	everyKilled   chan struct{}  // closed once every service has been killed
 
 	// The one-off faults': their random source and what they did.
@@ -285,12 +286,43 @@ func (m *monkey) killReplica(ctx context.Context) error {
 	down := time.Duration(m.rng.Int64N(int64(1500 * time.Millisecond)))
 	time.Sleep(down) // how long the replica stays dead; not a wait for anything
 	start := time.Now()
-	if err := p.Restart(context.WithoutCancel(ctx)); err != nil {
+	if err := m.restart(context.WithoutCancel(ctx), p); err != nil {
 		return fmt.Errorf("restarting %s-%d after kill -9: %w", service, p.Index, err)
 	}
 	m.r.logf("kill -9 %s-%d (%s), down %s, serving again after %s", service, p.Index, seen,
 		down.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// maxStarts bounds the starts of a killed replica. A deployment's
+// supervisor starts a process that exits again (docker-compose's
+// restart: unless-stopped, Kubernetes' restart policy), and so does the
+// run: a start that fails, while ZooKeeper elects a leader say, is tried
+// again, and counted in the figures.
+const maxStarts = 5
+
+// restart starts a killed replica again and waits until it serves.
+func (m *monkey) restart(ctx context.Context, p *stack.Proc) error {
+	for attempt := 1; ; attempt++ {
+		err := p.Restart(ctx)
+		if err == nil || !errors.Is(err, stack.ErrExitedStarting) || attempt == maxStarts {
+			return err
+		}
+		why := lastError(p.LogPath())
+		m.failedStarts = append(m.failedStarts, fmt.Sprintf("%s-%d: %s", p.Service, p.Index, why))
+		m.r.logf("%s-%d exited while starting (%s); started again, as its supervisor would", p.Service, p.Index, why)
+	}
+}
+
+// lastError is the last error a replica logged: its message and error.
+func lastError(path string) string {
+	last := "no error logged"
+	eachLogLine(path, func(line logLine) {
+		if line.Level == "ERROR" {
+			last = line.Msg + ": " + line.Error
+		}
+	})
+	return last
 }
 
 // pickVictim chooses which of a service's replicas to kill, a busy one

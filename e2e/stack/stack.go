@@ -87,6 +87,10 @@ type Stack struct {
 	procs map[string][]*Proc
 }
 
+// ErrExitedStarting is a process that ended before it served: its log says
+// why.
+var ErrExitedStarting = errors.New("exited while starting")
+
 // Proc is one service process.
 type Proc struct {
 	Service string
@@ -324,7 +328,7 @@ func (p *Proc) WaitServing(ctx context.Context) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("stack: %s exited while starting; see %s", p.Service, p.logPath)
+			return fmt.Errorf("stack: %s %w; see %s", p.Service, ErrExitedStarting, p.logPath)
 		case <-ctx.Done():
 			return fmt.Errorf("stack: %s not serving at %s: %w; see %s", p.Service, p.Addr, ctx.Err(), p.logPath)
 		case <-time.After(50 * time.Millisecond):
