@@ -94,11 +94,39 @@ func (r *run) readTally(ctx context.Context) {
 	r.tally = t
 }
 
-// lockHolders says who holds the locks of the batches' locked jobs: the
-// session that owns each lock node (zk-layout: <root>/jobs/<jid>/lock),
-// the replica whose log says it established that session, and that
-// replica's last word on the job.
+// lockHolders says who holds the locks left: the batches' locked jobs
+// (zk-layout: <root>/jobs/<jid>/lock) and the storage and inventory locks
+// (<root>/locks/storage|inventory/<name>). For each, the session that owns
+// the lock node, the replica whose log says it established that session,
+// and that replica's last word on the job or object.
 func (r *run) lockHolders(ctx context.Context, bids []string) []string {
+	type heldLock struct {
+		what, path string
+		about      func(logLine) bool // the log lines on what it locks
+	}
+	var held []heldLock
+	for _, bid := range bids {
+		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		if err != nil {
+			continue
+		}
+		for _, j := range jobs {
+			if j.GetLocked() {
+				held = append(held, heldLock{what: fmt.Sprintf("job %s (%s)", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())),
+					path: r.stack.Root + "/jobs/" + j.GetId() + "/lock", about: func(l logLine) bool { return l.JobID == j.GetId() }})
+			}
+		}
+	}
+	storage, inventory, _ := r.q.ObjectLocks(ctx)
+	for kind, names := range map[string][]string{"storage": storage, "inventory": inventory} {
+		for _, name := range names {
+			held = append(held, heldLock{what: kind + " lock " + name, path: r.stack.Root + "/locks/" + kind + "/" + name,
+				about: func(l logLine) bool { return l.Ark != "" && queue.LockName(l.Ark) == name }})
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
 	conn, _, err := zk.Connect(r.ens.Addrs(), 20*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		return []string{"lock holders unknown: " + err.Error()}
@@ -106,30 +134,20 @@ func (r *run) lockHolders(ctx context.Context, bids []string) []string {
 	defer conn.Close()
 	sessions := r.replicaSessions()
 	var out []string
-	for _, bid := range bids {
-		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+	for _, h := range held {
+		stat, err := statWithin(ctx, conn, h.path)
 		if err != nil {
+			out = append(out, fmt.Sprintf("%s locked, holder unknown: %v", h.what, err))
 			continue
 		}
-		for _, j := range jobs {
-			if !j.GetLocked() {
-				continue
-			}
-			stat, err := statWithin(ctx, conn, r.stack.Root+"/jobs/"+j.GetId()+"/lock")
-			if err != nil {
-				out = append(out, fmt.Sprintf("job %s locked, holder unknown: %v", j.GetId(), err))
-				continue
-			}
-			owner := fmt.Sprintf("0x%x", stat.EphemeralOwner)
-			holder, ok := sessions[owner]
-			if !ok {
-				out = append(out, fmt.Sprintf("job %s (%s) locked by session %s, no replica's", j.GetId(),
-					queue.JobStateName(j.GetStatus().GetStatus()), owner))
-				continue
-			}
-			out = append(out, fmt.Sprintf("job %s (%s) locked by session %s of %s, whose last word on it was %q", j.GetId(),
-				queue.JobStateName(j.GetStatus().GetStatus()), owner, holder, lastWordOn(filepath.Join(r.stack.LogDir, holder+".log"), j.GetId())))
+		owner := fmt.Sprintf("0x%x", stat.EphemeralOwner)
+		holder, ok := sessions[owner]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s locked by session %s, no replica's", h.what, owner))
+			continue
 		}
+		out = append(out, fmt.Sprintf("%s locked by session %s of %s, whose last word on it was %q", h.what, owner, holder,
+			lastWord(filepath.Join(r.stack.LogDir, holder+".log"), h.about)))
 	}
 	return out
 }
@@ -170,11 +188,11 @@ func (r *run) replicaSessions() map[string]string {
 	return out
 }
 
-// lastWordOn is the last message a replica's log holds about a job.
-func lastWordOn(path, jid string) string {
+// lastWord is the last message a replica's log holds about something.
+func lastWord(path string, about func(logLine) bool) string {
 	last := "nothing"
 	eachLogLine(path, func(line logLine) {
-		if line.JobID == jid {
+		if about(line) {
 			last = line.Msg
 			if line.Error != "" {
 				last += ": " + line.Error
@@ -190,6 +208,7 @@ type logLine struct {
 	Msg     string `json:"msg"`
 	Error   string `json:"error"`
 	JobID   string `json:"job_id"`
+	Ark     string `json:"ark"`
 	Session string `json:"session"`
 }
 
@@ -256,7 +275,10 @@ func (r *run) checkEnd(ctx context.Context) string {
 	if err != nil {
 		left := leftovers.Locks(ctx, r.q)
 		r.tally.countLocks(left)
-		t.Errorf("locks left once the work was done: %v", left)
+		if holders := r.lockHolders(ctx, slices.Collect(maps.Values(r.bids))); len(holders) > 0 {
+			r.tally.lockList = strings.Join(holders, "; ")
+		}
+		t.Errorf("locks left once the work was done: %v", r.tally.lockList)
 	}
 	fsckCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	resp, err := r.admins[0].Fsck(adminCtx(fsckCtx), &v1.FsckRequest{})
