@@ -37,7 +37,8 @@ type tally struct {
 	// names them.
 	locks    int
 	lockList string
-	damages  int // fsck's findings
+	damages  int            // fsck's findings
+	kinds    map[string]int // of them, by kind
 	fsckErr  error
 }
 
@@ -51,7 +52,7 @@ func (t tally) String() string {
 	case t.fsckErr != nil:
 		fsck = "not run: " + t.fsckErr.Error()
 	case t.damages > 0:
-		fsck = fmt.Sprintf("%d damages", t.damages)
+		fsck = fmt.Sprintf("%d damages %v", t.damages, t.kinds)
 	}
 	s := fmt.Sprintf("%d jobs: %d Completed, %d Failed", t.jobs, t.completed, t.failed)
 	if other := t.jobs - t.completed - t.failed; other > 0 {
@@ -89,7 +90,10 @@ func (r *run) readTally(ctx context.Context) {
 	}
 	rep, err := r.q.Fsck(ctx, queue.FsckOptions{})
 	if t.fsckErr = err; err == nil {
-		t.damages = len(rep.Damages)
+		t.damages, t.kinds = len(rep.Damages), map[string]int{}
+		for _, d := range rep.Damages {
+			t.kinds[d.Kind]++
+		}
 	}
 	r.tally = t
 }
@@ -283,7 +287,10 @@ func (r *run) checkEnd(ctx context.Context) string {
 	fsckCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	resp, err := r.admins[0].Fsck(adminCtx(fsckCtx), &v1.FsckRequest{})
 	cancel()
-	r.tally.fsckErr, r.tally.damages = err, len(resp.GetDamages())
+	r.tally.fsckErr, r.tally.damages, r.tally.kinds = err, len(resp.GetDamages()), map[string]int{}
+	for _, d := range resp.GetDamages() {
+		r.tally.kinds[d.GetKind()]++
+	}
 	switch {
 	case err != nil:
 		t.Errorf("AdminService/Fsck: %v", err)
