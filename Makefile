@@ -16,13 +16,14 @@ BUF := $(BIN)/.tools/buf@$(BUF_VERSION)
 PROTOC_GEN_GO := $(BIN)/.tools/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.tools/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-.PHONY: help deps test chaos bench demo up proto lint build config-table
+.PHONY: help deps test race chaos bench demo up proto lint build config-table
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
 	@echo "make up            start ZooKeeper and the seven services and keep them running (Ctrl-C stops)"
 	@echo "make test          install test dependencies, then test and vet every module"
-	@echo "make chaos         the chaos suite in full: 500 jobs while replicas and the ZooKeeper leader are killed"
+	@echo "make race          the tests of shared/ and of every service under the race detector"
+	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
 	@echo "make build         build the service binaries into ./bin"
 	@echo "make lint          buf lint, gofmt and go vet"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
@@ -39,6 +40,10 @@ export INGESTQ_ARTIFACTS_DIR ?= $(CURDIR)/run/artifacts
 
 # Each module must also build on its own (GOWORK=off), as it will when
 # built or released alone.
+# A test binary's time limit: e2e's chaos package runs every scenario's
+# short run in one binary, longer than go test's default 10 minutes allows
+# on a busy machine.
+TEST_TIMEOUT ?= 30m
 test: deps
 	@for m in $(MODULES); do \
 		echo "== $${m#$(CURDIR)/} (GOWORK=off build and vet)"; \
@@ -46,20 +51,36 @@ test: deps
 	done
 	@for m in $(MODULES); do \
 		echo "== $${m#$(CURDIR)/} (test)"; \
-		(cd "$$m" && go test $(GOTESTFLAGS) ./...); \
+		(cd "$$m" && go test -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...); \
 	done
 
-# The chaos suite in full (docs/reliability.md): 500 jobs through a
-# three-server ZooKeeper ensemble and two replicas of every service, while
-# replicas are killed and restarted, the ZooKeeper leader is killed and a
-# replica is frozen past its session timeout; then every job, object,
-# inventory row, report and lock is checked, and the figures printed.
-# `make test` runs a short run of the same test. INGESTQ_CHAOS_SEED=<n>
-# replays a run's choices; INGESTQ_CHAOS_KEEP=1 keeps its data and logs.
+# The race detector over shared/ and the services: the code that runs
+# concurrently in production (the stage runner, the queue's consumers and
+# sessions, the services' handlers). Each module is tested within the
+# workspace (go.work), as make test does.
+RACE_MODULES := $(CURDIR)/shared $(addprefix $(CURDIR)/services/,$(SERVICES))
+race: deps
+	@for m in $(RACE_MODULES); do \
+		echo "== $${m#$(CURDIR)/} (test -race)"; \
+		(cd "$$m" && go test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...); \
+	done
+
+# The chaos suite in full (docs/reliability.md): each scenario runs 500
+# jobs through a three-server ZooKeeper ensemble and replicas of every
+# service under its faults: replicas killed and restarted, the ZooKeeper
+# leader killed, a replica frozen past its session timeout (two replicas
+# of every service, and a lone one); the quorum lost; a downloader cut off
+# by a network partition; every link to ZooKeeper slowed. Then every job,
+# object, inventory row, report and lock is checked, and the figures
+# printed. `make test` runs a short run of the same tests.
+# CHAOS_RUN=<regexp> picks scenarios by test name (CHAOS_RUN=Quorum);
+# INGESTQ_CHAOS_SEED=<n> replays a run's choices; INGESTQ_CHAOS_KEEP=1
+# keeps its data and logs.
 INGESTQ_CHAOS_JOBS ?= 500
+CHAOS_RUN ?= .
 chaos: deps
 	cd e2e && INGESTQ_CHAOS_JOBS=$(INGESTQ_CHAOS_JOBS) go test -count=1 -v -timeout 90m \
-		-run '^TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica$$' ./chaos/
+		-run '$(CHAOS_RUN)' ./chaos/
 
 # The benchmarks, in one run against a ZooKeeper they start themselves:
 # the queue library (create, lifecycle, pick-up, depth, cleanup), the

@@ -1,16 +1,32 @@
 // Package chaos runs the whole pipeline under faults and proves that no
-// deposit is lost or duplicated: a three-server ZooKeeper ensemble on
-// loopback, two replicas of every service (their built binaries), and
-// batches of deposits served from loopback, while replicas are killed
-// (kill -9) and started again, the ZooKeeper leader is killed once, and one
-// replica is frozen (SIGSTOP) for longer than its session timeout while it
-// is in the middle of jobs. At the end every job must be Completed, each
-// object stored and recorded once, each batch reported once, fsck clean and
-// no lock left; the run logs what it did and saw.
+// deposit is lost or duplicated. Each scenario starts a three-server
+// ZooKeeper ensemble on loopback, replicas of every service (their built
+// binaries), and batches of deposits served from loopback, then makes its
+// faults while the jobs flow:
+//
+//   - the main one: two replicas of every service, killed (kill -9) and
+//     started again all through the run; the ZooKeeper leader killed once;
+//     one replica frozen (SIGSTOP) for longer than its session timeout while
+//     it is in the middle of jobs;
+//   - a lone replica per stage, each killed and started again, one frozen
+//     past its session timeout: no other replica can take its jobs, it must
+//     take them back itself;
+//   - ZooKeeper's quorum lost: two of the three servers stopped for longer
+//     than the session timeout, then started again;
+//   - a downloader replica in a network namespace of its own, cut off from
+//     ZooKeeper past its session timeout by taking its link down, then
+//     healed;
+//   - every service reaching ZooKeeper through a proxy that delays each
+//     direction, under the main scenario's faults.
+//
+// At the end every job must be Completed, each object stored and recorded
+// once, each batch reported once, fsck clean and no lock left; the run logs
+// what it did and saw, and its exactly-once figures.
 //
 // `go test ./chaos/` is the short run (part of make test); `make chaos` is
-// the full one (INGESTQ_CHAOS_JOBS=500). INGESTQ_CHAOS_SEED replays a
-// run's choices (which replica, when), though not its timing.
+// the full one (INGESTQ_CHAOS_JOBS=500 for every scenario).
+// INGESTQ_CHAOS_SEED replays a run's choices (which replica, when), though
+// not its timing.
 package chaos
 
 import (
@@ -39,14 +55,10 @@ import (
 
 // Environment variables that size a run.
 const (
-	envJobs = "INGESTQ_CHAOS_JOBS" // jobs in all (default shortJobs)
+	envJobs = "INGESTQ_CHAOS_JOBS" // jobs in all, in every scenario (default: the scenario's short run)
 	envSeed = "INGESTQ_CHAOS_SEED" // seed of the run's random choices (default: the clock)
 	envKeep = "INGESTQ_CHAOS_KEEP" // non-empty: keep data and logs of a run that passed
 )
-
-// shortJobs is the run inside make test: every fault once or more, in a
-// few minutes on two cores.
-const shortJobs = 100
 
 // sessionTimeout is every service's ZooKeeper session timeout: short, so
 // that a frozen replica loses its jobs quickly (and a killed one frees
@@ -54,7 +66,42 @@ const shortJobs = 100
 // its own accord.
 const sessionTimeout = 3 * time.Second
 
+// stuckAfter ends a run in which no job has changed state for this long
+// while jobs are live: far longer than any fault lasts (a freeze, a
+// partition and a quorum loss each last three session timeouts), so the
+// pipeline is stuck, and the run says where rather than waiting for the
+// test's own timeout.
+const stuckAfter = 2 * time.Minute
+
 const adminToken = "chaos-admin-token"
+
+// scenario is one chaos test: the stack it runs and the faults it makes.
+type scenario struct {
+	// shortJobs is the size of the run in make test: every fault once or
+	// more, in a minute or two on two cores. INGESTQ_CHAOS_JOBS overrides it.
+	shortJobs int
+	// replicas of every service.
+	replicas int
+	// kills: kill -9 and restart replicas all through the run, every
+	// service at least once.
+	kills bool
+	// freeze: once, SIGSTOP a busy downloader or processor replica for
+	// three session timeouts, then SIGCONT.
+	freeze bool
+	// leaderKill: once, kill -9 the ZooKeeper leader, and start it again
+	// after a new one is elected.
+	leaderKill bool
+	// quorumLoss: once, stop two of the three ZooKeeper servers for three
+	// session timeouts, then start them again.
+	quorumLoss bool
+	// partition: the first downloader replica runs in this network
+	// namespace; once, its link is taken down for three session timeouts
+	// while it is in the middle of jobs, then brought up again.
+	partition *netLink
+	// latency: every service reaches each ZooKeeper server through a proxy
+	// that holds each direction this long.
+	latency zktest.Delay
+}
 
 // settings size one run.
 type settings struct {
@@ -71,9 +118,9 @@ type settings struct {
 	depositDelay time.Duration
 }
 
-func readSettings(t *testing.T) settings {
+func readSettings(t *testing.T, sc scenario) settings {
 	t.Helper()
-	s := settings{jobs: shortJobs, seed: uint64(time.Now().UnixNano()),
+	s := settings{jobs: sc.shortJobs, seed: uint64(time.Now().UnixNano()),
 		gapMin: 500 * time.Millisecond, gapMax: 2 * time.Second, depositDelay: 500 * time.Millisecond}
 	if v := os.Getenv(envJobs); v != "" {
 		n, err := strconv.Atoi(v)
@@ -99,10 +146,12 @@ func readSettings(t *testing.T) settings {
 // run is one chaos run: what it started and what it deposited.
 type run struct {
 	t        *testing.T
+	sc       scenario
 	set      settings
 	start    time.Time
 	dir      string
 	ens      *zktest.Ensemble
+	proxies  []*zktest.Proxy // the services' way to the ensemble, when it is slowed
 	deposits *depositor.Server
 	stack    *stack.Stack
 	// q reads the queue directly, as an operator's tool would.
@@ -113,17 +162,62 @@ type run struct {
 	batchers []v1.BatchServiceClient
 	admins   []v1.AdminServiceClient
 	batches  []*depositBatch
+	// tally is the run's exactly-once figures, as far as they were read.
+	tally tally
 
 	mu   sync.Mutex
 	bids map[int]string // batch index → bid, once submitted
 }
 
 // TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica is the
-// chaos suite: see the package comment.
+// main scenario: two replicas of every service killed and restarted all
+// through the run, the ZooKeeper leader killed, a replica frozen.
 func TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica(t *testing.T) {
-	set := readSettings(t)
+	runScenario(t, scenario{shortJobs: 100, replicas: 2, kills: true, freeze: true, leaderKill: true})
+}
+
+// TestEveryJobCompletesOnceWithALoneReplicaPerStageKilledAndFrozen runs one
+// replica of every service: a killed replica's jobs wait for it to come
+// back, and the frozen one, whose session expires while no other replica
+// can take its jobs, must refuse its own late commits once thawed and then
+// take those jobs again under its new session.
+func TestEveryJobCompletesOnceWithALoneReplicaPerStageKilledAndFrozen(t *testing.T) {
+	runScenario(t, scenario{shortJobs: 40, replicas: 1, kills: true, freeze: true})
+}
+
+// TestEveryJobCompletesOnceAcrossALossOfZooKeeperQuorum stops two of the
+// three ZooKeeper servers for longer than the services' session timeout:
+// no server serves meanwhile, and no session can expire either (expiry
+// needs a leader), so the services' sessions come back with the quorum.
+// What they held before must be finished or freed, not left locked.
+func TestEveryJobCompletesOnceAcrossALossOfZooKeeperQuorum(t *testing.T) {
+	runScenario(t, scenario{shortJobs: 40, replicas: 2, quorumLoss: true})
+}
+
+// TestEveryJobCompletesOnceWhenADownloaderIsPartitionedFromZooKeeper runs a
+// downloader replica in a network namespace of its own and cuts its link
+// while it is in the middle of jobs: its session expires, the other
+// downloader takes its jobs, and once the link is back its late commits
+// are refused and each job is still done once.
+func TestEveryJobCompletesOnceWhenADownloaderIsPartitionedFromZooKeeper(t *testing.T) {
+	link := newNetLink(t) // skips the test where namespaces cannot be made
+	runScenario(t, scenario{shortJobs: 40, replicas: 2, partition: link})
+}
+
+// TestEveryJobCompletesOnceOverSlowLinksToZooKeeper runs the main
+// scenario's faults while every service reaches ZooKeeper through a proxy
+// that holds each direction 20 to 50 ms.
+func TestEveryJobCompletesOnceOverSlowLinksToZooKeeper(t *testing.T) {
+	runScenario(t, scenario{shortJobs: 40, replicas: 2, kills: true, freeze: true, leaderKill: true,
+		latency: zktest.Delay{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond}})
+}
+
+// runScenario runs one scenario: the stack, the faults and the
+// submissions, then the checks.
+func runScenario(t *testing.T, sc scenario) {
+	set := readSettings(t, sc)
 	// Every wait of the run ends by this deadline; go test's own timeout
-	// (10 minutes unless -timeout says otherwise) leaves time to clean up.
+	// leaves time to clean up.
 	deadline := time.Now().Add(60 * time.Minute)
 	if d, ok := t.Deadline(); ok {
 		deadline = d.Add(-90 * time.Second)
@@ -131,9 +225,9 @@ func TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica(t *testi
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	setup := time.Now()
-	r := startRun(ctx, t, set)
-	t.Logf("chaos: %d jobs in %d batches, seed %d (%s=%d replays the choices); set up in %s; data and logs in %s",
-		set.jobs, set.batches, set.seed, envSeed, set.seed, time.Since(setup).Round(time.Second), r.dir)
+	r := startRun(ctx, t, sc, set)
+	t.Logf("chaos: %d jobs in %d batches, %s, seed %d (%s=%d replays the choices); set up in %s; data and logs in %s",
+		set.jobs, set.batches, r.layout(), set.seed, envSeed, set.seed, time.Since(setup).Round(time.Second), r.dir)
 
 	// Faults and submissions stop once the work is done or the run fails.
 	work, stopWork := context.WithCancelCause(ctx)
@@ -143,7 +237,7 @@ func TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica(t *testi
 	var wg sync.WaitGroup
 	var submitErr, monkeyErr error
 	wg.Go(func() {
-		if submitErr = r.submitAll(work, m.oneOffsDone, mon); submitErr != nil && work.Err() == nil {
+		if submitErr = r.submitAll(work, m.faultsMade, mon); submitErr != nil && work.Err() == nil {
 			stopWork(submitErr)
 		}
 	})
@@ -157,10 +251,12 @@ func TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica(t *testi
 	wg.Wait()
 	mon.stopped()
 	if err := errors.Join(waitErr, submitErr, monkeyErr); err != nil {
+		r.readTally(ctx)
 		r.logFigures(m, mon)
 		t.Fatalf("chaos run: %v", err)
 	}
 	if err := m.checkAllDone(); err != nil {
+		r.readTally(ctx)
 		r.logFigures(m, mon)
 		t.Fatal(err)
 	}
@@ -178,15 +274,44 @@ func TestEveryJobCompletesOnceDespiteCrashesLeaderLossAndAFrozenReplica(t *testi
 		time.Since(checking).Round(time.Second), found)
 }
 
-// startRun builds the services and starts the ensemble, the depositor's
-// server and the stack; the test's cleanup stops them.
-func startRun(ctx context.Context, t *testing.T, set settings) *run {
+// serviceBins are the service binaries, built once for every scenario of
+// the test binary (a build is most of a short run's set-up); TestMain
+// removes them.
+var serviceBins builtServices
+
+type builtServices struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// get builds the binaries on first use and returns their directory.
+func (b *builtServices) get(ctx context.Context) (string, error) {
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "ingestq-chaos-bin-"); b.err == nil {
+			b.err = stack.Build(ctx, filepath.Join("..", ".."), b.dir)
+		}
+	})
+	return b.dir, b.err
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if serviceBins.dir != "" {
+		os.RemoveAll(serviceBins.dir)
+	}
+	os.Exit(code)
+}
+
+// startRun starts the ensemble, the depositor's server and the stack of a
+// scenario; the test's cleanup stops them.
+func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ingestq-chaos-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &run{t: t, set: set, dir: dir, bids: map[int]string{}}
+	r := &run{t: t, sc: sc, set: set, dir: dir, bids: map[int]string{}}
 	t.Cleanup(func() {
 		r.close()
 		if t.Failed() || os.Getenv(envKeep) != "" {
@@ -195,16 +320,24 @@ func startRun(ctx context.Context, t *testing.T, set settings) *run {
 			os.RemoveAll(dir)
 		}
 	})
-	bin := filepath.Join(dir, "bin")
-	if err := stack.Build(ctx, filepath.Join("..", ".."), bin); err != nil {
+	bin, err := serviceBins.get(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Clients reach ZooKeeper and the depositor on loopback, or, when a
+	// replica runs in a namespace of its own, on the address of this end of
+	// its link, which every process reaches.
+	zkOpts := zktest.Options{NoSync: true, JVMHeap: "256m"}
+	depositHost := "127.0.0.1"
+	if l := sc.partition; l != nil {
+		zkOpts.ClientHost, depositHost = l.hostAddr, l.hostAddr.String()
 	}
 	// forceSync=no: a killed server loses nothing the kernel has, and the
 	// run is not about disks.
-	if r.ens, err = zktest.StartEnsemble(ctx, filepath.Join(dir, "zookeeper"), 3, zktest.Options{NoSync: true, JVMHeap: "256m"}); err != nil {
+	if r.ens, err = zktest.StartEnsemble(ctx, filepath.Join(dir, "zookeeper"), 3, zkOpts); err != nil {
 		t.Fatal(err)
 	}
-	if r.deposits, err = depositor.Start(filepath.Join(dir, "deposits")); err != nil {
+	if r.deposits, err = depositor.StartOn(filepath.Join(dir, "deposits"), depositHost); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(set.seed, 1))
@@ -218,11 +351,28 @@ func startRun(ctx context.Context, t *testing.T, set settings) *run {
 	}
 	replicas := map[string]int{}
 	for _, s := range stack.Services {
-		replicas[s] = 2
+		replicas[s] = sc.replicas
+	}
+	servers := r.ens.Addrs()
+	if sc.latency != (zktest.Delay{}) {
+		servers = nil
+		for _, addr := range r.ens.Addrs() {
+			p, err := zktest.NewProxy(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.SetDelay(sc.latency, sc.latency)
+			r.proxies = append(r.proxies, p)
+			servers = append(servers, p.Addr)
+		}
+	}
+	var placements map[stack.Replica]stack.Placement
+	if l := sc.partition; l != nil {
+		placements = map[stack.Replica]stack.Placement{{Service: "downloader", Index: 0}: {NetNS: l.ns, Addr: l.nsAddr}}
 	}
 	r.stack, err = stack.Start(ctx, stack.Options{
-		Dir: dir, BinDir: bin, ProfilesDir: profiles, ZooKeeper: r.ens.Addrs(), Root: "/chaos",
-		Replicas: replicas, AdminToken: adminToken,
+		Dir: dir, BinDir: bin, ProfilesDir: profiles, ZooKeeper: servers, Root: "/chaos",
+		Replicas: replicas, AdminToken: adminToken, Placements: placements,
 		Env: map[string]string{
 			"INGESTQ_ZK_SESSION_TIMEOUT": sessionTimeout.String(),
 			// Two jobs at a time per replica: replicas stay busy, so a
@@ -238,7 +388,7 @@ func startRun(ctx context.Context, t *testing.T, set settings) *run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The test's own session outlives a leader election.
+	// The test's own session outlives a leader election and a quorum loss.
 	if r.q, err = queue.Connect(ctx, queue.Options{Servers: r.ens.Addrs(), Root: r.stack.Root, SessionTimeout: 20 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +405,18 @@ func startRun(ctx context.Context, t *testing.T, set settings) *run {
 	return r
 }
 
+// layout says in words what the run started.
+func (r *run) layout() string {
+	s := fmt.Sprintf("%d replica(s) of every service", r.sc.replicas)
+	if l := r.sc.partition; l != nil {
+		s += fmt.Sprintf(", downloader-0 in network namespace %s at %s (ZooKeeper at %s)", l.ns, l.nsAddr, l.hostAddr)
+	}
+	if d := r.sc.latency; d != (zktest.Delay{}) {
+		s += fmt.Sprintf(", ZooKeeper %s–%s away each way", d.Min, max(d.Min, d.Max))
+	}
+	return s
+}
+
 // close stops whatever startRun started, each part at most once.
 func (r *run) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -267,6 +429,9 @@ func (r *run) close() {
 	}
 	if r.stack != nil {
 		r.stack.Stop(ctx)
+	}
+	for _, p := range r.proxies {
+		p.Close()
 	}
 	if r.ens != nil {
 		r.ens.Stop()

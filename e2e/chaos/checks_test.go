@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/e2e/leftovers"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
@@ -20,12 +22,251 @@ import (
 	_ "modernc.org/sqlite"
 )
 
+// tally is a run's exactly-once figures: each job ended once, nothing
+// duplicated, no lock left, fsck clean.
+type tally struct {
+	read bool // false: the run ended before they could be read
+	// jobs by state, of the run's batches.
+	jobs, completed, failed int
+	byState                 map[string]int
+	// duplicates: objects that became a second job, versions stored or
+	// recorded a second time, batches reported twice.
+	duplicates int
+	// locks: job, batch, storage and inventory locks left once the work was
+	// done (after the session timeout that frees a dead holder's); lockList
+	// names them.
+	locks    int
+	lockList string
+	damages  int            // fsck's findings
+	kinds    map[string]int // of them, by kind
+	fsckErr  error
+}
+
+// String is the figures in a line.
+func (t tally) String() string {
+	if !t.read {
+		return "not read"
+	}
+	fsck := "clean"
+	switch {
+	case t.fsckErr != nil:
+		fsck = "not run: " + t.fsckErr.Error()
+	case t.damages > 0:
+		fsck = fmt.Sprintf("%d damages %v", t.damages, t.kinds)
+	}
+	s := fmt.Sprintf("%d jobs: %d Completed, %d Failed", t.jobs, t.completed, t.failed)
+	if other := t.jobs - t.completed - t.failed; other > 0 {
+		s += fmt.Sprintf(", %d not ended %v", other, t.byState)
+	}
+	s += fmt.Sprintf("; %d duplicates; %d locks left; fsck %s", t.duplicates, t.locks, fsck)
+	if t.lockList != "" {
+		s += " (locks: " + t.lockList + ")"
+	}
+	return s
+}
+
+// readTally reads what a failed run left, without the checks' verdicts:
+// its jobs by state, the locks held, fsck's findings (read-only).
+func (r *run) readTally(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	t := tally{read: true, byState: map[string]int{}}
+	r.mu.Lock()
+	bids := slices.Collect(maps.Values(r.bids))
+	r.mu.Unlock()
+	for _, bid := range bids {
+		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		if err != nil {
+			r.t.Logf("tally: jobs of %s: %v", bid, err)
+			continue
+		}
+		for _, j := range jobs {
+			t.count(j.GetStatus().GetStatus())
+		}
+	}
+	t.countLocks(leftovers.Locks(ctx, r.q))
+	if holders := r.lockHolders(ctx, bids); len(holders) > 0 {
+		t.lockList = strings.Join(holders, "; ")
+	}
+	rep, err := r.q.Fsck(ctx, queue.FsckOptions{})
+	if t.fsckErr = err; err == nil {
+		t.damages, t.kinds = len(rep.Damages), map[string]int{}
+		for _, d := range rep.Damages {
+			t.kinds[d.Kind]++
+		}
+	}
+	r.tally = t
+}
+
+// lockHolders says who holds the locks left: the batches' locked jobs
+// (zk-layout: <root>/jobs/<jid>/lock) and the storage and inventory locks
+// (<root>/locks/storage|inventory/<name>). For each, the session that owns
+// the lock node, the replica whose log says it established that session,
+// and that replica's last word on the job or object.
+func (r *run) lockHolders(ctx context.Context, bids []string) []string {
+	type heldLock struct {
+		what, path string
+		about      func(logLine) bool // the log lines on what it locks
+	}
+	var held []heldLock
+	for _, bid := range bids {
+		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		if err != nil {
+			continue
+		}
+		for _, j := range jobs {
+			if j.GetLocked() {
+				held = append(held, heldLock{what: fmt.Sprintf("job %s (%s)", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())),
+					path: r.stack.Root + "/jobs/" + j.GetId() + "/lock", about: func(l logLine) bool { return l.JobID == j.GetId() }})
+			}
+		}
+	}
+	storage, inventory, _ := r.q.ObjectLocks(ctx)
+	for kind, names := range map[string][]string{"storage": storage, "inventory": inventory} {
+		for _, name := range names {
+			held = append(held, heldLock{what: kind + " lock " + name, path: r.stack.Root + "/locks/" + kind + "/" + name,
+				about: func(l logLine) bool { return l.Ark != "" && queue.LockName(l.Ark) == name }})
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	conn, _, err := zk.Connect(r.ens.Addrs(), 20*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		return []string{"lock holders unknown: " + err.Error()}
+	}
+	defer conn.Close()
+	sessions := r.replicaSessions()
+	var out []string
+	for _, h := range held {
+		stat, err := statWithin(ctx, conn, h.path)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s locked, holder unknown: %v", h.what, err))
+			continue
+		}
+		owner := fmt.Sprintf("0x%x", stat.EphemeralOwner)
+		holder, ok := sessions[owner]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s locked by session %s, no replica's", h.what, owner))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s locked by session %s of %s, whose last word on it was %q", h.what, owner, holder,
+			lastWord(filepath.Join(r.stack.LogDir, holder+".log"), h.about)))
+	}
+	return out
+}
+
+// statWithin reads a node's stat, waiting no longer than ctx (the client
+// library's calls take no context).
+func statWithin(ctx context.Context, conn *zk.Conn, path string) (*zk.Stat, error) {
+	type result struct {
+		stat *zk.Stat
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, stat, err := conn.Get(path)
+		done <- result{stat, err}
+	}()
+	select {
+	case res := <-done:
+		return res.stat, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// replicaSessions maps each ZooKeeper session a replica's log says it
+// established to that replica ("processor-0").
+func (r *run) replicaSessions() map[string]string {
+	out := map[string]string{}
+	logs, _ := filepath.Glob(filepath.Join(r.stack.LogDir, "*.log"))
+	for _, path := range logs {
+		replica := strings.TrimSuffix(filepath.Base(path), ".log")
+		eachLogLine(path, func(line logLine) {
+			if line.Msg == "zookeeper session established" {
+				out[line.Session] = replica
+			}
+		})
+	}
+	return out
+}
+
+// lastWord is the last message a replica's log holds about something.
+func lastWord(path string, about func(logLine) bool) string {
+	last := "nothing"
+	eachLogLine(path, func(line logLine) {
+		if about(line) {
+			last = line.Msg
+			if line.Error != "" {
+				last += ": " + line.Error
+			}
+		}
+	})
+	return last
+}
+
+// logLine is what the checks read of a service's JSON log line.
+type logLine struct {
+	Level   string `json:"level"`
+	Msg     string `json:"msg"`
+	Error   string `json:"error"`
+	JobID   string `json:"job_id"`
+	Ark     string `json:"ark"`
+	Session string `json:"session"`
+}
+
+// eachLogLine calls each for every JSON line of a service's log.
+func eachLogLine(path string, each func(logLine)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var line logLine
+		if json.Unmarshal(sc.Bytes(), &line) == nil {
+			each(line)
+		}
+	}
+}
+
+// count adds a job in state s.
+func (t *tally) count(s queue.JobState) {
+	t.jobs++
+	switch s {
+	case queue.Completed:
+		t.completed++
+	case queue.Failed:
+		t.failed++
+	default:
+		t.byState[queue.JobStateName(s)]++
+	}
+}
+
+// countLocks takes the locks leftovers.Locks names (nil: none).
+func (t *tally) countLocks(err error) {
+	t.locks, t.lockList = 0, ""
+	if err == nil {
+		return
+	}
+	t.lockList = strings.ReplaceAll(err.Error(), "\n", "; ")
+	if many, ok := err.(interface{ Unwrap() []error }); ok {
+		t.locks = len(many.Unwrap())
+	} else {
+		t.locks = 1
+	}
+}
+
 // checkEnd checks the pipeline at rest after the faults, then stops the
 // services and checks what they left; it reports failures on the test and
 // returns what it verified, in a line.
 func (r *run) checkEnd(ctx context.Context) string {
 	t := r.t
 	t.Helper()
+	r.tally = tally{read: true, byState: map[string]int{}}
 	jobs := r.checkJobs(ctx)
 	stored := r.checkStore(jobs)
 	recorded := r.checkInventory(ctx, jobs)
@@ -36,11 +277,20 @@ func (r *run) checkEnd(ctx context.Context) string {
 	err := until(lockCtx, 500*time.Millisecond, func() (bool, error) { return leftovers.Locks(lockCtx, r.q) == nil, nil })
 	cancel()
 	if err != nil {
-		t.Errorf("locks left once the work was done: %v", leftovers.Locks(ctx, r.q))
+		left := leftovers.Locks(ctx, r.q)
+		r.tally.countLocks(left)
+		if holders := r.lockHolders(ctx, slices.Collect(maps.Values(r.bids))); len(holders) > 0 {
+			r.tally.lockList = strings.Join(holders, "; ")
+		}
+		t.Errorf("locks left once the work was done: %v", r.tally.lockList)
 	}
 	fsckCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	resp, err := r.admins[0].Fsck(adminCtx(fsckCtx), &v1.FsckRequest{})
 	cancel()
+	r.tally.fsckErr, r.tally.damages, r.tally.kinds = err, len(resp.GetDamages()), map[string]int{}
+	for _, d := range resp.GetDamages() {
+		r.tally.kinds[d.GetKind()]++
+	}
 	switch {
 	case err != nil:
 		t.Errorf("AdminService/Fsck: %v", err)
@@ -77,11 +327,14 @@ func (r *run) checkJobs(ctx context.Context) map[string]*v1.Job {
 			}
 			ids := full.GetIdentifiers()
 			if len(ids.GetLocalId()) != 1 {
+				r.tally.count(full.GetStatus().GetStatus())
 				t.Errorf("job %s has local ids %v, want one", j.GetId(), ids.GetLocalId())
 				continue
 			}
+			r.tally.count(full.GetStatus().GetStatus())
 			lid := ids.GetLocalId()[0]
 			if other, dup := byLocalID[lid]; dup {
+				r.tally.duplicates++
 				t.Errorf("object %s became two jobs: %s and %s", lid, other.GetId(), j.GetId())
 			}
 			byLocalID[lid] = full
@@ -138,6 +391,7 @@ func (r *run) checkStore(jobs map[string]*v1.Job) string {
 			names = append(names, v.Name())
 		}
 		versions += len(names)
+		r.tally.duplicates += max(0, len(names)-1)
 		if !slices.Equal(names, []string{"v1"}) {
 			t.Errorf("object %s (job %s) has %v in the store, want only v1", j.GetIdentifiers().GetPrimaryId(), j.GetId(), names)
 			continue
@@ -214,6 +468,7 @@ func (r *run) checkInventory(ctx context.Context, jobs map[string]*v1.Job) strin
 	if err := db.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT ark) FROM versions`).Scan(&rows, &arks); err != nil {
 		t.Fatalf("reading the inventory: %v", err)
 	}
+	r.tally.duplicates += rows - arks
 	if rows != len(jobs) || arks != len(jobs) {
 		t.Errorf("inventory has %d version rows for %d ARKs; %d jobs completed", rows, arks, len(jobs))
 	}
@@ -296,6 +551,16 @@ func (r *run) checkReports(ctx context.Context) string {
 		}
 	}
 	slices.Sort(want)
+	for _, bid := range r.bids {
+		// Reports under another name for the same batch are second reports.
+		n := 0
+		for _, f := range files {
+			if strings.HasPrefix(f, bid+"-") {
+				n++
+			}
+		}
+		r.tally.duplicates += max(0, n-1)
+	}
 	if !slices.Equal(files, want) {
 		t.Errorf("outbox holds %v, want one report per batch: %v", files, want)
 	}
@@ -314,7 +579,7 @@ func (r *run) object(localID string) depositObject {
 	return depositObject{}
 }
 
-// logFigures logs what the run did and saw.
+// logFigures logs what the run did and saw, and its exactly-once figures.
 func (r *run) logFigures(m *monkey, mon *monitor) {
 	t := r.t
 	t.Helper()
@@ -328,22 +593,41 @@ func (r *run) logFigures(m *monkey, mon *monitor) {
 	defer mon.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos figures (seed %d):\n", r.set.seed)
-	fmt.Fprintf(&b, "  jobs:              %d in %d batches, %s apart\n", r.set.jobs, r.set.batches, r.set.spacing)
-	fmt.Fprintf(&b, "  replica kills:     %d kill -9 and restart (%s); %d caught jobs in flight (%d jobs)\n",
-		total, strings.Join(kills, ", "), m.killsInFlight, m.jobsCaught)
+	fmt.Fprintf(&b, "  jobs:              %d in %d batches, %s apart; %s\n", r.set.jobs, r.set.batches, r.set.spacing, r.layout())
+	if r.sc.kills {
+		fmt.Fprintf(&b, "  replica kills:     %d kill -9 and restart (%s); %d caught jobs in flight (%d jobs)\n",
+			total, strings.Join(kills, ", "), m.killsInFlight, m.jobsCaught)
+		fmt.Fprintf(&b, "  failed starts:     %d exited before serving and were started again (%s)\n",
+			len(m.failedStarts), strings.Join(m.failedStarts, "; "))
+	}
 	if l := m.leader; l != nil {
 		fmt.Fprintf(&b, "  ZooKeeper leader:  server %d killed at %s; server %d elected after %s\n",
 			l.server+1, l.at.Round(time.Second), l.next+1, l.election.Round(time.Millisecond))
+	}
+	if q := m.quorum; q != nil {
+		fmt.Fprintf(&b, "  quorum loss:       servers %d (leader) and %d stopped at %s for %s; quorum back after %s, server %d leads\n",
+			q.stopped[0]+1, q.stopped[1]+1, q.at.Round(time.Second), cutFor, q.outage.Round(time.Millisecond), q.leader+1)
 	}
 	var changes []string
 	for _, c := range mon.leaderChanges {
 		changes = append(changes, fmt.Sprintf("%d→%d at %s", c.from+1, c.to+1, c.at.Round(time.Second)))
 	}
 	fmt.Fprintf(&b, "  leader changes:    %d seen (%s)\n", len(mon.leaderChanges), strings.Join(changes, ", "))
-	if f := m.freeze; f != nil {
-		fmt.Fprintf(&b, "  frozen replica:    %s (stage %s) at %s for %s holding %d jobs; session gone after %s, jobs moved on by another replica after %s\n",
-			f.proc, f.state, f.at.Round(time.Second), f.frozen.Round(time.Millisecond), len(f.held),
-			f.expired.Round(time.Millisecond), f.takeover.Round(time.Millisecond))
+	for _, c := range []struct {
+		label string
+		co    *cutOff
+	}{{"frozen replica:    ", m.freeze}, {"partitioned:       ", m.partition}} {
+		f := c.co
+		if f == nil {
+			continue
+		}
+		took := fmt.Sprintf("jobs moved on by another replica after %s", f.takeover.Round(time.Millisecond))
+		if f.lone {
+			took = fmt.Sprintf("no other replica; it took its jobs again after %s", f.takeover.Round(time.Millisecond))
+		}
+		fmt.Fprintf(&b, "  %s%s (%s, stage %s) at %s for %s holding %d jobs; session gone after %s, %s\n",
+			c.label, f.proc, f.how, f.state, f.at.Round(time.Second), f.cut.Round(time.Millisecond), len(f.held),
+			f.expired.Round(time.Millisecond), took)
 		var how []string
 		for _, jid := range sortedKeys(f.ends) {
 			how = append(how, fmt.Sprintf("%s %q", jid, f.ends[jid]))
@@ -351,9 +635,12 @@ func (r *run) logFigures(m *monkey, mon *monitor) {
 		fmt.Fprintf(&b, "  late commits:      %d refused (%s); fenced count %d → %d\n",
 			len(f.ends), strings.Join(how, "; "), f.fencedBefore, f.fencedAfter)
 	}
-	fmt.Fprintf(&b, "  missed freezes:    %d (the jobs were done before SIGSTOP landed)\n", m.missedFreezes)
-	fmt.Fprintf(&b, "  longest stall:     %s with no job changing state (from %s); %s with no job completing (from %s)",
+	if r.sc.freeze || r.sc.partition != nil {
+		fmt.Fprintf(&b, "  missed cuts:       %d (the jobs were done before the freeze or partition landed)\n", m.missed)
+	}
+	fmt.Fprintf(&b, "  longest stall:     %s with no job changing state (from %s); %s with no job completing (from %s)\n",
 		mon.stall.Round(100*time.Millisecond), mon.stallAt.Round(time.Second),
 		mon.completionGap.Round(100*time.Millisecond), mon.completionGapAt.Round(time.Second))
+	fmt.Fprintf(&b, "  exactly once:      %s", r.tally)
 	t.Log(b.String())
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ingestq/ingestq/e2e/leftovers"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -113,9 +114,11 @@ func writeProfile(dir string) error {
 }
 
 // submitAll submits the batches one after the other, set.spacing apart.
-// The last one waits for the one-off faults, unless nothing is left in
-// flight: those faults need work going on, and then they get it.
-func (r *run) submitAll(ctx context.Context, oneOffsDone <-chan struct{}, mon *monitor) error {
+// The last one waits for the faults (faultsMade: the one-off faults, and
+// every service killed), unless every job submitted before it has ended:
+// those faults need work going on, and then they get it.
+func (r *run) submitAll(ctx context.Context, faultsMade <-chan struct{}, mon *monitor) error {
+	submitted := 0
 	for i, b := range r.batches {
 		if i > 0 {
 			select {
@@ -125,11 +128,11 @@ func (r *run) submitAll(ctx context.Context, oneOffsDone <-chan struct{}, mon *m
 			}
 		}
 		if i == len(r.batches)-1 {
-			for !mon.idle() {
+			for mon.ended() < submitted {
 				select {
 				case <-ctx.Done():
 					return nil
-				case <-oneOffsDone:
+				case <-faultsMade:
 				case <-mon.changed():
 					continue
 				}
@@ -143,6 +146,7 @@ func (r *run) submitAll(ctx context.Context, oneOffsDone <-chan struct{}, mon *m
 		r.mu.Lock()
 		r.bids[i] = bid
 		r.mu.Unlock()
+		submitted += len(b.objects)
 		r.logf("submitted batch %d as %s (%d jobs)", i, bid, len(b.objects))
 	}
 	return nil
@@ -181,12 +185,17 @@ func (r *run) submit(ctx context.Context, b *depositBatch) (string, error) {
 
 // waitAllCompleted waits until every batch has been submitted and ended
 // Completed. A failed job or batch ends the wait at once: under faults
-// nothing may fail.
+// nothing may fail. So does a pipeline stuck for stuckAfter.
 func (r *run) waitAllCompleted(ctx context.Context, mon *monitor) error {
 	for {
 		done, err := r.allCompleted(ctx)
 		if err != nil || done {
 			return err
+		}
+		if stuck := mon.stuckFor(); stuck > stuckAfter {
+			counts, _ := r.q.JobCounts(ctx)
+			return fmt.Errorf("stuck: no job changed state for %s; jobs by state %v; locks held: %v; logs in %s",
+				stuck.Round(time.Second), countNames(counts), leftovers.Locks(ctx, r.q), r.stack.LogDir)
 		}
 		select {
 		case <-ctx.Done():

@@ -156,11 +156,22 @@ func (m *monitor) lookAtLeader() {
 	}
 }
 
-// idle says whether the jobs seen last have all ended.
-func (m *monitor) idle() bool {
+// ended counts the jobs seen last that have ended, Completed or Failed.
+func (m *monitor) ended() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return live(m.counts) == 0
+	return m.counts[queue.Completed] + m.counts[queue.Failed]
+}
+
+// stuckFor is how long no job has changed state while jobs are live (0
+// when none is).
+func (m *monitor) stuckFor() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if live(m.counts) == 0 {
+		return 0
+	}
+	return time.Since(m.lastChange)
 }
 
 // changed is closed when the counts next change.

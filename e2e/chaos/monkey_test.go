@@ -23,11 +23,18 @@ import (
 )
 
 // When the one-off faults come, as the fraction of jobs completed: early
-// enough that the rest of the run shows the pipeline recovering.
+// enough that the rest of the run shows the pipeline recovering. They come
+// in this order, each after the one before.
 const (
 	freezeAt     = 0.1
+	partitionAt  = 0.1
+	quorumLossAt = 0.3
 	leaderKillAt = 0.35
 )
+
+// cutFor is how long a frozen or partitioned replica, and a lost quorum,
+// stay so: well past the session timeout.
+const cutFor = 3 * sessionTimeout
 
 // freezeServices are the services a freeze picks from: stages whose steps
 // last (downloads from a slow server; storing with fsyncs) and leave work
@@ -39,27 +46,34 @@ var (
 )
 
 // monkey injects the faults: kills, one after the other, all through the
-// run; beside them, once each, the leader's kill and the freeze.
+// run; beside them, once each, the scenario's other faults.
 type monkey struct {
 	r   *run
 	mon *monitor
 
 	// The killer's: its random source and what it did.
 	rng           *rand.Rand
+	killOrder     []string       // services left to kill in this round
 	kills         map[string]int // service → kill -9 and restart
 	killsInFlight int            // kills that caught the replica in the middle of jobs
 	jobsCaught    int            // jobs those kills interrupted
+	failedStarts  []string       // starts after a kill that exited before serving: replica and why
+	everyKilled   chan struct{}  // closed once every service has been killed
 
 	// The one-off faults': their random source and what they did.
-	oneOffRng     *rand.Rand
-	leader        *leaderKill
-	freeze        *freezeResult
-	missedFreezes int // attempts whose jobs had moved on before SIGSTOP landed
-	oneOffsDone   chan struct{}
+	oneOffRng *rand.Rand
+	leader    *leaderKill
+	quorum    *quorumLoss
+	freeze    *cutOff
+	partition *cutOff
+	missed    int // freezes and partitions tried whose jobs had moved on before the cut landed
+	// faultsMade is closed once every one-off fault is done and every
+	// service has been killed.
+	faultsMade chan struct{}
 
 	// Neither fault takes the other's replica.
 	mu      sync.Mutex
-	frozen  *stack.Proc // not to be killed: the freeze follows it to its thaw
+	frozen  *stack.Proc // not to be killed: the freeze or partition follows it to its end
 	killing *stack.Proc // not to be frozen: it is being killed and restarted
 }
 
@@ -71,33 +85,55 @@ type leaderKill struct {
 	election time.Duration // from the kill to a new leader serving
 }
 
-// freezeResult is what the freeze did and saw.
-type freezeResult struct {
+// quorumLoss is what stopping two ZooKeeper servers did.
+type quorumLoss struct {
+	at      time.Duration
+	stopped []int         // indexes stopped, the leader first
+	outage  time.Duration // from the stop until the first one restarted serves
+	leader  int           // index of the leader elected then
+}
+
+// cutOff is what a freeze or a partition did and saw.
+type cutOff struct {
+	how      string // "SIGSTOP" or "link down"
 	at       time.Duration
 	proc     string   // service-index
 	state    string   // the state its stage takes jobs from
-	held     []string // jobs it held when frozen
-	frozen   time.Duration
-	expired  time.Duration // from SIGSTOP until its worker entry (session) was gone
-	takeover time.Duration // from SIGSTOP until every held job had been moved on by another replica
-	// How the thawed replica's own steps on the held jobs ended, from its
+	held     []string // jobs it held when cut off
+	cut      time.Duration
+	expired  time.Duration // from the cut until its worker entry (session) was gone
+	takeover time.Duration // from the cut until every held job had been moved on
+	// lone: no other replica of its service could take its jobs; it took
+	// them again itself, after it was back.
+	lone bool
+	// How the returning replica's own steps on the held jobs ended, from its
 	// log: job id → message.
 	ends map[string]string
 	// The stage's count of fenced outcomes (StageService, and the
-	// Prometheus metric), before SIGSTOP and once its steps had ended.
+	// Prometheus metric), before the cut and once its steps had ended.
 	fencedBefore, fencedAfter int64
 	metricBefore, metricAfter float64
 }
 
+// cutter is a way to cut a replica off from ZooKeeper and to undo it.
+type cutter struct {
+	how, undo  string // in words, for the log: "SIGSTOP", "SIGCONT"
+	candidates func() (first, fallback []*stack.Proc)
+	cut, heal  func(p *stack.Proc) error
+}
+
 func newMonkey(r *run, mon *monitor) *monkey {
 	return &monkey{r: r, mon: mon, rng: rand.New(rand.NewPCG(r.set.seed, 2)), oneOffRng: rand.New(rand.NewPCG(r.set.seed, 3)),
-		kills: map[string]int{}, oneOffsDone: make(chan struct{})}
+		kills: map[string]int{}, everyKilled: make(chan struct{}), faultsMade: make(chan struct{})}
 }
 
 // run injects faults until ctx ends; an error is a fault that could not be
 // undone (a replica or server that would not start again) or a broken
-// promise seen during the freeze.
+// promise seen during a one-off fault.
 func (m *monkey) run(ctx context.Context) error {
+	if !m.r.sc.kills {
+		return m.oneOffs(ctx)
+	}
 	// Either failing stops the other.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -135,43 +171,100 @@ func (m *monkey) killAtRandom(ctx context.Context) error {
 	return nil
 }
 
-// oneOffs freezes a replica, then kills the leader, each once the run has
-// got that far; then it closes oneOffsDone.
+// oneOff is a fault made once, when the run has got far enough.
+type oneOff struct {
+	at   float64 // fraction of the jobs completed
+	make func(ctx context.Context) error
+	done func() bool // false after make: try again later
+	name string
+}
+
+// plan lists the scenario's one-off faults in the order they come.
+func (m *monkey) plan() []oneOff {
+	var out []oneOff
+	if m.r.sc.freeze {
+		out = append(out, oneOff{at: freezeAt, name: "a replica frozen in the middle of a job",
+			make: func(ctx context.Context) error { return m.cutReplica(ctx, m.freezer(), &m.freeze) },
+			done: func() bool { return m.freeze != nil }})
+	}
+	if m.r.sc.partition != nil {
+		out = append(out, oneOff{at: partitionAt, name: "the downloader in its namespace partitioned in the middle of a job",
+			make: func(ctx context.Context) error { return m.cutReplica(ctx, m.partitioner(), &m.partition) },
+			done: func() bool { return m.partition != nil }})
+	}
+	if m.r.sc.quorumLoss {
+		out = append(out, oneOff{at: quorumLossAt, name: "ZooKeeper's quorum lost", make: m.loseQuorum,
+			done: func() bool { return m.quorum != nil }})
+	}
+	if m.r.sc.leaderKill {
+		out = append(out, oneOff{at: leaderKillAt, name: "the ZooKeeper leader killed", make: m.killLeader,
+			done: func() bool { return m.leader != nil }})
+	}
+	return out
+}
+
+// oneOffs makes the one-off faults, each once the run has got that far;
+// then, once every service has been killed too, it closes faultsMade.
 func (m *monkey) oneOffs(ctx context.Context) error {
-	defer close(m.oneOffsDone)
-	for m.leader == nil && m.pause(ctx, m.oneOffRng) {
-		var err error
-		switch p := m.mon.progress(); {
-		case m.freeze == nil && p >= freezeAt:
-			err = m.freezeReplica(ctx)
-		case m.freeze != nil && p >= leaderKillAt:
-			err = m.killLeader(ctx)
+	defer close(m.faultsMade)
+	plan := m.plan()
+	for len(plan) > 0 && m.pause(ctx, m.oneOffRng) {
+		next := plan[0]
+		if m.mon.progress() < next.at {
+			continue
 		}
-		if err != nil {
+		if err := next.make(ctx); err != nil {
 			return err
+		}
+		if next.done() {
+			plan = plan[1:]
+		}
+	}
+	if m.r.sc.kills {
+		select {
+		case <-ctx.Done():
+		case <-m.everyKilled:
 		}
 	}
 	return nil
 }
 
-// checkAllDone says whether every one-off fault happened.
+// checkAllDone says whether every fault of the scenario happened.
 func (m *monkey) checkAllDone() error {
 	var errs []error
-	if m.leader == nil {
-		errs = append(errs, errors.New("the run ended before the ZooKeeper leader was killed"))
+	for _, f := range m.plan() {
+		if !f.done() {
+			errs = append(errs, fmt.Errorf("the run ended before %s (%d freezes or partitions missed their jobs)", f.name, m.missed))
+		}
 	}
-	if m.freeze == nil {
-		errs = append(errs, fmt.Errorf("the run ended before a replica could be frozen in the middle of a job (%d attempts missed)", m.missedFreezes))
+	if m.r.sc.kills {
+		for _, s := range stack.Services {
+			if m.kills[s] == 0 {
+				errs = append(errs, fmt.Errorf("the run ended before %s was killed", s))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// killReplica kills a replica of a random service with SIGKILL and starts
+// nextService is the service whose replica is killed next: every service
+// once a round, in an order shuffled each round.
+func (m *monkey) nextService() string {
+	if len(m.killOrder) == 0 {
+		m.killOrder = slices.Clone(stack.Services)
+		m.rng.Shuffle(len(m.killOrder), func(i, j int) { m.killOrder[i], m.killOrder[j] = m.killOrder[j], m.killOrder[i] })
+	}
+	s := m.killOrder[0]
+	m.killOrder = m.killOrder[1:]
+	return s
+}
+
+// killReplica kills a replica of the next service with SIGKILL and starts
 // it again after a moment. Of the service's replicas it takes one in the
 // middle of jobs when there is one, at random: a crash that interrupts
 // nothing proves little.
 func (m *monkey) killReplica(ctx context.Context) error {
-	service := stack.Services[m.rng.IntN(len(stack.Services))]
+	service := m.nextService()
 	p, caught, seen := m.pickVictim(ctx, service)
 	if p == nil {
 		return nil
@@ -187,15 +280,49 @@ func (m *monkey) killReplica(ctx context.Context) error {
 		m.killsInFlight++
 		m.jobsCaught += caught
 	}
+	if len(m.kills) == len(stack.Services) && m.kills[service] == 1 {
+		close(m.everyKilled)
+	}
 	down := time.Duration(m.rng.Int64N(int64(1500 * time.Millisecond)))
 	time.Sleep(down) // how long the replica stays dead; not a wait for anything
 	start := time.Now()
-	if err := p.Restart(context.WithoutCancel(ctx)); err != nil {
+	if err := m.restart(context.WithoutCancel(ctx), p); err != nil {
 		return fmt.Errorf("restarting %s-%d after kill -9: %w", service, p.Index, err)
 	}
 	m.r.logf("kill -9 %s-%d (%s), down %s, serving again after %s", service, p.Index, seen,
 		down.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// maxStarts bounds the starts of a killed replica. A deployment's
+// supervisor starts a process that exits again (docker-compose's
+// restart: unless-stopped, Kubernetes' restart policy), and so does the
+// run: a start that fails, while ZooKeeper elects a leader say, is tried
+// again, and counted in the figures.
+const maxStarts = 5
+
+// restart starts a killed replica again and waits until it serves.
+func (m *monkey) restart(ctx context.Context, p *stack.Proc) error {
+	for attempt := 1; ; attempt++ {
+		err := p.Restart(ctx)
+		if err == nil || !errors.Is(err, stack.ErrExitedStarting) || attempt == maxStarts {
+			return err
+		}
+		why := lastError(p.LogPath())
+		m.failedStarts = append(m.failedStarts, fmt.Sprintf("%s-%d: %s", p.Service, p.Index, why))
+		m.r.logf("%s-%d exited while starting (%s); started again, as its supervisor would", p.Service, p.Index, why)
+	}
+}
+
+// lastError is the last error a replica logged: its message and error.
+func lastError(path string) string {
+	last := "no error logged"
+	eachLogLine(path, func(line logLine) {
+		if line.Level == "ERROR" {
+			last = line.Msg + ": " + line.Error
+		}
+	})
+	return last
 }
 
 // pickVictim chooses which of a service's replicas to kill, a busy one
@@ -275,12 +402,87 @@ func waitLeader(ctx context.Context, r *run, not int) (int, error) {
 	}
 }
 
-// freezeReplica freezes a stage replica that is in the middle of jobs for
-// longer than its session timeout, and checks what must follow: its session
-// ends, another replica takes over and moves its jobs on while it is still
-// frozen, and once thawed its own late commits are refused.
-func (m *monkey) freezeReplica(ctx context.Context) error {
-	p, ws, err := m.pickBusyReplica(ctx)
+// loseQuorum stops two of the three ZooKeeper servers, the leader and one
+// other, for cutFor: the one left cannot serve alone, and no session can
+// expire meanwhile. Then it starts them again and waits for a leader.
+func (m *monkey) loseQuorum(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx) // what is stopped is brought back
+	leader, err := waitLeader(ctx, m.r, -1)
+	if err != nil {
+		return err
+	}
+	var others []int
+	for i := range m.r.ens.Servers {
+		if i != leader {
+			others = append(others, i)
+		}
+	}
+	ql := &quorumLoss{at: time.Since(m.r.start), stopped: []int{leader, others[m.oneOffRng.IntN(len(others))]}}
+	var wg sync.WaitGroup
+	for _, i := range ql.stopped {
+		wg.Go(m.r.ens.Servers[i].Stop)
+	}
+	wg.Wait()
+	stopped := time.Now()
+	m.r.logf("ZooKeeper servers %d (leader) and %d stopped: no quorum", ql.stopped[0]+1, ql.stopped[1]+1)
+	time.Sleep(cutFor) // the length of the outage itself; nothing is awaited
+	// Started one after the other: the first makes a quorum with the one
+	// left, and serves once it has joined it.
+	for _, i := range ql.stopped {
+		if err := m.r.ens.Servers[i].Restart(ctx); err != nil {
+			return fmt.Errorf("restarting ZooKeeper server %d after the quorum loss: %w", i+1, err)
+		}
+		if ql.outage == 0 {
+			ql.outage = time.Since(stopped)
+		}
+	}
+	if ql.leader, err = waitLeader(ctx, m.r, -1); err != nil {
+		return fmt.Errorf("after the quorum loss: %w", err)
+	}
+	m.quorum = ql
+	m.r.logf("ZooKeeper quorum back after %s: servers %d and %d serving again, server %d leads",
+		ql.outage.Round(time.Millisecond), ql.stopped[0]+1, ql.stopped[1]+1, ql.leader+1)
+	return nil
+}
+
+// freezer cuts a busy downloader or processor replica (or, failing those,
+// any stage's) off by freezing it.
+func (m *monkey) freezer() cutter {
+	return cutter{how: "SIGSTOP", undo: "SIGCONT",
+		candidates: func() (first, fallback []*stack.Proc) {
+			for _, s := range freezeServices {
+				first = append(first, m.r.stack.Procs(s)...)
+			}
+			for _, s := range fallbackServices {
+				fallback = append(fallback, m.r.stack.Procs(s)...)
+			}
+			return first, fallback
+		},
+		cut:  func(p *stack.Proc) error { p.Freeze(); return nil },
+		heal: func(p *stack.Proc) error { p.Thaw(); return nil },
+	}
+}
+
+// partitioner cuts the downloader in its network namespace off by taking
+// its link down: it runs on, and reaches neither ZooKeeper nor the
+// depositor until the link is up again.
+func (m *monkey) partitioner() cutter {
+	l := m.r.sc.partition
+	return cutter{how: "link down", undo: "link up",
+		candidates: func() (first, fallback []*stack.Proc) { return m.r.stack.Procs("downloader")[:1], nil },
+		cut:        func(*stack.Proc) error { return l.setUp(false) },
+		heal:       func(*stack.Proc) error { return l.setUp(true) },
+	}
+}
+
+// cutReplica cuts a stage replica that is in the middle of jobs off from
+// ZooKeeper for cutFor, and checks what must follow: its session ends;
+// another replica takes over and moves its jobs on while it is still cut
+// off (when its service has no other replica, it takes them again itself
+// once it is back); and its own late commits are refused. The result goes
+// to *result; nil there means the jobs were done before the cut landed.
+func (m *monkey) cutReplica(ctx context.Context, c cutter, result **cutOff) error {
+	p, ws, err := m.pickBusyReplica(ctx, c)
 	if err != nil || p == nil {
 		return err
 	}
@@ -289,35 +491,38 @@ func (m *monkey) freezeReplica(ctx context.Context) error {
 		m.frozen = nil
 		m.mu.Unlock()
 	}()
-	// Once frozen, the replica is seen through to its thaw and its refused
-	// commits even if the rest of the work ends meanwhile; every wait below
-	// has a bound of its own.
+	// Once cut off, the replica is seen through to its return and its
+	// refused commits even if the rest of the work ends meanwhile; every
+	// wait below has a bound of its own.
 	ctx = context.WithoutCancel(ctx)
-	fr := &freezeResult{at: time.Since(m.r.start), proc: fmt.Sprintf("%s-%d", p.Service, p.Index),
-		fencedBefore: fenced(ws), ends: map[string]string{}}
-	fr.metricBefore, _ = fencedMetric(ctx, p)
+	co := &cutOff{how: c.how, at: time.Since(m.r.start), proc: fmt.Sprintf("%s-%d", p.Service, p.Index),
+		fencedBefore: fenced(ws), ends: map[string]string{}, lone: len(m.r.stack.Procs(p.Service)) == 1}
+	co.metricBefore, _ = fencedMetric(ctx, p)
 	logStart := fileSize(p.LogPath())
-	p.Freeze()
-	frozeAt := time.Now()
-	thawed := false
+	if err := c.cut(p); err != nil {
+		return fmt.Errorf("cutting %s off (%s): %w", co.proc, c.how, err)
+	}
+	cutAt := time.Now()
+	healed := false
 	defer func() {
-		if !thawed {
-			p.Thaw()
+		if !healed {
+			c.heal(p)
 		}
 	}()
-	// What it still holds now that it cannot move: jobs in the state its
-	// runner takes, locked (by it: nothing else may take a locked job).
+	// What it still holds now that it cannot reach ZooKeeper: jobs in the
+	// state its runner takes, locked (by it: nothing else may take a locked
+	// job).
 	from := map[string]queue.JobState{} // held job → its state
 	var states []string
 	for _, w := range ws {
 		state, err := queue.ParseJobState(w.GetStage())
 		if err != nil {
-			return fmt.Errorf("%s works on stage %q: %w", fr.proc, w.GetStage(), err)
+			return fmt.Errorf("%s works on stage %q: %w", co.proc, w.GetStage(), err)
 		}
 		for _, f := range w.GetInFlight() {
 			j, err := m.r.q.GetJob(ctx, f.GetJobId())
 			if err == nil && j.GetStatus().GetStatus() == state && j.GetLocked() {
-				fr.held = append(fr.held, f.GetJobId())
+				co.held = append(co.held, f.GetJobId())
 				from[f.GetJobId()] = state
 				if !slices.Contains(states, w.GetStage()) {
 					states = append(states, w.GetStage())
@@ -325,13 +530,14 @@ func (m *monkey) freezeReplica(ctx context.Context) error {
 			}
 		}
 	}
-	fr.state = strings.Join(states, ", ")
-	if len(fr.held) == 0 {
-		// Its jobs were done before SIGSTOP landed: try again later.
-		m.missedFreezes++
-		return nil
+	co.state = strings.Join(states, ", ")
+	if len(co.held) == 0 {
+		// Its jobs were done before the cut landed: try again later.
+		m.missed++
+		healed = true
+		return c.heal(p)
 	}
-	m.r.logf("SIGSTOP %s holding %s in %s", fr.proc, strings.Join(fr.held, ", "), fr.state)
+	m.r.logf("%s %s holding %s in %s", c.how, co.proc, strings.Join(co.held, ", "), co.state)
 
 	// Its session expires: its worker entry (ephemeral, like its locks) goes.
 	waitCtx, cancel := context.WithTimeout(ctx, 10*sessionTimeout+time.Minute)
@@ -342,96 +548,119 @@ func (m *monkey) freezeReplica(ctx context.Context) error {
 			return slices.ContainsFunc(ws, func(w *v1.WorkerInfo) bool { return w.GetId() == o.GetId() })
 		}), nil
 	}); err != nil {
-		return fmt.Errorf("frozen %s: its session never expired (session timeout %s): %w", fr.proc, sessionTimeout, err)
+		return fmt.Errorf("%s %s: its session never expired (session timeout %s): %w", c.how, co.proc, sessionTimeout, err)
 	}
-	fr.expired = time.Since(frozeAt)
+	co.expired = time.Since(cutAt)
 	// Its half-done work is left for another replica, which moves every held
-	// job on while the frozen one still cannot act.
-	if err := until(waitCtx, 100*time.Millisecond, func() (bool, error) {
-		for _, jid := range fr.held {
+	// job on while the cut-off one still cannot act.
+	movedOn := func() (bool, error) {
+		for _, jid := range co.held {
 			st, err := m.r.q.JobStatus(waitCtx, jid)
 			if err != nil || st.GetStatus() == from[jid] {
 				return false, nil
 			}
 		}
 		return true, nil
-	}); err != nil {
-		return fmt.Errorf("frozen %s: its jobs %v were not taken over: %w", fr.proc, fr.held, err)
 	}
-	fr.takeover = time.Since(frozeAt)
-	// Frozen well past the session timeout either way.
-	if rest := 3*sessionTimeout - time.Since(frozeAt); rest > 0 {
-		time.Sleep(rest) // the length of the freeze itself; nothing is awaited
+	if !co.lone {
+		if err := until(waitCtx, 100*time.Millisecond, movedOn); err != nil {
+			return fmt.Errorf("%s %s: its jobs %v were not taken over: %w", c.how, co.proc, co.held, err)
+		}
+		co.takeover = time.Since(cutAt)
 	}
-	p.Thaw()
-	thawed = true
-	fr.frozen = time.Since(frozeAt)
-	m.r.logf("SIGCONT %s after %s (session gone after %s, its jobs moved on by another replica after %s)",
-		fr.proc, fr.frozen.Round(time.Millisecond), fr.expired.Round(time.Millisecond), fr.takeover.Round(time.Millisecond))
+	// Cut off well past the session timeout either way.
+	if rest := cutFor - time.Since(cutAt); rest > 0 {
+		time.Sleep(rest) // the length of the cut itself; nothing is awaited
+	}
+	healed = true
+	if err := c.heal(p); err != nil {
+		return fmt.Errorf("bringing %s back (%s): %w", co.proc, c.undo, err)
+	}
+	co.cut = time.Since(cutAt)
+	if co.lone {
+		m.r.logf("%s %s after %s (session gone after %s; no other replica to take its jobs)",
+			c.undo, co.proc, co.cut.Round(time.Millisecond), co.expired.Round(time.Millisecond))
+	} else {
+		m.r.logf("%s %s after %s (session gone after %s, its jobs moved on by another replica after %s)",
+			c.undo, co.proc, co.cut.Round(time.Millisecond), co.expired.Round(time.Millisecond), co.takeover.Round(time.Millisecond))
+	}
 
-	// Its own steps on the held jobs resume and must end without a commit.
+	// Its own steps on the held jobs end (or ended while it was cut off),
+	// each without a commit.
 	if err := until(waitCtx, 200*time.Millisecond, func() (bool, error) {
-		ends, err := stepEnds(p.LogPath(), logStart, fr.held)
+		ends, err := stepEnds(p.LogPath(), logStart, co.held)
 		if err != nil {
 			return false, err
 		}
-		fr.ends = ends
-		return len(ends) == len(fr.held), nil
+		co.ends = ends
+		return len(ends) == len(co.held), nil
 	}); err != nil {
-		return fmt.Errorf("thawed %s: its steps on %v did not end as refused commits (log %s; seen %v): %w",
-			fr.proc, fr.held, p.LogPath(), fr.ends, err)
+		return fmt.Errorf("%s: its steps on %v did not end as refused commits after %s (log %s; seen %v): %w",
+			co.proc, co.held, c.undo, p.LogPath(), co.ends, err)
 	}
 	var bad []string
-	for jid, msg := range fr.ends {
+	for jid, msg := range co.ends {
 		if !lateCommitRefused(msg) {
 			bad = append(bad, jid+": "+msg)
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("thawed %s: late steps not refused as fenced: %v", fr.proc, bad)
+		return fmt.Errorf("%s after %s: late steps not refused as fenced: %v", co.proc, c.undo, bad)
+	}
+	if co.lone {
+		// Under its new session it takes its own jobs again.
+		if err := until(waitCtx, 100*time.Millisecond, movedOn); err != nil {
+			st := map[string]string{}
+			for _, jid := range co.held {
+				if j, err := m.r.q.GetJob(waitCtx, jid); err == nil {
+					st[jid] = fmt.Sprintf("%s, locked %t", queue.JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
+				}
+			}
+			return fmt.Errorf("lone %s: after %s its jobs were not taken again (session gone after %s; jobs now %v): %w",
+				co.proc, c.undo, co.expired.Round(time.Millisecond), st, err)
+		}
+		co.takeover = time.Since(cutAt)
 	}
 	// Each refused step is counted as fenced just after its log line.
 	countErr := until(waitCtx, 100*time.Millisecond, func() (bool, error) {
 		after, err := workerStatus(waitCtx, p)
 		if err == nil {
-			fr.fencedAfter = fenced(after)
+			co.fencedAfter = fenced(after)
 		}
-		return fr.fencedAfter-fr.fencedBefore >= int64(len(fr.held)), nil
+		return co.fencedAfter-co.fencedBefore >= int64(len(co.held)), nil
 	})
-	fr.metricAfter, _ = fencedMetric(waitCtx, p)
-	m.freeze = fr
+	co.metricAfter, _ = fencedMetric(waitCtx, p)
+	*result = co
 	for _, jid := range slices.Sorted(func(yield func(string) bool) {
-		for k := range fr.ends {
+		for k := range co.ends {
 			if !yield(k) {
 				return
 			}
 		}
 	}) {
-		m.r.logf("%s late step on %s: %q", fr.proc, jid, fr.ends[jid])
+		m.r.logf("%s late step on %s: %q", co.proc, jid, co.ends[jid])
 	}
-	m.r.logf("%s fenced outcomes: %d before the freeze, %d after (metric ingestq_jobs_handled_total{outcome=\"fenced\"}: %g → %g)",
-		fr.proc, fr.fencedBefore, fr.fencedAfter, fr.metricBefore, fr.metricAfter)
+	m.r.logf("%s fenced outcomes: %d before the cut, %d after (metric ingestq_jobs_handled_total{outcome=\"fenced\"}: %g → %g)",
+		co.proc, co.fencedBefore, co.fencedAfter, co.metricBefore, co.metricAfter)
 	if countErr != nil {
-		return fmt.Errorf("thawed %s counted %d fenced outcomes for %d refused late steps: %w",
-			fr.proc, fr.fencedAfter-fr.fencedBefore, len(fr.held), countErr)
+		return fmt.Errorf("%s after %s counted %d fenced outcomes for %d refused late steps: %w",
+			co.proc, c.undo, co.fencedAfter-co.fencedBefore, len(co.held), countErr)
 	}
 	return nil
 }
 
-// pickBusyReplica finds a replica with jobs in flight: of freezeServices
-// for up to 10 s, then of any stage. Nil when none is busy meanwhile.
-func (m *monkey) pickBusyReplica(ctx context.Context) (*stack.Proc, []*v1.WorkerInfo, error) {
+// pickBusyReplica finds a replica with jobs in flight among the cutter's
+// first candidates for up to 10 s, then among all of them. Nil when none is
+// busy meanwhile.
+func (m *monkey) pickBusyReplica(ctx context.Context, c cutter) (*stack.Proc, []*v1.WorkerInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	started := time.Now()
+	first, fallback := c.candidates()
 	for {
-		services := freezeServices
+		procs := slices.Clone(first)
 		if time.Since(started) > 10*time.Second {
-			services = append(slices.Clone(freezeServices), fallbackServices...)
-		}
-		var procs []*stack.Proc
-		for _, s := range services {
-			procs = append(procs, m.r.stack.Procs(s)...)
+			procs = append(procs, fallback...)
 		}
 		m.oneOffRng.Shuffle(len(procs), func(i, j int) { procs[i], procs[j] = procs[j], procs[i] })
 		for _, p := range procs {
@@ -449,7 +678,7 @@ func (m *monkey) pickBusyReplica(ctx context.Context) (*stack.Proc, []*v1.Worker
 		}
 		select {
 		case <-ctx.Done():
-			m.missedFreezes++
+			m.missed++
 			return nil, nil, nil
 		case <-time.After(20 * time.Millisecond):
 		}

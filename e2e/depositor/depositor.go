@@ -19,7 +19,7 @@ import (
 
 // Server serves one directory.
 type Server struct {
-	// URL is the server's base address, http://127.0.0.1:port.
+	// URL is the server's base address, http://127.0.0.1:port (or the host given).
 	URL      string
 	dir      string
 	srv      *http.Server
@@ -30,8 +30,12 @@ type Server struct {
 }
 
 // Start serves dir on a free loopback port.
-func Start(dir string) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func Start(dir string) (*Server, error) { return StartOn(dir, "127.0.0.1") }
+
+// StartOn serves dir on a free port of host, one of this machine's
+// addresses: a depositor that processes in another network namespace reach.
+func StartOn(dir, host string) (*Server, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err
 	}

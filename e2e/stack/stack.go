@@ -50,11 +50,28 @@ type Options struct {
 	Env map[string]string
 	// AdminToken, when set, guards the admin methods.
 	AdminToken string
+	// Placements run chosen replicas in network namespaces the caller made.
+	Placements map[Replica]Placement
 	// ClientTLS is how the stack's own health checks dial the services when
 	// Env turns on TLS (INGESTQ_TLS_CERT, INGESTQ_TLS_KEY and, for mutual
 	// TLS, INGESTQ_TLS_CLIENT_CA): the CA to trust and, for mutual TLS, a
 	// client certificate. Nil dials plaintext.
 	ClientTLS *tls.Config
+}
+
+// Replica names one process of the stack: a service and its index.
+type Replica struct {
+	Service string
+	Index   int
+}
+
+// Placement runs a replica in a network namespace (made by the caller, who
+// also connects it to this one): the stack starts it through
+// `ip netns exec`, and its listeners bind Addr, an address of the
+// namespace that this one reaches, instead of loopback.
+type Placement struct {
+	NetNS string
+	Addr  netip.Addr
 }
 
 // Stack is a running pipeline.
@@ -70,6 +87,10 @@ type Stack struct {
 	procs map[string][]*Proc
 }
 
+// ErrExitedStarting is a process that ended before it served: its log says
+// why.
+var ErrExitedStarting = errors.New("exited while starting")
+
 // Proc is one service process.
 type Proc struct {
 	Service string
@@ -78,6 +99,7 @@ type Proc struct {
 	Metrics string // Prometheus /metrics
 	Console string // the batcher's operator console (HTTP); "" for the other services
 	bin     string
+	netns   string // network namespace to start in; "" for this one
 	env     []string
 	creds   credentials.TransportCredentials
 	logPath string
@@ -165,7 +187,14 @@ func (s *Stack) plan() error {
 }
 
 func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
-	p := &Proc{Service: name, Index: i, Addr: addrs[0].String(), Metrics: addrs[1].String(), bin: filepath.Join(s.opts.BinDir, name),
+	place, placed := s.opts.Placements[Replica{name, i}]
+	if placed {
+		// Its ports, free on loopback here, are free in its own namespace.
+		for k, a := range addrs {
+			addrs[k] = netip.AddrPortFrom(place.Addr, a.Port())
+		}
+	}
+	p := &Proc{netns: place.NetNS, Service: name, Index: i, Addr: addrs[0].String(), Metrics: addrs[1].String(), bin: filepath.Join(s.opts.BinDir, name),
 		logPath: filepath.Join(s.LogDir, fmt.Sprintf("%s-%d.log", name, i)), creds: insecure.NewCredentials()}
 	if s.opts.ClientTLS != nil {
 		p.creds = credentials.NewTLS(s.opts.ClientTLS)
@@ -252,6 +281,10 @@ func (p *Proc) start() error {
 		return fmt.Errorf("stack: %w", err)
 	}
 	cmd := exec.Command(bin)
+	if p.netns != "" {
+		// ip execs the binary: the process signalled and waited for is it.
+		cmd = exec.Command("ip", "netns", "exec", p.netns, bin)
+	}
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group (signals reach only it), killed with the stack's
@@ -295,7 +328,7 @@ func (p *Proc) WaitServing(ctx context.Context) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("stack: %s exited while starting; see %s", p.Service, p.logPath)
+			return fmt.Errorf("stack: %s %w; see %s", p.Service, ErrExitedStarting, p.logPath)
 		case <-ctx.Done():
 			return fmt.Errorf("stack: %s not serving at %s: %w; see %s", p.Service, p.Addr, ctx.Err(), p.logPath)
 		case <-time.After(50 * time.Millisecond):

@@ -1,15 +1,19 @@
 package zktest
 
 import (
+	"bytes"
 	"fmt"
-	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy forwards TCP connections to a ZooKeeper server and can cut them, so
 // a test can make a client lose its connection (and, held long enough, its
-// session) while the server and every other client carry on.
+// session) while the server and every other client carry on. It can also
+// hold what it forwards for a while in each direction, as a slow network
+// would (see SetDelay).
 type Proxy struct {
 	Addr     string
 	upstream string
@@ -17,7 +21,25 @@ type Proxy struct {
 	mu       sync.Mutex
 	blocked  bool
 	conns    map[net.Conn]bool
+	toServer Delay
+	toClient Delay
 	done     chan struct{}
+}
+
+// Delay is how long one direction of a proxy holds what it forwards: each
+// piece read waits a time drawn between Min and Max (Max below Min counts
+// as Min) before it is written on. Pieces leave in the order they came, as
+// on one TCP connection, so a shorter draw never overtakes a longer one.
+type Delay struct {
+	Min, Max time.Duration
+}
+
+// draw picks one piece's delay.
+func (d Delay) draw() time.Duration {
+	if d.Max <= d.Min {
+		return d.Min
+	}
+	return d.Min + rand.N(d.Max-d.Min+1)
 }
 
 // NewProxy listens on a free loopback port and forwards to upstream.
@@ -52,13 +74,67 @@ func (p *Proxy) accept() {
 		}
 		p.conns[c], p.conns[up] = true, true
 		p.mu.Unlock()
-		go p.pipe(c, up)
-		go p.pipe(up, c)
+		go p.pipe(c, up, false)
+		go p.pipe(up, c, true)
 	}
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
-	io.Copy(dst, src)
+// SetDelay makes the proxy hold what it forwards: toServer for what clients
+// send, toClient for the server's answers. It applies to connections open
+// now and to later ones; the zero Delay forwards at once.
+func (p *Proxy) SetDelay(toServer, toClient Delay) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.toServer, p.toClient = toServer, toClient
+}
+
+func (p *Proxy) delay(toServer bool) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if toServer {
+		return p.toServer.draw()
+	}
+	return p.toClient.draw()
+}
+
+// chunk is a piece read from one side, due on the other at a given time.
+type chunk struct {
+	data []byte
+	due  time.Time
+}
+
+// pipe forwards src to dst: a reader stamps each piece with the time it is
+// due, a writer sends it then, so a delay holds every piece the same while
+// the connection keeps streaming.
+func (p *Proxy) pipe(dst, src net.Conn, toServer bool) {
+	chunks := make(chan chunk, 256)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- chunk{data: bytes.Clone(buf[:n]), due: time.Now().Add(p.delay(toServer))}:
+				case <-stopped:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		if wait := time.Until(c.due); wait > 0 {
+			time.Sleep(wait) // at most Delay.Max: a cut connection fails the write after it
+		}
+		if _, err := dst.Write(c.data); err != nil {
+			break
+		}
+	}
+	close(stopped)
 	dst.Close()
 	src.Close()
 	p.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,12 +47,16 @@ type Options struct {
 	JVMHeap string
 	// Log receives the servers' lines of output (default: a file in the data dir).
 	Log func(server int, line string)
+	// ClientHost is the address the servers take clients on (default
+	// 127.0.0.1): another of this machine's addresses, for clients in a
+	// network namespace that reaches it. Quorum traffic stays on loopback.
+	ClientHost netip.Addr
 }
 
 // Server is one ZooKeeper server process.
 type Server struct {
 	ID         int    // 1-based position in its ensemble (1 when standalone)
-	Addr       string // client address, 127.0.0.1:port
+	Addr       string // client address, 127.0.0.1:port (or Options.ClientHost:port)
 	dir        string
 	cfg        string
 	opts       Options
@@ -113,13 +118,16 @@ func StartEnsemble(ctx context.Context, dir string, n int, opts Options) (*Ensem
 	if opts.JVMHeap == "" {
 		opts.JVMHeap = "1g"
 	}
+	if !opts.ClientHost.IsValid() {
+		opts.ClientHost = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
 	ports, err := freeport.Loopback(3 * n)
 	if err != nil {
 		return nil, fmt.Errorf("zktest: %w", err)
 	}
 	e := &Ensemble{}
 	for i := 0; i < n; i++ {
-		s := &Server{ID: i + 1, Addr: ports[3*i].String(), opts: opts,
+		s := &Server{ID: i + 1, Addr: netip.AddrPortFrom(opts.ClientHost, ports[3*i].Port()).String(), opts: opts,
 			peer: int(ports[3*i+1].Port()), elec: int(ports[3*i+2].Port()), dir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1))}
 		e.Servers = append(e.Servers, s)
 	}
@@ -171,7 +179,8 @@ func (s *Server) writeConfig(all []*Server) error {
 	tick := int(s.opts.TickTime / time.Millisecond)
 	var b strings.Builder
 	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=10\nsyncLimit=5\n", tick)
-	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%s\nclientPortAddress=127.0.0.1\n", data, s.Addr[strings.LastIndexByte(s.Addr, ':')+1:])
+	client := netip.MustParseAddrPort(s.Addr)
+	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=%s\n", data, client.Port(), client.Addr())
 	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=60000\n", 2*tick)
 	b.WriteString("maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\n")
 	b.WriteString("autopurge.snapRetainCount=3\nautopurge.purgeInterval=1\n")

@@ -1,0 +1,148 @@
+package chaos
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The partition's addresses: a private /30 of the test's own, this end and
+// the namespace's end of the link.
+var (
+	partitionNet = netip.MustParsePrefix("10.213.0.0/30")
+	hostEnd      = netip.MustParseAddr("10.213.0.1")
+	nsEnd        = netip.MustParseAddr("10.213.0.2")
+)
+
+// netNamePrefix starts the name of every namespace the tests make; the
+// test process's id ends it, so that one left by a killed run is known.
+const netNamePrefix = "ingestq-chaos-"
+
+// netLink is a network namespace joined to this one by a veth pair. A
+// process in it reaches this namespace's end of the link (hostAddr), where
+// ZooKeeper and the depositor listen for the partition scenario; this
+// namespace reaches it at nsAddr. Taking this end down cuts it off.
+type netLink struct {
+	ns               string // the namespace's name (ip netns)
+	hostIf, nsIf     string // the two ends of the veth pair
+	hostAddr, nsAddr netip.Addr
+}
+
+// newNetLink makes the namespace and its link, and removes both when the
+// test ends, failed or not. It skips the test when it cannot make
+// namespaces here: not root, or no `ip netns`.
+func newNetLink(t *testing.T) *netLink {
+	t.Helper()
+	if uid := os.Geteuid(); uid != 0 {
+		t.Skipf("the partition scenario makes a network namespace (ip netns), which takes root; running as uid %d", uid)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("the partition scenario makes a network namespace with ip (iproute2), not found: %v", err)
+	}
+	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil {
+		t.Skipf("the partition scenario needs ip netns, unavailable here: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	removeStaleNetLinks(t)
+	if owner := addressOwner(); owner != "" {
+		t.Fatalf("the partition scenario's %s is in use on this machine (interface %s): is another run going?", partitionNet, owner)
+	}
+	pid := os.Getpid()
+	l := &netLink{ns: netNamePrefix + strconv.Itoa(pid), hostIf: fmt.Sprintf("iqc%dh", pid), nsIf: fmt.Sprintf("iqc%dn", pid),
+		hostAddr: hostEnd, nsAddr: nsEnd}
+	t.Cleanup(func() {
+		if err := l.remove(); err != nil {
+			t.Errorf("removing the partition's namespace: %v", err)
+		}
+	})
+	bits := strconv.Itoa(partitionNet.Bits())
+	for _, args := range [][]string{
+		{"netns", "add", l.ns},
+		{"link", "add", l.hostIf, "type", "veth", "peer", "name", l.nsIf, "netns", l.ns},
+		{"addr", "add", l.hostAddr.String() + "/" + bits, "dev", l.hostIf},
+		{"link", "set", l.hostIf, "up"},
+		{"-n", l.ns, "addr", "add", l.nsAddr.String() + "/" + bits, "dev", l.nsIf},
+		{"-n", l.ns, "link", "set", l.nsIf, "up"},
+		{"-n", l.ns, "link", "set", "lo", "up"},
+	} {
+		if err := ip(args...); err != nil {
+			t.Fatalf("making the partition's namespace: %v", err)
+		}
+	}
+	return l
+}
+
+// setUp takes this end of the link down (false), cutting the namespace off
+// from everything here, or brings it up again (true).
+func (l *netLink) setUp(up bool) error {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	return ip("link", "set", l.hostIf, state)
+}
+
+// remove deletes the link (both ends go together) and the namespace.
+func (l *netLink) remove() error {
+	linkErr := ip("link", "del", l.hostIf)
+	if err := ip("netns", "del", l.ns); err != nil {
+		return fmt.Errorf("%w (and the link: %v)", err, linkErr)
+	}
+	return nil
+}
+
+// removeStaleNetLinks removes the namespaces, and their links, of test
+// processes that ended before their cleanup ran (killed by go test's
+// timeout, say).
+func removeStaleNetLinks(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, netNamePrefix))
+		if !strings.HasPrefix(name, netNamePrefix) || err != nil {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // its process still runs
+		}
+		stale := &netLink{ns: name, hostIf: fmt.Sprintf("iqc%dh", pid)}
+		if err := stale.remove(); err != nil {
+			t.Logf("removing the namespace %s of an earlier run: %v", name, err)
+		} else {
+			t.Logf("removed the namespace %s of an earlier run", name)
+		}
+	}
+}
+
+// addressOwner names the interface holding an address of partitionNet here,
+// or "".
+func addressOwner() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifaces {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && partitionNet.Contains(p.Addr()) {
+				return ifc.Name
+			}
+		}
+	}
+	return ""
+}
+
+func ip(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
