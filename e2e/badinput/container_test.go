@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
 )
 
 // TestHostileContainersFailTheirJobNamingTheEntry submits containers that
@@ -52,6 +55,14 @@ func TestHostileContainersFailTheirJobNamingTheEntry(t *testing.T) {
 			[]string{`entry "../evil.sh": path would leave the directory: ".." segment`}, "../evil.sh"},
 		{"not an archive", "notes.zip", []byte("just some text, not an archive\n"),
 			[]string{"unpacking: not a zip, tar or tar.gz archive"}, ""},
+		{"tar entry named with the manifest's separator", "pipe.tar", tarArchive(tarEntry{name: "scans/ok.txt", body: "fine"}, tarEntry{name: "scans/a|b.txt", body: "x"}),
+			[]string{`entry "scans/a|b.txt": name cannot be listed in a manifest: contains '|', the manifest's column separator`}, ""},
+		{"zip entry named with a TAB", "tab.zip", zipArchive(zipFile{name: "scans/a\tb.txt", body: []byte("x")}),
+			[]string{`entry "scans/a\tb.txt": name cannot be listed in a manifest: contains a control character`}, ""},
+		{"zip entry named with an escape sequence", "esc.zip", zipArchive(zipFile{name: "\x1b[2Jclear.txt", body: []byte("x")}),
+			[]string{`entry "\x1b[2Jclear.txt": name cannot be listed in a manifest: contains a control character`}, ""},
+		{"tar.gz entry named with a trailing space", "space.tar.gz", gzipped(tarArchive(tarEntry{name: "scans/page.txt ", body: "x"})),
+			[]string{`entry "scans/page.txt ": name cannot be listed in a manifest: has leading or trailing spaces`}, ""},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +72,21 @@ func TestHostileContainersFailTheirJobNamingTheEntry(t *testing.T) {
 			url := shared.deposits.URL + path
 			bid := shared.main.submit(t, url, v1.PayloadType_PAYLOAD_TYPE_CONTAINER)
 			shared.main.checkFailed(t, bid, outcome{failed: 1, job: append([]string{tc.file + " (" + url + "): unpacking: "}, tc.want...)})
+			// Refused while unpacking, before Processing: no ARK was minted
+			// for it, and the message says what it says once.
+			for _, j := range shared.main.jobs(t, bid) {
+				if got := j.GetStatus().GetLastSuccessfulStatus(); got != queue.Provisioning {
+					t.Errorf("job %s failed after %s, want it refused in Downloading", j.GetId(), queue.JobStateName(got))
+				}
+				if ark := j.GetIdentifiers().GetPrimaryId(); ark != "" {
+					t.Errorf("job %s has an ARK (%s) for a refused container", j.GetId(), ark)
+				}
+				for _, w := range tc.want {
+					if n := strings.Count(j.GetStatus().GetMessage(), w); n != 1 {
+						t.Errorf("job %s message says %q %d times: %q", j.GetId(), w, n, j.GetStatus().GetMessage())
+					}
+				}
+			}
 			if tc.outside != "" {
 				for _, j := range shared.main.jobs(t, bid) {
 					target := filepath.Join(j.GetConfiguration().GetWorkingDir(), "producer", filepath.FromSlash(tc.outside))
@@ -86,4 +112,62 @@ func TestHostileContainerOfAManifestOfContainersFailsOnlyItsJob(t *testing.T) {
 		bad+" | | | | | slip.zip | Hale | Slip | 1960\n")
 	bid := shared.main.submit(t, url, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS)
 	shared.main.expectFailure(t, bid, outcome{failed: 1, completed: 1, job: []string{"slip.zip (" + bad + ")", `entry "../../outside.txt": path would leave the directory`}})
+}
+
+// TestAGitArchiveTarballIsIngested: what `git archive` makes (a tar whose
+// first entry is a pax global header holding the commit id) is a container
+// like any other; the header is metadata, not a file, and the tree is
+// stored.
+func TestAGitArchiveTarballIsIngested(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	repo := t.TempDir()
+	for name, body := range map[string]string{"README.md": "readme\n", "scans/page-1.txt": "page one\n"} {
+		p := filepath.Join(repo, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := func(args ...string) []byte {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=Depositor", "-c", "user.email=depositor@example.org",
+			"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+repo)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return out
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "deposit")
+	url := serve("/git/project.tar.gz", string(git("archive", "--format=tar.gz", "--prefix=project/", "HEAD")))
+	bid := shared.main.submit(t, url, v1.PayloadType_PAYLOAD_TYPE_CONTAINER)
+	if b := shared.main.waitBatch(t, bid, queue.BatchCompleted, queue.BatchFailed); b.GetStatus().GetStatus() != queue.BatchCompleted {
+		for _, j := range shared.main.jobs(t, bid) {
+			t.Logf("job %s: %s", j.GetId(), j.GetStatus().GetMessage())
+		}
+		t.Fatalf("batch %s: %s", bid, b.GetStatus().GetMessage())
+	}
+	for _, j := range shared.main.jobs(t, bid) {
+		shared.main.checkStored(t, j)
+		manifest, err := os.ReadFile(strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"producer/project/README.md", "producer/project/scans/page-1.txt"} {
+			if !strings.Contains(string(manifest), want) {
+				t.Errorf("the stored version lacks %s:\n%s", want, manifest)
+			}
+		}
+		if strings.Contains(string(manifest), "pax_global_header") {
+			t.Errorf("the pax header was stored as a file:\n%s", manifest)
+		}
+	}
 }

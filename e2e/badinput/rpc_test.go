@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -154,17 +155,23 @@ func fieldCases() map[string][]fieldCase {
 			{"submission_mode unknown", submit(func(r *v1.SubmitRequest) { r.SubmissionMode = 7 }), "submission_mode 7 is not add or update"},
 			{"batch_uuid over 128 bytes", submit(func(r *v1.SubmitRequest) { r.BatchUuid = long(129) }), "batch_uuid is 129 bytes, at most 128 allowed"},
 			{"batch_uuid with a slash", submit(func(r *v1.SubmitRequest) { r.BatchUuid = "a/b" }), `batch_uuid "a/b": character '/' at byte 1 is not allowed`},
+			{"batch_uuid with a character ZooKeeper refuses", submit(func(r *v1.SubmitRequest) { r.BatchUuid = "a\ufff0b" }),
+				`batch_uuid "a\ufff0b": character U+FFF0 at byte 1 is not allowed (ZooKeeper refuses it in a node name)`},
+			{"batch_uuid with an emoji", submit(func(r *v1.SubmitRequest) { r.BatchUuid = "batch-\U0001F600" }), "character U+1F600 at byte 6 is not allowed"},
+			{"batch_uuid with a private-use character", submit(func(r *v1.SubmitRequest) { r.BatchUuid = "\ue000" }), "character U+E000 at byte 0 is not allowed"},
 		},
 		"/ingestq.v1.BatchService/GetBatchStatus": {
 			{"no selector", &v1.GetBatchStatusRequest{}, "batch_id or batch_uuid is required"},
 			{"batch_id not a bid", &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: "bid42"}}, `batch_id "bid42" is not a bid id`},
 			{"batch_uuid over 128 bytes", &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchUuid{BatchUuid: long(129)}}, "batch_uuid is 129 bytes, at most 128 allowed"},
+			{"batch_uuid with a character ZooKeeper refuses", &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchUuid{BatchUuid: "\uffff"}}, "character U+FFFF at byte 0 is not allowed"},
 		},
 		"/ingestq.v1.AdminService/HoldCollection": {
 			{"collection missing", &v1.HoldCollectionRequest{}, "collection is required"},
 			{"collection over 200 bytes", &v1.HoldCollectionRequest{Collection: long(201)}, "collection is 201 bytes, at most 200 allowed"},
 			{"collection with a slash", &v1.HoldCollectionRequest{Collection: "a/b"}, `collection "a/b" contains '/' at byte 1`},
 			{"collection ..", &v1.HoldCollectionRequest{Collection: ".."}, `collection ".." is not a mnemonic`},
+			{"collection with a character ZooKeeper refuses", &v1.HoldCollectionRequest{Collection: "coll\U0001F600"}, "character U+1F600 at byte 4 is not allowed"},
 		},
 		"/ingestq.v1.AdminService/ReleaseCollection": {
 			{"collection missing", &v1.ReleaseCollectionRequest{}, "collection is required"},
@@ -291,5 +298,75 @@ func TestEveryRPCRefusesMissingOrOversizedFields(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// invalidUTF8Case is a request whose string field at path carries bytes
+// that are not UTF-8.
+type invalidUTF8Case struct {
+	path string // "metadata.who"
+	req  proto.Message
+}
+
+// invalidUTF8Cases are, for a request type, one request per string field
+// (top-level, or in a message field, one level down) with that field set
+// on the wire to bytes that are not UTF-8. The Go client will not marshal
+// such a string; the field travels as an unknown field of the request,
+// byte for byte what a set field would be, as a hostile client sends it.
+func invalidUTF8Cases(md protoreflect.MethodDescriptor) []invalidUTF8Case {
+	bad := []byte("caf\xe9\xff")
+	var out []invalidUTF8Case
+	in := md.Input()
+	for i := range in.Fields().Len() {
+		fd := in.Fields().Get(i)
+		switch {
+		case fd.IsMap():
+		case fd.Kind() == protoreflect.StringKind:
+			m := newRequest(md)
+			m.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, fd.Number(), protowire.BytesType), bad))
+			out = append(out, invalidUTF8Case{string(fd.Name()), m})
+		case fd.Kind() == protoreflect.MessageKind:
+			for j := range fd.Message().Fields().Len() {
+				inner := fd.Message().Fields().Get(j)
+				if inner.Kind() != protoreflect.StringKind || inner.IsMap() {
+					continue
+				}
+				m := newRequest(md)
+				wire := protowire.AppendBytes(protowire.AppendTag(nil, inner.Number(), protowire.BytesType), bad)
+				m.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, fd.Number(), protowire.BytesType), wire))
+				out = append(out, invalidUTF8Case{string(fd.Name()) + "." + string(inner.Name()), m})
+			}
+		}
+	}
+	return out
+}
+
+// TestEveryRPCRefusesInvalidUTF8InEachStringField calls every method of
+// every ingestq service on every process that serves it with each of its
+// string fields in turn not UTF-8: each call is refused with
+// InvalidArgument naming the field (gRPC's own decoding would answer
+// Internal), before the method does anything.
+func TestEveryRPCRefusesInvalidUTF8InEachStringField(t *testing.T) {
+	t.Parallel()
+	ctx := adminCtx(context.Background())
+	cases := 0
+	for service, names := range servedAPI(t, shared.main) {
+		conn := dial(t, shared.main.stack.Addr(service))
+		for _, name := range names {
+			for _, md := range serviceMethods(t, name) {
+				for _, tc := range invalidUTF8Cases(md) {
+					cases++
+					t.Run(service+fullMethod(md)+"/"+tc.path, func(t *testing.T) {
+						err := invoke(ctx, conn, md, tc.req)
+						if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != tc.path+" is not valid UTF-8" {
+							t.Errorf("got %s %q, want InvalidArgument %q", st.Code(), st.Message(), tc.path+" is not valid UTF-8")
+						}
+					})
+				}
+			}
+		}
+	}
+	if cases < 20 {
+		t.Errorf("only %d string fields found among the served methods", cases)
 	}
 }

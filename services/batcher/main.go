@@ -186,7 +186,7 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 	if s.consoleListen == "" {
 		return nil
 	}
-	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Logger: env.Logger})
+	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger})
 	if err != nil {
 		return err
 	}

@@ -143,6 +143,7 @@ func TestParseRefusesBadManifests(t *testing.T) {
 		{name: "invalid UTF-8 in file name", in: head + "http://127.0.0.1/a | | | | a\xffb\n", line: 3, reason: `file name "a\xffb" is not valid UTF-8`},
 		{name: "URL without a file name and no fileName", in: head + "http://127.0.0.1/dir/ | | | |\n", line: 3, reason: `no nfo:fileName and the URL "http://127.0.0.1/dir/" has no file name`},
 		{name: "URL whose name decodes to a leading space", in: head + "http://127.0.0.1/%20a | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name " a" has leading or trailing spaces`},
+		{name: "URL whose name decodes to a '|'", in: head + "http://127.0.0.1/a%7Cb | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name "a|b" contains '|', the manifest's column separator`},
 		{name: "URL whose name decodes to ..", in: head + "http://127.0.0.1/%2e%2e | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name ".." has a ".." segment`},
 		{name: "too many lines", in: head + "http://127.0.0.1/a\nhttp://127.0.0.1/b\n", limits: checkm.Limits{MaxLines: 3}, line: 4, reason: "manifest has more than 3 lines (MaxLines)", limit: true},
 		{name: "too many bytes", in: head + "http://127.0.0.1/a\nhttp://127.0.0.1/b\n", limits: checkm.Limits{MaxBytes: int64(len(head)) + 20}, line: 4, reason: fmt.Sprintf("manifest is larger than %d bytes (MaxBytes)", len(head)+20), limit: true},
@@ -305,6 +306,49 @@ func TestWriteReportsWriterErrors(t *testing.T) {
 type failingWriter struct{ err error }
 
 func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// TestCheckFileNameRefusesWhatAManifestCannotCarry: a name with the column
+// separator, a control character or a trailing space is refused, with a
+// reason that does not repeat the name; every name it accepts, Write writes
+// and Parse reads back unchanged.
+func TestCheckFileNameRefusesWhatAManifestCannotCarry(t *testing.T) {
+	for _, tc := range []struct{ name, reason string }{
+		{"a|b.txt", "contains '|', the manifest's column separator"},
+		{"a\tb.txt", "contains a control character"},
+		{"a\nb.txt", "contains a control character"},
+		{"a\x1b[31mb.txt", "contains a control character"},
+		{"dir/b.txt ", "has leading or trailing spaces"},
+		{"a\u00a0", "has leading or trailing spaces"},
+	} {
+		err := checkm.CheckFileName(tc.name)
+		var fe *checkm.FileNameError
+		if !errors.As(err, &fe) || fe.Name != tc.name || fe.Reason != tc.reason {
+			t.Errorf("CheckFileName(%q) = %v, want a FileNameError saying %q", tc.name, err, tc.reason)
+			continue
+		}
+		if strings.Count(err.Error(), fmt.Sprintf("%q", tc.name)) != 1 {
+			t.Errorf("CheckFileName(%q): %q names the file other than once", tc.name, err)
+		}
+		if werr := checkm.Write(io.Discard, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "http://127.0.0.1/x", FileSize: -1, FileName: tc.name}}); werr == nil {
+			t.Errorf("Write accepted the file name %q", tc.name)
+		}
+	}
+	for _, name := range []string{"a b/c d.txt", "d/naïve #1 (copy).txt", "a,b;c=d&e.txt", "日本語/ファイル.txt"} {
+		if err := checkm.CheckFileName(name); err != nil {
+			t.Errorf("CheckFileName(%q): %v", name, err)
+			continue
+		}
+		var b bytes.Buffer
+		if err := checkm.Write(&b, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "http://127.0.0.1/x", FileSize: -1, FileName: name}}); err != nil {
+			t.Errorf("Write of the file name %q: %v", name, err)
+			continue
+		}
+		m, err := checkm.Parse(&b, checkm.Limits{})
+		if err != nil || m.Entries[0].FileName != name {
+			t.Errorf("the file name %q read back as %v, %v", name, m, err)
+		}
+	}
+}
 
 func TestCheckFileNamesRefusesCollisions(t *testing.T) {
 	tests := []struct {

@@ -336,35 +336,61 @@ func normalizeDigest(e *Entry) error {
 	return nil
 }
 
-// CheckFileName accepts a clean relative path: valid UTF-8, no control
-// characters, no backslash, not absolute, no empty, "." or ".." segment, no
-// leading or trailing spaces (a manifest column cannot carry them). A file
-// name is where a file lands under the job's producer/ folder, so anything
-// that could step outside it or mean something else is refused.
+// FileNameError is a file name CheckFileName refuses: the name, and why
+// without repeating it, so that a caller that names the file already (an
+// archive's entry) can say why alone.
+type FileNameError struct {
+	Name   string
+	Reason string // "contains '|'"
+}
+
+func (e *FileNameError) Error() string {
+	if e.Name == "" {
+		return "file name " + e.Reason
+	}
+	return "file name " + quoteShort(e.Name) + " " + e.Reason
+}
+
+// CheckFileName accepts a clean relative path that a manifest can carry:
+// valid UTF-8, no control characters, no '|' (the column separator), no
+// backslash, not absolute, no empty, "." or ".." segment, no leading or
+// trailing spaces (a manifest column cannot carry them). A file name is
+// where a file lands under the job's producer/ folder, so anything that
+// could step outside it or mean something else is refused. Every error is
+// a *FileNameError.
 func CheckFileName(name string) error {
+	if reason := fileNameProblem(name); reason != "" {
+		return &FileNameError{Name: name, Reason: reason}
+	}
+	return nil
+}
+
+func fileNameProblem(name string) string {
 	switch {
 	case name == "":
-		return fmt.Errorf("file name is empty")
+		return "is empty"
 	case !utf8.ValidString(name):
-		return fmt.Errorf("file name %s is not valid UTF-8", quoteShort(name))
+		return "is not valid UTF-8"
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return fmt.Errorf("file name %s contains a control character", quoteShort(name))
+		return "contains a control character"
+	case strings.ContainsRune(name, '|'):
+		return "contains '|', the manifest's column separator"
 	case strings.ContainsRune(name, '\\'):
-		return fmt.Errorf("file name %s contains a backslash", quoteShort(name))
+		return "contains a backslash"
 	case strings.HasPrefix(name, "/"):
-		return fmt.Errorf("file name %s is an absolute path", quoteShort(name))
+		return "is an absolute path"
 	case name != strings.TrimSpace(name):
-		return fmt.Errorf("file name %s has leading or trailing spaces", quoteShort(name))
+		return "has leading or trailing spaces"
 	}
 	for seg := range strings.SplitSeq(name, "/") {
 		switch seg {
 		case "":
-			return fmt.Errorf("file name %s has an empty path segment", quoteShort(name))
+			return "has an empty path segment"
 		case ".", "..":
-			return fmt.Errorf("file name %s has a %q segment", quoteShort(name), seg)
+			return fmt.Sprintf("has a %q segment", seg)
 		}
 	}
-	return nil
+	return ""
 }
 
 // errReason drops url.Error's repetition of the URL, which the message

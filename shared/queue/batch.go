@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -53,9 +54,13 @@ func validUUID(id string) error {
 	if id == "" || len(id) > MaxUUIDLength || id == "." || id == ".." || id == "zookeeper" {
 		return fmt.Errorf("%w: batch id %q must be 1..%d characters and not . or ..", ErrInvalid, truncate(id, 40), MaxUUIDLength)
 	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("%w: batch id %q is not valid UTF-8", ErrInvalid, truncate(id, 40))
+	}
 	for _, r := range id {
-		if r == '/' || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("%w: batch id %q must not contain '/', spaces or control characters", ErrInvalid, truncate(id, 40))
+		if r == '/' || unicode.IsControl(r) || unicode.IsSpace(r) || v1.ZooKeeperRefuses(r) {
+			return fmt.Errorf("%w: batch id %q must not contain '/', spaces, control characters or a character ZooKeeper refuses in a node name (%U)",
+				ErrInvalid, truncate(id, 40), r)
 		}
 	}
 	return nil

@@ -8,17 +8,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 )
 
 func validMnemonic(m string) error {
 	if m == "" || len(m) > 200 || m == "." || m == ".." {
 		return fmt.Errorf("%w: collection %q must be 1..200 characters", ErrInvalid, m)
 	}
+	if !utf8.ValidString(m) {
+		return fmt.Errorf("%w: collection %q is not valid UTF-8", ErrInvalid, m)
+	}
 	for _, r := range m {
-		if r == '/' || r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: collection %q must not contain '/' or control characters", ErrInvalid, m)
+		if r == '/' || v1.ZooKeeperRefuses(r) {
+			return fmt.Errorf("%w: collection %q must not contain '/' or a character ZooKeeper refuses in a node name (%U)", ErrInvalid, m, r)
 		}
 	}
 	return nil

@@ -73,6 +73,8 @@ func (p paths) bindings() string           { return p.root + "/local-ids" }
 func (p paths) binding(owner, localID string) string {
 	return p.bindings() + "/" + LockName(owner) + "/" + LockName(localID)
 }
+func (p paths) consoleSessions() string         { return p.root + "/console-sessions" }
+func (p paths) consoleSession(id string) string { return p.consoleSessions() + "/" + id }
 
 // skeleton lists the persistent folders every queue has, the root first.
 func (p paths) skeleton() []string {

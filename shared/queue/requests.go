@@ -77,7 +77,7 @@ func (s *requestStats) nodeKind(path string) string {
 				segs[i] = "*"
 			}
 		case parent == "states" || parent == "batch-uuids" || parent == "workers" || parent == "counters" ||
-			parent == "local-ids" || (i == 2 && segs[0] == "locks"):
+			parent == "local-ids" || parent == "console-sessions" || (i == 2 && segs[0] == "locks"):
 			segs[i] = "*"
 		case i >= 2 && parent == "*" && (segs[i-2] == "states" || segs[i-2] == "local-ids"):
 			segs[i] = "*" // a state-folder entry, a batch's job reference, a local id

@@ -3,7 +3,9 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -561,5 +563,46 @@ func TestReleaseWithMessageLeavesTheBatchInItsStateSayingWhy(t *testing.T) {
 	}
 	if b, _ := c.GetBatch(ctx, bid); b.GetStatus().GetMessage() != "waiting for room" {
 		t.Fatalf("a lost claim's message was written: %q", b.GetStatus().GetMessage())
+	}
+}
+
+// TestABatchIDZooKeeperRefusesIsInvalidAndTakesNoBid: a submitter's batch
+// id that ZooKeeper would refuse as a node name is ErrInvalid before
+// anything is written: no bid is allocated for it (the next batch gets the
+// next number) and nothing is left under /batches or /batch-uuids.
+func TestABatchIDZooKeeperRefusesIsInvalidAndTakesNoBid(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	first, err := c.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, c)
+	for _, id := range []string{"a\ufff0b", "batch-\U0001F600", "\ue000", "a\u0085b", "a\xffb", "a\x00b", "..", "a/b"} {
+		sub := sampleSubmission()
+		sub.BatchId = id
+		if _, err := c.CreateBatch(ctx, sub); !errors.Is(err, ErrInvalid) {
+			t.Errorf("batch id %q: %v, want ErrInvalid", id, err)
+		}
+		if _, err := c.BatchByUUID(ctx, id); !errors.Is(err, ErrInvalid) {
+			t.Errorf("BatchByUUID(%q): %v, want ErrInvalid", id, err)
+		}
+	}
+	if after := tree(t, c); !maps.Equal(before, after) {
+		t.Errorf("refused batch ids changed the tree:\nbefore %v\nafter  %v", before, after)
+	}
+	next, err := c.CreateBatch(ctx, sampleSubmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, _ := strconv.Atoi(strings.TrimPrefix(first, "bid"))
+	n2, _ := strconv.Atoi(strings.TrimPrefix(next, "bid"))
+	if n2 != n1+1 {
+		t.Errorf("the batch after %s is %s: refused batch ids took bids", first, next)
+	}
+	for _, m := range []string{"coll\U0001F600", "coll\ufffe", "a\x7fb"} {
+		if err := c.HoldCollection(ctx, m); !errors.Is(err, ErrInvalid) {
+			t.Errorf("HoldCollection(%q): %v, want ErrInvalid", m, err)
+		}
 	}
 }

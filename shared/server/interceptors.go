@@ -25,7 +25,9 @@ import (
 //  3. auth: before validation, so an unauthenticated caller of an admin
 //     method learns nothing about what a valid request looks like.
 //  4. validation: last before the handler, which then sees only requests
-//     whose Validate() passed (others get codes.InvalidArgument).
+//     whose string fields are all valid UTF-8 (checkUTF8, one check for
+//     every request type; see requestCodec) and whose Validate() passed
+//     (others get codes.InvalidArgument naming the field).
 //
 // Tracing is not in the chain: the otelgrpc stats handler sees every call
 // before and after all of it.
@@ -46,12 +48,14 @@ func interceptors(log *slog.Logger, adminToken string) []grpc.ServerOption {
 			recovery.UnaryServerInterceptor(recoveryOpt),
 			logging.UnaryServerInterceptor(logger, logOpt),
 			auth.UnaryServerInterceptor(authorize),
+			utf8UnaryInterceptor,
 			validator.UnaryServerInterceptor(),
 		),
 		grpc.ChainStreamInterceptor(
 			recovery.StreamServerInterceptor(recoveryOpt),
 			logging.StreamServerInterceptor(logger, logOpt),
 			auth.StreamServerInterceptor(authorize),
+			utf8StreamInterceptor,
 			validator.StreamServerInterceptor(),
 		),
 	}

@@ -58,6 +58,8 @@ func New(opts Options) (*Server, error) {
 	}
 	grpcOpts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		// Requests with invalid UTF-8 reach the interceptors (utf8.go).
+		grpc.ForceServerCodecV2(newRequestCodec()),
 	}
 	grpcOpts = append(grpcOpts, interceptors(opts.Logger, opts.AdminToken)...)
 	if opts.TLS != (TLSFiles{}) {

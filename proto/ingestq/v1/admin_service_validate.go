@@ -158,6 +158,9 @@ func validCollection(m string) error {
 		if r == '/' {
 			return fmt.Errorf("collection %q contains '/' at byte %d", clip(m), i)
 		}
+		if ZooKeeperRefuses(r) {
+			return fmt.Errorf("collection %q: character %U at byte %d is not allowed (ZooKeeper refuses it in a node name)", clip(m), r, i)
+		}
 	}
 	return nil
 }

@@ -150,9 +150,15 @@ func validBatchUUID(field, id string) error {
 	if id == "" || id == "." || id == ".." || id == "zookeeper" {
 		return fmt.Errorf("%s %q is not a usable batch uuid", field, id)
 	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("%s is not valid UTF-8", field)
+	}
 	for i, r := range id {
 		if r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) {
 			return fmt.Errorf("%s %q: character %q at byte %d is not allowed ('/', spaces and control characters are not)", field, clip(id), r, i)
+		}
+		if ZooKeeperRefuses(r) {
+			return fmt.Errorf("%s %q: character %U at byte %d is not allowed (ZooKeeper refuses it in a node name)", field, clip(id), r, i)
 		}
 	}
 	return nil

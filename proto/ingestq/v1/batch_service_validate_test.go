@@ -51,7 +51,8 @@ func FuzzSubmitRequestValidate(f *testing.F) {
 		if _, ok := PayloadType_name[payloadType]; !ok || payloadType == 0 {
 			t.Errorf("accepted payload_type %d", payloadType)
 		}
-		if uuid != "" && (len(uuid) > MaxBatchUUIDBytes || strings.ContainsAny(uuid, "/ \t\n") || uuid == "." || uuid == "..") {
+		if uuid != "" && (len(uuid) > MaxBatchUUIDBytes || strings.ContainsAny(uuid, "/ \t\n") || uuid == "." || uuid == ".." ||
+			!utf8.ValidString(uuid) || strings.IndexFunc(uuid, ZooKeeperRefuses) >= 0) {
 			t.Errorf("accepted batch_uuid %q", uuid)
 		}
 	})
@@ -83,5 +84,46 @@ func TestValidateNamesTheFieldItRefuses(t *testing.T) {
 	}
 	if err := (&GetBatchStatusRequest{Batch: &GetBatchStatusRequest_BatchId{BatchId: "jid0000000001"}}).Validate(); err == nil {
 		t.Error("a jid accepted as a batch_id")
+	}
+}
+
+// TestNodeNameFieldsRefuseWhatZooKeeperRefuses: a batch uuid or collection
+// becomes a node name; a character ZooKeeper refuses in one (its path
+// check) or bytes that are not UTF-8 are refused by Validate, naming the
+// field, the character and where it is.
+func TestNodeNameFieldsRefuseWhatZooKeeperRefuses(t *testing.T) {
+	submit := func(uuid string) error {
+		return (&SubmitRequest{Submitter: "jdoe", Profile: "demo", PayloadUrl: "https://example.org/a.zip",
+			PayloadType: PayloadType_PAYLOAD_TYPE_CONTAINER, BatchUuid: uuid}).Validate()
+	}
+	for _, tc := range []struct{ uuid, want string }{
+		{"a\ufff0b", `batch_uuid "a\ufff0b": character U+FFF0 at byte 1 is not allowed (ZooKeeper refuses it in a node name)`},
+		{"ab\uffff", "character U+FFFF at byte 2"},
+		{"\ue000", "character U+E000 at byte 0"},
+		{"\uf8ff-x", "character U+F8FF at byte 0"},
+		{"batch-\U0001F600", "character U+1F600 at byte 6"},
+		{"a\x00b", "character '\\x00' at byte 1 is not allowed"},
+		{"a\u0085b", "character '\\u0085' at byte 1 is not allowed"},
+		{"a\xffb", "batch_uuid is not valid UTF-8"},
+		{"..", `batch_uuid ".." is not a usable batch uuid`},
+	} {
+		if err := submit(tc.uuid); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("batch_uuid %q: %v, want %q", tc.uuid, err, tc.want)
+		}
+		get := &GetBatchStatusRequest{Batch: &GetBatchStatusRequest_BatchUuid{BatchUuid: tc.uuid}}
+		if err := get.Validate(); err == nil {
+			t.Errorf("GetBatchStatus accepted batch_uuid %q", tc.uuid)
+		}
+	}
+	for _, uuid := range []string{"7c9e6679-7425-40de-944b-e07fc1f90ae7", "lettres-été-1921", "日本語", "a.b_c~d", "\uffef"} {
+		if err := submit(uuid); err != nil {
+			t.Errorf("batch_uuid %q refused: %v", uuid, err)
+		}
+	}
+	if err := (&HoldCollectionRequest{Collection: "coll\U0001F600"}).Validate(); err == nil || !strings.Contains(err.Error(), "character U+1F600 at byte 4") {
+		t.Errorf("collection with U+1F600: %v", err)
+	}
+	if err := (&HoldCollectionRequest{Collection: "demo coll"}).Validate(); err != nil {
+		t.Errorf("collection %q refused: %v", "demo coll", err)
 	}
 }

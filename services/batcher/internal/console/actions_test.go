@@ -111,14 +111,23 @@ func TestSignInGuardsPagesAndActions(t *testing.T) {
 
 	// Another console's session (another key), a session past its expiry
 	// and a tampered one are no sessions.
-	other, err := newAuth(testToken, time.Hour)
+	other, err := newAuth(testToken, time.Hour, f.q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expired := f.con.auth.newSession(time.Now().Add(-2 * f.con.auth.ttl))
-	valid := f.con.auth.newSession(time.Now())
-	for name, value := range map[string]string{"another console's": other.newSession(time.Now()), "expired": expired,
-		"tampered expiry": "9" + valid, "no mac": strings.Split(valid, ".")[0]} {
+	session := func(a *auth, now time.Time) string {
+		s, err := a.newSession(f.ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	expired := session(f.con.auth, time.Now().Add(-2*f.con.auth.ttl))
+	valid := session(f.con.auth, time.Now())
+	exp, rest, _ := strings.Cut(valid, ".")
+	for name, value := range map[string]string{"another console's": session(other, time.Now()), "expired": expired,
+		"tampered expiry": "9" + valid, "no mac": exp + "." + strings.Split(rest, ".")[0],
+		"another id": exp + ".AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA." + strings.Split(rest, ".")[1]} {
 		c := newClient(t)
 		u, _ := url.Parse(f.srv.URL)
 		c.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: value}})

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -23,23 +24,36 @@ const (
 // auth checks the admin token once at sign-in and then the session cookie
 // and CSRF token of every request.
 //
-// The session cookie is "<expiry>.<mac>", mac = HMAC-SHA256(key, expiry and
-// the token's digest), key being random per process: the cookie proves that
-// its holder knew the token, says nothing about the token itself (not even
-// to an offline guesser), ends with its expiry and with the process.
+// The session cookie is "<expiry>.<id>.<mac>", mac = HMAC-SHA256(key,
+// expiry, id and the token's digest), key being random per process: the
+// cookie proves that its holder signed in here, says nothing about the
+// token itself (not even to an offline guesser), and ends with its expiry
+// and with the process. id names the sign-in in the session store (the
+// queue's ZooKeeper), which every batcher sharing the queue reads: signing
+// out removes it there, so a copy of the cookie grants nothing afterwards,
+// whichever batcher it is shown to.
 // The CSRF token of a session is an HMAC of its cookie under the same key.
 type auth struct {
 	tokenDigest [sha256.Size]byte
 	key         []byte
 	ttl         time.Duration
+	sessions    SessionStore
 }
 
-func newAuth(token string, ttl time.Duration) (*auth, error) {
+// SessionStore keeps the console's sign-ins where every batcher of the
+// queue sees them (*queue.Client does, in ZooKeeper).
+type SessionStore interface {
+	CreateConsoleSession(ctx context.Context, id string, expires time.Time) error
+	ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error)
+	EndConsoleSession(ctx context.Context, id string) error
+}
+
+func newAuth(token string, ttl time.Duration, sessions SessionStore) (*auth, error) {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("console: session key: %w", err)
 	}
-	return &auth{tokenDigest: sha256.Sum256([]byte(token)), key: key, ttl: ttl}, nil
+	return &auth{tokenDigest: sha256.Sum256([]byte(token)), key: key, ttl: ttl, sessions: sessions}, nil
 }
 
 // tokenMatches compares digests in constant time: the time taken says
@@ -58,23 +72,35 @@ func (a *auth) mac(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a session cookie value valid until now+ttl.
-func (a *auth) newSession(now time.Time) string {
-	exp := strconv.FormatInt(now.Add(a.ttl).Unix(), 10)
-	return exp + "." + a.mac("session", exp, string(a.tokenDigest[:]))
+// newSession records a sign-in valid until now+ttl and returns its cookie
+// value.
+func (a *auth) newSession(ctx context.Context, now time.Time) (string, error) {
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("session id: %w", err)
+	}
+	id := base64.RawURLEncoding.EncodeToString(raw)
+	expires := now.Add(a.ttl)
+	if err := a.sessions.CreateConsoleSession(ctx, id, expires); err != nil {
+		return "", err
+	}
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	return exp + "." + id + "." + a.mac("session", exp, id, string(a.tokenDigest[:])), nil
 }
 
-// validSession reports whether v is a session of ours that has not expired.
-func (a *auth) validSession(v string, now time.Time) bool {
-	exp, mac, ok := strings.Cut(v, ".")
+// sessionID returns the id of v if v is a session cookie of ours that has
+// not expired at now.
+func (a *auth) sessionID(v string, now time.Time) (string, bool) {
+	exp, rest, _ := strings.Cut(v, ".")
+	id, mac, ok := strings.Cut(rest, ".")
 	if !ok {
-		return false
+		return "", false
 	}
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || now.Unix() >= unix {
-		return false
+		return "", false
 	}
-	return hmac.Equal([]byte(mac), []byte(a.mac("session", exp, string(a.tokenDigest[:]))))
+	return id, hmac.Equal([]byte(mac), []byte(a.mac("session", exp, id, string(a.tokenDigest[:]))))
 }
 
 // csrf is the CSRF token of a session.
@@ -84,13 +110,37 @@ func (a *auth) validCSRF(session, presented string) bool {
 	return hmac.Equal([]byte(presented), []byte(a.csrf(session)))
 }
 
-// session returns the request's valid session cookie value, or "".
-func (a *auth) session(r *http.Request) string {
+// session returns the request's session cookie value if it is a live
+// sign-in, "" if it is not (none, forged, expired, signed out), or the
+// error of asking the session store.
+func (a *auth) session(r *http.Request) (string, error) {
 	ck, err := r.Cookie(sessionCookie)
-	if err != nil || !a.validSession(ck.Value, time.Now()) {
-		return ""
+	if err != nil {
+		return "", nil
 	}
-	return ck.Value
+	now := time.Now()
+	id, ok := a.sessionID(ck.Value, now)
+	if !ok {
+		return "", nil
+	}
+	live, err := a.sessions.ConsoleSessionLive(r.Context(), id, now)
+	if err != nil || !live {
+		return "", err
+	}
+	return ck.Value, nil
+}
+
+// signedInKey carries a request's checked session to the pages it renders.
+type signedInKey struct{}
+
+func withSession(r *http.Request, session string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), signedInKey{}, session))
+}
+
+// sessionOf is the session the request's wrapper checked, or "".
+func sessionOf(r *http.Request) string {
+	s, _ := r.Context().Value(signedInKey{}).(string)
+	return s
 }
 
 // secureRequest reports whether the browser reached us over TLS (directly
@@ -137,24 +187,50 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusForbidden, "signin", v)
 		return
 	}
-	c.setSessionCookie(w, r, c.auth.newSession(time.Now()), int(c.auth.ttl/time.Second))
+	session, err := c.auth.newSession(r.Context(), time.Now())
+	if err != nil {
+		c.log.WarnContext(r.Context(), "console sign-in failed: recording the session", "remote", r.RemoteAddr, "error", err)
+		c.refuse(w, r, http.StatusServiceUnavailable, "Sign-in failed", "the sign-in could not be recorded in the queue: "+err.Error())
+		return
+	}
+	c.setSessionCookie(w, r, session, int(c.auth.ttl/time.Second))
 	c.log.InfoContext(r.Context(), "console sign-in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, ret, http.StatusSeeOther)
 }
 
-// signOut ends the session in this browser.
+// signOut ends the session: in the queue, so that a copy of the cookie
+// grants nothing afterwards on any batcher, and in this browser.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	if id, ok := c.auth.sessionID(sessionOf(r), time.Now()); ok {
+		if err := c.auth.sessions.EndConsoleSession(r.Context(), id); err != nil {
+			c.refuse(w, r, http.StatusServiceUnavailable, "Sign-out failed",
+				"the session could not be ended in the queue, so it is still valid: "+err.Error()+"; try again")
+			return
+		}
+	}
 	c.setSessionCookie(w, r, "", -1)
+	c.log.InfoContext(r.Context(), "console sign-out", "remote", r.RemoteAddr)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
+
+// sessionUnavailable explains a session that could not be checked.
+const sessionUnavailable = "the session could not be checked in the queue: "
 
 // page wraps a GET page: with a token configured it needs a session (else
 // the sign-in page, coming back here afterwards).
 func (c *Console) page(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if c.auth != nil && c.auth.session(r) == "" {
-			http.Redirect(w, r, "/signin?return="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-			return
+		if c.auth != nil {
+			session, err := c.auth.session(r)
+			switch {
+			case err != nil:
+				c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+err.Error())
+				return
+			case session == "":
+				http.Redirect(w, r, "/signin?return="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			r = withSession(r, session)
 		}
 		h(w, r)
 	}
@@ -163,9 +239,17 @@ func (c *Console) page(h http.HandlerFunc) http.HandlerFunc {
 // api wraps a JSON endpoint: with a token configured it needs a session.
 func (c *Console) api(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if c.auth != nil && c.auth.session(r) == "" {
-			writeJSON(w, http.StatusUnauthorized, apiError{Code: "Unauthenticated", Error: "sign in to the console first (/signin)"})
-			return
+		if c.auth != nil {
+			session, err := c.auth.session(r)
+			switch {
+			case err != nil:
+				writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "Unavailable", Error: sessionUnavailable + err.Error()})
+				return
+			case session == "":
+				writeJSON(w, http.StatusUnauthorized, apiError{Code: "Unauthenticated", Error: "sign in to the console first (/signin)"})
+				return
+			}
+			r = withSession(r, session)
 		}
 		h(w, r)
 	}
@@ -180,12 +264,17 @@ func (c *Console) action(h http.HandlerFunc) http.HandlerFunc {
 				"the batcher runs without an admin token (INGESTQ_ADMIN_TOKEN): the console only shows the queue and refuses every action; set a token and sign in to act")
 			return
 		}
-		session := c.auth.session(r)
-		if session == "" {
-			c.refuse(w, r, http.StatusUnauthorized, "Not signed in",
-				"sign in with the admin token first: this request carried no valid session (it may have expired)")
+		session, err := c.auth.session(r)
+		if err != nil {
+			c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+err.Error())
 			return
 		}
+		if session == "" {
+			c.refuse(w, r, http.StatusUnauthorized, "Not signed in",
+				"sign in with the admin token first: this request carried no valid session (it may have expired or been signed out)")
+			return
+		}
+		r = withSession(r, session)
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		if err := r.ParseForm(); err != nil {
 			c.refuse(w, r, http.StatusBadRequest, "Bad form", "the form could not be read: "+err.Error())

@@ -50,6 +50,8 @@ type Options struct {
 	// Token is the admin token (INGESTQ_ADMIN_TOKEN); empty makes the
 	// console read-only.
 	Token string
+	// Sessions keeps the sign-ins (the queue); required with a Token.
+	Sessions SessionStore
 	// Logger receives one line per action and per failed request.
 	Logger *slog.Logger
 	// SessionTTL is how long a sign-in lasts (default 12h).
@@ -86,7 +88,10 @@ func New(opts Options) (*Console, error) {
 		poll:    orDefault(opts.Poll, DefaultPoll),
 	}
 	if opts.Token != "" {
-		a, err := newAuth(opts.Token, orDefault(opts.SessionTTL, DefaultSessionTTL))
+		if opts.Sessions == nil {
+			return nil, errors.New("console: a token needs a session store")
+		}
+		a, err := newAuth(opts.Token, orDefault(opts.SessionTTL, DefaultSessionTTL), opts.Sessions)
 		if err != nil {
 			return nil, err
 		}

@@ -54,11 +54,18 @@ type fixture struct {
 // newFixture starts a console; token "" makes it read-only.
 func newFixture(t *testing.T, token string) *fixture {
 	t.Helper()
+	return newFixtureAt(t, token, zktest.Root(t))
+}
+
+// newFixtureAt starts a console on the queue under root, with a
+// ZooKeeper connection of its own: another batcher of that queue.
+func newFixtureAt(t *testing.T, token, root string) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	f.q, err = queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zktest.Root(t), Logger: slog.New(slog.DiscardHandler)})
+	f.q, err = queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +83,7 @@ func newFixture(t *testing.T, token string) *fixture {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	if f.con, err = New(Options{Admin: f.admin, Token: token, Logger: log}); err != nil {
+	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.con)

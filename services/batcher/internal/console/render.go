@@ -54,7 +54,7 @@ const maxFlashBytes = 2000
 func (c *Console) newView(r *http.Request, title, nav string) *view {
 	v := &view{Title: title, Self: r.URL.RequestURI(), Nav: nav, ReadOnly: c.auth == nil, PollMS: c.poll.Milliseconds()}
 	if c.auth != nil {
-		if s := c.auth.session(r); s != "" {
+		if s := sessionOf(r); s != "" {
 			v.CanAct = true
 			v.CSRF = c.auth.csrf(s)
 		}

@@ -1,10 +1,12 @@
 // Package janitor removes completed batches once their retention has
 // passed: their ZooKeeper nodes (through the queue) and the working
-// directories of their jobs.
+// directories of their jobs; and the console sign-ins that have expired.
 package janitor
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -33,9 +35,14 @@ type Result struct {
 }
 
 // RunOnce removes the completed batches older than the retention (at most
-// batchesPerRun of them) with their jobs' working directories.
+// batchesPerRun of them) with their jobs' working directories, and the
+// expired console sign-ins.
 func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
-	return Clean(ctx, j.Queue, j.Root, j.Retention, batchesPerRun)
+	res, err := Clean(ctx, j.Queue, j.Root, j.Retention, batchesPerRun)
+	if _, serr := j.Queue.CleanupConsoleSessions(ctx, time.Now()); serr != nil {
+		err = errors.Join(err, fmt.Errorf("removing expired console sign-ins: %w", serr))
+	}
+	return res, err
 }
 
 // Clean removes at most limit completed batches whose status is older than
@@ -65,7 +72,7 @@ func (j *Janitor) Run(ctx context.Context) {
 	for {
 		res, err := j.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil {
-			j.Logger.Warn("cleaning up completed batches", "error", err.Error())
+			j.Logger.Warn("cleaning up the queue", "error", err.Error())
 		}
 		if len(res.Batches) > 0 {
 			j.Logger.Info("completed batches cleaned up", "batches", len(res.Batches), "jobs", res.Jobs)

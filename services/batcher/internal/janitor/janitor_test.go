@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -67,7 +69,8 @@ func batch(t *testing.T, q *queue.Client, root workdir.Root, final queue.BatchSt
 
 func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 	ctx := context.Background()
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zktest.Root(t), Logger: slog.New(slog.DiscardHandler)})
+	zkRoot := zktest.Root(t)
+	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zkRoot, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +106,22 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 	}
 	if _, err := os.Stat(failedDir); err != nil {
 		t.Errorf("the failed batch's working directory went too: %v", err)
+	}
+
+	// Expired console sign-ins go; live ones stay.
+	const expired, live = "expired-sign-in-0001", "live-sign-in-000001"
+	q.CreateConsoleSession(ctx, expired, time.Now().Add(-time.Second))
+	q.CreateConsoleSession(ctx, live, time.Now().Add(time.Hour))
+	if _, err := j.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := zk.Connect(zktest.Servers(t), 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if left, _, err := conn.Children(zkRoot + "/console-sessions"); err != nil || !slices.Equal(left, []string{live}) {
+		t.Errorf("console sign-ins left: %v (%v), want only %s", left, err, live)
 	}
 }
 

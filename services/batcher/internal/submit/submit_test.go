@@ -25,6 +25,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +50,7 @@ storage_target: local
 type fixture struct {
 	q      *queue.Client
 	zkRoot string
+	conn   *grpc.ClientConn
 	client v1.BatchServiceClient
 }
 
@@ -91,6 +94,7 @@ func newFixture(t *testing.T, policy fetch.Policy) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	f.conn = conn
 	f.client = v1.NewBatchServiceClient(conn)
 	return f
 }
@@ -192,6 +196,9 @@ func TestSubmitRefusesEachBadFieldNamingIt(t *testing.T) {
 		{"a uuid with a space", func(r *v1.SubmitRequest) { r.BatchUuid = "a b" }, "batch_uuid"},
 		{"a uuid too long", func(r *v1.SubmitRequest) { r.BatchUuid = long(129) }, "batch_uuid is 129 bytes, at most 128 allowed"},
 		{"a uuid that is dot-dot", func(r *v1.SubmitRequest) { r.BatchUuid = ".." }, "not a usable batch uuid"},
+		{"a uuid with a character ZooKeeper refuses", func(r *v1.SubmitRequest) { r.BatchUuid = "a\ufff0b" }, `batch_uuid "a\ufff0b": character U+FFF0 at byte 1 is not allowed (ZooKeeper refuses it in a node name)`},
+		{"a uuid with an emoji", func(r *v1.SubmitRequest) { r.BatchUuid = "batch-\U0001F600" }, "character U+1F600 at byte 6 is not allowed"},
+		{"a uuid with a private-use character", func(r *v1.SubmitRequest) { r.BatchUuid = "\ue000" }, "character U+E000 at byte 0 is not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := valid()
@@ -203,10 +210,51 @@ func TestSubmitRefusesEachBadFieldNamingIt(t *testing.T) {
 			}
 		})
 	}
+	for _, path := range [][]string{{"batch_uuid"}, {"metadata", "who"}, {"submitter"}} {
+		want := strings.Join(path, ".") + " is not valid UTF-8"
+		t.Run(want, func(t *testing.T) {
+			req := valid()
+			req.Metadata, req.Submitter = nil, "" // the raw field stands alone
+			if path[0] != "submitter" {
+				req.Submitter = "jdoe"
+			}
+			st := status.Convert(submitRaw(t, f, req, []byte("a\xffb"), path...))
+			if st.Code() != codes.InvalidArgument || st.Message() != want {
+				t.Errorf("got %s %q, want InvalidArgument %q", st.Code(), st.Message(), want)
+			}
+		})
+	}
 	bids, err := f.q.ListBatchIDs(context.Background())
 	if err != nil || len(bids) != 0 {
 		t.Errorf("refused submissions left batches: %v %v", bids, err)
 	}
+	// No refusal took a bid: the first batch accepted is the first bid.
+	resp, err := f.client.Submit(context.Background(), valid())
+	if err != nil || resp.GetBatchId() != "bid0000000000" {
+		t.Errorf("the first accepted submission: %v, %v; want bid0000000000 (refused ones took bids)", resp, err)
+	}
+}
+
+// submitRaw calls Submit with req and the string field at path (field
+// names, outermost first) set on the wire to b, whatever b holds: the Go
+// client refuses to send invalid UTF-8, a hostile client does not.
+func submitRaw(t *testing.T, f *fixture, req *v1.SubmitRequest, b []byte, path ...string) error {
+	t.Helper()
+	md := req.ProtoReflect().Descriptor()
+	var nums []protowire.Number
+	for i, name := range path {
+		fd := md.Fields().ByName(protoreflect.Name(name))
+		nums = append(nums, fd.Number())
+		if i < len(path)-1 {
+			md = fd.Message()
+		}
+	}
+	wire := protowire.AppendBytes(protowire.AppendTag(nil, nums[len(nums)-1], protowire.BytesType), b)
+	for i := len(nums) - 2; i >= 0; i-- {
+		wire = protowire.AppendBytes(protowire.AppendTag(nil, nums[i], protowire.BytesType), wire)
+	}
+	req.ProtoReflect().SetUnknown(wire)
+	return f.conn.Invoke(context.Background(), "/ingestq.v1.BatchService/Submit", req, &v1.SubmitResponse{})
 }
 
 // TestTheLargestSubmissionFitsAZooKeeperNode submits every field at its

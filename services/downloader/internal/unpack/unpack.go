@@ -3,10 +3,17 @@
 // without letting it reach outside: entries whose path is absolute, holds a
 // ".." segment, a backslash or a NUL are refused, and so are links of any
 // kind (a preserved object is its files; a link could only point somewhere
-// the object does not own) and device or pipe entries. The number of
-// entries and the bytes actually written are bounded while streaming, so
-// an archive whose headers lie about its sizes (a zip bomb) stops at the
-// limit.
+// the object does not own), device or pipe entries, and names a manifest
+// cannot carry (checkm.CheckFileName: a '|', a control character, a
+// trailing space). Tar's pax headers are metadata, not entries, and are
+// skipped.
+//
+// Every entry is judged from its header before anything is written: the
+// number of entries, their names and kinds, and the sizes they declare, so
+// that a hostile archive is refused at no more cost than reading its
+// headers (the zip's central directory; one pass over a tar stream). The
+// bytes actually written are bounded again while writing, so an archive
+// whose headers lie about its sizes (a zip bomb) stops at the limit.
 package unpack
 
 import (
@@ -24,6 +31,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/ingestq/ingestq/shared/checkm"
 )
 
 // Limits bound what one archive may expand to.
@@ -52,7 +61,7 @@ type EntryError struct {
 func (e *EntryError) Error() string { return fmt.Sprintf("entry %q: %v", e.Entry, e.Err) }
 func (e *EntryError) Unwrap() error { return e.Err }
 
-// Refusals, wrapped in an EntryError.
+// Refusals, wrapped in an EntryError (ErrTooMany alone).
 var (
 	ErrUnsafePath = errors.New("path would leave the directory")
 	ErrLink       = errors.New("links are not unpacked")
@@ -60,11 +69,14 @@ var (
 	ErrDuplicate  = errors.New("appears twice")
 	ErrTooMany    = errors.New("too many entries")
 	ErrTooLarge   = errors.New("expands to more than the limit")
+	// ErrName: the name cannot be listed in the object's manifest.
+	ErrName = errors.New("name cannot be listed in a manifest")
 )
 
 // Extract expands archive into dst. dst should be empty: an entry that
-// names an existing file is refused as a duplicate. On error dst may hold
-// part of the archive; the caller removes it.
+// names an existing file is refused as a duplicate. A refused archive has
+// written nothing, unless it lied in its headers; on any other error dst
+// may hold part of the archive; the caller removes it.
 func Extract(ctx context.Context, archive *os.File, dst *os.Root, lim Limits) (Stats, error) {
 	head := make([]byte, 512)
 	n, err := archive.ReadAt(head, 0)
@@ -73,20 +85,29 @@ func Extract(ctx context.Context, archive *os.File, dst *os.Root, lim Limits) (S
 	}
 	head = head[:n]
 	x := &extractor{ctx: ctx, dst: dst, lim: lim}
+	var entries entryList
 	switch {
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")), bytes.HasPrefix(head, []byte("PK\x05\x06")):
 		x.stats.Format = "zip"
-		err = x.zip(archive)
+		entries, err = zipEntries(archive, lim)
 	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
 		x.stats.Format = "tar.gz"
-		err = x.gzip(archive)
+		entries, err = gzipEntries(archive)
 	case isTar(head):
 		x.stats.Format = "tar"
-		err = x.tar(io.NewSectionReader(archive, 0, 1<<62))
+		entries = tarEntries(func() (io.Reader, func(), error) {
+			return io.NewSectionReader(archive, 0, 1<<62), func() {}, nil
+		})
 	default:
 		err = ErrFormat
 	}
-	return x.stats, err
+	if err != nil {
+		return x.stats, err
+	}
+	if err := x.survey(entries); err != nil {
+		return x.stats, err
+	}
+	return x.stats, entries(x.entry)
 }
 
 // isTar recognises a POSIX (ustar, pax) or GNU tar header by its magic.
@@ -94,98 +115,168 @@ func isTar(head []byte) bool {
 	return len(head) >= 262 && string(head[257:262]) == "ustar"
 }
 
+// archiveEntry is one entry as its header describes it. open reads its
+// content, while the entry is being visited.
+type archiveEntry struct {
+	name     string
+	kind     entryKind
+	size     int64 // declared; -1 unknown
+	modified time.Time
+	open     func() (io.ReadCloser, error)
+}
+
+// entryList visits an archive's entries in order, from the start each time
+// it is called; it stops at visit's first error.
+type entryList func(visit func(archiveEntry) error) error
+
 type extractor struct {
 	ctx   context.Context
 	dst   *os.Root
 	lim   Limits
 	stats Stats
-	seen  map[string]bool
 }
 
-func (x *extractor) zip(archive *os.File) error {
+// survey judges every entry from its header, writing nothing: too many,
+// a refused name or kind, a name twice, or more bytes declared than the
+// limit refuse the archive before its first file is written.
+func (x *extractor) survey(entries entryList) error {
+	count := 0
+	var declared int64
+	files := map[string]bool{}
+	return entries(func(e archiveEntry) error {
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
+		if count++; count > x.lim.MaxEntries {
+			return fmt.Errorf("%w: more than %d", ErrTooMany, x.lim.MaxEntries)
+		}
+		p, err := judge(e.name, e.kind)
+		if err != nil || p == "" || e.kind == kindDir {
+			return err
+		}
+		if files[p] {
+			return &EntryError{Entry: e.name, Err: ErrDuplicate}
+		}
+		files[p] = true
+		if declared += max(e.size, 0); declared > x.lim.MaxBytes {
+			return &EntryError{Entry: e.name, Err: fmt.Errorf("%w: more than %d bytes in all", ErrTooLarge, x.lim.MaxBytes)}
+		}
+		return nil
+	})
+}
+
+func zipEntries(archive *os.File, lim Limits) (entryList, error) {
 	st, err := archive.Stat()
 	if err != nil {
-		return fmt.Errorf("reading the archive: %w", err)
+		return nil, fmt.Errorf("reading the archive: %w", err)
 	}
 	r, err := zip.NewReader(archive, st.Size())
 	// ErrInsecurePath (GODEBUG zipinsecurepath=0) comes with a usable
 	// reader: each name is judged below.
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
-		return fmt.Errorf("reading the zip directory: %w", err)
+		return nil, fmt.Errorf("reading the zip directory: %w", err)
 	}
-	// The directory is read whole: the count is known before anything is written.
-	if len(r.File) > x.lim.MaxEntries {
-		return fmt.Errorf("%w: %d, at most %d", ErrTooMany, len(r.File), x.lim.MaxEntries)
+	// The directory is read whole: the count is known at once.
+	if len(r.File) > lim.MaxEntries {
+		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooMany, len(r.File), lim.MaxEntries)
 	}
-	for _, f := range r.File {
-		mode := f.Mode()
-		var kind entryKind
-		switch {
-		case mode&fs.ModeSymlink != 0:
-			kind = kindLink
-		case mode.IsDir() || strings.HasSuffix(f.Name, "/"):
-			kind = kindDir
-		case mode.IsRegular():
-			kind = kindFile
-		default:
-			kind = kindOther
+	return func(visit func(archiveEntry) error) error {
+		for _, f := range r.File {
+			mode := f.Mode()
+			var kind entryKind
+			switch {
+			case mode&fs.ModeSymlink != 0:
+				kind = kindLink
+			case mode.IsDir() || strings.HasSuffix(f.Name, "/"):
+				kind = kindDir
+			case mode.IsRegular():
+				kind = kindFile
+			default:
+				kind = kindOther
+			}
+			size := int64(f.UncompressedSize64)
+			if f.UncompressedSize64 > 1<<62 {
+				size = 1 << 62
+			}
+			err := visit(archiveEntry{name: f.Name, kind: kind, size: size, modified: f.Modified,
+				open: func() (io.ReadCloser, error) { return f.Open() }})
+			if errors.Is(err, zip.ErrChecksum) || errors.Is(err, zip.ErrFormat) {
+				err = &EntryError{Entry: f.Name, Err: fmt.Errorf("content does not match its header (declared %d bytes): %w", f.UncompressedSize64, err)}
+			}
+			if err != nil {
+				return err
+			}
 		}
-		err := x.entry(f.Name, kind, f.Modified, func() (io.ReadCloser, error) { return f.Open() })
-		if errors.Is(err, zip.ErrChecksum) || errors.Is(err, zip.ErrFormat) {
-			err = &EntryError{Entry: f.Name, Err: fmt.Errorf("content does not match its header (declared %d bytes): %w", f.UncompressedSize64, err)}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	}, nil
 }
 
-func (x *extractor) gzip(archive *os.File) error {
-	zr, err := gzip.NewReader(io.NewSectionReader(archive, 0, 1<<62))
-	if err != nil {
-		return fmt.Errorf("reading the gzip stream: %w", err)
+// gzipEntries reads a gzip-compressed tar; each visit decompresses anew.
+func gzipEntries(archive *os.File) (entryList, error) {
+	open := func() (*bufio.Reader, func(), error) {
+		zr, err := gzip.NewReader(io.NewSectionReader(archive, 0, 1<<62))
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the gzip stream: %w", err)
+		}
+		return bufio.NewReaderSize(zr, 64<<10), func() { zr.Close() }, nil
 	}
-	defer zr.Close()
 	// Only a tar is unpacked from a gzip stream; look before reading on.
-	br := bufio.NewReaderSize(zr, 64<<10)
-	head, err := br.Peek(512)
+	r, done, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	head, err := r.Peek(512)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("reading the gzip stream: %w", err)
+		return nil, fmt.Errorf("reading the gzip stream: %w", err)
 	}
 	if !isTar(head) {
-		return fmt.Errorf("%w: gzip-compressed, but not a tar inside", ErrFormat)
+		return nil, fmt.Errorf("%w: gzip-compressed, but not a tar inside", ErrFormat)
 	}
-	return x.tar(br)
+	return tarEntries(func() (io.Reader, func(), error) {
+		r, done, err := open()
+		return r, done, err
+	}), nil
 }
 
-func (x *extractor) tar(r io.Reader) error {
-	tr := tar.NewReader(r)
-	for count := 0; ; count++ {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil && !errors.Is(err, tar.ErrInsecurePath) { // judged below, as zip names are
-			return fmt.Errorf("reading the tar stream after %d entries: %w", count, err)
-		}
-		if count >= x.lim.MaxEntries {
-			return fmt.Errorf("%w: more than %d", ErrTooMany, x.lim.MaxEntries)
-		}
-		var kind entryKind
-		switch h.Typeflag {
-		case tar.TypeReg, tar.TypeRegA:
-			kind = kindFile
-		case tar.TypeDir:
-			kind = kindDir
-		case tar.TypeSymlink, tar.TypeLink:
-			kind = kindLink
-		default:
-			kind = kindOther
-		}
-		err = x.entry(h.Name, kind, h.ModTime, func() (io.ReadCloser, error) { return io.NopCloser(tr), nil })
+// tarEntries reads the tar stream that open starts.
+func tarEntries(open func() (io.Reader, func(), error)) entryList {
+	return func(visit func(archiveEntry) error) error {
+		r, done, err := open()
 		if err != nil {
 			return err
+		}
+		defer done()
+		tr := tar.NewReader(r)
+		for count := 0; ; count++ {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil && !errors.Is(err, tar.ErrInsecurePath) { // judged below, as zip names are
+				return fmt.Errorf("reading the tar stream after %d entries: %w", count, err)
+			}
+			var kind entryKind
+			switch h.Typeflag {
+			case tar.TypeReg, tar.TypeRegA:
+				kind = kindFile
+			case tar.TypeDir:
+				kind = kindDir
+			case tar.TypeSymlink, tar.TypeLink:
+				kind = kindLink
+			case tar.TypeXGlobalHeader, tar.TypeXHeader:
+				// Metadata of the archive (git archive's commit id) or of
+				// the next entry (archive/tar merges the latter itself).
+				count--
+				continue
+			default:
+				kind = kindOther
+			}
+			err = visit(archiveEntry{name: h.Name, kind: kind, size: h.Size, modified: h.ModTime,
+				open: func() (io.ReadCloser, error) { return io.NopCloser(tr), nil }})
+			if err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -199,49 +290,62 @@ const (
 	kindOther
 )
 
-// entry checks and writes one entry.
-func (x *extractor) entry(name string, kind entryKind, modified time.Time, open func() (io.ReadCloser, error)) error {
-	if err := x.ctx.Err(); err != nil {
-		return err
-	}
+// judge refuses an entry for its kind or name, or returns where it lands:
+// a clean relative path, "" for the archive's own top folder.
+func judge(name string, kind entryKind) (string, error) {
 	fail := func(err error) error { return &EntryError{Entry: name, Err: err} }
 	switch kind {
 	case kindLink:
-		return fail(ErrLink)
+		return "", fail(ErrLink)
 	case kindOther:
-		return fail(ErrNotFile)
+		return "", fail(ErrNotFile)
 	}
 	p, err := localPath(name)
 	if err != nil {
-		return fail(err)
+		return "", fail(err)
 	}
 	if p == "" {
-		return nil // the archive's own top folder ("./")
+		return "", nil
 	}
-	if kind == kindDir {
+	// The processor lists every file in the object's manifest: a name it
+	// cannot carry fails here, where the entry is known, not there.
+	var fe *checkm.FileNameError
+	if err := checkm.CheckFileName(p); errors.As(err, &fe) {
+		return "", fail(fmt.Errorf("%w: %s", ErrName, fe.Reason))
+	} else if err != nil {
+		return "", fail(err)
+	}
+	return p, nil
+}
+
+// entry checks and writes one entry.
+func (x *extractor) entry(e archiveEntry) error {
+	if err := x.ctx.Err(); err != nil {
+		return err
+	}
+	fail := func(err error) error { return &EntryError{Entry: e.name, Err: err} }
+	p, err := judge(e.name, e.kind)
+	if err != nil || p == "" {
+		return err
+	}
+	if e.kind == kindDir {
 		if err := x.dst.MkdirAll(p, 0o755); err != nil {
 			return fail(err)
 		}
 		x.stats.Dirs++
 		return nil
 	}
-	if x.seen == nil {
-		x.seen = map[string]bool{}
-	}
-	if x.seen[p] {
-		return fail(ErrDuplicate)
-	}
-	x.seen[p] = true
 	if dir := path.Dir(p); dir != "." {
 		if err := x.dst.MkdirAll(dir, 0o755); err != nil {
 			return fail(err)
 		}
 	}
-	rc, err := open()
+	rc, err := e.open()
 	if err != nil {
 		return fail(err)
 	}
 	defer rc.Close()
+	// survey refused a name twice: an existing file is one dst held before.
 	out, err := x.dst.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		return fail(ErrDuplicate)
@@ -273,9 +377,9 @@ func (x *extractor) entry(name string, kind entryKind, modified time.Time, open 
 	if err != nil {
 		return fail(err)
 	}
-	if !modified.IsZero() {
+	if !e.modified.IsZero() {
 		// Keep the depositor's dates; a failure here loses nothing.
-		x.dst.Chtimes(p, modified, modified)
+		x.dst.Chtimes(p, e.modified, e.modified)
 	}
 	x.stats.Files++
 	return nil

@@ -8,12 +8,15 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +259,157 @@ func TestExtractStopsWhenItsContextEnds(t *testing.T) {
 	defer root.Close()
 	if _, err := Extract(ctx, f, root, generous); !errors.Is(err, context.Canceled) {
 		t.Errorf("Extract after cancel: %v, want context.Canceled", err)
+	}
+}
+
+// gitArchive commits a small tree in a new repository and returns what
+// `git archive` makes of it in format ("tar" or "tar.gz"): a tar that
+// starts with a pax global header holding the commit id.
+func gitArchive(t *testing.T, format string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	repo := t.TempDir()
+	for name, body := range map[string]string{"README.md": "readme\n", "src/main.go": "package main\n", "docs/a note.txt": "note\n"} {
+		p := filepath.Join(repo, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := func(args ...string) []byte {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=Depositor", "-c", "user.email=depositor@example.org",
+			"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+repo)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, stderr.String())
+		}
+		return out
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "deposit")
+	return git("archive", "--format="+format, "--prefix=project/", "HEAD")
+}
+
+// TestAGitArchiveTarballUnpacks: git archive writes a pax global header
+// (the commit id) as the first entry; it is metadata, not a file, and the
+// tree unpacks without it.
+func TestAGitArchiveTarballUnpacks(t *testing.T) {
+	want := map[string]string{"project/": "", "project/README.md": "readme\n", "project/src/": "", "project/src/main.go": "package main\n",
+		"project/docs/": "", "project/docs/a note.txt": "note\n"}
+	for _, format := range []string{"tar", "tar.gz"} {
+		t.Run(format, func(t *testing.T) {
+			data := gitArchive(t, format)
+			if format == "tar" && !bytes.Contains(data[:512], []byte("pax_global_header")) {
+				t.Fatal("git archive wrote no pax global header: this test would prove nothing")
+			}
+			dst, st, err := extract(t, data, generous)
+			if err != nil {
+				t.Fatalf("Extract: %v", err)
+			}
+			if got, _ := tree(t, dst); !maps.Equal(got, want) {
+				t.Errorf("expanded to %v, want %v", got, want)
+			}
+			if st.Format != format || st.Files != 3 {
+				t.Errorf("stats %+v, want %s with 3 files", st, format)
+			}
+		})
+	}
+}
+
+// TestEntryNamesAManifestCannotCarryAreRefusedNamingTheEntryOnce: an entry
+// whose name the object's manifest cannot carry is refused when unpacking,
+// the message naming the entry once, and nothing of the archive is written
+// even though good entries come first.
+func TestEntryNamesAManifestCannotCarryAreRefusedNamingTheEntryOnce(t *testing.T) {
+	for _, tc := range []struct{ name, reason string }{
+		{"data/a|b.txt", "contains '|', the manifest's column separator"},
+		{"data/tab\there.txt", "contains a control character"},
+		{"data/line\nbreak.txt", "contains a control character"},
+		{"data/\x1b[31mred.txt", "contains a control character"},
+		{"data/trailing.txt ", "has leading or trailing spaces"},
+		{"folder /", "has leading or trailing spaces"},
+	} {
+		for _, format := range []string{"zip", "tar", "tar.gz"} {
+			t.Run(format+" "+tc.name, func(t *testing.T) {
+				var data []byte
+				switch format {
+				case "zip":
+					data = zipOf(t, zipEntry{name: "good.txt", body: "fine"}, zipEntry{name: tc.name, body: "x"})
+				default:
+					kind := byte(tar.TypeReg)
+					if strings.HasSuffix(tc.name, "/") {
+						kind = tar.TypeDir
+					}
+					data = tarOf(t, tarEntry{name: "good.txt", body: "fine"}, tarEntry{name: tc.name, body: "x", kind: kind})
+					if format == "tar.gz" {
+						data = gzipOf(data)
+					}
+				}
+				dst, _, err := extract(t, data, generous)
+				want := `entry ` + strconv.Quote(tc.name) + `: name cannot be listed in a manifest: ` + tc.reason
+				if !errors.Is(err, ErrName) || err.Error() != want {
+					t.Fatalf("Extract: %v\nwant %s", err, want)
+				}
+				if got, _ := tree(t, dst); len(got) != 0 {
+					t.Errorf("a refused archive wrote %v", got)
+				}
+			})
+		}
+	}
+}
+
+// TestARefusedArchiveWritesNothing: every refusal that the headers show
+// (too many entries, a link, a device, a name twice, more bytes declared
+// than the limit) comes before the first file is written, wherever the
+// offending entry sits in the archive.
+func TestARefusedArchiveWritesNothing(t *testing.T) {
+	small := Limits{MaxEntries: 10, MaxBytes: 1 << 20}
+	files := func(n int) []tarEntry {
+		out := make([]tarEntry, n)
+		for i := range out {
+			out[i] = tarEntry{name: fmt.Sprintf("f%02d.txt", i), body: "x"}
+		}
+		return out
+	}
+	zipFiles := func(n int) []zipEntry {
+		out := make([]zipEntry, n)
+		for i := range out {
+			out[i] = zipEntry{name: fmt.Sprintf("f%02d.txt", i), body: "x"}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"tar with one entry too many", tarOf(t, files(11)...), ErrTooMany},
+		{"tar.gz with one entry too many", gzipOf(tarOf(t, files(11)...)), ErrTooMany},
+		{"zip with one entry too many", zipOf(t, zipFiles(11)...), ErrTooMany},
+		{"tar with a link last", tarOf(t, append(files(5), tarEntry{name: "l", kind: tar.TypeSymlink, link: "/etc"})...), ErrLink},
+		{"zip with a link last", zipOf(t, append(zipFiles(5), zipEntry{name: "l", body: "/etc", mode: fs.ModeSymlink | 0o777})...), ErrLink},
+		{"tar.gz with a device last", gzipOf(tarOf(t, append(files(5), tarEntry{name: "null", kind: tar.TypeChar})...)), ErrNotFile},
+		{"tar with a name twice", tarOf(t, append(files(5), tarEntry{name: "./f00.txt", body: "y"})...), ErrDuplicate},
+		{"tar whose last file goes over the byte limit", tarOf(t, append(files(5), tarEntry{name: "big", body: string(make([]byte, 2<<20))})...), ErrTooLarge},
+		{"zip whose last file declares more than the byte limit", zipOf(t, append(zipFiles(5), zipEntry{name: "big", body: string(make([]byte, 2<<20))})...), ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst, st, err := extract(t, tc.data, small)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Extract: %v, want %v", err, tc.want)
+			}
+			if got, _ := tree(t, dst); len(got) != 0 || st.Files != 0 {
+				t.Errorf("a refused archive wrote %d files: %v", st.Files, got)
+			}
+		})
 	}
 }

@@ -66,6 +66,11 @@ func List(ctx context.Context, workDir string, declared *v1.Manifest) ([]checkm.
 				return err
 			}
 			name := filepath.ToSlash(rel)
+			// The storage manifest lists every file by name: one it cannot
+			// carry fails here, named once, not when the manifest is written.
+			if err := checkm.CheckFileName(name); err != nil {
+				return err
+			}
 			if !d.Type().IsRegular() {
 				return fmt.Errorf("%s is not a regular file (%s)", name, d.Type())
 			}

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/shared/checkm"
 )
 
 func write(t *testing.T, dir string, files map[string]string) {
@@ -110,5 +112,24 @@ func TestListRefusesLinksAndEmptyObjects(t *testing.T) {
 	os.MkdirAll(filepath.Join(empty, "producer"), 0o755)
 	if _, err := List(context.Background(), empty, nil); err == nil || !strings.Contains(err.Error(), "holds no file") {
 		t.Errorf("List of an empty producer folder: %v", err)
+	}
+}
+
+// TestListRefusesANameTheStorageManifestCannotCarry: a file whose name the
+// storage manifest cannot carry is refused by the same check the unpacker
+// and the manifest parser use, the name said once.
+func TestListRefusesANameTheStorageManifestCannotCarry(t *testing.T) {
+	for _, name := range []string{"a|b.txt", "tab\there.txt", "esc\x1b.txt", "trailing.txt "} {
+		wd := t.TempDir()
+		write(t, wd, map[string]string{"producer/ok.txt": "ok", "producer/" + name: "x"})
+		_, err := List(context.Background(), wd, nil)
+		var fe *checkm.FileNameError
+		if !errors.As(err, &fe) || fe.Name != "producer/"+name {
+			t.Errorf("List with producer/%q: %v; want a FileNameError", name, err)
+			continue
+		}
+		if n := strings.Count(err.Error(), strconv.Quote("producer/"+name)); n != 1 {
+			t.Errorf("List with producer/%q: %q names the file %d times", name, err, n)
+		}
 	}
 }

@@ -285,6 +285,9 @@ func TestProcessingFailsWithTheReason(t *testing.T) {
 			return object{files: map[string]string{"a.txt": "alpha"},
 				declared: []*v1.ManifestFile{{Name: "a.txt", HashAlgorithm: "sha256", HashValue: sha("ALPHA"), Size: -1}}}
 		}, "producer/a.txt: sha256 is " + sha("alpha") + ", the manifest says " + sha("ALPHA")},
+		{"a file name the storage manifest cannot carry", func(t *testing.T, e *env) object {
+			return object{files: map[string]string{"ok.txt": "ok", "a|b.txt": "x"}}
+		}, `file name "producer/a|b.txt" contains '|', the manifest's column separator`},
 		{"store root blocked by a file", func(t *testing.T, e *env) object {
 			os.Remove(e.storeRoot)
 			os.WriteFile(e.storeRoot, []byte("not a folder"), 0o644)
@@ -298,6 +301,9 @@ func TestProcessingFailsWithTheReason(t *testing.T) {
 			job := e.ended(t, jid)
 			if st := job.GetStatus(); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), tc.want) {
 				t.Fatalf("job %s %q; want Failed with %q", queue.JobStateName(st.GetStatus()), st.GetMessage(), tc.want)
+			}
+			if msg := job.GetStatus().GetMessage(); strings.Count(msg, e.workRoot) > 1 {
+				t.Errorf("the message names a path twice: %q", msg)
 			}
 			if job.GetInventory() != nil {
 				t.Errorf("a failed job has an inventory node: %v", job.GetInventory())

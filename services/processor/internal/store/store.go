@@ -57,10 +57,10 @@ func WriteManifest(path string, entries []checkm.Entry) error {
 	tmp, err := writeTemp(path, func(w io.Writer) error {
 		return checkm.Write(w, checkm.ProfileObject, ManifestFields(), entries)
 	})
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
+		return err // it names path
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}

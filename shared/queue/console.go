@@ -1,0 +1,149 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Operator console sign-ins, ingestq's own area (outside the spec's paths):
+//
+//	/console-sessions/<id>   decimal text: when the sign-in expires (Unix seconds)
+//
+// A sign-in is live while its node exists and has not expired. Signing out
+// deletes it, so a cookie copied before is refused by every batcher that
+// shares the queue, whichever one it is shown to. CleanupConsoleSessions
+// (the batcher's janitor) removes expired ones.
+
+// MaxConsoleSessions bounds the live sign-ins: a sign-in beyond it is
+// refused (ErrExists) until one ends or expires.
+const MaxConsoleSessions = 1000
+
+// validSessionID accepts what NewConsoleSession's callers make: 16 to 64
+// letters, digits, '-' or '_'.
+func validSessionID(id string) error {
+	if len(id) < 16 || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) >= 0 {
+		return fmt.Errorf("%w: console session id must be 16..64 letters, digits, '-' or '_'", ErrInvalid)
+	}
+	return nil
+}
+
+// CreateConsoleSession records a sign-in that lasts until expires. At
+// MaxConsoleSessions it first removes the expired ones, and refuses the
+// sign-in (ErrExists) if that leaves no room.
+func (c *Client) CreateConsoleSession(ctx context.Context, id string, expires time.Time) error {
+	return c.createConsoleSession(ctx, id, expires, MaxConsoleSessions)
+}
+
+func (c *Client) createConsoleSession(ctx context.Context, id string, expires time.Time, limit int) error {
+	if err := validSessionID(id); err != nil {
+		return err
+	}
+	if err := c.ensureOnce(ctx, c.p.consoleSessions()); err != nil {
+		return fmt.Errorf("creating the console sessions folder: %w", err)
+	}
+	names, _, err := c.children(ctx, c.p.consoleSessions())
+	if err != nil {
+		return fmt.Errorf("listing console sessions: %w", err)
+	}
+	if len(names) >= limit {
+		live, err := c.CleanupConsoleSessions(ctx, time.Now())
+		if err != nil {
+			return err
+		}
+		if live >= limit {
+			return fmt.Errorf("%d console sign-ins are live, at most %d: %w", live, limit, ErrExists)
+		}
+	}
+	_, err = c.createGrouped(ctx, c.p.consoleSession(id), []byte(strconv.FormatInt(expires.Unix(), 10)), 0)
+	if err != nil {
+		return fmt.Errorf("recording console session: %w", err)
+	}
+	return nil
+}
+
+// ConsoleSessionLive reports whether a sign-in exists and has not expired
+// at now.
+func (c *Client) ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error) {
+	if validSessionID(id) != nil {
+		return false, nil // never one of ours
+	}
+	data, _, err := c.get(ctx, c.p.consoleSession(id))
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading console session: %w", err)
+	}
+	expires, err := strconv.ParseInt(string(data), 10, 64)
+	return err == nil && now.Unix() < expires, nil
+}
+
+// EndConsoleSession removes a sign-in; one already gone is no error.
+func (c *Client) EndConsoleSession(ctx context.Context, id string) error {
+	if err := validSessionID(id); err != nil {
+		return err
+	}
+	_, err := retry(ctx, func() (struct{}, error) {
+		err := c.conn.Delete(c.p.consoleSession(id), -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return struct{}{}, err
+	})
+	if err != nil {
+		return fmt.Errorf("ending console session: %w", err)
+	}
+	return nil
+}
+
+// CleanupConsoleSessions removes the sign-ins expired at now (and any node
+// there that is not one) and returns how many are still live.
+func (c *Client) CleanupConsoleSessions(ctx context.Context, now time.Time) (int, error) {
+	names, _, err := c.children(ctx, c.p.consoleSessions())
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("listing console sessions: %w", err)
+	}
+	paths := make([]string, len(names))
+	for i, name := range names {
+		paths[i] = c.p.consoleSession(name)
+	}
+	read, err := c.getManyStat(ctx, paths)
+	if err != nil {
+		return 0, fmt.Errorf("reading console sessions: %w", err)
+	}
+	live := 0
+	for i, r := range read {
+		if r.stat == nil {
+			continue // ended meanwhile
+		}
+		expires, perr := strconv.ParseInt(string(r.data), 10, 64)
+		if perr == nil && now.Unix() < expires {
+			live++
+			continue
+		}
+		// The version guards against a node recreated meanwhile (ids are
+		// random: only a corrupt one would be).
+		_, err := retry(ctx, func() (struct{}, error) {
+			err := c.conn.Delete(paths[i], r.stat.Version)
+			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
+				err = nil
+			}
+			return struct{}{}, err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("removing expired console session: %w", err)
+		}
+	}
+	return live, nil
+}
