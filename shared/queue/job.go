@@ -267,6 +267,7 @@ type Claim struct {
 	sess        *session
 	ctx         context.Context
 	cancel      context.CancelCauseFunc
+	lock        *ownLock // the job's lock node, in the client's lockBook
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.
@@ -274,6 +275,9 @@ type Claim struct {
 
 	mu   sync.Mutex
 	done bool
+	// settled: the claim ended with its job committed or given back, not
+	// lost (its consumer need not look for the job again).
+	settled bool
 }
 
 // State is the state the job was in when it was claimed.
@@ -364,12 +368,26 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 			ops = append(ops, checkOp(c.p.jobNode(jid, nodes[i]), r.stat.Version))
 		}
 	}
+	cl := &Claim{c: c, from: state, entry: e.name, version: stat.Version + 1, sess: sess}
+	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
+	cl.lock = c.locks.add(lockPath, cl.ctx)
 	_, err = c.multi(ctx, ops...)
 	if retryable(err) && c.ownsNode(ctx, lockPath, sess.id) {
 		// Applied, its answer lost with the connection: the claim is ours.
 		// Dropped, its lock would hold the job for as long as this session
 		// lives, with nobody working on it.
 		err = nil
+	}
+	if err != nil {
+		cl.cancel(err)
+		switch {
+		case errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			c.locks.forget(cl.lock) // refused: nothing was created
+		default:
+			// Perhaps applied, its answer lost: a lock of this session
+			// would hold the job with nobody working on it.
+			c.leave(cl.lock)
+		}
 	}
 	switch idx := failedOp(err); {
 	case errors.Is(err, zk.ErrNodeExists):
@@ -381,12 +399,10 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 	case err != nil:
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
 	}
-	cl := &Claim{c: c, from: state, entry: e.name, version: stat.Version + 1, sess: sess,
-		Job: &v1.Job{Id: jid, Priority: e.priority, Status: status}, LoadErr: loadErr}
+	cl.Job, cl.LoadErr = &v1.Job{Id: jid, Priority: e.priority, Status: status}, loadErr
 	if status == nil {
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}
-	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
 	present, corrupt := c.decodeJobData(cl.Job, nodes, datas(read[1:]))
 	cl.present = present
 	cl.loaded = map[string]bool{}
@@ -426,6 +442,7 @@ func (cl *Claim) watchLock() {
 			return // session or claim ended: its context is already done
 		}
 		if !ok {
+			cl.c.locks.forget(cl.lock)
 			cl.cancel(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), ErrFenced))
 			return
 		}
@@ -434,6 +451,7 @@ func (cl *Claim) watchLock() {
 			return
 		case e := <-ev:
 			if e.Type == zk.EventNodeDeleted {
+				cl.c.locks.forget(cl.lock)
 				cl.cancel(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), ErrFenced))
 				return
 			}
@@ -527,6 +545,29 @@ func (cl *Claim) markDone() {
 	cl.done = true
 	cl.mu.Unlock()
 	cl.cancel(errClaimFinished)
+	// Ended without its lock known gone (a release that failed, a session
+	// presumed lost): tidyLocks deletes it if it is still this session's.
+	cl.c.leave(cl.lock)
+}
+
+// settle ends a claim whose job was committed or given back: its lock is
+// gone with the operation that did it.
+func (cl *Claim) settle() {
+	cl.c.locks.forget(cl.lock)
+	cl.mu.Lock()
+	cl.settled = true
+	cl.mu.Unlock()
+	cl.markDone()
+}
+
+// fenced ends a claim whose change was refused: the job's status moved on
+// under it or its lock is gone. A lock still there is this claim's own
+// (the status was written by someone who ignores locks, as a peer's admin
+// failing a job does): it is removed now, or the job would stay locked
+// for as long as this session lives.
+func (cl *Claim) fenced(ctx context.Context) {
+	cl.c.letGo(ctx, cl.lock)
+	cl.markDone()
 }
 
 var errClaimFinished = errors.New("claim finished")
@@ -778,6 +819,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	}
 	for _, l := range locks {
 		l.released.Store(true)
+		cl.c.locks.forget(l.own)
 	}
 	cl.applyData(ch)
 	cl.Job.Status = next
@@ -789,7 +831,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 		return nil
 	}
 	cl.Job.Locked = false
-	cl.markDone()
+	cl.settle()
 	return nil
 }
 
@@ -854,12 +896,13 @@ func (cl *Claim) commitOps(ctx context.Context, statusOp any, keepLock bool, bui
 			case stat.Version == cl.version && attempt < 3:
 				continue
 			}
+			cl.fenced(ctx)
 			return fmt.Errorf("job %s: %w: connection lost during commit", cl.ID(), ErrFenced)
 		}
 		idx := failedOp(err)
 		if idx == 0 || idx == lockIdx {
 			// The status moved on, or our lock is gone.
-			cl.markDone()
+			cl.fenced(ctx)
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
 		if learn != nil && learn(idx, err) {
@@ -956,7 +999,6 @@ func (cl *Claim) Release(ctx context.Context) error {
 }
 
 func (cl *Claim) release(ctx context.Context) error {
-	defer cl.markDone()
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
@@ -966,15 +1008,21 @@ func (cl *Claim) release(ctx context.Context) error {
 			break
 		}
 		if !retryable(err) {
+			// The status moved on (the lock, if still there, is removed
+			// all the same) or the lock is gone.
+			cl.fenced(ctx)
 			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
 		// The connection dropped, but the lock lives as long as the
 		// session: left there it would hold the job, with nobody working
-		// on it, until this process ends. Try again once reconnected.
+		// on it, until this process ends. Try again once reconnected; past
+		// that, the client's tidyLocks removes it if the session comes back.
 		select {
 		case <-cl.sess.ctx.Done():
+			cl.markDone()
 			return fmt.Errorf("releasing job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
 		case <-ctx.Done():
+			cl.markDone()
 			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), context.Cause(ctx), err)
 		case <-time.After(backoff):
 		}
@@ -983,6 +1031,7 @@ func (cl *Claim) release(ctx context.Context) error {
 	if cl.givenBack != nil {
 		cl.givenBack(cl.entry)
 	}
+	cl.settle()
 	return nil
 }
 
