@@ -298,6 +298,36 @@ func BenchmarkLifecycle(b *testing.B) {
 	}
 }
 
+// BenchmarkDepth is the depth_pickup_ratio of BenchmarkPipeline alone: a
+// running consumer's take with 100,000 jobs waiting and with 100 (the same
+// 1,000 takes in 10 rounds at each depth), on a server of its own, for
+// comparisons of the consumer:
+// go test -run '^$' -bench Depth -benchtime 1x ./bench/
+func BenchmarkDepth(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	srv, err := zktest.Start(ctx, filepath.Join(b.TempDir(), "zookeeper"), zktest.Options{JVMHeap: "2g"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	servers := []string{srv.Addr}
+	const takes, rounds = 100, 10
+	for range b.N {
+		_, shallow, err := Depth(ctx, servers, 100, takes, rounds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, deep, err := Depth(ctx, servers, 100000, takes, rounds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(ms(shallow), "take_ms_at_100")
+		b.ReportMetric(ms(deep), "take_ms_at_100k")
+		b.ReportMetric(float64(deep)/float64(shallow), "depth_pickup_ratio")
+	}
+}
+
 // BenchmarkEndToEnd is the end-to-end figure of BenchmarkPipeline alone,
 // beside the ceiling, with the server requests and machine CPU each job
 // cost and a CPU profile of every service:
