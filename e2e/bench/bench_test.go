@@ -118,7 +118,7 @@ func BenchmarkPipeline(b *testing.B) {
 		const takes, rounds = 100, 10
 		firsts, depths := map[int]time.Duration{}, map[int]time.Duration{}
 		for _, d := range []int{100, 1000, 10000} {
-			firsts[d], depths[d], err = Depth(ctx, servers, d, takes, rounds)
+			firsts[d], depths[d], _, err = Depth(ctx, servers, d, takes, rounds)
 			must(err)
 		}
 		start := time.Now()
@@ -129,7 +129,7 @@ func BenchmarkPipeline(b *testing.B) {
 		c.Close()
 		batch100k := time.Since(start)
 		creates[100000] = 100000 / batch100k.Seconds()
-		firsts[100000], depths[100000], err = Depth(ctx, servers, 100000, takes, rounds)
+		firsts[100000], depths[100000], _, err = Depth(ctx, servers, 100000, takes, rounds)
 		must(err)
 		depthRatio := float64(depths[100000]) / float64(depths[100])
 		fmt.Printf("batch:     100,000 jobs created in %.1f s (%.0f jobs/s)\n", batch100k.Seconds(), 100000/batch100k.Seconds())
@@ -314,16 +314,17 @@ func BenchmarkDepth(b *testing.B) {
 	servers := []string{srv.Addr}
 	const takes, rounds = 100, 10
 	for range b.N {
-		_, shallow, err := Depth(ctx, servers, 100, takes, rounds)
+		_, shallow, _, err := Depth(ctx, servers, 100, takes, rounds)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, deep, err := Depth(ctx, servers, 100000, takes, rounds)
+		_, deep, listings, err := Depth(ctx, servers, 100000, takes, rounds)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(ms(shallow), "take_ms_at_100")
 		b.ReportMetric(ms(deep), "take_ms_at_100k")
+		b.ReportMetric(float64(listings), "listings_at_100k")
 		b.ReportMetric(float64(deep)/float64(shallow), "depth_pickup_ratio")
 	}
 }

@@ -902,6 +902,9 @@ func (cl *Claim) commitOps(ctx context.Context, statusOp any, keepLock bool, bui
 		idx := failedOp(err)
 		if idx == 0 || idx == lockIdx {
 			// The status moved on, or our lock is gone.
+			if idx == lockIdx {
+				cl.c.locks.forget(cl.lock)
+			}
 			cl.fenced(ctx)
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
