@@ -78,7 +78,9 @@ func TestAJobFreedWithoutAnyChangeToItsFolderIsTakenWithinTheBackstop(t *testing
 	if _, err := c.conn.Set(c.p.jobStatus(jid), []byte(pending), -1); err != nil {
 		t.Fatal(err)
 	}
-	takeCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// Bounded well past the backstop, which is at least 100 listing times:
+	// on a loaded machine a listing may take tens of milliseconds.
+	takeCtx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	cl, err := co.Next(takeCtx)
 	if err != nil {
