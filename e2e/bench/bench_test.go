@@ -118,7 +118,7 @@ func BenchmarkPipeline(b *testing.B) {
 		const takes, rounds = 100, 10
 		firsts, depths := map[int]time.Duration{}, map[int]time.Duration{}
 		for _, d := range []int{100, 1000, 10000} {
-			firsts[d], depths[d], err = Depth(ctx, servers, d, takes, rounds)
+			firsts[d], depths[d], _, err = Depth(ctx, servers, d, takes, rounds)
 			must(err)
 		}
 		start := time.Now()
@@ -129,7 +129,7 @@ func BenchmarkPipeline(b *testing.B) {
 		c.Close()
 		batch100k := time.Since(start)
 		creates[100000] = 100000 / batch100k.Seconds()
-		firsts[100000], depths[100000], err = Depth(ctx, servers, 100000, takes, rounds)
+		firsts[100000], depths[100000], _, err = Depth(ctx, servers, 100000, takes, rounds)
 		must(err)
 		depthRatio := float64(depths[100000]) / float64(depths[100])
 		fmt.Printf("batch:     100,000 jobs created in %.1f s (%.0f jobs/s)\n", batch100k.Seconds(), 100000/batch100k.Seconds())
@@ -295,6 +295,37 @@ func BenchmarkLifecycle(b *testing.B) {
 			b.ReportMetric(jobs, name+"_jobs/s")
 			b.ReportMetric(jobs/(ceilingTx/9), name+"_ratio")
 		}
+	}
+}
+
+// BenchmarkDepth is the depth_pickup_ratio of BenchmarkPipeline alone: a
+// running consumer's take with 100,000 jobs waiting and with 100 (the same
+// 1,000 takes in 10 rounds at each depth), on a server of its own, for
+// comparisons of the consumer:
+// go test -run '^$' -bench Depth -benchtime 1x ./bench/
+func BenchmarkDepth(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	srv, err := zktest.Start(ctx, filepath.Join(b.TempDir(), "zookeeper"), zktest.Options{JVMHeap: "2g"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	servers := []string{srv.Addr}
+	const takes, rounds = 100, 10
+	for range b.N {
+		_, shallow, _, err := Depth(ctx, servers, 100, takes, rounds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, deep, listings, err := Depth(ctx, servers, 100000, takes, rounds)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(ms(shallow), "take_ms_at_100")
+		b.ReportMetric(ms(deep), "take_ms_at_100k")
+		b.ReportMetric(float64(listings), "listings_at_100k")
+		b.ReportMetric(float64(deep)/float64(shallow), "depth_pickup_ratio")
 	}
 }
 

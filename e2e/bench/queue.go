@@ -224,32 +224,43 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 // relists its folder now and then (at most every ten listing times), and
 // at depth that listing is what a take costs more, spread over the takes
 // between two listings, as a single round of a hundred takes would not.
-func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (first, each time.Duration, err error) {
+//
+// listings is how many times the consumer listed the state meanwhile.
+func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (first, each time.Duration, listings int64, err error) {
 	if takes < 2 || takes > depth || rounds < 1 {
 		// The take after the last job would wait for a job that never comes.
-		return 0, 0, fmt.Errorf("depth %d: %d takes in %d rounds, want 2 to the jobs waiting, in 1 or more", depth, takes, rounds)
+		return 0, 0, 0, fmt.Errorf("depth %d: %d takes in %d rounds, want 2 to the jobs waiting, in 1 or more", depth, takes, rounds)
 	}
 	c, err := Connect(ctx, servers, root(fmt.Sprintf("depth%d", depth)))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer c.Close()
 	if _, err := Spawn(ctx, c, depth); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
+	listed := func() int64 {
+		for _, r := range c.Requests() {
+			if r.Op == "children" && r.Node == "jobs/states/*" {
+				return r.Count
+			}
+		}
+		return 0
+	}
+	before := listed()
 	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
 	var total time.Duration
 	for r := range rounds {
 		if r > 0 {
 			if _, err := Spawn(ctx, c, takes); err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 		}
 		for i := range takes {
 			start := time.Now()
 			cl, err := co.Next(ctx)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			switch {
 			case i > 0:
@@ -258,11 +269,11 @@ func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (fir
 				first = time.Since(start)
 			}
 			if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 		}
 	}
-	return first, total / time.Duration(rounds*(takes-1)), nil
+	return first, total / time.Duration(rounds*(takes-1)), listed() - before, nil
 }
 
 // Cleanup creates batches completed batches of jobsEach jobs and measures

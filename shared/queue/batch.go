@@ -226,6 +226,7 @@ type BatchClaim struct {
 	sess    *session
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
+	lock    *ownLock // the batch's lock node, in the client's lockBook
 	mu      sync.Mutex
 	done    bool
 }
@@ -260,7 +261,18 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 	if err != nil {
 		return nil, err
 	}
+	bc := &BatchClaim{c: c, from: st.GetStatus(), version: stat.Version + 1, sess: sess}
+	bc.ctx, bc.cancel = context.WithCancelCause(sess.ctx)
+	bc.lock = c.locks.add(c.p.batchLock(bid), bc.ctx)
 	_, err = c.multi(ctx, c.createOp(c.p.batchLock(bid), nil, zk.FlagEphemeral), setOp(statusPath, data, stat.Version))
+	if err != nil {
+		bc.cancel(err)
+		if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+			c.locks.forget(bc.lock) // refused: nothing was created
+		} else {
+			c.leave(bc.lock) // perhaps applied, its answer lost
+		}
+	}
 	switch {
 	case errors.Is(err, zk.ErrNodeExists):
 		return nil, fmt.Errorf("batch %s (%s): %w", bid, BatchStateName(st.GetStatus()), ErrLocked)
@@ -271,8 +283,6 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 	case err != nil:
 		return nil, fmt.Errorf("locking batch %s: %w", bid, err)
 	}
-	bc := &BatchClaim{c: c, from: st.GetStatus(), version: stat.Version + 1, sess: sess}
-	bc.ctx, bc.cancel = context.WithCancelCause(sess.ctx)
 	release := func(err error) (*BatchClaim, error) {
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
@@ -336,6 +346,22 @@ func (bc *BatchClaim) markDone() {
 	bc.done = true
 	bc.mu.Unlock()
 	bc.cancel(errClaimFinished)
+	// Ended without its lock known gone: tidyLocks deletes it if it is
+	// still this session's.
+	bc.c.leave(bc.lock)
+}
+
+// settle ends a claim whose lock went with the operation that ended it.
+func (bc *BatchClaim) settle() {
+	bc.c.locks.forget(bc.lock)
+	bc.markDone()
+}
+
+// fenced ends a claim whose change was refused (see Claim.fenced): a lock
+// still its own is removed.
+func (bc *BatchClaim) fenced(ctx context.Context) {
+	bc.c.letGo(ctx, bc.lock)
+	bc.markDone()
 }
 
 // fencedMulti runs ops after the batch's fencing checks (status version as
@@ -347,7 +373,7 @@ func (bc *BatchClaim) fencedMulti(ctx context.Context, statusOp any, ops ...any)
 		return nil
 	}
 	if idx := failedOp(err); idx == 0 || idx == 1 {
-		bc.markDone()
+		bc.fenced(ctx)
 		return fmt.Errorf("batch %s: %w (%v)", bc.ID(), ErrFenced, err)
 	}
 	return fmt.Errorf("batch %s: %w", bc.ID(), err)
@@ -452,7 +478,7 @@ func (bc *BatchClaim) commit(ctx context.Context, ch BatchChange, guard *zk.Chec
 	}
 	if !keep {
 		bc.Batch.Locked = false
-		bc.markDone()
+		bc.settle()
 	}
 	return nil
 }
@@ -475,7 +501,7 @@ func (bc *BatchClaim) FinishSpawning(ctx context.Context) error {
 		return err
 	}
 	bc.Spawning = false
-	bc.markDone()
+	bc.settle()
 	return nil
 }
 
@@ -525,11 +551,12 @@ func (bc *BatchClaim) Release(ctx context.Context) error {
 		bc.markDone()
 		return err
 	}
-	defer bc.markDone()
 	_, err := bc.c.multi(ctx, checkOp(bc.c.p.batchStatus(bc.ID()), bc.version), deleteOp(bc.c.p.batchLock(bc.ID()), -1))
 	if err != nil {
+		bc.fenced(ctx)
 		return fmt.Errorf("releasing batch %s: %w (%v)", bc.ID(), ErrFenced, err)
 	}
+	bc.settle()
 	return nil
 }
 
@@ -544,15 +571,16 @@ func (bc *BatchClaim) ReleaseWithMessage(ctx context.Context, msg string) error 
 		bc.markDone()
 		return err
 	}
-	defer bc.markDone()
 	next := &v1.BatchStatus{Status: bc.from, LastModified: nowStamp(), Message: msg}
 	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), encodeBatchStatus(next), bc.version)
 	if err := bc.fencedMulti(ctx, statusOp, deleteOp(bc.c.p.batchLock(bc.ID()), -1)); err != nil {
+		bc.markDone()
 		return err
 	}
 	bc.version++
 	bc.Batch.Status = next
 	bc.Batch.Locked = false
+	bc.settle()
 	return nil
 }
 
@@ -974,7 +1002,7 @@ func (c *Client) removeClaimedBatch(ctx context.Context, bc *BatchClaim, refs ma
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	bc.markDone()
+	bc.settle() // the batch's tree went with its lock
 	return jobs, nil
 }
 

@@ -56,6 +56,10 @@ type Client struct {
 	nextSub int
 	closed  chan struct{}
 	loopEnd chan struct{}
+
+	// established is closed, and replaced, whenever a session is
+	// established (a new one, or one presumed lost that came back).
+	established chan struct{}
 	// life ends when the client is closed; background watches run under it.
 	life context.Context
 	stop context.CancelFunc
@@ -72,6 +76,8 @@ type Client struct {
 	// counters are the blocks of counter numbers this client reserved
 	// (counter path → *counterBlock).
 	counters sync.Map
+	// locks are the lock nodes this client created and has not seen gone.
+	locks *lockBook
 }
 
 // session is one ZooKeeper session. Its context ends when the session is lost:
@@ -109,6 +115,8 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		subs:           map[int]func(bool){},
 		closed:         make(chan struct{}),
 		loopEnd:        make(chan struct{}),
+		established:    make(chan struct{}),
+		locks:          newLockBook(),
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
 	if opts.Auth != "" {
@@ -142,6 +150,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	ready := make(chan struct{})
 	go c.watchSession(events, ready)
+	go c.tidyLocks()
 	select {
 	case <-ready:
 	case <-ctx.Done():
@@ -256,7 +265,15 @@ func (c *Client) OnSession(fn func(connected bool)) (cancel func()) {
 	}
 }
 
-// sessionContext returns the current session, whose context ends when the
+// sessionEstablished returns a channel closed when a session is next
+// established.
+func (c *Client) sessionEstablished() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.established
+}
+
+// currentSession returns the current session, whose context ends when the
 // session is lost.
 func (c *Client) currentSession() (*session, error) {
 	c.mu.Lock()
@@ -311,9 +328,16 @@ func (c *Client) watchSession(events <-chan zk.Event, ready chan struct{}) {
 					ctx, cancel := context.WithCancelCause(context.Background())
 					c.sess = &session{id: id, ctx: ctx, cancel: cancel}
 					c.log.Info("zookeeper session established", "session", fmt.Sprintf("0x%x", id))
+					close(c.established)
+					c.established = make(chan struct{})
 					c.notifyLocked(true)
 				}
 				c.mu.Unlock()
+				// After any reconnect, the locks left behind meanwhile (a
+				// release that failed while the connection was down; every
+				// claim of a session presumed lost that came back after
+				// all) are deleted if they are still this session's.
+				c.locks.wake()
 				readyOnce()
 			case zk.StateExpired:
 				c.mu.Lock()

@@ -21,6 +21,13 @@ import (
 // runs dry, or when the watch has fired and the snapshot is older than a few
 // listing times, so a deep queue is listed a bounded number of times per
 // second, not once per job.
+//
+// A job can also become free with no child of the folder changing: a claim
+// of this consumer lost (its session, its lock) or refused, a lock of
+// another consumer gone, a session of this client established anew. The
+// first and last mark the snapshot stale and wake the callers; a lock seen
+// in the way is watched (watchLock); and as a backstop, a folder quiet for
+// relistBackstop is listed again.
 type Consumer struct {
 	c        *Client
 	state    JobState
@@ -41,6 +48,7 @@ type Consumer struct {
 	busyRate float64              // moving average of claims that met a held lock
 	timer    *time.Timer          // wakes callers when the first deferral ends
 	timerAt  time.Time
+	backstop time.Duration // relistBackstop (shorter in tests)
 	// With InOrder: picks numbered in the order made, and those whose turn
 	// has not passed yet (being claimed, or claimed and waiting for their
 	// turn); turn is closed and replaced when one passes.
@@ -72,7 +80,7 @@ func (c *Client) NewConsumer(state JobState, opts ConsumerOptions) *Consumer {
 	}
 	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{}, held: map[string]*Claim{},
 		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true, deferred: map[string]time.Time{},
-		busyRate: 0.1, turn: make(chan struct{})}
+		busyRate: 0.1, turn: make(chan struct{}), backstop: relistBackstop}
 }
 
 // WaitTurn blocks until every job this consumer picked before cl's has had
@@ -178,6 +186,11 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 			co.watchLock(e.jid)
 		case errors.Is(err, errStale):
 		default:
+			// Not tried (no session, a read failed): the job is still a
+			// candidate, and no watch would bring it back.
+			co.mu.Lock()
+			co.restoreLocked(*e)
+			co.mu.Unlock()
 			return nil, nil, err
 		}
 	}
@@ -239,18 +252,34 @@ func (co *Consumer) pick(ctx context.Context) (*entry, <-chan struct{}, error) {
 
 // hold keeps cl's job out of this consumer's snapshots until the claim
 // ends, however it ends (committed, released, or lost with the session).
+// A claim that ends otherwise than committed or released leaves its job in
+// the folder, perhaps free, and left out of every listing made meanwhile:
+// the snapshot is marked stale and callers woken to list it again.
 func (co *Consumer) hold(cl *Claim) {
 	jid := cl.ID()
 	co.mu.Lock()
 	co.held[jid] = cl
 	co.mu.Unlock()
 	context.AfterFunc(cl.ctx, func() {
+		cl.mu.Lock()
+		settled := cl.settled
+		cl.mu.Unlock()
 		co.mu.Lock()
+		defer co.mu.Unlock()
 		if co.held[jid] == cl { // not a later claim of the same job
 			delete(co.held, jid)
 		}
-		co.mu.Unlock()
+		if !settled {
+			co.dirty = true
+			co.wakeLocked()
+		}
 	})
+}
+
+// wakeLocked wakes the callers waiting for a change.
+func (co *Consumer) wakeLocked() {
+	close(co.wake)
+	co.wake = make(chan struct{})
 }
 
 // TakeOver commits ch, which moves cl's job into this consumer's state,
@@ -316,13 +345,19 @@ func (co *Consumer) giveBack(name string) {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	delete(co.held, jid)
-	i, found := slices.BinarySearchFunc(co.snapshot, e, compareEntries)
-	if !found && !co.trying[name] {
-		co.snapshot = slices.Insert(co.snapshot, i, e)
-	}
+	co.restoreLocked(e)
 	until := time.Now().Add(ReleasedRetryAfter)
 	co.deferred[jid] = until
 	co.wakeAtLocked(until)
+}
+
+// restoreLocked puts an entry back in the snapshot, in order, unless it is
+// there or being tried.
+func (co *Consumer) restoreLocked(e entry) {
+	i, found := slices.BinarySearchFunc(co.snapshot, e, compareEntries)
+	if !found && !co.trying[e.name] {
+		co.snapshot = slices.Insert(co.snapshot, i, e)
+	}
 }
 
 // wakeAtLocked makes sure waiting callers are woken at t (or earlier).
@@ -358,8 +393,22 @@ func (co *Consumer) relistAfter() time.Duration {
 // listing (and a wake-up of every waiting caller) per job.
 const relistGap = 5 * time.Millisecond
 
+// relistBackstop is how long a folder whose watch has not fired is trusted:
+// then it is listed again, in case a job became free in a way nothing
+// watched saw. A listing then costs at most 1% of the time (the backstop
+// is at least 100 listing times), and a busy folder, whose watch fires
+// all the time, is never listed for it.
+const relistBackstop = 30 * time.Second
+
 func (co *Consumer) relistLocked(ctx context.Context) error {
+	// Without a session there is nothing to list: Next waits for one.
+	if _, err := co.c.currentSession(); err != nil {
+		return fmt.Errorf("listing %s jobs: %w", JobStateName(co.state), err)
+	}
 	start := time.Now()
+	// A session established from here on may have freed jobs this listing
+	// shows held (its claims lost) or locked (its locks tidied).
+	established := co.c.sessionEstablished()
 	// The lock is held across the listing so concurrent Next calls wait for
 	// one listing instead of each making its own.
 	names, _, ev, err := co.c.childrenW(ctx, co.c.p.jobStateDir(co.state))
@@ -379,9 +428,13 @@ func (co *Consumer) relistLocked(ctx context.Context) error {
 	// What a listing costs includes sorting it (~35 ms of 100,000 names).
 	co.listCost = time.Since(start)
 	wake, listedAt := co.wake, co.listedAt
+	backstop := time.NewTimer(max(co.backstop, 100*co.listCost))
 	go func() {
+		defer backstop.Stop()
 		select {
 		case <-ev:
+		case <-established:
+		case <-backstop.C:
 		case <-co.c.life.Done():
 		}
 		// Jobs arriving one after another are found by one listing, not

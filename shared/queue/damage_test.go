@@ -351,13 +351,15 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 			bid, jids := spawn(t, c, 1, 5)
 			jid := jids[0]
 			ctx := testCtx(t)
-			for _, s := range []JobState{Estimating, Provisioning, Downloading, Processing, Recording, Notify} {
+			for _, s := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify} {
 				if tc.entry == Pending || tc.entry == Held {
 					break
 				}
 				ch := Change{To: s}
-				if s == Recording && tc.stored {
+				if s == Storing && tc.stored {
 					ch.Store = &v1.Store{ManifestUrl: "file:///m", Mode: "add"}
+				}
+				if s == Recording && tc.stored {
 					ch.Inventory = &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}
 				}
 				step(t, c, jid, ch)

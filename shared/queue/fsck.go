@@ -36,7 +36,7 @@ const (
 	// A status whose state has no entry while another state has one: a
 	// move left half-done, or a forged status. It is finished only when
 	// the move is one the state machine allows and the job has what that
-	// state needs (store and inventory after processing); otherwise the
+	// state needs (a store after processing, an inventory after storing); otherwise the
 	// job is failed (held, if it is held) with a message, never taken to
 	// a state it did not reach.
 	DamageStatusMismatch = "status-disagrees-with-entry"
@@ -530,8 +530,8 @@ func lastSuccessfulBefore(st *v1.JobStatus, wrong []entryLoc) JobState {
 // mendMismatch decides what a job whose status names a state none of its
 // entries (wrong) is in becomes: the status's state when the job got
 // there by a move the state machine allows, from the one state its entry
-// is in, and has what that state needs (a store and an inventory after
-// processing: a half-done move, to be finished); else Held when its entry
+// is in, and has what that state needs (a store after processing, an inventory
+// after storing: a half-done move, to be finished); else Held when its entry
 // holds it, else Failed when its entry's state may fail (or is Failed);
 // else 0, for an operator. why says what the evidence shows.
 func mendMismatch(st *v1.JobStatus, wrong []entryLoc, hasStore, hasInventory bool) (JobState, string) {
@@ -542,9 +542,9 @@ func mendMismatch(st *v1.JobStatus, wrong []entryLoc, hasStore, hasInventory boo
 		case !CanMoveJob(w, state):
 			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and %s → %s is not a move a job makes",
 				jobStateSegment(w), JobStateName(w), JobStateName(state)))
-		case afterProcessing(state) && !(hasStore && hasInventory):
-			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and it has no store and inventory, which %s needs",
-				jobStateSegment(w), JobStateName(state)))
+		case !hasWhatItNeeds(state, hasStore, hasInventory):
+			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and it has no %s, which %s needs",
+				jobStateSegment(w), neededNodes(state), JobStateName(state)))
 		}
 		return state, fmt.Sprintf("a move %s → %s left half-done", JobStateName(w), JobStateName(state))
 	}
@@ -563,14 +563,25 @@ func mendFrom(wrong []entryLoc, why string) (JobState, string) {
 	return Failed, why
 }
 
-// afterProcessing reports whether a job in s has been stored: processing
-// writes its store and inventory.
-func afterProcessing(s JobState) bool {
+// hasWhatItNeeds reports whether a job in s has the nodes the steps
+// before s write: processing writes its store (a job in Storing has it),
+// storing its inventory (a job in Recording or later has both).
+func hasWhatItNeeds(s JobState, hasStore, hasInventory bool) bool {
 	switch s {
-	case Storing, Recording, Notify, Completed:
-		return true
+	case Storing:
+		return hasStore
+	case Recording, Notify, Completed:
+		return hasStore && hasInventory
 	}
-	return false
+	return true
+}
+
+// neededNodes names what hasWhatItNeeds looks for in s.
+func neededNodes(s JobState) string {
+	if s == Storing {
+		return "store"
+	}
+	return "store and inventory"
 }
 
 // priorityDamage reports a priority node that does not read as a

@@ -305,6 +305,7 @@ type Claim struct {
 	sess         *session
 	ctx          context.Context
 	cancel       context.CancelCauseFunc
+	lock         *ownLock // the job's lock node, in the client's lockBook
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.
@@ -312,6 +313,9 @@ type Claim struct {
 
 	mu   sync.Mutex
 	done bool
+	// settled: the claim ended with its job committed or given back, not
+	// lost (its consumer need not look for the job again).
+	settled bool
 }
 
 // State is the state the job was in when it was claimed.
@@ -424,12 +428,25 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 			ops = append(ops, checkOp(c.p.jobNode(jid, nodes[i]), r.stat.Version))
 		}
 	}
+	cl := c.newClaim(sess, state, e, stat.Version+1)
+	cl.lock = c.locks.add(lockPath, cl.ctx)
 	_, err = c.multi(ctx, ops...)
 	if retryable(err) && c.ownsNode(ctx, lockPath, sess.id) {
 		// Applied, its answer lost with the connection: the claim is ours.
 		// Dropped, its lock would hold the job for as long as this session
 		// lives, with nobody working on it.
 		err = nil
+	}
+	if err != nil {
+		cl.cancel(err)
+		switch {
+		case errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			c.locks.forget(cl.lock) // refused: nothing was created
+		default:
+			// Perhaps applied, its answer lost: a lock of this session
+			// would hold the job with nobody working on it.
+			c.leave(cl.lock)
+		}
 	}
 	switch idx := failedOp(err); {
 	case errors.Is(err, zk.ErrNodeExists):
@@ -445,7 +462,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 	case err != nil:
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
 	}
-	cl := c.claimOf(sess, state, e, status, loadErr, stat.Version+1, nodes, read)
+	c.loadClaim(cl, e, state, status, loadErr, nodes, read)
 	// Locks vanish with their session, which the claim's context follows
 	// already. Only a step that runs long gets a watch on the lock node too,
 	// for an operator removing it by hand: short steps save the read.
@@ -460,12 +477,25 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 // claimOf is the claim of a job in state at entry e, read as read (its
 // status first, then nodes), owning status version version.
 func (c *Client) claimOf(sess *session, state JobState, e entry, status *v1.JobStatus, loadErr error, version int32, nodes []string, read []dataStat) *Claim {
-	cl := &Claim{c: c, from: state, entry: e.name, version: version, sess: sess,
-		Job: &v1.Job{Id: e.jid, Priority: e.priority, Status: status}, LoadErr: loadErr}
+	cl := c.newClaim(sess, state, e, version)
+	c.loadClaim(cl, e, state, status, loadErr, nodes, read)
+	return cl
+}
+
+// newClaim is the claim of the job at entry e in state, owning status
+// version version, with nothing loaded yet; its context ends with sess.
+func (c *Client) newClaim(sess *session, state JobState, e entry, version int32) *Claim {
+	cl := &Claim{c: c, from: state, entry: e.name, version: version, sess: sess}
+	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
+	return cl
+}
+
+// loadClaim gives cl the job as read (its status first, then nodes).
+func (c *Client) loadClaim(cl *Claim, e entry, state JobState, status *v1.JobStatus, loadErr error, nodes []string, read []dataStat) {
+	cl.Job, cl.LoadErr = &v1.Job{Id: e.jid, Priority: e.priority, Status: status}, loadErr
 	if status == nil {
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}
-	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
 	r := c.decodeJobData(cl.Job, nodes, datas(read[1:]))
 	cl.present = r.present
 	cl.priorityBad = r.badPriority != nil
@@ -483,7 +513,6 @@ func (c *Client) claimOf(sess *session, state JobState, e entry, status *v1.JobS
 	// The entry's priority is what orders the job; keep it authoritative.
 	cl.Job.Priority = e.priority
 	cl.Job.Locked = true
-	return cl
 }
 
 // foreignLockMessage begins the message of a job whose lock node belongs
@@ -540,6 +569,7 @@ func (cl *Claim) watchLock() {
 			return // session or claim ended: its context is already done
 		}
 		if !ok {
+			cl.c.locks.forget(cl.lock)
 			cl.cancel(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), ErrFenced))
 			return
 		}
@@ -548,6 +578,7 @@ func (cl *Claim) watchLock() {
 			return
 		case e := <-ev:
 			if e.Type == zk.EventNodeDeleted {
+				cl.c.locks.forget(cl.lock)
 				cl.cancel(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), ErrFenced))
 				return
 			}
@@ -645,6 +676,29 @@ func (cl *Claim) markDone() {
 	cl.done = true
 	cl.mu.Unlock()
 	cl.cancel(errClaimFinished)
+	// Ended without its lock known gone (a release that failed, a session
+	// presumed lost): tidyLocks deletes it if it is still this session's.
+	cl.c.leave(cl.lock)
+}
+
+// settle ends a claim whose job was committed or given back: its lock is
+// gone with the operation that did it.
+func (cl *Claim) settle() {
+	cl.c.locks.forget(cl.lock)
+	cl.mu.Lock()
+	cl.settled = true
+	cl.mu.Unlock()
+	cl.markDone()
+}
+
+// fenced ends a claim whose change was refused: the job's status moved on
+// under it or its lock is gone. A lock still there is this claim's own
+// (the status was written by someone who ignores locks, as a peer's admin
+// failing a job does): it is removed now, or the job would stay locked
+// for as long as this session lives.
+func (cl *Claim) fenced(ctx context.Context) {
+	cl.c.letGo(ctx, cl.lock)
+	cl.markDone()
 }
 
 var errClaimFinished = errors.New("claim finished")
@@ -904,6 +958,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	}
 	for _, l := range locks {
 		l.released.Store(true)
+		cl.c.locks.forget(l.own)
 	}
 	cl.priorityBad = false
 	cl.applyData(ch)
@@ -916,7 +971,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 		return nil
 	}
 	cl.Job.Locked = false
-	cl.markDone()
+	cl.settle()
 	return nil
 }
 
@@ -1025,12 +1080,16 @@ func (cl *Claim) commitOps(ctx context.Context, statusOp any, keepLock bool, bui
 			case stat.Version == cl.version && attempt < 3:
 				continue
 			}
+			cl.fenced(ctx)
 			return fmt.Errorf("job %s: %w: connection lost during commit", cl.ID(), ErrFenced)
 		}
 		idx := failedOp(err)
 		if idx == 0 || idx == lockIdx {
 			// The status moved on, or our lock is gone.
-			cl.markDone()
+			if idx == lockIdx {
+				cl.c.locks.forget(cl.lock)
+			}
+			cl.fenced(ctx)
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
 		if len(guard) > 0 && idx == 1 {
@@ -1137,7 +1196,6 @@ func (cl *Claim) Release(ctx context.Context) error {
 }
 
 func (cl *Claim) release(ctx context.Context) error {
-	defer cl.markDone()
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
@@ -1147,15 +1205,21 @@ func (cl *Claim) release(ctx context.Context) error {
 			break
 		}
 		if !retryable(err) {
+			// The status moved on (the lock, if still there, is removed
+			// all the same) or the lock is gone.
+			cl.fenced(ctx)
 			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
 		// The connection dropped, but the lock lives as long as the
 		// session: left there it would hold the job, with nobody working
-		// on it, until this process ends. Try again once reconnected.
+		// on it, until this process ends. Try again once reconnected; past
+		// that, the client's tidyLocks removes it if the session comes back.
 		select {
 		case <-cl.sess.ctx.Done():
+			cl.markDone()
 			return fmt.Errorf("releasing job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
 		case <-ctx.Done():
+			cl.markDone()
 			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), context.Cause(ctx), err)
 		case <-time.After(backoff):
 		}
@@ -1164,6 +1228,7 @@ func (cl *Claim) release(ctx context.Context) error {
 	if cl.givenBack != nil {
 		cl.givenBack(cl.entry)
 	}
+	cl.settle()
 	return nil
 }
 

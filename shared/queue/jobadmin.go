@@ -274,7 +274,7 @@ func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
 		}
 		return err
 	}
-	cl.markDone()
+	cl.settle()
 	return nil
 }
 

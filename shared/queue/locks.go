@@ -135,6 +135,7 @@ type ObjectLock struct {
 	path     string
 	sess     int64       // the session that holds it
 	released atomic.Bool // by a commit (Change.Unlock)
+	own      *ownLock    // in the client's lockBook
 }
 
 // LockStorage takes /locks/storage/<ark> while the object is being stored.
@@ -156,14 +157,19 @@ func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, er
 	if err != nil {
 		return nil, fmt.Errorf("locking object %s: %w", ark, err)
 	}
+	// Held while its session lives: a session presumed lost takes it
+	// along, and if that session comes back the lock goes (lockBook).
+	own := c.locks.add(p, sess.ctx)
 	_, err = c.createGrouped(ctx, p, nil, zk.FlagEphemeral)
 	if errors.Is(err, zk.ErrNodeExists) {
+		c.locks.forget(own)
 		return nil, fmt.Errorf("object %s: %w", ark, ErrLocked)
 	}
 	if err != nil {
+		c.leave(own) // perhaps created, its answer lost
 		return nil, fmt.Errorf("locking object %s: %w", ark, err)
 	}
-	return &ObjectLock{c: c, path: p, sess: sess.id}, nil
+	return &ObjectLock{c: c, path: p, sess: sess.id, own: own}, nil
 }
 
 // ownsNode reports whether path is an ephemeral node of session sess (false
@@ -176,11 +182,22 @@ func (c *Client) ownsNode(ctx context.Context, path string, sess int64) bool {
 // Unlock releases the object lock if this session still holds it. A lock
 // that went with its session (the process was frozen or cut off for longer
 // than the session timeout) may be another process's by now: removing that
-// one would let a third process at the object beside it.
+// one would let a third process at the object beside it. An unlock that
+// fails (the connection stayed down) is left to the client, which removes
+// the lock once it can if it is still this session's.
 func (l *ObjectLock) Unlock(ctx context.Context) error {
 	if l.released.Load() {
 		return nil
 	}
+	if err := l.unlock(ctx); err != nil {
+		l.c.leave(l.own)
+		return err
+	}
+	l.c.locks.forget(l.own)
+	return nil
+}
+
+func (l *ObjectLock) unlock(ctx context.Context) error {
 	_, err := retry(ctx, func() (struct{}, error) {
 		ok, stat, err := l.c.conn.Exists(l.path)
 		if err != nil || !ok || stat.EphemeralOwner != l.sess {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +22,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
+func TestMain(m *testing.M) {
+	if root := os.Getenv(envReplicaRoot); root != "" {
+		os.Exit(runReplica(root))
+	}
+	zktest.Main(m)
+}
 
 // jobs is n jobs of profile (and so collection) "p".
 func jobs(n int) []queue.NewJob {
