@@ -15,8 +15,10 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BUF := $(BIN)/.tools/buf@$(BUF_VERSION)
 PROTOC_GEN_GO := $(BIN)/.tools/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.tools/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(BIN)/.tools/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: help deps test race chaos bench demo up proto lint build config-table
+.PHONY: help deps test race chaos bench demo up proto proto-check lint build config-table
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
@@ -25,7 +27,7 @@ help:
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
 	@echo "make build         build the service binaries into ./bin"
-	@echo "make lint          buf lint, gofmt and go vet"
+	@echo "make lint          buf lint, gofmt, go vet, staticcheck, and a check that proto/'s generated code is current"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (README)"
@@ -113,6 +115,10 @@ $(PROTOC_GEN_GO):
 	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	@mkdir -p $(@D) && touch $@
 
+$(STATICCHECK):
+	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@mkdir -p $(@D) && touch $@
+
 $(PROTOC_GEN_GO_GRPC):
 	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	@mkdir -p $(@D) && touch $@
@@ -120,11 +126,22 @@ $(PROTOC_GEN_GO_GRPC):
 proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
 	PATH="$(BIN):$$PATH" $(BIN)/buf generate
 
-lint: $(BUF)
+lint: $(BUF) $(STATICCHECK) proto-check
 	$(BIN)/buf lint
 	@unformatted=$$(gofmt -l $(MODULES)); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	@for m in $(MODULES); do (cd "$$m" && go vet ./...); done
+	@for m in $(MODULES); do (cd "$$m" && go vet ./... && $(BIN)/staticcheck ./...); done
+
+# The generated code is what the pinned generators make of proto/ now:
+# regenerate into a scratch copy and compare.
+proto-check: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
+	@scratch=$$(mktemp -d); trap 'rm -rf "$$scratch"' EXIT; \
+	cp -r proto buf.yaml buf.gen.yaml "$$scratch"/; \
+	(cd "$$scratch" && PATH="$(BIN):$$PATH" $(BIN)/buf generate); \
+	if ! diff -r -q proto "$$scratch/proto" >/dev/null; then \
+		echo "proto/: the generated code differs from what make proto makes now:"; \
+		diff -r -q proto "$$scratch/proto" || true; exit 1; \
+	fi; echo "proto/: generated code up to date"
 
 build:
 	@mkdir -p $(BIN)

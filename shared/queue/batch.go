@@ -52,7 +52,7 @@ const MaxUUIDLength = 128
 
 func validUUID(id string) error {
 	if id == "" || len(id) > MaxUUIDLength || id == "." || id == ".." || id == "zookeeper" {
-		return fmt.Errorf("%w: batch id %q must be 1..%d characters and not . or ..", ErrInvalid, truncate(id, 40), MaxUUIDLength)
+		return fmt.Errorf("%w: batch id %q must be 1 to %d characters, and neither %q nor %q", ErrInvalid, truncate(id, 40), MaxUUIDLength, ".", "..")
 	}
 	if !utf8.ValidString(id) {
 		return fmt.Errorf("%w: batch id %q is not valid UTF-8", ErrInvalid, truncate(id, 40))

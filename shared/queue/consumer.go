@@ -492,8 +492,7 @@ func (co *Consumer) watchLock(jid string) {
 func (c *Client) sessionWake(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	var once sync.Once
-	var cancel func()
-	cancel = c.OnSession(func(ok bool) {
+	cancel := c.OnSession(func(ok bool) {
 		if ok {
 			once.Do(func() { close(ch) })
 		}

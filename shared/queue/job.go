@@ -726,19 +726,6 @@ func unlockOps(locks []*ObjectLock) []any {
 	return ops
 }
 
-// has reports whether the job has the data node name: known when the claim
-// read it or wrote it, looked up otherwise.
-func (cl *Claim) has(ctx context.Context, name string) (bool, error) {
-	if cl.known(name) {
-		return cl.present[name], nil
-	}
-	ok, _, err := cl.c.exists(ctx, cl.c.p.jobNode(cl.ID(), name))
-	if err == nil {
-		cl.learn(name, ok)
-	}
-	return ok, err
-}
-
 func (cl *Claim) known(name string) bool {
 	return cl.loaded[name] || cl.present[name] || cl.absent[name]
 }

@@ -258,7 +258,7 @@ func tarEntries(open func() (io.Reader, func(), error)) entryList {
 			}
 			var kind entryKind
 			switch h.Typeflag {
-			case tar.TypeReg, tar.TypeRegA:
+			case tar.TypeReg: // the reader reports the old TypeRegA as TypeReg
 				kind = kindFile
 			case tar.TypeDir:
 				kind = kindDir

@@ -107,7 +107,7 @@ func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range sp.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["ingestq.stage"] != "recording" || attrs["ingestq.job.id"] != jid || attrs["ingestq.outcome"] != "advanced" {
 		t.Errorf("span attributes %v", attrs)
