@@ -33,6 +33,7 @@ type hostSlots struct {
 	mu      sync.Mutex
 	busy    map[string]int                  // host → jobs downloading from it
 	waiting map[string]map[string]time.Time // host → job → end of its wait
+	pruned  time.Time                       // when forgotten waits were last dropped
 }
 
 // take reserves a slot at each of hosts for job jid, all or none, with at
@@ -45,6 +46,9 @@ func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wa
 		h.busy, h.waiting = map[string]int{}, map[string]map[string]time.Time{}
 	}
 	now := time.Now()
+	if now.Sub(h.pruned) > hostWaitForgotten {
+		h.forget(now)
+	}
 	for _, host := range hosts {
 		if h.busy[host] < limit {
 			continue
@@ -53,11 +57,6 @@ func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wa
 		if waiting == nil {
 			waiting = map[string]time.Time{}
 			h.waiting[host] = waiting
-		}
-		for j, until := range waiting {
-			if now.Sub(until) > hostWaitForgotten {
-				delete(waiting, j)
-			}
 		}
 		n := len(waiting)
 		if _, ok := waiting[jid]; !ok {
@@ -79,6 +78,22 @@ func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wa
 		}
 	}
 	return "", 0
+}
+
+// forget drops the waits that ended more than hostWaitForgotten ago, of
+// every host: a host whose jobs all went elsewhere leaves nothing behind.
+func (h *hostSlots) forget(now time.Time) {
+	for host, waiting := range h.waiting {
+		for jid, until := range waiting {
+			if now.Sub(until) > hostWaitForgotten {
+				delete(waiting, jid)
+			}
+		}
+		if len(waiting) == 0 {
+			delete(h.waiting, host)
+		}
+	}
+	h.pruned = now
 }
 
 // give frees the slots take reserved.

@@ -49,3 +49,17 @@ func TestTheHostsOfAJobAreItsFilesHostsOnce(t *testing.T) {
 		t.Errorf("hostsOf = %q, want %q", got, want)
 	}
 }
+
+func TestWaitsOfJobsNeverSeenAgainAreForgotten(t *testing.T) {
+	var h hostSlots
+	h.take(1, "j1", []string{"gone.example"})
+	h.take(1, "j2", []string{"gone.example"})
+	h.give([]string{"gone.example"})
+	// j2 was taken by another replica: its wait ended long ago.
+	h.waiting["gone.example"]["j2"] = time.Now().Add(-2 * hostWaitForgotten)
+	h.pruned = time.Time{}
+	h.take(1, "j3", []string{"other.example"})
+	if len(h.waiting) != 0 || len(h.busy) != 1 {
+		t.Errorf("waiting %v, busy %v; want no wait left and other.example busy", h.waiting, h.busy)
+	}
+}
