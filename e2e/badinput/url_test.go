@@ -153,26 +153,31 @@ func TestRedirectsOutOfThePolicyAreNotFollowed(t *testing.T) {
 	}
 }
 
-// TestLoopbackDeniedWhenTheDenyListSaysSo runs a stack whose deny list
-// holds loopback: an address literal is refused by Submit; a host name
-// that resolves to loopback is refused when it is dialled (by the batcher
-// for a manifest, by the downloader for a file), and no request reaches
-// the server behind it.
-func TestLoopbackDeniedWhenTheDenyListSaysSo(t *testing.T) {
-	p := startTestPipeline(t, "deny-loopback", pipelineOptions{env: map[string]string{"INGESTQ_FETCH_DENY": "loopback"}})
+// TestLoopbackDeniedUnlessAllowed runs a stack with the services' default
+// address settings (the stack's own allowance of loopback taken away): an
+// address literal is refused by Submit, naming the setting that would
+// allow it; a host name that resolves to loopback is refused when it is
+// dialled (by the batcher for a manifest, by the downloader for a file),
+// and no request reaches the server behind it.
+func TestLoopbackDeniedUnlessAllowed(t *testing.T) {
+	p := startTestPipeline(t, "deny-loopback", pipelineOptions{env: map[string]string{"INGESTQ_FETCH_ALLOW": "", "INGESTQ_CALLBACK_ALLOW": ""}})
 	port := strings.TrimPrefix(shared.hostile.URL, "http://127.0.0.1:")
 	viaName := "http://localhost:" + port
 
 	t.Run("IPv4 loopback literal refused by Submit", func(t *testing.T) {
-		p.submitRefused(t, shared.hostile.URL+"/deny/deposit.txt", "address denied by policy: 127.0.0.1 is in 127.0.0.0/8")
+		p.submitRefused(t, shared.hostile.URL+"/deny/deposit.txt",
+			"address denied by policy: 127.0.0.1 is in 127.0.0.0/8, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=127.0.0.0/8 allows it)")
 	})
 	t.Run("IPv6 loopback literal refused by Submit", func(t *testing.T) {
-		p.submitRefused(t, "http://[::1]:"+port+"/deny/deposit.txt", "address denied by policy: ::1 is in ::1/128")
+		p.submitRefused(t, "http://[::1]:"+port+"/deny/deposit.txt", "address denied by policy: ::1 is in ::1/128, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=::1/128 allows it)")
+	})
+	t.Run("private address literal refused by Submit", func(t *testing.T) {
+		p.submitRefused(t, "http://10.20.30.40/deposit.txt", "address denied by policy: 10.20.30.40 is in 10.0.0.0/8, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=10.0.0.0/8 allows it)")
 	})
 	t.Run("manifest on a name resolving to loopback refused by the batcher", func(t *testing.T) {
 		u := viaName + "/deny/object.checkm"
 		p.expectFailure(t, p.submit(t, u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST),
-			outcome{batch: []string{"fetching payload " + u, "address denied by policy"}})
+			outcome{batch: []string{"fetching payload " + u, "address denied by policy", "(INGESTQ_FETCH_ALLOW=127.0.0.0/8 allows it)"}})
 		if n := shared.hostile.Hits("/deny/object.checkm"); n > 0 {
 			t.Errorf("%d requests reached the denied server", n)
 		}
@@ -180,7 +185,7 @@ func TestLoopbackDeniedWhenTheDenyListSaysSo(t *testing.T) {
 	t.Run("file on a name resolving to loopback refused by the downloader", func(t *testing.T) {
 		u := viaName + "/deny/deposit.txt"
 		p.expectFailure(t, p.submit(t, u, v1.PayloadType_PAYLOAD_TYPE_FILE),
-			outcome{failed: 1, job: []string{"deposit.txt (" + u + ")", "address denied by policy"}})
+			outcome{failed: 1, job: []string{"deposit.txt (" + u + ")", "address denied by policy", "(INGESTQ_FETCH_ALLOW=127.0.0.0/8 allows it)"}})
 		if n := shared.hostile.Hits("/deny/deposit.txt"); n > 0 {
 			t.Errorf("%d requests reached the denied server", n)
 		}

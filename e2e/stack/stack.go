@@ -47,6 +47,9 @@ type Options struct {
 	// Replicas per service (default 1).
 	Replicas map[string]int
 	// Env is added to every service's environment (it wins over the stack's).
+	// The stack allows payload, manifest and callback URLs on loopback
+	// (INGESTQ_FETCH_ALLOW, INGESTQ_CALLBACK_ALLOW), where its depositors
+	// serve; set them empty here for the services' default refusal.
 	Env map[string]string
 	// AdminToken, when set, guards the admin methods.
 	AdminToken string
@@ -212,6 +215,9 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 		"INGESTQ_PROFILES_DIR":       s.opts.ProfilesDir,
 		"INGESTQ_DRAIN_TIMEOUT":      "10s",
 		"INGESTQ_ADMIN_TOKEN":        s.opts.AdminToken,
+		// Everything the stack fetches and calls back runs on this machine.
+		"INGESTQ_FETCH_ALLOW":    "loopback",
+		"INGESTQ_CALLBACK_ALLOW": "loopback",
 	}
 	if name == "batcher" {
 		// Each batcher gets a console port of its own: the default would

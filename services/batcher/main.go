@@ -43,7 +43,7 @@ type settings struct {
 	cleanupInterval  *time.Duration
 	maxManifestBytes *int
 	maxQueuedJobs    *int
-	fetchDeny        *string
+	addresses        *fetch.AddressSettings
 	consoleListen    string
 }
 
@@ -70,8 +70,7 @@ func (s *settings) register(r *config.Registry) {
 		"largest batch or object manifest fetched")
 	s.maxQueuedJobs = r.Int("max-queued-jobs", "INGESTQ_MAX_QUEUED_JOBS", 100000,
 		"most jobs the queue holds, ended ones until their batch is cleaned up (each takes ~6.5 KB of ZooKeeper heap); a batch that would pass it waits in Pending, a larger one fails; 0: no bound")
-	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
-		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
+	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
 		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
 }
@@ -113,12 +112,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return err
 	}
-	policy := fetch.Policy{}
-	if *s.fetchDeny != "" {
-		if policy.Deny, err = fetch.ParseDeny(*s.fetchDeny); err != nil {
-			return fmt.Errorf("INGESTQ_FETCH_DENY: %w", err)
-		}
-	}
+	policy := s.addresses.Apply(fetch.Policy{})
 	if *s.retention <= 0 || *s.cleanupInterval <= 0 {
 		return fmt.Errorf("INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive")
 	}

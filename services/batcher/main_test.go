@@ -105,6 +105,7 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 		"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
 		"INGESTQ_WORK_ROOT="+workRoot,
 		"INGESTQ_OUTBOX_DIR="+outbox,
+		"INGESTQ_FETCH_ALLOW=loopback",
 	)
 	conn := servicetest.Dial(t, p.Addr)
 

@@ -41,11 +41,17 @@ type Downloader struct {
 	WorkRoot string
 	// Concurrency bounds the files of one job fetched at once.
 	Concurrency int
-	Unpack      unpack.Limits
-	Logger      *slog.Logger
+	// PerHost bounds the jobs this replica downloads from one host at once
+	// (a job counts for every host its files come from); a job whose host
+	// is at its limit waits, giving its worker to other hosts' jobs.
+	PerHost int
+	Unpack  unpack.Limits
+	Logger  *slog.Logger
 	// Durable makes a job's downloaded files durable before the job moves
 	// on, sharing the sync with the jobs finishing at the same moment.
 	Durable durable.Syncer
+
+	hosts hostSlots
 }
 
 // Validate checks the settings.
@@ -57,6 +63,8 @@ func (d *Downloader) Validate() error {
 		return fmt.Errorf("work root %q must be an absolute path", d.WorkRoot)
 	case d.Concurrency < 1:
 		return fmt.Errorf("download concurrency %d must be at least 1", d.Concurrency)
+	case d.PerHost < 1:
+		return fmt.Errorf("download jobs per host %d must be at least 1", d.PerHost)
 	case d.Files.Retries < 0:
 		return fmt.Errorf("download retries %d must not be negative", d.Files.Retries)
 	case d.Files.Backoff <= 0 || d.Files.MaxBackoff < d.Files.Backoff:
@@ -97,6 +105,12 @@ func (d *Downloader) Handle(ctx context.Context, claim *queue.Claim) stage.Outco
 	case len(m.GetFiles()) == 0:
 		return stage.Fail("the job has no file list to download")
 	}
+	hosts := hostsOf(m)
+	if full, wait := d.hosts.take(d.PerHost, claim.ID(), hosts); full != "" {
+		d.Logger.DebugContext(ctx, "waiting: the host's downloads are at their limit", "host", full, "limit", d.PerHost, "wait", wait)
+		return stage.Wait(wait, queue.Change{})
+	}
+	defer d.hosts.give(hosts)
 	root, err := d.openWorkingDir(conf.GetWorkingDir())
 	if err != nil {
 		return stage.Fail(err.Error())

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +134,7 @@ func testDownloader(workRoot string, policy fetch.Policy) *Downloader {
 			MaxBackoff: 50 * time.Millisecond, MaxBytes: 1 << 20, TempDir: stagingDir},
 		WorkRoot:    workRoot,
 		Concurrency: 3,
+		PerHost:     4, // the stage's default concurrency: no host waits
 		Unpack:      unpack.Limits{MaxEntries: 100, MaxBytes: 1 << 20},
 		Logger:      slog.Default(),
 	}
@@ -185,7 +188,7 @@ func TestEveryFileLandsInProducerAndTheRealSizeIsRecorded(t *testing.T) {
 	undeclared := &v1.ManifestFile{Url: d.URL + "/files/c.txt", Name: "deep/er/c.txt", Size: -1}
 	jids, dirs := createJobs(t, q, work, job{files: []*v1.ManifestFile{
 		declared(d.URL+"/files/a.txt", "a.txt", a), declared(d.URL+"/flaky/b.bin", "data/b.bin", b), undeclared}})
-	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 
 	j := queuetest.WaitState(t, q, jids[0], queue.Processing)
 	want := map[string]string{"a.txt": string(a), "data/b.bin": string(b), "deep/er/c.txt": string(c)}
@@ -214,7 +217,7 @@ func TestFailuresFailTheJobNamingTheFileTheURLAndTheReason(t *testing.T) {
 	content := []byte("the real content")
 	d.put("a.txt", content)
 	wrong := strings.Repeat("1f", 32)
-	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	for _, tc := range []struct {
 		name string
 		job  job
@@ -264,7 +267,8 @@ func TestADeniedAddressFailsTheJobNamingTheURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startDownloader(t, q, testDownloader(work, fetch.Policy{Deny: deny}))
+	// Denied, loopback is refused though it is allowed: the deny list wins.
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Deny: deny, Allow: fetch.LoopbackRanges()}))
 	jids, _ := createJobs(t, q, work, job{files: []*v1.ManifestFile{{Url: d.URL + "/files/a.txt", Name: "a.txt", Size: -1}}})
 
 	msg := queuetest.WaitState(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
@@ -289,7 +293,7 @@ func TestACompleteFileIsNotFetchedAgainAfterARestart(t *testing.T) {
 	os.WriteFile(filepath.Join(dirs[0], producerDir, "a.txt"), a, 0o644)
 	os.MkdirAll(filepath.Join(dirs[0], stagingDir), 0o755)
 	os.WriteFile(filepath.Join(dirs[0], stagingDir, "x"+download.TempSuffix), b[:4], 0o644)
-	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 
 	j := queuetest.WaitState(t, q, jids[0], queue.Processing)
 	if d.requests("/files/a.txt") != 0 || d.requests("/files/b.txt") != 1 {
@@ -336,7 +340,7 @@ func TestContainersAreUnpackedIntoProducerAndRemoved(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
 	q := queuetest.Connect(t, zktest.Root(t))
-	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	files := map[string]string{"a.txt": "alpha", "sub/b.txt": "beta beta"}
 	for _, tc := range []struct {
 		name, served string // the name misleads: the format comes from the bytes
@@ -371,7 +375,7 @@ func TestAHostileContainerFailsTheJobAndLeavesNothingOutside(t *testing.T) {
 	d := newDepositor(t)
 	work := t.TempDir()
 	q := queuetest.Connect(t, zktest.Root(t))
-	startDownloader(t, q, testDownloader(work, fetch.Policy{}))
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	slip := zipBytes(t, map[string]string{"../../evil.txt": "owned"})
 	d.put("slip.zip", slip)
 	url := d.URL + "/files/slip.zip"
@@ -415,7 +419,7 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 	jids, dirs := createJobs(t, admin, work, job{files: []*v1.ManifestFile{declared(url, "big.bin", big)}})
 
 	first := queuetest.Connect(t, root)
-	startDownloader(t, first, testDownloader(work, fetch.Policy{}))
+	startDownloader(t, first, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	select {
 	case <-streaming:
 	case <-time.After(30 * time.Second):
@@ -424,7 +428,7 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 	// The first replica dies mid-file: its session, and with it the job's
 	// lock, is gone.
 	first.Close()
-	startDownloader(t, queuetest.Connect(t, root), testDownloader(work, fetch.Policy{}))
+	startDownloader(t, queuetest.Connect(t, root), testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 
 	j := queuetest.WaitState(t, admin, jids[0], queue.Processing)
 	got, err := os.ReadFile(filepath.Join(dirs[0], producerDir, "big.bin"))
@@ -450,6 +454,7 @@ func TestValidateRefusesUnusableSettings(t *testing.T) {
 	}{
 		{"relative work root", func(d *Downloader) { d.WorkRoot = "work" }, "absolute path"},
 		{"no concurrency", func(d *Downloader) { d.Concurrency = 0 }, "at least 1"},
+		{"no job per host", func(d *Downloader) { d.PerHost = 0 }, "download jobs per host 0 must be at least 1"},
 		{"negative sync linger", func(d *Downloader) { d.Durable.Linger = -time.Millisecond }, "sync linger -1ms must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -459,5 +464,147 @@ func TestValidateRefusesUnusableSettings(t *testing.T) {
 				t.Errorf("Validate = %v, want an error saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// hostServer is a depositor's server on a loopback address of its own:
+// 127.0.0.2 is another host than 127.0.0.1. It counts the requests it is
+// answering at once, and the most it ever answered at once.
+type hostServer struct {
+	*httptest.Server
+	mu           sync.Mutex
+	active, most int
+}
+
+func serveOn(t *testing.T, ip string, h http.HandlerFunc) *hostServer {
+	t.Helper()
+	s := &hostServer{}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.active++
+		s.most = max(s.most, s.active)
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.active--
+			s.mu.Unlock()
+		}()
+		h(w, r)
+	}))
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatalf("listen on %s: %v", ip, err)
+	}
+	s.Listener.Close()
+	s.Listener = ln
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *hostServer) load() (active, most int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active, s.most
+}
+
+// trickle answers with a declared size of size bytes, then sends one byte
+// every interval, until the client goes away or stop is closed: a hostile
+// depositor that never lets the idle timeout run out.
+func trickle(size int, interval time.Duration, stop <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-stop:
+				return
+			case <-tick.C:
+				w.Write([]byte("."))
+				w.(http.Flusher).Flush()
+			}
+		}
+	}
+}
+
+func TestAFileSlowerThanTheLeastRateFailsItsJobNamingTheFileAndTheRate(t *testing.T) {
+	work := t.TempDir()
+	q := queuetest.Connect(t, zktest.Root(t))
+	content := bytes.Repeat([]byte("a normal pace "), 10_000)
+	var slowRequests atomic.Int64
+	slowFile := trickle(1<<20, 20*time.Millisecond, t.Context().Done())
+	s := serveOn(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow.bin" {
+			slowRequests.Add(1)
+			slowFile(w, r)
+			return
+		}
+		w.Write(content)
+	})
+	// Short windows stand for the real ones: a byte every 20ms is 50
+	// bytes/s, and the idle timeout never runs out.
+	policy := fetch.Policy{Allow: fetch.LoopbackRanges(), MinRate: 1000, RateWindow: 300 * time.Millisecond, IdleTimeout: time.Minute}
+	startDownloader(t, q, testDownloader(work, policy))
+	jids, dirs := createJobs(t, q, work,
+		job{files: []*v1.ManifestFile{{Url: s.URL + "/slow.bin", Name: "slow.bin", Size: 1 << 20}}},
+		job{files: []*v1.ManifestFile{declared(s.URL+"/fast.bin", "fast.bin", content)}})
+
+	msg := queuetest.WaitState(t, q, jids[0], queue.Failed).GetStatus().GetMessage()
+	want := fmt.Sprintf("slow.bin (%s/slow.bin): fetch: GET %s/slow.bin: reading the body: too slow: ", s.URL, s.URL)
+	if !strings.HasPrefix(msg, want) || !strings.Contains(msg, " bytes/s over the last ") || !strings.HasSuffix(msg, "below the least allowed 1000 bytes/s (MinRate)") {
+		t.Errorf("message\n %q\nwant it to start\n %q\nand give the rate measured and the least allowed", msg, want)
+	}
+	if n := slowRequests.Load(); n != 1 {
+		t.Errorf("the slow file was asked for %d times, want 1 (a file too slow is not tried again)", n)
+	}
+	// A file at a normal pace passes under the same policy.
+	queuetest.WaitState(t, q, jids[1], queue.Processing)
+	if got := producer(t, dirs[1]); got["fast.bin"] != string(content) {
+		t.Errorf("fast.bin: %d bytes, want %d", len(got["fast.bin"]), len(content))
+	}
+}
+
+func TestASlowHostHoldsAtMostItsShareOfTheWorkersWhileAnotherHostsJobCompletes(t *testing.T) {
+	work := t.TempDir()
+	q := queuetest.Connect(t, zktest.Root(t))
+	stop := make(chan struct{})
+	slow := serveOn(t, "127.0.0.1", trickle(1<<20, 100*time.Millisecond, stop))
+	small := bytes.Repeat([]byte("k"), 1024)
+	other := serveOn(t, "127.0.0.2", func(w http.ResponseWriter, r *http.Request) { w.Write(small) })
+
+	// No least rate: the share alone must let the other host's job through.
+	d := testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges(), MinRate: -1, IdleTimeout: time.Minute})
+	d.PerHost = 2 // of the stage's 4 workers
+	var slowJobs []job
+	for i := range 4 {
+		name := fmt.Sprintf("slow%d.bin", i)
+		slowJobs = append(slowJobs, job{files: []*v1.ManifestFile{{Url: slow.URL + "/" + name, Name: name, Size: 1 << 20}}})
+	}
+	slowIDs, _ := createJobs(t, q, work, slowJobs...)
+	startDownloader(t, q, d)
+	// Run before the downloader stops: the trickles end, and with them the
+	// downloads that would otherwise hold the stage's drain.
+	t.Cleanup(func() { close(stop) })
+
+	queuetest.Eventually(t, "the slow host is sending files", func() bool {
+		active, _ := slow.load()
+		return active >= 2
+	})
+	jids, dirs := createJobs(t, q, work, job{files: []*v1.ManifestFile{declared(other.URL+"/small.bin", "small.bin", small)}})
+	queuetest.WaitState(t, q, jids[0], queue.Processing)
+	if got := producer(t, dirs[0]); got["small.bin"] != string(small) {
+		t.Errorf("small.bin: %q", got["small.bin"])
+	}
+	active, most := slow.load()
+	if active != 2 || most != 2 {
+		t.Errorf("the slow host sends %d files at once, %d at most; want 2 and 2 (its share of the workers)", active, most)
+	}
+	for _, jid := range slowIDs {
+		if j, err := q.GetJob(t.Context(), jid); err != nil || j.GetStatus().GetStatus() != queue.Downloading {
+			t.Errorf("slow job %s: %v, %v; want it still Downloading (waiting or downloading)", jid, queue.JobStateName(j.GetStatus().GetStatus()), err)
+		}
 	}
 }

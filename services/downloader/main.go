@@ -15,8 +15,14 @@
 // removed. The job's space_needed is then the real size of producer/.
 //
 // Only http and https are fetched; addresses in the built-in deny list
-// (link-local, cloud metadata) and in INGESTQ_FETCH_DENY are refused, after
-// DNS and on every redirect.
+// (link-local, cloud metadata), in INGESTQ_FETCH_DENY, and internal ones
+// (loopback, private) that INGESTQ_FETCH_ALLOW does not allow are refused,
+// after DNS and on every redirect.
+//
+// A file that arrives slower than INGESTQ_FETCH_MIN_RATE, measured over each
+// INGESTQ_FETCH_RATE_WINDOW, fails its job; and at most
+// INGESTQ_DOWNLOAD_PER_HOST jobs download from one host at once, so a slow
+// depositor cannot hold every worker: the others' jobs go on meanwhile.
 package main
 
 import (
@@ -45,9 +51,12 @@ type settings struct {
 	maxFileBytes     *int
 	unpackMaxEntries *int
 	unpackMaxBytes   *int
-	fetchDeny        *string
+	addresses        *fetch.AddressSettings
 	headerTimeout    *time.Duration
 	idleTimeout      *time.Duration
+	minRate          *int
+	rateWindow       *time.Duration
+	perHost          *int
 	syncLinger       *time.Duration
 }
 
@@ -68,12 +77,17 @@ func (s *settings) register(r *config.Registry) {
 		"most files and folders a container may hold")
 	s.unpackMaxBytes = r.Int("unpack-max-bytes", "INGESTQ_UNPACK_MAX_BYTES", 100<<30,
 		"most bytes a container may expand to (counted while writing: headers are not trusted)")
-	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
-		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
+	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	s.headerTimeout = r.Duration("fetch-header-timeout", "INGESTQ_FETCH_HEADER_TIMEOUT", fetch.DefaultHeaderTimeout,
 		"how long a request waits for the response headers")
 	s.idleTimeout = r.Duration("fetch-idle-timeout", "INGESTQ_FETCH_IDLE_TIMEOUT", fetch.DefaultIdleTimeout,
 		"how long a download may receive no data before the attempt fails")
+	s.minRate = r.Int("fetch-min-rate", "INGESTQ_FETCH_MIN_RATE", fetch.DefaultMinRate,
+		"least rate in bytes/s a download must keep over each INGESTQ_FETCH_RATE_WINDOW, or its job fails (not retried); 0: none")
+	s.rateWindow = r.Duration("fetch-rate-window", "INGESTQ_FETCH_RATE_WINDOW", fetch.DefaultRateWindow,
+		"time over which INGESTQ_FETCH_MIN_RATE is measured; the first window is a download's grace to get going")
+	s.perHost = r.Int("download-per-host", "INGESTQ_DOWNLOAD_PER_HOST", 0,
+		"most jobs a replica downloads from one host at once, so one slow host cannot hold every worker (0: half of INGESTQ_CONCURRENCY, at least 1)")
 	s.syncLinger = r.Duration("sync-linger", "INGESTQ_SYNC_LINGER", durable.DefaultLinger,
 		"how long a file system sync waits for other jobs' writes to share it (0: none)")
 }
@@ -90,13 +104,17 @@ func main() {
 
 // downloader builds the downloader the settings describe.
 func (s *settings) downloader(env *service.Env) (*Downloader, error) {
-	policy := fetch.Policy{HeaderTimeout: *s.headerTimeout, IdleTimeout: *s.idleTimeout}
-	if *s.fetchDeny != "" {
-		deny, err := fetch.ParseDeny(*s.fetchDeny)
-		if err != nil {
-			return nil, fmt.Errorf("INGESTQ_FETCH_DENY: %w", err)
-		}
-		policy.Deny = deny
+	if *s.minRate < 0 || *s.rateWindow <= 0 {
+		return nil, fmt.Errorf("INGESTQ_FETCH_MIN_RATE %d must not be negative, INGESTQ_FETCH_RATE_WINDOW %v must be positive", *s.minRate, *s.rateWindow)
+	}
+	policy := s.addresses.Apply(fetch.Policy{HeaderTimeout: *s.headerTimeout, IdleTimeout: *s.idleTimeout,
+		MinRate: int64(*s.minRate), RateWindow: *s.rateWindow})
+	if policy.MinRate == 0 {
+		policy.MinRate = -1 // the setting's 0 is none; the policy's, its default
+	}
+	perHost := *s.perHost
+	if perHost == 0 {
+		perHost = max(1, (env.Config.Concurrency+1)/2)
 	}
 	root, err := filepath.Abs(*s.workRoot)
 	if err != nil {
@@ -113,6 +131,7 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 		},
 		WorkRoot:    root,
 		Concurrency: *s.concurrency,
+		PerHost:     perHost,
 		Unpack:      unpack.Limits{MaxEntries: *s.unpackMaxEntries, MaxBytes: int64(*s.unpackMaxBytes)},
 		Logger:      env.Logger,
 		Durable:     durable.Syncer{Linger: *s.syncLinger},

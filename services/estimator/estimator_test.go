@@ -168,7 +168,7 @@ func entryPriority(t *testing.T, q *queue.Client, state queue.JobState, jid stri
 func TestEstimateSizesEveryFileAndLowersThePriorityOfUnsizedAndLargeJobs(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
-	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	for _, tc := range []struct {
 		name      string
 		priority  int32
@@ -226,7 +226,7 @@ func TestEstimateSizesEveryFileAndLowersThePriorityOfUnsizedAndLargeJobs(t *test
 func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
-	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	url := d.putManifest(t, "object1.checkm", checkm.ProfileObject,
 		checkm.Entry{FileURL: d.URL + "/sized/11", HashAlgorithm: "SHA-256", HashValue: strings.Repeat("AB", 32), FileSize: 11, FileName: "data/a.txt"},
 		checkm.Entry{FileURL: d.URL + "/sized/22", FileSize: -1, FileName: "b.txt"})
@@ -255,7 +255,7 @@ func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
 func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
-	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	corrupt := d.putRaw("corrupt.checkm", []byte("#%checkm_0.7\n#%profile | "+checkm.ProfileObject+"\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue\n"+
 		d.URL+"/sized/1 | md5 | 0123456789abcdef0123456789abcdef\n"+
 		d.URL+"/sized/2 | crc32 | 01234567\n"))
@@ -294,24 +294,57 @@ func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 	}
 }
 
-func TestManifestOnADeniedAddressFailsTheJobWithoutARequest(t *testing.T) {
+func TestManifestOnAnInternalAddressFailsTheJobWithoutARequestByDefault(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
-	deny, err := fetch.ParseDeny("loopback")
-	if err != nil {
-		t.Fatal(err)
-	}
-	startEstimator(t, q, testEstimator(t, fetch.Policy{Deny: deny}))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{AllowSetting: "INGESTQ_FETCH_ALLOW"}))
 	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/1", FileSize: -1})
 	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 
 	job := queuetest.WaitState(t, q, jid, queue.Failed)
 	msg := job.GetStatus().GetMessage()
-	if !strings.Contains(msg, url) || !strings.Contains(msg, "denied") || !strings.Contains(msg, "attempt 1 of 3") {
-		t.Errorf("message %q: want the URL, the denial, and no second attempt", msg)
+	if !strings.Contains(msg, url) || !strings.Contains(msg, "address denied by policy: 127.0.0.1 is in 127.0.0.0/8, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=127.0.0.0/8 allows it)") ||
+		!strings.Contains(msg, "attempt 1 of 3") {
+		t.Errorf("message %q: want the URL, the denial naming the setting that allows it, and no second attempt", msg)
 	}
 	if n := d.count("GET /manifests/object.checkm"); n != 0 {
 		t.Errorf("the denied server got %d requests", n)
+	}
+}
+
+func TestManifestRowsOnInternalAddressesFailTheJobNamingTheLineUnlessAllowed(t *testing.T) {
+	d := newDepositor(t)
+	q := queuetest.Connect(t, zktest.Root(t))
+	// Only the depositor's own address is allowed, as an operator would
+	// allow one server: the rest of the internal ranges stay denied.
+	allow, err := fetch.ParseAllow("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: allow, AllowSetting: "INGESTQ_FETCH_ALLOW"}))
+	for _, tc := range []struct{ row, why string }{
+		{"http://127.0.0.2/a.bin", "127.0.0.2 is in 127.0.0.0/8, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=127.0.0.0/8 allows it)"},
+		{"http://10.0.0.7/a.bin", "10.0.0.7 is in 10.0.0.0/8, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=10.0.0.0/8 allows it)"},
+		{"http://[fd00::7]/a.bin", "fd00::7 is in fc00::/7, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=fc00::/7 allows it)"},
+		{"http://169.254.169.254/a.bin", "169.254.169.254 is in 169.254.0.0/16"},
+	} {
+		t.Run(tc.row, func(t *testing.T) {
+			name := strings.NewReplacer("/", "_", ":", "_").Replace(tc.row) + ".checkm"
+			url := d.putManifest(t, name, checkm.ProfileObject,
+				checkm.Entry{FileURL: d.URL + "/sized/1", FileSize: -1, FileName: "ok.bin"},
+				checkm.Entry{FileURL: tc.row, FileSize: -1, FileName: "a.bin"})
+			jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+			msg := queuetest.WaitState(t, q, jid, queue.Failed).GetStatus().GetMessage()
+			if !strings.Contains(msg, "manifest "+url+": line ") || !strings.Contains(msg, "fetch: "+tc.row+": address denied by policy: "+tc.why) {
+				t.Errorf("message %q: want the manifest, the line and %q", msg, tc.why)
+			}
+		})
+	}
+	// The allowed address's rows pass: a manifest of them is estimated.
+	url := d.putManifest(t, "allowed.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/5", FileSize: -1, FileName: "ok.bin"})
+	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	if job := queuetest.WaitState(t, q, jid, queue.Provisioning); job.GetSpaceNeeded() != 5 {
+		t.Errorf("space_needed %d, want 5", job.GetSpaceNeeded())
 	}
 }
 
@@ -321,7 +354,7 @@ func TestJobOfAHeldCollectionGoesToHeld(t *testing.T) {
 	if err := q.HoldCollection(context.Background(), "demo"); err != nil {
 		t.Fatal(err)
 	}
-	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	jid := queuetest.Spawn(t, q, objectJob(file(d.URL+"/sized/1", -1)), queue.Pending)
 
 	job := queuetest.WaitState(t, q, jid, queue.Held)
@@ -336,7 +369,7 @@ func TestJobOfAHeldCollectionGoesToHeld(t *testing.T) {
 func TestFileAndContainerJobsWithoutAFileListGetTheirPayload(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
-	startEstimator(t, q, testEstimator(t, fetch.Policy{}))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: d.URL + "/sized/42?x=1", PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER}}, queue.Pending)
 
 	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
@@ -364,7 +397,7 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		{"negative penalty", func(e *Estimator) { e.LargeJobPenalty = -1 }, "large job penalty -1 must be in 0..99"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := testEstimator(t, fetch.Policy{})
+			e := testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()})
 			tc.change(e)
 			if err := e.Validate(); err == nil || err.Error() != tc.want {
 				t.Errorf("Validate: %v, want %q", err, tc.want)

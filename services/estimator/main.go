@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ingestq/ingestq/shared/checkm"
@@ -33,7 +32,7 @@ type settings struct {
 	maxManifestBytes *int
 	attempts         *int
 	backoff          *time.Duration
-	fetchDeny        *string
+	addresses        *fetch.AddressSettings
 	headerTimeout    *time.Duration
 }
 
@@ -52,8 +51,7 @@ func (s *settings) register(r *config.Registry) {
 		"how often an object manifest is fetched before its job fails (failures that may pass only)")
 	s.backoff = r.Duration("manifest-backoff", "INGESTQ_MANIFEST_BACKOFF", time.Second,
 		"wait before the second attempt at a manifest, doubled after each")
-	s.fetchDeny = r.String("fetch-deny", "INGESTQ_FETCH_DENY", "",
-		"addresses payload URLs must not reach, comma-separated CIDRs or loopback, private, link-local (empty: the fetch defaults)")
+	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	s.headerTimeout = r.Duration("fetch-header-timeout", "INGESTQ_FETCH_HEADER_TIMEOUT", fetch.DefaultHeaderTimeout,
 		"how long a request waits for the response headers")
 }
@@ -70,14 +68,7 @@ func main() {
 
 // estimator builds the estimator the settings describe.
 func (s *settings) estimator(env *service.Env) (*Estimator, error) {
-	policy := fetch.Policy{HeaderTimeout: *s.headerTimeout}
-	if *s.fetchDeny != "" {
-		deny, err := fetch.ParseDeny(*s.fetchDeny)
-		if err != nil {
-			return nil, fmt.Errorf("INGESTQ_FETCH_DENY: %w", err)
-		}
-		policy.Deny = deny
-	}
+	policy := s.addresses.Apply(fetch.Policy{HeaderTimeout: *s.headerTimeout})
 	e := &Estimator{
 		Client:          fetch.New(policy),
 		Policy:          policy,

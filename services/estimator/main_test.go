@@ -24,7 +24,7 @@ func TestBinaryTakesAJobFromPendingToProvisioning(t *testing.T) {
 	q := queuetest.Connect(t, root)
 	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/1234", FileSize: -1, FileName: "a.bin"})
 	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
-	servicetest.Start(t, servicetest.Build(t, "."), root)
+	servicetest.Start(t, servicetest.Build(t, "."), root, "INGESTQ_FETCH_ALLOW=loopback")
 	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
 	if job.GetSpaceNeeded() != 1234 || job.GetStatus().GetLastSuccessfulStatus() != queue.Estimating {
 		t.Errorf("job after the estimator: space_needed %d, status %v", job.GetSpaceNeeded(), job.GetStatus())

@@ -22,9 +22,10 @@ import (
 
 func main() {
 	var (
-		workRoot, profilesDir, deny *string
-		retries                     *int
-		backoff, timeout            *time.Duration
+		workRoot, profilesDir *string
+		retries               *int
+		backoff, timeout      *time.Duration
+		addresses             *fetch.AddressSettings
 	)
 	service.Main(service.Spec{
 		Name:     "notifier",
@@ -40,8 +41,7 @@ func main() {
 				"wait before the first callback retry; doubles after each")
 			timeout = r.Duration("callback-timeout", "INGESTQ_CALLBACK_TIMEOUT", 30*time.Second,
 				"how long one callback attempt may take")
-			deny = r.String("callback-deny", "INGESTQ_CALLBACK_DENY", "",
-				"address ranges callbacks may not reach, beside the built-in list: CIDRs or loopback, private, link-local")
+			addresses = fetch.RegisterAddressSettings(r, "callback", "callbacks")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
 			if !filepath.IsAbs(*workRoot) {
@@ -49,10 +49,6 @@ func main() {
 			}
 			if *retries < 0 || *backoff < 0 || *timeout <= 0 {
 				return fmt.Errorf("INGESTQ_CALLBACK_RETRIES, _BACKOFF and _TIMEOUT must not be negative (timeout above 0)")
-			}
-			denied, err := fetch.ParseDeny(*deny)
-			if err != nil {
-				return fmt.Errorf("INGESTQ_CALLBACK_DENY: %w", err)
 			}
 			profiles, err := profile.Load(*profilesDir)
 			if err != nil {
@@ -62,7 +58,7 @@ func main() {
 				Profiles: profiles,
 				WorkRoot: *workRoot,
 				Logger:   env.Logger,
-				Callback: callback.Poster{Client: fetch.New(fetch.Policy{Deny: denied}), Retries: *retries,
+				Callback: callback.Poster{Client: fetch.New(addresses.Apply(fetch.Policy{})), Retries: *retries,
 					Backoff: *backoff, Timeout: *timeout},
 			}
 			_, err = stage.Start(ctx, env, stage.Config{

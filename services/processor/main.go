@@ -121,10 +121,11 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 		if *s.ezidURL == "" || *s.ezidUser == "" || password == "" {
 			return nil, fmt.Errorf("INGESTQ_MINTER=ezid needs INGESTQ_EZID_URL, INGESTQ_EZID_USER and a password")
 		}
-		// The operator names EZID: the built-in deny list (cloud metadata and
-		// the like) is all the policy needs.
+		// The operator names EZID, which may well be on the internal
+		// network: the built-in deny list (cloud metadata and the like) is
+		// all the policy needs.
 		minter = mint.EZID{BaseURL: *s.ezidURL, User: *s.ezidUser, Password: password, Shoulder: *s.shoulder,
-			Client: fetch.New(fetch.Policy{}), Timeout: *s.ezidTimeout}
+			Client: fetch.New(fetch.Policy{Allow: fetch.InternalRanges()}), Timeout: *s.ezidTimeout}
 	default:
 		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
 	}

@@ -72,10 +72,7 @@ func (c *Client) checkDial(network, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return fmt.Errorf("%w: cannot read the address %q: %v", ErrDenied, address, err)
 	}
-	if prefix, denied := deniedBy(ap.Addr(), c.policy.Deny); denied {
-		return fmt.Errorf("%w: %s is in %s", ErrDenied, ap.Addr(), prefix)
-	}
-	return nil
+	return c.policy.denial(ap.Addr())
 }
 
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
@@ -112,8 +109,9 @@ func (c *Client) Head(ctx context.Context, url string) (size int64, err error) {
 
 // Get returns the response to a GET of url; the caller closes its body. A
 // body read that gets no data within the IdleTimeout fails with ErrTimeout;
-// a body that keeps trickling is bounded by ctx (downloads have no whole
-// time limit). A status other than 2xx is a *StatusError.
+// a body that keeps trickling, slower than the MinRate, fails with
+// ErrTooSlow (downloads have no whole time limit: the rate bounds them). A
+// status other than 2xx is a *StatusError.
 func (c *Client) Get(ctx context.Context, url string) (*http.Response, error) {
 	return c.do(ctx, http.MethodGet, url, nil, "", nil)
 }
@@ -168,7 +166,7 @@ func (c *Client) Post(ctx context.Context, url, contentType string, body []byte,
 }
 
 // do sends one request (and its redirects) and returns a 2xx response whose
-// body fails after IdleTimeout without data.
+// body fails after IdleTimeout without data, or slower than MinRate.
 func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, contentType string, header http.Header) (*http.Response, error) {
 	u, err := checkURL(rawURL, c.policy)
 	if err != nil {
@@ -207,7 +205,8 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, con
 		cancel(nil)
 		return nil, &StatusError{Method: method, URL: name, Code: resp.StatusCode, Body: start}
 	}
-	resp.Body = &idleBody{body: resp.Body, ctx: reqCtx, cancel: cancel, idle: c.policy.IdleTimeout, method: method, url: name}
+	resp.Body = &boundedBody{body: resp.Body, ctx: reqCtx, cancel: cancel, idle: c.policy.IdleTimeout,
+		minRate: c.policy.MinRate, window: c.policy.RateWindow, method: method, url: name}
 	return resp, nil
 }
 
@@ -234,20 +233,27 @@ func requestError(ctx context.Context, method, name string, err error) error {
 	return fmt.Errorf("fetch: %s %s%s: %w", method, name, where, reason)
 }
 
-// idleBody fails a read that waits longer than idle for data, by cancelling
-// the request; the timer runs only while a Read waits, so a caller that is
-// slow to read is not cut off.
-type idleBody struct {
+// boundedBody fails a read that waits longer than idle for data, and a body
+// that arrives slower than minRate, by cancelling the request. Both count
+// only the time a Read waits, so a caller that is slow to read is not cut
+// off.
+type boundedBody struct {
 	body   io.ReadCloser
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer // made by the first Read
 	idle   time.Duration
-	method string
-	url    string
+	// The rate is measured over each window of waiting: got bytes in
+	// waited time.
+	minRate int64
+	window  time.Duration
+	waited  time.Duration
+	got     int64
+	method  string
+	url     string
 }
 
-func (b *idleBody) Read(p []byte) (int, error) {
+func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.timer == nil {
 		b.timer = time.AfterFunc(b.idle, func() {
 			b.cancel(fmt.Errorf("%w: no body data for %s (IdleTimeout)", ErrTimeout, b.idle))
@@ -255,18 +261,44 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	} else {
 		b.timer.Reset(b.idle)
 	}
+	start := time.Now()
 	n, err := b.body.Read(p)
 	b.timer.Stop()
+	if err == nil {
+		err = b.checkRate(n, time.Since(start))
+	}
 	if err == nil || err == io.EOF {
 		return n, err
 	}
 	if cause := context.Cause(b.ctx); cause != nil {
-		err = cause // why the request was cut: idle, whole-fetch timeout or the caller
+		err = cause // why the request was cut: idle, rate, whole-fetch timeout or the caller
 	}
 	return n, fmt.Errorf("fetch: %s %s: reading the body: %w", b.method, b.url, err)
 }
 
-func (b *idleBody) Close() error {
+// checkRate counts a read of n bytes that waited d, and at the end of each
+// window cuts a body that came slower than minRate.
+func (b *boundedBody) checkRate(n int, d time.Duration) error {
+	if b.minRate <= 0 {
+		return nil
+	}
+	b.waited += d
+	b.got += int64(n)
+	if b.waited < b.window {
+		return nil
+	}
+	rate := float64(b.got) / b.waited.Seconds()
+	waited := b.waited.Round(time.Millisecond)
+	b.waited, b.got = 0, 0
+	if rate >= float64(b.minRate) {
+		return nil
+	}
+	err := fmt.Errorf("%w: %.1f bytes/s over the last %s, below the least allowed %d bytes/s (MinRate)", ErrTooSlow, rate, waited, b.minRate)
+	b.cancel(err)
+	return err
+}
+
+func (b *boundedBody) Close() error {
 	if b.timer != nil {
 		b.timer.Stop()
 	}

@@ -54,6 +54,12 @@ func port(s *countingServer) string {
 	return p
 }
 
+// local allows p to reach the tests' servers, which listen on loopback.
+func local(p fetch.Policy) fetch.Policy {
+	p.Allow = append(p.Allow, fetch.LoopbackRanges()...)
+	return p
+}
+
 func mustDeny(t *testing.T, list string) []netip.Prefix {
 	t.Helper()
 	d, err := fetch.ParseDeny(list)
@@ -64,7 +70,7 @@ func mustDeny(t *testing.T, list string) []netip.Prefix {
 }
 
 func TestSchemesOutsideThePolicyAreRefused(t *testing.T) {
-	c := fetch.New(fetch.Policy{})
+	c := fetch.New(local(fetch.Policy{}))
 	for _, raw := range []string{"ftp://127.0.0.1/a.txt", "file:///etc/passwd", "gopher://127.0.0.1:70/", "javascript:alert(1)", "127.0.0.1/a"} {
 		t.Run(raw, func(t *testing.T) {
 			_, err := c.Get(t.Context(), raw)
@@ -132,7 +138,7 @@ func TestDeniedAddressesAreRefusedBeforeAnyConnection(t *testing.T) {
 
 func TestLoopbackDeniedByPolicy(t *testing.T) {
 	s := serve(t, "127.0.0.1", ok)
-	c := fetch.New(fetch.Policy{Deny: mustDeny(t, "loopback")})
+	c := fetch.New(local(fetch.Policy{Deny: mustDeny(t, "loopback")}))
 	for _, m := range []struct {
 		name string
 		call func(url string) error
@@ -153,15 +159,118 @@ func TestLoopbackDeniedByPolicy(t *testing.T) {
 	if n := s.hits.Load(); n != 0 {
 		t.Errorf("the server got %d requests", n)
 	}
-	// The same server is reachable under the default policy.
-	if _, err := fetch.New(fetch.Policy{}).Fetch(t.Context(), s.URL, 100); err != nil {
-		t.Fatalf("default policy: %v", err)
+	// The same server is reachable once loopback is allowed and not denied.
+	if _, err := fetch.New(local(fetch.Policy{})).Fetch(t.Context(), s.URL, 100); err != nil {
+		t.Fatalf("loopback allowed: %v", err)
+	}
+}
+
+func TestInternalAddressesAreDeniedUnlessAllowed(t *testing.T) {
+	s := serve(t, "127.0.0.1", ok)
+	internal := []struct{ addr, in string }{
+		{"127.0.0.1", "127.0.0.0/8"}, {"127.9.9.9", "127.0.0.0/8"}, {"::1", "::1/128"}, {"::ffff:127.0.0.1", "127.0.0.0/8"},
+		{"10.1.2.3", "10.0.0.0/8"}, {"172.16.0.1", "172.16.0.0/12"}, {"172.31.255.255", "172.16.0.0/12"},
+		{"192.168.1.1", "192.168.0.0/16"}, {"fd12::1", "fc00::/7"}, {"100.64.0.1", "100.64.0.0/10"}, {"100.127.255.254", "100.64.0.0/10"},
+	}
+	for _, tt := range internal {
+		url := "http://" + net.JoinHostPort(tt.addr, port(s)) + "/x"
+		_, err := fetch.CheckURL(url, fetch.Policy{AllowSetting: "INGESTQ_FETCH_ALLOW"})
+		want := fmt.Sprintf("address denied by policy: %s is in %s, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=%s allows it)", tt.addr, tt.in, tt.in)
+		if !errors.Is(err, fetch.ErrDenied) || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s by default: %v, want ErrDenied ending %q", tt.addr, err, want)
+		}
+		if _, err := fetch.CheckURL(url, fetch.Policy{Allow: fetch.InternalRanges()}); err != nil {
+			t.Errorf("%s with the internal ranges allowed: %v", tt.addr, err)
+		}
+	}
+	for _, public := range []string{"8.8.8.8", "172.32.0.1", "100.128.0.1", "2001:4860::8888"} {
+		if _, err := fetch.CheckURL("http://"+net.JoinHostPort(public, "80")+"/", fetch.Policy{}); err != nil {
+			t.Errorf("%s: %v, want it allowed by default", public, err)
+		}
+	}
+
+	// A real server on loopback gets no request under the default policy,
+	// whatever the method, nor through a name that resolves to it.
+	c := fetch.New(fetch.Policy{})
+	for _, m := range []struct {
+		name string
+		call func(url string) error
+	}{
+		{"Get", func(u string) error { _, err := c.Get(t.Context(), u); return err }},
+		{"Head", func(u string) error { _, err := c.Head(t.Context(), u); return err }},
+		{"Fetch", func(u string) error { _, err := c.Fetch(t.Context(), u, 100); return err }},
+		{"PostJSON", func(u string) error { _, err := c.PostJSON(t.Context(), u, map[string]int{"a": 1}); return err }},
+		{"Post", func(u string) error { _, err := c.Post(t.Context(), u, "text/plain", []byte("x"), nil); return err }},
+	} {
+		for _, url := range []string{s.URL + "/x", "http://localhost:" + port(s) + "/x"} {
+			if err := m.call(url); !errors.Is(err, fetch.ErrDenied) || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "Policy.Allow=") {
+				t.Errorf("%s %s: %v, want ErrDenied naming the URL and what allows it", m.name, url, err)
+			}
+		}
+	}
+	if n := s.hits.Load(); n != 0 {
+		t.Fatalf("the server got %d requests under the default policy", n)
+	}
+
+	// Allowed, it is reached; denied as well, the deny list wins.
+	allow, err := fetch.ParseAllow("loopback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := fetch.New(fetch.Policy{Allow: allow}).Fetch(t.Context(), "http://localhost:"+port(s)+"/x", 100); err != nil || string(body) != "hello" {
+		t.Fatalf("loopback allowed: %q, %v", body, err)
+	}
+	_, err = fetch.New(fetch.Policy{Allow: allow, Deny: mustDeny(t, "127.0.0.1")}).Fetch(t.Context(), s.URL, 100)
+	if !errors.Is(err, fetch.ErrDenied) || !strings.HasSuffix(err.Error(), "127.0.0.1 is in 127.0.0.1/32") {
+		t.Fatalf("loopback allowed and 127.0.0.1 denied: %v, want the deny list's refusal", err)
+	}
+}
+
+func TestParseAllow(t *testing.T) {
+	tests := []struct {
+		list    string
+		allowed []string
+		denied  []string
+		wantErr string
+	}{
+		{list: "", denied: []string{"127.0.0.1", "10.0.0.1"}},
+		{list: "loopback", allowed: []string{"127.0.0.1", "::1"}, denied: []string{"10.0.0.1", "192.168.0.1"}},
+		{list: "private", allowed: []string{"10.0.0.1", "172.20.0.1", "192.168.0.1", "fd00::1", "100.64.1.1"}, denied: []string{"127.0.0.1"}},
+		{list: "10.1.0.0/16, 127.0.0.2", allowed: []string{"10.1.2.3", "127.0.0.2"}, denied: []string{"10.2.0.1", "127.0.0.1"}},
+		{list: "link-local", wantErr: "fetch: allow list item 169.254.0.0/16 is in 169.254.0.0/16, which is always denied"},
+		{list: "loopback,169.254.169.254", wantErr: "allow list item 169.254.169.254/32 is in 169.254.0.0/16, which is always denied"},
+		{list: "8.8.8.0/24", wantErr: "allow list item 8.8.8.0/24 is in no internal range (loopback, private): it is not denied, there is nothing to allow"},
+		{list: "intranet", wantErr: `fetch: allow list item "intranet" is not a CIDR, an address, or one of loopback, private, link-local`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.list, func(t *testing.T) {
+			allow, err := fetch.ParseAllow(tt.list)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range tt.allowed {
+				if _, err := fetch.CheckURL("http://"+net.JoinHostPort(a, "80")+"/", fetch.Policy{Allow: allow}); err != nil {
+					t.Errorf("%s: refused: %v", a, err)
+				}
+			}
+			for _, a := range tt.denied {
+				if _, err := fetch.CheckURL("http://"+net.JoinHostPort(a, "80")+"/", fetch.Policy{Allow: allow}); !errors.Is(err, fetch.ErrDenied) {
+					t.Errorf("%s: error = %v, want ErrDenied", a, err)
+				}
+			}
+		})
 	}
 }
 
 func TestHostNameResolvingToADeniedAddressIsRefusedAtDial(t *testing.T) {
 	s := serve(t, "127.0.0.1", ok)
-	c := fetch.New(fetch.Policy{Deny: mustDeny(t, "loopback")})
+	c := fetch.New(local(fetch.Policy{Deny: mustDeny(t, "loopback")}))
 	url := "http://localhost:" + port(s) + "/doc"
 	_, err := c.Fetch(t.Context(), url, 100)
 	if !errors.Is(err, fetch.ErrDenied) {
@@ -194,7 +303,7 @@ func TestRedirectIntoADeniedRangeIsRefused(t *testing.T) {
 			redirector := serve(t, "127.0.0.2", func(w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, tt.location, http.StatusFound)
 			})
-			_, err := fetch.New(fetch.Policy{Deny: deny}).Get(t.Context(), redirector.URL+"/start")
+			_, err := fetch.New(local(fetch.Policy{Deny: deny})).Get(t.Context(), redirector.URL+"/start")
 			if !errors.Is(err, fetch.ErrDenied) {
 				t.Fatalf("Get error = %v, want ErrDenied", err)
 			}
@@ -241,7 +350,7 @@ func TestRedirectsAreBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := s.hits.Load()
-			body, err := fetch.New(fetch.Policy{MaxRedirects: tt.max}).Fetch(t.Context(), s.URL+tt.path, 100)
+			body, err := fetch.New(local(fetch.Policy{MaxRedirects: tt.max})).Fetch(t.Context(), s.URL+tt.path, 100)
 			if tt.wantErr == "" && (err != nil || string(body) != "arrived") {
 				t.Fatalf("Fetch = %q, %v", body, err)
 			}
@@ -264,7 +373,7 @@ func stall(t *testing.T, r *http.Request) {
 }
 
 func TestServersThatStopAnsweringAreCutOff(t *testing.T) {
-	policy := fetch.Policy{HeaderTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond}
+	policy := local(fetch.Policy{HeaderTimeout: 200 * time.Millisecond, IdleTimeout: 200 * time.Millisecond})
 	t.Run("no response headers", func(t *testing.T) {
 		s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { stall(t, r) })
 		_, err := fetch.New(policy).Get(t.Context(), s.URL+"/silent")
@@ -306,7 +415,7 @@ func TestServersThatStopAnsweringAreCutOff(t *testing.T) {
 				}
 			}
 		})
-		p := fetch.Policy{IdleTimeout: time.Minute, FetchTimeout: 300 * time.Millisecond}
+		p := local(fetch.Policy{IdleTimeout: time.Minute, FetchTimeout: 300 * time.Millisecond})
 		_, err := fetch.New(p).Fetch(t.Context(), s.URL+"/trickle", 1<<20)
 		if !errors.Is(err, fetch.ErrTimeout) || !strings.Contains(err.Error(), "whole fetch took longer than 300ms") || !strings.Contains(err.Error(), s.URL+"/trickle") {
 			t.Fatalf("Fetch error = %v, want the FetchTimeout naming the URL", err)
@@ -316,11 +425,94 @@ func TestServersThatStopAnsweringAreCutOff(t *testing.T) {
 		s := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { stall(t, r) })
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(50*time.Millisecond, cancel)
-		_, err := fetch.New(fetch.Policy{}).Get(ctx, s.URL)
+		_, err := fetch.New(local(fetch.Policy{})).Get(ctx, s.URL)
 		if !errors.Is(err, context.Canceled) || errors.Is(err, fetch.ErrTimeout) {
 			t.Fatalf("Get error = %v, want context.Canceled", err)
 		}
 	})
+}
+
+// trickle sends a byte every interval until the client goes away.
+func trickle(interval time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000000")
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+				io.WriteString(w, ".")
+				w.(http.Flusher).Flush()
+			}
+		}
+	}
+}
+
+func TestABodySlowerThanTheMinRateFailsNamingTheURLAndTheRate(t *testing.T) {
+	// Short windows stand for the real ones: a byte every 20ms is 50 bytes/s
+	// where 1000 are asked for, and the idle timeout never runs out.
+	policy := local(fetch.Policy{MinRate: 1000, RateWindow: 200 * time.Millisecond, IdleTimeout: time.Minute})
+	slow := serve(t, "127.0.0.1", trickle(20*time.Millisecond))
+	// Bounds the test, not the fetch: without a least rate the trickle
+	// would never end.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, m := range []struct {
+		name string
+		read func(url string) error
+	}{
+		{"Get", func(u string) error {
+			resp, err := fetch.New(policy).Get(ctx, u)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			_, err = io.Copy(io.Discard, resp.Body)
+			return err
+		}},
+		{"Fetch", func(u string) error { _, err := fetch.New(policy).Fetch(ctx, u, 1<<20); return err }},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			url := slow.URL + "/big.bin"
+			err := m.read(url)
+			if !errors.Is(err, fetch.ErrTooSlow) || fetch.Retryable(err) {
+				t.Fatalf("error = %v, want ErrTooSlow, not retryable", err)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "fetch: GET "+url+": reading the body: too slow: ") || !strings.Contains(msg, " bytes/s over the last ") ||
+				!strings.HasSuffix(msg, "below the least allowed 1000 bytes/s (MinRate)") {
+				t.Errorf("error %q: want the URL, the rate measured and the least allowed", msg)
+			}
+		})
+	}
+
+	// A server at a normal pace sends a large body under the same policy.
+	big := strings.Repeat("0123456789abcdef", 256<<10) // 4 MiB
+	fast := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) })
+	if body, err := fetch.New(policy).Fetch(t.Context(), fast.URL, 8<<20); err != nil || len(body) != len(big) {
+		t.Fatalf("Fetch at a normal pace: %d bytes, %v", len(body), err)
+	}
+
+	// A caller slow to read is not cut off: only time spent waiting for
+	// data counts, not the caller's pauses between reads (here longer in
+	// all than the window, at a rate far below the least asked for).
+	resp, err := fetch.New(local(fetch.Policy{MinRate: 1 << 30, RateWindow: 500 * time.Millisecond})).Get(t.Context(), fast.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := 0
+	buf := make([]byte, 64<<10)
+	for got < 1<<20 {
+		n, err := resp.Body.Read(buf)
+		got += n
+		if err != nil {
+			t.Fatalf("a slow reader was cut off after %d bytes: %v", got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestFetchRefusesBodiesOverMaxBytes(t *testing.T) {
@@ -349,7 +541,7 @@ func TestFetchRefusesBodiesOverMaxBytes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := serve(t, "127.0.0.1", tt.h)
-			data, err := fetch.New(fetch.Policy{}).Fetch(t.Context(), s.URL+"/doc", 1000)
+			data, err := fetch.New(local(fetch.Policy{})).Fetch(t.Context(), s.URL+"/doc", 1000)
 			if tt.wantErr == "" {
 				if err != nil || len(data) != 1000 {
 					t.Fatalf("Fetch = %d bytes, %v", len(data), err)
@@ -384,7 +576,7 @@ func TestHeadReturnsTheContentLength(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			size, err := fetch.New(fetch.Policy{}).Head(t.Context(), s.URL+tt.path)
+			size, err := fetch.New(local(fetch.Policy{})).Head(t.Context(), s.URL+tt.path)
 			if size != tt.want {
 				t.Errorf("size = %d, want %d", size, tt.want)
 			}
@@ -412,7 +604,7 @@ func TestHeadRefusesAMalformedContentLength(t *testing.T) {
 		io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: lots\r\n\r\n")
 	}()
 	url := "http://" + ln.Addr().String() + "/odd"
-	size, err := fetch.New(fetch.Policy{}).Head(t.Context(), url)
+	size, err := fetch.New(local(fetch.Policy{})).Head(t.Context(), url)
 	if err == nil || size != -1 || !strings.Contains(err.Error(), "HEAD "+url) || !strings.Contains(err.Error(), `bad Content-Length "lots"`) {
 		t.Fatalf("Head = %d, %v; want -1 and an error naming the URL and the header", size, err)
 	}
@@ -424,7 +616,7 @@ func TestNon2xxIsAStatusErrorNamingTheURL(t *testing.T) {
 		w.WriteHeader(code)
 	})
 	for _, code := range []int{404, 500, 403} {
-		_, err := fetch.New(fetch.Policy{}).Get(t.Context(), fmt.Sprintf("%s/%d", s.URL, code))
+		_, err := fetch.New(local(fetch.Policy{})).Get(t.Context(), fmt.Sprintf("%s/%d", s.URL, code))
 		var se *fetch.StatusError
 		if !errors.As(err, &se) || se.Code != code {
 			t.Fatalf("Get error = %v, want a StatusError %d", err, code)
@@ -447,12 +639,12 @@ func TestErrorsHideURLPasswords(t *testing.T) {
 		http.NotFound(w, r)
 	})
 	url := strings.Replace(s.URL, "http://", "http://depositor:s3cret@", 1) + "/gone"
-	_, err := fetch.New(fetch.Policy{}).Get(t.Context(), url)
+	_, err := fetch.New(local(fetch.Policy{})).Get(t.Context(), url)
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "depositor:xxxxx@") {
 		t.Fatalf("error = %v, want the URL with its password redacted", err)
 	}
 	// Refused before the URL is checked: still redacted.
-	_, err = fetch.New(fetch.Policy{}).Fetch(t.Context(), url, 0)
+	_, err = fetch.New(local(fetch.Policy{})).Fetch(t.Context(), url, 0)
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "maxBytes must be positive") {
 		t.Fatalf("error = %v, want maxBytes refused with the password redacted", err)
 	}
@@ -479,7 +671,7 @@ func TestPostJSONRoundTrip(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(n)
 	})
-	c := fetch.New(fetch.Policy{})
+	c := fetch.New(local(fetch.Policy{}))
 	resp, err := c.PostJSON(t.Context(), s.URL+"/callback", note{Batch: "bid-1", Jobs: []string{"jid-1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -534,7 +726,9 @@ func TestParseDeny(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := fetch.Policy{Deny: deny}
+			// Deny wins over Allow: with every internal range allowed, what
+			// is denied is the deny list's doing.
+			p := fetch.Policy{Deny: deny, Allow: fetch.InternalRanges()}
 			for _, a := range tt.denied {
 				if _, err := fetch.CheckURL("http://"+net.JoinHostPort(a, "80")+"/", p); !errors.Is(err, fetch.ErrDenied) {
 					t.Errorf("%s: error = %v, want ErrDenied", a, err)
@@ -574,7 +768,7 @@ func TestPostSendsItsBodyAndTheCallersHeaders(t *testing.T) {
 	})
 	header := http.Header{"Accept": {"text/plain"}, "User-Agent": {"spoofed"}, "Content-Type": {"image/png"}}
 	header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("apitest:s3cret")))
-	resp, err := fetch.New(fetch.Policy{}).Post(t.Context(), s.URL+"/shoulder/ark:/99999/fk4", "text/plain; charset=UTF-8",
+	resp, err := fetch.New(local(fetch.Policy{})).Post(t.Context(), s.URL+"/shoulder/ark:/99999/fk4", "text/plain; charset=UTF-8",
 		[]byte("erc.who: Doe\n"), header)
 	if err != nil {
 		t.Fatal(err)
@@ -606,7 +800,7 @@ func TestAStatusErrorKeepsTheStartOfTheAnswer(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, "error: unauthorized\n")
 	})
-	c := fetch.New(fetch.Policy{})
+	c := fetch.New(local(fetch.Policy{}))
 	for _, tc := range []struct {
 		path string
 		code int
@@ -640,7 +834,7 @@ func TestPostRedirectedElsewhereLeavesItsCredentialsBehind(t *testing.T) {
 			record(w, r)
 		}
 	})
-	c := fetch.New(fetch.Policy{})
+	c := fetch.New(local(fetch.Policy{}))
 	header := http.Header{"Authorization": {"Bearer s3cret"}}
 	for _, tc := range []struct{ path, want string }{
 		{"/same", "Bearer s3cret body"}, // same host: a 307 sends the body and credentials again
@@ -669,7 +863,7 @@ func TestManyFetchesFromOneHostReuseTheirConnections(t *testing.T) {
 	}
 	s.Start()
 	defer s.Close()
-	c := fetch.New(fetch.Policy{})
+	c := fetch.New(local(fetch.Policy{}))
 	const concurrent, rounds = 16, 3
 	for range rounds {
 		var wg sync.WaitGroup

@@ -20,6 +20,7 @@ func TestRetryableTellsPassingFailuresFromLastingOnes(t *testing.T) {
 		{"denied address", fmt.Errorf("GET http://169.254.169.254/: %w", ErrDenied), false},
 		{"wrong scheme", ErrScheme, false},
 		{"too large", ErrTooLarge, false},
+		{"too slow", fmt.Errorf("reading the body: %w", ErrTooSlow), false},
 		{"connection reset", errors.New("read tcp: connection reset by peer"), true},
 		{"timeout", ErrTimeout, true},
 		{"no error", nil, false},

@@ -122,9 +122,16 @@ func newHarness(t *testing.T) *harness {
 	if h.root, err = workdir.Open(filepath.Join(t.TempDir(), "work")); err != nil {
 		t.Fatal(err)
 	}
+	// The depositor's own address is allowed, as an operator would allow
+	// one server; the other internal addresses stay denied.
+	allow, err := fetch.ParseAllow("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := fetch.Policy{Allow: allow, AllowSetting: "INGESTQ_FETCH_ALLOW"}
 	h.cfg = Config{
 		Profiles: h.profiles,
-		Planner: &spawn.Planner{Fetcher: fetch.New(fetch.Policy{}), Limits: checkm.Limits{MaxBytes: 4 << 20},
+		Planner: &spawn.Planner{Fetcher: fetch.New(policy), Policy: policy, Limits: checkm.Limits{MaxBytes: 4 << 20},
 			Root: h.root, Attempts: 2, Backoff: 10 * time.Millisecond},
 		Mail:      &mail.SMTP{Addr: h.smtp.Addr, From: "ingestq <ingestq@localhost>"},
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -163,11 +163,11 @@ func TestSubmitWritesAPendingBatchAndAnswersWithItsIDs(t *testing.T) {
 }
 
 func TestSubmitRefusesEachBadFieldNamingIt(t *testing.T) {
-	deny, err := fetch.ParseDeny("10.0.0.0/8")
+	deny, err := fetch.ParseDeny("198.51.100.0/24")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, fetch.Policy{Deny: deny})
+	f := newFixture(t, fetch.Policy{Deny: deny, AllowSetting: "INGESTQ_FETCH_ALLOW"})
 	long := func(n int) string { return strings.Repeat("x", n) }
 	for _, tc := range []struct {
 		name string
@@ -184,7 +184,11 @@ func TestSubmitRefusesEachBadFieldNamingIt(t *testing.T) {
 		{"a file url", func(r *v1.SubmitRequest) { r.PayloadUrl = "file:///etc/passwd" }, `scheme "file" is not allowed`},
 		{"a url without host", func(r *v1.SubmitRequest) { r.PayloadUrl = "http:///a.zip" }, "has no host"},
 		{"a url with credentials", func(r *v1.SubmitRequest) { r.PayloadUrl = "https://user:secret@example.org/a.zip" }, "carries credentials"},
-		{"a url in a denied range", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://10.1.2.3/a.zip" }, "payload_url"},
+		{"a url in a denied range", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://198.51.100.7/a.zip" }, "payload_url"},
+		{"a loopback url, by default", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://127.0.0.1:8080/a.zip" },
+			"address denied by policy: 127.0.0.1 is in 127.0.0.0/8, an internal range denied unless allowed (INGESTQ_FETCH_ALLOW=127.0.0.0/8 allows it)"},
+		{"a private url, by default", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://10.1.2.3/a.zip" }, "(INGESTQ_FETCH_ALLOW=10.0.0.0/8 allows it)"},
+		{"a link-local url", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://[fe80::1]/a.zip" }, "fe80::1 is in fe80::/10"},
 		{"a metadata address of the cloud", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://169.254.169.254/latest" }, "denied"},
 		{"a url too long", func(r *v1.SubmitRequest) { r.PayloadUrl = "https://example.org/" + long(8192) }, "payload_url is 8212 bytes, at most 8192 allowed"},
 		{"no payload type", func(r *v1.SubmitRequest) { r.PayloadType = 0 }, "payload_type is required"},

@@ -64,7 +64,10 @@ func sum(alg, body string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// fetcher fetches under policy, with loopback allowed: the tests' servers
+// listen there.
 func fetcher(policy fetch.Policy) *Fetcher {
+	policy.Allow = append(policy.Allow, fetch.LoopbackRanges()...)
 	return &Fetcher{Client: fetch.New(policy), Retries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		MaxBytes: 1 << 20, TempDir: ".download"}
 }
@@ -159,6 +162,14 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 			<-r.Context().Done()
 		case "/silent":
 			<-r.Context().Done() // never answers
+		case "/trickle":
+			// A byte every 20ms, never stalling long enough for the idle
+			// timeout: 50 bytes/s.
+			for r.Context().Err() == nil {
+				w.Write([]byte("."))
+				w.(http.Flusher).Flush()
+				time.Sleep(20 * time.Millisecond)
+			}
 		case "/endless":
 			chunk := make([]byte, 32<<10)
 			for r.Context().Err() == nil {
@@ -196,6 +207,8 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 			"timed out", 4},
 		{"a server that stops sending times out", fetch.Policy{IdleTimeout: 100 * time.Millisecond}, File{URL: s.URL + "/stalls", Size: -1},
 			"no body data for 100ms (IdleTimeout) (after 4 attempts)", 4},
+		{"a server that trickles slower than the least rate fails at once", fetch.Policy{MinRate: 1000, RateWindow: 200 * time.Millisecond}, File{URL: s.URL + "/trickle", Size: -1},
+			"GET " + s.URL + "/trickle: reading the body: too slow: ", 1},
 		{"a denied address is never reached", fetch.Policy{Deny: deny}, File{URL: s.URL + "/denied", Size: -1},
 			"address denied by policy", 0},
 		{"a scheme other than http and https", fetch.Policy{}, File{URL: "file:///etc/passwd", Size: -1},

@@ -66,7 +66,7 @@ type env struct {
 }
 
 // start runs the notify stage with one profile, "demo", whose callback is
-// callbackURL ("" for none).
+// callbackURL ("" for none), allowed to call back on loopback.
 func start(t *testing.T, callbackURL string) *env {
 	t.Helper()
 	e := newEnv(t)
@@ -96,7 +96,7 @@ func (e *env) run(t *testing.T, callbackURL string) {
 		t.Fatal(err)
 	}
 	n := &Notifier{Profiles: set, WorkRoot: e.workRoot, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-		Callback: callback.Poster{Client: fetch.New(fetch.Policy{}), Retries: 2, Backoff: 10 * time.Millisecond, Timeout: 5 * time.Second}}
+		Callback: callback.Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retries: 2, Backoff: 10 * time.Millisecond, Timeout: 5 * time.Second}}
 	r, err := stage.New(e.q, stage.Config{Service: "notifier", Name: "notifying", From: queue.Notify, To: queue.Completed, Handler: n.Handle})
 	if err != nil {
 		t.Fatal(err)

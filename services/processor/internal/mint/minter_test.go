@@ -124,7 +124,7 @@ func TestEZIDMintsRecordsAtOnceAndNeverTwice(t *testing.T) {
 	c := queuetest.Connect(t, zktest.Root(t))
 	ctx := context.Background()
 	jid := queuetest.Spawn(t, c, queue.NewJob{Metadata: &v1.Metadata{Who: "Doe, Jane", What: "100% cotton:\nnotes", When: "2026"}}, queue.Processing)
-	m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{})}
+	m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{Allow: fetch.InternalRanges()})}
 
 	cl := queuetest.Claim(t, c, jid)
 	ark, err := m.Mint(ctx, cl)
@@ -183,7 +183,7 @@ func TestEZIDErrorsNameTheReason(t *testing.T) {
 			jid := queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing)
 			cl := queuetest.Claim(t, c, jid)
 			defer cl.Release(context.Background())
-			m := EZID{BaseURL: ts.URL, User: "apitest", Password: tc.password, Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{})}
+			m := EZID{BaseURL: ts.URL, User: "apitest", Password: tc.password, Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{Allow: fetch.InternalRanges()})}
 			_, err := m.Mint(context.Background(), cl)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), ts.URL+"/shoulder/ark:/99999/fk4") {
 				t.Fatalf("Mint error %v; want one naming the URL and %q", err, tc.want)
@@ -209,7 +209,7 @@ func TestEZIDCallsKeepToTheFetchPolicyAndTheTimeout(t *testing.T) {
 		calls   int
 	}{
 		{"an address the policy denies is not called", fetch.Policy{Deny: loopback}, 0, false, fetch.ErrDenied, 0},
-		{"an EZID that does not answer is given up on", fetch.Policy{}, 200 * time.Millisecond, true, context.DeadlineExceeded, 1},
+		{"an EZID that does not answer is given up on", fetch.Policy{Allow: fetch.InternalRanges()}, 200 * time.Millisecond, true, context.DeadlineExceeded, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &ezidServer{user: "apitest", password: "s3cret"}

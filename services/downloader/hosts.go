@@ -1,0 +1,126 @@
+package main
+
+import (
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
+
+// How long a job whose host is at its limit waits before it is taken
+// again. The waits of one host's jobs are spread so that, however many
+// wait, about hostRetriesPerSecond of them are taken again each second: a
+// slot freed is soon used, and a queue of thousands of one host's jobs does
+// not turn into thousands of claims a second.
+const (
+	hostRetriesPerSecond = 4
+	minHostWait          = time.Second
+	maxHostWait          = 2 * time.Minute
+	// A waiting job not seen again this long after its wait ended was
+	// taken by another replica or left Downloading: it no longer counts.
+	hostWaitForgotten = 10 * time.Second
+)
+
+// hostSlots bounds the jobs of one host a replica downloads at once, so
+// that a slow host cannot hold every worker of the stage: a job whose host
+// is at its limit is given back to wait, holding no worker. The zero value
+// is ready for use.
+type hostSlots struct {
+	mu      sync.Mutex
+	busy    map[string]int                  // host → jobs downloading from it
+	waiting map[string]map[string]time.Time // host → job → end of its wait
+	pruned  time.Time                       // when forgotten waits were last dropped
+}
+
+// take reserves a slot at each of hosts for job jid, all or none, with at
+// most limit jobs per host. When a host is at its limit it returns that
+// host and how long the job should wait before it is tried again.
+func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wait time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.busy == nil {
+		h.busy, h.waiting = map[string]int{}, map[string]map[string]time.Time{}
+	}
+	now := time.Now()
+	if now.Sub(h.pruned) > hostWaitForgotten {
+		h.forget(now)
+	}
+	for _, host := range hosts {
+		if h.busy[host] < limit {
+			continue
+		}
+		waiting := h.waiting[host]
+		if waiting == nil {
+			waiting = map[string]time.Time{}
+			h.waiting[host] = waiting
+		}
+		n := len(waiting)
+		if _, ok := waiting[jid]; !ok {
+			n++
+		}
+		wait = time.Duration(n) * time.Second / hostRetriesPerSecond
+		wait = min(max(wait, minHostWait), maxHostWait)
+		wait = wait/2 + rand.N(wait/2+1) // jittered, so waits do not end together
+		waiting[jid] = now.Add(wait)
+		return host, wait
+	}
+	for _, host := range hosts {
+		h.busy[host]++
+		if waiting := h.waiting[host]; waiting != nil {
+			delete(waiting, jid)
+			if len(waiting) == 0 {
+				delete(h.waiting, host)
+			}
+		}
+	}
+	return "", 0
+}
+
+// forget drops the waits that ended more than hostWaitForgotten ago, of
+// every host: a host whose jobs all went elsewhere leaves nothing behind.
+func (h *hostSlots) forget(now time.Time) {
+	for host, waiting := range h.waiting {
+		for jid, until := range waiting {
+			if now.Sub(until) > hostWaitForgotten {
+				delete(waiting, jid)
+			}
+		}
+		if len(waiting) == 0 {
+			delete(h.waiting, host)
+		}
+	}
+	h.pruned = now
+}
+
+// give frees the slots take reserved.
+func (h *hostSlots) give(hosts []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, host := range hosts {
+		if h.busy[host]--; h.busy[host] <= 0 {
+			delete(h.busy, host)
+		}
+	}
+}
+
+// hostsOf lists the hosts a file list's URLs name, each once, in order. A
+// URL that does not parse names none: fetching it fails the job anyway.
+func hostsOf(m *v1.Manifest) []string {
+	var hosts []string
+	for _, f := range m.GetFiles() {
+		u, err := url.Parse(f.GetUrl())
+		if err != nil || u.Hostname() == "" {
+			continue
+		}
+		host := strings.ToLower(u.Hostname())
+		if !slices.Contains(hosts, host) {
+			hosts = append(hosts, host)
+		}
+	}
+	slices.Sort(hosts)
+	return hosts
+}
