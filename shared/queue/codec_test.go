@@ -39,10 +39,10 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 			`{"erc_who":"Smith & Jones","erc_what":"<Letters>","erc_when":"1921","erc_where":""}`},
 		{"store without a version is the Merritt library's",
 			encodeStore(&v1.Store{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
-			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":false}`},
+			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":"false"}`},
 		{"store with its version",
 			encodeStore(&v1.Store{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
-			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":false,"version":2}`},
+			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":"false","version":2}`},
 		{"inventory without a version is the Merritt library's",
 			encodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
 			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add"}`},
@@ -55,6 +55,12 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 			encodeSubmission(&v1.Submission{ProfileName: "p", Submitter: "s", PayloadUrl: "http://h/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE,
 				SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD, Metadata: &v1.Metadata{What: "t"}}),
 			`{"profile_name":"p","submitter":"s","payload_url":"http://h/x","erc_who":"","erc_what":"t","erc_when":"","erc_where":"","type":"file","submission_mode":"add"}`},
+		{"submission's uuid is batchID, as the peer library reads it",
+			encodeSubmission(&v1.Submission{ProfileName: "p", Type: v1.PayloadType_PAYLOAD_TYPE_FILE, BatchId: "5c3a-uuid"}),
+			`{"profile_name":"p","submitter":"","payload_url":"","erc_who":"","erc_what":"","erc_when":"","erc_where":"","type":"file","submission_mode":"","batchID":"5c3a-uuid"}`},
+		{"a job's configuration names its jid as jobID",
+			encodeJobConfiguration("jid0000000042", &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, WorkingDir: "/w/j"}),
+			`{"profile_name":"p","submitter":"","payload_url":"","payload_type":"file","response_type":"","submission_mode":"","working_dir":"/w/j","batch_entry":0,"jobID":"jid0000000042"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

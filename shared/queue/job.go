@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -85,7 +86,8 @@ const MaxPriority = 99
 
 // readJobData fills job from the given data nodes. It reports which of them
 // exist and the first that was unreadable.
-func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (present map[string]bool, corrupt error, err error) {
+// raw, when not nil, gets the data of each node read.
+func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string, raw map[string][]byte) (present map[string]bool, corrupt error, err error) {
 	ps := make([]string, len(nodes))
 	for i, n := range nodes {
 		ps[i] = c.p.jobNode(job.Id, n)
@@ -94,13 +96,14 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (
 	if err != nil {
 		return nil, nil, err
 	}
-	present, corrupt = c.decodeJobData(job, nodes, datas)
+	present, corrupt = c.decodeJobData(job, nodes, datas, raw)
 	return present, corrupt, nil
 }
 
 // decodeJobData fills job from the data read of its nodes (nil: missing).
-// It reports which of them exist and the first that was unreadable.
-func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) (present map[string]bool, corrupt error) {
+// It reports which of them exist and the first that was unreadable; raw,
+// when not nil, gets the data of each node that exists.
+func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte, raw map[string][]byte) (present map[string]bool, corrupt error) {
 	present = map[string]bool{}
 	note := func(e error) {
 		if corrupt == nil {
@@ -113,6 +116,9 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) (pre
 			continue
 		}
 		present[n] = true
+		if raw != nil {
+			raw[n] = d
+		}
 		p := c.p.jobNode(job.Id, n)
 		switch n {
 		case nodeBid:
@@ -162,7 +168,7 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	_, corrupt, err := c.readJobData(ctx, job, jobDataNodes)
+	_, corrupt, err := c.readJobData(ctx, job, jobDataNodes, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +223,7 @@ func (c *Client) GetJobParts(ctx context.Context, jid string, parts Parts) (*v1.
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	if _, corrupt := c.decodeJobData(job, nodes, datas(read[1:])); corrupt != nil {
+	if _, corrupt := c.decodeJobData(job, nodes, datas(read[1:]), nil); corrupt != nil {
 		return nil, corrupt
 	}
 	return job, nil
@@ -264,6 +270,10 @@ type Claim struct {
 	manifestErr error
 	absent      map[string]bool // data nodes known not to exist
 	present     map[string]bool // data nodes known to exist
+	// statusData and raw are the status and the data nodes as read: a
+	// rewrite carries forward the keys other writers put there.
+	statusData []byte
+	raw        map[string][]byte
 	sess        *session
 	ctx         context.Context
 	cancel      context.CancelCauseFunc
@@ -382,12 +392,13 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
 	}
 	cl := &Claim{c: c, from: state, entry: e.name, version: stat.Version + 1, sess: sess,
-		Job: &v1.Job{Id: jid, Priority: e.priority, Status: status}, LoadErr: loadErr}
+		Job: &v1.Job{Id: jid, Priority: e.priority, Status: status}, LoadErr: loadErr,
+		statusData: data, raw: map[string][]byte{}}
 	if status == nil {
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}
 	cl.ctx, cl.cancel = context.WithCancelCause(sess.ctx)
-	present, corrupt := c.decodeJobData(cl.Job, nodes, datas(read[1:]))
+	present, corrupt := c.decodeJobData(cl.Job, nodes, datas(read[1:]), cl.raw)
 	cl.present = present
 	cl.loaded = map[string]bool{}
 	cl.absent = map[string]bool{}
@@ -455,7 +466,7 @@ func (cl *Claim) Load(ctx context.Context, parts Parts) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	present, corrupt, err := cl.c.readJobData(ctx, cl.Job, missing)
+	present, corrupt, err := cl.c.readJobData(ctx, cl.Job, missing, cl.raw)
 	if err != nil {
 		return fmt.Errorf("job %s: %w", cl.ID(), err)
 	}
@@ -589,6 +600,9 @@ var likelyPresent = map[string]bool{nodeBid: true, nodePriority: true, nodeSpace
 func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 	put := func(name string, data []byte) {
 		p := cl.c.p.jobNode(cl.ID(), name)
+		if known := carriedKeys[name]; known != nil {
+			data = withKeysOf(cl.raw[name], data, known)
+		}
 		present := cl.present[name]
 		if !cl.known(name) {
 			present = likelyPresent[name]
@@ -629,8 +643,9 @@ func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 
 // learnFrom corrects a wrong guess of dataOps: err failed the operation at
 // index i of the data operations. It reports whether it learned something
-// (and trying again is worth it).
-func (cl *Claim) learnFrom(guessed map[int]string, i int, err error) bool {
+// (and trying again is worth it). A node found to exist is read, for the
+// keys its rewrite carries forward.
+func (cl *Claim) learnFrom(ctx context.Context, ch Change, guessed map[int]string, i int, err error) bool {
 	name, ok := guessed[i]
 	switch {
 	case !ok:
@@ -642,7 +657,28 @@ func (cl *Claim) learnFrom(guessed map[int]string, i int, err error) bool {
 	default:
 		return false
 	}
-	return true
+	return cl.readRewritten(ctx, ch) == nil
+}
+
+// readRewritten reads the nodes ch rewrites that the claim knows exist but
+// has not read: a rewrite keeps the keys other writers put in them.
+func (cl *Claim) readRewritten(ctx context.Context, ch Change) error {
+	for name, set := range map[string]bool{nodeIdentifiers: ch.Identifiers != nil, nodeMetadata: ch.Metadata != nil,
+		nodeStore: ch.Store != nil, nodeInventory: ch.Inventory != nil} {
+		if !set || !cl.present[name] || cl.raw[name] != nil {
+			continue
+		}
+		data, _, err := cl.c.get(ctx, cl.c.p.jobNode(cl.ID(), name))
+		if errors.Is(err, zk.ErrNoNode) {
+			cl.learn(name, false)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading job %s %s: %w", cl.ID(), name, err)
+		}
+		cl.raw[name] = data
+	}
+	return nil
 }
 
 // bid returns the job's batch id, reading it if the claim did not.
@@ -660,6 +696,33 @@ func (cl *Claim) bid(ctx context.Context) (string, error) {
 	}
 	cl.Job.Bid = string(data)
 	return cl.Job.Bid, nil
+}
+
+// JobWorkingDir is the folder that holds a job's files: the working_dir
+// its configuration names or, for a job created without one (the peer
+// library's createJobConfiguration writes none), <workRoot>/<bid>/<jid>,
+// where the batcher puts every job's (NewJob.WorkRoot). "" when the job
+// names none and its bid is not known.
+func JobWorkingDir(workRoot string, j *v1.Job) string {
+	if wd := j.GetConfiguration().GetWorkingDir(); wd != "" {
+		return wd
+	}
+	if workRoot == "" || j.GetBid() == "" || j.GetId() == "" {
+		return ""
+	}
+	return filepath.Join(workRoot, j.GetBid(), j.GetId())
+}
+
+// WorkingDir is JobWorkingDir of the claimed job; the bid is read if the
+// job names no working_dir and the claim did not read it.
+func (cl *Claim) WorkingDir(ctx context.Context, workRoot string) (string, error) {
+	if wd := cl.Job.GetConfiguration().GetWorkingDir(); wd != "" {
+		return wd, nil
+	}
+	if _, err := cl.bid(ctx); err != nil {
+		return "", err
+	}
+	return JobWorkingDir(workRoot, cl.Job), nil
 }
 
 // applyData records in memory what dataOps wrote.
@@ -743,7 +806,11 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 			return err
 		}
 	}
-	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), encodeJobStatus(next), cl.version)
+	if err := cl.readRewritten(ctx, ch); err != nil {
+		return err
+	}
+	statusData := withKeysOf(cl.statusData, encodeJobStatus(next), jobStatusKeys)
+	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), statusData, cl.version)
 	var guessed map[int]string
 	locks := cl.ownLocks(ch.Unlock)
 	unlocks, unlockAt := unlockOps(locks), 0
@@ -771,7 +838,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 			unlocks = nil // a lock gone already: nothing to release
 			return true
 		}
-		return cl.learnFrom(guessed, idx-1, err)
+		return cl.learnFrom(ctx, ch, guessed, idx-1, err)
 	})
 	if err != nil {
 		return err
@@ -781,6 +848,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	}
 	cl.applyData(ch)
 	cl.Job.Status = next
+	cl.statusData = statusData
 	cl.Job.Priority = prio
 	if keep {
 		cl.mu.Lock()
@@ -911,6 +979,9 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 	if err := cl.finish(); err != nil {
 		return err
 	}
+	if err := cl.readRewritten(ctx, ch); err != nil {
+		return err
+	}
 	newEntry := cl.entry
 	for {
 		data, guessed := cl.dataOps(ch)
@@ -932,7 +1003,7 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 		if idx == 0 || idx == 1 {
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
-		if !cl.learnFrom(guessed, idx-2, err) {
+		if !cl.learnFrom(ctx, ch, guessed, idx-2, err) {
 			return fmt.Errorf("updating job %s: %w", cl.ID(), err)
 		}
 	}
