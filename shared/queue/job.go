@@ -274,9 +274,9 @@ type Claim struct {
 	// rewrite carries forward the keys other writers put there.
 	statusData []byte
 	raw        map[string][]byte
-	sess        *session
-	ctx         context.Context
-	cancel      context.CancelCauseFunc
+	sess       *session
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.

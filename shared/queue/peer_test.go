@@ -250,9 +250,9 @@ func TestKeysAnotherWriterPutInANodeSurviveIngestqsRewrites(t *testing.T) {
 	}
 
 	for p, want := range map[string]string{
-		"/jobs/" + j.ID + "/status":          `"host":"ingest01"`,
-		"/jobs/" + j.ID + "/identifiers":     `"minted_by":"peer-minter"`,
-		"/batches/" + b.ID + "/status":       `"host":"ingest01"`,
+		"/jobs/" + j.ID + "/status":           `"host":"ingest01"`,
+		"/jobs/" + j.ID + "/identifiers":      `"minted_by":"peer-minter"`,
+		"/batches/" + b.ID + "/status":        `"host":"ingest01"`,
 		"/batches/" + b.ID + "/status-report": `"mailed_to":["a@example.org"]`,
 	} {
 		data, err := peer.Get(p)
