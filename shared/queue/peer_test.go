@@ -238,13 +238,15 @@ func TestKeysAnotherWriterPutInANodeSurviveIngestqsRewrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, BatchChange{To: BatchReporting, Report: &v1.StatusReport{}, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, BatchChange{To: BatchReporting, Report: &v1.StatusReport{}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := peer.Set("/batches/"+b.ID+"/status-report", []byte(`{"last_modified":"","failed_jobs":[],"successful_jobs":[],"mailed_to":["a@example.org"]}`)); err != nil {
 		t.Fatal(err)
 	}
-	bc.reportData, _ = peer.Get("/batches/" + b.ID + "/status-report")
+	if bc, err = c.ClaimBatch(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
 	if err := bc.Commit(ctx, BatchChange{To: BatchFailed, Report: &v1.StatusReport{FailedJobs: []string{j.ID}}}); err != nil {
 		t.Fatal(err)
 	}
