@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -31,6 +33,7 @@ const shoulder = "ark:/99999/fk4"
 
 // env is a queue, a work root, a store root and a running processor.
 type env struct {
+	root      string // the queue's root prefix
 	q         *queue.Client
 	workRoot  string
 	storeRoot string
@@ -40,7 +43,8 @@ type env struct {
 // start runs the processing stage; storeRoot "" makes a fresh one.
 func start(t *testing.T, storeRoot string) *env {
 	t.Helper()
-	e := &env{q: queuetest.Connect(t, zktest.Root(t)), workRoot: t.TempDir(), storeRoot: storeRoot}
+	e := &env{root: zktest.Root(t), workRoot: t.TempDir(), storeRoot: storeRoot}
+	e.q = queuetest.Connect(t, e.root)
 	if e.storeRoot == "" {
 		e.storeRoot = t.TempDir()
 	}
@@ -310,5 +314,46 @@ func TestProcessingWaitsForTheStorageLock(t *testing.T) {
 	}
 	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Recording {
 		t.Errorf("after the lock went: %s %q", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+}
+
+func TestNoARKIsMintedForALocalIDWhileMerrittsIngestHoldsItsLock(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	peer := merrittzk.Connect(t, zktest.Servers(t), e.root)
+	// Merritt's ingest service locks "<local id>_<owner's ARK>" while it
+	// looks the local id up or mints its ARK (the owner of profile demo).
+	const lockName = "loc-busy_ark:/99999/j2owner"
+	if ok, err := peer.LockLocalID(lockName); !ok || err != nil {
+		t.Fatalf("peer lock: %v, %v", ok, err)
+	}
+	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{LocalId: []string{"loc-busy"}}})
+	queuetest.Eventually(t, "the processor met the local id lock (or went past it)", func() bool {
+		return e.runner.Status().GetOutcomes()["retried"] > 0 || queuetest.Status(t, e.q, jid).GetStatus() != queue.Processing
+	})
+	job, err := e.q.GetJob(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.GetStatus().GetStatus() != queue.Processing || job.GetIdentifiers().GetPrimaryId() != "" {
+		t.Fatalf("while Merritt held the local id's lock the job went to %s with ARK %q",
+			queue.JobStateName(job.GetStatus().GetStatus()), job.GetIdentifiers().GetPrimaryId())
+	}
+	if _, err := e.q.LookupLocalID(ctx, "ark:/99999/j2owner", "loc-busy"); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("the local id was bound meanwhile: %v", err)
+	}
+	if err := peer.UnlockLocalID(lockName); err != nil {
+		t.Fatal(err)
+	}
+	job = e.ended(t, jid)
+	if job.GetStatus().GetStatus() != queue.Recording || !strings.HasPrefix(job.GetIdentifiers().GetPrimaryId(), shoulder) {
+		t.Fatalf("after the lock was released: %v", job)
+	}
+	// The processor took the same node while it minted, and let it go.
+	if held, err := peer.Exists("/locks/localid/" + merrittzk.LockName(lockName)); err != nil || held {
+		t.Errorf("local id lock left behind: %v, %v", held, err)
+	}
+	if ok, err := peer.LockLocalID(lockName); !ok || err != nil {
+		t.Errorf("Merritt cannot take the lock after the processor: %v, %v", ok, err)
 	}
 }
