@@ -42,7 +42,7 @@ func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v
 	if raw == "" {
 		// A job Merritt's ingest service made names only a file in that
 		// service's own queue folder (its configuration's filename).
-		return nil, jobErrorf("the job has neither a file list nor a payload_url to make one from (ingestq fetches every payload by URL; "+
+		return nil, jobErrorf("the job has neither a file list nor a payload_url to make one from (ingestq fetches every payload by URL; " +
 			"a job Merritt's ingest service made is Merritt's to process)")
 	}
 	switch t := conf.GetPayloadType(); t {
