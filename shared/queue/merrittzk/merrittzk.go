@@ -716,3 +716,19 @@ func (p *Peer) LockLocalID(name string) (bool, error) {
 
 // UnlockLocalID releases a local id lock.
 func (p *Peer) UnlockLocalID(name string) error { return p.remove("/locks/localid/" + LockName(name)) }
+
+// LockIngestQueue holds the ingest queue as the library's lockIngestQueue
+// does: the persistent node /locks/queue/ingest. False: it is held.
+func (p *Peer) LockIngestQueue() (bool, error) {
+	if err := p.createIfMissing("/locks/queue"); err != nil {
+		return false, err
+	}
+	_, err := p.create("/locks/queue/ingest", nil, 0)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// UnlockIngestQueue releases the ingest queue.
+func (p *Peer) UnlockIngestQueue() error { return p.remove("/locks/queue/ingest") }
