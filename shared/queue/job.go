@@ -102,7 +102,8 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string, r
 
 // decodeJobData fills job from the data read of its nodes (nil: missing).
 // It reports which of them exist and the first that was unreadable; raw,
-// when not nil, gets the data of each node that exists.
+// when not nil, gets the data of each node that exists and whose unknown
+// keys a rewrite carries forward.
 func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte, raw map[string][]byte) (present map[string]bool, corrupt error) {
 	present = map[string]bool{}
 	note := func(e error) {
@@ -116,7 +117,7 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte, raw 
 			continue
 		}
 		present[n] = true
-		if raw != nil {
+		if raw != nil && carriedKeys[n] != nil {
 			raw[n] = d
 		}
 		p := c.p.jobNode(job.Id, n)
