@@ -93,9 +93,12 @@ func (p paths) skeleton() []string {
 		p.inventoryLocks(), p.localIDLocks(), p.workers(), p.counters(), p.bindings())
 }
 
-// LockName turns an ARK or local id into a node name, as the spec asks:
-// ':' and '/' become '_', and the ":/" after "ark" becomes one '_'
-// ("ark:/99999/fk4x" → "ark_99999_fk4x").
+// LockName turns an ARK or local id into a name for ingestq's own nodes
+// (/counters, /local-ids) and the store's folders: ':' and '/' become '_',
+// and the ":/" after "ark" becomes one '_' ("ark:/99999/fk4x" →
+// "ark_99999_fk4x"). Locks under /locks, which Merritt's programs take
+// too, are named as they name them (peerLockName); for an ARK the two
+// agree.
 func LockName(id string) string {
 	return strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(id)
 }
