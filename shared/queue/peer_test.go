@@ -401,3 +401,36 @@ func TestASubmissionMerrittsIngestWroteReadsAsIngestqsOrSaysWhyNot(t *testing.T)
 		t.Errorf("its status cannot be read: %v, %v", got, err)
 	}
 }
+
+func TestLocksUnderLocksAreTheNodesThePeerLibraryTakesForTheSameIDs(t *testing.T) {
+	c := newClient(t)
+	peer := newPeer(t, c)
+	ctx := testCtx(t)
+	// A local id with a ':' of its own, as DOIs and other schemes have.
+	l, err := c.LockLocalID(ctx, "doi:10.5072/FK2x", "ark:/99999/j2owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := peer.LockLocalID("doi:10.5072/FK2x_ark:/99999/j2owner"); ok || err != nil {
+		t.Errorf("Merritt's ingest service could take the local id lock ingestq holds: %v, %v", ok, err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := peer.LockLocalID("doi:10.5072/FK2x_ark:/99999/j2owner"); !ok || err != nil {
+		t.Fatalf("peer lock after ingestq released it: %v, %v", ok, err)
+	}
+	if _, err := c.LockLocalID(ctx, "doi:10.5072/FK2x", "ark:/99999/j2owner"); !errors.Is(err, ErrLocked) {
+		t.Errorf("ingestq took the local id lock Merritt's ingest service holds: %v", err)
+	}
+	for _, ark := range []string{"ark:/99999/fk4x", "ark:/99999/fk4:y"} {
+		s, err := c.LockStorage(ctx, ark)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := peer.Exists("/locks/storage/" + merrittzk.LockName(ark)); !ok || err != nil {
+			t.Errorf("storage lock of %s is not where the peer library looks: %v, %v", ark, ok, err)
+		}
+		s.Unlock(ctx)
+	}
+}
