@@ -393,7 +393,7 @@ func TestAHalfSpawnedBatchTakenWithoutARecordedReadingStopsWhenItsRowsMoved(t *t
 		t.Fatal(err)
 	}
 	prof, _ := h.profiles.Get("demo")
-	planned, _, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), prof)
+	planned, _, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), bc.Merritt, prof)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedA
 		t.Fatal(err)
 	}
 	prof, _ := h.profiles.Get("demo")
-	planned, reading, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), prof)
+	planned, reading, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), bc.Merritt, prof)
 	if err != nil {
 		t.Fatal(err)
 	}
