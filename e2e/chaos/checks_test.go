@@ -99,7 +99,7 @@ func (r *run) readTally(ctx context.Context) {
 }
 
 // lockHolders says who holds the locks left: the batches' locked jobs
-// (zk-layout: <root>/jobs/<jid>/lock) and the storage and inventory locks
+// (docs/queue-contract.md: <root>/jobs/<jid>/lock) and the storage and inventory locks
 // (<root>/locks/storage|inventory/<name>). For each, the session that owns
 // the lock node, the replica whose log says it established that session,
 // and that replica's last word on the job or object.

@@ -108,6 +108,8 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 			"OTEL_EXPORTER_OTLP_ENDPOINT": e.spans.Endpoint,
 			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 			"OTEL_BSP_SCHEDULE_DELAY":     "100",
+			// Merritt's ingest service's queue folder, as a web server serves it.
+			"INGESTQ_MERRITT_QUEUE_URL": e.deposits.URL + "/" + merrittQueueFolder,
 		},
 	})
 	if err != nil {

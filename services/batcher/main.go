@@ -44,6 +44,7 @@ type settings struct {
 	maxManifestBytes *int
 	maxQueuedJobs    *int
 	addresses        *fetch.AddressSettings
+	merrittQueueURL  *string
 	consoleListen    string
 }
 
@@ -71,6 +72,8 @@ func (s *settings) register(r *config.Registry) {
 	s.maxQueuedJobs = r.Int("max-queued-jobs", "INGESTQ_MAX_QUEUED_JOBS", 100000,
 		"most jobs the queue holds, ended ones until their batch is cleaned up (each takes ~6.5 KB of ZooKeeper heap); a batch that would pass it waits in Pending, a larger one fails; 0: no bound")
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
+	s.merrittQueueURL = r.String("merritt-queue-url", "INGESTQ_MERRITT_QUEUE_URL", "",
+		"URL Merritt's ingest queue folder (<ingest home>/queue) is served from: a batch Merritt's ingest service submitted names its payload by batchID and filename only, fetched from <url>/<batchID>/<filename>; empty: such batches fail, saying so")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
 		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
 }
@@ -116,6 +119,12 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if *s.retention <= 0 || *s.cleanupInterval <= 0 {
 		return fmt.Errorf("INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive")
 	}
+	if u := *s.merrittQueueURL; u != "" {
+		// Its files are payloads: the payload policy holds for them too.
+		if _, err := fetch.CheckURL(u, policy); err != nil {
+			return fmt.Errorf("INGESTQ_MERRITT_QUEUE_URL: %w", err)
+		}
+	}
 	if *s.maxQueuedJobs < 0 {
 		return fmt.Errorf("INGESTQ_MAX_QUEUED_JOBS %d: want 0 (no bound) or more", *s.maxQueuedJobs)
 	}
@@ -133,10 +142,11 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		Queue:    env.Queue,
 		Profiles: profiles,
 		Planner: &spawn.Planner{
-			Fetcher: fetch.New(policy),
-			Policy:  policy,
-			Limits:  checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
-			Root:    root,
+			Fetcher:         fetch.New(policy),
+			Policy:          policy,
+			Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
+			Root:            root,
+			MerrittQueueURL: *s.merrittQueueURL,
 		},
 		Mail:          sender,
 		Logger:        log,

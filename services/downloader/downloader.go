@@ -111,13 +111,21 @@ func (d *Downloader) Handle(ctx context.Context, claim *queue.Claim) stage.Outco
 		return stage.Wait(wait, queue.Change{})
 	}
 	defer d.hosts.give(hosts)
-	root, err := d.openWorkingDir(conf.GetWorkingDir())
+	wd, err := claim.WorkingDir(ctx, d.WorkRoot)
+	switch {
+	case errors.Is(err, queue.ErrCorrupt):
+		return stage.Failf("working directory: %v", err)
+	case err != nil:
+		d.Logger.WarnContext(ctx, "finding the job's working directory", "error", err)
+		return stage.Release()
+	}
+	root, err := d.openWorkingDir(wd)
 	if err != nil {
 		return stage.Fail(err.Error())
 	}
 	defer root.Close()
 	if err := d.Files.RemovePartial(root); err != nil {
-		return stage.Failf("working directory %s: removing partial files: %v", conf.GetWorkingDir(), err)
+		return stage.Failf("working directory %s: removing partial files: %v", wd, err)
 	}
 	var total int64
 	var msg string

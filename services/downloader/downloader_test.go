@@ -27,6 +27,7 @@ import (
 	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -606,5 +607,43 @@ func TestASlowHostHoldsAtMostItsShareOfTheWorkersWhileAnotherHostsJobCompletes(t
 		if j, err := q.GetJob(t.Context(), jid); err != nil || j.GetStatus().GetStatus() != queue.Downloading {
 			t.Errorf("slow job %s: %v, %v; want it still Downloading (waiting or downloading)", jid, queue.JobStateName(j.GetStatus().GetStatus()), err)
 		}
+	}
+}
+
+func TestAJobThePeerLibraryMadeWithoutWorkingDirDownloadsUnderTheWorkRoot(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	root := zktest.Root(t)
+	q := queuetest.Connect(t, root)
+	peer := merrittzk.Connect(t, zktest.Servers(t), root)
+	content := []byte("a letter\n")
+	d.put("letter.txt", content)
+	// createBatch, acquirePendingBatch and createJob as a Merritt producer
+	// calls them: the configuration has no working_dir.
+	if _, err := peer.CreateBatch(map[string]any{"batchID": "wd-uuid", "profile_name": "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := peer.AcquirePendingBatch()
+	if err != nil || b == nil {
+		t.Fatalf("peer took %v, %v", b, err)
+	}
+	pj, err := peer.CreateJob(b.ID, 5, merrittzk.JobConfiguration("demo", "peer", d.URL+"/files/letter.txt", "file", "json"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stages before give it its file list.
+	queuetest.Move(t, q, pj.ID, queue.Change{To: queue.Estimating,
+		Manifest: &v1.Manifest{Files: []*v1.ManifestFile{declared(d.URL+"/files/letter.txt", "letter.txt", content)}}})
+	queuetest.Move(t, q, pj.ID, queue.Change{To: queue.Provisioning})
+	queuetest.Move(t, q, pj.ID, queue.Change{To: queue.Downloading})
+	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
+
+	j := queuetest.WaitState(t, q, pj.ID, queue.Processing)
+	if j.GetConfiguration().GetWorkingDir() != "" {
+		t.Fatalf("the job's configuration was given a working_dir: %q", j.GetConfiguration().GetWorkingDir())
+	}
+	want := map[string]string{"letter.txt": string(content)}
+	if got := producer(t, filepath.Join(work, b.ID, pj.ID)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("<work root>/<bid>/<jid>/producer holds %v, want %v", got, want)
 	}
 }

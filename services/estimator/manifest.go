@@ -39,6 +39,12 @@ func jobErrorf(format string, args ...any) error { return &jobError{msg: fmt.Spr
 // or container job (jobs a peer created without a file list).
 func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v1.Manifest, error) {
 	raw := conf.GetPayloadUrl()
+	if raw == "" {
+		// A job Merritt's ingest service made names only a file in that
+		// service's own queue folder (its configuration's filename).
+		return nil, jobErrorf("the job has neither a file list nor a payload_url to make one from (ingestq fetches every payload by URL; " +
+			"a job Merritt's ingest service made is Merritt's to process)")
+	}
 	switch t := conf.GetPayloadType(); t {
 	case v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:
 		return e.objectManifest(ctx, raw)

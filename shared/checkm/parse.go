@@ -269,6 +269,18 @@ func digestLen(alg string) int {
 	return 0
 }
 
+// HashAlgorithm reads the name of a digest algorithm as writers spell it
+// ("SHA-256", Merritt's ingest service's spelling; "sha_256"; "sha256")
+// and returns the manifest's ("sha256"), or an error naming it when it is
+// not one ingestq checks.
+func HashAlgorithm(name string) (string, error) {
+	alg := normalizeAlgorithm(name)
+	if digestLen(alg) == 0 {
+		return "", fmt.Errorf("unknown hash algorithm %s (want md5, sha1, sha256 or sha512)", quoteShort(name))
+	}
+	return alg, nil
+}
+
 // normalizeAlgorithm maps "SHA-256", "sha_256" and "sha256" to "sha256".
 func normalizeAlgorithm(alg string) string {
 	alg = strings.ToLower(alg)

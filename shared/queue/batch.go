@@ -145,9 +145,10 @@ func (c *Client) GetBatch(ctx context.Context, bid string) (*v1.Batch, error) {
 		return nil, err
 	}
 	if read[1].stat != nil {
-		if b.Submission, err = decodeSubmission(ps[1], read[1].data); err != nil {
-			return nil, err
-		}
+		// A submission with a word ingestq does not know is shown as far
+		// as it reads: the batcher fails such a batch, saying why in its
+		// status, which must stay readable.
+		b.Submission, _ = decodeSubmission(ps[1], read[1].data)
 	}
 	if read[2].stat != nil {
 		if b.StatusReport, err = decodeStatusReport(ps[2], read[2].data); err != nil {
@@ -220,15 +221,26 @@ type BatchClaim struct {
 	// payload is not a fetched document, or the batch was taken without
 	// one).
 	Payload *PayloadRecord
+	// LoadErr is set when the batch's submission is unreadable (not JSON,
+	// or a word in it ingestq does not know); Batch.Submission then holds
+	// what could be read. The batch can still be failed and reported
+	// through the claim.
+	LoadErr error
+	// Merritt is what a submission written by Merritt's ingest service
+	// says beyond Batch.Submission (nil for other submissions).
+	Merritt *MerrittSubmission
 
 	from    BatchState
 	version int32
-	sess    *session
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	lock    *ownLock // the batch's lock node, in the client's lockBook
-	mu      sync.Mutex
-	done    bool
+	// statusData and reportData are the status and status-report as
+	// read: a rewrite carries forward the keys other writers put there.
+	statusData, reportData []byte
+	sess                   *session
+	ctx                    context.Context
+	cancel                 context.CancelCauseFunc
+	lock                   *ownLock // the batch's lock node, in the client's lockBook
+	mu                     sync.Mutex
+	done                   bool
 }
 
 // ID is the claimed batch's bid.
@@ -261,7 +273,7 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 	if err != nil {
 		return nil, err
 	}
-	bc := &BatchClaim{c: c, from: st.GetStatus(), version: stat.Version + 1, sess: sess}
+	bc := &BatchClaim{c: c, from: st.GetStatus(), version: stat.Version + 1, sess: sess, statusData: data}
 	bc.ctx, bc.cancel = context.WithCancelCause(sess.ctx)
 	bc.lock = c.locks.add(c.p.batchLock(bid), bc.ctx)
 	_, err = c.multi(ctx, c.createOp(c.p.batchLock(bid), nil, zk.FlagEphemeral), setOp(statusPath, data, stat.Version))
@@ -297,10 +309,10 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 	}
 	bc.Batch = &v1.Batch{Id: bid, Status: st, Locked: true}
 	if datas[0] != nil {
-		if bc.Batch.Submission, err = decodeSubmission(ps[0], datas[0]); err != nil {
-			return release(err)
-		}
+		bc.Batch.Submission, bc.LoadErr = decodeSubmission(ps[0], datas[0])
+		bc.Merritt = decodeMerrittSubmission(ps[0], datas[0])
 	}
+	bc.reportData = datas[1]
 	if datas[1] != nil {
 		if bc.Batch.StatusReport, err = decodeStatusReport(ps[1], datas[1]); err != nil {
 			return release(err)
@@ -416,7 +428,8 @@ func (bc *BatchClaim) commit(ctx context.Context, ch BatchChange, guard *zk.Chec
 		return err
 	}
 	next := &v1.BatchStatus{Status: ch.To, LastModified: nowStamp(), Message: ch.Message}
-	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), encodeBatchStatus(next), bc.version)
+	statusData := withKeysOf(bc.statusData, encodeBatchStatus(next), batchStatusKeys)
+	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), statusData, bc.version)
 	var ops []any
 	if guard != nil {
 		ops = append(ops, guard) // index 2, after fencedMulti's own checks
@@ -445,9 +458,15 @@ func (bc *BatchClaim) commit(ctx context.Context, ch BatchChange, guard *zk.Chec
 	// The report as the node keeps it: trimmed to what a node holds, with
 	// its totals (see fitStatusReport); the claim's copy is the same.
 	var report *v1.StatusReport
+	var reportData []byte
 	if ch.Report != nil {
 		var data []byte
 		report, data = fitStatusReport(ch.Report, MaxNodeBytes)
+		// Another writer's keys are kept only while they fit.
+		if merged := withKeysOf(bc.reportData, data, statusReportKeys); len(merged) <= MaxNodeBytes {
+			data = merged
+		}
+		reportData = data
 		rp := bc.c.p.batchNode(bc.ID(), nodeStatusReport)
 		if bc.Batch.StatusReport != nil {
 			ops = append(ops, setOp(rp, data, -1))
@@ -468,6 +487,7 @@ func (bc *BatchClaim) commit(ctx context.Context, ch BatchChange, guard *zk.Chec
 	bc.version++
 	bc.from = ch.To
 	bc.Batch.Status = next
+	bc.statusData = statusData
 	bc.Spawning = ch.To == BatchProcessing
 	if ch.Payload != nil {
 		rec := *ch.Payload
@@ -475,6 +495,7 @@ func (bc *BatchClaim) commit(ctx context.Context, ch BatchChange, guard *zk.Chec
 	}
 	if report != nil {
 		bc.Batch.StatusReport = report
+		bc.reportData = reportData
 	}
 	if !keep {
 		bc.Batch.Locked = false
@@ -531,13 +552,15 @@ func (bc *BatchClaim) StopSpawning(ctx context.Context, reason, msg string) erro
 		recOp = bc.c.createOp(recPath, marshal(rec), 0)
 	}
 	next := &v1.BatchStatus{Status: bc.from, LastModified: nowStamp(), Message: msg}
-	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), encodeBatchStatus(next), bc.version)
+	statusData := withKeysOf(bc.statusData, encodeBatchStatus(next), batchStatusKeys)
+	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), statusData, bc.version)
 	if err := bc.fencedMulti(ctx, statusOp, recOp, deleteOp(bc.c.p.batchSpawning(bc.ID()), -1),
 		deleteOp(bc.c.p.batchLock(bc.ID()), -1)); err != nil {
 		return err
 	}
 	bc.version++
 	bc.Batch.Status = next
+	bc.statusData = statusData
 	bc.Batch.Locked = false
 	bc.Spawning = false
 	bc.Payload = &rec
@@ -572,7 +595,7 @@ func (bc *BatchClaim) ReleaseWithMessage(ctx context.Context, msg string) error 
 		return err
 	}
 	next := &v1.BatchStatus{Status: bc.from, LastModified: nowStamp(), Message: msg}
-	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), encodeBatchStatus(next), bc.version)
+	statusOp := setOp(bc.c.p.batchStatus(bc.ID()), withKeysOf(bc.statusData, encodeBatchStatus(next), batchStatusKeys), bc.version)
 	if err := bc.fencedMulti(ctx, statusOp, deleteOp(bc.c.p.batchLock(bc.ID()), -1)); err != nil {
 		bc.markDone()
 		return err
@@ -707,7 +730,7 @@ func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {
 		c.createOp(c.p.jobNode(jid, nodeBid), []byte(bc.ID()), 0),
 		c.createOp(c.p.jobNode(jid, nodePriority), encodeInt(int64(j.Priority)), 0),
 		c.createOp(c.p.jobNode(jid, nodeSpaceNeeded), encodeInt(j.SpaceNeeded), 0),
-		c.createOp(c.p.jobNode(jid, nodeConfig), encodeConfiguration(conf), 0),
+		c.createOp(c.p.jobNode(jid, nodeConfig), encodeJobConfiguration(jid, conf), 0),
 	}
 	if j.Identifiers != nil {
 		ops = append(ops, c.createOp(c.p.jobNode(jid, nodeIdentifiers), encodeIdentifiers(j.Identifiers), 0))
@@ -864,7 +887,7 @@ func (c *Client) deleteJobTrees(ctx context.Context, jids []string) ([]*v1.Job, 
 			job.Status, _ = decodeJobStatus("", data)
 			statusVersion = st.Version
 		}
-		c.readJobData(ctx, job, jobDataNodes)
+		c.readJobData(ctx, job, jobDataNodes, nil)
 		jobs = append(jobs, job)
 		if job.Status != nil {
 			if e, err := c.findEntry(ctx, job.Status.GetStatus(), jid); err == nil {

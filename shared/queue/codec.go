@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -36,15 +37,16 @@ func formatTime(ts *timestamppb.Timestamp) string {
 	return ts.AsTime().UTC().Format(TimeLayout)
 }
 
-// parseTime accepts the spec's layout and, leniently, RFC 3339 from other
-// writers; anything else reads as "unknown" rather than failing the item.
+// parseTime accepts the spec's layout and, leniently, RFC 3339 and the
+// Java Date text Merritt's ingest service writes ("Sun Nov 22 03:51:07 UTC
+// 2026"); anything else reads as "unknown" rather than failing the item.
 // So does a time whose UTC form falls outside the years 0000–9999: the
 // layout could not write it back.
 func parseTime(s string) *timestamppb.Timestamp {
 	if s == "" {
 		return nil
 	}
-	for _, layout := range []string{TimeLayout, time.RFC3339Nano} {
+	for _, layout := range []string{TimeLayout, time.RFC3339Nano, time.UnixDate} {
 		if t, err := time.Parse(layout, s); err == nil {
 			if y := t.UTC().Year(); y < 0 || y > 9999 {
 				return nil
@@ -70,7 +72,33 @@ var payloadTypeNames = map[v1.PayloadType]string{
 // PayloadTypeName is the JSON spelling of t ("object_manifest").
 func PayloadTypeName(t v1.PayloadType) string { return payloadTypeNames[t] }
 
-// ParsePayloadType reads "object_manifest", "object-manifest" or the enum name.
+// merrittPayloadTypes are the payload type words of Merritt's ingest
+// service (its package types), as they reach the queue in a batch's
+// "type" or a job's "payload_type" or "type", and what each is in
+// ingestq.
+var merrittPayloadTypes = map[string]v1.PayloadType{
+	"file":                   v1.PayloadType_PAYLOAD_TYPE_FILE,
+	"container":              v1.PayloadType_PAYLOAD_TYPE_CONTAINER,
+	"manifest":               v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
+	"batchManifest":          v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+	"batchManifestContainer": v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS,
+}
+
+// merrittUnsupported are Merritt's words that name something ingestq does
+// not do, with what it is.
+var merrittUnsupported = map[string]string{
+	"batchManifestFile": "a manifest of single files",
+}
+
+// AcceptedPayloadTypes lists the payload type words the queue reads: ours,
+// then Merritt's.
+const AcceptedPayloadTypes = "file, container, object_manifest, manifest_of_manifests, manifest_of_containers" +
+	"; Merritt's manifest, batchManifest, batchManifestContainer"
+
+// ParsePayloadType reads a payload type word: ours ("object_manifest",
+// "object-manifest"), the enum name, or Merritt's ("manifest",
+// "batchManifest", "batchManifestContainer"). The error of a word it does
+// not know names the word and every word accepted.
 func ParsePayloadType(s string) (v1.PayloadType, error) {
 	norm := strings.ToLower(strings.ReplaceAll(s, "-", "_"))
 	for t, n := range payloadTypeNames {
@@ -78,7 +106,17 @@ func ParsePayloadType(s string) (v1.PayloadType, error) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown payload type %q", s)
+	for w, t := range merrittPayloadTypes {
+		if strings.EqualFold(s, w) {
+			return t, nil
+		}
+	}
+	for w, what := range merrittUnsupported {
+		if strings.EqualFold(s, w) {
+			return 0, fmt.Errorf("payload type %q (Merritt's %s) is not one ingestq ingests (accepted: %s)", s, what, AcceptedPayloadTypes)
+		}
+	}
+	return 0, fmt.Errorf("unknown payload type %q (accepted: %s)", s, AcceptedPayloadTypes)
 }
 
 func submissionModeName(m v1.SubmissionMode) string {
@@ -365,7 +403,163 @@ func decodeCount(raw json.RawMessage) int32 {
 	return int32(n)
 }
 
+// --- reading what every writer writes ---
+
+// fields is a JSON object's members, undecoded: the submission and the
+// configuration are read member by member, since Merritt's writers name
+// and type some of them differently from ingestq.
+type fields map[string]json.RawMessage
+
+func decodeFields(path string, data []byte) (fields, error) {
+	var f fields
+	if err := unmarshal(path, data, &f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// text reads the first of keys that is present and not empty, as text: a
+// JSON string's value, a number's digits, a boolean's word (writers differ
+// in what they quote). Absent and null read as "". An object or an array
+// is an error naming the key.
+func (f fields) text(path string, keys ...string) (string, error) {
+	for _, k := range keys {
+		raw, ok := f[k]
+		if !ok {
+			continue
+		}
+		raw = bytes.TrimSpace(raw)
+		var s string
+		switch {
+		case len(raw) == 0 || string(raw) == "null":
+		case raw[0] == '"':
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return "", &CorruptError{Path: path, Err: fmt.Errorf("%s: %w", k, err)}
+			}
+		case raw[0] == '{' || raw[0] == '[':
+			return "", &CorruptError{Path: path, Err: fmt.Errorf("%s is not text: %s", k, truncate(string(raw), 40))}
+		default:
+			s = string(raw) // a number or a boolean, as written
+		}
+		if s != "" {
+			return s, nil
+		}
+	}
+	return "", nil
+}
+
+// reader reads many members, keeping the first error.
+type reader struct {
+	path string
+	f    fields
+	err  error
+}
+
+func (r *reader) text(keys ...string) string {
+	s, err := r.f.text(r.path, keys...)
+	if r.err == nil {
+		r.err = err
+	}
+	return s
+}
+
+// mode is the submission mode: submission_mode, or Merritt's boolean
+// "update" (true: update, false: add).
+func (r *reader) mode() string {
+	if m := r.text("submission_mode"); m != "" {
+		return m
+	}
+	switch strings.ToLower(r.text("update")) {
+	case "true":
+		return "update"
+	case "false":
+		return "add"
+	}
+	return ""
+}
+
+// jsonKeys are the JSON member names of a wire struct.
+func jsonKeys(v any) map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out[name] = true
+	}
+	return out
+}
+
+// withKeysOf returns written, a node as ingestq encodes it, with the
+// members of old (the node as it was) appended that ingestq does not know
+// (known): a node ingestq rewrites keeps what another writer put there.
+// Keys ingestq knows are its own to write or leave out. An old node that
+// is not a JSON object adds nothing.
+func withKeysOf(old, written []byte, known map[string]bool) []byte {
+	if len(old) == 0 || len(written) < 2 || written[len(written)-1] != '}' {
+		return written
+	}
+	dec := json.NewDecoder(bytes.NewReader(old))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return written
+	}
+	out := written
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return written
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return written
+		}
+		k, _ := tok.(string)
+		if known[k] || seen[k] {
+			continue
+		}
+		seen[k] = true
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, v); err != nil {
+			return written
+		}
+		if len(out) == len(written) {
+			out = append([]byte(nil), written[:len(written)-1]...)
+		} else {
+			out = out[:len(out)-1]
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, marshal(k)...)
+		out = append(out, ':')
+		out = append(append(out, compact.Bytes()...), '}')
+	}
+	return out
+}
+
+// The keys ingestq writes in each node it rewrites: any other key a node
+// holds was put there by another writer and is carried forward
+// (withKeysOf).
+var (
+	jobStatusKeys    = jsonKeys(jobStatusJSON{})
+	batchStatusKeys  = jsonKeys(batchStatusJSON{})
+	statusReportKeys = jsonKeys(statusReportJSON{})
+	carriedKeys      = map[string]map[string]bool{
+		nodeIdentifiers: jsonKeys(identifiersJSON{}),
+		nodeMetadata:    jsonKeys(metadataJSON{}),
+		nodeStore:       jsonKeys(storeJSON{}),
+		nodeInventory:   jsonKeys(inventoryJSON{}),
+	}
+)
+
 // --- submission ---
+
+// A submission is read in every form its writers use: ingestq's keys, the
+// seeds' batch_id, and Merritt's ingest service's (profile, type with its
+// package type words, update, title, creator, date, submissionDate,
+// filename, objectID, localID, digestType, digestValue, size). It is
+// written with ingestq's keys and the submitter's uuid as batchID, the key
+// the peer library reads (docs/queue-contract.md).
 
 type submissionJSON struct {
 	ProfileName    string `json:"profile_name"`
@@ -377,7 +571,7 @@ type submissionJSON struct {
 	ErcWhere       string `json:"erc_where"`
 	Type           string `json:"type"`
 	SubmissionMode string `json:"submission_mode"`
-	BatchID        string `json:"batch_id,omitempty"`
+	BatchID        string `json:"batchID,omitempty"`
 	SubmissionDate string `json:"submission_date,omitempty"`
 	Traceparent    string `json:"traceparent,omitempty"`
 	Collection     string `json:"collection,omitempty"`
@@ -402,27 +596,71 @@ func encodeSubmission(s *v1.Submission) []byte {
 	})
 }
 
+// decodeSubmission reads a submission. When a word in it is unknown (a
+// payload type, a submission mode) it returns the error and, beside it,
+// everything else it read: enough for a batcher to fail the batch with a
+// message and report it.
 func decodeSubmission(path string, data []byte) (*v1.Submission, error) {
-	var w submissionJSON
-	if err := unmarshal(path, data, &w); err != nil {
+	f, err := decodeFields(path, data)
+	if err != nil {
 		return nil, err
 	}
+	r := &reader{path: path, f: f}
 	out := &v1.Submission{
-		ProfileName: w.ProfileName,
-		Submitter:   w.Submitter,
-		PayloadUrl:  w.PayloadURL,
-		Metadata:    &v1.Metadata{Who: w.ErcWho, What: w.ErcWhat, When: w.ErcWhen, Where: w.ErcWhere},
-		BatchId:     w.BatchID,
+		ProfileName: r.text("profile_name", "profile"),
+		Submitter:   r.text("submitter"),
+		PayloadUrl:  r.text("payload_url"),
+		Metadata: &v1.Metadata{Who: r.text("erc_who", "creator"), What: r.text("erc_what", "title"),
+			When: r.text("erc_when", "date"), Where: r.text("erc_where")},
+		BatchId: r.text("batchID", "batch_id"),
 		// Peers may omit the date; a missing one reads as unknown.
-		SubmissionDate: parseTime(w.SubmissionDate),
-		Traceparent:    w.Traceparent,
-		Collection:     w.Collection,
+		SubmissionDate: parseTime(r.text("submission_date", "submissionDate")),
+		Traceparent:    r.text("traceparent"),
+		Collection:     r.text("collection"),
 	}
-	var err error
-	if out.Type, out.SubmissionMode, err = decodeKinds(path, w.Type, w.SubmissionMode); err != nil {
-		return nil, err
+	typ, mode := r.text("type"), r.mode()
+	if r.err != nil {
+		return out, r.err
 	}
-	return out, nil
+	out.Type, out.SubmissionMode, err = decodeKinds(path, typ, mode)
+	return out, err
+}
+
+// MerrittSubmission is what a batch submitted through Merritt's ingest
+// service says beyond a Submission: that service keeps the payload itself,
+// a file in its queue folder (<queue>/<batchID>/<filename>), and gives the
+// object's identifiers and the file's digest with it.
+type MerrittSubmission struct {
+	Filename    string   // "filename"
+	PrimaryID   string   // "objectID"
+	LocalIDs    []string // "localID", split at ';' as the peer library splits local ids
+	DigestType  string   // "digestType"
+	DigestValue string   // "digestValue"
+	Size        int64    // "size"; -1 when not given
+}
+
+// decodeMerrittSubmission reads Merritt's own keys of a submission; nil
+// when it has none of them.
+func decodeMerrittSubmission(path string, data []byte) *MerrittSubmission {
+	f, err := decodeFields(path, data)
+	if err != nil {
+		return nil
+	}
+	r := &reader{path: path, f: f}
+	m := &MerrittSubmission{Filename: r.text("filename"), PrimaryID: r.text("objectID"),
+		DigestType: r.text("digestType"), DigestValue: r.text("digestValue"), Size: -1}
+	for id := range strings.SplitSeq(r.text("localID"), ";") {
+		if id = strings.TrimSpace(id); id != "" {
+			m.LocalIDs = append(m.LocalIDs, id)
+		}
+	}
+	if n, err := strconv.ParseInt(r.text("size"), 10, 64); err == nil && n >= 0 {
+		m.Size = n
+	}
+	if m.Filename == "" && m.PrimaryID == "" && len(m.LocalIDs) == 0 {
+		return nil
+	}
+	return m
 }
 
 // decodeKinds reads the payload type and submission mode words that a
@@ -447,6 +685,12 @@ func decodeKinds(path, payloadType, mode string) (v1.PayloadType, v1.SubmissionM
 
 // --- job data nodes ---
 
+// A configuration is read in the forms of ingestq, of the peer library's
+// createJobConfiguration (no working_dir: see Claim.WorkingDir) and of
+// Merritt's ingest service (profile, type, update, responseForm). It is
+// written with ingestq's keys and jobID, the jid, where the peer library
+// reads a job's id.
+
 type configurationJSON struct {
 	ProfileName    string `json:"profile_name"`
 	Submitter      string `json:"submitter"`
@@ -459,9 +703,13 @@ type configurationJSON struct {
 	BatchEntry     *int32 `json:"batch_entry,omitempty"`
 	Traceparent    string `json:"traceparent,omitempty"`
 	Collection     string `json:"collection,omitempty"`
+	JobID          string `json:"jobID,omitempty"`
 }
 
-func encodeConfiguration(c *v1.JobConfiguration) []byte {
+func encodeConfiguration(c *v1.JobConfiguration) []byte { return encodeJobConfiguration("", c) }
+
+// encodeJobConfiguration is job jid's configuration node.
+func encodeJobConfiguration(jid string, c *v1.JobConfiguration) []byte {
 	entry := c.GetBatchEntry()
 	return marshal(configurationJSON{
 		ProfileName:    c.GetProfileName(),
@@ -475,32 +723,41 @@ func encodeConfiguration(c *v1.JobConfiguration) []byte {
 		BatchEntry:     &entry,
 		Traceparent:    c.GetTraceparent(),
 		Collection:     c.GetCollection(),
+		JobID:          jid,
 	})
 }
 
+// decodeConfiguration reads a configuration; like decodeSubmission it
+// returns what it read beside the error of an unknown word.
 func decodeConfiguration(path string, data []byte) (*v1.JobConfiguration, error) {
-	var w configurationJSON
-	if err := unmarshal(path, data, &w); err != nil {
+	f, err := decodeFields(path, data)
+	if err != nil {
 		return nil, err
 	}
+	r := &reader{path: path, f: f}
 	out := &v1.JobConfiguration{
-		ProfileName:  w.ProfileName,
-		Submitter:    w.Submitter,
-		PayloadUrl:   w.PayloadURL,
-		ResponseType: w.ResponseType,
-		WorkingDir:   w.WorkingDir,
-		BatchId:      w.BatchID,
-		Traceparent:  w.Traceparent,
-		Collection:   w.Collection,
+		ProfileName:  r.text("profile_name", "profile"),
+		Submitter:    r.text("submitter"),
+		PayloadUrl:   r.text("payload_url"),
+		ResponseType: r.text("response_type", "responseForm"),
+		WorkingDir:   r.text("working_dir"),
+		BatchId:      r.text("batch_id"),
+		Traceparent:  r.text("traceparent"),
+		Collection:   r.text("collection"),
 	}
-	if w.BatchEntry != nil {
-		out.BatchEntry = *w.BatchEntry
+	if e := r.text("batch_entry"); e != "" {
+		n, err := strconv.ParseInt(e, 10, 32)
+		if err != nil {
+			return out, &CorruptError{Path: path, Err: fmt.Errorf("batch_entry %q is not a number", truncate(e, 40))}
+		}
+		out.BatchEntry = int32(n)
 	}
-	var err error
-	if out.PayloadType, out.SubmissionMode, err = decodeKinds(path, w.PayloadType, w.SubmissionMode); err != nil {
-		return nil, err
+	typ, mode := r.text("payload_type", "type"), r.mode()
+	if r.err != nil {
+		return out, r.err
 	}
-	return out, nil
+	out.PayloadType, out.SubmissionMode, err = decodeKinds(path, typ, mode)
+	return out, err
 }
 
 type identifiersJSON struct {
@@ -541,19 +798,21 @@ func decodeMetadata(path string, data []byte) (*v1.Metadata, error) {
 
 // storeJSON and inventoryJSON carry "version", ingestq's own key: written
 // only when known, so a node without it reads as it did before (version 0).
+// The store's "delete" is the text "true" or "false", as the peer library
+// writes and reads it (its storeDelete() reads a string); a JSON boolean,
+// as other writers put it, reads too.
 type storeJSON struct {
 	ManifestURL string `json:"manifest_url"`
 	Mode        string `json:"mode"`
-	Delete      bool   `json:"delete"`
+	Delete      string `json:"delete"`
 	Version     int32  `json:"version,omitempty"`
 }
 
 func encodeStore(s *v1.Store) []byte {
-	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: s.GetDelete(), Version: s.GetVersion()})
+	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: strconv.FormatBool(s.GetDelete()), Version: s.GetVersion()})
 }
 
 func decodeStore(path string, data []byte) (*v1.Store, error) {
-	// The Merritt library writes "delete" as a string; accept both.
 	var w struct {
 		ManifestURL string          `json:"manifest_url"`
 		Mode        string          `json:"mode"`
@@ -564,7 +823,7 @@ func decodeStore(path string, data []byte) (*v1.Store, error) {
 		return nil, err
 	}
 	del := strings.Trim(string(w.Delete), `"`)
-	return &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Delete: del == "true", Version: w.Version}, nil
+	return &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Delete: strings.EqualFold(del, "true"), Version: w.Version}, nil
 }
 
 type inventoryJSON struct {

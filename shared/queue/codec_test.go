@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,10 +40,10 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 			`{"erc_who":"Smith & Jones","erc_what":"<Letters>","erc_when":"1921","erc_where":""}`},
 		{"store without a version is the Merritt library's",
 			encodeStore(&v1.Store{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
-			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":false}`},
+			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":"false"}`},
 		{"store with its version",
 			encodeStore(&v1.Store{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
-			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":false,"version":2}`},
+			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":"false","version":2}`},
 		{"inventory without a version is the Merritt library's",
 			encodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
 			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add"}`},
@@ -55,6 +56,12 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 			encodeSubmission(&v1.Submission{ProfileName: "p", Submitter: "s", PayloadUrl: "http://h/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE,
 				SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD, Metadata: &v1.Metadata{What: "t"}}),
 			`{"profile_name":"p","submitter":"s","payload_url":"http://h/x","erc_who":"","erc_what":"t","erc_when":"","erc_where":"","type":"file","submission_mode":"add"}`},
+		{"submission's uuid is batchID, as the peer library reads it",
+			encodeSubmission(&v1.Submission{ProfileName: "p", Type: v1.PayloadType_PAYLOAD_TYPE_FILE, BatchId: "5c3a-uuid"}),
+			`{"profile_name":"p","submitter":"","payload_url":"","erc_who":"","erc_what":"","erc_when":"","erc_where":"","type":"file","submission_mode":"","batchID":"5c3a-uuid"}`},
+		{"a job's configuration names its jid as jobID",
+			encodeJobConfiguration("jid0000000042", &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, WorkingDir: "/w/j"}),
+			`{"profile_name":"p","submitter":"","payload_url":"","payload_type":"file","response_type":"","submission_mode":"","working_dir":"/w/j","batch_entry":0,"jobID":"jid0000000042"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,5 +183,57 @@ func TestEntryNamesParseAndSortNumerically(t *testing.T) {
 	}
 	if LockName("ark:/99999/fk4x") != "ark_99999_fk4x" {
 		t.Errorf("LockName = %s", LockName("ark:/99999/fk4x"))
+	}
+}
+
+func TestARewriteKeepsTheKeysOfAnotherWriterAndDropsNoneOfItsOwn(t *testing.T) {
+	known := jsonKeys(storeJSON{})
+	written := encodeStore(&v1.Store{ManifestUrl: "u2", Mode: "add"})
+	tests := []struct {
+		name, old, want string
+	}{
+		{"another writer's keys follow ingestq's, in their order",
+			`{"manifest_url":"u1","node":9501,"mode":"add/9501/ark%3A","extra":{"a": [1, 2]}}`,
+			`{"manifest_url":"u2","mode":"add","delete":"false","node":9501,"extra":{"a":[1,2]}}`},
+		{"ingestq's own keys are not brought back", `{"version":3,"delete":true}`, string(written)},
+		{"a node that is not an object adds nothing", `["x"]`, string(written)},
+		{"an empty node adds nothing", ``, string(written)},
+		{"a key given twice is kept once", `{"k":1,"k":2}`,
+			`{"manifest_url":"u2","mode":"add","delete":"false","k":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := withKeysOf([]byte(tt.old), written, known); string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+	if got := withKeysOf([]byte(`{"a":1}`), []byte(`{}`), nil); string(got) != `{"a":1}` {
+		t.Errorf("into an empty object: %s", got)
+	}
+}
+
+func TestCodecReadsMerrittsForms(t *testing.T) {
+	sub, err := decodeSubmission("/s", []byte(`{"batchID":"u","profile":"p","type":"batchManifestContainer","update":true,`+
+		`"title":"T","creator":"C","date":"1921","submissionDate":"Sun Nov 22 03:51:07 UTC 2026","size":512}`))
+	want := &v1.Submission{ProfileName: "p", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS,
+		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE, BatchId: "u", SubmissionDate: stamp,
+		Metadata: &v1.Metadata{Who: "C", What: "T", When: "1921"}}
+	if err != nil || !proto.Equal(sub, want) {
+		t.Errorf("Merritt's submission read as %v, %v", sub, err)
+	}
+	conf, err := decodeConfiguration("/c", []byte(`{"profile":"p","type":"manifest","update":"false","responseForm":"xml","jobID":"x"}`))
+	wantConf := &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
+		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD, ResponseType: "xml"}
+	if err != nil || !proto.Equal(conf, wantConf) {
+		t.Errorf("Merritt's configuration read as %v, %v", conf, err)
+	}
+	// An unknown word is an error, beside everything else that was read.
+	sub, err = decodeSubmission("/s", []byte(`{"profile":"p","type":"batchManifestFile"}`))
+	if err == nil || !strings.Contains(err.Error(), `"batchManifestFile"`) || sub.GetProfileName() != "p" {
+		t.Errorf("got %v, %v", sub, err)
+	}
+	if _, err := decodeSubmission("/s", []byte(`{"profile":{"name":"p"}}`)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("an object where text belongs: %v", err)
 	}
 }

@@ -1,11 +1,14 @@
 // Package queue is ingestq's one view of the ZooKeeper queue: every path,
-// node format and state transition of ../shared/spec/zk-layout.md, byte
-// compatible with the Merritt queue library (mrt-zk), and every write made
-// atomic and fenced as the spec asks.
+// node format and state transition of the queue contract,
+// docs/queue-contract.md ("the spec" in this package's comments), which
+// the Merritt queue library (mrt-zk) and Merritt's programs read and write
+// too, and every write made atomic and fenced as the contract asks. Nodes
+// are written with the keys and types the library reads; every form either
+// side writes is read; keys ingestq does not know are carried forward.
 //
 // # What ingestq writes where the spec leaves it open
 //
-// The spec asks us to document what we write where it does not say:
+// The contract says what is written where it is otherwise open:
 //
 //   - Priorities above 99. A job's state entry is "%02d-jid…", so priority
 //     150 is written with all its digits ("150-jid0000000042"), as the

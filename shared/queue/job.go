@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -94,8 +95,9 @@ type jobRead struct {
 	badPriority error
 }
 
-// readJobData fills job from the given data nodes.
-func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (jobRead, error) {
+// readJobData fills job from the given data nodes. raw, when not nil, gets
+// the data of each node read whose unknown keys a rewrite carries forward.
+func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string, raw map[string][]byte) (jobRead, error) {
 	ps := make([]string, len(nodes))
 	for i, n := range nodes {
 		ps[i] = c.p.jobNode(job.Id, n)
@@ -104,11 +106,13 @@ func (c *Client) readJobData(ctx context.Context, job *v1.Job, nodes []string) (
 	if err != nil {
 		return jobRead{}, err
 	}
-	return c.decodeJobData(job, nodes, datas), nil
+	return c.decodeJobData(job, nodes, datas, raw), nil
 }
 
 // decodeJobData fills job from the data read of its nodes (nil: missing).
-func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) jobRead {
+// raw, when not nil, gets the data of each node that exists and whose
+// unknown keys a rewrite carries forward.
+func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte, raw map[string][]byte) jobRead {
 	r := jobRead{present: map[string]bool{}}
 	note := func(e error) {
 		if r.corrupt == nil {
@@ -121,6 +125,9 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte) jobR
 			continue
 		}
 		r.present[n] = true
+		if raw != nil && carriedKeys[n] != nil {
+			raw[n] = d
+		}
 		p := c.p.jobNode(job.Id, n)
 		switch n {
 		case nodeBid:
@@ -179,7 +186,7 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	r, err := c.readJobData(ctx, job, jobDataNodes)
+	r, err := c.readJobData(ctx, job, jobDataNodes, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +249,7 @@ func (c *Client) GetJobParts(ctx context.Context, jid string, parts Parts) (*v1.
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	if r := c.decodeJobData(job, nodes, datas(read[1:])); r.corrupt != nil {
+	if r := c.decodeJobData(job, nodes, datas(read[1:]), nil); r.corrupt != nil {
 		return nil, r.corrupt
 	}
 	return job, nil
@@ -302,10 +309,14 @@ type Claim struct {
 	batchVersion int32
 	noBatch      bool
 	byOperator   bool
-	sess         *session
-	ctx          context.Context
-	cancel       context.CancelCauseFunc
-	lock         *ownLock // the job's lock node, in the client's lockBook
+	// statusData and raw are the status and the data nodes as read: a
+	// rewrite carries forward the keys other writers put there.
+	statusData []byte
+	raw        map[string][]byte
+	sess       *session
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	lock       *ownLock // the job's lock node, in the client's lockBook
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.
@@ -496,7 +507,8 @@ func (c *Client) loadClaim(cl *Claim, e entry, state JobState, status *v1.JobSta
 	if status == nil {
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}
-	r := c.decodeJobData(cl.Job, nodes, datas(read[1:]))
+	cl.statusData, cl.raw = read[0].data, map[string][]byte{}
+	r := c.decodeJobData(cl.Job, nodes, datas(read[1:]), cl.raw)
 	cl.present = r.present
 	cl.priorityBad = r.badPriority != nil
 	cl.loaded = map[string]bool{}
@@ -542,7 +554,7 @@ func (c *Client) busy(ctx context.Context, sess *session, state JobState, e entr
 		next := proto.Clone(status).(*v1.JobStatus)
 		next.Message = foreignLockMessage + ": the lock was removed"
 		next.LastModified = nowStamp()
-		_, err = c.multi(ctx, setOp(c.p.jobStatus(e.jid), encodeJobStatus(next), stat.Version),
+		_, err = c.multi(ctx, setOp(c.p.jobStatus(e.jid), withKeysOf(read[0].data, encodeJobStatus(next), jobStatusKeys), stat.Version),
 			deleteOp(c.p.jobLock(e.jid), lockStat.Version))
 	}
 	if err != nil {
@@ -600,7 +612,7 @@ func (cl *Claim) Load(ctx context.Context, parts Parts) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	r, err := cl.c.readJobData(ctx, cl.Job, missing)
+	r, err := cl.c.readJobData(ctx, cl.Job, missing, cl.raw)
 	if err != nil {
 		return fmt.Errorf("job %s: %w", cl.ID(), err)
 	}
@@ -748,6 +760,9 @@ var likelyPresent = map[string]bool{nodeBid: true, nodePriority: true, nodeSpace
 func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 	put := func(name string, data []byte) {
 		p := cl.c.p.jobNode(cl.ID(), name)
+		if known := carriedKeys[name]; known != nil {
+			data = withKeysOf(cl.raw[name], data, known)
+		}
 		present := cl.present[name]
 		if !cl.known(name) {
 			present = likelyPresent[name]
@@ -788,8 +803,9 @@ func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 
 // learnFrom corrects a wrong guess of dataOps: err failed the operation at
 // index i of the data operations. It reports whether it learned something
-// (and trying again is worth it).
-func (cl *Claim) learnFrom(guessed map[int]string, i int, err error) bool {
+// (and trying again is worth it). A node found to exist is read, for the
+// keys its rewrite carries forward.
+func (cl *Claim) learnFrom(ctx context.Context, ch Change, guessed map[int]string, i int, err error) bool {
 	name, ok := guessed[i]
 	switch {
 	case !ok:
@@ -801,7 +817,28 @@ func (cl *Claim) learnFrom(guessed map[int]string, i int, err error) bool {
 	default:
 		return false
 	}
-	return true
+	return cl.readRewritten(ctx, ch) == nil
+}
+
+// readRewritten reads the nodes ch rewrites that the claim knows exist but
+// has not read: a rewrite keeps the keys other writers put in them.
+func (cl *Claim) readRewritten(ctx context.Context, ch Change) error {
+	for name, set := range map[string]bool{nodeIdentifiers: ch.Identifiers != nil, nodeMetadata: ch.Metadata != nil,
+		nodeStore: ch.Store != nil, nodeInventory: ch.Inventory != nil} {
+		if !set || !cl.present[name] || cl.raw[name] != nil {
+			continue
+		}
+		data, _, err := cl.c.get(ctx, cl.c.p.jobNode(cl.ID(), name))
+		if errors.Is(err, zk.ErrNoNode) {
+			cl.learn(name, false)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading job %s %s: %w", cl.ID(), name, err)
+		}
+		cl.raw[name] = data
+	}
+	return nil
 }
 
 // bid returns the job's batch id, reading it if the claim did not.
@@ -819,6 +856,33 @@ func (cl *Claim) bid(ctx context.Context) (string, error) {
 	}
 	cl.Job.Bid = string(data)
 	return cl.Job.Bid, nil
+}
+
+// JobWorkingDir is the folder that holds a job's files: the working_dir
+// its configuration names or, for a job created without one (the peer
+// library's createJobConfiguration writes none), <workRoot>/<bid>/<jid>,
+// where the batcher puts every job's (NewJob.WorkRoot). "" when the job
+// names none and its bid is not known.
+func JobWorkingDir(workRoot string, j *v1.Job) string {
+	if wd := j.GetConfiguration().GetWorkingDir(); wd != "" {
+		return wd
+	}
+	if workRoot == "" || j.GetBid() == "" || j.GetId() == "" {
+		return ""
+	}
+	return filepath.Join(workRoot, j.GetBid(), j.GetId())
+}
+
+// WorkingDir is JobWorkingDir of the claimed job; the bid is read if the
+// job names no working_dir and the claim did not read it.
+func (cl *Claim) WorkingDir(ctx context.Context, workRoot string) (string, error) {
+	if wd := cl.Job.GetConfiguration().GetWorkingDir(); wd != "" {
+		return wd, nil
+	}
+	if _, err := cl.bid(ctx); err != nil {
+		return "", err
+	}
+	return JobWorkingDir(workRoot, cl.Job), nil
 }
 
 // applyData records in memory what dataOps wrote.
@@ -904,7 +968,11 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 			return err
 		}
 	}
-	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), encodeJobStatus(next), cl.version)
+	if err := cl.readRewritten(ctx, ch); err != nil {
+		return err
+	}
+	statusData := withKeysOf(cl.statusData, encodeJobStatus(next), jobStatusKeys)
+	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), statusData, cl.version)
 	var guessed map[int]string
 	locks := cl.ownLocks(ch.Unlock)
 	unlocks, unlockAt := unlockOps(locks), 0
@@ -934,7 +1002,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 			unlocks = nil // a lock gone already: nothing to release
 			return true
 		}
-		return cl.learnFrom(guessed, i, err)
+		return cl.learnFrom(ctx, ch, guessed, i, err)
 	})
 	var nb *NoBatchError
 	if errors.As(err, &nb) && !cl.noBatch {
@@ -950,6 +1018,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	cl.priorityBad = false
 	cl.applyData(ch)
 	cl.Job.Status = next
+	cl.statusData = statusData
 	cl.Job.Priority = prio
 	if keep {
 		cl.mu.Lock()
@@ -1135,6 +1204,9 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 	if err := cl.finish(); err != nil {
 		return err
 	}
+	if err := cl.readRewritten(ctx, ch); err != nil {
+		return err
+	}
 	newEntry := cl.entry
 	for {
 		data, guessed := cl.dataOps(ch)
@@ -1156,7 +1228,7 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 		if idx == 0 || idx == 1 {
 			return fmt.Errorf("job %s: %w (%v)", cl.ID(), ErrFenced, err)
 		}
-		if !cl.learnFrom(guessed, idx-2, err) {
+		if !cl.learnFrom(ctx, ch, guessed, idx-2, err) {
 			return fmt.Errorf("updating job %s: %w", cl.ID(), err)
 		}
 	}

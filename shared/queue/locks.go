@@ -141,21 +141,45 @@ type ObjectLock struct {
 // LockStorage takes /locks/storage/<ark> while the object is being stored.
 // The node is ephemeral, so a processor that dies frees it.
 func (c *Client) LockStorage(ctx context.Context, ark string) (*ObjectLock, error) {
-	return c.lockObject(ctx, c.p.storageLock(ark), ark)
+	if ark == "" {
+		return nil, fmt.Errorf("%w: empty ARK", ErrInvalid)
+	}
+	return c.lockObject(ctx, c.p.storageLock(ark), "object "+ark)
 }
 
 // LockInventory takes /locks/inventory/<ark> while the object is recorded.
 func (c *Client) LockInventory(ctx context.Context, ark string) (*ObjectLock, error) {
-	return c.lockObject(ctx, c.p.inventoryLock(ark), ark)
-}
-
-func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, error) {
 	if ark == "" {
 		return nil, fmt.Errorf("%w: empty ARK", ErrInvalid)
 	}
+	return c.lockObject(ctx, c.p.inventoryLock(ark), "object "+ark)
+}
+
+// LockLocalID takes /locks/localid/<local id>_<owner> while the ARK of an
+// owner's local id is looked up or minted: Merritt's ingest service takes
+// the same node (the peer library's lockObjectLocalID, named after the
+// local id and the owner's ARK), so that neither mints a second ARK for a
+// local id the other is minting one for. The node is ephemeral and empty.
+// ErrLocked: another process holds it.
+func (c *Client) LockLocalID(ctx context.Context, localID, owner string) (*ObjectLock, error) {
+	if err := validName("local id", localID); err != nil {
+		return nil, err
+	}
+	if err := validName("owner", owner); err != nil {
+		return nil, err
+	}
+	if err := c.ensureOnce(ctx, c.p.localIDLocks()); err != nil {
+		return nil, err
+	}
+	return c.lockObject(ctx, c.p.localIDLock(localID+"_"+owner), "local id "+localID+" of "+owner)
+}
+
+// lockObject creates the ephemeral lock node p; what names the locked
+// thing in errors.
+func (c *Client) lockObject(ctx context.Context, p, what string) (*ObjectLock, error) {
 	sess, err := c.currentSession()
 	if err != nil {
-		return nil, fmt.Errorf("locking object %s: %w", ark, err)
+		return nil, fmt.Errorf("locking %s: %w", what, err)
 	}
 	// Held while its session lives: a session presumed lost takes it
 	// along, and if that session comes back the lock goes (lockBook).
@@ -163,11 +187,11 @@ func (c *Client) lockObject(ctx context.Context, p, ark string) (*ObjectLock, er
 	_, err = c.createGrouped(ctx, p, nil, zk.FlagEphemeral)
 	if errors.Is(err, zk.ErrNodeExists) {
 		c.locks.forget(own)
-		return nil, fmt.Errorf("object %s: %w", ark, ErrLocked)
+		return nil, fmt.Errorf("%s: %w", what, ErrLocked)
 	}
 	if err != nil {
 		c.leave(own) // perhaps created, its answer lost
-		return nil, fmt.Errorf("locking object %s: %w", ark, err)
+		return nil, fmt.Errorf("locking %s: %w", what, err)
 	}
 	return &ObjectLock{c: c, path: p, sess: sess.id, own: own}, nil
 }

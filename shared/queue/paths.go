@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// paths is the one place that spells ZooKeeper paths (../shared/spec/zk-layout.md).
+// paths is the one place that spells ZooKeeper paths
+// (docs/queue-contract.md).
 type paths struct{ root string }
 
 func newPaths(root string) (paths, error) {
@@ -58,10 +59,14 @@ func (p paths) ingestPause() string            { return p.root + "/locks/queue/i
 func (p paths) collections() string            { return p.root + "/locks/collections" }
 func (p paths) collectionHold(m string) string { return p.collections() + "/" + m }
 func (p paths) storageLocks() string           { return p.root + "/locks/storage" }
-func (p paths) storageLock(ark string) string  { return p.storageLocks() + "/" + LockName(ark) }
+func (p paths) storageLock(ark string) string  { return p.storageLocks() + "/" + peerLockName(ark) }
 func (p paths) inventoryLocks() string         { return p.root + "/locks/inventory" }
 func (p paths) inventoryLock(ark string) string {
-	return p.inventoryLocks() + "/" + LockName(ark)
+	return p.inventoryLocks() + "/" + peerLockName(ark)
+}
+func (p paths) localIDLocks() string { return p.root + "/locks/localid" }
+func (p paths) localIDLock(name string) string {
+	return p.localIDLocks() + "/" + peerLockName(name)
 }
 
 // ingestq's own areas, outside the spec's paths so Merritt peers never see them.
@@ -87,14 +92,25 @@ func (p paths) skeleton() []string {
 		out = append(out, p.jobStateDir(s))
 	}
 	return append(out, p.locks(), p.queueLocks(), p.collections(), p.storageLocks(),
-		p.inventoryLocks(), p.workers(), p.counters(), p.bindings())
+		p.inventoryLocks(), p.localIDLocks(), p.workers(), p.counters(), p.bindings())
 }
 
-// LockName turns an ARK or local id into a node name, as the spec asks:
-// ':' and '/' become '_', and the ":/" after "ark" becomes one '_'
-// ("ark:/99999/fk4x" → "ark_99999_fk4x").
+// LockName turns an ARK or local id into a name for ingestq's own nodes
+// (/counters, /local-ids) and the store's folders: ':' and '/' become '_',
+// and the ":/" after "ark" becomes one '_' ("ark:/99999/fk4x" →
+// "ark_99999_fk4x"). Locks under /locks, which Merritt's programs take
+// too, are named as they name them (peerLockName); for an ARK the two
+// agree.
 func LockName(id string) string {
 	return strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(id)
+}
+
+// peerLockName is the name of a lock under /locks as the peer library
+// spells it: each '/', with a ':' just before it, becomes '_'
+// ("ark:/99999/fk4x" → "ark_99999_fk4x"); other ':' stay. A lock shared
+// with Merritt's programs must have their name for the same id.
+func peerLockName(id string) string {
+	return strings.NewReplacer(":/", "_", "/", "_").Replace(id)
 }
 
 // entryName is a job's name in a state folder: two-digit priority, '-', jid.

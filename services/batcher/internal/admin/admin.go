@@ -203,7 +203,7 @@ func (s *Server) DeleteBatch(ctx context.Context, req *v1.DeleteBatchRequest) (*
 	resp := &v1.DeleteBatchResponse{BatchId: req.GetBatchId()}
 	for _, j := range jobs {
 		resp.DeletedJobs = append(resp.DeletedJobs, j.GetId())
-		s.removeDir(ctx, j.GetConfiguration().GetWorkingDir())
+		s.removeDir(ctx, queue.JobWorkingDir(s.Root.Dir(), j))
 	}
 	if err := s.Root.RemoveBatch(req.GetBatchId()); err != nil {
 		s.Logger.WarnContext(ctx, "batch directory left in place", "batch_id", req.GetBatchId(), "error", err.Error())
@@ -375,7 +375,7 @@ func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.D
 	if err := s.Queue.DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	dir := j.GetConfiguration().GetWorkingDir()
+	dir := queue.JobWorkingDir(s.Root.Dir(), j)
 	s.removeDir(ctx, dir)
 	return &v1.DeleteJobResponse{JobId: req.GetJobId(), WorkingDir: dir}, nil
 }

@@ -233,14 +233,18 @@ func (h *harness) completeAll(byURL map[string][]string) {
 
 func completeJob(ctx context.Context, q *queue.Client, jid string) error {
 	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
-		queue.Recording, queue.Notify, queue.Completed} {
+		queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
 		cl, err := q.ClaimJob(ctx, jid)
 		if err != nil {
 			return fmt.Errorf("claiming %s for %s: %w", jid, queue.JobStateName(to), err)
 		}
 		ch := queue.Change{To: to}
-		if to == queue.Recording {
+		switch to {
+		case queue.Storing: // as processing leaves a job
 			ch.Identifiers = &v1.Identifiers{PrimaryId: "ark:/99999/fk4" + jid, LocalId: cl.Job.GetIdentifiers().GetLocalId()}
+			ch.Store = &v1.Store{ManifestUrl: "file:///work/" + jid + "/storage-manifest.checkm", Mode: "add"}
+		case queue.Recording: // as storing leaves it
+			ch.Inventory = &v1.Inventory{ManifestUrl: "file:///store/" + jid + "/manifest.checkm", Mode: "add", Version: 1}
 		}
 		if err := cl.Commit(ctx, ch); err != nil {
 			return fmt.Errorf("moving %s to %s: %w", jid, queue.JobStateName(to), err)
@@ -393,7 +397,7 @@ func TestAHalfSpawnedBatchTakenWithoutARecordedReadingStopsWhenItsRowsMoved(t *t
 		t.Fatal(err)
 	}
 	prof, _ := h.profiles.Get("demo")
-	planned, _, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), prof)
+	planned, _, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), bc.Merritt, prof)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +454,7 @@ func TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedA
 		t.Fatal(err)
 	}
 	prof, _ := h.profiles.Get("demo")
-	planned, reading, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), prof)
+	planned, reading, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), bc.Merritt, prof)
 	if err != nil {
 		t.Fatal(err)
 	}

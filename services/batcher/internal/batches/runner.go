@@ -259,6 +259,10 @@ func (b *batch) profile() (*profile.Profile, bool) {
 // Processing and its jobs created.
 func (b *batch) take(ctx context.Context) error {
 	q, bc := b.r.cfg.Queue, b.bc
+	if bc.LoadErr != nil {
+		// Read again it would say the same: it fails now, saying why.
+		return b.takeAndFail(ctx, fmt.Sprintf("the submission cannot be used: %v; no job was created", bc.LoadErr))
+	}
 	name := bc.Batch.GetSubmission().GetProfileName()
 	prof, ok := b.profile()
 	if !ok {
@@ -291,7 +295,7 @@ func (b *batch) take(ctx context.Context) error {
 			return b.waitForRoom(ctx, wait, need)
 		}
 	}
-	jobs, reading, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), bc.Batch.GetSubmission(), prof)
+	jobs, reading, err := b.r.cfg.Planner.Plan(ctx, bc.ID(), bc.Batch.GetSubmission(), bc.Merritt, prof)
 	var perr *spawn.PayloadError
 	if errors.As(err, &perr) {
 		return b.takeAndFail(ctx, perr.Msg)
@@ -416,6 +420,9 @@ func (r *Runner) waitingFor(bid string) (int, bool) {
 // its jobs; one whose jobs have all ended is reported.
 func (b *batch) resume(ctx context.Context) error {
 	bc := b.bc
+	if bc.Spawning && bc.LoadErr != nil {
+		return b.fail(ctx, fmt.Sprintf("the submission cannot be used: %v; its jobs cannot all be created", bc.LoadErr))
+	}
 	if bc.Spawning {
 		prof, ok := b.profile()
 		if !ok {
@@ -423,7 +430,7 @@ func (b *batch) resume(ctx context.Context) error {
 				bc.Batch.GetSubmission().GetProfileName()))
 		}
 		b.log.InfoContext(ctx, "finishing a half-spawned batch")
-		jobs, err := b.r.cfg.Planner.Replan(ctx, bc.ID(), bc.Batch.GetSubmission(), prof, bc.Payload)
+		jobs, err := b.r.cfg.Planner.Replan(ctx, bc.ID(), bc.Batch.GetSubmission(), bc.Merritt, prof, bc.Payload)
 		var perr *spawn.PayloadError
 		if errors.As(err, &perr) {
 			return b.stop(ctx, perr.Msg)

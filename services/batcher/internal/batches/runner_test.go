@@ -498,7 +498,7 @@ func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing
 		t.Fatal(err)
 	}
 	prof, _ := h.profiles.Get("demo")
-	planned, _, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), prof)
+	planned, _, err := h.cfg.Planner.Plan(ctx, bid, bc.Batch.GetSubmission(), bc.Merritt, prof)
 	if err != nil {
 		t.Fatal(err)
 	}

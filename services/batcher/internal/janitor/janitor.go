@@ -51,7 +51,7 @@ func Clean(ctx context.Context, q *queue.Client, root workdir.Root, olderThan ti
 	res, err := q.CleanupBatches(ctx, olderThan, limit)
 	out := Result{Batches: res.Batches, Jobs: len(res.Jobs)}
 	for _, job := range res.Jobs {
-		if dir := job.GetConfiguration().GetWorkingDir(); dir != "" {
+		if dir := queue.JobWorkingDir(root.Dir(), job); dir != "" {
 			if rerr := root.Remove(dir); rerr != nil {
 				out.DirErrors = append(out.DirErrors, rerr)
 			}

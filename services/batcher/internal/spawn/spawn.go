@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"net/url"
 	"path"
+	"strings"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -31,6 +32,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"google.golang.org/protobuf/proto"
 )
 
 // MaxManifestNodeBytes bounds the file list kept beside one job: what the
@@ -59,6 +61,12 @@ type Planner struct {
 	Backoff time.Duration
 	// Durable makes a kept payload durable before the batch's jobs exist.
 	Durable durable.Syncer
+	// MerrittQueueURL is where Merritt's ingest service's queue folder
+	// (<ingest home>/queue) is served over HTTP: a batch that service
+	// submitted names its payload only by its batchID and filename, fetched
+	// from <MerrittQueueURL>/<batchID>/<filename>. Empty: such a batch
+	// fails, saying so.
+	MerrittQueueURL string
 }
 
 // PayloadError is a payload that cannot become jobs: the batch fails with
@@ -107,9 +115,15 @@ func fetched(t v1.PayloadType) bool {
 // container, which nothing fetches). Job i has batch_entry i: its row in
 // that reading, so that a batcher finishing a half-spawned batch, planning
 // it again from the same reading (Replan), can tell which jobs exist
-// already. A *PayloadError means the payload is unusable; any other error
-// (the context ended, say) leaves the batch to be tried again.
-func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, prof *profile.Profile) ([]queue.NewJob, *Reading, error) {
+// already. merritt is what a submission Merritt's ingest service wrote
+// says beyond sub (nil for others). A *PayloadError means the payload is
+// unusable; any other error (the context ended, say) leaves the batch to
+// be tried again.
+func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile) ([]queue.NewJob, *Reading, error) {
+	sub, err := p.payloadOf(sub, merritt)
+	if err != nil {
+		return nil, nil, err
+	}
 	var rd *Reading
 	if fetched(sub.GetType()) {
 		data, err := p.fetch(ctx, sub.GetPayloadUrl())
@@ -118,7 +132,7 @@ func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, prof
 		}
 		rd = &Reading{URL: sub.GetPayloadUrl(), Data: data}
 	}
-	jobs, err := p.planReading(bid, sub, prof, rd)
+	jobs, err := p.planReading(bid, sub, merritt, prof, rd)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,20 +153,24 @@ func (p *Planner) Keep(ctx context.Context, bid string, rd *Reading) error {
 // naming the URL (and both digests): the rows not yet created cannot be
 // known. A batch taken without a record (rec nil) is planned from a new
 // fetch; the caller checks the jobs it has against that plan.
-func (p *Planner) Replan(ctx context.Context, bid string, sub *v1.Submission, prof *profile.Profile, rec *queue.PayloadRecord) ([]queue.NewJob, error) {
-	if !fetched(sub.GetType()) {
-		return p.planReading(bid, sub, prof, nil)
-	}
+func (p *Planner) Replan(ctx context.Context, bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile, rec *queue.PayloadRecord) ([]queue.NewJob, error) {
 	if rec == nil || rec.SHA256 == "" {
-		jobs, _, err := p.Plan(ctx, bid, sub, prof)
+		jobs, _, err := p.Plan(ctx, bid, sub, merritt, prof)
 		return jobs, err
+	}
+	sub, err := p.payloadOf(sub, merritt)
+	if err != nil {
+		return nil, err
+	}
+	if !fetched(sub.GetType()) {
+		return p.planReading(bid, sub, merritt, prof, nil)
 	}
 	raw := sub.GetPayloadUrl()
 	kept, err := p.Root.ReadPayload(bid, rec.Size)
 	var copyState string
 	switch {
 	case err == nil && int64(len(kept)) == rec.Size && digest(kept) == rec.SHA256:
-		return p.planReading(bid, sub, prof, &Reading{URL: raw, Data: kept})
+		return p.planReading(bid, sub, merritt, prof, &Reading{URL: raw, Data: kept})
 	case errors.Is(err, fs.ErrNotExist):
 		copyState = "is missing"
 	case err != nil:
@@ -177,13 +195,13 @@ func (p *Planner) Replan(ctx context.Context, bid string, sub *v1.Submission, pr
 	if err := p.Keep(ctx, bid, rd); err != nil {
 		return nil, err
 	}
-	return p.planReading(bid, sub, prof, rd)
+	return p.planReading(bid, sub, merritt, prof, rd)
 }
 
 // planReading makes the jobs of batch bid from rd (nil for a file or a
 // container).
-func (p *Planner) planReading(bid string, sub *v1.Submission, prof *profile.Profile, rd *Reading) ([]queue.NewJob, error) {
-	b := &builder{p: p, bid: bid, sub: sub, prof: prof, rd: rd}
+func (p *Planner) planReading(bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile, rd *Reading) ([]queue.NewJob, error) {
+	b := &builder{p: p, bid: bid, sub: sub, merritt: merritt, prof: prof, rd: rd}
 	switch t := sub.GetType(); t {
 	case v1.PayloadType_PAYLOAD_TYPE_FILE, v1.PayloadType_PAYLOAD_TYPE_CONTAINER:
 		return b.single(t)
@@ -191,17 +209,42 @@ func (p *Planner) planReading(bid string, sub *v1.Submission, prof *profile.Prof
 		return b.objectManifest()
 	case v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS:
 		return b.batchManifest(t)
+	case v1.PayloadType_PAYLOAD_TYPE_UNSPECIFIED:
+		return nil, payloadErrorf(nil, "the submission names no payload type (accepted: %s); no job was created", queue.AcceptedPayloadTypes)
 	default:
 		return nil, payloadErrorf(nil, "payload type %q is not one the batcher knows", queue.PayloadTypeName(t))
 	}
 }
 
+// payloadOf returns sub with its payload URL: its own, or, for a batch
+// Merritt's ingest service submitted, the URL of the file that service
+// keeps for it.
+func (p *Planner) payloadOf(sub *v1.Submission, merritt *queue.MerrittSubmission) (*v1.Submission, error) {
+	if sub.GetPayloadUrl() != "" {
+		return sub, nil
+	}
+	if merritt == nil || merritt.Filename == "" {
+		return nil, payloadErrorf(nil, "the submission names no payload: neither a payload_url nor, as Merritt's ingest service writes it, a filename; no job was created")
+	}
+	if p.MerrittQueueURL == "" {
+		return nil, payloadErrorf(nil, "the submission names its payload only as %q, a file Merritt's ingest service keeps in its queue folder under batch %q: "+
+			"set INGESTQ_MERRITT_QUEUE_URL to the URL that folder is served from; no job was created", merritt.Filename, sub.GetBatchId())
+	}
+	if sub.GetBatchId() == "" {
+		return nil, payloadErrorf(nil, "the submission names its payload only as %q, a file in Merritt's ingest queue folder, but has no batchID to find it by; no job was created", merritt.Filename)
+	}
+	out := proto.Clone(sub).(*v1.Submission)
+	out.PayloadUrl = strings.TrimSuffix(p.MerrittQueueURL, "/") + "/" + url.PathEscape(sub.GetBatchId()) + "/" + url.PathEscape(merritt.Filename)
+	return out, nil
+}
+
 type builder struct {
-	p    *Planner
-	bid  string
-	sub  *v1.Submission
-	prof *profile.Profile
-	rd   *Reading
+	p       *Planner
+	bid     string
+	sub     *v1.Submission
+	merritt *queue.MerrittSubmission
+	prof    *profile.Profile
+	rd      *Reading
 }
 
 // job is the common part of every job of the batch.
@@ -237,8 +280,29 @@ func (b *builder) single(t v1.PayloadType) ([]queue.NewJob, error) {
 	}
 	j := b.job(0, raw, t)
 	j.Metadata = nonEmptyMetadata(b.sub.GetMetadata())
-	j.Manifest = &v1.Manifest{Files: []*v1.ManifestFile{{Url: raw, Size: -1, Name: name}}}
+	file := &v1.ManifestFile{Url: raw, Size: -1, Name: name}
+	if m := b.merritt; m != nil {
+		j.Identifiers = merrittIdentifiers(m)
+		file.Size = m.Size
+		if m.DigestValue != "" {
+			alg, err := checkm.HashAlgorithm(m.DigestType)
+			if err != nil {
+				return nil, payloadErrorf(err, "payload %s: digestType: %v", raw, err)
+			}
+			file.HashAlgorithm, file.HashValue = alg, strings.ToLower(m.DigestValue)
+		}
+	}
+	j.Manifest = &v1.Manifest{Files: []*v1.ManifestFile{file}}
 	return []queue.NewJob{j}, nil
+}
+
+// merrittIdentifiers are the object's identifiers a submission of
+// Merritt's ingest service gives (nil: none).
+func merrittIdentifiers(m *queue.MerrittSubmission) *v1.Identifiers {
+	if m.PrimaryID == "" && len(m.LocalIDs) == 0 {
+		return nil
+	}
+	return &v1.Identifiers{PrimaryId: m.PrimaryID, LocalId: m.LocalIDs}
 }
 
 // fileNameOf is the base name of a URL's path: the name a single-file
@@ -356,6 +420,9 @@ func (b *builder) objectManifest() ([]queue.NewJob, error) {
 	j := b.job(0, raw, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
 	j.Manifest = manifest
 	j.Identifiers = objectIdentifiers(m.Entries)
+	if b.merritt != nil && j.Identifiers == nil {
+		j.Identifiers = merrittIdentifiers(b.merritt)
+	}
 	j.Metadata = nonEmptyMetadata(b.sub.GetMetadata())
 	if j.Metadata == nil {
 		for _, e := range m.Entries {

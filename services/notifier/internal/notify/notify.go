@@ -64,7 +64,10 @@ func (n *Notifier) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome
 		n.Logger.InfoContext(ctx, "callback delivered", "url", u)
 		done = append(done, "callback "+u+" delivered")
 	}
-	if wd := conf.GetWorkingDir(); wd != "" {
+	if wd, err := claim.WorkingDir(ctx, n.WorkRoot); err != nil {
+		n.Logger.WarnContext(ctx, "working folder not found", "error", err)
+		done = append(done, "working folder not found: "+err.Error())
+	} else if wd != "" {
 		// The depositor has the result; a folder left behind is only
 		// disk space, so it does not fail the job.
 		if err := workdir.Remove(n.WorkRoot, wd); err != nil {

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -103,7 +105,14 @@ func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(
 func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outcome, error) {
 	job := claim.Job
 	conf := job.GetConfiguration()
-	wd, err := p.workingDir(conf.GetWorkingDir())
+	dir, err := claim.WorkingDir(ctx, p.WorkRoot)
+	if err != nil {
+		if errors.Is(err, queue.ErrCorrupt) {
+			return stage.Outcome{}, failf("working folder: %v", err)
+		}
+		return stage.Outcome{}, fmt.Errorf("finding the working folder: %w", err)
+	}
+	wd, err := p.workingDir(dir)
 	if err != nil {
 		return stage.Outcome{}, failf("working folder: %v", err)
 	}
@@ -112,6 +121,10 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 		return stage.Outcome{}, fmt.Errorf("reading the job's manifest: %w", err)
 	}
 	ark, err := p.identify(ctx, claim)
+	if errors.Is(err, queue.ErrLocked) {
+		p.logger().InfoContext(ctx, "a local id of the job is being looked up or minted elsewhere; waiting", "error", err)
+		return stage.Wait(p.lockRetry(), queue.Change{}), nil
+	}
 	if err != nil {
 		return stage.Outcome{}, err
 	}
@@ -150,10 +163,17 @@ func submissionMode(conf *v1.JobConfiguration) string {
 
 // identify settles the job's ARK: the one the depositor gave, else the one
 // its local ids are bound to, else a new one; it is in the job's
-// identifiers in ZooKeeper before the local ids are bound to it.
+// identifiers in ZooKeeper before the local ids are bound to it. It holds
+// the local id locks meanwhile (lockLocalIDs); ErrLocked: another process
+// holds one of them.
 func (p *Processor) identify(ctx context.Context, claim *queue.Claim) (string, error) {
 	owner := p.owner(claim.Job.GetConfiguration())
 	ids := claim.Job.GetIdentifiers()
+	unlock, err := p.lockLocalIDs(ctx, ids.GetLocalId(), owner)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	ark := ids.GetPrimaryId()
 	bound, boundBy := "", ""
 	for _, lid := range ids.GetLocalId() {
@@ -204,6 +224,48 @@ func (p *Processor) identify(ctx context.Context, claim *queue.Claim) (string, e
 		}
 	}
 	return ark, nil
+}
+
+// lockLocalIDs takes /locks/localid/<local id>_<owner> for each of the
+// job's local ids, and for all of them together as Merritt's ingest
+// service names a job's ("a;b_<owner>"), so that no other processor,
+// ingestq's or Merritt's, looks up or mints an ARK for one of them
+// meanwhile. A lock someone holds releases those taken and is ErrLocked.
+// The locks are ephemeral: a processor that dies frees them.
+func (p *Processor) lockLocalIDs(ctx context.Context, localIDs []string, owner string) (unlock func(), err error) {
+	var names []string
+	for _, lid := range localIDs {
+		if lid != "" && !slices.Contains(names, lid) {
+			names = append(names, lid)
+		}
+	}
+	if len(names) > 1 {
+		names = append(names, strings.Join(localIDs, ";"))
+	}
+	slices.Sort(names)
+	var held []*queue.ObjectLock
+	unlock = func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, l := range held {
+			if err := l.Unlock(uctx); err != nil {
+				p.logger().WarnContext(ctx, "releasing a local id lock", "error", err)
+			}
+		}
+	}
+	for _, lid := range names {
+		l, err := p.Queue.LockLocalID(ctx, lid, owner)
+		if errors.Is(err, queue.ErrInvalid) {
+			unlock()
+			return nil, failf("local id %q: %v", lid, err)
+		}
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		held = append(held, l)
+	}
+	return unlock, nil
 }
 
 // owner is whose local ids the job's are: its profile's owner, or its

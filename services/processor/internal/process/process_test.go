@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -364,5 +365,46 @@ func TestStoringWaitsForTheStorageLock(t *testing.T) {
 	}
 	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Recording {
 		t.Errorf("after the lock went: %s %q", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+}
+
+func TestNoARKIsMintedForALocalIDWhileMerrittsIngestHoldsItsLock(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	peer := merrittzk.Connect(t, zktest.Servers(t), e.zkRoot)
+	// Merritt's ingest service locks "<local id>_<owner's ARK>" while it
+	// looks the local id up or mints its ARK (the owner of profile demo).
+	const lockName = "loc-busy_ark:/99999/j2owner"
+	if ok, err := peer.LockLocalID(lockName); !ok || err != nil {
+		t.Fatalf("peer lock: %v, %v", ok, err)
+	}
+	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{LocalId: []string{"loc-busy"}}})
+	queuetest.Eventually(t, "the processor met the local id lock (or went past it)", func() bool {
+		return e.runners["processing"].Status().GetOutcomes()["retried"] > 0 || queuetest.Status(t, e.q, jid).GetStatus() != queue.Processing
+	})
+	job, err := e.q.GetJob(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.GetStatus().GetStatus() != queue.Processing || job.GetIdentifiers().GetPrimaryId() != "" {
+		t.Fatalf("while Merritt held the local id's lock the job went to %s with ARK %q",
+			queue.JobStateName(job.GetStatus().GetStatus()), job.GetIdentifiers().GetPrimaryId())
+	}
+	if _, err := e.q.LookupLocalID(ctx, "ark:/99999/j2owner", "loc-busy"); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("the local id was bound meanwhile: %v", err)
+	}
+	if err := peer.UnlockLocalID(lockName); err != nil {
+		t.Fatal(err)
+	}
+	job = e.ended(t, jid)
+	if job.GetStatus().GetStatus() != queue.Recording || !strings.HasPrefix(job.GetIdentifiers().GetPrimaryId(), shoulder) {
+		t.Fatalf("after the lock was released: %v", job)
+	}
+	// The processor took the same node while it minted, and let it go.
+	if held, err := peer.Exists("/locks/localid/" + merrittzk.LockName(lockName)); err != nil || held {
+		t.Errorf("local id lock left behind: %v, %v", held, err)
+	}
+	if ok, err := peer.LockLocalID(lockName); !ok || err != nil {
+		t.Errorf("Merritt cannot take the lock after the processor: %v, %v", ok, err)
 	}
 }

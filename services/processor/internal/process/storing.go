@@ -29,7 +29,14 @@ func (p *Processor) storeVersion(ctx context.Context, claim *queue.Claim) (stage
 	if ark == "" {
 		return stage.Outcome{}, failf("the job has no ARK to store under: processing gives it one (requeue it to Processing)")
 	}
-	wd, err := p.workingDir(job.GetConfiguration().GetWorkingDir())
+	dir, err := claim.WorkingDir(ctx, p.WorkRoot)
+	if err != nil {
+		if errors.Is(err, queue.ErrCorrupt) {
+			return stage.Outcome{}, failf("working folder: %v", err)
+		}
+		return stage.Outcome{}, fmt.Errorf("finding the working folder: %w", err)
+	}
+	wd, err := p.workingDir(dir)
 	if err != nil {
 		return stage.Outcome{}, failf("working folder: %v", err)
 	}
