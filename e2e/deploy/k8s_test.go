@@ -372,7 +372,9 @@ func stageDeployment(m *manifests, s *service) (*appsv1.Deployment, corev1.Conta
 // name and namespace (from the downward API), and that the OTLP endpoint
 // is there to be set.
 func otelCheck(s *service, d *appsv1.Deployment, c corev1.Container) error {
-	index := func(name string) int { return slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name }) }
+	index := func(name string) int {
+		return slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	}
 	// field returns what the downward API gives a variable, if it does.
 	field := func(i int) string {
 		if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil {
