@@ -6,8 +6,13 @@
 #     --build-arg METRICS_PORT=9401 -t ingestq/batcher:latest .
 
 FROM golang:1.26-bookworm AS build
-# A directory of services/.
+# A directory of services/, and the ports its binary listens on by default.
 ARG SERVICE
+ARG GRPC_PORT
+ARG METRICS_PORT
+RUN test -n "$SERVICE" -a -n "$GRPC_PORT" -a -n "$METRICS_PORT" || { \
+      echo "build with --build-arg SERVICE=<name> GRPC_PORT=<port> METRICS_PORT=<port> (docker-compose.yml has each service's)" >&2; \
+      exit 1; }
 WORKDIR /src
 # Only what the module needs: its go.mod replaces the proto and shared
 # modules with ../../proto and ../../shared.
@@ -19,7 +24,6 @@ WORKDIR /src/services/${SERVICE}
 # workspace (whose other modules are not copied). Pure Go, so a static binary.
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    test -n "$SERVICE" && \
     CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags='-s -w' -o /out/bin/ingestq .
 # The default working storage, owned by nonroot: a named volume mounted on
 # /var/lib/ingestq starts as a copy of it, ownership included.
@@ -27,7 +31,6 @@ RUN mkdir -p /out/data/work
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG SERVICE
-# The service's default ports (its -print-env-table).
 ARG GRPC_PORT
 ARG METRICS_PORT
 LABEL org.opencontainers.image.title="ingestq ${SERVICE}"
