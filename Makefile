@@ -51,21 +51,25 @@ test: deps
 		echo "== $${m#$(CURDIR)/} (GOWORK=off build and vet)"; \
 		(cd "$$m" && GOWORK=off go build -o /dev/null ./... && GOWORK=off go vet ./...); \
 	done
-	@for m in $(MODULES); do \
+	@failed=""; for m in $(MODULES); do \
 		echo "== $${m#$(CURDIR)/} (test)"; \
-		(cd "$$m" && go test -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...); \
-	done
+		(cd "$$m" && go test -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...) || failed="$$failed $${m#$(CURDIR)/}"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: tests failed in:$$failed"; exit 1; fi
 
 # The race detector over shared/ and the services: the code that runs
 # concurrently in production (the stage runner, the queue's consumers and
 # sessions, the services' handlers). Each module is tested within the
-# workspace (go.work), as make test does.
+# workspace (go.work), as make test does. -short leaves out the tests of
+# sheer volume (tens of thousands of jobs), which make test runs and which
+# the detector would slow tenfold without exercising more interleavings.
 RACE_MODULES := $(CURDIR)/shared $(addprefix $(CURDIR)/services/,$(SERVICES))
 race: deps
-	@for m in $(RACE_MODULES); do \
+	@failed=""; for m in $(RACE_MODULES); do \
 		echo "== $${m#$(CURDIR)/} (test -race)"; \
-		(cd "$$m" && go test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...); \
-	done
+		(cd "$$m" && go test -race -short -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...) || failed="$$failed $${m#$(CURDIR)/}"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make race: tests failed in:$$failed"; exit 1; fi
 
 # The chaos suite in full (docs/reliability.md): each scenario runs 500
 # jobs through a three-server ZooKeeper ensemble and replicas of every
