@@ -30,7 +30,7 @@ help:
 	@echo "make lint          buf lint, gofmt, go vet, staticcheck, and a check that proto/'s generated code is current"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
-	@echo "make config-table  print the environment variables as a Markdown table (README)"
+	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
 	@echo "make deps          install ZooKeeper, Java and Chromium for the tests (Debian)"
 
 deps:
@@ -90,13 +90,10 @@ chaos: deps
 
 # The benchmarks, in one run against a ZooKeeper they start themselves:
 # the queue library (create, lifecycle, pick-up, depth, cleanup), the
-# seven services end to end, and the server's ceiling. The shared zklimit
-# tool beside the repository, when present, runs against the same server.
-# The last line is machine-readable (BENCH ...); see BENCHMARKS.md.
-ZKLIMIT_DIR := $(abspath $(CURDIR)/../shared/tools/zklimit)
+# seven services end to end, and the server's ceiling, measured on the same
+# server. The last line is machine-readable (BENCH ...); see BENCHMARKS.md.
 bench: deps
-	cd e2e && INGESTQ_ZKLIMIT_DIR=$$( [ -d "$(ZKLIMIT_DIR)" ] && echo "$(ZKLIMIT_DIR)" ) \
-		go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
+	cd e2e && go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 
 # The whole pipeline on this machine: ZooKeeper and the seven services as
 # separate processes, the example deposit submitted, progress, the report,

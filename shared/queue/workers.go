@@ -15,9 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// The worker registry carries the etcd job-queue seed's ideas over to
-// ZooKeeper: each replica has an entry with what it is doing; a dead
-// replica's entry disappears with its session (the seed's heartbeat and
+// The worker registry: each replica has an entry with what it is doing; a
+// dead replica's entry disappears with its session (a heartbeat and its
 // harvest, done by the server) and the locks of its jobs go with it.
 
 // workerWriteEvery bounds how often a busy replica rewrites its entry, and
