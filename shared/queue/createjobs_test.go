@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"path"
 	"slices"
 	"strings"
@@ -200,5 +201,37 @@ func TestJobCreationThatFailsLeavesNoJobWithoutStatus(t *testing.T) {
 			c.group.send = func(ops []any) ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) }
 			checkNoHalfJobs(t, c, bc.ID())
 		})
+	}
+}
+
+// TestRequeueWaitsUntilTheBatchsJobsAreAllCreated: an operator requeues a
+// failed job while its batch's jobs are still being created. The batcher
+// learns which rows have jobs by listing the batch's folders one after the
+// other; a job moving from batch-failed to batch-processing between two of
+// those lists is missed and its row made a job again. The requeue is
+// refused (FailedPrecondition) until spawning is over, and then goes through.
+func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
+	c := newClientAt(t, zktest.Root(t))
+	ctx := testCtx(t)
+	bc, jobs := spawningBatch(t, c, 3)
+	ids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.FailJob(ctx, ids[0], "bad row"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.RequeueJob(ctx, ids[0], 0, "")
+	if !errors.Is(err, ErrWrongState) {
+		t.Fatalf("requeue while the batch's jobs are being created: %v, want ErrWrongState", err)
+	}
+	if st, err := c.JobStatus(ctx, ids[0]); err != nil || st.GetStatus() != Failed {
+		t.Fatalf("the refused requeue moved the job: %v, %v", st.GetStatus(), err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RequeueJob(ctx, ids[0], 0, ""); err != nil {
+		t.Fatalf("requeue once the batch's jobs are all created: %v", err)
 	}
 }
