@@ -32,6 +32,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -54,11 +55,10 @@ type Planner struct {
 	// Limits bound a fetched manifest (its MaxBytes bounds the download).
 	Limits checkm.Limits
 	Root   workdir.Root
-	// Attempts is how often a payload is fetched before the batch fails
-	// (default 3); only failures that may pass are retried.
-	Attempts int
-	// Backoff is the wait before the second attempt, doubled after (default 1s).
-	Backoff time.Duration
+	// Retry says how often a payload is fetched before the batch fails
+	// (only failures that may pass are retried) and how long the fetches
+	// wait between them; the zero policy is DefaultRetry.
+	Retry retry.Policy
 	// Durable makes a kept payload durable before the batch's jobs exist.
 	Durable durable.Syncer
 	// MerrittQueueURL is where Merritt's ingest service's queue folder
@@ -333,40 +333,31 @@ func (b *builder) manifest(raw, what string) (*checkm.Manifest, error) {
 
 // fetch gets a payload document, retrying what may pass.
 func (p *Planner) fetch(ctx context.Context, raw string) ([]byte, error) {
-	attempts := p.Attempts
-	if attempts <= 0 {
-		attempts = 3
-	}
-	backoff := p.Backoff
-	if backoff <= 0 {
-		backoff = time.Second
+	policy := p.Retry
+	if policy == (retry.Policy{}) {
+		policy = DefaultRetry()
 	}
 	maxBytes := p.Limits.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = checkm.DefaultMaxBytes
 	}
-	var err error
-	for attempt := 1; ; attempt++ {
-		var data []byte
+	var data []byte
+	_, err := policy.Do(ctx, fetch.Retryable, func(int) error {
+		var err error
 		data, err = p.Fetcher.Fetch(ctx, raw, maxBytes)
-		if err == nil {
-			return data, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !fetch.Retryable(err) || attempt >= attempts {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff *= 2
+		return err
+	})
+	switch {
+	case err == nil:
+		return data, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
 	}
 	return nil, payloadErrorf(err, "fetching payload %s: %v", raw, err)
 }
+
+// DefaultRetry is how a payload is fetched again when no policy is given.
+func DefaultRetry() retry.Policy { return retry.Policy{Attempts: 3, Backoff: time.Second} }
 
 // manifestProfile maps each payload type to the #%profile its manifest has.
 var manifestProfile = map[v1.PayloadType]string{

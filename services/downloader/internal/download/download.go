@@ -20,14 +20,13 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // Getter starts a GET; *fetch.Client is one.
@@ -46,12 +45,9 @@ type File struct {
 // Fetcher fetches files.
 type Fetcher struct {
 	Client Getter
-	// Retries is how many more attempts a file gets after a failure that
-	// may pass; Backoff the wait before the first of them, doubled after
-	// each (up to MaxBackoff) and jittered.
-	Retries    int
-	Backoff    time.Duration
-	MaxBackoff time.Duration
+	// Retry says how many attempts a file gets when its failures may pass,
+	// and how long they wait between them.
+	Retry retry.Policy
 	// MaxBytes bounds a file whose size is not declared (a declared size
 	// bounds the others).
 	MaxBytes int64
@@ -144,29 +140,21 @@ func (fe *Fetcher) Fetch(ctx context.Context, root *os.Root, dst string, f File)
 	} else if ok {
 		return Result{Size: n, Reused: true}, nil
 	}
-	backoff := fe.Backoff
-	for attempt := 1; ; attempt++ {
-		n, err := fe.once(ctx, root, dst, f)
-		if err == nil {
-			return Result{Size: n, Attempts: attempt}, nil
-		}
-		if ctx.Err() != nil {
-			return Result{Attempts: attempt}, context.Cause(ctx)
-		}
-		if !mayPass(err) {
-			return Result{Attempts: attempt}, err
-		}
-		if attempt > fe.Retries {
-			return Result{Attempts: attempt}, fmt.Errorf("%w (after %d attempts)", err, attempt)
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-			return Result{Attempts: attempt}, context.Cause(ctx)
-		case <-time.After(wait):
-		}
-		backoff = min(2*backoff, fe.MaxBackoff)
+	var n int64
+	attempts, err := fe.Retry.Do(ctx, mayPass, func(int) error {
+		var err error
+		n, err = fe.once(ctx, root, dst, f)
+		return err
+	})
+	switch {
+	case err == nil:
+		return Result{Size: n, Attempts: attempts}, nil
+	case ctx.Err() != nil:
+		return Result{Attempts: attempts}, context.Cause(ctx)
+	case !mayPass(err):
+		return Result{Attempts: attempts}, err
 	}
+	return Result{Attempts: attempts}, fmt.Errorf("%w (after %d attempts)", err, attempts)
 }
 
 // complete reports whether dst already holds f.
