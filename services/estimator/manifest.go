@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -90,7 +89,7 @@ func (e *Estimator) objectManifest(ctx context.Context, raw string) (*v1.Manifes
 			Size: en.FileSize, LastModified: en.FileLastModified, Name: en.FileName}
 	}
 	out := &v1.Manifest{Files: files}
-	if n := encodedSize(out); n > maxManifestNodeBytes {
+	if n := queue.ManifestNodeSize(out); n > maxManifestNodeBytes {
 		return nil, jobErrorf("manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
 			raw, len(files), n, maxManifestNodeBytes)
 	}
@@ -115,26 +114,4 @@ func (e *Estimator) fetchManifest(ctx context.Context, raw string) ([]byte, erro
 		return nil, ctx.Err()
 	}
 	return nil, jobErrorf("fetching the manifest failed: %v (attempt %d of %d)", err, attempts, e.Retry.Attempts)
-}
-
-// encodedSize is the size of the manifest in the JSON of the ZooKeeper
-// contract, as the queue stores it (or a little more: encoding/json escapes
-// '<', '>' and '&', which the queue writes plain).
-func encodedSize(m *v1.Manifest) int {
-	type file struct {
-		URL           string `json:"url"`
-		HashAlgorithm string `json:"hash_algorithm,omitempty"`
-		HashValue     string `json:"hash_value,omitempty"`
-		Size          int64  `json:"size"`
-		LastModified  string `json:"last_modified,omitempty"`
-		Name          string `json:"name"`
-	}
-	files := make([]file, len(m.GetFiles()))
-	for i, f := range m.GetFiles() {
-		files[i] = file{f.GetUrl(), f.GetHashAlgorithm(), f.GetHashValue(), f.GetSize(), f.GetLastModified(), f.GetName()}
-	}
-	data, _ := json.Marshal(struct {
-		Files []file `json:"files"`
-	}{files})
-	return len(data)
 }

@@ -16,7 +16,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -404,7 +403,7 @@ func (b *builder) objectManifest() ([]queue.NewJob, error) {
 		files[i] = manifestFile(e)
 	}
 	manifest := &v1.Manifest{Files: files}
-	if n := encodedSize(manifest); n > MaxManifestNodeBytes {
+	if n := queue.ManifestNodeSize(manifest); n > MaxManifestNodeBytes {
 		return nil, payloadErrorf(nil, "object manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
 			raw, len(files), n, MaxManifestNodeBytes)
 	}
@@ -503,26 +502,4 @@ func nonEmptyMetadata(m *v1.Metadata) *v1.Metadata {
 		return nil
 	}
 	return m
-}
-
-// encodedSize is the size of the manifest in the JSON of the ZooKeeper
-// contract, as the queue stores it (or a little more: encoding/json escapes
-// '<', '>' and '&', which the queue writes plain).
-func encodedSize(m *v1.Manifest) int {
-	type file struct {
-		URL           string `json:"url"`
-		HashAlgorithm string `json:"hash_algorithm,omitempty"`
-		HashValue     string `json:"hash_value,omitempty"`
-		Size          int64  `json:"size"`
-		LastModified  string `json:"last_modified,omitempty"`
-		Name          string `json:"name"`
-	}
-	files := make([]file, len(m.GetFiles()))
-	for i, f := range m.GetFiles() {
-		files[i] = file{f.GetUrl(), f.GetHashAlgorithm(), f.GetHashValue(), f.GetSize(), f.GetLastModified(), f.GetName()}
-	}
-	data, _ := json.Marshal(struct {
-		Files []file `json:"files"`
-	}{files})
-	return len(data)
 }
