@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // How long a job whose host is at its limit waits before it is taken
@@ -97,7 +97,7 @@ func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wa
 			wait = time.Duration(ahead+1) * time.Second / hostRetriesPerSecond
 			wait = min(max(wait, minHostWait), maxHostWait)
 		}
-		wait = wait/2 + rand.N(wait/2+1) // jittered, so waits do not end together
+		wait = retry.Jittered(wait, 0.5)
 		me.until = now.Add(wait)
 		return host, wait
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
 // Options configure a Client.
@@ -423,19 +424,19 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // retryAware is retry for a call that stops waiting when ctx ends by
 // itself (a request group's), so needs no goroutine of call's.
 func retryAware[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		v, err := f()
-		if err == nil || !retryable(err) || attempt >= 50 {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return v, context.Cause(ctx)
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, time.Second)
-	}
+	var v T
+	_, err := zkRetry().Do(ctx, retryable, func(int) error {
+		var err error
+		v, err = f()
+		return err
+	})
+	return v, err
+}
+
+// zkRetry is how often and how patiently a call is repeated across
+// connection loss: quickly at first, as a reconnect is often fast.
+func zkRetry() retrypolicy.Policy {
+	return retrypolicy.Policy{Attempts: 51, Backoff: 20 * time.Millisecond, Max: time.Second}
 }
 
 type dataStat struct {

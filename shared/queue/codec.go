@@ -853,6 +853,10 @@ type manifestFileJSON struct {
 	Name          string `json:"name"`
 }
 
+// ManifestNodeSize is the size of a job's file list as the queue stores it
+// (its manifest node), to hold against MaxNodeBytes before the job exists.
+func ManifestNodeSize(m *v1.Manifest) int { return len(encodeManifest(m)) }
+
 func encodeManifest(m *v1.Manifest) []byte {
 	files := make([]manifestFileJSON, 0, len(m.GetFiles()))
 	for _, f := range m.GetFiles() {
