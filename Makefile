@@ -17,6 +17,10 @@ PROTOC_GEN_GO := $(BIN)/.tools/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.tools/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(BIN)/.tools/staticcheck@$(STATICCHECK_VERSION)
+# Renders deploy/k8s for e2e/deploy. Debian's kubectl (1.20) is too old for
+# the kustomize features deploy/k8s uses (components, replacements).
+KUSTOMIZE_VERSION := v5.8.2
+KUSTOMIZE := $(BIN)/.tools/kustomize@$(KUSTOMIZE_VERSION)
 
 .PHONY: help deps test race chaos bench demo up proto proto-check lint build config-table
 
@@ -31,9 +35,9 @@ help:
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
-	@echo "make deps          install ZooKeeper, Java and Chromium for the tests (Debian)"
+	@echo "make deps          install ZooKeeper, Java, Chromium (Debian) and kustomize (./bin) for the tests"
 
-deps:
+deps: $(KUSTOMIZE)
 	@scripts/install-deps.sh
 
 # Files tests keep for people to look at (the console's browser test writes
@@ -118,6 +122,10 @@ $(PROTOC_GEN_GO):
 
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@mkdir -p $(@D) && touch $@
+
+$(KUSTOMIZE):
+	GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	@mkdir -p $(@D) && touch $@
 
 $(PROTOC_GEN_GO_GRPC):
