@@ -21,6 +21,11 @@ func TestReadOnlyConsoleShowsButRefusesEveryAction(t *testing.T) {
 	f.fail(jids[0], "broken")
 	wantBody(t, f.get("/"), `<span class="badge readonly"`)
 	wantBody(t, f.get("/signin"), "nothing to sign in to")
+	// The fsck page says what the admin API does without a token: it runs
+	// Fsck for anyone, where the console runs none.
+	fsckPage := f.get("/fsck")
+	wantBody(t, fsckPage, "ingestq.v1.AdminService/Fsck", "for anyone who reaches the batcher")
+	wantNot(t, fsckPage, "only for a signed-in operator", `action="/fsck"`)
 	posts := []struct {
 		path string
 		form url.Values
