@@ -102,7 +102,9 @@ type AdminServiceClient interface {
 	// FailJob fails a job that waits between steps.
 	FailJob(ctx context.Context, in *FailJobRequest, opts ...grpc.CallOption) (*FailJobResponse, error)
 	// RequeueJob resumes a failed job: at the state after its last
-	// successful one, or at the state named.
+	// successful one, or at the state named, which may not be past that one
+	// nor lack the nodes it needs (a store, an inventory): such a state is
+	// FailedPrecondition, naming the states the job may take.
 	RequeueJob(ctx context.Context, in *RequeueJobRequest, opts ...grpc.CallOption) (*RequeueJobResponse, error)
 	// ReprioritizeJob changes a live job's priority (0 first .. 99 last).
 	ReprioritizeJob(ctx context.Context, in *ReprioritizeJobRequest, opts ...grpc.CallOption) (*ReprioritizeJobResponse, error)
@@ -394,7 +396,9 @@ type AdminServiceServer interface {
 	// FailJob fails a job that waits between steps.
 	FailJob(context.Context, *FailJobRequest) (*FailJobResponse, error)
 	// RequeueJob resumes a failed job: at the state after its last
-	// successful one, or at the state named.
+	// successful one, or at the state named, which may not be past that one
+	// nor lack the nodes it needs (a store, an inventory): such a state is
+	// FailedPrecondition, naming the states the job may take.
 	RequeueJob(context.Context, *RequeueJobRequest) (*RequeueJobResponse, error)
 	// ReprioritizeJob changes a live job's priority (0 first .. 99 last).
 	ReprioritizeJob(context.Context, *ReprioritizeJobRequest) (*ReprioritizeJobResponse, error)

@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -232,7 +233,7 @@ func (f *fixture) move(jid, message string, states ...queue.JobState) {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		ch := queue.Change{To: to}
+		ch := queuetest.WithProducts(queue.Change{To: to})
 		if i == len(states)-1 {
 			ch.Message = message
 		}
