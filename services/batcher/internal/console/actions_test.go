@@ -116,7 +116,7 @@ func TestSignInGuardsPagesAndActions(t *testing.T) {
 
 	// Another console's session (another key), a session past its expiry
 	// and a tampered one are no sessions.
-	other, err := newAuth(testToken, time.Hour, f.q)
+	other, err := newAuth(testToken, nil, time.Hour, f.q)
 	if err != nil {
 		t.Fatal(err)
 	}

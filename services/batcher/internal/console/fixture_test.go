@@ -62,6 +62,12 @@ func newFixture(t *testing.T, token string) *fixture {
 // ZooKeeper connection of its own: another batcher of that queue.
 func newFixtureAt(t *testing.T, token, root string) *fixture {
 	t.Helper()
+	return newFixtureKeyed(t, token, root, nil)
+}
+
+// newFixtureKeyed is newFixtureAt with a session key (nil: a random one).
+func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -84,7 +90,7 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log}); err != nil {
+	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log, SessionKey: key}); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.con)
