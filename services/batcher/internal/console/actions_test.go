@@ -37,6 +37,7 @@ func TestReadOnlyConsoleShowsButRefusesEveryAction(t *testing.T) {
 		{"/jobs/" + jids[0] + "/delete", url.Values{"confirmed": {"1"}}},
 		{"/batches/" + bid + "/delete", url.Values{"confirmed": {"1"}}},
 		{"/fsck", url.Values{"repair": {"1"}}},
+		{"/bulk", url.Values{"verb": {"delete"}, "state": {"Failed"}, "confirmed": {"1"}}},
 		{"/signin", url.Values{"token": {"anything"}}},
 		{"/signout", nil},
 	}
