@@ -43,17 +43,19 @@ type JobPage struct {
 // filters look at and the job lists show.
 var searchNodes = []string{nodeBid, nodePriority, nodeSpaceNeeded, nodeConfig, nodeIdentifiers}
 
-// Jobs read per multi-read, and multi-reads in flight at once.
+// Jobs read per multi-read (six nodes each: a multi-read takes at most
+// 64 nodes, as each may be as large as a node can be and the answer must
+// fit the client's buffer), and multi-reads in flight at once.
 const (
-	searchChunk    = 64
-	searchParallel = 4
+	searchChunk    = 10
+	searchParallel = 16
 )
 
 // SearchJobs finds the jobs a filter matches, by job id. The candidates are
 // the jobs of the batch named, else of the states named (Filter.State,
 // States, Failed for Filter.FailingStage), else every job; each is read
 // (status, configuration, identifiers and the small nodes: one multi-read
-// per 64 jobs) and matched. A job deleted meanwhile, or whose nodes are
+// per 10 jobs, 16 at once) and matched. A job deleted meanwhile, or whose nodes are
 // unreadable, is left out (fsck reports the latter).
 func (c *Client) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
 	size := s.PageSize
