@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -197,7 +198,9 @@ func (c *Client) FailJob(ctx context.Context, jid, message string) (*v1.Job, err
 }
 
 // RequeueJob resumes a failed job at `to`, or, when to is unspecified, at the
-// state after its last successful one. retry_count goes up by one.
+// state after its last successful one. retry_count goes up by one. A state
+// past the job's progress is refused (ErrWrongState), naming the states the
+// job may take (RequeueStates).
 func (c *Client) RequeueJob(ctx context.Context, jid string, to JobState, message string) (*v1.Job, error) {
 	return c.moveJob(ctx, jid, []JobState{Failed}, func(cl *Claim) (Change, error) {
 		if to == v1.JobState_JOB_STATE_UNSPECIFIED {
@@ -206,8 +209,49 @@ func (c *Client) RequeueJob(ctx context.Context, jid string, to JobState, messag
 		if to == Deleted {
 			return Change{}, fmt.Errorf("%w: requeue to Deleted; delete the job instead", ErrInvalid)
 		}
+		may := RequeueStates(cl.Job.GetStatus().GetLastSuccessfulStatus(), cl.present[nodeStore], cl.present[nodeInventory])
+		if !slices.Contains(may, to) {
+			return Change{}, fmt.Errorf("job %s cannot be requeued to %s: %w: %s", jid, JobStateName(to), ErrWrongState,
+				requeueRefusal(cl.Job.GetStatus().GetLastSuccessfulStatus(), to, may))
+		}
 		return Change{To: to, Message: orDefault(message, "requeued by an operator to "+JobStateName(to))}, nil
 	})
+}
+
+// RequeueStates are the states a failed job may be requeued to, in pipeline
+// order: those the state machine allows from Failed up to the one after its
+// last successful state (a step it never reached would find nothing of the
+// steps before it: a file list, downloaded files), each only with the nodes
+// it needs (a store, an inventory: hasWhatItNeeds, as fsck decides).
+func RequeueStates(lastSuccessful JobState, hasStore, hasInventory bool) []JobState {
+	reach := slices.Index(jobStates, ResumeState(lastSuccessful))
+	var out []JobState
+	for i, s := range jobStates {
+		if i <= reach && s != Deleted && CanMoveJob(Failed, s) && hasWhatItNeeds(s, hasStore, hasInventory) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// requeueRefusal says why `to` is not among may.
+func requeueRefusal(lastSuccessful, to JobState, may []JobState) string {
+	names := make([]string, len(may))
+	for i, s := range may {
+		names[i] = JobStateName(s)
+	}
+	why := "its last successful state is " + stateOrNone(lastSuccessful)
+	if slices.Index(jobStates, to) <= slices.Index(jobStates, ResumeState(lastSuccessful)) {
+		why = "it has no " + neededNodes(to) + ", which " + JobStateName(to) + " needs"
+	}
+	return fmt.Sprintf("%s; it may be requeued to %s", why, strings.Join(names, ", "))
+}
+
+func stateOrNone(s JobState) string {
+	if s == v1.JobState_JOB_STATE_UNSPECIFIED {
+		return "none (it never got past Pending)"
+	}
+	return JobStateName(s)
 }
 
 // ReprioritizeJob changes a waiting job's priority; its state entry is renamed

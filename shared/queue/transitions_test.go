@@ -76,6 +76,19 @@ func assertJob(t *testing.T, c *Client, bid, jid string, w jobWant) {
 
 func ptr[T any](v T) *T { return &v }
 
+// withProducts adds to a step what the pipeline's step writes with it:
+// processing's store on the move to Storing, storing's inventory on the move
+// to Recording (a requeue to those states needs them).
+func withProducts(ch Change) Change {
+	switch ch.To {
+	case Storing:
+		ch.Store = &v1.Store{ManifestUrl: "file:///store/manifest.checkm", Mode: "add"}
+	case Recording:
+		ch.Inventory = &v1.Inventory{ManifestUrl: "file:///store/manifest.checkm", Mode: "add", Version: 1}
+	}
+	return ch
+}
+
 // TestJobTransitionsWriteTheContractTree walks every job transition of the
 // contract and checks the resulting nodes one by one.
 func TestJobTransitionsWriteTheContractTree(t *testing.T) {
@@ -157,7 +170,7 @@ func TestJobTransitionsWriteTheContractTree(t *testing.T) {
 			bid, jids := spawn(t, c, 1, DefaultPriority)
 			jid := jids[0]
 			for _, ch := range tt.setup {
-				step(t, c, jid, ch)
+				step(t, c, jid, withProducts(ch))
 			}
 			if tt.move.admin != 0 {
 				// Resume with no named state: the state after last_successful_status.
