@@ -27,6 +27,7 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 )
 
@@ -42,10 +43,12 @@ type settings struct {
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
 	maxManifestBytes *int
+	payloadRetry     *retry.Policy
 	maxQueuedJobs    *int
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
 	consoleListen    string
+	consoleKeyFile   *string
 }
 
 func (s *settings) register(r *config.Registry) {
@@ -69,11 +72,14 @@ func (s *settings) register(r *config.Registry) {
 		"how often completed batches past their retention are looked for")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
+	s.payloadRetry = retry.Register(r, "payload", "a batch's payload is fetched", spawn.DefaultRetry())
 	s.maxQueuedJobs = r.Int("max-queued-jobs", "INGESTQ_MAX_QUEUED_JOBS", 100000,
 		"most jobs the queue holds, ended ones until their batch is cleaned up (each takes ~6.5 KB of ZooKeeper heap); a batch that would pass it waits in Pending, a larger one fails; 0: no bound")
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	s.merrittQueueURL = r.String("merritt-queue-url", "INGESTQ_MERRITT_QUEUE_URL", "",
 		"URL Merritt's ingest queue folder (<ingest home>/queue) is served from: a batch Merritt's ingest service submitted names its payload by batchID and filename only, fetched from <url>/<batchID>/<filename>; empty: such batches fail, saying so")
+	s.consoleKeyFile = r.String("console-key-file", "INGESTQ_CONSOLE_KEY_FILE", "",
+		"file (a mounted secret, say) holding the key the console signs its sessions with, 32 bytes or more (openssl rand -base64 48); batchers given the same file accept each other's sign-ins, across restarts; empty: a random key per process, whose sign-ins hold on it alone until it restarts")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
 		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
 }
@@ -146,6 +152,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 			Policy:          policy,
 			Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
 			Root:            root,
+			Retry:           *s.payloadRetry,
 			MerrittQueueURL: *s.merrittQueueURL,
 		},
 		Mail:          sender,
@@ -190,7 +197,16 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 	if s.consoleListen == "" {
 		return nil
 	}
-	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger})
+	var key []byte
+	if *s.consoleKeyFile != "" {
+		k, err := console.ReadSessionKey(*s.consoleKeyFile)
+		if err != nil {
+			return fmt.Errorf("INGESTQ_CONSOLE_KEY_FILE: %w", err)
+		}
+		key = k
+	}
+	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger,
+		SessionKey: key})
 	if err != nil {
 		return err
 	}
@@ -199,7 +215,8 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 		return fmt.Errorf("INGESTQ_CONSOLE_LISTEN: %w", err)
 	}
 	env.Server.OnShutdown(srv.Shutdown)
-	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly())
+	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly(),
+		"shared_session_key", key != nil)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -1254,35 +1255,51 @@ func (cl *Claim) Release(ctx context.Context) error {
 	return cl.release(ctx)
 }
 
+// errSessionEnded stops a release's wait when the claim's session ends.
+var errSessionEnded = errors.New("session ended")
+
+// releaseRetry repeats a release across connection loss for as long as
+// the session may come back.
+func releaseRetry() retrypolicy.Policy {
+	return retrypolicy.Policy{Backoff: 50 * time.Millisecond, Max: time.Second}
+}
+
 func (cl *Claim) release(ctx context.Context) error {
-	backoff := 50 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	// The wait between attempts also ends with the session: its lock is
+	// gone with it.
+	wait, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(cl.sess.ctx, func() { stop(errSessionEnded) })()
+	var last error
+	_, err := releaseRetry().Do(wait, retryable, func(attempt int) error {
 		_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
 		// After a lost answer the lock may be gone already: with the status
 		// unchanged, the job is free all the same.
-		if err == nil || (attempt > 0 && failedOp(err) == 1 && errors.Is(err, zk.ErrNoNode)) {
-			break
+		if err != nil && attempt > 1 && failedOp(err) == 1 && errors.Is(err, zk.ErrNoNode) {
+			return nil
 		}
-		if !retryable(err) {
-			// The status moved on (the lock, if still there, is removed
-			// all the same) or the lock is gone.
-			cl.fenced(ctx)
-			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
-		}
+		last = err
+		return err
+	})
+	switch {
+	case err == nil:
+	case !retryable(last):
+		// Do gives up early only on such an error (it has no limit on
+		// attempts): the status moved on (the lock, if still there, is
+		// removed all the same) or the lock is gone.
+		cl.fenced(ctx)
+		return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, last)
+	case cl.sess.ctx.Err() != nil:
 		// The connection dropped, but the lock lives as long as the
 		// session: left there it would hold the job, with nobody working
-		// on it, until this process ends. Try again once reconnected; past
-		// that, the client's tidyLocks removes it if the session comes back.
-		select {
-		case <-cl.sess.ctx.Done():
-			cl.markDone()
-			return fmt.Errorf("releasing job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
-		case <-ctx.Done():
-			cl.markDone()
-			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), context.Cause(ctx), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+		// on it, until this process ends. Tried again once reconnected;
+		// past the session, the client's tidyLocks removes it if the
+		// session comes back.
+		cl.markDone()
+		return fmt.Errorf("releasing job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
+	default:
+		cl.markDone()
+		return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), context.Cause(ctx), last)
 	}
 	if cl.givenBack != nil {
 		cl.givenBack(cl.entry)

@@ -83,12 +83,12 @@ func TestTheSubmittersUUIDIsTheBatchIDThePeerLibraryReadsAndCleansUp(t *testing.
 	}
 }
 
-func TestASubmissionWithTheSeedsBatchIDKeyStillReadsItsUUID(t *testing.T) {
+func TestASubmissionWithABatchIDKeyStillReadsItsUUID(t *testing.T) {
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
 	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile", "payload_url": "http://127.0.0.1:1/a.txt",
-		"type": "file", "batch_id": "seeds-form-uuid"})
+		"type": "file", "batch_id": "batch-id-form-uuid"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestASubmissionWithTheSeedsBatchIDKeyStillReadsItsUUID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.GetSubmission().GetBatchId() != "seeds-form-uuid" {
+	if got.GetSubmission().GetBatchId() != "batch-id-form-uuid" {
 		t.Errorf("batch_id read as %q", got.GetSubmission().GetBatchId())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -132,7 +133,7 @@ func newHarness(t *testing.T) *harness {
 	h.cfg = Config{
 		Profiles: h.profiles,
 		Planner: &spawn.Planner{Fetcher: fetch.New(policy), Policy: policy, Limits: checkm.Limits{MaxBytes: 4 << 20},
-			Root: h.root, Attempts: 2, Backoff: 10 * time.Millisecond},
+			Root: h.root, Retry: retry.Policy{Attempts: 2, Backoff: 10 * time.Millisecond}},
 		Mail:      &mail.SMTP{Addr: h.smtp.Addr, From: "ingestq <ingestq@localhost>"},
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		MailRetry: 50 * time.Millisecond,

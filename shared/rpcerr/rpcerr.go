@@ -1,5 +1,6 @@
 // Package rpcerr turns the queue's errors into gRPC statuses whose code
-// tells a client what to do and whose message names the item and its state.
+// tells a client what to do and whose message names the item and its state:
+// the one mapping every service's API answers with.
 package rpcerr
 
 import (
