@@ -398,13 +398,14 @@ func drainTimeout(env map[string]string) (time.Duration, error) {
 // reads (env, defaults included) lies under one of mounts.
 func mountedCheck(s *service, env map[string]string, mounts []string) error {
 	var errs []error
-	for _, k := range []string{"INGESTQ_WORK_ROOT", "INGESTQ_STORE_ROOT", "INGESTQ_OUTBOX_DIR", "INGESTQ_PROFILES_DIR", "INGESTQ_INVENTORY_DB"} {
+	for _, k := range []string{"INGESTQ_WORK_ROOT", "INGESTQ_STORE_ROOT", "INGESTQ_OUTBOX_DIR", "INGESTQ_PROFILES_DIR",
+		"INGESTQ_INVENTORY_DB", "INGESTQ_ADMIN_TOKEN_FILE", "INGESTQ_CONSOLE_KEY_FILE"} {
 		if _, reads := s.reads[k]; !reads || env[k] == "" {
 			continue
 		}
 		p := path.Clean(env[k])
 		if !slices.ContainsFunc(mounts, func(m string) bool { return p == m || strings.HasPrefix(p, m+"/") }) {
-			errs = append(errs, fmt.Errorf("%s=%s is on no volume (mounted: %v): its data would die with the container", k, env[k], mounts))
+			errs = append(errs, fmt.Errorf("%s=%s is on no volume (mounted: %v)", k, env[k], mounts))
 		}
 	}
 	return errors.Join(errs...)

@@ -31,7 +31,9 @@ import (
 
 // operatorSecret reports whether the manifests may use the Secret name
 // without holding it: the operator creates it (docs/deploy.md says how).
-func operatorSecret(name string) bool { return name == "ingestq-admin-token" }
+func operatorSecret(name string) bool {
+	return name == "ingestq-admin-token" || name == "ingestq-console-key"
+}
 
 // manifests are the objects kustomize renders, by kind.
 type manifests struct {
@@ -235,6 +237,12 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 				}
 			}
 			return errors.Join(errs...)
+		}},
+		{"a console on several replicas signs sessions with one key", func(s *service, d *appsv1.Deployment, c corev1.Container, env map[string]string) error {
+			if env["INGESTQ_CONSOLE_LISTEN"] != "" && (d.Spec.Replicas == nil || *d.Spec.Replicas > 1) && env["INGESTQ_CONSOLE_KEY_FILE"] == "" {
+				return errors.New("serves the console from several replicas without INGESTQ_CONSOLE_KEY_FILE: a sign-in would hold on one replica only")
+			}
+			return nil
 		}},
 		{"gRPC startup, readiness and liveness probes ask the gRPC port", func(s *service, d *appsv1.Deployment, c corev1.Container, env map[string]string) error {
 			var errs []error
