@@ -434,3 +434,47 @@ func TestLocksUnderLocksAreTheNodesThePeerLibraryTakesForTheSameIDs(t *testing.T
 		s.Unlock(ctx)
 	}
 }
+
+// A job the peer library made with a payload type ingestq does not know is
+// failed by the first stage that takes it, naming the word; operators
+// must still see it, and delete it, as they do any failed job.
+func TestAJobWithAPayloadTypeIngestqDoesNotKnowIsStillShownAndDeletedOnceFailed(t *testing.T) {
+	c := newClient(t)
+	peer := newPeer(t, c)
+	ctx := testCtx(t)
+	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.AcquirePendingBatch(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := peer.CreateJob(b.ID, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", "bogus", "xml"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.NewConsumer(Pending, ConsumerOptions{Parts: PartConfiguration}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.LoadErr == nil || !strings.Contains(cl.LoadErr.Error(), `"bogus"`) {
+		t.Fatalf("the stage's claim: %v; want an error naming the word", cl.LoadErr)
+	}
+	if err := cl.Commit(ctx, Change{To: Failed, Message: cl.LoadErr.Error()}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetJob(ctx, j.ID)
+	if err != nil {
+		t.Fatalf("GetJob of the failed job: %v", err)
+	}
+	if got.GetStatus().GetStatus() != Failed || !strings.Contains(got.GetStatus().GetMessage(), `"bogus"`) ||
+		got.GetBid() != b.ID || got.GetConfiguration().GetPayloadUrl() != "http://127.0.0.1:1/x" || got.GetConfiguration().GetResponseType() != "xml" {
+		t.Errorf("GetJob: %v", got)
+	}
+	if err := c.DeleteJob(ctx, j.ID, true); err != nil {
+		t.Fatalf("DeleteJob: %v", err)
+	}
+	if _, err := c.GetJob(ctx, j.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetJob after DeleteJob: %v", err)
+	}
+}
