@@ -143,6 +143,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /jobs", c.page(c.jobsPage))
 	mux.HandleFunc("GET /jobs/{jid}", c.page(c.jobPage))
 	mux.HandleFunc("GET /fsck", c.page(c.fsckPage))
+	mux.HandleFunc("GET /collections", c.page(c.collectionsPage))
 
 	mux.HandleFunc("GET /api/queue", c.api(c.liveQueue))
 	mux.HandleFunc("GET /api/batches/{bid}", c.api(c.liveBatch))
