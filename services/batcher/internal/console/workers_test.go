@@ -23,7 +23,7 @@ import (
 // startReplica runs a stage replica (an estimator that takes nothing) with
 // its gRPC server on a loopback port, guarded by the admin token, as a
 // service would: it registers with that address.
-func startReplica(t *testing.T, f *fixture) string {
+func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	srv, err := server.New(server.Options{Logger: log, AdminToken: testToken})
@@ -55,7 +55,7 @@ func startReplica(t *testing.T, f *fixture) string {
 		ws, err := f.q.ListWorkers(f.ctx)
 		return err == nil && len(ws) == 1 && ws[0].GetId() == id
 	})
-	return id
+	return id, runners[0]
 }
 
 // workerState reads a worker's registry entry (nil: none).
@@ -80,7 +80,7 @@ func workerState(t *testing.T, f *fixture, id string) *v1.WorkerInfo {
 func TestWorkersTablePausesResumesAndDrainsAReplica(t *testing.T) {
 	f := newFixtureWith(t, testToken, insecure.NewCredentials())
 	f.signIn()
-	id := startReplica(t, f)
+	id, _ := startReplica(t, f)
 	if addr := workerState(t, f, id).GetAddress(); !strings.HasPrefix(addr, "127.0.0.1:") { // nil reads as ""
 		t.Fatalf("the registry holds address %q", addr)
 	}
