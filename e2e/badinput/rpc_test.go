@@ -246,6 +246,10 @@ func fieldCases() map[string][]fieldCase {
 			{"filter.message over 1024 bytes", &v1.SearchJobsRequest{Filter: &v1.JobFilter{Message: long(1025)}}, "filter.message is 1025 bytes, at most 1024 allowed"},
 			{"filter.state unknown", &v1.SearchJobsRequest{Filter: &v1.JobFilter{State: 99}}, "filter.state 99 is not a job state"},
 		},
+		"/ingestq.v1.AdminService/GetAggregates": {
+			{"hours over 336", &v1.GetAggregatesRequest{Hours: 337}, "hours 337 is outside 0..336"},
+			{"days negative", &v1.GetAggregatesRequest{Days: -1}, "days -1 is outside 0..366"},
+		},
 		"/ingestq.v1.AdminService/BulkAction": {
 			{"verb missing", &v1.BulkActionRequest{Filter: &v1.JobFilter{Collection: "c"}}, "verb is required"},
 			{"filter empty", &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_DELETE}, "filter is empty"},

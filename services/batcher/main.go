@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -29,6 +31,8 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // settings are the batcher's own configuration.
@@ -205,8 +209,12 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 		}
 		key = k
 	}
+	creds, err := stageCredentials(env.Config.TLS)
+	if err != nil {
+		return err
+	}
 	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger,
-		SessionKey: key})
+		SessionKey: key, StageCredentials: creds})
 	if err != nil {
 		return err
 	}
@@ -253,4 +261,32 @@ func absolute(p string) string {
 		return a
 	}
 	return p
+}
+
+// stageCredentials is how the console dials the stage replicas for the
+// workers table's controls: as the services speak. Plaintext without TLS;
+// with TLS it trusts the CA bundle of INGESTQ_TLS_CLIENT_CA (the
+// deployment's own CA, which signs every service's certificate) or else the
+// system's, and with mutual TLS presents the batcher's own certificate.
+func stageCredentials(files config.TLSFiles) (credentials.TransportCredentials, error) {
+	if files.Cert == "" {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if files.ClientCA != "" {
+		pem, err := os.ReadFile(files.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("console stage controls: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("console stage controls: %s holds no PEM certificate", files.ClientCA)
+		}
+		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+		if err != nil {
+			return nil, fmt.Errorf("console stage controls: %w", err)
+		}
+		cfg.RootCAs, cfg.Certificates = pool, []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(cfg), nil
 }

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/zktest"
 )
 
 // searchBenchJobs is how many jobs BenchmarkSearchJobs puts in the queue:
@@ -32,11 +34,20 @@ func searchBenchJobs(b *testing.B) int {
 // holds (one multi-read per 64 jobs, four at a time).
 func BenchmarkSearchJobs(b *testing.B) {
 	n := searchBenchJobs(b)
-	c := newClient(b)
-	ctx := testCtx(b)
+	// A long session: creating the jobs keeps the server busy for minutes,
+	// and on a loaded machine a short session expires meanwhile.
+	connectCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Connect(connectCtx, Options{Servers: zktest.Servers(b), Root: zktest.Root(b), SessionTimeout: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
 	const perBatch = 1000
 	made := time.Now()
 	for k := 0; k < n; k += perBatch {
+		// A minute per batch, not per run: a run of 100000 jobs takes longer.
+		ctx := testCtx(b)
 		bid, err := c.CreateBatch(ctx, sampleSubmission())
 		if err != nil {
 			b.Fatal(err)
@@ -70,6 +81,7 @@ func BenchmarkSearchJobs(b *testing.B) {
 	filter := &v1.JobFilter{Collection: "rare_coll"}
 	b.ResetTimer()
 	for b.Loop() {
+		ctx := testCtx(b)
 		found, scanned, token := 0, 0, ""
 		for {
 			page, err := c.SearchJobs(ctx, JobSearch{Filter: filter, PageSize: 100, PageToken: token})

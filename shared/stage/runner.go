@@ -112,6 +112,9 @@ type Config struct {
 	Tracer  trace.Tracer       // default: no spans
 	Metrics *telemetry.Metrics // default: none
 	Version string
+	// Address is where other processes reach this replica's StageService,
+	// written to its registry entry ("": not known).
+	Address string
 }
 
 // Runner runs a stage against one queue client.
@@ -560,6 +563,7 @@ func (r *Runner) info() *v1.WorkerInfo {
 	w := &v1.WorkerInfo{
 		Id: r.workerID, Host: host, Service: r.cfg.Service, Stage: queue.JobStateName(r.cfg.From),
 		Version: r.cfg.Version, Started: timestamppb.New(r.started), Concurrency: int32(r.cfg.Concurrency),
+		Address: r.cfg.Address,
 	}
 	r.fill(w)
 	return w

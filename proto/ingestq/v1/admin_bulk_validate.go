@@ -120,3 +120,22 @@ func validJobFilter(f *JobFilter) error {
 	}
 	return nil
 }
+
+// Spans of GetAggregates.
+const (
+	AggregateDefaultHours = 48
+	MaxAggregateHours     = 14 * 24
+	AggregateDefaultDays  = 30
+	MaxAggregateDays      = 366
+)
+
+// Validate checks the spans.
+func (r *GetAggregatesRequest) Validate() error {
+	if h := r.GetHours(); h < 0 || h > MaxAggregateHours {
+		return fmt.Errorf("hours %d is outside 0..%d (0: %d)", h, MaxAggregateHours, AggregateDefaultHours)
+	}
+	if d := r.GetDays(); d < 0 || d > MaxAggregateDays {
+		return fmt.Errorf("days %d is outside 0..%d (0: %d)", d, MaxAggregateDays, AggregateDefaultDays)
+	}
+	return nil
+}

@@ -2848,6 +2848,411 @@ func (x *BulkActionResponse) GetFailed() int32 {
 	return 0
 }
 
+type GetAggregatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hours: how many hours back the hourly counts go (default 48, at most 336).
+	Hours int32 `protobuf:"varint,1,opt,name=hours,proto3" json:"hours,omitempty"`
+	// days: how many days back the daily counts go (default 30, at most 366).
+	Days          int32 `protobuf:"varint,2,opt,name=days,proto3" json:"days,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAggregatesRequest) Reset() {
+	*x = GetAggregatesRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAggregatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAggregatesRequest) ProtoMessage() {}
+
+func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAggregatesRequest.ProtoReflect.Descriptor instead.
+func (*GetAggregatesRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetAggregatesRequest) GetHours() int32 {
+	if x != nil {
+		return x.Hours
+	}
+	return 0
+}
+
+func (x *GetAggregatesRequest) GetDays() int32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+// StateTally counts the jobs in one state and the space they need.
+type StateTally struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is the state's name as written in ZooKeeper ("Failed").
+	State         string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Jobs          int32  `protobuf:"varint,2,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	SpaceNeeded   int64  `protobuf:"varint,3,opt,name=space_needed,json=spaceNeeded,proto3" json:"space_needed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateTally) Reset() {
+	*x = StateTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateTally) ProtoMessage() {}
+
+func (x *StateTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateTally.ProtoReflect.Descriptor instead.
+func (*StateTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *StateTally) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StateTally) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *StateTally) GetSpaceNeeded() int64 {
+	if x != nil {
+		return x.SpaceNeeded
+	}
+	return 0
+}
+
+// BatchTally is one batch's jobs by state.
+type BatchTally struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BatchId       string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	States        []*StateTally          `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	Jobs          int32                  `protobuf:"varint,3,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	SpaceNeeded   int64                  `protobuf:"varint,4,opt,name=space_needed,json=spaceNeeded,proto3" json:"space_needed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchTally) Reset() {
+	*x = BatchTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchTally) ProtoMessage() {}
+
+func (x *BatchTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchTally.ProtoReflect.Descriptor instead.
+func (*BatchTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *BatchTally) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *BatchTally) GetStates() []*StateTally {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *BatchTally) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *BatchTally) GetSpaceNeeded() int64 {
+	if x != nil {
+		return x.SpaceNeeded
+	}
+	return 0
+}
+
+// CollectionTally is one collection's jobs by state and by batch.
+type CollectionTally struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// collection is the mnemonic ("" for jobs that name none).
+	Collection  string        `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	States      []*StateTally `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	Jobs        int32         `protobuf:"varint,3,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	SpaceNeeded int64         `protobuf:"varint,4,opt,name=space_needed,json=spaceNeeded,proto3" json:"space_needed,omitempty"`
+	// batches, newest first.
+	Batches       []*BatchTally `protobuf:"bytes,5,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionTally) Reset() {
+	*x = CollectionTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionTally) ProtoMessage() {}
+
+func (x *CollectionTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionTally.ProtoReflect.Descriptor instead.
+func (*CollectionTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CollectionTally) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *CollectionTally) GetStates() []*StateTally {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *CollectionTally) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *CollectionTally) GetSpaceNeeded() int64 {
+	if x != nil {
+		return x.SpaceNeeded
+	}
+	return 0
+}
+
+func (x *CollectionTally) GetBatches() []*BatchTally {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// EndedTally counts the jobs that completed and failed in one hour or day
+// (UTC), from start.
+type EndedTally struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	Completed     int32                  `protobuf:"varint,2,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed        int32                  `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndedTally) Reset() {
+	*x = EndedTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndedTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndedTally) ProtoMessage() {}
+
+func (x *EndedTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndedTally.ProtoReflect.Descriptor instead.
+func (*EndedTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *EndedTally) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *EndedTally) GetCompleted() int32 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *EndedTally) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+type GetAggregatesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// collections, by mnemonic.
+	Collections []*CollectionTally `protobuf:"bytes,1,rep,name=collections,proto3" json:"collections,omitempty"`
+	// hours and days, newest first, every one of the span (zeros included).
+	Hours []*EndedTally `protobuf:"bytes,2,rep,name=hours,proto3" json:"hours,omitempty"`
+	Days  []*EndedTally `protobuf:"bytes,3,rep,name=days,proto3" json:"days,omitempty"`
+	// jobs_read counts the jobs read.
+	JobsRead      int32                  `protobuf:"varint,4,opt,name=jobs_read,json=jobsRead,proto3" json:"jobs_read,omitempty"`
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAggregatesResponse) Reset() {
+	*x = GetAggregatesResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAggregatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAggregatesResponse) ProtoMessage() {}
+
+func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAggregatesResponse.ProtoReflect.Descriptor instead.
+func (*GetAggregatesResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GetAggregatesResponse) GetCollections() []*CollectionTally {
+	if x != nil {
+		return x.Collections
+	}
+	return nil
+}
+
+func (x *GetAggregatesResponse) GetHours() []*EndedTally {
+	if x != nil {
+		return x.Hours
+	}
+	return nil
+}
+
+func (x *GetAggregatesResponse) GetDays() []*EndedTally {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+func (x *GetAggregatesResponse) GetJobsRead() int32 {
+	if x != nil {
+		return x.JobsRead
+	}
+	return 0
+}
+
+func (x *GetAggregatesResponse) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
 var File_ingestq_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_admin_service_proto_rawDesc = "" +
@@ -3037,7 +3442,40 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x123\n" +
 	"\aresults\x18\x04 \x03(\v2\x19.ingestq.v1.BulkJobResultR\aresults\x12\x1c\n" +
 	"\tsucceeded\x18\x05 \x01(\x05R\tsucceeded\x12\x16\n" +
-	"\x06failed\x18\x06 \x01(\x05R\x06failed*\xad\x01\n" +
+	"\x06failed\x18\x06 \x01(\x05R\x06failed\"@\n" +
+	"\x14GetAggregatesRequest\x12\x14\n" +
+	"\x05hours\x18\x01 \x01(\x05R\x05hours\x12\x12\n" +
+	"\x04days\x18\x02 \x01(\x05R\x04days\"Y\n" +
+	"\n" +
+	"StateTally\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x12\n" +
+	"\x04jobs\x18\x02 \x01(\x05R\x04jobs\x12!\n" +
+	"\fspace_needed\x18\x03 \x01(\x03R\vspaceNeeded\"\x8e\x01\n" +
+	"\n" +
+	"BatchTally\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12.\n" +
+	"\x06states\x18\x02 \x03(\v2\x16.ingestq.v1.StateTallyR\x06states\x12\x12\n" +
+	"\x04jobs\x18\x03 \x01(\x05R\x04jobs\x12!\n" +
+	"\fspace_needed\x18\x04 \x01(\x03R\vspaceNeeded\"\xca\x01\n" +
+	"\x0fCollectionTally\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12.\n" +
+	"\x06states\x18\x02 \x03(\v2\x16.ingestq.v1.StateTallyR\x06states\x12\x12\n" +
+	"\x04jobs\x18\x03 \x01(\x05R\x04jobs\x12!\n" +
+	"\fspace_needed\x18\x04 \x01(\x03R\vspaceNeeded\x120\n" +
+	"\abatches\x18\x05 \x03(\v2\x16.ingestq.v1.BatchTallyR\abatches\"t\n" +
+	"\n" +
+	"EndedTally\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12\x1c\n" +
+	"\tcompleted\x18\x02 \x01(\x05R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x05R\x06failed\"\xfe\x01\n" +
+	"\x15GetAggregatesResponse\x12=\n" +
+	"\vcollections\x18\x01 \x03(\v2\x1b.ingestq.v1.CollectionTallyR\vcollections\x12,\n" +
+	"\x05hours\x18\x02 \x03(\v2\x16.ingestq.v1.EndedTallyR\x05hours\x12*\n" +
+	"\x04days\x18\x03 \x03(\v2\x16.ingestq.v1.EndedTallyR\x04days\x12\x1b\n" +
+	"\tjobs_read\x18\x04 \x01(\x05R\bjobsRead\x12/\n" +
+	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf*\xad\x01\n" +
 	"\bBulkVerb\x12\x19\n" +
 	"\x15BULK_VERB_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BULK_VERB_REQUEUE\x10\x01\x12\x12\n" +
@@ -3045,7 +3483,7 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x11BULK_VERB_RELEASE\x10\x03\x12\x12\n" +
 	"\x0eBULK_VERB_FAIL\x10\x04\x12\x14\n" +
 	"\x10BULK_VERB_DELETE\x10\x05\x12\x1a\n" +
-	"\x16BULK_VERB_REPRIORITIZE\x10\x062\xa4\x0f\n" +
+	"\x16BULK_VERB_REPRIORITIZE\x10\x062\x80\x10\n" +
 	"\fAdminService\x12Q\n" +
 	"\n" +
 	"PauseQueue\x12\x1d.ingestq.v1.PauseQueueRequest\x1a\x1e.ingestq.v1.PauseQueueResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
@@ -3072,7 +3510,8 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"SearchJobs\x12\x1d.ingestq.v1.SearchJobsRequest\x1a\x1e.ingestq.v1.SearchJobsResponse\"\x04\x88\xb5\x18\x01\x12Q\n" +
 	"\n" +
-	"BulkAction\x12\x1d.ingestq.v1.BulkActionRequest\x1a\x1e.ingestq.v1.BulkActionResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
+	"BulkAction\x12\x1d.ingestq.v1.BulkActionRequest\x1a\x1e.ingestq.v1.BulkActionResponse\"\x04\x88\xb5\x18\x01\x12Z\n" +
+	"\rGetAggregates\x12 .ingestq.v1.GetAggregatesRequest\x1a!.ingestq.v1.GetAggregatesResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
 	"\vListWorkers\x12\x1e.ingestq.v1.ListWorkersRequest\x1a\x1f.ingestq.v1.ListWorkersResponse\"\x04\x88\xb5\x18\x01\x12?\n" +
 	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
 
@@ -3089,7 +3528,7 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(BulkVerb)(0),                     // 0: ingestq.v1.BulkVerb
 	(*PauseQueueRequest)(nil),         // 1: ingestq.v1.PauseQueueRequest
@@ -3141,96 +3580,112 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*BulkActionRequest)(nil),         // 47: ingestq.v1.BulkActionRequest
 	(*BulkJobResult)(nil),             // 48: ingestq.v1.BulkJobResult
 	(*BulkActionResponse)(nil),        // 49: ingestq.v1.BulkActionResponse
-	nil,                               // 50: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	(*WorkerInfo)(nil),                // 51: ingestq.v1.WorkerInfo
-	(*Batch)(nil),                     // 52: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),       // 53: google.protobuf.Duration
-	(BatchState)(0),                   // 54: ingestq.v1.BatchState
-	(*Job)(nil),                       // 55: ingestq.v1.Job
-	(JobState)(0),                     // 56: ingestq.v1.JobState
-	(*timestamppb.Timestamp)(nil),     // 57: google.protobuf.Timestamp
+	(*GetAggregatesRequest)(nil),      // 50: ingestq.v1.GetAggregatesRequest
+	(*StateTally)(nil),                // 51: ingestq.v1.StateTally
+	(*BatchTally)(nil),                // 52: ingestq.v1.BatchTally
+	(*CollectionTally)(nil),           // 53: ingestq.v1.CollectionTally
+	(*EndedTally)(nil),                // 54: ingestq.v1.EndedTally
+	(*GetAggregatesResponse)(nil),     // 55: ingestq.v1.GetAggregatesResponse
+	nil,                               // 56: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	(*WorkerInfo)(nil),                // 57: ingestq.v1.WorkerInfo
+	(*Batch)(nil),                     // 58: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),       // 59: google.protobuf.Duration
+	(BatchState)(0),                   // 60: ingestq.v1.BatchState
+	(*Job)(nil),                       // 61: ingestq.v1.Job
+	(JobState)(0),                     // 62: ingestq.v1.JobState
+	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	50, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	51, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	52, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	52, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	53, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	52, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	54, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	52, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	55, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	56, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	55, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	55, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	55, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	55, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	56, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	55, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	55, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	51, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	56, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	57, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	58, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	58, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	59, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	58, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	60, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	58, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	61, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	62, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	61, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	61, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	61, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	61, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	62, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	61, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	61, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	57, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
 	42, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	56, // 19: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	56, // 20: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	57, // 21: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	57, // 22: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	62, // 19: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	62, // 20: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	63, // 21: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	63, // 22: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
 	44, // 23: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	55, // 24: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	61, // 24: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
 	0,  // 25: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
 	44, // 26: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	56, // 27: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	62, // 27: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
 	48, // 28: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
-	1,  // 29: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	3,  // 30: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	5,  // 31: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	7,  // 32: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	9,  // 33: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	11, // 34: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	13, // 35: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	15, // 36: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	17, // 37: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	19, // 38: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	21, // 39: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	23, // 40: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	25, // 41: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	27, // 42: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	29, // 43: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	31, // 44: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	33, // 45: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	35, // 46: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	37, // 47: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	45, // 48: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	47, // 49: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	39, // 50: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	41, // 51: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	2,  // 52: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	4,  // 53: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	6,  // 54: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	8,  // 55: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	10, // 56: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	12, // 57: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	14, // 58: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	16, // 59: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	18, // 60: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	20, // 61: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	22, // 62: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	24, // 63: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	26, // 64: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	28, // 65: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	30, // 66: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	32, // 67: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	34, // 68: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	36, // 69: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	38, // 70: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	46, // 71: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	49, // 72: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	40, // 73: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	43, // 74: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	52, // [52:75] is the sub-list for method output_type
-	29, // [29:52] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	51, // 29: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	51, // 30: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	52, // 31: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	63, // 32: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	53, // 33: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	54, // 34: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	54, // 35: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	63, // 36: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	1,  // 37: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	3,  // 38: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	5,  // 39: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	7,  // 40: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	9,  // 41: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	11, // 42: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	13, // 43: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	15, // 44: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	17, // 45: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	19, // 46: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	21, // 47: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	23, // 48: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	25, // 49: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	27, // 50: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	29, // 51: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	31, // 52: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	33, // 53: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	35, // 54: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	37, // 55: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	45, // 56: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	47, // 57: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	50, // 58: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	39, // 59: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	41, // 60: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	2,  // 61: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	4,  // 62: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	6,  // 63: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	8,  // 64: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	10, // 65: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	12, // 66: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	14, // 67: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	16, // 68: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	18, // 69: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	20, // 70: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	22, // 71: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	24, // 72: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	26, // 73: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	28, // 74: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	30, // 75: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	32, // 76: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	34, // 77: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	36, // 78: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	38, // 79: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	46, // 80: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	49, // 81: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	55, // 82: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	40, // 83: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	43, // 84: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	61, // [61:85] is the sub-list for method output_type
+	37, // [37:61] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -3252,7 +3707,7 @@ func file_ingestq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	AdminService_DeleteJob_FullMethodName         = "/ingestq.v1.AdminService/DeleteJob"
 	AdminService_SearchJobs_FullMethodName        = "/ingestq.v1.AdminService/SearchJobs"
 	AdminService_BulkAction_FullMethodName        = "/ingestq.v1.AdminService/BulkAction"
+	AdminService_GetAggregates_FullMethodName     = "/ingestq.v1.AdminService/GetAggregates"
 	AdminService_ListWorkers_FullMethodName       = "/ingestq.v1.AdminService/ListWorkers"
 	AdminService_Fsck_FullMethodName              = "/ingestq.v1.AdminService/Fsck"
 )
@@ -127,6 +128,12 @@ type AdminServiceClient interface {
 	// safe: a job already moved no longer matches, or is refused alone. The
 	// answer says, per job, whether it moved and if not why.
 	BulkAction(ctx context.Context, in *BulkActionRequest, opts ...grpc.CallOption) (*BulkActionResponse, error)
+	// GetAggregates counts the queue's jobs by collection and state, with
+	// the space they need, each collection's by batch too, and the jobs that
+	// completed and failed per hour and per day (by the time of their last
+	// change, for jobs still in the queue: cleaned-up batches take theirs
+	// along). It reads every job, as a search does.
+	GetAggregates(ctx context.Context, in *GetAggregatesRequest, opts ...grpc.CallOption) (*GetAggregatesResponse, error)
 	// ListWorkers lists the stage replicas registered now.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 	// Fsck checks the whole tree against the ZooKeeper contract and, with
@@ -352,6 +359,16 @@ func (c *adminServiceClient) BulkAction(ctx context.Context, in *BulkActionReque
 	return out, nil
 }
 
+func (c *adminServiceClient) GetAggregates(ctx context.Context, in *GetAggregatesRequest, opts ...grpc.CallOption) (*GetAggregatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAggregatesResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetAggregates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListWorkersResponse)
@@ -455,6 +472,12 @@ type AdminServiceServer interface {
 	// safe: a job already moved no longer matches, or is refused alone. The
 	// answer says, per job, whether it moved and if not why.
 	BulkAction(context.Context, *BulkActionRequest) (*BulkActionResponse, error)
+	// GetAggregates counts the queue's jobs by collection and state, with
+	// the space they need, each collection's by batch too, and the jobs that
+	// completed and failed per hour and per day (by the time of their last
+	// change, for jobs still in the queue: cleaned-up batches take theirs
+	// along). It reads every job, as a search does.
+	GetAggregates(context.Context, *GetAggregatesRequest) (*GetAggregatesResponse, error)
 	// ListWorkers lists the stage replicas registered now.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	// Fsck checks the whole tree against the ZooKeeper contract and, with
@@ -532,6 +555,9 @@ func (UnimplementedAdminServiceServer) SearchJobs(context.Context, *SearchJobsRe
 }
 func (UnimplementedAdminServiceServer) BulkAction(context.Context, *BulkActionRequest) (*BulkActionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BulkAction not implemented")
+}
+func (UnimplementedAdminServiceServer) GetAggregates(context.Context, *GetAggregatesRequest) (*GetAggregatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAggregates not implemented")
 }
 func (UnimplementedAdminServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
@@ -938,6 +964,24 @@ func _AdminService_BulkAction_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetAggregates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAggregatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetAggregates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetAggregates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetAggregates(ctx, req.(*GetAggregatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListWorkersRequest)
 	if err := dec(in); err != nil {
@@ -1064,6 +1108,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BulkAction",
 			Handler:    _AdminService_BulkAction_Handler,
+		},
+		{
+			MethodName: "GetAggregates",
+			Handler:    _AdminService_GetAggregates_Handler,
 		},
 		{
 			MethodName: "ListWorkers",

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -159,4 +160,21 @@ func stateNames(states []queue.JobState, sep string) string {
 		names[i] = queue.JobStateName(st)
 	}
 	return strings.Join(names, sep)
+}
+
+// GetAggregates counts the jobs by collection, state and batch, and those
+// that ended per hour and day.
+func (s *Server) GetAggregates(ctx context.Context, req *v1.GetAggregatesRequest) (*v1.GetAggregatesResponse, error) {
+	hours, days := int(req.GetHours()), int(req.GetDays())
+	if hours == 0 {
+		hours = v1.AggregateDefaultHours
+	}
+	if days == 0 {
+		days = v1.AggregateDefaultDays
+	}
+	resp, err := s.Queue.Aggregates(ctx, time.Now(), hours, days)
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
+	return resp, nil
 }

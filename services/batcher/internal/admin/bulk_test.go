@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -196,4 +197,81 @@ func TestSearchJobsByWhatTheyHold(t *testing.T) {
 	}
 	_, err = f.admin.SearchJobs(f.ctx, &v1.SearchJobsRequest{Filter: &v1.JobFilter{BatchId: "nope"}})
 	wantStatus(t, err, codes.InvalidArgument, "filter.batch_id")
+}
+
+// TestAggregatesCountByCollectionStateAndBatchAndEndedPerHour: two
+// collections' jobs by state with their space, one collection's by batch,
+// and the jobs that completed and failed this hour and today.
+func TestAggregatesCountByCollectionStateAndBatchAndEndedPerHour(t *testing.T) {
+	f := newFixture(t)
+	bid1, demo1 := f.batch("demo", "demo_coll", 2)
+	bid2, demo2 := f.batch("demo", "demo_coll", 1)
+	_, other := f.batch("other", "other_coll", 2)
+	f.fail(demo1[0])
+	f.complete(bid2, demo2)
+	cl, err := f.q.ClaimJob(f.ctx, other[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := int64(5000)
+	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating, SpaceNeeded: &space}); err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := f.admin.GetAggregates(f.ctx, &v1.GetAggregatesRequest{Hours: 3, Days: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tallies := func(states []*v1.StateTally) map[string][2]int64 {
+		out := map[string][2]int64{}
+		for _, s := range states {
+			out[s.GetState()] = [2]int64{int64(s.GetJobs()), s.GetSpaceNeeded()}
+		}
+		return out
+	}
+	if len(resp.GetCollections()) != 2 || resp.GetJobsRead() != 5 {
+		t.Fatalf("aggregates: %v", resp)
+	}
+	demo, oth := resp.GetCollections()[0], resp.GetCollections()[1]
+	if got := tallies(demo.GetStates()); demo.GetCollection() != "demo_coll" || demo.GetJobs() != 3 ||
+		got["Failed"][0] != 1 || got["Pending"][0] != 1 || got["Completed"][0] != 1 {
+		t.Errorf("demo_coll: %v", demo)
+	}
+	if got := tallies(oth.GetStates()); oth.GetSpaceNeeded() != 5000 || got["Estimating"] != [2]int64{1, 5000} || got["Pending"][0] != 1 {
+		t.Errorf("other_coll: %v", oth)
+	}
+	if b := demo.GetBatches(); len(b) != 2 || b[0].GetBatchId() != bid2 || b[1].GetBatchId() != bid1 || b[1].GetJobs() != 2 {
+		t.Errorf("demo_coll's batches, newest first: %v", b)
+	}
+	// Each ended job counts in the hour and the day its status last
+	// changed in (an hour may have turned since: the slot is looked up).
+	ended := map[string]time.Time{}
+	for _, jid := range []string{demo1[0], demo2[0]} {
+		st, err := f.q.JobStatus(f.ctx, jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended[queue.JobStateName(st.GetStatus())] = st.GetLastModified().AsTime()
+	}
+	for _, span := range []struct {
+		name  string
+		slots []*v1.EndedTally
+		width time.Duration
+	}{{"hour", resp.GetHours(), time.Hour}, {"day", resp.GetDays(), 24 * time.Hour}} {
+		var completed, failed int32
+		for _, sl := range span.slots {
+			start := sl.GetStart().AsTime()
+			in := func(at time.Time) bool { return !at.Before(start) && at.Before(start.Add(span.width)) }
+			if in(ended["Completed"]) != (sl.GetCompleted() == 1) || in(ended["Failed"]) != (sl.GetFailed() == 1) {
+				t.Errorf("per %s: %v holds %d completed, %d failed; the jobs ended at %v", span.name, start, sl.GetCompleted(), sl.GetFailed(), ended)
+			}
+			completed += sl.GetCompleted()
+			failed += sl.GetFailed()
+		}
+		if completed != 1 || failed != 1 {
+			t.Errorf("per %s: %d completed, %d failed in all, want 1 and 1", span.name, completed, failed)
+		}
+	}
+	_, err = f.admin.GetAggregates(f.ctx, &v1.GetAggregatesRequest{Hours: 1000})
+	wantStatus(t, err, codes.InvalidArgument, "hours 1000 is outside 0..336")
 }

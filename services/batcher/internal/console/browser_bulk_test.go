@@ -13,8 +13,9 @@ import (
 // TestBrowserBulkRequeueAtDesktopAndNarrowWidths drives the jobs page in
 // headless Chromium: a filter by message text lists the failed jobs, the
 // bulk form counts them first (nothing moves), the confirmation shows the
-// count, and confirming requeues them all. At a phone's width the page
-// does not widen past the screen (its tables scroll in their box).
+// count, and confirming requeues them all; the collections page counts
+// them. At a phone's width neither page widens past the screen (their
+// tables scroll in their box).
 // Screenshots of both widths are kept as artifacts.
 func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 	f := newFixture(t, testToken)
@@ -82,6 +83,12 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 		}
 	}
 	shoot("console-bulk-done.png")
+	err = chromedp.Do(b, chromedp.Navigate(f.srv.URL+"/collections"), chromedp.WaitVisible(`#tally`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitText(b, t, `#tally tbody td:last-child strong`, "4")
+	shoot("console-collections.png")
 
 	// A phone's width: the jobs list scrolls in its box, the page does not.
 	err = chromedp.Do(b,
@@ -92,14 +99,22 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wide, err := chromedp.Run(b, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth`))
-	if err != nil {
+	notWider := func(page string) {
+		t.Helper()
+		wide, err := chromedp.Run(b, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wide {
+			culprits, _ := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("body *")).filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth && !e.closest(".scroll table")).slice(0, 8).map(e => e.tagName + "." + e.className + " " + e.getBoundingClientRect().right)`))
+			t.Errorf("at 390 px the %s page is wider than the screen: %v", page, culprits)
+		}
+	}
+	notWider("jobs")
+	shoot("console-jobs-narrow.png")
+	if err := chromedp.Do(b, chromedp.Navigate(f.srv.URL+"/collections"), chromedp.WaitVisible(`#tally`)); err != nil {
 		t.Fatal(err)
 	}
-	if wide {
-		culprits, _ := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("body *")).filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth && !e.closest(".scroll table")).slice(0, 8).map(e => e.tagName + "." + e.className + " " + e.getBoundingClientRect().right)`))
-		widths, _ := chromedp.Run(b, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, document.documentElement.clientWidth, window.innerWidth]`))
-		t.Errorf("at 390 px the jobs page is wider than the screen %v: %v", widths, culprits)
-	}
-	shoot("console-jobs-narrow.png")
+	notWider("collections")
+	shoot("console-collections-narrow.png")
 }

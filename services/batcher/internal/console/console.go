@@ -58,6 +58,10 @@ type Options struct {
 	// a request reaches and across restarts. Nil: a random key of this
 	// process, whose sessions end with it and hold on it alone.
 	SessionKey []byte
+	// StageCredentials dial the stage replicas' StageService for the
+	// workers table's controls (plaintext: insecure.NewCredentials()); nil
+	// turns the controls off.
+	StageCredentials StageCredentials
 	// Logger receives one line per action and per failed request.
 	Logger *slog.Logger
 	// SessionTTL is how long a sign-in lasts (default 12h).
@@ -76,7 +80,10 @@ type Console struct {
 	timeout time.Duration
 	poll    time.Duration
 	pages   map[string]*template.Template
-	handler http.Handler
+	// stageCreds and stageToken reach the stage replicas (nil: controls off).
+	stageCreds StageCredentials
+	stageToken string
+	handler    http.Handler
 }
 
 // New builds a Console.
@@ -88,10 +95,12 @@ func New(opts Options) (*Console, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Console{
-		admin:   opts.Admin,
-		log:     opts.Logger,
-		timeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
-		poll:    orDefault(opts.Poll, DefaultPoll),
+		admin:      opts.Admin,
+		log:        opts.Logger,
+		timeout:    orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		poll:       orDefault(opts.Poll, DefaultPoll),
+		stageCreds: opts.StageCredentials,
+		stageToken: opts.Token,
 	}
 	if opts.Token != "" {
 		if opts.Sessions == nil {
@@ -143,6 +152,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /jobs", c.page(c.jobsPage))
 	mux.HandleFunc("GET /jobs/{jid}", c.page(c.jobPage))
 	mux.HandleFunc("GET /fsck", c.page(c.fsckPage))
+	mux.HandleFunc("GET /collections", c.page(c.collectionsPage))
 
 	mux.HandleFunc("GET /api/queue", c.api(c.liveQueue))
 	mux.HandleFunc("GET /api/batches/{bid}", c.api(c.liveBatch))
@@ -154,6 +164,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /jobs/{jid}/{action}", c.action(c.jobAction))
 	mux.HandleFunc("POST /fsck", c.action(c.fsck))
 	mux.HandleFunc("POST /bulk", c.action(c.bulk))
+	mux.HandleFunc("POST /workers/{id}/{action}", c.action(c.workerAction))
 	return c.secure(mux)
 }
 

@@ -68,6 +68,20 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 // newFixtureKeyed is newFixtureAt with a session key (nil: a random one).
 func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
 	t.Helper()
+	return newFixtureOpts(t, token, root, Options{SessionKey: key})
+}
+
+// newFixtureWith is newFixture with stage credentials: the workers
+// table's controls on.
+func newFixtureWith(t *testing.T, token string, creds StageCredentials) *fixture {
+	t.Helper()
+	return newFixtureOpts(t, token, zktest.Root(t), Options{StageCredentials: creds})
+}
+
+// newFixtureOpts starts a console with opts (their admin, token, sessions
+// and logger set here).
+func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -90,7 +104,8 @@ func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log, SessionKey: key}); err != nil {
+	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, f.q, log
+	if f.con, err = New(opts); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.con)

@@ -45,6 +45,8 @@ type queueView struct {
 	Held    []string           `json:"held_collections"`
 	Workers []workerView       `json:"workers"`
 	AsOf    string             `json:"as_of"`
+	// Controls: the console can reach the replicas (StageCredentials).
+	Controls bool `json:"-"`
 }
 
 type stateCount struct {
@@ -64,6 +66,7 @@ type workerView struct {
 	InFlight    []inFlightView `json:"in_flight"`
 	Heartbeat   string         `json:"heartbeat"`
 	Outcomes    string         `json:"outcomes"`
+	Address     string         `json:"address"`
 }
 
 type inFlightView struct {
@@ -123,7 +126,7 @@ func workerViews(workers []*v1.WorkerInfo, now time.Time) []workerView {
 		}
 		wv := workerView{Stage: w.GetStage(), ID: w.GetId(), Service: w.GetService(), Host: w.GetHost(), Version: w.GetVersion(),
 			State: state, Concurrency: w.GetConcurrency(), InFlight: []inFlightView{}, Heartbeat: ago(w.GetHeartbeat(), now),
-			Outcomes: strings.Join(outcomes, ", ")}
+			Outcomes: strings.Join(outcomes, ", "), Address: w.GetAddress()}
 		for _, j := range w.GetInFlight() {
 			wv.InFlight = append(wv.InFlight, inFlightView{JobID: j.GetJobId(), BatchID: j.GetBatchId(), Since: ago(j.GetSince(), now)})
 		}
@@ -142,7 +145,9 @@ func (c *Console) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.pageView(w, r, "Queue", "queue")
-	v.Data = newQueueView(resp, time.Now())
+	qv := newQueueView(resp, time.Now())
+	qv.Controls = c.stageCreds != nil
+	v.Data = qv
 	v.Live = "/api/queue"
 	c.render(w, r, http.StatusOK, "queue", v)
 }
