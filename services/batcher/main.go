@@ -47,6 +47,7 @@ type settings struct {
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
 	consoleListen    string
+	consoleKeyFile   *string
 }
 
 func (s *settings) register(r *config.Registry) {
@@ -75,6 +76,8 @@ func (s *settings) register(r *config.Registry) {
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	s.merrittQueueURL = r.String("merritt-queue-url", "INGESTQ_MERRITT_QUEUE_URL", "",
 		"URL Merritt's ingest queue folder (<ingest home>/queue) is served from: a batch Merritt's ingest service submitted names its payload by batchID and filename only, fetched from <url>/<batchID>/<filename>; empty: such batches fail, saying so")
+	s.consoleKeyFile = r.String("console-key-file", "INGESTQ_CONSOLE_KEY_FILE", "",
+		"file (a mounted secret, say) holding the key the console signs its sessions with, 32 bytes or more (openssl rand -base64 48); batchers given the same file accept each other's sign-ins, across restarts; empty: a random key per process, whose sign-ins hold on it alone until it restarts")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
 		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
 }
@@ -192,7 +195,16 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 	if s.consoleListen == "" {
 		return nil
 	}
-	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger})
+	var key []byte
+	if *s.consoleKeyFile != "" {
+		k, err := console.ReadSessionKey(*s.consoleKeyFile)
+		if err != nil {
+			return fmt.Errorf("INGESTQ_CONSOLE_KEY_FILE: %w", err)
+		}
+		key = k
+	}
+	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger,
+		SessionKey: key})
 	if err != nil {
 		return err
 	}
@@ -201,7 +213,8 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 		return fmt.Errorf("INGESTQ_CONSOLE_LISTEN: %w", err)
 	}
 	env.Server.OnShutdown(srv.Shutdown)
-	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly())
+	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly(),
+		"shared_session_key", key != nil)
 	return nil
 }
 

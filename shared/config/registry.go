@@ -224,7 +224,8 @@ func (r *Registry) Variables() []Variable {
 	return append([]Variable(nil), r.vars...)
 }
 
-// WriteMarkdownTable writes the settings as a Markdown table for a README.
+// WriteMarkdownTable writes the settings as a Markdown table (make
+// config-table gathers every service's into docs/configuration.md).
 func (r *Registry) WriteMarkdownTable(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("| Variable | Flag | Default | Meaning |\n|---|---|---|---|\n")

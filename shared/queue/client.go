@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -79,6 +81,9 @@ type Client struct {
 	counters sync.Map
 	// locks are the lock nodes this client created and has not seen gone.
 	locks *lockBook
+	// workerNonce and workerSeq make this client's worker ids (NewWorkerID).
+	workerNonce uint32
+	workerSeq   atomic.Int64
 }
 
 // session is one ZooKeeper session. Its context ends when the session is lost:
@@ -120,6 +125,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		locks:          newLockBook(),
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
+	c.workerNonce = rand.Uint32()
 	if opts.Auth != "" {
 		user, _, ok := strings.Cut(opts.Auth, ":")
 		if !ok || user == "" {

@@ -554,8 +554,8 @@ var (
 
 // --- submission ---
 
-// A submission is read in every form its writers use: ingestq's keys, the
-// seeds' batch_id, and Merritt's ingest service's (profile, type with its
+// A submission is read in every form its writers use: ingestq's keys,
+// batch_id for the uuid, and Merritt's ingest service's (profile, type with its
 // package type words, update, title, creator, date, submissionDate,
 // filename, objectID, localID, digestType, digestValue, size). It is
 // written with ingestq's keys and the submitter's uuid as batchID, the key

@@ -94,6 +94,19 @@ type jobRead struct {
 	// as DefaultPriority (its state entry orders it anyway), and the next
 	// move through a claim writes it anew.
 	badPriority error
+	// unusable is why a configuration that reads names a value ingestq
+	// cannot use (an unknown payload type, say): operators see the job
+	// with the rest of it; a stage's claim fails it with this.
+	unusable error
+}
+
+// err is why a claim cannot work on the job: an unreadable node, else an
+// unusable configuration.
+func (r jobRead) err() error {
+	if r.corrupt != nil {
+		return r.corrupt
+	}
+	return r.unusable
 }
 
 // readJobData fills job from the given data nodes. raw, when not nil, gets
@@ -152,7 +165,11 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte, raw 
 			job.SpaceNeeded = v
 		case nodeConfig:
 			v, e := decodeConfiguration(p, d)
-			note(e)
+			if e != nil && v != nil {
+				r.unusable = e
+			} else {
+				note(e)
+			}
 			job.Configuration = v
 		case nodeIdentifiers:
 			v, e := decodeIdentifiers(p, d)
@@ -193,6 +210,10 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 	}
 	if r.corrupt != nil {
 		return nil, r.corrupt
+	}
+	if r.unusable != nil {
+		c.log.WarnContext(ctx, "job configuration names a value ingestq cannot use: shown with the rest (a stage fails the job)",
+			"job_id", jid, "error", r.unusable.Error())
 	}
 	if r.badPriority != nil {
 		// The state entry orders the job: its priority is the one to show.
@@ -250,8 +271,8 @@ func (c *Client) GetJobParts(ctx context.Context, jid string, parts Parts) (*v1.
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	if r := c.decodeJobData(job, nodes, datas(read[1:]), nil); r.corrupt != nil {
-		return nil, r.corrupt
+	if err := c.decodeJobData(job, nodes, datas(read[1:]), nil).err(); err != nil {
+		return nil, err
 	}
 	return job, nil
 }
@@ -521,7 +542,7 @@ func (c *Client) loadClaim(cl *Claim, e entry, state JobState, status *v1.JobSta
 		cl.keepManifest(read[i+1].data)
 	}
 	if cl.LoadErr == nil {
-		cl.LoadErr = r.corrupt
+		cl.LoadErr = r.err()
 	}
 	// The entry's priority is what orders the job; keep it authoritative.
 	cl.Job.Priority = e.priority
@@ -625,7 +646,7 @@ func (cl *Claim) Load(ctx context.Context, parts Parts) error {
 		cl.Job.Priority = cl.entryPriority()
 		cl.priorityBad = true
 	}
-	return r.corrupt
+	return r.err()
 }
 
 // LoadManifest reads the job's file list (nil if the job has none), once:

@@ -1,6 +1,7 @@
 package batches
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -104,6 +105,12 @@ type harness struct {
 	dep      *depositor
 	profiles *profile.Set
 	cfg      Config
+	// session is the session timeout of the sessions connect opens. The
+	// client drops a connection that answers nothing for two thirds of
+	// it, so a test that keeps ZooKeeper writing megabytes at a time on a
+	// loaded machine sets a longer one, as a deployment under such load
+	// would.
+	session time.Duration
 }
 
 func newHarness(t *testing.T) *harness {
@@ -141,12 +148,14 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// connect opens a new session on the harness's root.
+// connect opens a new session on the harness's root, with a session
+// timeout of h.session (4 s when unset).
 func (h *harness) connect() *queue.Client {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q, err := queue.Connect(ctx, queue.Options{Servers: h.servers, Root: h.zkRoot, SessionTimeout: 4 * time.Second,
+	sessionTimeout := cmp.Or(h.session, 4*time.Second)
+	q, err := queue.Connect(ctx, queue.Options{Servers: h.servers, Root: h.zkRoot, SessionTimeout: sessionTimeout,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		h.t.Fatal(err)

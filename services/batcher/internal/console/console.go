@@ -7,7 +7,7 @@
 // Without an admin token the console is read-only. With one, an operator
 // signs in by entering it once; every state-changing request is then a POST
 // carrying a CSRF token. Pages work without JavaScript; a small script
-// (static/console.js) asks before the actions the seeds warn about and keeps
+// (static/console.js) asks before the deletions that need a warning and keeps
 // the figures of an open page current by polling a JSON endpoint.
 package console
 
@@ -52,6 +52,12 @@ type Options struct {
 	Token string
 	// Sessions keeps the sign-ins (the queue); required with a Token.
 	Sessions SessionStore
+	// SessionKey signs the session cookies (ReadSessionKey reads it from
+	// INGESTQ_CONSOLE_KEY_FILE): every console given the same key accepts
+	// the sessions the others made, so a sign-in holds whichever replica
+	// a request reaches and across restarts. Nil: a random key of this
+	// process, whose sessions end with it and hold on it alone.
+	SessionKey []byte
 	// Logger receives one line per action and per failed request.
 	Logger *slog.Logger
 	// SessionTTL is how long a sign-in lasts (default 12h).
@@ -91,7 +97,7 @@ func New(opts Options) (*Console, error) {
 		if opts.Sessions == nil {
 			return nil, errors.New("console: a token needs a session store")
 		}
-		a, err := newAuth(opts.Token, orDefault(opts.SessionTTL, DefaultSessionTTL), opts.Sessions)
+		a, err := newAuth(opts.Token, opts.SessionKey, orDefault(opts.SessionTTL, DefaultSessionTTL), opts.Sessions)
 		if err != nil {
 			return nil, err
 		}
@@ -147,6 +153,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /batches/{bid}/{action}", c.action(c.batchAction))
 	mux.HandleFunc("POST /jobs/{jid}/{action}", c.action(c.jobAction))
 	mux.HandleFunc("POST /fsck", c.action(c.fsck))
+	mux.HandleFunc("POST /bulk", c.action(c.bulk))
 	return c.secure(mux)
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -61,6 +62,12 @@ func newFixture(t *testing.T, token string) *fixture {
 // ZooKeeper connection of its own: another batcher of that queue.
 func newFixtureAt(t *testing.T, token, root string) *fixture {
 	t.Helper()
+	return newFixtureKeyed(t, token, root, nil)
+}
+
+// newFixtureKeyed is newFixtureAt with a session key (nil: a random one).
+func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -83,7 +90,7 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log}); err != nil {
+	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log, SessionKey: key}); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.con)
@@ -232,7 +239,7 @@ func (f *fixture) move(jid, message string, states ...queue.JobState) {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		ch := queue.Change{To: to}
+		ch := queuetest.WithProducts(queue.Change{To: to})
 		if i == len(states)-1 {
 			ch.Message = message
 		}

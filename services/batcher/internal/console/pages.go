@@ -216,7 +216,7 @@ func firstN(s []string, n, total int) ([]string, int) {
 	return s, max(total-len(s), 0)
 }
 
-// deleteBatchWarning is what the seeds say to weigh before deleting a
+// deleteBatchWarning is what an operator must weigh before deleting a
 // batch in its state; "" when no warning applies.
 func deleteBatchWarning(b *v1.Batch) string {
 	n := b.GetCounts().GetProcessing() + b.GetCounts().GetCompleted() + b.GetCounts().GetFailed() + b.GetCounts().GetDeleted()
@@ -410,17 +410,39 @@ type jobsView struct {
 	Batch  string
 	States []string
 	List   jobListView
+	// Form is the filter as given; Searching: it asks for more than a
+	// state or a batch, so the list comes from SearchJobs, by job id.
+	Form      filterForm
+	Searching bool
+	Scanned   int32
+	// Bulk: the bulk actions, offered for a filter of a signed-in operator.
+	Verbs        any
+	ResumeStates []string
 }
 
 func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	jv := jobsView{State: q.Get("state"), Batch: q.Get("batch")}
+	form := readFilterForm(q)
+	jv := jobsView{State: form.State, Batch: form.Batch, Form: form, Searching: form.searching(), Verbs: bulkVerbs}
 	for _, st := range queue.JobStates() {
 		jv.States = append(jv.States, queue.JobStateName(st))
+		if st != queue.Deleted && queue.CanMoveJob(queue.Failed, st) {
+			jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
+		}
 	}
 	size, err := pageSize(r)
 	if err != nil {
 		c.fail(w, r, err)
+		return
+	}
+	if jv.Searching {
+		if jv.List, jv.Scanned, err = c.searchJobs(r, form, size); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		v := c.pageView(w, r, "Jobs found", "jobs")
+		v.Data = jv
+		c.render(w, r, http.StatusOK, "jobs", v)
 		return
 	}
 	req := &v1.ListJobsRequest{BatchId: jv.Batch, PageSize: cmp.Or(size, jobPageSize), PageToken: q.Get("after")}
@@ -432,6 +454,7 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		req.State = st
 		jv.State = queue.JobStateName(st)
+		jv.Form.State = jv.State
 	}
 	resp, err := call(r.Context(), req, c.admin.ListJobs)
 	if err != nil {
@@ -510,8 +533,9 @@ func batchOpen(s queue.BatchState) bool {
 	return s != queue.BatchCompleted && s != queue.BatchFailed && s != queue.BatchDeleted
 }
 
-// jobDeleteWarning is the seeds' warning for deleting a job of an open
-// batch, or "" when the batch is closed (or unknown).
+// jobDeleteWarning is the warning for deleting a job of an open batch (its
+// depositor will never hear of it), or "" when the batch is closed (or
+// unknown).
 func jobDeleteWarning(jid, bid string, b *v1.Batch) string {
 	if b == nil || !batchOpen(b.GetStatus().GetStatus()) {
 		return ""
