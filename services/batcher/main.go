@@ -45,6 +45,7 @@ type settings struct {
 	maxQueuedJobs    *int
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
+	traceURL         *string
 	consoleListen    string
 }
 
@@ -74,6 +75,8 @@ func (s *settings) register(r *config.Registry) {
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	s.merrittQueueURL = r.String("merritt-queue-url", "INGESTQ_MERRITT_QUEUE_URL", "",
 		"URL Merritt's ingest queue folder (<ingest home>/queue) is served from: a batch Merritt's ingest service submitted names its payload by batchID and filename only, fetched from <url>/<batchID>/<filename>; empty: such batches fail, saying so")
+	s.traceURL = r.String("trace-url", "INGESTQ_TRACE_URL", "",
+		"link to a trace in a tracing backend, {trace_id} replaced by the trace id (e.g. https://tracing.example/trace/{trace_id}): GetBatchStatus, GetJob and the console give it; empty: trace ids only")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
 		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
 }
@@ -129,13 +132,16 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		return fmt.Errorf("INGESTQ_MAX_QUEUED_JOBS %d: want 0 (no bound) or more", *s.maxQueuedJobs)
 	}
 	log := env.Logger
-	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log}
+	if u := *s.traceURL; u != "" && !strings.Contains(u, "{trace_id}") {
+		return fmt.Errorf("INGESTQ_TRACE_URL %q: it must contain {trace_id}", u)
+	}
+	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL}
 	// The console is the last thing that can fail, so that nothing started
 	// before it is left running when it does.
 	if err := s.serveConsole(env, adminServer); err != nil {
 		return err
 	}
-	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Queue: env.Queue, Profiles: profiles, Policy: policy, Logger: log})
+	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Queue: env.Queue, Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
 
 	runner := batches.New(batches.Config{
@@ -190,7 +196,8 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 	if s.consoleListen == "" {
 		return nil
 	}
-	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger})
+	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger,
+		TraceURL: *s.traceURL})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,8 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/zktest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -103,6 +105,8 @@ type harness struct {
 	dep      *depositor
 	profiles *profile.Set
 	cfg      Config
+	// spans holds every span the batchers ended.
+	spans *tracetest.InMemoryExporter
 }
 
 func newHarness(t *testing.T) *harness {
@@ -137,6 +141,10 @@ func newHarness(t *testing.T) *harness {
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		MailRetry: 50 * time.Millisecond,
 	}
+	h.spans = tracetest.NewInMemoryExporter()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(h.spans))
+	t.Cleanup(func() { provider.Shutdown(context.Background()) })
+	h.cfg.Tracer = provider.Tracer("batcher")
 	return h
 }
 

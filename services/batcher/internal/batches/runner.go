@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
 	"github.com/ingestq/ingestq/services/batcher/internal/report"
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
@@ -25,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/proto"
 )
 
 // DefaultChunk is how many jobs one CreateJobs call creates.
@@ -513,7 +515,17 @@ func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.N
 	}
 	for start := 0; start < len(todo); start += b.r.cfg.Chunk {
 		chunk := todo[start:min(start+b.r.cfg.Chunk, len(todo))]
-		if _, err := bc.CreateJobs(ctx, chunk); err != nil {
+		spans := b.startJobTraces(ctx, chunk)
+		ids, err := bc.CreateJobs(ctx, chunk)
+		for i, span := range spans {
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			} else {
+				telemetry.NameJobTrace(span, ids[i])
+			}
+			span.End()
+		}
+		if err != nil {
 			return fmt.Errorf("created %d of %d jobs: %w", len(existing)+start, len(jobs), err)
 		}
 	}
@@ -529,6 +541,23 @@ func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.N
 	}
 	b.log.InfoContext(ctx, "batch jobs created", "jobs", len(jobs), "created_now", len(todo))
 	return nil
+}
+
+// startJobTraces starts each job's own trace, linked to the batch's span
+// in ctx, and stores its traceparent with the job: every stage's span of
+// the job joins that trace. The caller ends the spans.
+func (b *batch) startJobTraces(ctx context.Context, jobs []queue.NewJob) []trace.Span {
+	spans := make([]trace.Span, len(jobs))
+	for i := range jobs {
+		conf := proto.Clone(jobs[i].Configuration).(*v1.JobConfiguration)
+		jobCtx, span := telemetry.StartJobTrace(ctx, b.r.cfg.Tracer, b.bc.ID(), int(conf.GetBatchEntry()))
+		if tp := telemetry.Inject(jobCtx); tp != "" {
+			conf.Traceparent = tp
+		}
+		jobs[i].Configuration = conf
+		spans[i] = span
+	}
+	return spans
 }
 
 // report builds the batch's report, mails it, and stores it with the

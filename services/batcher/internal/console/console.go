@@ -60,6 +60,8 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Poll is how often an open page refreshes its figures (default 2s).
 	Poll time.Duration
+	// TraceURL makes trace ids links: "{trace_id}" in it is replaced.
+	TraceURL string
 }
 
 // Console is the console's HTTP handler.
@@ -69,8 +71,10 @@ type Console struct {
 	log     *slog.Logger
 	timeout time.Duration
 	poll    time.Duration
-	pages   map[string]*template.Template
-	handler http.Handler
+	// traceURL is Options.TraceURL.
+	traceURL string
+	pages    map[string]*template.Template
+	handler  http.Handler
 }
 
 // New builds a Console.
@@ -82,10 +86,11 @@ func New(opts Options) (*Console, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Console{
-		admin:   opts.Admin,
-		log:     opts.Logger,
-		timeout: orDefault(opts.RequestTimeout, DefaultRequestTimeout),
-		poll:    orDefault(opts.Poll, DefaultPoll),
+		admin:    opts.Admin,
+		log:      opts.Logger,
+		timeout:  orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		poll:     orDefault(opts.Poll, DefaultPoll),
+		traceURL: opts.TraceURL,
 	}
 	if opts.Token != "" {
 		if opts.Sessions == nil {

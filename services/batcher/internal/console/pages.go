@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -162,6 +163,7 @@ type batchView struct {
 	Metadata    *v1.Metadata
 	Submitted   string
 	TraceID     string
+	TraceURL    string
 	Traceparent string
 	State       string
 	Message     string
@@ -193,7 +195,7 @@ func newBatchView(b *v1.Batch) *batchView {
 	bv := &batchView{ID: b.GetId(), UUID: sub.GetBatchId(), Submitter: sub.GetSubmitter(), Profile: sub.GetProfileName(),
 		Collection: sub.GetCollection(), PayloadURL: sub.GetPayloadUrl(), PayloadType: queue.PayloadTypeName(sub.GetType()),
 		Metadata: sub.GetMetadata(), Submitted: when(sub.GetSubmissionDate()), Traceparent: sub.GetTraceparent(),
-		TraceID: traceID(sub.GetTraceparent()), State: queue.BatchStateName(b.GetStatus().GetStatus()),
+		TraceID: telemetry.TraceID(sub.GetTraceparent()), State: queue.BatchStateName(b.GetStatus().GetStatus()),
 		Message: b.GetStatus().GetMessage(), Modified: when(b.GetStatus().GetLastModified()), Locked: b.GetLocked(),
 		Counts: b.GetCounts()}
 	bv.Mode = submissionMode(sub.GetSubmissionMode())
@@ -327,7 +329,9 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.pageView(w, r, "Batch "+bid, "batches")
-	v.Data = batchPageView{Batch: newBatchView(resp.GetBatch()),
+	bv := newBatchView(resp.GetBatch())
+	bv.TraceURL = telemetry.TraceURL(c.traceURL, resp.GetBatch().GetSubmission().GetTraceparent())
+	v.Data = batchPageView{Batch: bv,
 		Jobs: newJobList(jobs, url.Values{"size": sizeParam(size)}, batchURL(bid), after)}
 	v.Live = "/api/batches/" + bid
 	c.render(w, r, http.StatusOK, "batch", v)
@@ -453,6 +457,7 @@ type jobView struct {
 	Job         *v1.Job
 	Live        jobLive
 	TraceID     string
+	TraceURL    string
 	Traceparent string
 	Raw         string // the Job message as protojson
 	BatchState  string // "" when the batch could not be read
@@ -546,7 +551,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	jv.Traceparent = cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
-	jv.TraceID = traceID(jv.Traceparent)
+	jv.TraceID, jv.TraceURL = resp.GetTraceId(), telemetry.TraceURL(c.traceURL, jv.Traceparent)
 	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(j)
 	if err != nil {
 		c.fail(w, r, status.Errorf(codes.Internal, "job %s: %v", jid, err))

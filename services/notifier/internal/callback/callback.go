@@ -5,6 +5,7 @@ package callback
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,10 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Result is the JSON body of a callback.
@@ -24,6 +29,9 @@ type Result struct {
 	Version     int      `json:"version,omitempty"` // 0 (left out) when the job does not say
 	ManifestURL string   `json:"manifest_url"`
 }
+
+// tracerName is the instrumentation scope of the callback's spans.
+const tracerName = "github.com/ingestq/ingestq/services/notifier/internal/callback"
 
 // Poster posts results under a retry policy.
 type Poster struct {
@@ -79,10 +87,25 @@ func (p Poster) attempt(ctx context.Context, url string, r Result) error {
 		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
 		defer cancel()
 	}
-	resp, err := p.Client.PostJSON(ctx, url, r)
+	// Each attempt is a span of the job's trace (the notifier's step span
+	// in ctx), and the receiver gets its traceparent to continue it.
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, "callback POST",
+		trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	body, err := json.Marshal(r)
 	if err != nil {
+		return fmt.Errorf("callback: encoding the result: %w", err)
+	}
+	header := http.Header{}
+	if tp := telemetry.Inject(ctx); tp != "" {
+		header.Set("traceparent", tp)
+	}
+	resp, err := p.Client.Post(ctx, url, "application/json", body, header)
+	if err != nil {
+		span.SetStatus(codes.Error, reason(err))
 		return err
 	}
+	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
 	// The answer's body says nothing we use; a little is read so the
 	// connection can be reused.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))

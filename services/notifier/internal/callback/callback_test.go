@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/fetch"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestPostGivesUpOnAnUnreachableReceiverWithTheReason(t *testing.T) {
@@ -50,5 +52,37 @@ func TestPostStopsWhenTheJobIsLost(t *testing.T) {
 	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retries: 1000, Backoff: 10 * time.Millisecond}
 	if err := p.Post(ctx, srv.URL, Result{}); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
 		t.Errorf("Post after the context ended: %v", err)
+	}
+}
+
+// TestACallbackIsASpanOfTheJobsTraceAndCarriesItsTraceparent: the receiver
+// can continue the job's trace, and the request shows in it.
+func TestACallbackIsASpanOfTheJobsTraceAndCarriesItsTraceparent(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+	}))
+	defer srv.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	ctx, step := tp.Tracer("notifier").Start(context.Background(), "notifying jid0000000001")
+	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()})}
+	if err := p.Post(ctx, srv.URL, Result{JobID: "jid0000000001"}); err != nil {
+		t.Fatal(err)
+	}
+	step.End()
+	header := <-got
+	var post tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "callback POST" {
+			post = s
+		}
+	}
+	if post.Parent.SpanID() != step.SpanContext().SpanID() || post.SpanContext.TraceID() != step.SpanContext().TraceID() {
+		t.Fatalf("callback span %+v is not a child of the step's span", post.SpanContext)
+	}
+	if want := "00-" + post.SpanContext.TraceID().String() + "-" + post.SpanContext.SpanID().String() + "-01"; header != want {
+		t.Errorf("traceparent %q, want %q", header, want)
 	}
 }

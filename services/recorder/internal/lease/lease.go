@@ -52,6 +52,9 @@ type Lease struct {
 	Version  int
 	Mode     string
 	LocalIDs []string
+	// Traceparent is the lease's span in the job's trace, for the caller
+	// to continue (see LeaseResponse).
+	Traceparent string
 }
 
 // Options tune a Manager.
@@ -264,8 +267,12 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 	if traceparent == "" {
 		traceparent = job.GetConfiguration().GetTraceparent()
 	}
-	_, h.span = telemetry.StartJobSpan(context.WithoutCancel(ctx), m.opts.Tracer, "recording", claim.ID(), job.GetBid(), traceparent)
+	var spanCtx context.Context
+	spanCtx, h.span = telemetry.StartJobSpan(context.WithoutCancel(ctx), m.opts.Tracer, "recording", claim.ID(), job.GetBid(), traceparent)
 	h.span.SetAttributes(attribute.String("ingestq.lease.id", id), attribute.String("ingestq.ark", ark))
+	// The Lease call's own span (the caller's trace) is linked, not parent.
+	h.span.AddLink(trace.LinkFromContext(ctx))
+	h.Traceparent = telemetry.Inject(spanCtx)
 	if m.opts.Metrics != nil {
 		h.step = m.opts.Metrics.StartStep(ctx, "recording")
 	}
@@ -415,7 +422,7 @@ func (m *Manager) live(id string) (*held, error) {
 }
 
 // Renew extends a live lease to d from now (0: the default duration).
-func (m *Manager) Renew(id string, d time.Duration) (time.Time, error) {
+func (m *Manager) Renew(ctx context.Context, id string, d time.Duration) (time.Time, error) {
 	if d <= 0 {
 		d = m.opts.DefaultDuration
 	}
@@ -423,6 +430,8 @@ func (m *Manager) Renew(id string, d time.Duration) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	_, span := m.callSpan(ctx, h, "renew")
+	defer span.End()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.leases[id] != h {
@@ -431,6 +440,19 @@ func (m *Manager) Renew(id string, d time.Duration) (time.Time, error) {
 	h.Expires = time.Now().Add(d)
 	h.timer.Reset(d)
 	return h.Expires, nil
+}
+
+// callSpan starts the span of a call on lease h (Renew, Complete, Fail) in
+// the job's trace, as a child of the lease's span; the call's own span, when
+// the caller did not continue the job's trace, is linked.
+func (m *Manager) callSpan(ctx context.Context, h *held, name string) (context.Context, trace.Span) {
+	parent := trace.ContextWithSpan(telemetry.WithJob(context.WithoutCancel(ctx), h.JobID, h.BatchID), h.span)
+	opts := []trace.SpanStartOption{trace.WithAttributes(telemetry.AttrJobID.String(h.JobID), telemetry.AttrBatchID.String(h.BatchID),
+		telemetry.AttrStage.String("recording"), attribute.String("ingestq.lease.id", h.ID))}
+	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() && caller.TraceID() != h.span.SpanContext().TraceID() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
+	}
+	return m.opts.Tracer.Start(parent, name+" "+h.JobID, opts...)
 }
 
 // Complete ends a lease with success: the job goes to Notify.
@@ -452,6 +474,13 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	if ch.To == queue.Failed {
 		outcome = telemetry.OutcomeFailed
 	}
+	name := "complete"
+	if ch.To == queue.Failed {
+		name = "fail"
+	}
+	var span trace.Span
+	ctx, span = m.callSpan(ctx, h, name)
+	defer span.End()
 	if m.take(id, why, outcome) != h {
 		return fmt.Errorf("lease %s: %w: %s", id, ErrEnded, m.whyEnded(id))
 	}
