@@ -162,6 +162,7 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 		SessionTimeout: cfg.ZooKeeper.SessionTimeout,
 		Auth:           cfg.ZooKeeper.Auth,
 		Logger:         log,
+		Worker:         workerName(spec.Name),
 	})
 	if err != nil {
 		return err
@@ -228,4 +229,10 @@ func version() string {
 		return info.Main.Version
 	}
 	return "unknown"
+}
+
+// workerName names this process in the history of the jobs it moves.
+func workerName(service string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%s-%d", service, host, os.Getpid())
 }

@@ -425,7 +425,7 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	}
 	first := body(t, reportMail(t, h, bid+"-report"))
 	for _, want := range []string{"failed: 1 of 3 object(s) failed", "Failed (1):", jobs[1].GetId() + "  ark:/99999/fk4diary  local id loc-diary",
-		"      GET http://127.0.0.1/diary.txt: HTTP 404 Not Found"} {
+		"      failed in Downloading: GET http://127.0.0.1/diary.txt: HTTP 404 Not Found"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("first report lacks %q:\n%s", want, first)
 		}

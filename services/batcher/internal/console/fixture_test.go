@@ -83,7 +83,8 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log}); err != nil {
+	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log,
+		TraceURL: "https://tracing.example/trace/{trace_id}"}); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.con)

@@ -351,13 +351,23 @@ type jobRow struct {
 	Message        string
 	Modified       string
 	Locked         bool
+	// FailedIn is the stage a failed job failed in, "" otherwise.
+	FailedIn string
+	LocalIDs string
 }
 
 func newJobRow(j *v1.Job) jobRow {
-	return jobRow{ID: j.GetId(), Bid: j.GetBid(), State: stateName(j.GetStatus().GetStatus()),
+	r := jobRow{ID: j.GetId(), Bid: j.GetBid(), State: stateName(j.GetStatus().GetStatus()),
 		LastSuccessful: stateName(j.GetStatus().GetLastSuccessfulStatus()), Priority: j.GetPriority(),
 		Size: humanBytes(j.GetSpaceNeeded()), Retries: j.GetStatus().GetRetryCount(), Message: j.GetStatus().GetMessage(),
-		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked()}
+		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked(),
+		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", ")}
+	if j.GetStatus().GetStatus() == queue.Failed {
+		if s := queue.FailedStage(j.GetStatus()); s != v1.JobState_JOB_STATE_UNSPECIFIED {
+			r.FailedIn = queue.JobStateName(s)
+		}
+	}
+	return r
 }
 
 // stateName is a job state's name, "—" for none (a null last_successful_status).
@@ -470,6 +480,30 @@ type jobView struct {
 	State         string
 	ResumeStates  []string
 	DeleteConfirm string
+	// History is the job's timeline, oldest first; HistoryDropped the
+	// older changes no longer kept.
+	History        []historyRow
+	HistoryDropped int32
+}
+
+// historyRow is one state change of a job's timeline.
+type historyRow struct {
+	At, From, To, Worker, InState, Message string
+}
+
+func newHistory(st *v1.JobStatus) []historyRow {
+	var rows []historyRow
+	for _, h := range st.GetHistory() {
+		r := historyRow{At: when(h.GetAt()), From: "created", To: queue.JobStateName(h.GetTo()), Worker: h.GetWorker(), Message: h.GetMessage()}
+		if h.GetFrom() != v1.JobState_JOB_STATE_UNSPECIFIED {
+			r.From = queue.JobStateName(h.GetFrom())
+		}
+		if h.GetInState() != nil {
+			r.InState = h.GetInState().AsDuration().String()
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // jobLive is what the job page's script polls.
@@ -550,6 +584,7 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 			jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
 		}
 	}
+	jv.History, jv.HistoryDropped = newHistory(j.GetStatus()), j.GetStatus().GetHistoryDropped()
 	jv.Traceparent = cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
 	jv.TraceID, jv.TraceURL = resp.GetTraceId(), telemetry.TraceURL(c.traceURL, jv.Traceparent)
 	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(j)
