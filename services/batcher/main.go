@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
 	"github.com/ingestq/ingestq/services/batcher/internal/batches"
 	"github.com/ingestq/ingestq/services/batcher/internal/console"
+	"github.com/ingestq/ingestq/services/batcher/internal/figures"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
@@ -157,9 +158,16 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		Mail:          sender,
 		Logger:        log,
 		Tracer:        env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/batcher"),
+		Metrics:       env.Telemetry.Metrics,
 		Concurrency:   env.Config.Concurrency,
 		MaxQueuedJobs: *s.maxQueuedJobs,
 	})
+	// The queue's figures are exported here, by the batcher alone.
+	fig := figures.New(env.Queue, log)
+	if err := fig.Register(env.Telemetry.Metrics); err != nil {
+		return err
+	}
+	go fig.Run(ctx, figures.Every)
 	taking, stopTaking := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() {

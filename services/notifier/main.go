@@ -59,7 +59,7 @@ func main() {
 				WorkRoot: *workRoot,
 				Logger:   env.Logger,
 				Callback: callback.Poster{Client: fetch.New(addresses.Apply(fetch.Policy{})), Retries: *retries,
-					Backoff: *backoff, Timeout: *timeout},
+					Backoff: *backoff, Timeout: *timeout, Metrics: env.Telemetry.Metrics},
 			}
 			_, err = stage.Start(ctx, env, stage.Config{
 				Name:    "notifying",

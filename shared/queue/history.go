@@ -127,9 +127,8 @@ func recordChange(old, next *v1.JobStatus, worker string, now time.Time) *v1.Job
 			since = last.GetAt()
 		}
 		if since != nil {
-			if d := now.Sub(since.AsTime()); d > 0 {
-				h.InState = durationpb.New(d.Truncate(time.Millisecond))
-			}
+			// Clocks of two writers may disagree: never less than nothing.
+			h.InState = durationpb.New(max(now.Sub(since.AsTime()), 0).Truncate(time.Millisecond))
 		}
 	}
 	out := make([]*v1.JobStateChange, 0, min(len(hist)+1, MaxHistory))

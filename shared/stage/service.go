@@ -6,9 +6,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
-	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
 // stageService serves StageService for the runners of one replica.
@@ -70,12 +68,12 @@ func drainAll(ctx context.Context, runners []*Runner) int {
 // Start runs a replica's stage runners inside a service: it chains runners
 // of consecutive states (Runner.Chain), registers one StageService for all
 // of them, a drain hook (SIGTERM drains the runners before the server
-// stops), the queue-depth gauge, and starts the runners.
+// stops), and starts the runners. The queue's figures (depth per state)
+// are the batcher's to export, once for the whole queue.
 // Logger, Tracer, Metrics, Service, Version and Concurrency default to the
 // service's own.
 func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, error) {
 	var runners []*Runner
-	var metrics *telemetry.Metrics
 	for _, cfg := range cfgs {
 		if cfg.Service == "" {
 			cfg.Service = env.Name
@@ -94,7 +92,6 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 				cfg.Metrics = env.Telemetry.Metrics
 			}
 		}
-		metrics = cfg.Metrics
 		r, err := New(env.Queue, cfg)
 		if err != nil {
 			return nil, err
@@ -113,18 +110,6 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 		}
 	}
 	v1.RegisterStageServiceServer(env.Server, stageService{runners: runners})
-	if metrics != nil {
-		if _, err := metrics.ObserveJobsByState(func(ctx context.Context) (map[string]int64, error) {
-			counts, err := env.Queue.JobCounts(ctx)
-			out := make(map[string]int64, len(counts))
-			for s, n := range counts {
-				out[queue.JobStateName(s)] = int64(n)
-			}
-			return out, err
-		}); err != nil {
-			return nil, fmt.Errorf("stage: queue depth gauge: %w", err)
-		}
-	}
 	env.Server.OnShutdown(func(ctx context.Context) error {
 		if left := drainAll(ctx, runners); left > 0 {
 			return fmt.Errorf("stage: %d job(s) given back untouched at the drain deadline", left)

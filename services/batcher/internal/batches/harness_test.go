@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -107,6 +108,8 @@ type harness struct {
 	cfg      Config
 	// spans holds every span the batchers ended.
 	spans *tracetest.InMemoryExporter
+	// tel holds the batchers' metrics.
+	tel *telemetry.Telemetry
 }
 
 func newHarness(t *testing.T) *harness {
@@ -145,6 +148,12 @@ func newHarness(t *testing.T) *harness {
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(h.spans))
 	t.Cleanup(func() { provider.Shutdown(context.Background()) })
 	h.cfg.Tracer = provider.Tracer("batcher")
+	tel, err := telemetry.Setup(context.Background(), "batcher-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	h.tel, h.cfg.Metrics = tel, tel.Metrics
 	return h
 }
 

@@ -40,6 +40,8 @@ type Config struct {
 	Mail     mail.Sender
 	Logger   *slog.Logger
 	Tracer   trace.Tracer // default: no spans
+	// Metrics, if set, counts the mails sent and failed.
+	Metrics *telemetry.Metrics
 	// Concurrency is how many batches are worked on at once (default 4).
 	Concurrency int
 	// Chunk is how many jobs one CreateJobs call creates (default 1000).
@@ -532,7 +534,7 @@ func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.N
 	if prof.NotifyOnQueue && len(prof.NotificationAddresses) > 0 {
 		// Sent before the batch is released: a crash in between sends it
 		// again under the same Message-ID, never loses it.
-		if err := b.r.cfg.Mail.Send(ctx, report.Queued(bc.ID(), sub, prof, len(jobs))); err != nil {
+		if err := b.r.sendMail(ctx, "queued", report.Queued(bc.ID(), sub, prof, len(jobs))); err != nil {
 			b.log.WarnContext(ctx, "batch queued notice not sent", "error", err.Error())
 		}
 	}
@@ -597,12 +599,25 @@ func (b *batch) report(ctx context.Context) error {
 	return nil
 }
 
+// sendMail sends m, a mail of kind (report, queued), counting the outcome.
+func (r *Runner) sendMail(ctx context.Context, kind string, m mail.Message) error {
+	err := r.cfg.Mail.Send(ctx, m)
+	if r.cfg.Metrics != nil {
+		outcome := "sent"
+		if err != nil {
+			outcome = "failed"
+		}
+		r.cfg.Metrics.Mail(ctx, kind, outcome)
+	}
+	return err
+}
+
 // mailReport sends the report, trying again while the mail server fails,
 // until it is sent or ctx ends (the claim is lost or the batcher stops).
 func (b *batch) mailReport(ctx context.Context, m mail.Message) error {
 	wait := b.r.cfg.MailRetry
 	for {
-		err := b.r.cfg.Mail.Send(ctx, m)
+		err := b.r.sendMail(ctx, "report", m)
 		if err == nil {
 			return nil
 		}

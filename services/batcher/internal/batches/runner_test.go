@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"io"
 	"mime/quotedprintable"
 	"slices"
@@ -424,6 +426,11 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 		t.Errorf("first status-report %v", rep)
 	}
 	first := body(t, reportMail(t, h, bid+"-report"))
+	rec := httptest.NewRecorder()
+	h.tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if want := `ingestq_mails_total{kind="report",outcome="sent"} 1`; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("the report mailed is not counted: no %s", want)
+	}
 	for _, want := range []string{"failed: 1 of 3 object(s) failed", "Failed (1):", jobs[1].GetId() + "  ark:/99999/fk4diary  local id loc-diary",
 		"      failed in Downloading: GET http://127.0.0.1/diary.txt: HTTP 404 Not Found"} {
 		if !strings.Contains(first, want) {

@@ -44,6 +44,8 @@ type Poster struct {
 	MaxBackoff time.Duration
 	// Timeout bounds one attempt, answer included.
 	Timeout time.Duration
+	// Metrics, if set, counts each callback's outcome.
+	Metrics *telemetry.Metrics
 }
 
 // Post delivers r to url. It returns nil once the receiver answered 2xx;
@@ -51,6 +53,16 @@ type Poster struct {
 // made. Answers 4xx other than 408 and 429 are not retried: the receiver
 // refuses the call as it is.
 func (p Poster) Post(ctx context.Context, url string, r Result) error {
+	outcome, err := p.post(ctx, url, r)
+	if p.Metrics != nil {
+		p.Metrics.Callback(ctx, outcome)
+	}
+	return err
+}
+
+// post is Post, saying also how it ended: delivered, refused (an answer
+// not worth retrying) or failed.
+func (p Poster) post(ctx context.Context, url string, r Result) (string, error) {
 	if r.LocalIDs == nil {
 		r.LocalIDs = []string{} // a JSON array, not null
 	}
@@ -60,21 +72,21 @@ func (p Poster) Post(ctx context.Context, url string, r Result) error {
 		attempts++
 		err := p.attempt(ctx, url, r)
 		if err == nil {
-			return nil
+			return "delivered", nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
+			return "failed", fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
 		}
 		var se *fetch.StatusError
 		if errors.As(err, &se) && !fetch.RetryableStatus(se.Code) {
-			return fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
+			return "refused", fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
 		}
 		if attempts > p.Retries {
-			return fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
+			return "failed", fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
+			return "failed", fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, p.maxBackoff())

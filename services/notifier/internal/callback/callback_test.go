@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -84,5 +85,27 @@ func TestACallbackIsASpanOfTheJobsTraceAndCarriesItsTraceparent(t *testing.T) {
 	}
 	if want := "00-" + post.SpanContext.TraceID().String() + "-" + post.SpanContext.SpanID().String() + "-01"; header != want {
 		t.Errorf("traceparent %q, want %q", header, want)
+	}
+}
+
+func TestCallbacksAreCountedByOutcome(t *testing.T) {
+	tel, err := telemetry.Setup(context.Background(), "notifier-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	codes := map[string]int{"/ok": http.StatusOK, "/gone": http.StatusGone, "/busy": http.StatusServiceUnavailable}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(codes[r.URL.Path]) }))
+	defer srv.Close()
+	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retries: 1, Backoff: time.Millisecond, Metrics: tel.Metrics}
+	for path := range codes {
+		p.Post(context.Background(), srv.URL+path, Result{JobID: "jid0000000001"})
+	}
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, outcome := range []string{"delivered", "refused", "failed"} {
+		if want := `ingestq_callbacks_total{outcome="` + outcome + `"} 1`; !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("no %s in\n%s", want, rec.Body.String())
+		}
 	}
 }

@@ -311,7 +311,7 @@ func (m *Manager) expire(id string) {
 		return
 	}
 	why := fmt.Sprintf("it expired at %s", h.Expires.UTC().Format(time.RFC3339))
-	m.removeLocked(id, h, why, telemetry.OutcomeReleased)
+	m.removeLocked(id, h, why, telemetry.OutcomeReleased, "expired")
 	m.mu.Unlock()
 	m.changed()
 	m.giveBack(h, why)
@@ -336,7 +336,7 @@ func (m *Manager) take(id, why string, outcome telemetry.Outcome) *held {
 	m.mu.Lock()
 	h, ok := m.leases[id]
 	if ok {
-		m.removeLocked(id, h, why, outcome)
+		m.removeLocked(id, h, why, outcome, leaseOutcome(outcome))
 	}
 	m.mu.Unlock()
 	if ok {
@@ -345,8 +345,27 @@ func (m *Manager) take(id, why string, outcome telemetry.Outcome) *held {
 	return h
 }
 
-func (m *Manager) removeLocked(id string, h *held, why string, outcome telemetry.Outcome) {
+// leaseOutcome names how a lease ended that did not expire, for
+// ingestq_leases_total.
+func leaseOutcome(o telemetry.Outcome) string {
+	switch o {
+	case telemetry.OutcomeAdvanced:
+		return "completed"
+	case telemetry.OutcomeFailed:
+		return "failed"
+	case telemetry.OutcomeFenced:
+		return "lost"
+	}
+	return "released" // given back: the recorder stopped
+}
+
+// removeLocked ends lease id; result is how, for the lease counter
+// (completed, failed, expired, lost, released).
+func (m *Manager) removeLocked(id string, h *held, why string, outcome telemetry.Outcome, result string) {
 	m.outcomes[string(outcome)]++
+	if m.opts.Metrics != nil {
+		m.opts.Metrics.Lease(context.Background(), result)
+	}
 	if outcome != telemetry.OutcomeAdvanced {
 		h.span.SetStatus(codes.Error, why)
 	}

@@ -3,6 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +146,44 @@ func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
 	}
 	if attrs["ingestq.stage"] != "recording" || attrs["ingestq.job.id"] != jid || attrs["ingestq.outcome"] != "advanced" {
 		t.Errorf("span attributes %v", attrs)
+	}
+}
+
+// metricsText is what a scrape of tel's /metrics answers.
+func metricsText(t *testing.T, tel *telemetry.Telemetry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
+func TestLeasesAreCountedByHowTheyEnded(t *testing.T) {
+	q := queuetest.Connect(t, zktest.Root(t))
+	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	m := New(q, Options{Metrics: tel.Metrics})
+	for _, ark := range []string{"ark:/99999/fk4a", "ark:/99999/fk4b"} {
+		jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}, Configuration: &v1.JobConfiguration{}}, queue.Storing)
+		queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
+	}
+	done, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
+	if err != nil || done == nil {
+		t.Fatalf("Lease = %v, %v", done, err)
+	}
+	if err := m.Complete(context.Background(), done.ID); err != nil {
+		t.Fatal(err)
+	}
+	short, err := m.Lease(context.Background(), 10*time.Second, 50*time.Millisecond)
+	if err != nil || short == nil {
+		t.Fatalf("Lease = %v, %v", short, err)
+	}
+	queuetest.Eventually(t, "the short lease expires and is counted", func() bool {
+		return strings.Contains(metricsText(t, tel), `ingestq_leases_total{outcome="expired"} 1`)
+	})
+	if text := metricsText(t, tel); !strings.Contains(text, `ingestq_leases_total{outcome="completed"} 1`) {
+		t.Errorf("no completed lease counted:\n%s", text)
 	}
 }
