@@ -53,7 +53,7 @@ func TestFiguresCountJobsBatchesAndWorkersAndAgeTheOldestJobOfEachState(t *testi
 		return n
 	}
 	before := reads()
-	if f, err = r.Read(ctx); err != nil {
+	if _, err = r.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := reads() - before; n != 0 {
