@@ -157,7 +157,7 @@ func TestAGitArchiveTarballIsIngested(t *testing.T) {
 	}
 	for _, j := range shared.main.jobs(t, bid) {
 		shared.main.checkStored(t, j)
-		manifest, err := os.ReadFile(strings.TrimPrefix(j.GetStore().GetManifestUrl(), "file://"))
+		manifest, err := os.ReadFile(strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://"))
 		if err != nil {
 			t.Fatal(err)
 		}

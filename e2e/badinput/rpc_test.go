@@ -238,6 +238,25 @@ func fieldCases() map[string][]fieldCase {
 		"/ingestq.v1.AdminService/DeleteJob": {
 			{"job_id missing", &v1.DeleteJobRequest{}, "job_id is required"},
 		},
+		"/ingestq.v1.AdminService/SearchJobs": {
+			{"page_size over 1000", &v1.SearchJobsRequest{PageSize: 1001}, "page_size 1001 is outside 0..1000"},
+			{"page_token not a jid", &v1.SearchJobsRequest{PageToken: "next"}, `page_token "next" is not a jid id`},
+			{"max_scan over 100000", &v1.SearchJobsRequest{MaxScan: 100001}, "max_scan 100001 is outside 0..100000"},
+			{"filter.batch_id not a bid", &v1.SearchJobsRequest{Filter: &v1.JobFilter{BatchId: "x"}}, `filter.batch_id "x" is not a bid id`},
+			{"filter.message over 1024 bytes", &v1.SearchJobsRequest{Filter: &v1.JobFilter{Message: long(1025)}}, "filter.message is 1025 bytes, at most 1024 allowed"},
+			{"filter.state unknown", &v1.SearchJobsRequest{Filter: &v1.JobFilter{State: 99}}, "filter.state 99 is not a job state"},
+		},
+		"/ingestq.v1.AdminService/GetAggregates": {
+			{"hours over 336", &v1.GetAggregatesRequest{Hours: 337}, "hours 337 is outside 0..336"},
+			{"days negative", &v1.GetAggregatesRequest{Days: -1}, "days -1 is outside 0..366"},
+		},
+		"/ingestq.v1.AdminService/BulkAction": {
+			{"verb missing", &v1.BulkActionRequest{Filter: &v1.JobFilter{Collection: "c"}}, "verb is required"},
+			{"filter empty", &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_DELETE}, "filter is empty"},
+			{"priority missing", &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_REPRIORITIZE, Filter: &v1.JobFilter{Collection: "c"}}, "priority is required"},
+			{"max_jobs over 10000", &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_HOLD, Filter: &v1.JobFilter{Collection: "c"}, MaxJobs: 10001}, "max_jobs 10001 is outside 0..10000"},
+			{"message over 1024 bytes", &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_HOLD, Filter: &v1.JobFilter{Collection: "c"}, Message: long(1025)}, "message is 1025 bytes, at most 1024 allowed"},
+		},
 		"/ingestq.v1.RecordingService/Lease": {
 			{"wait negative", &v1.LeaseRequest{Wait: durationpb.New(-time.Second)}, "wait -1s is outside 0..10m0s"},
 			{"lease_duration under a second", &v1.LeaseRequest{LeaseDuration: durationpb.New(500 * time.Millisecond)}, "lease_duration 500ms is outside 1s..1h0m0s"},

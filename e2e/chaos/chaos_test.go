@@ -370,20 +370,27 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 	if l := sc.partition; l != nil {
 		placements = map[stack.Replica]stack.Placement{{Service: "downloader", Index: 0}: {NetNS: l.ns, Addr: l.nsAddr}}
 	}
+	env := map[string]string{
+		"INGESTQ_ZK_SESSION_TIMEOUT": sessionTimeout.String(),
+		// Two jobs at a time per replica: replicas stay busy, so a
+		// kill finds jobs in flight more often than not.
+		"INGESTQ_CONCURRENCY": "2",
+		// Waits that would otherwise slow the run without testing more.
+		"INGESTQ_PROVISION_RETRY":      "1s",
+		"INGESTQ_MANIFEST_BACKOFF":     "200ms",
+		"INGESTQ_DOWNLOAD_BACKOFF":     "200ms",
+		"INGESTQ_DOWNLOAD_BACKOFF_MAX": "2s",
+	}
+	if l := sc.partition; l != nil {
+		// The depositor then listens on the veth pair's host end, an
+		// internal address the fetch policy denies unless allowed.
+		env["INGESTQ_FETCH_ALLOW"] = "loopback," + partitionNet.String()
+		env["INGESTQ_CALLBACK_ALLOW"] = "loopback," + partitionNet.String()
+	}
 	r.stack, err = stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: bin, ProfilesDir: profiles, ZooKeeper: servers, Root: "/chaos",
 		Replicas: replicas, AdminToken: adminToken, Placements: placements,
-		Env: map[string]string{
-			"INGESTQ_ZK_SESSION_TIMEOUT": sessionTimeout.String(),
-			// Two jobs at a time per replica: replicas stay busy, so a
-			// kill finds jobs in flight more often than not.
-			"INGESTQ_CONCURRENCY": "2",
-			// Waits that would otherwise slow the run without testing more.
-			"INGESTQ_PROVISION_RETRY":      "1s",
-			"INGESTQ_MANIFEST_BACKOFF":     "200ms",
-			"INGESTQ_DOWNLOAD_BACKOFF":     "200ms",
-			"INGESTQ_DOWNLOAD_MAX_BACKOFF": "2s",
-		},
+		Env: env,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -100,7 +100,7 @@ type Proc struct {
 	Index   int
 	Addr    string // gRPC
 	Metrics string // Prometheus /metrics
-	Console string // the batcher's operator console (HTTP); "" for the other services
+	Console string // the batcher's operator console (HTTP); "" for the other services and a disabled console
 	bin     string
 	netns   string // network namespace to start in; "" for this one
 	env     []string
@@ -227,6 +227,11 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 	}
 	for k, v := range s.opts.Env {
 		env[k] = v
+	}
+	if name == "batcher" {
+		// A console address given in Env is where the console is (empty:
+		// none), so that what the stack reports is what was started.
+		p.Console = env["INGESTQ_CONSOLE_LISTEN"]
 	}
 	p.env = os.Environ()
 	for k, v := range env {

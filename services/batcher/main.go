@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -28,7 +30,10 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // settings are the batcher's own configuration.
@@ -43,11 +48,13 @@ type settings struct {
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
 	maxManifestBytes *int
+	payloadRetry     *retry.Policy
 	maxQueuedJobs    *int
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
 	traceURL         *string
 	consoleListen    string
+	consoleKeyFile   *string
 }
 
 func (s *settings) register(r *config.Registry) {
@@ -71,6 +78,7 @@ func (s *settings) register(r *config.Registry) {
 		"how often completed batches past their retention are looked for")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
+	s.payloadRetry = retry.Register(r, "payload", "a batch's payload is fetched", spawn.DefaultRetry())
 	s.maxQueuedJobs = r.Int("max-queued-jobs", "INGESTQ_MAX_QUEUED_JOBS", 100000,
 		"most jobs the queue holds, ended ones until their batch is cleaned up (each takes ~6.5 KB of ZooKeeper heap); a batch that would pass it waits in Pending, a larger one fails; 0: no bound")
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
@@ -78,6 +86,8 @@ func (s *settings) register(r *config.Registry) {
 		"URL Merritt's ingest queue folder (<ingest home>/queue) is served from: a batch Merritt's ingest service submitted names its payload by batchID and filename only, fetched from <url>/<batchID>/<filename>; empty: such batches fail, saying so")
 	s.traceURL = r.String("trace-url", "INGESTQ_TRACE_URL", "",
 		"link to a trace in a tracing backend, {trace_id} replaced by the trace id (e.g. https://tracing.example/trace/{trace_id}): GetBatchStatus, GetJob and the console give it; empty: trace ids only")
+	s.consoleKeyFile = r.String("console-key-file", "INGESTQ_CONSOLE_KEY_FILE", "",
+		"file (a mounted secret, say) holding the key the console signs its sessions with, 32 bytes or more (openssl rand -base64 48); batchers given the same file accept each other's sign-ins, across restarts; empty: a random key per process, whose sign-ins hold on it alone until it restarts")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
 		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
 }
@@ -153,6 +163,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 			Policy:          policy,
 			Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
 			Root:            root,
+			Retry:           *s.payloadRetry,
 			MerrittQueueURL: *s.merrittQueueURL,
 		},
 		Mail:          sender,
@@ -204,8 +215,20 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 	if s.consoleListen == "" {
 		return nil
 	}
+	var key []byte
+	if *s.consoleKeyFile != "" {
+		k, err := console.ReadSessionKey(*s.consoleKeyFile)
+		if err != nil {
+			return fmt.Errorf("INGESTQ_CONSOLE_KEY_FILE: %w", err)
+		}
+		key = k
+	}
+	creds, err := stageCredentials(env.Config.TLS)
+	if err != nil {
+		return err
+	}
 	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger,
-		TraceURL: *s.traceURL})
+		SessionKey: key, StageCredentials: creds, TraceURL: *s.traceURL})
 	if err != nil {
 		return err
 	}
@@ -214,7 +237,8 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 		return fmt.Errorf("INGESTQ_CONSOLE_LISTEN: %w", err)
 	}
 	env.Server.OnShutdown(srv.Shutdown)
-	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly())
+	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly(),
+		"shared_session_key", key != nil)
 	return nil
 }
 
@@ -251,4 +275,32 @@ func absolute(p string) string {
 		return a
 	}
 	return p
+}
+
+// stageCredentials is how the console dials the stage replicas for the
+// workers table's controls: as the services speak. Plaintext without TLS;
+// with TLS it trusts the CA bundle of INGESTQ_TLS_CLIENT_CA (the
+// deployment's own CA, which signs every service's certificate) or else the
+// system's, and with mutual TLS presents the batcher's own certificate.
+func stageCredentials(files config.TLSFiles) (credentials.TransportCredentials, error) {
+	if files.Cert == "" {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if files.ClientCA != "" {
+		pem, err := os.ReadFile(files.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("console stage controls: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("console stage controls: %s holds no PEM certificate", files.ClientCA)
+		}
+		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+		if err != nil {
+			return nil, fmt.Errorf("console stage controls: %w", err)
+		}
+		cfg.RootCAs, cfg.Certificates = pool, []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(cfg), nil
 }

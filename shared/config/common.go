@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type Common struct {
 	// Listen is the gRPC listen address (health, reflection, PingService and
 	// the stage's own API).
 	Listen string
+	// Advertise is where other processes reach the gRPC server
+	// (INGESTQ_ADVERTISE_ADDR); empty: AdvertiseAddr derives it.
+	Advertise string
 	// MetricsListen is the metrics listen address; empty disables it.
 	MetricsListen string
 	// Concurrency is how many jobs a stage works on at once.
@@ -69,6 +73,9 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 		setDigestAuth(&c.ZooKeeper.Auth))
 	r.Func("listen", "INGESTQ_LISTEN", d.Listen,
 		"gRPC listen address (health, reflection, PingService, the stage's API)", setAddress(&c.Listen, false))
+	r.Func("advertise-addr", "INGESTQ_ADVERTISE_ADDR", "",
+		"host:port other processes reach the gRPC server at, written to the worker registry for the console's stage controls (in Kubernetes: the pod's IP and port); empty: the listen address, or this host's name and the listen port when it listens on every interface",
+		setOptionalHostPort(&c.Advertise))
 	r.Func("metrics-listen", "INGESTQ_METRICS_LISTEN", d.MetricsListen,
 		"Prometheus /metrics listen address; empty disables", setAddress(&c.MetricsListen, true))
 	r.Func("concurrency", "INGESTQ_CONCURRENCY", "4",
@@ -91,7 +98,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 	r.Func("pprof", "INGESTQ_PPROF", "false",
 		"also serve Go's profiles at /debug/pprof/ on the metrics address (they show code and data: keep that address private)", setBool(&c.Pprof))
 
-	r.check(func() error {
+	r.Check(func() error {
 		if tokenFile == "" {
 			return nil
 		}
@@ -105,7 +112,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 		c.AdminToken = token
 		return nil
 	})
-	r.check(func() error {
+	r.Check(func() error {
 		switch {
 		case (c.TLS.Cert == "") != (c.TLS.Key == ""):
 			return errors.New("INGESTQ_TLS_CERT and INGESTQ_TLS_KEY: set both or neither")
@@ -219,4 +226,38 @@ func setLogLevel(p *slog.Level) func(string) error {
 		}
 		return nil
 	}
+}
+
+// setOptionalHostPort accepts host:port or empty.
+func setOptionalHostPort(p *string) func(string) error {
+	return func(v string) error {
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("%q is not host:port", v)
+			}
+		}
+		*p = v
+		return nil
+	}
+}
+
+// AdvertiseAddr is where other processes reach this process's gRPC server:
+// INGESTQ_ADVERTISE_ADDR when set, else the listen address when it names a
+// host, else (listening on every interface) this host's name and the port.
+func (c *Common) AdvertiseAddr() string {
+	if c.Advertise != "" {
+		return c.Advertise
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return ""
+	}
+	if ip, err := netip.ParseAddr(host); host != "" && (err != nil || !ip.IsUnspecified()) {
+		return c.Listen
+	}
+	name, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(name, port)
 }

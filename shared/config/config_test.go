@@ -114,6 +114,8 @@ func TestBadValuesAreRefusedNamingTheVariable(t *testing.T) {
 			[]string{"INGESTQ_ZK_AUTH", "user:password"}},
 		{"key without certificate", map[string]string{"INGESTQ_TLS_KEY": "k.pem"}, nil,
 			[]string{"INGESTQ_TLS_CERT and INGESTQ_TLS_KEY"}},
+		{"advertised address without port", map[string]string{"INGESTQ_ADVERTISE_ADDR": "pod-1"}, nil,
+			[]string{"INGESTQ_ADVERTISE_ADDR", `"pod-1" is not host:port`}},
 		{"client CA without TLS", map[string]string{"INGESTQ_TLS_CLIENT_CA": "ca.pem"}, nil,
 			[]string{"INGESTQ_TLS_CLIENT_CA needs"}},
 		{"token and token file", map[string]string{"INGESTQ_ADMIN_TOKEN": "a", "INGESTQ_ADMIN_TOKEN_FILE": "f"}, nil,
@@ -221,5 +223,31 @@ func TestABooleanSettingTakesEnvThenFlagAndRefusesOtherWords(t *testing.T) {
 	if _, err := read(map[string]string{"INGESTQ_STORING": "off"}); err == nil ||
 		!strings.Contains(err.Error(), "INGESTQ_STORING") || !strings.Contains(err.Error(), `"off"`) {
 		t.Errorf("INGESTQ_STORING=off: %v, want a refusal naming the variable and the value", err)
+	}
+}
+
+// TestAdvertiseAddrIsWhatOthersDial: the address given, else a listen
+// address that names a host, else this host's name with the listen port.
+func TestAdvertiseAddrIsWhatOthersDial(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"INGESTQ_ADVERTISE_ADDR": "10.1.2.3:7404", "INGESTQ_LISTEN": "0.0.0.0:7404"}, "10.1.2.3:7404"},
+		{map[string]string{"INGESTQ_LISTEN": "127.0.0.1:7404"}, "127.0.0.1:7404"},
+		{map[string]string{"INGESTQ_LISTEN": "0.0.0.0:7404"}, host + ":7404"},
+		{map[string]string{"INGESTQ_LISTEN": ":7404"}, host + ":7404"},
+	} {
+		cfg, err := parse(t, c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.AdvertiseAddr(); got != c.want {
+			t.Errorf("%v: %q, want %q", c.env, got, c.want)
+		}
 	}
 }

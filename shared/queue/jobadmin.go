@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
@@ -120,8 +121,9 @@ func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch fu
 // a job without its batch. A live job's batch cannot be deleted (its
 // reference in batch-processing stops DeleteBatch), so a move from a live
 // state only needs the batch to exist, as a stage's does: the batcher
-// working on the batch meanwhile does not refuse it. It returns the
-// batch's status (nil when it has none).
+// working on the batch meanwhile does not refuse it. A requeue waits until
+// the batch's jobs are all created. It returns the batch's status (nil when
+// it has none).
 func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.BatchStatus, error) {
 	cl.byOperator = true
 	bid := cl.Job.GetBid()
@@ -150,6 +152,21 @@ func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.Batc
 	if s := st.GetStatus(); IsLive(to) && (s == BatchCompleted || s == BatchDeleted) {
 		return nil, fmt.Errorf("job %s: its batch %s is %s, so the job cannot go back to %s: %w",
 			cl.ID(), bid, BatchStateName(s), JobStateName(to), ErrWrongState)
+	}
+	if IsLive(to) && !IsLive(cl.from) {
+		// A requeue while the batch's jobs are still being created could
+		// slip between the folders the batcher lists to learn which rows
+		// have jobs, and the row be made a job twice. The marker appears
+		// only with a change of the batch's status, which the pinned
+		// version refuses, so reading it after the status is enough.
+		spawning, _, err := c.exists(ctx, c.p.batchSpawning(bid))
+		if err != nil {
+			return nil, fmt.Errorf("reading batch %s: %w", bid, err)
+		}
+		if s := st.GetStatus(); s == BatchPending || spawning {
+			return nil, fmt.Errorf("job %s: the jobs of its batch %s are still being created, so the job cannot go back to %s yet: %w",
+				cl.ID(), bid, JobStateName(to), ErrWrongState)
+		}
 	}
 	cl.batchPinned, cl.batchVersion = !IsLive(cl.from), stat.Version
 	return st, nil
@@ -181,7 +198,9 @@ func (c *Client) FailJob(ctx context.Context, jid, message string) (*v1.Job, err
 }
 
 // RequeueJob resumes a failed job at `to`, or, when to is unspecified, at the
-// state after its last successful one. retry_count goes up by one.
+// state after its last successful one. retry_count goes up by one. A state
+// past the job's progress is refused (ErrWrongState), naming the states the
+// job may take (RequeueStates).
 func (c *Client) RequeueJob(ctx context.Context, jid string, to JobState, message string) (*v1.Job, error) {
 	return c.moveJob(ctx, jid, []JobState{Failed}, func(cl *Claim) (Change, error) {
 		if to == v1.JobState_JOB_STATE_UNSPECIFIED {
@@ -190,8 +209,49 @@ func (c *Client) RequeueJob(ctx context.Context, jid string, to JobState, messag
 		if to == Deleted {
 			return Change{}, fmt.Errorf("%w: requeue to Deleted; delete the job instead", ErrInvalid)
 		}
+		may := RequeueStates(cl.Job.GetStatus().GetLastSuccessfulStatus(), cl.present[nodeStore], cl.present[nodeInventory])
+		if !slices.Contains(may, to) {
+			return Change{}, fmt.Errorf("job %s cannot be requeued to %s: %w: %s", jid, JobStateName(to), ErrWrongState,
+				requeueRefusal(cl.Job.GetStatus().GetLastSuccessfulStatus(), to, may))
+		}
 		return Change{To: to, Message: orDefault(message, "requeued by an operator to "+JobStateName(to))}, nil
 	})
+}
+
+// RequeueStates are the states a failed job may be requeued to, in pipeline
+// order: those the state machine allows from Failed up to the one after its
+// last successful state (a step it never reached would find nothing of the
+// steps before it: a file list, downloaded files), each only with the nodes
+// it needs (a store, an inventory: hasWhatItNeeds, as fsck decides).
+func RequeueStates(lastSuccessful JobState, hasStore, hasInventory bool) []JobState {
+	reach := slices.Index(jobStates, ResumeState(lastSuccessful))
+	var out []JobState
+	for i, s := range jobStates {
+		if i <= reach && s != Deleted && CanMoveJob(Failed, s) && hasWhatItNeeds(s, hasStore, hasInventory) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// requeueRefusal says why `to` is not among may.
+func requeueRefusal(lastSuccessful, to JobState, may []JobState) string {
+	names := make([]string, len(may))
+	for i, s := range may {
+		names[i] = JobStateName(s)
+	}
+	why := "its last successful state is " + stateOrNone(lastSuccessful)
+	if slices.Index(jobStates, to) <= slices.Index(jobStates, ResumeState(lastSuccessful)) {
+		why = "it has no " + neededNodes(to) + ", which " + JobStateName(to) + " needs"
+	}
+	return fmt.Sprintf("%s; it may be requeued to %s", why, strings.Join(names, ", "))
+}
+
+func stateOrNone(s JobState) string {
+	if s == v1.JobState_JOB_STATE_UNSPECIFIED {
+		return "none (it never got past Pending)"
+	}
+	return JobStateName(s)
 }
 
 // ReprioritizeJob changes a waiting job's priority; its state entry is renamed

@@ -84,6 +84,9 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 		if cfg.Concurrency == 0 {
 			cfg.Concurrency = env.Config.Concurrency
 		}
+		if cfg.Address == "" {
+			cfg.Address = env.Config.AdvertiseAddr()
+		}
 		if env.Telemetry != nil {
 			if cfg.Tracer == nil {
 				cfg.Tracer = env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/shared/stage")

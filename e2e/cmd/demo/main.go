@@ -30,13 +30,20 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Stdout, *bin, *examples, *runDir, *up); err != nil {
+	if err := run(ctx, os.Stdout, os.Environ(), *bin, *examples, *runDir, *up); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, bin, examples, runRoot string, up bool) (err error) {
+func run(ctx context.Context, out io.Writer, environ []string, bin, examples, runRoot string, up bool) (err error) {
+	opts, token, ignored, err := callerSettings(environ)
+	if err != nil {
+		return err
+	}
+	for _, k := range ignored {
+		fmt.Fprintf(out, "Ignoring %s: the stack gives each of its processes an address of its own.\n", k)
+	}
 	dir, err := filepath.Abs(filepath.Join(runRoot, time.Now().Format("20060102-150405")))
 	if err != nil {
 		return err
@@ -47,7 +54,8 @@ func run(ctx context.Context, out io.Writer, bin, examples, runRoot string, up b
 	absBin, _ := filepath.Abs(bin)
 	profiles, _ := filepath.Abs(filepath.Join(examples, "profiles"))
 	fmt.Fprintf(out, "Starting ZooKeeper and the seven services (data and logs in %s) ...\n", dir)
-	s, err := stack.Start(ctx, stack.Options{Dir: dir, BinDir: absBin, ProfilesDir: profiles})
+	opts.Dir, opts.BinDir, opts.ProfilesDir = dir, absBin, profiles
+	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -67,14 +75,29 @@ func run(ctx context.Context, out io.Writer, bin, examples, runRoot string, up b
 	}
 	defer dep.Close()
 	if up {
-		printAddresses(out, s, dep)
+		printAddresses(out, s, dep, tokenWord(opts.Env, token))
 		<-ctx.Done()
 		return nil
 	}
-	return demo(ctx, out, s, dep)
+	return demo(ctx, out, s, dep, token)
 }
 
-func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server) {
+// tokenWord is how a shell names the admin token the caller gave ("" for
+// none): the variable or the file, so that the token itself is never printed.
+func tokenWord(env map[string]string, token string) string {
+	switch {
+	case token == "":
+		return ""
+	case env["INGESTQ_ADMIN_TOKEN"] != "":
+		return "$INGESTQ_ADMIN_TOKEN"
+	}
+	return "$(cat " + env["INGESTQ_ADMIN_TOKEN_FILE"] + ")"
+}
+
+// printAddresses says what runs where and how to try it. With an admin
+// token (named as tokenWord names it) it says how to sign in to the console
+// and puts the token in the grpcurl lines of the admin methods.
+func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server, token string) {
 	fmt.Fprintln(out, "\nThe stack is up (Ctrl-C stops it):")
 	for _, name := range stack.Services {
 		for _, p := range s.Procs(name) {
@@ -82,12 +105,30 @@ func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server) {
 		}
 	}
 	fmt.Fprintf(out, "  ZooKeeper    %v (root %s)\n  depositor    %s (serves examples/demo)\n", s.Servers, s.Root, dep.URL)
-	fmt.Fprintf(out, "  console      http://%s/ (the operator console in a browser)\n\n", s.Procs("batcher")[0].Console)
+	fmt.Fprint(out, consoleLines(s.Procs("batcher")[0].Console, token))
 	b := s.Addr("batcher")
+	auth := ""
+	if token != "" {
+		auth = `-H "authorization: Bearer ` + token + `" `
+	}
 	fmt.Fprintf(out, "Try:\n")
 	fmt.Fprintf(out, "  grpcurl -plaintext -d '{\"submitter\":\"me\",\"profile\":\"demo\",\"payload_url\":\"%s/batch.checkm\",\"payload_type\":\"PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS\"}' %s ingestq.v1.BatchService/Submit\n", dep.URL, b)
-	fmt.Fprintf(out, "  grpcurl -plaintext %s ingestq.v1.AdminService/GetQueue\n", b)
-	fmt.Fprintf(out, "  grpcurl -plaintext -d '{\"state\":\"JOB_STATE_FAILED\"}' %s ingestq.v1.AdminService/ListJobs\n", b)
+	fmt.Fprintf(out, "  grpcurl -plaintext %s%s ingestq.v1.AdminService/GetQueue\n", auth, b)
+	fmt.Fprintf(out, "  grpcurl -plaintext %s-d '{\"state\":\"JOB_STATE_FAILED\"}' %s ingestq.v1.AdminService/ListJobs\n", auth, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s ingestq.v1.StageService/GetStatus\n", s.Addr("downloader"))
 	fmt.Fprintf(out, "  grpcurl -plaintext %s list\n\n", b)
+}
+
+// consoleLines says where the console is and how to use it.
+func consoleLines(addr, token string) string {
+	switch {
+	case addr == "":
+		return "  console      off (INGESTQ_CONSOLE_LISTEN is empty)\n\n"
+	case token != "":
+		return fmt.Sprintf("  console      http://%s/ (the operator console in a browser)\n"+
+			"               sign in at http://%s/signin with the admin token (%s);\n"+
+			"               the admin methods below need it too\n\n", addr, addr, token)
+	}
+	return fmt.Sprintf("  console      http://%s/ (the operator console in a browser; read-only:\n"+
+		"               start with INGESTQ_ADMIN_TOKEN=<token> make up to sign in and act)\n\n", addr)
 }

@@ -18,11 +18,23 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
+// bearer sends the admin token, when there is one, with every call.
+func bearer(token string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
 // demo submits the example deposit, shows its progress and prints the report.
-func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Server) error {
-	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Server, token string) error {
+	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(bearer(token)))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -21,6 +22,75 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// BulkVerb is what BulkAction does to each job.
+type BulkVerb int32
+
+const (
+	BulkVerb_BULK_VERB_UNSPECIFIED BulkVerb = 0
+	// BULK_VERB_REQUEUE: failed jobs resume after their last successful
+	// state, or at state (RequeueJob).
+	BulkVerb_BULK_VERB_REQUEUE BulkVerb = 1
+	// BULK_VERB_HOLD: pending jobs go to Held (HoldJob).
+	BulkVerb_BULK_VERB_HOLD BulkVerb = 2
+	// BULK_VERB_RELEASE: held jobs go back to Pending (ReleaseJob).
+	BulkVerb_BULK_VERB_RELEASE BulkVerb = 3
+	// BULK_VERB_FAIL: jobs waiting between steps fail (FailJob).
+	BulkVerb_BULK_VERB_FAIL BulkVerb = 4
+	// BULK_VERB_DELETE: failed or held jobs are removed (DeleteJob).
+	BulkVerb_BULK_VERB_DELETE BulkVerb = 5
+	// BULK_VERB_REPRIORITIZE: live jobs get priority (ReprioritizeJob).
+	BulkVerb_BULK_VERB_REPRIORITIZE BulkVerb = 6
+)
+
+// Enum value maps for BulkVerb.
+var (
+	BulkVerb_name = map[int32]string{
+		0: "BULK_VERB_UNSPECIFIED",
+		1: "BULK_VERB_REQUEUE",
+		2: "BULK_VERB_HOLD",
+		3: "BULK_VERB_RELEASE",
+		4: "BULK_VERB_FAIL",
+		5: "BULK_VERB_DELETE",
+		6: "BULK_VERB_REPRIORITIZE",
+	}
+	BulkVerb_value = map[string]int32{
+		"BULK_VERB_UNSPECIFIED":  0,
+		"BULK_VERB_REQUEUE":      1,
+		"BULK_VERB_HOLD":         2,
+		"BULK_VERB_RELEASE":      3,
+		"BULK_VERB_FAIL":         4,
+		"BULK_VERB_DELETE":       5,
+		"BULK_VERB_REPRIORITIZE": 6,
+	}
+)
+
+func (x BulkVerb) Enum() *BulkVerb {
+	p := new(BulkVerb)
+	*p = x
+	return p
+}
+
+func (x BulkVerb) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BulkVerb) Descriptor() protoreflect.EnumDescriptor {
+	return file_ingestq_v1_admin_service_proto_enumTypes[0].Descriptor()
+}
+
+func (BulkVerb) Type() protoreflect.EnumType {
+	return &file_ingestq_v1_admin_service_proto_enumTypes[0]
+}
+
+func (x BulkVerb) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BulkVerb.Descriptor instead.
+func (BulkVerb) EnumDescriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
 
 type PauseQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2251,12 +2321,963 @@ func (x *FsckResponse) GetClean() bool {
 	return false
 }
 
+// JobFilter selects jobs; every field set must match (an empty one matches
+// every job).
+type JobFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// batch_id: jobs of this batch.
+	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// collection: jobs of this collection (its mnemonic).
+	Collection string `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	// state: jobs in this state now.
+	State JobState `protobuf:"varint,3,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// failing_stage: failed jobs that failed in this state (the one after
+	// their last successful one; JOB_STATE_PENDING for a job that has none):
+	// JOB_STATE_DOWNLOADING for failed downloads.
+	FailingStage JobState `protobuf:"varint,4,opt,name=failing_stage,json=failingStage,proto3,enum=ingestq.v1.JobState" json:"failing_stage,omitempty"`
+	// message: jobs whose status message contains this text (case ignored).
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// profile: jobs submitted with this profile.
+	Profile string `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
+	// submitter: jobs of this submitter.
+	Submitter string `protobuf:"bytes,7,opt,name=submitter,proto3" json:"submitter,omitempty"`
+	// local_id: jobs with this local id among theirs.
+	LocalId string `protobuf:"bytes,8,opt,name=local_id,json=localId,proto3" json:"local_id,omitempty"`
+	// ark: the job whose primary id is this ARK.
+	Ark string `protobuf:"bytes,9,opt,name=ark,proto3" json:"ark,omitempty"`
+	// modified_after, modified_before: jobs whose status last changed in
+	// this time range (either end open).
+	ModifiedAfter  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=modified_after,json=modifiedAfter,proto3" json:"modified_after,omitempty"`
+	ModifiedBefore *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=modified_before,json=modifiedBefore,proto3" json:"modified_before,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *JobFilter) Reset() {
+	*x = JobFilter{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobFilter) ProtoMessage() {}
+
+func (x *JobFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
+func (*JobFilter) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *JobFilter) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *JobFilter) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *JobFilter) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobFilter) GetFailingStage() JobState {
+	if x != nil {
+		return x.FailingStage
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobFilter) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *JobFilter) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *JobFilter) GetSubmitter() string {
+	if x != nil {
+		return x.Submitter
+	}
+	return ""
+}
+
+func (x *JobFilter) GetLocalId() string {
+	if x != nil {
+		return x.LocalId
+	}
+	return ""
+}
+
+func (x *JobFilter) GetArk() string {
+	if x != nil {
+		return x.Ark
+	}
+	return ""
+}
+
+func (x *JobFilter) GetModifiedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ModifiedAfter
+	}
+	return nil
+}
+
+func (x *JobFilter) GetModifiedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ModifiedBefore
+	}
+	return nil
+}
+
+type SearchJobsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *JobFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// page_size: 1..1000, default 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is next_page_token of the previous page.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// max_scan: the jobs read at most in this call, default and at most
+	// 100000; a search that reaches it returns what it found and a token.
+	MaxScan       int32 `protobuf:"varint,4,opt,name=max_scan,json=maxScan,proto3" json:"max_scan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchJobsRequest) Reset() {
+	*x = SearchJobsRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchJobsRequest) ProtoMessage() {}
+
+func (x *SearchJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchJobsRequest.ProtoReflect.Descriptor instead.
+func (*SearchJobsRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *SearchJobsRequest) GetFilter() *JobFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *SearchJobsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *SearchJobsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *SearchJobsRequest) GetMaxScan() int32 {
+	if x != nil {
+		return x.MaxScan
+	}
+	return 0
+}
+
+type SearchJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// jobs matching, by job id, without their metadata, store, inventory,
+	// file list and lock (GetJob reads those).
+	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// next_page_token is empty when every job was looked at.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// scanned counts the jobs read in this call.
+	Scanned       int32 `protobuf:"varint,3,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchJobsResponse) Reset() {
+	*x = SearchJobsResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchJobsResponse) ProtoMessage() {}
+
+func (x *SearchJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchJobsResponse.ProtoReflect.Descriptor instead.
+func (*SearchJobsResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SearchJobsResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *SearchJobsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *SearchJobsResponse) GetScanned() int32 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+type BulkActionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Verb  BulkVerb               `protobuf:"varint,1,opt,name=verb,proto3,enum=ingestq.v1.BulkVerb" json:"verb,omitempty"`
+	// filter must set at least one field: an empty one would take every job.
+	// Its state, when set, must be one the verb applies to; unset, every
+	// such state is searched.
+	Filter *JobFilter `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	// dry_run counts and lists the jobs the action would take, moving none.
+	DryRun bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// message becomes each moved job's status message (at most 1024 bytes).
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// state: where BULK_VERB_REQUEUE resumes them (unspecified: each after
+	// its last successful state).
+	State JobState `protobuf:"varint,5,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// priority: BULK_VERB_REPRIORITIZE's new priority, 0..99; required for it.
+	Priority *int32 `protobuf:"varint,6,opt,name=priority,proto3,oneof" json:"priority,omitempty"`
+	// force: BULK_VERB_DELETE also deletes jobs whose batch is still open
+	// (their depositor will never hear of them).
+	Force bool `protobuf:"varint,7,opt,name=force,proto3" json:"force,omitempty"`
+	// max_jobs: the jobs taken at most, default 1000, at most 10000; when
+	// more match, truncated says so and calling again takes the next ones.
+	MaxJobs       int32 `protobuf:"varint,8,opt,name=max_jobs,json=maxJobs,proto3" json:"max_jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkActionRequest) Reset() {
+	*x = BulkActionRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkActionRequest) ProtoMessage() {}
+
+func (x *BulkActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkActionRequest.ProtoReflect.Descriptor instead.
+func (*BulkActionRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *BulkActionRequest) GetVerb() BulkVerb {
+	if x != nil {
+		return x.Verb
+	}
+	return BulkVerb_BULK_VERB_UNSPECIFIED
+}
+
+func (x *BulkActionRequest) GetFilter() *JobFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *BulkActionRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkActionRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *BulkActionRequest) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *BulkActionRequest) GetPriority() int32 {
+	if x != nil && x.Priority != nil {
+		return *x.Priority
+	}
+	return 0
+}
+
+func (x *BulkActionRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *BulkActionRequest) GetMaxJobs() int32 {
+	if x != nil {
+		return x.MaxJobs
+	}
+	return 0
+}
+
+// BulkJobResult is one job's outcome.
+type BulkJobResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Ok    bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// code is the gRPC code's name of the refusal ("FailedPrecondition"),
+	// empty when ok.
+	Code          string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkJobResult) Reset() {
+	*x = BulkJobResult{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkJobResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkJobResult) ProtoMessage() {}
+
+func (x *BulkJobResult) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkJobResult.ProtoReflect.Descriptor instead.
+func (*BulkJobResult) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *BulkJobResult) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *BulkJobResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *BulkJobResult) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *BulkJobResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type BulkActionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// matched counts the jobs the filter took (at most max_jobs).
+	Matched int32 `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	// job_ids are those jobs.
+	JobIds []string `protobuf:"bytes,2,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	// truncated: more jobs matched than max_jobs.
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// results: one per job (none on a dry run).
+	Results       []*BulkJobResult `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`
+	Succeeded     int32            `protobuf:"varint,5,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed        int32            `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkActionResponse) Reset() {
+	*x = BulkActionResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkActionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkActionResponse) ProtoMessage() {}
+
+func (x *BulkActionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkActionResponse.ProtoReflect.Descriptor instead.
+func (*BulkActionResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *BulkActionResponse) GetMatched() int32 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *BulkActionResponse) GetJobIds() []string {
+	if x != nil {
+		return x.JobIds
+	}
+	return nil
+}
+
+func (x *BulkActionResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *BulkActionResponse) GetResults() []*BulkJobResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BulkActionResponse) GetSucceeded() int32 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *BulkActionResponse) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+type GetAggregatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hours: how many hours back the hourly counts go (default 48, at most 336).
+	Hours int32 `protobuf:"varint,1,opt,name=hours,proto3" json:"hours,omitempty"`
+	// days: how many days back the daily counts go (default 30, at most 366).
+	Days          int32 `protobuf:"varint,2,opt,name=days,proto3" json:"days,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAggregatesRequest) Reset() {
+	*x = GetAggregatesRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAggregatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAggregatesRequest) ProtoMessage() {}
+
+func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAggregatesRequest.ProtoReflect.Descriptor instead.
+func (*GetAggregatesRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetAggregatesRequest) GetHours() int32 {
+	if x != nil {
+		return x.Hours
+	}
+	return 0
+}
+
+func (x *GetAggregatesRequest) GetDays() int32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+// StateTally counts the jobs in one state and the space they need.
+type StateTally struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is the state's name as written in ZooKeeper ("Failed").
+	State         string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Jobs          int32  `protobuf:"varint,2,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	SpaceNeeded   int64  `protobuf:"varint,3,opt,name=space_needed,json=spaceNeeded,proto3" json:"space_needed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateTally) Reset() {
+	*x = StateTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateTally) ProtoMessage() {}
+
+func (x *StateTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateTally.ProtoReflect.Descriptor instead.
+func (*StateTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *StateTally) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StateTally) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *StateTally) GetSpaceNeeded() int64 {
+	if x != nil {
+		return x.SpaceNeeded
+	}
+	return 0
+}
+
+// BatchTally is one batch's jobs by state.
+type BatchTally struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BatchId       string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	States        []*StateTally          `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	Jobs          int32                  `protobuf:"varint,3,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	SpaceNeeded   int64                  `protobuf:"varint,4,opt,name=space_needed,json=spaceNeeded,proto3" json:"space_needed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchTally) Reset() {
+	*x = BatchTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchTally) ProtoMessage() {}
+
+func (x *BatchTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchTally.ProtoReflect.Descriptor instead.
+func (*BatchTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *BatchTally) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *BatchTally) GetStates() []*StateTally {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *BatchTally) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *BatchTally) GetSpaceNeeded() int64 {
+	if x != nil {
+		return x.SpaceNeeded
+	}
+	return 0
+}
+
+// CollectionTally is one collection's jobs by state and by batch.
+type CollectionTally struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// collection is the mnemonic ("" for jobs that name none).
+	Collection  string        `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	States      []*StateTally `protobuf:"bytes,2,rep,name=states,proto3" json:"states,omitempty"`
+	Jobs        int32         `protobuf:"varint,3,opt,name=jobs,proto3" json:"jobs,omitempty"`
+	SpaceNeeded int64         `protobuf:"varint,4,opt,name=space_needed,json=spaceNeeded,proto3" json:"space_needed,omitempty"`
+	// batches, newest first.
+	Batches       []*BatchTally `protobuf:"bytes,5,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionTally) Reset() {
+	*x = CollectionTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionTally) ProtoMessage() {}
+
+func (x *CollectionTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionTally.ProtoReflect.Descriptor instead.
+func (*CollectionTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CollectionTally) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *CollectionTally) GetStates() []*StateTally {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *CollectionTally) GetJobs() int32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return 0
+}
+
+func (x *CollectionTally) GetSpaceNeeded() int64 {
+	if x != nil {
+		return x.SpaceNeeded
+	}
+	return 0
+}
+
+func (x *CollectionTally) GetBatches() []*BatchTally {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// EndedTally counts the jobs that completed and failed in one hour or day
+// (UTC), from start.
+type EndedTally struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	Completed     int32                  `protobuf:"varint,2,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed        int32                  `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndedTally) Reset() {
+	*x = EndedTally{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndedTally) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndedTally) ProtoMessage() {}
+
+func (x *EndedTally) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndedTally.ProtoReflect.Descriptor instead.
+func (*EndedTally) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *EndedTally) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *EndedTally) GetCompleted() int32 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *EndedTally) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+type GetAggregatesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// collections, by mnemonic.
+	Collections []*CollectionTally `protobuf:"bytes,1,rep,name=collections,proto3" json:"collections,omitempty"`
+	// hours and days, newest first, every one of the span (zeros included).
+	Hours []*EndedTally `protobuf:"bytes,2,rep,name=hours,proto3" json:"hours,omitempty"`
+	Days  []*EndedTally `protobuf:"bytes,3,rep,name=days,proto3" json:"days,omitempty"`
+	// jobs_read counts the jobs read.
+	JobsRead      int32                  `protobuf:"varint,4,opt,name=jobs_read,json=jobsRead,proto3" json:"jobs_read,omitempty"`
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAggregatesResponse) Reset() {
+	*x = GetAggregatesResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAggregatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAggregatesResponse) ProtoMessage() {}
+
+func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAggregatesResponse.ProtoReflect.Descriptor instead.
+func (*GetAggregatesResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GetAggregatesResponse) GetCollections() []*CollectionTally {
+	if x != nil {
+		return x.Collections
+	}
+	return nil
+}
+
+func (x *GetAggregatesResponse) GetHours() []*EndedTally {
+	if x != nil {
+		return x.Hours
+	}
+	return nil
+}
+
+func (x *GetAggregatesResponse) GetDays() []*EndedTally {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+func (x *GetAggregatesResponse) GetJobsRead() int32 {
+	if x != nil {
+		return x.JobsRead
+	}
+	return 0
+}
+
+func (x *GetAggregatesResponse) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
 var File_ingestq_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1eingestq/v1/admin_service.proto\x12\n" +
-	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18ingestq/v1/options.proto\x1a\x16ingestq/v1/queue.proto\"\x13\n" +
+	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ingestq/v1/options.proto\x1a\x16ingestq/v1/queue.proto\"\x13\n" +
 	"\x11PauseQueueRequest\",\n" +
 	"\x12PauseQueueResponse\x12\x16\n" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\"\x15\n" +
@@ -2395,7 +3416,95 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\fjobs_checked\x18\x01 \x01(\x05R\vjobsChecked\x12'\n" +
 	"\x0fbatches_checked\x18\x02 \x01(\x05R\x0ebatchesChecked\x120\n" +
 	"\adamages\x18\x03 \x03(\v2\x16.ingestq.v1.FsckDamageR\adamages\x12\x14\n" +
-	"\x05clean\x18\x04 \x01(\bR\x05clean2\xfe\r\n" +
+	"\x05clean\x18\x04 \x01(\bR\x05clean\"\xb4\x03\n" +
+	"\tJobFilter\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x129\n" +
+	"\rfailing_stage\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\ffailingStage\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x18\n" +
+	"\aprofile\x18\x06 \x01(\tR\aprofile\x12\x1c\n" +
+	"\tsubmitter\x18\a \x01(\tR\tsubmitter\x12\x19\n" +
+	"\blocal_id\x18\b \x01(\tR\alocalId\x12\x10\n" +
+	"\x03ark\x18\t \x01(\tR\x03ark\x12A\n" +
+	"\x0emodified_after\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rmodifiedAfter\x12C\n" +
+	"\x0fmodified_before\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0emodifiedBefore\"\x99\x01\n" +
+	"\x11SearchJobsRequest\x12-\n" +
+	"\x06filter\x18\x01 \x01(\v2\x15.ingestq.v1.JobFilterR\x06filter\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x19\n" +
+	"\bmax_scan\x18\x04 \x01(\x05R\amaxScan\"{\n" +
+	"\x12SearchJobsResponse\x12#\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x0f.ingestq.v1.JobR\x04jobs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x18\n" +
+	"\ascanned\x18\x03 \x01(\x05R\ascanned\"\xaa\x02\n" +
+	"\x11BulkActionRequest\x12(\n" +
+	"\x04verb\x18\x01 \x01(\x0e2\x14.ingestq.v1.BulkVerbR\x04verb\x12-\n" +
+	"\x06filter\x18\x02 \x01(\v2\x15.ingestq.v1.JobFilterR\x06filter\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12*\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x1f\n" +
+	"\bpriority\x18\x06 \x01(\x05H\x00R\bpriority\x88\x01\x01\x12\x14\n" +
+	"\x05force\x18\a \x01(\bR\x05force\x12\x19\n" +
+	"\bmax_jobs\x18\b \x01(\x05R\amaxJobsB\v\n" +
+	"\t_priority\"`\n" +
+	"\rBulkJobResult\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xd0\x01\n" +
+	"\x12BulkActionResponse\x12\x18\n" +
+	"\amatched\x18\x01 \x01(\x05R\amatched\x12\x17\n" +
+	"\ajob_ids\x18\x02 \x03(\tR\x06jobIds\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x123\n" +
+	"\aresults\x18\x04 \x03(\v2\x19.ingestq.v1.BulkJobResultR\aresults\x12\x1c\n" +
+	"\tsucceeded\x18\x05 \x01(\x05R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x05R\x06failed\"@\n" +
+	"\x14GetAggregatesRequest\x12\x14\n" +
+	"\x05hours\x18\x01 \x01(\x05R\x05hours\x12\x12\n" +
+	"\x04days\x18\x02 \x01(\x05R\x04days\"Y\n" +
+	"\n" +
+	"StateTally\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x12\n" +
+	"\x04jobs\x18\x02 \x01(\x05R\x04jobs\x12!\n" +
+	"\fspace_needed\x18\x03 \x01(\x03R\vspaceNeeded\"\x8e\x01\n" +
+	"\n" +
+	"BatchTally\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12.\n" +
+	"\x06states\x18\x02 \x03(\v2\x16.ingestq.v1.StateTallyR\x06states\x12\x12\n" +
+	"\x04jobs\x18\x03 \x01(\x05R\x04jobs\x12!\n" +
+	"\fspace_needed\x18\x04 \x01(\x03R\vspaceNeeded\"\xca\x01\n" +
+	"\x0fCollectionTally\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12.\n" +
+	"\x06states\x18\x02 \x03(\v2\x16.ingestq.v1.StateTallyR\x06states\x12\x12\n" +
+	"\x04jobs\x18\x03 \x01(\x05R\x04jobs\x12!\n" +
+	"\fspace_needed\x18\x04 \x01(\x03R\vspaceNeeded\x120\n" +
+	"\abatches\x18\x05 \x03(\v2\x16.ingestq.v1.BatchTallyR\abatches\"t\n" +
+	"\n" +
+	"EndedTally\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12\x1c\n" +
+	"\tcompleted\x18\x02 \x01(\x05R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x05R\x06failed\"\xfe\x01\n" +
+	"\x15GetAggregatesResponse\x12=\n" +
+	"\vcollections\x18\x01 \x03(\v2\x1b.ingestq.v1.CollectionTallyR\vcollections\x12,\n" +
+	"\x05hours\x18\x02 \x03(\v2\x16.ingestq.v1.EndedTallyR\x05hours\x12*\n" +
+	"\x04days\x18\x03 \x03(\v2\x16.ingestq.v1.EndedTallyR\x04days\x12\x1b\n" +
+	"\tjobs_read\x18\x04 \x01(\x05R\bjobsRead\x12/\n" +
+	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf*\xad\x01\n" +
+	"\bBulkVerb\x12\x19\n" +
+	"\x15BULK_VERB_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11BULK_VERB_REQUEUE\x10\x01\x12\x12\n" +
+	"\x0eBULK_VERB_HOLD\x10\x02\x12\x15\n" +
+	"\x11BULK_VERB_RELEASE\x10\x03\x12\x12\n" +
+	"\x0eBULK_VERB_FAIL\x10\x04\x12\x14\n" +
+	"\x10BULK_VERB_DELETE\x10\x05\x12\x1a\n" +
+	"\x16BULK_VERB_REPRIORITIZE\x10\x062\x80\x10\n" +
 	"\fAdminService\x12Q\n" +
 	"\n" +
 	"PauseQueue\x12\x1d.ingestq.v1.PauseQueueRequest\x1a\x1e.ingestq.v1.PauseQueueResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
@@ -2418,7 +3527,12 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"RequeueJob\x12\x1d.ingestq.v1.RequeueJobRequest\x1a\x1e.ingestq.v1.RequeueJobResponse\"\x04\x88\xb5\x18\x01\x12`\n" +
 	"\x0fReprioritizeJob\x12\".ingestq.v1.ReprioritizeJobRequest\x1a#.ingestq.v1.ReprioritizeJobResponse\"\x04\x88\xb5\x18\x01\x12N\n" +
-	"\tDeleteJob\x12\x1c.ingestq.v1.DeleteJobRequest\x1a\x1d.ingestq.v1.DeleteJobResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
+	"\tDeleteJob\x12\x1c.ingestq.v1.DeleteJobRequest\x1a\x1d.ingestq.v1.DeleteJobResponse\"\x04\x88\xb5\x18\x01\x12Q\n" +
+	"\n" +
+	"SearchJobs\x12\x1d.ingestq.v1.SearchJobsRequest\x1a\x1e.ingestq.v1.SearchJobsResponse\"\x04\x88\xb5\x18\x01\x12Q\n" +
+	"\n" +
+	"BulkAction\x12\x1d.ingestq.v1.BulkActionRequest\x1a\x1e.ingestq.v1.BulkActionResponse\"\x04\x88\xb5\x18\x01\x12Z\n" +
+	"\rGetAggregates\x12 .ingestq.v1.GetAggregatesRequest\x1a!.ingestq.v1.GetAggregatesResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
 	"\vListWorkers\x12\x1e.ingestq.v1.ListWorkersRequest\x1a\x1f.ingestq.v1.ListWorkersResponse\"\x04\x88\xb5\x18\x01\x12?\n" +
 	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
 
@@ -2434,126 +3548,165 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_ingestq_v1_admin_service_proto_rawDescData
 }
 
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
-	(*PauseQueueRequest)(nil),         // 0: ingestq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),        // 1: ingestq.v1.PauseQueueResponse
-	(*UnpauseQueueRequest)(nil),       // 2: ingestq.v1.UnpauseQueueRequest
-	(*UnpauseQueueResponse)(nil),      // 3: ingestq.v1.UnpauseQueueResponse
-	(*GetQueueRequest)(nil),           // 4: ingestq.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),          // 5: ingestq.v1.GetQueueResponse
-	(*HoldCollectionRequest)(nil),     // 6: ingestq.v1.HoldCollectionRequest
-	(*HoldCollectionResponse)(nil),    // 7: ingestq.v1.HoldCollectionResponse
-	(*ReleaseCollectionRequest)(nil),  // 8: ingestq.v1.ReleaseCollectionRequest
-	(*ReleaseCollectionResponse)(nil), // 9: ingestq.v1.ReleaseCollectionResponse
-	(*ReleaseBatchRequest)(nil),       // 10: ingestq.v1.ReleaseBatchRequest
-	(*ReleaseBatchResponse)(nil),      // 11: ingestq.v1.ReleaseBatchResponse
-	(*UpdateReportBatchRequest)(nil),  // 12: ingestq.v1.UpdateReportBatchRequest
-	(*UpdateReportBatchResponse)(nil), // 13: ingestq.v1.UpdateReportBatchResponse
-	(*DeleteBatchRequest)(nil),        // 14: ingestq.v1.DeleteBatchRequest
-	(*DeleteBatchResponse)(nil),       // 15: ingestq.v1.DeleteBatchResponse
-	(*CleanupBatchesRequest)(nil),     // 16: ingestq.v1.CleanupBatchesRequest
-	(*CleanupBatchesResponse)(nil),    // 17: ingestq.v1.CleanupBatchesResponse
-	(*GetBatchRequest)(nil),           // 18: ingestq.v1.GetBatchRequest
-	(*GetBatchResponse)(nil),          // 19: ingestq.v1.GetBatchResponse
-	(*ListBatchesRequest)(nil),        // 20: ingestq.v1.ListBatchesRequest
-	(*ListBatchesResponse)(nil),       // 21: ingestq.v1.ListBatchesResponse
-	(*GetJobRequest)(nil),             // 22: ingestq.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 23: ingestq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),           // 24: ingestq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 25: ingestq.v1.ListJobsResponse
-	(*HoldJobRequest)(nil),            // 26: ingestq.v1.HoldJobRequest
-	(*HoldJobResponse)(nil),           // 27: ingestq.v1.HoldJobResponse
-	(*ReleaseJobRequest)(nil),         // 28: ingestq.v1.ReleaseJobRequest
-	(*ReleaseJobResponse)(nil),        // 29: ingestq.v1.ReleaseJobResponse
-	(*FailJobRequest)(nil),            // 30: ingestq.v1.FailJobRequest
-	(*FailJobResponse)(nil),           // 31: ingestq.v1.FailJobResponse
-	(*RequeueJobRequest)(nil),         // 32: ingestq.v1.RequeueJobRequest
-	(*RequeueJobResponse)(nil),        // 33: ingestq.v1.RequeueJobResponse
-	(*ReprioritizeJobRequest)(nil),    // 34: ingestq.v1.ReprioritizeJobRequest
-	(*ReprioritizeJobResponse)(nil),   // 35: ingestq.v1.ReprioritizeJobResponse
-	(*DeleteJobRequest)(nil),          // 36: ingestq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),         // 37: ingestq.v1.DeleteJobResponse
-	(*ListWorkersRequest)(nil),        // 38: ingestq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),       // 39: ingestq.v1.ListWorkersResponse
-	(*FsckRequest)(nil),               // 40: ingestq.v1.FsckRequest
-	(*FsckDamage)(nil),                // 41: ingestq.v1.FsckDamage
-	(*FsckResponse)(nil),              // 42: ingestq.v1.FsckResponse
-	nil,                               // 43: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	(*WorkerInfo)(nil),                // 44: ingestq.v1.WorkerInfo
-	(*Batch)(nil),                     // 45: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),       // 46: google.protobuf.Duration
-	(BatchState)(0),                   // 47: ingestq.v1.BatchState
-	(*Job)(nil),                       // 48: ingestq.v1.Job
-	(JobState)(0),                     // 49: ingestq.v1.JobState
+	(BulkVerb)(0),                     // 0: ingestq.v1.BulkVerb
+	(*PauseQueueRequest)(nil),         // 1: ingestq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),        // 2: ingestq.v1.PauseQueueResponse
+	(*UnpauseQueueRequest)(nil),       // 3: ingestq.v1.UnpauseQueueRequest
+	(*UnpauseQueueResponse)(nil),      // 4: ingestq.v1.UnpauseQueueResponse
+	(*GetQueueRequest)(nil),           // 5: ingestq.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),          // 6: ingestq.v1.GetQueueResponse
+	(*HoldCollectionRequest)(nil),     // 7: ingestq.v1.HoldCollectionRequest
+	(*HoldCollectionResponse)(nil),    // 8: ingestq.v1.HoldCollectionResponse
+	(*ReleaseCollectionRequest)(nil),  // 9: ingestq.v1.ReleaseCollectionRequest
+	(*ReleaseCollectionResponse)(nil), // 10: ingestq.v1.ReleaseCollectionResponse
+	(*ReleaseBatchRequest)(nil),       // 11: ingestq.v1.ReleaseBatchRequest
+	(*ReleaseBatchResponse)(nil),      // 12: ingestq.v1.ReleaseBatchResponse
+	(*UpdateReportBatchRequest)(nil),  // 13: ingestq.v1.UpdateReportBatchRequest
+	(*UpdateReportBatchResponse)(nil), // 14: ingestq.v1.UpdateReportBatchResponse
+	(*DeleteBatchRequest)(nil),        // 15: ingestq.v1.DeleteBatchRequest
+	(*DeleteBatchResponse)(nil),       // 16: ingestq.v1.DeleteBatchResponse
+	(*CleanupBatchesRequest)(nil),     // 17: ingestq.v1.CleanupBatchesRequest
+	(*CleanupBatchesResponse)(nil),    // 18: ingestq.v1.CleanupBatchesResponse
+	(*GetBatchRequest)(nil),           // 19: ingestq.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),          // 20: ingestq.v1.GetBatchResponse
+	(*ListBatchesRequest)(nil),        // 21: ingestq.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),       // 22: ingestq.v1.ListBatchesResponse
+	(*GetJobRequest)(nil),             // 23: ingestq.v1.GetJobRequest
+	(*GetJobResponse)(nil),            // 24: ingestq.v1.GetJobResponse
+	(*ListJobsRequest)(nil),           // 25: ingestq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),          // 26: ingestq.v1.ListJobsResponse
+	(*HoldJobRequest)(nil),            // 27: ingestq.v1.HoldJobRequest
+	(*HoldJobResponse)(nil),           // 28: ingestq.v1.HoldJobResponse
+	(*ReleaseJobRequest)(nil),         // 29: ingestq.v1.ReleaseJobRequest
+	(*ReleaseJobResponse)(nil),        // 30: ingestq.v1.ReleaseJobResponse
+	(*FailJobRequest)(nil),            // 31: ingestq.v1.FailJobRequest
+	(*FailJobResponse)(nil),           // 32: ingestq.v1.FailJobResponse
+	(*RequeueJobRequest)(nil),         // 33: ingestq.v1.RequeueJobRequest
+	(*RequeueJobResponse)(nil),        // 34: ingestq.v1.RequeueJobResponse
+	(*ReprioritizeJobRequest)(nil),    // 35: ingestq.v1.ReprioritizeJobRequest
+	(*ReprioritizeJobResponse)(nil),   // 36: ingestq.v1.ReprioritizeJobResponse
+	(*DeleteJobRequest)(nil),          // 37: ingestq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),         // 38: ingestq.v1.DeleteJobResponse
+	(*ListWorkersRequest)(nil),        // 39: ingestq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),       // 40: ingestq.v1.ListWorkersResponse
+	(*FsckRequest)(nil),               // 41: ingestq.v1.FsckRequest
+	(*FsckDamage)(nil),                // 42: ingestq.v1.FsckDamage
+	(*FsckResponse)(nil),              // 43: ingestq.v1.FsckResponse
+	(*JobFilter)(nil),                 // 44: ingestq.v1.JobFilter
+	(*SearchJobsRequest)(nil),         // 45: ingestq.v1.SearchJobsRequest
+	(*SearchJobsResponse)(nil),        // 46: ingestq.v1.SearchJobsResponse
+	(*BulkActionRequest)(nil),         // 47: ingestq.v1.BulkActionRequest
+	(*BulkJobResult)(nil),             // 48: ingestq.v1.BulkJobResult
+	(*BulkActionResponse)(nil),        // 49: ingestq.v1.BulkActionResponse
+	(*GetAggregatesRequest)(nil),      // 50: ingestq.v1.GetAggregatesRequest
+	(*StateTally)(nil),                // 51: ingestq.v1.StateTally
+	(*BatchTally)(nil),                // 52: ingestq.v1.BatchTally
+	(*CollectionTally)(nil),           // 53: ingestq.v1.CollectionTally
+	(*EndedTally)(nil),                // 54: ingestq.v1.EndedTally
+	(*GetAggregatesResponse)(nil),     // 55: ingestq.v1.GetAggregatesResponse
+	nil,                               // 56: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	(*WorkerInfo)(nil),                // 57: ingestq.v1.WorkerInfo
+	(*Batch)(nil),                     // 58: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),       // 59: google.protobuf.Duration
+	(BatchState)(0),                   // 60: ingestq.v1.BatchState
+	(*Job)(nil),                       // 61: ingestq.v1.Job
+	(JobState)(0),                     // 62: ingestq.v1.JobState
+	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	43, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	44, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	45, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	45, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	46, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	45, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	47, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	45, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	48, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	49, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	48, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	48, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	48, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	48, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	49, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	48, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	48, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	44, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	41, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	0,  // 19: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	2,  // 20: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	4,  // 21: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	6,  // 22: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	8,  // 23: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	10, // 24: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	12, // 25: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	14, // 26: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	16, // 27: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	18, // 28: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	20, // 29: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	22, // 30: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	24, // 31: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	26, // 32: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	28, // 33: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	30, // 34: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	32, // 35: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	34, // 36: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	36, // 37: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	38, // 38: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	40, // 39: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	1,  // 40: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	3,  // 41: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	5,  // 42: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	7,  // 43: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	9,  // 44: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	11, // 45: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	13, // 46: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	15, // 47: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	17, // 48: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	19, // 49: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	21, // 50: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	23, // 51: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	25, // 52: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	27, // 53: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	29, // 54: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	31, // 55: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	33, // 56: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	35, // 57: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	37, // 58: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	39, // 59: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	42, // 60: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	40, // [40:61] is the sub-list for method output_type
-	19, // [19:40] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	56, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	57, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	58, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	58, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	59, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	58, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	60, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	58, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	61, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	62, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	61, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	61, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	61, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	61, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	62, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	61, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	61, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	57, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	42, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	62, // 19: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	62, // 20: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	63, // 21: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	63, // 22: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	44, // 23: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
+	61, // 24: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	0,  // 25: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
+	44, // 26: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
+	62, // 27: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	48, // 28: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
+	51, // 29: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	51, // 30: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	52, // 31: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	63, // 32: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	53, // 33: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	54, // 34: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	54, // 35: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	63, // 36: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	1,  // 37: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	3,  // 38: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	5,  // 39: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	7,  // 40: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	9,  // 41: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	11, // 42: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	13, // 43: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	15, // 44: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	17, // 45: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	19, // 46: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	21, // 47: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	23, // 48: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	25, // 49: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	27, // 50: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	29, // 51: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	31, // 52: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	33, // 53: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	35, // 54: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	37, // 55: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	45, // 56: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	47, // 57: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	50, // 58: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	39, // 59: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	41, // 60: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	2,  // 61: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	4,  // 62: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	6,  // 63: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	8,  // 64: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	10, // 65: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	12, // 66: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	14, // 67: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	16, // 68: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	18, // 69: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	20, // 70: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	22, // 71: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	24, // 72: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	26, // 73: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	28, // 74: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	30, // 75: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	32, // 76: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	34, // 77: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	36, // 78: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	38, // 79: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	46, // 80: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	49, // 81: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	55, // 82: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	40, // 83: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	43, // 84: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	61, // [61:85] is the sub-list for method output_type
+	37, // [37:61] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -2568,18 +3721,20 @@ func file_ingestq_v1_admin_service_proto_init() {
 		(*GetBatchRequest_BatchUuid)(nil),
 	}
 	file_ingestq_v1_admin_service_proto_msgTypes[34].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   44,
+			NumEnums:      1,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_ingestq_v1_admin_service_proto_goTypes,
 		DependencyIndexes: file_ingestq_v1_admin_service_proto_depIdxs,
+		EnumInfos:         file_ingestq_v1_admin_service_proto_enumTypes,
 		MessageInfos:      file_ingestq_v1_admin_service_proto_msgTypes,
 	}.Build()
 	File_ingestq_v1_admin_service_proto = out.File

@@ -38,6 +38,9 @@ const (
 	AdminService_RequeueJob_FullMethodName        = "/ingestq.v1.AdminService/RequeueJob"
 	AdminService_ReprioritizeJob_FullMethodName   = "/ingestq.v1.AdminService/ReprioritizeJob"
 	AdminService_DeleteJob_FullMethodName         = "/ingestq.v1.AdminService/DeleteJob"
+	AdminService_SearchJobs_FullMethodName        = "/ingestq.v1.AdminService/SearchJobs"
+	AdminService_BulkAction_FullMethodName        = "/ingestq.v1.AdminService/BulkAction"
+	AdminService_GetAggregates_FullMethodName     = "/ingestq.v1.AdminService/GetAggregates"
 	AdminService_ListWorkers_FullMethodName       = "/ingestq.v1.AdminService/ListWorkers"
 	AdminService_Fsck_FullMethodName              = "/ingestq.v1.AdminService/Fsck"
 )
@@ -102,13 +105,35 @@ type AdminServiceClient interface {
 	// FailJob fails a job that waits between steps.
 	FailJob(ctx context.Context, in *FailJobRequest, opts ...grpc.CallOption) (*FailJobResponse, error)
 	// RequeueJob resumes a failed job: at the state after its last
-	// successful one, or at the state named.
+	// successful one, or at the state named, which may not be past that one
+	// nor lack the nodes it needs (a store, an inventory): such a state is
+	// FailedPrecondition, naming the states the job may take.
 	RequeueJob(ctx context.Context, in *RequeueJobRequest, opts ...grpc.CallOption) (*RequeueJobResponse, error)
 	// ReprioritizeJob changes a live job's priority (0 first .. 99 last).
 	ReprioritizeJob(ctx context.Context, in *ReprioritizeJobRequest, opts ...grpc.CallOption) (*ReprioritizeJobResponse, error)
 	// DeleteJob removes a failed or held job and its working directory; a job
 	// whose batch is still open needs force.
 	DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error)
+	// SearchJobs finds jobs by what they hold (collection, profile,
+	// submitter, local id, ARK, status message, time of their last change,
+	// state, batch), by job id, a page at a time. It reads each candidate
+	// job's status, configuration and identifiers: at most max_scan jobs per
+	// call, continuing from next_page_token.
+	SearchJobs(ctx context.Context, in *SearchJobsRequest, opts ...grpc.CallOption) (*SearchJobsResponse, error)
+	// BulkAction requeues, holds, releases, fails, deletes or re-prioritises
+	// every job a filter matches, among the states the action applies to.
+	// With dry_run it only counts them and lists their ids. Each job is moved
+	// by the same fenced operation as the single action (RequeueJob, HoldJob
+	// ...), checked against its state at that moment, so calling again is
+	// safe: a job already moved no longer matches, or is refused alone. The
+	// answer says, per job, whether it moved and if not why.
+	BulkAction(ctx context.Context, in *BulkActionRequest, opts ...grpc.CallOption) (*BulkActionResponse, error)
+	// GetAggregates counts the queue's jobs by collection and state, with
+	// the space they need, each collection's by batch too, and the jobs that
+	// completed and failed per hour and per day (by the time of their last
+	// change, for jobs still in the queue: cleaned-up batches take theirs
+	// along). It reads every job, as a search does.
+	GetAggregates(ctx context.Context, in *GetAggregatesRequest, opts ...grpc.CallOption) (*GetAggregatesResponse, error)
 	// ListWorkers lists the stage replicas registered now.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 	// Fsck checks the whole tree against the ZooKeeper contract and, with
@@ -314,6 +339,36 @@ func (c *adminServiceClient) DeleteJob(ctx context.Context, in *DeleteJobRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) SearchJobs(ctx context.Context, in *SearchJobsRequest, opts ...grpc.CallOption) (*SearchJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchJobsResponse)
+	err := c.cc.Invoke(ctx, AdminService_SearchJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) BulkAction(ctx context.Context, in *BulkActionRequest, opts ...grpc.CallOption) (*BulkActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BulkActionResponse)
+	err := c.cc.Invoke(ctx, AdminService_BulkAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetAggregates(ctx context.Context, in *GetAggregatesRequest, opts ...grpc.CallOption) (*GetAggregatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAggregatesResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetAggregates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListWorkersResponse)
@@ -394,13 +449,35 @@ type AdminServiceServer interface {
 	// FailJob fails a job that waits between steps.
 	FailJob(context.Context, *FailJobRequest) (*FailJobResponse, error)
 	// RequeueJob resumes a failed job: at the state after its last
-	// successful one, or at the state named.
+	// successful one, or at the state named, which may not be past that one
+	// nor lack the nodes it needs (a store, an inventory): such a state is
+	// FailedPrecondition, naming the states the job may take.
 	RequeueJob(context.Context, *RequeueJobRequest) (*RequeueJobResponse, error)
 	// ReprioritizeJob changes a live job's priority (0 first .. 99 last).
 	ReprioritizeJob(context.Context, *ReprioritizeJobRequest) (*ReprioritizeJobResponse, error)
 	// DeleteJob removes a failed or held job and its working directory; a job
 	// whose batch is still open needs force.
 	DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error)
+	// SearchJobs finds jobs by what they hold (collection, profile,
+	// submitter, local id, ARK, status message, time of their last change,
+	// state, batch), by job id, a page at a time. It reads each candidate
+	// job's status, configuration and identifiers: at most max_scan jobs per
+	// call, continuing from next_page_token.
+	SearchJobs(context.Context, *SearchJobsRequest) (*SearchJobsResponse, error)
+	// BulkAction requeues, holds, releases, fails, deletes or re-prioritises
+	// every job a filter matches, among the states the action applies to.
+	// With dry_run it only counts them and lists their ids. Each job is moved
+	// by the same fenced operation as the single action (RequeueJob, HoldJob
+	// ...), checked against its state at that moment, so calling again is
+	// safe: a job already moved no longer matches, or is refused alone. The
+	// answer says, per job, whether it moved and if not why.
+	BulkAction(context.Context, *BulkActionRequest) (*BulkActionResponse, error)
+	// GetAggregates counts the queue's jobs by collection and state, with
+	// the space they need, each collection's by batch too, and the jobs that
+	// completed and failed per hour and per day (by the time of their last
+	// change, for jobs still in the queue: cleaned-up batches take theirs
+	// along). It reads every job, as a search does.
+	GetAggregates(context.Context, *GetAggregatesRequest) (*GetAggregatesResponse, error)
 	// ListWorkers lists the stage replicas registered now.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	// Fsck checks the whole tree against the ZooKeeper contract and, with
@@ -472,6 +549,15 @@ func (UnimplementedAdminServiceServer) ReprioritizeJob(context.Context, *Reprior
 }
 func (UnimplementedAdminServiceServer) DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteJob not implemented")
+}
+func (UnimplementedAdminServiceServer) SearchJobs(context.Context, *SearchJobsRequest) (*SearchJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchJobs not implemented")
+}
+func (UnimplementedAdminServiceServer) BulkAction(context.Context, *BulkActionRequest) (*BulkActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BulkAction not implemented")
+}
+func (UnimplementedAdminServiceServer) GetAggregates(context.Context, *GetAggregatesRequest) (*GetAggregatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAggregates not implemented")
 }
 func (UnimplementedAdminServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
@@ -842,6 +928,60 @@ func _AdminService_DeleteJob_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_SearchJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SearchJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SearchJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SearchJobs(ctx, req.(*SearchJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_BulkAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BulkActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).BulkAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_BulkAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).BulkAction(ctx, req.(*BulkActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetAggregates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAggregatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetAggregates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetAggregates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetAggregates(ctx, req.(*GetAggregatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListWorkersRequest)
 	if err := dec(in); err != nil {
@@ -960,6 +1100,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteJob",
 			Handler:    _AdminService_DeleteJob_Handler,
+		},
+		{
+			MethodName: "SearchJobs",
+			Handler:    _AdminService_SearchJobs_Handler,
+		},
+		{
+			MethodName: "BulkAction",
+			Handler:    _AdminService_BulkAction_Handler,
+		},
+		{
+			MethodName: "GetAggregates",
+			Handler:    _AdminService_GetAggregates_Handler,
 		},
 		{
 			MethodName: "ListWorkers",

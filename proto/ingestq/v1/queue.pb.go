@@ -993,7 +993,7 @@ type JobConfiguration struct {
 	ResponseType   string                 `protobuf:"bytes,5,opt,name=response_type,json=responseType,proto3" json:"response_type,omitempty"`                                       // response_type
 	SubmissionMode SubmissionMode         `protobuf:"varint,6,opt,name=submission_mode,json=submissionMode,proto3,enum=ingestq.v1.SubmissionMode" json:"submission_mode,omitempty"` // submission_mode
 	WorkingDir     string                 `protobuf:"bytes,7,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`                                             // working_dir
-	BatchId        string                 `protobuf:"bytes,8,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`                                                      // batch_id: the owning bid, as the seeds write it
+	BatchId        string                 `protobuf:"bytes,8,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`                                                      // batch_id: the owning bid
 	// Position of the job in its batch's payload (0-based); lets a second
 	// batcher finish a half-spawned batch without duplicating jobs.
 	BatchEntry    int32  `protobuf:"varint,9,opt,name=batch_entry,json=batchEntry,proto3" json:"batch_entry,omitempty"` // batch_entry (ingestq)
@@ -1641,10 +1641,13 @@ type WorkerInfo struct {
 	Heartbeat *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
 	InFlight  []*InFlightJob         `protobuf:"bytes,8,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	// Jobs handled since start, by outcome (advanced, failed, released, retried, fenced).
-	Outcomes      map[string]int64 `protobuf:"bytes,9,rep,name=outcomes,proto3" json:"outcomes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Paused        bool             `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
-	Draining      bool             `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"`
-	Concurrency   int32            `protobuf:"varint,12,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	Outcomes    map[string]int64 `protobuf:"bytes,9,rep,name=outcomes,proto3" json:"outcomes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Paused      bool             `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	Draining    bool             `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"`
+	Concurrency int32            `protobuf:"varint,12,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// address is where other processes reach the replica's gRPC server, its
+	// StageService among them (INGESTQ_ADVERTISE_ADDR); empty: not known.
+	Address       string `protobuf:"bytes,13,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1761,6 +1764,13 @@ func (x *WorkerInfo) GetConcurrency() int32 {
 		return x.Concurrency
 	}
 	return 0
+}
+
+func (x *WorkerInfo) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 var File_ingestq_v1_queue_proto protoreflect.FileDescriptor
@@ -1892,7 +1902,7 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\vInFlightJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x120\n" +
-	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xf5\x03\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x8f\x04\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1907,7 +1917,8 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x06paused\x18\n" +
 	" \x01(\bR\x06paused\x12\x1a\n" +
 	"\bdraining\x18\v \x01(\bR\bdraining\x12 \n" +
-	"\vconcurrency\x18\f \x01(\x05R\vconcurrency\x1a;\n" +
+	"\vconcurrency\x18\f \x01(\x05R\vconcurrency\x12\x18\n" +
+	"\aaddress\x18\r \x01(\tR\aaddress\x1a;\n" +
 	"\rOutcomesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\xc7\x02\n" +

@@ -94,7 +94,7 @@ func SpawnN(t testing.TB, q *queue.Client, jobs []queue.NewJob, to queue.JobStat
 	}
 	for _, jid := range jids {
 		for _, s := range steps {
-			Move(t, q, jid, queue.Change{To: s})
+			Move(t, q, jid, WithProducts(queue.Change{To: s}))
 		}
 	}
 	return jids
@@ -116,6 +116,23 @@ func pathTo(t testing.TB, to queue.JobState) []queue.JobState {
 	}
 	t.Fatalf("queuetest: a new job cannot be walked to %s: it is not on the successful path", queue.JobStateName(to))
 	return nil
+}
+
+// WithProducts adds to a step what the pipeline's step writes with it:
+// processing's store on the move to Storing, storing's inventory on the
+// move to Recording (what a requeue to those states, and fsck, look for).
+func WithProducts(ch queue.Change) queue.Change {
+	switch ch.To {
+	case queue.Storing:
+		if ch.Store == nil {
+			ch.Store = &v1.Store{ManifestUrl: "file:///store/manifest.checkm", Mode: "add"}
+		}
+	case queue.Recording:
+		if ch.Inventory == nil {
+			ch.Inventory = &v1.Inventory{ManifestUrl: "file:///store/manifest.checkm", Mode: "add", Version: 1}
+		}
+	}
+	return ch
 }
 
 // Move claims a job by id, as an admin would, and commits ch.

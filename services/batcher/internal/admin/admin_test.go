@@ -215,8 +215,8 @@ func TestEveryAdminMethodNeedsTheAdminToken(t *testing.T) {
 	f := newFixture(t)
 	sd := v1.File_ingestq_v1_admin_service_proto.Services().ByName("AdminService")
 	methods := sd.Methods()
-	if methods.Len() != 21 {
-		t.Errorf("AdminService has %d methods, this test expects 21", methods.Len())
+	if methods.Len() != 24 {
+		t.Errorf("AdminService has %d methods, this test expects 24", methods.Len())
 	}
 	for i := range methods.Len() {
 		m := methods.Get(i)
@@ -527,9 +527,12 @@ func TestJobActionsAndTheirRefusals(t *testing.T) {
 	if err != nil || fj.GetJob().GetStatus().GetStatus() != queue.Failed {
 		t.Fatalf("FailJob: %v %v", fj, err)
 	}
-	rq, err := f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: jids[2], State: queue.Downloading})
-	if err != nil || rq.GetJob().GetStatus().GetStatus() != queue.Downloading || rq.GetJob().GetStatus().GetRetryCount() != 1 {
-		t.Fatalf("RequeueJob to Downloading: %v %v", rq, err)
+	// It never got past Pending: Downloading would find no file list.
+	_, err = f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: jids[2], State: queue.Downloading})
+	wantStatus(t, err, codes.FailedPrecondition, "cannot be requeued to Downloading", "it may be requeued to Pending, Estimating")
+	rq, err := f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: jids[2], State: queue.Estimating})
+	if err != nil || rq.GetJob().GetStatus().GetStatus() != queue.Estimating || rq.GetJob().GetStatus().GetRetryCount() != 1 {
+		t.Fatalf("RequeueJob to Estimating: %v %v", rq, err)
 	}
 
 	// A job a consumer holds.
@@ -552,7 +555,7 @@ func TestJobActionsAndTheirRefusals(t *testing.T) {
 		{"hold a job that is not pending", func() error {
 			_, err := f.admin.HoldJob(f.ctx, &v1.HoldJobRequest{JobId: jids[2]})
 			return err
-		}, codes.FailedPrecondition, []string{jids[2], "is Downloading, not Pending"}},
+		}, codes.FailedPrecondition, []string{jids[2], "is Estimating, not Pending"}},
 		{"release a job that is not held", func() error {
 			_, err := f.admin.ReleaseJob(f.ctx, &v1.ReleaseJobRequest{JobId: jids[1]})
 			return err
@@ -713,7 +716,7 @@ func TestRequeueJobResumesAJobThatFailedInStoringAtStoring(t *testing.T) {
 	for _, jid := range jids {
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 			queue.Storing, queue.Failed} {
-			queuetest.Move(t, f.q, jid, queue.Change{To: to, Message: "store full"})
+			queuetest.Move(t, f.q, jid, queuetest.WithProducts(queue.Change{To: to, Message: "store full"}))
 		}
 	}
 	after, err := f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: jids[0]})

@@ -21,6 +21,11 @@ func TestReadOnlyConsoleShowsButRefusesEveryAction(t *testing.T) {
 	f.fail(jids[0], "broken")
 	wantBody(t, f.get("/"), `<span class="badge readonly"`)
 	wantBody(t, f.get("/signin"), "nothing to sign in to")
+	// The fsck page says what the admin API does without a token: it runs
+	// Fsck for anyone, where the console runs none.
+	fsckPage := f.get("/fsck")
+	wantBody(t, fsckPage, "ingestq.v1.AdminService/Fsck", "for anyone who reaches the batcher")
+	wantNot(t, fsckPage, "only for a signed-in operator", `action="/fsck"`)
 	posts := []struct {
 		path string
 		form url.Values
@@ -32,6 +37,7 @@ func TestReadOnlyConsoleShowsButRefusesEveryAction(t *testing.T) {
 		{"/jobs/" + jids[0] + "/delete", url.Values{"confirmed": {"1"}}},
 		{"/batches/" + bid + "/delete", url.Values{"confirmed": {"1"}}},
 		{"/fsck", url.Values{"repair": {"1"}}},
+		{"/bulk", url.Values{"verb": {"delete"}, "state": {"Failed"}, "confirmed": {"1"}}},
 		{"/signin", url.Values{"token": {"anything"}}},
 		{"/signout", nil},
 	}
@@ -111,7 +117,7 @@ func TestSignInGuardsPagesAndActions(t *testing.T) {
 
 	// Another console's session (another key), a session past its expiry
 	// and a tampered one are no sessions.
-	other, err := newAuth(testToken, time.Hour, f.q)
+	other, err := newAuth(testToken, nil, time.Hour, f.q)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -25,10 +27,12 @@ const (
 // and CSRF token of every request.
 //
 // The session cookie is "<expiry>.<id>.<mac>", mac = HMAC-SHA256(key,
-// expiry, id and the token's digest), key being random per process: the
-// cookie proves that its holder signed in here, says nothing about the
-// token itself (not even to an offline guesser), and ends with its expiry
-// and with the process. id names the sign-in in the session store (the
+// expiry, id and the token's digest), key being the one configured
+// (INGESTQ_CONSOLE_KEY_FILE, shared by the replicas) or random per process:
+// the cookie proves that its holder signed in to a console holding the key
+// and the token, says nothing about the token itself (not even to an
+// offline guesser), and ends with its expiry, with a change of token and,
+// for a random key, with the process. id names the sign-in in the session store (the
 // queue's ZooKeeper), which every batcher sharing the queue reads: signing
 // out removes it there, so a copy of the cookie grants nothing afterwards,
 // whichever batcher it is shown to.
@@ -48,10 +52,36 @@ type SessionStore interface {
 	EndConsoleSession(ctx context.Context, id string) error
 }
 
-func newAuth(token string, ttl time.Duration, sessions SessionStore) (*auth, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("console: session key: %w", err)
+// MinSessionKeyBytes is the shortest session key accepted: as long as the
+// HMAC's own output, so that the key is no easier to guess than a MAC.
+const MinSessionKeyBytes = sha256.Size
+
+// ReadSessionKey reads a session key from a file (a Kubernetes secret mounted
+// as one, say): its content, less the whitespace around it that editors and
+// `echo` add, of at least MinSessionKeyBytes bytes (`openssl rand -base64 48`
+// makes one).
+func ReadSessionKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the console's session key: %w", err)
+	}
+	key := bytes.TrimSpace(b)
+	if len(key) < MinSessionKeyBytes {
+		return nil, fmt.Errorf("%s holds %d bytes: a session key needs at least %d (openssl rand -base64 48 makes one)",
+			path, len(key), MinSessionKeyBytes)
+	}
+	return key, nil
+}
+
+func newAuth(token string, key []byte, ttl time.Duration, sessions SessionStore) (*auth, error) {
+	switch {
+	case key == nil:
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("console: session key: %w", err)
+		}
+	case len(key) < MinSessionKeyBytes:
+		return nil, fmt.Errorf("console: a session key of %d bytes: at least %d needed", len(key), MinSessionKeyBytes)
 	}
 	return &auth{tokenDigest: sha256.Sum256([]byte(token)), key: key, ttl: ttl, sessions: sessions}, nil
 }

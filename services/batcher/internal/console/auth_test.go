@@ -3,6 +3,8 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,9 +82,9 @@ func copySession(t *testing.T, f *fixture) replay {
 // recorded in ZooKeeper, not in one process.
 func TestACookieCopiedBeforeSignOutGrantsNothingAfterwards(t *testing.T) {
 	root := zktest.Root(t)
-	a := newFixtureAt(t, testToken, root)
-	b := newFixtureAt(t, testToken, root)
-	b.con.auth.key = a.con.auth.key
+	key := []byte(strings.Repeat("k", MinSessionKeyBytes))
+	a := newFixtureKeyed(t, testToken, root, key)
+	b := newFixtureKeyed(t, testToken, root, key)
 
 	t.Run("signed out where it signed in", func(t *testing.T) {
 		copied := copySession(t, a)
@@ -112,4 +114,58 @@ func TestACookieCopiedBeforeSignOutGrantsNothingAfterwards(t *testing.T) {
 			t.Errorf("after sign-out on the other batcher the cookie still grants %v here", got)
 		}
 	})
+}
+
+// TestASharedSessionKeyCarriesASignInAcrossReplicasAndRestarts signs in on
+// one console and shows the cookie to another of the same queue: with the
+// same key (INGESTQ_CONSOLE_KEY_FILE) the other accepts it, as does a
+// console started afresh with that key; with keys of their own (no file)
+// each accepts only its own sessions, as before.
+func TestASharedSessionKeyCarriesASignInAcrossReplicasAndRestarts(t *testing.T) {
+	root := zktest.Root(t)
+	keyFile := filepath.Join(t.TempDir(), "console-key")
+	if err := os.WriteFile(keyFile, []byte("  "+strings.Repeat("s", 48)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ReadSessionKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newFixtureKeyed(t, testToken, root, key)
+	b := newFixtureKeyed(t, testToken, root, key)
+	copied := copySession(t, a)
+	if got := (replay{f: b, cookie: copied.cookie, csrf: copied.csrf}).grants(t); len(got) != 3 {
+		t.Errorf("a replica with the same key grants %v of the session, want all 3", got)
+	}
+	a.srv.Close()
+	restarted := newFixtureKeyed(t, testToken, root, key)
+	if got := (replay{f: restarted, cookie: copied.cookie, csrf: copied.csrf}).grants(t); len(got) != 3 {
+		t.Errorf("a console restarted with the same key grants %v of the session, want all 3", got)
+	}
+
+	own := newFixtureAt(t, testToken, root)
+	other := newFixtureAt(t, testToken, root)
+	mine := copySession(t, own)
+	if got := mine.grants(t); len(got) != 3 {
+		t.Fatalf("a console with a key of its own grants %v of its own session", got)
+	}
+	if got := (replay{f: other, cookie: mine.cookie, csrf: mine.csrf}).grants(t); len(got) != 0 {
+		t.Errorf("without a shared key another console grants %v of the session, want nothing", got)
+	}
+}
+
+func TestASessionKeyFileMustHoldAKey(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("too short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		short:                         "holds 9 bytes: a session key needs at least 32",
+		filepath.Join(dir, "missing"): "reading the console's session key",
+	} {
+		if _, err := ReadSessionKey(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadSessionKey(%s): %v, want an error saying %q", filepath.Base(path), err, want)
+		}
+	}
 }

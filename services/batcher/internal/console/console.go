@@ -7,7 +7,7 @@
 // Without an admin token the console is read-only. With one, an operator
 // signs in by entering it once; every state-changing request is then a POST
 // carrying a CSRF token. Pages work without JavaScript; a small script
-// (static/console.js) asks before the actions the seeds warn about and keeps
+// (static/console.js) asks before the deletions that need a warning and keeps
 // the figures of an open page current by polling a JSON endpoint.
 package console
 
@@ -52,6 +52,16 @@ type Options struct {
 	Token string
 	// Sessions keeps the sign-ins (the queue); required with a Token.
 	Sessions SessionStore
+	// SessionKey signs the session cookies (ReadSessionKey reads it from
+	// INGESTQ_CONSOLE_KEY_FILE): every console given the same key accepts
+	// the sessions the others made, so a sign-in holds whichever replica
+	// a request reaches and across restarts. Nil: a random key of this
+	// process, whose sessions end with it and hold on it alone.
+	SessionKey []byte
+	// StageCredentials dial the stage replicas' StageService for the
+	// workers table's controls (plaintext: insecure.NewCredentials()); nil
+	// turns the controls off.
+	StageCredentials StageCredentials
 	// Logger receives one line per action and per failed request.
 	Logger *slog.Logger
 	// SessionTTL is how long a sign-in lasts (default 12h).
@@ -71,9 +81,12 @@ type Console struct {
 	log     *slog.Logger
 	timeout time.Duration
 	poll    time.Duration
+	pages   map[string]*template.Template
+	// stageCreds and stageToken reach the stage replicas (nil: controls off).
+	stageCreds StageCredentials
+	stageToken string
 	// traceURL is Options.TraceURL.
 	traceURL string
-	pages    map[string]*template.Template
 	handler  http.Handler
 }
 
@@ -86,17 +99,19 @@ func New(opts Options) (*Console, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Console{
-		admin:    opts.Admin,
-		log:      opts.Logger,
-		timeout:  orDefault(opts.RequestTimeout, DefaultRequestTimeout),
-		poll:     orDefault(opts.Poll, DefaultPoll),
-		traceURL: opts.TraceURL,
+		admin:      opts.Admin,
+		log:        opts.Logger,
+		timeout:    orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		poll:       orDefault(opts.Poll, DefaultPoll),
+		stageCreds: opts.StageCredentials,
+		stageToken: opts.Token,
+		traceURL:   opts.TraceURL,
 	}
 	if opts.Token != "" {
 		if opts.Sessions == nil {
 			return nil, errors.New("console: a token needs a session store")
 		}
-		a, err := newAuth(opts.Token, orDefault(opts.SessionTTL, DefaultSessionTTL), opts.Sessions)
+		a, err := newAuth(opts.Token, opts.SessionKey, orDefault(opts.SessionTTL, DefaultSessionTTL), opts.Sessions)
 		if err != nil {
 			return nil, err
 		}
@@ -142,6 +157,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /jobs", c.page(c.jobsPage))
 	mux.HandleFunc("GET /jobs/{jid}", c.page(c.jobPage))
 	mux.HandleFunc("GET /fsck", c.page(c.fsckPage))
+	mux.HandleFunc("GET /collections", c.page(c.collectionsPage))
 
 	mux.HandleFunc("GET /api/queue", c.api(c.liveQueue))
 	mux.HandleFunc("GET /api/batches/{bid}", c.api(c.liveBatch))
@@ -152,6 +168,8 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /batches/{bid}/{action}", c.action(c.batchAction))
 	mux.HandleFunc("POST /jobs/{jid}/{action}", c.action(c.jobAction))
 	mux.HandleFunc("POST /fsck", c.action(c.fsck))
+	mux.HandleFunc("POST /bulk", c.action(c.bulk))
+	mux.HandleFunc("POST /workers/{id}/{action}", c.action(c.workerAction))
 	return c.secure(mux)
 }
 

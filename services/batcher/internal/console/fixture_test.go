@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -61,6 +62,26 @@ func newFixture(t *testing.T, token string) *fixture {
 // ZooKeeper connection of its own: another batcher of that queue.
 func newFixtureAt(t *testing.T, token, root string) *fixture {
 	t.Helper()
+	return newFixtureKeyed(t, token, root, nil)
+}
+
+// newFixtureKeyed is newFixtureAt with a session key (nil: a random one).
+func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
+	t.Helper()
+	return newFixtureOpts(t, token, root, Options{SessionKey: key})
+}
+
+// newFixtureWith is newFixture with stage credentials: the workers
+// table's controls on.
+func newFixtureWith(t *testing.T, token string, creds StageCredentials) *fixture {
+	t.Helper()
+	return newFixtureOpts(t, token, zktest.Root(t), Options{StageCredentials: creds})
+}
+
+// newFixtureOpts starts a console with opts (their admin, token, sessions
+// and logger set here).
+func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -83,8 +104,9 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	if f.con, err = New(Options{Admin: f.admin, Token: token, Sessions: f.q, Logger: log,
-		TraceURL: "https://tracing.example/trace/{trace_id}"}); err != nil {
+	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, f.q, log
+	opts.TraceURL = "https://tracing.example/trace/{trace_id}"
+	if f.con, err = New(opts); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.con)
@@ -233,7 +255,7 @@ func (f *fixture) move(jid, message string, states ...queue.JobState) {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		ch := queue.Change{To: to}
+		ch := queuetest.WithProducts(queue.Change{To: to})
 		if i == len(states)-1 {
 			ch.Message = message
 		}

@@ -16,6 +16,7 @@ import (
 var templateFuncs = template.FuncMap{
 	"jobURL":      jobURL,
 	"batchURL":    batchURL,
+	"workerURL":   workerURL,
 	"payloadType": queue.PayloadTypeName,
 	"lower":       strings.ToLower,
 	"join":        strings.Join,

@@ -46,6 +46,8 @@ type queueView struct {
 	Held    []string           `json:"held_collections"`
 	Workers []workerView       `json:"workers"`
 	AsOf    string             `json:"as_of"`
+	// Controls: the console can reach the replicas (StageCredentials).
+	Controls bool `json:"-"`
 }
 
 type stateCount struct {
@@ -65,6 +67,7 @@ type workerView struct {
 	InFlight    []inFlightView `json:"in_flight"`
 	Heartbeat   string         `json:"heartbeat"`
 	Outcomes    string         `json:"outcomes"`
+	Address     string         `json:"address"`
 }
 
 type inFlightView struct {
@@ -124,7 +127,7 @@ func workerViews(workers []*v1.WorkerInfo, now time.Time) []workerView {
 		}
 		wv := workerView{Stage: w.GetStage(), ID: w.GetId(), Service: w.GetService(), Host: w.GetHost(), Version: w.GetVersion(),
 			State: state, Concurrency: w.GetConcurrency(), InFlight: []inFlightView{}, Heartbeat: ago(w.GetHeartbeat(), now),
-			Outcomes: strings.Join(outcomes, ", ")}
+			Outcomes: strings.Join(outcomes, ", "), Address: w.GetAddress()}
 		for _, j := range w.GetInFlight() {
 			wv.InFlight = append(wv.InFlight, inFlightView{JobID: j.GetJobId(), BatchID: j.GetBatchId(), Since: ago(j.GetSince(), now)})
 		}
@@ -143,7 +146,9 @@ func (c *Console) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.pageView(w, r, "Queue", "queue")
-	v.Data = newQueueView(resp, time.Now())
+	qv := newQueueView(resp, time.Now())
+	qv.Controls = c.stageCreds != nil
+	v.Data = qv
 	v.Live = "/api/queue"
 	c.render(w, r, http.StatusOK, "queue", v)
 }
@@ -218,7 +223,7 @@ func firstN(s []string, n, total int) ([]string, int) {
 	return s, max(total-len(s), 0)
 }
 
-// deleteBatchWarning is what the seeds say to weigh before deleting a
+// deleteBatchWarning is what an operator must weigh before deleting a
 // batch in its state; "" when no warning applies.
 func deleteBatchWarning(b *v1.Batch) string {
 	n := b.GetCounts().GetProcessing() + b.GetCounts().GetCompleted() + b.GetCounts().GetFailed() + b.GetCounts().GetDeleted()
@@ -424,17 +429,39 @@ type jobsView struct {
 	Batch  string
 	States []string
 	List   jobListView
+	// Form is the filter as given; Searching: it asks for more than a
+	// state or a batch, so the list comes from SearchJobs, by job id.
+	Form      filterForm
+	Searching bool
+	Scanned   int32
+	// Bulk: the bulk actions, offered for a filter of a signed-in operator.
+	Verbs        any
+	ResumeStates []string
 }
 
 func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	jv := jobsView{State: q.Get("state"), Batch: q.Get("batch")}
+	form := readFilterForm(q)
+	jv := jobsView{State: form.State, Batch: form.Batch, Form: form, Searching: form.searching(), Verbs: bulkVerbs}
 	for _, st := range queue.JobStates() {
 		jv.States = append(jv.States, queue.JobStateName(st))
+		if st != queue.Deleted && queue.CanMoveJob(queue.Failed, st) {
+			jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
+		}
 	}
 	size, err := pageSize(r)
 	if err != nil {
 		c.fail(w, r, err)
+		return
+	}
+	if jv.Searching {
+		if jv.List, jv.Scanned, err = c.searchJobs(r, form, size); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		v := c.pageView(w, r, "Jobs found", "jobs")
+		v.Data = jv
+		c.render(w, r, http.StatusOK, "jobs", v)
 		return
 	}
 	req := &v1.ListJobsRequest{BatchId: jv.Batch, PageSize: cmp.Or(size, jobPageSize), PageToken: q.Get("after")}
@@ -446,6 +473,7 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		req.State = st
 		jv.State = queue.JobStateName(st)
+		jv.Form.State = jv.State
 	}
 	resp, err := call(r.Context(), req, c.admin.ListJobs)
 	if err != nil {
@@ -549,8 +577,9 @@ func batchOpen(s queue.BatchState) bool {
 	return s != queue.BatchCompleted && s != queue.BatchFailed && s != queue.BatchDeleted
 }
 
-// jobDeleteWarning is the seeds' warning for deleting a job of an open
-// batch, or "" when the batch is closed (or unknown).
+// jobDeleteWarning is the warning for deleting a job of an open batch (its
+// depositor will never hear of it), or "" when the batch is closed (or
+// unknown).
 func jobDeleteWarning(jid, bid string, b *v1.Batch) string {
 	if b == nil || !batchOpen(b.GetStatus().GetStatus()) {
 		return ""

@@ -13,7 +13,7 @@ import (
 
 // pageNames are the pages; each is templates/<name>.html with the layout
 // and the shared parts.
-var pageNames = []string{"queue", "batches", "batch", "jobs", "job", "fsck", "signin", "confirm", "error"}
+var pageNames = []string{"queue", "batches", "batch", "jobs", "job", "fsck", "signin", "confirm", "error", "bulk", "collections"}
 
 func parsePages() (map[string]*template.Template, error) {
 	pages := make(map[string]*template.Template, len(pageNames))

@@ -68,6 +68,9 @@
     if (!tbody) {
       return;
     }
+    // The controls' forms, with this session's CSRF token, for a
+    // signed-in operator.
+    var controls = document.getElementById('worker-controls');
     var rows = document.createDocumentFragment();
     workers.forEach(function (w) {
       var tr = document.createElement('tr');
@@ -91,12 +94,25 @@
       });
       cell(tr, w.heartbeat);
       cell(tr, w.outcomes);
+      if (controls) {
+        var td = cell(tr);
+        if (w.address) {
+          var forms = controls.content.firstElementChild.cloneNode(true);
+          Array.prototype.forEach.call(forms.querySelectorAll('form[data-verb]'), function (f) {
+            f.action = '/workers/' + encodeURIComponent(w.id) + '/' + f.getAttribute('data-verb');
+            f.hidden = f.getAttribute('data-wstates').split(' ').indexOf(w.state) < 0;
+          });
+          td.appendChild(forms);
+        } else {
+          td.appendChild(small('no address registered'));
+        }
+      }
       rows.appendChild(tr);
     });
     if (workers.length === 0) {
       var tr = document.createElement('tr');
       tr.className = 'none';
-      cell(tr, 'no worker registered').colSpan = 7;
+      cell(tr, 'no worker registered').colSpan = controls ? 8 : 7;
       rows.appendChild(tr);
     }
     tbody.replaceChildren(rows);

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingestq/ingestq/e2e/stack"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// TestUpHonoursTheCallersSettings runs what `make up` runs with an admin
+// token and other INGESTQ_* settings in the caller's environment: every
+// service gets the caller's token (the admin API refuses a call without it
+// and a wrong one), the console signs in with it, and the printout says how
+// to sign in without printing the token.
+func TestUpHonoursTheCallersSettings(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	repo := filepath.Join("..", "..", "..")
+	bin := filepath.Join(dir, "bin")
+	if err := stack.Build(ctx, repo, bin); err != nil {
+		t.Fatal(err)
+	}
+	const token = "s3cret-of-the-caller"
+	environ := []string{"INGESTQ_ADMIN_TOKEN=" + token, "INGESTQ_LISTEN=127.0.0.1:1", "INGESTQ_LOG_LEVEL=debug"}
+	pr, pw := io.Pipe()
+	upCtx, stopUp := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- run(upCtx, pw, environ, bin, filepath.Join(repo, "examples"), filepath.Join(dir, "run"), true)
+		pw.Close()
+	}()
+	defer func() {
+		stopUp()
+		if err := <-ran; err != nil {
+			t.Errorf("make up: %v", err)
+		}
+	}()
+	var printed strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(printed.String(), " list\n") {
+		n, err := pr.Read(buf)
+		printed.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("make up ended before it was up: %v\n%s", err, printed.String())
+		}
+	}
+	go io.Copy(io.Discard, pr) // the stop's lines
+	out := printed.String()
+	t.Log(out)
+	for _, want := range []string{
+		"Ignoring INGESTQ_LISTEN",
+		"/signin with the admin token ($INGESTQ_ADMIN_TOKEN)",
+		`-H "authorization: Bearer $INGESTQ_ADMIN_TOKEN" `,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the printout lacks %q", want)
+		}
+	}
+	if strings.Contains(out, token) {
+		t.Error("the printout shows the token")
+	}
+	batcher := regexp.MustCompile(`batcher +gRPC (\S+)`).FindStringSubmatch(out)
+	console := regexp.MustCompile(`console +(http://\S+/) `).FindStringSubmatch(out)
+	if batcher == nil || console == nil {
+		t.Fatalf("no batcher or console address in the printout")
+	}
+
+	conn, err := grpc.NewClient(batcher[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := v1.NewAdminServiceClient(conn)
+	for _, c := range []struct {
+		name  string
+		token string
+		want  codes.Code
+	}{{"no token", "", codes.Unauthenticated}, {"a wrong token", "wrong", codes.PermissionDenied}, {"the caller's token", token, codes.OK}} {
+		callCtx := ctx
+		if c.token != "" {
+			callCtx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+		}
+		_, err := admin.GetQueue(callCtx, &v1.GetQueueRequest{})
+		if got := status.Code(err); got != c.want {
+			t.Errorf("GetQueue with %s: %v, want %v", c.name, err, c.want)
+		}
+	}
+
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.PostForm(console[1]+"signin", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("console sign-in with the caller's token: %s, want 303", resp.Status)
+	}
+}

@@ -1,0 +1,74 @@
+package console
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// TestBrowserPausesAndResumesAReplicaFromTheWorkersTable: in Chromium, a
+// signed-in operator's open queue page follows a replica paused elsewhere
+// (the script rebuilds its row, with the Resume control, without a
+// reload); Resume there resumes it, and Pause pauses it again. A
+// screenshot at a phone's width is kept.
+func TestBrowserPausesAndResumesAReplicaFromTheWorkersTable(t *testing.T) {
+	f := newFixtureWith(t, testToken, insecure.NewCredentials())
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	b := browser(ctx, t)
+	id, runner := startReplica(t, f)
+	pause := `#workers form[action="` + workerURL(id) + `/pause"] button`
+	resume := `#workers form[action="` + workerURL(id) + `/resume"] button`
+	err := chromedp.Do(b,
+		chromedp.Navigate(f.srv.URL+"/"),
+		chromedp.WaitVisible(`input[name="token"]`),
+		chromedp.SendKeys(`input[name="token"]`, testToken),
+		chromedp.Submit(`input[name="token"]`),
+		chromedp.WaitVisible(pause),
+		chromedp.Evaluate[chromedp.Void](`window.consoleMarker = "queue page"`),
+	)
+	if err != nil {
+		t.Fatalf("signing in: %v", err)
+	}
+	runner.Pause()
+	if err := chromedp.Do(b, chromedp.WaitVisible(resume)); err != nil {
+		t.Fatalf("waiting for the paused row: %v", err)
+	}
+	waitText(b, t, `#workers tr td:nth-child(4)`, "paused")
+	if m := marker(b, t); m != "queue page" {
+		t.Fatalf("the queue page was reloaded (marker %q)", m)
+	}
+	err = chromedp.Do(b, chromedp.Click(resume), chromedp.WaitVisible(`#flash`), chromedp.WaitVisible(pause))
+	if err != nil {
+		t.Fatalf("resuming: %v", err)
+	}
+	waitText(b, t, `#workers tr td:nth-child(4)`, "working")
+	if w := workerState(t, f, id); w.GetPaused() {
+		t.Fatalf("after Resume the registry says %v", w)
+	}
+	err = chromedp.Do(b, chromedp.Click(pause), chromedp.WaitVisible(`#flash`), chromedp.WaitVisible(resume))
+	if err != nil {
+		t.Fatalf("pausing: %v", err)
+	}
+	if w := workerState(t, f, id); !w.GetPaused() {
+		t.Fatalf("after Pause the registry says %v", w)
+	}
+	err = chromedp.Do(b, chromedp.EmulateViewport(390, 844), chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(resume))
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(b, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(artifactDir(t), "console-workers-narrow.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}

@@ -1,0 +1,100 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// drainWait bounds how long a drain from the console waits for the
+// replica's jobs in flight: the page answers then, the drain goes on.
+const drainWait = 20 * time.Second
+
+// workerURL is the address of a worker's controls.
+func workerURL(id string) string { return "/workers/" + url.PathEscape(id) }
+
+// workerAction pauses, resumes or drains one stage replica: the console
+// looks its address up in the worker registry and calls its StageService
+// with the admin token, as grpcurl would.
+func (c *Console) workerAction(w http.ResponseWriter, r *http.Request) {
+	id, action := r.PathValue("id"), r.PathValue("action")
+	name := "worker." + action
+	if action != "pause" && action != "resume" && action != "drain" {
+		c.unknownAction(w, r)
+		return
+	}
+	workers, err := call(r.Context(), &v1.ListWorkersRequest{}, c.admin.ListWorkers)
+	if err != nil {
+		c.finish(w, r, name, id, err, "/", flash{})
+		return
+	}
+	var worker *v1.WorkerInfo
+	for _, wk := range workers.GetWorkers() {
+		if wk.GetId() == id {
+			worker = wk
+		}
+	}
+	switch {
+	case worker == nil:
+		c.finish(w, r, name, id, status.Errorf(codes.NotFound, "worker %s is not registered (it stopped?)", id), "/", flash{})
+		return
+	case worker.GetAddress() == "":
+		c.finish(w, r, name, id, status.Errorf(codes.FailedPrecondition,
+			"worker %s registered no address: set INGESTQ_ADVERTISE_ADDR on its service", id), "/", flash{})
+		return
+	case c.stageCreds == nil:
+		c.finish(w, r, name, id, status.Error(codes.FailedPrecondition,
+			"this console has no way to dial the stage replicas (no credentials for their gRPC port)"), "/", flash{})
+		return
+	}
+	text, err := c.controlStage(r.Context(), worker, action)
+	c.finish(w, r, name, id, err, "/", flash{"ok", text})
+}
+
+// controlStage calls one StageService method of the replica.
+func (c *Console) controlStage(ctx context.Context, worker *v1.WorkerInfo, action string) (string, error) {
+	conn, err := grpc.NewClient(worker.GetAddress(), grpc.WithTransportCredentials(c.stageCreds))
+	if err != nil {
+		return "", status.Errorf(codes.Unavailable, "worker %s at %s: %v", worker.GetId(), worker.GetAddress(), err)
+	}
+	defer conn.Close()
+	if c.stageToken != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.stageToken)
+	}
+	stage := v1.NewStageServiceClient(conn)
+	at := fmt.Sprintf("%s (%s at %s)", worker.GetId(), worker.GetService(), worker.GetAddress())
+	switch action {
+	case "pause":
+		if _, err := stage.Pause(ctx, &v1.PauseRequest{}); err != nil {
+			return "", err
+		}
+		return "Worker " + at + " is paused: it takes no new job; jobs in flight finish.", nil
+	case "resume":
+		if _, err := stage.Resume(ctx, &v1.ResumeRequest{}); err != nil {
+			return "", err
+		}
+		return "Worker " + at + " takes jobs again.", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, drainWait)
+	defer cancel()
+	resp, err := stage.Drain(ctx, &v1.DrainRequest{})
+	if err != nil {
+		return "", err
+	}
+	if left := resp.GetInFlightLeft(); left > 0 {
+		return fmt.Sprintf("Worker %s is draining: it takes no job until it restarts; %d job(s) still in flight.", at, left), nil
+	}
+	return "Worker " + at + " is drained: it takes no job until it restarts, and is idle.", nil
+}
+
+// StageCredentials is how the console dials stage replicas.
+type StageCredentials = credentials.TransportCredentials

@@ -1,0 +1,124 @@
+package console
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/server"
+	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/stage"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// startReplica runs a stage replica (an estimator that takes nothing) with
+// its gRPC server on a loopback port, guarded by the admin token, as a
+// service would: it registers with that address.
+func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	srv, err := server.New(server.Options{Logger: log, AdminToken: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &service.Env{Name: "estimator", Config: &config.Common{Advertise: lis.Addr().String(), Concurrency: 1},
+		Logger: log, Queue: f.q, Server: srv}
+	ctx, stop := context.WithCancel(context.Background())
+	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
+		Handler: func(context.Context, *queue.Claim) stage.Outcome { return stage.Release() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetServing(true)
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	id := runners[0].WorkerID()
+	queuetest.Eventually(t, "the replica registers", func() bool {
+		ws, err := f.q.ListWorkers(f.ctx)
+		return err == nil && len(ws) == 1 && ws[0].GetId() == id
+	})
+	return id, runners[0]
+}
+
+// workerState reads a worker's registry entry (nil: none).
+func workerState(t *testing.T, f *fixture, id string) *v1.WorkerInfo {
+	t.Helper()
+	ws, err := f.q.ListWorkers(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.GetId() == id {
+			return w
+		}
+	}
+	return nil
+}
+
+// TestWorkersTablePausesResumesAndDrainsAReplica: the queue page of a
+// signed-in operator offers each registered replica's controls; pausing,
+// resuming and draining one goes to its StageService at the address its
+// registry entry holds, with the admin token, and the entry follows.
+func TestWorkersTablePausesResumesAndDrainsAReplica(t *testing.T) {
+	f := newFixtureWith(t, testToken, insecure.NewCredentials())
+	f.signIn()
+	id, _ := startReplica(t, f)
+	if addr := workerState(t, f, id).GetAddress(); !strings.HasPrefix(addr, "127.0.0.1:") { // nil reads as ""
+		t.Fatalf("the registry holds address %q", addr)
+	}
+	page := f.get("/")
+	wantBody(t, page, `<th>Control</th>`, `action="`+workerURL(id)+`/pause"`, `<template id="worker-controls">`)
+
+	for _, step := range []struct {
+		action, flash string
+		paused, drain bool
+	}{
+		{"pause", "is paused", true, false},
+		{"resume", "takes jobs again", false, false},
+		{"drain", "is drained", false, true},
+	} {
+		a := f.act(workerURL(id)+"/"+step.action, url.Values{"confirmed": {"1"}})
+		if a.code != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", step.action, a.code, a.body)
+		}
+		wantBody(t, f.get("/"), step.flash)
+		queuetest.Eventually(t, "the registry entry after "+step.action, func() bool {
+			w := workerState(t, f, id)
+			if step.drain {
+				// Drained, the replica's runner ends and leaves the registry.
+				return w == nil || w.GetDraining()
+			}
+			return w != nil && w.GetPaused() == step.paused && !w.GetDraining()
+		})
+	}
+	if a := f.act(workerURL("estimator-nowhere-1-x")+"/pause", nil); a.code != http.StatusNotFound {
+		t.Errorf("an unknown worker: %d, want 404", a.code)
+	}
+}
+
+// TestWorkersTableOffersNoControlsWithoutAWayToTheReplicas: without stage
+// credentials, or signed out, the table has no Control column.
+func TestWorkersTableOffersNoControlsWithoutAWayToTheReplicas(t *testing.T) {
+	f := newFixture(t, testToken)
+	f.signIn()
+	startReplica(t, f)
+	wantNot(t, f.get("/"), `<th>Control</th>`, `worker-controls`)
+}

@@ -1,0 +1,242 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+)
+
+// JobSearch is one call of SearchJobs.
+type JobSearch struct {
+	// Filter: every field it sets must match (nil matches every job).
+	Filter *v1.JobFilter
+	// States, when set, keeps only jobs in one of them (as Filter.State
+	// does for one); the folders of these states are the ones listed.
+	States []JobState
+	// PageSize: the matches returned at most (default 100, at most 1000).
+	PageSize int
+	// PageToken: a job id; the search goes on after it.
+	PageToken string
+	// MaxScan: the jobs read at most in this call (default and at most
+	// v1.MaxSearchScan).
+	MaxScan int
+}
+
+// JobPage is one page of a search.
+type JobPage struct {
+	// Jobs match, by job id, with their status, batch, priority, space
+	// needed, configuration and identifiers (nothing else is read).
+	Jobs []*v1.Job
+	// Next is the token of the next call, "" once every candidate was read.
+	Next string
+	// Scanned counts the jobs read.
+	Scanned int
+}
+
+// searchNodes are the data nodes a search reads beside the status: what the
+// filters look at and the job lists show.
+var searchNodes = []string{nodeBid, nodePriority, nodeSpaceNeeded, nodeConfig, nodeIdentifiers}
+
+// Jobs read per multi-read (six nodes each: a multi-read takes at most
+// 64 nodes, as each may be as large as a node can be and the answer must
+// fit the client's buffer), and multi-reads in flight at once.
+const (
+	searchChunk    = 10
+	searchParallel = 16
+)
+
+// SearchJobs finds the jobs a filter matches, by job id. The candidates are
+// the jobs of the batch named, else of the states named (Filter.State,
+// States, Failed for Filter.FailingStage), else every job; each is read
+// (status, configuration, identifiers and the small nodes: one multi-read
+// per 10 jobs, 16 at once) and matched. A job deleted meanwhile, or whose nodes are
+// unreadable, is left out (fsck reports the latter).
+func (c *Client) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
+	size := s.PageSize
+	if size <= 0 {
+		size = 100
+	}
+	size = min(size, v1.MaxJobPageSize)
+	maxScan := s.MaxScan
+	if maxScan <= 0 || maxScan > v1.MaxSearchScan {
+		maxScan = v1.MaxSearchScan
+	}
+	f := s.Filter
+	states := slices.Clone(s.States)
+	if st := f.GetState(); st != v1.JobState_JOB_STATE_UNSPECIFIED {
+		if len(states) > 0 && !slices.Contains(states, st) {
+			return JobPage{}, nil
+		}
+		states = []JobState{st}
+	}
+	if f.GetFailingStage() != v1.JobState_JOB_STATE_UNSPECIFIED {
+		if len(states) > 0 && !slices.Contains(states, Failed) {
+			return JobPage{}, nil
+		}
+		states = []JobState{Failed}
+	}
+	jids, err := c.searchCandidates(ctx, f.GetBatchId(), states)
+	if err != nil {
+		return JobPage{}, err
+	}
+	start := 0
+	if s.PageToken != "" {
+		start = sort.SearchStrings(jids, s.PageToken)
+		if start < len(jids) && jids[start] == s.PageToken {
+			start++
+		}
+	}
+	jids = jids[start:]
+	m := newJobMatcher(f, states)
+	var page JobPage
+	for len(jids) > 0 {
+		window := jids[:min(len(jids), searchChunk*searchParallel, maxScan-page.Scanned)]
+		jobs, err := c.readForSearch(ctx, window)
+		if err != nil {
+			return JobPage{}, err
+		}
+		for i, j := range jobs {
+			page.Scanned++
+			if j != nil && m.matches(j) {
+				page.Jobs = append(page.Jobs, j)
+			}
+			last := i == len(jobs)-1 && len(window) == len(jids)
+			if len(page.Jobs) == size || page.Scanned == maxScan {
+				if !last {
+					page.Next = window[i]
+				}
+				return page, nil
+			}
+		}
+		jids = jids[len(window):]
+	}
+	return page, nil
+}
+
+// searchCandidates lists the job ids a search reads, sorted.
+func (c *Client) searchCandidates(ctx context.Context, bid string, states []JobState) ([]string, error) {
+	var jids []string
+	switch {
+	case bid != "":
+		if !ValidBatchID(bid) {
+			return nil, fmt.Errorf("%w: %q is not a batch id", ErrInvalid, bid)
+		}
+		refs, err := c.BatchJobIDs(ctx, bid)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refs {
+			jids = append(jids, r...)
+		}
+	case len(states) > 0:
+		for _, st := range states {
+			ids, err := c.JobIDsIn(ctx, st)
+			if err != nil {
+				return nil, err
+			}
+			for id := range ids {
+				jids = append(jids, id)
+			}
+		}
+	default:
+		names, _, err := c.children(ctx, c.p.jobs())
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("listing jobs: %w", err)
+		}
+		for _, n := range names {
+			if ValidJobID(n) {
+				jids = append(jids, n)
+			}
+		}
+	}
+	slices.Sort(jids)
+	return slices.Compact(jids), nil
+}
+
+// readForSearch reads the jobs' status and search nodes; a job gone or
+// unreadable is nil.
+func (c *Client) readForSearch(ctx context.Context, jids []string) ([]*v1.Job, error) {
+	out := make([]*v1.Job, len(jids))
+	chunks := (len(jids) + searchChunk - 1) / searchChunk
+	errs := make([]error, chunks)
+	eachAtMost(chunks, searchParallel, func(k int) {
+		part := jids[k*searchChunk : min(len(jids), (k+1)*searchChunk)]
+		per := 1 + len(searchNodes)
+		paths := make([]string, 0, len(part)*per)
+		for _, jid := range part {
+			paths = append(paths, c.p.jobStatus(jid))
+			for _, n := range searchNodes {
+				paths = append(paths, c.p.jobNode(jid, n))
+			}
+		}
+		datas, err := c.getMany(ctx, paths)
+		if err != nil {
+			errs[k] = err
+			return
+		}
+		for i, jid := range part {
+			d := datas[i*per : (i+1)*per]
+			if d[0] == nil {
+				continue // deleted meanwhile
+			}
+			st, err := decodeJobStatus(c.p.jobStatus(jid), d[0])
+			if err != nil {
+				continue
+			}
+			job := &v1.Job{Id: jid, Status: st}
+			if r := c.decodeJobData(job, searchNodes, d[1:], nil); r.corrupt != nil {
+				continue
+			}
+			out[k*searchChunk+i] = job
+		}
+	})
+	return out, errors.Join(errs...)
+}
+
+// jobMatcher is a filter, ready to match.
+type jobMatcher struct {
+	f       *v1.JobFilter
+	states  []JobState
+	message string // lower case
+}
+
+func newJobMatcher(f *v1.JobFilter, states []JobState) jobMatcher {
+	return jobMatcher{f: f, states: states, message: strings.ToLower(f.GetMessage())}
+}
+
+func (m jobMatcher) matches(j *v1.Job) bool {
+	f, st, conf := m.f, j.GetStatus(), j.GetConfiguration()
+	switch {
+	case len(m.states) > 0 && !slices.Contains(m.states, st.GetStatus()),
+		f.GetFailingStage() != v1.JobState_JOB_STATE_UNSPECIFIED &&
+			(st.GetStatus() != Failed || FailedIn(st.GetLastSuccessfulStatus()) != f.GetFailingStage()),
+		f.GetBatchId() != "" && j.GetBid() != f.GetBatchId(),
+		f.GetCollection() != "" && conf.GetCollection() != f.GetCollection(),
+		f.GetProfile() != "" && conf.GetProfileName() != f.GetProfile(),
+		f.GetSubmitter() != "" && conf.GetSubmitter() != f.GetSubmitter(),
+		f.GetArk() != "" && j.GetIdentifiers().GetPrimaryId() != f.GetArk(),
+		f.GetLocalId() != "" && !slices.Contains(j.GetIdentifiers().GetLocalId(), f.GetLocalId()),
+		m.message != "" && !strings.Contains(strings.ToLower(st.GetMessage()), m.message),
+		f.GetModifiedAfter() != nil && !st.GetLastModified().AsTime().After(f.GetModifiedAfter().AsTime()),
+		f.GetModifiedBefore() != nil && !st.GetLastModified().AsTime().Before(f.GetModifiedBefore().AsTime()):
+		return false
+	}
+	return true
+}
+
+// FailedIn is the state a failed job failed in, as its last successful
+// state tells: the one after it, or Pending for a job that has none or whose
+// last was Held (it failed before a stage took it, or an operator failed it
+// there).
+func FailedIn(lastSuccessful JobState) JobState {
+	if lastSuccessful == v1.JobState_JOB_STATE_UNSPECIFIED || lastSuccessful == Held {
+		return Pending
+	}
+	return ResumeState(lastSuccessful)
+}
