@@ -2,7 +2,9 @@
 # Installs what the tests need besides Go: Debian's zookeeper package, whose
 # jars shared/zktest starts as a real ZooKeeper server, the Java runtime it
 # depends on, and Debian's chromium, the headless browser the batcher's
-# console test drives. Does nothing when they are already there.
+# console test drives, and Debian's prometheus package, whose promtool checks
+# the alert rules in deploy/monitoring. Does nothing when they are already
+# there.
 set -euo pipefail
 
 zookeeper_jar=/usr/share/java/zookeeper.jar
@@ -39,6 +41,11 @@ fi
 if ! command -v chromium >/dev/null 2>&1; then
   echo "install-deps: installing Debian's chromium package for the console's browser test"
   apt_install chromium
+fi
+
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "install-deps: installing Debian's prometheus package (promtool) to check the alert rules"
+  apt_install prometheus
 fi
 
 java -version 2>&1 | head -n 1 | sed 's/^/install-deps: /'

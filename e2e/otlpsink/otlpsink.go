@@ -22,6 +22,8 @@ type Span struct {
 	SpanID  string
 	Parent  string
 	Attrs   map[string]string
+	// LinkedTraces are the trace ids of the span's links (hex).
+	LinkedTraces []string
 }
 
 // Sink receives spans on a free loopback port.
@@ -57,13 +59,18 @@ func (s *Sink) Export(_ context.Context, req *collectorpb.ExportTraceServiceRequ
 		service := attrs(rs.GetResource().GetAttributes())["service.name"]
 		for _, ss := range rs.GetScopeSpans() {
 			for _, sp := range ss.GetSpans() {
+				var linked []string
+				for _, l := range sp.GetLinks() {
+					linked = append(linked, hex.EncodeToString(l.GetTraceId()))
+				}
 				s.spans = append(s.spans, Span{
-					Service: service,
-					Name:    sp.GetName(),
-					TraceID: hex.EncodeToString(sp.GetTraceId()),
-					SpanID:  hex.EncodeToString(sp.GetSpanId()),
-					Parent:  hex.EncodeToString(sp.GetParentSpanId()),
-					Attrs:   attrs(sp.GetAttributes()),
+					LinkedTraces: linked,
+					Service:      service,
+					Name:         sp.GetName(),
+					TraceID:      hex.EncodeToString(sp.GetTraceId()),
+					SpanID:       hex.EncodeToString(sp.GetSpanId()),
+					Parent:       hex.EncodeToString(sp.GetParentSpanId()),
+					Attrs:        attrs(sp.GetAttributes()),
 				})
 			}
 		}

@@ -171,6 +171,20 @@ func writeDeposits(dir string) error {
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "examples", "demo"))); err != nil {
 		return err
 	}
+	// traced.checkm: the demo's batch without its failing object.
+	demo, err := os.ReadFile(filepath.Join(dir, "batch.checkm"))
+	if err != nil {
+		return err
+	}
+	var traced []string
+	for _, line := range strings.Split(string(demo), "\n") {
+		if !strings.Contains(line, "diary-1944") {
+			traced = append(traced, line)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "traced.checkm"), []byte(strings.Join(traced, "\n")), 0o644); err != nil {
+		return err
+	}
 	files := map[string]string{"report.txt": "Annual report 1955.\n", "figures.csv": "year,count\n1955,12\n"}
 	var rows strings.Builder
 	rows.WriteString("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n")
@@ -445,48 +459,104 @@ func TestCallbackReceivedWhenAJobCompletes(t *testing.T) {
 	}
 }
 
-// TestOneTracePerJobAcrossEveryStage: the spans every stage exported for one
-// job reach the OTLP receiver with the trace id of the submission.
-func TestOneTracePerJobAcrossEveryStage(t *testing.T) {
+// TestABatchIsOneTraceAndEachJobATraceOfItsOwn: a batch of N jobs gives
+// N job traces, each with a span per stage from every service that touched
+// the job (the callback request and the lease calls included), each rooted
+// in a span linked to the batch's trace; the batch's trace holds its own
+// spans and no job's; and the health checks made no spans.
+func TestABatchIsOneTraceAndEachJobATraceOfItsOwn(t *testing.T) {
 	t.Parallel()
-	resp, err := shared.batches.Submit(context.Background(), &v1.SubmitRequest{Submitter: "e2e", Profile: "demo",
-		PayloadUrl: shared.deposits.URL + "/objects/photos-1930/portrait.pbm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE})
+	resp, err := shared.batches.Submit(context.Background(), &v1.SubmitRequest{Submitter: "e2e", Profile: "callback",
+		PayloadUrl: shared.deposits.URL + "/traced.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bid := resp.GetBatchId()
-	traceID := strings.Split(resp.GetTraceparent(), "-")[1]
-	waitBatch(t, bid, queue.BatchCompleted)
-	jid := batchJobs(t, bid)[0].GetId()
-	want := []string{"pending", "estimating", "provisioning", "downloading", "processing", "storing", "recording", "notifying"}
-	var stages []string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		spans := shared.spans.Spans(func(s otlpsink.Span) bool { return s.Attrs["ingestq.job.id"] == jid })
-		stages = stages[:0]
-		for _, s := range spans {
-			if s.TraceID != traceID {
-				t.Fatalf("span %q of %s (%s) is in trace %s, not the submission's %s", s.Name, jid, s.Service, s.TraceID, traceID)
-			}
-			stages = append(stages, s.Attrs["ingestq.stage"])
+	batchTrace := strings.Split(resp.GetTraceparent(), "-")[1]
+	if b := waitBatch(t, bid, queue.BatchCompleted, queue.BatchFailed); b.GetStatus().GetStatus() != queue.BatchCompleted {
+		t.Fatalf("batch %s: %v", bid, b.GetStatus())
+	}
+	st, err := shared.batches.GetBatchStatus(context.Background(), &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}})
+	if err != nil || st.GetTraceId() != batchTrace {
+		t.Fatalf("GetBatchStatus: trace id %q (%v), want the submission's %s", st.GetTraceId(), err, batchTrace)
+	}
+	jobs := batchJobs(t, bid)
+	if len(jobs) != 3 {
+		t.Fatalf("%d jobs, want 3", len(jobs))
+	}
+	jobTrace := map[string]string{} // jid → trace id
+	for _, j := range jobs {
+		g, err := shared.admin.GetJob(adminCtx(context.Background()), &v1.GetJobRequest{JobId: j.GetId()})
+		if err != nil {
+			t.Fatal(err)
 		}
-		slices.Sort(stages)
-		if len(stages) >= len(want) || time.Now().After(deadline) {
+		if g.GetTraceId() == "" || g.GetTraceId() == batchTrace || slices.Contains(slices.Collect(maps.Values(jobTrace)), g.GetTraceId()) {
+			t.Fatalf("job %s: trace id %q, want one of its own", j.GetId(), g.GetTraceId())
+		}
+		jobTrace[j.GetId()] = g.GetTraceId()
+	}
+	// A span per stage, as the job passed them (and processing's storing step).
+	want := []string{"callback POST", "complete", "created", "estimating", "notifying", "pending", "processing", "provisioning",
+		"downloading", "recording", "storing"}
+	slices.Sort(want)
+	got := map[string][]string{}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		done := true
+		for jid, trace := range jobTrace {
+			var names []string
+			for _, s := range shared.spans.Spans(func(s otlpsink.Span) bool { return s.TraceID == trace }) {
+				name := s.Attrs["ingestq.stage"]
+				switch {
+				case s.Name == "callback POST":
+					name = s.Name
+				case strings.HasPrefix(s.Name, "complete "):
+					name = "complete"
+				case name == "":
+					continue // RPC spans of the lease calls, continued by the caller
+				}
+				if id := s.Attrs["ingestq.job.id"]; id != "" && id != jid {
+					t.Fatalf("span %q of job %s is in the trace of job %s", s.Name, id, jid)
+				}
+				if name == "created" && !slices.Equal(s.LinkedTraces, []string{batchTrace}) {
+					t.Errorf("job %s: root span %q links to %v, want the batch's trace %s", jid, s.Name, s.LinkedTraces, batchTrace)
+				}
+				if !slices.Contains(names, name) {
+					names = append(names, name)
+				}
+			}
+			slices.Sort(names)
+			got[jid] = names
+			done = done && slices.Equal(names, want)
+		}
+		if done || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	for _, st := range want {
-		if !slices.Contains(stages, st) {
-			t.Errorf("no %s span for %s in trace %s (got %v)", st, jid, traceID, stages)
+	for jid, names := range got {
+		if !slices.Equal(names, want) {
+			t.Errorf("job %s (trace %s): spans of stages %v, want %v", jid, jobTrace[jid], names, want)
 		}
 	}
-	services := map[string]bool{}
-	for _, s := range shared.spans.Spans(func(s otlpsink.Span) bool { return s.TraceID == traceID }) {
-		services[s.Service] = true
+	// The batch's trace: the submission and the batcher's work on the batch.
+	var batchSpans []string
+	for _, s := range shared.spans.Spans(func(s otlpsink.Span) bool { return s.TraceID == batchTrace }) {
+		if s.Attrs["ingestq.job.id"] != "" {
+			t.Errorf("job span %q is in the batch's trace", s.Name)
+		}
+		batchSpans = append(batchSpans, s.Name)
 	}
-	if len(services) < 7 {
-		t.Errorf("trace %s has spans from %d services (%v), want all seven", traceID, len(services), services)
+	if !slices.Contains(batchSpans, "ingestq.v1.BatchService/Submit") || !slices.Contains(batchSpans, "batch "+bid) {
+		t.Errorf("batch trace %s has spans %v, want the submission and the batch's", batchTrace, batchSpans)
+	}
+	traces := map[string]bool{}
+	for _, s := range shared.spans.Spans(func(s otlpsink.Span) bool { return s.Attrs["ingestq.batch.id"] == bid }) {
+		traces[s.TraceID] = true
+	}
+	if len(traces) != len(jobs)+1 {
+		t.Errorf("the batch's spans are in %d traces, want %d (one per job, one for the batch)", len(traces), len(jobs)+1)
+	}
+	if health := shared.spans.Spans(func(s otlpsink.Span) bool { return strings.HasPrefix(s.Name, "grpc.health.v1.Health/") }); len(health) > 0 {
+		t.Errorf("%d health-check spans exported (%s...)", len(health), health[0].Name)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
 	"github.com/ingestq/ingestq/services/batcher/internal/batches"
 	"github.com/ingestq/ingestq/services/batcher/internal/console"
+	"github.com/ingestq/ingestq/services/batcher/internal/figures"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
@@ -51,6 +52,7 @@ type settings struct {
 	maxQueuedJobs    *int
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
+	traceURL         *string
 	consoleListen    string
 	consoleKeyFile   *string
 }
@@ -81,6 +83,8 @@ func (s *settings) register(r *config.Registry) {
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	s.merrittQueueURL = r.String("merritt-queue-url", "INGESTQ_MERRITT_QUEUE_URL", "",
 		"URL Merritt's ingest queue folder (<ingest home>/queue) is served from: a batch Merritt's ingest service submitted names its payload by batchID and filename only, fetched from <url>/<batchID>/<filename>; empty: such batches fail, saying so")
+	s.traceURL = r.String("trace-url", "INGESTQ_TRACE_URL", "",
+		"link to a trace in a tracing backend, {trace_id} replaced by the trace id (e.g. https://tracing.example/trace/{trace_id}): GetBatchStatus, GetJob and the console give it; empty: trace ids only")
 	s.consoleKeyFile = r.String("console-key-file", "INGESTQ_CONSOLE_KEY_FILE", "",
 		"file (a mounted secret, say) holding the key the console signs its sessions with, 32 bytes or more (openssl rand -base64 48); batchers given the same file accept each other's sign-ins, across restarts; empty: a random key per process, whose sign-ins hold on it alone until it restarts")
 	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
@@ -138,13 +142,16 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		return fmt.Errorf("INGESTQ_MAX_QUEUED_JOBS %d: want 0 (no bound) or more", *s.maxQueuedJobs)
 	}
 	log := env.Logger
-	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log}
+	if u := *s.traceURL; u != "" && !strings.Contains(u, "{trace_id}") {
+		return fmt.Errorf("INGESTQ_TRACE_URL %q: it must contain {trace_id}", u)
+	}
+	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL}
 	// The console is the last thing that can fail, so that nothing started
 	// before it is left running when it does.
 	if err := s.serveConsole(env, adminServer); err != nil {
 		return err
 	}
-	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Queue: env.Queue, Profiles: profiles, Policy: policy, Logger: log})
+	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Queue: env.Queue, Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
 
 	runner := batches.New(batches.Config{
@@ -161,9 +168,16 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		Mail:          sender,
 		Logger:        log,
 		Tracer:        env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/batcher"),
+		Metrics:       env.Telemetry.Metrics,
 		Concurrency:   env.Config.Concurrency,
 		MaxQueuedJobs: *s.maxQueuedJobs,
 	})
+	// The queue's figures are exported here, by the batcher alone.
+	fig := figures.New(env.Queue, log)
+	if err := fig.Register(env.Telemetry.Metrics); err != nil {
+		return err
+	}
+	go fig.Run(ctx, figures.Every)
 	taking, stopTaking := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() {
@@ -213,7 +227,7 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 		return err
 	}
 	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger,
-		SessionKey: key, StageCredentials: creds})
+		SessionKey: key, StageCredentials: creds, TraceURL: *s.traceURL})
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func main() {
 				WorkRoot: root,
 				Logger:   env.Logger,
 				Callback: callback.Poster{Client: fetch.New(addresses.Apply(fetch.Policy{})), Retry: *policy,
-					Timeout: *timeout},
+					Timeout: *timeout, Metrics: env.Telemetry.Metrics},
 			}
 			_, err = stage.Start(ctx, env, stage.Config{
 				Name:    "notifying",

@@ -893,6 +893,7 @@ func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {
 		conf.WorkingDir = filepath.Join(j.WorkRoot, bc.ID(), jid)
 	}
 	status := &v1.JobStatus{Status: Pending, LastModified: nowStamp(), Traceparent: conf.GetTraceparent()}
+	recordChange(nil, status, c.worker, time.Now())
 	ops := []any{
 		c.createOp(c.p.jobNode(jid, nodeBid), []byte(bc.ID()), 0),
 		c.createOp(c.p.jobNode(jid, nodePriority), encodeInt(int64(j.Priority)), 0),

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
@@ -40,6 +42,22 @@ type Options struct {
 	// Ungrouped sends every multi as a request of its own instead of
 	// grouping concurrent ones (see multiGroup); benchmarks compare both.
 	Ungrouped bool
+	// Worker names this client in the history of the jobs it moves
+	// (default <host>-<pid>); a Change's By overrides it.
+	Worker string
+	// OnStateChange, if set, is called after each state change this client
+	// committed (metrics count them). It must not block.
+	OnStateChange func(StateChange)
+}
+
+// StateChange is a job's state change this client committed.
+type StateChange struct {
+	JobID string
+	// Change is the history entry written.
+	Change *v1.JobStateChange
+	// Created is when the job was created, zero when its history no longer
+	// says (or never did: a peer created it).
+	Created time.Time
 }
 
 // Client is one ZooKeeper session's view of the queue. It is safe for
@@ -52,6 +70,8 @@ type Client struct {
 	log            *slog.Logger
 	acl            []zk.ACL
 	sessionTimeout time.Duration
+	worker         string
+	onChange       func(StateChange)
 
 	mu      sync.Mutex
 	sess    *session // nil while there is no usable session
@@ -113,9 +133,15 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 64 << 20
 	}
+	if opts.Worker == "" {
+		host, _ := os.Hostname()
+		opts.Worker = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 	c := &Client{
 		p:              p,
 		log:            opts.Logger,
+		worker:         opts.Worker,
+		onChange:       opts.OnStateChange,
 		acl:            zk.WorldACL(zk.PermAll),
 		sessionTimeout: opts.SessionTimeout,
 		subs:           map[int]func(bool){},

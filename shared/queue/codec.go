@@ -168,15 +168,29 @@ type jobStatusJSON struct {
 	LastSuccessfulStatus *string `json:"last_successful_status"`
 	RetryCount           int32   `json:"retry_count"`
 	Traceparent          string  `json:"traceparent,omitempty"`
+	// History is []historyJSON, read leniently (decodeHistory).
+	History        any   `json:"history,omitempty"`
+	HistoryDropped int32 `json:"history_dropped,omitempty"`
+}
+
+// jobStatusRead is jobStatusJSON as read: the history is decoded apart.
+type jobStatusRead struct {
+	jobStatusJSON
+	History        json.RawMessage `json:"history"`
+	HistoryDropped json.RawMessage `json:"history_dropped"`
 }
 
 func encodeJobStatus(s *v1.JobStatus) []byte {
 	w := jobStatusJSON{
-		Status:       JobStateName(s.GetStatus()),
-		LastModified: formatTime(s.GetLastModified()),
-		Message:      s.GetMessage(),
-		RetryCount:   s.GetRetryCount(),
-		Traceparent:  s.GetTraceparent(),
+		Status:         JobStateName(s.GetStatus()),
+		LastModified:   formatTime(s.GetLastModified()),
+		Message:        s.GetMessage(),
+		RetryCount:     s.GetRetryCount(),
+		Traceparent:    s.GetTraceparent(),
+		HistoryDropped: s.GetHistoryDropped(),
+	}
+	if h := encodeHistory(s.GetHistory()); h != nil {
+		w.History = h
 	}
 	if ls := s.GetLastSuccessfulStatus(); ls != v1.JobState_JOB_STATE_UNSPECIFIED {
 		n := JobStateName(ls)
@@ -186,15 +200,20 @@ func encodeJobStatus(s *v1.JobStatus) []byte {
 }
 
 func decodeJobStatus(path string, data []byte) (*v1.JobStatus, error) {
-	var w jobStatusJSON
-	if err := unmarshal(path, data, &w); err != nil {
+	var r jobStatusRead
+	if err := unmarshal(path, data, &r); err != nil {
 		return nil, err
 	}
+	w := r.jobStatusJSON
 	st, err := ParseJobState(w.Status)
 	if err != nil {
 		return nil, &CorruptError{Path: path, Err: err}
 	}
-	out := &v1.JobStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message, RetryCount: w.RetryCount, Traceparent: w.Traceparent}
+	out := &v1.JobStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message, RetryCount: w.RetryCount, Traceparent: w.Traceparent,
+		History: decodeHistory(r.History)}
+	if n, err := strconv.ParseInt(string(r.HistoryDropped), 10, 32); err == nil && n > 0 {
+		out.HistoryDropped = int32(n)
+	}
 	if w.LastSuccessfulStatus != nil && *w.LastSuccessfulStatus != "" {
 		ls, err := ParseJobState(*w.LastSuccessfulStatus)
 		if err != nil {

@@ -429,10 +429,12 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 	}
 	var status []byte
 	if target != state {
-		status = withKeysOf(data, encodeJobStatus(&v1.JobStatus{Status: target, LastModified: nowStamp(), RetryCount: st.GetRetryCount(),
+		next := &v1.JobStatus{Status: target, LastModified: nowStamp(), RetryCount: st.GetRetryCount(),
 			LastSuccessfulStatus: lastSuccessfulBefore(st, wrong), Traceparent: st.GetTraceparent(),
 			Message: fmt.Sprintf("fsck: status said %s, but %s; the job is %s for an operator", JobStateName(state), why,
-				strings.ToLower(JobStateName(target)))}), jobStatusKeys)
+				strings.ToLower(JobStateName(target)))}
+		recordChange(st, next, WorkerFsck, time.Now())
+		status = withKeysOf(data, encodeJobStatus(next), jobStatusKeys)
 		// Entries and reference are mended toward the new state.
 		right, wrong = nil, nil
 		for _, e := range ents {

@@ -691,6 +691,10 @@ type Change struct {
 	// has moved on, and its release costs no request of its own. A lock
 	// found gone already does not stop the commit.
 	Unlock []*ObjectLock
+	// By names who makes the change in the job's history (a stage
+	// replica's worker id); empty: the client's Worker, or "operator" for
+	// an operator's move.
+	By string
 }
 
 func (cl *Claim) finish() error {
@@ -977,6 +981,15 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	if cl.from == Failed && ch.To != Deleted {
 		next.RetryCount++ // only an admin resume leaves Failed
 	}
+	by := ch.By
+	switch {
+	case by != "":
+	case cl.byOperator:
+		by = WorkerOperator
+	default:
+		by = cl.c.worker
+	}
+	added := recordChange(old, next, by, time.Now())
 	prio := cl.Job.Priority
 	if ch.Priority != nil {
 		prio = *ch.Priority
@@ -1041,6 +1054,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	cl.applyData(ch)
 	cl.Job.Status = next
 	cl.statusData = statusData
+	cl.c.changed(cl.ID(), next, added)
 	cl.Job.Priority = prio
 	if keep {
 		cl.mu.Lock()

@@ -12,8 +12,8 @@ import (
 // Op is the request ("get", "exists", "children", "create", "set",
 // "delete", "multi", "multiread"), Node the kind of node it named, with ids,
 // states and lock names written as "*" ("jobs/*/status", "jobs/states/*/*").
-// A multi counts once as Op "multi" (Node "") and once per operation inside
-// it as Op "multi.<op>", a multiRead once as "multiread" and once per node
+// A multi counts once as Op "multi" (Node "*") and once per operation inside
+// it as Op "multi.<op>", a multiRead once as "multiread" (Node "*") and once per node
 // as "multiread.get": what costs the server is mostly the request.
 type RequestCount struct {
 	Op, Node string
@@ -39,7 +39,10 @@ type requestStats struct {
 }
 
 func (s *requestStats) add(op, path string) {
-	k := requestKey{op, s.nodeKind(path)}
+	k := requestKey{op, manyNodes}
+	if path != manyNodes {
+		k.node = s.nodeKind(path)
+	}
 	s.mu.Lock()
 	s.n[k]++
 	s.mu.Unlock()
@@ -83,8 +86,16 @@ func (s *requestStats) nodeKind(path string) string {
 			segs[i] = "*" // a state-folder entry, a batch's job reference, a local id
 		}
 	}
-	return strings.Join(segs, "/")
+	if kind := strings.Join(segs, "/"); kind != "" {
+		return kind
+	}
+	// The root itself: a label value of "" reads as no label in Prometheus.
+	return "/"
 }
+
+// manyNodes is the node kind of a request that names no one node (a
+// multi, a multiRead): its operations are counted each by its own kind.
+const manyNodes = "*"
 
 // countingConn is the client's ZooKeeper connection, counting each request.
 type countingConn struct {
@@ -133,7 +144,7 @@ func (c *countingConn) Delete(path string, version int32) error {
 }
 
 func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
-	c.stats.add("multi", "")
+	c.stats.add("multi", manyNodes)
 	for _, op := range ops {
 		switch op := op.(type) {
 		case *zk.CreateRequest:
@@ -152,7 +163,7 @@ func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 // MultiRead reads paths in one request (see multiRead); it counts once as
 // Op "multiread" and once per node as "multiread.get".
 func (c *countingConn) MultiRead(paths []string) ([]readResult, error) {
-	c.stats.add("multiread", "")
+	c.stats.add("multiread", manyNodes)
 	for _, p := range paths {
 		c.stats.add("multiread.get", p)
 	}

@@ -22,6 +22,7 @@ func TestRequestsAreCountedByOperationAndKindOfNode(t *testing.T) {
 		{"/q/locks/queue/ingest", "locks/queue/*"},
 		{"/q/workers/downloader-1", "workers/*"},
 		{"/q/local-ids/ark_99999_fk4/loc001", "local-ids/*/*"},
+		{"/q", "/"},
 	}
 	for _, k := range kinds {
 		if got := s.nodeKind(k.path); got != k.want {
@@ -51,14 +52,14 @@ func TestRequestsAreCountedByOperationAndKindOfNode(t *testing.T) {
 	}
 	// The claim takes the lock and rewrites the status in one multi; the
 	// release removes the lock in another.
-	for _, want := range []requestKey{{"multiread.get", "jobs/*/status"}, {"multi", ""}, {"multi.create", "jobs/*/lock"},
+	for _, want := range []requestKey{{"multiread.get", "jobs/*/status"}, {"multi", "*"}, {"multi.create", "jobs/*/lock"},
 		{"multi.set", "jobs/*/status"}, {"multi.delete", "jobs/*/lock"}} {
 		if grew[want] == 0 {
 			t.Errorf("no %s of %s counted; counted %v", want.op, want.node, grew)
 		}
 	}
-	if grew[requestKey{"multi", ""}] != 2 {
-		t.Errorf("%d multis counted, want 2 (claim, release)", grew[requestKey{"multi", ""}])
+	if grew[requestKey{"multi", "*"}] != 2 {
+		t.Errorf("%d multis counted, want 2 (claim, release)", grew[requestKey{"multi", "*"}])
 	}
 }
 

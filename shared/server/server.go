@@ -10,14 +10,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 )
 
 // Options configure a Server.
@@ -32,6 +35,8 @@ type Options struct {
 	// DrainTimeout bounds how long Shutdown waits for the drain hooks
 	// (default 30s).
 	DrainTimeout time.Duration
+	// TracerProvider makes the calls' spans (nil: the otel global).
+	TracerProvider trace.TracerProvider
 }
 
 // Server is a gRPC server with ingestq's interceptors, health and
@@ -56,8 +61,12 @@ func New(opts Options) (*Server, error) {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 30 * time.Second
 	}
+	otelOpts := []otelgrpc.Option{otelgrpc.WithFilter(traced)}
+	if opts.TracerProvider != nil {
+		otelOpts = append(otelOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
+	}
 	grpcOpts := []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
 		// Requests with invalid UTF-8 reach the interceptors (utf8.go).
 		grpc.ForceServerCodecV2(newRequestCodec()),
 	}
@@ -82,6 +91,25 @@ func New(opts Options) (*Server, error) {
 	reflection.Register(s.grpc) // v1 and v1alpha: grpcurl and older tools
 	s.setHealth()
 	return s, nil
+}
+
+// untracedServices are called by machines, often (Kubernetes probes every
+// few seconds, grpcurl listing methods): a span for each would bury the
+// traces of jobs in a tracing backend.
+var untracedServices = []string{
+	"/" + healthpb.Health_ServiceDesc.ServiceName + "/",
+	"/grpc.reflection.v1.ServerReflection/",
+	"/grpc.reflection.v1alpha.ServerReflection/",
+}
+
+// traced says whether a call gets a span (and otelgrpc's RPC metrics).
+func traced(info *stats.RPCTagInfo) bool {
+	for _, prefix := range untracedServices {
+		if strings.HasPrefix(info.FullMethodName, prefix) {
+			return false
+		}
+	}
+	return true
 }
 
 // RegisterService registers a gRPC service; call it before Serve.

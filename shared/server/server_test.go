@@ -14,6 +14,8 @@ import (
 
 	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -415,5 +417,34 @@ func TestShutdownCutsOffCallsWhenItsContextEnds(t *testing.T) {
 	}
 	if err := <-callDone; err == nil {
 		t.Error("in-flight call succeeded after a hard stop")
+	}
+}
+
+// TestHealthAndReflectionCallsMakeNoSpans: probes and grpcurl would bury
+// the jobs' traces in a tracing backend; the service's own calls are traced.
+func TestHealthAndReflectionCallsMakeNoSpans(t *testing.T) {
+	exporter := tracetest.NewInMemoryExporter()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	srv := start(t, Options{TracerProvider: provider}, func(s *Server) { ingestqv1.RegisterPingServiceServer(s, newPingService()) })
+	srv.SetServing(true)
+	conn := dial(t, srv.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 3 {
+		if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("health check: %v", err)
+		}
+	}
+	servicetest.ListServices(t, conn)
+	if _, err := callUnary(ctx, conn, false, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range exporter.GetSpans() {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"ingestq.v1.PingService/Ping"}) {
+		t.Errorf("spans %q, want only the Ping call's", names)
 	}
 }

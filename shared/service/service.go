@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -165,6 +166,24 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 		SessionTimeout: cfg.ZooKeeper.SessionTimeout,
 		Auth:           cfg.ZooKeeper.Auth,
 		Logger:         log,
+		Worker:         workerName(spec.Name),
+		// Each change is counted by the process that made it: summed over
+		// processes, every change counts once.
+		OnStateChange: func(sc queue.StateChange) {
+			h := sc.Change
+			inState, latency := time.Duration(-1), time.Duration(-1)
+			if h.GetInState() != nil {
+				inState = h.GetInState().AsDuration()
+			}
+			if !sc.Created.IsZero() {
+				latency = h.GetAt().AsTime().Sub(sc.Created)
+			}
+			from := ""
+			if h.GetFrom() != ingestqv1.JobState_JOB_STATE_UNSPECIFIED {
+				from = strings.ToLower(queue.JobStateName(h.GetFrom()))
+			}
+			tel.Metrics.StateChanged(context.Background(), from, strings.ToLower(queue.JobStateName(h.GetTo())), inState, latency)
+		},
 	})
 	if err != nil {
 		return err
@@ -231,4 +250,10 @@ func version() string {
 		return info.Main.Version
 	}
 	return "unknown"
+}
+
+// workerName names this process in the history of the jobs it moves.
+func workerName(service string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%s-%d", service, host, os.Getpid())
 }

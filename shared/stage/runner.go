@@ -488,7 +488,7 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 	case kindWait:
 		if queue.CanMoveJob(claim.State(), claim.State()) {
 			ch := out.change
-			ch.To = claim.State()
+			ch.To, ch.By = claim.State(), r.workerID
 			err = claim.Commit(commitCtx, ch)
 		} else {
 			err, wrote = claim.Release(commitCtx), false
@@ -497,6 +497,7 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 		result = telemetry.OutcomeRetried
 	default:
 		ch := out.change
+		ch.By = r.workerID
 		if out.kind == kindNext {
 			ch.To = r.cfg.To
 		}

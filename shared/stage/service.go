@@ -6,9 +6,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
-	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
 // Worker is what StageService controls in a replica: a Runner, or a
@@ -105,12 +103,12 @@ func drainAll[W Worker](ctx context.Context, workers []W) int {
 // Start runs a replica's stage runners inside a service: it chains runners
 // of consecutive states (Runner.Chain), registers one StageService for all
 // of them, a drain hook (SIGTERM drains the runners before the server
-// stops), the queue-depth gauge, and starts the runners.
+// stops), and starts the runners. The queue's figures (depth per state)
+// are the batcher's to export, once for the whole queue.
 // Logger, Tracer, Metrics, Service, Version and Concurrency default to the
 // service's own.
 func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, error) {
 	var runners []*Runner
-	var metrics *telemetry.Metrics
 	for _, cfg := range cfgs {
 		if cfg.Service == "" {
 			cfg.Service = env.Name
@@ -132,7 +130,6 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 				cfg.Metrics = env.Telemetry.Metrics
 			}
 		}
-		metrics = cfg.Metrics
 		r, err := New(env.Queue, cfg)
 		if err != nil {
 			return nil, err
@@ -155,18 +152,6 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 		workers[i] = r
 	}
 	v1.RegisterStageServiceServer(env.Server, NewService(workers...))
-	if metrics != nil {
-		if _, err := metrics.ObserveJobsByState(func(ctx context.Context) (map[string]int64, error) {
-			counts, err := env.Queue.JobCounts(ctx)
-			out := make(map[string]int64, len(counts))
-			for s, n := range counts {
-				out[queue.JobStateName(s)] = int64(n)
-			}
-			return out, err
-		}); err != nil {
-			return nil, fmt.Errorf("stage: queue depth gauge: %w", err)
-		}
-	}
 	env.Server.OnShutdown(func(ctx context.Context) error {
 		if left := drainAll(ctx, runners); left > 0 {
 			return fmt.Errorf("stage: %d job(s) given back untouched at the drain deadline", left)

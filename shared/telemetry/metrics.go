@@ -24,6 +24,7 @@ const (
 	attrState   attribute.Key = "state"
 	attrOp      attribute.Key = "op"
 	attrNode    attribute.Key = "node"
+	attrKind    attribute.Key = "kind"
 )
 
 // Outcome is how one job step of a stage ended.
@@ -55,10 +56,24 @@ type Metrics struct {
 	queueJobs    metric.Int64ObservableGauge
 	zkConnected  metric.Int64ObservableGauge
 	zkRequests   metric.Int64ObservableCounter
+
+	queueOldest   metric.Float64ObservableGauge
+	queueBatches  metric.Int64ObservableGauge
+	workers       metric.Int64ObservableGauge
+	stateDuration metric.Float64Histogram
+	jobLatency    metric.Float64Histogram
+	jobFailures   metric.Int64Counter
+	callbacks     metric.Int64Counter
+	mails         metric.Int64Counter
+	leases        metric.Int64Counter
 }
 
+// jobBuckets go from a quick step (a tenth of a second) to a job waiting
+// days for an operator.
+var jobBuckets = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400, 259200, 604800}
+
 // NewMetrics creates the stage runner's instruments on provider. The
-// observable gauges report nothing until ObserveJobsByState and
+// observable gauges report nothing until ObserveQueue and
 // ObserveZooKeeperSession give them callbacks.
 func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	meter := provider.Meter(meterName)
@@ -97,7 +112,126 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		metric.WithDescription("Requests sent to ZooKeeper, by request (op; multi.<op> and multiread.get for the operations inside a multi or multiRead) and kind of node.")); err != nil {
 		return nil, fmt.Errorf("telemetry: creating ingestq.zookeeper.requests: %w", err)
 	}
+	if m.queueOldest, err = meter.Float64ObservableGauge("ingestq.queue.oldest_job_age",
+		metric.WithUnit("s"),
+		metric.WithDescription("How long the job waiting longest in each state has been in it (states without jobs are left out).")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.queue.oldest_job_age: %w", err)
+	}
+	if m.queueBatches, err = meter.Int64ObservableGauge("ingestq.queue.batches",
+		metric.WithUnit("{batch}"),
+		metric.WithDescription("Batches in each state of the queue.")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.queue.batches: %w", err)
+	}
+	if m.workers, err = meter.Int64ObservableGauge("ingestq.workers",
+		metric.WithUnit("{worker}"),
+		metric.WithDescription("Live stage replicas taking jobs from each state (their /workers entries).")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.workers: %w", err)
+	}
+	if m.stateDuration, err = meter.Float64Histogram("ingestq.job.state.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time a job spent in a state, observed when it left it, by the state left."),
+		metric.WithExplicitBucketBoundaries(jobBuckets...)); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.job.state.duration: %w", err)
+	}
+	if m.jobLatency, err = meter.Float64Histogram("ingestq.job.latency",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time from a job's creation (its batch's spawning) to its end, by the state it ended in."),
+		metric.WithExplicitBucketBoundaries(jobBuckets...)); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.job.latency: %w", err)
+	}
+	if m.jobFailures, err = meter.Int64Counter("ingestq.job.failures",
+		metric.WithUnit("{job}"),
+		metric.WithDescription("Jobs moved to Failed, by the stage (state) they failed in.")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.job.failures: %w", err)
+	}
+	if m.callbacks, err = meter.Int64Counter("ingestq.callbacks",
+		metric.WithUnit("{callback}"),
+		metric.WithDescription("Callbacks to a collection's URL, by outcome: delivered, refused (4xx, not retried), failed (given up after retries).")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.callbacks: %w", err)
+	}
+	if m.mails, err = meter.Int64Counter("ingestq.mails",
+		metric.WithUnit("{mail}"),
+		metric.WithDescription("Depositor mails, by kind (report, queued) and outcome (sent, failed: each failed attempt counts).")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.mails: %w", err)
+	}
+	if m.leases, err = meter.Int64Counter("ingestq.leases",
+		metric.WithUnit("{lease}"),
+		metric.WithDescription("Recording leases ended, by outcome: completed, failed, expired, lost, released.")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.leases: %w", err)
+	}
 	return m, nil
+}
+
+// StateChanged records a job's state change: the time it spent in the state
+// it left (inState < 0: not known, a job's creation), its failure counted by
+// stage when to is "failed", and its latency when it ended (to "completed",
+// "failed" or "deleted"; latency < 0: not known). States are lower-case.
+func (m *Metrics) StateChanged(ctx context.Context, from, to string, inState, latency time.Duration) {
+	if from != "" && inState >= 0 {
+		m.stateDuration.Record(ctx, inState.Seconds(), metric.WithAttributes(attrState.String(from)))
+	}
+	if to == "failed" && from != "" {
+		m.jobFailures.Add(ctx, 1, metric.WithAttributes(attrStage.String(from)))
+	}
+	if latency >= 0 && (to == "completed" || to == "failed" || to == "deleted") {
+		m.jobLatency.Record(ctx, latency.Seconds(), metric.WithAttributes(attrState.String(to)))
+	}
+}
+
+// Callback counts a callback's outcome: delivered, refused or failed.
+func (m *Metrics) Callback(ctx context.Context, outcome string) {
+	m.callbacks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+}
+
+// Mail counts a depositor mail of kind (report, queued) sent or failed.
+func (m *Metrics) Mail(ctx context.Context, kind, outcome string) {
+	m.mails.Add(ctx, 1, metric.WithAttributes(attrKind.String(kind), attrOutcome.String(outcome)))
+}
+
+// Lease counts a recording lease ended with outcome (completed, failed,
+// expired, lost, released).
+func (m *Metrics) Lease(ctx context.Context, outcome string) {
+	m.leases.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+}
+
+// QueueFigures are the queue's figures one process exports (see
+// ObserveQueue); states are lower-case.
+type QueueFigures struct {
+	Jobs      map[string]int64
+	OldestAge map[string]time.Duration
+	Batches   map[string]int64
+	Workers   map[string]int64
+}
+
+// ObserveQueue makes figures the source of ingestq_queue_jobs,
+// ingestq_queue_oldest_job_age_seconds, ingestq_queue_batches and
+// ingestq_workers, called at every scrape: it should return what a loop
+// read last (nil: nothing yet). One process of a queue calls it, so that a
+// sum over processes counts each job once.
+func (m *Metrics) ObserveQueue(figures func() *QueueFigures) (metric.Registration, error) {
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		f := figures()
+		if f == nil {
+			return nil
+		}
+		for state, n := range f.Jobs {
+			o.ObserveInt64(m.queueJobs, n, metric.WithAttributes(attrState.String(state)))
+		}
+		for state, d := range f.OldestAge {
+			o.ObserveFloat64(m.queueOldest, d.Seconds(), metric.WithAttributes(attrState.String(state)))
+		}
+		for state, n := range f.Batches {
+			o.ObserveInt64(m.queueBatches, n, metric.WithAttributes(attrState.String(state)))
+		}
+		for stage, n := range f.Workers {
+			o.ObserveInt64(m.workers, n, metric.WithAttributes(attrStage.String(stage)))
+		}
+		return nil
+	}, m.queueJobs, m.queueOldest, m.queueBatches, m.workers)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: registering the queue figures callback: %w", err)
+	}
+	return reg, nil
 }
 
 // Step is one job step of a stage in progress, from StartStep to End.
@@ -120,30 +254,6 @@ func (s Step) End(ctx context.Context, outcome Outcome) {
 	attrs := metric.WithAttributes(attrStage.String(s.stage), attrOutcome.String(string(outcome)))
 	s.metrics.jobsHandled.Add(ctx, 1, attrs)
 	s.metrics.stepDuration.Record(ctx, time.Since(s.started).Seconds(), attrs)
-}
-
-// JobsByState reports how many jobs are in each state, keyed by the
-// lower-case state name ("pending", "estimating", ...).
-type JobsByState func(ctx context.Context) (map[string]int64, error)
-
-// ObserveJobsByState makes count the source of ingestq_queue_jobs; it is
-// called at every scrape, so it should read a cache or cheap counts.
-// Unregister the returned registration when count stops being valid.
-func (m *Metrics) ObserveJobsByState(count JobsByState) (metric.Registration, error) {
-	reg, err := m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		counts, err := count(ctx)
-		if err != nil {
-			return fmt.Errorf("telemetry: counting jobs by state: %w", err)
-		}
-		for state, n := range counts {
-			o.ObserveInt64(m.queueJobs, n, metric.WithAttributes(attrState.String(state)))
-		}
-		return nil
-	}, m.queueJobs)
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: registering the jobs-by-state callback: %w", err)
-	}
-	return reg, nil
 }
 
 // ZooKeeperRequests reports the requests sent to ZooKeeper since the

@@ -2,10 +2,10 @@ package telemetry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,11 +29,20 @@ func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing
 	m.StartStep(ctx, "estimating").End(ctx, OutcomeRetried)
 	m.StartStep(ctx, "downloading").End(ctx, OutcomeFenced)
 	m.StartStep(ctx, "downloading") // still running at scrape time
-	if _, err := m.ObserveJobsByState(func(context.Context) (map[string]int64, error) {
-		return map[string]int64{"pending": 7, "estimating": 2}, nil
+	if _, err := m.ObserveQueue(func() *QueueFigures {
+		return &QueueFigures{Jobs: map[string]int64{"pending": 7, "estimating": 2},
+			OldestAge: map[string]time.Duration{"pending": 90 * time.Second},
+			Batches:   map[string]int64{"processing": 3}, Workers: map[string]int64{"estimating": 2, "notify": 0}}
 	}); err != nil {
-		t.Fatalf("ObserveJobsByState: %v", err)
+		t.Fatalf("ObserveQueue: %v", err)
 	}
+	m.StateChanged(ctx, "", "pending", -1, -1) // a job created
+	m.StateChanged(ctx, "estimating", "provisioning", 2*time.Second, -1)
+	m.StateChanged(ctx, "downloading", "failed", time.Second, time.Minute)
+	m.StateChanged(ctx, "notify", "completed", time.Second, time.Hour)
+	m.Callback(ctx, "delivered")
+	m.Mail(ctx, "report", "sent")
+	m.Lease(ctx, "expired")
 	if _, err := m.ObserveZooKeeperSession(func() bool { return true }); err != nil {
 		t.Fatalf("ObserveZooKeeperSession: %v", err)
 	}
@@ -63,6 +72,26 @@ func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing
 		{"ingestq_zookeeper_session_connected", dto.MetricType_GAUGE, nil, 1},
 		{"ingestq_zookeeper_requests_total", dto.MetricType_COUNTER, map[string]string{"op": "get", "node": "jobs/*/status"}, 12},
 		{"ingestq_zookeeper_requests_total", dto.MetricType_COUNTER, map[string]string{"op": "multi.create", "node": "jobs/*/lock"}, 3},
+		{"ingestq_queue_oldest_job_age_seconds", dto.MetricType_GAUGE, map[string]string{"state": "pending"}, 90},
+		{"ingestq_queue_batches", dto.MetricType_GAUGE, map[string]string{"state": "processing"}, 3},
+		{"ingestq_workers", dto.MetricType_GAUGE, map[string]string{"stage": "notify"}, 0},
+		{"ingestq_job_state_duration_seconds", dto.MetricType_HISTOGRAM, map[string]string{"state": "estimating"}, 1},
+		{"ingestq_job_latency_seconds", dto.MetricType_HISTOGRAM, map[string]string{"state": "completed"}, 1},
+		{"ingestq_job_latency_seconds", dto.MetricType_HISTOGRAM, map[string]string{"state": "failed"}, 1},
+		{"ingestq_job_failures_total", dto.MetricType_COUNTER, map[string]string{"stage": "downloading"}, 1},
+		{"ingestq_callbacks_total", dto.MetricType_COUNTER, map[string]string{"outcome": "delivered"}, 1},
+		{"ingestq_mails_total", dto.MetricType_COUNTER, map[string]string{"kind": "report", "outcome": "sent"}, 1},
+		{"ingestq_leases_total", dto.MetricType_COUNTER, map[string]string{"outcome": "expired"}, 1},
+	}
+	// No series carries the instrumentation scope, nor a label without a value.
+	for name, family := range families {
+		for _, sample := range family.GetMetric() {
+			for _, l := range sample.GetLabel() {
+				if strings.HasPrefix(l.GetName(), "otel_scope_") || l.GetValue() == "" {
+					t.Errorf("%s has label %s=%q", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s%v", tt.family, tt.labels), func(t *testing.T) {
@@ -100,25 +129,23 @@ func TestZooKeeperGaugeIsZeroWhileDisconnected(t *testing.T) {
 	}
 }
 
-func TestJobsByStateErrorLeavesGaugeEmptyButScrapeWorks(t *testing.T) {
+func TestQueueGaugesAreEmptyUntilFiguresAreReadButScrapeWorks(t *testing.T) {
 	tel, err := Setup(t.Context(), "ingestq-test", "v0.0.0", WithSpanExporter(tracetest.NewInMemoryExporter()))
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
 	defer shutdown(t, tel)
-	if _, err := tel.Metrics.ObserveJobsByState(func(context.Context) (map[string]int64, error) {
-		return nil, errors.New("zookeeper unreachable")
-	}); err != nil {
-		t.Fatalf("ObserveJobsByState: %v", err)
+	if _, err := tel.Metrics.ObserveQueue(func() *QueueFigures { return nil }); err != nil {
+		t.Fatalf("ObserveQueue: %v", err)
 	}
 	tel.Metrics.StartStep(t.Context(), "notifying").End(t.Context(), OutcomeAdvanced)
 
 	families := scrapeMetrics(t, tel)
 	if _, ok := families["ingestq_jobs_handled_total"]; !ok {
-		t.Error("a failing jobs-by-state callback hid ingestq_jobs_handled_total")
+		t.Error("queue figures not read yet hid ingestq_jobs_handled_total")
 	}
 	if family, ok := families["ingestq_queue_jobs"]; ok && len(family.GetMetric()) > 0 {
-		t.Errorf("ingestq_queue_jobs has samples %v although counting failed", family.GetMetric())
+		t.Errorf("ingestq_queue_jobs has samples %v although no figures were read", family.GetMetric())
 	}
 }
 

@@ -122,6 +122,9 @@ func newMeterProvider(registry *prometheus.Registry, res *resource.Resource) (*s
 		// Pinned rather than left to the exporter's default, so the
 		// documented metric names survive exporter upgrades.
 		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+		// The scope (the instrumenting package) says nothing to whoever
+		// runs the queue, and multiplies the labels of every series.
+		otelprom.WithoutScopeInfo(),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: creating the Prometheus exporter: %w", err)

@@ -1259,8 +1259,13 @@ func (x *GetJobRequest) GetIncludeManifest() bool {
 }
 
 type GetJobResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// trace_id is the job's own trace (its root span links to the batch's
+	// trace), empty when unknown.
+	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
+	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1300,6 +1305,20 @@ func (x *GetJobResponse) GetJob() *Job {
 		return x.Job
 	}
 	return nil
+}
+
+func (x *GetJobResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *GetJobResponse) GetTraceUrl() string {
+	if x != nil {
+		return x.TraceUrl
+	}
+	return ""
 }
 
 // ListJobsRequest selects jobs by state or by batch (not both); with
@@ -3333,9 +3352,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
-	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"3\n" +
+	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"k\n" +
 	"\x0eGetJobResponse\x12!\n" +
-	"\x03job\x18\x01 \x01(\v2\x0f.ingestq.v1.JobR\x03job\"\x94\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x0f.ingestq.v1.JobR\x03job\x12\x19\n" +
+	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\"\x94\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x1b\n" +

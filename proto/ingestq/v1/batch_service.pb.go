@@ -132,7 +132,9 @@ type SubmitResponse struct {
 	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	// batch_uuid is the submitter's id, or the one generated for it.
 	BatchUuid string `protobuf:"bytes,2,opt,name=batch_uuid,json=batchUuid,proto3" json:"batch_uuid,omitempty"`
-	// traceparent is the W3C trace context every job of the batch continues.
+	// traceparent is the W3C trace context of the batch: the batch's own
+	// spans (submission, spawning, report) are in its trace; each job has a
+	// trace of its own, linked to it.
 	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -274,8 +276,12 @@ func (*GetBatchStatusRequest_BatchUuid) isGetBatchStatusRequest_Batch() {}
 
 // GetBatchStatusResponse is the batch as the queue has it now.
 type GetBatchStatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Batch *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	// trace_id is the batch's trace (its submission's), empty when unknown.
+	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
+	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +323,20 @@ func (x *GetBatchStatusResponse) GetBatch() *Batch {
 	return nil
 }
 
+func (x *GetBatchStatusResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *GetBatchStatusResponse) GetTraceUrl() string {
+	if x != nil {
+		return x.TraceUrl
+	}
+	return ""
+}
+
 var File_ingestq_v1_batch_service_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_batch_service_proto_rawDesc = "" +
@@ -342,9 +362,11 @@ const file_ingestq_v1_batch_service_proto_rawDesc = "" +
 	"\bbatch_id\x18\x01 \x01(\tH\x00R\abatchId\x12\x1f\n" +
 	"\n" +
 	"batch_uuid\x18\x02 \x01(\tH\x00R\tbatchUuidB\a\n" +
-	"\x05batch\"A\n" +
+	"\x05batch\"y\n" +
 	"\x16GetBatchStatusResponse\x12'\n" +
-	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch2\xa8\x01\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\x12\x19\n" +
+	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl2\xa8\x01\n" +
 	"\fBatchService\x12?\n" +
 	"\x06Submit\x12\x19.ingestq.v1.SubmitRequest\x1a\x1a.ingestq.v1.SubmitResponse\x12W\n" +
 	"\x0eGetBatchStatus\x12!.ingestq.v1.GetBatchStatusRequest\x1a\".ingestq.v1.GetBatchStatusResponseB7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"

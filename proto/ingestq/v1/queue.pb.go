@@ -9,6 +9,7 @@ package ingestqv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -794,9 +795,16 @@ type JobStatus struct {
 	// W3C trace context of the job's submission (ingestq's own key, omitted
 	// when empty and ignored by peers). It rides in the status because every
 	// stage reads the status anyway: continuing the trace costs no extra read.
-	Traceparent   string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"` // traceparent
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Traceparent string `protobuf:"bytes,6,opt,name=traceparent,proto3" json:"traceparent,omitempty"` // traceparent
+	// The job's last state changes, oldest first (ingestq's own key,
+	// "history", ignored by peers): written by the commit that makes each
+	// change, so it costs bytes, not requests. At most 64 are kept; the
+	// number of older ones dropped is history_dropped ("history_dropped",
+	// written only when not 0).
+	History        []*JobStateChange `protobuf:"bytes,7,rep,name=history,proto3" json:"history,omitempty"`                                      // history
+	HistoryDropped int32             `protobuf:"varint,8,opt,name=history_dropped,json=historyDropped,proto3" json:"history_dropped,omitempty"` // history_dropped
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -871,6 +879,110 @@ func (x *JobStatus) GetTraceparent() string {
 	return ""
 }
 
+func (x *JobStatus) GetHistory() []*JobStateChange {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *JobStatus) GetHistoryDropped() int32 {
+	if x != nil {
+		return x.HistoryDropped
+	}
+	return 0
+}
+
+// JobStateChange is one state change of a job, an entry of its status's
+// history. Keys: "at", "from", "to", "worker", "in_state_ms", "message".
+type JobStateChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	At    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"` // at
+	// from is UNSPECIFIED for the job's creation.
+	From JobState `protobuf:"varint,2,opt,name=from,proto3,enum=ingestq.v1.JobState" json:"from,omitempty"` // from
+	To   JobState `protobuf:"varint,3,opt,name=to,proto3,enum=ingestq.v1.JobState" json:"to,omitempty"`     // to
+	// worker is who made the change: a stage replica's worker id, or
+	// "operator", "fsck", "batcher".
+	Worker string `protobuf:"bytes,4,opt,name=worker,proto3" json:"worker,omitempty"` // worker
+	// in_state is how long the job was in the state it left.
+	InState       *durationpb.Duration `protobuf:"bytes,5,opt,name=in_state,json=inState,proto3" json:"in_state,omitempty"` // in_state_ms
+	Message       string               `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`                // message
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStateChange) Reset() {
+	*x = JobStateChange{}
+	mi := &file_ingestq_v1_queue_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStateChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStateChange) ProtoMessage() {}
+
+func (x *JobStateChange) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_queue_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStateChange.ProtoReflect.Descriptor instead.
+func (*JobStateChange) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *JobStateChange) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *JobStateChange) GetFrom() JobState {
+	if x != nil {
+		return x.From
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobStateChange) GetTo() JobState {
+	if x != nil {
+		return x.To
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobStateChange) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *JobStateChange) GetInState() *durationpb.Duration {
+	if x != nil {
+		return x.InState
+	}
+	return nil
+}
+
+func (x *JobStateChange) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // JobConfiguration is /jobs/JID/configuration, written once at creation.
 type JobConfiguration struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -893,7 +1005,7 @@ type JobConfiguration struct {
 
 func (x *JobConfiguration) Reset() {
 	*x = JobConfiguration{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[7]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1017,7 @@ func (x *JobConfiguration) String() string {
 func (*JobConfiguration) ProtoMessage() {}
 
 func (x *JobConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[7]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1030,7 @@ func (x *JobConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobConfiguration.ProtoReflect.Descriptor instead.
 func (*JobConfiguration) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JobConfiguration) GetProfileName() string {
@@ -1009,7 +1121,7 @@ type Identifiers struct {
 
 func (x *Identifiers) Reset() {
 	*x = Identifiers{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[8]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1133,7 @@ func (x *Identifiers) String() string {
 func (*Identifiers) ProtoMessage() {}
 
 func (x *Identifiers) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[8]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1146,7 @@ func (x *Identifiers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Identifiers.ProtoReflect.Descriptor instead.
 func (*Identifiers) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Identifiers) GetPrimaryId() string {
@@ -1068,7 +1180,7 @@ type Store struct {
 
 func (x *Store) Reset() {
 	*x = Store{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[9]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1192,7 @@ func (x *Store) String() string {
 func (*Store) ProtoMessage() {}
 
 func (x *Store) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[9]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1205,7 @@ func (x *Store) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Store.ProtoReflect.Descriptor instead.
 func (*Store) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Store) GetManifestUrl() string {
@@ -1139,7 +1251,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[10]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1263,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[10]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1276,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Inventory) GetManifestUrl() string {
@@ -1203,7 +1315,7 @@ type ManifestFile struct {
 
 func (x *ManifestFile) Reset() {
 	*x = ManifestFile{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[11]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1327,7 @@ func (x *ManifestFile) String() string {
 func (*ManifestFile) ProtoMessage() {}
 
 func (x *ManifestFile) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[11]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1340,7 @@ func (x *ManifestFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ManifestFile.ProtoReflect.Descriptor instead.
 func (*ManifestFile) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ManifestFile) GetUrl() string {
@@ -1285,7 +1397,7 @@ type Manifest struct {
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[12]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1409,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[12]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1422,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Manifest) GetFiles() []*ManifestFile {
@@ -1341,7 +1453,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[13]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1465,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[13]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1478,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Job) GetId() string {
@@ -1465,7 +1577,7 @@ type InFlightJob struct {
 
 func (x *InFlightJob) Reset() {
 	*x = InFlightJob{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1589,7 @@ func (x *InFlightJob) String() string {
 func (*InFlightJob) ProtoMessage() {}
 
 func (x *InFlightJob) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1602,7 @@ func (x *InFlightJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InFlightJob.ProtoReflect.Descriptor instead.
 func (*InFlightJob) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InFlightJob) GetJobId() string {
@@ -1542,7 +1654,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1666,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1679,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1666,7 +1778,7 @@ var File_ingestq_v1_queue_proto protoreflect.FileDescriptor
 const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\n" +
 	"\x16ingestq/v1/queue.proto\x12\n" +
-	"ingestq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"Z\n" +
+	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"Z\n" +
 	"\bMetadata\x12\x10\n" +
 	"\x03who\x18\x01 \x01(\tR\x03who\x12\x12\n" +
 	"\x04what\x18\x02 \x01(\tR\x04what\x12\x12\n" +
@@ -1714,7 +1826,7 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x17.ingestq.v1.BatchStatusR\x06status\x12=\n" +
 	"\rstatus_report\x18\x04 \x01(\v2\x18.ingestq.v1.StatusReportR\fstatusReport\x122\n" +
 	"\x06counts\x18\x05 \x01(\v2\x1a.ingestq.v1.BatchJobCountsR\x06counts\x12\x16\n" +
-	"\x06locked\x18\x06 \x01(\bR\x06locked\"\xa3\x02\n" +
+	"\x06locked\x18\x06 \x01(\bR\x06locked\"\x82\x03\n" +
 	"\tJobStatus\x12,\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x06status\x12?\n" +
 	"\rlast_modified\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\flastModified\x12\x18\n" +
@@ -1722,7 +1834,16 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x16last_successful_status\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\x14lastSuccessfulStatus\x12\x1f\n" +
 	"\vretry_count\x18\x05 \x01(\x05R\n" +
 	"retryCount\x12 \n" +
-	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\"\xb9\x03\n" +
+	"\vtraceparent\x18\x06 \x01(\tR\vtraceparent\x124\n" +
+	"\ahistory\x18\a \x03(\v2\x1a.ingestq.v1.JobStateChangeR\ahistory\x12'\n" +
+	"\x0fhistory_dropped\x18\b \x01(\x05R\x0ehistoryDropped\"\xf4\x01\n" +
+	"\x0eJobStateChange\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12(\n" +
+	"\x04from\x18\x02 \x01(\x0e2\x14.ingestq.v1.JobStateR\x04from\x12$\n" +
+	"\x02to\x18\x03 \x01(\x0e2\x14.ingestq.v1.JobStateR\x02to\x12\x16\n" +
+	"\x06worker\x18\x04 \x01(\tR\x06worker\x124\n" +
+	"\bin_state\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ainState\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xb9\x03\n" +
 	"\x10JobConfiguration\x12!\n" +
 	"\fprofile_name\x18\x01 \x01(\tR\vprofileName\x12\x1c\n" +
 	"\tsubmitter\x18\x02 \x01(\tR\tsubmitter\x12\x1f\n" +
@@ -1852,7 +1973,7 @@ func file_ingestq_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_ingestq_v1_queue_proto_goTypes = []any{
 	(JobState)(0),                 // 0: ingestq.v1.JobState
 	(BatchState)(0),               // 1: ingestq.v1.BatchState
@@ -1865,53 +1986,60 @@ var file_ingestq_v1_queue_proto_goTypes = []any{
 	(*BatchJobCounts)(nil),        // 8: ingestq.v1.BatchJobCounts
 	(*Batch)(nil),                 // 9: ingestq.v1.Batch
 	(*JobStatus)(nil),             // 10: ingestq.v1.JobStatus
-	(*JobConfiguration)(nil),      // 11: ingestq.v1.JobConfiguration
-	(*Identifiers)(nil),           // 12: ingestq.v1.Identifiers
-	(*Store)(nil),                 // 13: ingestq.v1.Store
-	(*Inventory)(nil),             // 14: ingestq.v1.Inventory
-	(*ManifestFile)(nil),          // 15: ingestq.v1.ManifestFile
-	(*Manifest)(nil),              // 16: ingestq.v1.Manifest
-	(*Job)(nil),                   // 17: ingestq.v1.Job
-	(*InFlightJob)(nil),           // 18: ingestq.v1.InFlightJob
-	(*WorkerInfo)(nil),            // 19: ingestq.v1.WorkerInfo
-	nil,                           // 20: ingestq.v1.WorkerInfo.OutcomesEntry
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*JobStateChange)(nil),        // 11: ingestq.v1.JobStateChange
+	(*JobConfiguration)(nil),      // 12: ingestq.v1.JobConfiguration
+	(*Identifiers)(nil),           // 13: ingestq.v1.Identifiers
+	(*Store)(nil),                 // 14: ingestq.v1.Store
+	(*Inventory)(nil),             // 15: ingestq.v1.Inventory
+	(*ManifestFile)(nil),          // 16: ingestq.v1.ManifestFile
+	(*Manifest)(nil),              // 17: ingestq.v1.Manifest
+	(*Job)(nil),                   // 18: ingestq.v1.Job
+	(*InFlightJob)(nil),           // 19: ingestq.v1.InFlightJob
+	(*WorkerInfo)(nil),            // 20: ingestq.v1.WorkerInfo
+	nil,                           // 21: ingestq.v1.WorkerInfo.OutcomesEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
 }
 var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	2,  // 0: ingestq.v1.Submission.type:type_name -> ingestq.v1.PayloadType
 	3,  // 1: ingestq.v1.Submission.submission_mode:type_name -> ingestq.v1.SubmissionMode
 	4,  // 2: ingestq.v1.Submission.metadata:type_name -> ingestq.v1.Metadata
-	21, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
+	22, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
 	1,  // 4: ingestq.v1.BatchStatus.status:type_name -> ingestq.v1.BatchState
-	21, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
-	21, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
+	22, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
+	22, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
 	5,  // 7: ingestq.v1.Batch.submission:type_name -> ingestq.v1.Submission
 	6,  // 8: ingestq.v1.Batch.status:type_name -> ingestq.v1.BatchStatus
 	7,  // 9: ingestq.v1.Batch.status_report:type_name -> ingestq.v1.StatusReport
 	8,  // 10: ingestq.v1.Batch.counts:type_name -> ingestq.v1.BatchJobCounts
 	0,  // 11: ingestq.v1.JobStatus.status:type_name -> ingestq.v1.JobState
-	21, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
+	22, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
 	0,  // 13: ingestq.v1.JobStatus.last_successful_status:type_name -> ingestq.v1.JobState
-	2,  // 14: ingestq.v1.JobConfiguration.payload_type:type_name -> ingestq.v1.PayloadType
-	3,  // 15: ingestq.v1.JobConfiguration.submission_mode:type_name -> ingestq.v1.SubmissionMode
-	15, // 16: ingestq.v1.Manifest.files:type_name -> ingestq.v1.ManifestFile
-	11, // 17: ingestq.v1.Job.configuration:type_name -> ingestq.v1.JobConfiguration
-	12, // 18: ingestq.v1.Job.identifiers:type_name -> ingestq.v1.Identifiers
-	4,  // 19: ingestq.v1.Job.metadata:type_name -> ingestq.v1.Metadata
-	13, // 20: ingestq.v1.Job.store:type_name -> ingestq.v1.Store
-	14, // 21: ingestq.v1.Job.inventory:type_name -> ingestq.v1.Inventory
-	10, // 22: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
-	16, // 23: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
-	21, // 24: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
-	21, // 25: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
-	21, // 26: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
-	18, // 27: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
-	20, // 28: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	11, // 14: ingestq.v1.JobStatus.history:type_name -> ingestq.v1.JobStateChange
+	22, // 15: ingestq.v1.JobStateChange.at:type_name -> google.protobuf.Timestamp
+	0,  // 16: ingestq.v1.JobStateChange.from:type_name -> ingestq.v1.JobState
+	0,  // 17: ingestq.v1.JobStateChange.to:type_name -> ingestq.v1.JobState
+	23, // 18: ingestq.v1.JobStateChange.in_state:type_name -> google.protobuf.Duration
+	2,  // 19: ingestq.v1.JobConfiguration.payload_type:type_name -> ingestq.v1.PayloadType
+	3,  // 20: ingestq.v1.JobConfiguration.submission_mode:type_name -> ingestq.v1.SubmissionMode
+	16, // 21: ingestq.v1.Manifest.files:type_name -> ingestq.v1.ManifestFile
+	12, // 22: ingestq.v1.Job.configuration:type_name -> ingestq.v1.JobConfiguration
+	13, // 23: ingestq.v1.Job.identifiers:type_name -> ingestq.v1.Identifiers
+	4,  // 24: ingestq.v1.Job.metadata:type_name -> ingestq.v1.Metadata
+	14, // 25: ingestq.v1.Job.store:type_name -> ingestq.v1.Store
+	15, // 26: ingestq.v1.Job.inventory:type_name -> ingestq.v1.Inventory
+	10, // 27: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
+	17, // 28: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
+	22, // 29: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
+	22, // 30: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
+	22, // 31: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
+	19, // 32: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
+	21, // 33: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_queue_proto_init() }
@@ -1925,7 +2053,7 @@ func file_ingestq_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_queue_proto_rawDesc), len(file_ingestq_v1_queue_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

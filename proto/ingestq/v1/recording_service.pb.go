@@ -91,8 +91,12 @@ type LeaseResponse struct {
 	// processor wrote it in the job's inventory node.
 	ManifestUrl string `protobuf:"bytes,6,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"`
 	// mode is "add" or "update".
-	Mode          string   `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"`
-	LocalIds      []string `protobuf:"bytes,8,rep,name=local_ids,json=localIds,proto3" json:"local_ids,omitempty"`
+	Mode     string   `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"`
+	LocalIds []string `protobuf:"bytes,8,rep,name=local_ids,json=localIds,proto3" json:"local_ids,omitempty"`
+	// traceparent is the W3C trace context of the lease's span in the job's
+	// trace: a caller that sends it (gRPC metadata "traceparent") with Renew,
+	// Complete and Fail puts its own spans in the job's trace.
+	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +185,13 @@ func (x *LeaseResponse) GetLocalIds() []string {
 		return x.LocalIds
 	}
 	return nil
+}
+
+func (x *LeaseResponse) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type RenewRequest struct {
@@ -457,7 +468,7 @@ const file_ingestq_v1_recording_service_proto_rawDesc = "" +
 	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ingestq/v1/options.proto\"\x7f\n" +
 	"\fLeaseRequest\x12-\n" +
 	"\x04wait\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12@\n" +
-	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\"\xf8\x01\n" +
+	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\"\x9a\x02\n" +
 	"\rLeaseResponse\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12\x15\n" +
@@ -466,7 +477,8 @@ const file_ingestq_v1_recording_service_proto_rawDesc = "" +
 	"\x03ark\x18\x05 \x01(\tR\x03ark\x12!\n" +
 	"\fmanifest_url\x18\x06 \x01(\tR\vmanifestUrl\x12\x12\n" +
 	"\x04mode\x18\a \x01(\tR\x04mode\x12\x1b\n" +
-	"\tlocal_ids\x18\b \x03(\tR\blocalIds\"k\n" +
+	"\tlocal_ids\x18\b \x03(\tR\blocalIds\x12 \n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparent\"k\n" +
 	"\fRenewRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12@\n" +
 	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\"E\n" +

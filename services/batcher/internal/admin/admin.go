@@ -5,6 +5,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/rpcerr"
+	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,6 +33,9 @@ type Server struct {
 	Profiles *profile.Set
 	Root     workdir.Root
 	Logger   *slog.Logger
+	// TraceURL links a trace id to a tracing backend: "{trace_id}" in it
+	// is replaced (INGESTQ_TRACE_URL; empty: no links).
+	TraceURL string
 }
 
 var _ v1.AdminServiceServer = (*Server)(nil)
@@ -299,7 +304,8 @@ func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobR
 			return nil, rpcerr.FromQueue(err)
 		}
 	}
-	return &v1.GetJobResponse{Job: j}, nil
+	tp := cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
+	return &v1.GetJobResponse{Job: j, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp)}, nil
 }
 
 // ListJobs lists jobs by state or batch.

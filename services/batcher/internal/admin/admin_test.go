@@ -92,7 +92,8 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1.RegisterAdminServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log})
+	v1.RegisterAdminServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log,
+		TraceURL: "https://tracing.example/trace/{trace_id}"})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func (f *fixture) batch(profileName, collection string, n int) (string, []string
 	for i := range jobs {
 		jobs[i] = queue.NewJob{Priority: 5, WorkRoot: f.root.Dir(), Configuration: &v1.JobConfiguration{ProfileName: profileName, Collection: collection,
 			PayloadUrl: fmt.Sprintf("http://127.0.0.1/%d.checkm", i), PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
-			BatchEntry: int32(i)},
+			BatchEntry: int32(i), Traceparent: fmt.Sprintf("00-%032x-00f067aa0ba902b7-01", i+1)},
 			Manifest: &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1/a.txt", Size: 1, Name: "a.txt"}}}}
 	}
 	jids, err := bc.CreateJobs(ctx, jobs)
@@ -486,6 +487,9 @@ func TestJobActionsAndTheirRefusals(t *testing.T) {
 	g, err := f.admin.GetJob(f.ctx, &v1.GetJobRequest{JobId: jids[0], IncludeManifest: true})
 	if err != nil || g.GetJob().GetBid() != bid || len(g.GetJob().GetManifest().GetFiles()) != 1 {
 		t.Fatalf("GetJob: %v %v", g, err)
+	}
+	if want := fmt.Sprintf("%032x", 1); g.GetTraceId() != want || g.GetTraceUrl() != "https://tracing.example/trace/"+want {
+		t.Errorf("GetJob: trace id %q, url %q, want the job's trace %s and its link", g.GetTraceId(), g.GetTraceUrl(), want)
 	}
 	if g, _ := f.admin.GetJob(f.ctx, &v1.GetJobRequest{JobId: jids[0]}); g.GetJob().GetManifest() != nil {
 		t.Error("GetJob without include_manifest returned the manifest")

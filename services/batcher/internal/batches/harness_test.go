@@ -22,8 +22,11 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -105,6 +108,10 @@ type harness struct {
 	dep      *depositor
 	profiles *profile.Set
 	cfg      Config
+	// spans holds every span the batchers ended.
+	spans *tracetest.InMemoryExporter
+	// tel holds the batchers' metrics.
+	tel *telemetry.Telemetry
 	// session is the session timeout of the sessions connect opens. The
 	// client drops a connection that answers nothing for two thirds of
 	// it, so a test that keeps ZooKeeper writing megabytes at a time on a
@@ -145,6 +152,16 @@ func newHarness(t *testing.T) *harness {
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		MailRetry: 50 * time.Millisecond,
 	}
+	h.spans = tracetest.NewInMemoryExporter()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(h.spans))
+	t.Cleanup(func() { provider.Shutdown(context.Background()) })
+	h.cfg.Tracer = provider.Tracer("batcher")
+	tel, err := telemetry.Setup(context.Background(), "batcher-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	h.tel, h.cfg.Metrics = tel, tel.Metrics
 	return h
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
 	"github.com/ingestq/ingestq/services/batcher/internal/report"
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
@@ -26,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/proto"
 )
 
 // DefaultChunk is how many jobs one CreateJobs call creates.
@@ -39,6 +41,8 @@ type Config struct {
 	Mail     mail.Sender
 	Logger   *slog.Logger
 	Tracer   trace.Tracer // default: no spans
+	// Metrics, if set, counts the mails sent and failed.
+	Metrics *telemetry.Metrics
 	// Concurrency is how many batches are worked on at once (default 4).
 	Concurrency int
 	// Chunk is how many jobs one CreateJobs call creates (default 1000).
@@ -513,14 +517,24 @@ func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.N
 	}
 	for start := 0; start < len(todo); start += b.r.cfg.Chunk {
 		chunk := todo[start:min(start+b.r.cfg.Chunk, len(todo))]
-		if _, err := bc.CreateJobs(ctx, chunk); err != nil {
+		spans := b.startJobTraces(ctx, chunk)
+		ids, err := bc.CreateJobs(ctx, chunk)
+		for i, span := range spans {
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			} else {
+				telemetry.NameJobTrace(span, ids[i])
+			}
+			span.End()
+		}
+		if err != nil {
 			return fmt.Errorf("created %d of %d jobs: %w", len(existing)+start, len(jobs), err)
 		}
 	}
 	if prof.NotifyOnQueue && len(prof.NotificationAddresses) > 0 {
 		// Sent before the batch is released: a crash in between sends it
 		// again under the same Message-ID, never loses it.
-		if err := b.r.cfg.Mail.Send(ctx, report.Queued(bc.ID(), sub, prof, len(jobs))); err != nil {
+		if err := b.r.sendMail(ctx, "queued", report.Queued(bc.ID(), sub, prof, len(jobs))); err != nil {
 			b.log.WarnContext(ctx, "batch queued notice not sent", "error", err.Error())
 		}
 	}
@@ -529,6 +543,23 @@ func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.N
 	}
 	b.log.InfoContext(ctx, "batch jobs created", "jobs", len(jobs), "created_now", len(todo))
 	return nil
+}
+
+// startJobTraces starts each job's own trace, linked to the batch's span
+// in ctx, and stores its traceparent with the job: every stage's span of
+// the job joins that trace. The caller ends the spans.
+func (b *batch) startJobTraces(ctx context.Context, jobs []queue.NewJob) []trace.Span {
+	spans := make([]trace.Span, len(jobs))
+	for i := range jobs {
+		conf := proto.Clone(jobs[i].Configuration).(*v1.JobConfiguration)
+		jobCtx, span := telemetry.StartJobTrace(ctx, b.r.cfg.Tracer, b.bc.ID(), int(conf.GetBatchEntry()))
+		if tp := telemetry.Inject(jobCtx); tp != "" {
+			conf.Traceparent = tp
+		}
+		jobs[i].Configuration = conf
+		spans[i] = span
+	}
+	return spans
 }
 
 // report builds the batch's report, mails it, and stores it with the
@@ -568,13 +599,26 @@ func (b *batch) report(ctx context.Context) error {
 	return nil
 }
 
+// sendMail sends m, a mail of kind (report, queued), counting the outcome.
+func (r *Runner) sendMail(ctx context.Context, kind string, m mail.Message) error {
+	err := r.cfg.Mail.Send(ctx, m)
+	if r.cfg.Metrics != nil {
+		outcome := "sent"
+		if err != nil {
+			outcome = "failed"
+		}
+		r.cfg.Metrics.Mail(ctx, kind, outcome)
+	}
+	return err
+}
+
 // mailReport sends the report, trying again while the mail server fails,
 // until it is sent or ctx ends (the claim is lost or the batcher stops).
 func (b *batch) mailReport(ctx context.Context, m mail.Message) error {
 	policy := retry.Policy{Backoff: b.r.cfg.MailRetry, Max: max(b.r.cfg.MailRetry, maxBackoff)}
 	var last error
 	_, err := policy.Do(ctx, nil, func(attempt int) error {
-		last = b.r.cfg.Mail.Send(ctx, m)
+		last = b.r.sendMail(ctx, "report", m)
 		if last != nil {
 			b.log.WarnContext(ctx, "report not mailed; trying again", "mail", m.Key, "retry_in", policy.Wait(attempt).String(), "error", last.Error())
 		}

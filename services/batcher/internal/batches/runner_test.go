@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"mime/quotedprintable"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
 const objectManifest = `#%checkm_0.7
@@ -63,12 +66,42 @@ func checkCommon(t *testing.T, h *harness, bid string, j *v1.Job, entry int, pay
 	if want := h.root.Job(bid, j.GetId()); c.GetWorkingDir() != want {
 		t.Errorf("job %s: working_dir %q, want %q", j.GetId(), c.GetWorkingDir(), want)
 	}
-	if c.GetTraceparent() != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
-		t.Errorf("job %s: traceparent %q is not the submission's", j.GetId(), c.GetTraceparent())
-	}
+	checkJobTrace(t, h, bid, j)
 	if j.GetPriority() != 7 || j.GetBid() != bid || j.GetStatus().GetStatus() != queue.Pending {
 		t.Errorf("job %s: priority %d bid %s status %s, want 7 %s Pending", j.GetId(), j.GetPriority(), j.GetBid(), j.GetStatus().GetStatus(), bid)
 	}
+}
+
+// submissionTrace is the trace id of the traceparent harness.submit stores.
+const submissionTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+// checkJobTrace checks that job j has a trace of its own, whose root span
+// ("created <jid>") links to the batch's span in the submission's trace,
+// and that the job's status carries the same traceparent.
+func checkJobTrace(t *testing.T, h *harness, bid string, j *v1.Job) {
+	t.Helper()
+	tp := j.GetConfiguration().GetTraceparent()
+	id := telemetry.TraceID(tp)
+	if id == "" || id == submissionTrace {
+		t.Errorf("job %s: traceparent %q is not a trace of its own", j.GetId(), tp)
+		return
+	}
+	if j.GetStatus().GetTraceparent() != tp {
+		t.Errorf("job %s: status traceparent %q, configuration %q", j.GetId(), j.GetStatus().GetTraceparent(), tp)
+	}
+	for _, s := range h.spans.GetSpans() {
+		if s.SpanContext.TraceID().String() != id {
+			continue
+		}
+		if s.Name != "created "+j.GetId() || s.Parent.IsValid() {
+			t.Errorf("job %s: span %q (parent %v) in its trace, want the root span created %s", j.GetId(), s.Name, s.Parent.SpanID(), j.GetId())
+		}
+		if len(s.Links) != 1 || s.Links[0].SpanContext.TraceID().String() != submissionTrace {
+			t.Errorf("job %s: root span links %v, want one to the batch's trace %s", j.GetId(), s.Links, submissionTrace)
+		}
+		return
+	}
+	t.Errorf("job %s: no span of its trace %s was ended", j.GetId(), id)
 }
 
 func TestEachPayloadTypeBecomesItsJobs(t *testing.T) {
@@ -393,8 +426,13 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 		t.Errorf("first status-report %v", rep)
 	}
 	first := body(t, reportMail(t, h, bid+"-report"))
+	rec := httptest.NewRecorder()
+	h.tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if want := `ingestq_mails_total{kind="report",outcome="sent"} 1`; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("the report mailed is not counted: no %s", want)
+	}
 	for _, want := range []string{"failed: 1 of 3 object(s) failed", "Failed (1):", jobs[1].GetId() + "  ark:/99999/fk4diary  local id loc-diary",
-		"      GET http://127.0.0.1/diary.txt: HTTP 404 Not Found"} {
+		"      failed in Downloading: GET http://127.0.0.1/diary.txt: HTTP 404 Not Found"} {
 		if !strings.Contains(first, want) {
 			t.Errorf("first report lacks %q:\n%s", want, first)
 		}

@@ -70,6 +70,8 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Poll is how often an open page refreshes its figures (default 2s).
 	Poll time.Duration
+	// TraceURL makes trace ids links: "{trace_id}" in it is replaced.
+	TraceURL string
 }
 
 // Console is the console's HTTP handler.
@@ -83,7 +85,9 @@ type Console struct {
 	// stageCreds and stageToken reach the stage replicas (nil: controls off).
 	stageCreds StageCredentials
 	stageToken string
-	handler    http.Handler
+	// traceURL is Options.TraceURL.
+	traceURL string
+	handler  http.Handler
 }
 
 // New builds a Console.
@@ -101,6 +105,7 @@ func New(opts Options) (*Console, error) {
 		poll:       orDefault(opts.Poll, DefaultPoll),
 		stageCreds: opts.StageCredentials,
 		stageToken: opts.Token,
+		traceURL:   opts.TraceURL,
 	}
 	if opts.Token != "" {
 		if opts.Sessions == nil {

@@ -105,6 +105,7 @@ func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
 	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, f.q, log
+	opts.TraceURL = "https://tracing.example/trace/{trace_id}"
 	if f.con, err = New(opts); err != nil {
 		t.Fatal(err)
 	}

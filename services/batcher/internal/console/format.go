@@ -143,17 +143,3 @@ func progress(c *v1.BatchJobCounts) ([]segment, int32) {
 	}
 	return segs, total
 }
-
-// traceID is the trace id of a W3C traceparent ("" when malformed).
-func traceID(traceparent string) string {
-	parts := strings.Split(traceparent, "-")
-	if len(parts) != 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0") == "" {
-		return ""
-	}
-	for _, r := range parts[1] {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return ""
-		}
-	}
-	return parts[1]
-}

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/telemetry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -167,6 +168,7 @@ type batchView struct {
 	Metadata    *v1.Metadata
 	Submitted   string
 	TraceID     string
+	TraceURL    string
 	Traceparent string
 	State       string
 	Message     string
@@ -198,7 +200,7 @@ func newBatchView(b *v1.Batch) *batchView {
 	bv := &batchView{ID: b.GetId(), UUID: sub.GetBatchId(), Submitter: sub.GetSubmitter(), Profile: sub.GetProfileName(),
 		Collection: sub.GetCollection(), PayloadURL: sub.GetPayloadUrl(), PayloadType: queue.PayloadTypeName(sub.GetType()),
 		Metadata: sub.GetMetadata(), Submitted: when(sub.GetSubmissionDate()), Traceparent: sub.GetTraceparent(),
-		TraceID: traceID(sub.GetTraceparent()), State: queue.BatchStateName(b.GetStatus().GetStatus()),
+		TraceID: telemetry.TraceID(sub.GetTraceparent()), State: queue.BatchStateName(b.GetStatus().GetStatus()),
 		Message: b.GetStatus().GetMessage(), Modified: when(b.GetStatus().GetLastModified()), Locked: b.GetLocked(),
 		Counts: b.GetCounts()}
 	bv.Mode = submissionMode(sub.GetSubmissionMode())
@@ -332,7 +334,9 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.pageView(w, r, "Batch "+bid, "batches")
-	v.Data = batchPageView{Batch: newBatchView(resp.GetBatch()),
+	bv := newBatchView(resp.GetBatch())
+	bv.TraceURL = telemetry.TraceURL(c.traceURL, resp.GetBatch().GetSubmission().GetTraceparent())
+	v.Data = batchPageView{Batch: bv,
 		Jobs: newJobList(jobs, url.Values{"size": sizeParam(size)}, batchURL(bid), after)}
 	v.Live = "/api/batches/" + bid
 	c.render(w, r, http.StatusOK, "batch", v)
@@ -352,13 +356,23 @@ type jobRow struct {
 	Message        string
 	Modified       string
 	Locked         bool
+	// FailedIn is the stage a failed job failed in, "" otherwise.
+	FailedIn string
+	LocalIDs string
 }
 
 func newJobRow(j *v1.Job) jobRow {
-	return jobRow{ID: j.GetId(), Bid: j.GetBid(), State: stateName(j.GetStatus().GetStatus()),
+	r := jobRow{ID: j.GetId(), Bid: j.GetBid(), State: stateName(j.GetStatus().GetStatus()),
 		LastSuccessful: stateName(j.GetStatus().GetLastSuccessfulStatus()), Priority: j.GetPriority(),
 		Size: humanBytes(j.GetSpaceNeeded()), Retries: j.GetStatus().GetRetryCount(), Message: j.GetStatus().GetMessage(),
-		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked()}
+		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked(),
+		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", ")}
+	if j.GetStatus().GetStatus() == queue.Failed {
+		if s := queue.FailedStage(j.GetStatus()); s != v1.JobState_JOB_STATE_UNSPECIFIED {
+			r.FailedIn = queue.JobStateName(s)
+		}
+	}
+	return r
 }
 
 // stateName is a job state's name, "—" for none (a null last_successful_status).
@@ -481,6 +495,7 @@ type jobView struct {
 	Job         *v1.Job
 	Live        jobLive
 	TraceID     string
+	TraceURL    string
 	Traceparent string
 	Raw         string // the Job message as protojson
 	BatchState  string // "" when the batch could not be read
@@ -493,6 +508,30 @@ type jobView struct {
 	State         string
 	ResumeStates  []string
 	DeleteConfirm string
+	// History is the job's timeline, oldest first; HistoryDropped the
+	// older changes no longer kept.
+	History        []historyRow
+	HistoryDropped int32
+}
+
+// historyRow is one state change of a job's timeline.
+type historyRow struct {
+	At, From, To, Worker, InState, Message string
+}
+
+func newHistory(st *v1.JobStatus) []historyRow {
+	var rows []historyRow
+	for _, h := range st.GetHistory() {
+		r := historyRow{At: when(h.GetAt()), From: "created", To: queue.JobStateName(h.GetTo()), Worker: h.GetWorker(), Message: h.GetMessage()}
+		if h.GetFrom() != v1.JobState_JOB_STATE_UNSPECIFIED {
+			r.From = queue.JobStateName(h.GetFrom())
+		}
+		if h.GetInState() != nil {
+			r.InState = h.GetInState().AsDuration().String()
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // jobLive is what the job page's script polls.
@@ -574,8 +613,9 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 			jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
 		}
 	}
+	jv.History, jv.HistoryDropped = newHistory(j.GetStatus()), j.GetStatus().GetHistoryDropped()
 	jv.Traceparent = cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
-	jv.TraceID = traceID(jv.Traceparent)
+	jv.TraceID, jv.TraceURL = resp.GetTraceId(), telemetry.TraceURL(c.traceURL, jv.Traceparent)
 	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(j)
 	if err != nil {
 		c.fail(w, r, status.Errorf(codes.Internal, "job %s: %v", jid, err))

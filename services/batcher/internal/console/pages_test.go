@@ -230,9 +230,11 @@ func TestJobsPageListsByStateOrBatch(t *testing.T) {
 	}
 	// Retried once, failed after Downloading (its last successful state
 	// stays Provisioning), message of the last failure.
+	// Its local id and the stage it failed in are in the list.
 	wantBody(t, a, "<h1>Failed jobs</h1>", `<option selected>Failed</option>`, `<a href="/jobs/`+jids[0]+`">`,
 		`<td class="num">5</td><td class="num">0 B</td><td class="num">1</td>`+"\n<td>Provisioning</td>",
-		"downloaded again and failed again")
+		"downloaded again and failed again", "<td>loc-0</td>",
+		`<span class="state s-failed">Failed</span> <small class="failed-in">in Downloading</small>`)
 	wantNot(t, a, jids[1], jids[2], others[0])
 
 	a = f.get("/jobs?state=Estimating")
@@ -259,7 +261,7 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating,
+	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating, By: "estimator-test-1", Message: "taken by the estimator",
 		Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4test", LocalId: []string{"loc-0", "loc-x"}},
 		Store:       &v1.Store{ManifestUrl: "file:///store/ark_99999_fk4test/v1/manifest.checkm", Mode: "add", Version: 1},
 		Inventory:   &v1.Inventory{ManifestUrl: "file:///store/ark_99999_fk4test/v1/manifest.checkm", Mode: "add"}}); err != nil {
@@ -272,7 +274,7 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 	wantBody(t, a, "Job "+jid, `data-field="state" data-state-class>Estimating</span>`,
 		`<a href="/batches/`+bid+`">`+bid+`</a> (Processing)`,
 		`<dd data-field="last_successful_status">Pending</dd>`, `<dd data-field="retry_count">0</dd>`,
-		`<code id="trace-id">4bf92f3577b34da6a3ce929d0e0e4736</code>`,
+		`<a href="https://tracing.example/trace/4bf92f3577b34da6a3ce929d0e0e4736" id="trace-link"><code id="trace-id">4bf92f3577b34da6a3ce929d0e0e4736</code></a>`,
 		"traceparent 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 		"<dt>Profile</dt><dd>demo</dd>", "<dt>Collection</dt><dd>demo_coll</dd>",
 		"<dt>Working directory</dt><dd><code>"+f.root.Job(bid, jid)+"</code></dd>",
@@ -281,7 +283,12 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 		"<td>a.txt</td><td class=\"num\">1.2 MB (1234567 bytes)</td><td><code>md5:0cc175b9c0f1b6a831c399e269772661</code></td>",
 		// The full data as JSON (protojson varies its spacing), escaped for HTML.
 		`&#34;primaryId&#34;:`, `&#34;ark:/99999/fk4test&#34;`, `&#34;workingDir&#34;:`, `&#34;retryCount&#34;:`,
-		`data-live="/api/jobs/`+jid+`"`)
+		`data-live="/api/jobs/`+jid+`"`,
+		// The timeline: its creation, then the move to Estimating.
+		`<table class="list timeline" id="history">`,
+		`<td>created</td><td><span class="state s-pending">Pending</span></td><td class="num">—</td>`,
+		`<td>Pending</td><td><span class="state s-estimating">Estimating</span></td>`,
+		`<td>estimator-test-1</td><td class="msg">taken by the estimator</td>`)
 
 	var live jobLive
 	ja := f.get("/api/jobs/" + jid)

@@ -94,7 +94,10 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 			fmt.Fprintf(b, "  %s", l.PayloadURL)
 		}
 		b.WriteString("\n")
-		if messages && l.Message != "" {
+		switch {
+		case messages && l.FailedIn != "":
+			fmt.Fprintf(b, "      failed in %s: %s\n", l.FailedIn, oneLine(l.Message))
+		case messages && l.Message != "":
 			fmt.Fprintf(b, "      %s\n", oneLine(l.Message))
 		}
 	}

@@ -32,6 +32,9 @@ type Line struct {
 	LocalIDs   []string
 	PayloadURL string
 	Message    string // the job's last status message (why it failed)
+	// FailedIn is the stage a failed job failed in ("" when not failed or
+	// not known).
+	FailedIn string
 }
 
 // Section is a list of jobs, of which the first MaxListed are spelled out.
@@ -219,11 +222,17 @@ func line(ctx context.Context, q *queue.Client, jid string) (Line, error) {
 	case err != nil:
 		return Line{}, fmt.Errorf("reading job %s for the report: %w", jid, err)
 	}
-	return Line{
+	l := Line{
 		JobID:      jid,
 		ARK:        j.GetIdentifiers().GetPrimaryId(),
 		LocalIDs:   j.GetIdentifiers().GetLocalId(),
 		PayloadURL: j.GetConfiguration().GetPayloadUrl(),
 		Message:    j.GetStatus().GetMessage(),
-	}, nil
+	}
+	if j.GetStatus().GetStatus() == queue.Failed {
+		if s := queue.FailedStage(j.GetStatus()); s != v1.JobState_JOB_STATE_UNSPECIFIED {
+			l.FailedIn = queue.JobStateName(s)
+		}
+	}
+	return l, nil
 }

@@ -28,6 +28,8 @@ type Server struct {
 	Profiles *profile.Set
 	Policy   fetch.Policy
 	Logger   *slog.Logger
+	// TraceURL links a trace id to a tracing backend (see admin.Server).
+	TraceURL string
 }
 
 var _ v1.BatchServiceServer = (*Server)(nil)
@@ -51,7 +53,8 @@ func (s *Server) Submit(ctx context.Context, req *v1.SubmitRequest) (*v1.SubmitR
 	if mode == v1.SubmissionMode_SUBMISSION_MODE_UNSPECIFIED {
 		mode = v1.SubmissionMode_SUBMISSION_MODE_ADD
 	}
-	// The RPC's span (otelgrpc) becomes the parent of every job's spans.
+	// The RPC's span (otelgrpc) begins the batch's trace; each job's own
+	// trace links to it.
 	traceparent := telemetry.Inject(ctx)
 	sub := &v1.Submission{
 		ProfileName:    req.GetProfile(),
@@ -86,5 +89,6 @@ func (s *Server) GetBatchStatus(ctx context.Context, req *v1.GetBatchStatusReque
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.GetBatchStatusResponse{Batch: b}, nil
+	tp := b.GetSubmission().GetTraceparent()
+	return &v1.GetBatchStatusResponse{Batch: b, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp)}, nil
 }

@@ -78,7 +78,8 @@ func newFixture(t *testing.T, policy fetch.Policy) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1.RegisterBatchServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Policy: policy, Logger: log})
+	v1.RegisterBatchServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Policy: policy, Logger: log,
+		TraceURL: "https://tracing.example/trace/{trace_id}"})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +145,9 @@ func TestSubmitWritesAPendingBatchAndAnswersWithItsIDs(t *testing.T) {
 	st, err := f.client.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchUuid{BatchUuid: req.BatchUuid}})
 	if err != nil || st.GetBatch().GetId() != resp.GetBatchId() {
 		t.Errorf("GetBatchStatus by uuid: %v %v", st, err)
+	}
+	if st.GetTraceId() != callerTrace || st.GetTraceUrl() != "https://tracing.example/trace/"+callerTrace {
+		t.Errorf("GetBatchStatus: trace id %q, url %q, want the batch's trace %s and its link", st.GetTraceId(), st.GetTraceUrl(), callerTrace)
 	}
 
 	// Without a uuid one is generated, and the same uuid twice is refused.

@@ -5,6 +5,7 @@ package callback
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Result is the JSON body of a callback.
@@ -26,6 +31,9 @@ type Result struct {
 	ManifestURL string   `json:"manifest_url"`
 }
 
+// tracerName is the instrumentation scope of the callback's spans.
+const tracerName = "github.com/ingestq/ingestq/services/notifier/internal/callback"
+
 // Poster posts results under a retry policy.
 type Poster struct {
 	Client *fetch.Client
@@ -34,6 +42,8 @@ type Poster struct {
 	Retry retry.Policy
 	// Timeout bounds one attempt, answer included.
 	Timeout time.Duration
+	// Metrics, if set, counts each callback's outcome.
+	Metrics *telemetry.Metrics
 }
 
 // Post delivers r to url. It returns nil once the receiver answered 2xx;
@@ -41,6 +51,16 @@ type Poster struct {
 // made. Answers 4xx other than 408 and 429 are not retried: the receiver
 // refuses the call as it is.
 func (p Poster) Post(ctx context.Context, url string, r Result) error {
+	outcome, err := p.post(ctx, url, r)
+	if p.Metrics != nil {
+		p.Metrics.Callback(ctx, outcome)
+	}
+	return err
+}
+
+// post is Post, saying also how it ended: delivered, refused (an answer
+// not worth retrying) or failed.
+func (p Poster) post(ctx context.Context, url string, r Result) (string, error) {
 	if r.LocalIDs == nil {
 		r.LocalIDs = []string{} // a JSON array, not null
 	}
@@ -48,13 +68,13 @@ func (p Poster) Post(ctx context.Context, url string, r Result) error {
 	var se *fetch.StatusError
 	switch {
 	case err == nil:
-		return nil
+		return "delivered", nil
 	case ctx.Err() != nil:
-		return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
+		return "failed", fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
 	case errors.As(err, &se) && !fetch.RetryableStatus(se.Code):
-		return fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
+		return "refused", fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
 	}
-	return fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
+	return "failed", fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
 }
 
 // mayPass reports whether a failed POST is worth another attempt: any
@@ -70,10 +90,25 @@ func (p Poster) attempt(ctx context.Context, url string, r Result) error {
 		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
 		defer cancel()
 	}
-	resp, err := p.Client.PostJSON(ctx, url, r)
+	// Each attempt is a span of the job's trace (the notifier's step span
+	// in ctx), and the receiver gets its traceparent to continue it.
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, "callback POST",
+		trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	body, err := json.Marshal(r)
 	if err != nil {
+		return fmt.Errorf("callback: encoding the result: %w", err)
+	}
+	header := http.Header{}
+	if tp := telemetry.Inject(ctx); tp != "" {
+		header.Set("traceparent", tp)
+	}
+	resp, err := p.Client.Post(ctx, url, "application/json", body, header)
+	if err != nil {
+		span.SetStatus(codes.Error, reason(err))
 		return err
 	}
+	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
 	// The answer's body says nothing we use; a little is read so the
 	// connection can be reused.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))

@@ -11,6 +11,9 @@ import (
 
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/telemetry"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 func TestPostGivesUpOnAnUnreachableReceiverWithTheReason(t *testing.T) {
@@ -51,5 +54,59 @@ func TestPostStopsWhenTheJobIsLost(t *testing.T) {
 	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 1001, Backoff: 10 * time.Millisecond, Max: time.Minute}}
 	if err := p.Post(ctx, srv.URL, Result{}); err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
 		t.Errorf("Post after the context ended: %v", err)
+	}
+}
+
+// TestACallbackIsASpanOfTheJobsTraceAndCarriesItsTraceparent: the receiver
+// can continue the job's trace, and the request shows in it.
+func TestACallbackIsASpanOfTheJobsTraceAndCarriesItsTraceparent(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+	}))
+	defer srv.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	ctx, step := tp.Tracer("notifier").Start(context.Background(), "notifying jid0000000001")
+	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()})}
+	if err := p.Post(ctx, srv.URL, Result{JobID: "jid0000000001"}); err != nil {
+		t.Fatal(err)
+	}
+	step.End()
+	header := <-got
+	var post tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "callback POST" {
+			post = s
+		}
+	}
+	if post.Parent.SpanID() != step.SpanContext().SpanID() || post.SpanContext.TraceID() != step.SpanContext().TraceID() {
+		t.Fatalf("callback span %+v is not a child of the step's span", post.SpanContext)
+	}
+	if want := "00-" + post.SpanContext.TraceID().String() + "-" + post.SpanContext.SpanID().String() + "-01"; header != want {
+		t.Errorf("traceparent %q, want %q", header, want)
+	}
+}
+
+func TestCallbacksAreCountedByOutcome(t *testing.T) {
+	tel, err := telemetry.Setup(context.Background(), "notifier-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	codes := map[string]int{"/ok": http.StatusOK, "/gone": http.StatusGone, "/busy": http.StatusServiceUnavailable}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(codes[r.URL.Path]) }))
+	defer srv.Close()
+	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 2, Backoff: time.Millisecond, Max: time.Minute}, Metrics: tel.Metrics}
+	for path := range codes {
+		p.Post(context.Background(), srv.URL+path, Result{JobID: "jid0000000001"})
+	}
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, outcome := range []string{"delivered", "refused", "failed"} {
+		if want := `ingestq_callbacks_total{outcome="` + outcome + `"} 1`; !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("no %s in\n%s", want, rec.Body.String())
+		}
 	}
 }

@@ -62,7 +62,8 @@ func (r *Recorder) duration() time.Duration {
 // Record records one leased version and completes the lease, or fails it
 // with what went wrong.
 func (r *Recorder) Record(ctx context.Context, l *lease.Lease) {
-	ctx = telemetry.WithJob(ctx, l.JobID, l.BatchID)
+	// Its work continues the lease's span in the job's trace.
+	ctx = telemetry.WithJob(telemetry.Extract(ctx, l.Traceparent), l.JobID, l.BatchID)
 	workCtx, stop := context.WithCancel(ctx)
 	renewed := make(chan struct{})
 	go func() {
@@ -99,7 +100,7 @@ func (r *Recorder) renew(ctx context.Context, id string) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.Leases.Renew(id, r.duration()); err != nil {
+			if _, err := r.Leases.Renew(ctx, id, r.duration()); err != nil {
 				r.Logger.WarnContext(ctx, "renewing the lease", "lease", id, "error", err)
 				return
 			}

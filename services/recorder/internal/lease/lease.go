@@ -52,6 +52,9 @@ type Lease struct {
 	Version  int
 	Mode     string
 	LocalIDs []string
+	// Traceparent is the lease's span in the job's trace, for the caller
+	// to continue (see LeaseResponse).
+	Traceparent string
 }
 
 // Options tune a Manager.
@@ -264,8 +267,12 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 	if traceparent == "" {
 		traceparent = job.GetConfiguration().GetTraceparent()
 	}
-	_, h.span = telemetry.StartJobSpan(context.WithoutCancel(ctx), m.opts.Tracer, "recording", claim.ID(), job.GetBid(), traceparent)
+	var spanCtx context.Context
+	spanCtx, h.span = telemetry.StartJobSpan(context.WithoutCancel(ctx), m.opts.Tracer, "recording", claim.ID(), job.GetBid(), traceparent)
 	h.span.SetAttributes(attribute.String("ingestq.lease.id", id), attribute.String("ingestq.ark", ark))
+	// The Lease call's own span (the caller's trace) is linked, not parent.
+	h.span.AddLink(trace.LinkFromContext(ctx))
+	h.Traceparent = telemetry.Inject(spanCtx)
 	if m.opts.Metrics != nil {
 		h.step = m.opts.Metrics.StartStep(ctx, "recording")
 	}
@@ -304,7 +311,7 @@ func (m *Manager) expire(id string) {
 		return
 	}
 	why := fmt.Sprintf("it expired at %s", h.Expires.UTC().Format(time.RFC3339))
-	m.removeLocked(id, h, why, telemetry.OutcomeReleased)
+	m.removeLocked(id, h, why, telemetry.OutcomeReleased, "expired")
 	m.mu.Unlock()
 	m.changed()
 	m.giveBack(h, why)
@@ -329,7 +336,7 @@ func (m *Manager) take(id, why string, outcome telemetry.Outcome) *held {
 	m.mu.Lock()
 	h, ok := m.leases[id]
 	if ok {
-		m.removeLocked(id, h, why, outcome)
+		m.removeLocked(id, h, why, outcome, leaseOutcome(outcome))
 	}
 	m.mu.Unlock()
 	if ok {
@@ -338,8 +345,27 @@ func (m *Manager) take(id, why string, outcome telemetry.Outcome) *held {
 	return h
 }
 
-func (m *Manager) removeLocked(id string, h *held, why string, outcome telemetry.Outcome) {
+// leaseOutcome names how a lease ended that did not expire, for
+// ingestq_leases_total.
+func leaseOutcome(o telemetry.Outcome) string {
+	switch o {
+	case telemetry.OutcomeAdvanced:
+		return "completed"
+	case telemetry.OutcomeFailed:
+		return "failed"
+	case telemetry.OutcomeFenced:
+		return "lost"
+	}
+	return "released" // given back: the recorder stopped
+}
+
+// removeLocked ends lease id; result is how, for the lease counter
+// (completed, failed, expired, lost, released).
+func (m *Manager) removeLocked(id string, h *held, why string, outcome telemetry.Outcome, result string) {
 	m.outcomes[string(outcome)]++
+	if m.opts.Metrics != nil {
+		m.opts.Metrics.Lease(context.Background(), result)
+	}
 	if outcome != telemetry.OutcomeAdvanced {
 		h.span.SetStatus(codes.Error, why)
 	}
@@ -415,7 +441,7 @@ func (m *Manager) live(id string) (*held, error) {
 }
 
 // Renew extends a live lease to d from now (0: the default duration).
-func (m *Manager) Renew(id string, d time.Duration) (time.Time, error) {
+func (m *Manager) Renew(ctx context.Context, id string, d time.Duration) (time.Time, error) {
 	if d <= 0 {
 		d = m.opts.DefaultDuration
 	}
@@ -423,6 +449,8 @@ func (m *Manager) Renew(id string, d time.Duration) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	_, span := m.callSpan(ctx, h, "renew")
+	defer span.End()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.leases[id] != h {
@@ -431,6 +459,19 @@ func (m *Manager) Renew(id string, d time.Duration) (time.Time, error) {
 	h.Expires = time.Now().Add(d)
 	h.timer.Reset(d)
 	return h.Expires, nil
+}
+
+// callSpan starts the span of a call on lease h (Renew, Complete, Fail) in
+// the job's trace, as a child of the lease's span; the call's own span, when
+// the caller did not continue the job's trace, is linked.
+func (m *Manager) callSpan(ctx context.Context, h *held, name string) (context.Context, trace.Span) {
+	parent := trace.ContextWithSpan(telemetry.WithJob(context.WithoutCancel(ctx), h.JobID, h.BatchID), h.span)
+	opts := []trace.SpanStartOption{trace.WithAttributes(telemetry.AttrJobID.String(h.JobID), telemetry.AttrBatchID.String(h.BatchID),
+		telemetry.AttrStage.String("recording"), attribute.String("ingestq.lease.id", h.ID))}
+	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() && caller.TraceID() != h.span.SpanContext().TraceID() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
+	}
+	return m.opts.Tracer.Start(parent, name+" "+h.JobID, opts...)
 }
 
 // Complete ends a lease with success: the job goes to Notify.
@@ -452,6 +493,13 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	if ch.To == queue.Failed {
 		outcome = telemetry.OutcomeFailed
 	}
+	name := "complete"
+	if ch.To == queue.Failed {
+		name = "fail"
+	}
+	var span trace.Span
+	ctx, span = m.callSpan(ctx, h, name)
+	defer span.End()
 	if m.take(id, why, outcome) != h {
 		return fmt.Errorf("lease %s: %w: %s", id, ErrEnded, m.whyEnded(id))
 	}

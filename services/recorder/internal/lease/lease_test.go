@@ -3,15 +3,20 @@ package lease
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -94,14 +99,44 @@ func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
 	if err != nil || l == nil {
 		t.Fatalf("Lease = %v, %v", l, err)
 	}
-	if err := m.Complete(context.Background(), l.ID); err != nil {
+	if got := telemetry.TraceID(l.Traceparent); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("lease traceparent %q is not in the job's trace", l.Traceparent)
+	}
+	// The caller's calls are spans of a trace of its own: the lease's
+	// calls still join the job's.
+	_, caller := tp.Tracer("caller").Start(context.Background(), "caller")
+	callerCtx := trace.ContextWithSpan(context.Background(), caller)
+	if _, err := m.Renew(callerCtx, l.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	spans := exp.GetSpans()
-	if len(spans) != 1 {
-		t.Fatalf("%d spans, want 1", len(spans))
+	if err := m.Complete(callerCtx, l.ID); err != nil {
+		t.Fatal(err)
 	}
-	sp := spans[0]
+	caller.End()
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		byName[s.Name] = s
+	}
+	sp, ok := byName["recording "+jid]
+	if !ok {
+		t.Fatalf("no recording span among %v", byName)
+	}
+	for _, call := range []string{"renew ", "complete "} {
+		c, ok := byName[call+jid]
+		if !ok {
+			t.Errorf("no %s span among %v", call+jid, byName)
+			continue
+		}
+		if c.Parent.SpanID() != sp.SpanContext.SpanID() || c.SpanContext.TraceID() != sp.SpanContext.TraceID() {
+			t.Errorf("%s span: parent %s in trace %s, want the lease's span %s", call, c.Parent.SpanID(), c.SpanContext.TraceID(), sp.SpanContext.SpanID())
+		}
+		if len(c.Links) != 1 || c.Links[0].SpanContext.SpanID() != caller.SpanContext().SpanID() {
+			t.Errorf("%s span links %v, want the caller's span", call, c.Links)
+		}
+	}
+	if l.Traceparent != telemetry.Inject(trace.ContextWithSpanContext(context.Background(), sp.SpanContext)) {
+		t.Errorf("lease traceparent %q is not the lease span's", l.Traceparent)
+	}
 	if sp.SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sp.Parent.SpanID().String() != "00f067aa0ba902b7" {
 		t.Errorf("span in trace %s with parent %s, want the job's", sp.SpanContext.TraceID(), sp.Parent.SpanID())
 	}
@@ -111,5 +146,44 @@ func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
 	}
 	if attrs["ingestq.stage"] != "recording" || attrs["ingestq.job.id"] != jid || attrs["ingestq.outcome"] != "advanced" {
 		t.Errorf("span attributes %v", attrs)
+	}
+}
+
+// metricsText is what a scrape of tel's /metrics answers.
+func metricsText(t *testing.T, tel *telemetry.Telemetry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
+func TestLeasesAreCountedByHowTheyEnded(t *testing.T) {
+	q := queuetest.Connect(t, zktest.Root(t))
+	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	m := New(q, Options{Metrics: tel.Metrics})
+	for _, ark := range []string{"ark:/99999/fk4a", "ark:/99999/fk4b"} {
+		jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}, Configuration: &v1.JobConfiguration{}}, queue.Storing)
+		queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
+	}
+	done, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
+	if err != nil || done == nil {
+		t.Fatalf("Lease = %v, %v", done, err)
+	}
+	if err := m.Complete(context.Background(), done.ID); err != nil {
+		t.Fatal(err)
+	}
+	short, err := m.Lease(context.Background(), 10*time.Second, 50*time.Millisecond)
+	if err != nil || short == nil {
+		t.Fatalf("Lease = %v, %v", short, err)
+	}
+	queuetest.Eventually(t, "the short lease expires and is counted", func() bool {
+		return strings.Contains(metricsText(t, tel), `ingestq_leases_total{outcome="expired"} 1`)
+	})
+	if text := metricsText(t, tel); !strings.Contains(text, `ingestq_leases_total{outcome="completed"} 1`) {
+		t.Errorf("no completed lease counted:\n%s", text)
 	}
 }

@@ -42,7 +42,7 @@ func (s Server) Lease(ctx context.Context, req *v1.LeaseRequest) (*v1.LeaseRespo
 		return &v1.LeaseResponse{}, nil
 	}
 	return &v1.LeaseResponse{LeaseId: l.ID, Expires: timestamppb.New(l.Expires), JobId: l.JobID, BatchId: l.BatchID,
-		Ark: l.ARK, ManifestUrl: l.ManifestURL, Mode: l.Mode, LocalIds: l.LocalIDs}, nil
+		Ark: l.ARK, ManifestUrl: l.ManifestURL, Mode: l.Mode, LocalIds: l.LocalIDs, Traceparent: l.Traceparent}, nil
 }
 
 // Renew extends a live lease.
@@ -51,7 +51,7 @@ func (s Server) Renew(ctx context.Context, req *v1.RenewRequest) (*v1.RenewRespo
 	if req.GetLeaseDuration() != nil {
 		d = req.GetLeaseDuration().AsDuration()
 	}
-	expires, err := s.Leases.Renew(req.GetLeaseId(), d)
+	expires, err := s.Leases.Renew(ctx, req.GetLeaseId(), d)
 	if err != nil {
 		return nil, toStatus(ctx, err)
 	}
