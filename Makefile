@@ -17,6 +17,10 @@ PROTOC_GEN_GO := $(BIN)/.tools/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 PROTOC_GEN_GO_GRPC := $(BIN)/.tools/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(BIN)/.tools/staticcheck@$(STATICCHECK_VERSION)
+# Renders deploy/k8s for e2e/deploy. Debian's kubectl (1.20) is too old for
+# the kustomize features deploy/k8s uses (components, replacements).
+KUSTOMIZE_VERSION := v5.8.2
+KUSTOMIZE := $(BIN)/.tools/kustomize@$(KUSTOMIZE_VERSION)
 
 .PHONY: help deps test race chaos bench demo up proto proto-check lint build config-table
 
@@ -30,10 +34,10 @@ help:
 	@echo "make lint          buf lint, gofmt, go vet, staticcheck, and a check that proto/'s generated code is current"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
-	@echo "make config-table  print the environment variables as a Markdown table (README)"
-	@echo "make deps          install ZooKeeper, Java and Chromium for the tests (Debian)"
+	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
+	@echo "make deps          install ZooKeeper, Java, Chromium (Debian) and kustomize (./bin) for the tests"
 
-deps:
+deps: $(KUSTOMIZE)
 	@scripts/install-deps.sh
 
 # Files tests keep for people to look at (the console's browser test writes
@@ -51,21 +55,25 @@ test: deps
 		echo "== $${m#$(CURDIR)/} (GOWORK=off build and vet)"; \
 		(cd "$$m" && GOWORK=off go build -o /dev/null ./... && GOWORK=off go vet ./...); \
 	done
-	@for m in $(MODULES); do \
+	@failed=""; for m in $(MODULES); do \
 		echo "== $${m#$(CURDIR)/} (test)"; \
-		(cd "$$m" && go test -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...); \
-	done
+		(cd "$$m" && go test -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...) || failed="$$failed $${m#$(CURDIR)/}"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: tests failed in:$$failed"; exit 1; fi
 
 # The race detector over shared/ and the services: the code that runs
 # concurrently in production (the stage runner, the queue's consumers and
 # sessions, the services' handlers). Each module is tested within the
-# workspace (go.work), as make test does.
+# workspace (go.work), as make test does. -short leaves out the tests of
+# sheer volume (tens of thousands of jobs), which make test runs and which
+# the detector would slow tenfold without exercising more interleavings.
 RACE_MODULES := $(CURDIR)/shared $(addprefix $(CURDIR)/services/,$(SERVICES))
 race: deps
-	@for m in $(RACE_MODULES); do \
+	@failed=""; for m in $(RACE_MODULES); do \
 		echo "== $${m#$(CURDIR)/} (test -race)"; \
-		(cd "$$m" && go test -race -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...); \
-	done
+		(cd "$$m" && go test -race -short -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...) || failed="$$failed $${m#$(CURDIR)/}"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make race: tests failed in:$$failed"; exit 1; fi
 
 # The chaos suite in full (docs/reliability.md): each scenario runs 500
 # jobs through a three-server ZooKeeper ensemble and replicas of every
@@ -86,13 +94,10 @@ chaos: deps
 
 # The benchmarks, in one run against a ZooKeeper they start themselves:
 # the queue library (create, lifecycle, pick-up, depth, cleanup), the
-# seven services end to end, and the server's ceiling. The shared zklimit
-# tool beside the repository, when present, runs against the same server.
-# The last line is machine-readable (BENCH ...); see BENCHMARKS.md.
-ZKLIMIT_DIR := $(abspath $(CURDIR)/../shared/tools/zklimit)
+# seven services end to end, and the server's ceiling, measured on the same
+# server. The last line is machine-readable (BENCH ...); see BENCHMARKS.md.
 bench: deps
-	cd e2e && INGESTQ_ZKLIMIT_DIR=$$( [ -d "$(ZKLIMIT_DIR)" ] && echo "$(ZKLIMIT_DIR)" ) \
-		go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
+	cd e2e && go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 
 # The whole pipeline on this machine: ZooKeeper and the seven services as
 # separate processes, the example deposit submitted, progress, the report,
@@ -117,6 +122,10 @@ $(PROTOC_GEN_GO):
 
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@mkdir -p $(@D) && touch $@
+
+$(KUSTOMIZE):
+	GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	@mkdir -p $(@D) && touch $@
 
 $(PROTOC_GEN_GO_GRPC):

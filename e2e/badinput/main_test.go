@@ -34,12 +34,12 @@ const adminToken = "badinput-admin-token"
 // Limits the main stack runs with, small so that the cases that hit them
 // stay quick. The tests name them in what they expect.
 const (
-	headerTimeout   = 2 * time.Second // INGESTQ_FETCH_HEADER_TIMEOUT
-	idleTimeout     = 2 * time.Second // INGESTQ_FETCH_IDLE_TIMEOUT
-	maxFileBytes    = 8 << 20         // INGESTQ_DOWNLOAD_MAX_FILE_BYTES
-	unpackMaxBytes  = 16 << 20        // INGESTQ_UNPACK_MAX_BYTES
-	unpackMaxFiles  = 1000            // INGESTQ_UNPACK_MAX_ENTRIES
-	downloadRetries = 1               // INGESTQ_DOWNLOAD_RETRIES
+	headerTimeout    = 2 * time.Second // INGESTQ_FETCH_HEADER_TIMEOUT
+	idleTimeout      = 2 * time.Second // INGESTQ_FETCH_IDLE_TIMEOUT
+	maxFileBytes     = 8 << 20         // INGESTQ_DOWNLOAD_MAX_FILE_BYTES
+	unpackMaxBytes   = 16 << 20        // INGESTQ_UNPACK_MAX_BYTES
+	unpackMaxFiles   = 1000            // INGESTQ_UNPACK_MAX_ENTRIES
+	downloadAttempts = 2               // INGESTQ_DOWNLOAD_ATTEMPTS
 )
 
 // mainEnv is the main stack's configuration beside the stack's own.
@@ -47,9 +47,9 @@ func mainEnv() map[string]string {
 	return map[string]string{
 		"INGESTQ_FETCH_HEADER_TIMEOUT":    headerTimeout.String(),
 		"INGESTQ_FETCH_IDLE_TIMEOUT":      idleTimeout.String(),
-		"INGESTQ_DOWNLOAD_RETRIES":        fmt.Sprint(downloadRetries),
+		"INGESTQ_DOWNLOAD_ATTEMPTS":       fmt.Sprint(downloadAttempts),
 		"INGESTQ_DOWNLOAD_BACKOFF":        "100ms",
-		"INGESTQ_DOWNLOAD_MAX_BACKOFF":    "200ms",
+		"INGESTQ_DOWNLOAD_BACKOFF_MAX":    "200ms",
 		"INGESTQ_DOWNLOAD_MAX_FILE_BYTES": fmt.Sprint(maxFileBytes),
 		"INGESTQ_UNPACK_MAX_BYTES":        fmt.Sprint(unpackMaxBytes),
 		"INGESTQ_UNPACK_MAX_ENTRIES":      fmt.Sprint(unpackMaxFiles),

@@ -17,7 +17,7 @@ import (
 func TestServersThatStallOrNeverEndFailTheJobNamingTheFile(t *testing.T) {
 	t.Parallel()
 	serve("/good/report.txt", goodFile)
-	attempts := fmt.Sprintf("(after %d attempts)", downloadRetries+1)
+	attempts := fmt.Sprintf("(after %d attempts)", downloadAttempts)
 	cases := []struct {
 		name string
 		typ  v1.PayloadType

@@ -1,18 +1,13 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,8 +24,7 @@ import (
 // INGESTQ_BENCH_CONCURRENCY (INGESTQ_CONCURRENCY of every service in the
 // end-to-end run, default benchConcurrency),
 // INGESTQ_BENCH_TIMELINE=1 (jobs per state every second of the end-to-end
-// run), INGESTQ_ZKLIMIT_DIR (the shared zklimit tool, run against the same
-// server).
+// run).
 func BenchmarkPipeline(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
@@ -96,14 +90,11 @@ func BenchmarkPipeline(b *testing.B) {
 			ungrouped = max(ungrouped, jobs)
 		}
 		ceiling := ceilingTx / 9
-		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through 7 transitions, %d consumers per state, one session per state; the best of 3 runs)\n", lifecycle, perState)
+		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through %d transitions, %d consumers per state, one session per state; the best of 3 runs)\n", lifecycle, len(pipeline), perState)
 		fmt.Printf("           %.0f jobs/s with every multi and multiRead a request of its own (queue.Options.Ungrouped)\n", ungrouped)
 		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at 9 transitions/job (the best of 3 runs of 5 s)\n", ceilingTx, ceiling)
 		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (9 bare transitions)\n",
 			float64(cpu2-cpu1)/1e6/(lifecycleJobs*lifecycleRuns), float64(cpu1-cpu0)/1e6/(float64(ceilingN)/9))
-		if d := os.Getenv("INGESTQ_ZKLIMIT_DIR"); d != "" {
-			fmt.Printf("zklimit:   %s\n", zklimit(d, srv.Addr))
-		}
 
 		p50, p99, err := Pickup(ctx, servers, 300, 4)
 		must(err)
@@ -243,26 +234,6 @@ func envInt(name string, def int) int {
 		return n
 	}
 	return def
-}
-
-// zklimit runs the shared reference tool against the same server.
-func zklimit(dir, addr string) string {
-	cmd := exec.Command("go", "run", ".", "-zk", addr, "-workers", "128")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Sprintf("not run (%v): %s", err, out)
-	}
-	re := regexp.MustCompile(`zk multi transitions/s: ([0-9]+)`)
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			return fmt.Sprintf("%d transitions/s => %d jobs/s", n, n/9)
-		}
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // BenchmarkLifecycle is the lifecycle figure of BenchmarkPipeline alone,

@@ -331,9 +331,9 @@ func complete(ctx context.Context, c *queue.Client, bid string) error {
 	return bc.Commit(ctx, queue.BatchChange{To: queue.BatchCompleted})
 }
 
-// Ceiling is the zklimit tool's measurement (see make bench): workers each
-// move one job between two folders with a 3-operation multi (set status,
-// delete the old entry, create the new one) as fast as the server accepts.
+// Ceiling is the fastest the server moves jobs at all: workers each move
+// one job between two folders with a 3-operation multi (set status, delete
+// the old entry, create the new one) as fast as the server accepts.
 // It returns transitions/s and how many were made.
 func Ceiling(ctx context.Context, servers []string, conns, workers int, d time.Duration) (float64, int64, error) {
 	var cs []*zk.Conn

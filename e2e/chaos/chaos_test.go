@@ -379,7 +379,7 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 		"INGESTQ_PROVISION_RETRY":      "1s",
 		"INGESTQ_MANIFEST_BACKOFF":     "200ms",
 		"INGESTQ_DOWNLOAD_BACKOFF":     "200ms",
-		"INGESTQ_DOWNLOAD_MAX_BACKOFF": "2s",
+		"INGESTQ_DOWNLOAD_BACKOFF_MAX": "2s",
 	}
 	if l := sc.partition; l != nil {
 		// The depositor then listens on the veth pair's host end, an

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -19,97 +20,208 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
 	"golang.org/x/mod/modfile"
 )
 
 // service is what the deployment files are checked against, learned from
-// the service itself.
+// the service itself and from its image.
 type service struct {
-	name       string
-	dockerfile *dockerfile
+	name string
 	// reads maps each environment variable the binary reads to its
 	// built-in default.
 	reads map[string]string
-	// grpcPort and metricsPort are the ports of the default listen
-	// addresses.
-	grpcPort, metricsPort string
+	// image is the environment the image sets: the Dockerfile's ENV with
+	// the build arguments docker-compose.yml gives this service.
+	image map[string]string
+	// exposed are the ports the image's EXPOSE names.
+	exposed []string
+}
+
+// defaultPort is the port of a listen variable's built-in default.
+func (s *service) defaultPort(variable string) string {
+	_, port, _ := net.SplitHostPort(s.reads[variable])
+	return port
+}
+
+// effective is the environment a service runs with: the binary's
+// defaults, then each layer in turn (the image's, the deployment's).
+func (s *service) effective(layers ...map[string]string) map[string]string {
+	env := maps.Clone(s.reads)
+	for _, l := range append([]map[string]string{s.image}, layers...) {
+		maps.Copy(env, l)
+	}
+	return env
 }
 
 // stopGrace is how long shared/service lets gRPC calls run on after the
 // drain timeout: a runtime must wait longer than both before SIGKILL.
 const stopGrace = 5 * time.Second
 
-// entrypointDir is where every image puts its binary.
-const entrypointDir = "/usr/local/bin/"
+// entrypoint is the binary every image runs.
+const entrypoint = "/usr/local/bin/ingestq"
 
 func TestDeploymentFilesMatchTheServices(t *testing.T) {
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ignore, err := readDockerignore(filepath.Join(repo, ".dockerignore"))
+	cf, err := readCompose(filepath.Join(repo, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	df, err := readDockerfile(filepath.Join(repo, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	services := make([]*service, len(stack.Services))
-	t.Run("every image builds from what its Dockerfile copies", func(t *testing.T) {
+	t.Run("every image builds from what the Dockerfile copies, with the arguments docker-compose.yml gives it", func(t *testing.T) {
 		for i, name := range stack.Services {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				services[i] = buildLikeDockerfile(t, repo, ignore, name)
+				svc, ok := cf.Services[name]
+				if !ok || svc.Build == nil {
+					t.Fatalf("docker-compose.yml builds no service %s", name)
+				}
+				if got := svc.Build.Args["SERVICE"]; got != name {
+					t.Fatalf("docker-compose.yml: %s builds with SERVICE=%q", name, got)
+				}
+				services[i] = buildLikeDockerfile(t, repo, df, name, svc.Build.Args)
 			})
 		}
 	})
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Run("Dockerfile", func(t *testing.T) { checkDockerfiles(t, repo, services) })
-	t.Run("docker-compose.yml", func(t *testing.T) { checkCompose(t, repo, services) })
+	t.Run("Dockerfile", func(t *testing.T) { checkDockerfile(t, repo, df, services) })
+	t.Run("docker-compose.yml", func(t *testing.T) { checkCompose(t, cf, services) })
 	t.Run("deploy/k8s", func(t *testing.T) { checkKubernetes(t, repo, services) })
 }
 
-// buildLikeDockerfile builds a service as its Dockerfile's build stage
-// does, in a tree holding only what that stage copies from the context
-// (less .dockerignore), then asks the binary what it reads.
-func buildLikeDockerfile(t *testing.T, repo string, ignore dockerignore, name string) *service {
-	df, err := parseDockerfile(filepath.Join(repo, "services", name, "Dockerfile"))
+// dockerStage is one stage of a Dockerfile: its FROM and what follows.
+type dockerStage struct {
+	from  *parser.Node
+	nodes []*parser.Node
+}
+
+func readDockerfile(file string) ([]dockerStage, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	res, err := parser.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var stages []dockerStage
+	for _, n := range res.AST.Children {
+		switch {
+		case is(n, "FROM"):
+			stages = append(stages, dockerStage{from: n})
+		case len(stages) > 0:
+			stages[len(stages)-1].nodes = append(stages[len(stages)-1].nodes, n)
+		}
+	}
+	if len(stages) == 0 {
+		return nil, fmt.Errorf("%s: no FROM", file)
+	}
+	return stages, nil
+}
+
+func is(n *parser.Node, instruction string) bool { return strings.EqualFold(n.Value, instruction) }
+
+// words are an instruction's arguments as the parser splits them.
+func words(n *parser.Node) []string {
+	var out []string
+	for a := n.Next; a != nil; a = a.Next {
+		out = append(out, a.Value)
+	}
+	return out
+}
+
+func stageNamed(stages []dockerStage, name string) *dockerStage {
+	for i, st := range stages {
+		if w := words(st.from); len(w) == 3 && strings.EqualFold(w[1], "AS") && w[2] == name {
+			return &stages[i]
+		}
+	}
+	return nil
+}
+
+// steps returns the stage's instructions of one kind.
+func (st *dockerStage) steps(instruction string) []*parser.Node {
+	var out []*parser.Node
+	for _, n := range st.nodes {
+		if is(n, instruction) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// expander substitutes build arguments as the builder does: those the
+// stage declares (ARG) take the given value or the default; any other
+// reference is empty.
+func (st *dockerStage) expander(args map[string]string) func(string) string {
+	declared := map[string]string{}
+	for _, n := range st.steps("ARG") {
+		for _, w := range words(n) {
+			name, def, _ := strings.Cut(w, "=")
+			declared[name] = def
+		}
+	}
+	return func(s string) string {
+		return os.Expand(s, func(k string) string {
+			if v, ok := args[k]; ok {
+				if _, ok := declared[k]; ok {
+					return v
+				}
+			}
+			return declared[k]
+		})
+	}
+}
+
+// buildLikeDockerfile builds a service as the Dockerfile's build stage
+// does with the service's build arguments, in a tree holding only what
+// that stage copies from the context (less .dockerignore), then asks the
+// binary what it reads.
+func buildLikeDockerfile(t *testing.T, repo string, df []dockerStage, name string, args map[string]string) *service {
+	build := stageNamed(df, "build")
+	if build == nil {
+		t.Fatal("Dockerfile: no stage named build")
+	}
+	ignore, err := readDockerignore(repo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := df.stageNamed("build")
-	if build == nil {
-		t.Fatalf("%s: no stage named build", df.Path)
-	}
-	var goBuild *instruction
-	for _, in := range build.steps("RUN") {
-		if strings.Contains(in.Args, "go build") {
-			goBuild = &in
+	expand := build.expander(args)
+	root, workdir := t.TempDir(), "/"
+	for _, n := range build.nodes {
+		w := words(n)
+		switch {
+		case is(n, "WORKDIR"):
+			workdir = resolve(workdir, expand(w[0]))
+		case is(n, "COPY") && len(n.Flags) == 0:
+			dest := resolve(workdir, expand(w[len(w)-1]))
+			for _, src := range w[:len(w)-1] {
+				if err := copyContext(repo, ignore, path.Clean(expand(src)), filepath.Join(root, dest)); err != nil {
+					t.Fatalf("Dockerfile:%d: %v", n.StartLine, err)
+				}
+			}
 		}
-	}
-	if goBuild == nil {
-		t.Fatalf("%s: the build stage runs no go build", df.Path)
-	}
-	for _, want := range []string{"CGO_ENABLED=0", "GOWORK=off", "go build -trimpath", "-ldflags='-s -w'", "-o /out/" + name + " ."} {
-		if !strings.Contains(goBuild.Args, want) {
-			t.Errorf("%s:%d: go build command %q lacks %q", df.Path, goBuild.Line, goBuild.Args, want)
-		}
-	}
-	copies, err := build.contextCopies()
-	if err != nil {
-		t.Fatalf("%s: %v", df.Path, err)
-	}
-	root := t.TempDir()
-	if err := stageContext(repo, ignore, copies, root); err != nil {
-		t.Fatalf("%s: %v", df.Path, err)
 	}
 	bin := filepath.Join(t.TempDir(), name)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	cmd.Dir = filepath.Join(root, filepath.FromSlash(build.workdir()))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, ".")
+	cmd.Dir = filepath.Join(root, workdir)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: building in %s with only the copied directories: %v\n%s", df.Path, build.workdir(), err, out)
+		t.Fatalf("Dockerfile, SERVICE=%s: building in %s with only the copied directories: %v\n%s", name, workdir, err, out)
 	}
 	out, err := exec.CommandContext(ctx, bin, "-print-env-table").Output()
 	if err != nil {
@@ -119,14 +231,79 @@ func buildLikeDockerfile(t *testing.T, repo string, ignore dockerignore, name st
 	if err != nil {
 		t.Fatalf("%s -print-env-table: %v", name, err)
 	}
-	s := &service{name: name, dockerfile: df, reads: reads}
-	if s.grpcPort, err = portOf(reads["INGESTQ_LISTEN"]); err != nil {
-		t.Fatalf("%s: default INGESTQ_LISTEN: %v", name, err)
+	final := df[len(df)-1]
+	expand = final.expander(args)
+	image := map[string]string{}
+	for _, n := range final.steps("ENV") {
+		w := words(n) // name, value, separator: for each variable
+		for i := 0; i+1 < len(w); i += 3 {
+			image[w[i]] = strings.Trim(expand(w[i+1]), `"`)
+		}
 	}
-	if s.metricsPort, err = portOf(reads["INGESTQ_METRICS_LISTEN"]); err != nil {
-		t.Fatalf("%s: default INGESTQ_METRICS_LISTEN: %v", name, err)
+	var exposed []string
+	for _, n := range final.steps("EXPOSE") {
+		for _, w := range words(n) {
+			exposed = append(exposed, expand(w))
+		}
 	}
-	return s
+	return &service{name: name, reads: reads, image: image, exposed: exposed}
+}
+
+// resolve returns a container path p relative to the working directory.
+func resolve(workdir, p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(workdir, p)
+}
+
+func readDockerignore(repo string) (*patternmatcher.PatternMatcher, error) {
+	f, err := os.Open(filepath.Join(repo, ".dockerignore"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	patterns, err := ignorefile.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	return patternmatcher.New(patterns)
+}
+
+// copyContext copies src (a path in the build context) to dest as COPY
+// does: a directory's contents, less what .dockerignore leaves out.
+func copyContext(repo string, ignore *patternmatcher.PatternMatcher, src, dest string) error {
+	if src == ".." || strings.HasPrefix(src, "../") || path.IsAbs(src) {
+		return fmt.Errorf("COPY %s: outside the build context", src)
+	}
+	copied := 0
+	err := filepath.WalkDir(filepath.Join(repo, src), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repo, p)
+		if skip, err := ignore.MatchesOrParentMatches(filepath.ToSlash(rel)); err != nil || skip {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		inner, _ := filepath.Rel(filepath.Join(repo, src), p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		copied++
+		target := filepath.Join(dest, inner)
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err == nil && copied == 0 {
+		err = fmt.Errorf("COPY %s: nothing in the build context", src)
+	}
+	return err
 }
 
 // envTableRow matches a row of -print-env-table: variable, flag, default.
@@ -144,11 +321,7 @@ func parseEnvTable(table []byte) (map[string]string, error) {
 		if m == nil {
 			return nil, fmt.Errorf("row not understood: %s", line)
 		}
-		def := ""
-		if m[2] != "(empty)" {
-			def = strings.Trim(m[2], "`")
-		}
-		reads[m[1]] = def
+		reads[m[1]] = strings.Trim(strings.TrimPrefix(m[2], "(empty)"), "`")
 	}
 	if len(reads) == 0 {
 		return nil, errors.New("no variable listed")
@@ -156,30 +329,38 @@ func parseEnvTable(table []byte) (map[string]string, error) {
 	return reads, sc.Err()
 }
 
-// portOf returns the port of a host:port address.
-func portOf(addr string) (string, error) {
-	_, port, err := net.SplitHostPort(addr)
-	return port, err
+// listening returns the listen variables env sets to an address, with
+// the port each must use: the binary's default (its port everywhere).
+func listening(s *service, env map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		if strings.HasSuffix(k, "_LISTEN") && v != "" {
+			out[k] = s.defaultPort(k)
+		}
+	}
+	return out
 }
 
-// listenCheck checks a listen address a deployment sets: every address of
-// the container, on the service's default port.
-func listenCheck(variable, value, wantPort string) error {
-	host, port, err := net.SplitHostPort(value)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%s=%q: %w", variable, value, err)
-	case host != "0.0.0.0" && host != "" && host != "::":
-		return fmt.Errorf("%s=%q: a container must listen on every address, not %s", variable, value, host)
-	case port != wantPort:
-		return fmt.Errorf("%s=%q: port %s, but the service's default (used everywhere else) is %s", variable, value, port, wantPort)
+// listenCheck checks the listen addresses env sets: every address of the
+// container, on the service's default port.
+func listenCheck(s *service, env map[string]string) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(listening(s, env))) {
+		host, port, err := net.SplitHostPort(env[k])
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s=%q: %w", k, env[k], err))
+		case host != "0.0.0.0" && host != "" && host != "::":
+			errs = append(errs, fmt.Errorf("%s=%q: a container must listen on every address, not %s", k, env[k], host))
+		case port != s.defaultPort(k):
+			errs = append(errs, fmt.Errorf("%s=%q: port %s, but the service's default (used everywhere else) is %q", k, env[k], port, s.defaultPort(k)))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // telemetryVariable reports whether name is one of the OpenTelemetry
-// variables shared/telemetry reads (see its package documentation); no
-// other non-INGESTQ variable means anything to a service.
+// variables shared/telemetry reads (see its package documentation).
 func telemetryVariable(name string) bool {
 	switch name {
 	case "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -191,11 +372,12 @@ func telemetryVariable(name string) bool {
 }
 
 // envCheck checks the variables a deployment gives a service: each must be
-// one the binary reads (or a telemetry variable).
-func envCheck(s *service, env map[string]string) error {
+// one the binary reads, a telemetry variable, or one of helpers (used to
+// compose the others).
+func envCheck(s *service, env map[string]string, helpers ...string) error {
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if _, ok := s.reads[k]; ok || telemetryVariable(k) {
+		if _, ok := s.reads[k]; ok || telemetryVariable(k) || slices.Contains(helpers, k) {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("sets %s, which the %s binary does not read (-print-env-table)", k, s.name))
@@ -203,185 +385,97 @@ func envCheck(s *service, env map[string]string) error {
 	return errors.Join(errs...)
 }
 
-// drainTimeout is the drain timeout a deployment gives a service: its
-// INGESTQ_DRAIN_TIMEOUT, or the binary's default.
-func drainTimeout(s *service, env map[string]string) (time.Duration, error) {
-	v, ok := env["INGESTQ_DRAIN_TIMEOUT"]
-	if !ok {
-		v = s.reads["INGESTQ_DRAIN_TIMEOUT"]
-	}
-	d, err := time.ParseDuration(v)
+// drainTimeout is a service's INGESTQ_DRAIN_TIMEOUT in env.
+func drainTimeout(env map[string]string) (time.Duration, error) {
+	d, err := time.ParseDuration(env["INGESTQ_DRAIN_TIMEOUT"])
 	if err != nil {
-		return 0, fmt.Errorf("INGESTQ_DRAIN_TIMEOUT %q: %w", v, err)
+		return 0, fmt.Errorf("INGESTQ_DRAIN_TIMEOUT: %w", err)
 	}
 	return d, nil
 }
 
-// pathVariable reports whether a variable names a file or a directory the
-// service writes or reads: a deployment must back it with a volume.
-func pathVariable(name string) bool {
-	switch name {
-	case "INGESTQ_WORK_ROOT", "INGESTQ_STORE_ROOT", "INGESTQ_OUTBOX_DIR", "INGESTQ_PROFILES_DIR", "INGESTQ_INVENTORY_DB":
-		return true
-	}
-	return false
-}
-
-// mountedCheck checks that every path variable set in env lies under one
-// of mounts (container paths).
-func mountedCheck(env map[string]string, mounts []string) error {
+// mountedCheck checks that every file or directory the service writes or
+// reads (env, defaults included) lies under one of mounts.
+func mountedCheck(s *service, env map[string]string, mounts []string) error {
 	var errs []error
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !pathVariable(k) {
+	for _, k := range []string{"INGESTQ_WORK_ROOT", "INGESTQ_STORE_ROOT", "INGESTQ_OUTBOX_DIR", "INGESTQ_PROFILES_DIR",
+		"INGESTQ_INVENTORY_DB", "INGESTQ_ADMIN_TOKEN_FILE", "INGESTQ_CONSOLE_KEY_FILE"} {
+		if _, reads := s.reads[k]; !reads || env[k] == "" {
 			continue
 		}
 		p := path.Clean(env[k])
 		if !slices.ContainsFunc(mounts, func(m string) bool { return p == m || strings.HasPrefix(p, m+"/") }) {
-			errs = append(errs, fmt.Errorf("%s=%s is on no volume (mounted: %v): its data would die with the container", k, env[k], mounts))
+			errs = append(errs, fmt.Errorf("%s=%s is on no volume (mounted: %v)", k, env[k], mounts))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func checkDockerfiles(t *testing.T, repo string, services []*service) {
-	checks := []struct {
-		name  string
-		check func(s *service) error
-	}{
-		{"builds in golang:1.26-bookworm and ships distroless static nonroot", func(s *service) error {
-			build, final := s.dockerfile.stageNamed("build"), s.dockerfile.final()
-			var errs []error
-			if build.From != "golang:1.26-bookworm" {
-				errs = append(errs, fmt.Errorf("build stage FROM %s, want golang:1.26-bookworm", build.From))
-			}
-			if final.From != "gcr.io/distroless/static-debian12:nonroot" {
-				errs = append(errs, fmt.Errorf("final stage FROM %s, want gcr.io/distroless/static-debian12:nonroot", final.From))
-			}
-			return errors.Join(errs...)
-		}},
-		{"runs as the nonroot user", func(s *service) error {
-			users := s.dockerfile.final().steps("USER")
-			if len(users) == 0 {
-				return errors.New("no USER in the final stage")
-			}
-			if u := users[len(users)-1].Args; u != "65532:65532" && u != "65532" && u != "nonroot" && u != "nonroot:nonroot" {
-				return fmt.Errorf("USER %s, want nonroot (65532)", u)
-			}
-			return nil
-		}},
-		{"exposes exactly the default gRPC and metrics ports", func(s *service) error {
-			var exposed []string
-			for _, in := range s.dockerfile.final().steps("EXPOSE") {
-				exposed = append(exposed, strings.Fields(in.Args)...)
-			}
-			slices.Sort(exposed)
-			want := []string{s.grpcPort, s.metricsPort}
-			slices.Sort(want)
-			if !slices.Equal(exposed, want) {
-				return fmt.Errorf("EXPOSE %v, want %v (the binary's default gRPC and metrics ports)", exposed, want)
-			}
-			return nil
-		}},
-		{"listens on every address at the default ports and sets only variables the binary reads", func(s *service) error {
-			env, err := s.dockerfile.final().env()
+func checkDockerfile(t *testing.T, repo string, df []dockerStage, services []*service) {
+	build, final := stageNamed(df, "build"), &df[len(df)-1]
+	t.Run("builds with the Go the modules name and ships distroless static as user 65532", func(t *testing.T) {
+		for _, s := range services {
+			gomod := filepath.Join(repo, "services", s.name, "go.mod")
+			b, err := os.ReadFile(gomod)
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
-			return errors.Join(
-				listenCheck("INGESTQ_LISTEN", env["INGESTQ_LISTEN"], s.grpcPort),
-				listenCheck("INGESTQ_METRICS_LISTEN", env["INGESTQ_METRICS_LISTEN"], s.metricsPort),
-				envCheck(s, env))
-		}},
-		{"copies the module and every directory its go.mod replace directives name, in the same layout", func(s *service) error {
-			return replaceCheck(repo, s)
-		}},
-		{"starts the binary it built and health-checks it with -check-health", func(s *service) error {
-			final := s.dockerfile.final()
-			bin := entrypointDir + s.name
-			var errs []error
-			copied := false
-			for _, in := range final.steps("COPY") {
-				if in.flag("from") == "build" && in.Args == "/out/"+s.name+" "+bin {
-					copied = true
-				}
+			mf, err := modfile.ParseLax(gomod, b, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if !copied {
-				errs = append(errs, fmt.Errorf("no COPY --from=build /out/%s %s", s.name, bin))
+			minor := strings.Join(strings.SplitN(mf.Go.Version, ".", 3)[:2], ".")
+			if from := words(build.from)[0]; !strings.HasPrefix(from, "golang:"+minor+"-") {
+				t.Errorf("build stage FROM %s, but services/%s/go.mod asks for go %s", from, s.name, mf.Go.Version)
 			}
-			entry := final.steps("ENTRYPOINT")
-			if len(entry) != 1 {
-				return errors.Join(append(errs, fmt.Errorf("%d ENTRYPOINT instructions, want 1", len(entry)))...)
+		}
+		if from := words(final.from)[0]; from != "gcr.io/distroless/static-debian12:nonroot" {
+			t.Errorf("final stage FROM %s, want gcr.io/distroless/static-debian12:nonroot", from)
+		}
+		if users := final.steps("USER"); len(users) == 0 || !slices.Contains([]string{"65532", "65532:65532"}, words(users[len(users)-1])[0]) {
+			t.Error("the final stage's USER is not 65532 (nonroot, numeric so that runAsNonRoot can verify it)")
+		}
+	})
+	t.Run("starts the binary it built and health-checks it with -check-health", func(t *testing.T) {
+		var goBuild string
+		for _, n := range build.steps("RUN") {
+			if run := strings.Join(words(n), " "); strings.Contains(run, "go build") {
+				goBuild = run
 			}
-			if argv, err := execForm(entry[0].Args); err != nil || !slices.Equal(argv, []string{bin}) {
-				errs = append(errs, fmt.Errorf("ENTRYPOINT %s, want [%q] (%v)", entry[0].Args, bin, err))
+		}
+		for _, want := range []string{"CGO_ENABLED=0", "GOWORK=off"} {
+			if !strings.Contains(goBuild, want) {
+				t.Errorf("the build stage's go build %q lacks %s", goBuild, want)
 			}
-			hc := final.steps("HEALTHCHECK")
-			if len(hc) != 1 {
-				return errors.Join(append(errs, fmt.Errorf("%d HEALTHCHECK instructions, want 1", len(hc)))...)
-			}
-			cmd, ok := strings.CutPrefix(hc[0].Args, "CMD ")
-			argv, err := execForm(cmd)
-			if !ok || err != nil || !slices.Equal(argv, []string{bin, "-check-health"}) {
-				errs = append(errs, fmt.Errorf("HEALTHCHECK %s, want CMD [%q, \"-check-health\"] (exec form: the image has no shell)", hc[0].Args, bin))
-			}
-			return errors.Join(errs...)
-		}},
-	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
-			for _, s := range services {
-				if err := c.check(s); err != nil {
-					t.Errorf("%s: %v", s.dockerfile.Path, err)
-				}
-			}
+		}
+		copied := slices.ContainsFunc(final.steps("COPY"), func(n *parser.Node) bool {
+			w := words(n)
+			return slices.Contains(n.Flags, "--from=build") && len(w) == 2 && w[1] == entrypoint && strings.Contains(goBuild+" ", " -o "+w[0]+" ")
 		})
-	}
-}
-
-// replaceCheck checks that the build stage copies the service's module
-// and, for each local replace directive of its go.mod, the directory it
-// names, at the same place relative to the module as in the repository.
-func replaceCheck(repo string, s *service) error {
-	modDir := path.Join("services", s.name)
-	gomod := filepath.Join(repo, filepath.FromSlash(modDir), "go.mod")
-	b, err := os.ReadFile(gomod)
-	if err != nil {
-		return err
-	}
-	mf, err := modfile.ParseLax(gomod, b, nil)
-	if err != nil {
-		return err
-	}
-	copies, err := s.dockerfile.stageNamed("build").contextCopies()
-	if err != nil {
-		return err
-	}
-	// Where each copied directory lands in the build stage.
-	dest := map[string]string{}
-	for _, c := range copies {
-		for _, src := range c.Sources {
-			dest[path.Clean(src)] = c.Dest
+		if !copied {
+			t.Errorf("no COPY --from=build of go build's output to %s", entrypoint)
 		}
-	}
-	modDest, ok := dest[modDir]
-	if !ok {
-		return fmt.Errorf("no COPY of the module directory %s/", modDir)
-	}
-	var errs []error
-	for _, r := range mf.Replace {
-		if !modfile.IsDirectoryPath(r.New.Path) {
-			continue
+		if e := final.steps("ENTRYPOINT"); len(e) != 1 || !e[0].Attributes["json"] || !slices.Equal(words(e[0]), []string{entrypoint}) {
+			t.Errorf("want one ENTRYPOINT [%q]", entrypoint)
 		}
-		dir := path.Join(modDir, r.New.Path)
-		if dir == ".." || strings.HasPrefix(dir, "../") {
-			errs = append(errs, fmt.Errorf("go.mod replaces %s with %s, outside the repository (the build context)", r.Old.Path, r.New.Path))
-			continue
+		if hc := final.steps("HEALTHCHECK"); len(hc) != 1 || !slices.Equal(words(hc[0]), []string{"CMD", entrypoint, "-check-health"}) {
+			t.Errorf("want one HEALTHCHECK CMD [%q, \"-check-health\"] (exec form: the image has no shell)", entrypoint)
 		}
-		want := path.Join(modDest, r.New.Path)
-		if got, ok := dest[dir]; !ok || got != want {
-			errs = append(errs, fmt.Errorf("go.mod replaces %s with %s: the build needs %s/ copied to %s, COPY puts it at %q",
-				r.Old.Path, r.New.Path, dir, want, got))
+	})
+	t.Run("listens on every address at the default gRPC and metrics ports, exposes them, and sets only variables the binary reads", func(t *testing.T) {
+		for _, s := range services {
+			var errs []error
+			for _, k := range []string{"INGESTQ_LISTEN", "INGESTQ_METRICS_LISTEN"} {
+				if s.image[k] == "" {
+					errs = append(errs, fmt.Errorf("does not set %s (the default listens on 127.0.0.1 only)", k))
+				}
+			}
+			if want := slices.Sorted(maps.Values(listening(s, s.image))); !slices.Equal(slices.Sorted(slices.Values(s.exposed)), want) {
+				errs = append(errs, fmt.Errorf("EXPOSE %v, want the ports it listens on, %v", s.exposed, want))
+			}
+			if err := errors.Join(append(errs, listenCheck(s, s.image), envCheck(s, s.image))...); err != nil {
+				t.Errorf("SERVICE=%s: %v", s.name, err)
+			}
 		}
-	}
-	return errors.Join(errs...)
+	})
 }

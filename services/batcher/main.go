@@ -29,6 +29,7 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -46,6 +47,7 @@ type settings struct {
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
 	maxManifestBytes *int
+	payloadRetry     *retry.Policy
 	maxQueuedJobs    *int
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
@@ -74,6 +76,7 @@ func (s *settings) register(r *config.Registry) {
 		"how often completed batches past their retention are looked for")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
+	s.payloadRetry = retry.Register(r, "payload", "a batch's payload is fetched", spawn.DefaultRetry())
 	s.maxQueuedJobs = r.Int("max-queued-jobs", "INGESTQ_MAX_QUEUED_JOBS", 100000,
 		"most jobs the queue holds, ended ones until their batch is cleaned up (each takes ~6.5 KB of ZooKeeper heap); a batch that would pass it waits in Pending, a larger one fails; 0: no bound")
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
@@ -153,6 +156,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 			Policy:          policy,
 			Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
 			Root:            root,
+			Retry:           *s.payloadRetry,
 			MerrittQueueURL: *s.merrittQueueURL,
 		},
 		Mail:          sender,

@@ -65,10 +65,10 @@ func (d *Downloader) Validate() error {
 		return fmt.Errorf("download concurrency %d must be at least 1", d.Concurrency)
 	case d.PerHost < 1:
 		return fmt.Errorf("download jobs per host %d must be at least 1", d.PerHost)
-	case d.Files.Retries < 0:
-		return fmt.Errorf("download retries %d must not be negative", d.Files.Retries)
-	case d.Files.Backoff <= 0 || d.Files.MaxBackoff < d.Files.Backoff:
-		return fmt.Errorf("download backoff %v must be positive and at most the max backoff %v", d.Files.Backoff, d.Files.MaxBackoff)
+	case d.Files.Retry.Attempts < 1:
+		return fmt.Errorf("download attempts %d must be at least 1", d.Files.Retry.Attempts)
+	case d.Files.Retry.Validate() != nil:
+		return fmt.Errorf("download retry: %w", d.Files.Retry.Validate())
 	case d.Files.MaxBytes <= 0:
 		return fmt.Errorf("download max file bytes %d must be positive", d.Files.MaxBytes)
 	case d.Durable.Linger < 0:

@@ -29,6 +29,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -131,8 +132,8 @@ func createJobs(t *testing.T, q *queue.Client, workRoot string, jobs ...job) ([]
 
 func testDownloader(workRoot string, policy fetch.Policy) *Downloader {
 	return &Downloader{
-		Files: &download.Fetcher{Client: fetch.New(policy), Retries: 3, Backoff: 10 * time.Millisecond,
-			MaxBackoff: 50 * time.Millisecond, MaxBytes: 1 << 20, TempDir: stagingDir},
+		Files: &download.Fetcher{Client: fetch.New(policy), Retry: retry.Policy{Attempts: 4, Backoff: 10 * time.Millisecond,
+			Max: 50 * time.Millisecond, Jitter: 0.5}, MaxBytes: 1 << 20, TempDir: stagingDir},
 		WorkRoot:    workRoot,
 		Concurrency: 3,
 		PerHost:     4, // the stage's default concurrency: no host waits

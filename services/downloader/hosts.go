@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strings"
@@ -9,17 +8,27 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // How long a job whose host is at its limit waits before it is taken
 // again. The waits of one host's jobs are spread so that, however many
 // wait, about hostRetriesPerSecond of them are taken again each second: a
-// slot freed is soon used, and a queue of thousands of one host's jobs does
-// not turn into thousands of claims a second.
+// queue of thousands of one host's jobs does not turn into thousands of
+// claims a second. They are served in the order they were first turned
+// away: the job waiting longest comes back after turnWait, the others the
+// later the more jobs wait before them, and a slot freed is kept for a job
+// that waits before the one asking, if it is due back within
+// minHostWait. Otherwise a slot would go to whichever job happened to be
+// taken when it freed, and a job could wait for ever behind a deep queue.
 const (
 	hostRetriesPerSecond = 4
+	turnWait             = 200 * time.Millisecond
 	minHostWait          = time.Second
 	maxHostWait          = 2 * time.Minute
+	// A waiting job not seen again turnLapse after its wait ended was
+	// taken by another replica or is delayed: the slot is not kept for it.
+	turnLapse = time.Second
 	// A waiting job not seen again this long after its wait ended was
 	// taken by another replica or left Downloading: it no longer counts.
 	hostWaitForgotten = 10 * time.Second
@@ -31,41 +40,65 @@ const (
 // is ready for use.
 type hostSlots struct {
 	mu      sync.Mutex
-	busy    map[string]int                  // host → jobs downloading from it
-	waiting map[string]map[string]time.Time // host → job → end of its wait
-	pruned  time.Time                       // when forgotten waits were last dropped
+	busy    map[string]int                    // host → jobs downloading from it
+	waiting map[string]map[string]*hostWaiter // host → job → its wait
+	pruned  time.Time                         // when forgotten waits were last dropped
+}
+
+// hostWaiter is a job turned away by a host at its limit.
+type hostWaiter struct {
+	since time.Time // first turned away: its place in the host's line
+	until time.Time // end of its present wait
 }
 
 // take reserves a slot at each of hosts for job jid, all or none, with at
-// most limit jobs per host. When a host is at its limit it returns that
-// host and how long the job should wait before it is tried again.
+// most limit jobs per host. When a host is at its limit, or its free slots
+// are kept for jobs that have waited longer, it returns that host and how
+// long the job should wait before it is tried again.
 func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wait time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.busy == nil {
-		h.busy, h.waiting = map[string]int{}, map[string]map[string]time.Time{}
+		h.busy, h.waiting = map[string]int{}, map[string]map[string]*hostWaiter{}
 	}
 	now := time.Now()
 	if now.Sub(h.pruned) > hostWaitForgotten {
 		h.forget(now)
 	}
 	for _, host := range hosts {
-		if h.busy[host] < limit {
+		waiting := h.waiting[host]
+		me := waiting[jid]
+		// Jobs that waited before this one and are due back soon: the
+		// free slots are theirs first.
+		ahead, kept := 0, 0
+		for id, w := range waiting {
+			if id == jid || (me != nil && !w.since.Before(me.since)) {
+				continue
+			}
+			ahead++
+			if w.until.After(now.Add(-turnLapse)) && w.until.Before(now.Add(minHostWait)) {
+				kept++
+			}
+		}
+		if h.busy[host]+kept < limit {
 			continue
 		}
-		waiting := h.waiting[host]
 		if waiting == nil {
-			waiting = map[string]time.Time{}
+			waiting = map[string]*hostWaiter{}
 			h.waiting[host] = waiting
 		}
-		n := len(waiting)
-		if _, ok := waiting[jid]; !ok {
-			n++
+		if me == nil {
+			me = &hostWaiter{since: now}
+			waiting[jid] = me
 		}
-		wait = time.Duration(n) * time.Second / hostRetriesPerSecond
-		wait = min(max(wait, minHostWait), maxHostWait)
-		wait = wait/2 + rand.N(wait/2+1) // jittered, so waits do not end together
-		waiting[jid] = now.Add(wait)
+		if ahead == 0 {
+			wait = turnWait
+		} else {
+			wait = time.Duration(ahead+1) * time.Second / hostRetriesPerSecond
+			wait = min(max(wait, minHostWait), maxHostWait)
+		}
+		wait = retry.Jittered(wait, 0.5)
+		me.until = now.Add(wait)
 		return host, wait
 	}
 	for _, host := range hosts {
@@ -84,8 +117,8 @@ func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wa
 // every host: a host whose jobs all went elsewhere leaves nothing behind.
 func (h *hostSlots) forget(now time.Time) {
 	for host, waiting := range h.waiting {
-		for jid, until := range waiting {
-			if now.Sub(until) > hostWaitForgotten {
+		for jid, w := range waiting {
+			if now.Sub(w.until) > hostWaitForgotten {
 				delete(waiting, jid)
 			}
 		}

@@ -5,7 +5,7 @@
 // Files are fetched INGESTQ_DOWNLOAD_CONCURRENCY at once, streamed to disk
 // and hashed on the way; a declared size or digest (md5, sha1, sha256,
 // sha512) that does not match fails the job, naming the file, its URL and
-// both values. Failures that may pass are retried INGESTQ_DOWNLOAD_RETRIES
+// both values. Failures that may pass are tried up to INGESTQ_DOWNLOAD_ATTEMPTS
 // times with a jittered exponential backoff. A file already complete from
 // an earlier attempt (right size and digest) is not fetched again.
 //
@@ -37,6 +37,7 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -45,9 +46,7 @@ import (
 type settings struct {
 	workRoot         *string
 	concurrency      *int
-	retries          *int
-	backoff          *time.Duration
-	maxBackoff       *time.Duration
+	retry            *retry.Policy
 	maxFileBytes     *int
 	unpackMaxEntries *int
 	unpackMaxBytes   *int
@@ -65,12 +64,10 @@ func (s *settings) register(r *config.Registry) {
 		"working storage every stage shares; a job works in <root>/<bid>/<job>")
 	s.concurrency = r.Int("download-concurrency", "INGESTQ_DOWNLOAD_CONCURRENCY", 4,
 		"files of one job fetched at once")
-	s.retries = r.Int("download-retries", "INGESTQ_DOWNLOAD_RETRIES", 3,
-		"further attempts at a file after a failure that may pass (network, HTTP 5xx, 408, 429, timeouts)")
-	s.backoff = r.Duration("download-backoff", "INGESTQ_DOWNLOAD_BACKOFF", time.Second,
-		"wait before the first retry of a file, doubled after each, jittered")
-	s.maxBackoff = r.Duration("download-max-backoff", "INGESTQ_DOWNLOAD_MAX_BACKOFF", 30*time.Second,
-		"longest wait between two attempts at a file")
+	s.retry = retry.Register(r, "download", "a file is fetched (network, HTTP 5xx, 408 and 429 failures, timeouts)",
+		retry.Policy{Attempts: 4, Backoff: time.Second, Max: 30 * time.Second, Jitter: 0.5})
+	r.Renamed("download-retries", "INGESTQ_DOWNLOAD_RETRIES", "download-attempts", retry.RetriesToAttempts)
+	r.Renamed("download-max-backoff", "INGESTQ_DOWNLOAD_MAX_BACKOFF", "download-backoff-max", nil)
 	s.maxFileBytes = r.Int("download-max-file-bytes", "INGESTQ_DOWNLOAD_MAX_FILE_BYTES", 1<<40,
 		"largest file fetched when the file list declares no size (a declared size bounds the others)")
 	s.unpackMaxEntries = r.Int("unpack-max-entries", "INGESTQ_UNPACK_MAX_ENTRIES", 100_000,
@@ -122,12 +119,10 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 	}
 	d := &Downloader{
 		Files: &download.Fetcher{
-			Client:     fetch.New(policy),
-			Retries:    *s.retries,
-			Backoff:    *s.backoff,
-			MaxBackoff: *s.maxBackoff,
-			MaxBytes:   int64(*s.maxFileBytes),
-			TempDir:    stagingDir,
+			Client:   fetch.New(policy),
+			Retry:    *s.retry,
+			MaxBytes: int64(*s.maxFileBytes),
+			TempDir:  stagingDir,
 		},
 		WorkRoot:    root,
 		Concurrency: *s.concurrency,

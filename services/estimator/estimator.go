@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 )
 
@@ -25,10 +25,9 @@ type Estimator struct {
 	Policy fetch.Policy
 	// Limits bound a fetched manifest; MaxBytes also bounds its download.
 	Limits checkm.Limits
-	// Attempts is how often a manifest is fetched before the job fails;
-	// Backoff the wait before the second attempt, doubled after.
-	Attempts int
-	Backoff  time.Duration
+	// Retry says how often a manifest is fetched before the job fails, and
+	// how long the fetches wait between them.
+	Retry retry.Policy
 	// Concurrency bounds the HEAD requests of one job.
 	Concurrency int
 	// UnsizedPenalty is added to the priority of a job with a file whose
@@ -45,10 +44,10 @@ func (e *Estimator) Validate() error {
 	switch {
 	case e.Client == nil:
 		return errors.New("estimator: no HTTP client")
-	case e.Attempts < 1:
-		return fmt.Errorf("manifest attempts %d must be at least 1", e.Attempts)
-	case e.Backoff <= 0:
-		return fmt.Errorf("manifest backoff %v must be positive", e.Backoff)
+	case e.Retry.Attempts < 1:
+		return fmt.Errorf("manifest attempts %d must be at least 1", e.Retry.Attempts)
+	case e.Retry.Validate() != nil:
+		return fmt.Errorf("manifest retry: %w", e.Retry.Validate())
 	case e.Concurrency < 1:
 		return fmt.Errorf("estimate concurrency %d must be at least 1", e.Concurrency)
 	case e.UnsizedPenalty < 0 || e.UnsizedPenalty > queue.MaxPriority:

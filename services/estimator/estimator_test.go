@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -112,8 +113,7 @@ func testEstimator(t *testing.T, policy fetch.Policy) *Estimator {
 		Client:          fetch.New(policy),
 		Policy:          policy,
 		Limits:          checkm.Limits{MaxBytes: 1 << 20},
-		Attempts:        3,
-		Backoff:         10 * time.Millisecond,
+		Retry:           retry.Policy{Attempts: 3, Backoff: 10 * time.Millisecond},
 		Concurrency:     4,
 		UnsizedPenalty:  10,
 		LargeJobBytes:   1 << 20,
@@ -391,7 +391,7 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		change func(*Estimator)
 		want   string
 	}{
-		{"no attempt", func(e *Estimator) { e.Attempts = 0 }, "manifest attempts 0 must be at least 1"},
+		{"no attempt", func(e *Estimator) { e.Retry.Attempts = 0 }, "manifest attempts 0 must be at least 1"},
 		{"no concurrency", func(e *Estimator) { e.Concurrency = 0 }, "estimate concurrency 0 must be at least 1"},
 		{"penalty past the last priority", func(e *Estimator) { e.UnsizedPenalty = 100 }, "unsized penalty 100 must be in 0..99"},
 		{"negative penalty", func(e *Estimator) { e.LargeJobPenalty = -1 }, "large job penalty -1 must be in 0..99"},

@@ -19,6 +19,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -30,8 +31,7 @@ type settings struct {
 	largeJobBytes    *int
 	largeJobPenalty  *int
 	maxManifestBytes *int
-	attempts         *int
-	backoff          *time.Duration
+	retry            *retry.Policy
 	addresses        *fetch.AddressSettings
 	headerTimeout    *time.Duration
 }
@@ -47,10 +47,8 @@ func (s *settings) register(r *config.Registry) {
 		"added to the priority of a large job")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
-	s.attempts = r.Int("manifest-attempts", "INGESTQ_MANIFEST_ATTEMPTS", 3,
-		"how often an object manifest is fetched before its job fails (failures that may pass only)")
-	s.backoff = r.Duration("manifest-backoff", "INGESTQ_MANIFEST_BACKOFF", time.Second,
-		"wait before the second attempt at a manifest, doubled after each")
+	s.retry = retry.Register(r, "manifest", "an object manifest is fetched",
+		retry.Policy{Attempts: 3, Backoff: time.Second})
 	s.addresses = fetch.RegisterAddressSettings(r, "fetch", "payload and manifest URLs")
 	s.headerTimeout = r.Duration("fetch-header-timeout", "INGESTQ_FETCH_HEADER_TIMEOUT", fetch.DefaultHeaderTimeout,
 		"how long a request waits for the response headers")
@@ -73,8 +71,7 @@ func (s *settings) estimator(env *service.Env) (*Estimator, error) {
 		Client:          fetch.New(policy),
 		Policy:          policy,
 		Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
-		Attempts:        *s.attempts,
-		Backoff:         *s.backoff,
+		Retry:           *s.retry,
 		Concurrency:     *s.concurrency,
 		UnsizedPenalty:  int32(*s.unsizedPenalty),
 		LargeJobBytes:   int64(*s.largeJobBytes),

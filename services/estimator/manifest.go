@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
@@ -65,7 +63,7 @@ func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v
 
 // objectManifest fetches, parses and checks the object manifest at raw. A
 // manifest that is wrong fails the job with a message naming the URL and
-// the line; one that cannot be fetched is tried e.Attempts times first.
+// the line; one that cannot be fetched is tried e.Retry.Attempts times first.
 func (e *Estimator) objectManifest(ctx context.Context, raw string) (*v1.Manifest, error) {
 	data, err := e.fetchManifest(ctx, raw)
 	if err != nil {
@@ -91,56 +89,29 @@ func (e *Estimator) objectManifest(ctx context.Context, raw string) (*v1.Manifes
 			Size: en.FileSize, LastModified: en.FileLastModified, Name: en.FileName}
 	}
 	out := &v1.Manifest{Files: files}
-	if n := encodedSize(out); n > maxManifestNodeBytes {
+	if n := queue.ManifestNodeSize(out); n > maxManifestNodeBytes {
 		return nil, jobErrorf("manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
 			raw, len(files), n, maxManifestNodeBytes)
 	}
 	return out, nil
 }
 
-// fetchManifest gets a manifest, retrying what may pass with a doubling
-// backoff.
+// fetchManifest gets a manifest, retrying what may pass.
 func (e *Estimator) fetchManifest(ctx context.Context, raw string) ([]byte, error) {
-	backoff := e.Backoff
-	for attempt := 1; ; attempt++ {
-		data, err := e.Client.Fetch(ctx, raw, e.Limits.MaxBytes)
-		if err == nil {
-			return data, nil
+	var data []byte
+	attempts, err := e.Retry.Do(ctx, fetch.Retryable, func(attempt int) error {
+		var err error
+		data, err = e.Client.Fetch(ctx, raw, e.Limits.MaxBytes)
+		if err != nil && ctx.Err() == nil && fetch.Retryable(err) && attempt < e.Retry.Attempts {
+			e.Logger.WarnContext(ctx, "fetching manifest failed; trying again", "url", raw, "attempt", attempt, "error", err)
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !fetch.Retryable(err) || attempt >= e.Attempts {
-			return nil, jobErrorf("fetching the manifest failed: %v (attempt %d of %d)", err, attempt, e.Attempts)
-		}
-		e.Logger.WarnContext(ctx, "fetching manifest failed; trying again", "url", raw, "attempt", attempt, "error", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff *= 2
+		return err
+	})
+	switch {
+	case err == nil:
+		return data, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
 	}
-}
-
-// encodedSize is the size of the manifest in the JSON of the ZooKeeper
-// contract, as the queue stores it (or a little more: encoding/json escapes
-// '<', '>' and '&', which the queue writes plain).
-func encodedSize(m *v1.Manifest) int {
-	type file struct {
-		URL           string `json:"url"`
-		HashAlgorithm string `json:"hash_algorithm,omitempty"`
-		HashValue     string `json:"hash_value,omitempty"`
-		Size          int64  `json:"size"`
-		LastModified  string `json:"last_modified,omitempty"`
-		Name          string `json:"name"`
-	}
-	files := make([]file, len(m.GetFiles()))
-	for i, f := range m.GetFiles() {
-		files[i] = file{f.GetUrl(), f.GetHashAlgorithm(), f.GetHashValue(), f.GetSize(), f.GetLastModified(), f.GetName()}
-	}
-	data, _ := json.Marshal(struct {
-		Files []file `json:"files"`
-	}{files})
-	return len(data)
+	return nil, jobErrorf("fetching the manifest failed: %v (attempt %d of %d)", err, attempts, e.Retry.Attempts)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -23,8 +24,8 @@ import (
 func main() {
 	var (
 		workRoot, profilesDir *string
-		retries               *int
-		backoff, timeout      *time.Duration
+		policy                *retry.Policy
+		timeout               *time.Duration
 		addresses             *fetch.AddressSettings
 	)
 	service.Main(service.Spec{
@@ -35,10 +36,9 @@ func main() {
 				"working storage every stage shares; a job works in <root>/<bid>/<job>")
 			profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 				"directory of collection profiles (*.yaml)")
-			retries = r.Int("callback-retries", "INGESTQ_CALLBACK_RETRIES", 2,
-				"how many times a failed callback is tried again before the job fails")
-			backoff = r.Duration("callback-backoff", "INGESTQ_CALLBACK_BACKOFF", 2*time.Second,
-				"wait before the first callback retry; doubles after each")
+			policy = retry.Register(r, "callback", "a callback is posted",
+				retry.Policy{Attempts: 3, Backoff: 2 * time.Second, Max: time.Minute})
+			r.Renamed("callback-retries", "INGESTQ_CALLBACK_RETRIES", "callback-attempts", retry.RetriesToAttempts)
 			timeout = r.Duration("callback-timeout", "INGESTQ_CALLBACK_TIMEOUT", 30*time.Second,
 				"how long one callback attempt may take")
 			addresses = fetch.RegisterAddressSettings(r, "callback", "callbacks")
@@ -47,8 +47,8 @@ func main() {
 			if !filepath.IsAbs(*workRoot) {
 				return fmt.Errorf("INGESTQ_WORK_ROOT: %q is not an absolute path", *workRoot)
 			}
-			if *retries < 0 || *backoff < 0 || *timeout <= 0 {
-				return fmt.Errorf("INGESTQ_CALLBACK_RETRIES, _BACKOFF and _TIMEOUT must not be negative (timeout above 0)")
+			if *timeout <= 0 {
+				return fmt.Errorf("INGESTQ_CALLBACK_TIMEOUT: %v must be positive", *timeout)
 			}
 			profiles, err := profile.Load(*profilesDir)
 			if err != nil {
@@ -58,8 +58,8 @@ func main() {
 				Profiles: profiles,
 				WorkRoot: *workRoot,
 				Logger:   env.Logger,
-				Callback: callback.Poster{Client: fetch.New(addresses.Apply(fetch.Policy{})), Retries: *retries,
-					Backoff: *backoff, Timeout: *timeout},
+				Callback: callback.Poster{Client: fetch.New(addresses.Apply(fetch.Policy{})), Retry: *policy,
+					Timeout: *timeout},
 			}
 			_, err = stage.Start(ctx, env, stage.Config{
 				Name:    "notifying",

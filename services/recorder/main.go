@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,7 +76,7 @@ func main() {
 				}})
 			host, _ := os.Hostname()
 			reg, err := env.Queue.RegisterWorker(ctx, &v1.WorkerInfo{
-				Id:   fmt.Sprintf("recorder-%s-%d-%04x", workerIDPart(host), os.Getpid(), time.Now().UnixNano()&0xffff),
+				Id:   env.Queue.NewWorkerID("recorder"),
 				Host: host, Service: "recorder", Stage: queue.JobStateName(queue.Recording),
 			})
 			if err != nil {
@@ -128,14 +127,4 @@ func main() {
 			return nil
 		},
 	})
-}
-
-// workerIDPart keeps the characters a worker id may hold.
-func workerIDPart(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
-			return r
-		}
-		return '_'
-	}, s)
 }

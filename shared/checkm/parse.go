@@ -254,19 +254,11 @@ func parseSize(v string) (int64, bool) {
 	return size, err == nil
 }
 
-// digestLen is the hex length of each accepted hash algorithm's digest.
+// digestLen is the hex length of each accepted hash algorithm's digest, 0
+// for a name that is not one.
 func digestLen(alg string) int {
-	switch alg {
-	case "md5":
-		return 32
-	case "sha1":
-		return 40
-	case "sha256":
-		return 64
-	case "sha512":
-		return 128
-	}
-	return 0
+	_, n := algorithm(alg)
+	return n
 }
 
 // HashAlgorithm reads the name of a digest algorithm as writers spell it

@@ -98,7 +98,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 	r.Func("pprof", "INGESTQ_PPROF", "false",
 		"also serve Go's profiles at /debug/pprof/ on the metrics address (they show code and data: keep that address private)", setBool(&c.Pprof))
 
-	r.check(func() error {
+	r.Check(func() error {
 		if tokenFile == "" {
 			return nil
 		}
@@ -112,7 +112,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 		c.AdminToken = token
 		return nil
 	})
-	r.check(func() error {
+	r.Check(func() error {
 		switch {
 		case (c.TLS.Cert == "") != (c.TLS.Key == ""):
 			return errors.New("INGESTQ_TLS_CERT and INGESTQ_TLS_KEY: set both or neither")

@@ -40,12 +40,19 @@ type Registry struct {
 	envErrs map[string]error
 	// checks run after parsing, for rules that span several settings.
 	checks []func() error
+	// setters parse a value of each setting, by flag name.
+	setters map[string]func(string) error
+	// renamed maps a deprecated flag to the flag of its new name.
+	renamed map[string]string
+	// deprecated says which deprecated variables the environment sets.
+	deprecated []string
 }
 
 // New returns a Registry that defines its settings on flags and reads
 // their environment variables through lookupEnv.
 func New(flags *flag.FlagSet, lookupEnv LookupEnv) *Registry {
-	return &Registry{flags: flags, lookupEnv: lookupEnv, envErrs: map[string]error{}}
+	return &Registry{flags: flags, lookupEnv: lookupEnv, envErrs: map[string]error{},
+		setters: map[string]func(string) error{}, renamed: map[string]string{}}
 }
 
 // String defines a text setting.
@@ -131,11 +138,56 @@ func (r *Registry) Func(flagName, envName, def, help string, set func(string) er
 	}
 	usage := fmt.Sprintf("%s (env %s, default %q)", help, envName, def)
 	r.flags.Func(flagName, usage, set)
+	r.setters[flagName] = set
 	r.vars = append(r.vars, Variable{Flag: flagName, Env: envName, Default: def, Help: help})
 }
 
-// check adds a rule that Parse applies after every value is read.
-func (r *Registry) check(rule func() error) {
+// Renamed keeps the old flag and variable of a renamed setting working:
+// the old variable applies when the new one is unset (both set is an
+// error), the old flag as the new flag does. convert turns an old value
+// into a new one (nil: the value is the same). The old names are left out
+// of the table; Deprecated lists those the environment sets.
+func (r *Registry) Renamed(oldFlag, oldEnv, newFlag string, convert func(string) (string, error)) {
+	set, ok := r.setters[newFlag]
+	if !ok {
+		panic(fmt.Sprintf("config: %s renamed to undefined setting -%s", oldEnv, newFlag))
+	}
+	newEnv := ""
+	for _, v := range r.vars {
+		if v.Flag == newFlag {
+			newEnv = v.Env
+		}
+	}
+	setOld := func(s string) error {
+		if convert != nil {
+			var err error
+			if s, err = convert(s); err != nil {
+				return err
+			}
+		}
+		return set(s)
+	}
+	if v, ok := r.lookupEnv(oldEnv); ok {
+		r.deprecated = append(r.deprecated, fmt.Sprintf("%s is deprecated: set %s", oldEnv, newEnv))
+		if _, both := r.lookupEnv(newEnv); both {
+			r.envErrs[newFlag] = fmt.Errorf("%s and %s are both set: %s is the old name, set only %s", newEnv, oldEnv, oldEnv, newEnv)
+		} else if err := setOld(v); err != nil {
+			r.envErrs[newFlag] = fmt.Errorf("%s: %w", oldEnv, err)
+		}
+	}
+	r.flags.Func(oldFlag, fmt.Sprintf("deprecated: use -%s (env %s)", newFlag, newEnv), setOld)
+	r.renamed[oldFlag] = newFlag
+}
+
+// Deprecated lists the deprecated variables the environment sets, each
+// with the name to set instead, for the service to log.
+func (r *Registry) Deprecated() []string {
+	return append([]string(nil), r.deprecated...)
+}
+
+// Check adds a rule that Parse applies after every value is read, for
+// rules that span several settings.
+func (r *Registry) Check(rule func() error) {
 	r.checks = append(r.checks, rule)
 }
 
@@ -145,7 +197,12 @@ func (r *Registry) Parse(args []string) error {
 	if err := r.flags.Parse(args); err != nil {
 		return err
 	}
-	r.flags.Visit(func(f *flag.Flag) { delete(r.envErrs, f.Name) })
+	r.flags.Visit(func(f *flag.Flag) {
+		delete(r.envErrs, f.Name)
+		if to, ok := r.renamed[f.Name]; ok {
+			delete(r.envErrs, to)
+		}
+	})
 	var errs []error
 	for _, v := range r.vars {
 		if err, ok := r.envErrs[v.Flag]; ok {
@@ -167,7 +224,8 @@ func (r *Registry) Variables() []Variable {
 	return append([]Variable(nil), r.vars...)
 }
 
-// WriteMarkdownTable writes the settings as a Markdown table for a README.
+// WriteMarkdownTable writes the settings as a Markdown table (make
+// config-table gathers every service's into docs/configuration.md).
 func (r *Registry) WriteMarkdownTable(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("| Variable | Flag | Default | Meaning |\n|---|---|---|---|\n")

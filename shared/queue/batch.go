@@ -1,14 +1,19 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -635,11 +640,27 @@ const (
 	idMultisInFlight = 4
 )
 
+// jobMultisInFlight bounds the multis writing a batch's jobs that are sent
+// at once: each holds up to maxMultiBytes of server memory until answered,
+// and each whose answer a connection loss takes must be checked and sent
+// again.
+const jobMultisInFlight = 8
+
+// jobResends is how many times a multi writing jobs is sent again after
+// its answer was lost (the connection closed under it, as when ZooKeeper
+// elects a leader); each resend first checks whether the jobs exist.
+const jobResends = 5
+
 // CreateJobs creates jobs of a Processing batch whose jobs are being
 // spawned. Each job lands in its three places (/jobs/JID, its pending entry,
 // its batch reference) in one atomic operation fenced by this claim, so a
 // batcher that lost the batch creates nothing more. Jobs are created in
 // order of the slice; it returns their ids.
+//
+// Job ids are reserved first (sequential creates under /jobs, each holding
+// the bid), then written. A write whose answer is lost is checked and sent
+// again; when creation fails, the ids reserved and not written are
+// deleted before it returns, so no job node is left without a status.
 func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, error) {
 	if err := bc.finish(); err != nil {
 		return nil, err
@@ -655,39 +676,17 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, 
 			return nil, err
 		}
 	}
-	// Allocate ids first, many sequential creates to a multi, a few multis
-	// in flight (each holds server memory until answered): a crash here
-	// leaves empty job nodes that no reader mistakes for jobs (no status)
-	// and that fsck removes.
-	ids := make([]string, len(jobs))
-	chunks := (len(jobs) + idsPerMulti - 1) / idsPerMulti
-	errs := make([]error, chunks)
-	eachAtMost(chunks, idMultisInFlight, func(ci int) {
-		lo, hi := ci*idsPerMulti, min((ci+1)*idsPerMulti, len(jobs))
-		ops := make([]any, hi-lo)
-		for i := range ops {
-			ops[i] = bc.c.createOp(bc.c.p.jobSeq(), nil, zk.FlagSequence)
-		}
-		// Sent alone, not grouped: it is a large request already.
-		res, err := call(ctx, func() ([]zk.MultiResponse, error) { return bc.c.conn.Multi(ops...) })
-		err = multiError(res, err)
-		if err != nil {
-			errs[ci] = err
-			return
-		}
-		for i, r := range res {
-			ids[lo+i] = path.Base(r.String)
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
+	ids, err := bc.reserveJobIDs(ctx, len(jobs))
+	if err != nil {
 		return nil, fmt.Errorf("allocating job ids for batch %s: %w", bc.ID(), err)
 	}
-	// Allocation ran concurrently; sorted ids keep the jobs' age order equal
-	// to the order of the slice.
-	slices.Sort(ids)
-	// Then write the jobs, grouped into multis of bounded size, several in flight.
-	var groups [][]any
-	var cur []any
+	// Then write the jobs, grouped into multis of bounded size, a few in flight.
+	type group struct {
+		ops  []any
+		jids []string
+	}
+	var groups []group
+	var cur group
 	size := 0
 	for i, j := range jobs {
 		ops := bc.jobOps(ids[i], j)
@@ -697,25 +696,193 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, 
 				n += len(cr.Data) + len(cr.Path) + 16
 			}
 		}
-		if len(cur) > 0 && (size+n > maxMultiBytes || len(cur) > 400) {
+		if len(cur.ops) > 0 && (size+n > maxMultiBytes || len(cur.ops) > 400) {
 			groups = append(groups, cur)
-			cur, size = nil, 0
+			cur, size = group{}, 0
 		}
-		cur = append(cur, ops...)
+		cur.ops = append(cur.ops, ops...)
+		cur.jids = append(cur.jids, ids[i])
 		size += n
 	}
-	if len(cur) > 0 {
+	if len(cur.ops) > 0 {
 		groups = append(groups, cur)
 	}
 	gerrs := make([]error, len(groups))
-	const inflight = 64
-	eachAtMost(len(groups), inflight, func(gi int) {
-		gerrs[gi] = bc.fencedMulti(ctx, checkOp(bc.c.p.batchStatus(bc.ID()), bc.version), groups[gi]...)
+	eachAtMost(len(groups), jobMultisInFlight, func(gi int) {
+		gerrs[gi] = bc.writeJobs(ctx, groups[gi].jids[0], groups[gi].ops)
 	})
 	if err := errors.Join(gerrs...); err != nil {
+		var unwritten []string
+		for gi, g := range groups {
+			if gerrs[gi] != nil {
+				unwritten = append(unwritten, g.jids...)
+			}
+		}
+		bc.c.dropReservedJobIDs(ctx, unwritten)
 		return nil, fmt.Errorf("creating jobs of batch %s: %w", bc.ID(), err)
 	}
 	return ids, nil
+}
+
+// writeJobs sends one multi of job creations (first is the first job it
+// creates), fenced by the claim. After a lost answer it looks whether the
+// jobs exist (the multi is atomic: the first one tells) before sending it
+// again, so a job is written once.
+func (bc *BatchClaim) writeJobs(ctx context.Context, first string, ops []any) error {
+	status := bc.c.p.jobStatus(first)
+	var lost error
+	for attempt := 0; ; attempt++ {
+		err := bc.fencedMulti(ctx, checkOp(bc.c.p.batchStatus(bc.ID()), bc.version), ops...)
+		if err == nil {
+			return nil
+		}
+		// A resend refused because a node exists: the lost one was applied.
+		resentOnto := lost != nil && errors.Is(err, zk.ErrNodeExists)
+		if !resentOnto && (!retryable(err) || attempt >= jobResends) {
+			return err
+		}
+		if retryable(err) {
+			lost = err
+		}
+		written, _, xerr := bc.c.exists(ctx, status)
+		if xerr != nil {
+			return fmt.Errorf("%w; then checking whether its jobs were written: %w", err, xerr)
+		}
+		if written {
+			return nil
+		}
+		if resentOnto {
+			return err
+		}
+	}
+}
+
+// reserveJobIDs reserves n job ids for the claimed batch: sequential nodes
+// under /jobs holding the bid, in the order they were made. When it fails,
+// the ids it reserved are deleted again.
+func (bc *BatchClaim) reserveJobIDs(ctx context.Context, n int) ([]string, error) {
+	ids := make([]string, n)
+	chunks := (n + idsPerMulti - 1) / idsPerMulti
+	errs := make([]error, chunks)
+	eachAtMost(chunks, idMultisInFlight, func(ci int) {
+		lo, hi := ci*idsPerMulti, min((ci+1)*idsPerMulti, n)
+		got, err := bc.reserveSome(ctx, hi-lo)
+		errs[ci] = err
+		copy(ids[lo:hi], got)
+	})
+	if err := errors.Join(errs...); err != nil {
+		bc.c.dropReservedJobIDs(ctx, slices.DeleteFunc(ids, func(id string) bool { return id == "" }))
+		return nil, err
+	}
+	// Allocation ran concurrently; sorted ids keep the jobs' age order equal
+	// to the order of the slice.
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// reserveSome reserves n job ids in one multi. Its nodes hold a mark of
+// their own, so that after a lost answer they can be found among the nodes
+// made meanwhile: found, they are the answer; absent, the multi is sent
+// again.
+func (bc *BatchClaim) reserveSome(ctx context.Context, n int) ([]string, error) {
+	c := bc.c
+	mark := []byte(bc.ID() + " " + strconv.FormatUint(rand.Uint64(), 36))
+	ops := make([]any, n)
+	for i := range ops {
+		ops[i] = c.createOp(c.p.jobSeq(), mark, zk.FlagSequence)
+	}
+	for attempt := 0; ; attempt++ {
+		_, before, err := c.exists(ctx, path.Dir(c.p.jobSeq()))
+		if err != nil {
+			return nil, err
+		}
+		// Sent alone, not grouped: it is a large request already.
+		res, err := call(ctx, func() ([]zk.MultiResponse, error) { return c.group.send(ops) })
+		if err = multiError(res, err); err == nil {
+			ids := make([]string, len(res))
+			for i, r := range res {
+				ids[i] = path.Base(r.String)
+			}
+			return ids, nil
+		}
+		if !retryable(err) {
+			return nil, err
+		}
+		found, ferr := c.findMarked(ctx, before.Cversion, mark)
+		switch {
+		case ferr != nil:
+			return nil, fmt.Errorf("%w; then looking for the ids it may have reserved: %w", err, ferr)
+		case len(found) == n:
+			return found, nil
+		case len(found) > 0:
+			// A multi is atomic: part of it is not its doing.
+			return found, fmt.Errorf("%w; then found %d of its %d ids", err, len(found), n)
+		case attempt >= jobResends:
+			return nil, err
+		}
+	}
+}
+
+// maxMarkedScan bounds how many sequence numbers findMarked reads: past
+// that, fsck removes what was left (job-without-status).
+const maxMarkedScan = 20000
+
+// findMarked returns the job nodes holding mark whose sequence number is
+// from on: a sequential create takes its parent's child version as its
+// number, so nodes made after /jobs was read at version from are numbered
+// from there to its present child version.
+func (c *Client) findMarked(ctx context.Context, from int32, mark []byte) ([]string, error) {
+	jobs := path.Dir(c.p.jobSeq())
+	if _, err := call(ctx, func() (string, error) { return c.conn.Sync(jobs) }); err != nil {
+		return nil, fmt.Errorf("syncing %s: %w", jobs, err)
+	}
+	_, now, err := c.exists(ctx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	if int(now.Cversion)-int(from) > maxMarkedScan {
+		return nil, fmt.Errorf("%d jobs made or deleted meanwhile: too many to look through", now.Cversion-from)
+	}
+	var ps []string
+	for n := from; n < now.Cversion; n++ {
+		ps = append(ps, fmt.Sprintf("%s%010d", c.p.jobSeq(), n))
+	}
+	read, err := c.getManyStat(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, r := range read {
+		if r.stat != nil && bytes.Equal(r.data, mark) {
+			out = append(out, path.Base(ps[i]))
+		}
+	}
+	return out, nil
+}
+
+// dropReservedJobIDs deletes job nodes reserved and not written. A node
+// whose jobs were written after all has children and stays (the delete
+// fails); a write still on its way after the delete fails as a whole (its
+// job node is gone), so a job is either whole or absent. It runs after the
+// caller's ctx ended too, within a bound of its own: what it cannot delete
+// fsck reports (job-without-status) and removes.
+func (c *Client) dropReservedJobIDs(ctx context.Context, jids []string) {
+	if len(jids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var left atomic.Int32
+	eachAtMost(len(jids), 16, func(i int) {
+		p := c.p.job(jids[i])
+		_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, c.conn.Delete(p, -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrNotEmpty) {
+			left.Add(1)
+		}
+	})
+	if n := left.Load(); n > 0 {
+		c.log.WarnContext(ctx, "reserved job ids not deleted; fsck removes them", "jobs", n, "first", jids[0])
+	}
 }
 
 func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {

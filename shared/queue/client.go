@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
 // Options configure a Client.
@@ -78,6 +81,9 @@ type Client struct {
 	counters sync.Map
 	// locks are the lock nodes this client created and has not seen gone.
 	locks *lockBook
+	// workerNonce and workerSeq make this client's worker ids (NewWorkerID).
+	workerNonce uint32
+	workerSeq   atomic.Int64
 }
 
 // session is one ZooKeeper session. Its context ends when the session is lost:
@@ -119,6 +125,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		locks:          newLockBook(),
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
+	c.workerNonce = rand.Uint32()
 	if opts.Auth != "" {
 		user, _, ok := strings.Cut(opts.Auth, ":")
 		if !ok || user == "" {
@@ -417,19 +424,19 @@ func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // retryAware is retry for a call that stops waiting when ctx ends by
 // itself (a request group's), so needs no goroutine of call's.
 func retryAware[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		v, err := f()
-		if err == nil || !retryable(err) || attempt >= 50 {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return v, context.Cause(ctx)
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, time.Second)
-	}
+	var v T
+	_, err := zkRetry().Do(ctx, retryable, func(int) error {
+		var err error
+		v, err = f()
+		return err
+	})
+	return v, err
+}
+
+// zkRetry is how often and how patiently a call is repeated across
+// connection loss: quickly at first, as a reconnect is often fast.
+func zkRetry() retrypolicy.Policy {
+	return retrypolicy.Policy{Attempts: 51, Backoff: 20 * time.Millisecond, Max: time.Second}
 }
 
 type dataStat struct {

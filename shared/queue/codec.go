@@ -554,8 +554,8 @@ var (
 
 // --- submission ---
 
-// A submission is read in every form its writers use: ingestq's keys, the
-// seeds' batch_id, and Merritt's ingest service's (profile, type with its
+// A submission is read in every form its writers use: ingestq's keys,
+// batch_id for the uuid, and Merritt's ingest service's (profile, type with its
 // package type words, update, title, creator, date, submissionDate,
 // filename, objectID, localID, digestType, digestValue, size). It is
 // written with ingestq's keys and the submitter's uuid as batchID, the key
@@ -852,6 +852,10 @@ type manifestFileJSON struct {
 	LastModified  string `json:"last_modified,omitempty"`
 	Name          string `json:"name"`
 }
+
+// ManifestNodeSize is the size of a job's file list as the queue stores it
+// (its manifest node), to hold against MaxNodeBytes before the job exists.
+func ManifestNodeSize(m *v1.Manifest) int { return len(encodeManifest(m)) }
 
 func encodeManifest(m *v1.Manifest) []byte {
 	files := make([]manifestFileJSON, 0, len(m.GetFiles()))

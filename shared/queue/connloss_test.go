@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -257,5 +258,53 @@ func TestClaimTakesTheDataAsItIsWhenTheLockIsTaken(t *testing.T) {
 	}
 	if got := cl.Job.GetSpaceNeeded(); got != 4096 {
 		t.Errorf("claimed with space_needed %d, want 4096: the value written before the lock was taken", got)
+	}
+}
+
+// TestRegisterWorkerWaitsForZooKeeperAtStart: a service starts while its
+// ZooKeeper connection is down (the ensemble electing a leader). Its worker
+// registration must wait for ZooKeeper and go through once it answers, not
+// fail the start.
+func TestRegisterWorkerWaitsForZooKeeperAtStart(t *testing.T) {
+	root := zktest.Root(t)
+	a, proxy := proxiedClient(t, root, 20*time.Second)
+	b := newClientAt(t, root)
+	ctx := testCtx(t)
+	// The registration's first write reaches the server; its answer is
+	// held, and the connection cut before it arrives.
+	proxy.SetDelay(zktest.Delay{}, zktest.Delay{Min: 2 * time.Second})
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		proxy.Block()
+		proxy.SetDelay(zktest.Delay{}, zktest.Delay{})
+		time.Sleep(time.Second)
+		proxy.Unblock()
+	}()
+	id := a.NewWorkerID("estimator")
+	reg, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: id, Service: "estimator", Stage: "Estimating"})
+	if err != nil {
+		t.Fatalf("RegisterWorker while ZooKeeper is away: %v", err)
+	}
+	defer reg.Close(ctx)
+	ws, err := b.ListWorkers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 || ws[0].GetId() != id {
+		t.Fatalf("worker entries %v, want %s's", ws, id)
+	}
+}
+
+// TestWorkerIDsOfOneClientNeverRepeat: every runner of a process gets an
+// id of its own (the processor makes two in the same instant).
+func TestWorkerIDsOfOneClientNeverRepeat(t *testing.T) {
+	c := newClient(t)
+	seen := map[string]bool{}
+	for range 10000 {
+		id := c.NewWorkerID("processor")
+		if seen[id] || !validWorkerID(id) {
+			t.Fatalf("worker id %s: repeated or not a valid id", id)
+		}
+		seen[id] = true
 	}
 }

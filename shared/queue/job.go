@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -93,6 +94,19 @@ type jobRead struct {
 	// as DefaultPriority (its state entry orders it anyway), and the next
 	// move through a claim writes it anew.
 	badPriority error
+	// unusable is why a configuration that reads names a value ingestq
+	// cannot use (an unknown payload type, say): operators see the job
+	// with the rest of it; a stage's claim fails it with this.
+	unusable error
+}
+
+// err is why a claim cannot work on the job: an unreadable node, else an
+// unusable configuration.
+func (r jobRead) err() error {
+	if r.corrupt != nil {
+		return r.corrupt
+	}
+	return r.unusable
 }
 
 // readJobData fills job from the given data nodes. raw, when not nil, gets
@@ -151,7 +165,11 @@ func (c *Client) decodeJobData(job *v1.Job, nodes []string, datas [][]byte, raw 
 			job.SpaceNeeded = v
 		case nodeConfig:
 			v, e := decodeConfiguration(p, d)
-			note(e)
+			if e != nil && v != nil {
+				r.unusable = e
+			} else {
+				note(e)
+			}
 			job.Configuration = v
 		case nodeIdentifiers:
 			v, e := decodeIdentifiers(p, d)
@@ -192,6 +210,10 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*v1.Job, error) {
 	}
 	if r.corrupt != nil {
 		return nil, r.corrupt
+	}
+	if r.unusable != nil {
+		c.log.WarnContext(ctx, "job configuration names a value ingestq cannot use: shown with the rest (a stage fails the job)",
+			"job_id", jid, "error", r.unusable.Error())
 	}
 	if r.badPriority != nil {
 		// The state entry orders the job: its priority is the one to show.
@@ -249,8 +271,8 @@ func (c *Client) GetJobParts(ctx context.Context, jid string, parts Parts) (*v1.
 		return nil, err
 	}
 	job := &v1.Job{Id: jid, Status: st}
-	if r := c.decodeJobData(job, nodes, datas(read[1:]), nil); r.corrupt != nil {
-		return nil, r.corrupt
+	if err := c.decodeJobData(job, nodes, datas(read[1:]), nil).err(); err != nil {
+		return nil, err
 	}
 	return job, nil
 }
@@ -520,7 +542,7 @@ func (c *Client) loadClaim(cl *Claim, e entry, state JobState, status *v1.JobSta
 		cl.keepManifest(read[i+1].data)
 	}
 	if cl.LoadErr == nil {
-		cl.LoadErr = r.corrupt
+		cl.LoadErr = r.err()
 	}
 	// The entry's priority is what orders the job; keep it authoritative.
 	cl.Job.Priority = e.priority
@@ -624,7 +646,7 @@ func (cl *Claim) Load(ctx context.Context, parts Parts) error {
 		cl.Job.Priority = cl.entryPriority()
 		cl.priorityBad = true
 	}
-	return r.corrupt
+	return r.err()
 }
 
 // LoadManifest reads the job's file list (nil if the job has none), once:
@@ -1254,35 +1276,51 @@ func (cl *Claim) Release(ctx context.Context) error {
 	return cl.release(ctx)
 }
 
+// errSessionEnded stops a release's wait when the claim's session ends.
+var errSessionEnded = errors.New("session ended")
+
+// releaseRetry repeats a release across connection loss for as long as
+// the session may come back.
+func releaseRetry() retrypolicy.Policy {
+	return retrypolicy.Policy{Backoff: 50 * time.Millisecond, Max: time.Second}
+}
+
 func (cl *Claim) release(ctx context.Context) error {
-	backoff := 50 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	// The wait between attempts also ends with the session: its lock is
+	// gone with it.
+	wait, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(cl.sess.ctx, func() { stop(errSessionEnded) })()
+	var last error
+	_, err := releaseRetry().Do(wait, retryable, func(attempt int) error {
 		_, err := cl.c.multi(ctx, checkOp(cl.c.p.jobStatus(cl.ID()), cl.version), deleteOp(cl.c.p.jobLock(cl.ID()), -1))
 		// After a lost answer the lock may be gone already: with the status
 		// unchanged, the job is free all the same.
-		if err == nil || (attempt > 0 && failedOp(err) == 1 && errors.Is(err, zk.ErrNoNode)) {
-			break
+		if err != nil && attempt > 1 && failedOp(err) == 1 && errors.Is(err, zk.ErrNoNode) {
+			return nil
 		}
-		if !retryable(err) {
-			// The status moved on (the lock, if still there, is removed
-			// all the same) or the lock is gone.
-			cl.fenced(ctx)
-			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, err)
-		}
+		last = err
+		return err
+	})
+	switch {
+	case err == nil:
+	case !retryable(last):
+		// Do gives up early only on such an error (it has no limit on
+		// attempts): the status moved on (the lock, if still there, is
+		// removed all the same) or the lock is gone.
+		cl.fenced(ctx)
+		return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), ErrFenced, last)
+	case cl.sess.ctx.Err() != nil:
 		// The connection dropped, but the lock lives as long as the
 		// session: left there it would hold the job, with nobody working
-		// on it, until this process ends. Try again once reconnected; past
-		// that, the client's tidyLocks removes it if the session comes back.
-		select {
-		case <-cl.sess.ctx.Done():
-			cl.markDone()
-			return fmt.Errorf("releasing job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
-		case <-ctx.Done():
-			cl.markDone()
-			return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), context.Cause(ctx), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+		// on it, until this process ends. Tried again once reconnected;
+		// past the session, the client's tidyLocks removes it if the
+		// session comes back.
+		cl.markDone()
+		return fmt.Errorf("releasing job %s: %w: %v", cl.ID(), ErrFenced, context.Cause(cl.sess.ctx))
+	default:
+		cl.markDone()
+		return fmt.Errorf("releasing job %s: %w (%v)", cl.ID(), context.Cause(ctx), last)
 	}
 	if cl.givenBack != nil {
 		cl.givenBack(cl.entry)

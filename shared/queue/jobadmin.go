@@ -121,8 +121,9 @@ func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch fu
 // a job without its batch. A live job's batch cannot be deleted (its
 // reference in batch-processing stops DeleteBatch), so a move from a live
 // state only needs the batch to exist, as a stage's does: the batcher
-// working on the batch meanwhile does not refuse it. It returns the
-// batch's status (nil when it has none).
+// working on the batch meanwhile does not refuse it. A requeue waits until
+// the batch's jobs are all created. It returns the batch's status (nil when
+// it has none).
 func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.BatchStatus, error) {
 	cl.byOperator = true
 	bid := cl.Job.GetBid()
@@ -151,6 +152,21 @@ func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.Batc
 	if s := st.GetStatus(); IsLive(to) && (s == BatchCompleted || s == BatchDeleted) {
 		return nil, fmt.Errorf("job %s: its batch %s is %s, so the job cannot go back to %s: %w",
 			cl.ID(), bid, BatchStateName(s), JobStateName(to), ErrWrongState)
+	}
+	if IsLive(to) && !IsLive(cl.from) {
+		// A requeue while the batch's jobs are still being created could
+		// slip between the folders the batcher lists to learn which rows
+		// have jobs, and the row be made a job twice. The marker appears
+		// only with a change of the batch's status, which the pinned
+		// version refuses, so reading it after the status is enough.
+		spawning, _, err := c.exists(ctx, c.p.batchSpawning(bid))
+		if err != nil {
+			return nil, fmt.Errorf("reading batch %s: %w", bid, err)
+		}
+		if s := st.GetStatus(); s == BatchPending || spawning {
+			return nil, fmt.Errorf("job %s: the jobs of its batch %s are still being created, so the job cannot go back to %s yet: %w",
+				cl.ID(), bid, JobStateName(to), ErrWrongState)
+		}
 	}
 	cl.batchPinned, cl.batchVersion = !IsLive(cl.from), stat.Version
 	return st, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
 // ownLock is a lock node this client created (a job's, a batch's or an
@@ -182,8 +183,8 @@ func (c *Client) leave(l *ownLock) {
 // ended without removing its lock. What it cannot look at now (no
 // connection) it tries again, with backoff, until the client closes.
 func (c *Client) tidyLocks() {
-	const maxBackoff = 5 * time.Second
-	backoff := 100 * time.Millisecond
+	backoff := retrypolicy.Policy{Backoff: 100 * time.Millisecond, Max: 5 * time.Second}
+	failures := 0
 	var retry <-chan time.Time
 	for {
 		select {
@@ -206,10 +207,10 @@ func (c *Client) tidyLocks() {
 			}
 		}
 		if again {
-			retry = time.After(backoff)
-			backoff = min(2*backoff, maxBackoff)
+			failures++
+			retry = time.After(backoff.Wait(failures))
 		} else {
-			backoff = 100 * time.Millisecond
+			failures = 0
 		}
 	}
 }

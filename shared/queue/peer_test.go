@@ -83,12 +83,12 @@ func TestTheSubmittersUUIDIsTheBatchIDThePeerLibraryReadsAndCleansUp(t *testing.
 	}
 }
 
-func TestASubmissionWithTheSeedsBatchIDKeyStillReadsItsUUID(t *testing.T) {
+func TestASubmissionWithABatchIDKeyStillReadsItsUUID(t *testing.T) {
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
 	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile", "payload_url": "http://127.0.0.1:1/a.txt",
-		"type": "file", "batch_id": "seeds-form-uuid"})
+		"type": "file", "batch_id": "batch-id-form-uuid"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestASubmissionWithTheSeedsBatchIDKeyStillReadsItsUUID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.GetSubmission().GetBatchId() != "seeds-form-uuid" {
+	if got.GetSubmission().GetBatchId() != "batch-id-form-uuid" {
 		t.Errorf("batch_id read as %q", got.GetSubmission().GetBatchId())
 	}
 }
@@ -432,5 +432,49 @@ func TestLocksUnderLocksAreTheNodesThePeerLibraryTakesForTheSameIDs(t *testing.T
 			t.Errorf("storage lock of %s is not where the peer library looks: %v, %v", ark, ok, err)
 		}
 		s.Unlock(ctx)
+	}
+}
+
+// A job the peer library made with a payload type ingestq does not know is
+// failed by the first stage that takes it, naming the word; operators
+// must still see it, and delete it, as they do any failed job.
+func TestAJobWithAPayloadTypeIngestqDoesNotKnowIsStillShownAndDeletedOnceFailed(t *testing.T) {
+	c := newClient(t)
+	peer := newPeer(t, c)
+	ctx := testCtx(t)
+	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.AcquirePendingBatch(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := peer.CreateJob(b.ID, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", "bogus", "xml"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.NewConsumer(Pending, ConsumerOptions{Parts: PartConfiguration}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.LoadErr == nil || !strings.Contains(cl.LoadErr.Error(), `"bogus"`) {
+		t.Fatalf("the stage's claim: %v; want an error naming the word", cl.LoadErr)
+	}
+	if err := cl.Commit(ctx, Change{To: Failed, Message: cl.LoadErr.Error()}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetJob(ctx, j.ID)
+	if err != nil {
+		t.Fatalf("GetJob of the failed job: %v", err)
+	}
+	if got.GetStatus().GetStatus() != Failed || !strings.Contains(got.GetStatus().GetMessage(), `"bogus"`) ||
+		got.GetBid() != b.ID || got.GetConfiguration().GetPayloadUrl() != "http://127.0.0.1:1/x" || got.GetConfiguration().GetResponseType() != "xml" {
+		t.Errorf("GetJob: %v", got)
+	}
+	if err := c.DeleteJob(ctx, j.ID, true); err != nil {
+		t.Fatalf("DeleteJob: %v", err)
+	}
+	if _, err := c.GetJob(ctx, j.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetJob after DeleteJob: %v", err)
 	}
 }

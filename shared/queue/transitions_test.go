@@ -13,7 +13,7 @@ import (
 )
 
 // jobWant is what the tree must hold for one job after a transition, as the
-// seeds (004_…, "Job: X --> Y") draw it.
+// contract (docs/queue-contract.md, "Job states") has it.
 type jobWant struct {
 	status         string // "Estimating"
 	lastSuccessful string // JSON: null or "Pending"
@@ -89,9 +89,9 @@ func withProducts(ch Change) Change {
 	return ch
 }
 
-// TestJobTransitionsWriteTheSeedsTree walks every job transition the seeds
-// draw and checks the resulting nodes one by one.
-func TestJobTransitionsWriteTheSeedsTree(t *testing.T) {
+// TestJobTransitionsWriteTheContractTree walks every job transition of the
+// contract and checks the resulting nodes one by one.
+func TestJobTransitionsWriteTheContractTree(t *testing.T) {
 	type move struct {
 		ch    Change
 		admin JobState // set: an admin requeue to this state instead of ch
@@ -102,8 +102,8 @@ func TestJobTransitionsWriteTheSeedsTree(t *testing.T) {
 		move  move
 		want  jobWant
 	}{
-		// The seeds draw last_successful_status as nil here; the spec's rule
-		// (and the Merritt library) write the old status, and the spec wins.
+		// The spec's rule (and the Merritt library) write the old status as
+		// last_successful_status here, not null.
 		{"Pending → Estimating", nil, move{ch: Change{To: Estimating}},
 			jobWant{"Estimating", `"Pending"`, "0", "estimating/05", "batch-processing", "5", "0"}},
 		{"Pending → Held", nil, move{ch: Change{To: Held}},
@@ -197,7 +197,7 @@ func TestJobTransitionsWriteTheSeedsTree(t *testing.T) {
 
 // TestJobCreationWritesThreePlaces checks "Batch: Pending --> Processing":
 // every job in /jobs/JID, /jobs/states/pending/PP-JID and the batch's
-// batch-processing folder, with the seeds' data.
+// batch-processing folder, with the spec's data.
 func TestJobCreationWritesThreePlaces(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
@@ -256,8 +256,8 @@ func TestJobCreationWritesThreePlaces(t *testing.T) {
 	}
 }
 
-// TestBatchTransitionsWriteTheSeedsTree covers the batch sections of the seeds.
-func TestBatchTransitionsWriteTheSeedsTree(t *testing.T) {
+// TestBatchTransitionsWriteTheContractTree covers the contract's batch states.
+func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
 

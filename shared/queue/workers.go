@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// The worker registry carries the etcd job-queue seed's ideas over to
-// ZooKeeper: each replica has an entry with what it is doing; a dead
-// replica's entry disappears with its session (the seed's heartbeat and
+// The worker registry: each replica has an entry with what it is doing; a
+// dead replica's entry disappears with its session (a heartbeat and its
 // harvest, done by the server) and the locks of its jobs go with it.
 
 // workerWriteEvery bounds how often a busy replica rewrites its entry, and
@@ -40,9 +41,39 @@ type WorkerRegistration struct {
 	unsubs func()
 }
 
+// NewWorkerID makes the id of one worker of service (a stage runner, the
+// recorder's lease manager): service, host and process, then a number of
+// this client's own, so that the runners of one process (the processor
+// runs two) never share an entry.
+func (c *Client) NewWorkerID(service string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%s-%d-%08x-%d", workerIDPart(service), workerIDPart(host), os.Getpid(), c.workerNonce, c.workerSeq.Add(1))
+}
+
+// workerIDPart keeps the characters a worker id may hold.
+func workerIDPart(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// Backoff of RegisterWorker's first write while ZooKeeper does not answer.
+const (
+	registerFirstWait = 50 * time.Millisecond
+	registerMaxWait   = 2 * time.Second
+)
+
 // RegisterWorker creates this replica's ephemeral entry and keeps it current:
 // written again after Update (at most once a second), refreshed every 30 s,
-// and re-created when a new session replaces an expired one.
+// and re-created when a new session replaces an expired one. A service
+// registers as it starts, maybe while ZooKeeper elects a leader: the first
+// write is tried again, with a bounded backoff, until ctx ends.
 func (c *Client) RegisterWorker(ctx context.Context, info *v1.WorkerInfo) (*WorkerRegistration, error) {
 	if info.GetId() == "" || !validWorkerID(info.GetId()) {
 		return nil, fmt.Errorf("%w: worker id %q must be letters, digits, '-', '_' or '.'", ErrInvalid, info.GetId())
@@ -52,8 +83,20 @@ func (c *Client) RegisterWorker(ctx context.Context, info *v1.WorkerInfo) (*Work
 		info.Started = timestamppb.Now()
 	}
 	r := &WorkerRegistration{c: c, path: c.p.worker(info.GetId()), info: info, dirty: make(chan struct{}, 1), done: make(chan struct{})}
-	if err := r.write(ctx); err != nil {
-		return nil, err
+	for wait := registerFirstWait; ; wait = min(2*wait, registerMaxWait) {
+		err := r.write(ctx)
+		if err == nil {
+			break
+		}
+		if !retryable(err) {
+			return nil, err
+		}
+		c.log.WarnContext(ctx, "registering worker: ZooKeeper does not answer; trying again", "worker", info.GetId(), "error", err.Error(), "in", wait.String())
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("registering worker %s: %w (last: %w)", info.GetId(), context.Cause(ctx), err)
+		case <-time.After(wait):
+		}
 	}
 	loopCtx, stop := context.WithCancel(c.life)
 	r.stop = stop

@@ -105,6 +105,9 @@ func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupE
 		return checkHealth(ctx, cfg, stdout)
 	}
 	log := telemetry.NewLogger(stderr, cfg.LogLevel).With("service", spec.Name)
+	for _, d := range registry.Deprecated() {
+		log.Warn("deprecated setting", "setting", d)
+	}
 	return serve(ctx, spec, cfg, log)
 }
 

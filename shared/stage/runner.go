@@ -173,14 +173,13 @@ func New(q *queue.Client, cfg Config) (*Runner, error) {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	host, _ := os.Hostname()
 	r := &Runner{
 		q:        q,
 		cfg:      cfg,
 		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts, Spread: cfg.Spread, InOrder: cfg.InOrder}),
 		log:      cfg.Logger.With("stage", cfg.Name),
 		started:  time.Now(),
-		workerID: fmt.Sprintf("%s-%s-%d-%04x", cfg.Service, sanitize(host), os.Getpid(), time.Now().UnixNano()&0xffff),
+		workerID: q.NewWorkerID(cfg.Service),
 		changed:  make(chan struct{}),
 		inFlight: map[string]*flight{},
 		outcomes: map[string]int64{},
@@ -188,19 +187,6 @@ func New(q *queue.Client, cfg Config) (*Runner, error) {
 	}
 	r.abortCtx, r.abort = context.WithCancel(context.Background())
 	return r, nil
-}
-
-func sanitize(s string) string {
-	out := []rune(s)
-	for i, c := range out {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			out[i] = '_'
-		}
-	}
-	if len(out) == 0 {
-		return "host"
-	}
-	return string(out)
 }
 
 // WorkerID is this replica's id in the worker registry.

@@ -881,7 +881,7 @@ type JobConfiguration struct {
 	ResponseType   string                 `protobuf:"bytes,5,opt,name=response_type,json=responseType,proto3" json:"response_type,omitempty"`                                       // response_type
 	SubmissionMode SubmissionMode         `protobuf:"varint,6,opt,name=submission_mode,json=submissionMode,proto3,enum=ingestq.v1.SubmissionMode" json:"submission_mode,omitempty"` // submission_mode
 	WorkingDir     string                 `protobuf:"bytes,7,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`                                             // working_dir
-	BatchId        string                 `protobuf:"bytes,8,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`                                                      // batch_id: the owning bid, as the seeds write it
+	BatchId        string                 `protobuf:"bytes,8,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`                                                      // batch_id: the owning bid
 	// Position of the job in its batch's payload (0-based); lets a second
 	// batcher finish a half-spawned batch without duplicating jobs.
 	BatchEntry    int32  `protobuf:"varint,9,opt,name=batch_entry,json=batchEntry,proto3" json:"batch_entry,omitempty"` // batch_entry (ingestq)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/internal/rpcerr"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/rpcerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

@@ -1,6 +1,7 @@
 package batches
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -103,6 +105,12 @@ type harness struct {
 	dep      *depositor
 	profiles *profile.Set
 	cfg      Config
+	// session is the session timeout of the sessions connect opens. The
+	// client drops a connection that answers nothing for two thirds of
+	// it, so a test that keeps ZooKeeper writing megabytes at a time on a
+	// loaded machine sets a longer one, as a deployment under such load
+	// would.
+	session time.Duration
 }
 
 func newHarness(t *testing.T) *harness {
@@ -132,7 +140,7 @@ func newHarness(t *testing.T) *harness {
 	h.cfg = Config{
 		Profiles: h.profiles,
 		Planner: &spawn.Planner{Fetcher: fetch.New(policy), Policy: policy, Limits: checkm.Limits{MaxBytes: 4 << 20},
-			Root: h.root, Attempts: 2, Backoff: 10 * time.Millisecond},
+			Root: h.root, Retry: retry.Policy{Attempts: 2, Backoff: 10 * time.Millisecond}},
 		Mail:      &mail.SMTP{Addr: h.smtp.Addr, From: "ingestq <ingestq@localhost>"},
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		MailRetry: 50 * time.Millisecond,
@@ -140,12 +148,14 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// connect opens a new session on the harness's root.
+// connect opens a new session on the harness's root, with a session
+// timeout of h.session (4 s when unset).
 func (h *harness) connect() *queue.Client {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q, err := queue.Connect(ctx, queue.Options{Servers: h.servers, Root: h.zkRoot, SessionTimeout: 4 * time.Second,
+	sessionTimeout := cmp.Or(h.session, 4*time.Second)
+	q, err := queue.Connect(ctx, queue.Options{Servers: h.servers, Root: h.zkRoot, SessionTimeout: sessionTimeout,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		h.t.Fatal(err)

@@ -131,6 +131,8 @@ func TestABatchTooLargeForOneReportNodeIsReportedAndUpdated(t *testing.T) {
 	}
 	const n, early = 58000, 5
 	h := newHarness(t)
+	h.session = 30 * time.Second
+	h.q = h.connect()
 	ctx := context.Background()
 	start := time.Now()
 	bid, jids := h.spawnBatch(n)

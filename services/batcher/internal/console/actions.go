@@ -139,9 +139,9 @@ func nowIn(j *v1.Job) string {
 	return " It is now " + queue.JobStateName(j.GetStatus().GetStatus()) + "."
 }
 
-// deleteJob deletes a failed or held job. If its batch is still open, the
-// seeds warn that its depositor will never hear of it: the operator must
-// confirm, and the deletion then passes force.
+// deleteJob deletes a failed or held job. If its batch is still open, its
+// depositor will never hear of the job: the operator must confirm, and the
+// deletion then passes force.
 func (c *Console) deleteJob(w http.ResponseWriter, r *http.Request, jid string) {
 	ctx := r.Context()
 	got, err := call(ctx, &v1.GetJobRequest{JobId: jid}, c.admin.GetJob)
@@ -195,8 +195,8 @@ func (c *Console) batchAction(w http.ResponseWriter, r *http.Request) {
 }
 
 // deleteBatch deletes a held or failed batch after the operator confirmed
-// the seeds' warning (a held batch's depositor is never told; a failed
-// batch goes only once recovery is over).
+// the warning (a held batch's depositor is never told; a failed batch goes
+// only once recovery is over).
 func (c *Console) deleteBatch(w http.ResponseWriter, r *http.Request, bid string) {
 	ctx := r.Context()
 	got, err := call(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}}, c.admin.GetBatch)

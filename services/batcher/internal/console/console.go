@@ -7,7 +7,7 @@
 // Without an admin token the console is read-only. With one, an operator
 // signs in by entering it once; every state-changing request is then a POST
 // carrying a CSRF token. Pages work without JavaScript; a small script
-// (static/console.js) asks before the actions the seeds warn about and keeps
+// (static/console.js) asks before the deletions that need a warning and keeps
 // the figures of an open page current by polling a JSON endpoint.
 package console
 

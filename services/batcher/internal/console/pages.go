@@ -221,7 +221,7 @@ func firstN(s []string, n, total int) ([]string, int) {
 	return s, max(total-len(s), 0)
 }
 
-// deleteBatchWarning is what the seeds say to weigh before deleting a
+// deleteBatchWarning is what an operator must weigh before deleting a
 // batch in its state; "" when no warning applies.
 func deleteBatchWarning(b *v1.Batch) string {
 	n := b.GetCounts().GetProcessing() + b.GetCounts().GetCompleted() + b.GetCounts().GetFailed() + b.GetCounts().GetDeleted()
@@ -538,8 +538,9 @@ func batchOpen(s queue.BatchState) bool {
 	return s != queue.BatchCompleted && s != queue.BatchFailed && s != queue.BatchDeleted
 }
 
-// jobDeleteWarning is the seeds' warning for deleting a job of an open
-// batch, or "" when the batch is closed (or unknown).
+// jobDeleteWarning is the warning for deleting a job of an open batch (its
+// depositor will never hear of it), or "" when the batch is closed (or
+// unknown).
 func jobDeleteWarning(jid, bid string, b *v1.Batch) string {
 	if b == nil || !batchOpen(b.GetStatus().GetStatus()) {
 		return ""

@@ -16,7 +16,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,6 +31,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -54,11 +54,10 @@ type Planner struct {
 	// Limits bound a fetched manifest (its MaxBytes bounds the download).
 	Limits checkm.Limits
 	Root   workdir.Root
-	// Attempts is how often a payload is fetched before the batch fails
-	// (default 3); only failures that may pass are retried.
-	Attempts int
-	// Backoff is the wait before the second attempt, doubled after (default 1s).
-	Backoff time.Duration
+	// Retry says how often a payload is fetched before the batch fails
+	// (only failures that may pass are retried) and how long the fetches
+	// wait between them; the zero policy is DefaultRetry.
+	Retry retry.Policy
 	// Durable makes a kept payload durable before the batch's jobs exist.
 	Durable durable.Syncer
 	// MerrittQueueURL is where Merritt's ingest service's queue folder
@@ -333,40 +332,31 @@ func (b *builder) manifest(raw, what string) (*checkm.Manifest, error) {
 
 // fetch gets a payload document, retrying what may pass.
 func (p *Planner) fetch(ctx context.Context, raw string) ([]byte, error) {
-	attempts := p.Attempts
-	if attempts <= 0 {
-		attempts = 3
-	}
-	backoff := p.Backoff
-	if backoff <= 0 {
-		backoff = time.Second
+	policy := p.Retry
+	if policy == (retry.Policy{}) {
+		policy = DefaultRetry()
 	}
 	maxBytes := p.Limits.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = checkm.DefaultMaxBytes
 	}
-	var err error
-	for attempt := 1; ; attempt++ {
-		var data []byte
+	var data []byte
+	_, err := policy.Do(ctx, fetch.Retryable, func(int) error {
+		var err error
 		data, err = p.Fetcher.Fetch(ctx, raw, maxBytes)
-		if err == nil {
-			return data, nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !fetch.Retryable(err) || attempt >= attempts {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff *= 2
+		return err
+	})
+	switch {
+	case err == nil:
+		return data, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
 	}
 	return nil, payloadErrorf(err, "fetching payload %s: %v", raw, err)
 }
+
+// DefaultRetry is how a payload is fetched again when no policy is given.
+func DefaultRetry() retry.Policy { return retry.Policy{Attempts: 3, Backoff: time.Second} }
 
 // manifestProfile maps each payload type to the #%profile its manifest has.
 var manifestProfile = map[v1.PayloadType]string{
@@ -413,7 +403,7 @@ func (b *builder) objectManifest() ([]queue.NewJob, error) {
 		files[i] = manifestFile(e)
 	}
 	manifest := &v1.Manifest{Files: files}
-	if n := encodedSize(manifest); n > MaxManifestNodeBytes {
+	if n := queue.ManifestNodeSize(manifest); n > MaxManifestNodeBytes {
 		return nil, payloadErrorf(nil, "object manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
 			raw, len(files), n, MaxManifestNodeBytes)
 	}
@@ -512,26 +502,4 @@ func nonEmptyMetadata(m *v1.Metadata) *v1.Metadata {
 		return nil
 	}
 	return m
-}
-
-// encodedSize is the size of the manifest in the JSON of the ZooKeeper
-// contract, as the queue stores it (or a little more: encoding/json escapes
-// '<', '>' and '&', which the queue writes plain).
-func encodedSize(m *v1.Manifest) int {
-	type file struct {
-		URL           string `json:"url"`
-		HashAlgorithm string `json:"hash_algorithm,omitempty"`
-		HashValue     string `json:"hash_value,omitempty"`
-		Size          int64  `json:"size"`
-		LastModified  string `json:"last_modified,omitempty"`
-		Name          string `json:"name"`
-	}
-	files := make([]file, len(m.GetFiles()))
-	for i, f := range m.GetFiles() {
-		files[i] = file{f.GetUrl(), f.GetHashAlgorithm(), f.GetHashValue(), f.GetSize(), f.GetLastModified(), f.GetName()}
-	}
-	data, _ := json.Marshal(struct {
-		Files []file `json:"files"`
-	}{files})
-	return len(data)
 }

@@ -12,10 +12,10 @@ import (
 
 	"github.com/google/uuid"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/internal/rpcerr"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/rpcerr"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // BenchmarkDownloadLargeFile streams a multi-GB file from a loopback server
@@ -62,7 +63,7 @@ func BenchmarkDownloadLargeFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	fe := &Fetcher{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retries: 0, Backoff: time.Second, MaxBackoff: time.Second, MaxBytes: size, TempDir: ".download"}
+	fe := &Fetcher{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 1, Backoff: time.Second, Max: time.Second, Jitter: 0.5}, MaxBytes: size, TempDir: ".download"}
 
 	var peak atomic.Uint64
 	stop := make(chan struct{})

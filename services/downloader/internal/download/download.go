@@ -9,25 +9,21 @@ package download
 
 import (
 	"context"
-	"crypto/md5"
 	cryptorand "crypto/rand"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path"
 	"strings"
-	"time"
 
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/ctxio"
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // Getter starts a GET; *fetch.Client is one.
@@ -46,12 +42,9 @@ type File struct {
 // Fetcher fetches files.
 type Fetcher struct {
 	Client Getter
-	// Retries is how many more attempts a file gets after a failure that
-	// may pass; Backoff the wait before the first of them, doubled after
-	// each (up to MaxBackoff) and jittered.
-	Retries    int
-	Backoff    time.Duration
-	MaxBackoff time.Duration
+	// Retry says how many attempts a file gets when its failures may pass,
+	// and how long they wait between them.
+	Retry retry.Policy
 	// MaxBytes bounds a file whose size is not declared (a declared size
 	// bounds the others).
 	MaxBytes int64
@@ -101,23 +94,6 @@ type localError struct{ err error }
 func (e *localError) Error() string { return e.err.Error() }
 func (e *localError) Unwrap() error { return e.err }
 
-// NewHash returns the hash of a declared algorithm, nil for none.
-func NewHash(alg string) (hash.Hash, error) {
-	switch alg {
-	case "":
-		return nil, nil
-	case "md5":
-		return md5.New(), nil
-	case "sha1":
-		return sha1.New(), nil
-	case "sha256":
-		return sha256.New(), nil
-	case "sha512":
-		return sha512.New(), nil
-	}
-	return nil, fmt.Errorf("unknown hash algorithm %q (want md5, sha1, sha256 or sha512)", alg)
-}
-
 // copyBuffer is the size of one read from the network and one write to disk.
 const copyBuffer = 256 << 10
 
@@ -136,7 +112,7 @@ func bufferFor(n int64) []byte {
 // attempt (only complete, checked files are ever renamed into place, so
 // without a declared size or digest a file found there is kept too).
 func (fe *Fetcher) Fetch(ctx context.Context, root *os.Root, dst string, f File) (Result, error) {
-	if _, err := NewHash(f.HashAlgorithm); err != nil {
+	if _, err := checkm.NewHash(f.HashAlgorithm); err != nil {
 		return Result{}, err
 	}
 	if n, ok, err := fe.complete(ctx, root, dst, f); err != nil {
@@ -144,29 +120,21 @@ func (fe *Fetcher) Fetch(ctx context.Context, root *os.Root, dst string, f File)
 	} else if ok {
 		return Result{Size: n, Reused: true}, nil
 	}
-	backoff := fe.Backoff
-	for attempt := 1; ; attempt++ {
-		n, err := fe.once(ctx, root, dst, f)
-		if err == nil {
-			return Result{Size: n, Attempts: attempt}, nil
-		}
-		if ctx.Err() != nil {
-			return Result{Attempts: attempt}, context.Cause(ctx)
-		}
-		if !mayPass(err) {
-			return Result{Attempts: attempt}, err
-		}
-		if attempt > fe.Retries {
-			return Result{Attempts: attempt}, fmt.Errorf("%w (after %d attempts)", err, attempt)
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-			return Result{Attempts: attempt}, context.Cause(ctx)
-		case <-time.After(wait):
-		}
-		backoff = min(2*backoff, fe.MaxBackoff)
+	var n int64
+	attempts, err := fe.Retry.Do(ctx, mayPass, func(int) error {
+		var err error
+		n, err = fe.once(ctx, root, dst, f)
+		return err
+	})
+	switch {
+	case err == nil:
+		return Result{Size: n, Attempts: attempts}, nil
+	case ctx.Err() != nil:
+		return Result{Attempts: attempts}, context.Cause(ctx)
+	case !mayPass(err):
+		return Result{Attempts: attempts}, err
 	}
+	return Result{Attempts: attempts}, fmt.Errorf("%w (after %d attempts)", err, attempts)
 }
 
 // complete reports whether dst already holds f.
@@ -189,8 +157,8 @@ func (fe *Fetcher) complete(ctx context.Context, root *os.Root, dst string, f Fi
 		return 0, false, &localError{err}
 	}
 	defer in.Close()
-	h, _ := NewHash(f.HashAlgorithm)
-	if _, err := io.CopyBuffer(h, ctxReader{ctx, in}, bufferFor(fi.Size())); err != nil {
+	h, _ := checkm.NewHash(f.HashAlgorithm)
+	if _, err := io.CopyBuffer(h, ctxio.Reader(ctx, in), bufferFor(fi.Size())); err != nil {
 		return 0, false, &localError{fmt.Errorf("reading %s: %w", dst, err)}
 	}
 	return fi.Size(), hex.EncodeToString(h.Sum(nil)) == f.HashValue, nil
@@ -221,7 +189,7 @@ func (fe *Fetcher) once(ctx context.Context, root *os.Root, dst string, f File) 
 			root.Remove(path.Join(fe.TempDir, path.Base(tmp.Name())))
 		}
 	}()
-	h, _ := NewHash(f.HashAlgorithm)
+	h, _ := checkm.NewHash(f.HashAlgorithm)
 	var w io.Writer = tmp
 	if h != nil {
 		w = io.MultiWriter(tmp, h)
@@ -329,17 +297,4 @@ func (d diskWriter) Write(p []byte) (int, error) {
 		err = &localError{err}
 	}
 	return n, err
-}
-
-// ctxReader stops a long read when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

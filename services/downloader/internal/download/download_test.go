@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // server is a depositor's server on loopback that counts requests per path.
@@ -68,7 +69,7 @@ func sum(alg, body string) string {
 // listen there.
 func fetcher(policy fetch.Policy) *Fetcher {
 	policy.Allow = append(policy.Allow, fetch.LoopbackRanges()...)
-	return &Fetcher{Client: fetch.New(policy), Retries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	return &Fetcher{Client: fetch.New(policy), Retry: retry.Policy{Attempts: 4, Backoff: 5 * time.Millisecond, Max: 20 * time.Millisecond, Jitter: 0.5},
 		MaxBytes: 1 << 20, TempDir: ".download"}
 }
 

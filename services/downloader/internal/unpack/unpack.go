@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/ctxio"
 )
 
 // Limits bound what one archive may expand to.
@@ -354,7 +355,7 @@ func (x *extractor) entry(e archiveEntry) error {
 		return fail(err)
 	}
 	left := x.lim.MaxBytes - x.stats.Bytes
-	r := ctxReader{x.ctx, rc}
+	r := ctxio.Reader(x.ctx, rc)
 	n, err := io.Copy(out, io.LimitReader(r, left))
 	x.stats.Bytes += n
 	if err == nil && n == left {
@@ -414,17 +415,4 @@ func localPath(name string) (string, error) {
 		return "", fmt.Errorf("%w: not a clean relative path", ErrUnsafePath)
 	}
 	return clean, nil
-}
-
-// ctxReader stops a long copy when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

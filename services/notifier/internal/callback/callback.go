@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // Result is the JSON body of a callback.
@@ -28,12 +29,9 @@ type Result struct {
 // Poster posts results under a retry policy.
 type Poster struct {
 	Client *fetch.Client
-	// Retries is how many times a failed POST is tried again (0: once in all).
-	Retries int
-	// Backoff is the wait before the first retry; it doubles after each
-	// (at most MaxBackoff).
-	Backoff    time.Duration
-	MaxBackoff time.Duration
+	// Retry says how many times a POST is tried in all when its failures
+	// may pass, and how long the attempts wait between them.
+	Retry retry.Policy
 	// Timeout bounds one attempt, answer included.
 	Timeout time.Duration
 }
@@ -46,31 +44,24 @@ func (p Poster) Post(ctx context.Context, url string, r Result) error {
 	if r.LocalIDs == nil {
 		r.LocalIDs = []string{} // a JSON array, not null
 	}
-	wait := p.Backoff
-	attempts := 0
-	for {
-		attempts++
-		err := p.attempt(ctx, url, r)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
-		}
-		var se *fetch.StatusError
-		if errors.As(err, &se) && !fetch.RetryableStatus(se.Code) {
-			return fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
-		}
-		if attempts > p.Retries {
-			return fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, p.maxBackoff())
+	attempts, err := p.Retry.Do(ctx, mayPass, func(int) error { return p.attempt(ctx, url, r) })
+	var se *fetch.StatusError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
+	case errors.As(err, &se) && !fetch.RetryableStatus(se.Code):
+		return fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
 	}
+	return fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
+}
+
+// mayPass reports whether a failed POST is worth another attempt: any
+// failure but an answer refusing the call as it is.
+func mayPass(err error) bool {
+	var se *fetch.StatusError
+	return !errors.As(err, &se) || fetch.RetryableStatus(se.Code)
 }
 
 func (p Poster) attempt(ctx context.Context, url string, r Result) error {
@@ -87,13 +78,6 @@ func (p Poster) attempt(ctx context.Context, url string, r Result) error {
 	// connection can be reused.
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	return resp.Body.Close()
-}
-
-func (p Poster) maxBackoff() time.Duration {
-	if p.MaxBackoff > 0 {
-		return p.MaxBackoff
-	}
-	return time.Minute
 }
 
 // reason is what a failed attempt met, without fetch's repetition of the

@@ -24,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -96,7 +97,7 @@ func (e *env) run(t *testing.T, callbackURL string) {
 		t.Fatal(err)
 	}
 	n := &Notifier{Profiles: set, WorkRoot: e.workRoot, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-		Callback: callback.Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retries: 2, Backoff: 10 * time.Millisecond, Timeout: 5 * time.Second}}
+		Callback: callback.Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 3, Backoff: 10 * time.Millisecond, Max: time.Minute}, Timeout: 5 * time.Second}}
 	r, err := stage.New(e.q, stage.Config{Service: "notifier", Name: "notifying", From: queue.Notify, To: queue.Completed, Handler: n.Handle})
 	if err != nil {
 		t.Fatal(err)

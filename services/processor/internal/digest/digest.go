@@ -4,31 +4,14 @@ package digest
 
 import (
 	"context"
-	"crypto/md5"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/hex"
-	"fmt"
 	"hash"
 	"io"
 	"io/fs"
-)
 
-// New returns a hash for a checkm algorithm name.
-func New(alg string) (hash.Hash, error) {
-	switch alg {
-	case "md5":
-		return md5.New(), nil
-	case "sha1":
-		return sha1.New(), nil
-	case "sha256":
-		return sha256.New(), nil
-	case "sha512":
-		return sha512.New(), nil
-	}
-	return nil, fmt.Errorf("unknown digest algorithm %q (md5, sha1, sha256 or sha512)", alg)
-}
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/ctxio"
+)
 
 // Copy copies r to w and returns the bytes copied and the lower-case hex
 // digest of each algorithm in algs ("" entries are skipped). It stops with
@@ -40,14 +23,14 @@ func Copy(ctx context.Context, w io.Writer, r io.Reader, algs ...string) (int64,
 		if alg == "" || hashes[alg] != nil {
 			continue
 		}
-		h, err := New(alg)
+		h, err := checkm.NewHash(alg)
 		if err != nil {
 			return 0, nil, err
 		}
 		hashes[alg] = h
 		writers = append(writers, h)
 	}
-	n, err := io.CopyBuffer(io.MultiWriter(writers...), ctxReader{ctx, r}, make([]byte, bufferSize(r)))
+	n, err := io.CopyBuffer(io.MultiWriter(writers...), ctxio.Reader(ctx, r), make([]byte, bufferSize(r)))
 	if err != nil {
 		return n, nil, err
 	}
@@ -69,18 +52,4 @@ func bufferSize(r io.Reader) int {
 		}
 	}
 	return most
-}
-
-// ctxReader ends a copy when its context ends: a large file is not read to
-// the end for a job that was lost.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, context.Cause(c.ctx)
-	}
-	return c.r.Read(p)
 }

@@ -130,6 +130,13 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 	}
 	localIDs := claim.Job.GetIdentifiers().GetLocalId()
 	obj := sysfiles.Object{ARK: ark, LocalIDs: localIDs, Metadata: job.GetMetadata()}
+	// An attempt that died while writing the system files left their
+	// temporary files in system/, which is stored whole.
+	for _, name := range []string{sysfiles.ERCName, sysfiles.DublinCoreName} {
+		if err := store.RemoveTemps(filepath.Join(wd, filelist.System, name)); err != nil {
+			return stage.Outcome{}, failf("system files of %s: %v", ark, err)
+		}
+	}
 	if err := sysfiles.Write(filepath.Join(wd, filelist.System), obj); err != nil {
 		return stage.Outcome{}, failf("system files of %s: %v", ark, err)
 	}

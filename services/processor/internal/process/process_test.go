@@ -408,3 +408,43 @@ func TestNoARKIsMintedForALocalIDWhileMerrittsIngestHoldsItsLock(t *testing.T) {
 		t.Errorf("Merritt cannot take the lock after the processor: %v, %v", ok, err)
 	}
 }
+
+// TestTempFilesOfAProcessingCutShortStayOutOfTheVersion: a processor dies
+// while it writes a job's system files (or its storage manifest), leaving
+// their temporary files in the working folder. The job is processed again
+// elsewhere: what it stores must hold the system files and the producer's,
+// never a temporary file.
+func TestTempFilesOfAProcessingCutShortStayOutOfTheVersion(t *testing.T) {
+	e := start(t, "")
+	jid, wd := e.spawn(t, object{
+		files: map[string]string{"a.txt": "alpha",
+			"../system/." + sysfiles.ERCName + ".tmp-4242":        "erc:\nwho: half",
+			"../system/." + sysfiles.DublinCoreName + ".tmp-4243": "<oai_dc:dc",
+			"../." + StorageManifest + ".tmp-4244":                "%checkm_0.7\n",
+		},
+		declared: []*v1.ManifestFile{{Name: "a.txt", HashAlgorithm: "md5", HashValue: md5hex("alpha"), Size: 5, Url: "http://127.0.0.1:1/a.txt"}},
+	})
+	job := e.ended(t, jid)
+	if job.GetStatus().GetStatus() != queue.Recording {
+		t.Fatalf("job is %s (%q), want Recording", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+	var names []string
+	for _, en := range readManifest(t, job.GetInventory().GetManifestUrl()) {
+		names = append(names, en.FileName)
+	}
+	if want := []string{"producer/a.txt", "system/mrt-dc.xml", "system/mrt-erc.txt"}; !slices.Equal(names, want) {
+		t.Errorf("the version holds %v, want %v", names, want)
+	}
+	vdir := filepath.Join(e.storeRoot, queue.LockName(job.GetIdentifiers().GetPrimaryId()), "v1")
+	filepath.WalkDir(vdir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.Contains(d.Name(), ".tmp-") {
+			t.Errorf("the stored version holds %s", p)
+		}
+		return err
+	})
+	left, _ := filepath.Glob(filepath.Join(wd, "*", ".*.tmp-*"))
+	top, _ := filepath.Glob(filepath.Join(wd, ".*.tmp-*"))
+	if left = append(left, top...); len(left) > 0 {
+		t.Errorf("temporary files left in the working folder: %v", left)
+	}
+}

@@ -6,8 +6,10 @@ package store
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -54,6 +56,9 @@ func FileURL(path string) string {
 // it into place, so a reader never sees half a manifest. It is not made
 // durable: the storage manifest is remade when a crashed job runs again.
 func WriteManifest(path string, entries []checkm.Entry) error {
+	if err := RemoveTemps(path); err != nil {
+		return err
+	}
 	tmp, err := writeTemp(path, func(w io.Writer) error {
 		return checkm.Write(w, checkm.ProfileObject, ManifestFields(), entries)
 	})
@@ -67,10 +72,32 @@ func WriteManifest(path string, entries []checkm.Entry) error {
 	return nil
 }
 
+// tempPattern is the glob of the temporary names a file at path is written
+// under (here and in package sysfiles) before it is renamed into place.
+func tempPattern(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+}
+
+// RemoveTemps removes the temporary files a writer of path left when it
+// died before renaming them into place: a later listing of the folder
+// (the files of a version) must not take them for files of the object.
+func RemoveTemps(path string) error {
+	left, err := filepath.Glob(tempPattern(path))
+	if err != nil {
+		return fmt.Errorf("looking for temporary files of %s: %w", path, err)
+	}
+	for _, p := range left {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing a temporary file left by an earlier attempt: %w", err)
+		}
+	}
+	return nil
+}
+
 // writeTemp writes a new file beside path, under a temporary name that it
 // returns, for the caller to rename over path.
 func writeTemp(path string, write func(io.Writer) error) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(tempPattern(path)))
 	if err != nil {
 		return "", fmt.Errorf("writing %s: %w", path, err)
 	}

@@ -118,6 +118,9 @@ func Write(dir string, o Object) error {
 	return nil
 }
 
+// replaceFile writes path under a temporary name beside it and renames it
+// into place; the processor removes the temporary files of an attempt that
+// died in between (store.RemoveTemps) before it writes again.
 func replaceFile(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

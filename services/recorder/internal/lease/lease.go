@@ -468,7 +468,7 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	unlockAndRelease(ctx, h.claim, h.lock) // what the commit did not
 	if errors.Is(err, queue.ErrFenced) {
 		m.bury(id, "the job's lock was lost before it was "+why)
-		return fmt.Errorf("lease %s: %w: the job's lock was lost: %v", id, ErrEnded, err)
+		return fmt.Errorf("lease %s: %w: the job's lock was lost: %w", id, ErrEnded, err)
 	}
 	if err != nil {
 		m.bury(id, "the job was given back: committing it failed")

@@ -11,6 +11,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/rpcerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -73,18 +74,25 @@ func (s Server) Fail(ctx context.Context, req *v1.FailRequest) (*v1.FailResponse
 	return &v1.FailResponse{}, nil
 }
 
-// toStatus maps lease and queue errors to gRPC codes, keeping the message.
+// toStatus maps the lease manager's errors to gRPC codes, keeping the
+// message, and the queue's as every service does (shared/rpcerr). A commit
+// refused because the job was taken from under the lease is the queue's
+// ErrFenced before it is an ended lease: Aborted, as anywhere else.
 func toStatus(ctx context.Context, err error) error {
 	code := codes.Internal
 	switch {
+	case errors.Is(err, queue.ErrFenced):
+		return rpcerr.FromQueue(err)
 	case errors.Is(err, lease.ErrUnknown):
 		code = codes.NotFound
 	case errors.Is(err, lease.ErrEnded):
 		code = codes.FailedPrecondition
-	case errors.Is(err, lease.ErrStopping), errors.Is(err, queue.ErrNoSession):
+	case errors.Is(err, lease.ErrStopping):
 		code = codes.Unavailable
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
+	default:
+		return rpcerr.FromQueue(err)
 	}
 	return status.Error(code, err.Error())
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -15,7 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -111,7 +112,7 @@ func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
 		t.Errorf("inventory locks left: %v", got)
 	}
 	_, err = c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "completed") {
+	if grpcstatus.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "completed") {
 		t.Errorf("second Complete: %v, want FailedPrecondition saying it was completed", err)
 	}
 }
@@ -143,7 +144,7 @@ func TestAnExpiredLeaseGoesToTheNextCallerAndIsRefused(t *testing.T) {
 			return err
 		},
 	} {
-		if err := call(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "expired at") {
+		if err := call(); grpcstatus.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "expired at") {
 			t.Errorf("%s on the expired lease: %v, want FailedPrecondition saying it expired", name, err)
 		}
 	}
@@ -205,7 +206,7 @@ func TestRequestsAreCheckedBeforeAnyWork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
-			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+			if grpcstatus.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want %s %q", err, tc.code, tc.want)
 			}
 		})
@@ -270,9 +271,37 @@ func TestALeaseEndsWithItsZooKeeperSession(t *testing.T) {
 	})
 	queuetest.Eventually(t, "the lease is refused", func() bool {
 		_, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
-		return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "lock was lost")
+		return grpcstatus.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "lock was lost")
 	})
 	if l2 := leaseFor(t, other, 10*time.Second, time.Minute); l2.GetJobId() != jid {
 		t.Errorf("another recorder got %v", l2)
+	}
+}
+
+// TestACommitFencedByAPeerAnswersAborted: while a job is leased, a writer
+// that ignores locks (a peer's admin failing the job) changes its status.
+// Complete's commit is refused by the queue as fenced, and the recorder
+// answers as every service answers a fenced change: Aborted.
+func TestACommitFencedByAPeerAnswersAborted(t *testing.T) {
+	root := zktest.Root(t)
+	q := queuetest.Connect(t, root)
+	c := serve(t, q, lease.Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x")
+	l := leaseFor(t, c, 10*time.Second, time.Hour)
+	if l.GetJobId() != jid {
+		t.Fatalf("lease %v, want job %s", l, jid)
+	}
+	peer, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	status := `{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Storing","retry_count":0}`
+	if _, err := peer.Set(root+"/jobs/"+jid+"/status", []byte(status), -1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
+	if grpcstatus.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "lock was lost") {
+		t.Errorf("Complete after the peer's write: %v, want Aborted saying the lock was lost", err)
 	}
 }
