@@ -24,13 +24,13 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
 	"github.com/ingestq/ingestq/services/batcher/internal/submit"
-	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -58,8 +58,7 @@ type settings struct {
 func (s *settings) register(r *config.Registry) {
 	s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 		"directory of collection profiles (*.yaml)")
-	s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
-		"working storage every stage shares; a job works in <root>/<bid>/<job>")
+	s.workRoot = config.RegisterWorkRoot(r)
 	s.outboxDir = r.String("outbox-dir", "INGESTQ_OUTBOX_DIR", "",
 		"where mail goes as .eml files when no SMTP server is set (empty: <work root>/outbox)")
 	s.smtpAddr = r.String("smtp-addr", "INGESTQ_SMTP_ADDR", "",
@@ -117,7 +116,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return fmt.Errorf("loading profiles: %w", err)
 	}
-	root, err := workdir.Open(absolute(*s.workRoot))
+	root, err := workdir.Open(*s.workRoot)
 	if err != nil {
 		return err
 	}
@@ -239,11 +238,10 @@ func (s *settings) mailSender(root workdir.Root) (mail.Sender, error) {
 	}
 	password := ""
 	if *s.smtpPasswordFile != "" {
-		b, err := os.ReadFile(*s.smtpPasswordFile)
-		if err != nil {
+		var err error
+		if password, err = config.ReadSecretFile(*s.smtpPasswordFile); err != nil {
 			return nil, fmt.Errorf("INGESTQ_SMTP_PASSWORD_FILE: %w", err)
 		}
-		password = strings.TrimSpace(string(b))
 	}
 	return &mail.SMTP{Addr: *s.smtpAddr, From: *s.mailFrom, Username: *s.smtpUser, Password: password}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // The layout of a job's working directory, as far as the downloader is concerned.
@@ -151,9 +152,9 @@ func (d *Downloader) openWorkingDir(wd string) (*os.Root, error) {
 	if wd == "" {
 		return nil, errors.New("the job has no working_dir")
 	}
-	rel, err := filepath.Rel(d.WorkRoot, wd)
-	if !filepath.IsAbs(wd) || err != nil || !filepath.IsLocal(rel) {
-		return nil, fmt.Errorf("working_dir %s is not inside the work root %s", wd, d.WorkRoot)
+	rel, err := workdir.Within(d.WorkRoot, wd)
+	if err != nil {
+		return nil, fmt.Errorf("working_dir %w", err)
 	}
 	work, err := os.OpenRoot(d.WorkRoot)
 	if err != nil {

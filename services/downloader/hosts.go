@@ -18,8 +18,8 @@ import (
 // claims a second. They are served in the order they were first turned
 // away: the job waiting longest comes back after turnWait, the others the
 // later the more jobs wait before them, and a slot freed is kept for a job
-// that waits before the one asking, if it is due back within
-// minHostWait. Otherwise a slot would go to whichever job happened to be
+// that waits before the one asking, if it is due back within turnWait.
+// Otherwise a slot would go to whichever job happened to be
 // taken when it freed, and a job could wait for ever behind a deep queue.
 const (
 	hostRetriesPerSecond = 4
@@ -27,8 +27,10 @@ const (
 	minHostWait          = time.Second
 	maxHostWait          = 2 * time.Minute
 	// A waiting job not seen again turnLapse after its wait ended was
-	// taken by another replica or is delayed: the slot is not kept for it.
-	turnLapse = time.Second
+	// taken by another replica (their spare workers take the same oldest
+	// jobs) or is delayed: the slot is not kept for it. A slot so waits
+	// turnWait+turnLapse at the most.
+	turnLapse = 300 * time.Millisecond
 	// A waiting job not seen again this long after its wait ended was
 	// taken by another replica or left Downloading: it no longer counts.
 	hostWaitForgotten = 10 * time.Second
@@ -76,7 +78,7 @@ func (h *hostSlots) take(limit int, jid string, hosts []string) (full string, wa
 				continue
 			}
 			ahead++
-			if w.until.After(now.Add(-turnLapse)) && w.until.Before(now.Add(minHostWait)) {
+			if w.until.After(now.Add(-turnLapse)) && w.until.Before(now.Add(turnWait)) {
 				kept++
 			}
 		}

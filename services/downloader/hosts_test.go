@@ -34,6 +34,7 @@ func TestAHostAtItsLimitTurnsJobsAwayAllOrNoneAndSpreadsTheirWaits(t *testing.T)
 	// soon: another job asking meanwhile waits; the first takes it and no
 	// longer waits.
 	h.give([]string{"a.example"})
+	h.waiting["a.example"]["j2"].until = time.Now().Add(turnWait / 2) // due back, however slow this machine
 	if full, _ := h.take(1, "w7", []string{"a.example"}); full != "a.example" {
 		t.Fatal("a job that waited less took the slot freed for the one first in line")
 	}
@@ -72,9 +73,11 @@ func TestAFreedSlotGoesToTheJobWaitingLongest(t *testing.T) {
 	if waits[0] > turnWait || waits[9] < 10*time.Second/hostRetriesPerSecond/2 {
 		t.Errorf("waits %v: the first in line comes back within %v, the tenth after about %v", waits, turnWait, 10*time.Second/hostRetriesPerSecond)
 	}
-	// The slot frees; younger jobs ask first, and are turned away.
+	// The slot frees; younger jobs ask first, and are turned away while j0
+	// is due back.
 	h.give(host)
 	for _, jid := range []string{"j5", "j9", "new"} {
+		h.waiting[host[0]]["j0"].until = time.Now().Add(turnWait / 2)
 		if full, _ := h.take(1, jid, host); full == "" {
 			t.Fatalf("%s took the slot while j0, first in line, is due back", jid)
 		}

@@ -29,7 +29,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/ingestq/ingestq/services/downloader/internal/download"
@@ -60,8 +59,7 @@ type settings struct {
 }
 
 func (s *settings) register(r *config.Registry) {
-	s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
-		"working storage every stage shares; a job works in <root>/<bid>/<job>")
+	s.workRoot = config.RegisterWorkRoot(r)
 	s.concurrency = r.Int("download-concurrency", "INGESTQ_DOWNLOAD_CONCURRENCY", 4,
 		"files of one job fetched at once")
 	s.retry = retry.Register(r, "download", "a file is fetched (network, HTTP 5xx, 408 and 429 failures, timeouts)",
@@ -113,10 +111,6 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 	if perHost == 0 {
 		perHost = max(1, (env.Config.Concurrency+1)/2)
 	}
-	root, err := filepath.Abs(*s.workRoot)
-	if err != nil {
-		return nil, fmt.Errorf("INGESTQ_WORK_ROOT: %w", err)
-	}
 	d := &Downloader{
 		Files: &download.Fetcher{
 			Client:   fetch.New(policy),
@@ -124,7 +118,7 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 			MaxBytes: int64(*s.maxFileBytes),
 			TempDir:  stagingDir,
 		},
-		WorkRoot:    root,
+		WorkRoot:    *s.workRoot,
 		Concurrency: *s.concurrency,
 		PerHost:     perHost,
 		Unpack:      unpack.Limits{MaxEntries: *s.unpackMaxEntries, MaxBytes: int64(*s.unpackMaxBytes)},

@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/ingestq/ingestq/services/notifier/internal/callback"
@@ -19,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 func main() {
@@ -32,8 +32,7 @@ func main() {
 		Name:     "notifier",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7407", MetricsListen: "127.0.0.1:9407"},
 		Config: func(r *config.Registry) {
-			workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
-				"working storage every stage shares; a job works in <root>/<bid>/<job>")
+			workRoot = config.RegisterWorkRoot(r)
 			profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 				"directory of collection profiles (*.yaml)")
 			policy = retry.Register(r, "callback", "a callback is posted",
@@ -44,11 +43,12 @@ func main() {
 			addresses = fetch.RegisterAddressSettings(r, "callback", "callbacks")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
-			if !filepath.IsAbs(*workRoot) {
-				return fmt.Errorf("INGESTQ_WORK_ROOT: %q is not an absolute path", *workRoot)
-			}
 			if *timeout <= 0 {
 				return fmt.Errorf("INGESTQ_CALLBACK_TIMEOUT: %v must be positive", *timeout)
+			}
+			root, err := workdir.At(*workRoot)
+			if err != nil {
+				return fmt.Errorf("INGESTQ_WORK_ROOT: %w", err)
 			}
 			profiles, err := profile.Load(*profilesDir)
 			if err != nil {
@@ -56,7 +56,7 @@ func main() {
 			}
 			n := &notify.Notifier{
 				Profiles: profiles,
-				WorkRoot: *workRoot,
+				WorkRoot: root,
 				Logger:   env.Logger,
 				Callback: callback.Poster{Client: fetch.New(addresses.Apply(fetch.Policy{})), Retry: *policy,
 					Timeout: *timeout},

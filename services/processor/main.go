@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/ingestq/ingestq/services/processor/internal/mint"
@@ -43,8 +42,7 @@ func main() {
 		Name:     "processor",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7405", MetricsListen: "127.0.0.1:9405"},
 		Config: func(r *config.Registry) {
-			s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
-				"working storage every stage shares; a job works in <root>/<bid>/<job>")
+			s.workRoot = config.RegisterWorkRoot(r)
 			s.storeRoot = r.String("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
 				"the local object store: a folder per ARK, a folder per version")
 			s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
@@ -91,10 +89,8 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("INGESTQ_PROFILES_DIR: %w", err)
 	}
-	for name, dir := range map[string]string{"INGESTQ_WORK_ROOT": *s.workRoot, "INGESTQ_STORE_ROOT": *s.storeRoot} {
-		if !filepath.IsAbs(dir) {
-			return nil, fmt.Errorf("%s: %q is not an absolute path", name, dir)
-		}
+	if !filepath.IsAbs(*s.storeRoot) {
+		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %q is not an absolute path", *s.storeRoot)
 	}
 	if err := os.MkdirAll(*s.storeRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
@@ -112,11 +108,10 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 			return nil, fmt.Errorf("set INGESTQ_EZID_PASSWORD or INGESTQ_EZID_PASSWORD_FILE, not both")
 		}
 		if *s.ezidPasswordFile != "" {
-			data, err := os.ReadFile(*s.ezidPasswordFile)
-			if err != nil {
+			var err error
+			if password, err = config.ReadSecretFile(*s.ezidPasswordFile); err != nil {
 				return nil, fmt.Errorf("INGESTQ_EZID_PASSWORD_FILE: %w", err)
 			}
-			password = strings.TrimSpace(string(data))
 		}
 		if *s.ezidURL == "" || *s.ezidUser == "" || password == "" {
 			return nil, fmt.Errorf("INGESTQ_MINTER=ezid needs INGESTQ_EZID_URL, INGESTQ_EZID_USER and a password")

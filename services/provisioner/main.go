@@ -35,8 +35,7 @@ func main() {
 		Name:     "provisioner",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7403", MetricsListen: "127.0.0.1:9403"},
 		Config: func(r *config.Registry) {
-			workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
-				"working storage every stage shares; a job works in <root>/<bid>/<job>")
+			workRoot = config.RegisterWorkRoot(r)
 			r.Func("provision-max-usage", "INGESTQ_PROVISION_MAX_USAGE", "0.80",
 				"fraction of the working storage that may be in use (on disk or booked) once a job is let through",
 				setFraction(&limits.MaxUsage))

@@ -25,6 +25,7 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/service"
+	"github.com/ingestq/ingestq/shared/stage"
 )
 
 func main() {
@@ -83,7 +84,7 @@ func main() {
 				return fmt.Errorf("registering the recorder: %w", err)
 			}
 			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases})
-			v1.RegisterStageServiceServer(env.Server, stageservice.Server{Leases: leases, Worker: reg})
+			v1.RegisterStageServiceServer(env.Server, stage.NewService(stageservice.Worker{Leases: leases, Registration: reg}))
 
 			stopped := make(chan struct{})
 			var db *inventory.DB

@@ -125,12 +125,10 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 }
 
 func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	token, err := ReadSecretFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading the admin token: %w", err)
 	}
-	// Editors and `echo` end files with a newline that is not part of the token.
-	token := strings.TrimSpace(string(b))
 	if token == "" {
 		return "", fmt.Errorf("%s is empty", path)
 	}

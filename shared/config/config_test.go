@@ -251,3 +251,45 @@ func TestAdvertiseAddrIsWhatOthersDial(t *testing.T) {
 		}
 	}
 }
+
+func TestTheWorkRootIsMadeAbsoluteOnceWhenParsed(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ env, want string }{
+		{"", "/var/lib/ingestq/work"},
+		{"/srv/ingestq/work/", "/srv/ingestq/work"},
+		{"work/../scratch", filepath.Join(wd, "scratch")},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		r := New(fs, func(name string) (string, bool) {
+			return tc.env, name == "INGESTQ_WORK_ROOT" && tc.env != ""
+		})
+		root := RegisterWorkRoot(r)
+		if err := r.Parse(nil); err != nil || *root != tc.want {
+			t.Errorf("INGESTQ_WORK_ROOT=%q: %q, %v; want %q", tc.env, *root, err, tc.want)
+		}
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	r := New(fs, func(name string) (string, bool) { return "", name == "INGESTQ_WORK_ROOT" })
+	RegisterWorkRoot(r)
+	if err := r.Parse(nil); err == nil || !strings.Contains(err.Error(), "INGESTQ_WORK_ROOT") {
+		t.Errorf("an empty work root: %v", err)
+	}
+}
+
+func TestASecretFileIsReadWithoutItsSurroundingSpace(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte("  s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadSecretFile(p); got != "s3cret" || err != nil {
+		t.Errorf("ReadSecretFile = %q, %v", got, err)
+	}
+	if _, err := ReadSecretFile(p + ".missing"); err == nil {
+		t.Error("a missing file was read")
+	}
+}

@@ -11,16 +11,45 @@ import (
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
-// stageService serves StageService for the runners of one replica.
+// Worker is what StageService controls in a replica: a Runner, or a
+// worker that hands its jobs out by other means (the recorder's leases).
+type Worker interface {
+	// Status reports the worker: its state, jobs in flight, outcomes.
+	Status() *v1.WorkerInfo
+	// Pause stops taking jobs until Resume; jobs in flight go on.
+	Pause()
+	Resume()
+	// Drain stops taking jobs for good and waits, until ctx ends, for the
+	// jobs in flight; it returns how many were left and given back.
+	Drain(ctx context.Context) int
+}
+
+var _ Worker = (*Runner)(nil)
+
+// DefaultDrain is how long Drain waits for the jobs in flight when the
+// call has no deadline; AnswerMargin is the most of a call's time Drain
+// keeps for its answer.
+const (
+	DefaultDrain = 30 * time.Second
+	AnswerMargin = time.Second
+)
+
+// NewService returns the StageService of a replica's workers, the one
+// implementation every stage serves.
+func NewService(workers ...Worker) v1.StageServiceServer {
+	return stageService{workers: workers}
+}
+
+// stageService serves StageService for the workers of one replica.
 type stageService struct {
 	v1.UnimplementedStageServiceServer
-	runners []*Runner
+	workers []Worker
 }
 
 func (s stageService) statuses() []*v1.WorkerInfo {
-	out := make([]*v1.WorkerInfo, len(s.runners))
-	for i, r := range s.runners {
-		out[i] = r.Status()
+	out := make([]*v1.WorkerInfo, len(s.workers))
+	for i, w := range s.workers {
+		out[i] = w.Status()
 	}
 	return out
 }
@@ -30,38 +59,44 @@ func (s stageService) GetStatus(context.Context, *v1.GetStatusRequest) (*v1.GetS
 }
 
 func (s stageService) Pause(context.Context, *v1.PauseRequest) (*v1.PauseResponse, error) {
-	for _, r := range s.runners {
-		r.Pause()
+	for _, w := range s.workers {
+		w.Pause()
 	}
 	return &v1.PauseResponse{Workers: s.statuses()}, nil
 }
 
 func (s stageService) Resume(context.Context, *v1.ResumeRequest) (*v1.ResumeResponse, error) {
-	for _, r := range s.runners {
-		r.Resume()
+	for _, w := range s.workers {
+		w.Resume()
 	}
 	return &v1.ResumeResponse{Workers: s.statuses()}, nil
 }
 
-// Drain waits up to the call's deadline (default 30 s) for jobs in flight.
+// Drain stops taking jobs for good and waits for the jobs in flight until
+// shortly before the call's deadline (DefaultDrain without one); those
+// left then are given back and counted in in_flight_left. A tenth of the
+// time left, at most AnswerMargin, is kept for giving them back and
+// answering: an answer sent at the deadline would never arrive.
 func (s stageService) Drain(ctx context.Context, _ *v1.DrainRequest) (*v1.DrainResponse, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(DefaultDrain)
 	}
-	left := drainAll(ctx, s.runners)
+	margin := min(time.Until(deadline)/10, AnswerMargin)
+	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-margin))
+	defer cancel()
+	left := drainAll(waitCtx, s.workers)
 	return &v1.DrainResponse{Workers: s.statuses(), InFlightLeft: int32(left)}, nil
 }
 
-// drainAll drains runners in parallel and sums the jobs left running.
-func drainAll(ctx context.Context, runners []*Runner) int {
-	lefts := make(chan int, len(runners))
-	for _, r := range runners {
-		go func() { lefts <- r.Drain(ctx) }()
+// drainAll drains workers in parallel and sums the jobs left in flight.
+func drainAll[W Worker](ctx context.Context, workers []W) int {
+	lefts := make(chan int, len(workers))
+	for _, w := range workers {
+		go func() { lefts <- w.Drain(ctx) }()
 	}
 	total := 0
-	for range runners {
+	for range workers {
 		total += <-lefts
 	}
 	return total
@@ -115,7 +150,11 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 			}
 		}
 	}
-	v1.RegisterStageServiceServer(env.Server, stageService{runners: runners})
+	workers := make([]Worker, len(runners))
+	for i, r := range runners {
+		workers[i] = r
+	}
+	v1.RegisterStageServiceServer(env.Server, NewService(workers...))
 	if metrics != nil {
 		if _, err := metrics.ObserveJobsByState(func(ctx context.Context) (map[string]int64, error) {
 			counts, err := env.Queue.JobCounts(ctx)

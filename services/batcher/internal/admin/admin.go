@@ -12,10 +12,10 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
-	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/rpcerr"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

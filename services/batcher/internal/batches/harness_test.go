@@ -17,12 +17,12 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
-	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -194,8 +195,7 @@ func (r *Runner) settle(bid string, err error) {
 		return
 	}
 	r.failures[bid]++
-	wait := firstBackoff << min(r.failures[bid]-1, 16)
-	r.retryAt[bid] = time.Now().Add(min(wait, maxBackoff))
+	r.retryAt[bid] = time.Now().Add(retry.Policy{Backoff: firstBackoff, Max: maxBackoff}.Wait(r.failures[bid]))
 }
 
 // handle claims one batch and does what its state asks. An error means the
@@ -571,18 +571,17 @@ func (b *batch) report(ctx context.Context) error {
 // mailReport sends the report, trying again while the mail server fails,
 // until it is sent or ctx ends (the claim is lost or the batcher stops).
 func (b *batch) mailReport(ctx context.Context, m mail.Message) error {
-	wait := b.r.cfg.MailRetry
-	for {
-		err := b.r.cfg.Mail.Send(ctx, m)
-		if err == nil {
-			return nil
+	policy := retry.Policy{Backoff: b.r.cfg.MailRetry, Max: max(b.r.cfg.MailRetry, maxBackoff)}
+	var last error
+	_, err := policy.Do(ctx, nil, func(attempt int) error {
+		last = b.r.cfg.Mail.Send(ctx, m)
+		if last != nil {
+			b.log.WarnContext(ctx, "report not mailed; trying again", "mail", m.Key, "retry_in", policy.Wait(attempt).String(), "error", last.Error())
 		}
-		b.log.WarnContext(ctx, "report not mailed; trying again", "mail", m.Key, "retry_in", wait.String(), "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("mailing the report: %w", err)
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, maxBackoff)
+		return last
+	})
+	if err != nil {
+		return fmt.Errorf("mailing the report: %w", last)
 	}
+	return nil
 }

@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // batchesPerRun bounds one run's work; the next run goes on.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/internal/workdir"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 

@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/services/notifier/internal/callback"
-	"github.com/ingestq/ingestq/services/notifier/internal/workdir"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // Parts are the job's data nodes read with each claim: the batch (its
@@ -29,7 +29,7 @@ type Notifier struct {
 	Callback callback.Poster
 	// WorkRoot is the shared working storage; only folders inside it are
 	// removed.
-	WorkRoot string
+	WorkRoot workdir.Root
 	Logger   *slog.Logger
 }
 
@@ -64,13 +64,13 @@ func (n *Notifier) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome
 		n.Logger.InfoContext(ctx, "callback delivered", "url", u)
 		done = append(done, "callback "+u+" delivered")
 	}
-	if wd, err := claim.WorkingDir(ctx, n.WorkRoot); err != nil {
+	if wd, err := claim.WorkingDir(ctx, n.WorkRoot.Dir()); err != nil {
 		n.Logger.WarnContext(ctx, "working folder not found", "error", err)
 		done = append(done, "working folder not found: "+err.Error())
 	} else if wd != "" {
 		// The depositor has the result; a folder left behind is only
 		// disk space, so it does not fail the job.
-		if err := workdir.Remove(n.WorkRoot, wd); err != nil {
+		if err := n.WorkRoot.Remove(wd); err != nil {
 			n.Logger.ErrorContext(ctx, "working folder left in place", "error", err)
 			done = append(done, "working folder left in place: "+err.Error())
 		} else {

@@ -26,6 +26,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -96,7 +97,7 @@ func (e *env) run(t *testing.T, callbackURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Notifier{Profiles: set, WorkRoot: e.workRoot, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	n := &Notifier{Profiles: set, WorkRoot: mustRoot(t, e.workRoot), Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Callback: callback.Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 3, Backoff: 10 * time.Millisecond, Max: time.Minute}, Timeout: 5 * time.Second}}
 	r, err := stage.New(e.q, stage.Config{Service: "notifier", Name: "notifying", From: queue.Notify, To: queue.Completed, Handler: n.Handle})
 	if err != nil {
@@ -325,4 +326,13 @@ func TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver(t *testing.T)
 	if len(rep.Damages) != 1 || rep.Damages[0].Kind != queue.DamageJobNoBatch || rep.Damages[0].Item != jid {
 		t.Errorf("fsck: %+v", rep.Damages)
 	}
+}
+
+func mustRoot(t *testing.T, dir string) workdir.Root {
+	t.Helper()
+	r, err := workdir.At(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

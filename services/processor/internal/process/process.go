@@ -25,6 +25,7 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -296,9 +297,9 @@ func (p *Processor) workingDir(dir string) (string, error) {
 	if dir == "" {
 		return "", errors.New("the job has no working_dir")
 	}
-	rel, err := filepath.Rel(p.WorkRoot, dir)
-	if err != nil || !filepath.IsAbs(dir) || !filepath.IsLocal(rel) || rel == "." {
-		return "", fmt.Errorf("%s is not inside the work root %s", dir, p.WorkRoot)
+	rel, err := workdir.Within(p.WorkRoot, dir)
+	if err != nil {
+		return "", err
 	}
 	root, err := filepath.EvalSymlinks(p.WorkRoot)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
+	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -51,7 +52,7 @@ func start(t *testing.T) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1.RegisterStageServiceServer(srv, Server{Leases: m, Worker: reg})
+	v1.RegisterStageServiceServer(srv, stage.NewService(Worker{Leases: m, Registration: reg}))
 	v1.RegisterRecordingServiceServer(srv, recording.Server{Leases: m})
 	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {

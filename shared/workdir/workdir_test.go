@@ -192,3 +192,25 @@ func TestAKeptPayloadIsReadBackWholeReplacedWholeAndGoesWithItsBatch(t *testing.
 	}
 	mustNotExist(t, r.Payload(bid))
 }
+
+func TestWithinAcceptsOnlyPathsStrictlyInsideTheRoot(t *testing.T) {
+	for _, tc := range []struct {
+		path, rel string
+	}{
+		{"/work/bid1/jid1", "bid1/jid1"},
+		{"/work/bid1/../bid2/jid1", "bid2/jid1"},
+		{"/work", ""},
+		{"/work/..", ""},
+		{"/work/../elsewhere", ""},
+		{"/workshop/bid1", ""},
+		{"work/bid1", ""},
+	} {
+		rel, err := Within("/work", tc.path)
+		if rel != tc.rel || (err == nil) != (tc.rel != "") {
+			t.Errorf("Within(/work, %s) = %q, %v; want %q", tc.path, rel, err, tc.rel)
+		}
+	}
+	if _, err := Within("work", "work/bid1"); err == nil {
+		t.Error("a relative root was accepted")
+	}
+}

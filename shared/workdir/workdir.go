@@ -1,6 +1,7 @@
 // Package workdir lays out the jobs' working directories under the work
-// root that every stage shares, and removes them without ever touching
-// anything outside that root.
+// root that every stage shares, checks that a job's directory lies inside
+// it (Within, the one such check), and removes directories without ever
+// touching anything outside that root.
 package workdir
 
 import (
@@ -22,17 +23,37 @@ type Root struct {
 	dir string // absolute and clean
 }
 
-// Open makes sure dir exists and returns it as the work root. dir must be
+// At returns dir as the work root, without creating it. dir must be
 // absolute: every stage resolves a job's working_dir the same way.
-func Open(dir string) (Root, error) {
+func At(dir string) (Root, error) {
 	if !filepath.IsAbs(dir) {
 		return Root{}, fmt.Errorf("work root %q must be an absolute path", dir)
 	}
-	dir = filepath.Clean(dir)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	return Root{dir: filepath.Clean(dir)}, nil
+}
+
+// Open makes sure dir exists and returns it as the work root (see At).
+func Open(dir string) (Root, error) {
+	r, err := At(dir)
+	if err != nil {
+		return Root{}, err
+	}
+	if err := os.MkdirAll(r.dir, 0o750); err != nil {
 		return Root{}, fmt.Errorf("creating work root: %w", err)
 	}
-	return Root{dir: dir}, nil
+	return r, nil
+}
+
+// Within returns path relative to root when path lies strictly inside
+// root (the root itself does not), judged by their names: a symbolic link
+// on the way is for the caller to refuse, by going through an os.Root or
+// resolving it. Both must be absolute.
+func Within(root, path string) (string, error) {
+	rel, err := filepath.Rel(root, path)
+	if err != nil || !filepath.IsAbs(root) || !filepath.IsAbs(path) || !filepath.IsLocal(rel) || rel == "." {
+		return "", fmt.Errorf("%s is not inside the work root %s", path, root)
+	}
+	return rel, nil
 }
 
 // Dir is the work root itself.
@@ -150,12 +171,9 @@ func checkBatchID(bid string) error {
 // relative turns path into a path relative to the root, refusing the root
 // itself and anything outside it.
 func (r Root) relative(path string) (string, error) {
-	if !filepath.IsAbs(path) {
-		return "", fmt.Errorf("refusing to remove %q: not an absolute path", path)
-	}
-	rel, err := filepath.Rel(r.dir, filepath.Clean(path))
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("refusing to remove %q: it is not inside the work root %s", path, r.dir)
+	rel, err := Within(r.dir, path)
+	if err != nil {
+		return "", fmt.Errorf("refusing to remove: %w", err)
 	}
 	return rel, nil
 }
