@@ -61,6 +61,11 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("older_than %q is not a duration: write it as 24h, 90m or 0s", raw))
 			return
 		}
+		if r.PostForm.Get("confirmed") != "1" {
+			c.confirm(w, r, fmt.Sprintf("Remove every completed batch older than %v now, with its jobs and their working folders "+
+				"(up to 100 batches)? Their reports were sent; nothing of them stays in the queue.", d), "Clean up")
+			return
+		}
 		resp, err := call(ctx, &v1.CleanupBatchesRequest{OlderThan: durationpb.New(d)}, c.admin.CleanupBatches)
 		msg := fmt.Sprintf("Cleaned up %d completed batch(es) older than %v, with %d job(s).", len(resp.GetBatchIds()), d, resp.GetJobs())
 		if n := len(resp.GetWorkingDirsLeft()); n > 0 {

@@ -501,7 +501,15 @@ func TestCleanupOfCompletedBatchesFromTheQueuePage(t *testing.T) {
 	}
 	wantBody(t, a, "is not a duration: write it as 24h, 90m or 0s")
 
-	a = f.act("/queue/cleanup", url.Values{"older_than": {"1h"}})
+	// Unconfirmed (no script asked): a page asks first, and nothing goes.
+	a = f.act("/queue/cleanup", url.Values{"older_than": {"0s"}})
+	wantBody(t, a, "Remove every completed batch older than 0s now", `<input type="hidden" name="older_than" value="0s">`,
+		`<input type="hidden" name="confirmed" value="1">`)
+	if got := f.batchState(done); got != "Completed" {
+		t.Fatalf("an unconfirmed cleanup left the completed batch %s", got)
+	}
+
+	a = f.act("/queue/cleanup", url.Values{"older_than": {"1h"}, "confirmed": {"1"}})
 	if a.code != http.StatusSeeOther {
 		t.Fatalf("older_than 1h: %d\n%s", a.code, a.body)
 	}
@@ -510,7 +518,7 @@ func TestCleanupOfCompletedBatchesFromTheQueuePage(t *testing.T) {
 		t.Fatalf("a batch completed a moment ago is %s after a cleanup of those older than an hour", got)
 	}
 
-	a = f.act("/queue/cleanup", url.Values{"older_than": {"0s"}})
+	a = f.act("/queue/cleanup", url.Values{"older_than": {"0s"}, "confirmed": {"1"}})
 	if a.code != http.StatusSeeOther {
 		t.Fatalf("older_than 0s: %d\n%s", a.code, a.body)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -14,8 +16,9 @@ import (
 // TestBrowserPausesAndResumesAReplicaFromTheWorkersTable: in Chromium, a
 // signed-in operator's open queue page follows a replica paused elsewhere
 // (the script rebuilds its row, with the Resume control, without a
-// reload); Resume there resumes it, and Pause pauses it again. A
-// screenshot at a phone's width is kept.
+// reload); Resume there resumes it, and Pause pauses it again. The
+// queue's cleanup asks before it runs. A screenshot at a phone's width is
+// kept.
 func TestBrowserPausesAndResumesAReplicaFromTheWorkersTable(t *testing.T) {
 	f := newFixtureWith(t, testToken, insecure.NewCredentials())
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -58,6 +61,26 @@ func TestBrowserPausesAndResumesAReplicaFromTheWorkersTable(t *testing.T) {
 	if w := workerState(t, f, id); !w.GetPaused() {
 		t.Fatalf("after Pause the registry says %v", w)
 	}
+	// The cleanup asks first, naming what goes; accepted, it runs.
+	asked := make(chan string, 1)
+	go func() {
+		for d, err := range chromedp.Events(b, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			asked <- d.Message
+			chromedp.Call(b, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			return
+		}
+	}()
+	err = chromedp.Do(b, chromedp.Click(`form[action="/queue/cleanup"] button`), chromedp.WaitVisible(`#flash`))
+	if err != nil {
+		t.Fatalf("cleaning up: %v", err)
+	}
+	if q := <-asked; !strings.Contains(q, "Remove the completed batches older than the age given now") {
+		t.Errorf("the cleanup asked %q", q)
+	}
+	waitText(b, t, `#flash`, "Cleaned up 0 completed batch(es) older than 24h0m0s, with 0 job(s).")
 	err = chromedp.Do(b, chromedp.EmulateViewport(390, 844), chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(resume))
 	if err != nil {
 		t.Fatal(err)
