@@ -101,17 +101,35 @@ func (cf *composeFile) volumesCheck(svc composeService) ([]string, error) {
 
 func checkCompose(t *testing.T, cf *composeFile, services []*service) {
 	// The ZooKeeper ensemble: the services running the official image.
-	var zkNodes, zkServers, members []string
+	var zkNodes, zkServers, members, traceBackends []string
 	for _, name := range slices.Sorted(maps.Keys(cf.Services)) {
 		svc := cf.Services[name]
 		if strings.HasPrefix(svc.Image, "zookeeper:") {
 			host := cmp.Or(svc.Hostname, name)
 			zkNodes, zkServers = append(zkNodes, name), append(zkServers, host+":2181")
 			members = append(members, fmt.Sprintf("server.%s=%s:2888:3888;2181", svc.Environment["ZOO_MY_ID"], host))
+		} else if strings.HasPrefix(svc.Image, "jaegertracing/") {
+			traceBackends = append(traceBackends, name)
 		} else if !slices.Contains(stack.Services, name) {
-			t.Errorf("service %s is neither a ZooKeeper node nor a stage (%v)", name, stack.Services)
+			t.Errorf("service %s is neither a ZooKeeper node, the trace backend nor a stage (%v)", name, stack.Services)
 		}
 	}
+
+	t.Run("sends every stage's traces to its trace backend by default, whose UI is published on 127.0.0.1", func(t *testing.T) {
+		if len(traceBackends) != 1 {
+			t.Fatalf("trace backends %v, want one Jaeger service", traceBackends)
+		}
+		backend := cf.Services[traceBackends[0]]
+		if !slices.Contains(backend.Ports, "127.0.0.1:16686:16686") {
+			t.Errorf("%s: ports %v, want its UI on 127.0.0.1:16686", traceBackends[0], backend.Ports)
+		}
+		want := "${OTEL_EXPORTER_OTLP_ENDPOINT:-http://" + traceBackends[0] + ":4317}"
+		for _, name := range stack.Services {
+			if got := cf.Services[name].Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; got != want {
+				t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q, want %q", name, got, want)
+			}
+		}
+	})
 
 	t.Run("runs a three-node ZooKeeper 3.8 ensemble whose nodes agree on their members and report quorum health", func(t *testing.T) {
 		if len(zkNodes) != 3 {
