@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -35,6 +36,8 @@ type settings struct {
 	ezidTimeout                      *time.Duration
 	syncLinger                       *time.Duration
 	storing                          *bool
+	store                            *string
+	s3                               *s3store.Settings
 }
 
 func main() {
@@ -45,8 +48,11 @@ func main() {
 		Config: func(r *config.Registry) {
 			s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
 				"working storage every stage shares; a job works in <root>/<bid>/<job>")
+			s.store = r.String("store", "INGESTQ_STORE", "local",
+				"where versions are stored: local (a folder, INGESTQ_STORE_ROOT) or s3 (a bucket, INGESTQ_S3_*)")
 			s.storeRoot = r.String("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
 				"the local object store: a folder per ARK, a folder per version")
+			s.s3 = s3store.Register(r)
 			s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 				"directory of collection profiles (*.yaml)")
 			s.minter = r.String("minter", "INGESTQ_MINTER", "local",
@@ -68,7 +74,7 @@ func main() {
 				"store processed jobs' versions (Storing → Recording); false where another consumer (Merritt's storage service) takes jobs in Storing")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
-			p, err := s.processor(env.Queue)
+			p, err := s.processor(ctx, env.Queue)
 			if err != nil {
 				return err
 			}
@@ -83,7 +89,7 @@ func main() {
 }
 
 // processor builds the stage handler from the settings.
-func (s settings) processor(q *queue.Client) (*process.Processor, error) {
+func (s settings) processor(ctx context.Context, q *queue.Client) (*process.Processor, error) {
 	if err := mint.ValidShoulder(*s.shoulder); err != nil {
 		return nil, fmt.Errorf("INGESTQ_MINT_SHOULDER: %w", err)
 	}
@@ -91,16 +97,15 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("INGESTQ_PROFILES_DIR: %w", err)
 	}
-	for name, dir := range map[string]string{"INGESTQ_WORK_ROOT": *s.workRoot, "INGESTQ_STORE_ROOT": *s.storeRoot} {
-		if !filepath.IsAbs(dir) {
-			return nil, fmt.Errorf("%s: %q is not an absolute path", name, dir)
-		}
-	}
-	if err := os.MkdirAll(*s.storeRoot, 0o755); err != nil {
-		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
+	if !filepath.IsAbs(*s.workRoot) {
+		return nil, fmt.Errorf("INGESTQ_WORK_ROOT: %q is not an absolute path", *s.workRoot)
 	}
 	if *s.syncLinger < 0 {
 		return nil, fmt.Errorf("INGESTQ_SYNC_LINGER: %v must not be negative", *s.syncLinger)
+	}
+	storage, err := s.storage(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var minter mint.Minter
 	switch *s.minter {
@@ -129,6 +134,27 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	default:
 		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
 	}
-	return &process.Processor{Queue: q, Minter: minter, Storage: store.Local{Root: *s.storeRoot, Durable: &durable.Syncer{Linger: *s.syncLinger}},
-		Profiles: profiles, WorkRoot: *s.workRoot}, nil
+	return &process.Processor{Queue: q, Minter: minter, Storage: storage, Profiles: profiles, WorkRoot: *s.workRoot}, nil
+}
+
+// storage is the object store the settings choose.
+func (s settings) storage(ctx context.Context) (store.Storage, error) {
+	switch *s.store {
+	case "local":
+		if !filepath.IsAbs(*s.storeRoot) {
+			return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %q is not an absolute path", *s.storeRoot)
+		}
+		if err := os.MkdirAll(*s.storeRoot, 0o755); err != nil {
+			return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
+		}
+		return store.Local{Root: *s.storeRoot, Durable: &durable.Syncer{Linger: *s.syncLinger}}, nil
+	case "s3":
+		c, err := s3store.Client(ctx, *s.s3)
+		if err != nil {
+			return nil, err
+		}
+		return store.S3{Client: c, Bucket: s.s3.Bucket}, nil
+	default:
+		return nil, fmt.Errorf("INGESTQ_STORE: %q is neither local nor s3", *s.store)
+	}
 }
