@@ -1,13 +1,18 @@
 package recording
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
+	"github.com/ingestq/ingestq/services/recorder/internal/versions"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
@@ -16,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -28,12 +34,18 @@ const token = "recording-test-token"
 // client.
 func serve(t *testing.T, q *queue.Client, opts lease.Options) v1.RecordingServiceClient {
 	t.Helper()
+	return serveWith(t, q, opts, nil)
+}
+
+// serveWith serves RecordingService describing versions from store.
+func serveWith(t *testing.T, q *queue.Client, opts lease.Options, store *versions.Store) v1.RecordingServiceClient {
+	t.Helper()
 	srv, err := server.New(server.Options{AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := lease.New(q, opts)
-	v1.RegisterRecordingServiceServer(srv, Server{Leases: m})
+	v1.RegisterRecordingServiceServer(srv, Server{Leases: m, Versions: store})
 	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -274,5 +286,38 @@ func TestALeaseEndsWithItsZooKeeperSession(t *testing.T) {
 	})
 	if l2 := leaseFor(t, other, 10*time.Second, time.Minute); l2.GetJobId() != jid {
 		t.Errorf("another recorder got %v", l2)
+	}
+}
+
+func TestALeaseSaysWhatAnInventoryRecordsAndWhereAnotherHostFetchesTheVersion(t *testing.T) {
+	q := queuetest.Connect(t, zktest.Root(t))
+	root := t.TempDir()
+	vdir := filepath.Join(root, "ark_99999_fk4x", "v3")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := checkm.Write(&buf, checkm.ProfileObject, []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"},
+		[]checkm.Entry{{FileURL: "file://" + vdir + "/producer/a", HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 300, FileName: "producer/a"},
+			{FileURL: "file://" + vdir + "/system/b", HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 45, FileName: "system/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(vdir, "manifest.checkm")
+	if err := os.WriteFile(manifest, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := serveWith(t, q, lease.Options{}, &versions.Store{Root: root, PublicURL: "http://127.0.0.1:7416"})
+	erc := &v1.Metadata{Who: "Doe, Jane", What: "Hello", When: "2026", Where: "ark:/99999/fk4x"}
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
+		Configuration: &v1.JobConfiguration{ProfileName: "demo_profile", Collection: "demo"}, Metadata: erc}, queue.Storing)
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file://" + manifest, Mode: "add", Version: 3}})
+	resp := leaseFor(t, c, 10*time.Second, time.Minute)
+	if resp.GetJobId() != jid {
+		t.Fatalf("leased %q, want %s", resp.GetJobId(), jid)
+	}
+	if resp.GetVersion() != 3 || resp.GetCollection() != "demo" || resp.GetProfile() != "demo_profile" || !proto.Equal(resp.GetErc(), erc) ||
+		resp.GetTotalSize() != 345 || resp.GetFileCount() != 2 ||
+		resp.GetFetchUrl() != "http://127.0.0.1:7416/versions/ark_99999_fk4x/v3/manifest.checkm" || resp.GetFetchExpires() != nil {
+		t.Errorf("lease %v", resp)
 	}
 }
