@@ -26,7 +26,9 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
+	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 )
 
@@ -46,11 +48,13 @@ type settings struct {
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
 	consoleListen    string
+	store            *s3store.StoreSettings
 }
 
 func (s *settings) register(r *config.Registry) {
 	s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 		"directory of collection profiles (*.yaml)")
+	s.store = s3store.RegisterStore(r)
 	s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
 		"working storage every stage shares; a job works in <root>/<bid>/<job>")
 	s.outboxDir = r.String("outbox-dir", "INGESTQ_OUTBOX_DIR", "",
@@ -129,7 +133,15 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		return fmt.Errorf("INGESTQ_MAX_QUEUED_JOBS %d: want 0 (no bound) or more", *s.maxQueuedJobs)
 	}
 	log := env.Logger
-	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log}
+	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log,
+		Store: fixity.Location{Root: absolute(s.store.Root)}}
+	if s.store.Kind == "s3" {
+		c, err := s3store.Client(ctx, *s.store.S3)
+		if err != nil {
+			return err
+		}
+		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
+	}
 	// The console is the last thing that can fail, so that nothing started
 	// before it is left running when it does.
 	if err := s.serveConsole(env, adminServer); err != nil {

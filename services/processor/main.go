@@ -29,15 +29,14 @@ import (
 
 // settings are the processor's own.
 type settings struct {
-	workRoot, storeRoot, profilesDir *string
-	minter, shoulder                 *string
-	ezidURL, ezidUser                *string
-	ezidPassword, ezidPasswordFile   *string
-	ezidTimeout                      *time.Duration
-	syncLinger                       *time.Duration
-	storing                          *bool
-	store                            *string
-	s3                               *s3store.Settings
+	workRoot, profilesDir          *string
+	minter, shoulder               *string
+	ezidURL, ezidUser              *string
+	ezidPassword, ezidPasswordFile *string
+	ezidTimeout                    *time.Duration
+	syncLinger                     *time.Duration
+	storing                        *bool
+	store                          *s3store.StoreSettings
 }
 
 func main() {
@@ -48,11 +47,7 @@ func main() {
 		Config: func(r *config.Registry) {
 			s.workRoot = r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work",
 				"working storage every stage shares; a job works in <root>/<bid>/<job>")
-			s.store = r.String("store", "INGESTQ_STORE", "local",
-				"where versions are stored: local (a folder, INGESTQ_STORE_ROOT) or s3 (a bucket, INGESTQ_S3_*)")
-			s.storeRoot = r.String("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
-				"the local object store: a folder per ARK, a folder per version")
-			s.s3 = s3store.Register(r)
+			s.store = s3store.RegisterStore(r)
 			s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 				"directory of collection profiles (*.yaml)")
 			s.minter = r.String("minter", "INGESTQ_MINTER", "local",
@@ -139,22 +134,19 @@ func (s settings) processor(ctx context.Context, q *queue.Client) (*process.Proc
 
 // storage is the object store the settings choose.
 func (s settings) storage(ctx context.Context) (store.Storage, error) {
-	switch *s.store {
-	case "local":
-		if !filepath.IsAbs(*s.storeRoot) {
-			return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %q is not an absolute path", *s.storeRoot)
-		}
-		if err := os.MkdirAll(*s.storeRoot, 0o755); err != nil {
-			return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
-		}
-		return store.Local{Root: *s.storeRoot, Durable: &durable.Syncer{Linger: *s.syncLinger}}, nil
-	case "s3":
-		c, err := s3store.Client(ctx, *s.s3)
+	if s.store.Kind == "s3" {
+		c, err := s3store.Client(ctx, *s.store.S3)
 		if err != nil {
 			return nil, err
 		}
-		return store.S3{Client: c, Bucket: s.s3.Bucket}, nil
-	default:
-		return nil, fmt.Errorf("INGESTQ_STORE: %q is neither local nor s3", *s.store)
+		return store.S3{Client: c, Bucket: s.store.S3.Bucket}, nil
 	}
+	root := s.store.Root
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %q is not an absolute path", root)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
+	}
+	return store.Local{Root: root, Durable: &durable.Syncer{Linger: *s.syncLinger}}, nil
 }

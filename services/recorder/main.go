@@ -39,8 +39,7 @@ func main() {
 		inventoryDB   *string
 		leaseDuration *time.Duration
 		maxWait       *time.Duration
-		storeRoot     *string
-		s3Settings    *s3store.Settings
+		storeSettings *s3store.StoreSettings
 		versionsAddr  *string
 		publicURL     *string
 		presignExpiry *time.Duration
@@ -65,9 +64,7 @@ func main() {
 				"a lease's length when the caller gives none")
 			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", time.Minute,
 				"longest a Lease call waits for a job, whatever it asks")
-			storeRoot = r.String("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
-				"the local object store: a folder per ARK, a folder per version")
-			s3Settings = s3store.Register(r)
+			storeSettings = s3store.RegisterStore(r)
 			versionsAddr = r.String("versions-listen", "INGESTQ_VERSIONS_LISTEN", "",
 				"HTTP address the recorder serves the local store's versions on, behind the admin token, for inventories on other hosts (empty: not served)")
 			publicURL = r.String("versions-public-url", "INGESTQ_VERSIONS_PUBLIC_URL", "",
@@ -102,7 +99,7 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("registering the recorder: %w", err)
 			}
-			store, err := versionStore(ctx, env, *storeRoot, *s3Settings, *versionsAddr, *publicURL, *presignExpiry)
+			store, err := versionStore(ctx, env, *storeSettings, *versionsAddr, *publicURL, *presignExpiry)
 			if err != nil {
 				return err
 			}
@@ -156,19 +153,14 @@ func main() {
 // versionStore reads the stored versions: the local store's folder, and
 // the S3 store when one is configured; with versionsAddr set it serves the
 // local store over HTTP until the service stops.
-func versionStore(ctx context.Context, env *service.Env, root string, s3s s3store.Settings, versionsAddr, publicURL string,
+func versionStore(ctx context.Context, env *service.Env, st s3store.StoreSettings, versionsAddr, publicURL string,
 	expiry time.Duration) (versions.Store, error) {
 	if expiry <= 0 || expiry > 7*24*time.Hour {
 		return versions.Store{}, fmt.Errorf("INGESTQ_PRESIGN_EXPIRY: %s is outside 0..168h", expiry)
 	}
-	store := versions.Store{Root: root, PresignExpiry: expiry}
-	if s3s.Bucket != "" || s3s.Endpoint != "" {
-		if s3s.Bucket == "" {
-			// The bucket comes from each manifest URL; the client only
-			// wants one named.
-			s3s.Bucket = "-"
-		}
-		c, err := s3store.Client(ctx, s3s)
+	store := versions.Store{Root: st.Root, PresignExpiry: expiry}
+	if st.Kind == "s3" {
+		c, err := s3store.Client(ctx, *st.S3)
 		if err != nil {
 			return versions.Store{}, err
 		}

@@ -140,3 +140,32 @@ func ParseURL(raw string) (bucket, key string, err error) {
 	}
 	return u.Host, u.Path[1:], nil
 }
+
+// StoreSettings say where versions are stored: a local folder or a bucket.
+type StoreSettings struct {
+	Kind string // "local" or "s3"
+	Root string // the local store's folder
+	S3   *Settings
+}
+
+// RegisterStore adds the store settings (INGESTQ_STORE, INGESTQ_STORE_ROOT
+// and the S3 settings) to a service's configuration.
+func RegisterStore(r *config.Registry) *StoreSettings {
+	s := &StoreSettings{}
+	r.Func("store", "INGESTQ_STORE", "local",
+		"where versions are stored: local (a folder, INGESTQ_STORE_ROOT) or s3 (a bucket, INGESTQ_S3_*)", func(v string) error {
+			v = strings.TrimSpace(v)
+			if v != "local" && v != "s3" {
+				return fmt.Errorf("%q is neither local nor s3", v)
+			}
+			s.Kind = v
+			return nil
+		})
+	r.Func("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
+		"the local object store: a folder per ARK, a folder per version", func(v string) error {
+			s.Root = v
+			return nil
+		})
+	s.S3 = Register(r)
+	return s
+}

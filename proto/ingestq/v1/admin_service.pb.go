@@ -2232,6 +2232,194 @@ func (x *FsckResponse) GetClean() bool {
 	return false
 }
 
+// VerifyObjectRequest names a stored version: the object's ARK and the
+// version's number (1 or more).
+type VerifyObjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ark           string                 `protobuf:"bytes,1,opt,name=ark,proto3" json:"ark,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyObjectRequest) Reset() {
+	*x = VerifyObjectRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyObjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyObjectRequest) ProtoMessage() {}
+
+func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyObjectRequest.ProtoReflect.Descriptor instead.
+func (*VerifyObjectRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *VerifyObjectRequest) GetArk() string {
+	if x != nil {
+		return x.Ark
+	}
+	return ""
+}
+
+func (x *VerifyObjectRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// FixityMismatch is one file of a version that does not match its manifest.
+type FixityMismatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// file is the file's name in the version (producer/…, system/…).
+	File string `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	// problem says what differs: missing, size, or digest, with both values.
+	Problem       string `protobuf:"bytes,2,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FixityMismatch) Reset() {
+	*x = FixityMismatch{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FixityMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FixityMismatch) ProtoMessage() {}
+
+func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FixityMismatch.ProtoReflect.Descriptor instead.
+func (*FixityMismatch) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *FixityMismatch) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *FixityMismatch) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
+type VerifyObjectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// manifest_url is the version manifest that was checked against.
+	ManifestUrl string `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"`
+	// files and bytes are what was read.
+	Files      int32             `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes      int64             `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Mismatches []*FixityMismatch `protobuf:"bytes,4,rep,name=mismatches,proto3" json:"mismatches,omitempty"`
+	// ok: every file matched.
+	Ok            bool `protobuf:"varint,5,opt,name=ok,proto3" json:"ok,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyObjectResponse) Reset() {
+	*x = VerifyObjectResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyObjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyObjectResponse) ProtoMessage() {}
+
+func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyObjectResponse.ProtoReflect.Descriptor instead.
+func (*VerifyObjectResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *VerifyObjectResponse) GetManifestUrl() string {
+	if x != nil {
+		return x.ManifestUrl
+	}
+	return ""
+}
+
+func (x *VerifyObjectResponse) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *VerifyObjectResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *VerifyObjectResponse) GetMismatches() []*FixityMismatch {
+	if x != nil {
+		return x.Mismatches
+	}
+	return nil
+}
+
+func (x *VerifyObjectResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
 var File_ingestq_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_admin_service_proto_rawDesc = "" +
@@ -2374,7 +2562,21 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\fjobs_checked\x18\x01 \x01(\x05R\vjobsChecked\x12'\n" +
 	"\x0fbatches_checked\x18\x02 \x01(\x05R\x0ebatchesChecked\x120\n" +
 	"\adamages\x18\x03 \x03(\v2\x16.ingestq.v1.FsckDamageR\adamages\x12\x14\n" +
-	"\x05clean\x18\x04 \x01(\bR\x05clean2\xfe\r\n" +
+	"\x05clean\x18\x04 \x01(\bR\x05clean\"A\n" +
+	"\x13VerifyObjectRequest\x12\x10\n" +
+	"\x03ark\x18\x01 \x01(\tR\x03ark\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\">\n" +
+	"\x0eFixityMismatch\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x18\n" +
+	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xb1\x01\n" +
+	"\x14VerifyObjectResponse\x12!\n" +
+	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x05R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12:\n" +
+	"\n" +
+	"mismatches\x18\x04 \x03(\v2\x1a.ingestq.v1.FixityMismatchR\n" +
+	"mismatches\x12\x0e\n" +
+	"\x02ok\x18\x05 \x01(\bR\x02ok2\xd7\x0e\n" +
 	"\fAdminService\x12Q\n" +
 	"\n" +
 	"PauseQueue\x12\x1d.ingestq.v1.PauseQueueRequest\x1a\x1e.ingestq.v1.PauseQueueResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
@@ -2399,7 +2601,8 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0fReprioritizeJob\x12\".ingestq.v1.ReprioritizeJobRequest\x1a#.ingestq.v1.ReprioritizeJobResponse\"\x04\x88\xb5\x18\x01\x12N\n" +
 	"\tDeleteJob\x12\x1c.ingestq.v1.DeleteJobRequest\x1a\x1d.ingestq.v1.DeleteJobResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
 	"\vListWorkers\x12\x1e.ingestq.v1.ListWorkersRequest\x1a\x1f.ingestq.v1.ListWorkersResponse\"\x04\x88\xb5\x18\x01\x12?\n" +
-	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
+	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
+	"\fVerifyObject\x12\x1f.ingestq.v1.VerifyObjectRequest\x1a .ingestq.v1.VerifyObjectResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
 
 var (
 	file_ingestq_v1_admin_service_proto_rawDescOnce sync.Once
@@ -2413,7 +2616,7 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_ingestq_v1_admin_service_proto_rawDescData
 }
 
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*PauseQueueRequest)(nil),         // 0: ingestq.v1.PauseQueueRequest
 	(*PauseQueueResponse)(nil),        // 1: ingestq.v1.PauseQueueResponse
@@ -2458,81 +2661,87 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*FsckRequest)(nil),               // 40: ingestq.v1.FsckRequest
 	(*FsckDamage)(nil),                // 41: ingestq.v1.FsckDamage
 	(*FsckResponse)(nil),              // 42: ingestq.v1.FsckResponse
-	nil,                               // 43: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	(*WorkerInfo)(nil),                // 44: ingestq.v1.WorkerInfo
-	(*Batch)(nil),                     // 45: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),       // 46: google.protobuf.Duration
-	(BatchState)(0),                   // 47: ingestq.v1.BatchState
-	(*Job)(nil),                       // 48: ingestq.v1.Job
-	(JobState)(0),                     // 49: ingestq.v1.JobState
+	(*VerifyObjectRequest)(nil),       // 43: ingestq.v1.VerifyObjectRequest
+	(*FixityMismatch)(nil),            // 44: ingestq.v1.FixityMismatch
+	(*VerifyObjectResponse)(nil),      // 45: ingestq.v1.VerifyObjectResponse
+	nil,                               // 46: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	(*WorkerInfo)(nil),                // 47: ingestq.v1.WorkerInfo
+	(*Batch)(nil),                     // 48: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),       // 49: google.protobuf.Duration
+	(BatchState)(0),                   // 50: ingestq.v1.BatchState
+	(*Job)(nil),                       // 51: ingestq.v1.Job
+	(JobState)(0),                     // 52: ingestq.v1.JobState
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	43, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	44, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	45, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	45, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	46, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	45, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	47, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	45, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	48, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	49, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	48, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	48, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	48, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	48, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	49, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	48, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	48, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	44, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	46, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	47, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	48, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	48, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	49, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	48, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	50, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	48, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	51, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	52, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	51, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	51, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	51, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	51, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	52, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	51, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	51, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	47, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
 	41, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	0,  // 19: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	2,  // 20: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	4,  // 21: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	6,  // 22: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	8,  // 23: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	10, // 24: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	12, // 25: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	14, // 26: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	16, // 27: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	18, // 28: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	20, // 29: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	22, // 30: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	24, // 31: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	26, // 32: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	28, // 33: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	30, // 34: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	32, // 35: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	34, // 36: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	36, // 37: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	38, // 38: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	40, // 39: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	1,  // 40: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	3,  // 41: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	5,  // 42: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	7,  // 43: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	9,  // 44: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	11, // 45: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	13, // 46: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	15, // 47: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	17, // 48: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	19, // 49: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	21, // 50: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	23, // 51: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	25, // 52: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	27, // 53: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	29, // 54: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	31, // 55: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	33, // 56: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	35, // 57: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	37, // 58: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	39, // 59: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	42, // 60: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	40, // [40:61] is the sub-list for method output_type
-	19, // [19:40] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	44, // 19: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	0,  // 20: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	2,  // 21: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	4,  // 22: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	6,  // 23: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	8,  // 24: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	10, // 25: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	12, // 26: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	14, // 27: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	16, // 28: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	18, // 29: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	20, // 30: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	22, // 31: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	24, // 32: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	26, // 33: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	28, // 34: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	30, // 35: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	32, // 36: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	34, // 37: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	36, // 38: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	38, // 39: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	40, // 40: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	43, // 41: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	1,  // 42: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	3,  // 43: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	5,  // 44: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	7,  // 45: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	9,  // 46: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	11, // 47: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	13, // 48: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	15, // 49: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	17, // 50: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	19, // 51: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	21, // 52: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	23, // 53: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	25, // 54: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	27, // 55: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	29, // 56: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	31, // 57: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	33, // 58: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	35, // 59: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	37, // 60: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	39, // 61: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	42, // 62: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	45, // 63: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	42, // [42:64] is the sub-list for method output_type
+	20, // [20:42] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -2553,7 +2762,7 @@ func file_ingestq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   44,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/s3store"
 )
 
@@ -55,41 +55,7 @@ type Info struct {
 
 // Manifest reads a version manifest.
 func (s Store) Manifest(ctx context.Context, manifestURL string) (*checkm.Manifest, error) {
-	r, err := s.open(ctx, manifestURL)
-	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", manifestURL, err)
-	}
-	defer r.Close()
-	m, err := checkm.Parse(r, checkm.Limits{})
-	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", manifestURL, err)
-	}
-	return m, nil
-}
-
-func (s Store) open(ctx context.Context, raw string) (io.ReadCloser, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost"):
-		return os.Open(filepath.FromSlash(u.Path))
-	case u.Scheme == "s3":
-		if s.S3 == nil {
-			return nil, fmt.Errorf("no S3 store is configured (INGESTQ_S3_*) to read it from")
-		}
-		bucket, key, err := s3store.ParseURL(raw)
-		if err != nil {
-			return nil, err
-		}
-		out, err := s.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-		if err != nil {
-			return nil, err
-		}
-		return out.Body, nil
-	}
-	return nil, fmt.Errorf("not a file:// or s3:// URL")
+	return fixity.Reader{S3: s.S3}.Manifest(ctx, manifestURL)
 }
 
 // Describe reads a version's manifest for its size and file count, and

@@ -1,0 +1,167 @@
+// Package fixity reads stored versions back, wherever the processor stored
+// them (file:// URLs of the local store, s3:// URLs of a bucket), and
+// checks every file against its version manifest's size and digest.
+package fixity
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/s3store"
+)
+
+// Reader opens stored files and manifests by URL.
+type Reader struct {
+	// S3 reads s3:// URLs (nil: they cannot be read).
+	S3 *s3.Client
+}
+
+// Open opens a file:// or s3:// URL for reading.
+func (r Reader) Open(ctx context.Context, raw string) (io.ReadCloser, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost"):
+		return os.Open(filepath.FromSlash(u.Path))
+	case u.Scheme == "s3":
+		if r.S3 == nil {
+			return nil, fmt.Errorf("%s: no S3 store is configured (INGESTQ_S3_*) to read it from", raw)
+		}
+		bucket, key, err := s3store.ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		out, err := r.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", raw, err)
+		}
+		return out.Body, nil
+	}
+	return nil, fmt.Errorf("%s is not a file:// or s3:// URL", raw)
+}
+
+// Manifest reads a version manifest.
+func (r Reader) Manifest(ctx context.Context, manifestURL string) (*checkm.Manifest, error) {
+	f, err := r.Open(ctx, manifestURL)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", manifestURL, err)
+	}
+	defer f.Close()
+	m, err := checkm.Parse(f, checkm.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", manifestURL, err)
+	}
+	return m, nil
+}
+
+// Mismatch is a file that does not match its manifest.
+type Mismatch struct {
+	File    string
+	Problem string
+}
+
+// Report is what Verify found.
+type Report struct {
+	Files      int
+	Bytes      int64
+	Mismatches []Mismatch
+}
+
+// Verify reads every file a version manifest lists and checks its size and
+// digest. A file that cannot be read is a mismatch; only a manifest that
+// cannot be read, or a context that ends, is an error.
+func (r Reader) Verify(ctx context.Context, manifestURL string) (Report, error) {
+	m, err := r.Manifest(ctx, manifestURL)
+	if err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	for _, e := range m.Entries {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		rep.Files++
+		n, sum, err := r.digest(ctx, e)
+		rep.Bytes += n
+		switch {
+		case err != nil:
+			rep.Mismatches = append(rep.Mismatches, Mismatch{File: e.FileName, Problem: fmt.Sprintf("unreadable: %v", err)})
+		case e.FileSize >= 0 && n != e.FileSize:
+			rep.Mismatches = append(rep.Mismatches, Mismatch{File: e.FileName, Problem: fmt.Sprintf("size: %d bytes stored, the manifest says %d", n, e.FileSize)})
+		case sum != e.HashValue:
+			rep.Mismatches = append(rep.Mismatches, Mismatch{File: e.FileName,
+				Problem: fmt.Sprintf("digest: %s of the stored file is %s, the manifest says %s", e.HashAlgorithm, sum, e.HashValue)})
+		}
+	}
+	return rep, nil
+}
+
+func (r Reader) digest(ctx context.Context, e checkm.Entry) (int64, string, error) {
+	h, err := newHash(e.HashAlgorithm)
+	if err != nil {
+		return 0, "", err
+	}
+	f, err := r.Open(ctx, e.FileURL)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return n, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func newHash(alg string) (hash.Hash, error) {
+	switch alg {
+	case "md5":
+		return md5.New(), nil
+	case "sha1":
+		return sha1.New(), nil
+	case "sha256":
+		return sha256.New(), nil
+	case "sha512":
+		return sha512.New(), nil
+	}
+	return nil, fmt.Errorf("digest algorithm %q is not one of md5, sha1, sha256, sha512", alg)
+}
+
+// Location says where a deployment's versions are stored.
+type Location struct {
+	// Root is the local store's folder, or Bucket the S3 store's bucket.
+	Root   string
+	Bucket string
+}
+
+// ManifestURL is the URL of a version's manifest, laid out as the
+// processor's stores lay it out: <object>/v<N>/manifest.checkm.
+func (l Location) ManifestURL(ark string, version int) (string, error) {
+	name := queue.LockName(ark)
+	if ark == "" || name == "." || name == ".." || !filepath.IsLocal(name) || filepath.Base(name) != name {
+		return "", fmt.Errorf("ARK %q cannot name an object in the store", ark)
+	}
+	rel := name + "/v" + strconv.Itoa(version) + "/manifest.checkm"
+	if l.Bucket != "" {
+		return s3store.URL(l.Bucket, rel), nil
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(l.Root, filepath.FromSlash(rel)))}).String(), nil
+}
