@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
+	"github.com/ingestq/ingestq/services/batcher/internal/audit"
 	"github.com/ingestq/ingestq/services/batcher/internal/batches"
 	"github.com/ingestq/ingestq/services/batcher/internal/console"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
@@ -49,6 +50,8 @@ type settings struct {
 	merrittQueueURL  *string
 	consoleListen    string
 	store            *s3store.StoreSettings
+	auditInterval    *time.Duration
+	auditSample      *int
 }
 
 func (s *settings) register(r *config.Registry) {
@@ -69,6 +72,9 @@ func (s *settings) register(r *config.Registry) {
 		"file holding the SMTP password")
 	s.retention = r.Duration("retention", "INGESTQ_RETENTION", 7*24*time.Hour,
 		"how long a completed batch is kept before it is cleaned up")
+	s.auditInterval = r.Duration("fixity-audit-interval", "INGESTQ_FIXITY_AUDIT_INTERVAL", 0,
+		"how often a sample of stored versions is read back and checked against their manifests (0: never); failures count in ingestq.fixity.failures")
+	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
@@ -166,6 +172,16 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		Concurrency:   env.Config.Concurrency,
 		MaxQueuedJobs: *s.maxQueuedJobs,
 	})
+	var aud *audit.Auditor
+	if *s.auditInterval > 0 {
+		if *s.auditSample < 1 {
+			return fmt.Errorf("INGESTQ_FIXITY_AUDIT_SAMPLE: %d is not a positive number", *s.auditSample)
+		}
+		if aud, err = audit.New(env.Telemetry.MeterProvider.Meter("github.com/ingestq/ingestq/services/batcher"),
+			adminServer.Store, adminServer.Versions, *s.auditSample, log); err != nil {
+			return err
+		}
+	}
 	taking, stopTaking := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() {
@@ -175,6 +191,9 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	jan := &janitor.Janitor{Queue: env.Queue, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	janCtx, stopJanitor := context.WithCancel(ctx)
 	go jan.Run(janCtx)
+	if aud != nil {
+		go aud.Run(janCtx, *s.auditInterval)
+	}
 
 	// On SIGTERM: take no new batch, let those in flight finish until the
 	// drain deadline, then cut them short (their claims go back and the

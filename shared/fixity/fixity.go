@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -164,4 +165,71 @@ func (l Location) ManifestURL(ark string, version int) (string, error) {
 		return s3store.URL(l.Bucket, rel), nil
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(l.Root, filepath.FromSlash(rel)))}).String(), nil
+}
+
+// Sample picks up to n complete versions of the store at random (each
+// version equally likely), as manifest URLs. It walks the whole store but
+// holds only n URLs at a time.
+func (l Location) Sample(ctx context.Context, r Reader, n int, intn func(int) int) ([]string, error) {
+	var picked []string
+	seen := 0
+	keep := func(u string) {
+		seen++
+		if len(picked) < n {
+			picked = append(picked, u)
+		} else if j := intn(seen); j < n {
+			picked[j] = u
+		}
+	}
+	if l.Bucket != "" {
+		if r.S3 == nil {
+			return nil, fmt.Errorf("no S3 store is configured (INGESTQ_S3_*) to sample")
+		}
+		p := s3.NewListObjectsV2Paginator(r.S3, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("listing s3://%s: %w", l.Bucket, err)
+			}
+			for _, o := range page.Contents {
+				parts := strings.Split(aws.ToString(o.Key), "/")
+				if len(parts) == 3 && parts[2] == "manifest.checkm" && isVersion(parts[1]) {
+					keep(s3store.URL(l.Bucket, aws.ToString(o.Key)))
+				}
+			}
+		}
+		return picked, nil
+	}
+	objects, err := os.ReadDir(l.Root)
+	if err != nil {
+		return nil, fmt.Errorf("listing the store: %w", err)
+	}
+	for _, obj := range objects {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !obj.IsDir() {
+			continue
+		}
+		vs, err := os.ReadDir(filepath.Join(l.Root, obj.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", obj.Name(), err)
+		}
+		for _, v := range vs {
+			m := filepath.Join(l.Root, obj.Name(), v.Name(), "manifest.checkm")
+			if !v.IsDir() || !isVersion(v.Name()) {
+				continue
+			}
+			if _, err := os.Stat(m); err == nil {
+				keep((&url.URL{Scheme: "file", Path: filepath.ToSlash(m)}).String())
+			}
+		}
+	}
+	return picked, nil
+}
+
+// isVersion reports a version folder's name: v1, v2, …
+func isVersion(name string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(name, "v"))
+	return err == nil && n > 0 && "v"+strconv.Itoa(n) == name
 }
