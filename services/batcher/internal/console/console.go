@@ -147,6 +147,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /batches/{bid}/{action}", c.action(c.batchAction))
 	mux.HandleFunc("POST /jobs/{jid}/{action}", c.action(c.jobAction))
 	mux.HandleFunc("POST /fsck", c.action(c.fsck))
+	mux.HandleFunc("POST /verify", c.action(c.verify))
 	return c.secure(mux)
 }
 
