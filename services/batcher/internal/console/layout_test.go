@@ -16,7 +16,8 @@ import (
 // TestJobJSONCarriesWhatTheStagesAdd: the job page's JSON, which its
 // script polls, carries the ARK, store, inventory and metadata the stages
 // add as the job moves on, under the names of the page's data-field
-// attributes; empty metadata rows start hidden.
+// attributes; empty metadata rows start hidden, empty configuration rows
+// are left out.
 func TestJobJSONCarriesWhatTheStagesAdd(t *testing.T) {
 	f := newFixture(t, "")
 	_, jids := f.batch("jdoe", 1)
@@ -58,6 +59,9 @@ func TestJobJSONCarriesWhatTheStagesAdd(t *testing.T) {
 	wantBody(t, f.get("/jobs/"+jid), `<dd data-field="ark" id="ark">ark:/99999/fk4live</dd>`,
 		`<div data-if="metadata.who"><dt>Who</dt><dd data-field="metadata.who">Doe, J.</dd></div>`,
 		`<div data-if="metadata.where" hidden>`)
+	// Configuration rows without a value (the fixture's jobs name no
+	// response type or submission mode) are left out.
+	wantNot(t, f.get("/jobs/"+jid), "<dt>Response type</dt>", "<dt>Submission mode</dt>", "<dd></dd>", "<dd>—</dd>")
 }
 
 // lookupJSON follows a data-field path ("store.url") through decoded JSON,
