@@ -21,8 +21,12 @@ STATICCHECK := $(BIN)/.tools/staticcheck@$(STATICCHECK_VERSION)
 # the kustomize features deploy/k8s uses (components, replacements).
 KUSTOMIZE_VERSION := v5.8.2
 KUSTOMIZE := $(BIN)/.tools/kustomize@$(KUSTOMIZE_VERSION)
+# The S3-compatible server the object store's tests run against (package
+# shared/s3test starts it on loopback); pinned, from the Go module proxy.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW := $(BIN)/.tools/versitygw@$(VERSITYGW_VERSION)
 
-.PHONY: help deps test race chaos bench demo up proto proto-check lint build config-table
+.PHONY: help deps versitygw test race chaos bench demo up proto proto-check lint build config-table
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
@@ -36,9 +40,12 @@ help:
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
 	@echo "make deps          install ZooKeeper, Java, Chromium (Debian) and kustomize (./bin) for the tests"
+	@echo "make versitygw     install the S3-compatible server the object store's tests use into bin/.tools"
 
 deps: $(KUSTOMIZE)
 	@scripts/install-deps.sh
+
+versitygw: $(VERSITYGW)
 
 # Files tests keep for people to look at (the console's browser test writes
 # its screenshots there); set it to keep them elsewhere.
@@ -50,7 +57,7 @@ export INGESTQ_ARTIFACTS_DIR ?= $(CURDIR)/run/artifacts
 # short run in one binary, longer than go test's default 10 minutes allows
 # on a busy machine.
 TEST_TIMEOUT ?= 30m
-test: deps
+test: deps $(VERSITYGW)
 	@for m in $(MODULES); do \
 		echo "== $${m#$(CURDIR)/} (GOWORK=off build and vet)"; \
 		(cd "$$m" && GOWORK=off go build -o /dev/null ./... && GOWORK=off go vet ./...); \
@@ -68,7 +75,7 @@ test: deps
 # sheer volume (tens of thousands of jobs), which make test runs and which
 # the detector would slow tenfold without exercising more interleavings.
 RACE_MODULES := $(CURDIR)/shared $(addprefix $(CURDIR)/services/,$(SERVICES))
-race: deps
+race: deps $(VERSITYGW)
 	@failed=""; for m in $(RACE_MODULES); do \
 		echo "== $${m#$(CURDIR)/} (test -race)"; \
 		(cd "$$m" && go test -race -short -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...) || failed="$$failed $${m#$(CURDIR)/}"; \
@@ -127,6 +134,13 @@ $(STATICCHECK):
 $(KUSTOMIZE):
 	GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	@mkdir -p $(@D) && touch $@
+
+# Installed under its versioned name, the binary itself: shared/s3test
+# finds it there.
+$(VERSITYGW):
+	@mkdir -p $(@D)
+	GOBIN=$(@D) go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+	mv $(@D)/versitygw $@
 
 $(PROTOC_GEN_GO_GRPC):
 	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)

@@ -1,6 +1,6 @@
 // Command inventory shows how an Inventory service records objects through
 // the recorder's RecordingService: it leases a job in Recording, reads the
-// stored version's manifest, records it (here: prints one line per file),
+// stored version's manifest from the URL the lease gives, records it (here: prints one line per file),
 // and completes the lease, or fails it with the reason. A long recording
 // renews its lease on the way.
 //
@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net/url"
+	"net/http"
 	"os"
 	"os/signal"
 	"time"
@@ -60,7 +60,7 @@ func run(ctx context.Context, addr, token string, once bool, out io.Writer) erro
 		if l.GetLeaseId() == "" {
 			continue // nothing to record yet
 		}
-		if err := handle(ctx, rec, l, out); err != nil {
+		if err := handle(ctx, rec, l, token, out); err != nil {
 			return err
 		}
 		if once {
@@ -71,7 +71,7 @@ func run(ctx context.Context, addr, token string, once bool, out io.Writer) erro
 }
 
 // handle records one leased version and ends its lease.
-func handle(ctx context.Context, rec v1.RecordingServiceClient, l *v1.LeaseResponse, out io.Writer) error {
+func handle(ctx context.Context, rec v1.RecordingServiceClient, l *v1.LeaseResponse, token string, out io.Writer) error {
 	workCtx, done := context.WithCancel(ctx)
 	defer done()
 	go func() {
@@ -89,7 +89,7 @@ func handle(ctx context.Context, rec v1.RecordingServiceClient, l *v1.LeaseRespo
 			}
 		}
 	}()
-	if err := record(l, out); err != nil {
+	if err := record(ctx, l, token, out); err != nil {
 		_, ferr := rec.Fail(ctx, &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: "inventory: " + err.Error()})
 		return ferr
 	}
@@ -97,22 +97,36 @@ func handle(ctx context.Context, rec v1.RecordingServiceClient, l *v1.LeaseRespo
 	return err
 }
 
-// record reads the version manifest and "records" each file. A real
+// record fetches the version manifest from the URL the lease gives (as an
+// inventory on another host does) and "records" each file. A real
 // inventory writes its database here.
-func record(l *v1.LeaseResponse, out io.Writer) error {
-	u, err := url.Parse(l.GetManifestUrl())
-	if err != nil || u.Scheme != "file" {
-		return fmt.Errorf("manifest %s: only file:// manifests are read here", l.GetManifestUrl())
+func record(ctx context.Context, l *v1.LeaseResponse, token string, out io.Writer) error {
+	if l.GetFetchUrl() == "" {
+		return fmt.Errorf("the lease gives no fetch_url for %s (is the recorder serving its store?)", l.GetManifestUrl())
 	}
-	f, err := os.Open(u.Path)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.GetFetchUrl(), nil)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	m, err := checkm.Parse(f, checkm.Limits{})
+	// A presigned URL (it expires) carries its own authorization; the
+	// recorder's endpoint wants the admin token.
+	if l.GetFetchExpires() == nil && token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetching the manifest: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetching the manifest of %s: %s", l.GetManifestUrl(), resp.Status)
+	}
+	m, err := checkm.Parse(resp.Body, checkm.Limits{})
 	if err != nil {
 		return fmt.Errorf("manifest %s: %w", l.GetManifestUrl(), err)
 	}
+	fmt.Fprintf(out, "%s version %d (%s, %s, %q): %d files, %d bytes\n", l.GetArk(), l.GetVersion(), l.GetCollection(), l.GetProfile(),
+		l.GetErc().GetWhat(), l.GetFileCount(), l.GetTotalSize())
 	for _, e := range m.Entries {
 		fmt.Fprintf(out, "%s %s %s %d %s:%s\n", l.GetArk(), l.GetMode(), e.FileName, e.FileSize, e.HashAlgorithm, e.HashValue)
 	}

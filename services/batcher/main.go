@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
+	"github.com/ingestq/ingestq/services/batcher/internal/audit"
 	"github.com/ingestq/ingestq/services/batcher/internal/batches"
 	"github.com/ingestq/ingestq/services/batcher/internal/console"
 	"github.com/ingestq/ingestq/services/batcher/internal/figures"
@@ -28,8 +29,10 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/credentials"
@@ -55,11 +58,15 @@ type settings struct {
 	traceURL         *string
 	consoleListen    string
 	consoleKeyFile   *string
+	store            *s3store.StoreSettings
+	auditInterval    *time.Duration
+	auditSample      *int
 }
 
 func (s *settings) register(r *config.Registry) {
 	s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 		"directory of collection profiles (*.yaml)")
+	s.store = s3store.RegisterStore(r)
 	s.workRoot = config.RegisterWorkRoot(r)
 	s.outboxDir = r.String("outbox-dir", "INGESTQ_OUTBOX_DIR", "",
 		"where mail goes as .eml files when no SMTP server is set (empty: <work root>/outbox)")
@@ -73,6 +80,9 @@ func (s *settings) register(r *config.Registry) {
 		"file holding the SMTP password")
 	s.retention = r.Duration("retention", "INGESTQ_RETENTION", 7*24*time.Hour,
 		"how long a completed batch is kept before it is cleaned up")
+	s.auditInterval = r.Duration("fixity-audit-interval", "INGESTQ_FIXITY_AUDIT_INTERVAL", 0,
+		"how often a sample of stored versions is read back and checked against their manifests (0: never); failures count in ingestq.fixity.failures")
+	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
@@ -145,7 +155,15 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if u := *s.traceURL; u != "" && !strings.Contains(u, "{trace_id}") {
 		return fmt.Errorf("INGESTQ_TRACE_URL %q: it must contain {trace_id}", u)
 	}
-	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL}
+	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
+		Store: fixity.Location{Root: absolute(s.store.Root)}}
+	if s.store.Kind == "s3" {
+		c, err := s3store.Client(ctx, *s.store.S3)
+		if err != nil {
+			return err
+		}
+		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
+	}
 	// The console is the last thing that can fail, so that nothing started
 	// before it is left running when it does.
 	if err := s.serveConsole(env, adminServer); err != nil {
@@ -178,6 +196,16 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		return err
 	}
 	go fig.Run(ctx, figures.Every)
+	var aud *audit.Auditor
+	if *s.auditInterval > 0 {
+		if *s.auditSample < 1 {
+			return fmt.Errorf("INGESTQ_FIXITY_AUDIT_SAMPLE: %d is not a positive number", *s.auditSample)
+		}
+		if aud, err = audit.New(env.Telemetry.MeterProvider.Meter("github.com/ingestq/ingestq/services/batcher"),
+			adminServer.Store, adminServer.Versions, *s.auditSample, log); err != nil {
+			return err
+		}
+	}
 	taking, stopTaking := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() {
@@ -187,6 +215,9 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	jan := &janitor.Janitor{Queue: env.Queue, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	janCtx, stopJanitor := context.WithCancel(ctx)
 	go jan.Run(janCtx)
+	if aud != nil {
+		go aud.Run(janCtx, *s.auditInterval)
+	}
 
 	// On SIGTERM: take no new batch, let those in flight finish until the
 	// drain deadline, then cut them short (their claims go back and the

@@ -21,19 +21,21 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
 )
 
 // settings are the processor's own.
 type settings struct {
-	workRoot, storeRoot, profilesDir *string
-	minter, shoulder                 *string
-	ezidURL, ezidUser                *string
-	ezidPassword, ezidPasswordFile   *string
-	ezidTimeout                      *time.Duration
-	syncLinger                       *time.Duration
-	storing                          *bool
+	workRoot, profilesDir          *string
+	minter, shoulder               *string
+	ezidURL, ezidUser              *string
+	ezidPassword, ezidPasswordFile *string
+	ezidTimeout                    *time.Duration
+	syncLinger                     *time.Duration
+	storing                        *bool
+	store                          *s3store.StoreSettings
 }
 
 func main() {
@@ -43,8 +45,7 @@ func main() {
 		Defaults: config.Defaults{Listen: "127.0.0.1:7405", MetricsListen: "127.0.0.1:9405"},
 		Config: func(r *config.Registry) {
 			s.workRoot = config.RegisterWorkRoot(r)
-			s.storeRoot = r.String("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
-				"the local object store: a folder per ARK, a folder per version")
+			s.store = s3store.RegisterStore(r)
 			s.profilesDir = r.String("profiles-dir", "INGESTQ_PROFILES_DIR", "examples/profiles",
 				"directory of collection profiles (*.yaml)")
 			s.minter = r.String("minter", "INGESTQ_MINTER", "local",
@@ -66,7 +67,7 @@ func main() {
 				"store processed jobs' versions (Storing → Recording); false where another consumer (Merritt's storage service) takes jobs in Storing")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
-			p, err := s.processor(env.Queue)
+			p, err := s.processor(ctx, env.Queue)
 			if err != nil {
 				return err
 			}
@@ -81,7 +82,7 @@ func main() {
 }
 
 // processor builds the stage handler from the settings.
-func (s settings) processor(q *queue.Client) (*process.Processor, error) {
+func (s settings) processor(ctx context.Context, q *queue.Client) (*process.Processor, error) {
 	if err := mint.ValidShoulder(*s.shoulder); err != nil {
 		return nil, fmt.Errorf("INGESTQ_MINT_SHOULDER: %w", err)
 	}
@@ -89,14 +90,12 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("INGESTQ_PROFILES_DIR: %w", err)
 	}
-	if !filepath.IsAbs(*s.storeRoot) {
-		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %q is not an absolute path", *s.storeRoot)
-	}
-	if err := os.MkdirAll(*s.storeRoot, 0o755); err != nil {
-		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
-	}
 	if *s.syncLinger < 0 {
 		return nil, fmt.Errorf("INGESTQ_SYNC_LINGER: %v must not be negative", *s.syncLinger)
+	}
+	storage, err := s.storage(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var minter mint.Minter
 	switch *s.minter {
@@ -124,6 +123,24 @@ func (s settings) processor(q *queue.Client) (*process.Processor, error) {
 	default:
 		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
 	}
-	return &process.Processor{Queue: q, Minter: minter, Storage: store.Local{Root: *s.storeRoot, Durable: &durable.Syncer{Linger: *s.syncLinger}},
-		Profiles: profiles, WorkRoot: *s.workRoot}, nil
+	return &process.Processor{Queue: q, Minter: minter, Storage: storage, Profiles: profiles, WorkRoot: *s.workRoot}, nil
+}
+
+// storage is the object store the settings choose.
+func (s settings) storage(ctx context.Context) (store.Storage, error) {
+	if s.store.Kind == "s3" {
+		c, err := s3store.Client(ctx, *s.store.S3)
+		if err != nil {
+			return nil, err
+		}
+		return store.S3{Client: c, Bucket: s.store.S3.Bucket}, nil
+	}
+	root := s.store.Root
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %q is not an absolute path", root)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("INGESTQ_STORE_ROOT: %w", err)
+	}
+	return store.Local{Root: root, Durable: &durable.Syncer{Linger: *s.syncLinger}}, nil
 }

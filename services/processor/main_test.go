@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/s3test"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/metadata"
@@ -158,5 +162,41 @@ func TestBuiltProcessorWithStoringOffLeavesProcessedJobsInStoring(t *testing.T) 
 	}
 	if got := registered(t, q); !slices.Equal(got, []string{"Processing"}) {
 		t.Errorf("the registry holds processor workers taking %v, want [Processing]", got)
+	}
+}
+
+func TestBuiltProcessorStoresIntoAnS3BucketWithCredentialsFromTheEnvironment(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.CreateBucket(t)
+	bin := servicetest.Build(t, ".")
+	zkRoot := zktest.Root(t)
+	workRoot := t.TempDir()
+	servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+servicetest.ExampleProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
+		"INGESTQ_STORE=s3", "INGESTQ_S3_ENDPOINT="+srv.Endpoint, "INGESTQ_S3_BUCKET="+bucket, "INGESTQ_S3_REGION="+srv.Region,
+		"AWS_ACCESS_KEY_ID="+srv.Access, "AWS_SECRET_ACCESS_KEY="+srv.Secret, "INGESTQ_ADMIN_TOKEN=processor-admin-token")
+	q := queuetest.Connect(t, zkRoot)
+	jid := helloJob(t, q, workRoot)
+	var job *v1.Job
+	queuetest.Eventually(t, "the processor is done with the job", func() bool {
+		var err error
+		job, err = q.GetJob(context.Background(), jid)
+		st := job.GetStatus().GetStatus()
+		return err == nil && st != queue.Processing && st != queue.Storing
+	})
+	if st := job.GetStatus(); st.GetStatus() != queue.Recording {
+		t.Fatalf("job %s %q, want Recording", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	ark := job.GetIdentifiers().GetPrimaryId()
+	if want := "s3://" + bucket + "/" + queue.LockName(ark) + "/v1/manifest.checkm"; job.GetInventory().GetManifestUrl() != want {
+		t.Errorf("inventory %v, want the manifest at %s", job.GetInventory(), want)
+	}
+	out, err := srv.Client(t).GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket),
+		Key: aws.String(queue.LockName(ark) + "/v1/producer/hello.txt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	if data, err := io.ReadAll(out.Body); err != nil || string(data) != "hello" {
+		t.Errorf("stored file: %q, %v", data, err)
 	}
 }

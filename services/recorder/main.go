@@ -9,10 +9,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +26,10 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
 	"github.com/ingestq/ingestq/services/recorder/internal/stageservice"
+	"github.com/ingestq/ingestq/services/recorder/internal/versions"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -34,6 +40,10 @@ func main() {
 		inventoryDB   *string
 		leaseDuration *time.Duration
 		maxWait       *time.Duration
+		storeSettings *s3store.StoreSettings
+		versionsAddr  *string
+		publicURL     *string
+		presignExpiry *time.Duration
 	)
 	service.Main(service.Spec{
 		Name:     "recorder",
@@ -55,6 +65,13 @@ func main() {
 				"a lease's length when the caller gives none")
 			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", time.Minute,
 				"longest a Lease call waits for a job, whatever it asks")
+			storeSettings = s3store.RegisterStore(r)
+			versionsAddr = r.String("versions-listen", "INGESTQ_VERSIONS_LISTEN", "",
+				"HTTP address the recorder serves the local store's versions on, behind the admin token, for inventories on other hosts (empty: not served)")
+			publicURL = r.String("versions-public-url", "INGESTQ_VERSIONS_PUBLIC_URL", "",
+				"base URL other hosts reach INGESTQ_VERSIONS_LISTEN at (empty: http://<INGESTQ_VERSIONS_LISTEN>)")
+			presignExpiry = r.Duration("presign-expiry", "INGESTQ_PRESIGN_EXPIRY", time.Hour,
+				"how long a lease's presigned URL of an S3-stored version works")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
 			if *leaseDuration < v1.MinLeaseDuration || *leaseDuration > v1.MaxLeaseDuration {
@@ -83,7 +100,11 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("registering the recorder: %w", err)
 			}
-			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases})
+			store, err := versionStore(ctx, env, *storeSettings, *versionsAddr, *publicURL, *presignExpiry)
+			if err != nil {
+				return err
+			}
+			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases, Versions: &store, Logger: env.Logger})
 			v1.RegisterStageServiceServer(env.Server, stage.NewService(stageservice.Worker{Leases: leases, Registration: reg}))
 
 			stopped := make(chan struct{})
@@ -95,7 +116,7 @@ func main() {
 				if db, err = inventory.Open(ctx, *inventoryDB); err != nil {
 					return err
 				}
-				rec := &builtin.Recorder{Leases: leases, DB: db, Logger: env.Logger}
+				rec := &builtin.Recorder{Leases: leases, DB: db, Logger: env.Logger, Versions: store}
 				// INGESTQ_CONCURRENCY loops lease at once: each lease costs
 				// round trips to ZooKeeper that overlap, while the
 				// inventory's one connection takes their rows in turn.
@@ -128,4 +149,57 @@ func main() {
 			return nil
 		},
 	})
+}
+
+// versionStore reads the stored versions: the local store's folder, and
+// the S3 store when one is configured; with versionsAddr set it serves the
+// local store over HTTP until the service stops.
+func versionStore(ctx context.Context, env *service.Env, st s3store.StoreSettings, versionsAddr, publicURL string,
+	expiry time.Duration) (versions.Store, error) {
+	if expiry <= 0 || expiry > 7*24*time.Hour {
+		return versions.Store{}, fmt.Errorf("INGESTQ_PRESIGN_EXPIRY: %s is outside 0..168h", expiry)
+	}
+	store := versions.Store{Root: st.Root, PresignExpiry: expiry}
+	if st.Kind == "s3" {
+		c, err := s3store.Client(ctx, *st.S3)
+		if err != nil {
+			return versions.Store{}, err
+		}
+		store.S3 = c
+	}
+	if versionsAddr == "" {
+		return store, nil
+	}
+	if env.Config.AdminToken == "" {
+		return versions.Store{}, fmt.Errorf("INGESTQ_VERSIONS_LISTEN needs INGESTQ_ADMIN_TOKEN: the versions are served to its holders only")
+	}
+	ln, err := net.Listen("tcp", versionsAddr)
+	if err != nil {
+		return versions.Store{}, fmt.Errorf("INGESTQ_VERSIONS_LISTEN: %w", err)
+	}
+	store.PublicURL = publicURL
+	if store.PublicURL == "" {
+		store.PublicURL = "http://" + ln.Addr().String()
+	}
+	mux := http.NewServeMux()
+	mux.Handle(versions.Prefix, store.Handler(env.Config.AdminToken))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			env.Logger.Error("serving versions over HTTP", "error", err)
+		}
+	}()
+	env.Server.OnShutdown(srv.Shutdown)
+	env.Logger.Info("serving the local store's versions", "listen", ln.Addr().String(), "public_url", store.PublicURL)
+	return store, nil
+}
+
+// workerIDPart keeps the characters a worker id may hold.
+func workerIDPart(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
 }

@@ -3272,6 +3272,194 @@ func (x *GetAggregatesResponse) GetAsOf() *timestamppb.Timestamp {
 	return nil
 }
 
+// VerifyObjectRequest names a stored version: the object's ARK and the
+// version's number (1 or more).
+type VerifyObjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ark           string                 `protobuf:"bytes,1,opt,name=ark,proto3" json:"ark,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyObjectRequest) Reset() {
+	*x = VerifyObjectRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyObjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyObjectRequest) ProtoMessage() {}
+
+func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyObjectRequest.ProtoReflect.Descriptor instead.
+func (*VerifyObjectRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *VerifyObjectRequest) GetArk() string {
+	if x != nil {
+		return x.Ark
+	}
+	return ""
+}
+
+func (x *VerifyObjectRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// FixityMismatch is one file of a version that does not match its manifest.
+type FixityMismatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// file is the file's name in the version (producer/…, system/…).
+	File string `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	// problem says what differs: missing, size, or digest, with both values.
+	Problem       string `protobuf:"bytes,2,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FixityMismatch) Reset() {
+	*x = FixityMismatch{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FixityMismatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FixityMismatch) ProtoMessage() {}
+
+func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FixityMismatch.ProtoReflect.Descriptor instead.
+func (*FixityMismatch) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *FixityMismatch) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *FixityMismatch) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
+type VerifyObjectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// manifest_url is the version manifest that was checked against.
+	ManifestUrl string `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"`
+	// files and bytes are what was read.
+	Files      int32             `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes      int64             `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Mismatches []*FixityMismatch `protobuf:"bytes,4,rep,name=mismatches,proto3" json:"mismatches,omitempty"`
+	// ok: every file matched.
+	Ok            bool `protobuf:"varint,5,opt,name=ok,proto3" json:"ok,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyObjectResponse) Reset() {
+	*x = VerifyObjectResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyObjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyObjectResponse) ProtoMessage() {}
+
+func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyObjectResponse.ProtoReflect.Descriptor instead.
+func (*VerifyObjectResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *VerifyObjectResponse) GetManifestUrl() string {
+	if x != nil {
+		return x.ManifestUrl
+	}
+	return ""
+}
+
+func (x *VerifyObjectResponse) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *VerifyObjectResponse) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *VerifyObjectResponse) GetMismatches() []*FixityMismatch {
+	if x != nil {
+		return x.Mismatches
+	}
+	return nil
+}
+
+func (x *VerifyObjectResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
 var File_ingestq_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_admin_service_proto_rawDesc = "" +
@@ -3496,7 +3684,21 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x05hours\x18\x02 \x03(\v2\x16.ingestq.v1.EndedTallyR\x05hours\x12*\n" +
 	"\x04days\x18\x03 \x03(\v2\x16.ingestq.v1.EndedTallyR\x04days\x12\x1b\n" +
 	"\tjobs_read\x18\x04 \x01(\x05R\bjobsRead\x12/\n" +
-	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf*\xad\x01\n" +
+	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"A\n" +
+	"\x13VerifyObjectRequest\x12\x10\n" +
+	"\x03ark\x18\x01 \x01(\tR\x03ark\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\">\n" +
+	"\x0eFixityMismatch\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x18\n" +
+	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xb1\x01\n" +
+	"\x14VerifyObjectResponse\x12!\n" +
+	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x05R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12:\n" +
+	"\n" +
+	"mismatches\x18\x04 \x03(\v2\x1a.ingestq.v1.FixityMismatchR\n" +
+	"mismatches\x12\x0e\n" +
+	"\x02ok\x18\x05 \x01(\bR\x02ok*\xad\x01\n" +
 	"\bBulkVerb\x12\x19\n" +
 	"\x15BULK_VERB_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BULK_VERB_REQUEUE\x10\x01\x12\x12\n" +
@@ -3504,7 +3706,7 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x11BULK_VERB_RELEASE\x10\x03\x12\x12\n" +
 	"\x0eBULK_VERB_FAIL\x10\x04\x12\x14\n" +
 	"\x10BULK_VERB_DELETE\x10\x05\x12\x1a\n" +
-	"\x16BULK_VERB_REPRIORITIZE\x10\x062\x80\x10\n" +
+	"\x16BULK_VERB_REPRIORITIZE\x10\x062\xd9\x10\n" +
 	"\fAdminService\x12Q\n" +
 	"\n" +
 	"PauseQueue\x12\x1d.ingestq.v1.PauseQueueRequest\x1a\x1e.ingestq.v1.PauseQueueResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
@@ -3534,7 +3736,8 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"BulkAction\x12\x1d.ingestq.v1.BulkActionRequest\x1a\x1e.ingestq.v1.BulkActionResponse\"\x04\x88\xb5\x18\x01\x12Z\n" +
 	"\rGetAggregates\x12 .ingestq.v1.GetAggregatesRequest\x1a!.ingestq.v1.GetAggregatesResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
 	"\vListWorkers\x12\x1e.ingestq.v1.ListWorkersRequest\x1a\x1f.ingestq.v1.ListWorkersResponse\"\x04\x88\xb5\x18\x01\x12?\n" +
-	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
+	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
+	"\fVerifyObject\x12\x1f.ingestq.v1.VerifyObjectRequest\x1a .ingestq.v1.VerifyObjectResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
 
 var (
 	file_ingestq_v1_admin_service_proto_rawDescOnce sync.Once
@@ -3549,7 +3752,7 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(BulkVerb)(0),                     // 0: ingestq.v1.BulkVerb
 	(*PauseQueueRequest)(nil),         // 1: ingestq.v1.PauseQueueRequest
@@ -3607,106 +3810,112 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*CollectionTally)(nil),           // 53: ingestq.v1.CollectionTally
 	(*EndedTally)(nil),                // 54: ingestq.v1.EndedTally
 	(*GetAggregatesResponse)(nil),     // 55: ingestq.v1.GetAggregatesResponse
-	nil,                               // 56: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	(*WorkerInfo)(nil),                // 57: ingestq.v1.WorkerInfo
-	(*Batch)(nil),                     // 58: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),       // 59: google.protobuf.Duration
-	(BatchState)(0),                   // 60: ingestq.v1.BatchState
-	(*Job)(nil),                       // 61: ingestq.v1.Job
-	(JobState)(0),                     // 62: ingestq.v1.JobState
-	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
+	(*VerifyObjectRequest)(nil),       // 56: ingestq.v1.VerifyObjectRequest
+	(*FixityMismatch)(nil),            // 57: ingestq.v1.FixityMismatch
+	(*VerifyObjectResponse)(nil),      // 58: ingestq.v1.VerifyObjectResponse
+	nil,                               // 59: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	(*WorkerInfo)(nil),                // 60: ingestq.v1.WorkerInfo
+	(*Batch)(nil),                     // 61: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),       // 62: google.protobuf.Duration
+	(BatchState)(0),                   // 63: ingestq.v1.BatchState
+	(*Job)(nil),                       // 64: ingestq.v1.Job
+	(JobState)(0),                     // 65: ingestq.v1.JobState
+	(*timestamppb.Timestamp)(nil),     // 66: google.protobuf.Timestamp
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	56, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	57, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	58, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	58, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	59, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	58, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	60, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	58, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	61, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	62, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	61, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	61, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	61, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	61, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	62, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	61, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	61, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	57, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	59, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	60, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	61, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	61, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	62, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	61, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	63, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	61, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	64, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	65, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	64, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	64, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	64, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	64, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	65, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	64, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	64, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	60, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
 	42, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	62, // 19: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	62, // 20: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	63, // 21: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	63, // 22: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	65, // 19: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	65, // 20: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	66, // 21: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	66, // 22: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
 	44, // 23: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	61, // 24: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	64, // 24: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
 	0,  // 25: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
 	44, // 26: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	62, // 27: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	65, // 27: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
 	48, // 28: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
 	51, // 29: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
 	51, // 30: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
 	52, // 31: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
-	63, // 32: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	66, // 32: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
 	53, // 33: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
 	54, // 34: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
 	54, // 35: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
-	63, // 36: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
-	1,  // 37: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	3,  // 38: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	5,  // 39: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	7,  // 40: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	9,  // 41: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	11, // 42: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	13, // 43: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	15, // 44: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	17, // 45: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	19, // 46: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	21, // 47: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	23, // 48: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	25, // 49: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	27, // 50: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	29, // 51: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	31, // 52: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	33, // 53: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	35, // 54: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	37, // 55: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	45, // 56: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	47, // 57: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	50, // 58: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
-	39, // 59: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	41, // 60: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	2,  // 61: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	4,  // 62: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	6,  // 63: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	8,  // 64: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	10, // 65: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	12, // 66: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	14, // 67: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	16, // 68: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	18, // 69: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	20, // 70: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	22, // 71: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	24, // 72: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	26, // 73: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	28, // 74: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	30, // 75: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	32, // 76: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	34, // 77: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	36, // 78: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	38, // 79: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	46, // 80: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	49, // 81: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	55, // 82: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
-	40, // 83: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	43, // 84: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	61, // [61:85] is the sub-list for method output_type
-	37, // [37:61] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	66, // 36: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	57, // 37: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	1,  // 38: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	3,  // 39: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	5,  // 40: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	7,  // 41: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	9,  // 42: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	11, // 43: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	13, // 44: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	15, // 45: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	17, // 46: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	19, // 47: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	21, // 48: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	23, // 49: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	25, // 50: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	27, // 51: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	29, // 52: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	31, // 53: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	33, // 54: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	35, // 55: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	37, // 56: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	45, // 57: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	47, // 58: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	50, // 59: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	39, // 60: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	41, // 61: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	56, // 62: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	2,  // 63: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	4,  // 64: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	6,  // 65: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	8,  // 66: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	10, // 67: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	12, // 68: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	14, // 69: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	16, // 70: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	18, // 71: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	20, // 72: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	22, // 73: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	24, // 74: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	26, // 75: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	28, // 76: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	30, // 77: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	32, // 78: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	34, // 79: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	36, // 80: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	38, // 81: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	46, // 82: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	49, // 83: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	55, // 84: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	40, // 85: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	43, // 86: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	58, // 87: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	63, // [63:88] is the sub-list for method output_type
+	38, // [38:63] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -3728,7 +3937,7 @@ func file_ingestq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

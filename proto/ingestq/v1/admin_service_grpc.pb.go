@@ -43,6 +43,7 @@ const (
 	AdminService_GetAggregates_FullMethodName     = "/ingestq.v1.AdminService/GetAggregates"
 	AdminService_ListWorkers_FullMethodName       = "/ingestq.v1.AdminService/ListWorkers"
 	AdminService_Fsck_FullMethodName              = "/ingestq.v1.AdminService/Fsck"
+	AdminService_VerifyObject_FullMethodName      = "/ingestq.v1.AdminService/VerifyObject"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -139,6 +140,10 @@ type AdminServiceClient interface {
 	// Fsck checks the whole tree against the ZooKeeper contract and, with
 	// repair, mends what it finds.
 	Fsck(ctx context.Context, in *FsckRequest, opts ...grpc.CallOption) (*FsckResponse, error)
+	// VerifyObject re-reads a stored version from the object store and checks
+	// every file against its manifest's size and digest, reporting each
+	// mismatch (fixity).
+	VerifyObject(ctx context.Context, in *VerifyObjectRequest, opts ...grpc.CallOption) (*VerifyObjectResponse, error)
 }
 
 type adminServiceClient struct {
@@ -389,6 +394,16 @@ func (c *adminServiceClient) Fsck(ctx context.Context, in *FsckRequest, opts ...
 	return out, nil
 }
 
+func (c *adminServiceClient) VerifyObject(ctx context.Context, in *VerifyObjectRequest, opts ...grpc.CallOption) (*VerifyObjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyObjectResponse)
+	err := c.cc.Invoke(ctx, AdminService_VerifyObject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -483,6 +498,10 @@ type AdminServiceServer interface {
 	// Fsck checks the whole tree against the ZooKeeper contract and, with
 	// repair, mends what it finds.
 	Fsck(context.Context, *FsckRequest) (*FsckResponse, error)
+	// VerifyObject re-reads a stored version from the object store and checks
+	// every file against its manifest's size and digest, reporting each
+	// mismatch (fixity).
+	VerifyObject(context.Context, *VerifyObjectRequest) (*VerifyObjectResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -564,6 +583,9 @@ func (UnimplementedAdminServiceServer) ListWorkers(context.Context, *ListWorkers
 }
 func (UnimplementedAdminServiceServer) Fsck(context.Context, *FsckRequest) (*FsckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fsck not implemented")
+}
+func (UnimplementedAdminServiceServer) VerifyObject(context.Context, *VerifyObjectRequest) (*VerifyObjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyObject not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1018,6 +1040,24 @@ func _AdminService_Fsck_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_VerifyObject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyObjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).VerifyObject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_VerifyObject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).VerifyObject(ctx, req.(*VerifyObjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1120,6 +1160,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Fsck",
 			Handler:    _AdminService_Fsck_Handler,
+		},
+		{
+			MethodName: "VerifyObject",
+			Handler:    _AdminService_VerifyObject_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

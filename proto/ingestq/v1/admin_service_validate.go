@@ -181,3 +181,17 @@ func validPaging(size, max int32, token string) error {
 	}
 	return optionalText("page_token", token, MaxPageTokenBytes)
 }
+
+// Validate checks that a version is named.
+func (r *VerifyObjectRequest) Validate() error {
+	if r.GetArk() == "" {
+		return errors.New("ark: required")
+	}
+	if len(r.GetArk()) > 512 {
+		return errors.New("ark: longer than 512 bytes")
+	}
+	if r.GetVersion() < 1 {
+		return fmt.Errorf("version: %d is not a version number (1 or more)", r.GetVersion())
+	}
+	return nil
+}

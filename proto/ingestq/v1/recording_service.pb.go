@@ -96,7 +96,28 @@ type LeaseResponse struct {
 	// traceparent is the W3C trace context of the lease's span in the job's
 	// trace: a caller that sends it (gRPC metadata "traceparent") with Renew,
 	// Complete and Fail puts its own spans in the job's trace.
-	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Traceparent string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// fetch_url is the version manifest at a URL another host can fetch: a
+	// presigned HTTPS (or HTTP) URL of the object store, good until
+	// fetch_expires, or, for the local store, the recorder's own HTTP
+	// endpoint, which wants the admin token (Authorization: Bearer) and
+	// serves the manifest with every file's URL on the same endpoint. Empty
+	// when the recorder cannot reach the store the manifest is in.
+	FetchUrl string `protobuf:"bytes,20,opt,name=fetch_url,json=fetchUrl,proto3" json:"fetch_url,omitempty"`
+	// fetch_expires is when a presigned fetch_url stops working (unset:
+	// it does not expire).
+	FetchExpires *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=fetch_expires,json=fetchExpires,proto3" json:"fetch_expires,omitempty"`
+	// version is the stored version's number (0: the job does not say).
+	Version int32 `protobuf:"varint,22,opt,name=version,proto3" json:"version,omitempty"`
+	// collection is the collection's mnemonic; profile the profile's name.
+	Collection string `protobuf:"bytes,23,opt,name=collection,proto3" json:"collection,omitempty"`
+	Profile    string `protobuf:"bytes,24,opt,name=profile,proto3" json:"profile,omitempty"`
+	// erc is the object's ERC metadata (who, what, when, where).
+	Erc *Metadata `protobuf:"bytes,25,opt,name=erc,proto3" json:"erc,omitempty"`
+	// total_size is the version's bytes, file_count its files (producer and
+	// system), as its manifest lists them.
+	TotalSize     int64 `protobuf:"varint,26,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
+	FileCount     int32 `protobuf:"varint,27,opt,name=file_count,json=fileCount,proto3" json:"file_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +213,62 @@ func (x *LeaseResponse) GetTraceparent() string {
 		return x.Traceparent
 	}
 	return ""
+}
+
+func (x *LeaseResponse) GetFetchUrl() string {
+	if x != nil {
+		return x.FetchUrl
+	}
+	return ""
+}
+
+func (x *LeaseResponse) GetFetchExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FetchExpires
+	}
+	return nil
+}
+
+func (x *LeaseResponse) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *LeaseResponse) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *LeaseResponse) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *LeaseResponse) GetErc() *Metadata {
+	if x != nil {
+		return x.Erc
+	}
+	return nil
+}
+
+func (x *LeaseResponse) GetTotalSize() int64 {
+	if x != nil {
+		return x.TotalSize
+	}
+	return 0
+}
+
+func (x *LeaseResponse) GetFileCount() int32 {
+	if x != nil {
+		return x.FileCount
+	}
+	return 0
 }
 
 type RenewRequest struct {
@@ -465,10 +542,10 @@ var File_ingestq_v1_recording_service_proto protoreflect.FileDescriptor
 const file_ingestq_v1_recording_service_proto_rawDesc = "" +
 	"\n" +
 	"\"ingestq/v1/recording_service.proto\x12\n" +
-	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ingestq/v1/options.proto\"\x7f\n" +
+	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ingestq/v1/options.proto\x1a\x16ingestq/v1/queue.proto\"\x7f\n" +
 	"\fLeaseRequest\x12-\n" +
 	"\x04wait\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12@\n" +
-	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\"\x9a\x02\n" +
+	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\"\xb2\x04\n" +
 	"\rLeaseResponse\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x124\n" +
 	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12\x15\n" +
@@ -478,7 +555,19 @@ const file_ingestq_v1_recording_service_proto_rawDesc = "" +
 	"\fmanifest_url\x18\x06 \x01(\tR\vmanifestUrl\x12\x12\n" +
 	"\x04mode\x18\a \x01(\tR\x04mode\x12\x1b\n" +
 	"\tlocal_ids\x18\b \x03(\tR\blocalIds\x12 \n" +
-	"\vtraceparent\x18\t \x01(\tR\vtraceparent\"k\n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparent\x12\x1b\n" +
+	"\tfetch_url\x18\x14 \x01(\tR\bfetchUrl\x12?\n" +
+	"\rfetch_expires\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\ffetchExpires\x12\x18\n" +
+	"\aversion\x18\x16 \x01(\x05R\aversion\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x17 \x01(\tR\n" +
+	"collection\x12\x18\n" +
+	"\aprofile\x18\x18 \x01(\tR\aprofile\x12&\n" +
+	"\x03erc\x18\x19 \x01(\v2\x14.ingestq.v1.MetadataR\x03erc\x12\x1d\n" +
+	"\n" +
+	"total_size\x18\x1a \x01(\x03R\ttotalSize\x12\x1d\n" +
+	"\n" +
+	"file_count\x18\x1b \x01(\x05R\tfileCount\"k\n" +
 	"\fRenewRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12@\n" +
 	"\x0elease_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rleaseDuration\"E\n" +
@@ -521,26 +610,29 @@ var file_ingestq_v1_recording_service_proto_goTypes = []any{
 	(*FailResponse)(nil),          // 7: ingestq.v1.FailResponse
 	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*Metadata)(nil),              // 10: ingestq.v1.Metadata
 }
 var file_ingestq_v1_recording_service_proto_depIdxs = []int32{
-	8, // 0: ingestq.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
-	8, // 1: ingestq.v1.LeaseRequest.lease_duration:type_name -> google.protobuf.Duration
-	9, // 2: ingestq.v1.LeaseResponse.expires:type_name -> google.protobuf.Timestamp
-	8, // 3: ingestq.v1.RenewRequest.lease_duration:type_name -> google.protobuf.Duration
-	9, // 4: ingestq.v1.RenewResponse.expires:type_name -> google.protobuf.Timestamp
-	0, // 5: ingestq.v1.RecordingService.Lease:input_type -> ingestq.v1.LeaseRequest
-	2, // 6: ingestq.v1.RecordingService.Renew:input_type -> ingestq.v1.RenewRequest
-	4, // 7: ingestq.v1.RecordingService.Complete:input_type -> ingestq.v1.CompleteRequest
-	6, // 8: ingestq.v1.RecordingService.Fail:input_type -> ingestq.v1.FailRequest
-	1, // 9: ingestq.v1.RecordingService.Lease:output_type -> ingestq.v1.LeaseResponse
-	3, // 10: ingestq.v1.RecordingService.Renew:output_type -> ingestq.v1.RenewResponse
-	5, // 11: ingestq.v1.RecordingService.Complete:output_type -> ingestq.v1.CompleteResponse
-	7, // 12: ingestq.v1.RecordingService.Fail:output_type -> ingestq.v1.FailResponse
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8,  // 0: ingestq.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
+	8,  // 1: ingestq.v1.LeaseRequest.lease_duration:type_name -> google.protobuf.Duration
+	9,  // 2: ingestq.v1.LeaseResponse.expires:type_name -> google.protobuf.Timestamp
+	9,  // 3: ingestq.v1.LeaseResponse.fetch_expires:type_name -> google.protobuf.Timestamp
+	10, // 4: ingestq.v1.LeaseResponse.erc:type_name -> ingestq.v1.Metadata
+	8,  // 5: ingestq.v1.RenewRequest.lease_duration:type_name -> google.protobuf.Duration
+	9,  // 6: ingestq.v1.RenewResponse.expires:type_name -> google.protobuf.Timestamp
+	0,  // 7: ingestq.v1.RecordingService.Lease:input_type -> ingestq.v1.LeaseRequest
+	2,  // 8: ingestq.v1.RecordingService.Renew:input_type -> ingestq.v1.RenewRequest
+	4,  // 9: ingestq.v1.RecordingService.Complete:input_type -> ingestq.v1.CompleteRequest
+	6,  // 10: ingestq.v1.RecordingService.Fail:input_type -> ingestq.v1.FailRequest
+	1,  // 11: ingestq.v1.RecordingService.Lease:output_type -> ingestq.v1.LeaseResponse
+	3,  // 12: ingestq.v1.RecordingService.Renew:output_type -> ingestq.v1.RenewResponse
+	5,  // 13: ingestq.v1.RecordingService.Complete:output_type -> ingestq.v1.CompleteResponse
+	7,  // 14: ingestq.v1.RecordingService.Fail:output_type -> ingestq.v1.FailResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_recording_service_proto_init() }
@@ -549,6 +641,7 @@ func file_ingestq_v1_recording_service_proto_init() {
 		return
 	}
 	file_ingestq_v1_options_proto_init()
+	file_ingestq_v1_queue_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

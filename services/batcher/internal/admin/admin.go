@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
+	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/rpcerr"
@@ -36,6 +37,10 @@ type Server struct {
 	// TraceURL links a trace id to a tracing backend: "{trace_id}" in it
 	// is replaced (INGESTQ_TRACE_URL; empty: no links).
 	TraceURL string
+	// Store is where the processor stores versions, and Versions reads
+	// them, for VerifyObject (an empty Store: nothing to verify).
+	Store    fixity.Location
+	Versions fixity.Reader
 }
 
 var _ v1.AdminServiceServer = (*Server)(nil)
@@ -404,6 +409,33 @@ func (s *Server) Fsck(ctx context.Context, req *v1.FsckRequest) (*v1.FsckRespons
 	resp := &v1.FsckResponse{JobsChecked: int32(rep.JobsChecked), BatchesChecked: int32(rep.BatchesChecked), Clean: rep.Clean()}
 	for _, d := range rep.Damages {
 		resp.Damages = append(resp.Damages, &v1.FsckDamage{Kind: d.Kind, Item: d.Item, Detail: d.Detail, Repaired: d.Repaired, Error: d.Error})
+	}
+	return resp, nil
+}
+
+// VerifyObject re-reads a stored version and checks each file against its
+// manifest.
+func (s *Server) VerifyObject(ctx context.Context, req *v1.VerifyObjectRequest) (*v1.VerifyObjectResponse, error) {
+	if s.Store.Root == "" && s.Store.Bucket == "" {
+		return nil, status.Error(codes.FailedPrecondition, "no object store is configured here (INGESTQ_STORE, INGESTQ_STORE_ROOT, INGESTQ_S3_*)")
+	}
+	manifestURL, err := s.Store.ManifestURL(req.GetArk(), int(req.GetVersion()))
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	rep, err := s.Versions.Verify(ctx, manifestURL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.NotFound, "version %d of %s: %v", req.GetVersion(), req.GetArk(), err)
+	}
+	resp := &v1.VerifyObjectResponse{ManifestUrl: manifestURL, Files: int32(rep.Files), Bytes: rep.Bytes, Ok: len(rep.Mismatches) == 0}
+	for _, m := range rep.Mismatches {
+		resp.Mismatches = append(resp.Mismatches, &v1.FixityMismatch{File: m.File, Problem: m.Problem})
+	}
+	if !resp.Ok {
+		s.Logger.WarnContext(ctx, "fixity check failed", "ark", req.GetArk(), "version", req.GetVersion(), "mismatches", len(rep.Mismatches))
 	}
 	return resp, nil
 }

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -58,9 +62,11 @@ type fixture struct {
 	q      *queue.Client
 	zkRoot string
 	root   workdir.Root
-	conn   *grpc.ClientConn
-	admin  v1.AdminServiceClient
-	ctx    context.Context // carries the token
+	// storeRoot is the local object store VerifyObject reads.
+	storeRoot string
+	conn      *grpc.ClientConn
+	admin     v1.AdminServiceClient
+	ctx       context.Context // carries the token
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -92,8 +98,9 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.storeRoot = t.TempDir()
 	v1.RegisterAdminServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log,
-		TraceURL: "https://tracing.example/trace/{trace_id}"})
+		TraceURL: "https://tracing.example/trace/{trace_id}", Store: fixity.Location{Root: f.storeRoot}})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +222,8 @@ func TestEveryAdminMethodNeedsTheAdminToken(t *testing.T) {
 	f := newFixture(t)
 	sd := v1.File_ingestq_v1_admin_service_proto.Services().ByName("AdminService")
 	methods := sd.Methods()
-	if methods.Len() != 24 {
-		t.Errorf("AdminService has %d methods, this test expects 24", methods.Len())
+	if methods.Len() != 25 {
+		t.Errorf("AdminService has %d methods, this test expects 25", methods.Len())
 	}
 	for i := range methods.Len() {
 		m := methods.Get(i)
@@ -805,4 +812,59 @@ func TestCleanupBatchesRemovesCompletedBatchesNowAndRefusesUnclearRequests(t *te
 	if _, err := f.q.GetBatch(context.Background(), open); err != nil {
 		t.Errorf("the open batch: %v", err)
 	}
+}
+
+func TestVerifyObjectReadsAStoredVersionBackAndReportsEachMismatch(t *testing.T) {
+	f := newFixture(t)
+	vdir := filepath.Join(f.storeRoot, "ark_99999_fk4v", "v1")
+	files := map[string]string{"producer/a.txt": "alpha", "producer/b.txt": "bravo", "producer/c.txt": "charlie", "system/mrt-erc.txt": "erc:\n"}
+	var entries []checkm.Entry
+	for _, name := range []string{"producer/a.txt", "producer/b.txt", "producer/c.txt", "system/mrt-erc.txt"} {
+		p := filepath.Join(vdir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(files[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(files[name]))
+		entries = append(entries, checkm.Entry{FileURL: "file://" + p, HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:]),
+			FileSize: int64(len(files[name])), FileName: name})
+	}
+	mf, err := os.Create(filepath.Join(vdir, "manifest.checkm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkm.Write(mf, checkm.ProfileObject, []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"}, entries); err != nil {
+		t.Fatal(err)
+	}
+	mf.Close()
+
+	resp, err := f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v", Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.GetOk() || resp.GetFiles() != 4 || resp.GetBytes() != 22 || len(resp.GetMismatches()) != 0 {
+		t.Fatalf("intact version: %v", resp)
+	}
+	// Bit rot (same size, other bytes), a truncation, a loss.
+	os.WriteFile(filepath.Join(vdir, "producer", "a.txt"), []byte("ALPHA"), 0o644)
+	os.WriteFile(filepath.Join(vdir, "producer", "b.txt"), []byte("bra"), 0o644)
+	os.Remove(filepath.Join(vdir, "producer", "c.txt"))
+	resp, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v", Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range resp.GetMismatches() {
+		got[m.GetFile()] = m.GetProblem()
+	}
+	if resp.GetOk() || len(got) != 3 || !strings.HasPrefix(got["producer/a.txt"], "digest: sha256 of the stored file is") ||
+		got["producer/b.txt"] != "size: 3 bytes stored, the manifest says 5" || !strings.HasPrefix(got["producer/c.txt"], "unreadable: ") {
+		t.Errorf("damaged version: %v", resp)
+	}
+	_, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v", Version: 2})
+	wantStatus(t, err, codes.NotFound, "version 2 of ark:/99999/fk4v")
+	_, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v"})
+	wantStatus(t, err, codes.InvalidArgument, "version")
 }

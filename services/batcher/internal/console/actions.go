@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -246,6 +247,24 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, warning, butto
 	v := c.newView(r, "Confirm", "")
 	v.Data = cv
 	c.render(w, r, http.StatusOK, "confirm", v)
+}
+
+// verify checks the fixity of a stored version (AdminService.VerifyObject).
+func (c *Console) verify(w http.ResponseWriter, r *http.Request) {
+	ark := strings.TrimSpace(r.PostForm.Get("ark"))
+	// A number that does not parse is 0, which VerifyObject refuses with
+	// its reason.
+	version, _ := strconv.ParseInt(strings.TrimSpace(r.PostForm.Get("version")), 10, 32)
+	resp, err := call(r.Context(), &v1.VerifyObjectRequest{Ark: ark, Version: int32(version)}, c.admin.VerifyObject)
+	if err != nil {
+		c.finish(w, r, "verify", ark, err, "/fsck", flash{})
+		return
+	}
+	c.log.InfoContext(r.Context(), "console action", "action", "verify", "item", ark, "version", version, "remote", r.RemoteAddr,
+		"mismatches", len(resp.GetMismatches()))
+	v := c.newView(r, "Fsck", "fsck")
+	v.Data = fsckView{Verified: resp, ARK: ark, Version: int(version)}
+	c.render(w, r, http.StatusOK, "fsck", v)
 }
 
 func (c *Console) fsck(w http.ResponseWriter, r *http.Request) {

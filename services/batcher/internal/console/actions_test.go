@@ -1,15 +1,20 @@
 package console
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -529,4 +534,42 @@ func TestCleanupOfCompletedBatchesFromTheQueuePage(t *testing.T) {
 	if got := f.batchState(open); got != "Processing" {
 		t.Errorf("the open batch is %s", got)
 	}
+}
+
+func TestVerifyChecksAStoredVersionAndListsEachMismatch(t *testing.T) {
+	f := newFixture(t, testToken)
+	f.signIn()
+	storeRoot := t.TempDir()
+	f.admin.Store = fixity.Location{Root: storeRoot}
+	vdir := filepath.Join(storeRoot, "ark_99999_fk4c", "v1")
+	p := filepath.Join(vdir, "producer", "a.txt")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("alpha"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("alpha"))
+	mf, err := os.Create(filepath.Join(vdir, "manifest.checkm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkm.Write(mf, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "file://" + p, HashAlgorithm: "sha256",
+		HashValue: hex.EncodeToString(sum[:]), FileSize: 5, FileName: "producer/a.txt"}})
+	mf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBody(t, f.act("/fsck", nil), "<h2>Fixity</h2>", `action="/verify"`)
+	a := f.act("/verify", url.Values{"ark": {"ark:/99999/fk4c"}, "version": {"1"}})
+	if a.code != http.StatusOK {
+		t.Fatalf("%d\n%s", a.code, a.body)
+	}
+	wantBody(t, a, "Version 1 of ark:/99999/fk4c", "1 file(s), 5 bytes read", "<strong>every file matches</strong>")
+	if err := os.WriteFile(p, []byte("ALPHA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a = f.act("/verify", url.Values{"ark": {"ark:/99999/fk4c"}, "version": {"1"}})
+	wantBody(t, a, "<strong>1 mismatch(es)</strong>", "<td>producer/a.txt</td>", "digest: sha256 of the stored file is",
+		`<div class="scroll"><table class="list mismatches">`)
 }

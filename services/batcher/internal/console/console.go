@@ -170,6 +170,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /fsck", c.action(c.fsck))
 	mux.HandleFunc("POST /bulk", c.action(c.bulk))
 	mux.HandleFunc("POST /workers/{id}/{action}", c.action(c.workerAction))
+	mux.HandleFunc("POST /verify", c.action(c.verify))
 	return c.secure(mux)
 }
 

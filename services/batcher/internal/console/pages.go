@@ -692,6 +692,10 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 type fsckView struct {
 	Result *v1.FsckResponse
 	Repair bool
+	// Verified is a fixity check's answer, of version Version of ARK.
+	Verified *v1.VerifyObjectResponse
+	ARK      string
+	Version  int
 }
 
 func (c *Console) fsckPage(w http.ResponseWriter, r *http.Request) {

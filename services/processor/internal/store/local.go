@@ -246,28 +246,14 @@ func localPath(raw string) (string, error) {
 // hard link to it when both lie on one file system, a copy otherwise. What
 // is stored is checked against the manifest's size and digest.
 func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
-	src, err := localPath(e.FileURL)
+	in, _, err := openSource(e)
 	if err != nil {
-		return fmt.Errorf("%s: %w", e.FileName, err)
-	}
-	// A symbolic link is refused, not followed: it could lead out of the
-	// working folder (and a hard link to it would link the link).
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return fmt.Errorf("%s is a symbolic link (%s)", e.FileName, src)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", e.FileName, err)
+		return err
 	}
 	defer in.Close()
-	if fi, err := in.Stat(); err != nil {
-		return fmt.Errorf("%s: %w", e.FileName, err)
-	} else if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: %s is not a regular file (%s)", e.FileName, src, fi.Mode().Type())
-	}
 	var n int64
 	var sums map[string]string
-	err = os.Link(src, dst)
+	err = os.Link(in.Name(), dst)
 	if err == nil {
 		// Read-only, so that nothing writing to the working copy (one
 		// inode with the stored file) can change the stored version; a

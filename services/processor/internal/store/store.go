@@ -1,6 +1,6 @@
 // Package store keeps object versions: the Storage interface the processor
-// hands a version to, and Local, a versioned object store on a local file
-// system.
+// hands a version to; Local, a versioned object store on a local file
+// system; and S3, the same in a bucket of an S3-compatible object store.
 package store
 
 import (

@@ -8,14 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
-	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/services/recorder/internal/versions"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
@@ -27,6 +24,9 @@ type Recorder struct {
 	// while a version is being recorded (default 1 min).
 	LeaseDuration time.Duration
 	Logger        *slog.Logger
+	// Versions reads the version manifests (file:// and, when it has an
+	// S3 client, s3://).
+	Versions versions.Store
 }
 
 // Run leases and records jobs until ctx ends.
@@ -109,10 +109,11 @@ func (r *Recorder) renew(ctx context.Context, id string) {
 }
 
 func (r *Recorder) record(ctx context.Context, l *lease.Lease) (int, error) {
-	entries, err := readManifest(l.ManifestURL)
+	m, err := r.Versions.Manifest(ctx, l.ManifestURL)
 	if err != nil {
 		return 0, err
 	}
+	entries := m.Entries
 	// A job a peer processed does not say its version: the inventory gives
 	// it the number after the object's last.
 	v := inventory.Version{ARK: l.ARK, Number: l.Version, ManifestURL: l.ManifestURL, Mode: l.Mode,
@@ -121,25 +122,4 @@ func (r *Recorder) record(ctx context.Context, l *lease.Lease) (int, error) {
 		v.Files = append(v.Files, inventory.File{Name: e.FileName, Size: e.FileSize, DigestAlg: e.HashAlgorithm, Digest: e.HashValue})
 	}
 	return r.DB.Record(ctx, v)
-}
-
-// readManifest reads a version manifest the local object store wrote.
-func readManifest(raw string) ([]checkm.Entry, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("manifest URL %q: %w", raw, err)
-	}
-	if u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
-		return nil, fmt.Errorf("manifest URL %s: the built-in recorder reads file:// manifests only", raw)
-	}
-	f, err := os.Open(filepath.FromSlash(u.Path))
-	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", raw, err)
-	}
-	defer f.Close()
-	m, err := checkm.Parse(f, checkm.Limits{})
-	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", raw, err)
-	}
-	return m.Entries, nil
 }

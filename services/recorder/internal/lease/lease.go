@@ -55,6 +55,10 @@ type Lease struct {
 	// Traceparent is the lease's span in the job's trace, for the caller
 	// to continue (see LeaseResponse).
 	Traceparent string
+	// What the job says of the object, for an inventory to record.
+	Collection string
+	Profile    string
+	ERC        *v1.Metadata
 }
 
 // Options tune a Manager.
@@ -143,7 +147,7 @@ func New(q *queue.Client, opts Options) *Manager {
 		stop: stop,
 		q:    q,
 		consumer: q.NewConsumer(queue.Recording, queue.ConsumerOptions{
-			Parts: queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid}),
+			Parts: queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid | queue.PartMetadata}),
 		opts:     opts,
 		log:      opts.Logger,
 		leases:   map[string]*held{},
@@ -256,7 +260,8 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 	h := &held{
 		Lease: Lease{ID: id, Expires: time.Now().Add(d), JobID: claim.ID(), BatchID: job.GetBid(), ARK: ark,
 			ManifestURL: manifest, Version: int(job.GetInventory().GetVersion()), Mode: job.GetInventory().GetMode(),
-			LocalIDs: job.GetIdentifiers().GetLocalId()},
+			LocalIDs: job.GetIdentifiers().GetLocalId(), Collection: job.GetConfiguration().GetCollection(),
+			Profile: job.GetConfiguration().GetProfileName(), ERC: job.GetMetadata()},
 		claim: claim,
 		lock:  lock,
 		since: time.Now(),

@@ -6,10 +6,12 @@ package recording
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
+	"github.com/ingestq/ingestq/services/recorder/internal/versions"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"google.golang.org/grpc/codes"
@@ -21,6 +23,10 @@ import (
 type Server struct {
 	v1.UnimplementedRecordingServiceServer
 	Leases *lease.Manager
+	// Versions describes each leased version (its size, file count and a
+	// URL another host fetches it at); nil leaves those fields empty.
+	Versions *versions.Store
+	Logger   *slog.Logger
 }
 
 // Lease waits for a job and leases it; no job within the wait is an empty
@@ -41,8 +47,30 @@ func (s Server) Lease(ctx context.Context, req *v1.LeaseRequest) (*v1.LeaseRespo
 	if l == nil {
 		return &v1.LeaseResponse{}, nil
 	}
-	return &v1.LeaseResponse{LeaseId: l.ID, Expires: timestamppb.New(l.Expires), JobId: l.JobID, BatchId: l.BatchID,
-		Ark: l.ARK, ManifestUrl: l.ManifestURL, Mode: l.Mode, LocalIds: l.LocalIDs, Traceparent: l.Traceparent}, nil
+	resp := &v1.LeaseResponse{LeaseId: l.ID, Expires: timestamppb.New(l.Expires), JobId: l.JobID, BatchId: l.BatchID,
+		Ark: l.ARK, ManifestUrl: l.ManifestURL, Mode: l.Mode, LocalIds: l.LocalIDs,
+		Version: int32(l.Version), Collection: l.Collection, Profile: l.Profile, Erc: l.ERC, Traceparent: l.Traceparent}
+	if s.Versions != nil {
+		// The lease stands without them: the inventory still has the
+		// manifest URL, and may Fail the lease if it cannot use it.
+		info, err := s.Versions.Describe(ctx, l.ManifestURL)
+		if err != nil {
+			s.logger().WarnContext(ctx, "describing the leased version", "lease", l.ID, "manifest_url", l.ManifestURL, "error", err)
+		} else {
+			resp.FetchUrl, resp.TotalSize, resp.FileCount = info.FetchURL, info.TotalSize, int32(info.FileCount)
+			if !info.FetchExpires.IsZero() {
+				resp.FetchExpires = timestamppb.New(info.FetchExpires)
+			}
+		}
+	}
+	return resp, nil
+}
+
+func (s Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
 }
 
 // Renew extends a live lease.

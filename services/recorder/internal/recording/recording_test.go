@@ -1,7 +1,10 @@
 package recording
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +12,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
+	"github.com/ingestq/ingestq/services/recorder/internal/versions"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
@@ -16,7 +21,8 @@ import (
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -29,12 +35,18 @@ const token = "recording-test-token"
 // client.
 func serve(t *testing.T, q *queue.Client, opts lease.Options) v1.RecordingServiceClient {
 	t.Helper()
+	return serveWith(t, q, opts, nil)
+}
+
+// serveWith serves RecordingService describing versions from store.
+func serveWith(t *testing.T, q *queue.Client, opts lease.Options, store *versions.Store) v1.RecordingServiceClient {
+	t.Helper()
 	srv, err := server.New(server.Options{AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := lease.New(q, opts)
-	v1.RegisterRecordingServiceServer(srv, Server{Leases: m})
+	v1.RegisterRecordingServiceServer(srv, Server{Leases: m, Versions: store})
 	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -112,7 +124,7 @@ func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
 		t.Errorf("inventory locks left: %v", got)
 	}
 	_, err = c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
-	if grpcstatus.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "completed") {
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "completed") {
 		t.Errorf("second Complete: %v, want FailedPrecondition saying it was completed", err)
 	}
 }
@@ -144,7 +156,7 @@ func TestAnExpiredLeaseGoesToTheNextCallerAndIsRefused(t *testing.T) {
 			return err
 		},
 	} {
-		if err := call(); grpcstatus.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "expired at") {
+		if err := call(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "expired at") {
 			t.Errorf("%s on the expired lease: %v, want FailedPrecondition saying it expired", name, err)
 		}
 	}
@@ -206,7 +218,7 @@ func TestRequestsAreCheckedBeforeAnyWork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
-			if grpcstatus.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want %s %q", err, tc.code, tc.want)
 			}
 		})
@@ -271,7 +283,7 @@ func TestALeaseEndsWithItsZooKeeperSession(t *testing.T) {
 	})
 	queuetest.Eventually(t, "the lease is refused", func() bool {
 		_, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
-		return grpcstatus.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "lock was lost")
+		return status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "lock was lost")
 	})
 	if l2 := leaseFor(t, other, 10*time.Second, time.Minute); l2.GetJobId() != jid {
 		t.Errorf("another recorder got %v", l2)
@@ -296,12 +308,45 @@ func TestACommitFencedByAPeerAnswersAborted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer peer.Close()
-	status := `{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Storing","retry_count":0}`
-	if _, err := peer.Set(root+"/jobs/"+jid+"/status", []byte(status), -1); err != nil {
+	failed := `{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Storing","retry_count":0}`
+	if _, err := peer.Set(root+"/jobs/"+jid+"/status", []byte(failed), -1); err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
-	if grpcstatus.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "lock was lost") {
+	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "lock was lost") {
 		t.Errorf("Complete after the peer's write: %v, want Aborted saying the lock was lost", err)
+	}
+}
+
+func TestALeaseSaysWhatAnInventoryRecordsAndWhereAnotherHostFetchesTheVersion(t *testing.T) {
+	q := queuetest.Connect(t, zktest.Root(t))
+	root := t.TempDir()
+	vdir := filepath.Join(root, "ark_99999_fk4x", "v3")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := checkm.Write(&buf, checkm.ProfileObject, []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"},
+		[]checkm.Entry{{FileURL: "file://" + vdir + "/producer/a", HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 300, FileName: "producer/a"},
+			{FileURL: "file://" + vdir + "/system/b", HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 45, FileName: "system/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(vdir, "manifest.checkm")
+	if err := os.WriteFile(manifest, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := serveWith(t, q, lease.Options{}, &versions.Store{Root: root, PublicURL: "http://127.0.0.1:7416"})
+	erc := &v1.Metadata{Who: "Doe, Jane", What: "Hello", When: "2026", Where: "ark:/99999/fk4x"}
+	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
+		Configuration: &v1.JobConfiguration{ProfileName: "demo_profile", Collection: "demo"}, Metadata: erc}, queue.Storing)
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file://" + manifest, Mode: "add", Version: 3}})
+	resp := leaseFor(t, c, 10*time.Second, time.Minute)
+	if resp.GetJobId() != jid {
+		t.Fatalf("leased %q, want %s", resp.GetJobId(), jid)
+	}
+	if resp.GetVersion() != 3 || resp.GetCollection() != "demo" || resp.GetProfile() != "demo_profile" || !proto.Equal(resp.GetErc(), erc) ||
+		resp.GetTotalSize() != 345 || resp.GetFileCount() != 2 ||
+		resp.GetFetchUrl() != "http://127.0.0.1:7416/versions/ark_99999_fk4x/v3/manifest.checkm" || resp.GetFetchExpires() != nil {
+		t.Errorf("lease %v", resp)
 	}
 }

@@ -1,0 +1,383 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/s3store"
+)
+
+// S3 is a versioned object store in a bucket of an S3-compatible store,
+// laid out as Local is:
+//
+//	<object>/v1/producer/…       the files of version 1
+//	<object>/v1/system/…
+//	<object>/v1/version.json     which job stored it, and how
+//	<object>/v1/manifest.checkm  written last: the version is complete
+//
+// Every upload carries a SHA-256 checksum that the server checks (a small
+// file's is the storage manifest's own digest); what is read from the
+// working file is also checked against the manifest's size and digest. A
+// large file goes up in parts of PartSize, Concurrency at a time, read
+// from the file as they are sent: memory stays at about
+// PartSize×(Concurrency+1) whatever the file's size. A Store that fails
+// aborts its multipart uploads and removes what it wrote; one that a crash
+// cut short leaves a version without a manifest and perhaps an unfinished
+// multipart upload, which the object's next Store removes and aborts.
+type S3 struct {
+	Client *s3.Client
+	Bucket string
+	// PartSize is the size of a multipart upload's parts, and files of
+	// this size or more are sent in parts (0: DefaultPartSize).
+	PartSize int64
+	// Concurrency is how many parts of one file are sent at once (0:
+	// DefaultConcurrency).
+	Concurrency int
+}
+
+// Defaults of an S3 store's uploads.
+const (
+	DefaultPartSize    = 8 << 20
+	DefaultConcurrency = 4
+)
+
+// Store implements Storage.
+func (s S3) Store(ctx context.Context, req Request) (Version, error) {
+	v, err := s.store(ctx, req)
+	if err != nil {
+		return Version{}, fmt.Errorf("storing %s in s3://%s: %w", req.ARK, s.Bucket, err)
+	}
+	return v, nil
+}
+
+func (s S3) store(ctx context.Context, req Request) (Version, error) {
+	entries, err := readManifest(req.ManifestURL)
+	if err != nil {
+		return Version{}, err
+	}
+	prefix, err := objectPrefix(req.ARK)
+	if err != nil {
+		return Version{}, err
+	}
+	number, existing, err := s.nextVersion(ctx, prefix, req.JobID)
+	if err != nil {
+		return Version{}, err
+	}
+	vprefix := prefix + versionDir(number) + "/"
+	manifestKey := vprefix + VersionManifest
+	if existing {
+		return Version{Number: number, ManifestURL: s3store.URL(s.Bucket, manifestKey)}, nil
+	}
+	if err := s.write(ctx, req, entries, vprefix); err != nil {
+		// Removed at once so that no half version lingers until the
+		// object's next Store; a crash here leaves it to that Store.
+		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := s.removeIncomplete(cleanCtx, vprefix); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing what was written of version %d: %w", number, cerr))
+		}
+		return Version{}, err
+	}
+	return Version{Number: number, ManifestURL: s3store.URL(s.Bucket, manifestKey)}, nil
+}
+
+// write uploads the files, version.json, and last the manifest.
+func (s S3) write(ctx context.Context, req Request, entries []checkm.Entry, vprefix string) error {
+	tm := transfermanager.New(s.Client, func(o *transfermanager.Options) {
+		o.PartSizeBytes = s.partSize()
+		o.MultipartUploadThreshold = s.partSize()
+		o.Concurrency = s.concurrency()
+		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
+		o.FailTimeout = time.Minute // to abort a failed multipart upload after ctx ended
+	})
+	stored := make([]checkm.Entry, 0, len(entries))
+	for _, e := range entries {
+		key := vprefix + e.FileName
+		if err := s.upload(ctx, tm, e, key); err != nil {
+			return err
+		}
+		e.FileURL = s3store.URL(s.Bucket, key)
+		e.Line = 0
+		stored = append(stored, e)
+	}
+	info, err := json.Marshal(versionRecord{ARK: req.ARK, JobID: req.JobID, Mode: req.Mode})
+	if err != nil {
+		return err
+	}
+	if err := s.put(ctx, vprefix+versionInfo, info); err != nil {
+		return err
+	}
+	var m bytes.Buffer
+	if err := checkm.Write(&m, checkm.ProfileObject, ManifestFields(), stored); err != nil {
+		return err
+	}
+	// This upload completes the version.
+	return s.put(ctx, vprefix+VersionManifest, m.Bytes())
+}
+
+// put uploads a small object in one request.
+func (s S3) put(ctx context.Context, key string, data []byte) error {
+	_, err := s.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
+		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))), ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", key, err)
+	}
+	return nil
+}
+
+// upload sends one file of the storage manifest to key, streaming it from
+// the working file and checking it against the manifest's size and digest.
+func (s S3) upload(ctx context.Context, tm *transfermanager.Client, e checkm.Entry, key string) error {
+	in, size, err := openSource(e)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if size != e.FileSize {
+		return fmt.Errorf("%s: the working file has %d bytes, the storage manifest says %d", e.FileName, size, e.FileSize)
+	}
+	h, err := checkm.NewHash(e.HashAlgorithm)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.FileName, err)
+	}
+	counted := &countingReader{r: io.TeeReader(in, h)}
+	input := &transfermanager.UploadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
+		Body: counted, ContentLength: aws.Int64(size), ChecksumAlgorithm: tmtypes.ChecksumAlgorithmSha256}
+	if e.HashAlgorithm == "sha256" && size < s.partSize() {
+		// One request: the server checks the bytes against the digest the
+		// manifest gives, not only against one computed as they are sent.
+		if raw, err := hex.DecodeString(e.HashValue); err == nil {
+			input.ChecksumSHA256 = aws.String(base64.StdEncoding.EncodeToString(raw))
+		}
+	}
+	if _, err := tm.UploadObject(ctx, input); err != nil {
+		return fmt.Errorf("uploading %s: %w", e.FileName, err)
+	}
+	switch sum := hex.EncodeToString(h.Sum(nil)); {
+	case counted.n != e.FileSize:
+		return fmt.Errorf("%s: stored %d bytes, the storage manifest says %d", e.FileName, counted.n, e.FileSize)
+	case sum != e.HashValue:
+		return fmt.Errorf("%s: %s of the stored file is %s, the storage manifest says %s", e.FileName, e.HashAlgorithm, sum, e.HashValue)
+	}
+	return nil
+}
+
+func (s S3) partSize() int64 {
+	if s.PartSize > 0 {
+		return s.PartSize
+	}
+	return DefaultPartSize
+}
+
+func (s S3) concurrency() int {
+	if s.Concurrency > 0 {
+		return s.Concurrency
+	}
+	return DefaultConcurrency
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// objectPrefix is the object's key prefix, named as its lock is.
+func objectPrefix(ark string) (string, error) {
+	name := queue.LockName(ark)
+	if ark == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
+		return "", fmt.Errorf("ARK %q cannot name an object prefix", ark)
+	}
+	return name + "/", nil
+}
+
+// nextVersion looks at the object's versions: it returns the version jid
+// stored already (existing), or else the number of the next version after
+// removing what a crash left: versions without a manifest and multipart
+// uploads never finished. The caller holds the object's storage lock, so
+// no upload under the object is another's in progress.
+func (s S3) nextVersion(ctx context.Context, prefix, jid string) (number int, existing bool, err error) {
+	last := 0
+	var incomplete []string
+	p := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket),
+		Prefix: aws.String(prefix), Delimiter: aws.String("/")})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, false, fmt.Errorf("listing versions: %w", err)
+		}
+		for _, cp := range page.CommonPrefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), prefix), "/")
+			n, err := strconv.Atoi(strings.TrimPrefix(name, "v"))
+			if err != nil || n < 1 || versionDir(n) != name {
+				continue
+			}
+			vprefix := prefix + name + "/"
+			rec, complete, err := s.readVersion(ctx, vprefix)
+			if err != nil {
+				return 0, false, fmt.Errorf("reading version %d: %w", n, err)
+			}
+			if !complete {
+				incomplete = append(incomplete, vprefix)
+				continue
+			}
+			if rec.JobID == jid {
+				return n, true, nil
+			}
+			last = max(last, n)
+		}
+	}
+	if err := s.abortUploads(ctx, prefix); err != nil {
+		return 0, false, err
+	}
+	for _, vprefix := range incomplete {
+		if err := s.removeIncomplete(ctx, vprefix); err != nil {
+			return 0, false, fmt.Errorf("removing incomplete version %s: %w", vprefix, err)
+		}
+	}
+	return last + 1, false, nil
+}
+
+// readVersion reads a version's version.json if its manifest exists.
+func (s S3) readVersion(ctx context.Context, vprefix string) (versionRecord, bool, error) {
+	var rec versionRecord
+	_, err := s.Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(vprefix + VersionManifest)})
+	if notFound(err) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, err
+	}
+	out, err := s.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(vprefix + versionInfo)})
+	if err != nil {
+		return rec, false, err
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(out.Body, 1<<20))
+	if err != nil {
+		return rec, false, err
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, false, fmt.Errorf("%s: %w", versionInfo, err)
+	}
+	return rec, true, nil
+}
+
+// abortUploads aborts the multipart uploads under prefix.
+func (s S3) abortUploads(ctx context.Context, prefix string) error {
+	p := s3.NewListMultipartUploadsPaginator(s.Client, &s3.ListMultipartUploadsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing unfinished multipart uploads: %w", err)
+		}
+		for _, u := range page.Uploads {
+			_, err := s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: u.Key, UploadId: u.UploadId})
+			if err != nil && !notFound(err) {
+				return fmt.Errorf("aborting the unfinished upload of %s: %w", aws.ToString(u.Key), err)
+			}
+		}
+	}
+	return nil
+}
+
+// removeIncomplete removes a version that has no manifest: its unfinished
+// uploads, then its objects. The manifest, if one was written after all,
+// goes first, so the version is never complete with files missing.
+func (s S3) removeIncomplete(ctx context.Context, vprefix string) error {
+	if err := s.abortUploads(ctx, vprefix); err != nil {
+		return err
+	}
+	if _, err := s.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(vprefix + VersionManifest)}); err != nil && !notFound(err) {
+		return err
+	}
+	p := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(vprefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		if len(page.Contents) == 0 {
+			continue
+		}
+		ids := make([]types.ObjectIdentifier, 0, len(page.Contents))
+		for _, o := range page.Contents {
+			ids = append(ids, types.ObjectIdentifier{Key: o.Key})
+		}
+		out, err := s.Client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String(s.Bucket),
+			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		if err != nil {
+			return err
+		}
+		if len(out.Errors) > 0 {
+			e := out.Errors[0]
+			return fmt.Errorf("deleting %s: %s", aws.ToString(e.Key), aws.ToString(e.Message))
+		}
+	}
+	return nil
+}
+
+// notFound reports an S3 error saying the key or upload does not exist.
+func notFound(err error) bool {
+	var nf *types.NotFound
+	var nk *types.NoSuchKey
+	var nu *types.NoSuchUpload
+	if errors.As(err, &nf) || errors.As(err, &nk) || errors.As(err, &nu) {
+		return true
+	}
+	var api smithy.APIError
+	return errors.As(err, &api) && (api.ErrorCode() == "NotFound" || api.ErrorCode() == "NoSuchKey")
+}
+
+// openSource opens a working file the storage manifest lists, refusing a
+// symbolic link (it could lead out of the working folder) and anything but
+// a regular file; it returns the file's size.
+func openSource(e checkm.Entry) (*os.File, int64, error) {
+	src, err := localPath(e.FileURL)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", e.FileName, err)
+	}
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, 0, fmt.Errorf("%s is a symbolic link (%s)", e.FileName, src)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", e.FileName, err)
+	}
+	fi, err := in.Stat()
+	if err != nil {
+		in.Close()
+		return nil, 0, fmt.Errorf("%s: %w", e.FileName, err)
+	}
+	if !fi.Mode().IsRegular() {
+		in.Close()
+		return nil, 0, fmt.Errorf("%s: %s is not a regular file (%s)", e.FileName, src, fi.Mode().Type())
+	}
+	return in, fi.Size(), nil
+}

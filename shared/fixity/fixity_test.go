@@ -1,0 +1,67 @@
+package fixity
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/s3store"
+	"github.com/ingestq/ingestq/shared/s3test"
+)
+
+func TestVerifyReadsAnS3VersionBackAndReportsEachMismatch(t *testing.T) {
+	gw := s3test.Start(t)
+	bucket := gw.CreateBucket(t)
+	c, err := s3store.Client(context.Background(), gw.Settings(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	put := func(key, content string) {
+		t.Helper()
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(content)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loc := Location{Bucket: bucket}
+	manifestURL, err := loc.ManifestURL("ark:/99999/fk4s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "s3://" + bucket + "/ark_99999_fk4s/v2/manifest.checkm"; manifestURL != want {
+		t.Fatalf("manifest URL %s, want %s", manifestURL, want)
+	}
+	var entries []checkm.Entry
+	for _, f := range []struct{ name, content string }{{"producer/a", "alpha"}, {"producer/b", "bravo"}} {
+		key := "ark_99999_fk4s/v2/" + f.name
+		put(key, f.content)
+		sum := sha256.Sum256([]byte(f.content))
+		entries = append(entries, checkm.Entry{FileURL: s3store.URL(bucket, key), HashAlgorithm: "sha256",
+			HashValue: hex.EncodeToString(sum[:]), FileSize: int64(len(f.content)), FileName: f.name})
+	}
+	var buf bytes.Buffer
+	if err := checkm.Write(&buf, checkm.ProfileObject, []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"}, entries); err != nil {
+		t.Fatal(err)
+	}
+	put("ark_99999_fk4s/v2/manifest.checkm", buf.String())
+	r := Reader{S3: c}
+	rep, err := r.Verify(ctx, manifestURL)
+	if err != nil || rep.Files != 2 || rep.Bytes != 10 || len(rep.Mismatches) != 0 {
+		t.Fatalf("intact version: %+v, %v", rep, err)
+	}
+	put("ark_99999_fk4s/v2/producer/b", "BRAVO")
+	rep, err = r.Verify(ctx, manifestURL)
+	if err != nil || len(rep.Mismatches) != 1 || rep.Mismatches[0].File != "producer/b" || !strings.HasPrefix(rep.Mismatches[0].Problem, "digest: ") {
+		t.Errorf("damaged version: %+v, %v", rep, err)
+	}
+	if _, err := (Reader{}).Verify(ctx, manifestURL); err == nil || !strings.Contains(err.Error(), "no S3 store is configured") {
+		t.Errorf("without a client: %v", err)
+	}
+}

@@ -1,0 +1,171 @@
+// Package s3store connects to an S3-compatible object store: the settings
+// every service that reads or writes stored versions shares (the processor
+// stores them, the recorder hands out URLs to them), and the client built
+// from them. Credentials come the standard AWS way: AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared files, or a role.
+package s3store
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ingestq/ingestq/shared/config"
+)
+
+// Settings name the bucket and how to reach it.
+type Settings struct {
+	// Endpoint is the store's base URL (empty: AWS's own, by region).
+	Endpoint string
+	Region   string
+	Bucket   string
+	// PathStyle addresses the bucket in the path (http://host/bucket/key),
+	// as most S3-compatible servers want, not in the host name.
+	PathStyle bool
+	// MaxAttempts bounds the tries of one request that fails with a 5xx,
+	// throttling or a broken connection (0: DefaultMaxAttempts); the SDK's
+	// retryer waits with jittered exponential backoff between them.
+	MaxAttempts int
+	// Credentials, if set, replace the standard AWS chain (tests).
+	Credentials aws.CredentialsProvider
+}
+
+// DefaultMaxAttempts is a request's tries by default.
+const DefaultMaxAttempts = 6
+
+// maxBackoff caps the wait between two tries.
+const maxBackoff = 20 * time.Second
+
+// Register adds the S3 settings to a service's configuration.
+func Register(r *config.Registry) *Settings {
+	s := &Settings{}
+	r.Func("s3-endpoint", "INGESTQ_S3_ENDPOINT", "",
+		"S3-compatible object store's base URL, e.g. http://127.0.0.1:7070 (empty: AWS by region); credentials the standard AWS way (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE)",
+		func(v string) error {
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return fmt.Errorf("%q is not an http(s) URL", v)
+				}
+			}
+			s.Endpoint = v
+			return nil
+		})
+	r.Func("s3-region", "INGESTQ_S3_REGION", "us-east-1", "S3 region", func(v string) error {
+		if strings.TrimSpace(v) == "" {
+			return fmt.Errorf("a region is needed")
+		}
+		s.Region = strings.TrimSpace(v)
+		return nil
+	})
+	r.Func("s3-bucket", "INGESTQ_S3_BUCKET", "", "S3 bucket holding the stored versions", func(v string) error {
+		s.Bucket = strings.TrimSpace(v)
+		return nil
+	})
+	r.Func("s3-path-style", "INGESTQ_S3_PATH_STYLE", "true",
+		"address the bucket in the URL's path (most S3-compatible servers), not in the host name", func(v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("not a boolean (want true or false): %q", v)
+			}
+			s.PathStyle = b
+			return nil
+		})
+	r.Func("s3-max-attempts", "INGESTQ_S3_MAX_ATTEMPTS", strconv.Itoa(DefaultMaxAttempts),
+		"tries of one S3 request that fails with a 5xx, throttling or a broken connection, with backoff between them", func(v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q is not a positive integer", v)
+			}
+			s.MaxAttempts = n
+			return nil
+		})
+	return s
+}
+
+// Client makes a client of the store from the settings.
+func Client(ctx context.Context, s Settings) (*s3.Client, error) {
+	if s.Bucket == "" {
+		return nil, fmt.Errorf("INGESTQ_S3_BUCKET: no bucket named")
+	}
+	attempts := s.MaxAttempts
+	if attempts <= 0 {
+		attempts = DefaultMaxAttempts
+	}
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRegion(s.Region),
+		awsconfig.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = attempts
+				o.MaxBackoff = maxBackoff
+			})
+		}),
+	}
+	if s.Credentials != nil {
+		opts = append(opts, awsconfig.WithCredentialsProvider(s.Credentials))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if s.Endpoint != "" {
+			o.BaseEndpoint = aws.String(s.Endpoint)
+		}
+		o.UsePathStyle = s.PathStyle
+	}), nil
+}
+
+// URL is the s3:// URL of a key in a bucket, as manifests name stored files.
+func URL(bucket, key string) string {
+	return (&url.URL{Scheme: "s3", Host: bucket, Path: "/" + key}).String()
+}
+
+// ParseURL splits an s3:// URL into its bucket and key.
+func ParseURL(raw string) (bucket, key string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", err
+	}
+	if u.Scheme != "s3" || u.Host == "" || len(u.Path) < 2 {
+		return "", "", fmt.Errorf("%s is not an s3://bucket/key URL", raw)
+	}
+	return u.Host, u.Path[1:], nil
+}
+
+// StoreSettings say where versions are stored: a local folder or a bucket.
+type StoreSettings struct {
+	Kind string // "local" or "s3"
+	Root string // the local store's folder
+	S3   *Settings
+}
+
+// RegisterStore adds the store settings (INGESTQ_STORE, INGESTQ_STORE_ROOT
+// and the S3 settings) to a service's configuration.
+func RegisterStore(r *config.Registry) *StoreSettings {
+	s := &StoreSettings{}
+	r.Func("store", "INGESTQ_STORE", "local",
+		"where versions are stored: local (a folder, INGESTQ_STORE_ROOT) or s3 (a bucket, INGESTQ_S3_*)", func(v string) error {
+			v = strings.TrimSpace(v)
+			if v != "local" && v != "s3" {
+				return fmt.Errorf("%q is neither local nor s3", v)
+			}
+			s.Kind = v
+			return nil
+		})
+	r.Func("store-root", "INGESTQ_STORE_ROOT", "/var/lib/ingestq/store",
+		"the local object store: a folder per ARK, a folder per version", func(v string) error {
+			s.Root = v
+			return nil
+		})
+	s.S3 = Register(r)
+	return s
+}

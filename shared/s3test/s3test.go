@@ -1,0 +1,163 @@
+// Package s3test starts a real S3-compatible server for tests: the Versity
+// S3 Gateway (versitygw) on a free loopback port, serving a folder. `make
+// versitygw` (a prerequisite of make test) installs the pinned version
+// into bin/.tools; INGESTQ_VERSITYGW names another binary.
+package s3test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ingestq/ingestq/shared/freeport"
+	"github.com/ingestq/ingestq/shared/s3store"
+)
+
+// EnvBinary names a versitygw binary to use instead of bin/.tools'.
+const EnvBinary = "INGESTQ_VERSITYGW"
+
+// Server is a running gateway.
+type Server struct {
+	Endpoint string // http://127.0.0.1:N
+	Access   string
+	Secret   string
+	Region   string
+	// Dir is the folder it serves: a bucket is a folder in it.
+	Dir string
+}
+
+// Binary finds the versitygw binary: EnvBinary, or bin/.tools/versitygw@*
+// in the repository holding the working directory.
+func Binary() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			found, _ := filepath.Glob(filepath.Join(dir, "bin", ".tools", "versitygw@*"))
+			if len(found) == 0 {
+				return "", fmt.Errorf("s3test: no versitygw in %s: run make versitygw (or set %s)", filepath.Join(dir, "bin", ".tools"), EnvBinary)
+			}
+			slices.Sort(found)
+			return found[len(found)-1], nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("s3test: no go.work above the working directory to find bin/.tools/versitygw in: set %s", EnvBinary)
+		}
+		dir = parent
+	}
+}
+
+// Start starts a gateway serving a fresh folder; the test's cleanup stops
+// it. What it logged is shown when the test fails.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := freeport.Loopback(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Endpoint: "http://" + addrs[0].String(), Access: "ingestq-test", Secret: "ingestq-test-secret-" + randomHex(8),
+		Region: "us-east-1", Dir: t.TempDir()}
+	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, "--access", s.Access, "--secret", s.Secret, "--region", s.Region,
+		"--port", addrs[0].String(), "--quiet", "posix", s.Dir)
+	// The root credentials go on the command line, not in the environment:
+	// the gateway would also read AWS variables a developer has set.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.Dir}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("s3test: starting %s: %v", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			if data, err := os.ReadFile(logPath); err == nil && len(data) > 0 {
+				t.Logf("versitygw log:\n%s", data)
+			}
+		}
+	})
+	// Up once it accepts connections: the listener opens after the
+	// backend is ready.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addrs[0].String(), time.Second)
+		if err == nil {
+			c.Close()
+			return s
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			data, _ := os.ReadFile(logPath)
+			t.Fatalf("s3test: versitygw exited before serving (%v):\n%s", err, data)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("s3test: versitygw not serving on %s after 30 s", addrs[0])
+		}
+	}
+}
+
+// Settings are the store settings of a bucket on the server.
+func (s *Server) Settings(bucket string) s3store.Settings {
+	return s3store.Settings{Endpoint: s.Endpoint, Region: s.Region, Bucket: bucket, PathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(s.Access, s.Secret, "")}
+}
+
+// Client is a client of the server.
+func (s *Server) Client(t testing.TB) *s3.Client {
+	t.Helper()
+	c, err := s3store.Client(context.Background(), s.Settings("unused"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// CreateBucket makes a bucket with a fresh name and returns the name.
+func (s *Server) CreateBucket(t testing.TB) string {
+	t.Helper()
+	name := "ingestq-" + randomHex(6)
+	if _, err := s.Client(t).CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("s3test: creating bucket %s: %v", name, err)
+	}
+	return name
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(errors.Join(errors.New("s3test: no randomness"), err))
+	}
+	return hex.EncodeToString(b)
+}
