@@ -570,5 +570,6 @@ func TestVerifyChecksAStoredVersionAndListsEachMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	a = f.act("/verify", url.Values{"ark": {"ark:/99999/fk4c"}, "version": {"1"}})
-	wantBody(t, a, "<strong>1 mismatch(es)</strong>", "<td>producer/a.txt</td>", "digest: sha256 of the stored file is")
+	wantBody(t, a, "<strong>1 mismatch(es)</strong>", "<td>producer/a.txt</td>", "digest: sha256 of the stored file is",
+		`<div class="scroll"><table class="list mismatches">`)
 }

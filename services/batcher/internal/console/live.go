@@ -29,6 +29,8 @@ type batchLive struct {
 	Modified string             `json:"last_modified"`
 	Total    int32              `json:"total"`
 	Segments map[string]segment `json:"segments"`
+	// ReportDiffers: the last report's figures are not the live counts.
+	ReportDiffers bool `json:"report_differs"`
 }
 
 func (c *Console) liveBatch(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +42,8 @@ func (c *Console) liveBatch(w http.ResponseWriter, r *http.Request) {
 	b := resp.GetBatch()
 	segs, total := progress(b.GetCounts())
 	live := batchLive{ID: b.GetId(), State: queue.BatchStateName(b.GetStatus().GetStatus()), Message: b.GetStatus().GetMessage(),
-		Modified: when(b.GetStatus().GetLastModified()), Total: total, Segments: map[string]segment{}}
+		Modified: when(b.GetStatus().GetLastModified()), Total: total, Segments: map[string]segment{},
+		ReportDiffers: reportDiffers(b.GetStatusReport(), b.GetCounts())}
 	for _, s := range segs {
 		live.Segments[s.Name] = s
 	}

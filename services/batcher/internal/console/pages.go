@@ -178,6 +178,9 @@ type batchView struct {
 	Total       int32
 	Counts      *v1.BatchJobCounts
 	Report      *reportView
+	// ReportDiffers: the jobs have moved since the last report, whose
+	// figures no longer match the live counts.
+	ReportDiffers bool
 	// Confirm is the warning the delete button asks the operator to accept.
 	Confirm string
 }
@@ -212,9 +215,21 @@ func newBatchView(b *v1.Batch) *batchView {
 		rv.Failed, rv.FailedMore = firstN(rep.GetFailedJobs(), reportListMax, failed)
 		rv.Successful, rv.SuccessfulMore = firstN(rep.GetSuccessfulJobs(), reportListMax, successful)
 		bv.Report = rv
+		bv.ReportDiffers = reportDiffers(rep, b.GetCounts())
 	}
 	bv.Confirm = deleteBatchWarning(b)
 	return bv
+}
+
+// reportDiffers reports whether a batch's report counts other failed or
+// successful jobs than the batch has now (a job requeued, completed or
+// deleted since it was sent).
+func reportDiffers(rep *v1.StatusReport, c *v1.BatchJobCounts) bool {
+	if rep == nil {
+		return false
+	}
+	failed, successful := queue.ReportTotals(rep)
+	return int32(failed) != c.GetFailed() || int32(successful) != c.GetCompleted()
 }
 
 // firstN is the first n of s and how many of total that leaves out.
@@ -546,6 +561,35 @@ type jobLive struct {
 	Message        string `json:"message"`
 	Modified       string `json:"last_modified"`
 	Locked         string `json:"locked"`
+	// What the stages add as the job moves on (the recorder's ARK, the
+	// storer's store and inventory manifests), so the open page fills
+	// them in.
+	ARK       string            `json:"ark"`
+	LocalIDs  string            `json:"local_ids"`
+	Store     manifestRef       `json:"store"`
+	Inventory manifestRef       `json:"inventory"`
+	Metadata  map[string]string `json:"metadata"`
+}
+
+// manifestRef is a store or inventory node as the job page shows it: its
+// mode and version ("—" when the job has none yet), and its manifest URL.
+type manifestRef struct {
+	Summary string `json:"summary"`
+	URL     string `json:"url"`
+}
+
+func newManifestRef(mode string, version int32, url string, del bool) manifestRef {
+	if mode == "" && url == "" {
+		return manifestRef{Summary: "—"}
+	}
+	s := mode
+	if version != 0 {
+		s += fmt.Sprintf(" version %d", version)
+	}
+	if del {
+		s += " (delete)"
+	}
+	return manifestRef{Summary: strings.TrimSpace(s), URL: url}
 }
 
 func newJobLive(j *v1.Job) jobLive {
@@ -557,7 +601,13 @@ func newJobLive(j *v1.Job) jobLive {
 	return jobLive{ID: j.GetId(), State: stateName(st.GetStatus()), LastSuccessful: stateName(st.GetLastSuccessfulStatus()),
 		Resume: queue.JobStateName(queue.ResumeState(st.GetLastSuccessfulStatus())), RetryCount: st.GetRetryCount(),
 		Priority: j.GetPriority(), SpaceNeeded: humanBytes(j.GetSpaceNeeded()), Message: st.GetMessage(),
-		Modified: when(st.GetLastModified()), Locked: locked}
+		Modified: when(st.GetLastModified()), Locked: locked,
+		ARK:       cmp.Or(j.GetIdentifiers().GetPrimaryId(), "—"),
+		LocalIDs:  cmp.Or(strings.Join(j.GetIdentifiers().GetLocalId(), ", "), "—"),
+		Store:     newManifestRef(j.GetStore().GetMode(), j.GetStore().GetVersion(), j.GetStore().GetManifestUrl(), j.GetStore().GetDelete()),
+		Inventory: newManifestRef(j.GetInventory().GetMode(), j.GetInventory().GetVersion(), j.GetInventory().GetManifestUrl(), false),
+		Metadata: map[string]string{"who": j.GetMetadata().GetWho(), "what": j.GetMetadata().GetWhat(),
+			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()}}
 }
 
 // statesWhere lists the job states in which move(state) holds.

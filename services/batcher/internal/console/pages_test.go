@@ -278,14 +278,14 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 		"traceparent 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 		"<dt>Profile</dt><dd>demo</dd>", "<dt>Collection</dt><dd>demo_coll</dd>",
 		"<dt>Working directory</dt><dd><code>"+f.root.Job(bid, jid)+"</code></dd>",
-		"<dt>Primary id</dt><dd>ark:/99999/fk4test</dd>", "<dt>Local ids</dt><dd>loc-0, loc-x</dd>",
-		"<dt>Store</dt><dd>add version 1 <span class=\"url\">file:///store/ark_99999_fk4test/v1/manifest.checkm</span>",
+		`<dt>ARK</dt><dd data-field="ark" id="ark">ark:/99999/fk4test</dd>`, `<dt>Local ids</dt><dd data-field="local_ids">loc-0, loc-x</dd>`,
+		`<dt>Store</dt><dd id="store"><span data-field="store.summary">add version 1</span> <span class="url" data-field="store.url">file:///store/ark_99999_fk4test/v1/manifest.checkm</span>`,
 		"<td>a.txt</td><td class=\"num\">1.2 MB (1234567 bytes)</td><td><code>md5:0cc175b9c0f1b6a831c399e269772661</code></td>",
 		// The full data as JSON (protojson varies its spacing), escaped for HTML.
 		`&#34;primaryId&#34;:`, `&#34;ark:/99999/fk4test&#34;`, `&#34;workingDir&#34;:`, `&#34;retryCount&#34;:`,
 		`data-live="/api/jobs/`+jid+`"`,
 		// The timeline: its creation, then the move to Estimating.
-		`<table class="list timeline" id="history">`,
+		`<div class="scroll"><table class="list timeline" id="history">`,
 		`<td>created</td><td><span class="state s-pending">Pending</span></td><td class="num">—</td>`,
 		`<td>Pending</td><td><span class="state s-estimating">Estimating</span></td>`,
 		`<td>estimator-test-1</td><td class="msg">taken by the estimator</td>`)
