@@ -29,8 +29,8 @@ func TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn(t *testin
 	}{
 		{"status", `{"status":"Pending","last_modified":"2026-11-22 03:51:07 +0000","mess`,
 			[]string{"/status: unreadable: invalid JSON: unexpected end of JSON input"}},
-		{"configuration", `{"profile_name":"demo","payload_url":["not","a","string"]}`,
-			[]string{"/configuration: unreadable: payload_url is not text"}},
+		{"configuration", `{"profile_name":"demo","payload_url":"http://`,
+			[]string{"/configuration: unreadable: invalid JSON"}},
 		{"manifest", `{"files":[{"url":"http://127.0.0.1/a","size":"twelve","name":"a"}]}`,
 			[]string{"file list of the job unreadable: ", "/manifest: unreadable: invalid JSON: json: cannot unmarshal string"}},
 	}
@@ -94,7 +94,7 @@ func TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn(t *testin
 				// Still broken after the failure: an operator reading the
 				// job is told which node.
 				_, err := p.admin.GetJob(ctx, &v1.GetJobRequest{JobId: jids[i]})
-				wantStatus(t, err, codes.FailedPrecondition, node+": unreadable: payload_url is not text")
+				wantStatus(t, err, codes.FailedPrecondition, node+": unreadable: invalid JSON")
 			}
 		})
 	}

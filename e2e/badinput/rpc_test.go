@@ -250,6 +250,11 @@ func fieldCases() map[string][]fieldCase {
 			{"hours over 336", &v1.GetAggregatesRequest{Hours: 337}, "hours 337 is outside 0..336"},
 			{"days negative", &v1.GetAggregatesRequest{Days: -1}, "days -1 is outside 0..366"},
 		},
+		"/ingestq.v1.AdminService/VerifyObject": {
+			{"ark missing", &v1.VerifyObjectRequest{Version: 1}, "ark: required"},
+			{"ark over 512 bytes", &v1.VerifyObjectRequest{Ark: long(513), Version: 1}, "ark: longer than 512 bytes"},
+			{"version missing", &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4x"}, "version: 0 is not a version number (1 or more)"},
+		},
 		"/ingestq.v1.AdminService/BulkAction": {
 			{"verb missing", &v1.BulkActionRequest{Filter: &v1.JobFilter{Collection: "c"}}, "verb is required"},
 			{"filter empty", &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_DELETE}, "filter is empty"},
