@@ -87,178 +87,235 @@ func (e entryLoc) priority() int32 {
 // Fsck checks the whole tree against the contract and, with Repair, mends
 // what it finds. Each repair is done under the item's lock and re-checked
 // there, so fsck can run beside live consumers.
+//
+// It runs in phases: list the jobs and read their status versions; read
+// every state entry; check the batches (and read their references); check
+// the batch uuids; check each job (status, entries, reference, batch, lock,
+// priority, and its repairs); check the entries and references whose job is
+// gone.
 func (c *Client) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = time.Minute
 	}
-	rep := &FsckReport{}
-	add := func(d Damage) { rep.Damages = append(rep.Damages, d) }
-
+	f := &fsck{c: c, opts: opts, rep: &FsckReport{}}
 	// Status versions first, entries and references next, status versions
 	// again after: a job whose status did not change across the listing
 	// (every transition writes the status) cannot be caught mid-move, so
 	// what disagrees for it is real damage. Jobs that moved are skipped.
-	names, _, err := c.children(ctx, c.p.jobs())
-	if err != nil {
+	if err := f.listJobs(ctx); err != nil {
 		return nil, err
 	}
-	var jids []string
+	if err := f.readEntries(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.checkBatches(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.checkUUIDs(ctx); err != nil {
+		return nil, err
+	}
+	f.checkJobs(ctx)
+	f.checkEntriesWithoutJob(ctx)
+	f.checkRefsWithoutJob(ctx)
+	f.rep.sortDamages()
+	return f.rep, nil
+}
+
+// fsck is one run of Fsck: what it read of the tree, and what it found.
+type fsck struct {
+	c    *Client
+	opts FsckOptions
+	rep  *FsckReport
+
+	jids        []string              // the jobs listed, sorted
+	jobSet      map[string]bool       // jids, as a set
+	before      map[string]int32      // status versions read before the entries and references
+	entries     map[string][]entryLoc // every state entry, by jid
+	refs        map[string][]refLoc   // every batch reference, by jid
+	batchExists map[string]bool       // batches with a status
+}
+
+func (f *fsck) add(d Damage) { f.rep.Damages = append(f.rep.Damages, d) }
+
+// repair runs fn on d when repairing, and adds d to the report.
+func (f *fsck) repair(d Damage, fn func() error) {
+	if f.opts.Repair {
+		f.c.repair(&d, fn)
+	}
+	f.add(d)
+}
+
+// listJobs lists the jobs and reads their status versions.
+func (f *fsck) listJobs(ctx context.Context) error {
+	names, _, err := f.c.children(ctx, f.c.p.jobs())
+	if err != nil {
+		return err
+	}
+	f.jobSet = map[string]bool{}
 	for _, n := range names {
 		if ValidJobID(n) {
-			jids = append(jids, n)
+			f.jids = append(f.jids, n)
+			f.jobSet[n] = true
 		}
 	}
-	slices.Sort(jids)
-	before := c.statusVersions(ctx, jids)
+	slices.Sort(f.jids)
+	f.before = f.c.statusVersions(ctx, f.jids)
+	return nil
+}
 
-	// Every state entry, by jid.
-	entries := map[string][]entryLoc{}
+// readEntries reads every state entry, by jid.
+func (f *fsck) readEntries(ctx context.Context) error {
+	f.entries = map[string][]entryLoc{}
 	for _, s := range jobStates {
-		names, _, err := c.children(ctx, c.p.jobStateDir(s))
+		names, _, err := f.c.children(ctx, f.c.p.jobStateDir(s))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fsck: listing %s: %w", JobStateName(s), err)
+			return fmt.Errorf("fsck: listing %s: %w", JobStateName(s), err)
 		}
 		for _, n := range names {
 			if _, jid, ok := parseEntry(n); ok {
-				entries[jid] = append(entries[jid], entryLoc{s, n})
+				f.entries[jid] = append(f.entries[jid], entryLoc{s, n})
 			}
 		}
 	}
-	// Every batch reference, by jid; batch remnants on the way.
-	refs := map[string][]refLoc{}
-	bids, err := c.ListBatchIDs(ctx)
+	return nil
+}
+
+// checkBatches reads every batch's references, by jid, and finds batch
+// remnants (a batch node without status older than the grace).
+func (f *fsck) checkBatches(ctx context.Context) error {
+	f.refs = map[string][]refLoc{}
+	f.batchExists = map[string]bool{}
+	bids, err := f.c.ListBatchIDs(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	batchExists := map[string]bool{}
 	for _, bid := range bids {
-		rep.BatchesChecked++
-		children, stat, err := c.children(ctx, c.p.batch(bid))
+		f.rep.BatchesChecked++
+		children, stat, err := f.c.children(ctx, f.c.p.batch(bid))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !slices.Contains(children, nodeStatus) {
-			if time.Since(time.UnixMilli(stat.Ctime)) < opts.Grace && len(children) == 0 {
+			if time.Since(time.UnixMilli(stat.Ctime)) < f.opts.Grace && len(children) == 0 {
 				continue
 			}
-			d := Damage{Kind: DamageBatchRemnant, Item: bid, Detail: fmt.Sprintf("batch node without status (children: %v)", children)}
-			if opts.Repair {
-				c.repair(&d, func() error { return c.deleteBatchTree(ctx, bid, "") })
-			}
-			add(d)
+			f.repair(Damage{Kind: DamageBatchRemnant, Item: bid, Detail: fmt.Sprintf("batch node without status (children: %v)", children)},
+				func() error { return f.c.deleteBatchTree(ctx, bid, "") })
 			continue
 		}
-		batchExists[bid] = true
-		got, err := c.BatchJobIDs(ctx, bid)
+		f.batchExists[bid] = true
+		got, err := f.c.BatchJobIDs(ctx, bid)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for f, jids := range got {
+		for folder, jids := range got {
 			for _, jid := range jids {
-				refs[jid] = append(refs[jid], refLoc{bid, f})
+				f.refs[jid] = append(f.refs[jid], refLoc{bid, folder})
 			}
 		}
 	}
-	// Dangling uuids.
-	uuids, _, err := c.children(ctx, c.p.batchUUIDs())
+	return nil
+}
+
+// checkUUIDs finds /batch-uuids entries pointing at no batch.
+func (f *fsck) checkUUIDs(ctx context.Context) error {
+	uuids, _, err := f.c.children(ctx, f.c.p.batchUUIDs())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, u := range uuids {
-		data, _, err := c.get(ctx, c.p.batchUUID(u))
+		data, _, err := f.c.get(ctx, f.c.p.batchUUID(u))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if !batchExists[string(data)] {
-			d := Damage{Kind: DamageUUIDDangling, Item: u, Detail: fmt.Sprintf("points to %q, which does not exist", data)}
-			if opts.Repair {
-				c.repair(&d, func() error {
-					_, err := c.multi(ctx, deleteOp(c.p.batchUUID(u), -1))
+		if !f.batchExists[string(data)] {
+			f.repair(Damage{Kind: DamageUUIDDangling, Item: u, Detail: fmt.Sprintf("points to %q, which does not exist", data)},
+				func() error {
+					_, err := f.c.multi(ctx, deleteOp(f.c.p.batchUUID(u), -1))
 					return err
 				})
-			}
-			add(d)
 		}
 	}
-	// Jobs.
-	jobSet := map[string]bool{}
-	for _, jid := range jids {
-		jobSet[jid] = true
-	}
+	return nil
+}
+
+// checkJobs checks (and repairs) each listed job, several at a time.
+func (f *fsck) checkJobs(ctx context.Context) {
 	var mu sync.Mutex
-	eachAtMost(len(jids), 32, func(i int) {
-		jid := jids[i]
-		v, ok := before[jid]
-		ds := c.fsckJob(ctx, jid, v, ok, entries[jid], refs[jid], opts)
+	eachAtMost(len(f.jids), 32, func(i int) {
+		jid := f.jids[i]
+		v, ok := f.before[jid]
+		ds := f.c.fsckJob(ctx, jid, v, ok, f.entries[jid], f.refs[jid], f.opts)
 		mu.Lock()
-		rep.JobsChecked++
-		rep.Damages = append(rep.Damages, ds...)
+		f.rep.JobsChecked++
+		f.rep.Damages = append(f.rep.Damages, ds...)
 		mu.Unlock()
 	})
-	// Entries and references whose job is gone.
-	// A job created after the listing is not in jobSet: ask again.
-	gone := func(jid string) bool {
-		ok, _, err := c.exists(ctx, c.p.job(jid))
-		return err == nil && !ok
+}
+
+// gone reports whether a job not listed is still absent: one created
+// after the listing is not in jobSet.
+func (f *fsck) gone(ctx context.Context, jid string) bool {
+	if f.jobSet[jid] {
+		return false
 	}
-	for jid, locs := range entries {
-		if jobSet[jid] || !gone(jid) {
+	ok, _, err := f.c.exists(ctx, f.c.p.job(jid))
+	return err == nil && !ok
+}
+
+// checkEntriesWithoutJob finds state entries whose job is gone.
+func (f *fsck) checkEntriesWithoutJob(ctx context.Context) {
+	for jid, locs := range f.entries {
+		if !f.gone(ctx, jid) {
 			continue
 		}
 		for _, l := range locs {
-			d := Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + jobStateSegment(l.state) + "/" + l.name}
-			if opts.Repair {
-				c.repair(&d, func() error {
-					_, err := c.multi(ctx, deleteOp(c.p.jobStateDir(l.state)+"/"+l.name, -1))
+			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + jobStateSegment(l.state) + "/" + l.name},
+				func() error {
+					_, err := f.c.multi(ctx, deleteOp(f.c.p.jobStateDir(l.state)+"/"+l.name, -1))
 					return err
 				})
-			}
-			add(d)
 		}
 	}
-	for jid, locs := range refs {
-		if jobSet[jid] || !gone(jid) {
+}
+
+// checkRefsWithoutJob finds batch references whose job is gone, but for
+// the deleted folder's: a deleted job's reference outlives it by design.
+func (f *fsck) checkRefsWithoutJob(ctx context.Context) {
+	for jid, locs := range f.refs {
+		if !f.gone(ctx, jid) {
 			continue
 		}
 		for _, l := range locs {
 			if l.folder == folderDeleted {
-				continue // a deleted job's reference outlives it by design
+				continue
 			}
-			d := Damage{Kind: DamageRefNoJob, Item: jid, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)}
-			if opts.Repair {
-				c.repair(&d, func() error {
-					_, err := c.multi(ctx, deleteOp(c.p.batchRef(l.bid, l.folder, jid), -1))
+			f.repair(Damage{Kind: DamageRefNoJob, Item: jid, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)},
+				func() error {
+					_, err := f.c.multi(ctx, deleteOp(f.c.p.batchRef(l.bid, l.folder, jid), -1))
 					return err
 				})
-			}
-			add(d)
 		}
 	}
-	slices.SortFunc(rep.Damages, func(a, b Damage) int {
-		if a.Item != b.Item {
-			if a.Item < b.Item {
-				return -1
-			}
-			return 1
+}
+
+// sortDamages orders the findings by item, then kind.
+func (r *FsckReport) sortDamages() {
+	slices.SortFunc(r.Damages, func(a, b Damage) int {
+		if c := strings.Compare(a.Item, b.Item); c != 0 {
+			return c
 		}
-		if a.Kind < b.Kind {
-			return -1
-		}
-		if a.Kind > b.Kind {
-			return 1
-		}
-		return 0
+		return strings.Compare(a.Kind, b.Kind)
 	})
-	return rep, nil
 }
 
 func (c *Client) repair(d *Damage, fn func() error) {
