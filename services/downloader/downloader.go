@@ -94,8 +94,8 @@ func (d *Downloader) StageConfig() stage.Config {
 // Handle downloads the job's files (or its container, then unpacks it) and
 // records the space they take. Any file that finally fails fails the job
 // with a message naming the file, its URL and the reason.
-func (d *Downloader) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
-	conf := claim.Job.GetConfiguration()
+func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
+	conf := claim.Data().GetConfiguration()
 	m, err := claim.LoadManifest(ctx)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):

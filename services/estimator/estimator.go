@@ -84,7 +84,7 @@ func (e *Estimator) StageConfigs() []stage.Config {
 // Pending makes sure the job has its file list before it goes on: a job
 // spawned from a manifest of manifests gets its object manifest fetched and
 // parsed here, and fails (naming the URL and line) if it is corrupt.
-func (e *Estimator) Pending(ctx context.Context, claim *queue.Claim) stage.Outcome {
+func (e *Estimator) Pending(ctx context.Context, claim stage.Claim) stage.Outcome {
 	m, fresh, out, ok := e.ensureFileList(ctx, claim)
 	if !ok {
 		return out
@@ -92,7 +92,7 @@ func (e *Estimator) Pending(ctx context.Context, claim *queue.Claim) stage.Outco
 	ch := queue.Change{}
 	if fresh {
 		ch.Manifest = m
-		ch.Message = fmt.Sprintf("manifest %s: %d files", claim.Job.GetConfiguration().GetPayloadUrl(), len(m.GetFiles()))
+		ch.Message = fmt.Sprintf("manifest %s: %d files", claim.Data().GetConfiguration().GetPayloadUrl(), len(m.GetFiles()))
 	}
 	return stage.Next(ch)
 }
@@ -100,7 +100,7 @@ func (e *Estimator) Pending(ctx context.Context, claim *queue.Claim) stage.Outco
 // ensureFileList loads the job's file list, or builds it when the job has
 // none. fresh says it was built now (and must be written with the job).
 // When ok is false, out is what to do with the job instead.
-func (e *Estimator) ensureFileList(ctx context.Context, claim *queue.Claim) (m *v1.Manifest, fresh bool, out stage.Outcome, ok bool) {
+func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim) (m *v1.Manifest, fresh bool, out stage.Outcome, ok bool) {
 	m, err := claim.LoadManifest(ctx)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
@@ -111,7 +111,7 @@ func (e *Estimator) ensureFileList(ctx context.Context, claim *queue.Claim) (m *
 	case len(m.GetFiles()) > 0:
 		return m, false, out, true
 	}
-	m, err = e.fileList(ctx, claim.Job.GetConfiguration())
+	m, err = e.fileList(ctx, claim.Data().GetConfiguration())
 	var je *jobError
 	switch {
 	case errors.As(err, &je):
@@ -120,7 +120,7 @@ func (e *Estimator) ensureFileList(ctx context.Context, claim *queue.Claim) (m *
 		// The job's context ended: nothing will be committed.
 		return nil, false, stage.Release(), false
 	}
-	e.Logger.InfoContext(ctx, "file list built", "payload_url", claim.Job.GetConfiguration().GetPayloadUrl(), "files", len(m.GetFiles()))
+	e.Logger.InfoContext(ctx, "file list built", "payload_url", claim.Data().GetConfiguration().GetPayloadUrl(), "files", len(m.GetFiles()))
 	return m, true, out, true
 }
 
@@ -134,7 +134,7 @@ func (e *Estimator) ensureFileList(ctx context.Context, claim *queue.Claim) (m *
 // either the file is unsized. A container counts its archive's size: what
 // it expands to is known only once the downloader unpacks it (and then
 // writes the real space_needed).
-func (e *Estimator) Estimate(ctx context.Context, claim *queue.Claim) stage.Outcome {
+func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outcome {
 	m, fresh, out, ok := e.ensureFileList(ctx, claim)
 	if !ok {
 		return out
@@ -152,7 +152,7 @@ func (e *Estimator) Estimate(ctx context.Context, claim *queue.Claim) stage.Outc
 		}
 		total += s
 	}
-	old := claim.Job.GetPriority()
+	old := claim.Data().GetPriority()
 	prio := old
 	var why []string
 	if unsized > 0 {

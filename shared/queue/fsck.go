@@ -87,178 +87,235 @@ func (e entryLoc) priority() int32 {
 // Fsck checks the whole tree against the contract and, with Repair, mends
 // what it finds. Each repair is done under the item's lock and re-checked
 // there, so fsck can run beside live consumers.
+//
+// It runs in phases: list the jobs and read their status versions; read
+// every state entry; check the batches (and read their references); check
+// the batch uuids; check each job (status, entries, reference, batch, lock,
+// priority, and its repairs); check the entries and references whose job is
+// gone.
 func (c *Client) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = time.Minute
 	}
-	rep := &FsckReport{}
-	add := func(d Damage) { rep.Damages = append(rep.Damages, d) }
-
+	f := &fsck{c: c, opts: opts, rep: &FsckReport{}}
 	// Status versions first, entries and references next, status versions
 	// again after: a job whose status did not change across the listing
 	// (every transition writes the status) cannot be caught mid-move, so
 	// what disagrees for it is real damage. Jobs that moved are skipped.
-	names, _, err := c.children(ctx, c.p.jobs())
-	if err != nil {
+	if err := f.listJobs(ctx); err != nil {
 		return nil, err
 	}
-	var jids []string
+	if err := f.readEntries(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.checkBatches(ctx); err != nil {
+		return nil, err
+	}
+	if err := f.checkUUIDs(ctx); err != nil {
+		return nil, err
+	}
+	f.checkJobs(ctx)
+	f.checkEntriesWithoutJob(ctx)
+	f.checkRefsWithoutJob(ctx)
+	f.rep.sortDamages()
+	return f.rep, nil
+}
+
+// fsck is one run of Fsck: what it read of the tree, and what it found.
+type fsck struct {
+	c    *Client
+	opts FsckOptions
+	rep  *FsckReport
+
+	jids        []string              // the jobs listed, sorted
+	jobSet      map[string]bool       // jids, as a set
+	before      map[string]int32      // status versions read before the entries and references
+	entries     map[string][]entryLoc // every state entry, by jid
+	refs        map[string][]refLoc   // every batch reference, by jid
+	batchExists map[string]bool       // batches with a status
+}
+
+func (f *fsck) add(d Damage) { f.rep.Damages = append(f.rep.Damages, d) }
+
+// repair runs fn on d when repairing, and adds d to the report.
+func (f *fsck) repair(d Damage, fn func() error) {
+	if f.opts.Repair {
+		f.c.repair(&d, fn)
+	}
+	f.add(d)
+}
+
+// listJobs lists the jobs and reads their status versions.
+func (f *fsck) listJobs(ctx context.Context) error {
+	names, _, err := f.c.children(ctx, f.c.p.jobs())
+	if err != nil {
+		return err
+	}
+	f.jobSet = map[string]bool{}
 	for _, n := range names {
 		if ValidJobID(n) {
-			jids = append(jids, n)
+			f.jids = append(f.jids, n)
+			f.jobSet[n] = true
 		}
 	}
-	slices.Sort(jids)
-	before := c.statusVersions(ctx, jids)
+	slices.Sort(f.jids)
+	f.before = f.c.statusVersions(ctx, f.jids)
+	return nil
+}
 
-	// Every state entry, by jid.
-	entries := map[string][]entryLoc{}
+// readEntries reads every state entry, by jid.
+func (f *fsck) readEntries(ctx context.Context) error {
+	f.entries = map[string][]entryLoc{}
 	for _, s := range jobStates {
-		names, _, err := c.children(ctx, c.p.jobStateDir(s))
+		names, _, err := f.c.children(ctx, f.c.p.jobStateDir(s))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fsck: listing %s: %w", JobStateName(s), err)
+			return fmt.Errorf("fsck: listing %s: %w", JobStateName(s), err)
 		}
 		for _, n := range names {
 			if _, jid, ok := parseEntry(n); ok {
-				entries[jid] = append(entries[jid], entryLoc{s, n})
+				f.entries[jid] = append(f.entries[jid], entryLoc{s, n})
 			}
 		}
 	}
-	// Every batch reference, by jid; batch remnants on the way.
-	refs := map[string][]refLoc{}
-	bids, err := c.ListBatchIDs(ctx)
+	return nil
+}
+
+// checkBatches reads every batch's references, by jid, and finds batch
+// remnants (a batch node without status older than the grace).
+func (f *fsck) checkBatches(ctx context.Context) error {
+	f.refs = map[string][]refLoc{}
+	f.batchExists = map[string]bool{}
+	bids, err := f.c.ListBatchIDs(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	batchExists := map[string]bool{}
 	for _, bid := range bids {
-		rep.BatchesChecked++
-		children, stat, err := c.children(ctx, c.p.batch(bid))
+		f.rep.BatchesChecked++
+		children, stat, err := f.c.children(ctx, f.c.p.batch(bid))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !slices.Contains(children, nodeStatus) {
-			if time.Since(time.UnixMilli(stat.Ctime)) < opts.Grace && len(children) == 0 {
+			if time.Since(time.UnixMilli(stat.Ctime)) < f.opts.Grace && len(children) == 0 {
 				continue
 			}
-			d := Damage{Kind: DamageBatchRemnant, Item: bid, Detail: fmt.Sprintf("batch node without status (children: %v)", children)}
-			if opts.Repair {
-				c.repair(&d, func() error { return c.deleteBatchTree(ctx, bid, "") })
-			}
-			add(d)
+			f.repair(Damage{Kind: DamageBatchRemnant, Item: bid, Detail: fmt.Sprintf("batch node without status (children: %v)", children)},
+				func() error { return f.c.deleteBatchTree(ctx, bid, "") })
 			continue
 		}
-		batchExists[bid] = true
-		got, err := c.BatchJobIDs(ctx, bid)
+		f.batchExists[bid] = true
+		got, err := f.c.BatchJobIDs(ctx, bid)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for f, jids := range got {
+		for folder, jids := range got {
 			for _, jid := range jids {
-				refs[jid] = append(refs[jid], refLoc{bid, f})
+				f.refs[jid] = append(f.refs[jid], refLoc{bid, folder})
 			}
 		}
 	}
-	// Dangling uuids.
-	uuids, _, err := c.children(ctx, c.p.batchUUIDs())
+	return nil
+}
+
+// checkUUIDs finds /batch-uuids entries pointing at no batch.
+func (f *fsck) checkUUIDs(ctx context.Context) error {
+	uuids, _, err := f.c.children(ctx, f.c.p.batchUUIDs())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, u := range uuids {
-		data, _, err := c.get(ctx, c.p.batchUUID(u))
+		data, _, err := f.c.get(ctx, f.c.p.batchUUID(u))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if !batchExists[string(data)] {
-			d := Damage{Kind: DamageUUIDDangling, Item: u, Detail: fmt.Sprintf("points to %q, which does not exist", data)}
-			if opts.Repair {
-				c.repair(&d, func() error {
-					_, err := c.multi(ctx, deleteOp(c.p.batchUUID(u), -1))
+		if !f.batchExists[string(data)] {
+			f.repair(Damage{Kind: DamageUUIDDangling, Item: u, Detail: fmt.Sprintf("points to %q, which does not exist", data)},
+				func() error {
+					_, err := f.c.multi(ctx, deleteOp(f.c.p.batchUUID(u), -1))
 					return err
 				})
-			}
-			add(d)
 		}
 	}
-	// Jobs.
-	jobSet := map[string]bool{}
-	for _, jid := range jids {
-		jobSet[jid] = true
-	}
+	return nil
+}
+
+// checkJobs checks (and repairs) each listed job, several at a time.
+func (f *fsck) checkJobs(ctx context.Context) {
 	var mu sync.Mutex
-	eachAtMost(len(jids), 32, func(i int) {
-		jid := jids[i]
-		v, ok := before[jid]
-		ds := c.fsckJob(ctx, jid, v, ok, entries[jid], refs[jid], opts)
+	eachAtMost(len(f.jids), 32, func(i int) {
+		jid := f.jids[i]
+		v, ok := f.before[jid]
+		ds := f.c.fsckJob(ctx, jid, v, ok, f.entries[jid], f.refs[jid], f.opts)
 		mu.Lock()
-		rep.JobsChecked++
-		rep.Damages = append(rep.Damages, ds...)
+		f.rep.JobsChecked++
+		f.rep.Damages = append(f.rep.Damages, ds...)
 		mu.Unlock()
 	})
-	// Entries and references whose job is gone.
-	// A job created after the listing is not in jobSet: ask again.
-	gone := func(jid string) bool {
-		ok, _, err := c.exists(ctx, c.p.job(jid))
-		return err == nil && !ok
+}
+
+// gone reports whether a job not listed is still absent: one created
+// after the listing is not in jobSet.
+func (f *fsck) gone(ctx context.Context, jid string) bool {
+	if f.jobSet[jid] {
+		return false
 	}
-	for jid, locs := range entries {
-		if jobSet[jid] || !gone(jid) {
+	ok, _, err := f.c.exists(ctx, f.c.p.job(jid))
+	return err == nil && !ok
+}
+
+// checkEntriesWithoutJob finds state entries whose job is gone.
+func (f *fsck) checkEntriesWithoutJob(ctx context.Context) {
+	for jid, locs := range f.entries {
+		if !f.gone(ctx, jid) {
 			continue
 		}
 		for _, l := range locs {
-			d := Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + jobStateSegment(l.state) + "/" + l.name}
-			if opts.Repair {
-				c.repair(&d, func() error {
-					_, err := c.multi(ctx, deleteOp(c.p.jobStateDir(l.state)+"/"+l.name, -1))
+			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + jobStateSegment(l.state) + "/" + l.name},
+				func() error {
+					_, err := f.c.multi(ctx, deleteOp(f.c.p.jobStateDir(l.state)+"/"+l.name, -1))
 					return err
 				})
-			}
-			add(d)
 		}
 	}
-	for jid, locs := range refs {
-		if jobSet[jid] || !gone(jid) {
+}
+
+// checkRefsWithoutJob finds batch references whose job is gone, but for
+// the deleted folder's: a deleted job's reference outlives it by design.
+func (f *fsck) checkRefsWithoutJob(ctx context.Context) {
+	for jid, locs := range f.refs {
+		if !f.gone(ctx, jid) {
 			continue
 		}
 		for _, l := range locs {
 			if l.folder == folderDeleted {
-				continue // a deleted job's reference outlives it by design
+				continue
 			}
-			d := Damage{Kind: DamageRefNoJob, Item: jid, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)}
-			if opts.Repair {
-				c.repair(&d, func() error {
-					_, err := c.multi(ctx, deleteOp(c.p.batchRef(l.bid, l.folder, jid), -1))
+			f.repair(Damage{Kind: DamageRefNoJob, Item: jid, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)},
+				func() error {
+					_, err := f.c.multi(ctx, deleteOp(f.c.p.batchRef(l.bid, l.folder, jid), -1))
 					return err
 				})
-			}
-			add(d)
 		}
 	}
-	slices.SortFunc(rep.Damages, func(a, b Damage) int {
-		if a.Item != b.Item {
-			if a.Item < b.Item {
-				return -1
-			}
-			return 1
+}
+
+// sortDamages orders the findings by item, then kind.
+func (r *FsckReport) sortDamages() {
+	slices.SortFunc(r.Damages, func(a, b Damage) int {
+		if c := strings.Compare(a.Item, b.Item); c != 0 {
+			return c
 		}
-		if a.Kind < b.Kind {
-			return -1
-		}
-		if a.Kind > b.Kind {
-			return 1
-		}
-		return 0
+		return strings.Compare(a.Kind, b.Kind)
 	})
-	return rep, nil
 }
 
 func (c *Client) repair(d *Damage, fn func() error) {
@@ -270,17 +327,88 @@ func (c *Client) repair(d *Damage, fn func() error) {
 }
 
 // fsckJob checks one job's status against its state entries, batch
-// reference, batch, lock and priority.
+// reference, batch, lock and priority, and with Repair mends them: read
+// the job; place its entries and reference against its status; find what
+// is wrong; then repair its lock (alone: the other repairs need the lock),
+// else its priority, its batch and its entries and reference.
 func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatus bool, ents []entryLoc, refs []refLoc, opts FsckOptions) []Damage {
-	var out []Damage
+	j := &jobCheck{c: c, jid: jid, ents: ents, refs: refs}
+	if ds, done := j.read(ctx, before, hadStatus, opts); done {
+		return ds
+	}
+	j.place(j.state)
+	j.entryOK = len(j.right) == 1 && len(j.wrong) == 0
+	j.refOK = j.refRight && len(j.refWrong) == 0
+	j.noBatch = !ValidBatchID(j.bid) || !c.batchPresent(ctx, j.bid)
+	if j.noBatch {
+		// Nothing can reference it where its status wants (reported
+		// below); a reference from another batch is still wrong.
+		j.refOK = len(j.refWrong) == 0
+	}
+	j.find()
+	if !opts.Repair {
+		return j.damages()
+	}
+	// A lock no session holds comes first: every other repair needs the
+	// job's lock, and this one moves the job.
+	if j.lockD != nil {
+		j.repairLock(ctx)
+		return j.damages()
+	}
+	j.repairPriority(ctx)
+	j.repairBatch(ctx)
+	j.repairPlacement(ctx)
+	return j.damages()
+}
+
+// jobCheck is fsck's look at one job: what it read, and what it found.
+type jobCheck struct {
+	c    *Client
+	jid  string
+	ents []entryLoc // the job's state entries
+	refs []refLoc   // the batch references to it
+
+	data         []byte // the status, as read
+	stat         *zk.Stat
+	st           *v1.JobStatus
+	state        JobState
+	bid          string
+	hasStore     bool
+	hasInventory bool
+	priority     []byte   // the priority node, as read (nil: none)
+	lock         *zk.Stat // the job's lock node (nil: none)
+
+	// Entries and references placed against a state (place): those a job
+	// in it has (right, refRight) and the others.
+	right, wrong []entryLoc
+	refRight     bool
+	refWrong     []refLoc
+	entryOK      bool
+	refOK        bool
+	noBatch      bool // its bid names no batch that exists
+
+	lockD, prioD, batchD *Damage
+	// target is what entries and reference are mended toward (0: left
+	// for an operator); why is what the entries show when none is in the
+	// status's state.
+	target JobState
+	why    string
+	rest   []Damage // what is wrong with its entries and reference
+}
+
+// read reads the job's status and the nodes fsck checks. done is true
+// when there is nothing more to check (ds is what was found): the job
+// moved while fsck listed, or its status is missing or unreadable.
+func (j *jobCheck) read(ctx context.Context, before int32, hadStatus bool, opts FsckOptions) (ds []Damage, done bool) {
+	c, jid := j.c, j.jid
 	data, stat, err := c.get(ctx, c.p.jobStatus(jid))
 	if err == nil && (!hadStatus || stat.Version != before) {
-		return nil // it moved while fsck listed: not damage
+		return nil, true // it moved while fsck listed: not damage
 	}
 	if errors.Is(err, zk.ErrNoNode) {
 		_, jstat, err := c.exists(ctx, c.p.job(jid))
 		if err != nil || jstat == nil || time.Since(time.UnixMilli(jstat.Ctime)) < opts.Grace {
-			return nil
+			return nil, true
 		}
 		d := Damage{Kind: DamageJobNoStatus, Item: jid, Detail: "job node without status (its creation was cut short)"}
 		if opts.Repair {
@@ -289,189 +417,188 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 				return err
 			})
 		}
-		return append(out, d)
+		return []Damage{d}, true
 	}
 	if err != nil {
-		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}
+		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}, true
 	}
 	st, err := decodeJobStatus(c.p.jobStatus(jid), data)
 	if err != nil {
-		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Detail: err.Error()}}
+		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Detail: err.Error()}}, true
 	}
-	state := st.GetStatus()
 	read, err := c.getManyStat(ctx, []string{c.p.jobNode(jid, nodeBid), c.p.jobNode(jid, nodePriority),
 		c.p.jobNode(jid, nodeStore), c.p.jobNode(jid, nodeInventory), c.p.jobLock(jid)})
 	if err != nil {
-		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}
+		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}, true
 	}
-	bid := string(read[0].data)
-	hasStore, hasInventory := read[2].stat != nil, read[3].stat != nil
-	lock := read[4].stat
+	j.data, j.stat, j.st, j.state = data, stat, st, st.GetStatus()
+	j.bid, j.priority = string(read[0].data), read[1].data
+	j.hasStore, j.hasInventory = read[2].stat != nil, read[3].stat != nil
+	j.lock = read[4].stat
+	return nil, false
+}
 
-	var right, wrong []entryLoc
-	for _, e := range ents {
-		if e.state == state {
-			right = append(right, e)
+// place sorts the job's entries and references into those a job in state
+// s has and the others.
+func (j *jobCheck) place(s JobState) {
+	j.right, j.wrong = nil, nil
+	for _, e := range j.ents {
+		if e.state == s {
+			j.right = append(j.right, e)
 		} else {
-			wrong = append(wrong, e)
+			j.wrong = append(j.wrong, e)
 		}
 	}
-	wantFolder := batchFolder(state)
-	var refRight bool
-	var refWrong []refLoc
-	for _, r := range refs {
-		if r.bid == bid && r.folder == wantFolder {
-			refRight = true
+	j.refRight, j.refWrong = false, nil
+	for _, r := range j.refs {
+		if r.bid == j.bid && r.folder == batchFolder(s) {
+			j.refRight = true
 		} else {
-			refWrong = append(refWrong, r)
+			j.refWrong = append(j.refWrong, r)
 		}
 	}
-	entryOK := len(right) == 1 && len(wrong) == 0
-	refOK := refRight && len(refWrong) == 0
-	noBatch := !ValidBatchID(bid) || !c.batchPresent(ctx, bid)
-	if noBatch {
-		// Nothing can reference it where its status wants (reported
-		// below); a reference from another batch is still wrong.
-		refOK = len(refWrong) == 0
-	}
+}
 
-	// Everything wrong with the job, first; then the repairs.
-	var lockD, prioD, batchD *Damage
-	if lock != nil && lock.EphemeralOwner == 0 {
-		lockD = &Damage{Kind: DamageLockNotEphemeral, Item: jid,
+// find names everything wrong with the job, before any repair: its lock,
+// its priority, its batch, its entries and reference (and what they are
+// mended toward).
+func (j *jobCheck) find() {
+	jid, state := j.jid, j.state
+	if j.lock != nil && j.lock.EphemeralOwner == 0 {
+		j.lockD = &Damage{Kind: DamageLockNotEphemeral, Item: jid,
 			Detail: fmt.Sprintf("status %s: %s", JobStateName(state), foreignLockMessage)}
 	}
-	if d, ok := priorityDamage(jid, read[1].data, right); ok {
-		prioD = &d
+	if d, ok := priorityDamage(jid, j.priority, j.right); ok {
+		j.prioD = &d
 	}
-	if noBatch {
-		batchD = &Damage{Kind: DamageJobNoBatch, Item: jid, Detail: fmt.Sprintf("status %s: %s", JobStateName(state),
-			(&NoBatchError{Job: jid, Batch: bid}).Reason())}
+	if j.noBatch {
+		j.batchD = &Damage{Kind: DamageJobNoBatch, Item: jid, Detail: fmt.Sprintf("status %s: %s", JobStateName(state),
+			(&NoBatchError{Job: jid, Batch: j.bid}).Reason())}
 	}
 	// What entries and reference are mended toward: the status, unless it
 	// names a state the entries say the job did not reach.
-	target, why := state, ""
-	if len(right) == 0 && len(wrong) > 0 {
-		target, why = mendMismatch(st, wrong, hasStore, hasInventory)
+	j.target = state
+	if len(j.right) == 0 && len(j.wrong) > 0 {
+		j.target, j.why = mendMismatch(j.st, j.wrong, j.hasStore, j.hasInventory)
 	}
-	var rest []Damage
-	if !entryOK || !refOK {
-		rest = fsckJobReport(jid, state, bid, ents, refs, right, wrong, refOK, why)
+	if !j.entryOK || !j.refOK {
+		j.rest = fsckJobReport(jid, state, j.bid, j.ents, j.refs, j.right, j.wrong, j.refOK, j.why)
 	}
-	all := func() []Damage {
-		for _, d := range []*Damage{lockD, prioD, batchD} {
-			if d != nil {
-				out = append(out, *d)
-			}
-		}
-		return append(out, rest...)
-	}
-	if !opts.Repair {
-		return all()
-	}
+}
 
-	// A lock no session holds comes first: every other repair needs the
-	// job's lock, and this one moves the job.
-	if lockD != nil {
-		// A claim fails a job so locked (or, held or ended, just removes
-		// the lock), with a message saying why.
-		c.repair(lockD, func() error {
-			cl, err := c.ClaimJob(ctx, jid)
-			if err != nil {
-				return err
-			}
-			return cl.Release(ctx)
-		})
-		for _, d := range []*Damage{prioD, batchD} {
-			if d != nil {
-				d.Error = "the job's lock came first; run fsck again"
-			}
+// damages is what was found, with what became of the repairs.
+func (j *jobCheck) damages() []Damage {
+	var out []Damage
+	for _, d := range []*Damage{j.lockD, j.prioD, j.batchD} {
+		if d != nil {
+			out = append(out, *d)
 		}
-		for i := range rest {
-			rest[i].Error = "the job's lock came first; run fsck again"
-		}
-		return all()
 	}
-	if prioD != nil && len(right) == 1 {
-		c.repair(prioD, func() error {
-			_, err := c.multi(ctx, checkOp(c.p.jobStatus(jid), stat.Version),
-				setOp(c.p.jobNode(jid, nodePriority), encodeInt(int64(right[0].priority())), -1))
+	return append(out, j.rest...)
+}
+
+// repairLock removes a lock no session holds: a claim fails a job so
+// locked (or, held or ended, just removes the lock), with a message
+// saying why. The job's other damage waits for the next run.
+func (j *jobCheck) repairLock(ctx context.Context) {
+	j.c.repair(j.lockD, func() error {
+		cl, err := j.c.ClaimJob(ctx, j.jid)
+		if err != nil {
 			return err
-		})
-	}
-	if batchD != nil {
-		if CanMoveJob(state, Failed) && entryOK {
-			c.repair(batchD, func() error {
-				cl, err := c.ClaimJob(ctx, jid)
-				if err != nil {
-					return err
-				}
-				// The commit finds the batch gone and fails the job without
-				// touching the batch.
-				if err := cl.Commit(ctx, Change{To: Failed, Message: "fsck: " + (&NoBatchError{Job: jid, Batch: bid}).Reason()}); err != nil {
-					cl.Release(ctx)
-					return err
-				}
-				return nil
-			})
-		} else {
-			batchD.Error = fmt.Sprintf("left for an operator: the job is %s (DeleteJob removes it)", JobStateName(state))
+		}
+		return cl.Release(ctx)
+	})
+	for _, d := range []*Damage{j.prioD, j.batchD} {
+		if d != nil {
+			d.Error = "the job's lock came first; run fsck again"
 		}
 	}
-	if len(rest) == 0 {
-		return all()
+	for i := range j.rest {
+		j.rest[i].Error = "the job's lock came first; run fsck again"
 	}
-	if target == 0 {
-		for i := range rest {
-			rest[i].Error = "left for an operator: " + why
+}
+
+// repairPriority writes the priority the job's one entry orders it at.
+func (j *jobCheck) repairPriority(ctx context.Context) {
+	if j.prioD == nil || len(j.right) != 1 {
+		return
+	}
+	c, jid := j.c, j.jid
+	c.repair(j.prioD, func() error {
+		_, err := c.multi(ctx, checkOp(c.p.jobStatus(jid), j.stat.Version),
+			setOp(c.p.jobNode(jid, nodePriority), encodeInt(int64(j.right[0].priority())), -1))
+		return err
+	})
+}
+
+// repairBatch fails a live job whose batch does not exist; others are
+// left for an operator.
+func (j *jobCheck) repairBatch(ctx context.Context) {
+	if j.batchD == nil {
+		return
+	}
+	if !CanMoveJob(j.state, Failed) || !j.entryOK {
+		j.batchD.Error = fmt.Sprintf("left for an operator: the job is %s (DeleteJob removes it)", JobStateName(j.state))
+		return
+	}
+	j.c.repair(j.batchD, func() error {
+		cl, err := j.c.ClaimJob(ctx, j.jid)
+		if err != nil {
+			return err
 		}
-		return all()
+		// The commit finds the batch gone and fails the job without
+		// touching the batch.
+		if err := cl.Commit(ctx, Change{To: Failed, Message: "fsck: " + (&NoBatchError{Job: j.jid, Batch: j.bid}).Reason()}); err != nil {
+			cl.Release(ctx)
+			return err
+		}
+		return nil
+	})
+}
+
+// repairPlacement mends the job's entries and reference toward target,
+// writing a new status first when target is not the status's state.
+func (j *jobCheck) repairPlacement(ctx context.Context) {
+	if len(j.rest) == 0 {
+		return
 	}
+	if j.target == 0 {
+		for i := range j.rest {
+			j.rest[i].Error = "left for an operator: " + j.why
+		}
+		return
+	}
+	state, target := j.state, j.target
 	var status []byte
 	if target != state {
+		st := j.st
 		next := &v1.JobStatus{Status: target, LastModified: nowStamp(), RetryCount: st.GetRetryCount(),
-			LastSuccessfulStatus: lastSuccessfulBefore(st, wrong), Traceparent: st.GetTraceparent(),
-			Message: fmt.Sprintf("fsck: status said %s, but %s; the job is %s for an operator", JobStateName(state), why,
+			LastSuccessfulStatus: lastSuccessfulBefore(st, j.wrong), Traceparent: st.GetTraceparent(),
+			Message: fmt.Sprintf("fsck: status said %s, but %s; the job is %s for an operator", JobStateName(state), j.why,
 				strings.ToLower(JobStateName(target)))}
 		recordChange(st, next, WorkerFsck, time.Now())
-		status = withKeysOf(data, encodeJobStatus(next), jobStatusKeys)
+		status = withKeysOf(j.data, encodeJobStatus(next), jobStatusKeys)
 		// Entries and reference are mended toward the new state.
-		right, wrong = nil, nil
-		for _, e := range ents {
-			if e.state == target {
-				right = append(right, e)
-			} else {
-				wrong = append(wrong, e)
-			}
-		}
-		refRight, refWrong = false, nil
-		for _, r := range refs {
-			if r.bid == bid && r.folder == batchFolder(target) {
-				refRight = true
-			} else {
-				refWrong = append(refWrong, r)
-			}
-		}
-		entryOK, refOK = false, noBatch && len(refWrong) == 0
+		j.place(target)
+		j.entryOK, j.refOK = false, j.noBatch && len(j.refWrong) == 0
 	}
-	if noBatch {
+	if j.noBatch {
 		// Which batch the job belongs to is not clear (its bid names none
 		// that exists, another batch references it): references are left
 		// alone.
-		refOK = true
+		j.refOK = true
 	}
-	err = c.repairJob(ctx, jid, stat.Version, status, target, bid, right, wrong, refRight, refWrong, entryOK, refOK)
-	for i := range rest {
+	err := j.c.repairJob(ctx, j.jid, j.stat.Version, status, target, j.bid, j.right, j.wrong, j.refRight, j.refWrong, j.entryOK, j.refOK)
+	for i := range j.rest {
 		switch {
-		case noBatch && (rest[i].Kind == DamageRefMismatch || rest[i].Kind == DamageRefMissing):
-			rest[i].Error = "left for an operator: the job's bid names no batch that exists, and another batch references it"
+		case j.noBatch && (j.rest[i].Kind == DamageRefMismatch || j.rest[i].Kind == DamageRefMissing):
+			j.rest[i].Error = "left for an operator: the job's bid names no batch that exists, and another batch references it"
 		case err != nil:
-			rest[i].Error = err.Error()
+			j.rest[i].Error = err.Error()
 		default:
-			rest[i].Repaired = true
+			j.rest[i].Repaired = true
 		}
 	}
-	return all()
 }
 
 // fsckJobReport names what is wrong with a job's entries and batch

@@ -357,6 +357,10 @@ func (cl *Claim) State() JobState { return cl.from }
 // ID is the claimed job's id.
 func (cl *Claim) ID() string { return cl.Job.GetId() }
 
+// Data is the job's data, Job: what a reader that has the claim only as
+// an interface (a stage handler's) reads. Load and LoadManifest fill it in.
+func (cl *Claim) Data() *v1.Job { return cl.Job }
+
 // entryPriority is the priority of the claim's state entry, which orders
 // the job.
 func (cl *Claim) entryPriority() int32 {

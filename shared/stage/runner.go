@@ -26,9 +26,38 @@ import (
 // Handler does one stage's work on one claimed job. ctx ends when the job's
 // lock or session is lost, or when a drain runs out of time; the handler
 // should stop then (its outcome will not be committed). The job's data is
-// claim.Job; claim.Update writes data that must land before the step ends
-// (an ARK, say).
-type Handler func(ctx context.Context, claim *queue.Claim) Outcome
+// claim.Data(); claim.Update writes data that must land before the step
+// ends (an ARK, say).
+type Handler func(ctx context.Context, claim Claim) Outcome
+
+// Claim is what a handler uses of its claimed job (a *queue.Claim, which
+// the runner commits). A handler decides; the runner commits its Outcome,
+// so committing and releasing are not here. Being an interface, a
+// handler's logic can be tested without ZooKeeper.
+type Claim interface {
+	// ID is the job's id.
+	ID() string
+	// State is the state the job was in when it was claimed.
+	State() queue.JobState
+	// Data is the job's data as read with the claim (the parts the
+	// stage's consumer reads), and what Load and LoadManifest read since.
+	Data() *v1.Job
+	// Load reads the data nodes of parts not read yet; an unreadable
+	// node is an error wrapping queue.ErrCorrupt.
+	Load(ctx context.Context, parts queue.Parts) error
+	// LoadManifest reads the job's file list (nil if it has none), once.
+	LoadManifest(ctx context.Context) (*v1.Manifest, error)
+	// WorkingDir is the job's working folder: the one its configuration
+	// names, else its place under workRoot.
+	WorkingDir(ctx context.Context, workRoot string) (string, error)
+	// Update writes ch's data at once, keeping the job (ch.To is ignored).
+	Update(ctx context.Context, ch queue.Change) error
+	// MintFromCounter makes the job's primary id from the next number of
+	// a shared counter (the existing one, if the job has one).
+	MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error)
+}
+
+var _ Claim = (*queue.Claim)(nil)
 
 // Outcome is what a handler decided; build it with Next, To, Fail, Wait or Release.
 type Outcome struct {
@@ -43,6 +72,30 @@ type Outcome struct {
 func (o Outcome) OnCommitted(f func()) Outcome {
 	o.committed = f
 	return o
+}
+
+// Change is the change the outcome writes (its To is the handler's
+// state for To and Fail, and zero for Next, whose state is the stage's).
+func (o Outcome) Change() queue.Change { return o.change }
+
+// String says what the outcome does: "next", "to Held", "wait 30s" or
+// "release", and the change's message after a colon.
+func (o Outcome) String() string {
+	var s string
+	switch o.kind {
+	case kindNext:
+		s = "next"
+	case kindTo:
+		s = "to " + queue.JobStateName(o.change.To)
+	case kindWait:
+		s = "wait " + o.after.String()
+	case kindRelease:
+		s = "release"
+	}
+	if o.change.Message != "" {
+		s += ": " + o.change.Message
+	}
+	return s
 }
 
 type outcomeKind int

@@ -31,7 +31,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	env := &service.Env{Name: "estimator", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Queue: q, Server: srv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	handler := func(context.Context, *queue.Claim) Outcome { return Next(queue.Change{}) }
+	handler := func(context.Context, Claim) Outcome { return Next(queue.Change{}) }
 	runners, err := Start(ctx, env,
 		Config{Name: "pending", From: queue.Pending, To: queue.Estimating, Handler: handler},
 		Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Handler: handler})

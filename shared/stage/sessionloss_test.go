@@ -26,7 +26,7 @@ import (
 func firstTimeBlocks(working chan<- string) Handler {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	return func(ctx context.Context, cl *queue.Claim) Outcome {
+	return func(ctx context.Context, cl Claim) Outcome {
 		mu.Lock()
 		again := seen[cl.ID()]
 		seen[cl.ID()] = true
@@ -205,7 +205,7 @@ func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 	jid := queuetest.SpawnN(t, c, jobs(1), queue.Estimating)[0]
 	working, failed := make(chan string, 1), make(chan struct{})
 	var once sync.Once
-	r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl *queue.Claim) Outcome {
+	r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
 		first := false
 		once.Do(func() { first = true })
 		if first {

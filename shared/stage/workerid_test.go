@@ -20,7 +20,7 @@ func TestRunnersOfOneProcessHaveWorkerEntriesOfTheirOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	idle := func(context.Context, *queue.Claim) Outcome { return Outcome{} }
+	idle := func(context.Context, Claim) Outcome { return Outcome{} }
 	// Made one after the other, as a service makes its runners.
 	seen := map[string]bool{}
 	for i := range 2000 {

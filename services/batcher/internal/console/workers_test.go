@@ -38,7 +38,7 @@ func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 		Logger: log, Queue: f.q, Server: srv}
 	ctx, stop := context.WithCancel(context.Background())
 	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
-		Handler: func(context.Context, *queue.Claim) stage.Outcome { return stage.Release() }})
+		Handler: func(context.Context, stage.Claim) stage.Outcome { return stage.Release() }})
 	if err != nil {
 		t.Fatal(err)
 	}

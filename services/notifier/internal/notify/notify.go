@@ -34,8 +34,8 @@ type Notifier struct {
 }
 
 // Handle is the stage handler.
-func (n *Notifier) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
-	job := claim.Job
+func (n *Notifier) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
+	job := claim.Data()
 	conf := job.GetConfiguration()
 	pr, ok := n.Profiles.Get(conf.GetProfileName())
 	if !ok {

@@ -21,7 +21,14 @@ import (
 // its id and never mints a second one; a job that has a primary id already
 // keeps it.
 type Minter interface {
-	Mint(ctx context.Context, claim *queue.Claim) (string, error)
+	Mint(ctx context.Context, claim Claim) (string, error)
+}
+
+// Claim is what minting uses of a claimed job (a stage.Claim).
+type Claim interface {
+	Data() *v1.Job
+	Update(ctx context.Context, ch queue.Change) error
+	MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error)
 }
 
 // Local mints from a counter in ZooKeeper (one per shoulder): the counter's
@@ -31,7 +38,7 @@ type Local struct {
 }
 
 // Mint implements Minter.
-func (m Local) Mint(ctx context.Context, claim *queue.Claim) (string, error) {
+func (m Local) Mint(ctx context.Context, claim Claim) (string, error) {
 	ark, err := claim.MintFromCounter(ctx, m.Shoulder, func(n int64) string { return NOIDName(m.Shoulder, n) })
 	if err != nil {
 		return "", fmt.Errorf("minting on %s: %w", m.Shoulder, err)
@@ -58,17 +65,17 @@ const maxEZIDAnswer = 64 << 10
 // Mint implements Minter. EZID cannot mint and record in one step: the id
 // is written to the job at once after EZID answers, and an error after a
 // successful mint names the minted id so that it is not lost.
-func (m EZID) Mint(ctx context.Context, claim *queue.Claim) (string, error) {
-	if id := claim.Job.GetIdentifiers().GetPrimaryId(); id != "" {
+func (m EZID) Mint(ctx context.Context, claim Claim) (string, error) {
+	if id := claim.Data().GetIdentifiers().GetPrimaryId(); id != "" {
 		return id, nil
 	}
-	ark, err := m.mint(ctx, claim.Job.GetMetadata())
+	ark, err := m.mint(ctx, claim.Data().GetMetadata())
 	if err != nil {
 		return "", err
 	}
 	ids := &v1.Identifiers{}
-	if claim.Job.GetIdentifiers() != nil {
-		ids = proto.Clone(claim.Job.GetIdentifiers()).(*v1.Identifiers)
+	if claim.Data().GetIdentifiers() != nil {
+		ids = proto.Clone(claim.Data().GetIdentifiers()).(*v1.Identifiers)
 	}
 	ids.PrimaryId = ark
 	if err := claim.Update(ctx, queue.Change{Identifiers: ids}); err != nil {

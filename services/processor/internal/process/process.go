@@ -72,7 +72,7 @@ func (p *Processor) StageConfigs(storing bool) []stage.Config {
 }
 
 // Handle is the processing stage's handler.
-func (p *Processor) Handle(ctx context.Context, claim *queue.Claim) stage.Outcome {
+func (p *Processor) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
 	out, err := p.process(ctx, claim)
 	return p.outcome(ctx, "processing", out, err)
 }
@@ -103,8 +103,8 @@ func (f *failure) Error() string { return f.msg }
 
 func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(format, args...)} }
 
-func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outcome, error) {
-	job := claim.Job
+func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outcome, error) {
+	job := claim.Data()
 	conf := job.GetConfiguration()
 	dir, err := claim.WorkingDir(ctx, p.WorkRoot)
 	if err != nil {
@@ -129,7 +129,7 @@ func (p *Processor) process(ctx context.Context, claim *queue.Claim) (stage.Outc
 	if err != nil {
 		return stage.Outcome{}, err
 	}
-	localIDs := claim.Job.GetIdentifiers().GetLocalId()
+	localIDs := claim.Data().GetIdentifiers().GetLocalId()
 	obj := sysfiles.Object{ARK: ark, LocalIDs: localIDs, Metadata: job.GetMetadata()}
 	// An attempt that died while writing the system files left their
 	// temporary files in system/, which is stored whole.
@@ -174,9 +174,9 @@ func submissionMode(conf *v1.JobConfiguration) string {
 // identifiers in ZooKeeper before the local ids are bound to it. It holds
 // the local id locks meanwhile (lockLocalIDs); ErrLocked: another process
 // holds one of them.
-func (p *Processor) identify(ctx context.Context, claim *queue.Claim) (string, error) {
-	owner := p.owner(claim.Job.GetConfiguration())
-	ids := claim.Job.GetIdentifiers()
+func (p *Processor) identify(ctx context.Context, claim stage.Claim) (string, error) {
+	owner := p.owner(claim.Data().GetConfiguration())
+	ids := claim.Data().GetIdentifiers()
 	unlock, err := p.lockLocalIDs(ctx, ids.GetLocalId(), owner)
 	if err != nil {
 		return "", err

@@ -18,13 +18,13 @@ import (
 // job to Recording with the version manifest in its inventory node. A job
 // stored again (a crash before the commit, an admin requeue to Storing)
 // gets the version it stored before: storage is idempotent per job.
-func (p *Processor) HandleStoring(ctx context.Context, claim *queue.Claim) stage.Outcome {
+func (p *Processor) HandleStoring(ctx context.Context, claim stage.Claim) stage.Outcome {
 	out, err := p.storeVersion(ctx, claim)
 	return p.outcome(ctx, "storing", out, err)
 }
 
-func (p *Processor) storeVersion(ctx context.Context, claim *queue.Claim) (stage.Outcome, error) {
-	job := claim.Job
+func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.Outcome, error) {
+	job := claim.Data()
 	ark := job.GetIdentifiers().GetPrimaryId()
 	if ark == "" {
 		return stage.Outcome{}, failf("the job has no ARK to store under: processing gives it one (requeue it to Processing)")
