@@ -267,6 +267,9 @@ func (m *monkey) killReplica(ctx context.Context) error {
 	service := m.nextService()
 	p, caught, seen := m.pickVictim(ctx, service)
 	if p == nil {
+		// Every replica of it is frozen or cut off: it stays due, so that a
+		// lone replica is killed too once it is back.
+		m.killOrder = append(m.killOrder, service)
 		return nil
 	}
 	defer func() {
