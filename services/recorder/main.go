@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -192,14 +191,4 @@ func versionStore(ctx context.Context, env *service.Env, st s3store.StoreSetting
 	env.Server.OnShutdown(srv.Shutdown)
 	env.Logger.Info("serving the local store's versions", "listen", ln.Addr().String(), "public_url", store.PublicURL)
 	return store, nil
-}
-
-// workerIDPart keeps the characters a worker id may hold.
-func workerIDPart(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
-			return r
-		}
-		return '_'
-	}, s)
 }
