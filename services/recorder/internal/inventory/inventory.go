@@ -15,7 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"github.com/ingestq/ingestq/shared/retry"
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 const schema = `
@@ -93,8 +95,28 @@ type pending struct {
 	done   chan struct{}
 }
 
-// Open opens (creating if needed) the inventory at path.
+// Open opens (creating if needed) the inventory at path. Replicas starting
+// together open one new file at once, and SQLite answers some of them
+// SQLITE_BUSY while another sets the file up (its schema, its WAL), without
+// waiting out the busy timeout: such an open is tried again.
 func Open(ctx context.Context, path string) (*DB, error) {
+	var d *DB
+	policy := retry.Policy{Attempts: 40, Backoff: 10 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.5}
+	_, err := policy.Do(ctx, isBusy, func(int) error {
+		var err error
+		d, err = openOnce(ctx, path)
+		return err
+	})
+	return d, err
+}
+
+// isBusy says whether err is SQLite's SQLITE_BUSY, of any extended kind.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+func openOnce(ctx context.Context, path string) (*DB, error) {
 	// Transactions begin IMMEDIATE, taking the write lock first: every
 	// transaction here writes, and one that read first could not wait for
 	// the lock once another process (a second recorder replica on the same
