@@ -14,7 +14,6 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Widths the layout is checked at: a desktop window and a phone.
@@ -130,16 +129,7 @@ func TestBrowserNoPageIsWiderThanTheScreen(t *testing.T) {
 	f.fail(jids[0], long)
 	f.move(jids[1], "notified", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing,
 		queue.Recording, queue.Notify, queue.Completed)
-	reported, rjid := f.failedBatch()
-	f.moveBatch(reported, queue.BatchUpdateReporting)
-	bc, err := f.q.ClaimBatch(f.ctx, reported)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchFailed, Message: "1 job(s): 0 completed, 1 failed",
-		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: []string{rjid}}}); err != nil {
-		t.Fatal(err)
-	}
+	reported, _ := f.reportedBatch()
 	// A worker for the workers table; it takes jobs from Estimating,
 	// which the jobs above have left.
 	startReplica(t, f)

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"io"
 	"log/slog"
 	"net/http"
@@ -362,4 +363,22 @@ func wantNot(t *testing.T, a answer, parts ...string) {
 			return
 		}
 	}
+}
+
+// reportedBatch makes a failed batch of one failed job whose report was
+// mailed (its status carries the report's headline and figures), and
+// returns its bid and the job's jid.
+func (f *fixture) reportedBatch() (string, string) {
+	f.t.Helper()
+	bid, jid := f.failedBatch()
+	f.moveBatch(bid, queue.BatchUpdateReporting)
+	bc, err := f.q.ClaimBatch(f.ctx, bid)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchFailed, Message: "1 job(s): 0 completed, 1 failed",
+		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: []string{jid}}}); err != nil {
+		f.t.Fatal(err)
+	}
+	return bid, jid
 }

@@ -10,7 +10,6 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // TestJobJSONCarriesWhatTheStagesAdd: the job page's JSON, which its
@@ -87,16 +86,7 @@ func lookupJSON(m map[string]any, path string) any {
 // jobs have moved since. Rows with no value are left out.
 func TestBatchPageTellsLiveCountsFromTheReportsFiguresAndHidesEmptyRows(t *testing.T) {
 	f := newFixture(t, "")
-	bid, jid := f.failedBatch()
-	f.moveBatch(bid, queue.BatchUpdateReporting)
-	bc, err := f.q.ClaimBatch(f.ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchFailed, Message: "1 job(s): 0 completed, 1 failed",
-		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: []string{jid}}}); err != nil {
-		t.Fatal(err)
-	}
+	bid, jid := f.reportedBatch()
 	a := f.get("/batches/" + bid)
 	wantBody(t, a, `<strong>Jobs now</strong> <small>(live)</small>: <span data-field="total">1</span> job(s)`,
 		`<dt>Its message</dt><dd class="msg" data-field="message">1 job(s): 0 completed, 1 failed</dd>`,
