@@ -21,6 +21,20 @@ func newPeer(t *testing.T, c *Client) *merrittzk.Peer {
 	return merrittzk.Connect(t, zktest.Servers(t), c.p.root)
 }
 
+// peerBatch makes a batch as the peer library does before it creates its
+// jobs (created, then acquired from Pending) and returns its bid.
+func peerBatch(t *testing.T, peer *merrittzk.Peer) string {
+	t.Helper()
+	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.AcquirePendingBatch(); err != nil {
+		t.Fatal(err)
+	}
+	return b.ID
+}
+
 // spawnWithUUID creates a batch submitted under uuid with one job and takes
 // it to Processing, fully spawned.
 func spawnWithUUID(t *testing.T, c *Client, uuid string) (string, string) {
@@ -279,14 +293,8 @@ func TestAJobThePeerLibraryCreatedWithoutWorkingDirHasOneUnderTheWorkRoot(t *tes
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
-	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := peer.AcquirePendingBatch(); err != nil {
-		t.Fatal(err)
-	}
-	j, err := peer.CreateJob(b.ID, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/a.txt", "file", "json"), nil, nil)
+	bid := peerBatch(t, peer)
+	j, err := peer.CreateJob(bid, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/a.txt", "file", "json"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +306,7 @@ func TestAJobThePeerLibraryCreatedWithoutWorkingDirHasOneUnderTheWorkRoot(t *tes
 	defer cl.Release(ctx)
 	root := t.TempDir()
 	wd, err := cl.WorkingDir(ctx, root)
-	if want := filepath.Join(root, b.ID, j.ID); err != nil || wd != want {
+	if want := filepath.Join(root, bid, j.ID); err != nil || wd != want {
 		t.Fatalf("working folder %q, %v; want %s", wd, err, want)
 	}
 	// A job that names its own keeps it.
@@ -316,13 +324,7 @@ func TestMerrittsPayloadTypeWordsReadAsIngestqsAndAnUnknownOneIsNamed(t *testing
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
-	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := peer.AcquirePendingBatch(); err != nil {
-		t.Fatal(err)
-	}
+	bid := peerBatch(t, peer)
 	for word, want := range map[string]v1.PayloadType{
 		"file":                   v1.PayloadType_PAYLOAD_TYPE_FILE,
 		"container":              v1.PayloadType_PAYLOAD_TYPE_CONTAINER,
@@ -330,7 +332,7 @@ func TestMerrittsPayloadTypeWordsReadAsIngestqsAndAnUnknownOneIsNamed(t *testing
 		"batchManifest":          v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
 		"batchManifestContainer": v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS,
 	} {
-		j, err := peer.CreateJob(b.ID, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", word, "json"), nil, nil)
+		j, err := peer.CreateJob(bid, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", word, "json"), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +341,7 @@ func TestMerrittsPayloadTypeWordsReadAsIngestqsAndAnUnknownOneIsNamed(t *testing
 			t.Errorf("payload_type %q reads as %v, %v; want %v", word, got.GetConfiguration().GetPayloadType(), err, want)
 		}
 	}
-	j, err := peer.CreateJob(b.ID, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", "floppy", "json"), nil, nil)
+	j, err := peer.CreateJob(bid, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", "floppy", "json"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,14 +444,8 @@ func TestAJobWithAPayloadTypeIngestqDoesNotKnowIsStillShownAndDeletedOnceFailed(
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
-	b, err := peer.CreateBatch(map[string]any{"profile_name": "demo_profile"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := peer.AcquirePendingBatch(); err != nil {
-		t.Fatal(err)
-	}
-	j, err := peer.CreateJob(b.ID, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", "bogus", "xml"), nil, nil)
+	bid := peerBatch(t, peer)
+	j, err := peer.CreateJob(bid, 5, merrittzk.JobConfiguration("demo_profile", "peer", "http://127.0.0.1:1/x", "bogus", "xml"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +464,7 @@ func TestAJobWithAPayloadTypeIngestqDoesNotKnowIsStillShownAndDeletedOnceFailed(
 		t.Fatalf("GetJob of the failed job: %v", err)
 	}
 	if got.GetStatus().GetStatus() != Failed || !strings.Contains(got.GetStatus().GetMessage(), `"bogus"`) ||
-		got.GetBid() != b.ID || got.GetConfiguration().GetPayloadUrl() != "http://127.0.0.1:1/x" || got.GetConfiguration().GetResponseType() != "xml" {
+		got.GetBid() != bid || got.GetConfiguration().GetPayloadUrl() != "http://127.0.0.1:1/x" || got.GetConfiguration().GetResponseType() != "xml" {
 		t.Errorf("GetJob: %v", got)
 	}
 	if err := c.DeleteJob(ctx, j.ID, true); err != nil {
