@@ -255,3 +255,42 @@ func TestLeasesAreCountedByHowTheyEnded(t *testing.T) {
 		t.Errorf("no completed lease counted:\n%s", text)
 	}
 }
+
+// TestALeaseWhoseCommitIsFencedCountsAsLost: a writer that ignores locks
+// (a peer's admin failing the job) changes the job under its lease; the
+// Complete that follows is refused, and the lease counts as lost, its step
+// as fenced, not as completed.
+func TestALeaseWhoseCommitIsFencedCountsAsLost(t *testing.T) {
+	root := zktest.Root(t)
+	q := queuetest.Connect(t, root)
+	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	m := New(q, Options{Metrics: tel.Metrics})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	peer, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	failed := `{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Storing","retry_count":0}`
+	if _, err := peer.Set(root+"/jobs/"+jid+"/status", []byte(failed), -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Complete(context.Background(), l.ID); !errors.Is(err, ErrEnded) {
+		t.Fatalf("Complete after the peer's write: %v, want ErrEnded", err)
+	}
+	if o := m.Status().GetOutcomes(); o["fenced"] != 1 || o["advanced"] != 0 {
+		t.Errorf("outcomes %v, want the lease counted as fenced", o)
+	}
+	text := metricsText(t, tel)
+	if !strings.Contains(text, `ingestq_leases_total{outcome="lost"} 1`) || strings.Contains(text, `outcome="completed"`) {
+		t.Errorf("the lease is not counted as lost:\n%s", text)
+	}
+}
