@@ -294,3 +294,46 @@ func TestALeaseWhoseCommitIsFencedCountsAsLost(t *testing.T) {
 		t.Errorf("the lease is not counted as lost:\n%s", text)
 	}
 }
+
+// TestDrainWaitsForTheCommitOfACompletedLease: a lease being completed is
+// in flight until its commit ends, so a drain that answers "none left"
+// answers after the job moved on (the manager's ZooKeeper traffic is slowed
+// so that the commit is still on its way when the drain begins).
+func TestDrainWaitsForTheCommitOfACompletedLease(t *testing.T) {
+	root := zktest.Root(t)
+	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slow, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	q := queuetest.Connect(t, root)
+	m := New(slow, Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(ctx, 10*time.Second, time.Minute)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	proxy.SetDelay(zktest.Delay{Min: time.Second}, zktest.Delay{})
+	completed := make(chan error, 1)
+	go func() { completed <- m.Complete(ctx, l.ID) }()
+	queuetest.Eventually(t, "Complete takes the lease", func() bool {
+		_, err := m.Renew(ctx, l.ID, time.Minute)
+		return errors.Is(err, ErrEnded)
+	})
+	if left := m.Drain(ctx); left != 0 {
+		t.Errorf("Drain left %d leases, want none", left)
+	}
+	if st := queuetest.Status(t, q, jid); st.GetStatus() != queue.Notify {
+		t.Errorf("job %s when the drain answered, want Notify: the drain did not wait for the commit", queue.JobStateName(st.GetStatus()))
+	}
+	if err := <-completed; err != nil {
+		t.Fatal(err)
+	}
+}
