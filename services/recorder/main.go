@@ -85,7 +85,7 @@ func main() {
 			leases := lease.New(env.Queue, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
 				Tracer:      env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),
 				Metrics:     env.Telemetry.Metrics,
-				Concurrency: concurrency, Address: env.Config.AdvertiseAddr()})
+				Concurrency: concurrency, Address: env.Config.AdvertiseAddr(), Version: env.Version})
 			if err := leases.Register(ctx); err != nil {
 				return fmt.Errorf("registering the recorder: %w", err)
 			}

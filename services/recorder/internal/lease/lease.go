@@ -85,6 +85,8 @@ type Options struct {
 	// where its StageService is reached.
 	Concurrency int
 	Address     string
+	// Version is the recorder's build version, for its registry entry.
+	Version string
 }
 
 // Manager hands out leases on the jobs of one queue client.
@@ -151,7 +153,7 @@ func New(q *queue.Client, opts Options) *Manager {
 		opts: opts,
 		log:  opts.Logger,
 		state: stage.NewWorkerState(&v1.WorkerInfo{Id: q.NewWorkerID("recorder"), Service: "recorder",
-			Stage: queue.JobStateName(queue.Recording), Concurrency: int32(opts.Concurrency), Address: opts.Address}, "recording", opts.Metrics),
+			Stage: queue.JobStateName(queue.Recording), Concurrency: int32(opts.Concurrency), Address: opts.Address, Version: opts.Version}, "recording", opts.Metrics),
 		leases: map[string]*held{},
 		ended:  map[string]tombstone{},
 	}
