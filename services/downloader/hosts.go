@@ -71,6 +71,9 @@ type hostLine struct {
 	// last completed, or when its first slot was taken.
 	perJob time.Duration
 	moved  time.Time
+	// busySince is when the host's slots last went from none busy to
+	// one: how long its pace has been watched.
+	busySince time.Time
 }
 
 // hostWaiter is a job turned away by a host at its limit.
@@ -100,14 +103,14 @@ func (l *hostLine) interval(limit int, now time.Time) time.Duration {
 
 // ahead counts the jobs of the line before job me (all of them if me is
 // nil), and those of them a free slot is kept for: held in take, or due
-// back within soon.
-func (l *hostLine) ahead(jid string, me *hostWaiter, now time.Time, soon time.Duration) (ahead, kept int) {
+// back within soon, or due since lapse at most.
+func (l *hostLine) ahead(jid string, me *hostWaiter, now time.Time, soon, lapse time.Duration) (ahead, kept int) {
 	for id, w := range l.waiting {
 		if id == jid || (me != nil && !w.since.Before(me.since)) {
 			continue
 		}
 		ahead++
-		if w.holding || (w.until.After(now.Add(-turnLapse)) && w.until.Before(now.Add(soon))) {
+		if w.holding || (w.until.After(now.Add(-lapse)) && w.until.Before(now.Add(soon))) {
 			kept++
 		}
 	}
@@ -188,10 +191,11 @@ func (h *hostSlots) admit(limit int, jid string, hosts []string, mayHold bool) (
 		line.limit = limit
 		interval := line.interval(limit, now)
 		me := line.waiting[jid]
-		// Soon is within a few of the host's completion intervals: a
-		// fast host's slots are not held idle for jobs that slots
-		// freeing meanwhile will serve.
-		ahead, kept := line.ahead(jid, me, now, min(turnWait, 4*interval))
+		// Soon, and the lapse, are within a few of the host's completion
+		// intervals: a fast host's slots are not held idle for jobs that
+		// slots freeing meanwhile will serve, or that are slow to come
+		// back (those are held before the others once back: makeRoom).
+		ahead, kept := line.ahead(jid, me, now, min(turnWait, 4*interval), min(turnLapse, 4*interval))
 		if line.busy+kept < limit {
 			continue
 		}
@@ -212,6 +216,12 @@ func (h *hostSlots) admit(limit int, jid string, hosts []string, mayHold bool) (
 		} else {
 			wait = time.Duration(max(ahead+1, 4)) * interval
 		}
+		// A pace watched for a short time only is not trusted far ahead:
+		// the first downloads from a host are often slower than the rest
+		// (connections opened, files created). The job comes back, and
+		// is told again, after eight times as long as the host has been
+		// watched at the most.
+		wait = min(wait, max(turnWait, 8*now.Sub(line.busySince)))
 		wait = retry.Jittered(min(max(wait, minHostWait), maxHostWait), hostWaitJitter)
 		me.until = now.Add(wait)
 		return host, wait, nil
@@ -219,7 +229,7 @@ func (h *hostSlots) admit(limit int, jid string, hosts []string, mayHold bool) (
 	for _, host := range hosts {
 		line := h.lines[host]
 		if line.busy == 0 {
-			line.moved = now
+			line.moved, line.busySince = now, now
 		}
 		line.busy++
 		delete(line.waiting, jid)
@@ -247,7 +257,9 @@ func (h *hostSlots) forget(now time.Time) {
 
 // give frees the slots take reserved for job jid, counting the time they
 // were held towards the hosts' pace. A slot is handed to the job held in
-// take first in line, unless a job before it is due back for it.
+// take first in line: a job before it that is due back but not here yet
+// would leave the slot idle meanwhile, and once back, it is held before
+// the others (makeRoom) and so served next.
 func (h *hostSlots) give(jid string, hosts []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -276,10 +288,6 @@ func (h *hostSlots) give(jid string, hosts []string) {
 			}
 		}
 		w := line.waiting[first]
-		_, kept := line.ahead(first, w, now, min(turnWait, 4*line.interval(line.limit, now)))
-		if line.busy+kept >= line.limit {
-			continue
-		}
 		w.holding, w.handed = false, true
 		close(w.wake)
 		line.holding--

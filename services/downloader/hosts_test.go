@@ -11,12 +11,13 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 )
 
-// slow makes host's downloads last a minute each, as if measured: its line
-// is served at the least pace, hostRetriesPerSecond.
+// slow makes host's downloads last a minute each, as if measured over an
+// hour: its line is served at the least pace, hostRetriesPerSecond.
 func (h *hostSlots) slow(host string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lines[host].perJob = time.Minute
+	h.lines[host].busySince = time.Now().Add(-time.Hour)
 }
 
 func TestAHostAtItsLimitTurnsJobsAwayAllOrNoneAndSpreadsTheirWaits(t *testing.T) {
@@ -174,6 +175,34 @@ func TestAJobWhoseTurnIsDueWaitsForTheSlotInLineOrder(t *testing.T) {
 		ask("e")
 		if r := <-results["e"]; r.full == "" || time.Since(start) != 0 {
 			t.Fatalf("e: %+v after %v; want it turned away at once", r, time.Since(start))
+		}
+	})
+}
+
+// TestAHostWatchedBrieflyIsNotTrustedFarAhead: the first downloads from a
+// host are often slow (connections opened, files created), and a job told
+// to wait from them alone would wait long after the host sped up. Its wait
+// is at most eight times as long as the host has been watched.
+func TestAHostWatchedBrieflyIsNotTrustedFarAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var h hostSlots
+		host := []string{"new.example"}
+		for i := range 32 {
+			h.take(t.Context(), 32, fmt.Sprintf("busy%d", i), host)
+		}
+		time.Sleep(100 * time.Millisecond)
+		var longest time.Duration
+		for i := range 500 {
+			h.mu.Lock()
+			full, wait, _ := h.admit(32, fmt.Sprintf("j%d", i), host, false)
+			h.mu.Unlock()
+			if full == "" {
+				t.Fatalf("j%d got a slot of a host at its limit", i)
+			}
+			longest = max(longest, wait)
+		}
+		if longest > 800*time.Millisecond {
+			t.Errorf("the longest wait is %v for a host watched for 100ms; want 800ms at most", longest)
 		}
 	})
 }
