@@ -44,7 +44,8 @@ type Downloader struct {
 	Concurrency int
 	// PerHost bounds the jobs this replica downloads from one host at once
 	// (a job counts for every host its files come from); a job whose host
-	// is at its limit waits, giving its worker to other hosts' jobs.
+	// is at its limit waits in the host's line (hostSlots), giving its
+	// worker to other hosts' jobs unless its turn is due at once.
 	PerHost int
 	Unpack  unpack.Limits
 	Logger  *slog.Logger
@@ -107,11 +108,11 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 		return stage.Fail("the job has no file list to download")
 	}
 	hosts := hostsOf(m)
-	if full, wait := d.hosts.take(d.PerHost, claim.ID(), hosts); full != "" {
+	if full, wait := d.hosts.take(ctx, d.PerHost, claim.ID(), hosts); full != "" {
 		d.Logger.DebugContext(ctx, "waiting: the host's downloads are at their limit", "host", full, "limit", d.PerHost, "wait", wait)
 		return stage.Wait(wait, queue.Change{})
 	}
-	defer d.hosts.give(hosts)
+	defer d.hosts.give(claim.ID(), hosts)
 	wd, err := claim.WorkingDir(ctx, d.WorkRoot)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):

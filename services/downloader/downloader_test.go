@@ -104,7 +104,7 @@ type job struct {
 // createJobs stands in for the batcher and the stages before the
 // downloader: the jobs are created with their file lists and moved on to
 // Downloading. It returns their ids and working directories.
-func createJobs(t *testing.T, q *queue.Client, workRoot string, jobs ...job) ([]string, []string) {
+func createJobs(t testing.TB, q *queue.Client, workRoot string, jobs ...job) ([]string, []string) {
 	t.Helper()
 	news := make([]queue.NewJob, len(jobs))
 	for i, j := range jobs {
@@ -478,7 +478,7 @@ type hostServer struct {
 	active, most int
 }
 
-func serveOn(t *testing.T, ip string, h http.HandlerFunc) *hostServer {
+func serveOn(t testing.TB, ip string, h http.HandlerFunc) *hostServer {
 	t.Helper()
 	s := &hostServer{}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -73,26 +73,40 @@ func (p *Processor) StageConfigs(storing bool) []stage.Config {
 
 // Handle is the processing stage's handler.
 func (p *Processor) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
-	out, err := p.process(ctx, claim)
-	return p.outcome(ctx, "processing", out, err)
+	out, locks, err := p.process(ctx, claim)
+	return p.outcome(ctx, "processing", out, err, locks)
 }
 
 // outcome is a step's outcome once its error, if any, is sorted: a lost
 // job is released, a failure fails the job, anything else is tried again.
-func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome, err error) stage.Outcome {
+// The object locks the step holds (unlock) go with the outcome's commit,
+// or after it if it does not happen; a released job's now.
+func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome, err error, unlock []*queue.ObjectLock) stage.Outcome {
 	if err == nil {
 		return out
 	}
 	var fail *failure
 	switch {
 	case ctx.Err() != nil || errors.Is(err, queue.ErrFenced):
+		p.unlock(ctx, unlock)
 		return stage.Release() // the job was lost; nothing may be committed
 	case errors.As(err, &fail):
-		return stage.Fail(fail.msg)
+		return stage.To(queue.Failed, queue.Change{Message: fail.msg, Unlock: unlock})
 	default:
 		// The queue itself is in trouble (a read failed): try again later.
 		p.logger().WarnContext(ctx, step+" interrupted; will retry", "error", err)
-		return stage.Wait(p.lockRetry(), queue.Change{})
+		return stage.Wait(p.lockRetry(), queue.Change{Unlock: unlock})
+	}
+}
+
+// unlock releases object locks the job's commit does not.
+func (p *Processor) unlock(ctx context.Context, locks []*queue.ObjectLock) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, l := range locks {
+		if err := l.Unlock(uctx); err != nil {
+			p.logger().WarnContext(ctx, "releasing an object lock", "error", err)
+		}
 	}
 }
 
@@ -103,32 +117,41 @@ func (f *failure) Error() string { return f.msg }
 
 func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(format, args...)} }
 
-func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outcome, error) {
-	job := claim.Data()
-	conf := job.GetConfiguration()
+// process is the processing step. It returns the local id locks it holds
+// (see identify) with its outcome, or its error.
+func (p *Processor) process(ctx context.Context, claim stage.Claim) (_ stage.Outcome, locks []*queue.ObjectLock, err error) {
 	dir, err := claim.WorkingDir(ctx, p.WorkRoot)
 	if err != nil {
 		if errors.Is(err, queue.ErrCorrupt) {
-			return stage.Outcome{}, failf("working folder: %v", err)
+			return stage.Outcome{}, nil, failf("working folder: %v", err)
 		}
-		return stage.Outcome{}, fmt.Errorf("finding the working folder: %w", err)
+		return stage.Outcome{}, nil, fmt.Errorf("finding the working folder: %w", err)
 	}
 	wd, err := p.workingDir(dir)
 	if err != nil {
-		return stage.Outcome{}, failf("working folder: %v", err)
+		return stage.Outcome{}, nil, failf("working folder: %v", err)
 	}
 	declared, err := claim.LoadManifest(ctx)
 	if err != nil {
-		return stage.Outcome{}, fmt.Errorf("reading the job's manifest: %w", err)
+		return stage.Outcome{}, nil, fmt.Errorf("reading the job's manifest: %w", err)
 	}
-	ark, err := p.identify(ctx, claim)
+	ark, locks, err := p.identify(ctx, claim)
 	if errors.Is(err, queue.ErrLocked) {
 		p.logger().InfoContext(ctx, "a local id of the job is being looked up or minted elsewhere; waiting", "error", err)
-		return stage.Wait(p.lockRetry(), queue.Change{}), nil
+		return stage.Wait(p.lockRetry(), queue.Change{}), nil, nil
 	}
 	if err != nil {
-		return stage.Outcome{}, err
+		return stage.Outcome{}, nil, err
 	}
+	out, err := p.describe(ctx, claim, wd, ark, declared, locks)
+	return out, locks, err
+}
+
+// describe writes the system files of the job's object, now named ark,
+// and its storage manifest; the job's commit releases unlock.
+func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark string, declared *v1.Manifest, unlock []*queue.ObjectLock) (stage.Outcome, error) {
+	job := claim.Data()
+	conf := job.GetConfiguration()
 	localIDs := claim.Data().GetIdentifiers().GetLocalId()
 	obj := sysfiles.Object{ARK: ark, LocalIDs: localIDs, Metadata: job.GetMetadata()}
 	// An attempt that died while writing the system files left their
@@ -157,7 +180,8 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 		Message: fmt.Sprintf("processed %s (%d files): to be stored", ark, len(entries)),
 		// What the storing step stores, as the peer library's store node
 		// says it: the storage manifest, and the version's mode.
-		Store: &v1.Store{ManifestUrl: store.FileURL(manifest), Mode: submissionMode(conf)},
+		Store:  &v1.Store{ManifestUrl: store.FileURL(manifest), Mode: submissionMode(conf)},
+		Unlock: unlock,
 	}), nil
 }
 
@@ -172,16 +196,22 @@ func submissionMode(conf *v1.JobConfiguration) string {
 // identify settles the job's ARK: the one the depositor gave, else the one
 // its local ids are bound to, else a new one; it is in the job's
 // identifiers in ZooKeeper before the local ids are bound to it. It holds
-// the local id locks meanwhile (lockLocalIDs); ErrLocked: another process
-// holds one of them.
-func (p *Processor) identify(ctx context.Context, claim stage.Claim) (string, error) {
+// the local id locks meanwhile (lockLocalIDs), and returns them held: the
+// job's commit releases them in its own request, where a release of its
+// own would cost two (a look at the node's owner and a delete). On an
+// error they are released. ErrLocked: another process holds one of them.
+func (p *Processor) identify(ctx context.Context, claim stage.Claim) (_ string, _ []*queue.ObjectLock, err error) {
 	owner := p.owner(claim.Data().GetConfiguration())
 	ids := claim.Data().GetIdentifiers()
-	unlock, err := p.lockLocalIDs(ctx, ids.GetLocalId(), owner)
+	held, err := p.lockLocalIDs(ctx, ids.GetLocalId(), owner)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	defer unlock()
+	defer func() {
+		if err != nil {
+			p.unlock(ctx, held)
+		}
+	}()
 	ark := ids.GetPrimaryId()
 	bound, boundBy := "", ""
 	for _, lid := range ids.GetLocalId() {
@@ -190,13 +220,13 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim) (string, er
 		case errors.Is(err, queue.ErrNotFound):
 			continue
 		case errors.Is(err, queue.ErrInvalid):
-			return "", failf("local id %q: %v", lid, err)
+			return "", nil, failf("local id %q: %v", lid, err)
 		case err != nil:
-			return "", fmt.Errorf("looking up local id %s: %w", lid, err)
+			return "", nil, fmt.Errorf("looking up local id %s: %w", lid, err)
 		case ark != "" && got != ark:
-			return "", failf("local id %s is bound to %s but the depositor gave %s", lid, got, ark)
+			return "", nil, failf("local id %s is bound to %s but the depositor gave %s", lid, got, ark)
 		case bound != "" && got != bound:
-			return "", failf("local ids %s and %s are bound to different ARKs (%s, %s)", boundBy, lid, bound, got)
+			return "", nil, failf("local ids %s and %s are bound to different ARKs (%s, %s)", boundBy, lid, bound, got)
 		}
 		bound, boundBy = got, lid
 	}
@@ -208,16 +238,16 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim) (string, er
 		}
 		next.PrimaryId = ark
 		if err := claim.Update(ctx, queue.Change{Identifiers: next}); err != nil {
-			return "", fmt.Errorf("recording %s: %w", ark, err)
+			return "", nil, fmt.Errorf("recording %s: %w", ark, err)
 		}
 	}
 	if ark == "" {
 		minted, err := p.Minter.Mint(ctx, claim)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, queue.ErrFenced) || errors.Is(err, queue.ErrNoSession) {
-				return "", err
+				return "", nil, err
 			}
-			return "", failf("minting an ARK: %v", err)
+			return "", nil, failf("minting an ARK: %v", err)
 		}
 		ark = minted
 		p.logger().InfoContext(ctx, "ARK minted", "ark", ark)
@@ -225,13 +255,13 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim) (string, er
 	for _, lid := range ids.GetLocalId() {
 		got, err := p.Queue.BindLocalID(ctx, owner, lid, ark)
 		if err != nil {
-			return "", fmt.Errorf("binding local id %s: %w", lid, err)
+			return "", nil, fmt.Errorf("binding local id %s: %w", lid, err)
 		}
 		if got != ark {
-			return "", failf("local id %s is bound to %s, not to this job's %s", lid, got, ark)
+			return "", nil, failf("local id %s is bound to %s, not to this job's %s", lid, got, ark)
 		}
 	}
-	return ark, nil
+	return ark, held, nil
 }
 
 // lockLocalIDs takes /locks/localid/<local id>_<owner> for each of the
@@ -239,8 +269,9 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim) (string, er
 // service names a job's ("a;b_<owner>"), so that no other processor,
 // ingestq's or Merritt's, looks up or mints an ARK for one of them
 // meanwhile. A lock someone holds releases those taken and is ErrLocked.
-// The locks are ephemeral: a processor that dies frees them.
-func (p *Processor) lockLocalIDs(ctx context.Context, localIDs []string, owner string) (unlock func(), err error) {
+// The locks are ephemeral: a processor that dies frees them. A job without
+// local ids takes none.
+func (p *Processor) lockLocalIDs(ctx context.Context, localIDs []string, owner string) ([]*queue.ObjectLock, error) {
 	var names []string
 	for _, lid := range localIDs {
 		if lid != "" && !slices.Contains(names, lid) {
@@ -252,28 +283,19 @@ func (p *Processor) lockLocalIDs(ctx context.Context, localIDs []string, owner s
 	}
 	slices.Sort(names)
 	var held []*queue.ObjectLock
-	unlock = func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		for _, l := range held {
-			if err := l.Unlock(uctx); err != nil {
-				p.logger().WarnContext(ctx, "releasing a local id lock", "error", err)
-			}
-		}
-	}
 	for _, lid := range names {
 		l, err := p.Queue.LockLocalID(ctx, lid, owner)
 		if errors.Is(err, queue.ErrInvalid) {
-			unlock()
+			p.unlock(ctx, held)
 			return nil, failf("local id %q: %v", lid, err)
 		}
 		if err != nil {
-			unlock()
+			p.unlock(ctx, held)
 			return nil, err
 		}
 		held = append(held, l)
 	}
-	return unlock, nil
+	return held, nil
 }
 
 // owner is whose local ids the job's are: its profile's owner, or its

@@ -409,6 +409,60 @@ func TestNoARKIsMintedForALocalIDWhileMerrittsIngestHoldsItsLock(t *testing.T) {
 	}
 }
 
+// localIDLockRequests counts the requests q sent on local id locks, by
+// operation ("multi.create" for one inside a multi).
+func localIDLockRequests(q *queue.Client) map[string]int64 {
+	n := map[string]int64{}
+	for _, r := range q.Requests() {
+		if r.Node == "locks/localid/*" {
+			n[r.Op] += r.Count
+		}
+	}
+	return n
+}
+
+// TestTheLocalIDLocksGoWithTheJobsCommit: a job's local id locks are
+// taken as Merritt's ingest service names them and released by the job's
+// commit, whether it moves the job on or fails it, in its request: no
+// request of their own (a look at the owner and a delete each). A job
+// without local ids takes none.
+func TestTheLocalIDLocksGoWithTheJobsCommit(t *testing.T) {
+	e := start(t, "")
+	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}})
+	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Recording {
+		t.Fatalf("job without local ids: %s %q", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+	if n := localIDLockRequests(e.q); len(n) != 0 {
+		t.Errorf("a job without local ids made requests on local id locks: %v", n)
+	}
+	jid, _ = e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{LocalId: []string{"loc-a", "loc-b"}}})
+	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Recording {
+		t.Fatalf("job with local ids: %s %q", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+	// loc-a, loc-b, and both together as "loc-a;loc-b".
+	n := localIDLockRequests(e.q)
+	if n["multi.create"] != 3 || n["multi.delete"] != 3 || n["exists"] != 0 || n["delete"] != 0 {
+		t.Errorf("requests on local id locks %v; want 3 creates and 3 deletes inside multis, nothing alone", n)
+	}
+	// A job that fails once its ARK is settled (a digest differs) has its
+	// lock released by the commit that fails it.
+	jid, _ = e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}, ids: &v1.Identifiers{LocalId: []string{"loc-c"}},
+		declared: []*v1.ManifestFile{{Name: "a.txt", HashAlgorithm: "sha256", HashValue: sha("ALPHA"), Size: -1}}})
+	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Failed {
+		t.Fatalf("job with a wrong digest: %s %q", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+	if n := localIDLockRequests(e.q); n["multi.create"] != 4 || n["multi.delete"] != 4 || n["exists"] != 0 || n["delete"] != 0 {
+		t.Errorf("requests on local id locks %v; want 4 creates and 4 deletes inside multis, nothing alone", n)
+	}
+	peer := merrittzk.Connect(t, zktest.Servers(t), e.zkRoot)
+	for _, name := range []string{"loc-a", "loc-b", "loc-a;loc-b", "loc-c"} {
+		lock := "/locks/localid/" + merrittzk.LockName(name+"_ark:/99999/j2owner")
+		if held, err := peer.Exists(lock); err != nil || held {
+			t.Errorf("%s left behind: %v, %v", lock, held, err)
+		}
+	}
+}
+
 // TestTempFilesOfAProcessingCutShortStayOutOfTheVersion: a processor dies
 // while it writes a job's system files (or its storage manifest), leaving
 // their temporary files in the working folder. The job is processed again

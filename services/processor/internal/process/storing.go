@@ -20,7 +20,7 @@ import (
 // gets the version it stored before: storage is idempotent per job.
 func (p *Processor) HandleStoring(ctx context.Context, claim stage.Claim) stage.Outcome {
 	out, err := p.storeVersion(ctx, claim)
-	return p.outcome(ctx, "storing", out, err)
+	return p.outcome(ctx, "storing", out, err, nil)
 }
 
 func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.Outcome, error) {

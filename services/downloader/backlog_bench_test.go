@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/fetch"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// BenchmarkOneHostsBacklog is a downloader replica of 64 workers, 32 of
+// them for one host (the default share), working through 1,000 jobs of
+// 1 KB from that host, all waiting in Downloading when it starts:
+// go test -run '^$' -bench OneHostsBacklog -benchtime 1x .
+// It reports jobs/s and how often a job was turned away by the host's
+// limit (turned-away/job).
+func BenchmarkOneHostsBacklog(b *testing.B) {
+	const n = 1000
+	for range b.N {
+		b.StopTimer()
+		work := b.TempDir()
+		q := queuetest.Connect(b, zktest.Root(b))
+		small := make([]byte, 1024)
+		host := serveOn(b, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { w.Write(small) })
+		jobs := make([]job, n)
+		for i := range jobs {
+			name := fmt.Sprintf("f%d.bin", i)
+			jobs[i] = job{files: []*v1.ManifestFile{declared(host.URL+"/"+name, name, small)}}
+		}
+		createJobs(b, q, work, jobs...)
+		d := testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()})
+		d.PerHost = 32
+		cfg := d.StageConfig()
+		cfg.Service, cfg.Concurrency = "downloader", 64
+		r, err := stage.New(q, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		go r.Run(ctx)
+		for {
+			c, err := q.JobCounts(context.Background())
+			if err == nil && c[queue.Processing] == n {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		took := time.Since(start)
+		b.StopTimer()
+		cancel()
+		<-r.Done()
+		b.ReportMetric(n/took.Seconds(), "jobs/s")
+		b.ReportMetric(float64(r.Status().GetOutcomes()["retried"])/n, "turned-away/job")
+	}
+}
