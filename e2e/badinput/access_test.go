@@ -13,6 +13,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -129,7 +130,7 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 	if j, err := other.GetJob(ctx, jid); err != nil || j.GetStatus().GetStatus() != queue.Completed {
 		t.Errorf("reading job %s: %v, %v", jid, j.GetStatus(), err)
 	}
-	if batches, _, err := other.ListBatches(ctx, queue.BatchFilter{}); err != nil || len(batches) != 1 {
+	if batches, _, err := admin.New(other).ListBatches(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
 		t.Errorf("listing batches: %d, %v", len(batches), err)
 	}
 	if jobs, _, err := other.ListJobs(ctx, queue.JobFilter{State: queue.Completed}); err != nil || len(jobs) != 1 {
@@ -187,7 +188,7 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 	if held, err := p.q.HeldCollections(ctx); err != nil || slices.Contains(held, "demo") {
 		t.Errorf("held collections %v, %v", held, err)
 	}
-	if batches, _, err := p.q.ListBatches(ctx, queue.BatchFilter{}); err != nil || len(batches) != 1 {
+	if batches, _, err := admin.New(p.q).ListBatches(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
 		t.Errorf("batches after refused writes: %d, %v", len(batches), err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 )
 
 // maxPages bounds the listings: a queue the suites make fits many times.
@@ -31,7 +32,7 @@ func Locks(ctx context.Context, q *queue.Client) error {
 		return fmt.Errorf("listing jobs: %w", err)
 	}
 	err = eachPage(func(token string) ([]*v1.Batch, string, error) {
-		return q.ListBatches(ctx, queue.BatchFilter{PageSize: 500, PageToken: token})
+		return admin.New(q).ListBatches(ctx, admin.BatchFilter{PageSize: 500, PageToken: token})
 	}, func(b *v1.Batch) {
 		if b.GetLocked() {
 			errs = append(errs, fmt.Errorf("batch %s (%s) still locked", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus())))

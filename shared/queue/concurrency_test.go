@@ -98,10 +98,7 @@ func TestRacingSessionsTakeEachJobOncePerState(t *testing.T) {
 			}
 		}
 	}
-	counts, err := admin.JobCounts(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	counts := jobCounts(t, admin)
 	if counts[Completed] != jobs {
 		t.Errorf("completed = %d, want %d (counts %v)", counts[Completed], jobs, counts)
 	}

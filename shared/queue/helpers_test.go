@@ -36,6 +36,20 @@ func newClientAt(t testing.TB, root string) *Client {
 	return c
 }
 
+// jobCounts counts the jobs in each state folder.
+func jobCounts(t testing.TB, c *Client) map[JobState]int {
+	t.Helper()
+	out := map[JobState]int{}
+	for _, s := range jobStates {
+		if ok, st, err := c.exists(testCtx(t), c.p.jobStateDir(s)); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			out[s] = int(st.NumChildren)
+		}
+	}
+	return out
+}
+
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

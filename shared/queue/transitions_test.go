@@ -423,8 +423,8 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 	})
 }
 
-// TestBatchDeletionAndCleanup covers "Batch: Failed/Held --> Deleted" and
-// "Batch: Completed --> Automatic Cleanup".
+// TestBatchDeletionAndCleanup covers "Batch: Failed/Held --> Deleted"
+// (package admin's tests cover "Batch: Completed --> Automatic Cleanup").
 func TestBatchDeletionAndCleanup(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
@@ -462,27 +462,6 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 			}
 		}
 	})
-
-	t.Run("completed batch cleaned up after retention", func(t *testing.T) {
-		bid, jids := spawn(t, c, 3, 5)
-		completeBatch(t, c, bid, jids)
-		res, err := c.CleanupBatches(ctx, 24*3600e9, 0)
-		if err != nil || len(res.Batches) != 0 {
-			t.Fatalf("cleanup within retention removed %v (%v)", res.Batches, err)
-		}
-		res, err = c.CleanupBatches(ctx, -1, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Contains(res.Batches, bid) || len(res.Jobs) != 3 {
-			t.Fatalf("cleanup removed %v and %d jobs", res.Batches, len(res.Jobs))
-		}
-		for p := range tree(t, c) {
-			if strings.Contains(p, bid) || slices.ContainsFunc(jids, func(j string) bool { return strings.Contains(p, j) }) {
-				t.Errorf("left behind: %s", p)
-			}
-		}
-	})
 }
 
 func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
@@ -508,8 +487,8 @@ func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
 	if n := total(); n != 5 {
 		t.Fatalf("%d jobs once three completed and their batch too, want 5: ended jobs stay until cleanup", n)
 	}
-	if res, err := c.CleanupBatches(ctx, -1, 0); err != nil || !slices.Contains(res.Batches, done) {
-		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, done)
+	if _, err := c.removeBatch(ctx, done); err != nil {
+		t.Fatalf("cleaning up %s: %v", done, err)
 	}
 	if n := total(); n != 2 {
 		t.Fatalf("%d jobs after the completed batch was cleaned up, want 2", n)

@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -45,6 +46,9 @@ type Server struct {
 
 var _ v1.AdminServiceServer = (*Server)(nil)
 
+// tools are the operators' actions on Queue.
+func (s *Server) tools() *qadmin.Tools { return qadmin.New(s.Queue) }
+
 // PauseQueue creates the pause marker.
 func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error) {
 	if err := s.Queue.Pause(ctx); err != nil {
@@ -67,7 +71,7 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	counts, err := s.Queue.JobCounts(ctx)
+	counts, err := s.tools().JobCounts(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -104,7 +108,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 	resp := &v1.ReleaseCollectionResponse{Collection: m}
 	token := ""
 	for page := 0; page < maxPages; page++ {
-		batches, next, err := s.Queue.ListBatches(ctx, queue.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
+		batches, next, err := s.tools().ListBatches(ctx, qadmin.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
 		if err != nil {
 			return nil, rpcerr.FromQueue(err)
 		}
@@ -283,7 +287,7 @@ func lookupBatch(ctx context.Context, q *queue.Client, bid, uuid string) (*v1.Ba
 // may hold up to ~900 KiB of jids, and a page of large batches would not
 // fit one response.
 func (s *Server) ListBatches(ctx context.Context, req *v1.ListBatchesRequest) (*v1.ListBatchesResponse, error) {
-	batches, next, err := s.Queue.ListBatches(ctx, queue.BatchFilter{
+	batches, next, err := s.tools().ListBatches(ctx, qadmin.BatchFilter{
 		Status: req.GetStatus(), Submitter: req.GetSubmitter(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)

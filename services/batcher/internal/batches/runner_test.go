@@ -16,6 +16,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
@@ -619,7 +620,7 @@ func TestBatchesThatWouldOverfillTheQueueWaitInPendingOldestFirstUntilRoomIsMade
 		h.finish(j.GetId(), fmt.Sprintf("ark:/99999/fk4obj%d", i), "")
 	}
 	h.waitBatch(first, queue.BatchCompleted)
-	res, err := h.q.CleanupBatches(ctx, -1, 0)
+	res, err := admin.New(h.q).CleanupBatches(ctx, -1, 0)
 	if err != nil || !slices.Contains(res.Batches, first) {
 		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, first)
 	}

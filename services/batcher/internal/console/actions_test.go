@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -122,7 +123,7 @@ func TestSignInGuardsPagesAndActions(t *testing.T) {
 
 	// Another console's session (another key), a session past its expiry
 	// and a tampered one are no sessions.
-	other, err := newAuth(testToken, nil, time.Hour, f.q)
+	other, err := newAuth(testToken, nil, time.Hour, qadmin.New(f.q))
 	if err != nil {
 		t.Fatal(err)
 	}
