@@ -136,7 +136,7 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 	if jobs, _, err := other.ListJobs(ctx, queue.JobFilter{State: queue.Completed}); err != nil || len(jobs) != 1 {
 		t.Errorf("listing completed jobs: %d, %v", len(jobs), err)
 	}
-	if rep, err := other.Fsck(ctx, queue.FsckOptions{}); err != nil || !rep.Clean() {
+	if rep, err := admin.New(other).Fsck(ctx, admin.FsckOptions{}); err != nil || !rep.Clean() {
 		t.Errorf("fsck (read only): %v, %v", rep, err)
 	}
 	before, err := p.q.GetJob(ctx, jid)

@@ -75,7 +75,7 @@ func eachPage[T any](list func(token string) ([]T, string, error), each func(T))
 // removes it; one left over would be a session that outlived its process).
 func AfterStop(ctx context.Context, q *queue.Client) error {
 	var errs []error
-	if rep, err := q.Fsck(ctx, queue.FsckOptions{}); err != nil {
+	if rep, err := admin.New(q).Fsck(ctx, admin.FsckOptions{}); err != nil {
 		errs = append(errs, fmt.Errorf("fsck: %w", err))
 	} else if !rep.Clean() {
 		errs = append(errs, fmt.Errorf("fsck found damage: %+v", rep.Damages))

@@ -87,16 +87,16 @@ func (ct *cutter) install(c *Client) {
 func checkNoHalfJobs(t *testing.T, c *Client, bid string) []string {
 	t.Helper()
 	ctx := testCtx(t)
-	rep, err := c.Fsck(ctx, FsckOptions{Grace: time.Nanosecond})
+	damages, err := fsckDamages(ctx, c, time.Nanosecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, d := range rep.Damages {
+	for i, d := range damages {
 		if i == 5 {
-			t.Errorf("fsck: %d damages in all", len(rep.Damages))
+			t.Errorf("fsck: %d damages in all", len(damages))
 			break
 		}
-		t.Errorf("fsck: %s %s: %s", d.Kind, d.Item, d.Detail)
+		t.Errorf("fsck: %s", d)
 	}
 	names, _, err := c.children(ctx, path.Dir(c.p.jobSeq()))
 	if err != nil {

@@ -36,6 +36,17 @@ func newClientAt(t testing.TB, root string) *Client {
 	return c
 }
 
+// fsckDamages runs the operators' fsck (package admin) over c and returns
+// what it found, as "kind item: detail". Package queue's own tests cannot
+// import admin, which imports queue: fsckhook_test.go, of package
+// queue_test, sets it through SetFsck.
+var fsckDamages func(ctx context.Context, c *Client, grace time.Duration) ([]string, error)
+
+// SetFsck sets fsckDamages.
+func SetFsck(f func(ctx context.Context, c *Client, grace time.Duration) ([]string, error)) {
+	fsckDamages = f
+}
+
 // jobCounts counts the jobs in each state folder.
 func jobCounts(t testing.TB, c *Client) map[JobState]int {
 	t.Helper()

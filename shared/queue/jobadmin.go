@@ -353,3 +353,24 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
+
+// hasWhatItNeeds reports whether a job in s has the nodes the steps
+// before s write: processing writes its store (a job in Storing has it),
+// storing its inventory (a job in Recording or later has both).
+func hasWhatItNeeds(s JobState, hasStore, hasInventory bool) bool {
+	switch s {
+	case Storing:
+		return hasStore
+	case Recording, Notify, Completed:
+		return hasStore && hasInventory
+	}
+	return true
+}
+
+// neededNodes names what hasWhatItNeeds looks for in s.
+func neededNodes(s JobState) string {
+	if s == Storing {
+		return "store"
+	}
+	return "store and inventory"
+}

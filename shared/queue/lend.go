@@ -23,6 +23,12 @@ func (c *Client) Backend(core.Key) *core.Backend {
 			}
 			return out, err
 		},
+		Multi:         c.multi,
+		FailedOp:      failedOp,
+		CreateOp:      c.createOp,
+		SetOp:         setOp,
+		DeleteOp:      deleteOp,
+		CheckOp:       checkOp,
 		Children:      c.children,
 		Exists:        c.exists,
 		CreateGrouped: c.createGrouped,
@@ -37,12 +43,47 @@ func (c *Client) Backend(core.Key) *core.Backend {
 		BatchStatus:       c.batchStatus,
 		DecodeBatchStatus: decodeBatchStatus,
 		RemoveBatch:       c.removeBatch,
+		DeleteJobTrees:    c.deleteJobTrees,
+		DeleteBatchTree:   c.deleteBatchTree,
+		EnsureRefFolders: func(ctx context.Context, bid, jid string) error {
+			_, err := c.locateRef(ctx, bid, jid)
+			return err
+		},
+		DecodeJobStatus: decodeJobStatus,
+		RewriteJobStatus: func(old []byte, next *v1.JobStatus) []byte {
+			return withKeysOf(old, encodeJobStatus(next), jobStatusKeys)
+		},
+		EncodeInt:      encodeInt,
+		DecodeInt:      decodeInt,
+		Truncate:       truncate,
+		NowStamp:       nowStamp,
+		RecordChange:   recordChange,
+		HasWhatItNeeds: hasWhatItNeeds,
+		NeededNodes:    neededNodes,
 		Paths: core.Paths{
 			Jobs:            c.p.jobs,
+			Job:             c.p.job,
+			JobNode:         c.p.jobNode,
+			JobStatus:       c.p.jobStatus,
+			JobLock:         c.p.jobLock,
 			JobStateDir:     c.p.jobStateDir,
+			JobEntry:        c.p.jobEntry,
+			Batch:           c.p.batch,
 			BatchStatus:     c.p.batchStatus,
+			BatchFolder:     c.p.batchFolder,
+			BatchRef:        c.p.batchRef,
+			BatchUUIDs:      c.p.batchUUIDs,
+			BatchUUID:       c.p.batchUUID,
+			FolderOf:        batchFolder,
+			ParseEntry:      parseEntry,
+			StateSegment:    jobStateSegment,
 			ConsoleSessions: c.p.consoleSessions,
 			ConsoleSession:  c.p.consoleSession,
+		},
+		Names: core.Names{
+			NodeStatus: nodeStatus, NodeBid: nodeBid, NodePriority: nodePriority, NodeStore: nodeStore, NodeInventory: nodeInventory,
+			FolderDeleted: folderDeleted, FolderProcessing: folderProcessing,
+			ForeignLockMessage: foreignLockMessage,
 		},
 	}
 }

@@ -16,7 +16,13 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 	ctx := testCtx(t)
 
 	t.Run("completed batch cleaned up after retention", func(t *testing.T) {
-		bid, jids := spawn(t, c, 3, queue.Completed)
+		bid, jids := spawn(t, c, 3, 5)
+		for _, jid := range jids {
+			for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
+				queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
+				queuetest.Move(t, c, jid, queuetest.WithProducts(queue.Change{To: s}))
+			}
+		}
 		queuetest.CompleteBatch(t, c, bid)
 		res, err := a.CleanupBatches(ctx, 24*3600e9, 0)
 		if err != nil || len(res.Batches) != 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -29,17 +30,34 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// spawn creates a batch of n jobs walked to state to and returns its bid
-// and the jobs' ids.
-func spawn(t testing.TB, q *queue.Client, n int, to queue.JobState) (string, []string) {
+// spawn creates a batch of n Pending jobs of the given priority and
+// returns its bid and the jobs' ids.
+func spawn(t testing.TB, q *queue.Client, n int, priority int32) (string, []string) {
 	t.Helper()
-	jids := queuetest.SpawnN(t, q, make([]queue.NewJob, n), to)
+	jobs := make([]queue.NewJob, n)
+	for i := range jobs {
+		jobs[i].Priority = priority
+	}
+	jids := queuetest.SpawnN(t, q, jobs, queue.Pending)
 	j, err := q.GetJob(testCtx(t), jids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	return j.GetBid(), jids
 }
+
+// nodeData reads the node at p.
+func nodeData(t testing.TB, a *Tools, p string) string {
+	t.Helper()
+	data, _, err := a.b.Get(testCtx(t), p)
+	if err != nil {
+		t.Fatalf("reading %s: %v", p, err)
+	}
+	return string(data)
+}
+
+// encodeStatus is a job's status as the queue writes it.
+func encodeStatus(a *Tools, st *v1.JobStatus) []byte { return a.b.RewriteJobStatus(nil, st) }
 
 // tree lists every node under the tools' root, relative to it.
 func tree(t testing.TB, a *Tools) []string {

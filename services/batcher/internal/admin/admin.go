@@ -406,7 +406,7 @@ func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1
 
 // Fsck checks (and with repair mends) the tree.
 func (s *Server) Fsck(ctx context.Context, req *v1.FsckRequest) (*v1.FsckResponse, error) {
-	rep, err := s.Queue.Fsck(ctx, queue.FsckOptions{Repair: req.GetRepair()})
+	rep, err := s.tools().Fsck(ctx, qadmin.FsckOptions{Repair: req.GetRepair()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}

@@ -9,9 +9,11 @@ package core
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Key is what queue.Client.Backend asks for. Only packages under
@@ -34,6 +36,16 @@ type Backend struct {
 	GetManyStat func(ctx context.Context, paths []string) ([]Node, error)
 	Children    func(ctx context.Context, path string) ([]string, *zk.Stat, error)
 	Exists      func(ctx context.Context, path string) (bool, *zk.Stat, error)
+	// Multi runs ops atomically, grouped with other callers' multis; it
+	// is not retried. A failed operation's index is FailedOp(err).
+	Multi    func(ctx context.Context, ops ...any) ([]zk.MultiResponse, error)
+	FailedOp func(err error) int
+	// CreateOp, SetOp, DeleteOp and CheckOp are a multi's operations;
+	// CreateOp gives the node the client's ACL.
+	CreateOp func(path string, data []byte, flags int32) *zk.CreateRequest
+	SetOp    func(path string, data []byte, version int32) *zk.SetDataRequest
+	DeleteOp func(path string, version int32) *zk.DeleteRequest
+	CheckOp  func(path string, version int32) *zk.CheckVersionRequest
 	// CreateGrouped creates a node in a multi of one operation, sent
 	// together with other callers' multis.
 	CreateGrouped func(ctx context.Context, path string, data []byte, flags int32) (string, error)
@@ -62,14 +74,72 @@ type Backend struct {
 	// queue.ErrLocked when a batcher holds it), returning the jobs removed.
 	RemoveBatch func(ctx context.Context, bid string) ([]*v1.Job, error)
 
+	// DeleteJobTrees deletes jobs' nodes and state entries, returning the
+	// jobs as they were; DeleteBatchTree a batch's tree and its uuid's
+	// entry ("": none).
+	DeleteJobTrees  func(ctx context.Context, jids []string) ([]*v1.Job, error)
+	DeleteBatchTree func(ctx context.Context, bid, uuid string) error
+	// EnsureRefFolders makes the folders of a batch's job references
+	// exist (a peer may create a batch without them).
+	EnsureRefFolders func(ctx context.Context, bid, jid string) error
+
+	// The node codec.
+	DecodeJobStatus func(path string, data []byte) (*v1.JobStatus, error)
+	// RewriteJobStatus encodes next keeping the keys of old (a status as
+	// read) that queue does not know.
+	RewriteJobStatus func(old []byte, next *v1.JobStatus) []byte
+	EncodeInt        func(n int64) []byte
+	DecodeInt        func(path string, data []byte) (int64, error)
+	Truncate         func(s string, n int) string
+	// NowStamp is a last_modified of now, as queue writes them.
+	NowStamp func() *timestamppb.Timestamp
+	// RecordChange adds to next's history the change from old, as a
+	// commit by worker at now does.
+	RecordChange func(old, next *v1.JobStatus, worker string, now time.Time) *v1.JobStateChange
+
+	// The state machine's rules about a job's nodes.
+	// HasWhatItNeeds reports whether a job in s has the nodes the steps
+	// before s write (a store, an inventory); NeededNodes names them.
+	HasWhatItNeeds func(s v1.JobState, hasStore, hasInventory bool) bool
+	NeededNodes    func(s v1.JobState) string
+
 	Paths Paths
+	Names Names
+}
+
+// Names are the names of the nodes and folders of the contract that
+// operators' tools look at.
+type Names struct {
+	NodeStatus, NodeBid, NodePriority, NodeStore, NodeInventory string
+	// Batch reference folders: a deleted job's, and the live jobs'.
+	FolderDeleted, FolderProcessing string
+	// ForeignLockMessage says why a lock node no session holds is
+	// damage.
+	ForeignLockMessage string
 }
 
 // Paths spells the queue's paths as package queue does.
 type Paths struct {
-	Jobs            func() string
-	JobStateDir     func(s v1.JobState) string
-	BatchStatus     func(bid string) string
+	Jobs        func() string
+	Job         func(jid string) string
+	JobNode     func(jid, name string) string
+	JobStatus   func(jid string) string
+	JobLock     func(jid string) string
+	JobStateDir func(s v1.JobState) string
+	// JobEntry is a job's entry in state s's folder at priority.
+	JobEntry    func(s v1.JobState, priority int32, jid string) string
+	Batch       func(bid string) string
+	BatchStatus func(bid string) string
+	BatchFolder func(bid, folder string) string
+	BatchRef    func(bid, folder, jid string) string
+	BatchUUIDs  func() string
+	BatchUUID   func(uuid string) string
+	// FolderOf is the batch folder referencing a job in state s.
+	FolderOf func(s v1.JobState) string
+	// ParseEntry reads a state entry's name ("PP-jid…").
+	ParseEntry func(name string) (priority int32, jid string, ok bool)
+	// StateSegment is state s's folder name under jobs/states.
+	StateSegment    func(s v1.JobState) string
 	ConsoleSessions func() string
 	ConsoleSession  func(id string) string
 }
