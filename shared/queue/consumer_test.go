@@ -220,18 +220,18 @@ func TestHeldCollectionIsSeenFromTheCache(t *testing.T) {
 	if held, err := c.CollectionHeld(ctx, "demo"); err != nil || held {
 		t.Fatalf("held=%v err=%v before any hold", held, err)
 	}
-	if err := c.HoldCollection(ctx, "demo"); err != nil {
+	if err := operatorOf(c).HoldCollection(ctx, "demo"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { h, _ := c.CollectionHeld(ctx, "demo"); return h })
-	if names, _ := c.HeldCollections(ctx); len(names) != 1 || names[0] != "demo" {
+	if names, _ := operatorOf(c).HeldCollections(ctx); len(names) != 1 || names[0] != "demo" {
 		t.Errorf("HeldCollections = %v", names)
 	}
-	if err := c.ReleaseCollection(ctx, "demo"); err != nil {
+	if err := operatorOf(c).ReleaseCollection(ctx, "demo"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { h, _ := c.CollectionHeld(ctx, "demo"); return !h })
-	if err := c.HoldCollection(ctx, "a/b"); err == nil {
+	if err := operatorOf(c).HoldCollection(ctx, "a/b"); err == nil {
 		t.Error("a collection name with '/' was accepted")
 	}
 }
@@ -456,7 +456,7 @@ func TestAPayloadRecordWrittenWithTheTakeIsReadByTheNextClaimAndKeepsWhySpawning
 	if err := cl.Commit(ctx, Change{To: Failed, Message: "given up"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.DeleteBatch(ctx, bid); err != nil {
+	if _, err := operatorOf(b).DeleteBatch(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, err := b.exists(ctx, b.p.batch(bid)); err != nil || ok {

@@ -218,10 +218,10 @@ func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.FailJob(ctx, ids[0], "bad row"); err != nil {
+	if _, err := operatorOf(c).FailJob(ctx, ids[0], "bad row"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RequeueJob(ctx, ids[0], 0, "")
+	_, err = operatorOf(c).RequeueJob(ctx, ids[0], 0, "")
 	if !errors.Is(err, ErrWrongState) {
 		t.Fatalf("requeue while the batch's jobs are being created: %v, want ErrWrongState", err)
 	}
@@ -231,7 +231,7 @@ func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
 	if err := bc.FinishSpawning(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.RequeueJob(ctx, ids[0], 0, ""); err != nil {
+	if _, err := operatorOf(c).RequeueJob(ctx, ids[0], 0, ""); err != nil {
 		t.Fatalf("requeue once the batch's jobs are all created: %v", err)
 	}
 }

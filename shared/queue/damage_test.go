@@ -70,13 +70,13 @@ func TestAHeldJobWithALockNoSessionHoldsStaysHeldForItsOperator(t *testing.T) {
 	raw := foreignWriter(t)
 	_, jids := spawn(t, c, 1, 5)
 	ctx := testCtx(t)
-	if _, err := c.HoldJob(ctx, jids[0], "checking rights"); err != nil {
+	if _, err := operatorOf(c).HoldJob(ctx, jids[0], "checking rights"); err != nil {
 		t.Fatal(err)
 	}
 	writeRaw(t, raw, c.p.jobLock(jids[0]), "")
 	// The operator's release finds the lock: it is removed, and the
 	// release goes through.
-	j, err := c.ReleaseJob(ctx, jids[0], "")
+	j, err := operatorOf(c).ReleaseJob(ctx, jids[0], "")
 	if err != nil {
 		t.Fatalf("releasing a held job with a stray lock: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestAnOperatorCannotMoveAJobBackIntoABatchThatIsGoingAway(t *testing.T) {
 		}
 	}
 	// Deleted, its jobs not removed yet: a requeue must not bring one back.
-	_, err = c.RequeueJob(ctx, jids[0], 0, "")
+	_, err = operatorOf(c).RequeueJob(ctx, jids[0], 0, "")
 	if !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "its batch "+bid+" is Deleted") {
 		t.Errorf("requeue into a deleted batch: %v", err)
 	}
@@ -113,7 +113,7 @@ func TestAnOperatorCannotMoveAJobBackIntoABatchThatIsGoingAway(t *testing.T) {
 	if _, err := c.removeClaimedBatch(ctx, bc, map[string][]string{folderFailed: jids}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RequeueJob(ctx, jids[1], 0, "")
+	_, err = operatorOf(c).RequeueJob(ctx, jids[1], 0, "")
 	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("requeue of a deleted job: %v", err)
 	}

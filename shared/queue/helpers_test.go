@@ -36,15 +36,36 @@ func newClientAt(t testing.TB, root string) *Client {
 	return c
 }
 
-// fsckDamages runs the operators' fsck (package admin) over c and returns
-// what it found, as "kind item: detail". Package queue's own tests cannot
-// import admin, which imports queue: fsckhook_test.go, of package
-// queue_test, sets it through SetFsck.
-var fsckDamages func(ctx context.Context, c *Client, grace time.Duration) ([]string, error)
+// Package queue's own tests cannot import package admin, which imports
+// queue: adminhook_test.go, of package queue_test, sets these two through
+// SetAdmin.
+var (
+	// fsckDamages runs the operators' fsck over c and returns what it
+	// found, as "kind item: detail".
+	fsckDamages func(ctx context.Context, c *Client, grace time.Duration) ([]string, error)
+	// operatorOf is the operators' tools over c.
+	operatorOf func(c *Client) Operator
+)
 
-// SetFsck sets fsckDamages.
-func SetFsck(f func(ctx context.Context, c *Client, grace time.Duration) ([]string, error)) {
-	fsckDamages = f
+// Operator is what these tests ask of package admin's Tools: moving jobs,
+// batches and collections as an operator does.
+type Operator interface {
+	HoldJob(ctx context.Context, jid, message string) (*v1.Job, error)
+	ReleaseJob(ctx context.Context, jid, message string) (*v1.Job, error)
+	FailJob(ctx context.Context, jid, message string) (*v1.Job, error)
+	RequeueJob(ctx context.Context, jid string, to JobState, message string) (*v1.Job, error)
+	DeleteJob(ctx context.Context, jid string, force bool) error
+	HoldCollection(ctx context.Context, mnemonic string) error
+	ReleaseCollection(ctx context.Context, mnemonic string) error
+	HeldCollections(ctx context.Context) ([]string, error)
+	ReleaseBatch(ctx context.Context, bid string) (*v1.Batch, error)
+	UpdateReport(ctx context.Context, bid string) (*v1.Batch, error)
+	DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error)
+}
+
+// SetAdmin sets fsckDamages and operatorOf.
+func SetAdmin(fsck func(ctx context.Context, c *Client, grace time.Duration) ([]string, error), operator func(c *Client) Operator) {
+	fsckDamages, operatorOf = fsck, operator
 }
 
 // jobCounts counts the jobs in each state folder.

@@ -49,6 +49,19 @@ func (c *Client) Backend(core.Key) *core.Backend {
 			_, err := c.locateRef(ctx, bid, jid)
 			return err
 		},
+		MoveJob: func(ctx context.Context, jid string, want []JobState, decide func(core.Claimed) (core.Move, error)) (*v1.Job, error) {
+			return c.moveJob(ctx, jid, want, func(cl *Claim) (Change, error) {
+				m, err := decide(core.Claimed{From: cl.from, Job: cl.Job, HasStore: cl.present[nodeStore], HasInventory: cl.present[nodeInventory]})
+				return Change{To: m.To, Message: m.Message}, err
+			})
+		},
+		CheckJobMove:    checkJobMove,
+		ValidPriority:   validPriority,
+		DeleteJob:       c.deleteJob,
+		DeleteBatch:     c.deleteBatch,
+		ReleaseBatch:    c.releaseBatch,
+		UpdateReport:    c.updateReport,
+		Ensure:          c.ensure,
 		DecodeJobStatus: decodeJobStatus,
 		RewriteJobStatus: func(old []byte, next *v1.JobStatus) []byte {
 			return withKeysOf(old, encodeJobStatus(next), jobStatusKeys)
@@ -77,6 +90,8 @@ func (c *Client) Backend(core.Key) *core.Backend {
 			FolderOf:        batchFolder,
 			ParseEntry:      parseEntry,
 			StateSegment:    jobStateSegment,
+			Collections:     c.p.collections,
+			CollectionHold:  c.p.collectionHold,
 			ConsoleSessions: c.p.consoleSessions,
 			ConsoleSession:  c.p.consoleSession,
 		},

@@ -320,7 +320,7 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 	}{
 		{name: "a pending job of a held collection goes to Held", from: queue.Pending, hold: true,
 			setup: func(t *testing.T, c *queue.Client, jid string) {
-				if err := c.HoldCollection(context.Background(), "p"); err != nil {
+				if err := qadmin.New(c).HoldCollection(context.Background(), "p"); err != nil {
 					t.Fatal(err)
 				}
 			},

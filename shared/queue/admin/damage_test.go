@@ -190,7 +190,7 @@ func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testin
 		t.Errorf("priority after the move: %q", got)
 	}
 	// An operator fails another.
-	if _, err := c.FailJob(ctx, jids[1], "given up"); err != nil {
+	if _, err := a.FailJob(ctx, jids[1], "given up"); err != nil {
 		t.Fatalf("FailJob: %v", err)
 	}
 	if got := nodeData(t, a, a.b.Paths.JobNode(jids[1], a.b.Names.NodePriority)); got != "7" {
@@ -250,7 +250,7 @@ func TestAStepOfAJobWhoseBatchIsGoneFailsTheJobInsteadOfGoingOn(t *testing.T) {
 	}
 	wantFailedWith(t, c, jids[1], "fsck: its batch "+bid+" does not exist")
 	for _, jid := range jids {
-		if err := c.DeleteJob(ctx, jid, false); err != nil {
+		if err := a.DeleteJob(ctx, jid, false); err != nil {
 			t.Errorf("DeleteJob %s: %v", jid, err)
 		}
 	}
@@ -302,7 +302,7 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 				}
 			}
 			if tc.entry == queue.Held {
-				if _, err := c.HoldJob(ctx, jid, ""); err != nil {
+				if _, err := a.HoldJob(ctx, jid, ""); err != nil {
 					t.Fatal(err)
 				}
 			}

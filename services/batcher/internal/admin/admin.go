@@ -75,7 +75,7 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	held, err := s.Queue.HeldCollections(ctx)
+	held, err := s.tools().HeldCollections(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -92,7 +92,7 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 
 // HoldCollection puts a collection on hold.
 func (s *Server) HoldCollection(ctx context.Context, req *v1.HoldCollectionRequest) (*v1.HoldCollectionResponse, error) {
-	if err := s.Queue.HoldCollection(ctx, req.GetCollection()); err != nil {
+	if err := s.tools().HoldCollection(ctx, req.GetCollection()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.HoldCollectionResponse{Collection: req.GetCollection()}, nil
@@ -102,7 +102,7 @@ func (s *Server) HoldCollection(ctx context.Context, req *v1.HoldCollectionReque
 // batches and held jobs to Pending.
 func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectionRequest) (*v1.ReleaseCollectionResponse, error) {
 	m := req.GetCollection()
-	if err := s.Queue.ReleaseCollection(ctx, m); err != nil {
+	if err := s.tools().ReleaseCollection(ctx, m); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	resp := &v1.ReleaseCollectionResponse{Collection: m}
@@ -128,7 +128,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 			if coll != m {
 				continue
 			}
-			if _, err := s.Queue.ReleaseBatch(ctx, b.GetId()); err != nil {
+			if _, err := s.tools().ReleaseBatch(ctx, b.GetId()); err != nil {
 				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("batch %s: %v", b.GetId(), err))
 				continue
 			}
@@ -148,7 +148,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 			if j.GetConfiguration().GetCollection() != m {
 				continue
 			}
-			if _, err := s.Queue.ReleaseJob(ctx, j.GetId(), "released with collection "+m); err != nil {
+			if _, err := s.tools().ReleaseJob(ctx, j.GetId(), "released with collection "+m); err != nil {
 				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("job %s: %v", j.GetId(), err))
 				continue
 			}
@@ -190,7 +190,7 @@ func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) 
 			return nil, err
 		}
 	}
-	b, err = s.Queue.ReleaseBatch(ctx, req.GetBatchId())
+	b, err = s.tools().ReleaseBatch(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -200,7 +200,7 @@ func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) 
 // UpdateReportBatch asks for a second report on a failed batch; the queue
 // refuses it while a requeued job is still live.
 func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatchRequest) (*v1.UpdateReportBatchResponse, error) {
-	b, err := s.Queue.UpdateReport(ctx, req.GetBatchId())
+	b, err := s.tools().UpdateReport(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -210,7 +210,7 @@ func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatc
 // DeleteBatch removes a held or failed batch, its jobs and their working
 // directories.
 func (s *Server) DeleteBatch(ctx context.Context, req *v1.DeleteBatchRequest) (*v1.DeleteBatchResponse, error) {
-	jobs, err := s.Queue.DeleteBatch(ctx, req.GetBatchId())
+	jobs, err := s.tools().DeleteBatch(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -329,7 +329,7 @@ func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.Lis
 
 // HoldJob moves a pending job to Held.
 func (s *Server) HoldJob(ctx context.Context, req *v1.HoldJobRequest) (*v1.HoldJobResponse, error) {
-	j, err := s.Queue.HoldJob(ctx, req.GetJobId(), req.GetMessage())
+	j, err := s.tools().HoldJob(ctx, req.GetJobId(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -348,7 +348,7 @@ func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1
 			return nil, err
 		}
 	}
-	if j, err = s.Queue.ReleaseJob(ctx, req.GetJobId(), req.GetMessage()); err != nil {
+	if j, err = s.tools().ReleaseJob(ctx, req.GetJobId(), req.GetMessage()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.ReleaseJobResponse{Job: j}, nil
@@ -356,7 +356,7 @@ func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1
 
 // FailJob fails a job waiting between steps.
 func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJobResponse, error) {
-	j, err := s.Queue.FailJob(ctx, req.GetJobId(), req.GetMessage())
+	j, err := s.tools().FailJob(ctx, req.GetJobId(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -365,7 +365,7 @@ func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJ
 
 // RequeueJob resumes a failed job.
 func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1.RequeueJobResponse, error) {
-	j, err := s.Queue.RequeueJob(ctx, req.GetJobId(), req.GetState(), req.GetMessage())
+	j, err := s.tools().RequeueJob(ctx, req.GetJobId(), req.GetState(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -374,7 +374,7 @@ func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1
 
 // ReprioritizeJob changes a live job's priority.
 func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobRequest) (*v1.ReprioritizeJobResponse, error) {
-	j, err := s.Queue.ReprioritizeJob(ctx, req.GetJobId(), req.GetPriority())
+	j, err := s.tools().ReprioritizeJob(ctx, req.GetJobId(), req.GetPriority())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -387,7 +387,7 @@ func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.D
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	if err := s.Queue.DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
+	if err := s.tools().DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	dir := queue.JobWorkingDir(s.Root.Dir(), j)

@@ -306,7 +306,7 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	ctx := context.Background()
-	if err := h.q.HoldCollection(ctx, "demo_coll"); err != nil {
+	if err := admin.New(h.q).HoldCollection(ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
 	u := h.dep.put("/object.checkm", objectManifest)
@@ -322,10 +322,10 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 	other := h.submit("quiet", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
 	h.waitBatch(other, queue.BatchProcessing)
 
-	if err := h.q.ReleaseCollection(ctx, "demo_coll"); err != nil {
+	if err := admin.New(h.q).ReleaseCollection(ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.q.ReleaseBatch(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).ReleaseBatch(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	h.waitBatch(bid, queue.BatchProcessing)
@@ -440,7 +440,7 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	}
 
 	// The operator requeues the failed job; it completes; update-reporting.
-	if _, err := h.q.RequeueJob(ctx, jobs[1].GetId(), 0, ""); err != nil {
+	if _, err := admin.New(h.q).RequeueJob(ctx, jobs[1].GetId(), 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.resume(jobs[1].GetId(), "ark:/99999/fk4diary")
@@ -449,7 +449,7 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchFailed {
 		t.Fatalf("batch is %s before update-reporting, want Failed", b.GetStatus().GetStatus())
 	}
-	if _, err := h.q.UpdateReport(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).UpdateReport(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	b = h.waitBatch(bid, queue.BatchCompleted)

@@ -227,7 +227,7 @@ func TestACallbackThatKeepsFailingFailsTheJobAndAnAdminCanRetry(t *testing.T) {
 	rcv.mu.Lock()
 	rcv.script = []int{500, 500, 500, 200}
 	rcv.mu.Unlock()
-	if _, err := e.q.RequeueJob(context.Background(), jid, 0, "receiver fixed"); err != nil {
+	if _, err := admin.New(e.q).RequeueJob(context.Background(), jid, 0, "receiver fixed"); err != nil {
 		t.Fatal(err)
 	}
 	st = e.ended(t, jid)

@@ -83,6 +83,27 @@ type Backend struct {
 	// exist (a peer may create a batch without them).
 	EnsureRefFolders func(ctx context.Context, bid, jid string) error
 
+	// MoveJob claims a job by id (queue.Client.ClaimJob), checks it is in
+	// one of want (any, when empty), asks decide where it goes, pins its
+	// batch as an operator's move must (a live job needs a batch that will
+	// still report; a job leaving an ended state relies on its batch as
+	// read) and commits the move, fenced like a stage's.
+	MoveJob func(ctx context.Context, jid string, want []v1.JobState, decide func(Claimed) (Move, error)) (*v1.Job, error)
+	// CheckJobMove is the state machine's refusal of a job's move from to
+	// (a *queue.TransitionError), nil when the move is allowed.
+	CheckJobMove func(jid string, from, to v1.JobState) error
+	// ValidPriority refuses a priority outside 0..queue.MaxPriority.
+	ValidPriority func(p *int32) error
+	// DeleteJob, DeleteBatch, ReleaseBatch and UpdateReport are the
+	// operators' actions of the same names, as the admin package
+	// documents them, written where their claims' fencing is.
+	DeleteJob    func(ctx context.Context, jid string, force bool) error
+	DeleteBatch  func(ctx context.Context, bid string) ([]*v1.Job, error)
+	ReleaseBatch func(ctx context.Context, bid string) (*v1.Batch, error)
+	UpdateReport func(ctx context.Context, bid string) (*v1.Batch, error)
+	// Ensure creates a node if it is missing (retried: it is idempotent).
+	Ensure func(ctx context.Context, path string) error
+
 	// The node codec.
 	DecodeJobStatus func(path string, data []byte) (*v1.JobStatus, error)
 	// RewriteJobStatus encodes next keeping the keys of old (a status as
@@ -105,6 +126,19 @@ type Backend struct {
 
 	Paths Paths
 	Names Names
+}
+
+// Claimed is what an operator's move knows of the job it claimed.
+type Claimed struct {
+	From                   v1.JobState
+	Job                    *v1.Job
+	HasStore, HasInventory bool
+}
+
+// Move is where an operator's move takes a job, and the message it leaves.
+type Move struct {
+	To      v1.JobState
+	Message string
 }
 
 // Names are the names of the nodes and folders of the contract that
@@ -140,6 +174,8 @@ type Paths struct {
 	ParseEntry func(name string) (priority int32, jid string, ok bool)
 	// StateSegment is state s's folder name under jobs/states.
 	StateSegment    func(s v1.JobState) string
+	Collections     func() string
+	CollectionHold  func(mnemonic string) string
 	ConsoleSessions func() string
 	ConsoleSession  func(id string) string
 }

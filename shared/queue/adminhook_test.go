@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	queue.SetFsck(func(ctx context.Context, c *queue.Client, grace time.Duration) ([]string, error) {
+	queue.SetAdmin(func(ctx context.Context, c *queue.Client, grace time.Duration) ([]string, error) {
 		rep, err := admin.New(c).Fsck(ctx, admin.FsckOptions{Grace: grace})
 		if err != nil {
 			return nil, err
@@ -19,5 +19,5 @@ func init() {
 			out = append(out, d.Kind+" "+d.Item+": "+d.Detail)
 		}
 		return out, nil
-	})
+	}, func(c *queue.Client) queue.Operator { return admin.New(c) })
 }
