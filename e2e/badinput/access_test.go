@@ -157,7 +157,7 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 			return err
 		}},
 		{"delete a batch", func() error { _, err := operator.DeleteBatch(ctx, bid); return err }},
-		{"pause the queue", func() error { return other.Pause(ctx) }},
+		{"pause the queue", func() error { return operator.Pause(ctx) }},
 		{"hold a collection", func() error { return operator.HoldCollection(ctx, "demo") }},
 	}
 	for _, w := range writes {

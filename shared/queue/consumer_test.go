@@ -69,7 +69,7 @@ func TestConsumerTakesJobsByPriorityThenAge(t *testing.T) {
 func TestPausedQueueGivesNoWorkUntilUnpaused(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	if err := c.Pause(ctx); err != nil {
+	if err := operatorOf(c).Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := c.Paused(ctx); !p {
@@ -81,15 +81,15 @@ func TestPausedQueueGivesNoWorkUntilUnpaused(t *testing.T) {
 	if cl, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(short); err == nil {
 		t.Fatalf("took %s while paused", cl.ID())
 	}
-	if err := c.Unpause(ctx); err != nil {
+	if err := operatorOf(c).Unpause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(ctx); err != nil {
 		t.Fatalf("after unpause: %v", err)
 	}
 	// Admin tools may still take work while paused.
-	c.Pause(ctx)
-	defer c.Unpause(ctx)
+	operatorOf(c).Pause(ctx)
+	defer operatorOf(c).Unpause(ctx)
 	spawn(t, c, 1, DefaultPriority)
 	if _, err := c.NewConsumer(Pending, ConsumerOptions{IgnorePause: true}).Next(ctx); err != nil {
 		t.Fatalf("IgnorePause consumer: %v", err)
@@ -682,7 +682,7 @@ func TestTakeOverCommitsWithoutKeepingWhileTheQueueIsPaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Pause(ctx); err != nil {
+	if err := operatorOf(c).Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return c.pausedNow() })

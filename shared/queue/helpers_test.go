@@ -50,6 +50,8 @@ var (
 // Operator is what these tests ask of package admin's Tools: moving jobs,
 // batches and collections as an operator does.
 type Operator interface {
+	Pause(ctx context.Context) error
+	Unpause(ctx context.Context) error
 	HoldJob(ctx context.Context, jid, message string) (*v1.Job, error)
 	ReleaseJob(ctx context.Context, jid, message string) (*v1.Job, error)
 	FailJob(ctx context.Context, jid, message string) (*v1.Job, error)

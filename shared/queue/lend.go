@@ -90,6 +90,7 @@ func (c *Client) Backend(core.Key) *core.Backend {
 			FolderOf:        batchFolder,
 			ParseEntry:      parseEntry,
 			StateSegment:    jobStateSegment,
+			IngestPause:     c.p.ingestPause,
 			Collections:     c.p.collections,
 			CollectionHold:  c.p.collectionHold,
 			ConsoleSessions: c.p.consoleSessions,

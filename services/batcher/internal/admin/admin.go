@@ -51,7 +51,7 @@ func (s *Server) tools() *qadmin.Tools { return qadmin.New(s.Queue) }
 
 // PauseQueue creates the pause marker.
 func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error) {
-	if err := s.Queue.Pause(ctx); err != nil {
+	if err := s.tools().Pause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.PauseQueueResponse{Paused: true}, nil
@@ -59,7 +59,7 @@ func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.P
 
 // UnpauseQueue removes the pause marker.
 func (s *Server) UnpauseQueue(ctx context.Context, _ *v1.UnpauseQueueRequest) (*v1.UnpauseQueueResponse, error) {
-	if err := s.Queue.Unpause(ctx); err != nil {
+	if err := s.tools().Unpause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.UnpauseQueueResponse{Paused: false}, nil

@@ -337,7 +337,7 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 func TestAPausedQueueTakesNoBatchUntilUnpaused(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	if err := h.q.Pause(ctx); err != nil {
+	if err := admin.New(h.q).Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
@@ -347,7 +347,7 @@ func TestAPausedQueueTakesNoBatchUntilUnpaused(t *testing.T) {
 	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchPending {
 		t.Fatalf("batch is %s while the queue is paused, want Pending", b.GetStatus().GetStatus())
 	}
-	if err := h.q.Unpause(ctx); err != nil {
+	if err := admin.New(h.q).Unpause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.waitBatch(bid, queue.BatchProcessing)

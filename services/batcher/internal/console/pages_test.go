@@ -18,7 +18,7 @@ func TestQueuePageShowsCountsPauseHoldsAndWorkersFromZooKeeper(t *testing.T) {
 	_, jids := f.batch("jdoe", 4)
 	f.fail(jids[0], "download of a.txt failed")
 	f.move(jids[1], "", queue.Estimating)
-	if err := f.q.Pause(f.ctx); err != nil {
+	if err := admin.New(f.q).Pause(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.New(f.q).HoldCollection(f.ctx, "held_coll"); err != nil {
@@ -72,7 +72,7 @@ func TestQueueJSONFollowsTheQueue(t *testing.T) {
 		t.Fatalf("before: %+v", q)
 	}
 	f.fail(jids[0], "broken")
-	if err := f.q.Pause(f.ctx); err != nil {
+	if err := admin.New(f.q).Pause(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.New(f.q).HoldCollection(f.ctx, "c1"); err != nil {

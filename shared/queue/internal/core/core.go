@@ -174,6 +174,7 @@ type Paths struct {
 	ParseEntry func(name string) (priority int32, jid string, ok bool)
 	// StateSegment is state s's folder name under jobs/states.
 	StateSegment    func(s v1.JobState) string
+	IngestPause     func() string
 	Collections     func() string
 	CollectionHold  func(mnemonic string) string
 	ConsoleSessions func() string
