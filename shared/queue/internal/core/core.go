@@ -18,7 +18,7 @@ import (
 
 // Key is what queue.Client.Backend asks for. Only packages under
 // shared/queue can name it, so only they can borrow a client's backend.
-type Key struct{ internal bool }
+type Key struct{ _ [0]func() }
 
 // Node is a node read with its stat; a missing node has a nil Stat.
 type Node struct {
