@@ -122,7 +122,7 @@ func (r *run) lockHolders(ctx context.Context, bids []string) []string {
 			}
 		}
 	}
-	storage, inventory, _ := r.q.ObjectLocks(ctx)
+	storage, inventory, _ := admin.New(r.q).ObjectLocks(ctx)
 	for kind, names := range map[string][]string{"storage": storage, "inventory": inventory} {
 		for _, name := range names {
 			held = append(held, heldLock{what: kind + " lock " + name, path: r.stack.Root + "/locks/" + kind + "/" + name,

@@ -41,7 +41,7 @@ func Locks(ctx context.Context, q *queue.Client) error {
 	if err != nil {
 		return fmt.Errorf("listing batches: %w", err)
 	}
-	storage, inventory, err := q.ObjectLocks(ctx)
+	storage, inventory, err := admin.New(q).ObjectLocks(ctx)
 	if err != nil {
 		return fmt.Errorf("listing object locks: %w", err)
 	}
@@ -80,7 +80,7 @@ func AfterStop(ctx context.Context, q *queue.Client) error {
 	} else if !rep.Clean() {
 		errs = append(errs, fmt.Errorf("fsck found damage: %+v", rep.Damages))
 	}
-	if ws, err := q.ListWorkers(ctx); err != nil {
+	if ws, err := admin.New(q).ListWorkers(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("listing workers: %w", err))
 	} else if len(ws) > 0 {
 		ids := make([]string, len(ws))

@@ -247,7 +247,7 @@ func TestObjectLocksAreExclusive(t *testing.T) {
 	if _, err := b.LockStorage(ctx, "ark:/99999/fk4x"); err == nil {
 		t.Fatal("second storage lock on one ARK was granted")
 	}
-	if st, _, _ := a.ObjectLocks(ctx); len(st) != 1 || st[0] != "ark_99999_fk4x" {
+	if st, _, _ := operatorOf(a).ObjectLocks(ctx); len(st) != 1 || st[0] != "ark_99999_fk4x" {
 		t.Errorf("storage locks = %v, want [ark_99999_fk4x]", st)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -487,7 +487,7 @@ func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
 		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: "jid0000000001"})
 	})
 	waitFor(t, func() bool {
-		ws, err := admin.ListWorkers(ctx)
+		ws, err := operatorOf(admin).ListWorkers(ctx)
 		return err == nil && len(ws) == 1 && len(ws[0].GetInFlight()) == 1 && ws[0].GetService() == "estimator"
 	})
 	if _, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: "bad/id"}); err == nil {
@@ -495,7 +495,7 @@ func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
 	}
 	a.Close() // the replica dies: its entry goes with its session
 	waitFor(t, func() bool {
-		ws, err := admin.ListWorkers(ctx)
+		ws, err := operatorOf(admin).ListWorkers(ctx)
 		return err == nil && len(ws) == 0
 	})
 }

@@ -50,6 +50,8 @@ var (
 // Operator is what these tests ask of package admin's Tools: moving jobs,
 // batches and collections as an operator does.
 type Operator interface {
+	ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error)
+	ObjectLocks(ctx context.Context) (storage, inventory []string, err error)
 	Pause(ctx context.Context) error
 	Unpause(ctx context.Context) error
 	HoldJob(ctx context.Context, jid, message string) (*v1.Job, error)

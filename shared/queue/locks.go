@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,17 +175,4 @@ func (l *ObjectLock) unlock(ctx context.Context) error {
 		return struct{}{}, err
 	})
 	return err
-}
-
-// ObjectLocks lists the ARK lock names held now under storage and inventory.
-func (c *Client) ObjectLocks(ctx context.Context) (storage, inventory []string, err error) {
-	if storage, _, err = c.children(ctx, c.p.storageLocks()); err != nil {
-		return nil, nil, err
-	}
-	if inventory, _, err = c.children(ctx, c.p.inventoryLocks()); err != nil {
-		return nil, nil, err
-	}
-	slices.Sort(storage)
-	slices.Sort(inventory)
-	return storage, inventory, nil
 }

@@ -394,7 +394,7 @@ func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 			}})
 			<-handled
 			queuetest.Eventually(t, "lock released", func() bool {
-				storage, _, err := c.ObjectLocks(context.Background())
+				storage, _, err := qadmin.New(c).ObjectLocks(context.Background())
 				j, jerr := c.GetJob(context.Background(), jid)
 				return err == nil && jerr == nil && len(storage) == 0 && !j.GetLocked()
 			})

@@ -92,7 +92,7 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 	for _, s := range stageStates {
 		f.Workers[s] = 0
 	}
-	workers, err := r.t.q.ListWorkers(ctx)
+	workers, err := r.t.ListWorkers(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,7 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	workers, err := s.Queue.ListWorkers(ctx)
+	workers, err := s.tools().ListWorkers(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -397,7 +397,7 @@ func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.D
 
 // ListWorkers lists the registered stage replicas.
 func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1.ListWorkersResponse, error) {
-	workers, err := s.Queue.ListWorkers(ctx)
+	workers, err := s.tools().ListWorkers(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}

@@ -175,6 +175,10 @@ type Paths struct {
 	// StateSegment is state s's folder name under jobs/states.
 	StateSegment    func(s v1.JobState) string
 	IngestPause     func() string
+	Workers         func() string
+	Worker          func(id string) string
+	StorageLocks    func() string
+	InventoryLocks  func() string
 	Collections     func() string
 	CollectionHold  func(mnemonic string) string
 	ConsoleSessions func() string
