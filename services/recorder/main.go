@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -24,10 +23,8 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
-	"github.com/ingestq/ingestq/services/recorder/internal/stageservice"
 	"github.com/ingestq/ingestq/services/recorder/internal/versions"
 	"github.com/ingestq/ingestq/shared/config"
-	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -81,22 +78,15 @@ func main() {
 			}
 			// The worker registry shows the recorder like a stage replica:
 			// its leases are its jobs in flight.
-			var reg *queue.WorkerRegistration
-			var leases *lease.Manager
-			leases = lease.New(env.Queue, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
-				Tracer:  env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),
-				Metrics: env.Telemetry.Metrics,
-				Changed: func() {
-					if reg != nil {
-						reg.Update(leases.Report)
-					}
-				}})
-			host, _ := os.Hostname()
-			reg, err := env.Queue.RegisterWorker(ctx, &v1.WorkerInfo{
-				Id:   env.Queue.NewWorkerID("recorder"),
-				Host: host, Service: "recorder", Stage: queue.JobStateName(queue.Recording),
-			})
-			if err != nil {
+			concurrency := 0
+			if builtinOn {
+				concurrency = env.Config.Concurrency
+			}
+			leases := lease.New(env.Queue, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
+				Tracer:      env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),
+				Metrics:     env.Telemetry.Metrics,
+				Concurrency: concurrency, Address: env.Config.AdvertiseAddr(), Version: env.Version})
+			if err := leases.Register(ctx); err != nil {
 				return fmt.Errorf("registering the recorder: %w", err)
 			}
 			store, err := versionStore(ctx, env, *storeSettings, *versionsAddr, *publicURL, *presignExpiry)
@@ -104,7 +94,7 @@ func main() {
 				return err
 			}
 			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases, Versions: &store, Logger: env.Logger})
-			v1.RegisterStageServiceServer(env.Server, stage.NewService(stageservice.Worker{Leases: leases, Registration: reg}))
+			v1.RegisterStageServiceServer(env.Server, stage.NewService(leases))
 
 			stopped := make(chan struct{})
 			var db *inventory.DB
@@ -134,12 +124,12 @@ func main() {
 			env.Server.OnShutdown(func(ctx context.Context) error {
 				// No new lease from here on: the built-in loop ends after
 				// the version it is recording.
-				left := leases.Stop(ctx)
+				left := leases.Drain(ctx)
 				<-stopped
 				if db != nil {
 					db.Close()
 				}
-				reg.Close(ctx)
+				leases.Unregister(ctx)
 				if left > 0 {
 					return fmt.Errorf("recorder: %d lease(s) given back at the drain deadline", left)
 				}

@@ -103,6 +103,17 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 		}
 		return false
 	})
+	// Its entry gives the address of its StageService, where the console
+	// pauses, resumes and drains it as any stage replica.
+	workers, err := admin.New(q).ListWorkers(context.Background())
+	for _, w := range workers {
+		if w.GetService() == "recorder" && (w.GetAddress() != p.Addr || w.GetConcurrency() != 0) {
+			t.Errorf("the recorder's entry has address %q and concurrency %d, want %s and 0 (no built-in recorder)", w.GetAddress(), w.GetConcurrency(), p.Addr)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	// So does the replica's StageService.
 	st, err := v1.NewStageServiceClient(conn).GetStatus(ctx, &v1.GetStatusRequest{})
 	if ws := st.GetWorkers(); err != nil || len(ws) != 1 || len(ws[0].GetInFlight()) != 1 || ws[0].GetInFlight()[0].GetJobId() != jid {

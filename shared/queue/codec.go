@@ -656,6 +656,9 @@ type MerrittSubmission struct {
 	DigestType  string   // "digestType"
 	DigestValue string   // "digestValue"
 	Size        int64    // "size"; -1 when not given
+	// ResponseForm is the form the depositor asked responses in
+	// ("responseForm"); each job carries it as its response_type.
+	ResponseForm string
 }
 
 // decodeMerrittSubmission reads Merritt's own keys of a submission; nil
@@ -667,7 +670,8 @@ func decodeMerrittSubmission(path string, data []byte) *MerrittSubmission {
 	}
 	r := &reader{path: path, f: f}
 	m := &MerrittSubmission{Filename: r.text("filename"), PrimaryID: r.text("objectID"),
-		DigestType: r.text("digestType"), DigestValue: r.text("digestValue"), Size: -1}
+		DigestType: r.text("digestType"), DigestValue: r.text("digestValue"), Size: -1,
+		ResponseForm: r.text("responseForm")}
 	for id := range strings.SplitSeq(r.text("localID"), ";") {
 		if id = strings.TrimSpace(id); id != "" {
 			m.LocalIDs = append(m.LocalIDs, id)
@@ -676,7 +680,7 @@ func decodeMerrittSubmission(path string, data []byte) *MerrittSubmission {
 	if n, err := strconv.ParseInt(r.text("size"), 10, 64); err == nil && n >= 0 {
 		m.Size = n
 	}
-	if m.Filename == "" && m.PrimaryID == "" && len(m.LocalIDs) == 0 {
+	if m.Filename == "" && m.PrimaryID == "" && len(m.LocalIDs) == 0 && m.ResponseForm == "" {
 		return nil
 	}
 	return m

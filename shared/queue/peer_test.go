@@ -364,7 +364,7 @@ func TestASubmissionMerrittsIngestWroteReadsAsIngestqsOrSaysWhyNot(t *testing.T)
 	b, err := peer.CreateBatch(map[string]any{"batchID": "bid-7f3e", "profile": "demo_profile", "type": "batchManifest",
 		"size": "512", "filename": "batch.checkm", "update": false, "submitter": "dana/Dana", "title": "Letters",
 		"creator": "Dana", "date": "1921", "objectID": "ark:/99999/fk4given", "localID": "loc-a;loc-b",
-		"digestType": "md5", "digestValue": "0cc175b9c0f1b6a831c399e269772661", "notificationFormat": "xml",
+		"digestType": "md5", "digestValue": "0cc175b9c0f1b6a831c399e269772661", "notificationFormat": "xml", "responseForm": "turtle",
 		"submissionDate": "Sun Nov 22 03:51:07 UTC 2026"})
 	if err != nil {
 		t.Fatal(err)
@@ -382,7 +382,7 @@ func TestASubmissionMerrittsIngestWroteReadsAsIngestqsOrSaysWhyNot(t *testing.T)
 	}
 	m := bc.Merritt
 	if m == nil || m.Filename != "batch.checkm" || m.PrimaryID != "ark:/99999/fk4given" || len(m.LocalIDs) != 2 ||
-		m.DigestValue != "0cc175b9c0f1b6a831c399e269772661" || m.Size != 512 {
+		m.DigestValue != "0cc175b9c0f1b6a831c399e269772661" || m.Size != 512 || m.ResponseForm != "turtle" {
 		t.Errorf("Merritt's own keys read as %+v", m)
 	}
 

@@ -52,8 +52,11 @@ type Spec struct {
 
 // Env is what a service's Setup works with.
 type Env struct {
-	Name   string
-	Config *config.Common
+	Name string
+	// Version is the service's build version (its module version as the
+	// Go toolchain recorded it), shown in the worker registry.
+	Version string
+	Config  *config.Common
 	// Logger writes JSON lines carrying the trace and job of their context.
 	Logger *slog.Logger
 	Queue  *queue.Client
@@ -208,7 +211,7 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
 	if spec.Setup != nil {
-		env := &Env{Name: spec.Name, Config: cfg, Logger: log, Queue: q, Server: srv, Telemetry: tel}
+		env := &Env{Name: spec.Name, Version: version(), Config: cfg, Logger: log, Queue: q, Server: srv, Telemetry: tel}
 		if err := spec.Setup(life, env); err != nil {
 			return fmt.Errorf("setting up %s: %w", spec.Name, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Handler does one stage's work on one claimed job. ctx ends when the job's
@@ -176,31 +174,18 @@ type Runner struct {
 	cfg      Config
 	consumer *queue.Consumer
 	log      *slog.Logger
-	started  time.Time
-	workerID string
-
-	mu       sync.Mutex
-	paused   bool
-	draining bool
-	changed  chan struct{} // closed when paused/draining changes
-	inFlight map[string]*flight
-	outcomes map[string]int64
-	reg      *queue.WorkerRegistration
+	state    *WorkerState // paused, draining, jobs in flight, outcomes
 
 	// then is the runner of the next stage in this process, if any: a job
 	// this stage moves on goes straight to it, its lock kept (chain).
 	then *Runner
 
+	mu         sync.Mutex
 	stopTaking context.CancelFunc // ends the wait for the next job
 	abort      context.CancelFunc // ends every job in flight
 	abortCtx   context.Context
 	wg         sync.WaitGroup
 	done       chan struct{}
-}
-
-type flight struct {
-	jid, bid string
-	since    time.Time
 }
 
 // New prepares a runner; Run starts it.
@@ -231,47 +216,39 @@ func New(q *queue.Client, cfg Config) (*Runner, error) {
 		cfg:      cfg,
 		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts, Spread: cfg.Spread, InOrder: cfg.InOrder}),
 		log:      cfg.Logger.With("stage", cfg.Name),
-		started:  time.Now(),
-		workerID: q.NewWorkerID(cfg.Service),
-		changed:  make(chan struct{}),
-		inFlight: map[string]*flight{},
-		outcomes: map[string]int64{},
-		done:     make(chan struct{}),
+		state: NewWorkerState(&v1.WorkerInfo{Id: q.NewWorkerID(cfg.Service), Service: cfg.Service, Stage: queue.JobStateName(cfg.From),
+			Version: cfg.Version, Concurrency: int32(cfg.Concurrency), Address: cfg.Address}, cfg.Name, cfg.Metrics),
+		done: make(chan struct{}),
 	}
 	r.abortCtx, r.abort = context.WithCancel(context.Background())
 	return r, nil
 }
 
 // WorkerID is this replica's id in the worker registry.
-func (r *Runner) WorkerID() string { return r.workerID }
+func (r *Runner) WorkerID() string { return r.state.ID() }
 
 // Run registers the replica, takes and handles jobs until Drain (or ctx
 // ending) stops it, and returns when every job it took has been committed
 // or released.
 func (r *Runner) Run(ctx context.Context) error {
 	defer close(r.done)
-	reg, err := r.q.RegisterWorker(ctx, r.info())
-	if err != nil {
+	if err := r.state.Register(ctx, r.q); err != nil {
 		return fmt.Errorf("stage %s: %w", r.cfg.Name, err)
 	}
-	r.mu.Lock()
-	r.reg = reg
-	r.mu.Unlock()
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		reg.Close(closeCtx)
+		r.state.Unregister(closeCtx)
 	}()
 	takeCtx, stopTaking := context.WithCancel(ctx)
 	r.mu.Lock()
 	r.stopTaking = stopTaking
-	draining := r.draining
 	r.mu.Unlock()
-	if draining {
+	if r.state.Draining() {
 		stopTaking()
 	}
 	defer stopTaking()
-	r.log.Info("stage running", "worker", r.workerID, "from", queue.JobStateName(r.cfg.From), "to", queue.JobStateName(r.cfg.To), "concurrency", r.cfg.Concurrency)
+	r.log.Info("stage running", "worker", r.state.ID(), "from", queue.JobStateName(r.cfg.From), "to", queue.JobStateName(r.cfg.To), "concurrency", r.cfg.Concurrency)
 
 	// Each of Concurrency workers takes a job and handles it, then the
 	// next: claims overlap (a claim is two round trips to ZooKeeper), so a
@@ -284,14 +261,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		}()
 	}
 	r.wg.Wait()
-	r.log.Info("stage stopped", "worker", r.workerID)
+	r.log.Info("stage stopped", "worker", r.state.ID())
 	return nil
 }
 
 // work takes and handles jobs one at a time until takeCtx ends.
 func (r *Runner) work(takeCtx context.Context) {
 	for {
-		if err := r.waitRunnable(takeCtx); err != nil {
+		if err := r.state.WaitRunnable(takeCtx); err != nil || r.state.Draining() {
 			return
 		}
 		claim, err := r.next(takeCtx)
@@ -320,42 +297,13 @@ var errPaused = errors.New("replica paused")
 // next waits for a job, giving up when the replica is paused meanwhile (a
 // pause must stop a replica that is already waiting, not only the next wait).
 func (r *Runner) next(ctx context.Context) (*queue.Claim, error) {
-	r.mu.Lock()
-	changed := r.changed
-	r.mu.Unlock()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-changed:
-			cancel(errPaused)
-		case <-stop:
-		}
-	}()
+	ctx, cancel := r.state.UntilChanged(ctx)
+	defer cancel()
 	claim, err := r.consumer.Next(ctx)
-	if err != nil && errors.Is(context.Cause(ctx), errPaused) {
+	if err != nil && errors.Is(context.Cause(ctx), ErrStateChanged) {
 		return nil, errPaused
 	}
 	return claim, err
-}
-
-// waitRunnable blocks while the replica is paused.
-func (r *Runner) waitRunnable(ctx context.Context) error {
-	for {
-		r.mu.Lock()
-		paused, ch := r.paused, r.changed
-		r.mu.Unlock()
-		if !paused {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ch:
-		}
-	}
 }
 
 // handle runs the handler on one claim and commits its outcome.
@@ -388,8 +336,6 @@ func (r *Runner) handleOnly(claim *queue.Claim) handled {
 	if bid == "" {
 		bid = job.GetConfiguration().GetBatchId()
 	}
-	r.track(jid, bid, true)
-
 	// The job's context ends with its lock or session, or on an aborted drain.
 	jobCtx, cancel := context.WithCancelCause(claim.Context())
 	stopAbort := context.AfterFunc(r.abortCtx, func() { cancel(errors.New("stage draining: out of time")) })
@@ -399,24 +345,17 @@ func (r *Runner) handleOnly(claim *queue.Claim) handled {
 		traceparent = job.GetConfiguration().GetTraceparent()
 	}
 	jobCtx, span := telemetry.StartJobSpan(jobCtx, r.cfg.Tracer, r.cfg.Name, jid, bid, traceparent)
-	var step telemetry.Step
-	if r.cfg.Metrics != nil {
-		step = r.cfg.Metrics.StartStep(jobCtx, r.cfg.Name)
-	}
+	flight := r.state.Begin(jobCtx, jid, bid)
 	h := handled{claim: claim, ctx: jobCtx}
 	h.outcome = r.decide(jobCtx, claim)
 	h.end = func(result telemetry.Outcome) {
-		r.count(result)
-		if r.cfg.Metrics != nil {
-			step.End(jobCtx, result)
-		}
+		flight.End(jobCtx, result)
 		if result == telemetry.OutcomeFailed {
 			span.SetStatus(codes.Error, h.outcome.change.Message)
 		}
 		span.End()
 		stopAbort()
 		cancel(nil)
-		r.track(jid, bid, false)
 	}
 	return h
 }
@@ -447,20 +386,9 @@ func (r *Runner) Chain(next *Runner) error {
 	return nil
 }
 
-func (r *Runner) isDraining() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.draining
-}
-
 // takesHandOver reports whether the runner takes a job handed over now.
 func (r *Runner) takesHandOver() bool {
-	if r == nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !r.paused && !r.draining && !r.cfg.InOrder
+	return r != nil && !r.cfg.InOrder && r.state.Taking()
 }
 
 // decide runs the rules that come before the handler, then the handler.
@@ -541,7 +469,7 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 	case kindWait:
 		if queue.CanMoveJob(claim.State(), claim.State()) {
 			ch := out.change
-			ch.To, ch.By = claim.State(), r.workerID
+			ch.To, ch.By = claim.State(), r.state.ID()
 			err = claim.Commit(commitCtx, ch)
 		} else {
 			err, wrote = claim.Release(commitCtx), false
@@ -550,11 +478,11 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 		result = telemetry.OutcomeRetried
 	default:
 		ch := out.change
-		ch.By = r.workerID
+		ch.By = r.state.ID()
 		if out.kind == kindNext {
 			ch.To = r.cfg.To
 		}
-		if out.kind == kindNext && !r.isDraining() && r.then.takesHandOver() {
+		if out.kind == kindNext && !r.state.Draining() && r.then.takesHandOver() {
 			var kept bool
 			if kept, err = r.then.consumer.TakeOver(commitCtx, claim, ch); kept {
 				next = r.then
@@ -570,101 +498,40 @@ func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_
 			r.log.InfoContext(ctx, "job moved", "to", queue.JobStateName(ch.To), "message", ch.Message)
 		}
 	}
-	var noBatch *queue.NoBatchError
-	switch {
-	case err == nil:
+	if err == nil {
 		if out.committed != nil && wrote {
 			out.committed()
 		}
 		return result, next
-	case errors.Is(err, queue.ErrFenced):
+	}
+	switch result = CommitOutcome(err, result); result {
+	case telemetry.OutcomeFenced:
 		r.log.WarnContext(ctx, "commit refused: the job was lost", "error", err)
-		return telemetry.OutcomeFenced, nil
-	case errors.As(err, &noBatch) && noBatch.Failed:
+	case telemetry.OutcomeFailed:
 		// Retrying would fail every time: the job was failed instead.
 		r.log.ErrorContext(ctx, "job failed: its batch does not exist", "error", err)
-		return telemetry.OutcomeFailed, nil
 	default:
 		r.log.ErrorContext(ctx, "commit failed; releasing the job", "error", err)
 		claim.Release(commitCtx)
-		return telemetry.OutcomeReleased, nil
 	}
-}
-
-func (r *Runner) track(jid, bid string, start bool) {
-	r.mu.Lock()
-	if start {
-		r.inFlight[jid] = &flight{jid: jid, bid: bid, since: time.Now()}
-	} else {
-		delete(r.inFlight, jid)
-	}
-	reg := r.reg
-	r.mu.Unlock()
-	if reg != nil {
-		reg.Update(func(w *v1.WorkerInfo) { r.fill(w) })
-	}
-}
-
-func (r *Runner) count(o telemetry.Outcome) {
-	r.mu.Lock()
-	r.outcomes[string(o)]++
-	r.mu.Unlock()
-}
-
-// info is this replica's registry entry now.
-func (r *Runner) info() *v1.WorkerInfo {
-	host, _ := os.Hostname()
-	w := &v1.WorkerInfo{
-		Id: r.workerID, Host: host, Service: r.cfg.Service, Stage: queue.JobStateName(r.cfg.From),
-		Version: r.cfg.Version, Started: timestamppb.New(r.started), Concurrency: int32(r.cfg.Concurrency),
-		Address: r.cfg.Address,
-	}
-	r.fill(w)
-	return w
-}
-
-// fill copies the replica's live state into w.
-func (r *Runner) fill(w *v1.WorkerInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w.Paused, w.Draining = r.paused, r.draining
-	w.InFlight = w.InFlight[:0]
-	for _, f := range r.inFlight {
-		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: f.jid, BatchId: f.bid, Since: timestamppb.New(f.since)})
-	}
-	w.Outcomes = make(map[string]int64, len(r.outcomes))
-	for k, v := range r.outcomes {
-		w.Outcomes[k] = v
-	}
+	return result, nil
 }
 
 // Status reports this replica.
-func (r *Runner) Status() *v1.WorkerInfo { return r.info() }
+func (r *Runner) Status() *v1.WorkerInfo { return r.state.Status() }
 
 // Pause stops taking new jobs; jobs in flight finish.
-func (r *Runner) Pause() { r.setState(func() { r.paused = true }) }
+func (r *Runner) Pause() { r.state.Pause() }
 
 // Resume takes jobs again after Pause.
-func (r *Runner) Resume() { r.setState(func() { r.paused = false }) }
-
-func (r *Runner) setState(fn func()) {
-	r.mu.Lock()
-	fn()
-	close(r.changed)
-	r.changed = make(chan struct{})
-	reg := r.reg
-	r.mu.Unlock()
-	if reg != nil {
-		reg.Update(func(w *v1.WorkerInfo) { r.fill(w) })
-	}
-}
+func (r *Runner) Resume() { r.state.Resume() }
 
 // Drain stops taking jobs for good and waits for the jobs in flight until
 // ctx ends; then it cancels them, gives their jobs back untouched, and waits
 // for the handlers to return. It returns how many jobs were still running
 // when ctx ended (0: all finished in time).
 func (r *Runner) Drain(ctx context.Context) int {
-	r.setState(func() { r.draining = true })
+	r.state.SetDraining()
 	r.mu.Lock()
 	if r.stopTaking != nil {
 		r.stopTaking()
@@ -675,9 +542,7 @@ func (r *Runner) Drain(ctx context.Context) int {
 		return 0
 	case <-ctx.Done():
 	}
-	r.mu.Lock()
-	left := len(r.inFlight)
-	r.mu.Unlock()
+	left := r.state.InFlight()
 	r.abort()
 	select {
 	case <-r.done:

@@ -116,6 +116,9 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 		if cfg.Logger == nil {
 			cfg.Logger = env.Logger
 		}
+		if cfg.Version == "" {
+			cfg.Version = env.Version
+		}
 		if cfg.Concurrency == 0 {
 			cfg.Concurrency = env.Config.Concurrency
 		}

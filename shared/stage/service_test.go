@@ -29,7 +29,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &service.Env{Name: "estimator", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Queue: q, Server: srv}
+	env := &service.Env{Name: "estimator", Version: "v1.4.2", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Queue: q, Server: srv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	handler := func(context.Context, Claim) Outcome { return Next(queue.Change{}) }
@@ -50,6 +50,11 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	}
 	if len(st.GetWorkers()) != 2 || st.GetWorkers()[0].GetStage() != "Pending" || st.GetWorkers()[1].GetStage() != "Estimating" {
 		t.Fatalf("workers %v", st.GetWorkers())
+	}
+	for _, w := range st.GetWorkers() {
+		if w.GetVersion() != "v1.4.2" || w.GetService() != "estimator" {
+			t.Errorf("worker %s shows service %q version %q, want the service's own", w.GetId(), w.GetService(), w.GetVersion())
+		}
 	}
 	if _, err := client.Pause(ctx, &v1.PauseRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("Pause without the token: %v, want Unauthenticated", err)

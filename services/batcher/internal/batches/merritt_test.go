@@ -21,7 +21,7 @@ func (h *harness) merrittIngestBatch(peer *merrittzk.Peer, uuid, typ, filename s
 	h.t.Helper()
 	b, err := peer.CreateBatch(map[string]any{"batchID": uuid, "profile": "demo", "type": typ, "size": "2048",
 		"filename": filename, "update": false, "submitter": "jdoe/Jane Doe", "title": "Letters", "creator": "Hale, Margaret",
-		"date": "1921", "notificationFormat": "xml", "submissionDate": "Sun Nov 22 03:51:07 UTC 2026"})
+		"date": "1921", "responseForm": "json", "notificationFormat": "xml", "submissionDate": "Sun Nov 22 03:51:07 UTC 2026"})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -48,7 +48,8 @@ func TestABatchMerrittsIngestSubmittedIsTakenFromItsQueueFolder(t *testing.T) {
 	for _, j := range jobs {
 		c := j.GetConfiguration()
 		if c.GetPayloadType() != v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST || !strings.HasPrefix(c.GetPayloadUrl(), h.dep.url("/")) ||
-			c.GetProfileName() != "demo" || c.GetSubmitter() != "jdoe/Jane Doe" || c.GetSubmissionMode() != v1.SubmissionMode_SUBMISSION_MODE_ADD {
+			c.GetProfileName() != "demo" || c.GetSubmitter() != "jdoe/Jane Doe" || c.GetSubmissionMode() != v1.SubmissionMode_SUBMISSION_MODE_ADD ||
+			c.GetResponseType() != "json" {
 			t.Errorf("job %s: %v", j.GetId(), c)
 		}
 	}

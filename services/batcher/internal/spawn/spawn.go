@@ -254,10 +254,15 @@ func (b *builder) job(entry int, payloadURL string, t v1.PayloadType) queue.NewJ
 	if mode == v1.SubmissionMode_SUBMISSION_MODE_UNSPECIFIED {
 		mode = v1.SubmissionMode_SUBMISSION_MODE_ADD
 	}
+	var responseType string
+	if b.merritt != nil {
+		responseType = b.merritt.ResponseForm
+	}
 	return queue.NewJob{
 		Priority: prio,
 		WorkRoot: b.p.Root.Dir(),
 		Configuration: &v1.JobConfiguration{
+			ResponseType:   responseType,
 			ProfileName:    b.sub.GetProfileName(),
 			Submitter:      b.sub.GetSubmitter(),
 			PayloadUrl:     payloadURL,

@@ -71,7 +71,7 @@ func run(t *testing.T, q *queue.Client, dbPath string) *lease.Manager {
 	t.Cleanup(func() {
 		stopCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()
-		m.Stop(stopCtx)
+		m.Drain(stopCtx)
 		cancel()
 		<-done
 		db.Close()

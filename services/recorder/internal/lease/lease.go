@@ -3,6 +3,11 @@
 // completed, failed, or expires, when both are released and the job goes
 // to the next caller. The RecordingService and the built-in recorder share
 // one Manager.
+//
+// The Manager is the recorder's stage.Worker: its leases are its jobs in
+// flight, in the worker registry and in StageService (stage.NewService),
+// which pauses, resumes and drains it as it does a stage runner, with the
+// same bookkeeping (stage.WorkerState).
 package lease
 
 import (
@@ -12,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync"
 	"time"
 
@@ -24,8 +28,8 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/telemetry"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Errors of lease operations; each returned error also names the lease.
@@ -72,13 +76,17 @@ type Options struct {
 	// recording is left alone (default 2 s).
 	LockRetry time.Duration
 	Logger    *slog.Logger
-	// Changed, if set, is called after a lease begins or ends (for the
-	// worker registry: see Report).
-	Changed func()
 	// Tracer, if set, gives each lease a "recording" span in its job's
 	// trace, from lease to completion; Metrics counts leases like a stage's steps.
 	Tracer  trace.Tracer
 	Metrics *telemetry.Metrics
+	// Concurrency and Address are the manager's in its worker entry: how
+	// many leases the built-in recorder holds at once (0: it is off), and
+	// where its StageService is reached.
+	Concurrency int
+	Address     string
+	// Version is the recorder's build version, for its registry entry.
+	Version string
 }
 
 // Manager hands out leases on the jobs of one queue client.
@@ -87,18 +95,16 @@ type Manager struct {
 	consumer *queue.Consumer
 	opts     Options
 	log      *slog.Logger
+	// state is paused, draining, the leases out (from lease to commit)
+	// and how they ended, as the worker registry and StageService show them.
+	state *stage.WorkerState
 
-	quit     context.Context // ends when Stop is called: waiting Lease calls return
-	stop     context.CancelFunc
-	mu       sync.Mutex
-	leases   map[string]*held
-	ended    map[string]tombstone // why recent leases ended
-	stopping bool
-	paused   bool
-	resumed  chan struct{}    // closed and replaced when a pause ends
-	idle     chan struct{}    // closed when stopping and no lease is left
-	outcomes map[string]int64 // leases ended, by telemetry outcome
+	mu     sync.Mutex
+	leases map[string]*held
+	ended  map[string]tombstone // why recent leases ended
 }
+
+var _ stage.Worker = (*Manager)(nil)
 
 // held is a live lease with what it holds.
 type held struct {
@@ -107,9 +113,8 @@ type held struct {
 	lock      *queue.ObjectLock
 	timer     *time.Timer
 	stopWatch func() bool // stops watching the claim's context
-	since     time.Time
 	span      trace.Span
-	step      telemetry.Step
+	flight    *stage.Flight
 }
 
 type tombstone struct {
@@ -141,21 +146,29 @@ func New(q *queue.Client, opts Options) *Manager {
 	if opts.Tracer == nil {
 		opts.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	quit, stop := context.WithCancel(context.Background())
 	return &Manager{
-		quit: quit,
-		stop: stop,
-		q:    q,
+		q: q,
 		consumer: q.NewConsumer(queue.Recording, queue.ConsumerOptions{
 			Parts: queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid | queue.PartMetadata}),
-		opts:     opts,
-		log:      opts.Logger,
-		leases:   map[string]*held{},
-		ended:    map[string]tombstone{},
-		outcomes: map[string]int64{},
-		resumed:  make(chan struct{}),
+		opts: opts,
+		log:  opts.Logger,
+		state: stage.NewWorkerState(&v1.WorkerInfo{Id: q.NewWorkerID("recorder"), Service: "recorder",
+			Stage: queue.JobStateName(queue.Recording), Concurrency: int32(opts.Concurrency), Address: opts.Address, Version: opts.Version}, "recording", opts.Metrics),
+		leases: map[string]*held{},
+		ended:  map[string]tombstone{},
 	}
 }
+
+// Register creates the manager's entry in the worker registry, kept
+// current until Unregister.
+func (m *Manager) Register(ctx context.Context) error { return m.state.Register(ctx, m.q) }
+
+// Unregister removes the manager's registry entry.
+func (m *Manager) Unregister(ctx context.Context) error { return m.state.Unregister(ctx) }
+
+// Status reports the manager as a worker: its leases out, the leases ended
+// since start by outcome, paused and draining.
+func (m *Manager) Status() *v1.WorkerInfo { return m.state.Status() }
 
 // Lease waits up to wait (capped by MaxWait and ctx) for a job in Recording
 // and leases it for d (0: the default). With no job in time it returns nil
@@ -167,28 +180,34 @@ func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, min(wait, m.opts.MaxWait))
 	defer cancel()
-	defer context.AfterFunc(m.quit, cancel)()
 	for {
-		m.waitResumed(waitCtx)
-		if m.isStopping() {
+		m.state.WaitRunnable(waitCtx)
+		if m.state.Draining() {
 			return nil, ErrStopping
 		}
-		if m.isPaused() {
+		if m.state.Paused() {
 			return nil, nil // paused for the whole wait: nothing to record
 		}
-		claim, err := m.next(waitCtx, wait)
-		if m.isStopping() {
+		// A pause or drain ends the wait for a job at once.
+		nextCtx, stopNext := m.state.UntilChanged(waitCtx)
+		claim, err := m.next(nextCtx, wait)
+		changed := errors.Is(context.Cause(nextCtx), stage.ErrStateChanged)
+		stopNext()
+		if m.state.Draining() {
 			if claim != nil {
 				claim.Release(context.WithoutCancel(ctx))
 			}
 			return nil, ErrStopping
 		}
-		if claim != nil && m.isPaused() {
-			// Paused while this call waited for a job: the job stays free.
+		if claim != nil && m.state.Paused() {
+			// Paused as this call took a job: the job stays free.
 			claim.Release(context.WithoutCancel(ctx))
 			continue
 		}
 		if claim == nil {
+			if changed && waitCtx.Err() == nil {
+				continue
+			}
 			if err == nil || (waitCtx.Err() != nil && ctx.Err() == nil) {
 				return nil, nil // nothing to record within the wait
 			}
@@ -234,11 +253,15 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 		problem = "cannot record: the job has no inventory manifest_url; processing did not finish"
 	}
 	if problem != "" {
+		// The recorder's step of the job, though no lease: counted as any.
+		flight := m.state.Begin(logCtx, claim.ID(), job.GetBid())
 		m.log.WarnContext(logCtx, "job cannot be recorded", "message", problem)
-		if err := claim.Commit(ctx, queue.Change{To: queue.Failed, Message: problem}); err != nil {
+		err := claim.Commit(ctx, queue.Change{To: queue.Failed, Message: problem})
+		if err != nil {
 			m.log.WarnContext(logCtx, "failing the job", "error", err)
 			claim.Release(context.WithoutCancel(ctx))
 		}
+		flight.End(logCtx, stage.CommitOutcome(err, telemetry.OutcomeFailed))
 		return nil, errSkipped
 	}
 	lock, err := m.q.LockInventory(ctx, ark)
@@ -264,7 +287,14 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 			Profile: job.GetConfiguration().GetProfileName(), ERC: job.GetMetadata()},
 		claim: claim,
 		lock:  lock,
-		since: time.Now(),
+	}
+	// Drain sets draining under m.mu, then waits for the leases in flight:
+	// a lease begins before that, or not at all.
+	m.mu.Lock()
+	if m.state.Draining() {
+		m.mu.Unlock()
+		unlockAndRelease(ctx, claim, lock)
+		return nil, ErrStopping
 	}
 	// The lease is the recording stage's step of the job: its span joins the
 	// job's trace (the trace context rides in the status).
@@ -278,15 +308,7 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 	// The Lease call's own span (the caller's trace) is linked, not parent.
 	h.span.AddLink(trace.LinkFromContext(ctx))
 	h.Traceparent = telemetry.Inject(spanCtx)
-	if m.opts.Metrics != nil {
-		h.step = m.opts.Metrics.StartStep(ctx, "recording")
-	}
-	m.mu.Lock()
-	if m.stopping {
-		m.mu.Unlock()
-		unlockAndRelease(ctx, claim, lock)
-		return nil, ErrStopping
-	}
+	h.flight = m.state.Begin(spanCtx, claim.ID(), job.GetBid())
 	m.leases[id] = h
 	h.timer = time.AfterFunc(d, func() { m.expire(id) })
 	h.stopWatch = context.AfterFunc(claim.Context(), func() {
@@ -294,7 +316,6 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 	})
 	out := h.Lease
 	m.mu.Unlock()
-	m.changed()
 	m.log.InfoContext(logCtx, "job leased", "lease", id, "ark", ark, "expires", out.Expires)
 	return &out, nil
 }
@@ -316,16 +337,17 @@ func (m *Manager) expire(id string) {
 		return
 	}
 	why := fmt.Sprintf("it expired at %s", h.Expires.UTC().Format(time.RFC3339))
-	m.removeLocked(id, h, why, telemetry.OutcomeReleased, "expired")
+	m.removeLocked(id, h, why)
 	m.mu.Unlock()
-	m.changed()
 	m.giveBack(h, why)
+	m.settle(h, why, telemetry.OutcomeReleased, "expired")
 }
 
 // end ends a live lease for the reason given, giving its job back.
 func (m *Manager) end(id, why string, outcome telemetry.Outcome) {
-	if h := m.take(id, why, outcome); h != nil {
+	if h := m.take(id, why); h != nil {
 		m.giveBack(h, why)
+		m.settle(h, why, outcome, leaseOutcome(outcome))
 	}
 }
 
@@ -336,16 +358,14 @@ func (m *Manager) giveBack(h *held, why string) {
 	unlockAndRelease(context.Background(), h.claim, h.lock)
 }
 
-// take removes a live lease from the table, leaving a tombstone saying why.
-func (m *Manager) take(id, why string, outcome telemetry.Outcome) *held {
+// take removes a live lease from the table, leaving a tombstone saying
+// why; its job is in flight until settle.
+func (m *Manager) take(id, why string) *held {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	h, ok := m.leases[id]
 	if ok {
-		m.removeLocked(id, h, why, outcome, leaseOutcome(outcome))
-	}
-	m.mu.Unlock()
-	if ok {
-		m.changed()
+		m.removeLocked(id, h, why)
 	}
 	return h
 }
@@ -364,29 +384,29 @@ func leaseOutcome(o telemetry.Outcome) string {
 	return "released" // given back: the recorder stopped
 }
 
-// removeLocked ends lease id; result is how, for the lease counter
-// (completed, failed, expired, lost, released).
-func (m *Manager) removeLocked(id string, h *held, why string, outcome telemetry.Outcome, result string) {
-	m.outcomes[string(outcome)]++
+// removeLocked takes lease id out of the table: no call acts on it from
+// here on.
+func (m *Manager) removeLocked(id string, h *held, why string) {
+	delete(m.leases, id)
+	h.timer.Stop()
+	h.stopWatch()
+	m.buryLocked(id, why)
+}
+
+// settle counts an ended lease, once its job is committed or given back:
+// outcome is how the job's step ended, result how the lease did, for
+// ingestq_leases_total (completed, failed, expired, lost, released).
+func (m *Manager) settle(h *held, why string, outcome telemetry.Outcome, result string) {
+	ctx := trace.ContextWithSpan(context.Background(), h.span)
 	if m.opts.Metrics != nil {
-		m.opts.Metrics.Lease(context.Background(), result)
+		m.opts.Metrics.Lease(ctx, result)
 	}
 	if outcome != telemetry.OutcomeAdvanced {
 		h.span.SetStatus(codes.Error, why)
 	}
 	h.span.SetAttributes(attribute.String("ingestq.outcome", string(outcome)))
 	h.span.End()
-	if m.opts.Metrics != nil {
-		h.step.End(context.Background(), outcome)
-	}
-	delete(m.leases, id)
-	h.timer.Stop()
-	h.stopWatch()
-	m.buryLocked(id, why)
-	if m.stopping && len(m.leases) == 0 && m.idle != nil {
-		close(m.idle)
-		m.idle = nil
-	}
+	h.flight.End(ctx, outcome)
 }
 
 // bury records why a lease ended.
@@ -494,18 +514,14 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	if err != nil {
 		return err
 	}
-	outcome := telemetry.OutcomeAdvanced
+	intended, name := telemetry.OutcomeAdvanced, "complete"
 	if ch.To == queue.Failed {
-		outcome = telemetry.OutcomeFailed
-	}
-	name := "complete"
-	if ch.To == queue.Failed {
-		name = "fail"
+		intended, name = telemetry.OutcomeFailed, "fail"
 	}
 	var span trace.Span
 	ctx, span = m.callSpan(ctx, h, name)
 	defer span.End()
-	if m.take(id, why, outcome) != h {
+	if m.take(id, why) != h {
 		return fmt.Errorf("lease %s: %w: %s", id, ErrEnded, m.whyEnded(id))
 	}
 	logCtx := telemetry.WithJob(ctx, h.JobID, h.BatchID)
@@ -519,12 +535,23 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	ch.Unlock = []*queue.ObjectLock{h.lock} // released with the commit
 	err = h.claim.Commit(commitCtx, ch)
 	unlockAndRelease(ctx, h.claim, h.lock) // what the commit did not
-	if errors.Is(err, queue.ErrFenced) {
-		m.bury(id, "the job's lock was lost before it was "+why)
+	// Counted as the commit ended, as a stage runner counts its steps.
+	outcome := stage.CommitOutcome(err, intended)
+	switch outcome {
+	case telemetry.OutcomeFenced:
+		why = "the job's lock was lost before it was " + why
+		m.settle(h, why, outcome, leaseOutcome(outcome))
+		m.bury(id, why)
 		return fmt.Errorf("lease %s: %w: the job's lock was lost: %w", id, ErrEnded, err)
+	case intended:
+	case telemetry.OutcomeFailed:
+		why = fmt.Sprintf("the job was failed: %v", err)
+	default:
+		why = "the job was given back: committing it failed"
 	}
+	m.settle(h, why, outcome, leaseOutcome(outcome))
 	if err != nil {
-		m.bury(id, "the job was given back: committing it failed")
+		m.bury(id, why)
 		return fmt.Errorf("lease %s: committing job %s: %w", id, h.JobID, err)
 	}
 	m.log.InfoContext(logCtx, "lease "+why, "lease", id, "to", queue.JobStateName(ch.To))
@@ -538,72 +565,26 @@ func (m *Manager) whyEnded(id string) string {
 }
 
 // Pause makes Lease hand out nothing (the built-in recorder and external
-// inventories alike) until Resume; the leases out go on.
-func (m *Manager) Pause() {
-	m.mu.Lock()
-	m.paused = true
-	m.mu.Unlock()
-	m.changed()
-}
+// inventories alike) until Resume; the leases out go on. A Lease call
+// answers empty after its wait, as it does when the whole queue is paused,
+// so an inventory's loop keeps polling without taking the pause for a
+// failure.
+func (m *Manager) Pause() { m.state.Pause() }
 
 // Resume ends a pause: waiting Lease calls take jobs again.
-func (m *Manager) Resume() {
+func (m *Manager) Resume() { m.state.Resume() }
+
+// Drain hands out no more leases (Lease answers ErrStopping, waiting calls
+// at once) and waits, until ctx ends, for the leases out to be completed,
+// failed or to expire, their commits included; then it gives back the jobs
+// of those left. It returns how many were given back. Resume does not undo
+// it; the manager's entry says it is draining until Unregister.
+func (m *Manager) Drain(ctx context.Context) int {
 	m.mu.Lock()
-	if m.paused {
-		m.paused = false
-		close(m.resumed)
-		m.resumed = make(chan struct{})
-	}
+	m.state.SetDraining()
 	m.mu.Unlock()
-	m.changed()
-}
-
-func (m *Manager) isPaused() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.paused
-}
-
-// waitResumed returns once the manager is not paused or ctx has ended.
-func (m *Manager) waitResumed(ctx context.Context) {
-	m.mu.Lock()
-	paused, resumed := m.paused, m.resumed
-	m.mu.Unlock()
-	if paused {
-		select {
-		case <-resumed:
-		case <-ctx.Done():
-		}
-	}
-}
-
-func (m *Manager) isStopping() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stopping
-}
-
-// Stop hands out no more leases and waits, until ctx ends, for the leases
-// out to finish; then it gives back the jobs of those left. It returns how
-// many were given back.
-func (m *Manager) Stop(ctx context.Context) int {
-	m.mu.Lock()
-	m.stopping = true
-	m.stop()
-	defer m.changed() // the registry shows the replica draining
-	var idle chan struct{}
-	if len(m.leases) > 0 {
-		if m.idle == nil {
-			m.idle = make(chan struct{})
-		}
-		idle = m.idle
-	}
-	m.mu.Unlock()
-	if idle == nil {
-		return 0
-	}
 	select {
-	case <-idle:
+	case <-m.state.Idle():
 		return 0
 	case <-ctx.Done():
 	}
@@ -617,23 +598,4 @@ func (m *Manager) Stop(ctx context.Context) int {
 		m.end(id, "the recorder stopped", telemetry.OutcomeReleased)
 	}
 	return len(ids)
-}
-
-// Report fills a worker registry entry with the leases out now and the
-// leases ended since start, by outcome.
-func (m *Manager) Report(w *v1.WorkerInfo) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	w.InFlight = w.InFlight[:0]
-	for _, h := range m.leases {
-		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: h.JobID, BatchId: h.BatchID, Since: timestamppb.New(h.since)})
-	}
-	w.Outcomes = maps.Clone(m.outcomes)
-	w.Paused, w.Draining = m.paused, m.stopping
-}
-
-func (m *Manager) changed() {
-	if m.opts.Changed != nil {
-		m.opts.Changed()
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -28,7 +29,7 @@ func recordingJob(t *testing.T, q *queue.Client, ark string, inventory *v1.Inven
 	return jid
 }
 
-func TestStopEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
+func TestDrainEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
 	m := New(q, Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
@@ -43,8 +44,8 @@ func TestStopEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if left := m.Stop(ctx); left != 1 {
-		t.Errorf("Stop gave back %d leases, want 1", left)
+	if left := m.Drain(ctx); left != 1 {
+		t.Errorf("Drain gave back %d leases, want 1", left)
 	}
 	select {
 	case err := <-waiting:
@@ -52,21 +53,19 @@ func TestStopEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 			t.Errorf("a waiting Lease ended with %v, want ErrStopping", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a waiting Lease did not end when the manager stopped")
+		t.Fatal("a waiting Lease did not end when the manager drained")
 	}
 	if err := m.Complete(context.Background(), l.ID); !errors.Is(err, ErrEnded) {
-		t.Errorf("Complete after Stop: %v, want ErrEnded", err)
+		t.Errorf("Complete after Drain: %v, want ErrEnded", err)
 	}
 	if job, _ := q.GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
-		t.Errorf("job after Stop: locked=%v %s; want free in Recording", job.GetLocked(), queue.JobStateName(job.GetStatus().GetStatus()))
+		t.Errorf("job after Drain: locked=%v %s; want free in Recording", job.GetLocked(), queue.JobStateName(job.GetStatus().GetStatus()))
 	}
 	if _, err := m.Lease(context.Background(), 0, 0); !errors.Is(err, ErrStopping) {
-		t.Errorf("Lease after Stop: %v", err)
+		t.Errorf("Lease after Drain: %v", err)
 	}
-	var w v1.WorkerInfo
-	m.Report(&w)
-	if len(w.GetInFlight()) != 0 || w.GetOutcomes()["released"] != 1 || !w.GetDraining() {
-		t.Errorf("registry entry after Stop: %v", &w)
+	if w := m.Status(); len(w.GetInFlight()) != 0 || w.GetOutcomes()["released"] != 1 || !w.GetDraining() {
+		t.Errorf("status after Drain: %v", w)
 	}
 }
 
@@ -81,6 +80,75 @@ func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
 	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Failed || st.GetMessage() != "cannot record: the job has no inventory manifest_url; processing did not finish" {
 		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	// The recorder failed the job: a step of the stage, counted as any.
+	if w := m.Status(); w.GetOutcomes()["failed"] != 1 || len(w.GetInFlight()) != 0 {
+		t.Errorf("status after failing the job: %v, want one failed", w)
+	}
+}
+
+// deleteTree deletes a node and everything under it, as a writer other
+// than the queue library might.
+func deleteTree(t *testing.T, conn *zk.Conn, p string) {
+	t.Helper()
+	children, _, err := conn.Children(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range children {
+		deleteTree(t, conn, p+"/"+ch)
+	}
+	if err := conn.Delete(p, -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestALeaseIsCountedAsItsCommitEnded: a completed lease whose job's batch
+// was deleted meanwhile fails the job (the queue will not move it on): the
+// lease and the step count as failed, as a stage runner counts such a
+// commit, not as completed.
+func TestALeaseIsCountedAsItsCommitEnded(t *testing.T) {
+	root := zktest.Root(t)
+	q := queuetest.Connect(t, root)
+	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	m := New(q, Options{Metrics: tel.Metrics})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deleteTree(t, conn, root+"/batches/"+l.BatchID)
+
+	var nb *queue.NoBatchError
+	if err := m.Complete(context.Background(), l.ID); !errors.As(err, &nb) || !nb.Failed {
+		t.Fatalf("Complete of a job whose batch is gone: %v, want the job failed instead", err)
+	}
+	if st := queuetest.Status(t, q, jid); st.GetStatus() != queue.Failed {
+		t.Errorf("job %s %q, want Failed", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if o := m.Status().GetOutcomes(); o["failed"] != 1 || o["advanced"] != 0 {
+		t.Errorf("outcomes %v, want the lease counted as failed", o)
+	}
+	text := metricsText(t, tel)
+	for _, want := range []string{`ingestq_leases_total{outcome="failed"} 1`, `ingestq_jobs_handled_total{outcome="failed",stage="recording"} 1`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %s in\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, `outcome="completed"`) || strings.Contains(text, `outcome="advanced"`) {
+		t.Errorf("the failed job counted as completed:\n%s", text)
+	}
+	if err := m.Complete(context.Background(), l.ID); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "the job was failed") {
+		t.Errorf("Complete again: %v, want ErrEnded saying the job was failed", err)
 	}
 }
 
@@ -185,5 +253,87 @@ func TestLeasesAreCountedByHowTheyEnded(t *testing.T) {
 	})
 	if text := metricsText(t, tel); !strings.Contains(text, `ingestq_leases_total{outcome="completed"} 1`) {
 		t.Errorf("no completed lease counted:\n%s", text)
+	}
+}
+
+// TestALeaseWhoseCommitIsFencedCountsAsLost: a writer that ignores locks
+// (a peer's admin failing the job) changes the job under its lease; the
+// Complete that follows is refused, and the lease counts as lost, its step
+// as fenced, not as completed.
+func TestALeaseWhoseCommitIsFencedCountsAsLost(t *testing.T) {
+	root := zktest.Root(t)
+	q := queuetest.Connect(t, root)
+	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	m := New(q, Options{Metrics: tel.Metrics})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	peer, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	failed := `{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Storing","retry_count":0}`
+	if _, err := peer.Set(root+"/jobs/"+jid+"/status", []byte(failed), -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Complete(context.Background(), l.ID); !errors.Is(err, ErrEnded) {
+		t.Fatalf("Complete after the peer's write: %v, want ErrEnded", err)
+	}
+	if o := m.Status().GetOutcomes(); o["fenced"] != 1 || o["advanced"] != 0 {
+		t.Errorf("outcomes %v, want the lease counted as fenced", o)
+	}
+	text := metricsText(t, tel)
+	if !strings.Contains(text, `ingestq_leases_total{outcome="lost"} 1`) || strings.Contains(text, `outcome="completed"`) {
+		t.Errorf("the lease is not counted as lost:\n%s", text)
+	}
+}
+
+// TestDrainWaitsForTheCommitOfACompletedLease: a lease being completed is
+// in flight until its commit ends, so a drain that answers "none left"
+// answers after the job moved on (the manager's ZooKeeper traffic is slowed
+// so that the commit is still on its way when the drain begins).
+func TestDrainWaitsForTheCommitOfACompletedLease(t *testing.T) {
+	root := zktest.Root(t)
+	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	slow, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	q := queuetest.Connect(t, root)
+	m := New(slow, Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(ctx, 10*time.Second, time.Minute)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	proxy.SetDelay(zktest.Delay{Min: time.Second}, zktest.Delay{})
+	completed := make(chan error, 1)
+	go func() { completed <- m.Complete(ctx, l.ID) }()
+	queuetest.Eventually(t, "Complete takes the lease", func() bool {
+		_, err := m.Renew(ctx, l.ID, time.Minute)
+		return errors.Is(err, ErrEnded)
+	})
+	if left := m.Drain(ctx); left != 0 {
+		t.Errorf("Drain left %d leases, want none", left)
+	}
+	if st := queuetest.Status(t, q, jid); st.GetStatus() != queue.Notify {
+		t.Errorf("job %s when the drain answered, want Notify: the drain did not wait for the commit", queue.JobStateName(st.GetStatus()))
+	}
+	if err := <-completed; err != nil {
+		t.Fatal(err)
 	}
 }

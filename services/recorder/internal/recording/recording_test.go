@@ -52,7 +52,7 @@ func serveWith(t *testing.T, q *queue.Client, opts lease.Options, store *version
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		m.Stop(ctx) // ends waiting Lease calls before the server stops
+		m.Drain(ctx) // ends waiting Lease calls before the server stops
 	})
 	return v1.NewRecordingServiceClient(conn)
 }

@@ -1,7 +1,8 @@
-package stageservice
+package lease_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,15 +22,14 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-func TestMain(m *testing.M) { zktest.Main(m) }
-
 const token = "stage-service-test-token"
 
-// replica is a recorder replica as main wires it: a lease manager whose
-// changes update its worker entry, serving StageService and
-// RecordingService on a loopback port of the shared server.
+// replica is a recorder replica as main wires it: a registered lease
+// manager serving StageService and RecordingService on a loopback port of
+// the shared server.
 type replica struct {
 	q      *queue.Client
+	id     string
 	stages v1.StageServiceClient
 	leases v1.RecordingServiceClient
 }
@@ -37,32 +37,24 @@ type replica struct {
 func start(t *testing.T) *replica {
 	t.Helper()
 	q := queuetest.Connect(t, zktest.Root(t))
-	var reg *queue.WorkerRegistration
-	var m *lease.Manager
-	m = lease.New(q, lease.Options{Changed: func() {
-		if reg != nil {
-			reg.Update(m.Report)
-		}
-	}})
-	reg, err := q.RegisterWorker(context.Background(), &v1.WorkerInfo{Id: "recorder-test", Service: "recorder",
-		Stage: queue.JobStateName(queue.Recording)})
-	if err != nil {
+	m := lease.New(q, lease.Options{Address: "127.0.0.1:7406"})
+	if err := m.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Options{AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1.RegisterStageServiceServer(srv, stage.NewService(Worker{Leases: m, Registration: reg}))
+	v1.RegisterStageServiceServer(srv, stage.NewService(m))
 	v1.RegisterRecordingServiceServer(srv, recording.Server{Leases: m})
 	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		m.Stop(ctx) // ends waiting Lease calls before the server stops
-		reg.Close(ctx)
+		m.Drain(ctx) // ends waiting Lease calls before the server stops
+		m.Unregister(ctx)
 	})
-	return &replica{q: q, stages: v1.NewStageServiceClient(conn), leases: v1.NewRecordingServiceClient(conn)}
+	return &replica{q: q, id: m.Status().GetId(), stages: v1.NewStageServiceClient(conn), leases: v1.NewRecordingServiceClient(conn)}
 }
 
 // admin is a call context carrying the admin token.
@@ -99,8 +91,8 @@ func TestStatusShowsTheWorkerAndItsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := worker(t, st.GetWorkers()); w.GetId() != "recorder-test" || w.GetService() != "recorder" || w.GetStage() != "Recording" ||
-		w.GetPaused() || w.GetDraining() || len(w.GetInFlight()) != 0 {
+	if w := worker(t, st.GetWorkers()); w.GetId() != r.id || !strings.HasPrefix(w.GetId(), "recorder-") || w.GetService() != "recorder" ||
+		w.GetStage() != "Recording" || w.GetAddress() != "127.0.0.1:7406" || w.GetPaused() || w.GetDraining() || len(w.GetInFlight()) != 0 {
 		t.Fatalf("worker of an idle recorder: %v", w)
 	}
 	jid := recordingJob(t, r.q)
