@@ -1,10 +1,12 @@
 // Package core is what package queue lends its operators' tools
 // (shared/queue/admin) and nothing else: the ZooKeeper calls of a client's
 // session, with the retries, grouping and fencing queue gives them, the
-// paths of the queue contract (docs/queue-contract.md) and the node
-// readers. Operators' tools read and mend the same nodes a stage moves, so
-// they must spell and decode them exactly as queue does; lending queue's
-// own functions keeps one home for each.
+// paths of the queue contract (docs/queue-contract.md), the node codec, and
+// the writes an operator's action makes under a claim (a job's move, a
+// job's or batch's deletion), whose fencing is the claim's own. Operators'
+// tools read and mend the same nodes a stage moves, so they must spell and
+// decode them exactly as queue does; lending queue's own functions keeps
+// one home for each.
 package core
 
 import (
