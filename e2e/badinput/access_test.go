@@ -13,6 +13,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -123,19 +124,20 @@ func TestTLSAndZooKeeperACLsGuardAStackThatStillCompletesABatch(t *testing.T) {
 // ZooKeeper credentials, that the queue reads but does not change.
 func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pipeline, bid, jid, auth string) {
 	t.Helper()
+	operator := admin.New(other)
 	if b, err := other.GetBatch(ctx, bid); err != nil || b.GetStatus().GetStatus() != queue.BatchCompleted {
 		t.Errorf("reading batch %s: %v, %v", bid, b.GetStatus(), err)
 	}
 	if j, err := other.GetJob(ctx, jid); err != nil || j.GetStatus().GetStatus() != queue.Completed {
 		t.Errorf("reading job %s: %v, %v", jid, j.GetStatus(), err)
 	}
-	if batches, _, err := other.ListBatches(ctx, queue.BatchFilter{}); err != nil || len(batches) != 1 {
+	if batches, _, err := operator.ListBatches(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
 		t.Errorf("listing batches: %d, %v", len(batches), err)
 	}
 	if jobs, _, err := other.ListJobs(ctx, queue.JobFilter{State: queue.Completed}); err != nil || len(jobs) != 1 {
 		t.Errorf("listing completed jobs: %d, %v", len(jobs), err)
 	}
-	if rep, err := other.Fsck(ctx, queue.FsckOptions{}); err != nil || !rep.Clean() {
+	if rep, err := operator.Fsck(ctx, admin.FsckOptions{}); err != nil || !rep.Clean() {
 		t.Errorf("fsck (read only): %v, %v", rep, err)
 	}
 	before, err := p.q.GetJob(ctx, jid)
@@ -148,15 +150,15 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 		write func() error
 	}{
 		{"claim a job", func() error { _, err := other.ClaimJob(ctx, jid); return err }},
-		{"fail a job", func() error { _, err := other.FailJob(ctx, jid, "by someone without credentials"); return err }},
+		{"fail a job", func() error { _, err := operator.FailJob(ctx, jid, "by someone without credentials"); return err }},
 		{"create a batch", func() error {
 			_, err := other.CreateBatch(ctx, &v1.Submission{ProfileName: demoProfile, Submitter: "intruder",
 				PayloadUrl: shared.deposits.URL + "/good/report.txt", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
 			return err
 		}},
-		{"delete a batch", func() error { _, err := other.DeleteBatch(ctx, bid); return err }},
-		{"pause the queue", func() error { return other.Pause(ctx) }},
-		{"hold a collection", func() error { return other.HoldCollection(ctx, "demo") }},
+		{"delete a batch", func() error { _, err := operator.DeleteBatch(ctx, bid); return err }},
+		{"pause the queue", func() error { return operator.Pause(ctx) }},
+		{"hold a collection", func() error { return operator.HoldCollection(ctx, "demo") }},
 	}
 	for _, w := range writes {
 		if err := w.write(); !errors.Is(err, queue.ErrDenied) {
@@ -184,10 +186,10 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 	if paused, err := p.q.Paused(ctx); err != nil || paused {
 		t.Errorf("queue paused: %v, %v", paused, err)
 	}
-	if held, err := p.q.HeldCollections(ctx); err != nil || slices.Contains(held, "demo") {
+	if held, err := admin.New(p.q).HeldCollections(ctx); err != nil || slices.Contains(held, "demo") {
 		t.Errorf("held collections %v, %v", held, err)
 	}
-	if batches, _, err := p.q.ListBatches(ctx, queue.BatchFilter{}); err != nil || len(batches) != 1 {
+	if batches, _, err := admin.New(p.q).ListBatches(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
 		t.Errorf("batches after refused writes: %d, %v", len(batches), err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/grpc/codes"
 )
 
@@ -31,7 +31,7 @@ func (p *pipeline) refuseSubmission(t *testing.T, req *v1.SubmitRequest, code co
 	req.Submitter = "refused-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	_, err := p.batches.Submit(context.Background(), req)
 	wantStatus(t, err, code, want...)
-	batches, _, err := p.q.ListBatches(context.Background(), queue.BatchFilter{Submitter: req.Submitter})
+	batches, _, err := admin.New(p.q).ListBatches(context.Background(), admin.BatchFilter{Submitter: req.Submitter})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -259,7 +260,7 @@ func timeline(ctx context.Context, s *stack.Stack, w io.Writer, start time.Time,
 			return
 		case <-tick.C:
 		}
-		counts, err := c.JobCounts(ctx)
+		counts, err := admin.New(c).JobCounts(ctx)
 		if err != nil {
 			fmt.Fprintf(w, "timeline: %v\n", err)
 			return

@@ -21,6 +21,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -294,7 +295,7 @@ func Cleanup(ctx context.Context, servers []string, batches, jobsEach int) (floa
 		}
 	}
 	start := time.Now()
-	res, err := c.CleanupBatches(ctx, 0, 0)
+	res, err := qadmin.New(c).CleanupBatches(ctx, 0, 0)
 	if err != nil {
 		return 0, err
 	}

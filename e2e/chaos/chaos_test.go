@@ -47,6 +47,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -489,7 +490,7 @@ func (r *run) stopAndCheckLeftovers(ctx context.Context) error {
 	stopErr := r.stack.StopServices(stopCtx)
 	expiryCtx, cancelExpiry := context.WithTimeout(stopCtx, 3*sessionTimeout+10*time.Second)
 	until(expiryCtx, 200*time.Millisecond, func() (bool, error) {
-		ws, err := r.q.ListWorkers(expiryCtx)
+		ws, err := admin.New(r.q).ListWorkers(expiryCtx)
 		return err == nil && len(ws) == 0, nil
 	})
 	cancelExpiry()

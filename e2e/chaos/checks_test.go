@@ -19,6 +19,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	_ "modernc.org/sqlite"
 )
 
@@ -88,7 +89,7 @@ func (r *run) readTally(ctx context.Context) {
 	if holders := r.lockHolders(ctx, bids); len(holders) > 0 {
 		t.lockList = strings.Join(holders, "; ")
 	}
-	rep, err := r.q.Fsck(ctx, queue.FsckOptions{})
+	rep, err := admin.New(r.q).Fsck(ctx, admin.FsckOptions{})
 	if t.fsckErr = err; err == nil {
 		t.damages, t.kinds = len(rep.Damages), map[string]int{}
 		for _, d := range rep.Damages {
@@ -121,7 +122,7 @@ func (r *run) lockHolders(ctx context.Context, bids []string) []string {
 			}
 		}
 	}
-	storage, inventory, _ := r.q.ObjectLocks(ctx)
+	storage, inventory, _ := admin.New(r.q).ObjectLocks(ctx)
 	for kind, names := range map[string][]string{"storage": storage, "inventory": inventory} {
 		for _, name := range names {
 			held = append(held, heldLock{what: kind + " lock " + name, path: r.stack.Root + "/locks/" + kind + "/" + name,

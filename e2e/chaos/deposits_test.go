@@ -18,6 +18,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -193,7 +194,7 @@ func (r *run) waitAllCompleted(ctx context.Context, mon *monitor) error {
 			return err
 		}
 		if stuck := mon.stuckFor(); stuck > stuckAfter {
-			counts, _ := r.q.JobCounts(ctx)
+			counts, _ := admin.New(r.q).JobCounts(ctx)
 			return fmt.Errorf("stuck: no job changed state for %s; jobs by state %v; locks held: %v; logs in %s",
 				stuck.Round(time.Second), countNames(counts), leftovers.Locks(ctx, r.q), r.stack.LogDir)
 		}
@@ -202,7 +203,7 @@ func (r *run) waitAllCompleted(ctx context.Context, mon *monitor) error {
 			if cause := context.Cause(ctx); !errors.Is(cause, ctx.Err()) {
 				return cause
 			}
-			counts, _ := r.q.JobCounts(context.Background())
+			counts, _ := admin.New(r.q).JobCounts(context.Background())
 			return fmt.Errorf("not every job completed in time (%w): jobs by state %v; logs in %s", ctx.Err(), countNames(counts), r.stack.LogDir)
 		case <-mon.changed():
 		case <-time.After(2 * time.Second):
@@ -213,7 +214,7 @@ func (r *run) waitAllCompleted(ctx context.Context, mon *monitor) error {
 // allCompleted reports whether every batch is Completed, and fails on a
 // Failed job or batch.
 func (r *run) allCompleted(ctx context.Context) (bool, error) {
-	counts, err := r.q.JobCounts(ctx)
+	counts, err := admin.New(r.q).JobCounts(ctx)
 	if err != nil {
 		return false, nil // the ensemble may be electing: look again
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 )
 
 // monitor watches the run from outside: the jobs in each state (one small
@@ -66,7 +67,7 @@ func (m *monitor) loop(ctx context.Context) {
 		case <-leaderTick.C:
 			m.lookAtLeader()
 		case <-tick.C:
-			counts, err := m.r.q.JobCounts(ctx)
+			counts, err := admin.New(m.r.q).JobCounts(ctx)
 			if err != nil {
 				// No answer (an election, say) counts as no change.
 				m.observe(last, time.Now())

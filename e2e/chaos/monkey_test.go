@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -546,7 +547,7 @@ func (m *monkey) cutReplica(ctx context.Context, c cutter, result **cutOff) erro
 	waitCtx, cancel := context.WithTimeout(ctx, 10*sessionTimeout+time.Minute)
 	defer cancel()
 	if err := until(waitCtx, 100*time.Millisecond, func() (bool, error) {
-		all, err := m.r.q.ListWorkers(waitCtx)
+		all, err := admin.New(m.r.q).ListWorkers(waitCtx)
 		return err == nil && !slices.ContainsFunc(all, func(o *v1.WorkerInfo) bool {
 			return slices.ContainsFunc(ws, func(w *v1.WorkerInfo) bool { return w.GetId() == o.GetId() })
 		}), nil

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 )
 
 // maxPages bounds the listings: a queue the suites make fits many times.
@@ -31,7 +32,7 @@ func Locks(ctx context.Context, q *queue.Client) error {
 		return fmt.Errorf("listing jobs: %w", err)
 	}
 	err = eachPage(func(token string) ([]*v1.Batch, string, error) {
-		return q.ListBatches(ctx, queue.BatchFilter{PageSize: 500, PageToken: token})
+		return admin.New(q).ListBatches(ctx, admin.BatchFilter{PageSize: 500, PageToken: token})
 	}, func(b *v1.Batch) {
 		if b.GetLocked() {
 			errs = append(errs, fmt.Errorf("batch %s (%s) still locked", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus())))
@@ -40,7 +41,7 @@ func Locks(ctx context.Context, q *queue.Client) error {
 	if err != nil {
 		return fmt.Errorf("listing batches: %w", err)
 	}
-	storage, inventory, err := q.ObjectLocks(ctx)
+	storage, inventory, err := admin.New(q).ObjectLocks(ctx)
 	if err != nil {
 		return fmt.Errorf("listing object locks: %w", err)
 	}
@@ -74,12 +75,12 @@ func eachPage[T any](list func(token string) ([]T, string, error), each func(T))
 // removes it; one left over would be a session that outlived its process).
 func AfterStop(ctx context.Context, q *queue.Client) error {
 	var errs []error
-	if rep, err := q.Fsck(ctx, queue.FsckOptions{}); err != nil {
+	if rep, err := admin.New(q).Fsck(ctx, admin.FsckOptions{}); err != nil {
 		errs = append(errs, fmt.Errorf("fsck: %w", err))
 	} else if !rep.Clean() {
 		errs = append(errs, fmt.Errorf("fsck found damage: %+v", rep.Damages))
 	}
-	if ws, err := q.ListWorkers(ctx); err != nil {
+	if ws, err := admin.New(q).ListWorkers(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("listing workers: %w", err))
 	} else if len(ws) > 0 {
 		ids := make([]string, len(ws))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 )
 
 // TestStackStartsEveryServiceAndStopsWithoutLeftovers builds the seven
@@ -35,7 +36,7 @@ func TestStackStartsEveryServiceAndStopsWithoutLeftovers(t *testing.T) {
 	if err := s.StopServices(ctx); err != nil {
 		t.Fatalf("stopping the services: %v", err)
 	}
-	workers, err := q.ListWorkers(ctx)
+	workers, err := admin.New(q).ListWorkers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
@@ -257,7 +258,7 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 	if err != nil {
 		return err
 	}
-	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: env.Queue, Logger: env.Logger,
+	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: qadmin.New(env.Queue), Logger: env.Logger,
 		SessionKey: key, StageCredentials: creds, TraceURL: *s.traceURL})
 	if err != nil {
 		return err

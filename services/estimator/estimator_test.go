@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -351,7 +352,7 @@ func TestManifestRowsOnInternalAddressesFailTheJobNamingTheLineUnlessAllowed(t *
 func TestJobOfAHeldCollectionGoesToHeld(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
-	if err := q.HoldCollection(context.Background(), "demo"); err != nil {
+	if err := admin.New(q).HoldCollection(context.Background(), "demo"); err != nil {
 		t.Fatal(err)
 	}
 	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/s3test"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
@@ -71,7 +72,7 @@ func stages(t *testing.T, addr, token string) []string {
 // registered is the stages of the processor's entries in the worker registry.
 func registered(t *testing.T, q *queue.Client) []string {
 	t.Helper()
-	workers, err := q.ListWorkers(context.Background())
+	workers, err := admin.New(q).ListWorkers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

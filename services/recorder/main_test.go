@@ -13,6 +13,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -94,7 +95,7 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	}
 	// The worker registry shows the lease as the recorder's job in flight.
 	queuetest.Eventually(t, "the registry shows the lease", func() bool {
-		workers, err := q.ListWorkers(context.Background())
+		workers, err := admin.New(q).ListWorkers(context.Background())
 		for _, w := range workers {
 			if w.GetService() == "recorder" && w.GetStage() == "Recording" && len(w.GetInFlight()) == 1 && w.GetInFlight()[0].GetJobId() == jid {
 				return err == nil
@@ -104,7 +105,7 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	})
 	// Its entry gives the address of its StageService, where the console
 	// pauses, resumes and drains it as any stage replica.
-	workers, err := q.ListWorkers(context.Background())
+	workers, err := admin.New(q).ListWorkers(context.Background())
 	for _, w := range workers {
 		if w.GetService() == "recorder" && (w.GetAddress() != p.Addr || w.GetConcurrency() != 0) {
 			t.Errorf("the recorder's entry has address %q and concurrency %d, want %s and 0 (no built-in recorder)", w.GetAddress(), w.GetConcurrency(), p.Addr)

@@ -37,11 +37,11 @@ func TestWithoutCredentialsTheQueueIsReadOnly(t *testing.T) {
 			writes := map[string]func() error{
 				"claim a job": func() error { _, err := other.ClaimJob(ctx, jids[0]); return err },
 				"take work":   func() error { _, _, err := other.NewConsumer(Pending, ConsumerOptions{}).TryNext(ctx); return err },
-				"hold a job":  func() error { _, err := other.HoldJob(ctx, jids[1], ""); return err },
+				"hold a job":  func() error { _, err := operatorOf(other).HoldJob(ctx, jids[1], ""); return err },
 				"submit":      func() error { _, err := other.CreateBatch(ctx, sampleSubmission()); return err },
-				"pause":       func() error { return other.Pause(ctx) },
+				"pause":       func() error { return operatorOf(other).Pause(ctx) },
 				"hold a collection": func() error {
-					return other.HoldCollection(ctx, "demo")
+					return operatorOf(other).HoldCollection(ctx, "demo")
 				},
 			}
 			for name, write := range writes {

@@ -975,10 +975,10 @@ func (c *Client) ListBatchIDs(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// UpdateReport is the admin action Failed → UpdateReporting: troubleshooting
+// updateReport is the admin action Failed → UpdateReporting: troubleshooting
 // is over, the batcher sends a second report. Every requeued job must have
 // ended (none left in batch-processing), checked in the same operation.
-func (c *Client) UpdateReport(ctx context.Context, bid string) (*v1.Batch, error) {
+func (c *Client) updateReport(ctx context.Context, bid string) (*v1.Batch, error) {
 	bc, err := c.ClaimBatch(ctx, bid)
 	if err != nil {
 		return nil, err
@@ -998,9 +998,9 @@ func (c *Client) UpdateReport(ctx context.Context, bid string) (*v1.Batch, error
 	return bc.Batch, nil
 }
 
-// ReleaseBatch is the admin action Held → Pending. The caller checks that
+// releaseBatch is the admin action Held → Pending. The caller checks that
 // the batch's collection is no longer held.
-func (c *Client) ReleaseBatch(ctx context.Context, bid string) (*v1.Batch, error) {
+func (c *Client) releaseBatch(ctx context.Context, bid string) (*v1.Batch, error) {
 	return c.moveBatch(ctx, bid, BatchPending, "released by an operator")
 }
 
@@ -1135,10 +1135,10 @@ func (c *Client) deleteBatchTree(ctx context.Context, bid string, uuid string) e
 	return nil
 }
 
-// DeleteBatch removes a held or failed batch with all its jobs. It refuses a
+// deleteBatch removes a held or failed batch with all its jobs. It refuses a
 // failed batch that still has a live (requeued) job. It returns the deleted
 // jobs so that the caller can remove their working directories.
-func (c *Client) DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error) {
+func (c *Client) deleteBatch(ctx context.Context, bid string) ([]*v1.Job, error) {
 	bc, err := c.ClaimBatch(ctx, bid)
 	if err != nil {
 		return nil, err

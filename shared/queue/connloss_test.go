@@ -106,7 +106,7 @@ func TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock(t *testing.T) 
 	if err := lockA.Unlock(unlockCtx); err != nil {
 		t.Fatalf("A's late unlock: %v", err)
 	}
-	storage, _, err := b.ObjectLocks(ctx)
+	storage, _, err := operatorOf(b).ObjectLocks(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock(t *testing.T) 
 	if err := lockB.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if storage, _, _ := b.ObjectLocks(ctx); len(storage) != 0 {
+	if storage, _, _ := operatorOf(b).ObjectLocks(ctx); len(storage) != 0 {
 		t.Fatalf("B's unlock left %v", storage)
 	}
 }
@@ -286,7 +286,7 @@ func TestRegisterWorkerWaitsForZooKeeperAtStart(t *testing.T) {
 		t.Fatalf("RegisterWorker while ZooKeeper is away: %v", err)
 	}
 	defer reg.Close(ctx)
-	ws, err := b.ListWorkers(ctx)
+	ws, err := operatorOf(b).ListWorkers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

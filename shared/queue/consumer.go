@@ -8,8 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // Consumer takes jobs of one state, in path order (priority, then age). It
@@ -525,30 +523,6 @@ func (c *Client) Paused(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("reading queue pause: %w", err)
 	}
 	return ok, nil
-}
-
-// Pause stops every consumer from taking new batches and jobs; work already
-// taken finishes its step.
-func (c *Client) Pause(ctx context.Context) error {
-	if err := c.ensure(ctx, c.p.ingestPause()); err != nil {
-		return fmt.Errorf("pausing the queue: %w", err)
-	}
-	return nil
-}
-
-// Unpause lets consumers take work again.
-func (c *Client) Unpause(ctx context.Context) error {
-	_, err := retry(ctx, func() (struct{}, error) {
-		err := c.conn.Delete(c.p.ingestPause(), -1)
-		if errors.Is(err, zk.ErrNoNode) {
-			err = nil
-		}
-		return struct{}{}, err
-	})
-	if err != nil {
-		return fmt.Errorf("unpausing the queue: %w", err)
-	}
-	return nil
 }
 
 // pausedNow reports whether the ingest queue is paused, as far as the

@@ -87,16 +87,16 @@ func (ct *cutter) install(c *Client) {
 func checkNoHalfJobs(t *testing.T, c *Client, bid string) []string {
 	t.Helper()
 	ctx := testCtx(t)
-	rep, err := c.Fsck(ctx, FsckOptions{Grace: time.Nanosecond})
+	damages, err := fsckDamages(ctx, c, time.Nanosecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, d := range rep.Damages {
+	for i, d := range damages {
 		if i == 5 {
-			t.Errorf("fsck: %d damages in all", len(rep.Damages))
+			t.Errorf("fsck: %d damages in all", len(damages))
 			break
 		}
-		t.Errorf("fsck: %s %s: %s", d.Kind, d.Item, d.Detail)
+		t.Errorf("fsck: %s", d)
 	}
 	names, _, err := c.children(ctx, path.Dir(c.p.jobSeq()))
 	if err != nil {
@@ -218,10 +218,10 @@ func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.FailJob(ctx, ids[0], "bad row"); err != nil {
+	if _, err := operatorOf(c).FailJob(ctx, ids[0], "bad row"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RequeueJob(ctx, ids[0], 0, "")
+	_, err = operatorOf(c).RequeueJob(ctx, ids[0], 0, "")
 	if !errors.Is(err, ErrWrongState) {
 		t.Fatalf("requeue while the batch's jobs are being created: %v, want ErrWrongState", err)
 	}
@@ -231,7 +231,7 @@ func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
 	if err := bc.FinishSpawning(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.RequeueJob(ctx, ids[0], 0, ""); err != nil {
+	if _, err := operatorOf(c).RequeueJob(ctx, ids[0], 0, ""); err != nil {
 		t.Fatalf("requeue once the batch's jobs are all created: %v", err)
 	}
 }

@@ -1,9 +1,7 @@
 package queue
 
 import (
-	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,8 @@ import (
 
 // These tests damage the tree as another writer would, through a plain
 // go-zookeeper session of its own, and check that the queue ends the job
-// with a message (or holds it for an operator) and that fsck names it.
+// with a message (or holds it for an operator); package admin's check that
+// fsck names it.
 
 // foreignWriter is a plain ZooKeeper session, as another program's.
 func foreignWriter(t *testing.T) *zk.Conn {
@@ -40,47 +39,6 @@ func writeRaw(t *testing.T, conn *zk.Conn, p, data string) {
 	}
 }
 
-// deleteTree removes p and everything below it, as a careless tool would.
-func deleteTree(t *testing.T, conn *zk.Conn, p string) {
-	t.Helper()
-	children, _, err := conn.Children(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ch := range children {
-		deleteTree(t, conn, p+"/"+ch)
-	}
-	if err := conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		t.Fatal(err)
-	}
-}
-
-func exists(t *testing.T, c *Client, p string) bool {
-	t.Helper()
-	ok, _, err := c.conn.Exists(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ok
-}
-
-// fsckKinds runs fsck (with repair or not) and returns its findings by item.
-func fsckKinds(t *testing.T, c *Client, repair bool) (*FsckReport, map[string][]string) {
-	t.Helper()
-	rep, err := c.Fsck(testCtx(t), FsckOptions{Repair: repair, Grace: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := map[string][]string{}
-	for _, d := range rep.Damages {
-		kinds[d.Item] = append(kinds[d.Item], d.Kind)
-	}
-	return rep, kinds
-}
-
 func wantFailedWith(t *testing.T, c *Client, jid, msg string) *v1.JobStatus {
 	t.Helper()
 	st, err := c.JobStatus(testCtx(t), jid)
@@ -91,36 +49,6 @@ func wantFailedWith(t *testing.T, c *Client, jid, msg string) *v1.JobStatus {
 		t.Errorf("job %s is %s (%q), want Failed with %q", jid, JobStateName(st.GetStatus()), st.GetMessage(), msg)
 	}
 	return st
-}
-
-func TestAJobLockNoSessionHoldsIsFailedByTheConsumerThatMeetsIt(t *testing.T) {
-	c := newClient(t)
-	raw := foreignWriter(t)
-	bid, jids := spawn(t, c, 2, 5)
-	// A lock written as a persistent node: no session's end will remove it.
-	writeRaw(t, raw, c.p.jobLock(jids[0]), "")
-
-	ctx, cancel := context.WithTimeout(testCtx(t), 30*time.Second)
-	defer cancel()
-	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1})
-	cl, err := co.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cl.ID() != jids[1] {
-		t.Errorf("took %s, want %s (the job after the one locked for ever)", cl.ID(), jids[1])
-	}
-	cl.Release(ctx)
-	wantFailedWith(t, c, jids[0], "lock node is not a session's")
-	if exists(t, c, c.p.jobLock(jids[0])) {
-		t.Error("the lock no session holds is still there")
-	}
-	if !exists(t, c, c.p.batchRef(bid, folderFailed, jids[0])) || !exists(t, c, c.p.jobEntry(Failed, 5, jids[0])) {
-		t.Error("the failed job is not in failed and batch-failed")
-	}
-	if rep, _ := fsckKinds(t, c, false); !rep.Clean() {
-		t.Errorf("fsck after the consumer failed the job: %+v", rep.Damages)
-	}
 }
 
 func TestAJobLockNoSessionHoldsIsFailedWhenTheClaimFindsItByItsWrite(t *testing.T) {
@@ -142,152 +70,18 @@ func TestAHeldJobWithALockNoSessionHoldsStaysHeldForItsOperator(t *testing.T) {
 	raw := foreignWriter(t)
 	_, jids := spawn(t, c, 1, 5)
 	ctx := testCtx(t)
-	if _, err := c.HoldJob(ctx, jids[0], "checking rights"); err != nil {
+	if _, err := operatorOf(c).HoldJob(ctx, jids[0], "checking rights"); err != nil {
 		t.Fatal(err)
 	}
 	writeRaw(t, raw, c.p.jobLock(jids[0]), "")
 	// The operator's release finds the lock: it is removed, and the
 	// release goes through.
-	j, err := c.ReleaseJob(ctx, jids[0], "")
+	j, err := operatorOf(c).ReleaseJob(ctx, jids[0], "")
 	if err != nil {
 		t.Fatalf("releasing a held job with a stray lock: %v", err)
 	}
 	if j.GetStatus().GetStatus() != Pending {
 		t.Errorf("released job is %s", JobStateName(j.GetStatus().GetStatus()))
-	}
-}
-
-func TestFsckReportsAndRepairsAJobLockNoSessionHolds(t *testing.T) {
-	c := newClient(t)
-	raw := foreignWriter(t)
-	_, jids := spawn(t, c, 1, 5)
-	step(t, c, jids[0], Change{To: Estimating})
-	writeRaw(t, raw, c.p.jobLock(jids[0]), "")
-	_, kinds := fsckKinds(t, c, false)
-	if strings.Join(kinds[jids[0]], ",") != DamageLockNotEphemeral {
-		t.Fatalf("fsck: %v", kinds)
-	}
-	if !exists(t, c, c.p.jobLock(jids[0])) {
-		t.Fatal("fsck without repair removed the lock")
-	}
-	rep, _ := fsckKinds(t, c, true)
-	if len(rep.Damages) != 1 || !rep.Damages[0].Repaired {
-		t.Fatalf("fsck repair: %+v", rep.Damages)
-	}
-	wantFailedWith(t, c, jids[0], "lock node is not a session's")
-	if rep, _ := fsckKinds(t, c, false); !rep.Clean() {
-		t.Errorf("fsck after the repair: %+v", rep.Damages)
-	}
-}
-
-func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testing.T) {
-	c := newClient(t)
-	raw := foreignWriter(t)
-	_, jids := spawn(t, c, 3, 7)
-	ctx := testCtx(t)
-	for _, jid := range jids {
-		writeRaw(t, raw, c.p.jobNode(jid, nodePriority), "abc")
-	}
-	j, err := c.GetJob(ctx, jids[0])
-	if err != nil {
-		t.Fatalf("GetJob: %v", err)
-	}
-	if j.GetPriority() != 7 {
-		t.Errorf("priority read as %d, want its entry's 7", j.GetPriority())
-	}
-	if jobs, _, err := c.ListJobs(ctx, JobFilter{State: Pending}); err != nil || len(jobs) != 3 {
-		t.Errorf("ListJobs: %d jobs, %v", len(jobs), err)
-	}
-	_, kinds := fsckKinds(t, c, false)
-	for _, jid := range jids {
-		if strings.Join(kinds[jid], ",") != DamagePriorityUnreadable {
-			t.Errorf("fsck on %s: %v", jid, kinds[jid])
-		}
-	}
-
-	// A stage that does not ask for the priority moves the job: the
-	// node is written anew.
-	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1, Parts: PartConfiguration})
-	cl, err := co.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cl.ID() != jids[0] || cl.LoadErr != nil {
-		t.Fatalf("claimed %s, load error %v", cl.ID(), cl.LoadErr)
-	}
-	if err := cl.Commit(ctx, Change{To: Estimating}); err != nil {
-		t.Fatal(err)
-	}
-	if got := nodeData(t, c, c.p.jobNode(jids[0], nodePriority)); got != "7" {
-		t.Errorf("priority after the move: %q", got)
-	}
-	// An operator fails another.
-	if _, err := c.FailJob(ctx, jids[1], "given up"); err != nil {
-		t.Fatalf("FailJob: %v", err)
-	}
-	if got := nodeData(t, c, c.p.jobNode(jids[1], nodePriority)); got != "7" {
-		t.Errorf("priority after FailJob: %q", got)
-	}
-	// fsck mends the third.
-	rep, _ := fsckKinds(t, c, true)
-	if len(rep.Damages) != 1 || rep.Damages[0].Item != jids[2] || !rep.Damages[0].Repaired {
-		t.Errorf("fsck repair: %+v", rep.Damages)
-	}
-	if got := nodeData(t, c, c.p.jobNode(jids[2], nodePriority)); got != "7" {
-		t.Errorf("priority after fsck: %q", got)
-	}
-	if rep, _ := fsckKinds(t, c, false); !rep.Clean() {
-		t.Errorf("fsck after: %+v", rep.Damages)
-	}
-}
-
-func TestAStepOfAJobWhoseBatchIsGoneFailsTheJobInsteadOfGoingOn(t *testing.T) {
-	c := newClient(t)
-	raw := foreignWriter(t)
-	bid, jids := spawn(t, c, 2, 5)
-	deleteTree(t, raw, c.p.batch(bid))
-	ctx := testCtx(t)
-
-	co := c.NewConsumer(Pending, ConsumerOptions{Spread: 1, Parts: PartConfiguration})
-	cl, err := co.Next(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = cl.Commit(ctx, Change{To: Estimating, Message: "estimated"})
-	var nb *NoBatchError
-	if !errors.As(err, &nb) || !nb.Failed || !errors.Is(err, ErrWrongState) {
-		t.Fatalf("commit of a job whose batch is gone: %v", err)
-	}
-	wantFailedWith(t, c, cl.ID(), "its batch "+bid+" does not exist: the job cannot go on to Estimating")
-	if !exists(t, c, c.p.jobEntry(Failed, 5, cl.ID())) || exists(t, c, c.p.batch(bid)) {
-		t.Error("the job is not in failed, or its batch came back")
-	}
-
-	// fsck names both; it fails the live one and leaves the failed one to
-	// an operator, whose FailJob and DeleteJob work without the batch.
-	_, kinds := fsckKinds(t, c, false)
-	for _, jid := range jids {
-		if strings.Join(kinds[jid], ",") != DamageJobNoBatch {
-			t.Errorf("fsck on %s: %v", jid, kinds[jid])
-		}
-	}
-	rep, _ := fsckKinds(t, c, true)
-	for _, d := range rep.Damages {
-		switch {
-		case d.Item == cl.ID() && (d.Repaired || !strings.Contains(d.Error, "left for an operator")):
-			t.Errorf("the failed job: %+v", d)
-		case d.Item != cl.ID() && !d.Repaired:
-			t.Errorf("the live job: %+v", d)
-		}
-	}
-	wantFailedWith(t, c, jids[1], "fsck: its batch "+bid+" does not exist")
-	for _, jid := range jids {
-		if err := c.DeleteJob(ctx, jid, false); err != nil {
-			t.Errorf("DeleteJob %s: %v", jid, err)
-		}
-	}
-	if rep, _ := fsckKinds(t, c, false); !rep.Clean() {
-		t.Errorf("fsck after: %+v", rep.Damages)
 	}
 }
 
@@ -309,7 +103,7 @@ func TestAnOperatorCannotMoveAJobBackIntoABatchThatIsGoingAway(t *testing.T) {
 		}
 	}
 	// Deleted, its jobs not removed yet: a requeue must not bring one back.
-	_, err = c.RequeueJob(ctx, jids[0], 0, "")
+	_, err = operatorOf(c).RequeueJob(ctx, jids[0], 0, "")
 	if !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "its batch "+bid+" is Deleted") {
 		t.Errorf("requeue into a deleted batch: %v", err)
 	}
@@ -319,89 +113,8 @@ func TestAnOperatorCannotMoveAJobBackIntoABatchThatIsGoingAway(t *testing.T) {
 	if _, err := c.removeClaimedBatch(ctx, bc, map[string][]string{folderFailed: jids}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.RequeueJob(ctx, jids[1], 0, "")
+	_, err = operatorOf(c).RequeueJob(ctx, jids[1], 0, "")
 	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("requeue of a deleted job: %v", err)
-	}
-}
-
-func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
-	type want struct {
-		state   JobState
-		message string
-	}
-	for _, tc := range []struct {
-		name   string
-		entry  JobState // where the job really is
-		forged JobState // what its status says
-		stored bool     // it has a store and an inventory
-		want   want
-	}{
-		{"a forged Completed with its entry left in pending", Pending, Completed, false,
-			want{Failed, "status said Completed, but its entry is in pending, and Pending → Completed is not a move a job makes"}},
-		{"Completed from notify without what processing writes", Notify, Completed, false,
-			want{Failed, "it has no store and inventory, which Completed needs"}},
-		{"a half-done move from notify to Completed", Notify, Completed, true, want{Completed, ""}},
-		{"a half-done move from pending to Estimating", Pending, Estimating, false, want{Estimating, ""}},
-		{"a held job whose status says it runs", Held, Downloading, false, want{Held, "Held → Downloading is not a move a job makes"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t)
-			raw := foreignWriter(t)
-			bid, jids := spawn(t, c, 1, 5)
-			jid := jids[0]
-			ctx := testCtx(t)
-			for _, s := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify} {
-				if tc.entry == Pending || tc.entry == Held {
-					break
-				}
-				ch := Change{To: s}
-				if s == Storing && tc.stored {
-					ch.Store = &v1.Store{ManifestUrl: "file:///m", Mode: "add"}
-				}
-				if s == Recording && tc.stored {
-					ch.Inventory = &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}
-				}
-				step(t, c, jid, ch)
-				if s == tc.entry {
-					break
-				}
-			}
-			if tc.entry == Held {
-				if _, err := c.HoldJob(ctx, jid, ""); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The other writer rewrites the status alone.
-			writeRaw(t, raw, c.p.jobStatus(jid), string(encodeJobStatus(&v1.JobStatus{Status: tc.forged, LastModified: nowStamp(),
-				Message: "forged", LastSuccessfulStatus: Notify})))
-			_, kinds := fsckKinds(t, c, false)
-			if !slices.Contains(kinds[jid], DamageStatusMismatch) {
-				t.Fatalf("fsck: %v", kinds)
-			}
-			rep, _ := fsckKinds(t, c, true)
-			for _, d := range rep.Damages {
-				if !d.Repaired {
-					t.Errorf("not repaired: %+v", d)
-				}
-			}
-			j, err := c.GetJob(ctx, jid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.GetStatus().GetStatus() != tc.want.state || !strings.Contains(j.GetStatus().GetMessage(), tc.want.message) {
-				t.Errorf("job is %s (%q), want %s with %q", JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage(),
-					JobStateName(tc.want.state), tc.want.message)
-			}
-			if tc.want.state == Failed && tc.entry == Pending && j.GetStatus().GetLastSuccessfulStatus() != 0 {
-				t.Errorf("last successful status %s: the job never got past Pending", JobStateName(j.GetStatus().GetLastSuccessfulStatus()))
-			}
-			if !exists(t, c, c.p.jobEntry(tc.want.state, 5, jid)) || !exists(t, c, c.p.batchRef(bid, batchFolder(tc.want.state), jid)) {
-				t.Errorf("job not in %s and its batch folder", JobStateName(tc.want.state))
-			}
-			if rep, _ := fsckKinds(t, c, false); !rep.Clean() {
-				t.Errorf("fsck after the repair: %+v", rep.Damages)
-			}
-		})
 	}
 }

@@ -6,6 +6,10 @@
 // are written with the keys and types the library reads; every form either
 // side writes is read; keys ingestq does not know are carried forward.
 //
+// It is what a stage and a submitter need. The operators' tools (holds,
+// requeues, deletions, listing, search, cleanup, fsck) are package admin
+// (shared/queue/admin), which works through a Client's session.
+//
 // # What ingestq writes where the spec leaves it open
 //
 // The contract says what is written where it is otherwise open:

@@ -36,6 +36,56 @@ func newClientAt(t testing.TB, root string) *Client {
 	return c
 }
 
+// Package queue's own tests cannot import package admin, which imports
+// queue: adminhook_test.go, of package queue_test, sets these two through
+// SetAdmin.
+var (
+	// fsckDamages runs the operators' fsck over c and returns what it
+	// found, as "kind item: detail".
+	fsckDamages func(ctx context.Context, c *Client, grace time.Duration) ([]string, error)
+	// operatorOf is the operators' tools over c.
+	operatorOf func(c *Client) Operator
+)
+
+// Operator is what these tests ask of package admin's Tools: moving jobs,
+// batches and collections as an operator does.
+type Operator interface {
+	ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error)
+	ObjectLocks(ctx context.Context) (storage, inventory []string, err error)
+	Pause(ctx context.Context) error
+	Unpause(ctx context.Context) error
+	HoldJob(ctx context.Context, jid, message string) (*v1.Job, error)
+	ReleaseJob(ctx context.Context, jid, message string) (*v1.Job, error)
+	FailJob(ctx context.Context, jid, message string) (*v1.Job, error)
+	RequeueJob(ctx context.Context, jid string, to JobState, message string) (*v1.Job, error)
+	DeleteJob(ctx context.Context, jid string, force bool) error
+	HoldCollection(ctx context.Context, mnemonic string) error
+	ReleaseCollection(ctx context.Context, mnemonic string) error
+	HeldCollections(ctx context.Context) ([]string, error)
+	ReleaseBatch(ctx context.Context, bid string) (*v1.Batch, error)
+	UpdateReport(ctx context.Context, bid string) (*v1.Batch, error)
+	DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error)
+}
+
+// SetAdmin sets fsckDamages and operatorOf.
+func SetAdmin(fsck func(ctx context.Context, c *Client, grace time.Duration) ([]string, error), operator func(c *Client) Operator) {
+	fsckDamages, operatorOf = fsck, operator
+}
+
+// jobCounts counts the jobs in each state folder.
+func jobCounts(t testing.TB, c *Client) map[JobState]int {
+	t.Helper()
+	out := map[JobState]int{}
+	for _, s := range jobStates {
+		if ok, st, err := c.exists(testCtx(t), c.p.jobStateDir(s)); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			out[s] = int(st.NumChildren)
+		}
+	}
+	return out
+}
+
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

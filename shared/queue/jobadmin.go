@@ -172,112 +172,10 @@ func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.Batc
 	return st, nil
 }
 
-// HoldJob moves a pending job to Held.
-func (c *Client) HoldJob(ctx context.Context, jid, message string) (*v1.Job, error) {
-	return c.moveJob(ctx, jid, []JobState{Pending}, func(*Claim) (Change, error) {
-		return Change{To: Held, Message: orDefault(message, "held by an operator")}, nil
-	})
-}
-
-// ReleaseJob moves a held job back to Pending.
-func (c *Client) ReleaseJob(ctx context.Context, jid, message string) (*v1.Job, error) {
-	return c.moveJob(ctx, jid, []JobState{Held}, func(*Claim) (Change, error) {
-		return Change{To: Pending, Message: orDefault(message, "released by an operator")}, nil
-	})
-}
-
-// FailJob fails a job that is waiting between steps (the state table decides
-// which states may fail).
-func (c *Client) FailJob(ctx context.Context, jid, message string) (*v1.Job, error) {
-	return c.moveJob(ctx, jid, nil, func(cl *Claim) (Change, error) {
-		if err := checkJobMove(jid, cl.from, Failed); err != nil {
-			return Change{}, err
-		}
-		return Change{To: Failed, Message: orDefault(message, "failed by an operator")}, nil
-	})
-}
-
-// RequeueJob resumes a failed job at `to`, or, when to is unspecified, at the
-// state after its last successful one. retry_count goes up by one. A state
-// past the job's progress is refused (ErrWrongState), naming the states the
-// job may take (RequeueStates).
-func (c *Client) RequeueJob(ctx context.Context, jid string, to JobState, message string) (*v1.Job, error) {
-	return c.moveJob(ctx, jid, []JobState{Failed}, func(cl *Claim) (Change, error) {
-		if to == v1.JobState_JOB_STATE_UNSPECIFIED {
-			to = ResumeState(cl.Job.GetStatus().GetLastSuccessfulStatus())
-		}
-		if to == Deleted {
-			return Change{}, fmt.Errorf("%w: requeue to Deleted; delete the job instead", ErrInvalid)
-		}
-		may := RequeueStates(cl.Job.GetStatus().GetLastSuccessfulStatus(), cl.present[nodeStore], cl.present[nodeInventory])
-		if !slices.Contains(may, to) {
-			return Change{}, fmt.Errorf("job %s cannot be requeued to %s: %w: %s", jid, JobStateName(to), ErrWrongState,
-				requeueRefusal(cl.Job.GetStatus().GetLastSuccessfulStatus(), to, may))
-		}
-		return Change{To: to, Message: orDefault(message, "requeued by an operator to "+JobStateName(to))}, nil
-	})
-}
-
-// RequeueStates are the states a failed job may be requeued to, in pipeline
-// order: those the state machine allows from Failed up to the one after its
-// last successful state (a step it never reached would find nothing of the
-// steps before it: a file list, downloaded files), each only with the nodes
-// it needs (a store, an inventory: hasWhatItNeeds, as fsck decides).
-func RequeueStates(lastSuccessful JobState, hasStore, hasInventory bool) []JobState {
-	reach := slices.Index(jobStates, ResumeState(lastSuccessful))
-	var out []JobState
-	for i, s := range jobStates {
-		if i <= reach && s != Deleted && CanMoveJob(Failed, s) && hasWhatItNeeds(s, hasStore, hasInventory) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// requeueRefusal says why `to` is not among may.
-func requeueRefusal(lastSuccessful, to JobState, may []JobState) string {
-	names := make([]string, len(may))
-	for i, s := range may {
-		names[i] = JobStateName(s)
-	}
-	why := "its last successful state is " + stateOrNone(lastSuccessful)
-	if slices.Index(jobStates, to) <= slices.Index(jobStates, ResumeState(lastSuccessful)) {
-		why = "it has no " + neededNodes(to) + ", which " + JobStateName(to) + " needs"
-	}
-	return fmt.Sprintf("%s; it may be requeued to %s", why, strings.Join(names, ", "))
-}
-
-func stateOrNone(s JobState) string {
-	if s == v1.JobState_JOB_STATE_UNSPECIFIED {
-		return "none (it never got past Pending)"
-	}
-	return JobStateName(s)
-}
-
-// ReprioritizeJob changes a waiting job's priority; its state entry is renamed
-// in the same operation.
-func (c *Client) ReprioritizeJob(ctx context.Context, jid string, priority int32) (*v1.Job, error) {
-	if err := validPriority(&priority); err != nil {
-		return nil, err
-	}
-	cl, err := c.ClaimJob(ctx, jid)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Release(context.WithoutCancel(ctx))
-	if !IsLive(cl.from) {
-		return nil, fmt.Errorf("job %s is %s: %w: only a live job has a priority that matters", jid, JobStateName(cl.from), ErrWrongState)
-	}
-	if err := cl.Update(ctx, Change{Priority: &priority}); err != nil {
-		return nil, err
-	}
-	return cl.Job, nil
-}
-
-// DeleteJob removes a failed or held job's nodes and moves its batch
+// deleteJob removes a failed or held job's nodes and moves its batch
 // reference to batch-deleted. Deleting a job whose batch is still open needs
 // force: its depositor will never hear of it.
-func (c *Client) DeleteJob(ctx context.Context, jid string, force bool) error {
+func (c *Client) deleteJob(ctx context.Context, jid string, force bool) error {
 	cl, err := c.ClaimJob(ctx, jid)
 	if err != nil {
 		return err
@@ -347,9 +245,39 @@ func batchOpen(s BatchState) bool {
 	return true
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
+// RequeueStates are the states a failed job may be requeued to, in pipeline
+// order: those the state machine allows from Failed up to the one after its
+// last successful state (a step it never reached would find nothing of the
+// steps before it: a file list, downloaded files), each only with the nodes
+// it needs (a store, an inventory: hasWhatItNeeds, as fsck decides).
+func RequeueStates(lastSuccessful JobState, hasStore, hasInventory bool) []JobState {
+	reach := slices.Index(jobStates, ResumeState(lastSuccessful))
+	var out []JobState
+	for i, s := range jobStates {
+		if i <= reach && s != Deleted && CanMoveJob(Failed, s) && hasWhatItNeeds(s, hasStore, hasInventory) {
+			out = append(out, s)
+		}
 	}
-	return s
+	return out
+}
+
+// hasWhatItNeeds reports whether a job in s has the nodes the steps
+// before s write: processing writes its store (a job in Storing has it),
+// storing its inventory (a job in Recording or later has both).
+func hasWhatItNeeds(s JobState, hasStore, hasInventory bool) bool {
+	switch s {
+	case Storing:
+		return hasStore
+	case Recording, Notify, Completed:
+		return hasStore && hasInventory
+	}
+	return true
+}
+
+// neededNodes names what hasWhatItNeeds looks for in s.
+func neededNodes(s JobState) string {
+	if s == Storing {
+		return "store"
+	}
+	return "store and inventory"
 }

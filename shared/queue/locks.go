@@ -4,71 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 )
-
-func validMnemonic(m string) error {
-	if m == "" || len(m) > 200 || m == "." || m == ".." {
-		return fmt.Errorf("%w: collection %q must be 1..200 characters", ErrInvalid, m)
-	}
-	if !utf8.ValidString(m) {
-		return fmt.Errorf("%w: collection %q is not valid UTF-8", ErrInvalid, m)
-	}
-	for _, r := range m {
-		if r == '/' || v1.ZooKeeperRefuses(r) {
-			return fmt.Errorf("%w: collection %q must not contain '/' or a character ZooKeeper refuses in a node name (%U)", ErrInvalid, m, r)
-		}
-	}
-	return nil
-}
-
-// HoldCollection puts a collection on hold: its pending batches and pending
-// jobs go to Held when a consumer meets them.
-func (c *Client) HoldCollection(ctx context.Context, mnemonic string) error {
-	if err := validMnemonic(mnemonic); err != nil {
-		return err
-	}
-	if err := c.ensure(ctx, c.p.collectionHold(mnemonic)); err != nil {
-		return fmt.Errorf("holding collection %s: %w", mnemonic, err)
-	}
-	return nil
-}
-
-// ReleaseCollection lifts a collection's hold. (Returning its held batches
-// and jobs to Pending is a separate, admin-visible step.)
-func (c *Client) ReleaseCollection(ctx context.Context, mnemonic string) error {
-	if err := validMnemonic(mnemonic); err != nil {
-		return err
-	}
-	_, err := retry(ctx, func() (struct{}, error) {
-		err := c.conn.Delete(c.p.collectionHold(mnemonic), -1)
-		if errors.Is(err, zk.ErrNoNode) {
-			err = nil
-		}
-		return struct{}{}, err
-	})
-	if err != nil {
-		return fmt.Errorf("releasing collection %s: %w", mnemonic, err)
-	}
-	return nil
-}
-
-// HeldCollections lists the collections on hold, read from ZooKeeper.
-func (c *Client) HeldCollections(ctx context.Context) ([]string, error) {
-	names, _, err := c.children(ctx, c.p.collections())
-	if err != nil {
-		return nil, fmt.Errorf("listing collection holds: %w", err)
-	}
-	slices.Sort(names)
-	return names, nil
-}
 
 // holdState caches the set of held collections, kept current by a child watch.
 type holdState struct {
@@ -234,17 +175,4 @@ func (l *ObjectLock) unlock(ctx context.Context) error {
 		return struct{}{}, err
 	})
 	return err
-}
-
-// ObjectLocks lists the ARK lock names held now under storage and inventory.
-func (c *Client) ObjectLocks(ctx context.Context) (storage, inventory []string, err error) {
-	if storage, _, err = c.children(ctx, c.p.storageLocks()); err != nil {
-		return nil, nil, err
-	}
-	if inventory, _, err = c.children(ctx, c.p.inventoryLocks()); err != nil {
-		return nil, nil, err
-	}
-	slices.Sort(storage)
-	slices.Sort(inventory)
-	return storage, inventory, nil
 }

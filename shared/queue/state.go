@@ -52,6 +52,12 @@ var jobStates = []JobState{Pending, Held, Estimating, Provisioning, Downloading,
 // JobStates returns every job state in pipeline order.
 func JobStates() []JobState { return append([]JobState(nil), jobStates...) }
 
+// BatchStates lists the batch states in lifecycle order.
+func BatchStates() []BatchState { return append([]BatchState(nil), batchStates...) }
+
+var batchStates = []BatchState{BatchPending, BatchHeld, BatchProcessing, BatchReporting, BatchFailed, BatchUpdateReporting,
+	BatchCompleted, BatchDeleted}
+
 var jobStateNames = map[JobState]string{
 	Pending: "Pending", Held: "Held", Estimating: "Estimating", Provisioning: "Provisioning",
 	Downloading: "Downloading", Processing: "Processing", Storing: "Storing", Recording: "Recording",

@@ -187,9 +187,8 @@ func TestStoringJobLeftByAPeerIsReadAndMovable(t *testing.T) {
 	if job.GetStatus().GetStatus() != Storing {
 		t.Fatalf("status %s", job.GetStatus().GetStatus())
 	}
-	counts, err := c.JobCounts(ctx)
-	if err != nil || counts[Storing] != 1 {
-		t.Fatalf("counts %v, %v", counts, err)
+	if counts := jobCounts(t, c); counts[Storing] != 1 {
+		t.Fatalf("counts %v", counts)
 	}
 	step(t, c, jid, Change{To: Recording})
 	if got := jsonField(t, nodeData(t, c, c.p.jobStatus(jid)), "last_successful_status"); got != `"Storing"` {

@@ -174,7 +174,7 @@ func TestJobTransitionsWriteTheContractTree(t *testing.T) {
 			}
 			if tt.move.admin != 0 {
 				// Resume with no named state: the state after last_successful_status.
-				if _, err := c.RequeueJob(testCtx(t), jid, 0, ""); err != nil {
+				if _, err := operatorOf(c).RequeueJob(testCtx(t), jid, 0, ""); err != nil {
 					t.Fatalf("requeue: %v", err)
 				}
 				job, _ := c.GetJob(testCtx(t), jid)
@@ -310,7 +310,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
 			t.Error("lock left")
 		}
-		if _, err := c.ReleaseBatch(ctx, bid); err != nil {
+		if _, err := operatorOf(c).ReleaseBatch(ctx, bid); err != nil {
 			t.Fatal(err)
 		}
 		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
@@ -355,7 +355,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
 			t.Error("lock left after Failed")
 		}
-		if _, err := c.UpdateReport(ctx, bid); err != nil {
+		if _, err := operatorOf(c).UpdateReport(ctx, bid); err != nil {
 			t.Fatal(err)
 		}
 		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"UpdateReporting"` {
@@ -385,10 +385,10 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 			bid, jids := spawn(t, c, 1, 5)
 			jid := jids[0]
 			step(t, c, jid, Change{To: from})
-			if err := c.DeleteJob(ctx, jid, false); !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
+			if err := operatorOf(c).DeleteJob(ctx, jid, false); !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
 				t.Fatalf("delete without force in an open batch: %v, want a refusal naming the batch state", err)
 			}
-			if err := c.DeleteJob(ctx, jid, true); err != nil {
+			if err := operatorOf(c).DeleteJob(ctx, jid, true); err != nil {
 				t.Fatal(err)
 			}
 			tr := tree(t, c)
@@ -417,14 +417,14 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed} {
 			step(t, c, jids[0], Change{To: to})
 		}
-		if err := c.DeleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {
+		if err := operatorOf(c).DeleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {
 			t.Errorf("delete completed job: %v, want ErrWrongState", err)
 		}
 	})
 }
 
-// TestBatchDeletionAndCleanup covers "Batch: Failed/Held --> Deleted" and
-// "Batch: Completed --> Automatic Cleanup".
+// TestBatchDeletionAndCleanup covers "Batch: Failed/Held --> Deleted"
+// (package admin's tests cover "Batch: Completed --> Automatic Cleanup").
 func TestBatchDeletionAndCleanup(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
@@ -441,14 +441,14 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 		jids, _ := bc.CreateJobs(ctx, []NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{}}, {Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 1}}})
 		bc.FinishSpawning(ctx)
 		step(t, c, jids[0], Change{To: Failed})
-		if _, err := c.DeleteBatch(ctx, bid); !errors.Is(err, ErrWrongState) {
+		if _, err := operatorOf(c).DeleteBatch(ctx, bid); !errors.Is(err, ErrWrongState) {
 			t.Fatalf("delete a Processing batch: %v, want ErrWrongState", err)
 		}
 		step(t, c, jids[1], Change{To: Failed})
 		bc, _ = c.ClaimBatch(ctx, bid)
 		bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true})
 		bc.Commit(ctx, BatchChange{To: BatchFailed})
-		deleted, err := c.DeleteBatch(ctx, bid)
+		deleted, err := operatorOf(c).DeleteBatch(ctx, bid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,27 +458,6 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 		tr := tree(t, c)
 		for p := range tr {
 			if strings.Contains(p, bid) || strings.Contains(p, jids[0]) || strings.Contains(p, jids[1]) || strings.Contains(p, "del-1") {
-				t.Errorf("left behind: %s", p)
-			}
-		}
-	})
-
-	t.Run("completed batch cleaned up after retention", func(t *testing.T) {
-		bid, jids := spawn(t, c, 3, 5)
-		completeBatch(t, c, bid, jids)
-		res, err := c.CleanupBatches(ctx, 24*3600e9, 0)
-		if err != nil || len(res.Batches) != 0 {
-			t.Fatalf("cleanup within retention removed %v (%v)", res.Batches, err)
-		}
-		res, err = c.CleanupBatches(ctx, -1, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Contains(res.Batches, bid) || len(res.Jobs) != 3 {
-			t.Fatalf("cleanup removed %v and %d jobs", res.Batches, len(res.Jobs))
-		}
-		for p := range tree(t, c) {
-			if strings.Contains(p, bid) || slices.ContainsFunc(jids, func(j string) bool { return strings.Contains(p, j) }) {
 				t.Errorf("left behind: %s", p)
 			}
 		}
@@ -508,8 +487,8 @@ func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
 	if n := total(); n != 5 {
 		t.Fatalf("%d jobs once three completed and their batch too, want 5: ended jobs stay until cleanup", n)
 	}
-	if res, err := c.CleanupBatches(ctx, -1, 0); err != nil || !slices.Contains(res.Batches, done) {
-		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, done)
+	if _, err := c.removeBatch(ctx, done); err != nil {
+		t.Fatalf("cleaning up %s: %v", done, err)
 	}
 	if n := total(); n != 2 {
 		t.Fatalf("%d jobs after the completed batch was cleaned up, want 2", n)
@@ -614,7 +593,7 @@ func TestABatchIDZooKeeperRefusesIsInvalidAndTakesNoBid(t *testing.T) {
 		t.Errorf("the batch after %s is %s: refused batch ids took bids", first, next)
 	}
 	for _, m := range []string{"coll\U0001F600", "coll\ufffe", "a\x7fb"} {
-		if err := c.HoldCollection(ctx, m); !errors.Is(err, ErrInvalid) {
+		if err := operatorOf(c).HoldCollection(ctx, m); !errors.Is(err, ErrInvalid) {
 			t.Errorf("HoldCollection(%q): %v, want ErrInvalid", m, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -211,49 +210,6 @@ func (r *WorkerRegistration) Close(ctx context.Context) error {
 		return struct{}{}, err
 	})
 	return err
-}
-
-// ListWorkers reads every live replica's entry, sorted by service then id.
-func (c *Client) ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error) {
-	names, _, err := c.children(ctx, c.p.workers())
-	if err != nil {
-		return nil, fmt.Errorf("listing workers: %w", err)
-	}
-	ps := make([]string, len(names))
-	for i, n := range names {
-		ps[i] = c.p.worker(n)
-	}
-	datas, err := c.getMany(ctx, ps)
-	if err != nil {
-		return nil, err
-	}
-	var out []*v1.WorkerInfo
-	for i, d := range datas {
-		if d == nil {
-			continue // gone while listing
-		}
-		w := &v1.WorkerInfo{}
-		if err := protojson.Unmarshal(d, w); err != nil {
-			w = &v1.WorkerInfo{Id: names[i], Stage: "unreadable entry: " + err.Error()}
-		}
-		out = append(out, w)
-	}
-	slices.SortFunc(out, func(a, b *v1.WorkerInfo) int {
-		if a.GetService() != b.GetService() {
-			if a.GetService() < b.GetService() {
-				return -1
-			}
-			return 1
-		}
-		if a.GetId() < b.GetId() {
-			return -1
-		}
-		if a.GetId() > b.GetId() {
-			return 1
-		}
-		return 0
-	})
-	return out, nil
 }
 
 func (c *Client) set(ctx context.Context, path string, data []byte) (*zk.Stat, error) {

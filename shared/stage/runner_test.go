@@ -15,6 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -80,7 +81,7 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 		}})
 	}
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := admin.JobCounts(context.Background())
+		counts, _ := qadmin.New(admin).JobCounts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	for _, jid := range jids {
@@ -116,7 +117,7 @@ func TestInOrderStageHandsJobsOverInQueueOrder(t *testing.T) {
 		return Next(queue.Change{SpaceNeeded: ptr(int64(1))})
 	}})
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := c.JobCounts(context.Background())
+		counts, _ := qadmin.New(c).JobCounts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	mu.Lock()
@@ -178,7 +179,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 				want = queue.Estimating
 			}
 			queuetest.Eventually(t, "every job in "+queue.JobStateName(want), func() bool {
-				counts, _ := c.JobCounts(context.Background())
+				counts, _ := qadmin.New(c).JobCounts(context.Background())
 				return counts[want] == n
 			})
 			reads := int64(0)
@@ -319,7 +320,7 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 	}{
 		{name: "a pending job of a held collection goes to Held", from: queue.Pending, hold: true,
 			setup: func(t *testing.T, c *queue.Client, jid string) {
-				if err := c.HoldCollection(context.Background(), "p"); err != nil {
+				if err := qadmin.New(c).HoldCollection(context.Background(), "p"); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -393,7 +394,7 @@ func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 			}})
 			<-handled
 			queuetest.Eventually(t, "lock released", func() bool {
-				storage, _, err := c.ObjectLocks(context.Background())
+				storage, _, err := qadmin.New(c).ObjectLocks(context.Background())
 				j, jerr := c.GetJob(context.Background(), jid)
 				return err == nil && jerr == nil && len(storage) == 0 && !j.GetLocked()
 			})

@@ -9,6 +9,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
@@ -86,7 +87,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	for _, r := range runners {
 		<-r.Done()
 	}
-	ws, err := q.ListWorkers(ctx)
+	ws, err := qadmin.New(q).ListWorkers(ctx)
 	if err != nil || len(ws) != 0 {
 		t.Errorf("workers left in the registry after the drain: %v, %v", ws, err)
 	}

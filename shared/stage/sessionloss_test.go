@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -242,7 +243,7 @@ func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 		t.Errorf("job is %s %q: the peer's write must stand", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
 	// An operator requeues the job: it is not locked, and the stage takes it.
-	if _, err := c.RequeueJob(context.Background(), jid, queue.Estimating, ""); err != nil {
+	if _, err := qadmin.New(c).RequeueJob(context.Background(), jid, queue.Estimating, ""); err != nil {
 		t.Fatalf("requeue after the fenced commit: %v", err)
 	}
 	queuetest.WaitState(t, c, jid, queue.Provisioning)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -38,7 +39,7 @@ func TestRunnersOfOneProcessHaveWorkerEntriesOfTheirOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		ws, err := c.ListWorkers(ctx)
+		ws, err := admin.New(c).ListWorkers(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

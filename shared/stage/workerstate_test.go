@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -175,7 +176,7 @@ func TestTheRegistryEntryFollowsTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry := func() *v1.WorkerInfo {
-		ws, err := q.ListWorkers(ctx)
+		ws, err := admin.New(q).ListWorkers(ctx)
 		if err != nil || len(ws) != 1 {
 			return nil
 		}
@@ -201,7 +202,7 @@ func TestTheRegistryEntryFollowsTheState(t *testing.T) {
 	if err := s.Unregister(closeCtx); err != nil {
 		t.Fatal(err)
 	}
-	if ws, err := q.ListWorkers(ctx); err != nil || len(ws) != 0 {
+	if ws, err := admin.New(q).ListWorkers(ctx); err != nil || len(ws) != 0 {
 		t.Errorf("after Unregister: %v, %v", ws, err)
 	}
 }

@@ -200,3 +200,19 @@ func WaitState(t testing.TB, q *queue.Client, jid string, state queue.JobState) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// CompleteBatch takes a batch whose jobs have all ended through Reporting
+// to Completed, as the batcher would.
+func CompleteBatch(t testing.TB, q *queue.Client, bid string) {
+	t.Helper()
+	ctx := context.Background()
+	bc, err := q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []queue.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchCompleted}} {
+		if err := bc.Commit(ctx, ch); err != nil {
+			t.Fatalf("batch %s to %s: %v", bid, queue.BatchStateName(ch.To), err)
+		}
+	}
+}

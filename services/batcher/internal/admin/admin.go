@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -45,9 +46,12 @@ type Server struct {
 
 var _ v1.AdminServiceServer = (*Server)(nil)
 
+// tools are the operators' actions on Queue.
+func (s *Server) tools() *qadmin.Tools { return qadmin.New(s.Queue) }
+
 // PauseQueue creates the pause marker.
 func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error) {
-	if err := s.Queue.Pause(ctx); err != nil {
+	if err := s.tools().Pause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.PauseQueueResponse{Paused: true}, nil
@@ -55,7 +59,7 @@ func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.P
 
 // UnpauseQueue removes the pause marker.
 func (s *Server) UnpauseQueue(ctx context.Context, _ *v1.UnpauseQueueRequest) (*v1.UnpauseQueueResponse, error) {
-	if err := s.Queue.Unpause(ctx); err != nil {
+	if err := s.tools().Unpause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.UnpauseQueueResponse{Paused: false}, nil
@@ -67,15 +71,15 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	counts, err := s.Queue.JobCounts(ctx)
+	counts, err := s.tools().JobCounts(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	held, err := s.Queue.HeldCollections(ctx)
+	held, err := s.tools().HeldCollections(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	workers, err := s.Queue.ListWorkers(ctx)
+	workers, err := s.tools().ListWorkers(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -88,7 +92,7 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 
 // HoldCollection puts a collection on hold.
 func (s *Server) HoldCollection(ctx context.Context, req *v1.HoldCollectionRequest) (*v1.HoldCollectionResponse, error) {
-	if err := s.Queue.HoldCollection(ctx, req.GetCollection()); err != nil {
+	if err := s.tools().HoldCollection(ctx, req.GetCollection()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.HoldCollectionResponse{Collection: req.GetCollection()}, nil
@@ -98,13 +102,13 @@ func (s *Server) HoldCollection(ctx context.Context, req *v1.HoldCollectionReque
 // batches and held jobs to Pending.
 func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectionRequest) (*v1.ReleaseCollectionResponse, error) {
 	m := req.GetCollection()
-	if err := s.Queue.ReleaseCollection(ctx, m); err != nil {
+	if err := s.tools().ReleaseCollection(ctx, m); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	resp := &v1.ReleaseCollectionResponse{Collection: m}
 	token := ""
 	for page := 0; page < maxPages; page++ {
-		batches, next, err := s.Queue.ListBatches(ctx, queue.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
+		batches, next, err := s.tools().ListBatches(ctx, qadmin.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
 		if err != nil {
 			return nil, rpcerr.FromQueue(err)
 		}
@@ -124,7 +128,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 			if coll != m {
 				continue
 			}
-			if _, err := s.Queue.ReleaseBatch(ctx, b.GetId()); err != nil {
+			if _, err := s.tools().ReleaseBatch(ctx, b.GetId()); err != nil {
 				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("batch %s: %v", b.GetId(), err))
 				continue
 			}
@@ -144,7 +148,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 			if j.GetConfiguration().GetCollection() != m {
 				continue
 			}
-			if _, err := s.Queue.ReleaseJob(ctx, j.GetId(), "released with collection "+m); err != nil {
+			if _, err := s.tools().ReleaseJob(ctx, j.GetId(), "released with collection "+m); err != nil {
 				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("job %s: %v", j.GetId(), err))
 				continue
 			}
@@ -186,7 +190,7 @@ func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) 
 			return nil, err
 		}
 	}
-	b, err = s.Queue.ReleaseBatch(ctx, req.GetBatchId())
+	b, err = s.tools().ReleaseBatch(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -196,7 +200,7 @@ func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) 
 // UpdateReportBatch asks for a second report on a failed batch; the queue
 // refuses it while a requeued job is still live.
 func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatchRequest) (*v1.UpdateReportBatchResponse, error) {
-	b, err := s.Queue.UpdateReport(ctx, req.GetBatchId())
+	b, err := s.tools().UpdateReport(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -206,7 +210,7 @@ func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatc
 // DeleteBatch removes a held or failed batch, its jobs and their working
 // directories.
 func (s *Server) DeleteBatch(ctx context.Context, req *v1.DeleteBatchRequest) (*v1.DeleteBatchResponse, error) {
-	jobs, err := s.Queue.DeleteBatch(ctx, req.GetBatchId())
+	jobs, err := s.tools().DeleteBatch(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -283,7 +287,7 @@ func lookupBatch(ctx context.Context, q *queue.Client, bid, uuid string) (*v1.Ba
 // may hold up to ~900 KiB of jids, and a page of large batches would not
 // fit one response.
 func (s *Server) ListBatches(ctx context.Context, req *v1.ListBatchesRequest) (*v1.ListBatchesResponse, error) {
-	batches, next, err := s.Queue.ListBatches(ctx, queue.BatchFilter{
+	batches, next, err := s.tools().ListBatches(ctx, qadmin.BatchFilter{
 		Status: req.GetStatus(), Submitter: req.GetSubmitter(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
@@ -325,7 +329,7 @@ func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.Lis
 
 // HoldJob moves a pending job to Held.
 func (s *Server) HoldJob(ctx context.Context, req *v1.HoldJobRequest) (*v1.HoldJobResponse, error) {
-	j, err := s.Queue.HoldJob(ctx, req.GetJobId(), req.GetMessage())
+	j, err := s.tools().HoldJob(ctx, req.GetJobId(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -344,7 +348,7 @@ func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1
 			return nil, err
 		}
 	}
-	if j, err = s.Queue.ReleaseJob(ctx, req.GetJobId(), req.GetMessage()); err != nil {
+	if j, err = s.tools().ReleaseJob(ctx, req.GetJobId(), req.GetMessage()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.ReleaseJobResponse{Job: j}, nil
@@ -352,7 +356,7 @@ func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1
 
 // FailJob fails a job waiting between steps.
 func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJobResponse, error) {
-	j, err := s.Queue.FailJob(ctx, req.GetJobId(), req.GetMessage())
+	j, err := s.tools().FailJob(ctx, req.GetJobId(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -361,7 +365,7 @@ func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJ
 
 // RequeueJob resumes a failed job.
 func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1.RequeueJobResponse, error) {
-	j, err := s.Queue.RequeueJob(ctx, req.GetJobId(), req.GetState(), req.GetMessage())
+	j, err := s.tools().RequeueJob(ctx, req.GetJobId(), req.GetState(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -370,7 +374,7 @@ func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1
 
 // ReprioritizeJob changes a live job's priority.
 func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobRequest) (*v1.ReprioritizeJobResponse, error) {
-	j, err := s.Queue.ReprioritizeJob(ctx, req.GetJobId(), req.GetPriority())
+	j, err := s.tools().ReprioritizeJob(ctx, req.GetJobId(), req.GetPriority())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -383,7 +387,7 @@ func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.D
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	if err := s.Queue.DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
+	if err := s.tools().DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	dir := queue.JobWorkingDir(s.Root.Dir(), j)
@@ -393,7 +397,7 @@ func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.D
 
 // ListWorkers lists the registered stage replicas.
 func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1.ListWorkersResponse, error) {
-	workers, err := s.Queue.ListWorkers(ctx)
+	workers, err := s.tools().ListWorkers(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -402,7 +406,7 @@ func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1
 
 // Fsck checks (and with repair mends) the tree.
 func (s *Server) Fsck(ctx context.Context, req *v1.FsckRequest) (*v1.FsckResponse, error) {
-	rep, err := s.Queue.Fsck(ctx, queue.FsckOptions{Repair: req.GetRepair()})
+	rep, err := s.tools().Fsck(ctx, qadmin.FsckOptions{Repair: req.GetRepair()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}

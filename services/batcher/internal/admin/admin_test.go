@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -653,7 +654,7 @@ func TestFsckReportsAndRepairsDamage(t *testing.T) {
 	if err != nil || r.GetClean() || len(r.GetDamages()) != 1 {
 		t.Fatalf("Fsck: %v %v", r, err)
 	}
-	if d := r.GetDamages()[0]; d.GetKind() != queue.DamageEntryNoJob || d.GetItem() != "jid9999999999" || d.GetRepaired() {
+	if d := r.GetDamages()[0]; d.GetKind() != qadmin.DamageEntryNoJob || d.GetItem() != "jid9999999999" || d.GetRepaired() {
 		t.Errorf("damage %v", d)
 	}
 	if ok, _, _ := conn.Exists(stray); !ok {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -195,7 +196,7 @@ func TestAJobWithAGarbledPriorityIsStillReadAndFailedByAnOperator(t *testing.T) 
 		t.Errorf("ListJobs: %v %v", l, err)
 	}
 	r, err := f.admin.Fsck(f.ctx, &v1.FsckRequest{})
-	if err != nil || len(r.GetDamages()) != 1 || r.GetDamages()[0].GetKind() != queue.DamagePriorityUnreadable {
+	if err != nil || len(r.GetDamages()) != 1 || r.GetDamages()[0].GetKind() != qadmin.DamagePriorityUnreadable {
 		t.Errorf("Fsck: %v %v", r, err)
 	}
 	fj, err := f.admin.FailJob(f.ctx, &v1.FailJobRequest{JobId: jids[0], Message: "given up"})

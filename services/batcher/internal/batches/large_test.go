@@ -14,6 +14,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 )
 
 // spawnBatch creates a Processing batch of n jobs, all created, as a
@@ -172,12 +173,12 @@ func TestABatchTooLargeForOneReportNodeIsReportedAndUpdated(t *testing.T) {
 		t.Fatalf("%s is listed; the test needs a job the node left out", unlisted)
 	}
 	for _, jid := range []string{listed, unlisted} {
-		if _, err := h.q.RequeueJob(ctx, jid, 0, ""); err != nil {
+		if _, err := admin.New(h.q).RequeueJob(ctx, jid, 0, ""); err != nil {
 			t.Fatal(err)
 		}
 		h.resume(jid, "ark:/99999/fk4again-"+jid)
 	}
-	if _, err := h.q.UpdateReport(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).UpdateReport(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	second := body(t, updateMail(t, h, bid))

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
@@ -305,7 +306,7 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	ctx := context.Background()
-	if err := h.q.HoldCollection(ctx, "demo_coll"); err != nil {
+	if err := admin.New(h.q).HoldCollection(ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
 	u := h.dep.put("/object.checkm", objectManifest)
@@ -321,10 +322,10 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 	other := h.submit("quiet", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
 	h.waitBatch(other, queue.BatchProcessing)
 
-	if err := h.q.ReleaseCollection(ctx, "demo_coll"); err != nil {
+	if err := admin.New(h.q).ReleaseCollection(ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.q.ReleaseBatch(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).ReleaseBatch(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	h.waitBatch(bid, queue.BatchProcessing)
@@ -336,7 +337,7 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 func TestAPausedQueueTakesNoBatchUntilUnpaused(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	if err := h.q.Pause(ctx); err != nil {
+	if err := admin.New(h.q).Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
@@ -346,7 +347,7 @@ func TestAPausedQueueTakesNoBatchUntilUnpaused(t *testing.T) {
 	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchPending {
 		t.Fatalf("batch is %s while the queue is paused, want Pending", b.GetStatus().GetStatus())
 	}
-	if err := h.q.Unpause(ctx); err != nil {
+	if err := admin.New(h.q).Unpause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.waitBatch(bid, queue.BatchProcessing)
@@ -439,7 +440,7 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	}
 
 	// The operator requeues the failed job; it completes; update-reporting.
-	if _, err := h.q.RequeueJob(ctx, jobs[1].GetId(), 0, ""); err != nil {
+	if _, err := admin.New(h.q).RequeueJob(ctx, jobs[1].GetId(), 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.resume(jobs[1].GetId(), "ark:/99999/fk4diary")
@@ -448,7 +449,7 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchFailed {
 		t.Fatalf("batch is %s before update-reporting, want Failed", b.GetStatus().GetStatus())
 	}
-	if _, err := h.q.UpdateReport(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).UpdateReport(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	b = h.waitBatch(bid, queue.BatchCompleted)
@@ -619,7 +620,7 @@ func TestBatchesThatWouldOverfillTheQueueWaitInPendingOldestFirstUntilRoomIsMade
 		h.finish(j.GetId(), fmt.Sprintf("ark:/99999/fk4obj%d", i), "")
 	}
 	h.waitBatch(first, queue.BatchCompleted)
-	res, err := h.q.CleanupBatches(ctx, -1, 0)
+	res, err := admin.New(h.q).CleanupBatches(ctx, -1, 0)
 	if err != nil || !slices.Contains(res.Batches, first) {
 		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, first)
 	}

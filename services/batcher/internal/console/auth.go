@@ -45,7 +45,7 @@ type auth struct {
 }
 
 // SessionStore keeps the console's sign-ins where every batcher of the
-// queue sees them (*queue.Client does, in ZooKeeper).
+// queue sees them (the queue's admin.Tools do, in ZooKeeper).
 type SessionStore interface {
 	CreateConsoleSession(ctx context.Context, id string, expires time.Time) error
 	ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error)

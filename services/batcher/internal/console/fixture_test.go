@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -105,7 +106,7 @@ func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
 	}
 	log := slog.New(slog.DiscardHandler)
 	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, f.q, log
+	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, qadmin.New(f.q), log
 	opts.TraceURL = "https://tracing.example/trace/{trace_id}"
 	if f.con, err = New(opts); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -17,10 +18,10 @@ func TestQueuePageShowsCountsPauseHoldsAndWorkersFromZooKeeper(t *testing.T) {
 	_, jids := f.batch("jdoe", 4)
 	f.fail(jids[0], "download of a.txt failed")
 	f.move(jids[1], "", queue.Estimating)
-	if err := f.q.Pause(f.ctx); err != nil {
+	if err := admin.New(f.q).Pause(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.q.HoldCollection(f.ctx, "held_coll"); err != nil {
+	if err := admin.New(f.q).HoldCollection(f.ctx, "held_coll"); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := f.q.RegisterWorker(f.ctx, &v1.WorkerInfo{Id: "estimator-test-1", Host: "host-a", Service: "estimator",
@@ -71,10 +72,10 @@ func TestQueueJSONFollowsTheQueue(t *testing.T) {
 		t.Fatalf("before: %+v", q)
 	}
 	f.fail(jids[0], "broken")
-	if err := f.q.Pause(f.ctx); err != nil {
+	if err := admin.New(f.q).Pause(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.q.HoldCollection(f.ctx, "c1"); err != nil {
+	if err := admin.New(f.q).HoldCollection(f.ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}
 	q = read()
@@ -210,7 +211,7 @@ func TestJobsPageListsByStateOrBatch(t *testing.T) {
 	bid, jids := f.batch("jdoe", 3)
 	other, others := f.batch("jdoe", 1)
 	f.fail(jids[0], "download of http://127.0.0.1/a.txt: HTTP 404")
-	if _, err := f.q.RequeueJob(f.ctx, jids[0], 0, ""); err != nil {
+	if _, err := admin.New(f.q).RequeueJob(f.ctx, jids[0], 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	f.move(jids[0], "downloaded again and failed again", queue.Failed)

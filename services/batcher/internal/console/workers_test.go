@@ -13,6 +13,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
@@ -52,7 +53,7 @@ func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 	})
 	id := runners[0].WorkerID()
 	queuetest.Eventually(t, "the replica registers", func() bool {
-		ws, err := f.q.ListWorkers(f.ctx)
+		ws, err := admin.New(f.q).ListWorkers(f.ctx)
 		return err == nil && len(ws) == 1 && ws[0].GetId() == id
 	})
 	return id, runners[0]
@@ -61,7 +62,7 @@ func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 // workerState reads a worker's registry entry (nil: none).
 func workerState(t *testing.T, f *fixture, id string) *v1.WorkerInfo {
 	t.Helper()
-	ws, err := f.q.ListWorkers(f.ctx)
+	ws, err := admin.New(f.q).ListWorkers(f.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
@@ -21,14 +22,14 @@ const Every = 15 * time.Second
 
 // Exporter reads the figures in a loop and hands the last read to scrapes.
 type Exporter struct {
-	reader *queue.FigureReader
+	reader *qadmin.FigureReader
 	log    *slog.Logger
 	last   atomic.Pointer[telemetry.QueueFigures]
 }
 
 // New returns an Exporter of q's figures.
 func New(q *queue.Client, log *slog.Logger) *Exporter {
-	return &Exporter{reader: q.NewFigureReader(), log: log}
+	return &Exporter{reader: qadmin.New(q).NewFigureReader(), log: log}
 }
 
 // Register makes the exporter the source of m's queue gauges.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/workdir"
 )
 
@@ -39,7 +40,7 @@ type Result struct {
 // expired console sign-ins.
 func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
 	res, err := Clean(ctx, j.Queue, j.Root, j.Retention, batchesPerRun)
-	if _, serr := j.Queue.CleanupConsoleSessions(ctx, time.Now()); serr != nil {
+	if _, serr := qadmin.New(j.Queue).CleanupConsoleSessions(ctx, time.Now()); serr != nil {
 		err = errors.Join(err, fmt.Errorf("removing expired console sign-ins: %w", serr))
 	}
 	return res, err
@@ -48,7 +49,7 @@ func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
 // Clean removes at most limit completed batches whose status is older than
 // olderThan, with their jobs' working directories.
 func Clean(ctx context.Context, q *queue.Client, root workdir.Root, olderThan time.Duration, limit int) (Result, error) {
-	res, err := q.CleanupBatches(ctx, olderThan, limit)
+	res, err := qadmin.New(q).CleanupBatches(ctx, olderThan, limit)
 	out := Result{Batches: res.Batches, Jobs: len(res.Jobs)}
 	for _, job := range res.Jobs {
 		if dir := queue.JobWorkingDir(root.Dir(), job); dir != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -110,8 +111,8 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 
 	// Expired console sign-ins go; live ones stay.
 	const expired, live = "expired-sign-in-0001", "live-sign-in-000001"
-	q.CreateConsoleSession(ctx, expired, time.Now().Add(-time.Second))
-	q.CreateConsoleSession(ctx, live, time.Now().Add(time.Hour))
+	admin.New(q).CreateConsoleSession(ctx, expired, time.Now().Add(-time.Second))
+	admin.New(q).CreateConsoleSession(ctx, live, time.Now().Add(time.Hour))
 	if _, err := j.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

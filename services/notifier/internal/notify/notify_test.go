@@ -23,6 +23,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -226,7 +227,7 @@ func TestACallbackThatKeepsFailingFailsTheJobAndAnAdminCanRetry(t *testing.T) {
 	rcv.mu.Lock()
 	rcv.script = []int{500, 500, 500, 200}
 	rcv.mu.Unlock()
-	if _, err := e.q.RequeueJob(context.Background(), jid, 0, "receiver fixed"); err != nil {
+	if _, err := admin.New(e.q).RequeueJob(context.Background(), jid, 0, "receiver fixed"); err != nil {
 		t.Fatal(err)
 	}
 	st = e.ended(t, jid)
@@ -319,11 +320,11 @@ func TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver(t *testing.T)
 		!strings.Contains(st.GetMessage(), "cannot go on to Completed") {
 		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
-	rep, err := e.q.Fsck(context.Background(), queue.FsckOptions{})
+	rep, err := admin.New(e.q).Fsck(context.Background(), admin.FsckOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Damages) != 1 || rep.Damages[0].Kind != queue.DamageJobNoBatch || rep.Damages[0].Item != jid {
+	if len(rep.Damages) != 1 || rep.Damages[0].Kind != admin.DamageJobNoBatch || rep.Damages[0].Item != jid {
 		t.Errorf("fsck: %+v", rep.Damages)
 	}
 }

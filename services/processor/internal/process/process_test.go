@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -327,10 +328,10 @@ func TestAnUpdateAddsAVersionAndARerunAddsNone(t *testing.T) {
 			job.GetInventory().GetManifestUrl(), job.GetStore(), job.GetInventory(), ark)
 	}
 	// An admin sends the second job through Processing again.
-	if _, err := e.q.FailJob(ctx, second, "test: redo"); err != nil {
+	if _, err := admin.New(e.q).FailJob(ctx, second, "test: redo"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.q.RequeueJob(ctx, second, queue.Processing, "test: redo"); err != nil {
+	if _, err := admin.New(e.q).RequeueJob(ctx, second, queue.Processing, "test: redo"); err != nil {
 		t.Fatal(err)
 	}
 	again := e.ended(t, second)

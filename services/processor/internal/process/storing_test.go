@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -147,10 +148,10 @@ func TestARequeueToStoringStoresNoSecondVersion(t *testing.T) {
 	if first.GetStatus().GetStatus() != queue.Recording {
 		t.Fatalf("job %s (%q), want Recording", queue.JobStateName(first.GetStatus().GetStatus()), first.GetStatus().GetMessage())
 	}
-	if _, err := e.q.FailJob(ctx, jid, "test: the inventory lost it"); err != nil {
+	if _, err := admin.New(e.q).FailJob(ctx, jid, "test: the inventory lost it"); err != nil {
 		t.Fatal(err)
 	}
-	requeued, err := e.q.RequeueJob(ctx, jid, queue.Storing, "test: store again")
+	requeued, err := admin.New(e.q).RequeueJob(ctx, jid, queue.Storing, "test: store again")
 	if err != nil || requeued.GetStatus().GetStatus() != queue.Storing {
 		t.Fatalf("requeue to Storing: %v %v", requeued.GetStatus(), err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
 	"github.com/ingestq/ingestq/shared/queue"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
@@ -141,7 +142,7 @@ func TestAPausedRecorderLeasesNothingUntilResumed(t *testing.T) {
 		t.Errorf("Pause answered %v, want the worker paused", p.GetWorkers())
 	}
 	queuetest.Eventually(t, "the registry shows the pause", func() bool {
-		ws, err := r.q.ListWorkers(context.Background())
+		ws, err := qadmin.New(r.q).ListWorkers(context.Background())
 		return err == nil && len(ws) == 1 && ws[0].GetPaused()
 	})
 	jid := recordingJob(t, r.q)

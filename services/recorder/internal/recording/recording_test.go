@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/versions"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
@@ -83,7 +84,7 @@ func leaseFor(t *testing.T, c v1.RecordingServiceClient, wait, d time.Duration) 
 
 func locks(t *testing.T, q *queue.Client) []string {
 	t.Helper()
-	_, inv, err := q.ObjectLocks(context.Background())
+	_, inv, err := admin.New(q).ObjectLocks(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
 )
 
 // JobSearch is one call of SearchJobs.
@@ -18,7 +19,7 @@ type JobSearch struct {
 	Filter *v1.JobFilter
 	// States, when set, keeps only jobs in one of them (as Filter.State
 	// does for one); the folders of these states are the ones listed.
-	States []JobState
+	States []queue.JobState
 	// PageSize: the matches returned at most (default 100, at most 1000).
 	PageSize int
 	// PageToken: a job id; the search goes on after it.
@@ -39,25 +40,13 @@ type JobPage struct {
 	Scanned int
 }
 
-// searchNodes are the data nodes a search reads beside the status: what the
-// filters look at and the job lists show.
-var searchNodes = []string{nodeBid, nodePriority, nodeSpaceNeeded, nodeConfig, nodeIdentifiers}
-
-// Jobs read per multi-read (six nodes each: a multi-read takes at most
-// 64 nodes, as each may be as large as a node can be and the answer must
-// fit the client's buffer), and multi-reads in flight at once.
-const (
-	searchChunk    = 10
-	searchParallel = 16
-)
-
 // SearchJobs finds the jobs a filter matches, by job id. The candidates are
 // the jobs of the batch named, else of the states named (Filter.State,
 // States, Failed for Filter.FailingStage), else every job; each is read
 // (status, configuration, identifiers and the small nodes: one multi-read
 // per 10 jobs, 16 at once) and matched. A job deleted meanwhile, or whose nodes are
 // unreadable, is left out (fsck reports the latter).
-func (c *Client) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
+func (t *Tools) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
 	size := s.PageSize
 	if size <= 0 {
 		size = 100
@@ -73,15 +62,15 @@ func (c *Client) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
 		if len(states) > 0 && !slices.Contains(states, st) {
 			return JobPage{}, nil
 		}
-		states = []JobState{st}
+		states = []queue.JobState{st}
 	}
 	if f.GetFailingStage() != v1.JobState_JOB_STATE_UNSPECIFIED {
-		if len(states) > 0 && !slices.Contains(states, Failed) {
+		if len(states) > 0 && !slices.Contains(states, queue.Failed) {
 			return JobPage{}, nil
 		}
-		states = []JobState{Failed}
+		states = []queue.JobState{queue.Failed}
 	}
-	jids, err := c.searchCandidates(ctx, f.GetBatchId(), states)
+	jids, err := t.searchCandidates(ctx, f.GetBatchId(), states)
 	if err != nil {
 		return JobPage{}, err
 	}
@@ -96,8 +85,8 @@ func (c *Client) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
 	m := newJobMatcher(f, states)
 	var page JobPage
 	for len(jids) > 0 {
-		window := jids[:min(len(jids), searchChunk*searchParallel, maxScan-page.Scanned)]
-		jobs, err := c.readForSearch(ctx, window)
+		window := jids[:min(len(jids), t.b.ReadJobsWindow, maxScan-page.Scanned)]
+		jobs, err := t.b.ReadJobs(ctx, window)
 		if err != nil {
 			return JobPage{}, err
 		}
@@ -120,14 +109,14 @@ func (c *Client) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
 }
 
 // searchCandidates lists the job ids a search reads, sorted.
-func (c *Client) searchCandidates(ctx context.Context, bid string, states []JobState) ([]string, error) {
+func (t *Tools) searchCandidates(ctx context.Context, bid string, states []queue.JobState) ([]string, error) {
 	var jids []string
 	switch {
 	case bid != "":
-		if !ValidBatchID(bid) {
-			return nil, fmt.Errorf("%w: %q is not a batch id", ErrInvalid, bid)
+		if !queue.ValidBatchID(bid) {
+			return nil, fmt.Errorf("%w: %q is not a batch id", queue.ErrInvalid, bid)
 		}
-		refs, err := c.BatchJobIDs(ctx, bid)
+		refs, err := t.q.BatchJobIDs(ctx, bid)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +125,7 @@ func (c *Client) searchCandidates(ctx context.Context, bid string, states []JobS
 		}
 	case len(states) > 0:
 		for _, st := range states {
-			ids, err := c.JobIDsIn(ctx, st)
+			ids, err := t.q.JobIDsIn(ctx, st)
 			if err != nil {
 				return nil, err
 			}
@@ -145,12 +134,12 @@ func (c *Client) searchCandidates(ctx context.Context, bid string, states []JobS
 			}
 		}
 	default:
-		names, _, err := c.children(ctx, c.p.jobs())
+		names, _, err := t.b.Children(ctx, t.b.Paths.Jobs())
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, fmt.Errorf("listing jobs: %w", err)
 		}
 		for _, n := range names {
-			if ValidJobID(n) {
+			if queue.ValidJobID(n) {
 				jids = append(jids, n)
 			}
 		}
@@ -159,54 +148,14 @@ func (c *Client) searchCandidates(ctx context.Context, bid string, states []JobS
 	return slices.Compact(jids), nil
 }
 
-// readForSearch reads the jobs' status and search nodes; a job gone or
-// unreadable is nil.
-func (c *Client) readForSearch(ctx context.Context, jids []string) ([]*v1.Job, error) {
-	out := make([]*v1.Job, len(jids))
-	chunks := (len(jids) + searchChunk - 1) / searchChunk
-	errs := make([]error, chunks)
-	eachAtMost(chunks, searchParallel, func(k int) {
-		part := jids[k*searchChunk : min(len(jids), (k+1)*searchChunk)]
-		per := 1 + len(searchNodes)
-		paths := make([]string, 0, len(part)*per)
-		for _, jid := range part {
-			paths = append(paths, c.p.jobStatus(jid))
-			for _, n := range searchNodes {
-				paths = append(paths, c.p.jobNode(jid, n))
-			}
-		}
-		datas, err := c.getMany(ctx, paths)
-		if err != nil {
-			errs[k] = err
-			return
-		}
-		for i, jid := range part {
-			d := datas[i*per : (i+1)*per]
-			if d[0] == nil {
-				continue // deleted meanwhile
-			}
-			st, err := decodeJobStatus(c.p.jobStatus(jid), d[0])
-			if err != nil {
-				continue
-			}
-			job := &v1.Job{Id: jid, Status: st}
-			if r := c.decodeJobData(job, searchNodes, d[1:], nil); r.corrupt != nil {
-				continue
-			}
-			out[k*searchChunk+i] = job
-		}
-	})
-	return out, errors.Join(errs...)
-}
-
 // jobMatcher is a filter, ready to match.
 type jobMatcher struct {
 	f       *v1.JobFilter
-	states  []JobState
+	states  []queue.JobState
 	message string // lower case
 }
 
-func newJobMatcher(f *v1.JobFilter, states []JobState) jobMatcher {
+func newJobMatcher(f *v1.JobFilter, states []queue.JobState) jobMatcher {
 	return jobMatcher{f: f, states: states, message: strings.ToLower(f.GetMessage())}
 }
 
@@ -215,7 +164,7 @@ func (m jobMatcher) matches(j *v1.Job) bool {
 	switch {
 	case len(m.states) > 0 && !slices.Contains(m.states, st.GetStatus()),
 		f.GetFailingStage() != v1.JobState_JOB_STATE_UNSPECIFIED &&
-			(st.GetStatus() != Failed || FailedIn(st.GetLastSuccessfulStatus()) != f.GetFailingStage()),
+			(st.GetStatus() != queue.Failed || FailedIn(st.GetLastSuccessfulStatus()) != f.GetFailingStage()),
 		f.GetBatchId() != "" && j.GetBid() != f.GetBatchId(),
 		f.GetCollection() != "" && conf.GetCollection() != f.GetCollection(),
 		f.GetProfile() != "" && conf.GetProfileName() != f.GetProfile(),
@@ -234,9 +183,9 @@ func (m jobMatcher) matches(j *v1.Job) bool {
 // state tells: the one after it, or Pending for a job that has none or whose
 // last was Held (it failed before a stage took it, or an operator failed it
 // there).
-func FailedIn(lastSuccessful JobState) JobState {
-	if lastSuccessful == v1.JobState_JOB_STATE_UNSPECIFIED || lastSuccessful == Held {
-		return Pending
+func FailedIn(lastSuccessful queue.JobState) queue.JobState {
+	if lastSuccessful == v1.JobState_JOB_STATE_UNSPECIFIED || lastSuccessful == queue.Held {
+		return queue.Pending
 	}
-	return ResumeState(lastSuccessful)
+	return queue.ResumeState(lastSuccessful)
 }

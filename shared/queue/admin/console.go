@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue"
 )
 
 // Operator console sign-ins, ingestq's own area (outside the spec's paths):
@@ -30,7 +31,7 @@ func validSessionID(id string) error {
 	if len(id) < 16 || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	}) >= 0 {
-		return fmt.Errorf("%w: console session id must be 16..64 letters, digits, '-' or '_'", ErrInvalid)
+		return fmt.Errorf("%w: console session id must be 16..64 letters, digits, '-' or '_'", queue.ErrInvalid)
 	}
 	return nil
 }
@@ -38,31 +39,31 @@ func validSessionID(id string) error {
 // CreateConsoleSession records a sign-in that lasts until expires. At
 // MaxConsoleSessions it first removes the expired ones, and refuses the
 // sign-in (ErrExists) if that leaves no room.
-func (c *Client) CreateConsoleSession(ctx context.Context, id string, expires time.Time) error {
-	return c.createConsoleSession(ctx, id, expires, MaxConsoleSessions)
+func (t *Tools) CreateConsoleSession(ctx context.Context, id string, expires time.Time) error {
+	return t.createConsoleSession(ctx, id, expires, MaxConsoleSessions)
 }
 
-func (c *Client) createConsoleSession(ctx context.Context, id string, expires time.Time, limit int) error {
+func (t *Tools) createConsoleSession(ctx context.Context, id string, expires time.Time, limit int) error {
 	if err := validSessionID(id); err != nil {
 		return err
 	}
-	if err := c.ensureOnce(ctx, c.p.consoleSessions()); err != nil {
+	if err := t.b.EnsureOnce(ctx, t.b.Paths.ConsoleSessions()); err != nil {
 		return fmt.Errorf("creating the console sessions folder: %w", err)
 	}
-	names, _, err := c.children(ctx, c.p.consoleSessions())
+	names, _, err := t.b.Children(ctx, t.b.Paths.ConsoleSessions())
 	if err != nil {
 		return fmt.Errorf("listing console sessions: %w", err)
 	}
 	if len(names) >= limit {
-		live, err := c.CleanupConsoleSessions(ctx, time.Now())
+		live, err := t.CleanupConsoleSessions(ctx, time.Now())
 		if err != nil {
 			return err
 		}
 		if live >= limit {
-			return fmt.Errorf("%d console sign-ins are live, at most %d: %w", live, limit, ErrExists)
+			return fmt.Errorf("%d console sign-ins are live, at most %d: %w", live, limit, queue.ErrExists)
 		}
 	}
-	_, err = c.createGrouped(ctx, c.p.consoleSession(id), []byte(strconv.FormatInt(expires.Unix(), 10)), 0)
+	_, err = t.b.CreateGrouped(ctx, t.b.Paths.ConsoleSession(id), []byte(strconv.FormatInt(expires.Unix(), 10)), 0)
 	if err != nil {
 		return fmt.Errorf("recording console session: %w", err)
 	}
@@ -71,11 +72,11 @@ func (c *Client) createConsoleSession(ctx context.Context, id string, expires ti
 
 // ConsoleSessionLive reports whether a sign-in exists and has not expired
 // at now.
-func (c *Client) ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error) {
+func (t *Tools) ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error) {
 	if validSessionID(id) != nil {
 		return false, nil // never one of ours
 	}
-	data, _, err := c.get(ctx, c.p.consoleSession(id))
+	data, _, err := t.b.Get(ctx, t.b.Paths.ConsoleSession(id))
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}
@@ -87,18 +88,12 @@ func (c *Client) ConsoleSessionLive(ctx context.Context, id string, now time.Tim
 }
 
 // EndConsoleSession removes a sign-in; one already gone is no error.
-func (c *Client) EndConsoleSession(ctx context.Context, id string) error {
+func (t *Tools) EndConsoleSession(ctx context.Context, id string) error {
 	if err := validSessionID(id); err != nil {
 		return err
 	}
-	_, err := retry(ctx, func() (struct{}, error) {
-		err := c.conn.Delete(c.p.consoleSession(id), -1)
-		if errors.Is(err, zk.ErrNoNode) {
-			err = nil
-		}
-		return struct{}{}, err
-	})
-	if err != nil {
+	err := t.b.Delete(ctx, t.b.Paths.ConsoleSession(id), -1)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("ending console session: %w", err)
 	}
 	return nil
@@ -106,8 +101,8 @@ func (c *Client) EndConsoleSession(ctx context.Context, id string) error {
 
 // CleanupConsoleSessions removes the sign-ins expired at now (and any node
 // there that is not one) and returns how many are still live.
-func (c *Client) CleanupConsoleSessions(ctx context.Context, now time.Time) (int, error) {
-	names, _, err := c.children(ctx, c.p.consoleSessions())
+func (t *Tools) CleanupConsoleSessions(ctx context.Context, now time.Time) (int, error) {
+	names, _, err := t.b.Children(ctx, t.b.Paths.ConsoleSessions())
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil
 	}
@@ -116,32 +111,26 @@ func (c *Client) CleanupConsoleSessions(ctx context.Context, now time.Time) (int
 	}
 	paths := make([]string, len(names))
 	for i, name := range names {
-		paths[i] = c.p.consoleSession(name)
+		paths[i] = t.b.Paths.ConsoleSession(name)
 	}
-	read, err := c.getManyStat(ctx, paths)
+	read, err := t.b.GetManyStat(ctx, paths)
 	if err != nil {
 		return 0, fmt.Errorf("reading console sessions: %w", err)
 	}
 	live := 0
 	for i, r := range read {
-		if r.stat == nil {
+		if r.Stat == nil {
 			continue // ended meanwhile
 		}
-		expires, perr := strconv.ParseInt(string(r.data), 10, 64)
+		expires, perr := strconv.ParseInt(string(r.Data), 10, 64)
 		if perr == nil && now.Unix() < expires {
 			live++
 			continue
 		}
 		// The version guards against a node recreated meanwhile (ids are
 		// random: only a corrupt one would be).
-		_, err := retry(ctx, func() (struct{}, error) {
-			err := c.conn.Delete(paths[i], r.stat.Version)
-			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrBadVersion) {
-				err = nil
-			}
-			return struct{}{}, err
-		})
-		if err != nil {
+		err := t.b.Delete(ctx, paths[i], r.Stat.Version)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
 			return 0, fmt.Errorf("removing expired console session: %w", err)
 		}
 	}

@@ -1,44 +1,46 @@
-package queue
+package admin
 
 import (
 	"testing"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
 func TestFiguresCountJobsBatchesAndWorkersAndAgeTheOldestJobOfEachState(t *testing.T) {
-	c := newClient(t)
+	c, a := newTools(t)
 	ctx := testCtx(t)
-	_, first := spawnWithUUID(t, c, "figures-1")
-	step(t, c, first, Change{To: Estimating})
+	first := queuetest.Spawn(t, c, queue.NewJob{Priority: 5}, queue.Pending)
+	queuetest.Move(t, c, first, queue.Change{To: queue.Estimating})
 	entered := time.Now()
-	_, second := spawnWithUUID(t, c, "figures-2")
-	step(t, c, second, Change{To: Estimating})
-	_, third := spawnWithUUID(t, c, "figures-3")
+	second := queuetest.Spawn(t, c, queue.NewJob{Priority: 5}, queue.Pending)
+	queuetest.Move(t, c, second, queue.Change{To: queue.Estimating})
+	third := queuetest.Spawn(t, c, queue.NewJob{Priority: 5}, queue.Pending)
 	if _, err := c.RegisterWorker(ctx, &v1.WorkerInfo{Id: "estimator-test-1", Service: "estimator", Stage: "Estimating"}); err != nil {
 		t.Fatal(err)
 	}
 
-	r := c.NewFigureReader()
+	r := a.NewFigureReader()
 	f, err := r.Read(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Jobs[Estimating] != 2 || f.Jobs[Pending] != 1 || f.Batches[BatchProcessing] != 3 {
+	if f.Jobs[queue.Estimating] != 2 || f.Jobs[queue.Pending] != 1 || f.Batches[queue.BatchProcessing] != 3 {
 		t.Errorf("jobs %v, batches %v", f.Jobs, f.Batches)
 	}
-	if f.Workers[Estimating] != 1 || f.Workers[Downloading] != 0 {
+	if f.Workers[queue.Estimating] != 1 || f.Workers[queue.Downloading] != 0 {
 		t.Errorf("workers %v, want one estimator and no downloader", f.Workers)
 	}
-	if _, ok := f.Workers[Downloading]; !ok {
+	if _, ok := f.Workers[queue.Downloading]; !ok {
 		t.Error("a stage without a worker is left out, not 0")
 	}
-	// The first job entered Estimating before the second: it is the oldest.
-	if o := f.Oldest[Estimating]; o.IsZero() || o.After(entered.Add(time.Second)) {
+	// The first job entered queue.Estimating before the second: it is the oldest.
+	if o := f.Oldest[queue.Estimating]; o.IsZero() || o.After(entered.Add(time.Second)) {
 		t.Errorf("oldest in Estimating entered at %v, the first job before %v", o, entered)
 	}
-	if _, ok := f.Oldest[Completed]; ok {
+	if _, ok := f.Oldest[queue.Completed]; ok {
 		t.Error("Completed has an oldest job's age")
 	}
 
@@ -59,12 +61,12 @@ func TestFiguresCountJobsBatchesAndWorkersAndAgeTheOldestJobOfEachState(t *testi
 	if n := reads() - before; n != 0 {
 		t.Errorf("a second read read %d state entries again", n)
 	}
-	step(t, c, third, Change{To: Estimating})
+	queuetest.Move(t, c, third, queue.Change{To: queue.Estimating})
 	before = reads()
 	if f, err = r.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := reads() - before; n != 1 || f.Jobs[Estimating] != 3 {
-		t.Errorf("after one more job: %d entries read, %d jobs in Estimating; want 1 and 3", n, f.Jobs[Estimating])
+	if n := reads() - before; n != 1 || f.Jobs[queue.Estimating] != 3 {
+		t.Errorf("after one more job: %d entries read, %d jobs in Estimating; want 1 and 3", n, f.Jobs[queue.Estimating])
 	}
 }

@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -38,17 +39,20 @@ func BenchmarkSearchJobs(b *testing.B) {
 	// and on a loaded machine a short session expires meanwhile.
 	connectCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Connect(connectCtx, Options{Servers: zktest.Servers(b), Root: zktest.Root(b), SessionTimeout: 30 * time.Second})
+	c, err := queue.Connect(connectCtx, queue.Options{Servers: zktest.Servers(b), Root: zktest.Root(b), SessionTimeout: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	a := New(c)
 	const perBatch = 1000
 	made := time.Now()
 	for k := 0; k < n; k += perBatch {
 		// A minute per batch, not per run: a run of 100000 jobs takes longer.
 		ctx := testCtx(b)
-		bid, err := c.CreateBatch(ctx, sampleSubmission())
+		bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
+			PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+			SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -56,16 +60,16 @@ func BenchmarkSearchJobs(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := bc.Commit(ctx, BatchChange{To: BatchProcessing}); err != nil {
+		if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
 			b.Fatal(err)
 		}
-		jobs := make([]NewJob, min(perBatch, n-k))
+		jobs := make([]queue.NewJob, min(perBatch, n-k))
 		for i := range jobs {
 			coll := "common_coll"
 			if (k+i)%100 == 0 {
 				coll = "rare_coll"
 			}
-			jobs[i] = NewJob{Priority: 5, Configuration: &v1.JobConfiguration{
+			jobs[i] = queue.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{
 				ProfileName: "demo_profile", Submitter: "dana", Collection: coll, PayloadUrl: "http://127.0.0.1:1/f.checkm",
 				PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, BatchEntry: int32(i)},
 				Identifiers: &v1.Identifiers{LocalId: []string{fmt.Sprintf("local-%d", k+i)}}}
@@ -84,7 +88,7 @@ func BenchmarkSearchJobs(b *testing.B) {
 		ctx := testCtx(b)
 		found, scanned, token := 0, 0, ""
 		for {
-			page, err := c.SearchJobs(ctx, JobSearch{Filter: filter, PageSize: 100, PageToken: token})
+			page, err := a.SearchJobs(ctx, JobSearch{Filter: filter, PageSize: 100, PageToken: token})
 			if err != nil {
 				b.Fatal(err)
 			}

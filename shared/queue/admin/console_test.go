@@ -1,18 +1,21 @@
-package queue
+package admin
 
 import (
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
 // TestAConsoleSignInEndedByOneClientIsEndedForEvery: two clients on one
 // queue (two batchers) see the same sign-ins; one ending it ends it for
 // the other, and an expired one is not live and is removed by cleanup.
 func TestAConsoleSignInEndedByOneClientIsEndedForEvery(t *testing.T) {
-	a := newClient(t)
-	b := newClientAt(t, a.p.root)
+	qa, a := newTools(t)
+	b := New(queuetest.Connect(t, qa.Root()))
 	ctx := testCtx(t)
 	now := time.Now()
 	const id = "0123456789abcdef0123456789abcdef"
@@ -42,11 +45,11 @@ func TestAConsoleSignInEndedByOneClientIsEndedForEvery(t *testing.T) {
 	if err != nil || live != 1 {
 		t.Errorf("cleanup: %d live, %v; want 1", live, err)
 	}
-	if got, _, err := a.conn.Children(a.p.consoleSessions()); err != nil || len(got) != 1 || got[0] != id {
+	if got, _, err := a.b.Children(ctx, a.b.Paths.ConsoleSessions()); err != nil || len(got) != 1 || got[0] != id {
 		t.Errorf("after cleanup: %v %v, want only %s", got, err, id)
 	}
 	for _, bad := range []string{"short", "../../batches", "0123456789abcdef/x", ""} {
-		if err := a.CreateConsoleSession(ctx, bad, now.Add(time.Hour)); !errors.Is(err, ErrInvalid) {
+		if err := a.CreateConsoleSession(ctx, bad, now.Add(time.Hour)); !errors.Is(err, queue.ErrInvalid) {
 			t.Errorf("session id %q: %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -55,7 +58,7 @@ func TestAConsoleSignInEndedByOneClientIsEndedForEvery(t *testing.T) {
 // TestConsoleSignInsAreBounded: at the limit, a sign-in removes the
 // expired ones to make room, and is refused when all are live.
 func TestConsoleSignInsAreBounded(t *testing.T) {
-	c := newClient(t)
+	_, c := newTools(t)
 	ctx := testCtx(t)
 	now := time.Now()
 	id := func(i int) string { return fmt.Sprintf("session-%016d", i) }
@@ -71,7 +74,7 @@ func TestConsoleSignInsAreBounded(t *testing.T) {
 	if live, _ := c.ConsoleSessionLive(ctx, id(0), now.Add(-time.Hour)); live {
 		t.Error("the expired sign-in was not removed to make room")
 	}
-	if err := c.createConsoleSession(ctx, id(4), now.Add(time.Hour), 3); !errors.Is(err, ErrExists) {
+	if err := c.createConsoleSession(ctx, id(4), now.Add(time.Hour), 3); !errors.Is(err, queue.ErrExists) {
 		t.Errorf("a sign-in beyond the limit: %v, want ErrExists", err)
 	}
 }

@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -15,8 +16,8 @@ import (
 // batch, and the jobs that completed and failed in each of the last hours
 // and days (UTC, by their status's last change), newest first. It reads
 // every job as SearchJobs does.
-func (c *Client) Aggregates(ctx context.Context, now time.Time, hours, days int) (*v1.GetAggregatesResponse, error) {
-	jids, err := c.searchCandidates(ctx, "", nil)
+func (t *Tools) Aggregates(ctx context.Context, now time.Time, hours, days int) (*v1.GetAggregatesResponse, error) {
+	jids, err := t.searchCandidates(ctx, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -34,17 +35,17 @@ func (c *Client) Aggregates(ctx context.Context, now time.Time, hours, days int)
 		resp.Days[i] = &v1.EndedTally{Start: timestamppb.New(dayStart(i))}
 	}
 	type tally struct {
-		states map[JobState]*v1.StateTally
+		states map[queue.JobState]*v1.StateTally
 		jobs   int32
 		space  int64
 	}
-	add := func(t *tally, st JobState, space int64) {
+	add := func(t *tally, st queue.JobState, space int64) {
 		if t.states == nil {
-			t.states = map[JobState]*v1.StateTally{}
+			t.states = map[queue.JobState]*v1.StateTally{}
 		}
 		s := t.states[st]
 		if s == nil {
-			s = &v1.StateTally{State: JobStateName(st)}
+			s = &v1.StateTally{State: queue.JobStateName(st)}
 			t.states[st] = s
 		}
 		s.Jobs++
@@ -56,11 +57,11 @@ func (c *Client) Aggregates(ctx context.Context, now time.Time, hours, days int)
 	batches := map[string]map[string]*tally{} // collection → bid → tally
 	// count puts a job that ended at `at` in the slot it falls in; slot i
 	// runs from step(i) to step(i-1).
-	count := func(slots []*v1.EndedTally, step func(int) time.Time, st JobState, at time.Time) {
+	count := func(slots []*v1.EndedTally, step func(int) time.Time, st queue.JobState, at time.Time) {
 		for i := range slots {
 			if !at.Before(step(i)) {
 				if at.Before(step(i - 1)) {
-					if st == Completed {
+					if st == queue.Completed {
 						slots[i].Completed++
 					} else {
 						slots[i].Failed++
@@ -71,8 +72,8 @@ func (c *Client) Aggregates(ctx context.Context, now time.Time, hours, days int)
 		}
 	}
 	for len(jids) > 0 {
-		window := jids[:min(len(jids), searchChunk*searchParallel)]
-		jobs, err := c.readForSearch(ctx, window)
+		window := jids[:min(len(jids), t.b.ReadJobsWindow)]
+		jobs, err := t.b.ReadJobs(ctx, window)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +91,7 @@ func (c *Client) Aggregates(ctx context.Context, now time.Time, hours, days int)
 				batches[coll][j.GetBid()] = &tally{}
 			}
 			add(batches[coll][j.GetBid()], st, j.GetSpaceNeeded())
-			if st == Completed || st == Failed {
+			if st == queue.Completed || st == queue.Failed {
 				at := j.GetStatus().GetLastModified().AsTime()
 				count(resp.Hours, hourStart, st, at)
 				count(resp.Days, dayStart, st, at)
@@ -100,7 +101,7 @@ func (c *Client) Aggregates(ctx context.Context, now time.Time, hours, days int)
 	}
 	states := func(t *tally) []*v1.StateTally {
 		var out []*v1.StateTally
-		for _, st := range jobStates {
+		for _, st := range queue.JobStates() {
 			if s := t.states[st]; s != nil {
 				out = append(out, s)
 			}

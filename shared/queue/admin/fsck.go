@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
 )
 
 // Kinds of damage fsck finds. A non-atomic writer (the Merritt library
@@ -75,13 +76,9 @@ func (r *FsckReport) Clean() bool { return len(r.Damages) == 0 }
 type refLoc struct{ bid, folder string }
 
 type entryLoc struct {
-	state JobState
-	name  string
-}
-
-func (e entryLoc) priority() int32 {
-	pr, _, _ := parseEntry(e.name)
-	return pr
+	state    queue.JobState
+	name     string
+	priority int32 // what the entry's name orders the job at
 }
 
 // Fsck checks the whole tree against the contract and, with Repair, mends
@@ -93,11 +90,11 @@ func (e entryLoc) priority() int32 {
 // the batch uuids; check each job (status, entries, reference, batch, lock,
 // priority, and its repairs); check the entries and references whose job is
 // gone.
-func (c *Client) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
+func (t *Tools) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = time.Minute
 	}
-	f := &fsck{c: c, opts: opts, rep: &FsckReport{}}
+	f := &fsck{t: t, opts: opts, rep: &FsckReport{}}
 	// Status versions first, entries and references next, status versions
 	// again after: a job whose status did not change across the listing
 	// (every transition writes the status) cannot be caught mid-move, so
@@ -123,7 +120,7 @@ func (c *Client) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error
 
 // fsck is one run of Fsck: what it read of the tree, and what it found.
 type fsck struct {
-	c    *Client
+	t    *Tools
 	opts FsckOptions
 	rep  *FsckReport
 
@@ -140,43 +137,43 @@ func (f *fsck) add(d Damage) { f.rep.Damages = append(f.rep.Damages, d) }
 // repair runs fn on d when repairing, and adds d to the report.
 func (f *fsck) repair(d Damage, fn func() error) {
 	if f.opts.Repair {
-		f.c.repair(&d, fn)
+		f.t.repair(&d, fn)
 	}
 	f.add(d)
 }
 
 // listJobs lists the jobs and reads their status versions.
 func (f *fsck) listJobs(ctx context.Context) error {
-	names, _, err := f.c.children(ctx, f.c.p.jobs())
+	names, _, err := f.t.b.Children(ctx, f.t.b.Paths.Jobs())
 	if err != nil {
 		return err
 	}
 	f.jobSet = map[string]bool{}
 	for _, n := range names {
-		if ValidJobID(n) {
+		if queue.ValidJobID(n) {
 			f.jids = append(f.jids, n)
 			f.jobSet[n] = true
 		}
 	}
 	slices.Sort(f.jids)
-	f.before = f.c.statusVersions(ctx, f.jids)
+	f.before = f.t.statusVersions(ctx, f.jids)
 	return nil
 }
 
 // readEntries reads every state entry, by jid.
 func (f *fsck) readEntries(ctx context.Context) error {
 	f.entries = map[string][]entryLoc{}
-	for _, s := range jobStates {
-		names, _, err := f.c.children(ctx, f.c.p.jobStateDir(s))
+	for _, s := range queue.JobStates() {
+		names, _, err := f.t.b.Children(ctx, f.t.b.Paths.JobStateDir(s))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("fsck: listing %s: %w", JobStateName(s), err)
+			return fmt.Errorf("fsck: listing %s: %w", queue.JobStateName(s), err)
 		}
 		for _, n := range names {
-			if _, jid, ok := parseEntry(n); ok {
-				f.entries[jid] = append(f.entries[jid], entryLoc{s, n})
+			if pr, jid, ok := f.t.b.Paths.ParseEntry(n); ok {
+				f.entries[jid] = append(f.entries[jid], entryLoc{s, n, pr})
 			}
 		}
 	}
@@ -188,29 +185,29 @@ func (f *fsck) readEntries(ctx context.Context) error {
 func (f *fsck) checkBatches(ctx context.Context) error {
 	f.refs = map[string][]refLoc{}
 	f.batchExists = map[string]bool{}
-	bids, err := f.c.ListBatchIDs(ctx)
+	bids, err := f.t.q.ListBatchIDs(ctx)
 	if err != nil {
 		return err
 	}
 	for _, bid := range bids {
 		f.rep.BatchesChecked++
-		children, stat, err := f.c.children(ctx, f.c.p.batch(bid))
+		children, stat, err := f.t.b.Children(ctx, f.t.b.Paths.Batch(bid))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(children, nodeStatus) {
+		if !slices.Contains(children, f.t.b.Names.NodeStatus) {
 			if time.Since(time.UnixMilli(stat.Ctime)) < f.opts.Grace && len(children) == 0 {
 				continue
 			}
 			f.repair(Damage{Kind: DamageBatchRemnant, Item: bid, Detail: fmt.Sprintf("batch node without status (children: %v)", children)},
-				func() error { return f.c.deleteBatchTree(ctx, bid, "") })
+				func() error { return f.t.b.DeleteBatchTree(ctx, bid, "") })
 			continue
 		}
 		f.batchExists[bid] = true
-		got, err := f.c.BatchJobIDs(ctx, bid)
+		got, err := f.t.q.BatchJobIDs(ctx, bid)
 		if err != nil {
 			return err
 		}
@@ -225,12 +222,12 @@ func (f *fsck) checkBatches(ctx context.Context) error {
 
 // checkUUIDs finds /batch-uuids entries pointing at no batch.
 func (f *fsck) checkUUIDs(ctx context.Context) error {
-	uuids, _, err := f.c.children(ctx, f.c.p.batchUUIDs())
+	uuids, _, err := f.t.b.Children(ctx, f.t.b.Paths.BatchUUIDs())
 	if err != nil {
 		return err
 	}
 	for _, u := range uuids {
-		data, _, err := f.c.get(ctx, f.c.p.batchUUID(u))
+		data, _, err := f.t.b.Get(ctx, f.t.b.Paths.BatchUUID(u))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -240,7 +237,7 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 		if !f.batchExists[string(data)] {
 			f.repair(Damage{Kind: DamageUUIDDangling, Item: u, Detail: fmt.Sprintf("points to %q, which does not exist", data)},
 				func() error {
-					_, err := f.c.multi(ctx, deleteOp(f.c.p.batchUUID(u), -1))
+					_, err := f.t.b.Multi(ctx, f.t.b.DeleteOp(f.t.b.Paths.BatchUUID(u), -1))
 					return err
 				})
 		}
@@ -251,10 +248,10 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 // checkJobs checks (and repairs) each listed job, several at a time.
 func (f *fsck) checkJobs(ctx context.Context) {
 	var mu sync.Mutex
-	eachAtMost(len(f.jids), 32, func(i int) {
+	f.t.b.EachAtMost(len(f.jids), 32, func(i int) {
 		jid := f.jids[i]
 		v, ok := f.before[jid]
-		ds := f.c.fsckJob(ctx, jid, v, ok, f.entries[jid], f.refs[jid], f.opts)
+		ds := f.t.fsckJob(ctx, jid, v, ok, f.entries[jid], f.refs[jid], f.opts)
 		mu.Lock()
 		f.rep.JobsChecked++
 		f.rep.Damages = append(f.rep.Damages, ds...)
@@ -268,7 +265,7 @@ func (f *fsck) gone(ctx context.Context, jid string) bool {
 	if f.jobSet[jid] {
 		return false
 	}
-	ok, _, err := f.c.exists(ctx, f.c.p.job(jid))
+	ok, _, err := f.t.b.Exists(ctx, f.t.b.Paths.Job(jid))
 	return err == nil && !ok
 }
 
@@ -279,9 +276,9 @@ func (f *fsck) checkEntriesWithoutJob(ctx context.Context) {
 			continue
 		}
 		for _, l := range locs {
-			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + jobStateSegment(l.state) + "/" + l.name},
+			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + f.t.b.Paths.StateSegment(l.state) + "/" + l.name},
 				func() error {
-					_, err := f.c.multi(ctx, deleteOp(f.c.p.jobStateDir(l.state)+"/"+l.name, -1))
+					_, err := f.t.b.Multi(ctx, f.t.b.DeleteOp(f.t.b.Paths.JobStateDir(l.state)+"/"+l.name, -1))
 					return err
 				})
 		}
@@ -296,12 +293,12 @@ func (f *fsck) checkRefsWithoutJob(ctx context.Context) {
 			continue
 		}
 		for _, l := range locs {
-			if l.folder == folderDeleted {
+			if l.folder == f.t.b.Names.FolderDeleted {
 				continue
 			}
 			f.repair(Damage{Kind: DamageRefNoJob, Item: jid, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)},
 				func() error {
-					_, err := f.c.multi(ctx, deleteOp(f.c.p.batchRef(l.bid, l.folder, jid), -1))
+					_, err := f.t.b.Multi(ctx, f.t.b.DeleteOp(f.t.b.Paths.BatchRef(l.bid, l.folder, jid), -1))
 					return err
 				})
 		}
@@ -318,7 +315,7 @@ func (r *FsckReport) sortDamages() {
 	})
 }
 
-func (c *Client) repair(d *Damage, fn func() error) {
+func (t *Tools) repair(d *Damage, fn func() error) {
 	if err := fn(); err != nil {
 		d.Error = err.Error()
 		return
@@ -331,15 +328,15 @@ func (c *Client) repair(d *Damage, fn func() error) {
 // the job; place its entries and reference against its status; find what
 // is wrong; then repair its lock (alone: the other repairs need the lock),
 // else its priority, its batch and its entries and reference.
-func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatus bool, ents []entryLoc, refs []refLoc, opts FsckOptions) []Damage {
-	j := &jobCheck{c: c, jid: jid, ents: ents, refs: refs}
+func (t *Tools) fsckJob(ctx context.Context, jid string, before int32, hadStatus bool, ents []entryLoc, refs []refLoc, opts FsckOptions) []Damage {
+	j := &jobCheck{t: t, jid: jid, ents: ents, refs: refs}
 	if ds, done := j.read(ctx, before, hadStatus, opts); done {
 		return ds
 	}
 	j.place(j.state)
 	j.entryOK = len(j.right) == 1 && len(j.wrong) == 0
 	j.refOK = j.refRight && len(j.refWrong) == 0
-	j.noBatch = !ValidBatchID(j.bid) || !c.batchPresent(ctx, j.bid)
+	j.noBatch = !queue.ValidBatchID(j.bid) || !t.batchPresent(ctx, j.bid)
 	if j.noBatch {
 		// Nothing can reference it where its status wants (reported
 		// below); a reference from another batch is still wrong.
@@ -363,7 +360,7 @@ func (c *Client) fsckJob(ctx context.Context, jid string, before int32, hadStatu
 
 // jobCheck is fsck's look at one job: what it read, and what it found.
 type jobCheck struct {
-	c    *Client
+	t    *Tools
 	jid  string
 	ents []entryLoc // the job's state entries
 	refs []refLoc   // the batch references to it
@@ -371,7 +368,7 @@ type jobCheck struct {
 	data         []byte // the status, as read
 	stat         *zk.Stat
 	st           *v1.JobStatus
-	state        JobState
+	state        queue.JobState
 	bid          string
 	hasStore     bool
 	hasInventory bool
@@ -391,7 +388,7 @@ type jobCheck struct {
 	// target is what entries and reference are mended toward (0: left
 	// for an operator); why is what the entries show when none is in the
 	// status's state.
-	target JobState
+	target queue.JobState
 	why    string
 	rest   []Damage // what is wrong with its entries and reference
 }
@@ -400,20 +397,20 @@ type jobCheck struct {
 // when there is nothing more to check (ds is what was found): the job
 // moved while fsck listed, or its status is missing or unreadable.
 func (j *jobCheck) read(ctx context.Context, before int32, hadStatus bool, opts FsckOptions) (ds []Damage, done bool) {
-	c, jid := j.c, j.jid
-	data, stat, err := c.get(ctx, c.p.jobStatus(jid))
+	t, jid := j.t, j.jid
+	data, stat, err := t.b.Get(ctx, t.b.Paths.JobStatus(jid))
 	if err == nil && (!hadStatus || stat.Version != before) {
 		return nil, true // it moved while fsck listed: not damage
 	}
 	if errors.Is(err, zk.ErrNoNode) {
-		_, jstat, err := c.exists(ctx, c.p.job(jid))
+		_, jstat, err := t.b.Exists(ctx, t.b.Paths.Job(jid))
 		if err != nil || jstat == nil || time.Since(time.UnixMilli(jstat.Ctime)) < opts.Grace {
 			return nil, true
 		}
 		d := Damage{Kind: DamageJobNoStatus, Item: jid, Detail: "job node without status (its creation was cut short)"}
 		if opts.Repair {
-			c.repair(&d, func() error {
-				_, err := c.deleteJobTrees(ctx, []string{jid})
+			t.repair(&d, func() error {
+				_, err := t.b.DeleteJobTrees(ctx, []string{jid})
 				return err
 			})
 		}
@@ -422,25 +419,25 @@ func (j *jobCheck) read(ctx context.Context, before int32, hadStatus bool, opts 
 	if err != nil {
 		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}, true
 	}
-	st, err := decodeJobStatus(c.p.jobStatus(jid), data)
+	st, err := t.b.DecodeJobStatus(t.b.Paths.JobStatus(jid), data)
 	if err != nil {
 		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Detail: err.Error()}}, true
 	}
-	read, err := c.getManyStat(ctx, []string{c.p.jobNode(jid, nodeBid), c.p.jobNode(jid, nodePriority),
-		c.p.jobNode(jid, nodeStore), c.p.jobNode(jid, nodeInventory), c.p.jobLock(jid)})
+	read, err := t.b.GetManyStat(ctx, []string{t.b.Paths.JobNode(jid, t.b.Names.NodeBid), t.b.Paths.JobNode(jid, t.b.Names.NodePriority),
+		t.b.Paths.JobNode(jid, t.b.Names.NodeStore), t.b.Paths.JobNode(jid, t.b.Names.NodeInventory), t.b.Paths.JobLock(jid)})
 	if err != nil {
 		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}, true
 	}
 	j.data, j.stat, j.st, j.state = data, stat, st, st.GetStatus()
-	j.bid, j.priority = string(read[0].data), read[1].data
-	j.hasStore, j.hasInventory = read[2].stat != nil, read[3].stat != nil
-	j.lock = read[4].stat
+	j.bid, j.priority = string(read[0].Data), read[1].Data
+	j.hasStore, j.hasInventory = read[2].Stat != nil, read[3].Stat != nil
+	j.lock = read[4].Stat
 	return nil, false
 }
 
 // place sorts the job's entries and references into those a job in state
 // s has and the others.
-func (j *jobCheck) place(s JobState) {
+func (j *jobCheck) place(s queue.JobState) {
 	j.right, j.wrong = nil, nil
 	for _, e := range j.ents {
 		if e.state == s {
@@ -451,7 +448,7 @@ func (j *jobCheck) place(s JobState) {
 	}
 	j.refRight, j.refWrong = false, nil
 	for _, r := range j.refs {
-		if r.bid == j.bid && r.folder == batchFolder(s) {
+		if r.bid == j.bid && r.folder == j.t.b.Paths.FolderOf(s) {
 			j.refRight = true
 		} else {
 			j.refWrong = append(j.refWrong, r)
@@ -466,23 +463,23 @@ func (j *jobCheck) find() {
 	jid, state := j.jid, j.state
 	if j.lock != nil && j.lock.EphemeralOwner == 0 {
 		j.lockD = &Damage{Kind: DamageLockNotEphemeral, Item: jid,
-			Detail: fmt.Sprintf("status %s: %s", JobStateName(state), foreignLockMessage)}
+			Detail: fmt.Sprintf("status %s: %s", queue.JobStateName(state), j.t.b.Names.ForeignLockMessage)}
 	}
-	if d, ok := priorityDamage(jid, j.priority, j.right); ok {
+	if d, ok := j.t.priorityDamage(jid, j.priority, j.right); ok {
 		j.prioD = &d
 	}
 	if j.noBatch {
-		j.batchD = &Damage{Kind: DamageJobNoBatch, Item: jid, Detail: fmt.Sprintf("status %s: %s", JobStateName(state),
-			(&NoBatchError{Job: jid, Batch: j.bid}).Reason())}
+		j.batchD = &Damage{Kind: DamageJobNoBatch, Item: jid, Detail: fmt.Sprintf("status %s: %s", queue.JobStateName(state),
+			(&queue.NoBatchError{Job: jid, Batch: j.bid}).Reason())}
 	}
 	// What entries and reference are mended toward: the status, unless it
 	// names a state the entries say the job did not reach.
 	j.target = state
 	if len(j.right) == 0 && len(j.wrong) > 0 {
-		j.target, j.why = mendMismatch(j.st, j.wrong, j.hasStore, j.hasInventory)
+		j.target, j.why = j.t.mendMismatch(j.st, j.wrong, j.hasStore, j.hasInventory)
 	}
 	if !j.entryOK || !j.refOK {
-		j.rest = fsckJobReport(jid, state, j.bid, j.ents, j.refs, j.right, j.wrong, j.refOK, j.why)
+		j.rest = j.t.fsckJobReport(jid, state, j.bid, j.ents, j.refs, j.right, j.wrong, j.refOK, j.why)
 	}
 }
 
@@ -501,8 +498,8 @@ func (j *jobCheck) damages() []Damage {
 // locked (or, held or ended, just removes the lock), with a message
 // saying why. The job's other damage waits for the next run.
 func (j *jobCheck) repairLock(ctx context.Context) {
-	j.c.repair(j.lockD, func() error {
-		cl, err := j.c.ClaimJob(ctx, j.jid)
+	j.t.repair(j.lockD, func() error {
+		cl, err := j.t.q.ClaimJob(ctx, j.jid)
 		if err != nil {
 			return err
 		}
@@ -523,10 +520,10 @@ func (j *jobCheck) repairPriority(ctx context.Context) {
 	if j.prioD == nil || len(j.right) != 1 {
 		return
 	}
-	c, jid := j.c, j.jid
-	c.repair(j.prioD, func() error {
-		_, err := c.multi(ctx, checkOp(c.p.jobStatus(jid), j.stat.Version),
-			setOp(c.p.jobNode(jid, nodePriority), encodeInt(int64(j.right[0].priority())), -1))
+	t, jid := j.t, j.jid
+	t.repair(j.prioD, func() error {
+		_, err := t.b.Multi(ctx, t.b.CheckOp(t.b.Paths.JobStatus(jid), j.stat.Version),
+			t.b.SetOp(t.b.Paths.JobNode(jid, t.b.Names.NodePriority), t.b.EncodeInt(int64(j.right[0].priority)), -1))
 		return err
 	})
 }
@@ -537,18 +534,18 @@ func (j *jobCheck) repairBatch(ctx context.Context) {
 	if j.batchD == nil {
 		return
 	}
-	if !CanMoveJob(j.state, Failed) || !j.entryOK {
-		j.batchD.Error = fmt.Sprintf("left for an operator: the job is %s (DeleteJob removes it)", JobStateName(j.state))
+	if !queue.CanMoveJob(j.state, queue.Failed) || !j.entryOK {
+		j.batchD.Error = fmt.Sprintf("left for an operator: the job is %s (DeleteJob removes it)", queue.JobStateName(j.state))
 		return
 	}
-	j.c.repair(j.batchD, func() error {
-		cl, err := j.c.ClaimJob(ctx, j.jid)
+	j.t.repair(j.batchD, func() error {
+		cl, err := j.t.q.ClaimJob(ctx, j.jid)
 		if err != nil {
 			return err
 		}
 		// The commit finds the batch gone and fails the job without
 		// touching the batch.
-		if err := cl.Commit(ctx, Change{To: Failed, Message: "fsck: " + (&NoBatchError{Job: j.jid, Batch: j.bid}).Reason()}); err != nil {
+		if err := cl.Commit(ctx, queue.Change{To: queue.Failed, Message: "fsck: " + (&queue.NoBatchError{Job: j.jid, Batch: j.bid}).Reason()}); err != nil {
 			cl.Release(ctx)
 			return err
 		}
@@ -572,12 +569,12 @@ func (j *jobCheck) repairPlacement(ctx context.Context) {
 	var status []byte
 	if target != state {
 		st := j.st
-		next := &v1.JobStatus{Status: target, LastModified: nowStamp(), RetryCount: st.GetRetryCount(),
+		next := &v1.JobStatus{Status: target, LastModified: j.t.b.NowStamp(), RetryCount: st.GetRetryCount(),
 			LastSuccessfulStatus: lastSuccessfulBefore(st, j.wrong), Traceparent: st.GetTraceparent(),
-			Message: fmt.Sprintf("fsck: status said %s, but %s; the job is %s for an operator", JobStateName(state), j.why,
-				strings.ToLower(JobStateName(target)))}
-		recordChange(st, next, WorkerFsck, time.Now())
-		status = withKeysOf(j.data, encodeJobStatus(next), jobStatusKeys)
+			Message: fmt.Sprintf("fsck: status said %s, but %s; the job is %s for an operator", queue.JobStateName(state), j.why,
+				strings.ToLower(queue.JobStateName(target)))}
+		j.t.b.RecordChange(st, next, queue.WorkerFsck, time.Now())
+		status = j.t.b.RewriteJobStatus(j.data, next)
 		// Entries and reference are mended toward the new state.
 		j.place(target)
 		j.entryOK, j.refOK = false, j.noBatch && len(j.refWrong) == 0
@@ -588,7 +585,7 @@ func (j *jobCheck) repairPlacement(ctx context.Context) {
 		// alone.
 		j.refOK = true
 	}
-	err := j.c.repairJob(ctx, j.jid, j.stat.Version, status, target, j.bid, j.right, j.wrong, j.refRight, j.refWrong, j.entryOK, j.refOK)
+	err := j.t.repairJob(ctx, j.jid, j.stat.Version, status, target, j.bid, j.right, j.wrong, j.refRight, j.refWrong, j.entryOK, j.refOK)
 	for i := range j.rest {
 		switch {
 		case j.noBatch && (j.rest[i].Kind == DamageRefMismatch || j.rest[i].Kind == DamageRefMissing):
@@ -604,24 +601,24 @@ func (j *jobCheck) repairPlacement(ctx context.Context) {
 // fsckJobReport names what is wrong with a job's entries and batch
 // reference; why is what the entries show, when none is in the status's
 // state.
-func fsckJobReport(jid string, state JobState, bid string, ents []entryLoc, refs []refLoc, right, wrong []entryLoc, refOK bool, why string) []Damage {
+func (t *Tools) fsckJobReport(jid string, state queue.JobState, bid string, ents []entryLoc, refs []refLoc, right, wrong []entryLoc, refOK bool, why string) []Damage {
 	var ds []Damage
 	switch {
 	case len(right) == 1 && len(wrong) == 0:
 	case len(ents) == 0:
-		ds = append(ds, Damage{Kind: DamageJobInNoState, Item: jid, Detail: fmt.Sprintf("status %s, no entry", JobStateName(state))})
+		ds = append(ds, Damage{Kind: DamageJobInNoState, Item: jid, Detail: fmt.Sprintf("status %s, no entry", queue.JobStateName(state))})
 	case len(right) == 0:
 		ds = append(ds, Damage{Kind: DamageStatusMismatch, Item: jid,
-			Detail: fmt.Sprintf("status %s, entries %v: %s", JobStateName(state), describeEntries(ents), why)})
+			Detail: fmt.Sprintf("status %s, entries %v: %s", queue.JobStateName(state), t.describeEntries(ents), why)})
 	default:
-		ds = append(ds, Damage{Kind: DamageJobInTwoStates, Item: jid, Detail: fmt.Sprintf("status %s, entries %v", JobStateName(state), describeEntries(ents))})
+		ds = append(ds, Damage{Kind: DamageJobInTwoStates, Item: jid, Detail: fmt.Sprintf("status %s, entries %v", queue.JobStateName(state), t.describeEntries(ents))})
 	}
 	if !refOK {
 		kind := DamageRefMismatch
 		if len(refs) == 0 {
 			kind = DamageRefMissing
 		}
-		ds = append(ds, Damage{Kind: kind, Item: jid, Detail: fmt.Sprintf("status %s wants %s/%s, found %v", JobStateName(state), bid, batchFolder(state), refs)})
+		ds = append(ds, Damage{Kind: kind, Item: jid, Detail: fmt.Sprintf("status %s wants %s/%s, found %v", queue.JobStateName(state), bid, t.b.Paths.FolderOf(state), refs)})
 	}
 	return ds
 }
@@ -630,27 +627,27 @@ func fsckJobReport(jid string, state JobState, bid string, ents []entryLoc, refs
 // takes back to the earliest state an entry of it is in: the state whose
 // success leads there, so that a requeue resumes where the job really
 // was. A failed entry keeps what the status says.
-func lastSuccessfulBefore(st *v1.JobStatus, wrong []entryLoc) JobState {
+func lastSuccessfulBefore(st *v1.JobStatus, wrong []entryLoc) queue.JobState {
 	earliest := wrong[0].state
 	for _, e := range wrong[1:] {
-		if slices.Index(jobStates, e.state) < slices.Index(jobStates, earliest) {
+		if slices.Index(queue.JobStates(), e.state) < slices.Index(queue.JobStates(), earliest) {
 			earliest = e.state
 		}
 	}
 	switch earliest {
-	case Estimating:
-		return Pending
-	case Provisioning:
-		return Estimating
-	case Downloading:
-		return Provisioning
-	case Processing:
-		return Downloading
-	case Storing, Recording:
-		return Processing
-	case Notify:
-		return Recording
-	case Failed, Completed, Deleted:
+	case queue.Estimating:
+		return queue.Pending
+	case queue.Provisioning:
+		return queue.Estimating
+	case queue.Downloading:
+		return queue.Provisioning
+	case queue.Processing:
+		return queue.Downloading
+	case queue.Storing, queue.Recording:
+		return queue.Processing
+	case queue.Notify:
+		return queue.Recording
+	case queue.Failed, queue.Completed, queue.Deleted:
 		return st.GetLastSuccessfulStatus()
 	}
 	return v1.JobState_JOB_STATE_UNSPECIFIED // Pending, Held: nothing succeeded yet
@@ -663,79 +660,58 @@ func lastSuccessfulBefore(st *v1.JobStatus, wrong []entryLoc) JobState {
 // after storing: a half-done move, to be finished); else Held when its entry
 // holds it, else Failed when its entry's state may fail (or is Failed);
 // else 0, for an operator. why says what the evidence shows.
-func mendMismatch(st *v1.JobStatus, wrong []entryLoc, hasStore, hasInventory bool) (JobState, string) {
+func (t *Tools) mendMismatch(st *v1.JobStatus, wrong []entryLoc, hasStore, hasInventory bool) (queue.JobState, string) {
 	state := st.GetStatus()
 	if len(wrong) == 1 {
 		w := wrong[0].state
 		switch {
-		case !CanMoveJob(w, state):
+		case !queue.CanMoveJob(w, state):
 			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and %s → %s is not a move a job makes",
-				jobStateSegment(w), JobStateName(w), JobStateName(state)))
-		case !hasWhatItNeeds(state, hasStore, hasInventory):
+				t.b.Paths.StateSegment(w), queue.JobStateName(w), queue.JobStateName(state)))
+		case !t.b.HasWhatItNeeds(state, hasStore, hasInventory):
 			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and it has no %s, which %s needs",
-				jobStateSegment(w), neededNodes(state), JobStateName(state)))
+				t.b.Paths.StateSegment(w), t.b.NeededNodes(state), queue.JobStateName(state)))
 		}
-		return state, fmt.Sprintf("a move %s → %s left half-done", JobStateName(w), JobStateName(state))
+		return state, fmt.Sprintf("a move %s → %s left half-done", queue.JobStateName(w), queue.JobStateName(state))
 	}
-	return mendFrom(wrong, fmt.Sprintf("its entries are in %v", describeEntries(wrong)))
+	return mendFrom(wrong, fmt.Sprintf("its entries are in %v", t.describeEntries(wrong)))
 }
 
-func mendFrom(wrong []entryLoc, why string) (JobState, string) {
-	if len(wrong) == 1 && wrong[0].state == Held {
-		return Held, why
+func mendFrom(wrong []entryLoc, why string) (queue.JobState, string) {
+	if len(wrong) == 1 && wrong[0].state == queue.Held {
+		return queue.Held, why
 	}
 	for _, e := range wrong {
-		if e.state != Failed && !CanMoveJob(e.state, Failed) {
+		if e.state != queue.Failed && !queue.CanMoveJob(e.state, queue.Failed) {
 			return 0, why
 		}
 	}
-	return Failed, why
-}
-
-// hasWhatItNeeds reports whether a job in s has the nodes the steps
-// before s write: processing writes its store (a job in Storing has it),
-// storing its inventory (a job in Recording or later has both).
-func hasWhatItNeeds(s JobState, hasStore, hasInventory bool) bool {
-	switch s {
-	case Storing:
-		return hasStore
-	case Recording, Notify, Completed:
-		return hasStore && hasInventory
-	}
-	return true
-}
-
-// neededNodes names what hasWhatItNeeds looks for in s.
-func neededNodes(s JobState) string {
-	if s == Storing {
-		return "store"
-	}
-	return "store and inventory"
+	return queue.Failed, why
 }
 
 // priorityDamage reports a priority node that does not read as a
 // priority (a missing one reads as the default).
-func priorityDamage(jid string, data []byte, right []entryLoc) (Damage, bool) {
+func (t *Tools) priorityDamage(jid string, data []byte, right []entryLoc) (Damage, bool) {
 	if data == nil {
 		return Damage{}, false
 	}
-	n, err := decodeInt("", data)
+	n, err := t.b.DecodeInt("", data)
 	if err == nil && n >= 0 && n <= math.MaxInt32 {
 		return Damage{}, false
 	}
-	d := Damage{Kind: DamagePriorityUnreadable, Item: jid, Detail: fmt.Sprintf("priority %q is not a priority", truncate(string(data), 40))}
+	d := Damage{Kind: DamagePriorityUnreadable, Item: jid, Detail: fmt.Sprintf("priority %q is not a priority", t.b.Truncate(string(data), 40))}
 	if len(right) == 1 {
-		d.Detail += fmt.Sprintf("; its entry %s orders it at %d", right[0].name, right[0].priority())
+		d.Detail += fmt.Sprintf("; its entry %s orders it at %d", right[0].name, right[0].priority)
 	}
 	return d, true
 }
 
 // statusVersions reads the status version of each job (missing ones are absent).
-func (c *Client) statusVersions(ctx context.Context, jids []string) map[string]int32 {
+func (t *Tools) statusVersions(ctx context.Context, jids []string) map[string]int32 {
 	out := make(map[string]int32, len(jids))
 	var mu sync.Mutex
-	eachAtMost(len(jids), 64, func(i int) {
-		if ok, st, err := c.exists(ctx, c.p.jobStatus(jids[i])); err == nil && ok {
+	t.b.EachAtMost(len(jids), 64, func(i int) {
+		if ok, st, err := t.b.Exists(ctx, t.b.Paths.JobStatus(jids[i])); err == nil && ok {
 			mu.Lock()
 			out[jids[i]] = st.Version
 			mu.Unlock()
@@ -744,15 +720,15 @@ func (c *Client) statusVersions(ctx context.Context, jids []string) map[string]i
 	return out
 }
 
-func (c *Client) batchPresent(ctx context.Context, bid string) bool {
-	ok, _, err := c.exists(ctx, c.p.batchStatus(bid))
+func (t *Tools) batchPresent(ctx context.Context, bid string) bool {
+	ok, _, err := t.b.Exists(ctx, t.b.Paths.BatchStatus(bid))
 	return err != nil || ok
 }
 
-func describeEntries(ents []entryLoc) []string {
+func (t *Tools) describeEntries(ents []entryLoc) []string {
 	out := make([]string, len(ents))
 	for i, e := range ents {
-		out[i] = jobStateSegment(e.state) + "/" + e.name
+		out[i] = t.b.Paths.StateSegment(e.state) + "/" + e.name
 	}
 	return out
 }
@@ -761,55 +737,55 @@ func describeEntries(ents []entryLoc) []string {
 // (state; status, when not nil, is written as the new status) calls for are
 // made to exist, every other one is removed, in one multi fenced by the
 // status version read before.
-func (c *Client) repairJob(ctx context.Context, jid string, version int32, status []byte, state JobState, bid string,
+func (t *Tools) repairJob(ctx context.Context, jid string, version int32, status []byte, state queue.JobState, bid string,
 	right, wrong []entryLoc, refRight bool, refWrong []refLoc, entryOK, refOK bool) error {
-	statusOp := any(checkOp(c.p.jobStatus(jid), version))
+	statusOp := any(t.b.CheckOp(t.b.Paths.JobStatus(jid), version))
 	if status != nil {
-		statusOp = setOp(c.p.jobStatus(jid), status, version)
+		statusOp = t.b.SetOp(t.b.Paths.JobStatus(jid), status, version)
 	}
-	ops := []any{statusOp, c.createOp(c.p.jobLock(jid), nil, zk.FlagEphemeral)}
+	ops := []any{statusOp, t.b.CreateOp(t.b.Paths.JobLock(jid), nil, zk.FlagEphemeral)}
 	if !entryOK {
 		for _, e := range wrong {
-			ops = append(ops, deleteOp(c.p.jobStateDir(e.state)+"/"+e.name, -1))
+			ops = append(ops, t.b.DeleteOp(t.b.Paths.JobStateDir(e.state)+"/"+e.name, -1))
 		}
 		for _, e := range right[min(1, len(right)):] {
-			ops = append(ops, deleteOp(c.p.jobStateDir(e.state)+"/"+e.name, -1))
+			ops = append(ops, t.b.DeleteOp(t.b.Paths.JobStateDir(e.state)+"/"+e.name, -1))
 		}
 		if len(right) == 0 {
 			// An entry's priority is what ordered the job; the priority
 			// node only when it has none.
-			prio := int32(DefaultPriority)
+			prio := int32(queue.DefaultPriority)
 			if len(wrong) > 0 {
-				prio = wrong[0].priority()
-			} else if d, _, err := c.get(ctx, c.p.jobNode(jid, nodePriority)); err == nil {
-				if n, err := decodeInt("", d); err == nil && n >= 0 && n <= math.MaxInt32 {
+				prio = wrong[0].priority
+			} else if d, _, err := t.b.Get(ctx, t.b.Paths.JobNode(jid, t.b.Names.NodePriority)); err == nil {
+				if n, err := t.b.DecodeInt("", d); err == nil && n >= 0 && n <= math.MaxInt32 {
 					prio = int32(n)
 				}
 			}
-			ops = append(ops, c.createOp(c.p.jobEntry(state, prio, jid), nil, 0))
+			ops = append(ops, t.b.CreateOp(t.b.Paths.JobEntry(state, prio, jid), nil, 0))
 		}
 	}
 	if !refOK {
 		for _, r := range refWrong {
-			ops = append(ops, deleteOp(c.p.batchRef(r.bid, r.folder, jid), -1))
+			ops = append(ops, t.b.DeleteOp(t.b.Paths.BatchRef(r.bid, r.folder, jid), -1))
 		}
 		if !refRight && bid != "" {
-			if _, err := c.locateRef(ctx, bid, jid); err != nil { // makes the folders exist
+			if err := t.b.EnsureRefFolders(ctx, bid, jid); err != nil {
 				return err
 			}
-			ops = append(ops, c.createOp(c.p.batchRef(bid, batchFolder(state), jid), nil, 0))
+			ops = append(ops, t.b.CreateOp(t.b.Paths.BatchRef(bid, t.b.Paths.FolderOf(state), jid), nil, 0))
 		}
-		ops = append(ops, setOp(c.p.batchFolder(bid, folderProcessing), nil, -1))
+		ops = append(ops, t.b.SetOp(t.b.Paths.BatchFolder(bid, t.b.Names.FolderProcessing), nil, -1))
 	}
-	ops = append(ops, deleteOp(c.p.jobLock(jid), -1))
-	_, err := c.multi(ctx, ops...)
-	switch idx := failedOp(err); {
+	ops = append(ops, t.b.DeleteOp(t.b.Paths.JobLock(jid), -1))
+	_, err := t.b.Multi(ctx, ops...)
+	switch idx := t.b.FailedOp(err); {
 	case err == nil:
 		return nil
 	case idx == 0:
 		return fmt.Errorf("job changed during fsck; run it again: %w", err)
 	case idx == 1:
-		return fmt.Errorf("job is being worked on; %w", ErrLocked)
+		return fmt.Errorf("job is being worked on; %w", queue.ErrLocked)
 	}
 	return err
 }

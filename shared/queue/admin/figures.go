@@ -1,4 +1,4 @@
-package queue
+package admin
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue"
 )
 
 // Figures is what the queue holds at one moment, for its metrics: one
@@ -16,48 +17,47 @@ import (
 // each job once.
 type Figures struct {
 	// Jobs is how many jobs each state holds.
-	Jobs map[JobState]int
+	Jobs map[queue.JobState]int
 	// Oldest is when the job waiting longest in each state entered it (its
 	// state entry's creation), for the states a job waits in; a state
 	// without jobs is left out. Completed and Deleted are not: their
 	// oldest job is simply the first one.
-	Oldest map[JobState]time.Time
+	Oldest map[queue.JobState]time.Time
 	// Batches is how many batches each state holds.
-	Batches map[BatchState]int
+	Batches map[queue.BatchState]int
 	// Workers is how many live stage replicas take jobs from each state
 	// (their /workers entries), every stage state present, 0 included.
-	Workers map[JobState]int
+	Workers map[queue.JobState]int
 }
 
 // FigureReader reads Figures, remembering when each job entered its state
 // so that a read after the first asks ZooKeeper only about the entries
 // that are new: a few requests, whatever the queue's size.
 type FigureReader struct {
-	c  *Client
+	t  *Tools
 	mu sync.Mutex
 	// entered: state → entry name → the entry's creation time.
-	entered map[JobState]map[string]time.Time
+	entered map[queue.JobState]map[string]time.Time
 }
 
-// NewFigureReader returns a FigureReader on c.
-func (c *Client) NewFigureReader() *FigureReader {
-	return &FigureReader{c: c, entered: map[JobState]map[string]time.Time{}}
+// NewFigureReader returns a FigureReader of t's queue.
+func (t *Tools) NewFigureReader() *FigureReader {
+	return &FigureReader{t: t, entered: map[queue.JobState]map[string]time.Time{}}
 }
 
 // agedStates are the states whose oldest job's age is worth watching.
-var agedStates = []JobState{Pending, Held, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Failed}
+var agedStates = []queue.JobState{queue.Pending, queue.Held, queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Failed}
 
 // stageStates are the states a stage takes jobs from.
-var stageStates = []JobState{Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify}
+var stageStates = []queue.JobState{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify}
 
 // Read reads the figures.
 func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := r.c
-	f := &Figures{Oldest: map[JobState]time.Time{}, Batches: map[BatchState]int{}, Workers: map[JobState]int{}}
+	f := &Figures{Oldest: map[queue.JobState]time.Time{}, Batches: map[queue.BatchState]int{}, Workers: map[queue.JobState]int{}}
 	var err error
-	if f.Jobs, err = c.JobCounts(ctx); err != nil {
+	if f.Jobs, err = r.t.JobCounts(ctx); err != nil {
 		return nil, err
 	}
 	for _, s := range agedStates {
@@ -69,15 +69,15 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 			f.Oldest[s] = oldest
 		}
 	}
-	bids, err := c.ListBatchIDs(ctx)
+	bids, err := r.t.q.ListBatchIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ps := make([]string, len(bids))
 	for i, bid := range bids {
-		ps[i] = c.p.batchStatus(bid)
+		ps[i] = r.t.b.Paths.BatchStatus(bid)
 	}
-	datas, err := c.getMany(ctx, ps)
+	datas, err := r.t.b.GetMany(ctx, ps)
 	if err != nil {
 		return nil, fmt.Errorf("reading the batches' states: %w", err)
 	}
@@ -85,19 +85,19 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 		if d == nil {
 			continue // being created or deleted
 		}
-		if st, err := decodeBatchStatus(ps[i], d); err == nil {
+		if st, err := r.t.b.DecodeBatchStatus(ps[i], d); err == nil {
 			f.Batches[st.GetStatus()]++
 		}
 	}
 	for _, s := range stageStates {
 		f.Workers[s] = 0
 	}
-	workers, err := c.ListWorkers(ctx)
+	workers, err := r.t.ListWorkers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range workers {
-		if s, err := ParseJobState(w.GetStage()); err == nil {
+		if s, err := queue.ParseJobState(w.GetStage()); err == nil {
 			f.Workers[s]++
 		}
 	}
@@ -105,14 +105,13 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 }
 
 // oldest is when the job longest in state s entered it (zero: none).
-func (r *FigureReader) oldest(ctx context.Context, s JobState) (time.Time, error) {
-	c := r.c
-	names, _, err := c.children(ctx, c.p.jobStateDir(s))
+func (r *FigureReader) oldest(ctx context.Context, s queue.JobState) (time.Time, error) {
+	names, _, err := r.t.b.Children(ctx, r.t.b.Paths.JobStateDir(s))
 	if errors.Is(err, zk.ErrNoNode) {
 		names, err = nil, nil
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("listing %s jobs: %w", JobStateName(s), err)
+		return time.Time{}, fmt.Errorf("listing %s jobs: %w", queue.JobStateName(s), err)
 	}
 	known := r.entered[s]
 	next := make(map[string]time.Time, len(names))
@@ -122,17 +121,17 @@ func (r *FigureReader) oldest(ctx context.Context, s JobState) (time.Time, error
 			next[n] = t
 		} else if strings.Contains(n, "-") {
 			fresh = append(fresh, n)
-			paths = append(paths, c.p.jobStateDir(s)+"/"+n)
+			paths = append(paths, r.t.b.Paths.JobStateDir(s)+"/"+n)
 		}
 	}
 	if len(paths) > 0 {
-		read, err := c.getManyStat(ctx, paths)
+		read, err := r.t.b.GetManyStat(ctx, paths)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("reading %s entries: %w", JobStateName(s), err)
+			return time.Time{}, fmt.Errorf("reading %s entries: %w", queue.JobStateName(s), err)
 		}
 		for i, d := range read {
-			if d.stat != nil {
-				next[fresh[i]] = time.UnixMilli(d.stat.Ctime)
+			if d.Stat != nil {
+				next[fresh[i]] = time.UnixMilli(d.Stat.Ctime)
 			}
 		}
 	}
@@ -145,9 +144,3 @@ func (r *FigureReader) oldest(ctx context.Context, s JobState) (time.Time, error
 	}
 	return oldest, nil
 }
-
-// BatchStates lists the batch states in lifecycle order.
-func BatchStates() []BatchState { return append([]BatchState(nil), batchStates...) }
-
-var batchStates = []BatchState{BatchPending, BatchHeld, BatchProcessing, BatchReporting, BatchFailed, BatchUpdateReporting,
-	BatchCompleted, BatchDeleted}

@@ -1,0 +1,341 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// These tests damage the tree as another writer would, through a plain
+// go-zookeeper session of its own, and check that the queue ends the job
+// with a message (or holds it for an operator) and that fsck names it.
+
+// foreignWriter is a plain ZooKeeper session, as another program's.
+func foreignWriter(t *testing.T) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// writeRaw sets a node, or creates it (persistent) when missing.
+func writeRaw(t *testing.T, conn *zk.Conn, p, data string) {
+	t.Helper()
+	_, err := conn.Set(p, []byte(data), -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		_, err = conn.Create(p, []byte(data), 0, zk.WorldACL(zk.PermAll))
+	}
+	if err != nil {
+		t.Fatalf("writing %s: %v", p, err)
+	}
+}
+
+// deleteTree removes p and everything below it, as a careless tool would.
+func deleteTree(t *testing.T, conn *zk.Conn, p string) {
+	t.Helper()
+	children, _, err := conn.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range children {
+		deleteTree(t, conn, p+"/"+ch)
+	}
+	if err := conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+}
+
+func exists(t *testing.T, a *Tools, p string) bool {
+	t.Helper()
+	ok, _, err := a.b.Exists(testCtx(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// fsckKinds runs fsck (with repair or not) and returns its findings by item.
+func fsckKinds(t *testing.T, a *Tools, repair bool) (*FsckReport, map[string][]string) {
+	t.Helper()
+	rep, err := a.Fsck(testCtx(t), FsckOptions{Repair: repair, Grace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string][]string{}
+	for _, d := range rep.Damages {
+		kinds[d.Item] = append(kinds[d.Item], d.Kind)
+	}
+	return rep, kinds
+}
+
+func wantFailedWith(t *testing.T, c *queue.Client, jid, msg string) *v1.JobStatus {
+	t.Helper()
+	st, err := c.JobStatus(testCtx(t), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), msg) {
+		t.Errorf("job %s is %s (%q), want Failed with %q", jid, queue.JobStateName(st.GetStatus()), st.GetMessage(), msg)
+	}
+	return st
+}
+
+func TestAJobLockNoSessionHoldsIsFailedByTheConsumerThatMeetsIt(t *testing.T) {
+	c, a := newTools(t)
+	raw := foreignWriter(t)
+	bid, jids := spawn(t, c, 2, 5)
+	// A lock written as a persistent node: no session's end will remove it.
+	writeRaw(t, raw, a.b.Paths.JobLock(jids[0]), "")
+
+	ctx, cancel := context.WithTimeout(testCtx(t), 30*time.Second)
+	defer cancel()
+	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1})
+	cl, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.ID() != jids[1] {
+		t.Errorf("took %s, want %s (the job after the one locked for ever)", cl.ID(), jids[1])
+	}
+	cl.Release(ctx)
+	wantFailedWith(t, c, jids[0], "lock node is not a session's")
+	if exists(t, a, a.b.Paths.JobLock(jids[0])) {
+		t.Error("the lock no session holds is still there")
+	}
+	if !exists(t, a, a.b.Paths.BatchRef(bid, a.b.Paths.FolderOf(queue.Failed), jids[0])) || !exists(t, a, a.b.Paths.JobEntry(queue.Failed, 5, jids[0])) {
+		t.Error("the failed job is not in failed and batch-failed")
+	}
+	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
+		t.Errorf("fsck after the consumer failed the job: %+v", rep.Damages)
+	}
+}
+
+func TestFsckReportsAndRepairsAJobLockNoSessionHolds(t *testing.T) {
+	c, a := newTools(t)
+	raw := foreignWriter(t)
+	_, jids := spawn(t, c, 1, 5)
+	queuetest.Move(t, c, jids[0], queue.Change{To: queue.Estimating})
+	writeRaw(t, raw, a.b.Paths.JobLock(jids[0]), "")
+	_, kinds := fsckKinds(t, a, false)
+	if strings.Join(kinds[jids[0]], ",") != DamageLockNotEphemeral {
+		t.Fatalf("fsck: %v", kinds)
+	}
+	if !exists(t, a, a.b.Paths.JobLock(jids[0])) {
+		t.Fatal("fsck without repair removed the lock")
+	}
+	rep, _ := fsckKinds(t, a, true)
+	if len(rep.Damages) != 1 || !rep.Damages[0].Repaired {
+		t.Fatalf("fsck repair: %+v", rep.Damages)
+	}
+	wantFailedWith(t, c, jids[0], "lock node is not a session's")
+	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
+		t.Errorf("fsck after the repair: %+v", rep.Damages)
+	}
+}
+
+func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testing.T) {
+	c, a := newTools(t)
+	raw := foreignWriter(t)
+	_, jids := spawn(t, c, 3, 7)
+	ctx := testCtx(t)
+	for _, jid := range jids {
+		writeRaw(t, raw, a.b.Paths.JobNode(jid, a.b.Names.NodePriority), "abc")
+	}
+	j, err := c.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatalf("GetJob: %v", err)
+	}
+	if j.GetPriority() != 7 {
+		t.Errorf("priority read as %d, want its entry's 7", j.GetPriority())
+	}
+	if jobs, _, err := c.ListJobs(ctx, queue.JobFilter{State: queue.Pending}); err != nil || len(jobs) != 3 {
+		t.Errorf("ListJobs: %d jobs, %v", len(jobs), err)
+	}
+	_, kinds := fsckKinds(t, a, false)
+	for _, jid := range jids {
+		if strings.Join(kinds[jid], ",") != DamagePriorityUnreadable {
+			t.Errorf("fsck on %s: %v", jid, kinds[jid])
+		}
+	}
+
+	// A stage that does not ask for the priority moves the job: the
+	// node is written anew.
+	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1, Parts: queue.PartConfiguration})
+	cl, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.ID() != jids[0] || cl.LoadErr != nil {
+		t.Fatalf("claimed %s, load error %v", cl.ID(), cl.LoadErr)
+	}
+	if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeData(t, a, a.b.Paths.JobNode(jids[0], a.b.Names.NodePriority)); got != "7" {
+		t.Errorf("priority after the move: %q", got)
+	}
+	// An operator fails another.
+	if _, err := a.FailJob(ctx, jids[1], "given up"); err != nil {
+		t.Fatalf("FailJob: %v", err)
+	}
+	if got := nodeData(t, a, a.b.Paths.JobNode(jids[1], a.b.Names.NodePriority)); got != "7" {
+		t.Errorf("priority after FailJob: %q", got)
+	}
+	// fsck mends the third.
+	rep, _ := fsckKinds(t, a, true)
+	if len(rep.Damages) != 1 || rep.Damages[0].Item != jids[2] || !rep.Damages[0].Repaired {
+		t.Errorf("fsck repair: %+v", rep.Damages)
+	}
+	if got := nodeData(t, a, a.b.Paths.JobNode(jids[2], a.b.Names.NodePriority)); got != "7" {
+		t.Errorf("priority after fsck: %q", got)
+	}
+	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
+		t.Errorf("fsck after: %+v", rep.Damages)
+	}
+}
+
+func TestAStepOfAJobWhoseBatchIsGoneFailsTheJobInsteadOfGoingOn(t *testing.T) {
+	c, a := newTools(t)
+	raw := foreignWriter(t)
+	bid, jids := spawn(t, c, 2, 5)
+	deleteTree(t, raw, a.b.Paths.Batch(bid))
+	ctx := testCtx(t)
+
+	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1, Parts: queue.PartConfiguration})
+	cl, err := co.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cl.Commit(ctx, queue.Change{To: queue.Estimating, Message: "estimated"})
+	var nb *queue.NoBatchError
+	if !errors.As(err, &nb) || !nb.Failed || !errors.Is(err, queue.ErrWrongState) {
+		t.Fatalf("commit of a job whose batch is gone: %v", err)
+	}
+	wantFailedWith(t, c, cl.ID(), "its batch "+bid+" does not exist: the job cannot go on to Estimating")
+	if !exists(t, a, a.b.Paths.JobEntry(queue.Failed, 5, cl.ID())) || exists(t, a, a.b.Paths.Batch(bid)) {
+		t.Error("the job is not in failed, or its batch came back")
+	}
+
+	// fsck names both; it fails the live one and leaves the failed one to
+	// an operator, whose FailJob and DeleteJob work without the batch.
+	_, kinds := fsckKinds(t, a, false)
+	for _, jid := range jids {
+		if strings.Join(kinds[jid], ",") != DamageJobNoBatch {
+			t.Errorf("fsck on %s: %v", jid, kinds[jid])
+		}
+	}
+	rep, _ := fsckKinds(t, a, true)
+	for _, d := range rep.Damages {
+		switch {
+		case d.Item == cl.ID() && (d.Repaired || !strings.Contains(d.Error, "left for an operator")):
+			t.Errorf("the failed job: %+v", d)
+		case d.Item != cl.ID() && !d.Repaired:
+			t.Errorf("the live job: %+v", d)
+		}
+	}
+	wantFailedWith(t, c, jids[1], "fsck: its batch "+bid+" does not exist")
+	for _, jid := range jids {
+		if err := a.DeleteJob(ctx, jid, false); err != nil {
+			t.Errorf("DeleteJob %s: %v", jid, err)
+		}
+	}
+	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
+		t.Errorf("fsck after: %+v", rep.Damages)
+	}
+}
+
+func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
+	type want struct {
+		state   queue.JobState
+		message string
+	}
+	for _, tc := range []struct {
+		name   string
+		entry  queue.JobState // where the job really is
+		forged queue.JobState // what its status says
+		stored bool           // it has a store and an inventory
+		want   want
+	}{
+		{"a forged Completed with its entry left in pending", queue.Pending, queue.Completed, false,
+			want{queue.Failed, "status said Completed, but its entry is in pending, and Pending → Completed is not a move a job makes"}},
+		{"Completed from notify without what processing writes", queue.Notify, queue.Completed, false,
+			want{queue.Failed, "it has no store and inventory, which Completed needs"}},
+		{"a half-done move from notify to Completed", queue.Notify, queue.Completed, true, want{queue.Completed, ""}},
+		{"a half-done move from pending to Estimating", queue.Pending, queue.Estimating, false, want{queue.Estimating, ""}},
+		{"a held job whose status says it runs", queue.Held, queue.Downloading, false, want{queue.Held, "Held → Downloading is not a move a job makes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, a := newTools(t)
+			raw := foreignWriter(t)
+			bid, jids := spawn(t, c, 1, 5)
+			jid := jids[0]
+			ctx := testCtx(t)
+			for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify} {
+				if tc.entry == queue.Pending || tc.entry == queue.Held {
+					break
+				}
+				ch := queue.Change{To: s}
+				if s == queue.Storing && tc.stored {
+					ch.Store = &v1.Store{ManifestUrl: "file:///m", Mode: "add"}
+				}
+				if s == queue.Recording && tc.stored {
+					ch.Inventory = &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}
+				}
+				queuetest.Move(t, c, jid, ch)
+				if s == tc.entry {
+					break
+				}
+			}
+			if tc.entry == queue.Held {
+				if _, err := a.HoldJob(ctx, jid, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The other writer rewrites the status alone.
+			writeRaw(t, raw, a.b.Paths.JobStatus(jid), string(encodeStatus(a, &v1.JobStatus{Status: tc.forged, LastModified: a.b.NowStamp(),
+				Message: "forged", LastSuccessfulStatus: queue.Notify})))
+			_, kinds := fsckKinds(t, a, false)
+			if !slices.Contains(kinds[jid], DamageStatusMismatch) {
+				t.Fatalf("fsck: %v", kinds)
+			}
+			rep, _ := fsckKinds(t, a, true)
+			for _, d := range rep.Damages {
+				if !d.Repaired {
+					t.Errorf("not repaired: %+v", d)
+				}
+			}
+			j, err := c.GetJob(ctx, jid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.GetStatus().GetStatus() != tc.want.state || !strings.Contains(j.GetStatus().GetMessage(), tc.want.message) {
+				t.Errorf("job is %s (%q), want %s with %q", queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage(),
+					queue.JobStateName(tc.want.state), tc.want.message)
+			}
+			if tc.want.state == queue.Failed && tc.entry == queue.Pending && j.GetStatus().GetLastSuccessfulStatus() != 0 {
+				t.Errorf("last successful status %s: the job never got past Pending", queue.JobStateName(j.GetStatus().GetLastSuccessfulStatus()))
+			}
+			if !exists(t, a, a.b.Paths.JobEntry(tc.want.state, 5, jid)) || !exists(t, a, a.b.Paths.BatchRef(bid, a.b.Paths.FolderOf(tc.want.state), jid)) {
+				t.Errorf("job not in %s and its batch folder", queue.JobStateName(tc.want.state))
+			}
+			if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
+				t.Errorf("fsck after the repair: %+v", rep.Damages)
+			}
+		})
+	}
+}
