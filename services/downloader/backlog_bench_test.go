@@ -10,6 +10,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -48,7 +49,7 @@ func BenchmarkOneHostsBacklog(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		go r.Run(ctx)
 		for {
-			c, err := q.JobCounts(context.Background())
+			c, err := admin.New(q).JobCounts(context.Background())
 			if err == nil && c[queue.Processing] == n {
 				break
 			}
