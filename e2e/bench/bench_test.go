@@ -238,7 +238,9 @@ func envInt(name string, def int) int {
 
 // BenchmarkLifecycle is the lifecycle figure of BenchmarkPipeline alone,
 // beside the ceiling, for quick comparisons while working on the queue
-// library: go test -run '^$' -bench Lifecycle ./bench/
+// library: go test -run '^$' -bench Lifecycle ./bench/ (one run of each;
+// -count for more). Beside jobs/s it reports the CPU a job cost the server
+// and the queue clients (this process) while the jobs moved.
 func BenchmarkLifecycle(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -250,12 +252,15 @@ func BenchmarkLifecycle(b *testing.B) {
 	servers := []string{srv.Addr}
 	perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
 	for range b.N {
-		ceilingTx, _, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
+		cpu0, _ := ProcessCPU(srv.PID())
+		ceilingTx, ceilingN, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}
+		cpu1, _ := ProcessCPU(srv.PID())
+		b.ReportMetric(ms(cpu1-cpu0)/(float64(ceilingN)/9), "ceiling_server_ms/job")
 		for _, ungrouped := range []bool{false, true} {
-			jobs, err := Lifecycle(ctx, servers, 2000, perState, ungrouped)
+			res, err := LifecycleCPU(ctx, servers, srv.PID(), 2000, perState, ungrouped)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -263,8 +268,10 @@ func BenchmarkLifecycle(b *testing.B) {
 			if ungrouped {
 				name = "ungrouped"
 			}
-			b.ReportMetric(jobs, name+"_jobs/s")
-			b.ReportMetric(jobs/(ceilingTx/9), name+"_ratio")
+			b.ReportMetric(res.JobsPerSecond, name+"_jobs/s")
+			b.ReportMetric(res.JobsPerSecond/(ceilingTx/9), name+"_ratio")
+			b.ReportMetric(ms(res.ServerCPU), name+"_server_ms/job")
+			b.ReportMetric(ms(res.ClientCPU), name+"_client_ms/job")
 		}
 	}
 }
