@@ -199,7 +199,12 @@ type jobStatusTyped struct {
 // encodeJobStatus writes what marshal writes of the jobStatusJSON of s,
 // byte for byte, without reflection: every commit and claim of every job
 // writes a status, its history included (TestJobStatusEncodingMatchesTheWireStruct).
-func encodeJobStatus(s *v1.JobStatus) []byte {
+func encodeJobStatus(s *v1.JobStatus) []byte { return encodeJobStatusReusing(s, nil) }
+
+// encodeJobStatusReusing is encodeJobStatus writing raw[i] for the i-th
+// history entry where raw has it (not nil): those very bytes, as read of
+// an entry that encodes to them (keptEntries).
+func encodeJobStatusReusing(s *v1.JobStatus, raw [][]byte) []byte {
 	hs := s.GetHistory()
 	b := make([]byte, 0, 160+len(s.GetMessage())+len(s.GetTraceparent())+110*len(hs))
 	b = append(b, `{"status":`...)
@@ -226,7 +231,11 @@ func encodeJobStatus(s *v1.JobStatus) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendHistoryEntry(b, h)
+			if i < len(raw) && raw[i] != nil {
+				b = append(b, raw[i]...)
+			} else {
+				b = appendHistoryEntry(b, h)
+			}
 		}
 		b = append(b, ']')
 	}
@@ -293,11 +302,20 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// decodeJobStatus reads a job status. A status whose every key has its
-// type, its history included, is read in one pass of the decoder (the
-// claim of every step reads one); any other takes the lenient way
-// (decodeJobStatusLenient), which reads the same from a well-formed one.
+// decodeJobStatus reads a job status. What ingestq writes is scanned
+// (scanStatus); else a status whose every key has its type, its history
+// included, is read in one pass of the decoder; any other takes the
+// lenient way (decodeJobStatusLenient). All three read the same from a
+// status each can read.
 func decodeJobStatus(path string, data []byte) (*v1.JobStatus, error) {
+	if st, ok := scanStatus(data); ok {
+		return jobStatusOf(path, &st.w, st.hist, st.dropped)
+	}
+	return decodeJobStatusTyped(path, data)
+}
+
+// decodeJobStatusTyped is decodeJobStatus through the JSON decoder.
+func decodeJobStatusTyped(path string, data []byte) (*v1.JobStatus, error) {
 	var r jobStatusTyped
 	if json.Unmarshal(data, &r) != nil {
 		return decodeJobStatusLenient(path, data)

@@ -125,6 +125,9 @@ func FuzzJobStatusCodecMatchesTheWireStruct(f *testing.F) {
 		if !proto.Equal(fast, lenient) {
 			t.Fatalf("%q: read as %v, leniently as %v", data, fast, lenient)
 		}
+		if typed, err := decodeJobStatusTyped("/n", data); err != nil || !proto.Equal(typed, lenient) {
+			t.Fatalf("%q: decoded as %v (%v), leniently as %v", data, typed, err, lenient)
+		}
 		if got, want := encodeJobStatus(fast), encodeJobStatusWire(fast); !bytes.Equal(got, want) {
 			t.Fatalf("%v: written as %s, want %s", fast, got, want)
 		}
@@ -170,6 +173,59 @@ func FuzzARewriteSkipsOnlyNodesWithNothingToCarry(f *testing.F) {
 		}
 		if got, want := withKeysOf(old, written, jobStatusKeys), carryKeys(old, written, jobStatusKeys); !bytes.Equal(got, want) {
 			t.Fatalf("%q: rewritten as %s, want %s", old, got, want)
+		}
+	})
+}
+
+// FuzzJobStatusScanReadsWhatTheDecoderReads: what the scan of a status
+// reads, the lenient decoder reads the same, and the entries it keeps as
+// read are what encoding them writes, so that a commit that writes them
+// back writes the bytes it would have encoded.
+func FuzzJobStatusScanReadsWhatTheDecoderReads(f *testing.F) {
+	for _, seed := range []string{
+		string(benchStatus()),
+		`{"status":"Notify","history":[{"at":"2026-11-27T02:06:47.509Z","to":"Pending","worker":"vm-1"},{"at":"2026-11-27T02:06:47.523Z","from":"Pending","to":"Estimating","worker":"vm-1","in_state_ms":14,"message":"m"}],"history_dropped":3}`,
+		`{"status":"Notify","history":[{"at":"2026-11-27T02:06:47.509+01:00","to":"pending"},{"at":"2026-11-27T02:06:47Z","to":"Pending"},{ "at":"","to":"Pending"}]}`,
+		`{"status":"Notify","history":[{"to":"Pending","at":""},{"at":"","from":"","to":"Held"},{"at":"","to":"Held","in_state_ms":0},{"at":"","to":"Held","worker":""}]}`,
+		`{"status":"Notify","history":[{"at":"","to":"Held","in_state_ms":-5},{"at":"","to":"Held","in_state_ms":99999999999999999},{"at":"","to":"Held","message":"a b"}]}`,
+		`{"status":"Notify","history":[null,{},{"at":null,"to":"Held"},{"at":"","to":"Held","to":"Failed"}],"history_dropped":null}`,
+		`{"status":"Notify","history":[{"at":"","to":"Held"}],"history":null,"retry_count":-0,"last_successful_status":"Held","last_successful_status":null}`,
+		`{"status":"Notify","history":[{"at":"","to":"Held"},{"at": "","to":"Held"},{"at":"","to":"Held" }]}`,
+		`{"status":"Notify","retry_count":2147483648}`, `{"status":"Notify","retry_count":1.0}`, `{"status":"Notify","history_dropped":99999999999}`,
+		`{"status":"Notify","message":"tab\tin"}`, `{"status":"Notify","message":"bad \xff"}`, `{"status":"Notify"} x`, ` {"status" : "Notify" } `,
+		`{"status":"Notify","history":[{"at":"0000-01-01T00:00:00.000Z","to":"Held"},{"at":"2026-02-30T00:00:00.000Z","to":"Held"}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, ok := scanStatus(data)
+		if !ok {
+			return
+		}
+		scanned, err := jobStatusOf("/n", &st.w, st.hist, st.dropped)
+		lenient, lerr := decodeJobStatusLenient("/n", data)
+		if (err == nil) != (lerr == nil) || (err != nil && err.Error() != lerr.Error()) {
+			t.Fatalf("%q: scanned with error %v, decoded with %v", data, err, lerr)
+		}
+		if err != nil {
+			return
+		}
+		if !proto.Equal(scanned, lenient) {
+			t.Fatalf("%q: scanned as %v, decoded as %v", data, scanned, lenient)
+		}
+		if st.raw == nil {
+			return
+		}
+		if len(st.raw) != len(st.hist) {
+			t.Fatalf("%q: %d entries kept as read of %d", data, len(st.raw), len(st.hist))
+		}
+		for i, h := range st.hist {
+			if want := appendHistoryEntry(nil, h); !bytes.Equal(st.raw[i], want) {
+				t.Fatalf("%q: entry %d kept as %s, encodes as %s", data, i, st.raw[i], want)
+			}
+		}
+		if got, want := encodeJobStatusReusing(scanned, st.raw), encodeJobStatus(scanned); !bytes.Equal(got, want) {
+			t.Fatalf("%q: written as %s, want %s", data, got, want)
 		}
 	})
 }

@@ -1010,7 +1010,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	if err := cl.readRewritten(ctx, ch); err != nil {
 		return err
 	}
-	statusData := withKeysOf(cl.statusData, encodeJobStatus(next), jobStatusKeys)
+	statusData := withKeysOf(cl.statusData, encodeJobStatusReusing(next, keptEntries(cl.statusData, old, next)), jobStatusKeys)
 	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), statusData, cl.version)
 	var guessed map[int]string
 	locks := cl.ownLocks(ch.Unlock)
