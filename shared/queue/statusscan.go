@@ -3,10 +3,14 @@ package queue
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // A job status is read by every claim and rewritten by every commit, with
@@ -32,7 +36,11 @@ type scannedStatus struct {
 // scanStatus reads data as ingestq writes a job status. ok is false for
 // anything it does not follow: the decoder must read it.
 func scanStatus(data []byte) (st scannedStatus, ok bool) {
-	s := statusScanner{b: data}
+	return statusScanner{b: data}.scan()
+}
+
+func (s statusScanner) scan() (st scannedStatus, ok bool) {
+	data := s.b
 	s.space()
 	if !s.byte('{') {
 		return st, false
@@ -100,7 +108,8 @@ func scanStatus(data []byte) (st scannedStatus, ok bool) {
 	return st, s.i == len(s.b)
 }
 
-// history reads the history member's value into st.
+// history reads the history member's value into st; with spansOnly it
+// builds no entry, only st.raw.
 func (s *statusScanner) history(st *scannedStatus) bool {
 	st.hist, st.raw = nil, nil
 	if s.null() {
@@ -109,9 +118,12 @@ func (s *statusScanner) history(st *scannedStatus) bool {
 	if !s.byte('[') {
 		return false
 	}
-	st.hist = []*v1.JobStateChange{}
+	if !s.spansOnly {
+		st.hist = []*v1.JobStateChange{}
+	}
 	reuse, n := true, 0
 	var raw [][]byte
+	var worker string // the last entry's, shared by the next that names it too
 	s.space()
 	if s.byte(']') {
 		return true
@@ -122,17 +134,19 @@ func (s *statusScanner) history(st *scannedStatus) bool {
 		if s.null() {
 			reuse = false // read as no entry
 		} else {
-			var w historyJSON
-			canonical, ok := s.entry(&w)
-			if !ok {
+			var e rawEntry
+			if !s.entry(&e) {
 				return false
 			}
-			h, read := historyEntry(&w)
-			if read {
-				st.hist = append(st.hist, h)
-				canonical = canonical && canonicalEntry(&w, h)
+			canonical := e.canonical()
+			if !s.spansOnly {
+				h, read := e.change(&worker)
+				if read {
+					st.hist = append(st.hist, h)
+				}
+				canonical = canonical && read
 			}
-			reuse = reuse && read && canonical
+			reuse = reuse && canonical
 			if reuse {
 				raw = append(raw, s.b[start:s.i])
 			}
@@ -152,106 +166,194 @@ func (s *statusScanner) history(st *scannedStatus) bool {
 	return true
 }
 
-// entry reads one history entry (an object) into w. canonical says its
-// members are as appendHistoryEntry writes them: in its order, each once,
-// none null, with no space between (canonicalEntry checks their values).
-func (s *statusScanner) entry(w *historyJSON) (canonical, ok bool) {
+// rawEntry is one history entry as scanned: each member's bytes (nil when
+// absent; a null leaves a member as it was, as the decoder does), and
+// whether its members are in the order and form appendHistoryEntry writes.
+type rawEntry struct {
+	at, from, to, worker, message []byte
+	inStateMs                     int64
+	seen                          [7]bool // by rank: at, from, to, worker, in_state_ms, message
+	ordered                       bool    // each member once, in order, none null, no space between
+}
+
+// entry reads one history entry (an object) into e.
+func (s *statusScanner) entry(e *rawEntry) bool {
 	if !s.byte('{') {
-		return false, false
+		return false
 	}
 	s.spaced = false
-	var seen [7]bool
 	order := 0
 	s.space()
 	if s.byte('}') {
-		return false, true
+		return true
 	}
-	canonical = true
+	e.ordered = true
 	for {
 		key, ok := s.str()
 		if !ok || !s.colon() {
-			return false, false
+			return false
 		}
 		rank := 0
+		switch string(key) {
+		case "at":
+			rank = 1
+		case "from":
+			rank = 2
+		case "to":
+			rank = 3
+		case "worker":
+			rank = 4
+		case "in_state_ms":
+			rank = 5
+		case "message":
+			rank = 6
+		default:
+			return false
+		}
 		if s.null() {
-			canonical = false
-			switch string(key) {
-			case "at", "from", "to", "worker", "in_state_ms", "message":
-			default:
-				return false, false
-			}
+			e.ordered = false
 		} else {
-			switch string(key) {
-			case "at":
-				rank, ok = 1, s.strField(&w.At)
-			case "from":
-				rank, ok = 2, s.strField(&w.From)
-			case "to":
-				rank, ok = 3, s.strField(&w.To)
-			case "worker":
-				rank, ok = 4, s.strField(&w.Worker)
-			case "in_state_ms":
-				rank = 5
-				w.InStateMs, ok = s.int()
-			case "message":
-				rank, ok = 6, s.strField(&w.Message)
+			var v []byte
+			switch rank {
+			case 5:
+				e.inStateMs, ok = s.int()
 			default:
-				return false, false
+				v, ok = s.str()
 			}
 			if !ok {
-				return false, false
+				return false
 			}
+			switch rank {
+			case 1:
+				e.at = v
+			case 2:
+				e.from = v
+			case 3:
+				e.to = v
+			case 4:
+				e.worker = v
+			case 6:
+				e.message = v
+			}
+			e.ordered = e.ordered && rank > order
+			order = rank
+			e.seen[rank] = true
 		}
-		canonical = canonical && rank > order
-		order = rank
-		seen[rank] = true
 		s.space()
 		if s.byte('}') {
 			break
 		}
 		if !s.byte(',') {
-			return false, false
+			return false
 		}
 		s.space()
 	}
-	// Always written: at and to. Written when not empty (or zero): the
-	// others, so one present must not be.
-	canonical = canonical && !s.spaced && seen[1] && seen[3] &&
-		seen[2] == (w.From != "") && seen[4] == (w.Worker != "") && seen[5] == (w.InStateMs != 0) && seen[6] == (w.Message != "")
-	return canonical, true
+	e.ordered = e.ordered && !s.spaced
+	return true
 }
 
-// canonicalEntry reports whether appendHistoryEntry writes h with the
-// values w read (its members being as entry checked).
-func canonicalEntry(w *historyJSON, h *v1.JobStateChange) bool {
-	if w.To != JobStateName(h.GetTo()) || (w.From != "" && w.From != JobStateName(h.GetFrom())) {
-		return false // a state spelt otherwise ("pending")
+// change is the change e says, if its states read (historyEntry). worker
+// is the worker of the entry before, whose string e shares if it names
+// the same.
+func (e *rawEntry) change(worker *string) (*v1.JobStateChange, bool) {
+	to, err := stateNamed(e.to)
+	if err != nil {
+		return nil, false
 	}
-	if h.GetInState().AsDuration().Milliseconds() != w.InStateMs {
-		return false // negative, or past what a duration holds
+	h := &v1.JobStateChange{To: to, Message: string(e.message)}
+	if t, ok := historyTime(e.at); ok {
+		h.At = timestamppb.New(t)
+	} else {
+		h.At = parseTime(string(e.at))
 	}
-	if !plainJSONText(w.Worker) || !plainJSONText(w.Message) {
+	if len(e.from) > 0 {
+		if h.From, err = stateNamed(e.from); err != nil {
+			return nil, false
+		}
+	}
+	if string(e.worker) != *worker {
+		*worker = string(e.worker)
+	}
+	h.Worker = *worker
+	if e.inStateMs > 0 {
+		h.InState = durationpb.New(time.Duration(e.inStateMs) * time.Millisecond)
+	}
+	return h, true
+}
+
+// stateNamed is ParseJobState of b.
+func stateNamed(b []byte) (JobState, error) {
+	if st, ok := jobStatesByName[string(b)]; ok {
+		return st, nil
+	}
+	return ParseJobState(string(b))
+}
+
+// canonical reports whether appendHistoryEntry writes e's change as e
+// reads: at and to always there, from, worker, in_state_ms and message
+// only when not empty (or zero), in its order, states in their spelling,
+// the time in its layout, text with nothing it escapes.
+func (e *rawEntry) canonical() bool {
+	if !e.ordered || !e.seen[1] || !e.seen[3] || e.seen[2] != (len(e.from) > 0) || e.seen[4] != (len(e.worker) > 0) ||
+		e.seen[5] != (e.inStateMs != 0) || e.seen[6] != (len(e.message) > 0) {
 		return false
 	}
-	if h.GetAt() == nil {
-		return w.At == ""
+	if _, ok := jobStatesByName[string(e.to)]; !ok {
+		return false
 	}
-	var buf [40]byte
-	return string(h.GetAt().AsTime().UTC().AppendFormat(buf[:0], historyTimeLayout)) == w.At
+	if _, ok := jobStatesByName[string(e.from)]; len(e.from) > 0 && !ok {
+		return false
+	}
+	if e.inStateMs < 0 || e.inStateMs > math.MaxInt64/int64(time.Millisecond) {
+		return false // read as none, or past what a duration holds
+	}
+	if _, ok := historyTime(e.at); !ok && len(e.at) > 0 {
+		return false
+	}
+	return plainJSONText(e.worker) && plainJSONText(e.message)
+}
+
+// historyTime reads a time in historyTimeLayout in UTC
+// ("2026-11-27T02:06:47.509Z"), as time.Parse reads it: the form every
+// history entry ingestq writes has, which it writes again as it was.
+func historyTime(b []byte) (time.Time, bool) {
+	if len(b) != len("2006-01-02T15:04:05.000Z") || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' ||
+		b[16] != ':' || b[19] != '.' || b[23] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(from, to int) int {
+		n := 0
+		for _, c := range b[from:to] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	y, mo, d, h, mi, sec, ms := num(0, 4), num(5, 7), num(8, 10), num(11, 13), num(14, 16), num(17, 19), num(20, 23)
+	if y < 0 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 59 || ms < 0 {
+		return time.Time{}, false
+	}
+	if d > time.Date(y, time.Month(mo)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return time.Time{}, false
+	}
+	return time.Date(y, time.Month(mo), d, h, mi, sec, ms*int(time.Millisecond), time.UTC), true
 }
 
 // plainJSONText reports whether appendJSONString writes s as it is,
 // between quotes (scanned strings hold no quote, backslash or control
 // character, and are valid UTF-8): it escapes U+2028 and U+2029.
-func plainJSONText(s string) bool {
-	return !bytes.Contains([]byte(s), []byte("\u2028")) && !bytes.Contains([]byte(s), []byte("\u2029"))
+func plainJSONText(s []byte) bool {
+	return !bytes.Contains(s, []byte("\u2028")) && !bytes.Contains(s, []byte("\u2029"))
 }
 
 // statusScanner reads the JSON of a job status, a byte at a time.
 type statusScanner struct {
-	b      []byte
-	i      int
-	spaced bool // space was skipped (since the caller cleared it)
+	b         []byte
+	i         int
+	spaced    bool // space was skipped (since the caller cleared it)
+	spansOnly bool // history: find the entries' bytes, build no change
 }
 
 func (s *statusScanner) space() {
@@ -365,7 +467,7 @@ func keptEntries(data []byte, old, next *v1.JobStatus) [][]byte {
 	if first < 0 {
 		return nil
 	}
-	st, ok := scanStatus(data)
+	st, ok := statusScanner{b: data, spansOnly: true}.scan()
 	if !ok || len(st.raw) != len(oh) {
 		return nil
 	}
