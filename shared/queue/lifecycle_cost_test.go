@@ -151,3 +151,44 @@ func TestACommitWritesTheHistoryAsEncodingItWould(t *testing.T) {
 		t.Fatalf("status %s: another writer's key kept, the entries rewritten", data)
 	}
 }
+
+// TestCountingAnOperationNamesItsKindOfNodeAsSplittingThePathDoes: the
+// kind of node an operation is counted under, worked out without
+// splitting the path (every operation of every multi is counted), is the
+// one splitting it into segments gives.
+func TestCountingAnOperationNamesItsKindOfNodeAsSplittingThePathDoes(t *testing.T) {
+	split := func(root, path string) string {
+		segs := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, root), "/"), "/")
+		for i, seg := range segs {
+			var parent string
+			if i > 0 {
+				parent = segs[i-1]
+			}
+			switch {
+			case strings.HasPrefix(seg, "jid") || strings.HasPrefix(seg, "bid"):
+				if len(seg) > 3 {
+					segs[i] = "*"
+				}
+			case parent == "states" || parent == "batch-uuids" || parent == "workers" || parent == "counters" ||
+				parent == "local-ids" || parent == "console-sessions" || (i == 2 && segs[0] == "locks"):
+				segs[i] = "*"
+			case i >= 2 && parent == "*" && (segs[i-2] == "states" || segs[i-2] == "local-ids"):
+				segs[i] = "*"
+			}
+		}
+		if kind := strings.Join(segs, "/"); kind != "" {
+			return kind
+		}
+		return "/"
+	}
+	s := &requestStats{root: "/q", n: map[requestKey]int64{}}
+	for _, p := range []string{"/q", "/q/", "/q//", "/", "", "/q/jobs", "/q/jobs/jid", "/q/jobs/jid0000000001/status",
+		"/q/jobs/states/pending/05-jid0000000001", "/q/batches/bid0000000001/states/batch-processing/jid0000000001",
+		"/q/batch-uuids/x/y", "/q/locks/storage/ark_99999_fk4x", "/q/locks/queue/ingest", "/q/locks/x", "/q/locks",
+		"/q/workers/w/x", "/q/local-ids/ark/loc001/more", "/q/console-sessions/s", "/q/counters/c", "/qq/jobs",
+		"/q/states/states/states/x", "/q/bid/jid/bidx/jidy", "/q/jobs/states/*/x", "/q/a//b", "/other/path"} {
+		if got, want := s.nodeKind(p), split(s.root, p); got != want {
+			t.Errorf("nodeKind(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
