@@ -114,8 +114,19 @@ func TestACommitWritesTheHistoryAsEncodingItWould(t *testing.T) {
 		step(t, c, jid, Change{To: s.to, Message: "step to " + JobStateName(s.to)})
 		canonical("after the step to " + JobStateName(s.to))
 	}
-	// Another writer rewrites the history its own way.
+	// The claim keeps the entries as read, for its commit to write back.
 	st := canonical("before another writer")
+	cl, err := c.ClaimJob(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cl.Job.GetStatus().GetHistory()); n != 4 || len(cl.history.raw) != n {
+		t.Fatalf("claim kept %d entries as read of %d, want 4", len(cl.history.raw), n)
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer rewrites the history its own way.
 	peer := fmt.Sprintf(`{"status":"Downloading","last_modified":"2026-11-22 03:51:07 +0000","message":"","last_successful_status":"Provisioning","retry_count":0,`+
 		`"history":[{"at":"2026-11-22T04:51:07.250+01:00","to":"pending"}, { "at" : "2026-11-22T03:51:08.000Z", "from":"Pending","to":"Estimating","node":9501 },`+
 		`{"to":"Frozen"},%s],"peer":"kept"}`, appendHistoryEntry(nil, st.GetHistory()[len(st.GetHistory())-1]))
@@ -126,9 +137,12 @@ func TestACommitWritesTheHistoryAsEncodingItWould(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := c.ClaimJob(ctx, jid)
+	cl, err = c.ClaimJob(ctx, jid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(cl.history.raw) != 0 {
+		t.Fatalf("claim kept %d entries as read of another writer's history, want none", len(cl.history.raw))
 	}
 	if err := cl.Commit(ctx, Change{To: Processing}); err != nil {
 		t.Fatal(err)

@@ -448,6 +448,33 @@ func (s *statusScanner) int() (int64, bool) {
 	return n, err == nil
 }
 
+// decodeJobStatusKeeping is decodeJobStatus, and the bytes of its
+// history's entries as read where scanStatus keeps them (scannedStatus.raw).
+func decodeJobStatusKeeping(path string, data []byte) (*v1.JobStatus, [][]byte, error) {
+	if st, ok := scanStatus(data); ok {
+		out, err := jobStatusOf(path, &st.w, st.hist, st.dropped)
+		return out, st.raw, err
+	}
+	out, err := decodeJobStatusTyped(path, data)
+	return out, nil, err
+}
+
+// keptHistory is a claim's status's history entries as read: raw, the
+// bytes of the entries of of (the status read), as scannedStatus.raw.
+type keptHistory struct {
+	of  *v1.JobStatus
+	raw [][]byte
+}
+
+// entries is keptEntries of the status old, read from data, with the
+// entries scanned with the claim when old is the status they came with.
+func (k keptHistory) entries(data []byte, old, next *v1.JobStatus) [][]byte {
+	if k.of == nil || k.of != old || len(k.raw) != len(old.GetHistory()) {
+		return keptEntries(data, old, next)
+	}
+	return keptOf(k.raw, old, next)
+}
+
 // keptEntries are the bytes, as read in data (the status old was read
 // from), of the entries of next's history that recordChange kept of old's
 // (the same entries, in a row): encodeJobStatusReusing writes them
@@ -471,9 +498,28 @@ func keptEntries(data []byte, old, next *v1.JobStatus) [][]byte {
 	if !ok || len(st.raw) != len(oh) {
 		return nil
 	}
+	return keptOf(st.raw, old, next)
+}
+
+// keptOf is keptEntries with raw the bytes of old's entries.
+func keptOf(raw [][]byte, old, next *v1.JobStatus) [][]byte {
+	oh, nh := old.GetHistory(), next.GetHistory()
+	if len(oh) == 0 || len(nh) == 0 || len(raw) != len(oh) {
+		return nil
+	}
+	first := -1
+	for i, h := range oh {
+		if h == nh[0] {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return nil
+	}
 	n := 0
 	for n < len(nh) && first+n < len(oh) && nh[n] == oh[first+n] {
 		n++
 	}
-	return st.raw[first : first+n]
+	return raw[first : first+n]
 }
