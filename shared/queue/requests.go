@@ -186,7 +186,7 @@ func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 			c.stats.add("multi.check", op.Path)
 		}
 	}
-	return c.Conn.Multi(ops...)
+	return multiWrite(c.Conn, ops)
 }
 
 // MultiRead reads paths in one request (see multiRead); it counts once as
