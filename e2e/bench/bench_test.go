@@ -238,7 +238,10 @@ func envInt(name string, def int) int {
 
 // BenchmarkLifecycle is the lifecycle figure of BenchmarkPipeline alone,
 // beside the ceiling, for quick comparisons while working on the queue
-// library: go test -run '^$' -bench Lifecycle ./bench/
+// library: go test -run '^$' -bench Lifecycle ./bench/ (one run of each
+// unless INGESTQ_BENCH_RUNS says more). Beside jobs/s it reports the CPU a
+// job cost the server and the queue clients (this process) while the jobs
+// moved.
 func BenchmarkLifecycle(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -249,22 +252,42 @@ func BenchmarkLifecycle(b *testing.B) {
 	defer srv.Stop()
 	servers := []string{srv.Addr}
 	perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
+	// INGESTQ_BENCH_RUNS: the best of that many runs of the ceiling and of
+	// each lifecycle, as BenchmarkPipeline takes the best of three; the
+	// CPU figures are the means over the runs.
+	runs := envInt("INGESTQ_BENCH_RUNS", 1)
 	for range b.N {
-		ceilingTx, _, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, ungrouped := range []bool{false, true} {
-			jobs, err := Lifecycle(ctx, servers, 2000, perState, ungrouped)
+		var ceilingTx, ceilingCPU float64
+		for range runs {
+			cpu0, _ := ProcessCPU(srv.PID())
+			tx, n, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
 			if err != nil {
 				b.Fatal(err)
+			}
+			cpu1, _ := ProcessCPU(srv.PID())
+			ceilingTx = max(ceilingTx, tx)
+			ceilingCPU += ms(cpu1-cpu0) / (float64(n) / 9) / float64(runs)
+		}
+		b.ReportMetric(ceilingCPU, "ceiling_server_ms/job")
+		for _, ungrouped := range []bool{false, true} {
+			var best, server, client float64
+			for range runs {
+				res, err := LifecycleCPU(ctx, servers, srv.PID(), 2000, perState, ungrouped)
+				if err != nil {
+					b.Fatal(err)
+				}
+				best = max(best, res.JobsPerSecond)
+				server += ms(res.ServerCPU) / float64(runs)
+				client += ms(res.ClientCPU) / float64(runs)
 			}
 			name := "grouped"
 			if ungrouped {
 				name = "ungrouped"
 			}
-			b.ReportMetric(jobs, name+"_jobs/s")
-			b.ReportMetric(jobs/(ceilingTx/9), name+"_ratio")
+			b.ReportMetric(best, name+"_jobs/s")
+			b.ReportMetric(best/(ceilingTx/9), name+"_ratio")
+			b.ReportMetric(server, name+"_server_ms/job")
+			b.ReportMetric(client, name+"_client_ms/job")
 		}
 	}
 }

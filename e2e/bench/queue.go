@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,14 +94,30 @@ func Create(ctx context.Context, servers []string, n int) (float64, error) {
 // Consumer, perState goroutines sharing it. It returns jobs/s. Ungrouped
 // sends each claim and commit as a request of its own (queue.Options).
 func Lifecycle(ctx context.Context, servers []string, n, perState int, ungrouped bool) (float64, error) {
+	res, err := LifecycleCPU(ctx, servers, 0, n, perState, ungrouped)
+	return res.JobsPerSecond, err
+}
+
+// LifecycleResult is what one Lifecycle run measured: its throughput and,
+// over the same time (the jobs' creation aside), the CPU one job cost the
+// server and this process (the queue clients of every state).
+type LifecycleResult struct {
+	JobsPerSecond        float64
+	ServerCPU, ClientCPU time.Duration // per job; 0 when not measured
+}
+
+// LifecycleCPU is Lifecycle measuring the CPU per job of the server whose
+// process is serverPID (none with 0) and of this process.
+func LifecycleCPU(ctx context.Context, servers []string, serverPID, n, perState int, ungrouped bool) (LifecycleResult, error) {
+	var res LifecycleResult
 	r := root("life")
 	admin, err := Connect(ctx, servers, r)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	defer admin.Close()
 	if _, err := Spawn(ctx, admin, n); err != nil {
-		return 0, err
+		return res, err
 	}
 	var clients []*queue.Client
 	defer func() {
@@ -111,7 +128,7 @@ func Lifecycle(ctx context.Context, servers []string, n, perState int, ungrouped
 	for range pipeline {
 		c, err := connect(ctx, servers, r, ungrouped)
 		if err != nil {
-			return 0, err
+			return res, err
 		}
 		clients = append(clients, c)
 	}
@@ -120,6 +137,14 @@ func Lifecycle(ctx context.Context, servers []string, n, perState int, ungrouped
 	var done sync.WaitGroup
 	done.Add(n)
 	var wg sync.WaitGroup
+	cpu := func() (server, client time.Duration) {
+		if serverPID != 0 {
+			server, _ = ProcessCPU(serverPID)
+		}
+		client, _ = ProcessCPU(os.Getpid())
+		return server, client
+	}
+	server0, client0 := cpu()
 	start := time.Now()
 	for i, p := range pipeline {
 		co := clients[i].NewConsumer(p.from, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
@@ -149,12 +174,18 @@ func Lifecycle(ctx context.Context, servers []string, n, perState int, ungrouped
 	case <-finished:
 	case <-ctx.Done():
 		wg.Wait()
-		return 0, context.Cause(ctx)
+		return res, context.Cause(ctx)
 	}
 	elapsed := time.Since(start)
+	server1, client1 := cpu()
 	cancel(nil)
 	wg.Wait()
-	return float64(n) / elapsed.Seconds(), nil
+	res.JobsPerSecond = float64(n) / elapsed.Seconds()
+	if serverPID != 0 {
+		res.ServerCPU = (server1 - server0) / time.Duration(n)
+	}
+	res.ClientCPU = (client1 - client0) / time.Duration(n)
+	return res, nil
 }
 
 // Pickup measures, rounds times, how long a job moved into a state takes

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -46,7 +47,13 @@ func parseTime(s string) *timestamppb.Timestamp {
 	if s == "" {
 		return nil
 	}
-	for _, layout := range []string{TimeLayout, time.RFC3339Nano, time.UnixDate} {
+	layouts := []string{TimeLayout, time.RFC3339Nano, time.UnixDate}
+	if len(s) > 10 && s[10] == 'T' {
+		// RFC 3339, as every history entry's time: no other layout
+		// has a T there, so trying it first changes no result.
+		layouts = layouts[1:]
+	}
+	for _, layout := range layouts {
 		if t, err := time.Parse(layout, s); err == nil {
 			if y := t.UTC().Year(); y < 0 || y > 9999 {
 				return nil
@@ -168,7 +175,8 @@ type jobStatusJSON struct {
 	LastSuccessfulStatus *string `json:"last_successful_status"`
 	RetryCount           int32   `json:"retry_count"`
 	Traceparent          string  `json:"traceparent,omitempty"`
-	// History is []historyJSON, read leniently (decodeHistory).
+	// History is []historyJSON, read leniently (decodeHistory); written
+	// by encodeJobStatus.
 	History        any   `json:"history,omitempty"`
 	HistoryDropped int32 `json:"history_dropped,omitempty"`
 }
@@ -180,38 +188,170 @@ type jobStatusRead struct {
 	HistoryDropped json.RawMessage `json:"history_dropped"`
 }
 
-func encodeJobStatus(s *v1.JobStatus) []byte {
-	w := jobStatusJSON{
-		Status:         JobStateName(s.GetStatus()),
-		LastModified:   formatTime(s.GetLastModified()),
-		Message:        s.GetMessage(),
-		RetryCount:     s.GetRetryCount(),
-		Traceparent:    s.GetTraceparent(),
-		HistoryDropped: s.GetHistoryDropped(),
-	}
-	if h := encodeHistory(s.GetHistory()); h != nil {
-		w.History = h
-	}
-	if ls := s.GetLastSuccessfulStatus(); ls != v1.JobState_JOB_STATE_UNSPECIFIED {
-		n := JobStateName(ls)
-		w.LastSuccessfulStatus = &n
-	}
-	return marshal(w)
+// jobStatusTyped is jobStatusJSON as read when its history is well-formed:
+// one pass of the decoder reads it all (decodeJobStatus).
+type jobStatusTyped struct {
+	jobStatusJSON
+	History        []historyJSON   `json:"history"`
+	HistoryDropped json.RawMessage `json:"history_dropped"`
 }
 
+// encodeJobStatus writes what marshal writes of the jobStatusJSON of s,
+// byte for byte, without reflection: every commit and claim of every job
+// writes a status, its history included (TestJobStatusEncodingMatchesTheWireStruct).
+func encodeJobStatus(s *v1.JobStatus) []byte { return encodeJobStatusReusing(s, nil) }
+
+// encodeJobStatusReusing is encodeJobStatus writing raw[i] for the i-th
+// history entry where raw has it (not nil): those very bytes, as read of
+// an entry that encodes to them (keptEntries).
+func encodeJobStatusReusing(s *v1.JobStatus, raw [][]byte) []byte {
+	hs := s.GetHistory()
+	b := make([]byte, 0, 160+len(s.GetMessage())+len(s.GetTraceparent())+110*len(hs))
+	b = append(b, `{"status":`...)
+	b = appendJSONString(b, JobStateName(s.GetStatus()))
+	b = append(b, `,"last_modified":`...)
+	b = appendJSONString(b, formatTime(s.GetLastModified()))
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, s.GetMessage())
+	b = append(b, `,"last_successful_status":`...)
+	if ls := s.GetLastSuccessfulStatus(); ls != v1.JobState_JOB_STATE_UNSPECIFIED {
+		b = appendJSONString(b, JobStateName(ls))
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"retry_count":`...)
+	b = strconv.AppendInt(b, int64(s.GetRetryCount()), 10)
+	if tp := s.GetTraceparent(); tp != "" {
+		b = append(b, `,"traceparent":`...)
+		b = appendJSONString(b, tp)
+	}
+	if len(hs) > 0 {
+		b = append(b, `,"history":[`...)
+		for i, h := range hs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if i < len(raw) && raw[i] != nil {
+				b = append(b, raw[i]...)
+			} else {
+				b = appendHistoryEntry(b, h)
+			}
+		}
+		b = append(b, ']')
+	}
+	if n := s.GetHistoryDropped(); n != 0 {
+		b = append(b, `,"history_dropped":`...)
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string, escaped as marshal escapes
+// it (encoding/json without HTML escaping): quote, backslash and control
+// characters escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 as \u
+// escapes.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// decodeJobStatus reads a job status. What ingestq writes is scanned
+// (scanStatus); else a status whose every key has its type, its history
+// included, is read in one pass of the decoder; any other takes the
+// lenient way (decodeJobStatusLenient). All three read the same from a
+// status each can read.
 func decodeJobStatus(path string, data []byte) (*v1.JobStatus, error) {
+	if st, ok := scanStatus(data); ok {
+		return jobStatusOf(path, &st.w, st.hist, st.dropped)
+	}
+	return decodeJobStatusTyped(path, data)
+}
+
+// decodeJobStatusTyped is decodeJobStatus through the JSON decoder.
+func decodeJobStatusTyped(path string, data []byte) (*v1.JobStatus, error) {
+	var r jobStatusTyped
+	if json.Unmarshal(data, &r) != nil {
+		return decodeJobStatusLenient(path, data)
+	}
+	var hist []*v1.JobStateChange
+	if r.History != nil {
+		hist = make([]*v1.JobStateChange, 0, len(r.History))
+		for i := range r.History {
+			if h, ok := historyEntry(&r.History[i]); ok {
+				hist = append(hist, h)
+			}
+		}
+	}
+	return jobStatusOf(path, &r.jobStatusJSON, hist, r.HistoryDropped)
+}
+
+// decodeJobStatusLenient reads a job status whose history another writer
+// may have garbled: such an entry is skipped (decodeHistory).
+func decodeJobStatusLenient(path string, data []byte) (*v1.JobStatus, error) {
 	var r jobStatusRead
 	if err := unmarshal(path, data, &r); err != nil {
 		return nil, err
 	}
-	w := r.jobStatusJSON
+	return jobStatusOf(path, &r.jobStatusJSON, decodeHistory(r.History), r.HistoryDropped)
+}
+
+// jobStatusOf is the status w read, with its history hist and the
+// history_dropped member as read.
+func jobStatusOf(path string, w *jobStatusJSON, hist []*v1.JobStateChange, dropped json.RawMessage) (*v1.JobStatus, error) {
 	st, err := ParseJobState(w.Status)
 	if err != nil {
 		return nil, &CorruptError{Path: path, Err: err}
 	}
 	out := &v1.JobStatus{Status: st, LastModified: parseTime(w.LastModified), Message: w.Message, RetryCount: w.RetryCount, Traceparent: w.Traceparent,
-		History: decodeHistory(r.History)}
-	if n, err := strconv.ParseInt(string(r.HistoryDropped), 10, 32); err == nil && n > 0 {
+		History: hist}
+	if n, err := strconv.ParseInt(string(dropped), 10, 32); err == nil && n > 0 {
 		out.HistoryDropped = int32(n)
 	}
 	if w.LastSuccessfulStatus != nil && *w.LastSuccessfulStatus != "" {
@@ -514,9 +654,117 @@ func jsonKeys(v any) map[string]bool {
 // Keys ingestq knows are its own to write or leave out. An old node that
 // is not a JSON object adds nothing.
 func withKeysOf(old, written []byte, known map[string]bool) []byte {
-	if len(old) == 0 || len(written) < 2 || written[len(written)-1] != '}' {
+	if len(old) == 0 || len(written) < 2 || written[len(written)-1] != '}' || !hasOtherKeys(old, known) {
 		return written
 	}
+	return carryKeys(old, written, known)
+}
+
+// hasOtherKeys reports whether old may hold a member whose key is not in
+// known, with one scan of its top level: false only for an object whose
+// every key is known, which is what ingestq reads back of what it wrote,
+// so that a rewrite of it costs no decoding. An escaped key, or anything
+// the scan cannot follow, answers true (carryKeys decides).
+func hasOtherKeys(old []byte, known map[string]bool) bool {
+	i := skipSpace(old, 0)
+	if i >= len(old) || old[i] != '{' {
+		return true
+	}
+	i = skipSpace(old, i+1)
+	if i < len(old) && old[i] == '}' {
+		return false
+	}
+	for {
+		if i >= len(old) || old[i] != '"' {
+			return true
+		}
+		end := i + 1
+		for end < len(old) && old[end] != '"' && old[end] != '\\' {
+			end++
+		}
+		if end >= len(old) || old[end] != '"' || !known[string(old[i+1:end])] {
+			return true
+		}
+		i = skipSpace(old, end+1)
+		if i >= len(old) || old[i] != ':' {
+			return true
+		}
+		if i = skipValue(old, skipSpace(old, i+1)); i < 0 {
+			return true
+		}
+		switch i = skipSpace(old, i); {
+		case i >= len(old):
+			return true
+		case old[i] == '}':
+			return false
+		case old[i] == ',':
+			i = skipSpace(old, i+1)
+		default:
+			return true
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value at b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	start := i
+	for i < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[i])) {
+		i++
+	}
+	if i == start {
+		return -1
+	}
+	return i
+}
+
+// skipString returns the index just past the JSON string at b[i], or -1.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// carryKeys is withKeysOf for an old node that may hold keys not in known.
+func carryKeys(old, written []byte, known map[string]bool) []byte {
 	dec := json.NewDecoder(bytes.NewReader(old))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return written

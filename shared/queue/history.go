@@ -2,11 +2,11 @@ package queue
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -45,23 +45,33 @@ type historyJSON struct {
 	Message   string `json:"message,omitempty"`
 }
 
-func encodeHistory(hs []*v1.JobStateChange) []historyJSON {
-	if len(hs) == 0 {
-		return nil
+// appendHistoryEntry appends h as its historyJSON reads, as marshal
+// writes it (encodeJobStatus).
+func appendHistoryEntry(b []byte, h *v1.JobStateChange) []byte {
+	b = append(b, `{"at":"`...)
+	if h.GetAt() != nil {
+		b = h.GetAt().AsTime().UTC().AppendFormat(b, historyTimeLayout)
 	}
-	out := make([]historyJSON, len(hs))
-	for i, h := range hs {
-		w := historyJSON{To: JobStateName(h.GetTo()), Worker: h.GetWorker(), Message: h.GetMessage(),
-			InStateMs: h.GetInState().AsDuration().Milliseconds()}
-		if h.GetAt() != nil {
-			w.At = h.GetAt().AsTime().UTC().Format(historyTimeLayout)
-		}
-		if h.GetFrom() != v1.JobState_JOB_STATE_UNSPECIFIED {
-			w.From = JobStateName(h.GetFrom())
-		}
-		out[i] = w
+	b = append(b, '"')
+	if h.GetFrom() != v1.JobState_JOB_STATE_UNSPECIFIED {
+		b = append(b, `,"from":`...)
+		b = appendJSONString(b, JobStateName(h.GetFrom()))
 	}
-	return out
+	b = append(b, `,"to":`...)
+	b = appendJSONString(b, JobStateName(h.GetTo()))
+	if w := h.GetWorker(); w != "" {
+		b = append(b, `,"worker":`...)
+		b = appendJSONString(b, w)
+	}
+	if ms := h.GetInState().AsDuration().Milliseconds(); ms != 0 {
+		b = append(b, `,"in_state_ms":`...)
+		b = strconv.AppendInt(b, ms, 10)
+	}
+	if m := h.GetMessage(); m != "" {
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, m)
+	}
+	return append(b, '}')
 }
 
 // decodeHistory reads a status's history leniently: an entry another
@@ -81,22 +91,29 @@ func decodeHistory(raw json.RawMessage) []*v1.JobStateChange {
 		if json.Unmarshal(r, &w) != nil {
 			continue
 		}
-		to, err := ParseJobState(w.To)
-		if err != nil {
-			continue
+		if h, ok := historyEntry(&w); ok {
+			out = append(out, h)
 		}
-		h := &v1.JobStateChange{At: parseTime(w.At), To: to, Worker: w.Worker, Message: w.Message}
-		if w.From != "" {
-			if h.From, err = ParseJobState(w.From); err != nil {
-				continue
-			}
-		}
-		if w.InStateMs > 0 {
-			h.InState = durationpb.New(time.Duration(w.InStateMs) * time.Millisecond)
-		}
-		out = append(out, h)
 	}
 	return out
+}
+
+// historyEntry is the change an entry read says, if its states read.
+func historyEntry(w *historyJSON) (*v1.JobStateChange, bool) {
+	to, err := ParseJobState(w.To)
+	if err != nil {
+		return nil, false
+	}
+	h := &v1.JobStateChange{At: parseTime(w.At), To: to, Worker: w.Worker, Message: w.Message}
+	if w.From != "" {
+		if h.From, err = ParseJobState(w.From); err != nil {
+			return nil, false
+		}
+	}
+	if w.InStateMs > 0 {
+		h.InState = durationpb.New(time.Duration(w.InStateMs) * time.Millisecond)
+	}
+	return h, true
 }
 
 // recordChange appends to next (the status about to be written) the change
@@ -136,9 +153,10 @@ func recordChange(old, next *v1.JobStatus, worker string, now time.Time) *v1.Job
 		hist = hist[drop:]
 		next.HistoryDropped += int32(drop)
 	}
-	for _, e := range hist {
-		out = append(out, proto.Clone(e).(*v1.JobStateChange))
-	}
+	// The entries kept are shared with old, not copied: the queue never
+	// changes an entry once made, and a claim's old status is replaced by
+	// next once written.
+	out = append(out, hist...)
 	next.History = append(out, h)
 	return h
 }

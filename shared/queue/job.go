@@ -339,6 +339,8 @@ type Claim struct {
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	lock       *ownLock // the job's lock node, in the client's lockBook
+	// history is the status's history entries as read (keptEntries).
+	history keptHistory
 	// givenBack tells the consumer that handed out this claim that the job
 	// is free again in its state: a release changes no child of the state
 	// folder, so the folder watch would never bring the job back.
@@ -447,7 +449,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		return nil, fmt.Errorf("reading %s: %w", lockPath, existErr)
 	}
 	data, stat := read[0].data, read[0].stat
-	status, loadErr := decodeJobStatus(statusPath, data)
+	status, historyRaw, loadErr := decodeJobStatusKeeping(statusPath, data)
 	if loadErr == nil && status.GetStatus() != state {
 		// The job moved on; this entry is left over (a non-atomic writer) or
 		// about to vanish. fsck deals with the former.
@@ -500,6 +502,7 @@ func (c *Client) tryClaim(ctx context.Context, sess *session, state JobState, e 
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
 	}
 	c.loadClaim(cl, e, state, status, loadErr, nodes, read)
+	cl.history = keptHistory{of: status, raw: historyRaw}
 	// Locks vanish with their session, which the claim's context follows
 	// already. Only a step that runs long gets a watch on the lock node too,
 	// for an operator removing it by hand: short steps save the read.
@@ -1010,7 +1013,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	if err := cl.readRewritten(ctx, ch); err != nil {
 		return err
 	}
-	statusData := withKeysOf(cl.statusData, encodeJobStatus(next), jobStatusKeys)
+	statusData := withKeysOf(cl.statusData, encodeJobStatusReusing(next, cl.history.entries(cl.statusData, old, next)), jobStatusKeys)
 	statusOp := setOp(cl.c.p.jobStatus(cl.ID()), statusData, cl.version)
 	var guessed map[int]string
 	locks := cl.ownLocks(ch.Unlock)
@@ -1058,6 +1061,7 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	cl.applyData(ch)
 	cl.Job.Status = next
 	cl.statusData = statusData
+	cl.history = keptHistory{}
 	cl.c.changed(cl.ID(), next, added)
 	cl.Job.Priority = prio
 	if keep {

@@ -36,15 +36,27 @@ type requestStats struct {
 	root string
 	mu   sync.Mutex
 	n    map[requestKey]int64
+	// kinds holds each kind of node counted, spelt once: counting an
+	// operation (every one of every multi) allocates nothing.
+	kinds map[string]string
 }
 
 func (s *requestStats) add(op, path string) {
-	k := requestKey{op, manyNodes}
+	var buf [96]byte
+	kind := append(buf[:0], manyNodes...)
 	if path != manyNodes {
-		k.node = s.nodeKind(path)
+		kind = s.appendKind(buf[:0], path)
 	}
 	s.mu.Lock()
-	s.n[k]++
+	if s.kinds == nil {
+		s.kinds = map[string]string{}
+	}
+	name, ok := s.kinds[string(kind)]
+	if !ok {
+		name = string(kind)
+		s.kinds[name] = name
+	}
+	s.n[requestKey{op, name}]++
 	s.mu.Unlock()
 }
 
@@ -68,29 +80,46 @@ func (s *requestStats) snapshot() []RequestCount {
 // every segment that names one item (a job, a batch, a state, an object, a
 // worker) becomes "*".
 func (s *requestStats) nodeKind(path string) string {
-	segs := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, s.root), "/"), "/")
-	for i, seg := range segs {
-		var parent string
-		if i > 0 {
-			parent = segs[i-1]
-		}
+	return string(s.appendKind(nil, path))
+}
+
+// appendKind appends nodeKind(path) to b.
+func (s *requestStats) appendKind(b []byte, path string) []byte {
+	start := len(b)
+	rest := strings.TrimPrefix(strings.TrimPrefix(path, s.root), "/")
+	var first, parent, grand string // segments as written into b
+	for i := 0; ; i++ {
+		seg, tail, more := strings.Cut(rest, "/")
+		out := seg
 		switch {
 		case strings.HasPrefix(seg, "jid") || strings.HasPrefix(seg, "bid"):
 			if len(seg) > 3 { // not the sequence prefix "jobs/jid" itself
-				segs[i] = "*"
+				out = "*"
 			}
 		case parent == "states" || parent == "batch-uuids" || parent == "workers" || parent == "counters" ||
-			parent == "local-ids" || parent == "console-sessions" || (i == 2 && segs[0] == "locks"):
-			segs[i] = "*"
-		case i >= 2 && parent == "*" && (segs[i-2] == "states" || segs[i-2] == "local-ids"):
-			segs[i] = "*" // a state-folder entry, a batch's job reference, a local id
+			parent == "local-ids" || parent == "console-sessions" || (i == 2 && first == "locks"):
+			out = "*"
+		case i >= 2 && parent == "*" && (grand == "states" || grand == "local-ids"):
+			out = "*" // a state-folder entry, a batch's job reference, a local id
 		}
+		if i > 0 {
+			b = append(b, '/')
+		}
+		b = append(b, out...)
+		if i == 0 {
+			first = out
+		}
+		grand, parent = parent, out
+		if !more {
+			break
+		}
+		rest = tail
 	}
-	if kind := strings.Join(segs, "/"); kind != "" {
-		return kind
+	if len(b) == start {
+		// The root itself: a label value of "" reads as no label in Prometheus.
+		b = append(b, '/')
 	}
-	// The root itself: a label value of "" reads as no label in Prometheus.
-	return "/"
+	return b
 }
 
 // manyNodes is the node kind of a request that names no one node (a
@@ -157,7 +186,7 @@ func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 			c.stats.add("multi.check", op.Path)
 		}
 	}
-	return c.Conn.Multi(ops...)
+	return multiWrite(c.Conn, ops)
 }
 
 // MultiRead reads paths in one request (see multiRead); it counts once as

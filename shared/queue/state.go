@@ -64,6 +64,15 @@ var jobStateNames = map[JobState]string{
 	Notify: "Notify", Completed: "Completed", Failed: "Failed", Deleted: "Deleted",
 }
 
+// jobStatesByName is jobStateNames the other way round.
+var jobStatesByName = func() map[string]JobState {
+	m := make(map[string]JobState, len(jobStateNames))
+	for st, n := range jobStateNames {
+		m[n] = st
+	}
+	return m
+}()
+
 var batchStateNames = map[BatchState]string{
 	BatchPending: "Pending", BatchHeld: "Held", BatchProcessing: "Processing",
 	BatchReporting: "Reporting", BatchUpdateReporting: "UpdateReporting",
@@ -89,6 +98,11 @@ func BatchStateName(s BatchState) string {
 // ParseJobState reads a job state as written in ZooKeeper or as typed by an
 // operator: "Pending", "pending" and "JOB_STATE_PENDING" all work.
 func ParseJobState(s string) (JobState, error) {
+	// The spelling ingestq writes, found at once: every status read holds
+	// a few (its history's).
+	if st, ok := jobStatesByName[s]; ok {
+		return st, nil
+	}
 	for st, n := range jobStateNames {
 		if strings.EqualFold(s, n) || s == st.String() {
 			return st, nil

@@ -1,0 +1,190 @@
+package queue
+
+import (
+	"encoding/binary"
+	"fmt"
+	_ "unsafe" // go:linkname
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A multi is what every claim and commit sends. go-zookeeper's Multi
+// encodes each operation and decodes each answer by reflection, which cost
+// a stage's client more than building the operations; multiWrite sends the
+// same request through the same path (zkRequest, as multiRead does) with
+// its wire format (jute) written and read directly, and answers as Multi
+// answers (TestMultiWriteAnswersAsTheLibrarysMulti).
+
+// ZooKeeper's operation codes of a multi.
+const (
+	opCodeCreate  = 1
+	opCodeDelete  = 2
+	opCodeSetData = 5
+	opCodeCheck   = 13
+	opCodeMulti   = 14
+)
+
+// zkErrCodeToError is go-zookeeper's ErrCode.toError: the error its Multi
+// gives an operation's code (nil for 0). The signature is that of
+// go-zookeeper v1.0.4, as zkRequest's.
+//
+//go:linkname zkErrCodeToError github.com/go-zookeeper/zk.ErrCode.toError
+func zkErrCodeToError(code zk.ErrCode) error
+
+// multiWrite is conn.Multi(ops...).
+func multiWrite(conn *zk.Conn, ops []any) ([]zk.MultiResponse, error) {
+	for _, op := range ops {
+		switch op.(type) {
+		case *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest, *zk.CheckVersionRequest:
+		default:
+			return nil, fmt.Errorf("unknown operation type %T", op)
+		}
+	}
+	res := &multiWriteResponse{}
+	_, err := zkRequest(conn, opCodeMulti, &multiWriteRequest{ops: ops}, res, nil)
+	if err == zk.ErrConnectionClosed {
+		return nil, err
+	}
+	out := make([]zk.MultiResponse, len(res.ops))
+	for i, op := range res.ops {
+		out[i] = zk.MultiResponse{Stat: op.stat, String: op.path, Error: zkErrCodeToError(op.code)}
+	}
+	return out, err
+}
+
+type multiWriteRequest struct{ ops []any }
+
+// Encode writes the request: per operation a header (type, done false,
+// error -1) and the operation; then the header that ends the list (type
+// -1, done true, error -1).
+func (r *multiWriteRequest) Encode(buf []byte) (int, error) {
+	b := buf[:0:len(buf)]
+	header := func(typ int32, done bool) {
+		b = binary.BigEndian.AppendUint32(b, uint32(typ))
+		if done {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+	}
+	str := func(s string) {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	data := func(d []byte) {
+		if d == nil {
+			b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+			return
+		}
+		b = binary.BigEndian.AppendUint32(b, uint32(len(d)))
+		b = append(b, d...)
+	}
+	i32 := func(v int32) { b = binary.BigEndian.AppendUint32(b, uint32(v)) }
+	for _, op := range r.ops {
+		switch op := op.(type) {
+		case *zk.CreateRequest:
+			header(opCodeCreate, false)
+			str(op.Path)
+			data(op.Data)
+			i32(int32(len(op.Acl)))
+			for _, a := range op.Acl {
+				i32(a.Perms)
+				str(a.Scheme)
+				str(a.ID)
+			}
+			i32(op.Flags)
+		case *zk.SetDataRequest:
+			header(opCodeSetData, false)
+			str(op.Path)
+			data(op.Data)
+			i32(op.Version)
+		case *zk.DeleteRequest:
+			header(opCodeDelete, false)
+			str(op.Path)
+			i32(op.Version)
+		case *zk.CheckVersionRequest:
+			header(opCodeCheck, false)
+			str(op.Path)
+			i32(op.Version)
+		default:
+			return 0, fmt.Errorf("unknown operation type %T", op)
+		}
+	}
+	header(-1, true)
+	if len(b) > len(buf) {
+		// Appending outgrew buf (and left it): the request does not fit.
+		return 0, zk.ErrShortBuffer
+	}
+	return len(b), nil
+}
+
+type multiWriteResponse struct{ ops []multiWriteResult }
+
+// multiWriteResult is one operation's answer: the path created, the stat
+// set, or its error code.
+type multiWriteResult struct {
+	path string
+	stat *zk.Stat
+	code zk.ErrCode
+}
+
+// Decode reads the answer: per operation a header and its answer (an
+// error code, a path created, a stat set, or nothing for a delete or a
+// check); a header marked done ends it. Its error is the first
+// operation's that failed, as go-zookeeper's.
+func (r *multiWriteResponse) Decode(buf []byte) (int, error) {
+	n := 0
+	var first error
+	need := func(k int) error {
+		if k < 0 || len(buf)-n < k {
+			return zk.ErrShortBuffer
+		}
+		return nil
+	}
+	for {
+		if err := need(9); err != nil {
+			return n, err
+		}
+		typ, done := int32(binary.BigEndian.Uint32(buf[n:])), buf[n+4] != 0
+		n += 9
+		if done {
+			return n, first
+		}
+		var res multiWriteResult
+		switch typ {
+		case opCodeError:
+			if err := need(4); err != nil {
+				return n, err
+			}
+			res.code = zk.ErrCode(int32(binary.BigEndian.Uint32(buf[n:])))
+			n += 4
+		case opCodeCreate:
+			if err := need(4); err != nil {
+				return n, err
+			}
+			size := int(int32(binary.BigEndian.Uint32(buf[n:])))
+			n += 4
+			if size > 0 {
+				if err := need(size); err != nil {
+					return n, err
+				}
+				res.path = string(buf[n : n+size])
+				n += size
+			}
+		case opCodeSetData:
+			if err := need(statBytes); err != nil {
+				return n, err
+			}
+			res.stat = decodeStat(buf[n : n+statBytes])
+			n += statBytes
+		case opCodeCheck, opCodeDelete:
+		default:
+			return n, zk.ErrAPIError
+		}
+		r.ops = append(r.ops, res)
+		if first == nil && res.code != 0 {
+			first = zkErrCodeToError(res.code)
+		}
+	}
+}
