@@ -308,6 +308,9 @@ type Claim struct {
 	// LoadErr is set when a node of the job is unreadable (another writer
 	// broke it). The job can still be failed through the claim.
 	LoadErr error
+	// statusErr is why the status node is unreadable (an operator's claim
+	// of such a job: claimJob); the claim's state is its entry's.
+	statusErr error
 
 	from    JobState        // state when claimed
 	pick    uint64          // its consumer's pick number (InOrder)
@@ -532,7 +535,7 @@ func (c *Client) newClaim(sess *session, state JobState, e entry, version int32)
 
 // loadClaim gives cl the job as read (its status first, then nodes).
 func (c *Client) loadClaim(cl *Claim, e entry, state JobState, status *v1.JobStatus, loadErr error, nodes []string, read []dataStat) {
-	cl.Job, cl.LoadErr = &v1.Job{Id: e.jid, Priority: e.priority, Status: status}, loadErr
+	cl.Job, cl.LoadErr, cl.statusErr = &v1.Job{Id: e.jid, Priority: e.priority, Status: status}, loadErr, loadErr
 	if status == nil {
 		cl.Job.Status = &v1.JobStatus{Status: state}
 	}

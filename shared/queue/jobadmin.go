@@ -17,11 +17,28 @@ import (
 // is no such job. Admin actions go through it, so they are fenced exactly
 // like a stage's step.
 func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
+	return c.claimJob(ctx, jid, false)
+}
+
+// claimJob is ClaimJob; with unreadable, a job whose status node cannot be
+// decoded is claimed too, in the state its one entry names (the claim's
+// statusErr says why): an operator can then fail or delete it. Its claim
+// is fenced as any other: taking the lock rewrites the status as read, so
+// a live session's lock refuses it and a status changed since the read
+// does too.
+func (c *Client) claimJob(ctx context.Context, jid string, unreadable bool) (*Claim, error) {
 	if !ValidJobID(jid) {
 		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", ErrInvalid, jid)
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		st, err := c.JobStatus(ctx, jid)
+		if unreadable && errors.Is(err, ErrCorrupt) {
+			cl, cerr := c.claimUnreadable(ctx, jid, err)
+			if errors.Is(cerr, errStale) {
+				continue
+			}
+			return cl, cerr
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -46,6 +63,46 @@ func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
 		return cl, err
 	}
 	return nil, fmt.Errorf("job %s: %w: it keeps changing state", jid, ErrLocked)
+}
+
+// claimUnreadable claims a job whose status could not be decoded (why),
+// in the state of its one entry.
+func (c *Client) claimUnreadable(ctx context.Context, jid string, why error) (*Claim, error) {
+	var (
+		found []entry
+		in    []JobState
+	)
+	for _, s := range jobStates {
+		names, _, err := c.children(ctx, c.p.jobStateDir(s))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("listing %s: %w", JobStateName(s), err)
+		}
+		for _, n := range names {
+			if pr, id, ok := parseEntry(n); ok && id == jid {
+				found, in = append(found, entry{name: n, priority: pr, jid: jid}), append(in, s)
+			}
+		}
+	}
+	if len(found) != 1 {
+		names := make([]string, len(in))
+		for i, s := range in {
+			names[i] = JobStateName(s)
+		}
+		return nil, fmt.Errorf("%w; it has %d state entries (%s), so its state is unknown: run fsck", why, len(found), strings.Join(names, ", "))
+	}
+	cl, err := c.claimEntry(ctx, in[0], found[0], PartsAll, true)
+	switch {
+	case errors.Is(err, errBusy):
+		return nil, fmt.Errorf("job %s (%s, status unreadable): %w", jid, JobStateName(in[0]), ErrLocked)
+	case err != nil:
+		return nil, err
+	}
+	if cl.statusErr == nil {
+		// Mended since it was read: claimed as any job is.
+		cl.Release(context.WithoutCancel(ctx))
+		return nil, errStale
+	}
+	return cl, nil
 }
 
 // findEntry locates a job's entry in its state folder: by its priority node
@@ -81,9 +138,15 @@ func (c *Client) findEntry(ctx context.Context, s JobState, jid string) (entry, 
 
 // moveJob claims a job, checks it is in one of want, and commits ch.
 func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch func(*Claim) (Change, error)) (*v1.Job, error) {
-	cl, err := c.ClaimJob(ctx, jid)
+	cl, err := c.claimJob(ctx, jid, true)
 	if err != nil {
 		return nil, err
+	}
+	if cl.statusErr != nil && len(want) > 0 {
+		// Only a failure (no want: the state table decides) may rewrite a
+		// status nobody can read.
+		cl.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("job %s: %w: its status is unreadable, so it can only be failed or deleted", jid, ErrCorrupt)
 	}
 	ok := len(want) == 0
 	for _, s := range want {
@@ -98,6 +161,9 @@ func (c *Client) moveJob(ctx context.Context, jid string, want []JobState, ch fu
 		return nil, fmt.Errorf("job %s is %s, not %s: %w", jid, JobStateName(cl.from), strings.Join(names, " or "), ErrWrongState)
 	}
 	change, err := ch(cl)
+	if err == nil && cl.statusErr != nil && change.To != Failed {
+		err = fmt.Errorf("job %s: %w: its status is unreadable, so it can only be failed or deleted", jid, ErrCorrupt)
+	}
 	if err == nil {
 		_, err = c.pinBatch(ctx, cl, change.To)
 	}
@@ -176,7 +242,7 @@ func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.Batc
 // reference to batch-deleted. Deleting a job whose batch is still open needs
 // force: its depositor will never hear of it.
 func (c *Client) deleteJob(ctx context.Context, jid string, force bool) error {
-	cl, err := c.ClaimJob(ctx, jid)
+	cl, err := c.claimJob(ctx, jid, true)
 	if err != nil {
 		return err
 	}
@@ -186,6 +252,10 @@ func (c *Client) deleteJob(ctx context.Context, jid string, force bool) error {
 		}
 	}()
 	if err := checkJobMove(jid, cl.from, Deleted); err != nil {
+		if cl.statusErr != nil {
+			return fmt.Errorf("job %s: its status is unreadable and its entry says %s, not Failed or Held: %w: fail it first",
+				jid, JobStateName(cl.from), ErrWrongState)
+		}
 		return fmt.Errorf("job %s is %s, not Failed or Held: %w", jid, JobStateName(cl.from), ErrWrongState)
 	}
 	// The batch's state decides (an open batch needs force), and its

@@ -51,7 +51,8 @@ func (c *Client) Backend(core.Key) *core.Backend {
 		},
 		MoveJob: func(ctx context.Context, jid string, want []JobState, decide func(core.Claimed) (core.Move, error)) (*v1.Job, error) {
 			return c.moveJob(ctx, jid, want, func(cl *Claim) (Change, error) {
-				m, err := decide(core.Claimed{From: cl.from, Job: cl.Job, HasStore: cl.present[nodeStore], HasInventory: cl.present[nodeInventory]})
+				m, err := decide(core.Claimed{From: cl.from, Job: cl.Job, HasStore: cl.present[nodeStore], HasInventory: cl.present[nodeInventory],
+					StatusErr: cl.statusErr})
 				return Change{To: m.To, Message: m.Message}, err
 			})
 		},

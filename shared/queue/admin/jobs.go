@@ -26,13 +26,20 @@ func (t *Tools) ReleaseJob(ctx context.Context, jid, message string) (*v1.Job, e
 }
 
 // FailJob fails a job that is waiting between steps (the state table decides
-// which states may fail).
+// which states may fail). A job whose status node is unreadable (garbled by
+// another writer) is failed from the state its entry names, unless a live
+// worker holds its lock: its status is written anew, its message saying
+// what was unreadable (the garbled bytes are not kept).
 func (t *Tools) FailJob(ctx context.Context, jid, message string) (*v1.Job, error) {
 	return t.b.MoveJob(ctx, jid, nil, func(cl core.Claimed) (core.Move, error) {
 		if err := t.b.CheckJobMove(jid, cl.From, queue.Failed); err != nil {
 			return core.Move{}, err
 		}
-		return core.Move{To: queue.Failed, Message: orDefault(message, "failed by an operator")}, nil
+		msg := orDefault(message, "failed by an operator")
+		if cl.StatusErr != nil {
+			msg = fmt.Sprintf("%s (its status was unreadable and was written anew: %s)", msg, t.b.Truncate(cl.StatusErr.Error(), 200))
+		}
+		return core.Move{To: queue.Failed, Message: msg}, nil
 	})
 }
 
@@ -106,7 +113,9 @@ func orDefault(s, def string) string {
 
 // DeleteJob removes a failed or held job's nodes and moves its batch
 // reference to batch-deleted. Deleting a job whose batch is still open needs
-// force: its depositor will never hear of it.
+// force: its depositor will never hear of it. A job whose status node is
+// unreadable is deleted when its state entry is Failed or Held and no live
+// worker holds its lock (FailJob it first otherwise).
 func (t *Tools) DeleteJob(ctx context.Context, jid string, force bool) error {
 	return t.b.DeleteJob(ctx, jid, force)
 }

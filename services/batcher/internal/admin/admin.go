@@ -7,6 +7,7 @@ package admin
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -381,14 +382,21 @@ func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobReq
 	return &v1.ReprioritizeJobResponse{Job: j}, nil
 }
 
-// DeleteJob removes a failed or held job and its working directory.
+// DeleteJob removes a failed or held job and its working directory. A job
+// whose nodes are unreadable is deleted all the same (the queue decides
+// whether it may be), but where its working directory is cannot be known:
+// it is left in place.
 func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.DeleteJobResponse, error) {
-	j, err := s.Queue.GetJob(ctx, req.GetJobId())
-	if err != nil {
-		return nil, rpcerr.FromQueue(err)
+	j, readErr := s.Queue.GetJob(ctx, req.GetJobId())
+	if readErr != nil && !errors.Is(readErr, queue.ErrCorrupt) {
+		return nil, rpcerr.FromQueue(readErr)
 	}
 	if err := s.tools().DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
 		return nil, rpcerr.FromQueue(err)
+	}
+	if readErr != nil {
+		s.Logger.WarnContext(ctx, "deleted a job whose nodes were unreadable: its working directory, if any, is left in place",
+			"job_id", req.GetJobId(), "error", readErr.Error())
 	}
 	dir := queue.JobWorkingDir(s.Root.Dir(), j)
 	s.removeDir(ctx, dir)

@@ -135,6 +135,9 @@ type Claimed struct {
 	From                   v1.JobState
 	Job                    *v1.Job
 	HasStore, HasInventory bool
+	// StatusErr is why the job's status is unreadable (From is then its
+	// state entry's); such a job may only be failed.
+	StatusErr error
 }
 
 // Move is where an operator's move takes a job, and the message it leaves.

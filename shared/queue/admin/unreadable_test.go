@@ -1,0 +1,121 @@
+package admin
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
+)
+
+// garbledStatus is what a broken peer or a damaged restore leaves in a
+// job's status node.
+const garbledStatus = `{"status":"Downl`
+
+// TestAnOperatorFailsThenDeletesAJobWhoseStatusIsUnreadable garbles the
+// status of a job in Downloading: fsck names it, deleting it while its
+// entry is live is refused, failing it writes a readable status whose
+// message says the old one was unreadable, and deleting it then removes
+// its nodes and entry and moves its batch reference, leaving fsck clean.
+// A second garbled job, already Failed by its entry, is deleted at once.
+func TestAnOperatorFailsThenDeletesAJobWhoseStatusIsUnreadable(t *testing.T) {
+	c, a := newTools(t)
+	raw := foreignWriter(t)
+	ctx := testCtx(t)
+	bid, jids := spawn(t, c, 3, 5)
+	live, failed := jids[0], jids[1]
+	for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
+		queuetest.Move(t, c, live, queue.Change{To: s})
+	}
+	queuetest.Move(t, c, failed, queue.Change{To: queue.Failed, Message: "gave up"})
+	for _, jid := range []string{live, failed} {
+		writeRaw(t, raw, a.b.Paths.JobStatus(jid), garbledStatus)
+	}
+	_, kinds := fsckKinds(t, a, false)
+	for _, jid := range []string{live, failed} {
+		if strings.Join(kinds[jid], ",") != DamageStatusUnreadable {
+			t.Fatalf("fsck on %s: %v, want %s", jid, kinds[jid], DamageStatusUnreadable)
+		}
+	}
+
+	if _, err := a.HoldJob(ctx, live, ""); !errors.Is(err, queue.ErrCorrupt) {
+		t.Errorf("holding a job whose status is unreadable: %v, want ErrCorrupt", err)
+	}
+	err := a.DeleteJob(ctx, live, true)
+	if !errors.Is(err, queue.ErrWrongState) || !strings.Contains(err.Error(), "status is unreadable and its entry says Downloading") ||
+		!strings.Contains(err.Error(), "fail it first") {
+		t.Fatalf("deleting an unreadable job whose entry is Downloading: %v, want a refusal saying to fail it first", err)
+	}
+	if got := nodeData(t, a, a.b.Paths.JobStatus(live)); got != garbledStatus {
+		t.Fatalf("the refused deletion left the status as %q", got)
+	}
+
+	j, err := a.FailJob(ctx, live, "restored from a damaged backup")
+	if err != nil {
+		t.Fatalf("FailJob of a job whose status is unreadable: %v", err)
+	}
+	st := wantFailedWith(t, c, live, "restored from a damaged backup (its status was unreadable and was written anew: ")
+	if strings.Contains(st.GetMessage(), garbledStatus) || j.GetStatus().GetStatus() != queue.Failed {
+		t.Errorf("failed job: %v, message %q (the garbled bytes stay out of it)", j.GetStatus(), st.GetMessage())
+	}
+	if err := a.DeleteJob(ctx, live, true); err != nil {
+		t.Fatalf("DeleteJob after FailJob: %v", err)
+	}
+	if err := a.DeleteJob(ctx, failed, true); err != nil {
+		t.Fatalf("DeleteJob of an unreadable job whose entry is Failed: %v", err)
+	}
+	for _, jid := range []string{live, failed} {
+		if exists(t, a, a.b.Paths.Job(jid)) {
+			t.Errorf("job %s still has its node", jid)
+		}
+		if !exists(t, a, a.b.Paths.BatchRef(bid, a.b.Names.FolderDeleted, jid)) {
+			t.Errorf("job %s has no reference in its batch's deleted folder", jid)
+		}
+	}
+	for _, s := range queue.JobStates() {
+		for _, jid := range []string{live, failed} {
+			if names, _, err := a.b.Children(ctx, a.b.Paths.JobStateDir(s)); err == nil {
+				for _, n := range names {
+					if strings.HasSuffix(n, "-"+jid) {
+						t.Errorf("job %s left entry %s in %s", jid, n, queue.JobStateName(s))
+					}
+				}
+			}
+		}
+	}
+	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
+		t.Errorf("fsck after the operator's fix: %+v", rep.Damages)
+	}
+}
+
+// TestAnUnreadableJobALiveWorkerHoldsIsNotFailedOrDeleted garbles the
+// status of a job a worker of another session has claimed: failing and
+// deleting it are refused as locked, and the job is left as it was.
+func TestAnUnreadableJobALiveWorkerHoldsIsNotFailedOrDeleted(t *testing.T) {
+	c, a := newTools(t)
+	raw := foreignWriter(t)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, 5)
+	jid := jids[0]
+	queuetest.Move(t, c, jid, queue.Change{To: queue.Failed, Message: "gave up"})
+	worker := queuetest.Connect(t, c.Root())
+	cl := queuetest.Claim(t, worker, jid)
+	defer cl.Release(ctx)
+	writeRaw(t, raw, a.b.Paths.JobStatus(jid), garbledStatus)
+
+	_, err := a.FailJob(ctx, jid, "")
+	if !errors.Is(err, queue.ErrLocked) || !strings.Contains(err.Error(), "status unreadable") {
+		t.Errorf("FailJob of an unreadable job a worker holds: %v, want ErrLocked naming the unreadable status", err)
+	}
+	err = a.DeleteJob(ctx, jid, true)
+	if !errors.Is(err, queue.ErrLocked) || !strings.Contains(err.Error(), "status unreadable") {
+		t.Errorf("DeleteJob of an unreadable job a worker holds: %v, want ErrLocked naming the unreadable status", err)
+	}
+	if got := nodeData(t, a, a.b.Paths.JobStatus(jid)); got != garbledStatus {
+		t.Errorf("status after the refusals: %q", got)
+	}
+	if !exists(t, a, a.b.Paths.JobLock(jid)) {
+		t.Error("the worker's lock is gone")
+	}
+}
