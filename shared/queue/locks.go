@@ -97,7 +97,8 @@ func (c *Client) LockInventory(ctx context.Context, ark string) (*ObjectLock, er
 }
 
 // LockLocalID takes /locks/localid/<local id>_<owner> while the ARK of an
-// owner's local id is looked up or minted: Merritt's ingest service takes
+// owner's local id is looked up or minted (ingestq's processor holds it on
+// until the job leaves Processing: Change.Unlock): Merritt's ingest service takes
 // the same node (the peer library's lockObjectLocalID, named after the
 // local id and the owner's ARK), so that neither mints a second ARK for a
 // local id the other is minting one for. The node is ephemeral and empty.

@@ -80,7 +80,7 @@ func (p *Processor) Handle(ctx context.Context, claim stage.Claim) stage.Outcome
 // outcome is a step's outcome once its error, if any, is sorted: a lost
 // job is released, a failure fails the job, anything else is tried again.
 // The object locks the step holds (unlock) go with the outcome's commit,
-// or after it if it does not happen; a released job's now.
+// or after it if it does not happen; a released job's at once.
 func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome, err error, unlock []*queue.ObjectLock) stage.Outcome {
 	if err == nil {
 		return out
@@ -137,7 +137,7 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (_ stage.Out
 	}
 	ark, locks, err := p.identify(ctx, claim)
 	if errors.Is(err, queue.ErrLocked) {
-		p.logger().InfoContext(ctx, "a local id of the job is being looked up or minted elsewhere; waiting", "error", err)
+		p.logger().InfoContext(ctx, "a local id of the job is locked elsewhere (looked up, minted, or its job in Processing); waiting", "error", err)
 		return stage.Wait(p.lockRetry(), queue.Change{}), nil, nil
 	}
 	if err != nil {
@@ -147,8 +147,8 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (_ stage.Out
 	return out, locks, err
 }
 
-// describe writes the system files of the job's object, now named ark,
-// and its storage manifest; the job's commit releases unlock.
+// describe writes the system files of the job's object, named ark by
+// identify, and its storage manifest; the job's commit releases unlock.
 func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark string, declared *v1.Manifest, unlock []*queue.ObjectLock) (stage.Outcome, error) {
 	job := claim.Data()
 	conf := job.GetConfiguration()
