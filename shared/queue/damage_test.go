@@ -4,9 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -15,29 +13,6 @@ import (
 // go-zookeeper session of its own, and check that the queue ends the job
 // with a message (or holds it for an operator); package admin's check that
 // fsck names it.
-
-// foreignWriter is a plain ZooKeeper session, as another program's.
-func foreignWriter(t *testing.T) *zk.Conn {
-	t.Helper()
-	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return conn
-}
-
-// writeRaw sets a node, or creates it (persistent) when missing.
-func writeRaw(t *testing.T, conn *zk.Conn, p, data string) {
-	t.Helper()
-	_, err := conn.Set(p, []byte(data), -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		_, err = conn.Create(p, []byte(data), 0, zk.WorldACL(zk.PermAll))
-	}
-	if err != nil {
-		t.Fatalf("writing %s: %v", p, err)
-	}
-}
 
 func wantFailedWith(t *testing.T, c *Client, jid, msg string) *v1.JobStatus {
 	t.Helper()
@@ -55,9 +30,9 @@ func TestAJobLockNoSessionHoldsIsFailedWhenTheClaimFindsItByItsWrite(t *testing.
 	// A consumer that rarely meets locked jobs tries the lock's create
 	// without looking first: the failed create leads to the same end.
 	c := newClient(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	_, jids := spawn(t, c, 1, 5)
-	writeRaw(t, raw, c.p.jobLock(jids[0]), "")
+	zktest.WriteNode(t, raw, c.p.jobLock(jids[0]), "")
 	_, err := c.claimEntry(testCtx(t), Pending, entry{name: entryName(5, jids[0]), priority: 5, jid: jids[0]}, 0, false)
 	if !errors.Is(err, errStale) {
 		t.Errorf("claim: %v, want the entry stale (its job failed)", err)
@@ -67,13 +42,13 @@ func TestAJobLockNoSessionHoldsIsFailedWhenTheClaimFindsItByItsWrite(t *testing.
 
 func TestAHeldJobWithALockNoSessionHoldsStaysHeldForItsOperator(t *testing.T) {
 	c := newClient(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	_, jids := spawn(t, c, 1, 5)
 	ctx := testCtx(t)
 	if _, err := operatorOf(c).HoldJob(ctx, jids[0], "checking rights"); err != nil {
 		t.Fatal(err)
 	}
-	writeRaw(t, raw, c.p.jobLock(jids[0]), "")
+	zktest.WriteNode(t, raw, c.p.jobLock(jids[0]), "")
 	// The operator's release finds the lock: it is removed, and the
 	// release goes through.
 	j, err := operatorOf(c).ReleaseJob(ctx, jids[0], "")

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -18,47 +17,6 @@ import (
 // These tests damage the tree as another writer would, through a plain
 // go-zookeeper session of its own, and check that the queue ends the job
 // with a message (or holds it for an operator) and that fsck names it.
-
-// foreignWriter is a plain ZooKeeper session, as another program's.
-func foreignWriter(t *testing.T) *zk.Conn {
-	t.Helper()
-	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return conn
-}
-
-// writeRaw sets a node, or creates it (persistent) when missing.
-func writeRaw(t *testing.T, conn *zk.Conn, p, data string) {
-	t.Helper()
-	_, err := conn.Set(p, []byte(data), -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		_, err = conn.Create(p, []byte(data), 0, zk.WorldACL(zk.PermAll))
-	}
-	if err != nil {
-		t.Fatalf("writing %s: %v", p, err)
-	}
-}
-
-// deleteTree removes p and everything below it, as a careless tool would.
-func deleteTree(t *testing.T, conn *zk.Conn, p string) {
-	t.Helper()
-	children, _, err := conn.Children(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ch := range children {
-		deleteTree(t, conn, p+"/"+ch)
-	}
-	if err := conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		t.Fatal(err)
-	}
-}
 
 func exists(t *testing.T, a *Tools, p string) bool {
 	t.Helper()
@@ -97,10 +55,10 @@ func wantFailedWith(t *testing.T, c *queue.Client, jid, msg string) *v1.JobStatu
 
 func TestAJobLockNoSessionHoldsIsFailedByTheConsumerThatMeetsIt(t *testing.T) {
 	c, a := newTools(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	bid, jids := spawn(t, c, 2, 5)
 	// A lock written as a persistent node: no session's end will remove it.
-	writeRaw(t, raw, a.b.Paths.JobLock(jids[0]), "")
+	zktest.WriteNode(t, raw, a.b.Paths.JobLock(jids[0]), "")
 
 	ctx, cancel := context.WithTimeout(testCtx(t), 30*time.Second)
 	defer cancel()
@@ -127,10 +85,10 @@ func TestAJobLockNoSessionHoldsIsFailedByTheConsumerThatMeetsIt(t *testing.T) {
 
 func TestFsckReportsAndRepairsAJobLockNoSessionHolds(t *testing.T) {
 	c, a := newTools(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	_, jids := spawn(t, c, 1, 5)
 	queuetest.Move(t, c, jids[0], queue.Change{To: queue.Estimating})
-	writeRaw(t, raw, a.b.Paths.JobLock(jids[0]), "")
+	zktest.WriteNode(t, raw, a.b.Paths.JobLock(jids[0]), "")
 	_, kinds := fsckKinds(t, a, false)
 	if strings.Join(kinds[jids[0]], ",") != DamageLockNotEphemeral {
 		t.Fatalf("fsck: %v", kinds)
@@ -150,11 +108,11 @@ func TestFsckReportsAndRepairsAJobLockNoSessionHolds(t *testing.T) {
 
 func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testing.T) {
 	c, a := newTools(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	_, jids := spawn(t, c, 3, 7)
 	ctx := testCtx(t)
 	for _, jid := range jids {
-		writeRaw(t, raw, a.b.Paths.JobNode(jid, a.b.Names.NodePriority), "abc")
+		zktest.WriteNode(t, raw, a.b.Paths.JobNode(jid, a.b.Names.NodePriority), "abc")
 	}
 	j, err := c.GetJob(ctx, jids[0])
 	if err != nil {
@@ -211,9 +169,9 @@ func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testin
 
 func TestAStepOfAJobWhoseBatchIsGoneFailsTheJobInsteadOfGoingOn(t *testing.T) {
 	c, a := newTools(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	bid, jids := spawn(t, c, 2, 5)
-	deleteTree(t, raw, a.b.Paths.Batch(bid))
+	zktest.DeleteTree(t, raw, a.b.Paths.Batch(bid))
 	ctx := testCtx(t)
 
 	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1, Parts: queue.PartConfiguration})
@@ -281,7 +239,7 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, a := newTools(t)
-			raw := foreignWriter(t)
+			raw := zktest.RawConn(t)
 			bid, jids := spawn(t, c, 1, 5)
 			jid := jids[0]
 			ctx := testCtx(t)
@@ -307,7 +265,7 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 				}
 			}
 			// The other writer rewrites the status alone.
-			writeRaw(t, raw, a.b.Paths.JobStatus(jid), string(encodeStatus(a, &v1.JobStatus{Status: tc.forged, LastModified: a.b.NowStamp(),
+			zktest.WriteNode(t, raw, a.b.Paths.JobStatus(jid), string(encodeStatus(a, &v1.JobStatus{Status: tc.forged, LastModified: a.b.NowStamp(),
 				Message: "forged", LastSuccessfulStatus: queue.Notify})))
 			_, kinds := fsckKinds(t, a, false)
 			if !slices.Contains(kinds[jid], DamageStatusMismatch) {

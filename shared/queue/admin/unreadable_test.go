@@ -7,6 +7,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/zktest"
 )
 
 // garbledStatus is what a broken peer or a damaged restore leaves in a
@@ -21,7 +22,7 @@ const garbledStatus = `{"status":"Downl`
 // A second garbled job, already Failed by its entry, is deleted at once.
 func TestAnOperatorFailsThenDeletesAJobWhoseStatusIsUnreadable(t *testing.T) {
 	c, a := newTools(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	ctx := testCtx(t)
 	bid, jids := spawn(t, c, 3, 5)
 	live, failed := jids[0], jids[1]
@@ -30,7 +31,7 @@ func TestAnOperatorFailsThenDeletesAJobWhoseStatusIsUnreadable(t *testing.T) {
 	}
 	queuetest.Move(t, c, failed, queue.Change{To: queue.Failed, Message: "gave up"})
 	for _, jid := range []string{live, failed} {
-		writeRaw(t, raw, a.b.Paths.JobStatus(jid), garbledStatus)
+		zktest.WriteNode(t, raw, a.b.Paths.JobStatus(jid), garbledStatus)
 	}
 	_, kinds := fsckKinds(t, a, false)
 	for _, jid := range []string{live, failed} {
@@ -94,7 +95,7 @@ func TestAnOperatorFailsThenDeletesAJobWhoseStatusIsUnreadable(t *testing.T) {
 // deleting it are refused as locked, and the job is left as it was.
 func TestAnUnreadableJobALiveWorkerHoldsIsNotFailedOrDeleted(t *testing.T) {
 	c, a := newTools(t)
-	raw := foreignWriter(t)
+	raw := zktest.RawConn(t)
 	ctx := testCtx(t)
 	_, jids := spawn(t, c, 1, 5)
 	jid := jids[0]
@@ -102,7 +103,7 @@ func TestAnUnreadableJobALiveWorkerHoldsIsNotFailedOrDeleted(t *testing.T) {
 	worker := queuetest.Connect(t, c.Root())
 	cl := queuetest.Claim(t, worker, jid)
 	defer cl.Release(ctx)
-	writeRaw(t, raw, a.b.Paths.JobStatus(jid), garbledStatus)
+	zktest.WriteNode(t, raw, a.b.Paths.JobStatus(jid), garbledStatus)
 
 	_, err := a.FailJob(ctx, jid, "")
 	if !errors.Is(err, queue.ErrLocked) || !strings.Contains(err.Error(), "status unreadable") {

@@ -87,22 +87,6 @@ func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
 	}
 }
 
-// deleteTree deletes a node and everything under it, as a writer other
-// than the queue library might.
-func deleteTree(t *testing.T, conn *zk.Conn, p string) {
-	t.Helper()
-	children, _, err := conn.Children(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ch := range children {
-		deleteTree(t, conn, p+"/"+ch)
-	}
-	if err := conn.Delete(p, -1); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestALeaseIsCountedAsItsCommitEnded: a completed lease whose job's batch
 // was deleted meanwhile fails the job (the queue will not move it on): the
 // lease and the step count as failed, as a stage runner counts such a
@@ -121,12 +105,7 @@ func TestALeaseIsCountedAsItsCommitEnded(t *testing.T) {
 	if err != nil || l == nil || l.JobID != jid {
 		t.Fatalf("Lease = %v, %v", l, err)
 	}
-	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	deleteTree(t, conn, root+"/batches/"+l.BatchID)
+	zktest.DeleteTree(t, zktest.RawConn(t), root+"/batches/"+l.BatchID)
 
 	var nb *queue.NoBatchError
 	if err := m.Complete(context.Background(), l.ID); !errors.As(err, &nb) || !nb.Failed {
