@@ -12,57 +12,9 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
-
-// connect opens a client on the ZooKeeper this test binary's TestMain
-// started (zktest.Main), under a root of its own: ids count from zero there
-// whatever else the server holds. A service connects the same way with its
-// INGESTQ_ZK_SERVERS and INGESTQ_ZK_ROOT.
-func connect(ctx context.Context) *queue.Client {
-	q, err := queue.Connect(ctx, queue.Options{
-		Servers: strings.Split(os.Getenv(zktest.EnvServers), ","),
-		Root:    fmt.Sprintf("/examples/%d", time.Now().UnixNano()),
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return q
-}
-
-// submitOneJob does what the batcher does with a submission: the batch is
-// created Pending, claimed, moved to Processing, given its jobs, and let go.
-func submitOneJob(ctx context.Context, q *queue.Client) (bid, jid string) {
-	bid, err := q.CreateBatch(ctx, &v1.Submission{
-		ProfileName: "demo", Collection: "demo", Submitter: "jdoe",
-		PayloadUrl: "https://example.org/deposit/letters.checkm",
-		Type:       v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	bc, err := q.ClaimBatch(ctx, bid)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		log.Fatal(err)
-	}
-	// Each job lands in /jobs, in its Pending entry and in its batch's
-	// references in one atomic operation.
-	jids, err := bc.CreateJobs(ctx, []queue.NewJob{{
-		Priority: 5,
-		Configuration: &v1.JobConfiguration{ProfileName: "demo", Collection: "demo", Submitter: "jdoe",
-			PayloadUrl: "https://example.org/deposit/letters.checkm", BatchEntry: 0},
-	}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		log.Fatal(err)
-	}
-	return bid, jids[0]
-}
 
 // A stage fails a job with a message saying what failed; an operator
 // requeues it, and it resumes at the state after its last successful one.
@@ -70,9 +22,17 @@ func submitOneJob(ctx context.Context, q *queue.Client) (bid, jid string) {
 // written.
 func ExampleTools_RequeueJob() {
 	ctx := context.Background()
-	q := connect(ctx)
+	q, err := queuetest.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer q.Close()
-	_, jid := submitOneJob(ctx, q)
+	// A batch of one job, submitted as the batcher submits one.
+	_, jids, err := queuetest.Submit(ctx, q, []queue.NewJob{{Priority: 5}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	jid := jids[0]
 	tools := admin.New(q)
 
 	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
@@ -116,9 +76,17 @@ func ExampleTools_RequeueJob() {
 // job's lock, so it can run beside the stages.
 func ExampleTools_Fsck() {
 	ctx := context.Background()
-	q := connect(ctx)
+	q, err := queuetest.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer q.Close()
-	bid, jid := submitOneJob(ctx, q)
+	// A batch of one job, submitted as the batcher submits one.
+	bid, jids, err := queuetest.Submit(ctx, q, []queue.NewJob{{Priority: 5}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	jid := jids[0]
 	tools := admin.New(q)
 
 	// A writer of its own removes the job's reference from its batch

@@ -6,6 +6,9 @@ package queuetest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,14 +49,34 @@ func Spawn(t testing.TB, q *queue.Client, j queue.NewJob, to queue.JobState) str
 
 // SpawnN creates one batch with these jobs, in order, and walks each to
 // state to (Pending or a later state of the successful path, one commit per
-// state as the stages would make). It returns the jobs' ids.
+// state as the stages would make). It returns the jobs' ids. The jobs'
+// configurations are filled as Submit fills them.
+func SpawnN(t testing.TB, q *queue.Client, jobs []queue.NewJob, to queue.JobState) []string {
+	t.Helper()
+	steps := pathTo(t, to)
+	_, jids, err := Submit(context.Background(), q, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jid := range jids {
+		for _, s := range steps {
+			Move(t, q, jid, WithProducts(queue.Change{To: s}))
+		}
+	}
+	return jids
+}
+
+// Submit does what the batcher does with a submission: one batch is
+// created Pending, claimed, moved to Processing, given these jobs (each in
+// /jobs, in its Pending entry and in its batch's references in one atomic
+// operation), and let go. It returns the batch's id and the jobs' ids, in
+// order. It reports errors rather than failing a test, so that Examples,
+// which have no testing.T, use it too.
 //
 // A job's configuration is filled as the batcher fills it: batch_entry is
 // its index, profile_name defaults to Profile and collection to the profile
 // name. The priority is taken as given (0 is a valid priority).
-func SpawnN(t testing.TB, q *queue.Client, jobs []queue.NewJob, to queue.JobState) []string {
-	t.Helper()
-	steps := pathTo(t, to)
+func Submit(ctx context.Context, q *queue.Client, jobs []queue.NewJob) (bid string, jids []string, err error) {
 	for i := range jobs {
 		if jobs[i].Configuration == nil {
 			jobs[i].Configuration = &v1.JobConfiguration{}
@@ -71,33 +94,42 @@ func SpawnN(t testing.TB, q *queue.Client, jobs []queue.NewJob, to queue.JobStat
 	if len(jobs) > 0 {
 		profile = jobs[0].Configuration.ProfileName
 	}
-	ctx := context.Background()
 	// An unreachable payload: the jobs are made here, not by a batcher.
-	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: profile, Collection: profile, Submitter: "queuetest",
+	bid, err = q.CreateBatch(ctx, &v1.Submission{ProfileName: profile, Collection: profile, Submitter: "queuetest",
 		PayloadUrl: "http://127.0.0.1:1/batch.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, fmt.Errorf("queuetest: creating a batch: %w", err)
 	}
 	bc, err := q.ClaimBatch(ctx, bid)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, fmt.Errorf("queuetest: claiming batch %s: %w", bid, err)
 	}
 	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
+		return "", nil, fmt.Errorf("queuetest: batch %s to Processing: %w", bid, err)
 	}
-	jids, err := bc.CreateJobs(ctx, jobs)
+	jids, err = bc.CreateJobs(ctx, jobs)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, fmt.Errorf("queuetest: creating the jobs of batch %s: %w", bid, err)
 	}
 	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatal(err)
+		return "", nil, fmt.Errorf("queuetest: letting batch %s go: %w", bid, err)
 	}
-	for _, jid := range jids {
-		for _, s := range steps {
-			Move(t, q, jid, WithProducts(queue.Change{To: s}))
-		}
+	return bid, jids, nil
+}
+
+// Open connects to the test ZooKeeper (see zktest.Main) under a root of its
+// own, for Examples, which have no testing.T: ids count from zero there
+// whatever else the server holds. The caller closes the client. A service
+// connects the same way with its INGESTQ_ZK_SERVERS and INGESTQ_ZK_ROOT.
+func Open(ctx context.Context) (*queue.Client, error) {
+	servers := os.Getenv(zktest.EnvServers)
+	if servers == "" {
+		return nil, fmt.Errorf("queuetest: %s is not set: call zktest.Main from TestMain", zktest.EnvServers)
 	}
-	return jids
+	return queue.Connect(ctx, queue.Options{
+		Servers: strings.Split(servers, ","),
+		Root:    fmt.Sprintf("/examples/%d", time.Now().UnixNano()),
+	})
 }
 
 // pathTo is the states a new job commits to on its way to state to: the
