@@ -40,6 +40,27 @@ func Connect(t testing.TB, root string) *queue.Client {
 	return q
 }
 
+// ConnectThroughProxy opens a queue client on root of the test ZooKeeper
+// through a zktest.Proxy, both closed when the test ends, so that the test
+// can slow or cut this client's traffic alone; session is the client's
+// session timeout.
+func ConnectThroughProxy(t testing.TB, root string, session time.Duration) (*queue.Client, *zktest.Proxy) {
+	t.Helper()
+	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	q, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	return q, proxy
+}
+
 // Spawn creates a batch of one job holding j's data and walks the job to
 // state to (Pending or a later state of the successful path); see SpawnN.
 func Spawn(t testing.TB, q *queue.Client, j queue.NewJob, to queue.JobState) string {

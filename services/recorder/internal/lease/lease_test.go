@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -27,6 +26,30 @@ func recordingJob(t *testing.T, q *queue.Client, ark string, inventory *v1.Inven
 	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: inventory})
 	return jid
+}
+
+// leaseOne puts a job in Recording and leases it from m for a minute,
+// failing the test unless m leases that job.
+func leaseOne(t *testing.T, m *Manager, q *queue.Client) *Lease {
+	t.Helper()
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease = %v, %v", l, err)
+	}
+	return l
+}
+
+// meteredManager is a manager on q whose metrics the test reads with
+// metricsText; its spans stay in memory.
+func meteredManager(t *testing.T, q *queue.Client) (*Manager, *telemetry.Telemetry) {
+	t.Helper()
+	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	return New(q, Options{Metrics: tel.Metrics}), tel
 }
 
 func TestDrainEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
@@ -94,17 +117,9 @@ func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
 func TestALeaseIsCountedAsItsCommitEnded(t *testing.T) {
 	root := zktest.Root(t)
 	q := queuetest.Connect(t, root)
-	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	m := New(q, Options{Metrics: tel.Metrics})
-	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
-	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
-	if err != nil || l == nil || l.JobID != jid {
-		t.Fatalf("Lease = %v, %v", l, err)
-	}
+	m, tel := meteredManager(t, q)
+	l := leaseOne(t, m, q)
+	jid := l.JobID
 	zktest.DeleteTree(t, zktest.RawConn(t), root+"/batches/"+l.BatchID)
 
 	var nb *queue.NoBatchError
@@ -206,12 +221,7 @@ func metricsText(t *testing.T, tel *telemetry.Telemetry) string {
 
 func TestLeasesAreCountedByHowTheyEnded(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
-	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	m := New(q, Options{Metrics: tel.Metrics})
+	m, tel := meteredManager(t, q)
 	for _, ark := range []string{"ark:/99999/fk4a", "ark:/99999/fk4b"} {
 		jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}, Configuration: &v1.JobConfiguration{}}, queue.Storing)
 		queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
@@ -242,26 +252,11 @@ func TestLeasesAreCountedByHowTheyEnded(t *testing.T) {
 func TestALeaseWhoseCommitIsFencedCountsAsLost(t *testing.T) {
 	root := zktest.Root(t)
 	q := queuetest.Connect(t, root)
-	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	m := New(q, Options{Metrics: tel.Metrics})
-	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
-	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
-	if err != nil || l == nil || l.JobID != jid {
-		t.Fatalf("Lease = %v, %v", l, err)
-	}
-	peer, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	m, tel := meteredManager(t, q)
+	l := leaseOne(t, m, q)
+	jid := l.JobID
 	failed := `{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Storing","retry_count":0}`
-	if _, err := peer.Set(root+"/jobs/"+jid+"/status", []byte(failed), -1); err != nil {
-		t.Fatal(err)
-	}
+	zktest.WriteNode(t, zktest.RawConn(t), root+"/jobs/"+jid+"/status", failed)
 	if err := m.Complete(context.Background(), l.ID); !errors.Is(err, ErrEnded) {
 		t.Fatalf("Complete after the peer's write: %v, want ErrEnded", err)
 	}
@@ -280,25 +275,13 @@ func TestALeaseWhoseCommitIsFencedCountsAsLost(t *testing.T) {
 // so that the commit is still on its way when the drain begins).
 func TestDrainWaitsForTheCommitOfACompletedLease(t *testing.T) {
 	root := zktest.Root(t)
-	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	slow, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.Close()
+	slow, proxy := queuetest.ConnectThroughProxy(t, root, 10*time.Second)
 	q := queuetest.Connect(t, root)
 	m := New(slow, Options{})
-	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
-	l, err := m.Lease(ctx, 10*time.Second, time.Minute)
-	if err != nil || l == nil || l.JobID != jid {
-		t.Fatalf("Lease = %v, %v", l, err)
-	}
+	l := leaseOne(t, m, q)
+	jid := l.JobID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	proxy.SetDelay(zktest.Delay{Min: time.Second}, zktest.Delay{})
 	completed := make(chan error, 1)
 	go func() { completed <- m.Complete(ctx, l.ID) }()

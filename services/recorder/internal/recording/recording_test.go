@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/services/recorder/internal/versions"
@@ -260,18 +259,7 @@ func TestAJobWhoseObjectIsBeingRecordedElsewhereWaits(t *testing.T) {
 
 func TestALeaseEndsWithItsZooKeeperSession(t *testing.T) {
 	root := zktest.Root(t)
-	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cut, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cut.Close()
+	cut, proxy := queuetest.ConnectThroughProxy(t, root, 2*time.Second)
 	q := queuetest.Connect(t, root)
 	c := serve(t, cut, lease.Options{})
 	other := serve(t, q, lease.Options{})
@@ -304,16 +292,9 @@ func TestACommitFencedByAPeerAnswersAborted(t *testing.T) {
 	if l.GetJobId() != jid {
 		t.Fatalf("lease %v, want job %s", l, jid)
 	}
-	peer, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
 	failed := `{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Storing","retry_count":0}`
-	if _, err := peer.Set(root+"/jobs/"+jid+"/status", []byte(failed), -1); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
+	zktest.WriteNode(t, zktest.RawConn(t), root+"/jobs/"+jid+"/status", failed)
+	_, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
 	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "lock was lost") {
 		t.Errorf("Complete after the peer's write: %v, want Aborted saying the lock was lost", err)
 	}
