@@ -103,53 +103,91 @@ const statBytes = 68
 // getData response (data, stat) or an error code; a header marked done
 // ends it.
 func (r *multiReadResponse) Decode(buf []byte) (int, error) {
-	n := 0
-	need := func(k int) error {
-		if len(buf)-n < k {
-			return zk.ErrShortBuffer
-		}
-		return nil
-	}
+	a := answerReader{buf: buf}
 	for {
-		if err := need(9); err != nil {
-			return n, err
-		}
-		typ, done := int32(binary.BigEndian.Uint32(buf[n:])), buf[n+4] != 0
-		n += 9
-		if done {
-			return n, nil
+		typ, done, err := a.header()
+		if err != nil || done {
+			return a.n, err
 		}
 		switch typ {
 		case opCodeGetData:
-			if err := need(4); err != nil {
-				return n, err
+			data, err := a.data()
+			if err != nil {
+				return a.n, err
 			}
-			size := int32(binary.BigEndian.Uint32(buf[n:]))
-			n += 4
-			var data []byte
-			if size >= 0 {
-				if err := need(int(size)); err != nil {
-					return n, err
-				}
-				data = make([]byte, size)
-				n += copy(data, buf[n:])
+			stat, err := a.stat()
+			if err != nil {
+				return a.n, err
 			}
-			if err := need(statBytes); err != nil {
-				return n, err
-			}
-			r.results = append(r.results, readResult{data: data, stat: decodeStat(buf[n : n+statBytes])})
-			n += statBytes
+			r.results = append(r.results, readResult{data: data, stat: stat})
 		case opCodeError:
-			if err := need(4); err != nil {
-				return n, err
+			code, err := a.int32()
+			if err != nil {
+				return a.n, err
 			}
-			code := int32(binary.BigEndian.Uint32(buf[n:]))
-			n += 4
 			r.results = append(r.results, readResult{err: readError(code)})
 		default:
-			return n, fmt.Errorf("multiRead: unexpected operation %d in the answer", typ)
+			return a.n, fmt.Errorf("multiRead: unexpected operation %d in the answer", typ)
 		}
 	}
+}
+
+// answerReader reads the answer to a multiRead or a multi (jute, big
+// endian) from buf, n bytes in; a read past buf's end is
+// zk.ErrShortBuffer.
+type answerReader struct {
+	buf []byte
+	n   int
+}
+
+func (a *answerReader) need(k int) error {
+	if k < 0 || len(a.buf)-a.n < k {
+		return zk.ErrShortBuffer
+	}
+	return nil
+}
+
+// header reads an operation's header: its type and whether it ends the
+// answer (its error field, always -1, is skipped).
+func (a *answerReader) header() (typ int32, done bool, err error) {
+	if err := a.need(9); err != nil {
+		return 0, false, err
+	}
+	typ, done = int32(binary.BigEndian.Uint32(a.buf[a.n:])), a.buf[a.n+4] != 0
+	a.n += 9
+	return typ, done, nil
+}
+
+func (a *answerReader) int32() (int32, error) {
+	if err := a.need(4); err != nil {
+		return 0, err
+	}
+	v := int32(binary.BigEndian.Uint32(a.buf[a.n:]))
+	a.n += 4
+	return v, nil
+}
+
+// data reads a length-prefixed buffer (a copy); a negative length is nil.
+func (a *answerReader) data() ([]byte, error) {
+	size, err := a.int32()
+	if err != nil || size < 0 {
+		return nil, err
+	}
+	if err := a.need(int(size)); err != nil {
+		return nil, err
+	}
+	data := make([]byte, size)
+	a.n += copy(data, a.buf[a.n:])
+	return data, nil
+}
+
+func (a *answerReader) stat() (*zk.Stat, error) {
+	if err := a.need(statBytes); err != nil {
+		return nil, err
+	}
+	st := decodeStat(a.buf[a.n : a.n+statBytes])
+	a.n += statBytes
+	return st, nil
 }
 
 func decodeStat(b []byte) *zk.Stat {

@@ -134,53 +134,37 @@ type multiWriteResult struct {
 // check); a header marked done ends it. Its error is the first
 // operation's that failed, as go-zookeeper's.
 func (r *multiWriteResponse) Decode(buf []byte) (int, error) {
-	n := 0
+	a := answerReader{buf: buf}
 	var first error
-	need := func(k int) error {
-		if k < 0 || len(buf)-n < k {
-			return zk.ErrShortBuffer
-		}
-		return nil
-	}
 	for {
-		if err := need(9); err != nil {
-			return n, err
+		typ, done, err := a.header()
+		if err != nil {
+			return a.n, err
 		}
-		typ, done := int32(binary.BigEndian.Uint32(buf[n:])), buf[n+4] != 0
-		n += 9
 		if done {
-			return n, first
+			return a.n, first
 		}
 		var res multiWriteResult
 		switch typ {
 		case opCodeError:
-			if err := need(4); err != nil {
-				return n, err
+			code, err := a.int32()
+			if err != nil {
+				return a.n, err
 			}
-			res.code = zk.ErrCode(int32(binary.BigEndian.Uint32(buf[n:])))
-			n += 4
+			res.code = zk.ErrCode(code)
 		case opCodeCreate:
-			if err := need(4); err != nil {
-				return n, err
+			path, err := a.data()
+			if err != nil {
+				return a.n, err
 			}
-			size := int(int32(binary.BigEndian.Uint32(buf[n:])))
-			n += 4
-			if size > 0 {
-				if err := need(size); err != nil {
-					return n, err
-				}
-				res.path = string(buf[n : n+size])
-				n += size
-			}
+			res.path = string(path)
 		case opCodeSetData:
-			if err := need(statBytes); err != nil {
-				return n, err
+			if res.stat, err = a.stat(); err != nil {
+				return a.n, err
 			}
-			res.stat = decodeStat(buf[n : n+statBytes])
-			n += statBytes
 		case opCodeCheck, opCodeDelete:
 		default:
-			return n, zk.ErrAPIError
+			return a.n, zk.ErrAPIError
 		}
 		r.ops = append(r.ops, res)
 		if first == nil && res.code != 0 {
