@@ -480,22 +480,12 @@ func (k keptHistory) entries(data []byte, old, next *v1.JobStatus) [][]byte {
 // (the same entries, in a row): encodeJobStatusReusing writes them
 // without encoding them anew. nil where they cannot be had.
 func keptEntries(data []byte, old, next *v1.JobStatus) [][]byte {
-	oh, nh := old.GetHistory(), next.GetHistory()
-	if len(oh) == 0 || len(nh) == 0 {
-		return nil
-	}
-	first := -1
-	for i, h := range oh {
-		if h == nh[0] {
-			first = i
-			break
-		}
-	}
-	if first < 0 {
+	// Scan only when next kept some of old's entries.
+	if keptFrom(old, next) < 0 {
 		return nil
 	}
 	st, ok := statusScanner{b: data, spansOnly: true}.scan()
-	if !ok || len(st.raw) != len(oh) {
+	if !ok || len(st.raw) != len(old.GetHistory()) {
 		return nil
 	}
 	return keptOf(st.raw, old, next)
@@ -504,17 +494,8 @@ func keptEntries(data []byte, old, next *v1.JobStatus) [][]byte {
 // keptOf is keptEntries with raw the bytes of old's entries.
 func keptOf(raw [][]byte, old, next *v1.JobStatus) [][]byte {
 	oh, nh := old.GetHistory(), next.GetHistory()
-	if len(oh) == 0 || len(nh) == 0 || len(raw) != len(oh) {
-		return nil
-	}
-	first := -1
-	for i, h := range oh {
-		if h == nh[0] {
-			first = i
-			break
-		}
-	}
-	if first < 0 {
+	first := keptFrom(old, next)
+	if first < 0 || len(raw) != len(oh) {
 		return nil
 	}
 	n := 0
@@ -522,4 +503,19 @@ func keptOf(raw [][]byte, old, next *v1.JobStatus) [][]byte {
 		n++
 	}
 	return raw[first : first+n]
+}
+
+// keptFrom is where in old's history the entries next kept of it begin
+// (next's first entry, the same one), or -1 when next kept none.
+func keptFrom(old, next *v1.JobStatus) int {
+	nh := next.GetHistory()
+	if len(nh) == 0 {
+		return -1
+	}
+	for i, h := range old.GetHistory() {
+		if h == nh[0] {
+			return i
+		}
+	}
+	return -1
 }
