@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue/internal/core"
 	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
@@ -65,6 +66,10 @@ type StateChange struct {
 // across connection loss, calls that write are fenced so that a lost session
 // can never commit.
 type Client struct {
+	// backend is what Backend lends the operators' tools, built once.
+	backendOnce sync.Once
+	backend     *core.Backend
+
 	conn           *countingConn
 	p              paths
 	log            *slog.Logger

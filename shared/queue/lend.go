@@ -10,8 +10,14 @@ import (
 
 // Backend lends this client's session, paths and node readers to the
 // operators' tools (package admin), which read and mend the nodes a stage
-// moves. Only packages under shared/queue can name the key.
+// moves. Only packages under shared/queue can name the key. It is built
+// once per client: every admin.New shares it.
 func (c *Client) Backend(core.Key) *core.Backend {
+	c.backendOnce.Do(func() { c.backend = c.newBackend() })
+	return c.backend
+}
+
+func (c *Client) newBackend() *core.Backend {
 	return &core.Backend{
 		Get:     c.get,
 		GetMany: c.getMany,
