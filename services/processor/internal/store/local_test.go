@@ -72,18 +72,18 @@ func versions(t *testing.T, root, ark string) []string {
 	return out
 }
 
-func TestLocalStoresVersionsAndARetriedJobGetsItsOwnBack(t *testing.T) {
-	root := t.TempDir()
-	s := Local{Root: root}
-	ctx := context.Background()
-	const ark = "ark:/99999/fk4x"
+// storeTwiceAndRetry stores version 1 of ark (producer/a.txt "first" and
+// an ERC), then an update of the files second, then the same update again
+// as a retried job would, checks the versions are 1, 2 and 2 again, and
+// returns version 2.
+func storeTwiceAndRetry(ctx context.Context, t *testing.T, s Storage, ark string, second map[string]string) Version {
+	t.Helper()
 	v1, err := s.Store(ctx, Request{ARK: ark, JobID: "jid0000000001", Mode: "add",
 		ManifestURL: stage(t, map[string]string{"producer/a.txt": "first", "system/mrt-erc.txt": "erc:\n"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	update := Request{ARK: ark, JobID: "jid0000000002", Mode: "update",
-		ManifestURL: stage(t, map[string]string{"producer/a.txt": "second", "producer/sub/b.txt": "new"})}
+	update := Request{ARK: ark, JobID: "jid0000000002", Mode: "update", ManifestURL: stage(t, second)}
 	v2, err := s.Store(ctx, update)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +95,15 @@ func TestLocalStoresVersionsAndARetriedJobGetsItsOwnBack(t *testing.T) {
 	if v1.Number != 1 || v2.Number != 2 || again != v2 {
 		t.Fatalf("versions %+v, %+v, re-run %+v; want 1, 2 and 2 again", v1, v2, again)
 	}
+	return v2
+}
+
+func TestLocalStoresVersionsAndARetriedJobGetsItsOwnBack(t *testing.T) {
+	root := t.TempDir()
+	s := Local{Root: root}
+	ctx := context.Background()
+	const ark = "ark:/99999/fk4x"
+	v2 := storeTwiceAndRetry(ctx, t, s, ark, map[string]string{"producer/a.txt": "second", "producer/sub/b.txt": "new"})
 	if got := versions(t, root, ark); !slices.Equal(got, []string{"v1", "v2"}) {
 		t.Errorf("object folder holds %v, want [v1 v2]", got)
 	}
