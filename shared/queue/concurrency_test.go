@@ -1,9 +1,7 @@
 package queue
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,104 +13,6 @@ var pipeline = []struct{ from, to JobState }{
 	{Pending, Estimating}, {Estimating, Provisioning}, {Provisioning, Downloading},
 	{Downloading, Processing}, {Processing, Storing}, {Storing, Recording}, {Recording, Notify},
 	{Notify, Completed},
-}
-
-// TestRacingSessionsTakeEachJobOncePerState drives 1,000 jobs through every
-// state with 8 sessions, each running consumers for every state: every job
-// is taken exactly once per state, in pipeline order, and ends Completed.
-func TestRacingSessionsTakeEachJobOncePerState(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long race test; run without -short")
-	}
-	const sessions, perState, jobs = 8, 2, 1000
-	root := zktest.Root(t)
-	admin := newClientAt(t, root)
-	bid, jids := spawn(t, admin, jobs, DefaultPriority)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var mu sync.Mutex
-	taken := map[string][]JobState{} // jid → states it was taken in, in order
-	var completed sync.WaitGroup
-	completed.Add(jobs)
-	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	for s := 0; s < sessions; s++ {
-		c := newClientAt(t, root)
-		for _, p := range pipeline {
-			co := c.NewConsumer(p.from, ConsumerOptions{})
-			for g := 0; g < perState; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						cl, err := co.Next(ctx)
-						if err != nil {
-							if ctx.Err() == nil {
-								select {
-								case errs <- err:
-								default:
-								}
-							}
-							return
-						}
-						mu.Lock()
-						taken[cl.ID()] = append(taken[cl.ID()], cl.State())
-						mu.Unlock()
-						if err := cl.Commit(ctx, Change{To: p.to}); err != nil {
-							select {
-							case errs <- err:
-							default:
-							}
-							return
-						}
-						if p.to == Completed {
-							completed.Done()
-						}
-					}
-				}()
-			}
-		}
-	}
-	done := make(chan struct{})
-	go func() { completed.Wait(); close(done) }()
-	select {
-	case <-done:
-	case err := <-errs:
-		t.Fatalf("consumer failed: %v", err)
-	case <-ctx.Done():
-		t.Fatalf("not all jobs completed: %v", ctx.Err())
-	}
-	cancel()
-	wg.Wait()
-
-	want := []JobState{Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify}
-	for _, jid := range jids {
-		got := taken[jid]
-		if len(got) != len(want) {
-			t.Fatalf("%s taken %d times (%v), want once per state", jid, len(got), got)
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("%s taken in %v, want %v", jid, got, want)
-			}
-		}
-	}
-	counts := jobCounts(t, admin)
-	if counts[Completed] != jobs {
-		t.Errorf("completed = %d, want %d (counts %v)", counts[Completed], jobs, counts)
-	}
-	bcounts, _ := admin.BatchCounts(testCtx(t), bid)
-	if bcounts.GetCompleted() != jobs || bcounts.GetProcessing() != 0 {
-		t.Errorf("batch counts %v", bcounts)
-	}
-	damages, err := fsckDamages(testCtx(t), admin, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(damages) > 0 {
-		t.Errorf("fsck after the race: %v", damages)
-	}
 }
 
 // TestClosedSessionFreesItsJobAndItsLateCommitFails: a consumer whose

@@ -106,17 +106,14 @@ func TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock(t *testing.T) 
 	if err := lockA.Unlock(unlockCtx); err != nil {
 		t.Fatalf("A's late unlock: %v", err)
 	}
-	storage, _, err := operatorOf(b).ObjectLocks(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	storage := storageLocks(t, b)
 	if len(storage) != 1 || storage[0] != LockName(ark) {
 		t.Fatalf("storage locks after A's late unlock: %v; B's lock must stay", storage)
 	}
 	if err := lockB.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if storage, _, _ := operatorOf(b).ObjectLocks(ctx); len(storage) != 0 {
+	if storage := storageLocks(t, b); len(storage) != 0 {
 		t.Fatalf("B's unlock left %v", storage)
 	}
 }
@@ -286,11 +283,7 @@ func TestRegisterWorkerWaitsForZooKeeperAtStart(t *testing.T) {
 		t.Fatalf("RegisterWorker while ZooKeeper is away: %v", err)
 	}
 	defer reg.Close(ctx)
-	ws, err := operatorOf(b).ListWorkers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ws) != 1 || ws[0].GetId() != id {
+	if ws := workerEntries(t, b); len(ws) != 1 || ws[0].GetId() != id {
 		t.Fatalf("worker entries %v, want %s's", ws, id)
 	}
 }

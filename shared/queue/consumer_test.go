@@ -69,9 +69,7 @@ func TestConsumerTakesJobsByPriorityThenAge(t *testing.T) {
 func TestPausedQueueGivesNoWorkUntilUnpaused(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	if err := operatorOf(c).Pause(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pause(t, c)
 	if p, _ := c.Paused(ctx); !p {
 		t.Fatal("Paused() = false after Pause")
 	}
@@ -81,15 +79,13 @@ func TestPausedQueueGivesNoWorkUntilUnpaused(t *testing.T) {
 	if cl, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(short); err == nil {
 		t.Fatalf("took %s while paused", cl.ID())
 	}
-	if err := operatorOf(c).Unpause(ctx); err != nil {
-		t.Fatal(err)
-	}
+	unpause(t, c)
 	if _, err := c.NewConsumer(Pending, ConsumerOptions{}).Next(ctx); err != nil {
 		t.Fatalf("after unpause: %v", err)
 	}
 	// Admin tools may still take work while paused.
-	operatorOf(c).Pause(ctx)
-	defer operatorOf(c).Unpause(ctx)
+	pause(t, c)
+	defer unpause(t, c)
 	spawn(t, c, 1, DefaultPriority)
 	if _, err := c.NewConsumer(Pending, ConsumerOptions{IgnorePause: true}).Next(ctx); err != nil {
 		t.Fatalf("IgnorePause consumer: %v", err)
@@ -214,28 +210,6 @@ func TestAReleasedJobGoesToTheOtherWaitingConsumerFirst(t *testing.T) {
 	}
 }
 
-func TestHeldCollectionIsSeenFromTheCache(t *testing.T) {
-	c := newClient(t)
-	ctx := testCtx(t)
-	if held, err := c.CollectionHeld(ctx, "demo"); err != nil || held {
-		t.Fatalf("held=%v err=%v before any hold", held, err)
-	}
-	if err := operatorOf(c).HoldCollection(ctx, "demo"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { h, _ := c.CollectionHeld(ctx, "demo"); return h })
-	if names, _ := operatorOf(c).HeldCollections(ctx); len(names) != 1 || names[0] != "demo" {
-		t.Errorf("HeldCollections = %v", names)
-	}
-	if err := operatorOf(c).ReleaseCollection(ctx, "demo"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { h, _ := c.CollectionHeld(ctx, "demo"); return !h })
-	if err := operatorOf(c).HoldCollection(ctx, "a/b"); err == nil {
-		t.Error("a collection name with '/' was accepted")
-	}
-}
-
 func TestObjectLocksAreExclusive(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
@@ -247,7 +221,7 @@ func TestObjectLocksAreExclusive(t *testing.T) {
 	if _, err := b.LockStorage(ctx, "ark:/99999/fk4x"); err == nil {
 		t.Fatal("second storage lock on one ARK was granted")
 	}
-	if st, _, _ := operatorOf(a).ObjectLocks(ctx); len(st) != 1 || st[0] != "ark_99999_fk4x" {
+	if st := storageLocks(t, a); len(st) != 1 || st[0] != "ark_99999_fk4x" {
 		t.Errorf("storage locks = %v, want [ark_99999_fk4x]", st)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -456,7 +430,7 @@ func TestAPayloadRecordWrittenWithTheTakeIsReadByTheNextClaimAndKeepsWhySpawning
 	if err := cl.Commit(ctx, Change{To: Failed, Message: "given up"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := operatorOf(b).DeleteBatch(ctx, bid); err != nil {
+	if _, err := b.deleteBatch(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, err := b.exists(ctx, b.p.batch(bid)); err != nil || ok {
@@ -487,16 +461,15 @@ func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
 		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: "jid0000000001"})
 	})
 	waitFor(t, func() bool {
-		ws, err := operatorOf(admin).ListWorkers(ctx)
-		return err == nil && len(ws) == 1 && len(ws[0].GetInFlight()) == 1 && ws[0].GetService() == "estimator"
+		ws := workerEntries(t, admin)
+		return len(ws) == 1 && len(ws[0].GetInFlight()) == 1 && ws[0].GetService() == "estimator"
 	})
 	if _, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: "bad/id"}); err == nil {
 		t.Error("a worker id with '/' was accepted")
 	}
 	a.Close() // the replica dies: its entry goes with its session
 	waitFor(t, func() bool {
-		ws, err := operatorOf(admin).ListWorkers(ctx)
-		return err == nil && len(ws) == 0
+		return len(workerEntries(t, admin)) == 0
 	})
 }
 
@@ -682,9 +655,7 @@ func TestTakeOverCommitsWithoutKeepingWhileTheQueueIsPaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := operatorOf(c).Pause(ctx); err != nil {
-		t.Fatal(err)
-	}
+	pause(t, c)
 	waitFor(t, func() bool { return c.pausedNow() })
 	kept, err := c.NewConsumer(Estimating, ConsumerOptions{}).TakeOver(ctx, cl, Change{To: Estimating})
 	if err != nil || kept {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
@@ -36,40 +37,82 @@ func newClientAt(t testing.TB, root string) *Client {
 	return c
 }
 
-// Package queue's own tests cannot import package admin, which imports
-// queue: adminhook_test.go, of package queue_test, sets these two through
-// SetAdmin.
-var (
-	// fsckDamages runs the operators' fsck over c and returns what it
-	// found, as "kind item: detail".
-	fsckDamages func(ctx context.Context, c *Client, grace time.Duration) ([]string, error)
-	// operatorOf is the operators' tools over c.
-	operatorOf func(c *Client) Operator
-)
+// The operators' tools (package admin) are tested in their own package;
+// these tests make an operator's moves through what those tools call here.
 
-// Operator is what these tests ask of package admin's Tools: moving jobs,
-// batches and collections as an operator does.
-type Operator interface {
-	ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error)
-	ObjectLocks(ctx context.Context) (storage, inventory []string, err error)
-	Pause(ctx context.Context) error
-	Unpause(ctx context.Context) error
-	HoldJob(ctx context.Context, jid, message string) (*v1.Job, error)
-	ReleaseJob(ctx context.Context, jid, message string) (*v1.Job, error)
-	FailJob(ctx context.Context, jid, message string) (*v1.Job, error)
-	RequeueJob(ctx context.Context, jid string, to JobState, message string) (*v1.Job, error)
-	DeleteJob(ctx context.Context, jid string, force bool) error
-	HoldCollection(ctx context.Context, mnemonic string) error
-	ReleaseCollection(ctx context.Context, mnemonic string) error
-	HeldCollections(ctx context.Context) ([]string, error)
-	ReleaseBatch(ctx context.Context, bid string) (*v1.Batch, error)
-	UpdateReport(ctx context.Context, bid string) (*v1.Batch, error)
-	DeleteBatch(ctx context.Context, bid string) ([]*v1.Job, error)
+// operatorMove moves the job jid, in state from, to `to` as an operator's
+// move does (a hold, a release, a requeue to a named state): claimed by id,
+// its batch pinned, committed fenced like a stage's step (moveJob).
+func operatorMove(ctx context.Context, c *Client, jid string, from, to JobState, message string) (*v1.Job, error) {
+	return c.moveJob(ctx, jid, []JobState{from}, func(*Claim) (Change, error) {
+		return Change{To: to, Message: message}, nil
+	})
 }
 
-// SetAdmin sets fsckDamages and operatorOf.
-func SetAdmin(fsck func(ctx context.Context, c *Client, grace time.Duration) ([]string, error), operator func(c *Client) Operator) {
-	fsckDamages, operatorOf = fsck, operator
+// requeue resumes a failed job at the state after its last successful one,
+// as an operator's requeue without a named state does.
+func requeue(ctx context.Context, c *Client, jid, message string) (*v1.Job, error) {
+	return c.moveJob(ctx, jid, []JobState{Failed}, func(cl *Claim) (Change, error) {
+		return Change{To: ResumeState(cl.Job.GetStatus().GetLastSuccessfulStatus()), Message: message}, nil
+	})
+}
+
+// pause and unpause write and remove the node that pauses the queue, as
+// the operators' tools do.
+func pause(t testing.TB, c *Client) {
+	t.Helper()
+	if err := c.ensure(testCtx(t), c.p.ingestPause()); err != nil {
+		t.Fatalf("pausing: %v", err)
+	}
+}
+
+func unpause(t testing.TB, c *Client) {
+	t.Helper()
+	if err := c.conn.Delete(c.p.ingestPause(), -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("unpausing: %v", err)
+	}
+}
+
+// storageLocks lists the storage locks held now, sorted.
+func storageLocks(t testing.TB, c *Client) []string {
+	t.Helper()
+	names, _, err := c.children(testCtx(t), c.p.storageLocks())
+	if err != nil {
+		t.Fatalf("listing storage locks: %v", err)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// workerEntries reads every live worker entry; one gone while it is read
+// is left out.
+func workerEntries(t testing.TB, c *Client) []*v1.WorkerInfo {
+	t.Helper()
+	ctx := testCtx(t)
+	names, _, err := c.children(ctx, c.p.workers())
+	if err != nil {
+		t.Fatalf("listing workers: %v", err)
+	}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = c.p.worker(n)
+	}
+	datas, err := c.getMany(ctx, paths)
+	if err != nil {
+		t.Fatalf("reading worker entries: %v", err)
+	}
+	var out []*v1.WorkerInfo
+	for i, d := range datas {
+		if d == nil {
+			continue
+		}
+		w := &v1.WorkerInfo{}
+		if err := protojson.Unmarshal(d, w); err != nil {
+			t.Fatalf("worker entry %s: %v", names[i], err)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // jobCounts counts the jobs in each state folder.

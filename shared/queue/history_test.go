@@ -41,7 +41,7 @@ func TestEachStateChangeIsKeptInTheJobsStatusHistory(t *testing.T) {
 		t.Errorf("a commit sent %d requests, want 1 (its multi)", n)
 	}
 	step(t, c, jid, Change{To: Failed, By: "provisioner-w2", Message: "no room on the work volume"})
-	if _, err := operatorOf(c).RequeueJob(ctx, jid, Provisioning, "room made"); err != nil {
+	if _, err := operatorMove(ctx, c, jid, Failed, Provisioning, "room made"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -47,7 +47,7 @@ func TestAClaimFencedByAStatusWrittenWithoutTheLockRemovesTheLock(t *testing.T) 
 			if ok, _, err := c.conn.Exists(c.p.jobLock(jid)); err != nil || ok {
 				t.Fatalf("the lock node is still there after the refused %s (%v)", tt.name, err)
 			}
-			if _, err := operatorOf(c).RequeueJob(ctx, jid, Pending, ""); err != nil {
+			if _, err := operatorMove(ctx, c, jid, Failed, Pending, ""); err != nil {
 				t.Fatalf("requeueing the failed job: %v", err)
 			}
 		})

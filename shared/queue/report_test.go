@@ -269,7 +269,7 @@ func TestCompletedAfterReportComparesTheReferencesWithTheReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The operator resumes one failed job; it completes.
-	if _, err := operatorOf(c).RequeueJob(ctx, js[2], 0, ""); err != nil {
+	if _, err := requeue(ctx, c, js[2], ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, to := range done[1:] {

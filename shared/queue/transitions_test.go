@@ -174,7 +174,7 @@ func TestJobTransitionsWriteTheContractTree(t *testing.T) {
 			}
 			if tt.move.admin != 0 {
 				// Resume with no named state: the state after last_successful_status.
-				if _, err := operatorOf(c).RequeueJob(testCtx(t), jid, 0, ""); err != nil {
+				if _, err := requeue(testCtx(t), c, jid, ""); err != nil {
 					t.Fatalf("requeue: %v", err)
 				}
 				job, _ := c.GetJob(testCtx(t), jid)
@@ -310,7 +310,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
 			t.Error("lock left")
 		}
-		if _, err := operatorOf(c).ReleaseBatch(ctx, bid); err != nil {
+		if _, err := c.releaseBatch(ctx, bid); err != nil {
 			t.Fatal(err)
 		}
 		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
@@ -355,7 +355,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
 			t.Error("lock left after Failed")
 		}
-		if _, err := operatorOf(c).UpdateReport(ctx, bid); err != nil {
+		if _, err := c.updateReport(ctx, bid); err != nil {
 			t.Fatal(err)
 		}
 		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"UpdateReporting"` {
@@ -385,10 +385,10 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 			bid, jids := spawn(t, c, 1, 5)
 			jid := jids[0]
 			step(t, c, jid, Change{To: from})
-			if err := operatorOf(c).DeleteJob(ctx, jid, false); !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
+			if err := c.deleteJob(ctx, jid, false); !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
 				t.Fatalf("delete without force in an open batch: %v, want a refusal naming the batch state", err)
 			}
-			if err := operatorOf(c).DeleteJob(ctx, jid, true); err != nil {
+			if err := c.deleteJob(ctx, jid, true); err != nil {
 				t.Fatal(err)
 			}
 			tr := tree(t, c)
@@ -417,7 +417,7 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed} {
 			step(t, c, jids[0], Change{To: to})
 		}
-		if err := operatorOf(c).DeleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {
+		if err := c.deleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {
 			t.Errorf("delete completed job: %v, want ErrWrongState", err)
 		}
 	})
@@ -441,14 +441,14 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 		jids, _ := bc.CreateJobs(ctx, []NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{}}, {Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 1}}})
 		bc.FinishSpawning(ctx)
 		step(t, c, jids[0], Change{To: Failed})
-		if _, err := operatorOf(c).DeleteBatch(ctx, bid); !errors.Is(err, ErrWrongState) {
+		if _, err := c.deleteBatch(ctx, bid); !errors.Is(err, ErrWrongState) {
 			t.Fatalf("delete a Processing batch: %v, want ErrWrongState", err)
 		}
 		step(t, c, jids[1], Change{To: Failed})
 		bc, _ = c.ClaimBatch(ctx, bid)
 		bc.Commit(ctx, BatchChange{To: BatchReporting, KeepLock: true})
 		bc.Commit(ctx, BatchChange{To: BatchFailed})
-		deleted, err := operatorOf(c).DeleteBatch(ctx, bid)
+		deleted, err := c.deleteBatch(ctx, bid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -591,10 +591,5 @@ func TestABatchIDZooKeeperRefusesIsInvalidAndTakesNoBid(t *testing.T) {
 	n2, _ := strconv.Atoi(strings.TrimPrefix(next, "bid"))
 	if n2 != n1+1 {
 		t.Errorf("the batch after %s is %s: refused batch ids took bids", first, next)
-	}
-	for _, m := range []string{"coll\U0001F600", "coll\ufffe", "a\x7fb"} {
-		if err := operatorOf(c).HoldCollection(ctx, m); !errors.Is(err, ErrInvalid) {
-			t.Errorf("HoldCollection(%q): %v, want ErrInvalid", m, err)
-		}
 	}
 }

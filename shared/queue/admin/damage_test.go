@@ -297,3 +297,62 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 		})
 	}
 }
+
+func TestAHeldJobWithALockNoSessionHoldsStaysHeldForItsOperator(t *testing.T) {
+	c, a := newTools(t)
+	raw := zktest.RawConn(t)
+	_, jids := spawn(t, c, 1, 5)
+	ctx := testCtx(t)
+	if _, err := a.HoldJob(ctx, jids[0], "checking rights"); err != nil {
+		t.Fatal(err)
+	}
+	zktest.WriteNode(t, raw, a.b.Paths.JobLock(jids[0]), "")
+	// The operator's release finds the lock: it is removed, and the
+	// release goes through.
+	j, err := a.ReleaseJob(ctx, jids[0], "")
+	if err != nil {
+		t.Fatalf("releasing a held job with a stray lock: %v", err)
+	}
+	if j.GetStatus().GetStatus() != queue.Pending {
+		t.Errorf("released job is %s", queue.JobStateName(j.GetStatus().GetStatus()))
+	}
+}
+
+func TestAnOperatorCannotMoveAJobBackIntoABatchThatIsGoingAway(t *testing.T) {
+	c, a := newTools(t)
+	bid, jids := spawn(t, c, 2, 5)
+	ctx := testCtx(t)
+	for _, jid := range jids {
+		queuetest.Move(t, c, jid, queue.Change{To: queue.Estimating})
+		queuetest.Move(t, c, jid, queue.Change{To: queue.Failed, Message: "broke"})
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []queue.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchFailed, KeepLock: true},
+		{To: queue.BatchDeleted, KeepLock: true}} {
+		if err := bc.Commit(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deleted, its jobs not removed yet: a requeue must not bring one back.
+	_, err = a.RequeueJob(ctx, jids[0], 0, "")
+	if !errors.Is(err, queue.ErrWrongState) || !strings.Contains(err.Error(), "its batch "+bid+" is Deleted") {
+		t.Errorf("requeue into a deleted batch: %v", err)
+	}
+	if st, _ := c.JobStatus(ctx, jids[0]); st.GetStatus() != queue.Failed {
+		t.Errorf("job is %s", queue.JobStateName(st.GetStatus()))
+	}
+	// The deletion is finished: the batch and its jobs go.
+	if err := bc.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.DeleteBatch(ctx, bid); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.RequeueJob(ctx, jids[1], 0, "")
+	if !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("requeue of a deleted job: %v", err)
+	}
+}

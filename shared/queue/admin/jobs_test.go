@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
@@ -44,5 +45,55 @@ func TestRequeueRefusesAStatePastTheJobsProgress(t *testing.T) {
 	}
 	if _, err := a.RequeueJob(ctx, noStore, queue.Processing, ""); err != nil {
 		t.Fatalf("requeue to Processing: %v", err)
+	}
+}
+
+// TestRequeueWaitsUntilTheBatchsJobsAreAllCreated: an operator requeues a
+// failed job while its batch's jobs are still being created. The batcher
+// learns which rows have jobs by listing the batch's folders one after the
+// other; a job moving from batch-failed to batch-processing between two of
+// those lists is missed and its row made a job again. The requeue is
+// refused (FailedPrecondition) until spawning is over, and then goes through.
+func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
+	c, a := newTools(t)
+	ctx := testCtx(t)
+	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
+		PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]queue.NewJob, 3)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
+			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
+			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
+			BatchEntry: int32(i)}}
+	}
+	ids, err := bc.CreateJobs(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.FailJob(ctx, ids[0], "bad row"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.RequeueJob(ctx, ids[0], 0, "")
+	if !errors.Is(err, queue.ErrWrongState) {
+		t.Fatalf("requeue while the batch's jobs are being created: %v, want ErrWrongState", err)
+	}
+	if st, err := c.JobStatus(ctx, ids[0]); err != nil || st.GetStatus() != queue.Failed {
+		t.Fatalf("the refused requeue moved the job: %v, %v", st.GetStatus(), err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RequeueJob(ctx, ids[0], 0, ""); err != nil {
+		t.Fatalf("requeue once the batch's jobs are all created: %v", err)
 	}
 }
