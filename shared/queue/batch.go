@@ -959,8 +959,8 @@ func (bc *BatchClaim) SpawnedEntries(ctx context.Context) (map[int32]SpawnedJob,
 	return out, nil
 }
 
-// ListBatchIDs lists every bid, oldest first.
-func (c *Client) ListBatchIDs(ctx context.Context) ([]string, error) {
+// listBatchIDs lists every bid, oldest first.
+func (c *Client) listBatchIDs(ctx context.Context) ([]string, error) {
 	names, _, err := c.children(ctx, c.p.batches())
 	if err != nil {
 		return nil, fmt.Errorf("listing batches: %w", err)

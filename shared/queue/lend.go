@@ -46,6 +46,7 @@ func (c *Client) newBackend() *core.Backend {
 		EachAtMost:        eachAtMost,
 		ReadJobs:          c.readForSearch,
 		ReadJobsWindow:    searchChunk * searchParallel,
+		ListBatchIDs:      c.listBatchIDs,
 		BatchStatus:       c.batchStatus,
 		DecodeBatchStatus: decodeBatchStatus,
 		RemoveBatch:       c.removeBatch,

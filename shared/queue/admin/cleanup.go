@@ -22,7 +22,7 @@ type CleanupResult struct {
 // most limit batches per call (0: no limit).
 func (t *Tools) CleanupBatches(ctx context.Context, retention time.Duration, limit int) (CleanupResult, error) {
 	var res CleanupResult
-	bids, err := t.q.ListBatchIDs(ctx)
+	bids, err := t.b.ListBatchIDs(ctx)
 	if err != nil {
 		return res, err
 	}

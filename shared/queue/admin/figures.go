@@ -69,7 +69,7 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 			f.Oldest[s] = oldest
 		}
 	}
-	bids, err := r.t.q.ListBatchIDs(ctx)
+	bids, err := r.t.b.ListBatchIDs(ctx)
 	if err != nil {
 		return nil, err
 	}

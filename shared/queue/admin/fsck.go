@@ -185,7 +185,7 @@ func (f *fsck) readEntries(ctx context.Context) error {
 func (f *fsck) checkBatches(ctx context.Context) error {
 	f.refs = map[string][]refLoc{}
 	f.batchExists = map[string]bool{}
-	bids, err := f.t.q.ListBatchIDs(ctx)
+	bids, err := f.t.b.ListBatchIDs(ctx)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func (t *Tools) ListBatches(ctx context.Context, f BatchFilter) ([]*v1.Batch, st
 		size = 50
 	}
 	size = min(size, 500)
-	bids, err := t.q.ListBatchIDs(ctx)
+	bids, err := t.b.ListBatchIDs(ctx)
 	if err != nil {
 		return nil, "", err
 	}

@@ -67,6 +67,8 @@ type Backend struct {
 	// ReadJobsWindow is how many jobs ReadJobs reads with all its
 	// multiReads in flight together: the window a scan reads at a time.
 	ReadJobsWindow int
+	// ListBatchIDs lists every bid, oldest first.
+	ListBatchIDs func(ctx context.Context) ([]string, error)
 	// BatchStatus reads a batch's status (queue.ErrNotFound when it has
 	// none).
 	BatchStatus       func(ctx context.Context, bid string) (*v1.BatchStatus, error)
