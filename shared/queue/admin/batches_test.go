@@ -1,0 +1,80 @@
+package admin
+
+import (
+	"errors"
+	"testing"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
+)
+
+// TestReleaseBatchReturnsAHeldBatchToPending: a batch held (its collection
+// was on hold) goes back to Pending, saying who moved it; a batch that is
+// not held is refused.
+func TestReleaseBatchReturnsAHeldBatchToPending(t *testing.T) {
+	c, a := newTools(t)
+	ctx := testCtx(t)
+	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
+		PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchHeld, Message: "collection demo is held"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := a.ReleaseBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.GetStatus().GetStatus() != queue.BatchPending || b.GetStatus().GetMessage() != "released by an operator" {
+		t.Errorf("released batch: %v", b.GetStatus())
+	}
+	if got, err := c.GetBatch(ctx, bid); err != nil || got.GetStatus().GetStatus() != queue.BatchPending || got.GetLocked() {
+		t.Errorf("the batch as read after its release: %v, locked %v (%v)", got.GetStatus(), got.GetLocked(), err)
+	}
+	var te *queue.TransitionError
+	if _, err := a.ReleaseBatch(ctx, bid); !errors.As(err, &te) {
+		t.Errorf("releasing a pending batch: %v, want a refused transition", err)
+	}
+}
+
+// TestUpdateReportWaitsUntilTheRequeuedJobsHaveEnded: a failed batch whose
+// failed job an operator requeued has a live job again; its second report
+// waits until that job has completed or failed.
+func TestUpdateReportWaitsUntilTheRequeuedJobsHaveEnded(t *testing.T) {
+	c, a := newTools(t)
+	ctx := testCtx(t)
+	bid, jids := spawn(t, c, 1, queue.DefaultPriority)
+	queuetest.Move(t, c, jids[0], queue.Change{To: queue.Failed, Message: "bad digest"})
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []queue.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchFailed}} {
+		if err := bc.Commit(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.RequeueJob(ctx, jids[0], 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.UpdateReport(ctx, bid); !errors.Is(err, queue.ErrWrongState) {
+		t.Fatalf("update-report with a requeued job still live: %v, want ErrWrongState", err)
+	}
+	if got, err := c.GetBatch(ctx, bid); err != nil || got.GetStatus().GetStatus() != queue.BatchFailed || got.GetLocked() {
+		t.Fatalf("after the refusal the batch is %v, locked %v (%v); want Failed, free", got.GetStatus(), got.GetLocked(), err)
+	}
+	queuetest.Move(t, c, jids[0], queue.Change{To: queue.Failed, Message: "bad digest again"})
+	b, err := a.UpdateReport(ctx, bid)
+	if err != nil {
+		t.Fatalf("update-report once the requeued job ended: %v", err)
+	}
+	if b.GetStatus().GetStatus() != queue.BatchUpdateReporting {
+		t.Errorf("batch is %s, want UpdateReporting", queue.BatchStateName(b.GetStatus().GetStatus()))
+	}
+}
