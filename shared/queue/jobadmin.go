@@ -68,20 +68,9 @@ func (c *Client) claimJob(ctx context.Context, jid string, unreadable bool) (*Cl
 // claimUnreadable claims a job whose status could not be decoded (why),
 // in the state of its one entry.
 func (c *Client) claimUnreadable(ctx context.Context, jid string, why error) (*Claim, error) {
-	var (
-		found []entry
-		in    []JobState
-	)
-	for _, s := range jobStates {
-		names, _, err := c.children(ctx, c.p.jobStateDir(s))
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, fmt.Errorf("listing %s: %w", JobStateName(s), err)
-		}
-		for _, n := range names {
-			if pr, id, ok := parseEntry(n); ok && id == jid {
-				found, in = append(found, entry{name: n, priority: pr, jid: jid}), append(in, s)
-			}
-		}
+	found, in, err := c.scanEntries(ctx, jid)
+	if err != nil {
+		return nil, err
 	}
 	if len(found) != 1 {
 		names := make([]string, len(in))
@@ -103,6 +92,23 @@ func (c *Client) claimUnreadable(ctx context.Context, jid string, why error) (*C
 		return nil, errStale
 	}
 	return cl, nil
+}
+
+// scanEntries finds a job's entries by listing every state folder, for a
+// job whose status cannot say which folder holds it.
+func (c *Client) scanEntries(ctx context.Context, jid string) (found []entry, in []JobState, err error) {
+	for _, s := range jobStates {
+		names, _, err := c.children(ctx, c.p.jobStateDir(s))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, nil, fmt.Errorf("listing %s: %w", JobStateName(s), err)
+		}
+		for _, n := range names {
+			if pr, id, ok := parseEntry(n); ok && id == jid {
+				found, in = append(found, entry{name: n, priority: pr, jid: jid}), append(in, s)
+			}
+		}
+	}
+	return found, in, nil
 }
 
 // findEntry locates a job's entry in its state folder: by its priority node
