@@ -41,6 +41,7 @@ type env struct {
 	storeRoot string
 	profiles  *profile.Set
 	storing   bool                     // the storing step runs
+	minter    mint.Minter              // nil: mint.Local
 	runners   map[string]*stage.Runner // by stage name
 }
 
@@ -50,6 +51,14 @@ func start(t *testing.T, storeRoot string) *env { return startWith(t, storeRoot,
 
 // startWith runs processing, and storing if storing is set.
 func startWith(t *testing.T, storeRoot string, storing bool) *env {
+	t.Helper()
+	e := newEnv(t, storeRoot, storing)
+	e.runners = e.run(t, e.q, storing)
+	return e
+}
+
+// newEnv is startWith without the processor running.
+func newEnv(t *testing.T, storeRoot string, storing bool) *env {
 	t.Helper()
 	e := &env{zkRoot: zktest.Root(t), workRoot: t.TempDir(), storeRoot: storeRoot, storing: storing}
 	e.q = queuetest.Connect(t, e.zkRoot)
@@ -64,7 +73,6 @@ func startWith(t *testing.T, storeRoot string, storing bool) *env {
 	if e.profiles, err = profile.Load(profiles); err != nil {
 		t.Fatal(err)
 	}
-	e.runners = e.run(t, e.q, storing)
 	return e
 }
 
@@ -72,7 +80,11 @@ func startWith(t *testing.T, storeRoot string, storing bool) *env {
 // chains them, and returns its runners by stage name.
 func (e *env) run(t *testing.T, q *queue.Client, storing bool) map[string]*stage.Runner {
 	t.Helper()
-	p := &Processor{Queue: q, Minter: mint.Local{Shoulder: shoulder}, Storage: store.Local{Root: e.storeRoot},
+	var m mint.Minter = mint.Local{Shoulder: shoulder}
+	if e.minter != nil {
+		m = e.minter
+	}
+	p := &Processor{Queue: q, Minter: m, Storage: store.Local{Root: e.storeRoot},
 		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6}
 	runners := map[string]*stage.Runner{}
 	var prev *stage.Runner
