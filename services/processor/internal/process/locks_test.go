@@ -11,7 +11,9 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/mint"
+	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -242,4 +244,40 @@ func TestEveryWayOutOfProcessingReleasesTheLocalIDLocks(t *testing.T) {
 			t.Errorf("local id locks left by the failure: %v", got)
 		}
 	})
+}
+
+// panickyStorage panics on its first store, and stores as Storage does
+// after.
+type panickyStorage struct {
+	store.Storage
+	once sync.Once
+}
+
+func (s *panickyStorage) Store(ctx context.Context, req store.Request) (store.Version, error) {
+	s.once.Do(func() { panic("storing broke") })
+	return s.Storage.Store(ctx, req)
+}
+
+// TestAPanicWhileStoringLeavesNoStorageLock: the storing step holds the
+// object's storage lock while it stores; a panic there fails the job, and
+// the lock goes with the step: the job requeued to Storing is stored.
+func TestAPanicWhileStoringLeavesNoStorageLock(t *testing.T) {
+	e := newEnv(t, "", true)
+	e.storage = &panickyStorage{Storage: store.Local{Root: e.storeRoot}}
+	e.runners = e.run(t, e.q, true)
+	raw := zktest.RawConn(t)
+	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}})
+	if st := e.ended(t, jid).GetStatus(); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), "storing broke") {
+		t.Fatalf("job is %s (%q), want Failed by the panic", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if names, _, err := raw.Children(e.zkRoot + "/locks/storage"); err != nil || len(names) != 0 {
+		t.Errorf("storage locks left by the panic: %v (%v)", names, err)
+	}
+	ctx := context.Background()
+	if _, err := admin.New(e.q).RequeueJob(ctx, jid, queue.Storing, "test: store again"); err != nil {
+		t.Fatal(err)
+	}
+	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Recording {
+		t.Errorf("requeued: %s %q, want Recording", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
 }

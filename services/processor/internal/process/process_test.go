@@ -42,6 +42,7 @@ type env struct {
 	profiles  *profile.Set
 	storing   bool                     // the storing step runs
 	minter    mint.Minter              // nil: mint.Local
+	storage   store.Storage            // nil: store.Local at storeRoot
 	runners   map[string]*stage.Runner // by stage name
 }
 
@@ -84,7 +85,11 @@ func (e *env) run(t *testing.T, q *queue.Client, storing bool) map[string]*stage
 	if e.minter != nil {
 		m = e.minter
 	}
-	p := &Processor{Queue: q, Minter: m, Storage: store.Local{Root: e.storeRoot},
+	var st store.Storage = store.Local{Root: e.storeRoot}
+	if e.storage != nil {
+		st = e.storage
+	}
+	p := &Processor{Queue: q, Minter: m, Storage: st,
 		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6}
 	runners := map[string]*stage.Runner{}
 	var prev *stage.Runner
