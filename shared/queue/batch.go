@@ -1061,6 +1061,16 @@ func (c *Client) deleteJobTrees(ctx context.Context, jids []string) ([]*v1.Job, 
 			if e, err := c.findEntry(ctx, job.Status.GetStatus(), jid); err == nil {
 				ops = append(ops, deleteOp(c.p.jobStateDir(job.Status.GetStatus())+"/"+e.name, -1))
 			}
+		} else {
+			// An unreadable status cannot say where the entry is: a
+			// scan finds it, or it would outlive its job.
+			found, in, err := c.scanEntries(ctx, jid)
+			if err != nil {
+				return nil, err
+			}
+			for i, e := range found {
+				ops = append(ops, deleteOp(c.p.jobStateDir(in[i])+"/"+e.name, -1))
+			}
 		}
 		for _, n := range children {
 			v := int32(-1)

@@ -68,20 +68,9 @@ func (c *Client) claimJob(ctx context.Context, jid string, unreadable bool) (*Cl
 // claimUnreadable claims a job whose status could not be decoded (why),
 // in the state of its one entry.
 func (c *Client) claimUnreadable(ctx context.Context, jid string, why error) (*Claim, error) {
-	var (
-		found []entry
-		in    []JobState
-	)
-	for _, s := range jobStates {
-		names, _, err := c.children(ctx, c.p.jobStateDir(s))
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, fmt.Errorf("listing %s: %w", JobStateName(s), err)
-		}
-		for _, n := range names {
-			if pr, id, ok := parseEntry(n); ok && id == jid {
-				found, in = append(found, entry{name: n, priority: pr, jid: jid}), append(in, s)
-			}
-		}
+	found, in, err := c.scanEntries(ctx, jid)
+	if err != nil {
+		return nil, err
 	}
 	if len(found) != 1 {
 		names := make([]string, len(in))
@@ -103,6 +92,23 @@ func (c *Client) claimUnreadable(ctx context.Context, jid string, why error) (*C
 		return nil, errStale
 	}
 	return cl, nil
+}
+
+// scanEntries finds a job's entries by listing every state folder, for a
+// job whose status cannot say which folder holds it.
+func (c *Client) scanEntries(ctx context.Context, jid string) (found []entry, in []JobState, err error) {
+	for _, s := range jobStates {
+		names, _, err := c.children(ctx, c.p.jobStateDir(s))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, nil, fmt.Errorf("listing %s: %w", JobStateName(s), err)
+		}
+		for _, n := range names {
+			if pr, id, ok := parseEntry(n); ok && id == jid {
+				found, in = append(found, entry{name: n, priority: pr, jid: jid}), append(in, s)
+			}
+		}
+	}
+	return found, in, nil
 }
 
 // findEntry locates a job's entry in its state folder: by its priority node
@@ -240,11 +246,13 @@ func (c *Client) pinBatch(ctx context.Context, cl *Claim, to JobState) (*v1.Batc
 
 // deleteJob removes a failed or held job's nodes and moves its batch
 // reference to batch-deleted. Deleting a job whose batch is still open needs
-// force: its depositor will never hear of it.
-func (c *Client) deleteJob(ctx context.Context, jid string, force bool) error {
+// force: its depositor will never hear of it. It returns the job as its
+// claim read it: its bid and configuration name its working directory even
+// when its status was unreadable.
+func (c *Client) deleteJob(ctx context.Context, jid string, force bool) (*v1.Job, error) {
 	cl, err := c.claimJob(ctx, jid, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if !cl.done {
@@ -253,27 +261,27 @@ func (c *Client) deleteJob(ctx context.Context, jid string, force bool) error {
 	}()
 	if err := checkJobMove(jid, cl.from, Deleted); err != nil {
 		if cl.statusErr != nil {
-			return fmt.Errorf("job %s: its status is unreadable and its entry says %s, not Failed or Held: %w: fail it first",
+			return nil, fmt.Errorf("job %s: its status is unreadable and its entry says %s, not Failed or Held: %w: fail it first",
 				jid, JobStateName(cl.from), ErrWrongState)
 		}
-		return fmt.Errorf("job %s is %s, not Failed or Held: %w", jid, JobStateName(cl.from), ErrWrongState)
+		return nil, fmt.Errorf("job %s is %s, not Failed or Held: %w", jid, JobStateName(cl.from), ErrWrongState)
 	}
 	// The batch's state decides (an open batch needs force), and its
 	// reference moves: the deletion relies on the batch as read.
 	bst, err := c.pinBatch(ctx, cl, Deleted)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !force && bst != nil && batchOpen(bst.GetStatus()) {
-		return fmt.Errorf("job %s: batch %s is still %s and its depositor would never hear of this job; %w: pass force to delete anyway",
+		return nil, fmt.Errorf("job %s: batch %s is still %s and its depositor would never hear of this job; %w: pass force to delete anyway",
 			jid, cl.Job.Bid, BatchStateName(bst.GetStatus()), ErrWrongState)
 	}
 	children, _, err := c.children(ctx, c.p.job(jid))
 	if err != nil {
-		return fmt.Errorf("listing job %s: %w", jid, err)
+		return nil, fmt.Errorf("listing job %s: %w", jid, err)
 	}
 	if err := cl.finish(); err != nil {
-		return err
+		return nil, err
 	}
 	commit := func() error {
 		return cl.commitOps(ctx, checkOp(c.p.jobStatus(jid), cl.version), false, func(ref refPlace) []any {
@@ -298,12 +306,12 @@ func (c *Client) deleteJob(ctx context.Context, jid string, force bool) error {
 	}
 	if err != nil {
 		if errors.Is(err, zk.ErrNotEmpty) {
-			return fmt.Errorf("job %s changed while being deleted: %w", jid, ErrLocked)
+			return nil, fmt.Errorf("job %s changed while being deleted: %w", jid, ErrLocked)
 		}
-		return err
+		return nil, err
 	}
 	cl.settle()
-	return nil
+	return cl.Job, nil
 }
 
 // batchOpen reports whether a batch in s will still report to its depositor.

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,5 +119,55 @@ func TestAnUnreadableJobALiveWorkerHoldsIsNotFailedOrDeleted(t *testing.T) {
 	}
 	if !exists(t, a, a.b.Paths.JobLock(jid)) {
 		t.Error("the worker's lock is gone")
+	}
+}
+
+// TestABatchRemovedWithAJobWhoseStatusIsUnreadableLeavesNoEntry deletes a
+// failed batch and cleans up a completed one, each with a job whose status
+// is garbled: the unreadable status cannot say which state folder holds
+// the job's entry, and the entry goes with the job all the same, leaving
+// nothing of either batch and fsck clean.
+func TestABatchRemovedWithAJobWhoseStatusIsUnreadableLeavesNoEntry(t *testing.T) {
+	c, a := newTools(t)
+	raw := zktest.RawConn(t)
+	ctx := testCtx(t)
+	failedBid, failedJids := spawn(t, c, 2, 5)
+	for _, jid := range failedJids {
+		queuetest.Move(t, c, jid, queue.Change{To: queue.Failed, Message: "gave up"})
+	}
+	bc, err := c.ClaimBatch(ctx, failedBid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed, Message: "its jobs failed"}); err != nil {
+		t.Fatal(err)
+	}
+	doneBid, doneJids := spawn(t, c, 2, 5)
+	for _, jid := range doneJids {
+		for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
+			queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
+			queuetest.Move(t, c, jid, queuetest.WithProducts(queue.Change{To: s}))
+		}
+	}
+	queuetest.CompleteBatch(t, c, doneBid)
+	for _, jid := range []string{failedJids[0], doneJids[0]} {
+		zktest.WriteNode(t, raw, a.b.Paths.JobStatus(jid), garbledStatus)
+	}
+
+	if jobs, err := a.DeleteBatch(ctx, failedBid); err != nil || len(jobs) != 2 {
+		t.Fatalf("DeleteBatch: %d jobs, %v", len(jobs), err)
+	}
+	if res, err := a.CleanupBatches(ctx, -1, 0); err != nil || !slices.Contains(res.Batches, doneBid) {
+		t.Fatalf("CleanupBatches: %v, %v", res.Batches, err)
+	}
+	for _, p := range tree(t, a) {
+		for _, id := range append([]string{failedBid, doneBid}, append(failedJids, doneJids...)...) {
+			if strings.Contains(p, id) {
+				t.Errorf("left behind: %s", p)
+			}
+		}
+	}
+	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
+		t.Errorf("fsck after the removals: %+v", rep.Damages)
 	}
 }

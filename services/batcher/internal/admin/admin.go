@@ -7,7 +7,6 @@ package admin
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -383,22 +382,21 @@ func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobReq
 }
 
 // DeleteJob removes a failed or held job and its working directory. A job
-// whose nodes are unreadable is deleted all the same (the queue decides
-// whether it may be), but where its working directory is cannot be known:
-// it is left in place.
+// whose status is unreadable is deleted all the same when the queue allows
+// it, and its working directory with it: the deletion returns the job's
+// bid and configuration as it read them. Only a job whose configuration
+// names no working directory and whose bid is unreadable keeps its
+// directory (in its batch's, which the batch's removal takes).
 func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.DeleteJobResponse, error) {
-	j, readErr := s.Queue.GetJob(ctx, req.GetJobId())
-	if readErr != nil && !errors.Is(readErr, queue.ErrCorrupt) {
-		return nil, rpcerr.FromQueue(readErr)
-	}
-	if err := s.tools().DeleteJob(ctx, req.GetJobId(), req.GetForce()); err != nil {
+	j, err := s.tools().DeleteJobReturning(ctx, req.GetJobId(), req.GetForce())
+	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	if readErr != nil {
-		s.Logger.WarnContext(ctx, "deleted a job whose nodes were unreadable: its working directory, if any, is left in place",
-			"job_id", req.GetJobId(), "error", readErr.Error())
-	}
 	dir := queue.JobWorkingDir(s.Root.Dir(), j)
+	if dir == "" {
+		s.Logger.WarnContext(ctx, "deleted a job whose working directory cannot be known (its bid is unreadable): it is left in place",
+			"job_id", req.GetJobId())
+	}
 	s.removeDir(ctx, dir)
 	return &v1.DeleteJobResponse{JobId: req.GetJobId(), WorkingDir: dir}, nil
 }

@@ -117,9 +117,10 @@ func (f *failure) Error() string { return f.msg }
 
 func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(format, args...)} }
 
-// process is the processing step. It returns the local id locks it holds
-// (see identify) with its outcome, or its error.
-func (p *Processor) process(ctx context.Context, claim stage.Claim) (_ stage.Outcome, locks []*queue.ObjectLock, err error) {
+// process is the processing step. It returns its outcome, or its error,
+// with the local id locks it holds (lockLocalIDs) for the outcome's commit
+// to release: none when it stopped before its ARK was settled.
+func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outcome, []*queue.ObjectLock, error) {
 	dir, err := claim.WorkingDir(ctx, p.WorkRoot)
 	if err != nil {
 		if errors.Is(err, queue.ErrCorrupt) {
@@ -135,7 +136,8 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (_ stage.Out
 	if err != nil {
 		return stage.Outcome{}, nil, fmt.Errorf("reading the job's manifest: %w", err)
 	}
-	ark, locks, err := p.identify(ctx, claim)
+	owner := p.owner(claim.Data().GetConfiguration())
+	held, err := p.lockLocalIDs(ctx, claim.Data().GetIdentifiers().GetLocalId(), owner)
 	if errors.Is(err, queue.ErrLocked) {
 		p.logger().InfoContext(ctx, "a local id of the job is locked elsewhere (looked up, minted, or its job in Processing); waiting", "error", err)
 		return stage.Wait(p.lockRetry(), queue.Change{}), nil, nil
@@ -143,8 +145,22 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (_ stage.Out
 	if err != nil {
 		return stage.Outcome{}, nil, err
 	}
-	out, err := p.describe(ctx, claim, wd, ark, declared, locks)
-	return out, locks, err
+	// Until the outcome carries the locks (its commit releases them), they
+	// are this step's to release: after an error, and after a panic, which
+	// the runner turns into a failure that knows nothing of them.
+	carried := false
+	defer func() {
+		if !carried {
+			p.unlock(ctx, held)
+		}
+	}()
+	ark, err := p.identify(ctx, claim, owner)
+	if err != nil {
+		return stage.Outcome{}, nil, err
+	}
+	out, err := p.describe(ctx, claim, wd, ark, declared, held)
+	carried = true
+	return out, held, err
 }
 
 // describe writes the system files of the job's object, named ark by
@@ -194,24 +210,14 @@ func submissionMode(conf *v1.JobConfiguration) string {
 }
 
 // identify settles the job's ARK: the one the depositor gave, else the one
-// its local ids are bound to, else a new one; it is in the job's
-// identifiers in ZooKeeper before the local ids are bound to it. It holds
-// the local id locks meanwhile (lockLocalIDs), and returns them held: the
-// job's commit releases them in its own request, where a release of its
-// own would cost two (a look at the node's owner and a delete). On an
-// error they are released. ErrLocked: another process holds one of them.
-func (p *Processor) identify(ctx context.Context, claim stage.Claim) (_ string, _ []*queue.ObjectLock, err error) {
-	owner := p.owner(claim.Data().GetConfiguration())
+// its local ids (of owner) are bound to, else a new one; it is in the job's
+// identifiers in ZooKeeper before the local ids are bound to it. The
+// caller holds the local id locks meanwhile (lockLocalIDs) and keeps them
+// until the job's commit, which releases them in its own request, where a
+// release of its own would cost two (a look at the node's owner and a
+// delete).
+func (p *Processor) identify(ctx context.Context, claim stage.Claim, owner string) (string, error) {
 	ids := claim.Data().GetIdentifiers()
-	held, err := p.lockLocalIDs(ctx, ids.GetLocalId(), owner)
-	if err != nil {
-		return "", nil, err
-	}
-	defer func() {
-		if err != nil {
-			p.unlock(ctx, held)
-		}
-	}()
 	ark := ids.GetPrimaryId()
 	bound, boundBy := "", ""
 	for _, lid := range ids.GetLocalId() {
@@ -220,13 +226,13 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim) (_ string, 
 		case errors.Is(err, queue.ErrNotFound):
 			continue
 		case errors.Is(err, queue.ErrInvalid):
-			return "", nil, failf("local id %q: %v", lid, err)
+			return "", failf("local id %q: %v", lid, err)
 		case err != nil:
-			return "", nil, fmt.Errorf("looking up local id %s: %w", lid, err)
+			return "", fmt.Errorf("looking up local id %s: %w", lid, err)
 		case ark != "" && got != ark:
-			return "", nil, failf("local id %s is bound to %s but the depositor gave %s", lid, got, ark)
+			return "", failf("local id %s is bound to %s but the depositor gave %s", lid, got, ark)
 		case bound != "" && got != bound:
-			return "", nil, failf("local ids %s and %s are bound to different ARKs (%s, %s)", boundBy, lid, bound, got)
+			return "", failf("local ids %s and %s are bound to different ARKs (%s, %s)", boundBy, lid, bound, got)
 		}
 		bound, boundBy = got, lid
 	}
@@ -238,16 +244,16 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim) (_ string, 
 		}
 		next.PrimaryId = ark
 		if err := claim.Update(ctx, queue.Change{Identifiers: next}); err != nil {
-			return "", nil, fmt.Errorf("recording %s: %w", ark, err)
+			return "", fmt.Errorf("recording %s: %w", ark, err)
 		}
 	}
 	if ark == "" {
 		minted, err := p.Minter.Mint(ctx, claim)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, queue.ErrFenced) || errors.Is(err, queue.ErrNoSession) {
-				return "", nil, err
+				return "", err
 			}
-			return "", nil, failf("minting an ARK: %v", err)
+			return "", failf("minting an ARK: %v", err)
 		}
 		ark = minted
 		p.logger().InfoContext(ctx, "ARK minted", "ark", ark)
@@ -255,13 +261,13 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim) (_ string, 
 	for _, lid := range ids.GetLocalId() {
 		got, err := p.Queue.BindLocalID(ctx, owner, lid, ark)
 		if err != nil {
-			return "", nil, fmt.Errorf("binding local id %s: %w", lid, err)
+			return "", fmt.Errorf("binding local id %s: %w", lid, err)
 		}
 		if got != ark {
-			return "", nil, failf("local id %s is bound to %s, not to this job's %s", lid, got, ark)
+			return "", failf("local id %s is bound to %s, not to this job's %s", lid, got, ark)
 		}
 	}
-	return ark, held, nil
+	return ark, nil
 }
 
 // lockLocalIDs takes /locks/localid/<local id>_<owner> for each of the

@@ -41,6 +41,8 @@ type env struct {
 	storeRoot string
 	profiles  *profile.Set
 	storing   bool                     // the storing step runs
+	minter    mint.Minter              // nil: mint.Local
+	storage   store.Storage            // nil: store.Local at storeRoot
 	runners   map[string]*stage.Runner // by stage name
 }
 
@@ -50,6 +52,14 @@ func start(t *testing.T, storeRoot string) *env { return startWith(t, storeRoot,
 
 // startWith runs processing, and storing if storing is set.
 func startWith(t *testing.T, storeRoot string, storing bool) *env {
+	t.Helper()
+	e := newEnv(t, storeRoot, storing)
+	e.runners = e.run(t, e.q, storing)
+	return e
+}
+
+// newEnv is startWith without the processor running.
+func newEnv(t *testing.T, storeRoot string, storing bool) *env {
 	t.Helper()
 	e := &env{zkRoot: zktest.Root(t), workRoot: t.TempDir(), storeRoot: storeRoot, storing: storing}
 	e.q = queuetest.Connect(t, e.zkRoot)
@@ -64,7 +74,6 @@ func startWith(t *testing.T, storeRoot string, storing bool) *env {
 	if e.profiles, err = profile.Load(profiles); err != nil {
 		t.Fatal(err)
 	}
-	e.runners = e.run(t, e.q, storing)
 	return e
 }
 
@@ -72,7 +81,15 @@ func startWith(t *testing.T, storeRoot string, storing bool) *env {
 // chains them, and returns its runners by stage name.
 func (e *env) run(t *testing.T, q *queue.Client, storing bool) map[string]*stage.Runner {
 	t.Helper()
-	p := &Processor{Queue: q, Minter: mint.Local{Shoulder: shoulder}, Storage: store.Local{Root: e.storeRoot},
+	var m mint.Minter = mint.Local{Shoulder: shoulder}
+	if e.minter != nil {
+		m = e.minter
+	}
+	var st store.Storage = store.Local{Root: e.storeRoot}
+	if e.storage != nil {
+		st = e.storage
+	}
+	p := &Processor{Queue: q, Minter: m, Storage: st,
 		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6}
 	runners := map[string]*stage.Runner{}
 	var prev *stage.Runner

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
@@ -63,17 +62,22 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	if err != nil {
 		return stage.Outcome{}, fmt.Errorf("taking the storage lock of %s: %w", ark, err)
 	}
+	// Until the outcome carries the lock, it is this step's to release:
+	// after a failed store, and after a panic, which the runner turns into
+	// a failure that knows nothing of it.
+	carried := false
+	defer func() {
+		if !carried {
+			p.unlock(ctx, []*queue.ObjectLock{lock})
+		}
+	}()
 	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest})
 	if err != nil {
-		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if uerr := lock.Unlock(unlockCtx); uerr != nil {
-			p.logger().WarnContext(ctx, "releasing the storage lock", "ark", ark, "error", uerr)
-		}
 		return stage.Outcome{}, failf("%v", err)
 	}
 	// The job's commit releases the lock once the job has moved on (the
 	// runner releases it after a commit that did not happen).
+	carried = true
 	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "manifest_url", v.ManifestURL)
 	return stage.Next(queue.Change{
 		Message:   fmt.Sprintf("stored %s version %d", ark, v.Number),

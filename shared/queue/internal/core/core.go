@@ -100,8 +100,9 @@ type Backend struct {
 	ValidPriority func(p *int32) error
 	// DeleteJob, DeleteBatch, ReleaseBatch and UpdateReport are the
 	// operators' actions of the same names, as the admin package
-	// documents them, written where their claims' fencing is.
-	DeleteJob    func(ctx context.Context, jid string, force bool) error
+	// documents them, written where their claims' fencing is. DeleteJob
+	// returns the job as its claim read it.
+	DeleteJob    func(ctx context.Context, jid string, force bool) (*v1.Job, error)
 	DeleteBatch  func(ctx context.Context, bid string) ([]*v1.Job, error)
 	ReleaseBatch func(ctx context.Context, bid string) (*v1.Batch, error)
 	UpdateReport func(ctx context.Context, bid string) (*v1.Batch, error)
