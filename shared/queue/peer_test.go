@@ -467,7 +467,7 @@ func TestAJobWithAPayloadTypeIngestqDoesNotKnowIsStillShownAndDeletedOnceFailed(
 		got.GetBid() != bid || got.GetConfiguration().GetPayloadUrl() != "http://127.0.0.1:1/x" || got.GetConfiguration().GetResponseType() != "xml" {
 		t.Errorf("GetJob: %v", got)
 	}
-	if err := c.deleteJob(ctx, j.ID, true); err != nil {
+	if _, err := c.deleteJob(ctx, j.ID, true); err != nil {
 		t.Fatalf("DeleteJob: %v", err)
 	}
 	if _, err := c.GetJob(ctx, j.ID); !errors.Is(err, ErrNotFound) {

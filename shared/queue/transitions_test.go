@@ -385,10 +385,10 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 			bid, jids := spawn(t, c, 1, 5)
 			jid := jids[0]
 			step(t, c, jid, Change{To: from})
-			if err := c.deleteJob(ctx, jid, false); !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
+			if _, err := c.deleteJob(ctx, jid, false); !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
 				t.Fatalf("delete without force in an open batch: %v, want a refusal naming the batch state", err)
 			}
-			if err := c.deleteJob(ctx, jid, true); err != nil {
+			if _, err := c.deleteJob(ctx, jid, true); err != nil {
 				t.Fatal(err)
 			}
 			tr := tree(t, c)
@@ -417,7 +417,7 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 		for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed} {
 			step(t, c, jids[0], Change{To: to})
 		}
-		if err := c.deleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {
+		if _, err := c.deleteJob(ctx, jids[0], true); !errors.Is(err, ErrWrongState) {
 			t.Errorf("delete completed job: %v, want ErrWrongState", err)
 		}
 	})
