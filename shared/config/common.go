@@ -105,7 +105,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 		if c.AdminToken != "" {
 			return errors.New("INGESTQ_ADMIN_TOKEN and INGESTQ_ADMIN_TOKEN_FILE are both set: set one")
 		}
-		token, err := readToken(tokenFile)
+		token, err := ReadAdminToken(tokenFile)
 		if err != nil {
 			return fmt.Errorf("INGESTQ_ADMIN_TOKEN_FILE: %w", err)
 		}
@@ -124,7 +124,11 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 	return c
 }
 
-func readToken(path string) (string, error) {
+// ReadAdminToken reads the admin token from the file INGESTQ_ADMIN_TOKEN_FILE
+// names, as every service does: its content less the surrounding white
+// space, refused when that leaves nothing (an empty token would turn the
+// admin methods' guard off without anyone having asked for it).
+func ReadAdminToken(path string) (string, error) {
 	token, err := ReadSecretFile(path)
 	if err != nil {
 		return "", fmt.Errorf("reading the admin token: %w", err)

@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/config"
 )
 
 // perProcess are the settings the stack chooses for each process: seven
@@ -39,11 +39,9 @@ func callerSettings(environ []string) (opts stack.Options, token string, ignored
 	opts.Root = opts.Env["INGESTQ_ZK_ROOT"]
 	token = opts.Env["INGESTQ_ADMIN_TOKEN"]
 	if file := opts.Env["INGESTQ_ADMIN_TOKEN_FILE"]; file != "" && token == "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
+		if token, err = config.ReadAdminToken(file); err != nil {
 			return opts, "", nil, fmt.Errorf("INGESTQ_ADMIN_TOKEN_FILE: %w", err)
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	return opts, token, ignored, nil
 }
