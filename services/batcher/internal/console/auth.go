@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -11,10 +10,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ingestq/ingestq/shared/config"
 )
 
 // Cookie names.
@@ -61,11 +61,11 @@ const MinSessionKeyBytes = sha256.Size
 // `echo` add, of at least MinSessionKeyBytes bytes (`openssl rand -base64 48`
 // makes one).
 func ReadSessionKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	secret, err := config.ReadSecretFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the console's session key: %w", err)
 	}
-	key := bytes.TrimSpace(b)
+	key := []byte(secret)
 	if len(key) < MinSessionKeyBytes {
 		return nil, fmt.Errorf("%s holds %d bytes: a session key needs at least %d (openssl rand -base64 48 makes one)",
 			path, len(key), MinSessionKeyBytes)
