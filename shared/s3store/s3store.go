@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ingestq/ingestq/shared/config"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
 // Settings name the bucket and how to reach it.
@@ -30,19 +31,19 @@ type Settings struct {
 	// PathStyle addresses the bucket in the path (http://host/bucket/key),
 	// as most S3-compatible servers want, not in the host name.
 	PathStyle bool
-	// MaxAttempts bounds the tries of one request that fails with a 5xx,
-	// throttling or a broken connection (0: DefaultMaxAttempts); the SDK's
-	// retryer waits with jittered exponential backoff between them.
-	MaxAttempts int
+	// Retry says how often one request that fails with a 5xx, throttling
+	// or a broken connection is sent, and the waits between (the zero
+	// policy: DefaultRetry): the SDK's retryer with the numbers of ingestq's
+	// one retry policy.
+	Retry retrypolicy.Policy
 	// Credentials, if set, replace the standard AWS chain (tests).
 	Credentials aws.CredentialsProvider
 }
 
-// DefaultMaxAttempts is a request's tries by default.
-const DefaultMaxAttempts = 6
-
-// maxBackoff caps the wait between two tries.
-const maxBackoff = 20 * time.Second
+// DefaultRetry is how a failed request is tried again by default: as the
+// SDK's own retryer does, 6 tries, each wait drawn at random below a bound
+// that doubles from 1 s up to 20 s.
+var DefaultRetry = retrypolicy.Policy{Attempts: 6, Backoff: time.Second, Max: 20 * time.Second, Jitter: 1}
 
 // Register adds the S3 settings to a service's configuration.
 func Register(r *config.Registry) *Settings {
@@ -79,15 +80,12 @@ func Register(r *config.Registry) *Settings {
 			s.PathStyle = b
 			return nil
 		})
-	r.Func("s3-max-attempts", "INGESTQ_S3_MAX_ATTEMPTS", strconv.Itoa(DefaultMaxAttempts),
-		"tries of one S3 request that fails with a 5xx, throttling or a broken connection, with backoff between them", func(v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n < 1 {
-				return fmt.Errorf("%q is not a positive integer", v)
-			}
-			s.MaxAttempts = n
-			return nil
-		})
+	policy := retrypolicy.Register(r, "s3", "an S3 request is sent (5xx, throttling and connection failures)", DefaultRetry)
+	r.Renamed("s3-max-attempts", "INGESTQ_S3_MAX_ATTEMPTS", "s3-attempts", nil)
+	r.Check(func() error {
+		s.Retry = *policy
+		return nil
+	})
 	return s
 }
 
@@ -96,16 +94,23 @@ func Client(ctx context.Context, s Settings) (*s3.Client, error) {
 	if s.Bucket == "" {
 		return nil, fmt.Errorf("INGESTQ_S3_BUCKET: no bucket named")
 	}
-	attempts := s.MaxAttempts
-	if attempts <= 0 {
-		attempts = DefaultMaxAttempts
+	policy := s.Retry
+	if policy == (retrypolicy.Policy{}) {
+		policy = DefaultRetry
+	}
+	if err := policy.Validate(); err != nil {
+		return nil, fmt.Errorf("S3 retry policy: %w", err)
+	}
+	if policy.Attempts < 1 {
+		return nil, fmt.Errorf("S3 retry policy: %d attempts: the SDK's retryer needs at least 1", policy.Attempts)
 	}
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(s.Region),
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = attempts
-				o.MaxBackoff = maxBackoff
+				o.MaxAttempts = policy.Attempts
+				o.MaxBackoff = policy.Max
+				o.Backoff = backoff(policy)
 			})
 		}),
 	}
@@ -122,6 +127,14 @@ func Client(ctx context.Context, s Settings) (*s3.Client, error) {
 		}
 		o.UsePathStyle = s.PathStyle
 	}), nil
+}
+
+// backoff makes the SDK's retryer wait as the policy says.
+type backoff retrypolicy.Policy
+
+// BackoffDelay is the wait after the attempt-th failed attempt (from 1).
+func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
+	return retrypolicy.Policy(b).Wait(attempt), nil
 }
 
 // URL is the s3:// URL of a key in a bucket, as manifests name stored files.
