@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,8 +82,10 @@ func newEnv(t *testing.T) *env {
 	return &env{q: queuetest.Connect(t, zktest.Root(t)), workRoot: t.TempDir()}
 }
 
-// run runs the notify stage (see start).
-func (e *env) run(t *testing.T, callbackURL string) {
+// newNotifier is the notifier of one profile, "demo", whose callback is
+// callbackURL ("" for none), allowed to call back on loopback, over the
+// work root workRoot.
+func newNotifier(t *testing.T, workRoot, callbackURL string) *Notifier {
 	t.Helper()
 	dir := t.TempDir()
 	yaml := "name: demo\ncollection: demo\n"
@@ -98,8 +99,14 @@ func (e *env) run(t *testing.T, callbackURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Notifier{Profiles: set, WorkRoot: mustRoot(t, e.workRoot), Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	return &Notifier{Profiles: set, WorkRoot: mustRoot(t, workRoot), Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Callback: callback.Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 3, Backoff: 10 * time.Millisecond, Max: time.Minute}, Timeout: 5 * time.Second}}
+}
+
+// run runs the notify stage (see start).
+func (e *env) run(t *testing.T, callbackURL string) {
+	t.Helper()
+	n := newNotifier(t, e.workRoot, callbackURL)
 	r, err := stage.New(e.q, stage.Config{Service: "notifier", Name: "notifying", From: queue.Notify, To: queue.Completed, Handler: n.Handle})
 	if err != nil {
 		t.Fatal(err)
@@ -198,17 +205,6 @@ func TestACallbackLeavesOutAVersionTheJobDoesNotSay(t *testing.T) {
 	}
 }
 
-func TestACallbackIsRetriedAfterAServerError(t *testing.T) {
-	rcv := &receiver{script: []int{500, 503, 200}}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
-	e := start(t, srv.URL+"/cb")
-	jid, _ := e.spawn(t, "demo")
-	if st := e.ended(t, jid); st.GetStatus() != queue.Completed || rcv.calls() != 3 {
-		t.Errorf("job %s %q after %d calls, want Completed after 3", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls())
-	}
-}
-
 func TestACallbackThatKeepsFailingFailsTheJobAndAnAdminCanRetry(t *testing.T) {
 	rcv := &receiver{script: []int{500}}
 	srv := httptest.NewServer(rcv)
@@ -233,51 +229,6 @@ func TestACallbackThatKeepsFailingFailsTheJobAndAnAdminCanRetry(t *testing.T) {
 	st = e.ended(t, jid)
 	if st.GetStatus() != queue.Completed || st.GetRetryCount() != 1 {
 		t.Errorf("after the resume: %s retry_count %d, want Completed with 1", queue.JobStateName(st.GetStatus()), st.GetRetryCount())
-	}
-}
-
-func TestACallbackRefusedWithAClientErrorIsNotRetried(t *testing.T) {
-	rcv := &receiver{script: []int{404}}
-	srv := httptest.NewServer(rcv)
-	defer srv.Close()
-	e := start(t, srv.URL+"/gone")
-	jid, _ := e.spawn(t, "demo")
-	st := e.ended(t, jid)
-	if st.GetStatus() != queue.Failed || rcv.calls() != 1 || !strings.HasSuffix(st.GetMessage(), "/gone: HTTP 404 Not Found (not retried)") {
-		t.Errorf("job %s %q after %d calls", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls())
-	}
-}
-
-func TestWithoutACallbackTheJobCompletes(t *testing.T) {
-	e := start(t, "")
-	jid, wd := e.spawn(t, "demo")
-	if st := e.ended(t, jid); st.GetStatus() != queue.Completed || st.GetMessage() != "working folder removed" {
-		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
-	}
-	if _, err := os.Stat(wd); !os.IsNotExist(err) {
-		t.Errorf("working folder still there: %v", err)
-	}
-}
-
-func TestAnUnknownProfileFailsTheJob(t *testing.T) {
-	e := start(t, "")
-	jid, _ := e.spawn(t, "gone")
-	if st := e.ended(t, jid); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), `profile "gone" is not among the loaded profiles (demo)`) {
-		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
-	}
-}
-
-func TestAWorkingFolderOutsideTheWorkRootIsLeftAlone(t *testing.T) {
-	e := start(t, "")
-	outside := t.TempDir()
-	os.WriteFile(filepath.Join(outside, "keep"), []byte("x"), 0o644)
-	jid := queuetest.Spawn(t, e.q, queue.NewJob{Configuration: &v1.JobConfiguration{ProfileName: "demo", WorkingDir: outside}}, queue.Notify)
-	st := e.ended(t, jid)
-	if st.GetStatus() != queue.Completed || !strings.Contains(st.GetMessage(), "is not inside the work root") {
-		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
-	}
-	if entries, _ := os.ReadDir(outside); !slices.ContainsFunc(entries, func(d os.DirEntry) bool { return d.Name() == "keep" }) {
-		t.Error("a folder outside the work root was emptied")
 	}
 }
 
