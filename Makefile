@@ -156,10 +156,12 @@ lint: $(BUF) $(STATICCHECK) proto-check
 	@for m in $(MODULES); do (cd "$$m" && go vet ./... && $(BIN)/staticcheck ./...); done
 
 # The generated code is what the pinned generators make of proto/ now:
-# regenerate into a scratch copy and compare.
+# regenerate into a scratch copy, its generated files removed first (so a
+# file left from a .proto since removed shows too), and compare.
 proto-check: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
 	@scratch=$$(mktemp -d); trap 'rm -rf "$$scratch"' EXIT; \
 	cp -r proto buf.yaml buf.gen.yaml "$$scratch"/; \
+	find "$$scratch/proto" -name '*.pb.go' -delete; \
 	(cd "$$scratch" && PATH="$(BIN):$$PATH" $(BIN)/buf generate); \
 	if ! diff -r -q proto "$$scratch/proto" >/dev/null; then \
 		echo "proto/: the generated code differs from what make proto makes now:"; \
