@@ -79,7 +79,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 	r.Func("metrics-listen", "INGESTQ_METRICS_LISTEN", d.MetricsListen,
 		"Prometheus /metrics listen address; empty disables", setAddress(&c.MetricsListen, true))
 	r.Func("concurrency", "INGESTQ_CONCURRENCY", "4",
-		"jobs a stage works on at once", setPositiveInt(&c.Concurrency))
+		"jobs a stage works on at once", SetPositiveInt(&c.Concurrency))
 	r.Func("admin-token", "INGESTQ_ADMIN_TOKEN", "",
 		"bearer token that admin methods require; empty leaves them open (a flag shows in ps: prefer the variable or the file)", setString(&c.AdminToken))
 	var tokenFile string
@@ -195,7 +195,9 @@ func setAddress(p *string, optional bool) func(string) error {
 	}
 }
 
-func setPositiveInt(p *int) func(string) error {
+// SetPositiveInt parses a whole number of at least 1 into p, for
+// Registry.Func (a count of attempts, of workers).
+func SetPositiveInt(p *int) func(string) error {
 	parse := setInt(p)
 	return func(s string) error {
 		if err := parse(s); err != nil {
@@ -203,6 +205,21 @@ func setPositiveInt(p *int) func(string) error {
 		}
 		if *p < 1 {
 			return fmt.Errorf("%d: must be at least 1", *p)
+		}
+		return nil
+	}
+}
+
+// SetNonNegativeDuration parses a duration of 0 or more into p, for
+// Registry.Func (a wait, where 0 is none).
+func SetNonNegativeDuration(p *time.Duration) func(string) error {
+	parse := setDuration(p)
+	return func(s string) error {
+		if err := parse(s); err != nil {
+			return err
+		}
+		if *p < 0 {
+			return fmt.Errorf("%s: must not be negative", *p)
 		}
 		return nil
 	}

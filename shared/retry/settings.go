@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ingestq/ingestq/shared/config"
 )
@@ -22,11 +21,11 @@ func Register(r *config.Registry, name, what string, def Policy) *Policy {
 	env := "INGESTQ_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 	p := &Policy{}
 	r.Func(name+"-attempts", env+"_ATTEMPTS", strconv.Itoa(def.Attempts),
-		"how many times "+what+" in all (only failures that may pass are tried again)", setAttempts(&p.Attempts))
+		"how many times "+what+" in all (only failures that may pass are tried again)", config.SetPositiveInt(&p.Attempts))
 	r.Func(name+"-backoff", env+"_BACKOFF", def.Backoff.String(),
-		"wait after the first failed attempt, doubled after each further one", setDuration(&p.Backoff))
+		"wait after the first failed attempt, doubled after each further one", config.SetNonNegativeDuration(&p.Backoff))
 	r.Func(name+"-backoff-max", env+"_BACKOFF_MAX", def.Max.String(),
-		"longest wait between two attempts (0s: no limit)", setDuration(&p.Max))
+		"longest wait between two attempts (0s: no limit)", config.SetNonNegativeDuration(&p.Max))
 	r.Func(name+"-jitter", env+"_JITTER", strconv.FormatFloat(def.Jitter, 'g', -1, 64),
 		"share of each wait drawn at random, 0 to 1 (0.5: between half the wait and all of it)", setJitter(&p.Jitter))
 	r.Check(func() error {
@@ -47,34 +46,6 @@ func RetriesToAttempts(s string) (string, error) {
 		return "", fmt.Errorf("not a count of retries: %q", s)
 	}
 	return strconv.Itoa(n + 1), nil
-}
-
-func setAttempts(p *int) func(string) error {
-	return func(s string) error {
-		v, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("not an integer: %q", s)
-		}
-		if v < 1 {
-			return fmt.Errorf("%d: must be at least 1", v)
-		}
-		*p = v
-		return nil
-	}
-}
-
-func setDuration(p *time.Duration) func(string) error {
-	return func(s string) error {
-		v, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("not a duration (want e.g. 10s, 1m30s): %q", s)
-		}
-		if v < 0 {
-			return fmt.Errorf("%s: must not be negative", v)
-		}
-		*p = v
-		return nil
-	}
 }
 
 func setJitter(p *float64) func(string) error {
