@@ -8,10 +8,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -34,6 +32,7 @@ import (
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
+	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/credentials"
@@ -318,13 +317,9 @@ func stageCredentials(files config.TLSFiles) (credentials.TransportCredentials, 
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if files.ClientCA != "" {
-		pem, err := os.ReadFile(files.ClientCA)
+		pool, err := server.LoadCertPool(files.ClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("console stage controls: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("console stage controls: %s holds no PEM certificate", files.ClientCA)
 		}
 		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
 		if err != nil {

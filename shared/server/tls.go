@@ -22,16 +22,27 @@ func (f TLSFiles) credentials() (credentials.TransportCredentials, error) {
 	}
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if f.ClientCAFile != "" {
-		pem, err := os.ReadFile(f.ClientCAFile)
+		pool, err := LoadCertPool(f.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading TLS client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s holds no PEM certificate", f.ClientCAFile)
+			return nil, fmt.Errorf("TLS client CA: %w", err)
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// LoadCertPool reads a bundle of PEM certificates (a CA's) into a pool, and
+// refuses a file that holds none: a pool left empty would refuse every
+// peer without saying why.
+func LoadCertPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", file, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,27 @@ func TestBadTLSFilesAreReportedByNew(t *testing.T) {
 				t.Error("New accepted the files")
 			}
 		})
+	}
+}
+
+// TestLoadCertPoolReadsACABundleAndNamesAFileWithoutOne: the one reader of
+// CA bundles (the server's client CA, the console's dialing of the stages)
+// loads the bundle's certificates and names the file it cannot use.
+func TestLoadCertPoolReadsACABundleAndNamesAFileWithoutOne(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, "ingestq test CA")
+	_, _, caFile := writePEM(t, dir, ca.issue(t, "server"), ca)
+	if pool, err := LoadCertPool(caFile); err != nil || !pool.Equal(ca.pool()) {
+		t.Errorf("LoadCertPool(%s): %v; want the CA's certificate", caFile, err)
+	}
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "absent.pem")
+	for file, want := range map[string]string{notPEM: notPEM + " holds no PEM certificate", missing: "reading " + missing} {
+		if _, err := LoadCertPool(file); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadCertPool(%s): %v; want an error saying %q", filepath.Base(file), err, want)
+		}
 	}
 }
