@@ -42,8 +42,8 @@ type Settings struct {
 
 // DefaultRetry is how a failed request is tried again by default: as the
 // SDK's own retryer does, 6 tries, each wait drawn at random below a bound
-// that doubles from 1 s up to 20 s.
-var DefaultRetry = retrypolicy.Policy{Attempts: 6, Backoff: time.Second, Max: 20 * time.Second, Jitter: 1}
+// that doubles from 2 s up to 20 s.
+var DefaultRetry = retrypolicy.Policy{Attempts: 6, Backoff: 2 * time.Second, Max: 20 * time.Second, Jitter: 1}
 
 // Register adds the S3 settings to a service's configuration.
 func Register(r *config.Registry) *Settings {
