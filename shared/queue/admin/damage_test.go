@@ -208,7 +208,7 @@ func TestAStepOfAJobWhoseBatchIsGoneFailsTheJobInsteadOfGoingOn(t *testing.T) {
 	}
 	wantFailedWith(t, c, jids[1], "fsck: its batch "+bid+" does not exist")
 	for _, jid := range jids {
-		if err := a.DeleteJob(ctx, jid, false); err != nil {
+		if _, err := a.DeleteJob(ctx, jid, false); err != nil {
 			t.Errorf("DeleteJob %s: %v", jid, err)
 		}
 	}

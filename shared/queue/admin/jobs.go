@@ -116,16 +116,11 @@ func orDefault(s, def string) string {
 // force: its depositor will never hear of it. A job whose status node is
 // unreadable is deleted when its state entry is Failed or Held and no live
 // worker holds its lock (FailJob it first otherwise).
-func (t *Tools) DeleteJob(ctx context.Context, jid string, force bool) error {
-	_, err := t.b.DeleteJob(ctx, jid, force)
-	return err
-}
-
-// DeleteJobReturning is DeleteJob returning the job as the deletion read
-// it, for the caller to remove its working directory (queue.JobWorkingDir):
-// its bid and configuration are there even when its status was unreadable
-// (the status then is the state its entry named), where a read before the
-// deletion (GetJob) would have failed.
-func (t *Tools) DeleteJobReturning(ctx context.Context, jid string, force bool) (*v1.Job, error) {
+//
+// It returns the job as the deletion read it, for the caller to remove its
+// working directory (queue.JobWorkingDir): its bid and configuration are
+// there even when its status was unreadable (the status then is the state
+// its entry named), where a read before the deletion would have failed.
+func (t *Tools) DeleteJob(ctx context.Context, jid string, force bool) (*v1.Job, error) {
 	return t.b.DeleteJob(ctx, jid, force)
 }

@@ -44,7 +44,7 @@ func TestAnOperatorFailsThenDeletesAJobWhoseStatusIsUnreadable(t *testing.T) {
 	if _, err := a.HoldJob(ctx, live, ""); !errors.Is(err, queue.ErrCorrupt) {
 		t.Errorf("holding a job whose status is unreadable: %v, want ErrCorrupt", err)
 	}
-	err := a.DeleteJob(ctx, live, true)
+	_, err := a.DeleteJob(ctx, live, true)
 	if !errors.Is(err, queue.ErrWrongState) || !strings.Contains(err.Error(), "status is unreadable and its entry says Downloading") ||
 		!strings.Contains(err.Error(), "fail it first") {
 		t.Fatalf("deleting an unreadable job whose entry is Downloading: %v, want a refusal saying to fail it first", err)
@@ -61,10 +61,10 @@ func TestAnOperatorFailsThenDeletesAJobWhoseStatusIsUnreadable(t *testing.T) {
 	if strings.Contains(st.GetMessage(), garbledStatus) || j.GetStatus().GetStatus() != queue.Failed {
 		t.Errorf("failed job: %v, message %q (the garbled bytes stay out of it)", j.GetStatus(), st.GetMessage())
 	}
-	if err := a.DeleteJob(ctx, live, true); err != nil {
+	if _, err := a.DeleteJob(ctx, live, true); err != nil {
 		t.Fatalf("DeleteJob after FailJob: %v", err)
 	}
-	if err := a.DeleteJob(ctx, failed, true); err != nil {
+	if _, err := a.DeleteJob(ctx, failed, true); err != nil {
 		t.Fatalf("DeleteJob of an unreadable job whose entry is Failed: %v", err)
 	}
 	for _, jid := range []string{live, failed} {
@@ -110,7 +110,7 @@ func TestAnUnreadableJobALiveWorkerHoldsIsNotFailedOrDeleted(t *testing.T) {
 	if !errors.Is(err, queue.ErrLocked) || !strings.Contains(err.Error(), "status unreadable") {
 		t.Errorf("FailJob of an unreadable job a worker holds: %v, want ErrLocked naming the unreadable status", err)
 	}
-	err = a.DeleteJob(ctx, jid, true)
+	_, err = a.DeleteJob(ctx, jid, true)
 	if !errors.Is(err, queue.ErrLocked) || !strings.Contains(err.Error(), "status unreadable") {
 		t.Errorf("DeleteJob of an unreadable job a worker holds: %v, want ErrLocked naming the unreadable status", err)
 	}

@@ -388,7 +388,7 @@ func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobReq
 // names no working directory and whose bid is unreadable keeps its
 // directory (in its batch's, which the batch's removal takes).
 func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.DeleteJobResponse, error) {
-	j, err := s.tools().DeleteJobReturning(ctx, req.GetJobId(), req.GetForce())
+	j, err := s.tools().DeleteJob(ctx, req.GetJobId(), req.GetForce())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
