@@ -5,8 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/services/processor/internal/sysfiles"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/stage/stagetest"
@@ -366,6 +371,87 @@ func TestStoringRefusesAStoreNodeNamingAnotherManifest(t *testing.T) {
 	out := e.handle(t, job, queue.Storing)
 	if !strings.HasPrefix(out.String(), "to Failed: ") || !strings.Contains(out.String(), "the store node names \""+elsewhere+"\"") {
 		t.Fatalf("outcome %q, want Failed naming %s", out, elsewhere)
+	}
+	if des, err := os.ReadDir(e.storeRoot); err != nil || len(des) != 0 {
+		t.Errorf("the store holds %v (%v), want nothing", des, err)
+	}
+}
+
+// TestAJobWhoseDataCannotBeReadIsFailedReleasedOrTriedAgain: each step's
+// outcome when reading the job fails. Data that cannot be decoded fails
+// the job, saying so; a job lost to another consumer (fenced) is given
+// back untouched; any other failure to read (the queue in trouble) leaves
+// the job to be tried again; none of them writes the job or stores
+// anything. A step whose context ends (the processor stopping) gives the
+// job back whatever failed meanwhile: it is not the job's fault.
+func TestAJobWhoseDataCannotBeReadIsFailedReleasedOrTriedAgain(t *testing.T) {
+	corrupt := fmt.Errorf("jobs/jid0000000001/configuration: %w", queue.ErrCorrupt)
+	fenced := fmt.Errorf("job jid0000000001: %w", queue.ErrFenced)
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	for _, from := range []queue.JobState{queue.Processing, queue.Storing} {
+		for _, tc := range []struct {
+			name string
+			ctx  context.Context
+			err  error
+			want string
+		}{
+			{"undecodable", context.Background(), corrupt, "to Failed: working folder: " + corrupt.Error()},
+			{"fenced", context.Background(), fenced, "release"},
+			{"unreadable", context.Background(), errors.New("zk: connection closed"), "wait 100ms"},
+			{"stopped", stopped, nil, "release"},
+		} {
+			t.Run(queue.JobStateName(from)+" "+tc.name, func(t *testing.T) {
+				e := newMem(t, "")
+				job, _ := e.job(t, object{files: map[string]string{"a.txt": "alpha"}})
+				h := e.p.Handle
+				if from == queue.Storing {
+					if out := e.handle(t, job, queue.Processing); !strings.HasPrefix(out.String(), "next: ") {
+						t.Fatalf("processing: %q", out)
+					}
+					h = e.p.HandleStoring
+				}
+				claim := stagetest.New(job, from)
+				claim.Err = tc.err
+				if out := h(tc.ctx, claim); out.String() != tc.want {
+					t.Errorf("outcome %q, want %q", out, tc.want)
+				}
+				if tc.err == nil {
+					return
+				}
+				if len(claim.Updates()) != 0 {
+					t.Errorf("the job was written: %v", claim.Updates())
+				}
+				if des, err := os.ReadDir(e.storeRoot); err != nil || len(des) != 0 {
+					t.Errorf("the store holds %v (%v), want nothing", des, err)
+				}
+			})
+		}
+	}
+}
+
+// TestAnARKEZIDWillNotMintFailsTheJob: EZID (on loopback) refuses to mint;
+// the job fails saying why, with no ARK, and nothing is stored.
+func TestAnARKEZIDWillNotMintFailsTheJob(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, "error: unauthorized\n")
+	}))
+	defer srv.Close()
+	e := newMem(t, "")
+	e.p.Minter = mint.EZID{BaseURL: srv.URL, User: "apitest", Password: "wrong", Shoulder: shoulder,
+		Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()})}
+	job, _ := e.job(t, object{files: map[string]string{"a.txt": "alpha"}, ids: &v1.Identifiers{LocalId: []string{"loc001"}}})
+	out := e.through(t, job)
+	if want := "to Failed: minting an ARK: "; !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), "HTTP 401: unauthorized") {
+		t.Errorf("outcome %q, want %q with EZID's answer", out, want+"…HTTP 401: unauthorized")
+	}
+	if ark := job.GetIdentifiers().GetPrimaryId(); ark != "" {
+		t.Errorf("the job has ARK %q", ark)
+	}
+	if _, err := e.q.LookupLocalID(context.Background(), "ark:/99999/j2owner", "loc001"); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("the local id was bound: %v", err)
 	}
 	if des, err := os.ReadDir(e.storeRoot); err != nil || len(des) != 0 {
 		t.Errorf("the store holds %v (%v), want nothing", des, err)
