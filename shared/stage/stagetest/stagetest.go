@@ -22,10 +22,32 @@ type Claim struct {
 	// Err, when set, is what every read and write returns (a lost job,
 	// a node another writer broke).
 	Err error
+	// Counters, when set, are the counters MintFromCounter steps, shared
+	// with other claims as the queue's are by its jobs; nil: the claim's
+	// own.
+	Counters *Counters
 
-	mu       sync.Mutex
-	updates  []queue.Change
-	counters map[string]int64
+	mu      sync.Mutex
+	updates []queue.Change
+	own     Counters
+}
+
+// Counters are named counters held in memory, each starting at 1; claims
+// given the same Counters mint from the same counters.
+type Counters struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+// next steps counter and returns its new value.
+func (cs *Counters) next(counter string) int64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.n == nil {
+		cs.n = map[string]int64{}
+	}
+	cs.n[counter]++
+	return cs.n[counter]
 }
 
 var _ stage.Claim = (*Claim)(nil)
@@ -103,8 +125,8 @@ func (c *Claim) Updates() []queue.Change {
 	return append([]queue.Change(nil), c.updates...)
 }
 
-// MintFromCounter implements stage.Claim with a counter of this claim's
-// own, starting at 1; the id is written to the job's identifiers.
+// MintFromCounter implements stage.Claim with a counter of Counters, or
+// of this claim's own; the id is written to the job's identifiers.
 func (c *Claim) MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error) {
 	if c.Err != nil {
 		return "", c.Err
@@ -112,13 +134,11 @@ func (c *Claim) MintFromCounter(ctx context.Context, counter string, makeID func
 	if id := c.Job.GetIdentifiers().GetPrimaryId(); id != "" {
 		return id, nil
 	}
-	c.mu.Lock()
-	if c.counters == nil {
-		c.counters = map[string]int64{}
+	cs := c.Counters
+	if cs == nil {
+		cs = &c.own
 	}
-	c.counters[counter]++
-	id := makeID(c.counters[counter])
-	c.mu.Unlock()
+	id := makeID(cs.next(counter))
 	ids := &v1.Identifiers{PrimaryId: id}
 	if old := c.Job.GetIdentifiers(); old != nil {
 		ids.LocalId = old.GetLocalId()

@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/stage/stagetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -121,12 +122,11 @@ func TestEZIDMintsRecordsAtOnceAndNeverTwice(t *testing.T) {
 	srv := &ezidServer{user: "apitest", password: "s3cret"}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	c := queuetest.Connect(t, zktest.Root(t))
 	ctx := context.Background()
-	jid := queuetest.Spawn(t, c, queue.NewJob{Metadata: &v1.Metadata{Who: "Doe, Jane", What: "100% cotton:\nnotes", When: "2026"}}, queue.Processing)
+	job := &v1.Job{Id: "jid0000000001", Metadata: &v1.Metadata{Who: "Doe, Jane", What: "100% cotton:\nnotes", When: "2026"}}
 	m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{Allow: fetch.InternalRanges()})}
 
-	cl := queuetest.Claim(t, c, jid)
+	cl := stagetest.New(job, queue.Processing)
 	ark, err := m.Mint(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
@@ -137,14 +137,11 @@ func TestEZIDMintsRecordsAtOnceAndNeverTwice(t *testing.T) {
 	if got := srv.bodies[0]; got["erc.who"] != "Doe, Jane" || got["erc.what"] != "100% cotton:\nnotes" || got["erc.when"] != "2026" || got["_profile"] != "erc" {
 		t.Errorf("EZID received metadata %v", got)
 	}
-	cl.Release(ctx)
-	// Recorded in ZooKeeper before Mint returned: a restart reuses it without calling EZID.
-	job, err := c.GetJob(ctx, jid)
-	if err != nil || job.GetIdentifiers().GetPrimaryId() != ark {
-		t.Fatalf("job identifiers %v, %v; want %s", job.GetIdentifiers(), err, ark)
+	// Written to the job before Mint returned: a restart reuses it without calling EZID.
+	if u := cl.Updates(); len(u) != 1 || u[0].Identifiers.GetPrimaryId() != ark || job.GetIdentifiers().GetPrimaryId() != ark {
+		t.Fatalf("job identifiers %v after the writes %v; want %s written once", job.GetIdentifiers(), u, ark)
 	}
-	cl = queuetest.Claim(t, c, jid)
-	defer cl.Release(ctx)
+	cl = stagetest.New(job, queue.Processing)
 	again, err := m.Mint(ctx, cl)
 	if err != nil || again != ark || srv.calls() != 1 {
 		t.Errorf("after restart: %q, %v, %d EZID calls; want %s and 1 call", again, err, srv.calls(), ark)
@@ -179,17 +176,14 @@ func TestEZIDErrorsNameTheReason(t *testing.T) {
 			srv := &ezidServer{user: "apitest", password: "s3cret", answer: tc.answer}
 			ts := httptest.NewServer(srv)
 			defer ts.Close()
-			c := queuetest.Connect(t, zktest.Root(t))
-			jid := queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing)
-			cl := queuetest.Claim(t, c, jid)
-			defer cl.Release(context.Background())
+			cl := stagetest.New(&v1.Job{Id: "jid0000000001"}, queue.Processing)
 			m := EZID{BaseURL: ts.URL, User: "apitest", Password: tc.password, Shoulder: "ark:/99999/fk4", Client: fetch.New(fetch.Policy{Allow: fetch.InternalRanges()})}
 			_, err := m.Mint(context.Background(), cl)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), ts.URL+"/shoulder/ark:/99999/fk4") {
 				t.Fatalf("Mint error %v; want one naming the URL and %q", err, tc.want)
 			}
-			if job, _ := c.GetJob(context.Background(), jid); job.GetIdentifiers().GetPrimaryId() != "" {
-				t.Errorf("a failed mint recorded %q", job.GetIdentifiers().GetPrimaryId())
+			if u := cl.Updates(); len(u) != 0 || cl.Job.GetIdentifiers().GetPrimaryId() != "" {
+				t.Errorf("a failed mint recorded %q (writes %v)", cl.Job.GetIdentifiers().GetPrimaryId(), u)
 			}
 		})
 	}
@@ -226,9 +220,7 @@ func TestEZIDCallsKeepToTheFetchPolicyAndTheTimeout(t *testing.T) {
 			}))
 			// Closed after the test's context ends, which lets a stalled handler return.
 			t.Cleanup(ts.Close)
-			c := queuetest.Connect(t, zktest.Root(t))
-			cl := queuetest.Claim(t, c, queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing))
-			defer cl.Release(context.Background())
+			cl := stagetest.New(&v1.Job{Id: "jid0000000001"}, queue.Processing)
 			m := EZID{BaseURL: ts.URL, User: "apitest", Password: "s3cret", Shoulder: "ark:/99999/fk4", Client: fetch.New(tc.policy), Timeout: tc.timeout}
 			_, err := m.Mint(context.Background(), cl)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), ts.URL+"/shoulder/ark:/99999/fk4") {

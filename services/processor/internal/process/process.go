@@ -33,9 +33,22 @@ import (
 // (beside producer/ and system/, which it lists).
 const StorageManifest = "storage-manifest.checkm"
 
+// Queue is what the handlers use of the queue beside the job's claim: the
+// bindings of local ids to ARKs, and the object locks a job's commit
+// releases (queue.Change.Unlock). *queue.Client is one; being an
+// interface, the handlers' decisions are tested without ZooKeeper.
+type Queue interface {
+	LookupLocalID(ctx context.Context, owner, localID string) (string, error)
+	BindLocalID(ctx context.Context, owner, localID, ark string) (string, error)
+	LockLocalID(ctx context.Context, localID, owner string) (*queue.ObjectLock, error)
+	LockStorage(ctx context.Context, ark string) (*queue.ObjectLock, error)
+}
+
+var _ Queue = (*queue.Client)(nil)
+
 // Processor handles jobs in Processing and in Storing.
 type Processor struct {
-	Queue    *queue.Client
+	Queue    Queue
 	Minter   mint.Minter
 	Storage  store.Storage
 	Profiles *profile.Set // binds local ids per profile owner; nil: per collection
@@ -99,11 +112,16 @@ func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome,
 	}
 }
 
-// unlock releases object locks the job's commit does not.
+// unlock releases object locks the job's commit does not. A nil lock is
+// none, as in a commit's Unlock (a Queue that keeps its locks in memory
+// gives nil).
 func (p *Processor) unlock(ctx context.Context, locks []*queue.ObjectLock) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, l := range locks {
+		if l == nil {
+			continue
+		}
 		if err := l.Unlock(uctx); err != nil {
 			p.logger().WarnContext(ctx, "releasing an object lock", "error", err)
 		}

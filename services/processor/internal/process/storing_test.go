@@ -1,23 +1,17 @@
 package process
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
-	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
-	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -134,73 +128,5 @@ func TestAJobAPeerRequeuedToStoringIsStoredAndRecorded(t *testing.T) {
 	}
 	if want := store.FileURL(filepath.Join(storeRoot, queue.LockName(ark), "v1", store.VersionManifest)); job.GetInventory().GetManifestUrl() != want {
 		t.Errorf("inventory %v, want version 1 at %s", job.GetInventory(), want)
-	}
-}
-
-// TestARequeueToStoringStoresNoSecondVersion: an admin sends a stored job
-// back to Storing; the step finds the version the job stored and hands it on
-// with that version, as after a crash between storing and the commit.
-func TestARequeueToStoringStoresNoSecondVersion(t *testing.T) {
-	e := start(t, "")
-	ctx := context.Background()
-	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
-	first := e.ended(t, jid)
-	if first.GetStatus().GetStatus() != queue.Recording {
-		t.Fatalf("job %s (%q), want Recording", queue.JobStateName(first.GetStatus().GetStatus()), first.GetStatus().GetMessage())
-	}
-	if _, err := admin.New(e.q).FailJob(ctx, jid, "test: the inventory lost it"); err != nil {
-		t.Fatal(err)
-	}
-	requeued, err := admin.New(e.q).RequeueJob(ctx, jid, queue.Storing, "test: store again")
-	if err != nil || requeued.GetStatus().GetStatus() != queue.Storing {
-		t.Fatalf("requeue to Storing: %v %v", requeued.GetStatus(), err)
-	}
-	again := e.ended(t, jid)
-	if again.GetStatus().GetStatus() != queue.Recording || again.GetInventory().GetVersion() != 1 ||
-		again.GetInventory().GetManifestUrl() != first.GetInventory().GetManifestUrl() {
-		t.Fatalf("after the requeue: %s (%q) with inventory %v, want Recording with %v", queue.JobStateName(again.GetStatus().GetStatus()),
-			again.GetStatus().GetMessage(), again.GetInventory(), first.GetInventory())
-	}
-	if got := e.runners["storing"].Status().GetOutcomes()["advanced"]; got != 2 {
-		t.Errorf("the storing step advanced %d jobs, want 2 (the job stored, then stored again)", got)
-	}
-	if got := e.versions(t, first.GetIdentifiers().GetPrimaryId()); !slices.Equal(got, []string{"v1"}) {
-		t.Errorf("object folder holds %v, want [v1]", got)
-	}
-}
-
-func TestStoringRefusesAStoreNodeNamingAnotherManifest(t *testing.T) {
-	e := startWith(t, "", false)
-	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
-	if st := e.ended(t, jid).GetStatus(); st.GetStatus() != queue.Storing {
-		t.Fatalf("job %s (%q), want Storing", queue.JobStateName(st.GetStatus()), st.GetMessage())
-	}
-	// Another writer points the store node at a manifest of its own, whose
-	// file the store would take were the node followed.
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("other"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte("other"))
-	if err := store.WriteManifest(filepath.Join(dir, StorageManifest), []checkm.Entry{{FileURL: store.FileURL(filepath.Join(dir, "a.txt")),
-		HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:]), FileSize: 5, FileName: "producer/a.txt"}}); err != nil {
-		t.Fatal(err)
-	}
-	elsewhere := store.FileURL(filepath.Join(dir, StorageManifest))
-	cl := queuetest.Claim(t, e.q, jid)
-	if err := cl.Update(context.Background(), queue.Change{Store: &v1.Store{ManifestUrl: elsewhere, Mode: "add"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e.storing = true
-	e.run(t, queuetest.Connect(t, e.zkRoot), true)
-	job := e.ended(t, jid)
-	if st := job.GetStatus(); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), "the store node names \""+elsewhere+"\"") {
-		t.Fatalf("job %s (%q), want Failed naming %s", queue.JobStateName(st.GetStatus()), st.GetMessage(), elsewhere)
-	}
-	if des, err := os.ReadDir(e.storeRoot); err != nil || len(des) != 0 {
-		t.Errorf("the store holds %v (%v), want nothing", des, err)
 	}
 }
