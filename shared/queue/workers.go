@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -62,11 +63,11 @@ func workerIDPart(s string) string {
 	}, s)
 }
 
-// Backoff of RegisterWorker's first write while ZooKeeper does not answer.
-const (
-	registerFirstWait = 50 * time.Millisecond
-	registerMaxWait   = 2 * time.Second
-)
+// registerRetry is how RegisterWorker's first write is tried again while
+// ZooKeeper does not answer: doubling from 50 ms to 2 s, until ctx ends.
+func registerRetry() retrypolicy.Policy {
+	return retrypolicy.Policy{Backoff: 50 * time.Millisecond, Max: 2 * time.Second}
+}
 
 // RegisterWorker creates this replica's ephemeral entry and keeps it current:
 // written again after Update (at most once a second), refreshed every 30 s,
@@ -82,20 +83,24 @@ func (c *Client) RegisterWorker(ctx context.Context, info *v1.WorkerInfo) (*Work
 		info.Started = timestamppb.Now()
 	}
 	r := &WorkerRegistration{c: c, path: c.p.worker(info.GetId()), info: info, dirty: make(chan struct{}, 1), done: make(chan struct{})}
-	for wait := registerFirstWait; ; wait = min(2*wait, registerMaxWait) {
-		err := r.write(ctx)
-		if err == nil {
-			break
-		}
+	policy := registerRetry()
+	var failures int
+	var last error
+	again := func(err error) bool {
 		if !retryable(err) {
-			return nil, err
+			return false
 		}
-		c.log.WarnContext(ctx, "registering worker: ZooKeeper does not answer; trying again", "worker", info.GetId(), "error", err.Error(), "in", wait.String())
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("registering worker %s: %w (last: %w)", info.GetId(), context.Cause(ctx), err)
-		case <-time.After(wait):
+		c.log.WarnContext(ctx, "registering worker: ZooKeeper does not answer; trying again", "worker", info.GetId(), "error", err.Error(), "in", policy.Wait(failures).String())
+		return true
+	}
+	if _, err := policy.Do(ctx, again, func(attempt int) error {
+		failures, last = attempt, r.write(ctx)
+		return last
+	}); err != nil {
+		if last != nil && retryable(last) && ctx.Err() != nil {
+			return nil, fmt.Errorf("registering worker %s: %w (last: %w)", info.GetId(), err, last)
 		}
+		return nil, err
 	}
 	loopCtx, stop := context.WithCancel(c.life)
 	r.stop = stop
