@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -44,7 +43,7 @@ type Options struct {
 	// grouping concurrent ones (see multiGroup); benchmarks compare both.
 	Ungrouped bool
 	// Worker names this client in the history of the jobs it moves
-	// (default <host>-<pid>); a Change's By overrides it.
+	// (default ProcessName(""): <host>-<pid>); a Change's By overrides it.
 	Worker string
 	// OnStateChange, if set, is called after each state change this client
 	// committed (metrics count them). It must not block.
@@ -139,8 +138,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		opts.MaxResponseBytes = 64 << 20
 	}
 	if opts.Worker == "" {
-		host, _ := os.Hostname()
-		opts.Worker = fmt.Sprintf("%s-%d", host, os.Getpid())
+		opts.Worker = ProcessName("")
 	}
 	c := &Client{
 		p:              p,

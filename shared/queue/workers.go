@@ -41,13 +41,25 @@ type WorkerRegistration struct {
 	unsubs func()
 }
 
+// ProcessName names this process: service (when given), host and process
+// id, as "estimator-host-1234", in the characters a worker id may hold. It
+// is the worker a service's client records in the history of the jobs it
+// moves (Options.Worker), and the start of its runners' worker ids.
+func ProcessName(service string) string {
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("%s-%d", workerIDPart(host), os.Getpid())
+	if service != "" {
+		name = workerIDPart(service) + "-" + name
+	}
+	return name
+}
+
 // NewWorkerID makes the id of one worker of service (a stage runner, the
 // recorder's lease manager): service, host and process, then a number of
 // this client's own, so that the runners of one process (the processor
 // runs two) never share an entry.
 func (c *Client) NewWorkerID(service string) string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%s-%d-%08x-%d", workerIDPart(service), workerIDPart(host), os.Getpid(), c.workerNonce, c.workerSeq.Add(1))
+	return fmt.Sprintf("%s-%08x-%d", ProcessName(workerIDPart(service)), c.workerNonce, c.workerSeq.Add(1))
 }
 
 // workerIDPart keeps the characters a worker id may hold.

@@ -169,7 +169,7 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 		SessionTimeout: cfg.ZooKeeper.SessionTimeout,
 		Auth:           cfg.ZooKeeper.Auth,
 		Logger:         log,
-		Worker:         workerName(spec.Name),
+		Worker:         queue.ProcessName(spec.Name),
 		// Each change is counted by the process that made it: summed over
 		// processes, every change counts once.
 		OnStateChange: func(sc queue.StateChange) {
@@ -253,10 +253,4 @@ func version() string {
 		return info.Main.Version
 	}
 	return "unknown"
-}
-
-// workerName names this process in the history of the jobs it moves.
-func workerName(service string) string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%s-%d", service, host, os.Getpid())
 }
