@@ -39,7 +39,7 @@ const (
 type Downloader struct {
 	Files *download.Fetcher
 	// WorkRoot is the working storage; a job's working_dir must lie inside.
-	WorkRoot string
+	WorkRoot workdir.Root
 	// Concurrency bounds the files of one job fetched at once.
 	Concurrency int
 	// PerHost bounds the jobs this replica downloads from one host at once
@@ -61,8 +61,8 @@ func (d *Downloader) Validate() error {
 	switch {
 	case d.Files == nil || d.Files.Client == nil:
 		return errors.New("downloader: no HTTP client")
-	case !filepath.IsAbs(d.WorkRoot):
-		return fmt.Errorf("work root %q must be an absolute path", d.WorkRoot)
+	case d.WorkRoot.Dir() == "":
+		return errors.New("downloader: no work root")
 	case d.Concurrency < 1:
 		return fmt.Errorf("download concurrency %d must be at least 1", d.Concurrency)
 	case d.PerHost < 1:
@@ -113,7 +113,7 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 		return stage.Wait(wait, queue.Change{})
 	}
 	defer d.hosts.give(claim.ID(), hosts)
-	wd, err := claim.WorkingDir(ctx, d.WorkRoot)
+	wd, err := claim.WorkingDir(ctx, d.WorkRoot.Dir())
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
 		return stage.Failf("working directory: %v", err)
@@ -153,11 +153,11 @@ func (d *Downloader) openWorkingDir(wd string) (*os.Root, error) {
 	if wd == "" {
 		return nil, errors.New("the job has no working_dir")
 	}
-	rel, err := workdir.Within(d.WorkRoot, wd)
+	rel, err := workdir.Within(d.WorkRoot.Dir(), wd)
 	if err != nil {
 		return nil, fmt.Errorf("working_dir %w", err)
 	}
-	work, err := os.OpenRoot(d.WorkRoot)
+	work, err := os.OpenRoot(d.WorkRoot.Dir())
 	if err != nil {
 		return nil, fmt.Errorf("opening the work root: %w", err)
 	}
@@ -243,7 +243,7 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 			dirs[d] = true
 		}
 	}
-	if err := d.Durable.Sync(ctx, d.WorkRoot, paths, slices.Collect(maps.Keys(dirs))); err != nil {
+	if err := d.Durable.Sync(ctx, d.WorkRoot.Dir(), paths, slices.Collect(maps.Keys(dirs))); err != nil {
 		return 0, "", fmt.Errorf("making the files durable: %w", err)
 	}
 	var total int64

@@ -31,6 +31,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -134,12 +135,21 @@ func testDownloader(workRoot string, policy fetch.Policy) *Downloader {
 	return &Downloader{
 		Files: &download.Fetcher{Client: fetch.New(policy), Retry: retry.Policy{Attempts: 4, Backoff: 10 * time.Millisecond,
 			Max: 50 * time.Millisecond, Jitter: 0.5}, MaxBytes: 1 << 20, TempDir: stagingDir},
-		WorkRoot:    workRoot,
+		WorkRoot:    mustRoot(workRoot),
 		Concurrency: 3,
 		PerHost:     4, // the stage's default concurrency: no host waits
 		Unpack:      unpack.Limits{MaxEntries: 100, MaxBytes: 1 << 20},
 		Logger:      slog.Default(),
 	}
+}
+
+// mustRoot is dir as a work root; tests give absolute ones.
+func mustRoot(dir string) workdir.Root {
+	root, err := workdir.At(dir)
+	if err != nil {
+		panic(err)
+	}
+	return root
 }
 
 // startDownloader runs a downloader replica on q until the test ends.
@@ -408,7 +418,7 @@ func TestValidateRefusesUnusableSettings(t *testing.T) {
 		change func(*Downloader)
 		want   string
 	}{
-		{"relative work root", func(d *Downloader) { d.WorkRoot = "work" }, "absolute path"},
+		{"no work root", func(d *Downloader) { d.WorkRoot = workdir.Root{} }, "no work root"},
 		{"no concurrency", func(d *Downloader) { d.Concurrency = 0 }, "at least 1"},
 		{"no job per host", func(d *Downloader) { d.PerHost = 0 }, "download jobs per host 0 must be at least 1"},
 		{"negative sync linger", func(d *Downloader) { d.Durable.Linger = -time.Millisecond }, "sync linger -1ms must not be negative"},

@@ -36,7 +36,7 @@ func handle(t *testing.T, d *Downloader, j job) (stage.Outcome, string) {
 	}
 	wd := j.workingDir
 	if wd == "" {
-		wd = filepath.Join(d.WorkRoot, "bid0000000001", fmt.Sprintf("jid%010d", n))
+		wd = filepath.Join(d.WorkRoot.Dir(), "bid0000000001", fmt.Sprintf("jid%010d", n))
 	}
 	job := &v1.Job{Id: fmt.Sprintf("jid%010d", n), Bid: "bid0000000001", Priority: 5, Manifest: &v1.Manifest{Files: j.files},
 		Configuration: &v1.JobConfiguration{PayloadUrl: "http://example.org/object", PayloadType: payload, WorkingDir: wd}}

@@ -28,7 +28,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/ingestq/ingestq/services/downloader/internal/download"
@@ -39,6 +38,7 @@ import (
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // settings are the downloader's own configuration.
@@ -107,6 +107,11 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 	if policy.MinRate == 0 {
 		policy.MinRate = -1 // the setting's 0 is none; the policy's, its default
 	}
+	// The stages share the root; whichever starts first creates it.
+	root, err := workdir.Open(*s.workRoot)
+	if err != nil {
+		return nil, fmt.Errorf("INGESTQ_WORK_ROOT: %w", err)
+	}
 	perHost := *s.perHost
 	if perHost == 0 {
 		perHost = max(1, (env.Config.Concurrency+1)/2)
@@ -118,7 +123,7 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 			MaxBytes: int64(*s.maxFileBytes),
 			TempDir:  stagingDir,
 		},
-		WorkRoot:    *s.workRoot,
+		WorkRoot:    root,
 		Concurrency: *s.concurrency,
 		PerHost:     perHost,
 		Unpack:      unpack.Limits{MaxEntries: *s.unpackMaxEntries, MaxBytes: int64(*s.unpackMaxBytes)},
@@ -132,10 +137,6 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	d, err := s.downloader(env)
 	if err != nil {
 		return err
-	}
-	// The stages share the root; whichever starts first creates it.
-	if err := os.MkdirAll(d.WorkRoot, 0o750); err != nil {
-		return fmt.Errorf("INGESTQ_WORK_ROOT: %w", err)
 	}
 	_, err = stage.Start(ctx, env, d.StageConfig())
 	return err
