@@ -1,7 +1,7 @@
 // Package workdir lays out the jobs' working directories under the work
 // root that every stage shares, checks that a job's directory lies inside
-// it (Within, the one such check), and removes directories without ever
-// touching anything outside that root.
+// it (Within, by name; Folder, on disk), and removes directories without
+// ever touching anything outside that root.
 package workdir
 
 import (
@@ -54,6 +54,38 @@ func Within(root, path string) (string, error) {
 		return "", fmt.Errorf("%s is not inside the work root %s", path, root)
 	}
 	return rel, nil
+}
+
+// Folder returns the real path of the folder at path, which must lie
+// inside root (Within) with no symbolic link between root and it; links in
+// root's own path are resolved, not refused. It is the check for a caller
+// that hands the path on and so cannot keep its reading and writing inside
+// an os.Root: the processor names its storage manifest by a file:// URL
+// that the storing step, or another process, reads later.
+func Folder(root, path string) (string, error) {
+	rel, err := Within(root, path)
+	if err != nil {
+		return "", err
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("work root: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	if real != filepath.Join(realRoot, rel) {
+		return "", fmt.Errorf("%s leads out of the work root through a symbolic link (to %s)", path, real)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a folder", path)
+	}
+	return real, nil
 }
 
 // Dir is the work root itself.

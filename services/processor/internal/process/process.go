@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -337,35 +336,16 @@ func (p *Processor) owner(conf *v1.JobConfiguration) string {
 }
 
 // workingDir checks that the job's working folder is a folder inside the
-// work root, also once symbolic links are resolved: a link cannot lead the
-// processor to store files from elsewhere.
+// work root, also once symbolic links are resolved (workdir.Folder): a link
+// cannot lead the processor to store files from elsewhere. The folder is
+// checked by path, not opened through an os.Root as the downloader does,
+// because the path is handed on: the store node names the storage manifest
+// by a file:// URL that the storing step, or Merritt's storage, reads.
 func (p *Processor) workingDir(dir string) (string, error) {
 	if dir == "" {
 		return "", errors.New("the job has no working_dir")
 	}
-	rel, err := workdir.Within(p.WorkRoot, dir)
-	if err != nil {
-		return "", err
-	}
-	root, err := filepath.EvalSymlinks(p.WorkRoot)
-	if err != nil {
-		return "", fmt.Errorf("work root: %w", err)
-	}
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", err
-	}
-	if real != filepath.Join(root, rel) {
-		return "", fmt.Errorf("%s leads out of the work root through a symbolic link (to %s)", dir, real)
-	}
-	fi, err := os.Stat(real)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a folder", dir)
-	}
-	return real, nil
+	return workdir.Folder(p.WorkRoot, dir)
 }
 
 func (p *Processor) lockRetry() time.Duration {
