@@ -6,8 +6,11 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -36,6 +40,9 @@ type Settings struct {
 	// policy: DefaultRetry): the SDK's retryer with the numbers of ingestq's
 	// one retry policy.
 	Retry retrypolicy.Policy
+	// ResponseTimeout bounds the wait for an answer once a request is
+	// sent (its headers, and an error's body); 0: DefaultResponseTimeout.
+	ResponseTimeout time.Duration
 	// Credentials, if set, replace the standard AWS chain (tests).
 	Credentials aws.CredentialsProvider
 }
@@ -121,11 +128,19 @@ func Client(ctx context.Context, s Settings) (*s3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
+	timeout := s.ResponseTimeout
+	if timeout <= 0 {
+		timeout = DefaultResponseTimeout
+	}
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if s.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.Endpoint)
 		}
 		o.UsePathStyle = s.PathStyle
+		o.HTTPClient = boundedAnswers{timeout: timeout,
+			client: awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+				t.ResponseHeaderTimeout = timeout
+			})}
 	}), nil
 }
 
@@ -135,6 +150,45 @@ type backoff retrypolicy.Policy
 // BackoffDelay is the wait after the attempt-th failed attempt (from 1).
 func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
 	return retrypolicy.Policy(b).Wait(attempt), nil
+}
+
+// DefaultResponseTimeout is how long a request waits for its answer by
+// default: long, as a server may assemble a whole multipart object before
+// it answers the request that completes it.
+const DefaultResponseTimeout = 5 * time.Minute
+
+// maxErrorBody bounds what is read of an error's body: S3's are a few
+// hundred bytes of XML.
+const maxErrorBody = 64 << 10
+
+// boundedAnswers is the store's HTTP client. The SDK waits for an answer,
+// and reads an error's body whole, for as long as the server takes: here
+// the headers must come within timeout of the request being sent (the
+// transport's ResponseHeaderTimeout), and an error's body is read at once,
+// at most maxErrorBody of it, within timeout.
+type boundedAnswers struct {
+	client  aws.HTTPClient
+	timeout time.Duration
+}
+
+func (b boundedAnswers) Do(req *http.Request) (*http.Response, error) {
+	resp, err := b.client.Do(req)
+	if err != nil || resp.StatusCode < 300 {
+		return resp, err
+	}
+	// Closing the body ends a read that waits on it.
+	cut := time.AfterFunc(b.timeout, func() { resp.Body.Close() })
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if !cut.Stop() && err != nil {
+		err = fmt.Errorf("its body did not end within %s: %w", b.timeout, err)
+	}
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer HTTP %d: %w", resp.StatusCode, err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	return resp, nil
 }
 
 // URL is the s3:// URL of a key in a bucket, as manifests name stored files.

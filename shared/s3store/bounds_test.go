@@ -1,0 +1,100 @@
+package s3store_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/s3store"
+)
+
+// A store that stops answering cannot hold a caller that has no deadline
+// (a processor storing a job, a recorder reading a manifest): waiting for
+// the answer's headers, and for an error's body, is bounded by
+// ResponseTimeout, and an error's body by its size.
+func TestAStoreThatNeverFinishesAnsweringIsCut(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		answer  func(t *testing.T, w http.ResponseWriter, r *http.Request)
+	}{
+		{"no answer", 200 * time.Millisecond, func(t *testing.T, w http.ResponseWriter, r *http.Request) { wait(t, r) }},
+		{"an error whose body then stalls", 200 * time.Millisecond, func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, "<Error><Code>AccessDenied</Code>")
+			w.(http.Flusher).Flush()
+			wait(t, r)
+		}},
+		// Far larger than any error S3 sends, and then no end: the size
+		// bound ends the read, as the ResponseTimeout is beyond the test's
+		// patience.
+		{"an error larger than any error", 10 * time.Minute, func(t *testing.T, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, "<Error><Code>AccessDenied</Code><Message>")
+			chunk := strings.Repeat("x", 64<<10)
+			for range 128 {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+			}
+			w.(http.Flusher).Flush()
+			wait(t, r)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { tc.answer(t, w, r) }))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Listener.Close()
+			srv.Listener = ln
+			srv.Start()
+			t.Cleanup(srv.Close)
+			c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
+				PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: tc.timeout,
+				Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				// The caller's context has no deadline.
+				out, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("k")})
+				if err == nil {
+					out.Body.Close()
+				}
+				got <- err
+			}()
+			select {
+			case err := <-got:
+				if err == nil {
+					t.Fatal("GetObject succeeded; want an error")
+				}
+				t.Logf("GetObject: %v", err)
+			case <-time.After(time.Minute):
+				t.Fatal("GetObject still waiting after a minute: the answer is not bounded")
+			}
+		})
+	}
+}
+
+// wait holds a request until its client or the test goes.
+func wait(t *testing.T, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-t.Context().Done():
+	}
+}
