@@ -98,3 +98,52 @@ func wait(t *testing.T, r *http.Request) {
 	case <-t.Context().Done():
 	}
 }
+
+// A stored object whose body stops coming cannot hold its reader either
+// (the recorder reading a manifest, the audit reading a file): a read that
+// gets nothing for ResponseTimeout fails.
+func TestAnObjectWhoseBodyStallsFailsItsRead(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		io.WriteString(w, "the start")
+		w.(http.Flusher).Flush()
+		wait(t, r)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
+		PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: 200 * time.Millisecond,
+		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	type result struct {
+		data []byte
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		data, err := io.ReadAll(out.Body)
+		got <- result{data, err}
+	}()
+	select {
+	case r := <-got:
+		if r.err == nil || string(r.data) != "the start" {
+			t.Fatalf("read %q, %v; want the start, then an error", r.data, r.err)
+		}
+		t.Logf("reading the body: %v", r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("still reading the body after a minute: a stalled body is not cut")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,7 +42,8 @@ type Settings struct {
 	// one retry policy.
 	Retry retrypolicy.Policy
 	// ResponseTimeout bounds the wait for an answer once a request is
-	// sent (its headers, and an error's body); 0: DefaultResponseTimeout.
+	// sent (its headers, and an error's body) and each wait for more of
+	// a body; 0: DefaultResponseTimeout.
 	ResponseTimeout time.Duration
 	// Credentials, if set, replace the standard AWS chain (tests).
 	Credentials aws.CredentialsProvider
@@ -164,8 +166,9 @@ const maxErrorBody = 64 << 10
 // boundedAnswers is the store's HTTP client. The SDK waits for an answer,
 // and reads an error's body whole, for as long as the server takes: here
 // the headers must come within timeout of the request being sent (the
-// transport's ResponseHeaderTimeout), and an error's body is read at once,
-// at most maxErrorBody of it, within timeout.
+// transport's ResponseHeaderTimeout), an error's body is read at once, at
+// most maxErrorBody of it, within timeout, and a read of any other body
+// fails when it gets nothing for timeout.
 type boundedAnswers struct {
 	client  aws.HTTPClient
 	timeout time.Duration
@@ -173,8 +176,12 @@ type boundedAnswers struct {
 
 func (b boundedAnswers) Do(req *http.Request) (*http.Response, error) {
 	resp, err := b.client.Do(req)
-	if err != nil || resp.StatusCode < 300 {
-		return resp, err
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 300 {
+		resp.Body = &idleBody{body: resp.Body, idle: b.timeout}
+		return resp, nil
 	}
 	// Closing the body ends a read that waits on it.
 	cut := time.AfterFunc(b.timeout, func() { resp.Body.Close() })
@@ -235,4 +242,37 @@ func RegisterStore(r *config.Registry) *StoreSettings {
 		})
 	s.S3 = Register(r)
 	return s
+}
+
+// idleBody fails a read that gets no data for idle: closing the body ends
+// the wait.
+type idleBody struct {
+	body  io.ReadCloser
+	idle  time.Duration
+	timer *time.Timer // made by the first Read
+	cut   atomic.Bool
+}
+
+func (r *idleBody) Read(p []byte) (int, error) {
+	if r.timer == nil {
+		r.timer = time.AfterFunc(r.idle, func() {
+			r.cut.Store(true)
+			r.body.Close()
+		})
+	} else {
+		r.timer.Reset(r.idle)
+	}
+	n, err := r.body.Read(p)
+	r.timer.Stop()
+	if err != nil && err != io.EOF && r.cut.Load() {
+		err = fmt.Errorf("no data of the answer's body for %s: %w", r.idle, err)
+	}
+	return n, err
+}
+
+func (r *idleBody) Close() error {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	return r.body.Close()
 }
