@@ -2,11 +2,13 @@ package s3store_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,5 +147,52 @@ func TestAnObjectWhoseBodyStallsFailsItsRead(t *testing.T) {
 		t.Logf("reading the body: %v", r.err)
 	case <-time.After(time.Minute):
 		t.Fatal("still reading the body after a minute: a stalled body is not cut")
+	}
+}
+
+// A store that answers every page of a listing with the token that asked
+// for it would be listed for ever: the listing is an error instead.
+func TestAListingThatNeverMovesOnIsAnError(t *testing.T) {
+	var pages atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pages.Add(1)
+		time.Sleep(5 * time.Millisecond) // an endless listing spins no faster than this
+		w.Header().Set("Content-Type", "application/xml")
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>`+
+			`<IsTruncated>true</IsTruncated><NextContinuationToken>again</NextContinuationToken><Contents><Key>k</Key><Size>1</Size></Contents></ListBucketResult>`)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
+		PathStyle: true, Retry: retry.Policy{Attempts: 1},
+		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		for _, err := range s3store.ListObjects(t.Context(), c, s3.ListObjectsV2Input{Bucket: aws.String("b")}) {
+			if err != nil {
+				got <- err
+				return
+			}
+		}
+		got <- nil
+	}()
+	select {
+	case err := <-got:
+		if !errors.Is(err, s3store.ErrListingLoops) {
+			t.Fatalf("ListObjects = %v; want ErrListingLoops", err)
+		}
+		t.Logf("after %d pages: %v", pages.Load(), err)
+	case <-time.After(time.Minute):
+		t.Fatalf("still listing after a minute (%d pages)", pages.Load())
 	}
 }

@@ -8,8 +8,10 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -197,6 +199,37 @@ func (b boundedAnswers) Do(req *http.Request) (*http.Response, error) {
 	resp.ContentLength = int64(len(data))
 	return resp, nil
 }
+
+// ListObjects yields every page of the listing in asks for, or the error
+// that ended it. A store that answers a page with the very token that
+// asked for it would have the listing go on for ever: that is an error.
+func ListObjects(ctx context.Context, c s3.ListObjectsV2APIClient, in s3.ListObjectsV2Input) iter.Seq2[*s3.ListObjectsV2Output, error] {
+	return func(yield func(*s3.ListObjectsV2Output, error) bool) {
+		for {
+			page, err := c.ListObjectsV2(ctx, &in)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(page, nil) {
+				return
+			}
+			next := aws.ToString(page.NextContinuationToken)
+			if next == "" {
+				return
+			}
+			if next == aws.ToString(in.ContinuationToken) {
+				yield(nil, fmt.Errorf("listing s3://%s/%s: %w", aws.ToString(in.Bucket), aws.ToString(in.Prefix), ErrListingLoops))
+				return
+			}
+			in.ContinuationToken = &next
+		}
+	}
+}
+
+// ErrListingLoops: a store answered a listing's page with the position
+// that asked for it, so the listing would never end.
+var ErrListingLoops = errors.New("the store answered the next page with the same position again")
 
 // URL is the s3:// URL of a key in a bucket, as manifests name stored files.
 func URL(bucket, key string) string {
