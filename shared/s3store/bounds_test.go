@@ -1,6 +1,7 @@
 package s3store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -194,5 +195,51 @@ func TestAListingThatNeverMovesOnIsAnError(t *testing.T) {
 		t.Logf("after %d pages: %v", pages.Load(), err)
 	case <-time.After(time.Minute):
 		t.Fatalf("still listing after a minute (%d pages)", pages.Load())
+	}
+}
+
+// A store that stops reading an upload cannot hold its writer: a write
+// that cannot hand the connection anything for ResponseTimeout fails.
+func TestAnUploadTheStoreStopsReadingFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// Held open, never read, until the test ends.
+			go func() {
+				<-t.Context().Done()
+				c.Close()
+			}()
+		}
+	}()
+	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: "http://" + ln.Addr().String(), Region: "us-east-1",
+		Bucket: "b", PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: 200 * time.Millisecond,
+		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Far more than the connection's buffers hold.
+	body := make([]byte, 64<<20)
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"),
+			Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("PutObject succeeded; want an error")
+		}
+		t.Logf("PutObject: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("PutObject still writing after a minute: an upload nobody reads is not cut")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -44,8 +45,9 @@ type Settings struct {
 	// one retry policy.
 	Retry retrypolicy.Policy
 	// ResponseTimeout bounds the wait for an answer once a request is
-	// sent (its headers, and an error's body) and each wait for more of
-	// a body; 0: DefaultResponseTimeout.
+	// sent (its headers, and an error's body), each wait for more of a
+	// body, and each wait to send more of a request; 0:
+	// DefaultResponseTimeout.
 	ResponseTimeout time.Duration
 	// Credentials, if set, replace the standard AWS chain (tests).
 	Credentials aws.CredentialsProvider
@@ -144,6 +146,17 @@ func Client(ctx context.Context, s Settings) (*s3.Client, error) {
 		o.HTTPClient = boundedAnswers{timeout: timeout,
 			client: awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 				t.ResponseHeaderTimeout = timeout
+				dial := t.DialContext
+				if dial == nil {
+					dial = (&net.Dialer{}).DialContext
+				}
+				t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					c, err := dial(ctx, network, addr)
+					if err != nil {
+						return nil, err
+					}
+					return &writeBoundConn{Conn: c, idle: timeout}, nil
+				}
 			})}
 	}), nil
 }
@@ -169,8 +182,8 @@ const maxErrorBody = 64 << 10
 // and reads an error's body whole, for as long as the server takes: here
 // the headers must come within timeout of the request being sent (the
 // transport's ResponseHeaderTimeout), an error's body is read at once, at
-// most maxErrorBody of it, within timeout, and a read of any other body
-// fails when it gets nothing for timeout.
+// most maxErrorBody of it, within timeout, a read of any other body fails
+// when it gets nothing for timeout, and so does a write of a request.
 type boundedAnswers struct {
 	client  aws.HTTPClient
 	timeout time.Duration
@@ -275,6 +288,20 @@ func RegisterStore(r *config.Registry) *StoreSettings {
 		})
 	s.S3 = Register(r)
 	return s
+}
+
+// writeBoundConn fails a write that cannot hand the connection anything
+// for idle: a store that stopped reading an upload.
+type writeBoundConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *writeBoundConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
 }
 
 // idleBody fails a read that gets no data for idle: closing the body ends
