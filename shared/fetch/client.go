@@ -198,15 +198,17 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, con
 		cancel(nil)
 		return nil, err
 	}
+	bounded := &boundedBody{body: resp.Body, ctx: reqCtx, cancel: cancel, idle: c.policy.IdleTimeout,
+		minRate: c.policy.MinRate, window: c.policy.RateWindow, method: method, url: name}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// Keep a little (it also lets the connection be reused), not more.
-		start, _ := io.ReadAll(io.LimitReader(resp.Body, MaxStatusBody))
-		resp.Body.Close()
-		cancel(nil)
+		// Keep a little (it also lets the connection be reused), not more,
+		// read under the bounds of any body: a refusal that stalls must
+		// not hold a caller that has no deadline.
+		start, _ := io.ReadAll(io.LimitReader(bounded, MaxStatusBody))
+		bounded.Close()
 		return nil, &StatusError{Method: method, URL: name, Code: resp.StatusCode, Body: start}
 	}
-	resp.Body = &boundedBody{body: resp.Body, ctx: reqCtx, cancel: cancel, idle: c.policy.IdleTimeout,
-		minRate: c.policy.MinRate, window: c.policy.RateWindow, method: method, url: name}
+	resp.Body = bounded
 	return resp, nil
 }
 

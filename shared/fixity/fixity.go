@@ -166,9 +166,7 @@ func (l Location) Sample(ctx context.Context, r Reader, n int, intn func(int) in
 		if r.S3 == nil {
 			return nil, fmt.Errorf("no S3 store is configured (INGESTQ_S3_*) to sample")
 		}
-		p := s3.NewListObjectsV2Paginator(r.S3, &s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket)})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
+		for page, err := range s3store.ListObjects(ctx, r.S3, s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket)}) {
 			if err != nil {
 				return nil, fmt.Errorf("listing s3://%s: %w", l.Bucket, err)
 			}

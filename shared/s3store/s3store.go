@@ -6,15 +6,23 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"iter"
+	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -36,6 +44,11 @@ type Settings struct {
 	// policy: DefaultRetry): the SDK's retryer with the numbers of ingestq's
 	// one retry policy.
 	Retry retrypolicy.Policy
+	// ResponseTimeout bounds the wait for an answer once a request is
+	// sent (its headers, and an error's body), each wait for more of a
+	// body, and each wait to send more of a request; 0:
+	// DefaultResponseTimeout.
+	ResponseTimeout time.Duration
 	// Credentials, if set, replace the standard AWS chain (tests).
 	Credentials aws.CredentialsProvider
 }
@@ -121,11 +134,30 @@ func Client(ctx context.Context, s Settings) (*s3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
+	timeout := s.ResponseTimeout
+	if timeout <= 0 {
+		timeout = DefaultResponseTimeout
+	}
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if s.Endpoint != "" {
 			o.BaseEndpoint = aws.String(s.Endpoint)
 		}
 		o.UsePathStyle = s.PathStyle
+		o.HTTPClient = boundedAnswers{timeout: timeout,
+			client: awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+				t.ResponseHeaderTimeout = timeout
+				dial := t.DialContext
+				if dial == nil {
+					dial = (&net.Dialer{}).DialContext
+				}
+				t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					c, err := dial(ctx, network, addr)
+					if err != nil {
+						return nil, err
+					}
+					return &writeBoundConn{Conn: c, idle: timeout}, nil
+				}
+			})}
 	}), nil
 }
 
@@ -136,6 +168,81 @@ type backoff retrypolicy.Policy
 func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
 	return retrypolicy.Policy(b).Wait(attempt), nil
 }
+
+// DefaultResponseTimeout is how long a request waits for its answer by
+// default: long, as a server may assemble a whole multipart object before
+// it answers the request that completes it.
+const DefaultResponseTimeout = 5 * time.Minute
+
+// maxErrorBody bounds what is read of an error's body: S3's are a few
+// hundred bytes of XML.
+const maxErrorBody = 64 << 10
+
+// boundedAnswers is the store's HTTP client. The SDK waits for an answer,
+// and reads an error's body whole, for as long as the server takes: here
+// the headers must come within timeout of the request being sent (the
+// transport's ResponseHeaderTimeout), an error's body is read at once, at
+// most maxErrorBody of it, within timeout, a read of any other body fails
+// when it gets nothing for timeout, and so does a write of a request.
+type boundedAnswers struct {
+	client  aws.HTTPClient
+	timeout time.Duration
+}
+
+func (b boundedAnswers) Do(req *http.Request) (*http.Response, error) {
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 300 {
+		resp.Body = &idleBody{body: resp.Body, idle: b.timeout}
+		return resp, nil
+	}
+	// Closing the body ends a read that waits on it.
+	cut := time.AfterFunc(b.timeout, func() { resp.Body.Close() })
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if !cut.Stop() && err != nil {
+		err = fmt.Errorf("its body did not end within %s: %w", b.timeout, err)
+	}
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer HTTP %d: %w", resp.StatusCode, err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	return resp, nil
+}
+
+// ListObjects yields every page of the listing in asks for, or the error
+// that ended it. A store that answers a page with the very token that
+// asked for it would have the listing go on for ever: that is an error.
+func ListObjects(ctx context.Context, c s3.ListObjectsV2APIClient, in s3.ListObjectsV2Input) iter.Seq2[*s3.ListObjectsV2Output, error] {
+	return func(yield func(*s3.ListObjectsV2Output, error) bool) {
+		for {
+			page, err := c.ListObjectsV2(ctx, &in)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(page, nil) {
+				return
+			}
+			next := aws.ToString(page.NextContinuationToken)
+			if next == "" {
+				return
+			}
+			if next == aws.ToString(in.ContinuationToken) {
+				yield(nil, fmt.Errorf("listing s3://%s/%s: %w", aws.ToString(in.Bucket), aws.ToString(in.Prefix), ErrListingLoops))
+				return
+			}
+			in.ContinuationToken = &next
+		}
+	}
+}
+
+// ErrListingLoops: a store answered a listing's page with the position
+// that asked for it, so the listing would never end.
+var ErrListingLoops = errors.New("the store answered the next page with the same position again")
 
 // URL is the s3:// URL of a key in a bucket, as manifests name stored files.
 func URL(bucket, key string) string {
@@ -181,4 +288,51 @@ func RegisterStore(r *config.Registry) *StoreSettings {
 		})
 	s.S3 = Register(r)
 	return s
+}
+
+// writeBoundConn fails a write that cannot hand the connection anything
+// for idle: a store that stopped reading an upload.
+type writeBoundConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *writeBoundConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+// idleBody fails a read that gets no data for idle: closing the body ends
+// the wait.
+type idleBody struct {
+	body  io.ReadCloser
+	idle  time.Duration
+	timer *time.Timer // made by the first Read
+	cut   atomic.Bool
+}
+
+func (r *idleBody) Read(p []byte) (int, error) {
+	if r.timer == nil {
+		r.timer = time.AfterFunc(r.idle, func() {
+			r.cut.Store(true)
+			r.body.Close()
+		})
+	} else {
+		r.timer.Reset(r.idle)
+	}
+	n, err := r.body.Read(p)
+	r.timer.Stop()
+	if err != nil && err != io.EOF && r.cut.Load() {
+		err = fmt.Errorf("no data of the answer's body for %s: %w", r.idle, err)
+	}
+	return n, err
+}
+
+func (r *idleBody) Close() error {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	return r.body.Close()
 }

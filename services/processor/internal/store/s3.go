@@ -225,10 +225,8 @@ func objectPrefix(ark string) (string, error) {
 func (s S3) nextVersion(ctx context.Context, prefix, jid string) (number int, existing bool, err error) {
 	last := 0
 	var incomplete []string
-	p := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket),
-		Prefix: aws.String(prefix), Delimiter: aws.String("/")})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for page, err := range s3store.ListObjects(ctx, s.Client, s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket),
+		Prefix: aws.String(prefix), Delimiter: aws.String("/")}) {
 		if err != nil {
 			return 0, false, fmt.Errorf("listing versions: %w", err)
 		}
@@ -291,9 +289,9 @@ func (s S3) readVersion(ctx context.Context, vprefix string) (versionRecord, boo
 
 // abortUploads aborts the multipart uploads under prefix.
 func (s S3) abortUploads(ctx context.Context, prefix string) error {
-	p := s3.NewListMultipartUploadsPaginator(s.Client, &s3.ListMultipartUploadsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix)}
+	for {
+		page, err := s.Client.ListMultipartUploads(ctx, in)
 		if err != nil {
 			return fmt.Errorf("listing unfinished multipart uploads: %w", err)
 		}
@@ -303,8 +301,16 @@ func (s S3) abortUploads(ctx context.Context, prefix string) error {
 				return fmt.Errorf("aborting the unfinished upload of %s: %w", aws.ToString(u.Key), err)
 			}
 		}
+		if !aws.ToBool(page.IsTruncated) {
+			return nil
+		}
+		// A next page from where this one began would be listed for ever.
+		key, id := page.NextKeyMarker, page.NextUploadIdMarker
+		if aws.ToString(key) == aws.ToString(in.KeyMarker) && aws.ToString(id) == aws.ToString(in.UploadIdMarker) {
+			return fmt.Errorf("listing unfinished multipart uploads under %s: %w", prefix, s3store.ErrListingLoops)
+		}
+		in.KeyMarker, in.UploadIdMarker = key, id
 	}
-	return nil
 }
 
 // removeIncomplete removes a version that has no manifest: its unfinished
@@ -317,9 +323,7 @@ func (s S3) removeIncomplete(ctx context.Context, vprefix string) error {
 	if _, err := s.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(vprefix + VersionManifest)}); err != nil && !notFound(err) {
 		return err
 	}
-	p := s3.NewListObjectsV2Paginator(s.Client, &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(vprefix)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for page, err := range s3store.ListObjects(ctx, s.Client, s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(vprefix)}) {
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/s3store"
+)
+
+// A store that answers that more unfinished uploads follow, but not from
+// where, would have them listed from the start for ever: aborting them is
+// an error instead.
+func TestUnfinishedUploadsListedForEverAreAnError(t *testing.T) {
+	var lists atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete { // AbortMultipartUpload
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		lists.Add(1)
+		time.Sleep(5 * time.Millisecond) // an endless listing spins no faster than this
+		w.Header().Set("Content-Type", "application/xml")
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><IsTruncated>true</IsTruncated>`+
+			`<Upload><Key>ark/v1/f</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>`)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
+		PathStyle: true, Retry: retry.Policy{Attempts: 1},
+		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- S3{Client: c, Bucket: "b"}.abortUploads(t.Context(), "ark/") }()
+	select {
+	case err := <-got:
+		if !errors.Is(err, s3store.ErrListingLoops) {
+			t.Fatalf("abortUploads = %v; want ErrListingLoops", err)
+		}
+		t.Logf("after %d listings: %v", lists.Load(), err)
+	case <-time.After(time.Minute):
+		t.Fatalf("still listing after a minute (%d listings)", lists.Load())
+	}
+}
