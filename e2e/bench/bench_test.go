@@ -226,7 +226,7 @@ func timelineOut() io.Writer {
 // run: many small jobs at once, the setting docs/deploy.md advises for
 // them. More jobs in flight per service let its claims, reads and commits
 // share ZooKeeper requests (and the server's log syncs): from 16 to 64,
-// requests per job went from ~10 to ~3.7 and syncs from ~2.4 to ~1.1.
+// requests per job go from ~10 to ~4 and syncs from ~2 to ~0.6.
 const benchConcurrency = 64
 
 func envInt(name string, def int) int {
