@@ -226,7 +226,7 @@ func timelineOut() io.Writer {
 // run: many small jobs at once, the setting docs/deploy.md advises for
 // them. More jobs in flight per service let its claims, reads and commits
 // share ZooKeeper requests (and the server's log syncs): from 16 to 64,
-// requests per job went from ~10 to ~3.7 and syncs from ~2.4 to ~1.1.
+// requests per job go from ~10 to ~4 and syncs from ~2 to ~0.6.
 const benchConcurrency = 64
 
 func envInt(name string, def int) int {
@@ -375,5 +375,58 @@ func BenchmarkEndToEnd(b *testing.B) {
 		fmt.Printf("  CPU ms per job by process: %s\n", pr.CPUByProcess)
 		fmt.Print(pr.Profile)
 		fmt.Print(ProfileTop(ctx, profiles, bin, 12))
+	}
+}
+
+// BenchmarkServerHeap is what a job costs ZooKeeper's heap, the figure the
+// bound on queued jobs (INGESTQ_MAX_QUEUED_JOBS) is sized by: the live heap
+// after INGESTQ_BENCH_HEAP_JOBS jobs (default 50,000) went through every
+// state to Completed, and after as many more were put in Pending:
+// go test -run '^$' -bench ServerHeap -benchtime 1x ./bench/
+func BenchmarkServerHeap(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	srv, err := zktest.Start(ctx, filepath.Join(b.TempDir(), "zookeeper"), zktest.Options{JVMHeap: "2g"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	servers := []string{srv.Addr}
+	n := envInt("INGESTQ_BENCH_HEAP_JOBS", 50000)
+	// The server keeps its last 500 transactions in memory; a small
+	// lifecycle after the batch's creation replaces its large multis with
+	// small commits, so that the batch is measured, not its log.
+	const flush = 100
+	for range b.N {
+		base, err := LiveHeap(ctx, srv.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Lifecycle(ctx, servers, n, 32, false); err != nil {
+			b.Fatal(err)
+		}
+		completed, err := LiveHeap(ctx, srv.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := Connect(ctx, servers, root("heap"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = Spawn(ctx, c, n)
+		c.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Lifecycle(ctx, servers, flush, 4, false); err != nil {
+			b.Fatal(err)
+		}
+		pending, err := LiveHeap(ctx, srv.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		perCompleted := float64(completed-base) / float64(n)
+		b.ReportMetric(perCompleted/1000, "KB/completed_job")
+		b.ReportMetric((float64(pending-completed)-flush*perCompleted)/float64(n)/1000, "KB/pending_job")
 	}
 }
