@@ -195,3 +195,15 @@ func TestEstimateSettingsThatCannotWorkAreRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestTheMessageNamesAFewOfTheHostsGivenUpOn(t *testing.T) {
+	est := estimate{sizes: make([]int64, 10), byHead: 2, hostDown: 8,
+		down: []string{"a.example:80", "b.example:80", "c.example:80", "d.example:80", "e.example:80"}}
+	want := "2 of 10 files sized by HEAD, 8 not (a.example:80, b.example:80, c.example:80 and 2 more hosts failed 3 times in a row: 8 files not asked)"
+	if got := est.cutShort(time.Minute, 3); got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	if got := (estimate{sizes: make([]int64, 2), byHead: 1}).cutShort(time.Minute, 3); got != "" {
+		t.Errorf("every file asked: message %q, want none", got)
+	}
+}

@@ -230,7 +230,12 @@ func (est estimate) cutShort(budget time.Duration, failures int) string {
 		why = append(why, fmt.Sprintf("estimate budget %s spent with %d files left", budget, est.outOfBudget))
 	}
 	if est.hostDown > 0 {
-		why = append(why, fmt.Sprintf("%s failed %d times in a row: %d files not asked", strings.Join(est.down, ", "), failures, est.hostDown))
+		// A few names say enough; the log has them all.
+		hosts := strings.Join(est.down[:min(len(est.down), 3)], ", ")
+		if len(est.down) > 3 {
+			hosts += fmt.Sprintf(" and %d more hosts", len(est.down)-3)
+		}
+		why = append(why, fmt.Sprintf("%s failed %d times in a row: %d files not asked", hosts, failures, est.hostDown))
 	}
 	if len(why) == 0 {
 		return ""
