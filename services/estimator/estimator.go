@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
@@ -30,6 +31,12 @@ type Estimator struct {
 	Retry retry.Policy
 	// Concurrency bounds the HEAD requests of one job.
 	Concurrency int
+	// Budget bounds the time one job's HEAD requests take in all: the
+	// files not sized by then keep their declared size (or none).
+	Budget time.Duration
+	// HostFailures is how many HEAD requests in a row may fail (no answer,
+	// or a 5xx) before a host is not asked again for the rest of the job.
+	HostFailures int
 	// UnsizedPenalty is added to the priority of a job with a file whose
 	// size cannot be learnt; LargeJobPenalty to that of a job above
 	// LargeJobBytes. Larger numbers are served later.
@@ -50,6 +57,10 @@ func (e *Estimator) Validate() error {
 		return fmt.Errorf("manifest retry: %w", e.Retry.Validate())
 	case e.Concurrency < 1:
 		return fmt.Errorf("estimate concurrency %d must be at least 1", e.Concurrency)
+	case e.Budget <= 0:
+		return fmt.Errorf("estimate budget %s must be positive", e.Budget)
+	case e.HostFailures < 1:
+		return fmt.Errorf("estimate host failures %d must be at least 1", e.HostFailures)
 	case e.UnsizedPenalty < 0 || e.UnsizedPenalty > queue.MaxPriority:
 		return fmt.Errorf("unsized penalty %d must be in 0..%d", e.UnsizedPenalty, queue.MaxPriority)
 	case e.LargeJobPenalty < 0 || e.LargeJobPenalty > queue.MaxPriority:
@@ -129,6 +140,11 @@ func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim) (m *v
 // a file has no usable size or the job is large. It never fails a job for
 // its files: a file whose size cannot be learnt counts 0.
 //
+// The estimate is advisory (the downloader fetches, and fails what cannot
+// be fetched), so it is bounded: after e.Budget, or for a host that failed
+// e.HostFailures times in a row, files keep their declared size, and the
+// message says how many files were sized by HEAD and how many not.
+//
 // A file's size is the Content-Length its server announces; without one
 // (or when the HEAD request fails) the size the manifest declares; without
 // either the file is unsized. A container counts its archive's size: what
@@ -139,10 +155,11 @@ func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outco
 	if !ok {
 		return out
 	}
-	sizes := e.sizes(ctx, m.GetFiles())
+	est := e.sizes(ctx, m.GetFiles())
 	if ctx.Err() != nil {
 		return stage.Release()
 	}
+	sizes := est.sizes
 	var total int64
 	unsized := 0
 	for _, s := range sizes {
@@ -170,7 +187,13 @@ func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outco
 	} else if len(why) > 0 {
 		msg += fmt.Sprintf(" (%s)", strings.Join(why, ", "))
 	}
-	e.Logger.InfoContext(ctx, "job estimated", "space_needed", total, "files", len(sizes), "unsized", unsized, "priority", prio)
+	short := est.cutShort(e.Budget, e.HostFailures)
+	if short != "" {
+		msg += "; " + short
+	}
+	e.Logger.InfoContext(ctx, "job estimated", "space_needed", total, "files", len(sizes), "unsized", unsized, "priority", prio,
+		"sized_by_head", est.byHead, "not_sized_by_head", len(sizes)-est.byHead,
+		"left_by_budget", est.outOfBudget, "left_by_host_down", est.hostDown, "hosts_given_up", est.down)
 	ch := queue.Change{SpaceNeeded: &total, Message: msg}
 	if prio != old {
 		ch.Priority = &prio
@@ -181,35 +204,129 @@ func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outco
 	return stage.Next(ch)
 }
 
-// sizes learns the size of each file (-1: unknown), e.Concurrency at once.
-func (e *Estimator) sizes(ctx context.Context, files []*v1.ManifestFile) []int64 {
-	out := make([]int64, len(files))
-	sem := make(chan struct{}, e.Concurrency)
-	var wg sync.WaitGroup
-	for i, f := range files {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return out
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i] = e.size(ctx, f)
-		}()
-	}
-	wg.Wait()
-	return out
+// errBudgetSpent ends the HEAD requests of a job whose estimate budget is
+// spent.
+var errBudgetSpent = errors.New("estimate budget spent")
+
+// estimate is what the HEAD requests of one job learnt.
+type estimate struct {
+	sizes []int64 // per file: its size, -1 when unknown
+	// byHead counts the files sized by their HEAD answer's Content-Length;
+	// the others have their declared size or none.
+	byHead int
+	// outOfBudget counts the files not asked (or whose request was cut
+	// short) because the budget was spent; hostDown those not asked because
+	// their host was given up on, whose names are in down.
+	outOfBudget int
+	hostDown    int
+	down        []string
 }
 
-func (e *Estimator) size(ctx context.Context, f *v1.ManifestFile) int64 {
+// cutShort says why files went unasked, for the job's message: empty when
+// every file was asked.
+func (est estimate) cutShort(budget time.Duration, failures int) string {
+	var why []string
+	if est.outOfBudget > 0 {
+		why = append(why, fmt.Sprintf("estimate budget %s spent with %d files left", budget, est.outOfBudget))
+	}
+	if est.hostDown > 0 {
+		// A few names say enough; the log has them all.
+		hosts := strings.Join(est.down[:min(len(est.down), 3)], ", ")
+		if len(est.down) > 3 {
+			hosts += fmt.Sprintf(" and %d more hosts", len(est.down)-3)
+		}
+		why = append(why, fmt.Sprintf("%s failed %d times in a row: %d files not asked", hosts, failures, est.hostDown))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d files sized by HEAD, %d not (%s)",
+		est.byHead, len(est.sizes), len(est.sizes)-est.byHead, strings.Join(why, "; "))
+}
+
+// sizes learns the size of each file, e.Concurrency at once, within the
+// estimate budget and asking no more of a host given up on.
+func (e *Estimator) sizes(ctx context.Context, files []*v1.ManifestFile) estimate {
+	headCtx, cancel := context.WithTimeoutCause(ctx, e.Budget, errBudgetSpent)
+	defer cancel()
+	gate := newHostGate(e.HostFailures)
+	est := estimate{sizes: make([]int64, len(files))}
+	how := make([]fileSizing, len(files))
+	sem := make(chan struct{}, e.Concurrency)
+	var wg sync.WaitGroup
+	next := 0
+	for ; next < len(files); next++ {
+		acquired := false
+		select {
+		case sem <- struct{}{}:
+			acquired = true
+		case <-headCtx.Done():
+		}
+		if headCtx.Err() != nil {
+			if acquired {
+				<-sem
+			}
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			est.sizes[i], how[i] = e.size(headCtx, gate, files[i])
+		}(next)
+	}
+	wg.Wait()
+	for i := next; i < len(files); i++ {
+		est.sizes[i], how[i] = files[i].GetSize(), sizedOutOfBudget
+	}
+	for _, h := range how {
+		switch h {
+		case sizedByHead:
+			est.byHead++
+		case sizedOutOfBudget:
+			est.outOfBudget++
+		case sizedHostDown:
+			est.hostDown++
+		}
+	}
+	est.down = gate.downHosts()
+	return est
+}
+
+// fileSizing is where a file's size came from.
+type fileSizing int
+
+const (
+	sizedByHead      fileSizing = iota // the HEAD answer's Content-Length
+	sizedFallback                      // asked, no usable length: the declared size or none
+	sizedOutOfBudget                   // not asked, or cut short, the budget spent
+	sizedHostDown                      // not asked, its host given up on
+)
+
+// size is the file's size (-1: unknown) and where it came from.
+func (e *Estimator) size(ctx context.Context, gate *hostGate, f *v1.ManifestFile) (int64, fileSizing) {
+	host := hostOf(f.GetUrl())
+	if !gate.enter(ctx, host) {
+		if ctx.Err() != nil {
+			return f.GetSize(), sizedOutOfBudget
+		}
+		return f.GetSize(), sizedHostDown
+	}
 	n, err := e.Client.Head(ctx, f.GetUrl())
 	switch {
-	case err == nil && n >= 0:
-		return n
-	case err != nil && ctx.Err() == nil:
+	case ctx.Err() != nil:
+		// Cut short by the budget (or the job's end): says nothing of the host.
+		gate.leave(host, headNeutral)
+		return f.GetSize(), sizedOutOfBudget
+	case err != nil:
 		e.Logger.WarnContext(ctx, "HEAD failed", "file", f.GetName(), "url", f.GetUrl(), "error", err)
+		if gate.leave(host, headResultOf(err)) {
+			e.Logger.WarnContext(ctx, "host given up on for the rest of the job's estimate", "host", host, "failures_in_a_row", e.HostFailures)
+		}
+		return f.GetSize(), sizedFallback // the declared size, or -1
 	}
-	return f.GetSize() // the declared size, or -1
+	gate.leave(host, headAnswered)
+	if n < 0 {
+		return f.GetSize(), sizedFallback
+	}
+	return n, sizedByHead
 }

@@ -116,6 +116,8 @@ func testEstimator(t *testing.T, policy fetch.Policy) *Estimator {
 		Limits:          checkm.Limits{MaxBytes: 1 << 20},
 		Retry:           retry.Policy{Attempts: 3, Backoff: 10 * time.Millisecond},
 		Concurrency:     4,
+		Budget:          time.Hour,
+		HostFailures:    3,
 		UnsizedPenalty:  10,
 		LargeJobBytes:   1 << 20,
 		LargeJobPenalty: 20,

@@ -9,7 +9,10 @@
 // bounded number at once) sizes it; the sum becomes space_needed. A job
 // with a file of unknown size is lowered by INGESTQ_UNSIZED_PENALTY, one
 // above INGESTQ_LARGE_JOB_BYTES by INGESTQ_LARGE_JOB_PENALTY (priorities
-// stop at 99). Estimating never fails a job for its files.
+// stop at 99). Estimating never fails a job for its files, and is bounded:
+// INGESTQ_ESTIMATE_BUDGET for all of a job's HEADs, and a host that failed
+// INGESTQ_ESTIMATE_HOST_FAILURES times in a row is not asked again in the
+// job (the files left keep their declared size).
 package main
 
 import (
@@ -27,6 +30,8 @@ import (
 // settings are the estimator's own configuration.
 type settings struct {
 	concurrency      *int
+	budget           *time.Duration
+	hostFailures     *int
 	unsizedPenalty   *int
 	largeJobBytes    *int
 	largeJobPenalty  *int
@@ -39,6 +44,14 @@ type settings struct {
 func (s *settings) register(r *config.Registry) {
 	s.concurrency = r.Int("estimate-concurrency", "INGESTQ_ESTIMATE_CONCURRENCY", 8,
 		"HEAD requests one job sends at once")
+	// Room for a healthy 20,000-file job (HEADs of ~100 ms, 8 at once);
+	// past that an advisory estimate is worth less than the job's wait.
+	s.budget = r.Duration("estimate-budget", "INGESTQ_ESTIMATE_BUDGET", 5*time.Minute,
+		"longest time one job's HEAD requests take in all; files not sized by then keep their declared size (or none)")
+	// One or two failures may be a blip (a restart, a dropped connection);
+	// three in a row is a host down, and costs at most three header timeouts.
+	s.hostFailures = r.Int("estimate-host-failures", "INGESTQ_ESTIMATE_HOST_FAILURES", 3,
+		"HEAD requests to one host that may fail in a row (no answer, a timeout, a 5xx) before its other files in the job are not asked")
 	s.unsizedPenalty = r.Int("unsized-penalty", "INGESTQ_UNSIZED_PENALTY", 10,
 		"added to the priority of a job with a file whose size is unknown (larger = served later)")
 	s.largeJobBytes = r.Int("large-job-bytes", "INGESTQ_LARGE_JOB_BYTES", 10<<30,
@@ -73,6 +86,8 @@ func (s *settings) estimator(env *service.Env) (*Estimator, error) {
 		Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
 		Retry:           *s.retry,
 		Concurrency:     *s.concurrency,
+		Budget:          *s.budget,
+		HostFailures:    *s.hostFailures,
 		UnsizedPenalty:  int32(*s.unsizedPenalty),
 		LargeJobBytes:   int64(*s.largeJobBytes),
 		LargeJobPenalty: int32(*s.largeJobPenalty),

@@ -37,6 +37,10 @@ const (
 	DefaultSessionTTL     = 12 * time.Hour
 	DefaultRequestTimeout = 2 * time.Minute
 	DefaultPoll           = 2 * time.Second
+	// DefaultStageTimeout bounds a pause or resume call to a stage
+	// replica: a healthy one answers at once, so an operator waiting
+	// longer learns sooner that it does not answer.
+	DefaultStageTimeout = 10 * time.Second
 )
 
 // maxFormBytes bounds a POSTed form: the largest field is an admin message
@@ -70,6 +74,9 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Poll is how often an open page refreshes its figures (default 2s).
 	Poll time.Duration
+	// StageTimeout bounds a pause or resume call to a stage replica
+	// (default 10s); a drain waits drainWait for the jobs in flight.
+	StageTimeout time.Duration
 	// TraceURL makes trace ids links: "{trace_id}" in it is replaced.
 	TraceURL string
 }
@@ -83,8 +90,9 @@ type Console struct {
 	poll    time.Duration
 	pages   map[string]*template.Template
 	// stageCreds and stageToken reach the stage replicas (nil: controls off).
-	stageCreds StageCredentials
-	stageToken string
+	stageCreds   StageCredentials
+	stageToken   string
+	stageTimeout time.Duration
 	// traceURL is Options.TraceURL.
 	traceURL string
 	handler  http.Handler
@@ -99,13 +107,14 @@ func New(opts Options) (*Console, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Console{
-		admin:      opts.Admin,
-		log:        opts.Logger,
-		timeout:    orDefault(opts.RequestTimeout, DefaultRequestTimeout),
-		poll:       orDefault(opts.Poll, DefaultPoll),
-		stageCreds: opts.StageCredentials,
-		stageToken: opts.Token,
-		traceURL:   opts.TraceURL,
+		admin:        opts.Admin,
+		log:          opts.Logger,
+		timeout:      orDefault(opts.RequestTimeout, DefaultRequestTimeout),
+		poll:         orDefault(opts.Poll, DefaultPoll),
+		stageCreds:   opts.StageCredentials,
+		stageToken:   opts.Token,
+		stageTimeout: orDefault(opts.StageTimeout, DefaultStageTimeout),
+		traceURL:     opts.TraceURL,
 	}
 	if opts.Token != "" {
 		if opts.Sessions == nil {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -72,28 +73,43 @@ func (c *Console) controlStage(ctx context.Context, worker *v1.WorkerInfo, actio
 	}
 	stage := v1.NewStageServiceClient(conn)
 	at := fmt.Sprintf("%s (%s at %s)", worker.GetId(), worker.GetService(), worker.GetAddress())
+	wait := c.stageTimeout
+	if action == "drain" {
+		wait = drainWait
+	}
+	// A replica that accepts connections but never answers must not hold
+	// the operator for the whole request's time.
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	switch action {
 	case "pause":
 		if _, err := stage.Pause(ctx, &v1.PauseRequest{}); err != nil {
-			return "", err
+			return "", unanswered(ctx, at, action, wait, err)
 		}
 		return "Worker " + at + " is paused: it takes no new job; jobs in flight finish.", nil
 	case "resume":
 		if _, err := stage.Resume(ctx, &v1.ResumeRequest{}); err != nil {
-			return "", err
+			return "", unanswered(ctx, at, action, wait, err)
 		}
 		return "Worker " + at + " takes jobs again.", nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, drainWait)
-	defer cancel()
 	resp, err := stage.Drain(ctx, &v1.DrainRequest{})
 	if err != nil {
-		return "", err
+		return "", unanswered(ctx, at, action, wait, err)
 	}
 	if left := resp.GetInFlightLeft(); left > 0 {
 		return fmt.Sprintf("Worker %s is draining: it takes no job until it restarts; %d job(s) still in flight.", at, left), nil
 	}
 	return "Worker " + at + " is drained: it takes no job until it restarts, and is idle.", nil
+}
+
+// unanswered names the replica and the bound when a call to it ran out of
+// time; other errors pass as they are.
+func unanswered(ctx context.Context, at, action string, wait time.Duration, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return status.Errorf(codes.DeadlineExceeded, "worker %s did not answer %s within %s: %v", at, action, wait, err)
+	}
+	return err
 }
 
 // StageCredentials is how the console dials stage replicas.

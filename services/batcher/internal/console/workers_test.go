@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"html"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -122,4 +125,107 @@ func TestWorkersTableOffersNoControlsWithoutAWayToTheReplicas(t *testing.T) {
 	f.signIn()
 	startReplica(t, f)
 	wantNot(t, f.get("/"), `<th>Control</th>`, `worker-controls`)
+}
+
+// TestAReplicaThatNeverAnswersIsAnErrorWithinTheStageTimeout: a replica
+// whose registered address accepts connections and never answers makes a
+// pause, a resume or a drain an error naming the replica and the bound,
+// once the console's StageTimeout (or drainWait) is spent, not the whole
+// request's time.
+func TestAReplicaThatNeverAnswersIsAnErrorWithinTheStageTimeout(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // kept open, never written to
+		}
+	}()
+	t.Cleanup(func() {
+		silent.Close()
+		for {
+			select {
+			case c := <-held:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	f := newFixtureOpts(t, testToken, zktest.Root(t), Options{StageCredentials: insecure.NewCredentials(),
+		StageTimeout: 300 * time.Millisecond})
+	f.signIn()
+	id := registerReplicaAt(t, f, silent.Addr().String())
+
+	form := url.Values{"confirmed": {"1"}, "csrf": {f.csrf()}}
+	req, err := http.NewRequest(http.MethodPost, f.srv.URL+workerURL(id)+"/pause", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := f.client.Do(req)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		done <- result{resp.StatusCode, string(body), err}
+	}()
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(queuetest.Wait):
+		// Far past the 300ms bound, yet well within the request's own 2 minutes.
+		t.Fatalf("no answer to the pause in %s", queuetest.Wait)
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	want := "worker " + id + " (estimator at " + silent.Addr().String() + ") did not answer pause within 300ms"
+	if got.code != http.StatusGatewayTimeout || !strings.Contains(html.UnescapeString(got.body), want) {
+		t.Errorf("pause of a silent replica: %d, want %d and the page saying %q:\n%s", got.code, http.StatusGatewayTimeout, want, got.body)
+	}
+}
+
+// registerReplicaAt registers a stage replica (an estimator that takes
+// nothing) whose registry entry names addr as its gRPC address, whatever
+// listens there.
+func registerReplicaAt(t *testing.T, f *fixture, addr string) string {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	srv, err := server.New(server.Options{Logger: log, AdminToken: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &service.Env{Name: "estimator", Config: &config.Common{Advertise: addr, Concurrency: 1},
+		Logger: log, Queue: f.q, Server: srv}
+	ctx, stop := context.WithCancel(context.Background())
+	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
+		Handler: func(context.Context, stage.Claim) stage.Outcome { return stage.Release() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop()
+		<-runners[0].Done()
+	})
+	id := runners[0].WorkerID()
+	queuetest.Eventually(t, "the replica registers", func() bool {
+		return workerState(t, f, id) != nil
+	})
+	return id
 }
