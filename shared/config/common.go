@@ -67,7 +67,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 	r.Func("zk-root", "INGESTQ_ZK_ROOT", "",
 		"prefix every queue path hangs under, e.g. /ingestq (empty: /)", setRoot(&c.ZooKeeper.Root))
 	r.Func("zk-session-timeout", "INGESTQ_ZK_SESSION_TIMEOUT", "10s",
-		"ZooKeeper session timeout: how long a lost service keeps its locks", setPositiveDuration(&c.ZooKeeper.SessionTimeout))
+		"ZooKeeper session timeout: how long a lost service keeps its locks", SetPositiveDuration(&c.ZooKeeper.SessionTimeout))
 	r.Func("zk-auth", "INGESTQ_ZK_AUTH", "",
 		"ZooKeeper digest credential user:password; nodes created get an ACL that only this identity may change",
 		setDigestAuth(&c.ZooKeeper.Auth))
@@ -92,7 +92,7 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 	r.Func("tls-client-ca", "INGESTQ_TLS_CLIENT_CA", "",
 		"PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)", setString(&c.TLS.ClientCA))
 	r.Func("drain-timeout", "INGESTQ_DRAIN_TIMEOUT", "30s",
-		"on SIGTERM, how long in-flight work may take to finish or be released", setPositiveDuration(&c.DrainTimeout))
+		"on SIGTERM, how long in-flight work may take to finish or be released", SetPositiveDuration(&c.DrainTimeout))
 	r.Func("log-level", "INGESTQ_LOG_LEVEL", "info",
 		"debug, info, warn or error", setLogLevel(&c.LogLevel))
 	r.Func("pprof", "INGESTQ_PPROF", "false",
@@ -225,7 +225,9 @@ func SetNonNegativeDuration(p *time.Duration) func(string) error {
 	}
 }
 
-func setPositiveDuration(p *time.Duration) func(string) error {
+// SetPositiveDuration parses a duration above 0 into p, for Registry.Func
+// (a bound, where 0 would cut everything at once).
+func SetPositiveDuration(p *time.Duration) func(string) error {
 	parse := setDuration(p)
 	return func(s string) error {
 		if err := parse(s); err != nil {

@@ -95,6 +95,9 @@ func Register(r *config.Registry) *Settings {
 		})
 	policy := retrypolicy.Register(r, "s3", "an S3 request is sent (5xx, throttling and connection failures)", DefaultRetry)
 	r.Renamed("s3-max-attempts", "INGESTQ_S3_MAX_ATTEMPTS", "s3-attempts", nil)
+	r.Func("s3-response-timeout", "INGESTQ_S3_RESPONSE_TIMEOUT", DefaultResponseTimeout.String(),
+		"how long an S3 request waits for its answer (completing a multipart upload: until the server has assembled the object), for more of its body, or to send more of the request",
+		config.SetPositiveDuration(&s.ResponseTimeout))
 	r.Check(func() error {
 		s.Retry = *policy
 		return nil

@@ -54,6 +54,68 @@ func TestTheS3RetrySettingsHaveTheShapeOfEveryRetrySetting(t *testing.T) {
 	}
 }
 
+// TestTheResponseTimeoutIsSetByItsVariable: INGESTQ_S3_RESPONSE_TIMEOUT
+// (or -s3-response-timeout) bounds the client's waits, so a slow store
+// completing a large multipart upload can be given longer; a bound of zero
+// or less would cut every request, so it is refused.
+func TestTheResponseTimeoutIsSetByItsVariable(t *testing.T) {
+	s, _, err := parse(t, nil)
+	if err != nil || s.S3.ResponseTimeout != DefaultResponseTimeout {
+		t.Errorf("no variable: %s, %v; want DefaultResponseTimeout %s", s.S3.ResponseTimeout, err, DefaultResponseTimeout)
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	env := map[string]string{"INGESTQ_S3_RESPONSE_TIMEOUT": "1m"}
+	r := config.New(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	flagged := RegisterStore(r)
+	if err := r.Parse([]string{"-s3-response-timeout=90m"}); err != nil || flagged.S3.ResponseTimeout != 90*time.Minute {
+		t.Errorf("-s3-response-timeout=90m over the variable's 1m: %s, %v; want 1h30m0s", flagged.S3.ResponseTimeout, err)
+	}
+	for _, bad := range []string{"0", "0s", "-1s", "soon"} {
+		if _, _, err := parse(t, map[string]string{"INGESTQ_S3_RESPONSE_TIMEOUT": bad}); err == nil ||
+			!strings.Contains(err.Error(), "INGESTQ_S3_RESPONSE_TIMEOUT") {
+			t.Errorf("INGESTQ_S3_RESPONSE_TIMEOUT=%s: %v; want an error naming the variable", bad, err)
+		}
+	}
+
+	// A store that never answers, and a client built from the parsed
+	// settings: the variable's bound cuts the wait, not the default's five
+	// minutes.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-t.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	s, _, err = parse(t, map[string]string{"INGESTQ_STORE": "s3", "INGESTQ_S3_ENDPOINT": srv.URL, "INGESTQ_S3_BUCKET": "b",
+		"INGESTQ_S3_ATTEMPTS": "1", "INGESTQ_S3_RESPONSE_TIMEOUT": "200ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := *s.S3
+	settings.Credentials = credentials.NewStaticCredentialsProvider("key", "secret", "")
+	c, err := Client(context.Background(), settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		// The caller's context has no deadline.
+		_, err := c.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("k")})
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Fatal("HeadObject succeeded; want an error")
+		}
+		t.Logf("HeadObject: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("HeadObject still waiting after a minute: INGESTQ_S3_RESPONSE_TIMEOUT does not reach the client")
+	}
+}
+
 // TestAFailingRequestIsSentAsOftenAsItsPolicySays: a server in trouble (503
 // to everything, on loopback) gets each request as many times as the
 // policy's attempts, and the client's error is the server's answer.
