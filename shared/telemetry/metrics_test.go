@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/shared/freeport"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -184,12 +185,13 @@ func TestServeMetricsServesUntilContextEnds(t *testing.T) {
 	}
 	defer shutdown(t, tel)
 	// A port that was free a moment ago: ServeMetrics takes an address.
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	// freeport draws it below the ephemeral range, where no outgoing
+	// connection of a busy machine takes it meanwhile.
+	ports, err := freeport.Loopback(1)
 	if err != nil {
-		t.Fatalf("listen: %v", err)
+		t.Fatal(err)
 	}
-	addr := probe.Addr().String()
-	probe.Close()
+	addr := ports[0].String()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

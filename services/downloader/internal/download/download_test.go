@@ -227,6 +227,11 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Fetch: %v; want %q", err, tc.want)
 			}
+			// The server counts a request in a goroutine of its own, which
+			// may come to it after the client gave up waiting: wait for it.
+			for deadline := time.Now().Add(10 * time.Second); s.requests(p)-before < tc.requests && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			if n := s.requests(p) - before; n != tc.requests {
 				t.Errorf("%d requests, want %d", n, tc.requests)
 			}

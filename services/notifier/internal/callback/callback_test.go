@@ -39,6 +39,11 @@ func TestPostTimesOutEachAttempt(t *testing.T) {
 	defer close(release)
 	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 2, Backoff: time.Millisecond, Max: time.Minute}, Timeout: 200 * time.Millisecond}
 	err := p.Post(context.Background(), srv.URL, Result{})
+	// The server reads a request in a goroutine of its own, which may come
+	// to the handler after the client gave up waiting: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); calls.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err == nil || !strings.Contains(err.Error(), "after 2 attempts") || calls.Load() != 2 {
 		t.Errorf("Post = %v after %d calls, want a timeout after 2", err, calls.Load())
 	}

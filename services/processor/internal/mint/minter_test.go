@@ -226,6 +226,11 @@ func TestEZIDCallsKeepToTheFetchPolicyAndTheTimeout(t *testing.T) {
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), ts.URL+"/shoulder/ark:/99999/fk4") {
 				t.Errorf("Mint error %v; want %v naming the URL", err, tc.want)
 			}
+			// The server counts a request in a goroutine of its own, which
+			// may come to it after the client gave up waiting: wait for it.
+			for deadline := time.Now().Add(10 * time.Second); requests.Load() < int64(tc.calls) && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			if n := requests.Load(); n != int64(tc.calls) {
 				t.Errorf("EZID got %d requests, want %d", n, tc.calls)
 			}
