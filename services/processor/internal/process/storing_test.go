@@ -30,6 +30,11 @@ func TestAProcessedJobReachesRecordingThroughStoringStoredOnce(t *testing.T) {
 		t.Errorf("object folder holds %v, want [v1]", got)
 	}
 	for name, want := range map[string]int64{"processing": 1, "storing": 1} {
+		// The runner counts a step once it has returned, which may be just
+		// after its commit ended the job.
+		queuetest.Eventually(t, name+" counted its step", func() bool {
+			return e.runners[name].Status().GetOutcomes()["advanced"] >= want
+		})
 		if got := e.runners[name].Status().GetOutcomes()["advanced"]; got != want {
 			t.Errorf("%s advanced %d jobs, want %d", name, got, want)
 		}
