@@ -67,16 +67,27 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 	root := zktest.Root(t)
 	admin := queuetest.Connect(t, root)
 	jids := queuetest.SpawnN(t, admin, jobs(60), queue.Estimating)
+	const replicas = 3
 	var mu sync.Mutex
 	handled := map[string]int{}
 	byReplica := map[int]int{}
-	for i := 0; i < 3; i++ {
+	// No job ends before every replica holds one: a replica that took
+	// everything first, or never took any, cannot finish the batch.
+	allHold := make(chan struct{})
+	for i := 0; i < replicas; i++ {
 		startRunner(t, queuetest.Connect(t, root), Config{Concurrency: 2, Handler: func(ctx context.Context, cl Claim) Outcome {
-			time.Sleep(30 * time.Millisecond)
 			mu.Lock()
 			handled[cl.ID()]++
 			byReplica[i]++
+			if byReplica[i] == 1 && len(byReplica) == replicas {
+				close(allHold)
+			}
 			mu.Unlock()
+			select {
+			case <-allHold:
+			case <-ctx.Done():
+				return Release()
+			}
 			return Next(queue.Change{SpaceNeeded: ptr(int64(10))})
 		}})
 	}
@@ -84,13 +95,15 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 		counts, _ := qadmin.New(admin).JobCounts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
+	mu.Lock()
+	defer mu.Unlock()
 	for _, jid := range jids {
 		if handled[jid] != 1 {
 			t.Errorf("%s handled %d times", jid, handled[jid])
 		}
 	}
-	if len(byReplica) < 2 {
-		t.Errorf("one replica did all the work: %v", byReplica)
+	if len(byReplica) != replicas {
+		t.Errorf("jobs handled by replica: %v, want all %d sharing", byReplica, replicas)
 	}
 }
 
