@@ -244,10 +244,14 @@ func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 	c := queuetest.Connect(t, root)
 	jids := queuetest.SpawnN(t, c, jobs(2), queue.Estimating)
 	started := make(chan string, 2)
+	finish := make(chan struct{}) // the quick job's step ends when the test says
 	r := startRunner(t, c, Config{Concurrency: 2, Handler: func(ctx context.Context, cl Claim) Outcome {
 		started <- cl.ID()
 		if cl.ID() == jids[0] {
-			time.Sleep(100 * time.Millisecond) // finishes within the drain
+			select { // finishes within the drain
+			case <-finish:
+			case <-ctx.Done():
+			}
 			return Next(queue.Change{})
 		}
 		<-ctx.Done() // too slow: cut off by the drain deadline
@@ -255,11 +259,18 @@ func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 	}})
 	<-started
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// The test ends the drain's time itself: after the quick job is done,
+	// while the slow one still runs.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	left := r.Drain(ctx)
-	if left != 1 {
-		t.Errorf("Drain left %d jobs running, want 1", left)
+	left := make(chan int, 1)
+	go func() { left <- r.Drain(ctx) }()
+	queuetest.Eventually(t, "the runner draining", func() bool { return r.Status().GetDraining() })
+	close(finish)
+	queuetest.Eventually(t, "the quick job's step ended", func() bool { return len(r.Status().GetInFlight()) < 2 })
+	cancel()
+	if n := <-left; n != 1 {
+		t.Errorf("Drain left %d jobs running, want 1", n)
 	}
 	if s := queuetest.Status(t, c, jids[0]).GetStatus(); s != queue.Provisioning {
 		t.Errorf("the quick job is %s, want Provisioning", queue.JobStateName(s))
