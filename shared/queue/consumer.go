@@ -47,6 +47,7 @@ type Consumer struct {
 	timer    *time.Timer          // wakes callers when the first deferral ends
 	timerAt  time.Time
 	backstop time.Duration // relistBackstop (shorter in tests)
+	retryGap time.Duration // ReleasedRetryAfter (longer in tests)
 	// With InOrder: picks numbered in the order made, and those whose turn
 	// has not passed yet (being claimed, or claimed and waiting for their
 	// turn); turn is closed and replaced when one passes.
@@ -78,7 +79,8 @@ func (c *Client) NewConsumer(state JobState, opts ConsumerOptions) *Consumer {
 	}
 	return &Consumer{c: c, state: state, opts: opts, trying: map[string]bool{}, held: map[string]*Claim{},
 		wake: make(chan struct{}), lockWait: map[string]bool{}, dirty: true, deferred: map[string]time.Time{},
-		busyRate: 0.1, turn: make(chan struct{}), backstop: relistBackstop}
+		busyRate: 0.1, turn: make(chan struct{}), backstop: relistBackstop,
+		retryGap: ReleasedRetryAfter}
 }
 
 // WaitTurn blocks until every job this consumer picked before cl's has had
@@ -344,7 +346,7 @@ func (co *Consumer) giveBack(name string) {
 	defer co.mu.Unlock()
 	delete(co.held, jid)
 	co.restoreLocked(e)
-	until := time.Now().Add(ReleasedRetryAfter)
+	until := time.Now().Add(co.retryGap)
 	co.deferred[jid] = until
 	co.wakeAtLocked(until)
 }

@@ -167,19 +167,27 @@ func TestAReleasedJobGoesToTheOtherWaitingConsumerFirst(t *testing.T) {
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
 	_, jids := spawn(t, a, 1, DefaultPriority)
-	coA := a.NewConsumer(Pending, ConsumerOptions{})
 	for range 5 {
+		coA := a.NewConsumer(Pending, ConsumerOptions{})
+		// A leaves the job it gave back alone for far longer than B needs
+		// to take it: which claims first says which was offered it first.
+		coA.retryGap = time.Hour
 		clA, err := coA.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		coB := b.NewConsumer(Pending, ConsumerOptions{})
 		got := make(chan *Claim, 1)
 		go func() {
-			if cl, err := b.NewConsumer(Pending, ConsumerOptions{}).Next(ctx); err == nil {
+			if cl, err := coB.Next(ctx); err == nil {
 				got <- cl
 			}
 		}()
-		time.Sleep(100 * time.Millisecond) // let B find the job locked
+		waitFor(t, func() bool { // B found the job locked and waits for it
+			coB.mu.Lock()
+			defer coB.mu.Unlock()
+			return coB.lockWait[jids[0]]
+		})
 		if err := clA.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +211,7 @@ func TestAReleasedJobGoesToTheOtherWaitingConsumerFirst(t *testing.T) {
 		case cl := <-raced:
 			cancel()
 			t.Fatalf("the consumer that released %s took it back before the waiting one", cl.ID())
-		case <-time.After(20 * time.Second):
+		case <-time.After(30 * time.Second):
 			cancel()
 			t.Fatal("the waiting consumer never got the released job")
 		}
