@@ -120,8 +120,11 @@ func TestAnObjectWhoseBodyStallsFailsItsRead(t *testing.T) {
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
+	// One bound covers the headers and the first bytes, which the server
+	// sends at once, and the stall after them: it is long enough for a
+	// loaded machine to deliver what was sent.
 	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
-		PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: 200 * time.Millisecond,
+		PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: 2 * time.Second,
 		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
 	if err != nil {
 		t.Fatal(err)
