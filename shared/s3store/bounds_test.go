@@ -2,23 +2,20 @@ package s3store_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
+	"github.com/ingestq/ingestq/shared/s3test"
 )
 
 // A store that stops answering cannot hold a caller that has no deadline
@@ -57,21 +54,8 @@ func TestAStoreThatNeverFinishesAnsweringIsCut(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { tc.answer(t, w, r) }))
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv.Listener.Close()
-			srv.Listener = ln
-			srv.Start()
-			t.Cleanup(srv.Close)
-			c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
-				PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: tc.timeout,
-				Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
-			if err != nil {
-				t.Fatal(err)
-			}
+			url := s3test.StandIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { tc.answer(t, w, r) }))
+			c := s3test.StandInClient(t, url, func(s *s3store.Settings) { s.ResponseTimeout = tc.timeout })
 			got := make(chan error, 1)
 			go func() {
 				// The caller's context has no deadline.
@@ -106,29 +90,16 @@ func wait(t *testing.T, r *http.Request) {
 // (the recorder reading a manifest, the audit reading a file): a read that
 // gets nothing for ResponseTimeout fails.
 func TestAnObjectWhoseBodyStallsFailsItsRead(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url := s3test.StandIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "1000")
 		io.WriteString(w, "the start")
 		w.(http.Flusher).Flush()
 		wait(t, r)
 	}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
 	// One bound covers the headers and the first bytes, which the server
 	// sends at once, and the stall after them: it is long enough for a
 	// loaded machine to deliver what was sent.
-	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
-		PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: 2 * time.Second,
-		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s3test.StandInClient(t, url, func(s *s3store.Settings) { s.ResponseTimeout = 2 * time.Second })
 	out, err := c.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("k")})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +129,7 @@ func TestAnObjectWhoseBodyStallsFailsItsRead(t *testing.T) {
 // for it would be listed for ever: the listing is an error instead.
 func TestAListingThatNeverMovesOnIsAnError(t *testing.T) {
 	var pages atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url := s3test.StandIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pages.Add(1)
 		time.Sleep(5 * time.Millisecond) // an endless listing spins no faster than this
 		w.Header().Set("Content-Type", "application/xml")
@@ -166,20 +137,7 @@ func TestAListingThatNeverMovesOnIsAnError(t *testing.T) {
 <ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix></Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>`+
 			`<IsTruncated>true</IsTruncated><NextContinuationToken>again</NextContinuationToken><Contents><Key>k</Key><Size>1</Size></Contents></ListBucketResult>`)
 	}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
-		PathStyle: true, Retry: retry.Policy{Attempts: 1},
-		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s3test.StandInClient(t, url, nil)
 	got := make(chan error, 1)
 	go func() {
 		for _, err := range s3store.ListObjects(t.Context(), c, s3.ListObjectsV2Input{Bucket: aws.String("b")}) {
@@ -222,12 +180,7 @@ func TestAnUploadTheStoreStopsReadingFails(t *testing.T) {
 			}()
 		}
 	}()
-	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: "http://" + ln.Addr().String(), Region: "us-east-1",
-		Bucket: "b", PathStyle: true, Retry: retry.Policy{Attempts: 1}, ResponseTimeout: 200 * time.Millisecond,
-		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s3test.StandInClient(t, "http://"+ln.Addr().String(), func(s *s3store.Settings) { s.ResponseTimeout = 200 * time.Millisecond })
 	// Far more than the connection's buffers hold.
 	body := make([]byte, 64<<20)
 	got := make(chan error, 1)

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ingestq/ingestq/shared/freeport"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
 )
 
@@ -160,4 +163,39 @@ func randomHex(n int) string {
 		panic(errors.Join(errors.New("s3test: no randomness"), err))
 	}
 	return hex.EncodeToString(b)
+}
+
+// StandIn serves h on a loopback port until the test ends and returns its
+// endpoint: a stand-in for a store that misbehaves as a real one cannot be
+// made to (stalls, endless listings).
+func StandIn(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// StandInClient is a client of the stand-in at endpoint: bucket b, one
+// attempt a request, test credentials; change, if not nil, adjusts the
+// settings first.
+func StandInClient(t testing.TB, endpoint string, change func(*s3store.Settings)) *s3.Client {
+	t.Helper()
+	settings := s3store.Settings{Endpoint: endpoint, Region: "us-east-1", Bucket: "b", PathStyle: true,
+		Retry:       retry.Policy{Attempts: 1},
+		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")}
+	if change != nil {
+		change(&settings)
+	}
+	c, err := s3store.Client(context.Background(), settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,20 +1,15 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
-	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
+	"github.com/ingestq/ingestq/shared/s3test"
 )
 
 // A store that answers that more unfinished uploads follow, but not from
@@ -22,7 +17,7 @@ import (
 // an error instead.
 func TestUnfinishedUploadsListedForEverAreAnError(t *testing.T) {
 	var lists atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url := s3test.StandIn(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodDelete { // AbortMultipartUpload
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -34,20 +29,7 @@ func TestUnfinishedUploadsListedForEverAreAnError(t *testing.T) {
 <ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Bucket>b</Bucket><IsTruncated>true</IsTruncated>`+
 			`<Upload><Key>ark/v1/f</Key><UploadId>u1</UploadId></Upload></ListMultipartUploadsResult>`)
 	}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c, err := s3store.Client(context.Background(), s3store.Settings{Endpoint: srv.URL, Region: "us-east-1", Bucket: "b",
-		PathStyle: true, Retry: retry.Policy{Attempts: 1},
-		Credentials: credentials.NewStaticCredentialsProvider("ingestq-test", "ingestq-test-secret", "")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := s3test.StandInClient(t, url, nil)
 	got := make(chan error, 1)
 	go func() { got <- S3{Client: c, Bucket: "b"}.abortUploads(t.Context(), "ark/") }()
 	select {
