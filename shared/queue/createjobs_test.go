@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -17,32 +16,6 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// spawningBatch makes a batch whose jobs are being spawned, and n jobs for it.
-func spawningBatch(t *testing.T, c *queue.Client, n int) (*queue.BatchClaim, []queue.NewJob) {
-	t.Helper()
-	ctx := testCtx(t)
-	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
-		PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := c.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
-	jobs := make([]queue.NewJob, n)
-	for i := range jobs {
-		jobs[i] = queue.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
-			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
-			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
-			BatchEntry: int32(i)}}
-	}
-	return bc, jobs
 }
 
 // checkNoHalfJobs fails the test if a job node has no status or a job of
@@ -84,7 +57,7 @@ func TestJobCreationWhoseAnswersAreLostCreatesEachJobOnce(t *testing.T) {
 	c := queuetest.Connect(t, zktest.Root(t))
 	ctx := testCtx(t)
 	const n = 1500
-	bc, jobs := spawningBatch(t, c, n)
+	bc, jobs := queuetest.SpawningBatch(t, c, n)
 	lost, _ := queue.LoseAnswers(c, func(kind string, i int) (bool, bool) {
 		switch {
 		case kind == "reserve" && i == 2, kind == "write" && i == 3:
@@ -148,7 +121,7 @@ func TestJobCreationThatFailsLeavesNoJobWithoutStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := queuetest.Connect(t, zktest.Root(t))
 			ctx := testCtx(t)
-			bc, jobs := spawningBatch(t, c, 1500)
+			bc, jobs := queuetest.SpawningBatch(t, c, 1500)
 			_, stop := queue.LoseAnswers(c, tc.lose(c, bc))
 			if _, err := bc.CreateJobs(ctx, jobs); err == nil {
 				t.Fatal("CreateJobs succeeded; the test means it to fail")

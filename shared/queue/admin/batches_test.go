@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
@@ -15,18 +14,7 @@ import (
 func TestReleaseBatchReturnsAHeldBatchToPending(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
-	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
-		PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := c.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchHeld, Message: "collection demo is held"}); err != nil {
-		t.Fatal(err)
-	}
+	bid, _ := queuetest.ClaimedBatch(t, c, queue.BatchChange{To: queue.BatchHeld, Message: "collection demo is held"})
 	b, err := a.ReleaseBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)

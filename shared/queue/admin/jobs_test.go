@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
@@ -57,25 +56,7 @@ func TestRequeueRefusesAStatePastTheJobsProgress(t *testing.T) {
 func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
-	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
-		PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := c.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
-	jobs := make([]queue.NewJob, 3)
-	for i := range jobs {
-		jobs[i] = queue.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
-			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
-			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
-			BatchEntry: int32(i)}}
-	}
+	bc, jobs := queuetest.SpawningBatch(t, c, 3)
 	ids, err := bc.CreateJobs(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)

@@ -269,3 +269,39 @@ func CompleteBatch(t testing.TB, q *queue.Client, bid string) {
 		}
 	}
 }
+
+// ClaimedBatch creates a batch (a manifest of manifests), claims it and
+// commits ch, as the batcher does before its jobs are made. It returns the
+// batch's id and the claim.
+func ClaimedBatch(t testing.TB, q *queue.Client, ch queue.BatchChange) (string, *queue.BatchClaim) {
+	t.Helper()
+	ctx := context.Background()
+	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
+		PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, err := q.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	return bid, bc
+}
+
+// SpawningBatch makes a batch whose jobs are being spawned (claimed, in
+// Processing), and n jobs for it, not yet created.
+func SpawningBatch(t testing.TB, q *queue.Client, n int) (*queue.BatchClaim, []queue.NewJob) {
+	t.Helper()
+	_, bc := ClaimedBatch(t, q, queue.BatchChange{To: queue.BatchProcessing})
+	jobs := make([]queue.NewJob, n)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
+			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
+			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
+			BatchEntry: int32(i)}}
+	}
+	return bc, jobs
+}
