@@ -26,15 +26,10 @@ import (
 // INGESTQ_BENCH_TIMELINE=1 (jobs per state every second of the end-to-end
 // run).
 func BenchmarkPipeline(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
-	defer cancel()
 	dir := b.TempDir()
-	srv, err := zktest.Start(ctx, filepath.Join(dir, "zookeeper"), zktest.Options{JVMHeap: "2g"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
+	ctx, srv := startZooKeeper(b, dir, 45*time.Minute, "2g")
 	servers := []string{srv.Addr}
+	var err error
 	must := func(err error) {
 		b.Helper()
 		if err != nil {
@@ -236,6 +231,21 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// startZooKeeper starts a ZooKeeper server with this heap in dir for the
+// benchmark, and a context bounding the benchmark's patience; both end
+// with the benchmark.
+func startZooKeeper(b *testing.B, dir string, patience time.Duration, heap string) (context.Context, *zktest.Server) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	b.Cleanup(cancel)
+	srv, err := zktest.Start(ctx, filepath.Join(dir, "zookeeper"), zktest.Options{JVMHeap: heap})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Stop)
+	return ctx, srv
+}
+
 // BenchmarkLifecycle is the lifecycle figure of BenchmarkPipeline alone,
 // beside the ceiling, for quick comparisons while working on the queue
 // library: go test -run '^$' -bench Lifecycle ./bench/ (one run of each
@@ -243,13 +253,7 @@ func envInt(name string, def int) int {
 // job cost the server and the queue clients (this process) while the jobs
 // moved.
 func BenchmarkLifecycle(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	srv, err := zktest.Start(ctx, filepath.Join(b.TempDir(), "zookeeper"), zktest.Options{JVMHeap: "1g"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
+	ctx, srv := startZooKeeper(b, b.TempDir(), 10*time.Minute, "1g")
 	servers := []string{srv.Addr}
 	perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
 	// INGESTQ_BENCH_RUNS: the best of that many runs of the ceiling and of
@@ -298,13 +302,7 @@ func BenchmarkLifecycle(b *testing.B) {
 // comparisons of the consumer:
 // go test -run '^$' -bench Depth -benchtime 1x ./bench/
 func BenchmarkDepth(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	srv, err := zktest.Start(ctx, filepath.Join(b.TempDir(), "zookeeper"), zktest.Options{JVMHeap: "2g"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
+	ctx, srv := startZooKeeper(b, b.TempDir(), 20*time.Minute, "2g")
 	servers := []string{srv.Addr}
 	const takes, rounds = 100, 10
 	for range b.N {
@@ -331,14 +329,8 @@ func BenchmarkDepth(b *testing.B) {
 // INGESTQ_BENCH_GOMAXPROCS, default Go's own (0);
 // INGESTQ_BENCH_PROFILE_DIR keeps the profiles).
 func BenchmarkEndToEnd(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
 	dir := b.TempDir()
-	srv, err := zktest.Start(ctx, filepath.Join(dir, "zookeeper"), zktest.Options{JVMHeap: "1g"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
+	ctx, srv := startZooKeeper(b, dir, 20*time.Minute, "1g")
 	servers := []string{srv.Addr}
 	bin := filepath.Join(dir, "bin")
 	if err := stack.Build(ctx, filepath.Join("..", ".."), bin); err != nil {
@@ -384,13 +376,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // state to Completed, and after as many more were put in Pending:
 // go test -run '^$' -bench ServerHeap -benchtime 1x ./bench/
 func BenchmarkServerHeap(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	srv, err := zktest.Start(ctx, filepath.Join(b.TempDir(), "zookeeper"), zktest.Options{JVMHeap: "2g"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
+	ctx, srv := startZooKeeper(b, b.TempDir(), 20*time.Minute, "2g")
 	servers := []string{srv.Addr}
 	n := envInt("INGESTQ_BENCH_HEAP_JOBS", 50000)
 	// The server keeps its last 500 transactions in memory; a small
