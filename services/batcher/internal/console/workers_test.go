@@ -38,14 +38,7 @@ func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &service.Env{Name: "estimator", Config: &config.Common{Advertise: lis.Addr().String(), Concurrency: 1},
-		Logger: log, Queue: f.q, Server: srv}
-	ctx, stop := context.WithCancel(context.Background())
-	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
-		Handler: func(context.Context, stage.Claim) stage.Outcome { return stage.Release() }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runner, stop := startEstimating(t, f, srv, lis.Addr().String())
 	srv.SetServing(true)
 	go srv.Serve(lis)
 	t.Cleanup(func() {
@@ -54,12 +47,29 @@ func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 		defer cancel()
 		srv.Shutdown(ctx)
 	})
-	id := runners[0].WorkerID()
+	id := runner.WorkerID()
 	queuetest.Eventually(t, "the replica registers", func() bool {
 		ws, err := admin.New(f.q).ListWorkers(f.ctx)
 		return err == nil && len(ws) == 1 && ws[0].GetId() == id
 	})
-	return id, runners[0]
+	return id, runner
+}
+
+// startEstimating starts an estimating stage on f's queue that releases
+// whatever it takes, with srv as its server and addr as the gRPC address
+// its registry entry names; stop ends it.
+func startEstimating(t *testing.T, f *fixture, srv *server.Server, addr string) (runner *stage.Runner, stop context.CancelFunc) {
+	t.Helper()
+	env := &service.Env{Name: "estimator", Config: &config.Common{Advertise: addr, Concurrency: 1},
+		Logger: slog.New(slog.DiscardHandler), Queue: f.q, Server: srv}
+	ctx, stop := context.WithCancel(context.Background())
+	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
+		Handler: func(context.Context, stage.Claim) stage.Outcome { return stage.Release() }})
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return runners[0], stop
 }
 
 // workerState reads a worker's registry entry (nil: none).
@@ -211,19 +221,12 @@ func registerReplicaAt(t *testing.T, f *fixture, addr string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &service.Env{Name: "estimator", Config: &config.Common{Advertise: addr, Concurrency: 1},
-		Logger: log, Queue: f.q, Server: srv}
-	ctx, stop := context.WithCancel(context.Background())
-	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
-		Handler: func(context.Context, stage.Claim) stage.Outcome { return stage.Release() }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runner, stop := startEstimating(t, f, srv, addr)
 	t.Cleanup(func() {
 		stop()
-		<-runners[0].Done()
+		<-runner.Done()
 	})
-	id := runners[0].WorkerID()
+	id := runner.WorkerID()
 	queuetest.Eventually(t, "the replica registers", func() bool {
 		return workerState(t, f, id) != nil
 	})
