@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestReadsStopWithTheContextsCause(t *testing.T) {
@@ -22,5 +24,24 @@ func TestReadsStopWithTheContextsCause(t *testing.T) {
 	}
 	if _, err := io.ReadAll(Reader(context.Background(), strings.NewReader("whole"))); err != nil {
 		t.Errorf("read to the end: %v", err)
+	}
+}
+
+// TestIdleBoundCutsOnlyAWaitThatOutlastsIt: a read that returns in time
+// is not cut, one that waits past the bound is, by Cut ending it.
+func TestIdleBoundCutsOnlyAWaitThatOutlastsIt(t *testing.T) {
+	unblock := make(chan struct{})
+	var once sync.Once
+	b := IdleBound{After: 50 * time.Millisecond, Cut: func() { once.Do(func() { close(unblock) }) }}
+	defer b.Stop()
+	if n, err := b.Read(func() (int, error) { return 1, nil }); n != 1 || err != nil {
+		t.Fatalf("a read in time: %d, %v", n, err)
+	}
+	_, err := b.Read(func() (int, error) {
+		<-unblock // only Cut ends this wait
+		return 0, io.ErrUnexpectedEOF
+	})
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("the cut read: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ingestq/ingestq/shared/ctxio"
 )
 
 // Client makes HTTP requests under a Policy. It is safe for concurrent use.
@@ -198,8 +200,12 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, con
 		cancel(nil)
 		return nil, err
 	}
-	bounded := &boundedBody{body: resp.Body, ctx: reqCtx, cancel: cancel, idle: c.policy.IdleTimeout,
+	bounded := &boundedBody{body: resp.Body, ctx: reqCtx, cancel: cancel,
 		minRate: c.policy.MinRate, window: c.policy.RateWindow, method: method, url: name}
+	idle := c.policy.IdleTimeout
+	bounded.idle = ctxio.IdleBound{After: idle, Cut: func() {
+		cancel(fmt.Errorf("%w: no body data for %s (IdleTimeout)", ErrTimeout, idle))
+	}}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Keep a little (it also lets the connection be reused), not more,
 		// read under the bounds of any body: a refusal that stalls must
@@ -243,8 +249,7 @@ type boundedBody struct {
 	body   io.ReadCloser
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	timer  *time.Timer // made by the first Read
-	idle   time.Duration
+	idle   ctxio.IdleBound
 	// The rate is measured over each window of waiting: got bytes in
 	// waited time.
 	minRate int64
@@ -256,16 +261,8 @@ type boundedBody struct {
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
-	if b.timer == nil {
-		b.timer = time.AfterFunc(b.idle, func() {
-			b.cancel(fmt.Errorf("%w: no body data for %s (IdleTimeout)", ErrTimeout, b.idle))
-		})
-	} else {
-		b.timer.Reset(b.idle)
-	}
 	start := time.Now()
-	n, err := b.body.Read(p)
-	b.timer.Stop()
+	n, err := b.idle.Read(func() (int, error) { return b.body.Read(p) })
 	if err == nil {
 		err = b.checkRate(n, time.Since(start))
 	}
@@ -301,9 +298,7 @@ func (b *boundedBody) checkRate(n int, d time.Duration) error {
 }
 
 func (b *boundedBody) Close() error {
-	if b.timer != nil {
-		b.timer.Stop()
-	}
+	b.idle.Stop()
 	err := b.body.Close()
 	b.cancel(nil)
 	return err

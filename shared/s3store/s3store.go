@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/ctxio"
 	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
@@ -198,7 +199,7 @@ func (b boundedAnswers) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if resp.StatusCode < 300 {
-		resp.Body = &idleBody{body: resp.Body, idle: b.timeout}
+		resp.Body = newIdleBody(resp.Body, b.timeout)
 		return resp, nil
 	}
 	// Closing the body ends a read that waits on it.
@@ -311,31 +312,28 @@ func (c *writeBoundConn) Write(p []byte) (int, error) {
 // the wait.
 type idleBody struct {
 	body  io.ReadCloser
-	idle  time.Duration
-	timer *time.Timer // made by the first Read
+	bound ctxio.IdleBound
 	cut   atomic.Bool
 }
 
+func newIdleBody(body io.ReadCloser, idle time.Duration) *idleBody {
+	r := &idleBody{body: body}
+	r.bound = ctxio.IdleBound{After: idle, Cut: func() {
+		r.cut.Store(true)
+		r.body.Close()
+	}}
+	return r
+}
+
 func (r *idleBody) Read(p []byte) (int, error) {
-	if r.timer == nil {
-		r.timer = time.AfterFunc(r.idle, func() {
-			r.cut.Store(true)
-			r.body.Close()
-		})
-	} else {
-		r.timer.Reset(r.idle)
-	}
-	n, err := r.body.Read(p)
-	r.timer.Stop()
+	n, err := r.bound.Read(func() (int, error) { return r.body.Read(p) })
 	if err != nil && err != io.EOF && r.cut.Load() {
-		err = fmt.Errorf("no data of the answer's body for %s: %w", r.idle, err)
+		err = fmt.Errorf("no data of the answer's body for %s: %w", r.bound.After, err)
 	}
 	return n, err
 }
 
 func (r *idleBody) Close() error {
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	r.bound.Stop()
 	return r.body.Close()
 }
