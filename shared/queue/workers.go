@@ -59,7 +59,7 @@ func ProcessName(service string) string {
 // this client's own, so that the runners of one process (the processor
 // runs two) never share an entry.
 func (c *Client) NewWorkerID(service string) string {
-	return fmt.Sprintf("%s-%08x-%d", ProcessName(workerIDPart(service)), c.workerNonce, c.workerSeq.Add(1))
+	return fmt.Sprintf("%s-%08x-%d", ProcessName(service), c.workerNonce, c.workerSeq.Add(1))
 }
 
 // workerIDPart keeps the characters a worker id may hold.
