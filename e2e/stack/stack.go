@@ -218,6 +218,13 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 		// Everything the stack fetches and calls back runs on this machine.
 		"INGESTQ_FETCH_ALLOW":    "loopback",
 		"INGESTQ_CALLBACK_ALLOW": "loopback",
+		// The working storage is a folder on this machine's disk, which
+		// everything else on the machine fills too: the provisioner's
+		// bounds are for a volume of its own, and would hold every job
+		// (those of unknown size above 60%) on a disk that happens to be
+		// fuller. Here a job waits only when the disk has no room for it.
+		"INGESTQ_PROVISION_MAX_USAGE":             "1",
+		"INGESTQ_PROVISION_UNESTIMATED_MAX_USAGE": "1",
 	}
 	if name == "batcher" {
 		// Each batcher gets a console port of its own: the default would
