@@ -26,6 +26,7 @@ import (
 
 	"github.com/ingestq/ingestq/e2e/depositor"
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/testenv"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -75,6 +76,7 @@ type suite struct {
 var shared *suite // set once by TestMain, read by the tests
 
 func TestMain(m *testing.M) {
+	testenv.Isolate()
 	os.Exit(run(m))
 }
 

@@ -48,6 +48,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/testenv"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -297,6 +298,7 @@ func (b *builtServices) get(ctx context.Context) (string, error) {
 }
 
 func TestMain(m *testing.M) {
+	testenv.Isolate()
 	code := m.Run()
 	if serviceBins.dir != "" {
 		os.RemoveAll(serviceBins.dir)

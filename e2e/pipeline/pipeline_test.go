@@ -31,6 +31,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/testenv"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -53,6 +54,7 @@ type env struct {
 var shared *env // set once by TestMain, read by the tests
 
 func TestMain(m *testing.M) {
+	testenv.Isolate()
 	os.Exit(run(m))
 }
 

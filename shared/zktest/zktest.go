@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/freeport"
+	"github.com/ingestq/ingestq/shared/testenv"
 )
 
 // EnvServers names the environment variable that points tests at an already
@@ -356,7 +357,9 @@ func (s *Server) wait(d time.Duration) bool {
 // Main runs a test binary's tests against one ZooKeeper server: the one
 // named by INGESTQ_TEST_ZK, or one started for this binary and stopped after
 // it. Use it from TestMain: func TestMain(m *testing.M) { zktest.Main(m) }.
+// The tests run without the machine's own settings (testenv.Isolate).
 func Main(m *testing.M) {
+	testenv.Isolate()
 	os.Exit(run(m))
 }
 

@@ -1,0 +1,33 @@
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+func TestIsolateRemovesTheMachinesSettingsAndKeepsTheTests(t *testing.T) {
+	removed := []string{"INGESTQ_ADMIN_TOKEN", "INGESTQ_PROVISION_MAX_USAGE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "AWS_PROFILE", "AWS_ACCESS_KEY_ID"}
+	kept := []string{"INGESTQ_TEST_ZK", "INGESTQ_CHAOS_JOBS", "INGESTQ_BENCH_RUNS", "INGESTQ_CHROMIUM", "INGESTQ_ARTIFACTS_DIR", "INGESTQ_VERSITYGW",
+		"INGESTQ_KUSTOMIZE", "INGESTQ_SEARCH_JOBS", "ZOOKEEPER_CLASSPATH", "PATH", "HOME"}
+	for _, name := range append(removed, kept...) {
+		t.Setenv(name, "set by the machine")
+	}
+	t.Setenv("AWS_CONFIG_FILE", "/home/someone/.aws/config")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/home/someone/.aws/credentials")
+	Isolate()
+	for _, name := range removed {
+		if v, ok := os.LookupEnv(name); ok {
+			t.Errorf("%s=%q left in the environment", name, v)
+		}
+	}
+	for _, name := range kept {
+		if v := os.Getenv(name); v != "set by the machine" {
+			t.Errorf("%s=%q, want it kept", name, v)
+		}
+	}
+	for _, name := range []string{"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		if v := os.Getenv(name); v != os.DevNull {
+			t.Errorf("%s=%q, want %s: the AWS SDK reads no file of the machine's", name, v, os.DevNull)
+		}
+	}
+}
