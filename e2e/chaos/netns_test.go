@@ -35,7 +35,9 @@ type netLink struct {
 
 // newNetLink makes the namespace and its link, and removes both when the
 // test ends, failed or not. It skips the test when it cannot make
-// namespaces here: not root, or no `ip netns`.
+// namespaces here: not root, no `ip netns`, or root without the privilege
+// to make one (a container's root lacks CAP_SYS_ADMIN and CAP_NET_ADMIN,
+// or its security profile refuses the mount `ip netns add` makes).
 func newNetLink(t *testing.T) *netLink {
 	t.Helper()
 	if uid := os.Geteuid(); uid != 0 {
@@ -54,15 +56,21 @@ func newNetLink(t *testing.T) *netLink {
 	pid := os.Getpid()
 	l := &netLink{ns: netNamePrefix + strconv.Itoa(pid), hostIf: fmt.Sprintf("iqc%dh", pid), nsIf: fmt.Sprintf("iqc%dn", pid),
 		hostAddr: hostEnd, nsAddr: nsEnd}
+	// Making the namespace and its veth pair is where a machine that cannot
+	// refuses: that skips; a step failing after them is a failure.
+	if err := ip("netns", "add", l.ns); err != nil {
+		t.Skipf("the partition scenario makes a network namespace, which this machine refuses: %v", err)
+	}
 	t.Cleanup(func() {
 		if err := l.remove(); err != nil {
 			t.Errorf("removing the partition's namespace: %v", err)
 		}
 	})
+	if err := ip("link", "add", l.hostIf, "type", "veth", "peer", "name", l.nsIf, "netns", l.ns); err != nil {
+		t.Skipf("the partition scenario links its namespace with a veth pair, which this machine refuses: %v", err)
+	}
 	bits := strconv.Itoa(partitionNet.Bits())
 	for _, args := range [][]string{
-		{"netns", "add", l.ns},
-		{"link", "add", l.hostIf, "type", "veth", "peer", "name", l.nsIf, "netns", l.ns},
 		{"addr", "add", l.hostAddr.String() + "/" + bits, "dev", l.hostIf},
 		{"link", "set", l.hostIf, "up"},
 		{"-n", l.ns, "addr", "add", l.nsAddr.String() + "/" + bits, "dev", l.nsIf},
