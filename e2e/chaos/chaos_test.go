@@ -299,6 +299,7 @@ func (b *builtServices) get(ctx context.Context) (string, error) {
 
 func TestMain(m *testing.M) {
 	testenv.Isolate()
+	bypassProxies()
 	code := m.Run()
 	if serviceBins.dir != "" {
 		os.RemoveAll(serviceBins.dir)

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -31,6 +32,21 @@ type netLink struct {
 	ns               string // the namespace's name (ip netns)
 	hostIf, nsIf     string // the two ends of the veth pair
 	hostAddr, nsAddr netip.Addr
+}
+
+// bypassProxies adds partitionNet to NO_PROXY, for this process and the
+// services it starts. Loopback is never proxied, but the partition's link
+// is not loopback: with the machine's HTTPS_PROXY or HTTP_PROXY set, the
+// tests' gRPC calls to a replica in the namespace, and the stack's metric
+// scrapes, went to the proxy, which cannot reach the link. Call it before
+// any HTTP or gRPC client is made (net/http reads the variables once).
+func bypassProxies() {
+	bypass := partitionNet.String()
+	if old := cmp.Or(os.Getenv("NO_PROXY"), os.Getenv("no_proxy")); old != "" {
+		bypass = old + "," + bypass
+	}
+	os.Setenv("NO_PROXY", bypass)
+	os.Setenv("no_proxy", bypass)
 }
 
 // newNetLink makes the namespace and its link, and removes both when the
