@@ -2,9 +2,9 @@
 # Installs what the tests need besides Go: Debian's zookeeper package, whose
 # jars shared/zktest starts as a real ZooKeeper server, the Java runtime it
 # depends on, and Debian's chromium, the headless browser the batcher's
-# console test drives, and Debian's prometheus package, whose promtool checks
-# the alert rules in deploy/monitoring. Does nothing when they are already
-# there.
+# console test drives, Debian's prometheus package, whose promtool checks
+# the alert rules in deploy/monitoring, and git, which makes the archives of
+# two unpacking tests. Does nothing when they are already there.
 set -euo pipefail
 
 zookeeper_jar=/usr/share/java/zookeeper.jar
@@ -41,6 +41,13 @@ fi
 if ! command -v chromium >/dev/null 2>&1; then
   echo "install-deps: installing Debian's chromium package for the console's browser test"
   apt_install chromium
+fi
+
+# Two unpacking tests make their archive with `git archive` (the pax header
+# it writes is the case); without git they skip.
+if ! command -v git >/dev/null 2>&1; then
+  echo "install-deps: installing git for the tests of git-made archives"
+  apt_install git
 fi
 
 if ! command -v promtool >/dev/null 2>&1; then

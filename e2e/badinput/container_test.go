@@ -121,7 +121,7 @@ func TestHostileContainerOfAManifestOfContainersFailsOnlyItsJob(t *testing.T) {
 func TestAGitArchiveTarballIsIngested(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		t.Skip("git is not installed (make deps installs it)")
 	}
 	repo := t.TempDir()
 	for name, body := range map[string]string{"README.md": "readme\n", "scans/page-1.txt": "page one\n"} {

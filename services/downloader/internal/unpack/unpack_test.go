@@ -291,7 +291,7 @@ func TestExtractStopsWhenItsContextEnds(t *testing.T) {
 func gitArchive(t *testing.T, format string) []byte {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		t.Skip("git is not installed (make deps installs it)")
 	}
 	repo := t.TempDir()
 	for name, body := range map[string]string{"README.md": "readme\n", "src/main.go": "package main\n", "docs/a note.txt": "note\n"} {
