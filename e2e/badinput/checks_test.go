@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -264,7 +265,7 @@ func (p *pipeline) checkWorkingDir(t *testing.T, j *v1.Job) {
 // inventoryRows counts the version rows recorded for a job.
 func (p *pipeline) inventoryRows(t *testing.T, jid string) int {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+p.stack.InventoryDB+"?mode=ro")
+	db, err := sql.Open("sqlite", p.stack.InventoryReadOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,10 @@ func (p *pipeline) inventoryRows(t *testing.T, jid string) int {
 // object store, its version recorded once, and its working directory gone.
 func (p *pipeline) checkStored(t *testing.T, j *v1.Job) {
 	t.Helper()
-	manifest := strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://")
+	manifest, err := checkm.FilePath(j.GetInventory().GetManifestUrl())
+	if err != nil {
+		t.Errorf("completed job %s: %v", j.GetId(), err)
+	}
 	if !strings.HasPrefix(manifest, p.stack.StoreRoot) {
 		t.Errorf("completed job %s stored outside the store: %q", j.GetId(), manifest)
 	} else if _, err := os.Stat(manifest); err != nil {

@@ -157,7 +157,11 @@ func TestAGitArchiveTarballIsIngested(t *testing.T) {
 	}
 	for _, j := range shared.main.jobs(t, bid) {
 		shared.main.checkStored(t, j)
-		manifest, err := os.ReadFile(strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://"))
+		path, err := checkm.FilePath(j.GetInventory().GetManifestUrl())
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifest, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}

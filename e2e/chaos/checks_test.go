@@ -418,8 +418,8 @@ func (r *run) checkVersion(j *v1.Job, vdir string) {
 		t.Errorf("%s: version.json names job %q, want %s (%v)", vdir, rec.JobID, j.GetId(), err)
 	}
 	manifest := filepath.Join(vdir, "manifest.checkm")
-	if got := strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://"); got != manifest {
-		t.Errorf("job %s's inventory node names %s, want %s", j.GetId(), got, manifest)
+	if got, err := checkm.FilePath(j.GetInventory().GetManifestUrl()); err != nil || got != manifest {
+		t.Errorf("job %s's inventory node names %s, want %s (%v)", j.GetId(), got, manifest, err)
 	}
 	f, err := os.Open(manifest)
 	if err != nil {
@@ -460,7 +460,7 @@ func (r *run) checkInventory(ctx context.Context, jobs map[string]*v1.Job) strin
 	if dbs, _ := filepath.Glob(filepath.Join(r.dir, "*.db")); len(dbs) != 1 || dbs[0] != r.stack.InventoryDB {
 		t.Errorf("inventory databases %v, want only %s", dbs, r.stack.InventoryDB)
 	}
-	db, err := sql.Open("sqlite", "file:"+r.stack.InventoryDB+"?mode=ro")
+	db, err := sql.Open("sqlite", r.stack.InventoryReadOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +498,11 @@ func (r *run) checkInventory(ctx context.Context, jobs map[string]*v1.Job) strin
 // manifestEntries counts the files of a job's stored version (-1 when the
 // manifest cannot be read; checkVersion reports why).
 func manifestEntries(j *v1.Job) int {
-	f, err := os.Open(strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://"))
+	path, err := checkm.FilePath(j.GetInventory().GetManifestUrl())
+	if err != nil {
+		return -1
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return -1
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/otlpsink"
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/testenv"
 	"google.golang.org/grpc"
@@ -273,14 +274,17 @@ func checkStoredAndRecorded(t *testing.T, j *v1.Job) {
 	if !strings.HasPrefix(ark, "ark:/") {
 		t.Fatalf("%s has no ARK: %v", j.GetId(), j.GetIdentifiers())
 	}
-	manifest := strings.TrimPrefix(j.GetInventory().GetManifestUrl(), "file://")
+	manifest, err := checkm.FilePath(j.GetInventory().GetManifestUrl())
+	if err != nil {
+		t.Errorf("%s: %v", j.GetId(), err)
+	}
 	if _, err := os.Stat(manifest); err != nil {
 		t.Errorf("%s: stored version manifest missing: %v", j.GetId(), err)
 	}
 	if !strings.HasPrefix(manifest, shared.stack.StoreRoot) {
 		t.Errorf("%s stored outside the store: %s", j.GetId(), manifest)
 	}
-	db, err := sql.Open("sqlite", "file:"+shared.stack.InventoryDB+"?mode=ro")
+	db, err := sql.Open("sqlite", shared.stack.InventoryReadOnly())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -252,6 +253,13 @@ func (s *Stack) Procs(service string) []*Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.procs[service])
+}
+
+// InventoryReadOnly is the data source name ("sqlite" driver of
+// database/sql) that reads the inventory without writing: its path escaped,
+// as SQLite's URI filenames end at '?' or '#' and decode %XX.
+func (s *Stack) InventoryReadOnly() string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(s.InventoryDB), RawQuery: "mode=ro"}).String()
 }
 
 // Addr is the gRPC address of a service's first replica.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/recorder/internal/inventory"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
@@ -41,7 +42,7 @@ func recordingJob(t *testing.T, q *queue.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = checkm.Write(f, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "file://" + filepath.Join(dir, "producer", "a.txt"),
+	err = checkm.Write(f, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: checkm.FileURL(filepath.Join(dir, "producer", "a.txt")),
 		HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 1, FileName: "producer/a.txt"}})
 	f.Close()
 	if err != nil {
@@ -49,8 +50,8 @@ func recordingJob(t *testing.T, q *queue.Client) string {
 	}
 	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
 	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
-		Store:     &v1.Store{ManifestUrl: "file://" + p, Mode: "add", Version: 1},
-		Inventory: &v1.Inventory{ManifestUrl: "file://" + p, Mode: "add", Version: 1}})
+		Store:     &v1.Store{ManifestUrl: checkm.FileURL(p), Mode: "add", Version: 1},
+		Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(p), Mode: "add", Version: 1}})
 	return jid
 }
 
@@ -61,7 +62,11 @@ func TestBuiltRecorderRecordsIntoItsInventory(t *testing.T) {
 	q := queuetest.Connect(t, zkRoot)
 	jid := recordingJob(t, q)
 	queuetest.Eventually(t, "the job reaches Notify", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Notify })
-	db, err := sql.Open("sqlite", dbPath)
+	dsn, err := inventory.DSN(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,12 @@ func (r Reader) Open(ctx context.Context, raw string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	switch {
-	case u.Scheme == "file" && (u.Host == "" || u.Host == "localhost"):
-		return os.Open(filepath.FromSlash(u.Path))
+	case u.Scheme == "file":
+		path, err := checkm.FilePath(raw)
+		if err != nil {
+			return nil, err
+		}
+		return os.Open(path)
 	case u.Scheme == "s3":
 		if r.S3 == nil {
 			return nil, fmt.Errorf("%s: no S3 store is configured (INGESTQ_S3_*) to read it from", raw)

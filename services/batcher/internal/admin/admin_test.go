@@ -829,7 +829,7 @@ func TestVerifyObjectReadsAStoredVersionBackAndReportsEachMismatch(t *testing.T)
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256([]byte(files[name]))
-		entries = append(entries, checkm.Entry{FileURL: "file://" + p, HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:]),
+		entries = append(entries, checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:]),
 			FileSize: int64(len(files[name])), FileName: name})
 	}
 	mf, err := os.Create(filepath.Join(vdir, "manifest.checkm"))

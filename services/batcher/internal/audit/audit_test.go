@@ -34,7 +34,7 @@ func version(t *testing.T, root, object string, n int, content string) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := checkm.Write(f, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "file://" + p, HashAlgorithm: "sha256",
+	if err := checkm.Write(f, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: checkm.FileURL(p), HashAlgorithm: "sha256",
 		HashValue: hex.EncodeToString(sum[:]), FileSize: int64(len(content)), FileName: "producer/a.txt"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -555,7 +555,7 @@ func TestVerifyChecksAStoredVersionAndListsEachMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = checkm.Write(mf, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "file://" + p, HashAlgorithm: "sha256",
+	err = checkm.Write(mf, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: checkm.FileURL(p), HashAlgorithm: "sha256",
 		HashValue: hex.EncodeToString(sum[:]), FileSize: 5, FileName: "producer/a.txt"}})
 	mf.Close()
 	if err != nil {

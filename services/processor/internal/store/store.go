@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -47,10 +46,8 @@ func ManifestFields() []string {
 	return []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"}
 }
 
-// FileURL is the file:// URL of an absolute path.
-func FileURL(path string) string {
-	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
-}
+// FileURL is the file:// URL of an absolute path (checkm.FileURL).
+func FileURL(path string) string { return checkm.FileURL(path) }
 
 // WriteManifest writes a manifest file under a temporary name and renames
 // it into place, so a reader never sees half a manifest. It is not made

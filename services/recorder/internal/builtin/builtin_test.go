@@ -41,7 +41,7 @@ func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) 
 	if err := checkm.Write(f, checkm.ProfileObject, nil, entries); err != nil {
 		t.Fatal(err)
 	}
-	return "file://" + p
+	return checkm.FileURL(p)
 }
 
 // recordingJob puts a job in Recording as the processor leaves it after
@@ -95,7 +95,11 @@ func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
 		queuetest.Eventually(t, jid+" in Notify", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Notify })
 	}
 
-	db, err := sql.Open("sqlite", dbPath)
+	dsn, err := inventory.DSN(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +136,7 @@ func TestTheBuiltInRecorderRecordsEachVersionAndCompletesTheJob(t *testing.T) {
 
 func TestTheBuiltInRecorderFailsAJobWhoseManifestIsGone(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
-	missing := "file://" + filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1", "manifest.checkm")
+	missing := checkm.FileURL(filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1", "manifest.checkm"))
 	jid := recordingJob(t, q, missing, 1)
 	run(t, q, filepath.Join(t.TempDir(), "inventory.db"))
 	queuetest.Eventually(t, "the job failed", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Failed })
@@ -172,7 +176,11 @@ func TestTheVersionRecordedIsTheOneTheJobCarries(t *testing.T) {
 	unsaid := recordingJob(t, q, storedVersion(t, store, "v9", entry), 0)
 	queuetest.Eventually(t, unsaid+" in Notify", func() bool { return queuetest.Status(t, q, unsaid).GetStatus() == queue.Notify })
 
-	db, err := sql.Open("sqlite", dbPath)
+	dsn, err := inventory.DSN(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

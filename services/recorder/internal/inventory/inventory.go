@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -116,15 +117,31 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
-func openOnce(ctx context.Context, path string) (*DB, error) {
+// DSN is the data source name of the inventory at path for the "sqlite"
+// driver of database/sql, as Open opens it.
+func DSN(path string) (string, error) {
+	// The path goes in absolute (a URI's relative path would read as its
+	// host) and escaped: SQLite decodes a URI filename's %XX and ends it at
+	// '?' or '#', which a folder's name may hold.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("inventory %s: %w", path, err)
+	}
 	// Transactions begin IMMEDIATE, taking the write lock first: every
 	// transaction here writes, and one that read first could not wait for
 	// the lock once another process (a second recorder replica on the same
 	// file) had written since its read; SQLite fails it at once with
 	// SQLITE_BUSY, whatever the busy timeout.
-	dsn := (&url.URL{Scheme: "file", Opaque: path, RawQuery: url.Values{"_pragma": {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: url.Values{"_pragma": {
 		"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(FULL)"},
-		"_txlock": {"immediate"}}.Encode()}).String()
+		"_txlock": {"immediate"}}.Encode()}).String(), nil
+}
+
+func openOnce(ctx context.Context, path string) (*DB, error) {
+	dsn, err := DSN(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening %w", err)
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening inventory %s: %w", path, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -93,6 +94,33 @@ func TestOpenAppliesThePragmas(t *testing.T) {
 	}
 	if got := count(t, db, `PRAGMA foreign_keys`); got != 1 {
 		t.Errorf("foreign_keys = %d, want 1", got)
+	}
+}
+
+// The path is a file name, not a URL: a folder named with what a URL or
+// SQLite's URI filenames give a meaning to ('?', '#', '%', a space) holds
+// the inventory, and nothing is made beside it.
+func TestOpenTakesAPathWhoseFolderHoldsURLCharacters(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "a b#c%20d?e")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "inventory.db")
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("no inventory at %s: %v", path, err)
+	}
+	if entries, _ := os.ReadDir(base); len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("%s holds %q, want only the inventory's folder", base, names)
 	}
 }
 

@@ -309,8 +309,8 @@ func TestALeaseSaysWhatAnInventoryRecordsAndWhereAnotherHostFetchesTheVersion(t 
 	}
 	var buf bytes.Buffer
 	if err := checkm.Write(&buf, checkm.ProfileObject, []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"},
-		[]checkm.Entry{{FileURL: "file://" + vdir + "/producer/a", HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 300, FileName: "producer/a"},
-			{FileURL: "file://" + vdir + "/system/b", HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 45, FileName: "system/b"}}); err != nil {
+		[]checkm.Entry{{FileURL: checkm.FileURL(vdir + "/producer/a"), HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 300, FileName: "producer/a"},
+			{FileURL: checkm.FileURL(vdir + "/system/b"), HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64), FileSize: 45, FileName: "system/b"}}); err != nil {
 		t.Fatal(err)
 	}
 	manifest := filepath.Join(vdir, "manifest.checkm")
@@ -321,7 +321,7 @@ func TestALeaseSaysWhatAnInventoryRecordsAndWhereAnotherHostFetchesTheVersion(t 
 	erc := &v1.Metadata{Who: "Doe, Jane", What: "Hello", When: "2026", Where: "ark:/99999/fk4x"}
 	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
 		Configuration: &v1.JobConfiguration{ProfileName: "demo_profile", Collection: "demo"}, Metadata: erc}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file://" + manifest, Mode: "add", Version: 3}})
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(manifest), Mode: "add", Version: 3}})
 	resp := leaseFor(t, c, 10*time.Second, time.Minute)
 	if resp.GetJobId() != jid {
 		t.Fatalf("leased %q, want %s", resp.GetJobId(), jid)

@@ -37,7 +37,7 @@ func localVersion(t *testing.T, root string, files map[string]string) string {
 		if err := os.WriteFile(p, []byte(content), 0o444); err != nil {
 			t.Fatal(err)
 		}
-		entries = append(entries, checkm.Entry{FileURL: "file://" + p, HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64),
+		entries = append(entries, checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: "sha256", HashValue: strings.Repeat("0", 64),
 			FileSize: int64(len(content)), FileName: name})
 	}
 	var buf bytes.Buffer
@@ -48,7 +48,7 @@ func localVersion(t *testing.T, root string, files map[string]string) string {
 	if err := os.WriteFile(m, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return "file://" + m
+	return checkm.FileURL(m)
 }
 
 func get(t *testing.T, url, bearer string) (int, string) {
