@@ -14,6 +14,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/testenv"
 )
 
 // TestHostileContainersFailTheirJobNamingTheEntry submits containers that
@@ -137,7 +138,7 @@ func TestAGitArchiveTarballIsIngested(t *testing.T) {
 		cmd := exec.Command("git", append([]string{"-c", "user.name=Depositor", "-c", "user.email=depositor@example.org",
 			"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
 		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+repo)
+		cmd.Env = testenv.GitEnv(repo)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("git %v: %v", args, err)

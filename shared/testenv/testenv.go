@@ -55,3 +55,18 @@ func testVariable(name string) bool {
 	}
 	return false
 }
+
+// GitEnv is the environment for git run on a throw-away repository in
+// repo: none of the machine's GIT_* variables, which a git hook running the
+// tests sets (GIT_DIR, GIT_INDEX_FILE: git would commit the test's files
+// into the repository being pushed), nor its system or global settings
+// (signing, hooks, default branch).
+func GitEnv(repo string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull, "HOME="+repo)
+}

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -28,6 +30,24 @@ func TestIsolateRemovesTheMachinesSettingsAndKeepsTheTests(t *testing.T) {
 	for _, name := range []string{"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
 		if v := os.Getenv(name); v != os.DevNull {
 			t.Errorf("%s=%q, want %s: the AWS SDK reads no file of the machine's", name, v, os.DevNull)
+		}
+	}
+}
+
+func TestGitEnvLeavesOutTheMachinesGitSettings(t *testing.T) {
+	t.Setenv("GIT_DIR", "/home/someone/project/.git")
+	t.Setenv("GIT_INDEX_FILE", "/home/someone/project/.git/index")
+	t.Setenv("XDG_CONFIG_HOME", "/home/someone/.config")
+	t.Setenv("PATH", "/usr/bin")
+	env := GitEnv("/tmp/repo")
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GIT_DIR=") || strings.HasPrefix(kv, "GIT_INDEX_FILE=") || strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			t.Errorf("%s kept", kv)
+		}
+	}
+	for _, want := range []string{"PATH=/usr/bin", "HOME=/tmp/repo", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull} {
+		if !slices.Contains(env, want) {
+			t.Errorf("%s missing from %q", want, env)
 		}
 	}
 }

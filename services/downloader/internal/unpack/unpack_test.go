@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingestq/ingestq/shared/testenv"
 )
 
 // zipEntry is one entry of a zip a test builds.
@@ -307,7 +309,7 @@ func gitArchive(t *testing.T, format string) []byte {
 		cmd := exec.Command("git", append([]string{"-c", "user.name=Depositor", "-c", "user.email=depositor@example.org",
 			"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
 		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+repo)
+		cmd.Env = testenv.GitEnv(repo)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
