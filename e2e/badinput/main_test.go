@@ -81,7 +81,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "ingestq-badinput-")
+	dir, err := testenv.MkdirTemp("ingestq-badinput-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

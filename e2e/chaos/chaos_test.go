@@ -290,7 +290,7 @@ type builtServices struct {
 // get builds the binaries on first use and returns their directory.
 func (b *builtServices) get(ctx context.Context) (string, error) {
 	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "ingestq-chaos-bin-"); b.err == nil {
+		if b.dir, b.err = testenv.MkdirTemp("ingestq-chaos-bin-"); b.err == nil {
 			b.err = stack.Build(ctx, filepath.Join("..", ".."), b.dir)
 		}
 	})
@@ -311,7 +311,7 @@ func TestMain(m *testing.M) {
 // scenario; the test's cleanup stops them.
 func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "ingestq-chaos-")
+	dir, err := testenv.MkdirTemp("ingestq-chaos-")
 	if err != nil {
 		t.Fatal(err)
 	}

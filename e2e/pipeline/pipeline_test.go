@@ -61,7 +61,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "ingestq-e2e-")
+	dir, err := testenv.MkdirTemp("ingestq-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

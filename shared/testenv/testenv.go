@@ -70,3 +70,11 @@ func GitEnv(repo string) []string {
 	}
 	return append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull, "HOME="+repo)
 }
+
+// MkdirTemp makes a new folder for a TestMain, which has no t.TempDir, where
+// t.TempDir would: under GOTMPDIR when set. A machine whose /tmp is
+// mounted noexec sets GOTMPDIR to run tests at all; binaries a suite
+// builds into TMPDIR could not run there.
+func MkdirTemp(pattern string) (string, error) {
+	return os.MkdirTemp(os.Getenv("GOTMPDIR"), pattern)
+}

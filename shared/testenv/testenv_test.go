@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -49,5 +50,19 @@ func TestGitEnvLeavesOutTheMachinesGitSettings(t *testing.T) {
 		if !slices.Contains(env, want) {
 			t.Errorf("%s missing from %q", want, env)
 		}
+	}
+}
+
+func TestMkdirTempFollowsGOTMPDIRAsTTempDirDoes(t *testing.T) {
+	goTmp := t.TempDir()
+	t.Setenv("GOTMPDIR", goTmp)
+	t.Setenv("TMPDIR", t.TempDir())
+	dir, err := MkdirTemp("suite-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if filepath.Dir(dir) != goTmp {
+		t.Errorf("MkdirTemp made %s, want it in GOTMPDIR %s", dir, goTmp)
 	}
 }
