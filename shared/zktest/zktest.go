@@ -215,6 +215,7 @@ func (s *Server) launch() error {
 		"-Dzookeeper.admin.enableServer=false",
 		"-cp", classpath(),
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfg)
+	cmd.Env = serverEnv(os.Environ())
 	// Its own process group, killed with the test binary if that dies first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -244,6 +245,23 @@ func (s *Server) launch() error {
 		close(exited)
 	}(s.exited)
 	return nil
+}
+
+// serverEnv is environ less the variables through which the machine would
+// add JVM options (_JAVA_OPTIONS even overrides the command line's): the
+// server runs with the heap and collector asked for here, which the tests
+// of 100,000 jobs need.
+func serverEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 // WaitServing waits until the server answers "ruok" with "imok" and has
