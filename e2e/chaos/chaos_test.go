@@ -388,8 +388,8 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 	if l := sc.partition; l != nil {
 		// The depositor then listens on the veth pair's host end, an
 		// internal address the fetch policy denies unless allowed.
-		env["INGESTQ_FETCH_ALLOW"] = "loopback," + partitionNet.String()
-		env["INGESTQ_CALLBACK_ALLOW"] = "loopback," + partitionNet.String()
+		env["INGESTQ_FETCH_ALLOW"] = "loopback," + l.net.String()
+		env["INGESTQ_CALLBACK_ALLOW"] = "loopback," + l.net.String()
 	}
 	r.stack, err = stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: bin, ProfilesDir: profiles, ZooKeeper: servers, Root: "/chaos",

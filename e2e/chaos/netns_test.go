@@ -7,18 +7,16 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// The partition's addresses: a private /30 of the test's own, this end and
-// the namespace's end of the link.
-var (
-	partitionNet = netip.MustParsePrefix("10.213.0.0/30")
-	hostEnd      = netip.MustParseAddr("10.213.0.1")
-	nsEnd        = netip.MustParseAddr("10.213.0.2")
-)
+// partitionPool holds the partition links' addresses: each run takes a
+// /30 of it that no interface here holds, so that runs at once on one
+// machine (CI jobs side by side as root) each have a link of their own.
+var partitionPool = netip.MustParsePrefix("10.213.0.0/16")
 
 // netNamePrefix starts the name of every namespace the tests make; the
 // test process's id ends it, so that one left by a killed run is known.
@@ -31,17 +29,18 @@ const netNamePrefix = "ingestq-chaos-"
 type netLink struct {
 	ns               string // the namespace's name (ip netns)
 	hostIf, nsIf     string // the two ends of the veth pair
-	hostAddr, nsAddr netip.Addr
+	net              netip.Prefix
+	hostAddr, nsAddr netip.Addr // the first two addresses of net
 }
 
-// bypassProxies adds partitionNet to NO_PROXY, for this process and the
+// bypassProxies adds partitionPool to NO_PROXY, for this process and the
 // services it starts. Loopback is never proxied, but the partition's link
 // is not loopback: with the machine's HTTPS_PROXY or HTTP_PROXY set, the
 // tests' gRPC calls to a replica in the namespace, and the stack's metric
 // scrapes, went to the proxy, which cannot reach the link. Call it before
 // any HTTP or gRPC client is made (net/http reads the variables once).
 func bypassProxies() {
-	bypass := partitionNet.String()
+	bypass := partitionPool.String()
 	if old := cmp.Or(os.Getenv("NO_PROXY"), os.Getenv("no_proxy")); old != "" {
 		bypass = old + "," + bypass
 	}
@@ -66,12 +65,13 @@ func newNetLink(t *testing.T) *netLink {
 		t.Skipf("the partition scenario needs ip netns, unavailable here: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	removeStaleNetLinks(t)
-	if owner := addressOwner(); owner != "" {
-		t.Fatalf("the partition scenario's %s is in use on this machine (interface %s): is another run going?", partitionNet, owner)
-	}
 	pid := os.Getpid()
+	linkNet, err := freeLinkNet(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := &netLink{ns: netNamePrefix + strconv.Itoa(pid), hostIf: fmt.Sprintf("iqc%dh", pid), nsIf: fmt.Sprintf("iqc%dn", pid),
-		hostAddr: hostEnd, nsAddr: nsEnd}
+		net: linkNet, hostAddr: linkNet.Addr().Next(), nsAddr: linkNet.Addr().Next().Next()}
 	// Making the namespace and its veth pair is where a machine that cannot
 	// refuses: that skips; a step failing after them is a failure.
 	if err := ip("netns", "add", l.ns); err != nil {
@@ -85,7 +85,7 @@ func newNetLink(t *testing.T) *netLink {
 	if err := ip("link", "add", l.hostIf, "type", "veth", "peer", "name", l.nsIf, "netns", l.ns); err != nil {
 		t.Skipf("the partition scenario links its namespace with a veth pair, which this machine refuses: %v", err)
 	}
-	bits := strconv.Itoa(partitionNet.Bits())
+	bits := strconv.Itoa(l.net.Bits())
 	for _, args := range [][]string{
 		{"addr", "add", l.hostAddr.String() + "/" + bits, "dev", l.hostIf},
 		{"link", "set", l.hostIf, "up"},
@@ -146,22 +146,35 @@ func removeStaleNetLinks(t *testing.T) {
 	}
 }
 
-// addressOwner names the interface holding an address of partitionNet here,
-// or "".
-func addressOwner() string {
+// freeLinkNet is a /30 of partitionPool that no interface here holds,
+// the search starting at one the process id picks, so that runs at once
+// seldom even try the same.
+func freeLinkNet(pid int) (netip.Prefix, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
-		return ""
+		return netip.Prefix{}, fmt.Errorf("listing this machine's interfaces: %w", err)
 	}
+	var held []netip.Addr
 	for _, ifc := range ifaces {
 		addrs, _ := ifc.Addrs()
 		for _, a := range addrs {
-			if p, err := netip.ParsePrefix(a.String()); err == nil && partitionNet.Contains(p.Addr()) {
-				return ifc.Name
+			if p, err := netip.ParsePrefix(a.String()); err == nil && partitionPool.Contains(p.Addr()) {
+				held = append(held, p.Addr())
 			}
 		}
 	}
-	return ""
+	const links = 1 << (30 - 16) // the /30s of the /16
+	base := partitionPool.Addr().As4()
+	for i := range links {
+		k := (pid + i) % links
+		a := base
+		a[2], a[3] = byte(k>>6), byte(k&63)<<2
+		p := netip.PrefixFrom(netip.AddrFrom4(a), 30)
+		if !slices.ContainsFunc(held, p.Contains) {
+			return p, nil
+		}
+	}
+	return netip.Prefix{}, fmt.Errorf("every /30 of %s is held by an interface here", partitionPool)
 }
 
 func ip(args ...string) error {
