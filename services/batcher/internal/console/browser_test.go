@@ -54,7 +54,17 @@ func artifactDir(t *testing.T) string {
 // and without them Chromium hangs on its own connection attempts.
 func browser(ctx context.Context, t *testing.T) context.Context {
 	t.Helper()
+	// Chromium makes its singleton socket in TMPDIR, and a socket's path
+	// must fit in 108 bytes: under a TMPDIR of some 60 characters (a CI
+	// job's workspace) it would not start. It gets a short folder of its
+	// own in /tmp.
+	socketDir, err := os.MkdirTemp("/tmp", "iqc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(socketDir) })
 	opts := []chromedp.ExecAllocatorOption{
+		chromedp.Env("TMPDIR=" + socketDir),
 		chromedp.ExecPath(chromium(t)),
 		chromedp.Headless,
 		chromedp.NoSandbox,
