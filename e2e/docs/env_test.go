@@ -1,0 +1,13 @@
+package docs
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ingestq/ingestq/shared/testenv"
+)
+
+func TestMain(m *testing.M) {
+	testenv.Isolate()
+	os.Exit(m.Run())
+}
