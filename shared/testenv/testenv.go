@@ -10,7 +10,16 @@ package testenv
 import (
 	"os"
 	"strings"
+	"testing"
 )
+
+// Main runs a package's tests isolated from the machine's settings:
+// func TestMain(m *testing.M) { testenv.Main(m) }. A TestMain that does
+// more calls Isolate first.
+func Main(m *testing.M) {
+	Isolate()
+	os.Exit(m.Run())
+}
 
 // Isolate removes from the process's environment every variable that
 // configures ingestq (INGESTQ_*, but for the tests' own: see testVariable)
