@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -120,7 +120,7 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 	if !strings.HasPrefix(ark, "ark:/99999/fk5") {
 		t.Errorf("ARK %q is not on the configured shoulder", ark)
 	}
-	want := store.FileURL(filepath.Join(storeRoot, queue.LockName(ark), "v1", "manifest.checkm"))
+	want := checkm.FileURL(filepath.Join(storeRoot, queue.LockName(ark), "v1", "manifest.checkm"))
 	if job.GetInventory().GetManifestUrl() != want || job.GetInventory().GetVersion() != 1 {
 		t.Errorf("inventory %v, want version 1 at %q", job.GetInventory(), want)
 	}

@@ -18,7 +18,6 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/digest"
-	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/checkm"
 )
 
@@ -120,7 +119,7 @@ func describe(ctx context.Context, p, name string, decl *v1.ManifestFile) (check
 			return checkm.Entry{}, &MismatchError{File: name, Msg: fmt.Sprintf("%s is %s, the manifest says %s", alg, sums[alg], decl.GetHashValue())}
 		}
 	}
-	return checkm.Entry{FileURL: store.FileURL(p), HashAlgorithm: Algorithm, HashValue: sums[Algorithm], FileSize: n, FileName: name}, nil
+	return checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: Algorithm, HashValue: sums[Algorithm], FileSize: n, FileName: name}, nil
 }
 
 // allPresent reports the first declared file that is not in entries.

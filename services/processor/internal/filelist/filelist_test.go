@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/checkm"
 )
 
@@ -51,7 +50,7 @@ func TestListDigestsEveryFileAndChecksTheDeclaredOnes(t *testing.T) {
 	for i, w := range want {
 		e := entries[i]
 		if e.FileName != w.name || e.HashAlgorithm != "sha256" || e.HashValue != sha(w.content) || e.FileSize != int64(len(w.content)) ||
-			e.FileURL != store.FileURL(filepath.Join(wd, filepath.FromSlash(w.name))) {
+			e.FileURL != checkm.FileURL(filepath.Join(wd, filepath.FromSlash(w.name))) {
 			t.Errorf("entry %d = %+v, want %s with sha256 %s", i, e, w.name, sha(w.content))
 		}
 	}

@@ -160,8 +160,8 @@ func TestProcessingMintsBindsWritesSystemFilesAndStores(t *testing.T) {
 		t.Errorf("loc001 of the profile's owner is bound to %q (%v), want %s", bound, err, ark)
 	}
 	// The store node names what was stored, the inventory node the version.
-	storageURL := store.FileURL(filepath.Join(wd, StorageManifest))
-	wantURL := store.FileURL(filepath.Join(e.storeRoot, queue.LockName(ark), "v1", store.VersionManifest))
+	storageURL := checkm.FileURL(filepath.Join(wd, StorageManifest))
+	wantURL := checkm.FileURL(filepath.Join(e.storeRoot, queue.LockName(ark), "v1", store.VersionManifest))
 	if s := job.GetStore(); s.GetManifestUrl() != storageURL || s.GetMode() != "add" || s.GetDelete() {
 		t.Errorf("store %v; want the storage manifest %s in add mode", s, storageURL)
 	}
@@ -362,11 +362,11 @@ func TestStoringRefusesAStoreNodeNamingAnotherManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte("other"))
-	if err := store.WriteManifest(filepath.Join(dir, StorageManifest), []checkm.Entry{{FileURL: store.FileURL(filepath.Join(dir, "a.txt")),
+	if err := store.WriteManifest(filepath.Join(dir, StorageManifest), []checkm.Entry{{FileURL: checkm.FileURL(filepath.Join(dir, "a.txt")),
 		HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:]), FileSize: 5, FileName: "producer/a.txt"}}); err != nil {
 		t.Fatal(err)
 	}
-	elsewhere := store.FileURL(filepath.Join(dir, StorageManifest))
+	elsewhere := checkm.FileURL(filepath.Join(dir, StorageManifest))
 	job.Store = &v1.Store{ManifestUrl: elsewhere, Mode: "add"}
 	out := e.handle(t, job, queue.Storing)
 	if !strings.HasPrefix(out.String(), "to Failed: ") || !strings.Contains(out.String(), "the store node names \""+elsewhere+"\"") {

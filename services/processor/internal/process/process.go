@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/services/processor/internal/mint"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/services/processor/internal/sysfiles"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -213,7 +214,7 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 		Message: fmt.Sprintf("processed %s (%d files): to be stored", ark, len(entries)),
 		// What the storing step stores, as the peer library's store node
 		// says it: the storage manifest, and the version's mode.
-		Store:  &v1.Store{ManifestUrl: store.FileURL(manifest), Mode: submissionMode(conf)},
+		Store:  &v1.Store{ManifestUrl: checkm.FileURL(manifest), Mode: submissionMode(conf)},
 		Unlock: unlock,
 	}), nil
 }

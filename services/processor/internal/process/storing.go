@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -41,7 +42,7 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	}
 	// Only the storage manifest processing wrote into the job's working
 	// folder is stored: a store node cannot lead the store elsewhere.
-	manifest := store.FileURL(filepath.Join(wd, StorageManifest))
+	manifest := checkm.FileURL(filepath.Join(wd, StorageManifest))
 	st := job.GetStore()
 	switch {
 	case st == nil:

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -51,7 +52,7 @@ func TestWithTheStoringStepOffAProcessedJobWaitsInStoringForAnotherConsumer(t *t
 	if st := job.GetStatus(); st.GetStatus() != queue.Storing || st.GetLastSuccessfulStatus() != queue.Processing {
 		t.Fatalf("job %s (%q), want Storing after Processing", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
-	if s := job.GetStore(); s.GetManifestUrl() != store.FileURL(filepath.Join(wd, StorageManifest)) || s.GetMode() != "add" {
+	if s := job.GetStore(); s.GetManifestUrl() != checkm.FileURL(filepath.Join(wd, StorageManifest)) || s.GetMode() != "add" {
 		t.Errorf("store %v, want the working folder's storage manifest in add mode", s)
 	}
 	if job.GetInventory() != nil {
@@ -131,7 +132,7 @@ func TestAJobAPeerRequeuedToStoringIsStoredAndRecorded(t *testing.T) {
 	if got := e.versions(t, ark); !slices.Equal(got, []string{"v1"}) {
 		t.Errorf("object folder holds %v, want [v1]", got)
 	}
-	if want := store.FileURL(filepath.Join(storeRoot, queue.LockName(ark), "v1", store.VersionManifest)); job.GetInventory().GetManifestUrl() != want {
+	if want := checkm.FileURL(filepath.Join(storeRoot, queue.LockName(ark), "v1", store.VersionManifest)); job.GetInventory().GetManifestUrl() != want {
 		t.Errorf("inventory %v, want version 1 at %s", job.GetInventory(), want)
 	}
 }

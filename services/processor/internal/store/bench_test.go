@@ -126,11 +126,11 @@ func stageLarge(b *testing.B, size int64) string {
 		b.Fatal(err)
 	}
 	m := filepath.Join(dir, "storage-manifest.checkm")
-	if err := WriteManifest(m, []checkm.Entry{{FileURL: FileURL(p), HashAlgorithm: "sha256",
+	if err := WriteManifest(m, []checkm.Entry{{FileURL: checkm.FileURL(p), HashAlgorithm: "sha256",
 		HashValue: hex.EncodeToString(h.Sum(nil)), FileSize: size, FileName: "producer/big.bin"}}); err != nil {
 		b.Fatal(err)
 	}
-	return FileURL(m)
+	return checkm.FileURL(m)
 }
 
 // BenchmarkDeposits stores versions of one producer file (1 MiB and 16
@@ -190,12 +190,12 @@ func stageSized(b *testing.B, dir string, size int) string {
 			b.Fatal(err)
 		}
 		sum := sha256.Sum256(content[name])
-		entries = append(entries, checkm.Entry{FileURL: FileURL(p), HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:]),
+		entries = append(entries, checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:]),
 			FileSize: int64(len(content[name])), FileName: name})
 	}
 	m := filepath.Join(dir, "storage-manifest.checkm")
 	if err := WriteManifest(m, entries); err != nil {
 		b.Fatal(err)
 	}
-	return FileURL(m)
+	return checkm.FileURL(m)
 }

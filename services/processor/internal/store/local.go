@@ -83,7 +83,7 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 	}
 	vdir := filepath.Join(objDir, versionDir(number))
 	if existing {
-		return Version{Number: number, ManifestURL: FileURL(filepath.Join(vdir, VersionManifest))}, nil
+		return Version{Number: number, ManifestURL: checkm.FileURL(filepath.Join(vdir, VersionManifest))}, nil
 	}
 	if err := os.Mkdir(vdir, 0o755); err != nil {
 		return Version{}, fmt.Errorf("creating version %d: %w", number, err)
@@ -104,7 +104,7 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 			return Version{}, err
 		}
 		files = append(files, dst)
-		e.FileURL = FileURL(dst)
+		e.FileURL = checkm.FileURL(dst)
 		e.Line = 0
 		stored = append(stored, e)
 	}
@@ -141,7 +141,7 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 	if err := syncer.Sync(ctx, s.Root, nil, []string{vdir}); err != nil {
 		return Version{}, err
 	}
-	return Version{Number: number, ManifestURL: FileURL(manifest)}, nil
+	return Version{Number: number, ManifestURL: checkm.FileURL(manifest)}, nil
 }
 
 // objectDir is the object's folder, named as its lock is.

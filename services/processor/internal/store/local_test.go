@@ -30,7 +30,7 @@ func stage(t testing.TB, files map[string]string) string {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256([]byte(content))
-		entries = append(entries, checkm.Entry{FileURL: FileURL(p), HashAlgorithm: "sha256",
+		entries = append(entries, checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: "sha256",
 			HashValue: hex.EncodeToString(sum[:]), FileSize: int64(len(content)), FileName: name})
 	}
 	slices.SortFunc(entries, func(a, b checkm.Entry) int { return strings.Compare(a.FileName, b.FileName) })
@@ -38,7 +38,7 @@ func stage(t testing.TB, files map[string]string) string {
 	if err := WriteManifest(m, entries); err != nil {
 		t.Fatal(err)
 	}
-	return FileURL(m)
+	return checkm.FileURL(m)
 }
 
 func readVersion(t *testing.T, v Version) *checkm.Manifest {
@@ -107,7 +107,7 @@ func TestLocalStoresVersionsAndARetriedJobGetsItsOwnBack(t *testing.T) {
 	if got := versions(t, root, ark); !slices.Equal(got, []string{"v1", "v2"}) {
 		t.Errorf("object folder holds %v, want [v1 v2]", got)
 	}
-	if want := FileURL(filepath.Join(root, "ark_99999_fk4x", "v2", VersionManifest)); v2.ManifestURL != want {
+	if want := checkm.FileURL(filepath.Join(root, "ark_99999_fk4x", "v2", VersionManifest)); v2.ManifestURL != want {
 		t.Errorf("manifest URL %s, want %s", v2.ManifestURL, want)
 	}
 	m := readVersion(t, v2)
@@ -189,7 +189,7 @@ func TestLocalFailuresNameTheCauseAndLeaveNoCompleteVersion(t *testing.T) {
 			elsewhere := filepath.Join(t.TempDir(), "a.txt")
 			os.WriteFile(elsewhere, []byte("first"), 0o644)
 			sum := sha256.Sum256([]byte("first"))
-			if err := WriteManifest(p, []checkm.Entry{{FileURL: FileURL(elsewhere), HashAlgorithm: "sha256",
+			if err := WriteManifest(p, []checkm.Entry{{FileURL: checkm.FileURL(elsewhere), HashAlgorithm: "sha256",
 				HashValue: hex.EncodeToString(sum[:]), FileSize: 5, FileName: "producer/a.txt"}}); err != nil {
 				t.Fatal(err)
 			}
@@ -257,11 +257,11 @@ func TestLocalLinksFilesOfItsFileSystemReadOnlyAndCopiesOthers(t *testing.T) {
 			}
 			sum := sha256.Sum256([]byte("content"))
 			m := filepath.Join(filepath.Dir(src), "m.checkm")
-			if err := WriteManifest(m, []checkm.Entry{{FileURL: FileURL(src), HashAlgorithm: "sha256",
+			if err := WriteManifest(m, []checkm.Entry{{FileURL: checkm.FileURL(src), HashAlgorithm: "sha256",
 				HashValue: hex.EncodeToString(sum[:]), FileSize: 7, FileName: "producer/a.txt"}}); err != nil {
 				t.Fatal(err)
 			}
-			v, err := Local{Root: root}.Store(context.Background(), Request{ARK: "ark:/99999/fk4l", JobID: "jid0000000001", Mode: "add", ManifestURL: FileURL(m)})
+			v, err := Local{Root: root}.Store(context.Background(), Request{ARK: "ark:/99999/fk4l", JobID: "jid0000000001", Mode: "add", ManifestURL: checkm.FileURL(m)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,7 +285,7 @@ func TestLocalLinksFilesOfItsFileSystemReadOnlyAndCopiesOthers(t *testing.T) {
 			if data, _ := os.ReadFile(stored); string(data) != "content" {
 				t.Errorf("stored %q", data)
 			}
-			if got := readVersion(t, v).Entries; len(got) != 1 || got[0].FileURL != FileURL(stored) {
+			if got := readVersion(t, v).Entries; len(got) != 1 || got[0].FileURL != checkm.FileURL(stored) {
 				t.Errorf("version manifest lists %v", got)
 			}
 		})

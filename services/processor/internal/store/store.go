@@ -46,9 +46,6 @@ func ManifestFields() []string {
 	return []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"}
 }
 
-// FileURL is the file:// URL of an absolute path (checkm.FileURL).
-func FileURL(path string) string { return checkm.FileURL(path) }
-
 // WriteManifest writes a manifest file under a temporary name and renames
 // it into place, so a reader never sees half a manifest. It is not made
 // durable: the storage manifest is remade when a crashed job runs again.
