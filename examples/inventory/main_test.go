@@ -40,7 +40,7 @@ func recordingJob(t *testing.T, q *queue.Client, manifest string) string {
 	t.Helper()
 	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
 		Configuration: &v1.JobConfiguration{ProfileName: "demo_profile", Collection: "demo"}, Metadata: &v1.Metadata{What: "Hello"}}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file://" + manifest, Mode: "add", Version: 1}})
+	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(manifest), Mode: "add", Version: 1}})
 	return jid
 }
 

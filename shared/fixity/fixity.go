@@ -149,7 +149,7 @@ func (l Location) ManifestURL(ark string, version int) (string, error) {
 	if l.Bucket != "" {
 		return s3store.URL(l.Bucket, rel), nil
 	}
-	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(l.Root, filepath.FromSlash(rel)))}).String(), nil
+	return checkm.FileURL(filepath.Join(l.Root, filepath.FromSlash(rel))), nil
 }
 
 // Sample picks up to n complete versions of the store at random (each
@@ -204,7 +204,7 @@ func (l Location) Sample(ctx context.Context, r Reader, n int, intn func(int) in
 				continue
 			}
 			if _, err := os.Stat(m); err == nil {
-				keep((&url.URL{Scheme: "file", Path: filepath.ToSlash(m)}).String())
+				keep(checkm.FileURL(m))
 			}
 		}
 	}
