@@ -79,23 +79,51 @@ func (c *Client) checkDial(network, address string, _ syscall.RawConn) error {
 
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > c.policy.MaxRedirects {
-		return &redirectError{target: req.URL.Redacted(), err: fmt.Errorf("stopped after %d redirects", c.policy.MaxRedirects)}
+		return &RedirectError{Target: req.URL.Redacted(), Err: fmt.Errorf("stopped after %d redirects", c.policy.MaxRedirects)}
 	}
 	if err := checkTarget(req.URL, c.policy); err != nil {
-		return &redirectError{target: req.URL.Redacted(), err: err}
+		return &RedirectError{Target: req.URL.Redacted(), Err: err}
+	}
+	if check, ok := req.Context().Value(redirectCheckKey{}).(RedirectCheck); ok {
+		target := *req.URL
+		if err := check(req.Context(), &target); err != nil {
+			return &RedirectError{Target: req.URL.Redacted(), Err: err}
+		}
 	}
 	return nil
 }
 
-// redirectError carries the resolved URL of a refused redirect: the
-// client's own error only has the Location header, which may be relative.
-type redirectError struct {
-	target string
-	err    error
+// RedirectError is a redirect a request did not follow: past MaxRedirects,
+// to a URL the policy refuses, or refused by the caller's RedirectCheck.
+// The server that sent it answered; Target was not asked. A request's
+// error holds it (errors.As) when it ended so.
+type RedirectError struct {
+	// Target is the resolved URL redirected to, credentials redacted: the
+	// client's own error only has the Location header, which may be
+	// relative.
+	Target string
+	Err    error
 }
 
-func (e *redirectError) Error() string { return "redirect to " + e.target + ": " + e.err.Error() }
-func (e *redirectError) Unwrap() error { return e.err }
+func (e *RedirectError) Error() string { return "redirect to " + e.Target + ": " + e.Err.Error() }
+func (e *RedirectError) Unwrap() error { return e.Err }
+
+// RedirectCheck is called before a request follows a redirect that the
+// policy allows, with ctx the request's context and target the URL
+// redirected to; an error stops the request there, and its error holds a
+// *RedirectError wrapping this one. It runs in the request's goroutine and
+// may wait (until ctx ends), say for a turn to ask target's host; the
+// redirect's connection is held meanwhile.
+type RedirectCheck func(ctx context.Context, target *url.URL) error
+
+type redirectCheckKey struct{}
+
+// WithRedirectCheck returns a context whose requests call check before each
+// redirect they follow, so a caller that counts hosts learns every host a
+// request reaches, not only the one its URL names.
+func WithRedirectCheck(ctx context.Context, check RedirectCheck) context.Context {
+	return context.WithValue(ctx, redirectCheckKey{}, check)
+}
 
 // Head asks for url's headers and returns its Content-Length, -1 when the
 // response has none. (A Content-Length that is not a number makes Go's HTTP
@@ -226,9 +254,9 @@ func requestError(ctx context.Context, method, name string, err error) error {
 		return fmt.Errorf("fetch: %s %s: %w", method, name, err)
 	}
 	where, reason := "", ue.Err
-	var re *redirectError
+	var re *RedirectError
 	if errors.As(reason, &re) {
-		where, reason = " (redirected to "+re.target+")", re.err
+		where, reason = " (redirected to "+re.Target+")", re.Err
 	} else if target, perr := url.Parse(ue.URL); perr == nil && target.Redacted() != name {
 		where = " (redirected to " + target.Redacted() + ")"
 	}
@@ -238,8 +266,21 @@ func requestError(ctx context.Context, method, name string, err error) error {
 	if ue.Timeout() && !errors.Is(reason, ErrTimeout) {
 		return fmt.Errorf("fetch: %s %s%s: %w: %w", method, name, where, ErrTimeout, reason)
 	}
-	return fmt.Errorf("fetch: %s %s%s: %w", method, name, where, reason)
+	err = fmt.Errorf("fetch: %s %s%s: %w", method, name, where, reason)
+	if re != nil {
+		return &redirectNotFollowed{error: err, redirect: re}
+	}
+	return err
 }
+
+// redirectNotFollowed keeps the *RedirectError in a request's error chain
+// beside the reason its message gives, which names the target once.
+type redirectNotFollowed struct {
+	error
+	redirect *RedirectError
+}
+
+func (e *redirectNotFollowed) Unwrap() []error { return []error{e.error, e.redirect} }
 
 // boundedBody fails a read that waits longer than idle for data, and a body
 // that arrives slower than minRate, by cancelling the request. Both count

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -361,6 +363,64 @@ func TestRedirectsAreBounded(t *testing.T) {
 				t.Errorf("server hits = %d, want %d", got, tt.hits)
 			}
 		})
+	}
+}
+
+func TestARedirectCheckSeesEveryHopAndCanStopTheRequestBeforeTheTargetIsAsked(t *testing.T) {
+	// first (127.0.0.1) redirects to mid (127.0.0.2), which redirects to
+	// last (127.0.0.1 again, another port).
+	last := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { w.Header().Set("Content-Length", "42") })
+	mid := serve(t, "127.0.0.2", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, last.URL+"/end", http.StatusFound)
+	})
+	first := serve(t, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, mid.URL+"/mid", http.StatusFound)
+	})
+	c := fetch.New(local(fetch.Policy{}))
+	var hops []string
+	stop := errors.New("host given up on")
+	check := func(refuse string) fetch.RedirectCheck {
+		return func(ctx context.Context, target *url.URL) error {
+			hops = append(hops, target.String())
+			if target.Host == refuse {
+				return stop
+			}
+			return nil
+		}
+	}
+
+	size, err := c.Head(fetch.WithRedirectCheck(t.Context(), check("")), first.URL+"/start")
+	if err != nil || size != 42 {
+		t.Fatalf("Head = %d, %v; want 42", size, err)
+	}
+	if want := []string{mid.URL + "/mid", last.URL + "/end"}; !slices.Equal(hops, want) {
+		t.Errorf("the check saw %q, want every hop %q", hops, want)
+	}
+
+	hops = nil
+	size, err = c.Head(fetch.WithRedirectCheck(t.Context(), check(last.Listener.Addr().String())), first.URL+"/start")
+	var re *fetch.RedirectError
+	if size != -1 || !errors.Is(err, stop) || !errors.As(err, &re) || re.Target != last.URL+"/end" {
+		t.Fatalf("Head = %d, %v; want the check's error in a RedirectError naming %s/end", size, err, last.URL)
+	}
+	if want := fmt.Sprintf("fetch: HEAD %s/start (redirected to %s/end): %v", first.URL, last.URL, stop); err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if n := last.hits.Load(); n != 1 {
+		t.Errorf("the refused target got %d requests, want only the first Head's", n)
+	}
+
+	// The policy's and MaxRedirects' refusals are RedirectErrors too, and
+	// the check is not asked about a target the policy refuses.
+	hops = nil
+	denying := fetch.New(local(fetch.Policy{Deny: mustDeny(t, "127.0.0.2")}))
+	_, err = denying.Head(fetch.WithRedirectCheck(t.Context(), check("")), first.URL+"/start")
+	if !errors.As(err, &re) || re.Target != mid.URL+"/mid" || !errors.Is(err, fetch.ErrDenied) || len(hops) != 0 {
+		t.Errorf("redirect to a denied address: error %v, hops checked %q; want a RedirectError naming %s/mid, none checked", err, hops, mid.URL)
+	}
+	_, err = fetch.New(local(fetch.Policy{MaxRedirects: 1})).Head(t.Context(), first.URL+"/start")
+	if !errors.As(err, &re) || re.Target != last.URL+"/end" || !strings.HasSuffix(err.Error(), "stopped after 1 redirects") {
+		t.Errorf("one redirect too many: error %v, want a RedirectError naming %s/end", err, last.URL)
 	}
 }
 
