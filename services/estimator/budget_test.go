@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -23,17 +24,24 @@ import (
 type silentHost struct {
 	ln         net.Listener
 	closeConns func()
+	hangUp     bool // close the connection on reading a request
 	wg         sync.WaitGroup
 	mu         sync.Mutex
 	requests   int
 }
 
-func newSilentHost(t *testing.T) *silentHost {
+func newSilentHost(t *testing.T) *silentHost { return listenSilent(t, false) }
+
+// newHangUpHost is a silentHost that closes the connection of every
+// request it reads: the request fails at once, with no answer.
+func newHangUpHost(t *testing.T) *silentHost { return listenSilent(t, true) }
+
+func listenSilent(t *testing.T, hangUp bool) *silentHost {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &silentHost{ln: ln}
+	h := &silentHost{ln: ln, hangUp: hangUp}
 	var conns []net.Conn
 	var connsMu sync.Mutex
 	h.wg.Go(func() {
@@ -54,6 +62,10 @@ func newSilentHost(t *testing.T) *silentHost {
 					h.mu.Lock()
 					h.requests++
 					h.mu.Unlock()
+					if h.hangUp {
+						c.Close()
+						return
+					}
 				}
 			})
 		}
@@ -139,6 +151,66 @@ func TestAHostThatFailsIsAskedAFewTimesPerJobAndItsFilesKeepTheirDeclaredSizes(t
 		if n, most := silent.received(), (round+1)*e.HostFailures; n > most {
 			t.Errorf("after job %d the silent host received %d HEADs, want at most %d per job", round, n, e.HostFailures)
 		}
+	}
+}
+
+func TestAHostWhoseFilesRedirectToAFailingHostIsNotGivenUpOnButTheFailingHostIs(t *testing.T) {
+	// Failures that come at once (a hang-up, a refused connection), so no
+	// timeout is waited for.
+	mirror := newHangUpHost(t)
+	dead := strings.TrimPrefix(refusingHost(t), "http://")
+	mirrorHost := strings.TrimPrefix(mirror.URL(), "http://")
+	// The depositor's host answers /sized/N itself and redirects
+	// /via/HOST/NAME to http://HOST/NAME.
+	depositor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := strings.CutPrefix(r.URL.Path, "/sized/"); ok {
+			w.Header().Set("Content-Length", n)
+			return
+		}
+		target, ok := strings.CutPrefix(r.URL.Path, "/via/")
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		http.Redirect(w, r, "http://"+target, http.StatusFound)
+	}))
+	t.Cleanup(depositor.Close)
+	q := queuetest.Connect(t, zktest.Root(t))
+	e := testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()})
+	startEstimator(t, q, e)
+
+	const perTarget = 10
+	var files []*v1.ManifestFile
+	var declared int64
+	for i := range perTarget {
+		files = append(files, file(fmt.Sprintf("%s/via/%s/m%d.bin", depositor.URL, mirrorHost, i), 10),
+			file(fmt.Sprintf("%s/via/%s/d%d.bin", depositor.URL, dead, i), 10))
+		declared += 20
+	}
+	// The mirror's own URL, and files the depositor's host answers for,
+	// after the failures.
+	files = append(files, file(mirror.URL()+"/own.bin", 10),
+		file(depositor.URL+"/sized/100", -1), file(depositor.URL+"/sized/200", -1))
+	declared += 10
+
+	jid := queuetest.Spawn(t, q, objectJob(files...), queue.Pending)
+	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
+
+	if want := 300 + declared; job.GetSpaceNeeded() != want {
+		t.Errorf("space_needed %d, want %d (the depositor's sizes and the declared ones)", job.GetSpaceNeeded(), want)
+	}
+	hosts := []string{mirrorHost, dead}
+	slices.Sort(hosts)
+	notAsked := (perTarget + 1 - e.HostFailures) + (perTarget - e.HostFailures)
+	want := fmt.Sprintf("2 of %d files sized by HEAD, %d not (%s failed 3 times in a row: %d files not asked)",
+		len(files), len(files)-2, strings.Join(hosts, ", "), notAsked)
+	if msg := job.GetStatus().GetMessage(); !strings.Contains(msg, want) {
+		t.Errorf("message %q, want it to contain %q: the hosts that failed given up on, not the one that redirected to them", msg, want)
+	}
+	// The mirror is asked, through redirects and its own URL, no more than
+	// a host asked directly.
+	if n := mirror.received(); n > e.HostFailures {
+		t.Errorf("the mirror received %d HEADs, want at most %d", n, e.HostFailures)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,8 @@ type Estimator struct {
 	Budget time.Duration
 	// HostFailures is how many HEAD requests in a row may fail (no answer,
 	// or a 5xx) before a host is not asked again for the rest of the job.
+	// The host that failed is the one that did not answer: a redirect's
+	// target, not the host that sent the redirect.
 	HostFailures int
 	// UnsizedPenalty is added to the priority of a job with a file whose
 	// size cannot be learnt; LargeJobPenalty to that of a job above
@@ -302,7 +305,17 @@ const (
 	sizedHostDown                      // not asked, its host given up on
 )
 
+// errTargetNotAsked stops a request at a redirect whose target's host the
+// gate does not let it ask.
+var errTargetNotAsked = errors.New("redirect target's host given up on")
+
 // size is the file's size (-1: unknown) and where it came from.
+//
+// The gate counts every host the request reaches, the URL's and then each
+// redirect's target, so the host that answers or fails is the one counted:
+// a host that redirects answered, however its redirect's target fares. A
+// request gives its slot back before it waits for the target's, so it
+// never waits holding one.
 func (e *Estimator) size(ctx context.Context, gate *hostGate, f *v1.ManifestFile) (int64, fileSizing) {
 	host := hostOf(f.GetUrl())
 	if !gate.enter(ctx, host) {
@@ -311,14 +324,29 @@ func (e *Estimator) size(ctx context.Context, gate *hostGate, f *v1.ManifestFile
 		}
 		return f.GetSize(), sizedHostDown
 	}
-	n, err := e.Client.Head(ctx, f.GetUrl())
+	held := true // a slot of host, the one the request is at
+	follow := func(ctx context.Context, target *url.URL) error {
+		gate.leave(host, headAnswered) // it answered, with a redirect
+		host = hostKey(target)
+		if held = gate.enter(ctx, host); !held {
+			return errTargetNotAsked
+		}
+		return nil
+	}
+	n, err := e.Client.Head(fetch.WithRedirectCheck(ctx, follow), f.GetUrl())
 	switch {
+	case !held:
+		// Stopped at a redirect, its target not asked.
+		if ctx.Err() != nil {
+			return f.GetSize(), sizedOutOfBudget
+		}
+		return f.GetSize(), sizedHostDown
 	case ctx.Err() != nil:
 		// Cut short by the budget (or the job's end): says nothing of the host.
 		gate.leave(host, headNeutral)
 		return f.GetSize(), sizedOutOfBudget
 	case err != nil:
-		e.Logger.WarnContext(ctx, "HEAD failed", "file", f.GetName(), "url", f.GetUrl(), "error", err)
+		e.Logger.WarnContext(ctx, "HEAD failed", "file", f.GetName(), "url", f.GetUrl(), "host", host, "error", err)
 		if gate.leave(host, headResultOf(err)) {
 			e.Logger.WarnContext(ctx, "host given up on for the rest of the job's estimate", "host", host, "failures_in_a_row", e.HostFailures)
 		}

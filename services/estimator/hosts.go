@@ -15,7 +15,9 @@ import (
 // HEAD requests in a row (no answer or a 5xx), so that a dead host costs a
 // few timeouts rather than one per file. Until a host has answered once in
 // the job, fewer than limit requests go to it at once: a host dead from
-// the start is asked at most limit times.
+// the start is asked at most limit times. A request enters the gate of
+// every host it reaches, a redirect's target too, so these hold however a
+// host is reached.
 type hostGate struct {
 	limit   int
 	mu      sync.Mutex
@@ -93,11 +95,14 @@ func (g *hostGate) leave(host string, r headResult) (givenUp bool) {
 	return givenUp
 }
 
-// headResultOf sorts a HEAD request's error: a refused or dropped
-// connection, a timeout or a 5xx is the host failing; any other status is
-// an answer; a URL the policy refuses never reached the host.
+// headResultOf sorts a HEAD request's error, of the host the request was
+// at when it ended: a refused or dropped connection, a timeout or a 5xx is
+// the host failing; any other status is an answer, and so is a redirect
+// not followed (too many, or to a URL the policy refuses); a URL the
+// policy refuses never reached the host.
 func headResultOf(err error) headResult {
 	var se *fetch.StatusError
+	var re *fetch.RedirectError
 	switch {
 	case err == nil:
 		return headAnswered
@@ -105,6 +110,8 @@ func headResultOf(err error) headResult {
 		if se.Code >= 500 {
 			return headFailed
 		}
+		return headAnswered
+	case errors.As(err, &re):
 		return headAnswered
 	case errors.Is(err, fetch.ErrDenied), errors.Is(err, fetch.ErrScheme):
 		return headNeutral
@@ -118,8 +125,11 @@ func hostOf(raw string) string {
 	if err != nil {
 		return ""
 	}
-	return strings.ToLower(u.Host)
+	return hostKey(u)
 }
+
+// hostKey is u's host (and port), the gate's key.
+func hostKey(u *url.URL) string { return strings.ToLower(u.Host) }
 
 // downHosts names the hosts given up on, sorted.
 func (g *hostGate) downHosts() []string {
