@@ -12,7 +12,9 @@
 // stop at 99). Estimating never fails a job for its files, and is bounded:
 // INGESTQ_ESTIMATE_BUDGET for all of a job's HEADs, and a host that failed
 // INGESTQ_ESTIMATE_HOST_FAILURES times in a row is not asked again in the
-// job (the files left keep their declared size).
+// job (the files left keep their declared size). The host that failed is
+// the one that did not answer: a redirect's target, not the host that
+// redirected to it.
 package main
 
 import (
@@ -51,7 +53,7 @@ func (s *settings) register(r *config.Registry) {
 	// One or two failures may be a blip (a restart, a dropped connection);
 	// three in a row is a host down, and costs at most three header timeouts.
 	s.hostFailures = r.Int("estimate-host-failures", "INGESTQ_ESTIMATE_HOST_FAILURES", 3,
-		"HEAD requests to one host that may fail in a row (no answer, a timeout, a 5xx) before its other files in the job are not asked")
+		"HEAD requests to one host that may fail in a row (no answer, a timeout, a 5xx) before it is not asked again in the job, for its files or through redirects; a failure after a redirect counts against the host redirected to")
 	s.unsizedPenalty = r.Int("unsized-penalty", "INGESTQ_UNSIZED_PENALTY", 10,
 		"added to the priority of a job with a file whose size is unknown (larger = served later)")
 	s.largeJobBytes = r.Int("large-job-bytes", "INGESTQ_LARGE_JOB_BYTES", 10<<30,
