@@ -56,3 +56,29 @@ func TestEstimateDecidesFromTheFilesAndFromAnUnreadableFileList(t *testing.T) {
 		}
 	}
 }
+
+// A redirect the client does not follow (one too many: here it follows
+// none) was an answer: its host is not given up on for it.
+func TestAHostWhoseRedirectsAreNotFollowedIsStillAsked(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/sized" {
+			w.Header().Set("Content-Length", "100")
+			return
+		}
+		http.Redirect(w, r, r.URL.Path, http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	e := testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges(), MaxRedirects: -1})
+	e.Concurrency = 1 // the loops first, then the sized file
+	var files []*v1.ManifestFile
+	for i := range e.HostFailures + 1 {
+		files = append(files, file(fmt.Sprintf("%s/loop%d", srv.URL, i), 5))
+	}
+	files = append(files, file(srv.URL+"/sized", -1))
+	job := &v1.Job{Id: "jid0000000001", Manifest: &v1.Manifest{Files: files}}
+
+	out := e.Estimate(t.Context(), stagetest.New(job, queue.Estimating))
+	if want := "next: estimated 120 bytes for 5 files"; out.String() != want {
+		t.Errorf("outcome %q, want %q: the loops' declared sizes and the sized file's HEAD", out, want)
+	}
+}
