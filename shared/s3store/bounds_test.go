@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/ingestq/ingestq/shared/loopbacktest"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/s3test"
 )
@@ -162,25 +162,8 @@ func TestAListingThatNeverMovesOnIsAnError(t *testing.T) {
 // A store that stops reading an upload cannot hold its writer: a write
 // that cannot hand the connection anything for ResponseTimeout fails.
 func TestAnUploadTheStoreStopsReadingFails(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			// Held open, never read, until the test ends.
-			go func() {
-				<-t.Context().Done()
-				c.Close()
-			}()
-		}
-	}()
-	c := s3test.StandInClient(t, "http://"+ln.Addr().String(), func(s *s3store.Settings) { s.ResponseTimeout = 200 * time.Millisecond })
+	silent := loopbacktest.Silent(t) // held open, never read, until the test ends
+	c := s3test.StandInClient(t, "http://"+silent, func(s *s3store.Settings) { s.ResponseTimeout = 200 * time.Millisecond })
 	// Far more than the connection's buffers hold.
 	body := make([]byte, 64<<20)
 	got := make(chan error, 1)

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/loopbacktest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -143,35 +144,11 @@ func TestWorkersTableOffersNoControlsWithoutAWayToTheReplicas(t *testing.T) {
 // once the console's StageTimeout (or drainWait) is spent, not the whole
 // request's time.
 func TestAReplicaThatNeverAnswersIsAnErrorWithinTheStageTimeout(t *testing.T) {
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := make(chan net.Conn, 16)
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			held <- c // kept open, never written to
-		}
-	}()
-	t.Cleanup(func() {
-		silent.Close()
-		for {
-			select {
-			case c := <-held:
-				c.Close()
-			default:
-				return
-			}
-		}
-	})
+	silent := loopbacktest.Silent(t)
 	f := newFixtureOpts(t, testToken, zktest.Root(t), Options{StageCredentials: insecure.NewCredentials(),
 		StageTimeout: 300 * time.Millisecond})
 	f.signIn()
-	id := registerReplicaAt(t, f, silent.Addr().String())
+	id := registerReplicaAt(t, f, silent)
 
 	form := url.Values{"confirmed": {"1"}, "csrf": {f.csrf()}}
 	req, err := http.NewRequest(http.MethodPost, f.srv.URL+workerURL(id)+"/pause", strings.NewReader(form.Encode()))
@@ -205,7 +182,7 @@ func TestAReplicaThatNeverAnswersIsAnErrorWithinTheStageTimeout(t *testing.T) {
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
-	want := "worker " + id + " (estimator at " + silent.Addr().String() + ") did not answer pause within 300ms"
+	want := "worker " + id + " (estimator at " + silent + ") did not answer pause within 300ms"
 	if got.code != http.StatusGatewayTimeout || !strings.Contains(html.UnescapeString(got.body), want) {
 		t.Errorf("pause of a silent replica: %d, want %d and the page saying %q:\n%s", got.code, http.StatusGatewayTimeout, want, got.body)
 	}

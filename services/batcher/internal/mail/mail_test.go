@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"mime/quotedprintable"
-	"net"
 	netmail "net/mail"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
+	"github.com/ingestq/ingestq/shared/loopbacktest"
 )
 
 const from = "ingestq <ingestq@localhost>"
@@ -86,24 +86,11 @@ func TestSMTPReportsTheServersRefusal(t *testing.T) {
 
 func TestSMTPStopsWhenTheContextEnds(t *testing.T) {
 	// A server that accepts the connection and never says a word.
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
+	silent := loopbacktest.Silent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- (&SMTP{Addr: lis.Addr().String(), From: from}).Send(ctx, sample()) }()
+	go func() { done <- (&SMTP{Addr: silent, From: from}).Send(ctx, sample()) }()
 	select {
 	case err := <-done:
 		if err == nil {
