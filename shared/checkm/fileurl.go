@@ -12,14 +12,14 @@ func FileURL(path string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
 }
 
-// FilePath is the path a file:// URL of this machine names.
+// FilePath is the absolute path a file:// URL of this machine names.
 func FilePath(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", err
 	}
-	if u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
-		return "", fmt.Errorf("%s is not a file:// URL of this machine", raw)
+	if u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
+		return "", fmt.Errorf("%s is not a file:// URL of an absolute path on this machine", raw)
 	}
 	return filepath.FromSlash(u.Path), nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -202,7 +201,7 @@ func (s Local) nextVersion(objDir, jid string) (number int, existing bool, err e
 // it lists lies in the manifest's folder (the job's working folder): a
 // manifest cannot lead the store to files elsewhere.
 func readManifest(raw string) ([]checkm.Entry, error) {
-	path, err := localPath(raw)
+	path, err := checkm.FilePath(raw)
 	if err != nil {
 		return nil, fmt.Errorf("storage manifest: %w", err)
 	}
@@ -219,7 +218,7 @@ func readManifest(raw string) ([]checkm.Entry, error) {
 		if e.HashAlgorithm == "" || e.FileSize < 0 {
 			return nil, fmt.Errorf("storage manifest %s: line %d: %s has no digest or size", path, e.Line, e.FileName)
 		}
-		src, err := localPath(e.FileURL)
+		src, err := checkm.FilePath(e.FileURL)
 		if err != nil {
 			return nil, fmt.Errorf("storage manifest %s: line %d: %w", path, e.Line, err)
 		}
@@ -228,18 +227,6 @@ func readManifest(raw string) ([]checkm.Entry, error) {
 		}
 	}
 	return m.Entries, nil
-}
-
-// localPath is the path of a file:// URL.
-func localPath(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", err
-	}
-	if u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") || !filepath.IsAbs(u.Path) {
-		return "", fmt.Errorf("%s is not a file:// URL of an absolute path", raw)
-	}
-	return filepath.FromSlash(u.Path), nil
 }
 
 // storeFile puts one file of the storage manifest at dst: a read-only

@@ -43,7 +43,7 @@ func stage(t testing.TB, files map[string]string) string {
 
 func readVersion(t *testing.T, v Version) *checkm.Manifest {
 	t.Helper()
-	path, err := localPath(v.ManifestURL)
+	path, err := checkm.FilePath(v.ManifestURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestLocalStoresVersionsAndARetriedJobGetsItsOwnBack(t *testing.T) {
 		t.Fatalf("version 2 lists %d files, want 2", len(m.Entries))
 	}
 	for _, e := range m.Entries {
-		p, err := localPath(e.FileURL)
+		p, err := checkm.FilePath(e.FileURL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,19 +173,19 @@ func TestLocalFailuresNameTheCauseAndLeaveNoCompleteVersion(t *testing.T) {
 			os.WriteFile(filepath.Join(root, "ark_99999_fk4x"), []byte("x"), 0o644)
 		}, "creating the object folder"},
 		{"a source changed after the manifest was made", func(t *testing.T, _, manifestURL string) {
-			p, _ := localPath(manifestURL)
+			p, _ := checkm.FilePath(manifestURL)
 			os.WriteFile(filepath.Join(filepath.Dir(p), "producer", "a.txt"), []byte("TAMPERED"), 0o644)
 		}, "producer/a.txt: stored 8 bytes, the storage manifest says 5"},
 		{"a source with the same size but other bytes", func(t *testing.T, _, manifestURL string) {
-			p, _ := localPath(manifestURL)
+			p, _ := checkm.FilePath(manifestURL)
 			os.WriteFile(filepath.Join(filepath.Dir(p), "producer", "a.txt"), []byte("FIRST"), 0o644)
 		}, "producer/a.txt: sha256 of the stored file is"},
 		{"a source gone", func(t *testing.T, _, manifestURL string) {
-			p, _ := localPath(manifestURL)
+			p, _ := checkm.FilePath(manifestURL)
 			os.Remove(filepath.Join(filepath.Dir(p), "producer", "a.txt"))
 		}, "producer/a.txt: open"},
 		{"a file listed outside the manifest's folder", func(t *testing.T, _, manifestURL string) {
-			p, _ := localPath(manifestURL)
+			p, _ := checkm.FilePath(manifestURL)
 			elsewhere := filepath.Join(t.TempDir(), "a.txt")
 			os.WriteFile(elsewhere, []byte("first"), 0o644)
 			sum := sha256.Sum256([]byte("first"))
@@ -195,7 +195,7 @@ func TestLocalFailuresNameTheCauseAndLeaveNoCompleteVersion(t *testing.T) {
 			}
 		}, "lies outside the manifest's folder"},
 		{"a source replaced by a symbolic link to the same bytes elsewhere", func(t *testing.T, _, manifestURL string) {
-			p, _ := localPath(manifestURL)
+			p, _ := checkm.FilePath(manifestURL)
 			elsewhere := filepath.Join(t.TempDir(), "a.txt")
 			os.WriteFile(elsewhere, []byte("first"), 0o644)
 			src := filepath.Join(filepath.Dir(p), "producer", "a.txt")

@@ -363,7 +363,7 @@ func notFound(err error) bool {
 // symbolic link (it could lead out of the working folder) and anything but
 // a regular file; it returns the file's size.
 func openSource(e checkm.Entry) (*os.File, int64, error) {
-	src, err := localPath(e.FileURL)
+	src, err := checkm.FilePath(e.FileURL)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", e.FileName, err)
 	}

@@ -255,7 +255,7 @@ func TestS3FailuresAbortTheMultipartUploadAndLeaveNoVersion(t *testing.T) {
 			return 0
 		}, want: "uploading producer/big"},
 		{name: "a large source with other bytes than the manifest says", prepare: func(t *testing.T, manifestURL string) {
-			p, _ := localPath(manifestURL)
+			p, _ := checkm.FilePath(manifestURL)
 			f, err := os.OpenFile(filepath.Join(filepath.Dir(p), "producer", "big"), os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -266,7 +266,7 @@ func TestS3FailuresAbortTheMultipartUploadAndLeaveNoVersion(t *testing.T) {
 			}
 		}, want: "producer/big: sha256 of the stored file is"},
 		{name: "a small source with other bytes than the manifest says", prepare: func(t *testing.T, manifestURL string) {
-			p, _ := localPath(manifestURL)
+			p, _ := checkm.FilePath(manifestURL)
 			os.WriteFile(filepath.Join(filepath.Dir(p), "producer", "a"), []byte("B"), 0o644)
 		}, want: "uploading producer/a"},
 	} {

@@ -94,11 +94,11 @@ func (s Store) Describe(ctx context.Context, manifestURL string) (Info, error) {
 
 // relative is a file:// URL's path under Root, slash-separated.
 func (s Store) relative(raw string) (string, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "file" || s.Root == "" {
+	path, err := checkm.FilePath(raw)
+	if err != nil || s.Root == "" {
 		return "", false
 	}
-	rel, err := filepath.Rel(s.Root, filepath.FromSlash(u.Path))
+	rel, err := filepath.Rel(s.Root, path)
 	if err != nil || !filepath.IsLocal(rel) {
 		return "", false
 	}
