@@ -1,13 +1,11 @@
 package queue
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -162,15 +160,16 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		}
 		c.acl = append(zk.DigestACL(zk.PermAll, user, opts.Auth[len(user)+1:]), zk.WorldACL(zk.PermRead)...)
 	}
+	w := newWire(opts.MaxResponseBytes)
 	conn, events, err := zk.Connect(opts.Servers, opts.SessionTimeout,
 		zk.WithLogger(zkLogger{opts.Logger}),
 		zk.WithMaxBufferSize(opts.MaxResponseBytes),
-		zk.WithDialer(dialBuffered),
+		zk.WithDialer(w.dial),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to ZooKeeper %v: %w", opts.Servers, err)
 	}
-	c.conn = &countingConn{Conn: conn, stats: &requestStats{root: p.root, n: map[requestKey]int64{}}}
+	c.conn = &countingConn{Conn: conn, wire: w, stats: &requestStats{root: p.root, n: map[requestKey]int64{}}}
 	c.group = newMultiGroup(func(ops []any) ([]zk.MultiResponse, error) { return c.conn.Multi(ops...) })
 	c.reads = newReadGroup(c.conn.MultiRead, opts.MaxResponseBytes)
 	if opts.Ungrouped {
@@ -213,24 +212,6 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	return c, nil
 }
-
-// dialBuffered connects to a server with reads buffered: go-zookeeper reads
-// each response with two reads (its length, then the rest); through a
-// buffer, the responses that arrived together cost one system call.
-func dialBuffered(network, address string, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout(network, address, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &bufferedConn{Conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}, nil
-}
-
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // aboveRoot lists the root prefix's ancestors, outermost first.
 func (p paths) aboveRoot() []string {
@@ -369,6 +350,11 @@ func (c *Client) watchSession(events <-chan zk.Event, ready chan struct{}) {
 					c.notifyLocked(true)
 				}
 				c.mu.Unlock()
+				if !c.conn.wire.ready() {
+					// Our requests wait for go-zookeeper's first on the
+					// connection (see wire.go): an idle session sends one.
+					go c.conn.Exists(c.p.jobs())
+				}
 				// After any reconnect, the locks left behind meanwhile (a
 				// release that failed while the connection was down; every
 				// claim of a session presumed lost that came back after
@@ -376,6 +362,7 @@ func (c *Client) watchSession(events <-chan zk.Event, ready chan struct{}) {
 				c.locks.wake()
 				readyOnce()
 			case zk.StateExpired:
+				c.conn.wire.expired()
 				c.mu.Lock()
 				if c.sess != nil {
 					c.endSessionLocked("expired")
@@ -586,7 +573,7 @@ func (c *Client) multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, err
 func multiError(res []zk.MultiResponse, err error) error {
 	for i, r := range res {
 		// Operations that did not fail themselves report "runtime inconsistency" (-2).
-		if r.Error != nil && r.Error.Error() != "unknown error: -2" {
+		if r.Error != nil && !inconsistent(r.Error) {
 			return &opError{index: i, err: r.Error}
 		}
 	}

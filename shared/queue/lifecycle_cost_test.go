@@ -259,7 +259,7 @@ func TestMultiWriteAnswersAsTheLibrarysMulti(t *testing.T) {
 	sameErr := func(a, b error) bool { return a == b || (a != nil && b != nil && a.Error() == b.Error()) }
 	for _, tc := range cases {
 		lib, libErr := conn.Multi(tc.ops(c.p.root + "/lib")...)
-		own, ownErr := multiWrite(conn, tc.ops(c.p.root+"/own"))
+		own, ownErr := c.conn.wire.multiWrite(tc.ops(c.p.root + "/own"))
 		if !sameErr(libErr, ownErr) {
 			t.Errorf("%s: error %v, the library's %v", tc.name, ownErr, libErr)
 		}
@@ -291,7 +291,7 @@ func TestMultiWriteAnswersAsTheLibrarysMulti(t *testing.T) {
 	}
 	// A request past the client's buffer is refused as the library refuses it.
 	big := []any{&zk.SetDataRequest{Path: c.p.root + "/own/a", Data: make([]byte, 2<<20), Version: -1}}
-	if _, err := multiWrite(conn, big); err == nil {
+	if _, err := c.conn.wire.multiWrite(big); err == nil {
 		t.Error("a multi past the client's buffer was sent")
 	}
 }

@@ -3,7 +3,6 @@ package queue
 import (
 	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -13,19 +12,9 @@ import (
 // request pipeline, a packet out) once instead of once per node, and that
 // cost is most of what a read costs it (measured with a server started by
 // zktest: a lone getData ~50 µs of server CPU, a multiRead of 3 nodes ~45,
-// of 32 nodes ~80). go-zookeeper v1.0.4 has no call for it, but its request
-// path sends any request that encodes itself and decodes any answer that
-// decodes itself; multiReadRequest and multiReadResponse do, in ZooKeeper's
-// wire format (jute).
-
-// zkRequest is go-zookeeper's (*Conn).request: it queues a request with the
-// connection's next xid and waits for its answer or the connection's end.
-// Its last argument, a callback of go-zookeeper's own types, is always nil
-// here. The signature is that of go-zookeeper v1.0.4 (go.mod pins it);
-// TestMultiReadReadsNodesAndReportsMissingOnes fails if an upgrade breaks it.
-//
-//go:linkname zkRequest github.com/go-zookeeper/zk.(*Conn).request
-func zkRequest(c *zk.Conn, opcode int32, req, res any, recvFunc unsafe.Pointer) (int64, error)
+// of 32 nodes ~80). go-zookeeper has no call for it: multiReadRequest and
+// multiReadResponse write and read it in ZooKeeper's wire format (jute),
+// and the session's connection carries it (wire.go).
 
 // ZooKeeper's operation codes and error codes used here.
 const (
@@ -47,9 +36,9 @@ type readResult struct {
 
 // multiRead reads paths in one request. Each node's answer stands alone: a
 // missing node is zk.ErrNoNode in its result, not an error of the call.
-func multiRead(conn *zk.Conn, paths []string) ([]readResult, error) {
+func (w *wire) multiRead(paths []string) ([]readResult, error) {
 	res := &multiReadResponse{results: make([]readResult, 0, len(paths))}
-	_, err := zkRequest(conn, opCodeMultiRead, &multiReadRequest{paths: paths}, res, nil)
+	err := w.request(opCodeMultiRead, &multiReadRequest{paths: paths}, res)
 	switch {
 	case err != nil:
 		return nil, err

@@ -28,7 +28,7 @@ func TestMultiReadReadsNodesAndReportsMissingOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	paths := []string{base + "/json", base + "/missing", base + "/empty", base + "/large"}
-	got, err := multiRead(c.conn.Conn, paths)
+	got, err := c.conn.wire.multiRead(paths)
 	if err != nil {
 		t.Fatal(err)
 	}

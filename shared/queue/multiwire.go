@@ -3,7 +3,6 @@ package queue
 import (
 	"encoding/binary"
 	"fmt"
-	_ "unsafe" // go:linkname
 
 	"github.com/go-zookeeper/zk"
 )
@@ -11,9 +10,9 @@ import (
 // A multi is what every claim and commit sends. go-zookeeper's Multi
 // encodes each operation and decodes each answer by reflection, which cost
 // a stage's client more than building the operations; multiWrite sends the
-// same request through the same path (zkRequest, as multiRead does) with
-// its wire format (jute) written and read directly, and answers as Multi
-// answers (TestMultiWriteAnswersAsTheLibrarysMulti).
+// same request on the session's connection (wire.go, as multiRead does)
+// with its wire format (jute) written and read directly, and answers as
+// Multi answers (TestMultiWriteAnswersAsTheLibrarysMulti).
 
 // ZooKeeper's operation codes of a multi.
 const (
@@ -24,15 +23,8 @@ const (
 	opCodeMulti   = 14
 )
 
-// zkErrCodeToError is go-zookeeper's ErrCode.toError: the error its Multi
-// gives an operation's code (nil for 0). The signature is that of
-// go-zookeeper v1.0.4, as zkRequest's.
-//
-//go:linkname zkErrCodeToError github.com/go-zookeeper/zk.ErrCode.toError
-func zkErrCodeToError(code zk.ErrCode) error
-
-// multiWrite is conn.Multi(ops...).
-func multiWrite(conn *zk.Conn, ops []any) ([]zk.MultiResponse, error) {
+// multiWrite is go-zookeeper's Multi(ops...).
+func (w *wire) multiWrite(ops []any) ([]zk.MultiResponse, error) {
 	for _, op := range ops {
 		switch op.(type) {
 		case *zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest, *zk.CheckVersionRequest:
@@ -41,13 +33,13 @@ func multiWrite(conn *zk.Conn, ops []any) ([]zk.MultiResponse, error) {
 		}
 	}
 	res := &multiWriteResponse{}
-	_, err := zkRequest(conn, opCodeMulti, &multiWriteRequest{ops: ops}, res, nil)
+	err := w.request(opCodeMulti, &multiWriteRequest{ops: ops}, res)
 	if err == zk.ErrConnectionClosed {
 		return nil, err
 	}
 	out := make([]zk.MultiResponse, len(res.ops))
 	for i, op := range res.ops {
-		out[i] = zk.MultiResponse{Stat: op.stat, String: op.path, Error: zkErrCodeToError(op.code)}
+		out[i] = zk.MultiResponse{Stat: op.stat, String: op.path, Error: codeError(int32(op.code))}
 	}
 	return out, err
 }
@@ -168,7 +160,7 @@ func (r *multiWriteResponse) Decode(buf []byte) (int, error) {
 		}
 		r.ops = append(r.ops, res)
 		if first == nil && res.code != 0 {
-			first = zkErrCodeToError(res.code)
+			first = codeError(int32(res.code))
 		}
 	}
 }

@@ -129,6 +129,7 @@ const manyNodes = "*"
 // countingConn is the client's ZooKeeper connection, counting each request.
 type countingConn struct {
 	*zk.Conn
+	wire  *wire
 	stats *requestStats
 }
 
@@ -186,7 +187,7 @@ func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 			c.stats.add("multi.check", op.Path)
 		}
 	}
-	return multiWrite(c.Conn, ops)
+	return c.wire.multiWrite(ops)
 }
 
 // MultiRead reads paths in one request (see multiRead); it counts once as
@@ -196,5 +197,5 @@ func (c *countingConn) MultiRead(paths []string) ([]readResult, error) {
 	for _, p := range paths {
 		c.stats.add("multiread.get", p)
 	}
-	return multiRead(c.Conn, paths)
+	return c.wire.multiRead(paths)
 }
