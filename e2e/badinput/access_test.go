@@ -14,6 +14,9 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -110,7 +113,7 @@ func TestTLSAndZooKeeperACLsGuardAStackThatStillCompletesABatch(t *testing.T) {
 		t.Run(fmt.Sprintf("client with credentials %q", auth), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			other, err := queue.Connect(ctx, queue.Options{Servers: p.stack.Servers, Root: p.stack.Root, Auth: auth, SessionTimeout: 4 * time.Second})
+			other, err := session.Connect(ctx, session.Options{Servers: p.stack.Servers, Root: p.stack.Root, Auth: auth, SessionTimeout: 4 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,25 +125,25 @@ func TestTLSAndZooKeeperACLsGuardAStackThatStillCompletesABatch(t *testing.T) {
 
 // checkReadOnly checks, with a queue client other that lacks the stack's
 // ZooKeeper credentials, that the queue reads but does not change.
-func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pipeline, bid, jid, auth string) {
+func checkReadOnly(t *testing.T, ctx context.Context, other *session.Session, p *pipeline, bid, jid, auth string) {
 	t.Helper()
 	operator := admin.New(other)
-	if b, err := other.GetBatch(ctx, bid); err != nil || b.GetStatus().GetStatus() != queue.BatchCompleted {
+	if b, err := batches.New(other).GetBatch(ctx, bid); err != nil || b.GetStatus().GetStatus() != queue.BatchCompleted {
 		t.Errorf("reading batch %s: %v, %v", bid, b.GetStatus(), err)
 	}
-	if j, err := other.GetJob(ctx, jid); err != nil || j.GetStatus().GetStatus() != queue.Completed {
+	if j, err := jobs.NewReader(other).GetJob(ctx, jid); err != nil || j.GetStatus().GetStatus() != queue.Completed {
 		t.Errorf("reading job %s: %v, %v", jid, j.GetStatus(), err)
 	}
-	if batches, _, err := operator.ListBatches(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
+	if batches, _, err := operator.Batches.List(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
 		t.Errorf("listing batches: %d, %v", len(batches), err)
 	}
-	if jobs, _, err := other.ListJobs(ctx, queue.JobFilter{State: queue.Completed}); err != nil || len(jobs) != 1 {
+	if jobs, _, err := jobs.NewReader(other).ListJobs(ctx, jobs.JobFilter{State: queue.Completed}); err != nil || len(jobs) != 1 {
 		t.Errorf("listing completed jobs: %d, %v", len(jobs), err)
 	}
-	if rep, err := operator.Fsck(ctx, admin.FsckOptions{}); err != nil || !rep.Clean() {
+	if rep, err := operator.Queue.Fsck(ctx, admin.FsckOptions{}); err != nil || !rep.Clean() {
 		t.Errorf("fsck (read only): %v, %v", rep, err)
 	}
-	before, err := p.q.GetJob(ctx, jid)
+	before, err := jobs.NewReader(p.q).GetJob(ctx, jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,16 +152,16 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 		name  string
 		write func() error
 	}{
-		{"claim a job", func() error { _, err := other.ClaimJob(ctx, jid); return err }},
-		{"fail a job", func() error { _, err := operator.FailJob(ctx, jid, "by someone without credentials"); return err }},
+		{"claim a job", func() error { _, err := jobs.New(other).ClaimJob(ctx, jid); return err }},
+		{"fail a job", func() error { _, err := operator.Jobs.Fail(ctx, jid, "by someone without credentials"); return err }},
 		{"create a batch", func() error {
-			_, err := other.CreateBatch(ctx, &v1.Submission{ProfileName: demoProfile, Submitter: "intruder",
+			_, err := batches.New(other).CreateBatch(ctx, &v1.Submission{ProfileName: demoProfile, Submitter: "intruder",
 				PayloadUrl: shared.deposits.URL + "/good/report.txt", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
 			return err
 		}},
-		{"delete a batch", func() error { _, err := operator.DeleteBatch(ctx, bid); return err }},
-		{"pause the queue", func() error { return operator.Pause(ctx) }},
-		{"hold a collection", func() error { return operator.HoldCollection(ctx, "demo") }},
+		{"delete a batch", func() error { _, err := operator.Batches.Delete(ctx, bid); return err }},
+		{"pause the queue", func() error { return operator.Queue.Pause(ctx) }},
+		{"hold a collection", func() error { return operator.Queue.HoldCollection(ctx, "demo") }},
 	}
 	for _, w := range writes {
 		if err := w.write(); !errors.Is(err, queue.ErrDenied) {
@@ -176,20 +179,20 @@ func checkReadOnly(t *testing.T, ctx context.Context, other *queue.Client, p *pi
 		t.Errorf("raw delete of %s: %v; want %v", priorityNode, err, zk.ErrNoAuth)
 	}
 
-	after, err := p.q.GetJob(ctx, jid)
+	after, err := jobs.NewReader(p.q).GetJob(ctx, jid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after.GetLocked() || after.GetStatus().GetStatus() != queue.Completed || !after.GetStatus().GetLastModified().AsTime().Equal(before.GetStatus().GetLastModified().AsTime()) {
 		t.Errorf("job %s changed by refused writes: %v → %v (locked %v)", jid, before.GetStatus(), after.GetStatus(), after.GetLocked())
 	}
-	if paused, err := p.q.Paused(ctx); err != nil || paused {
+	if paused, err := jobs.New(p.q).Paused(ctx); err != nil || paused {
 		t.Errorf("queue paused: %v, %v", paused, err)
 	}
-	if held, err := admin.New(p.q).HeldCollections(ctx); err != nil || slices.Contains(held, "demo") {
+	if held, err := admin.New(p.q).Queue.HeldCollections(ctx); err != nil || slices.Contains(held, "demo") {
 		t.Errorf("held collections %v, %v", held, err)
 	}
-	if batches, _, err := admin.New(p.q).ListBatches(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
+	if batches, _, err := admin.New(p.q).Batches.List(ctx, admin.BatchFilter{}); err != nil || len(batches) != 1 {
 		t.Errorf("batches after refused writes: %d, %v", len(batches), err)
 	}
 }

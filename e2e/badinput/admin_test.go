@@ -8,6 +8,8 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -21,13 +23,13 @@ func statusOf(t *testing.T, p *pipeline, id string) (proto.Message, bool) {
 	t.Helper()
 	ctx := context.Background()
 	if strings.HasPrefix(id, "jid") {
-		j, err := p.q.GetJob(ctx, id)
+		j, err := jobs.NewReader(p.q).GetJob(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return j.GetStatus(), j.GetLocked()
 	}
-	b, err := p.q.GetBatch(ctx, id)
+	b, err := batches.New(p.q).GetBatch(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +204,7 @@ func TestAdminMethodsRefuseCallsWithoutTheRightToken(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	if paused, err := p.q.Paused(ctx); err != nil || paused {
+	if paused, err := jobs.New(p.q).Paused(ctx); err != nil || paused {
 		t.Errorf("queue paused by refused calls: %v, %v", paused, err)
 	}
 	for _, service := range stages {

@@ -15,6 +15,8 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -89,11 +91,11 @@ func eventually(t *testing.T, what string, check func(ctx context.Context) error
 // jobs reads the jobs of a batch from the queue.
 func (p *pipeline) jobs(t *testing.T, bid string) []*v1.Job {
 	t.Helper()
-	jobs, _, err := p.q.ListJobs(context.Background(), queue.JobFilter{Batch: bid, PageSize: 1000})
+	listed, _, err := jobs.NewReader(p.q).ListJobs(context.Background(), jobs.JobFilter{Batch: bid, PageSize: 1000})
 	if err != nil {
 		t.Fatalf("jobs of %s: %v", bid, err)
 	}
-	return jobs
+	return listed
 }
 
 // wantStatus checks that err is a gRPC status with code and a message
@@ -206,18 +208,18 @@ func (p *pipeline) checkNothingKept(t *testing.T, bid string) {
 func (p *pipeline) checkUnlocked(t *testing.T, bid string) {
 	t.Helper()
 	eventually(t, "batch "+bid+" and its jobs unlocked", func(ctx context.Context) error {
-		b, err := p.q.GetBatch(ctx, bid)
+		b, err := batches.New(p.q).GetBatch(ctx, bid)
 		if err != nil {
 			return err
 		}
 		if b.GetLocked() {
 			return errors.New("batch still locked")
 		}
-		jobs, _, err := p.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		listed, _, err := jobs.NewReader(p.q).ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: 1000})
 		if err != nil {
 			return err
 		}
-		for _, j := range jobs {
+		for _, j := range listed {
 			if j.GetLocked() {
 				return errors.New("job " + j.GetId() + " still locked")
 			}
@@ -305,7 +307,7 @@ func (p *pipeline) deleteBatch(t *testing.T, bid string) {
 	if _, err := p.admin.DeleteBatch(adminCtx(context.Background()), &v1.DeleteBatchRequest{BatchId: bid}); err != nil {
 		t.Fatalf("deleting failed batch %s: %v", bid, err)
 	}
-	if _, err := p.q.GetBatch(context.Background(), bid); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := batches.New(p.q).GetBatch(context.Background(), bid); !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("batch %s after DeleteBatch: %v, want not found", bid, err)
 	}
 	if _, err := os.Stat(filepath.Join(p.stack.WorkRoot, bid)); !errors.Is(err, fs.ErrNotExist) {

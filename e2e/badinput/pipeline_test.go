@@ -11,7 +11,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/leftovers"
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,7 +24,7 @@ type pipeline struct {
 	batches v1.BatchServiceClient
 	admin   v1.AdminServiceClient
 	// q reads the queue directly, as an operator's tool would.
-	q *queue.Client
+	q *session.Session
 }
 
 // pipelineOptions say how a stack differs from a plain one.
@@ -60,7 +60,7 @@ func (s *suite) startPipeline(ctx context.Context, name string, o pipelineOption
 	p.batches, p.admin = v1.NewBatchServiceClient(p.conn), v1.NewAdminServiceClient(p.conn)
 	connectCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	p.q, err = queue.Connect(connectCtx, queue.Options{Servers: st.Servers, Root: st.Root, SessionTimeout: 4 * time.Second, Auth: o.zkAuth})
+	p.q, err = session.Connect(connectCtx, session.Options{Servers: st.Servers, Root: st.Root, SessionTimeout: 4 * time.Second, Auth: o.zkAuth})
 	return p, err
 }
 

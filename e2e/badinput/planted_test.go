@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -79,7 +80,7 @@ func TestMalformedJSONPlantedInAJobNodeFailsTheJobAndTheServiceLivesOn(t *testin
 			var st *v1.JobStatus
 			eventually(t, "job "+jids[i]+" failing on its broken "+tc.node, func(ctx context.Context) error {
 				var err error
-				if st, err = p.q.JobStatus(ctx, jids[i]); err != nil {
+				if st, err = jobs.NewReader(p.q).JobStatus(ctx, jids[i]); err != nil {
 					return err
 				}
 				// Its first failure (the missing file) does not name the node.

@@ -31,7 +31,7 @@ func (p *pipeline) refuseSubmission(t *testing.T, req *v1.SubmitRequest, code co
 	req.Submitter = "refused-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	_, err := p.batches.Submit(context.Background(), req)
 	wantStatus(t, err, code, want...)
-	batches, _, err := admin.New(p.q).ListBatches(context.Background(), admin.BatchFilter{Submitter: req.Submitter})
+	batches, _, err := admin.New(p.q).Batches.List(context.Background(), admin.BatchFilter{Submitter: req.Submitter})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -260,7 +260,7 @@ func timeline(ctx context.Context, s *stack.Stack, w io.Writer, start time.Time,
 			return
 		case <-tick.C:
 		}
-		counts, err := admin.New(c).JobCounts(ctx)
+		counts, err := admin.New(c).Jobs.Counts(ctx)
 		if err != nil {
 			fmt.Fprintf(w, "timeline: %v\n", err)
 			return

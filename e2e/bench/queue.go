@@ -23,6 +23,9 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -34,12 +37,12 @@ var pipeline = []struct{ from, to queue.JobState }{
 }
 
 // Connect opens a quiet client on a root of its own.
-func Connect(ctx context.Context, servers []string, root string) (*queue.Client, error) {
+func Connect(ctx context.Context, servers []string, root string) (*session.Session, error) {
 	return connect(ctx, servers, root, false)
 }
 
-func connect(ctx context.Context, servers []string, root string, ungrouped bool) (*queue.Client, error) {
-	return queue.Connect(ctx, queue.Options{Servers: servers, Root: root, SessionTimeout: 10 * time.Second,
+func connect(ctx context.Context, servers []string, root string, ungrouped bool) (*session.Session, error) {
+	return session.Connect(ctx, session.Options{Servers: servers, Root: root, SessionTimeout: 10 * time.Second,
 		Logger: slog.New(slog.DiscardHandler), Ungrouped: ungrouped})
 }
 
@@ -47,24 +50,24 @@ func root(name string) string { return fmt.Sprintf("/bench-%s-%d", name, time.No
 
 // Spawn creates one batch of n jobs in Pending (all jobs created before it
 // returns) and returns its bid.
-func Spawn(ctx context.Context, c *queue.Client, n int) (string, error) {
-	bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "bench", Submitter: "bench",
+func Spawn(ctx context.Context, c *session.Session, n int) (string, error) {
+	bid, err := batches.New(c).CreateBatch(ctx, &v1.Submission{ProfileName: "bench", Submitter: "bench",
 		PayloadUrl: "http://127.0.0.1:1/bench", Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
 	if err != nil {
 		return "", err
 	}
-	bc, err := c.ClaimBatch(ctx, bid)
+	bc, err := batches.New(c).ClaimBatch(ctx, bid)
 	if err != nil {
 		return "", err
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 		return "", err
 	}
 	const chunk = 10000
 	for start := 0; start < n; start += chunk {
-		jobs := make([]queue.NewJob, min(chunk, n-start))
+		jobs := make([]batches.NewJob, min(chunk, n-start))
 		for i := range jobs {
-			jobs[i] = queue.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
+			jobs[i] = batches.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
 				ProfileName: "bench", Submitter: "bench", PayloadUrl: "http://127.0.0.1:1/f",
 				PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, BatchEntry: int32(start + i)}}
 		}
@@ -92,7 +95,7 @@ func Create(ctx context.Context, servers []string, n int) (float64, error) {
 // Lifecycle drives n jobs from Pending to Completed through every state,
 // each state served as a stage service serves it: its own session, one
 // Consumer, perState goroutines sharing it. It returns jobs/s. Ungrouped
-// sends each claim and commit as a request of its own (queue.Options).
+// sends each claim and commit as a request of its own (session.Options).
 func Lifecycle(ctx context.Context, servers []string, n, perState int, ungrouped bool) (float64, error) {
 	res, err := LifecycleCPU(ctx, servers, 0, n, perState, ungrouped)
 	return res.JobsPerSecond, err
@@ -119,7 +122,7 @@ func LifecycleCPU(ctx context.Context, servers []string, serverPID, n, perState 
 	if _, err := Spawn(ctx, admin, n); err != nil {
 		return res, err
 	}
-	var clients []*queue.Client
+	var clients []*session.Session
 	defer func() {
 		for _, c := range clients {
 			c.Close()
@@ -147,7 +150,7 @@ func LifecycleCPU(ctx context.Context, servers []string, serverPID, n, perState 
 	server0, client0 := cpu()
 	start := time.Now()
 	for i, p := range pipeline {
-		co := clients[i].NewConsumer(p.from, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
+		co := jobs.New(clients[i]).NewConsumer(p.from, jobs.ConsumerOptions{Parts: queue.PartsStatusOnly})
 		for range perState {
 			wg.Add(1)
 			go func() {
@@ -157,7 +160,7 @@ func LifecycleCPU(ctx context.Context, servers []string, serverPID, n, perState 
 					if err != nil {
 						return
 					}
-					if err := cl.Commit(ctx, queue.Change{To: p.to}); err != nil {
+					if err := cl.Commit(ctx, jobs.Change{To: p.to}); err != nil {
 						cancel(fmt.Errorf("commit %s → %s: %w", cl.ID(), queue.JobStateName(p.to), err))
 						return
 					}
@@ -212,7 +215,7 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 			return 0, 0, err
 		}
 		defer c.Close()
-		co := c.NewConsumer(queue.Estimating, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
+		co := jobs.New(c).NewConsumer(queue.Estimating, jobs.ConsumerOptions{Parts: queue.PartsStatusOnly})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -222,11 +225,11 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 					return
 				}
 				got <- time.Since(time.Unix(0, sent.Load()))
-				cl.Commit(ctx, queue.Change{To: queue.Provisioning})
+				cl.Commit(ctx, jobs.Change{To: queue.Provisioning})
 			}
 		}()
 	}
-	co := producer.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1, Parts: queue.PartsStatusOnly})
+	co := jobs.New(producer).NewConsumer(queue.Pending, jobs.ConsumerOptions{Spread: 1, Parts: queue.PartsStatusOnly})
 	lat := make([]time.Duration, 0, rounds)
 	for range rounds {
 		cl, err := co.Next(ctx)
@@ -234,7 +237,7 @@ func Pickup(ctx context.Context, servers []string, rounds, waiting int) (p50, p9
 			return 0, 0, err
 		}
 		sent.Store(time.Now().UnixNano())
-		if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+		if err := cl.Commit(ctx, jobs.Change{To: queue.Estimating}); err != nil {
 			return 0, 0, err
 		}
 		lat = append(lat, <-got)
@@ -280,7 +283,7 @@ func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (fir
 		return 0
 	}
 	before := listed()
-	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Parts: queue.PartsStatusOnly})
+	co := jobs.New(c).NewConsumer(queue.Pending, jobs.ConsumerOptions{Parts: queue.PartsStatusOnly})
 	var total time.Duration
 	for r := range rounds {
 		if r > 0 {
@@ -300,7 +303,7 @@ func Depth(ctx context.Context, servers []string, depth, takes, rounds int) (fir
 			case r == 0:
 				first = time.Since(start)
 			}
-			if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+			if err := cl.Commit(ctx, jobs.Change{To: queue.Estimating}); err != nil {
 				return 0, 0, 0, err
 			}
 		}
@@ -326,7 +329,7 @@ func Cleanup(ctx context.Context, servers []string, batches, jobsEach int) (floa
 		}
 	}
 	start := time.Now()
-	res, err := qadmin.New(c).CleanupBatches(ctx, 0, 0)
+	res, err := qadmin.New(c).Batches.Cleanup(ctx, 0, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -337,30 +340,30 @@ func Cleanup(ctx context.Context, servers []string, batches, jobsEach int) (floa
 }
 
 // complete drives every job of a batch to Completed and reports the batch.
-func complete(ctx context.Context, c *queue.Client, bid string) error {
-	refs, err := c.BatchJobIDs(ctx, bid)
+func complete(ctx context.Context, c *session.Session, bid string) error {
+	refs, err := jobs.NewReader(c).BatchJobIDs(ctx, bid)
 	if err != nil {
 		return err
 	}
 	for _, jid := range refs["batch-processing"] {
 		for _, p := range pipeline {
-			cl, err := c.ClaimJob(ctx, jid)
+			cl, err := jobs.New(c).ClaimJob(ctx, jid)
 			if err != nil {
 				return err
 			}
-			if err := cl.Commit(ctx, queue.Change{To: p.to}); err != nil {
+			if err := cl.Commit(ctx, jobs.Change{To: p.to}); err != nil {
 				return err
 			}
 		}
 	}
-	bc, err := c.ClaimBatch(ctx, bid)
+	bc, err := batches.New(c).ClaimBatch(ctx, bid)
 	if err != nil {
 		return err
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
 		return err
 	}
-	return bc.Commit(ctx, queue.BatchChange{To: queue.BatchCompleted})
+	return bc.Commit(ctx, batches.BatchChange{To: queue.BatchCompleted})
 }
 
 // Ceiling is the fastest the server moves jobs at all: workers each move

@@ -46,8 +46,8 @@ import (
 	"github.com/ingestq/ingestq/e2e/leftovers"
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
@@ -157,7 +157,7 @@ type run struct {
 	deposits *depositor.Server
 	stack    *stack.Stack
 	// q reads the queue directly, as an operator's tool would.
-	q *queue.Client
+	q *session.Session
 	// One client per batcher replica: submissions and admin calls go to
 	// whichever answers.
 	conns    []*grpc.ClientConn
@@ -400,7 +400,7 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 		t.Fatal(err)
 	}
 	// The test's own session outlives a leader election and a quorum loss.
-	if r.q, err = queue.Connect(ctx, queue.Options{Servers: r.ens.Addrs(), Root: r.stack.Root, SessionTimeout: 20 * time.Second}); err != nil {
+	if r.q, err = session.Connect(ctx, session.Options{Servers: r.ens.Addrs(), Root: r.stack.Root, SessionTimeout: 20 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range r.stack.Procs("batcher") {
@@ -493,7 +493,7 @@ func (r *run) stopAndCheckLeftovers(ctx context.Context) error {
 	stopErr := r.stack.StopServices(stopCtx)
 	expiryCtx, cancelExpiry := context.WithTimeout(stopCtx, 3*sessionTimeout+10*time.Second)
 	until(expiryCtx, 200*time.Millisecond, func() (bool, error) {
-		ws, err := admin.New(r.q).ListWorkers(expiryCtx)
+		ws, err := admin.New(r.q).Queue.ListWorkers(expiryCtx)
 		return err == nil && len(ws) == 0, nil
 	})
 	cancelExpiry()

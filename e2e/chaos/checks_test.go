@@ -20,6 +20,8 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	_ "modernc.org/sqlite"
 )
 
@@ -76,12 +78,12 @@ func (r *run) readTally(ctx context.Context) {
 	bids := slices.Collect(maps.Values(r.bids))
 	r.mu.Unlock()
 	for _, bid := range bids {
-		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		page, _, err := jobs.NewReader(r.q).ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: 1000})
 		if err != nil {
 			r.t.Logf("tally: jobs of %s: %v", bid, err)
 			continue
 		}
-		for _, j := range jobs {
+		for _, j := range page {
 			t.count(j.GetStatus().GetStatus())
 		}
 	}
@@ -89,7 +91,7 @@ func (r *run) readTally(ctx context.Context) {
 	if holders := r.lockHolders(ctx, bids); len(holders) > 0 {
 		t.lockList = strings.Join(holders, "; ")
 	}
-	rep, err := admin.New(r.q).Fsck(ctx, admin.FsckOptions{})
+	rep, err := admin.New(r.q).Queue.Fsck(ctx, admin.FsckOptions{})
 	if t.fsckErr = err; err == nil {
 		t.damages, t.kinds = len(rep.Damages), map[string]int{}
 		for _, d := range rep.Damages {
@@ -111,18 +113,18 @@ func (r *run) lockHolders(ctx context.Context, bids []string) []string {
 	}
 	var held []heldLock
 	for _, bid := range bids {
-		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		page, _, err := jobs.NewReader(r.q).ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: 1000})
 		if err != nil {
 			continue
 		}
-		for _, j := range jobs {
+		for _, j := range page {
 			if j.GetLocked() {
 				held = append(held, heldLock{what: fmt.Sprintf("job %s (%s)", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())),
 					path: r.stack.Root + "/jobs/" + j.GetId() + "/lock", about: func(l logLine) bool { return l.JobID == j.GetId() }})
 			}
 		}
 	}
-	storage, inventory, _ := admin.New(r.q).ObjectLocks(ctx)
+	storage, inventory, _ := admin.New(r.q).Queue.ObjectLocks(ctx)
 	for kind, names := range map[string][]string{"storage": storage, "inventory": inventory} {
 		for _, name := range names {
 			held = append(held, heldLock{what: kind + " lock " + name, path: r.stack.Root + "/locks/" + kind + "/" + name,
@@ -314,15 +316,15 @@ func (r *run) checkJobs(ctx context.Context) map[string]*v1.Job {
 	byLocalID := map[string]*v1.Job{}
 	for i, b := range r.batches {
 		bid := r.bids[i]
-		jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000})
+		page, _, err := jobs.NewReader(r.q).ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: 1000})
 		if err != nil {
 			t.Fatalf("jobs of %s: %v", bid, err)
 		}
-		if len(jobs) != len(b.objects) {
-			t.Errorf("batch %s has %d jobs for %d objects", bid, len(jobs), len(b.objects))
+		if len(page) != len(b.objects) {
+			t.Errorf("batch %s has %d jobs for %d objects", bid, len(page), len(b.objects))
 		}
-		for _, j := range jobs {
-			full, err := r.q.GetJob(ctx, j.GetId())
+		for _, j := range page {
+			full, err := jobs.NewReader(r.q).GetJob(ctx, j.GetId())
 			if err != nil {
 				t.Fatalf("job %s: %v", j.GetId(), err)
 			}
@@ -534,7 +536,7 @@ func (r *run) checkReports(ctx context.Context) string {
 	for i, b := range r.batches {
 		bid := r.bids[i]
 		want = append(want, bid+"-report.eml")
-		batch, err := r.q.GetBatch(ctx, bid)
+		batch, err := batches.New(r.q).GetBatch(ctx, bid)
 		if err != nil {
 			t.Errorf("batch %s: %v", bid, err)
 			continue

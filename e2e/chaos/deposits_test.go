@@ -19,6 +19,8 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -168,7 +170,7 @@ func (r *run) submit(ctx context.Context, b *depositBatch) (string, error) {
 		case codes.OK:
 			return resp.GetBatchId(), nil
 		case codes.AlreadyExists:
-			bid, err := r.q.BatchByUUID(ctx, b.uuid)
+			bid, err := batches.New(r.q).BatchByUUID(ctx, b.uuid)
 			if err != nil {
 				return "", fmt.Errorf("batch uuid %s was submitted, but: %w", b.uuid, err)
 			}
@@ -194,7 +196,7 @@ func (r *run) waitAllCompleted(ctx context.Context, mon *monitor) error {
 			return err
 		}
 		if stuck := mon.stuckFor(); stuck > stuckAfter {
-			counts, _ := admin.New(r.q).JobCounts(ctx)
+			counts, _ := admin.New(r.q).Jobs.Counts(ctx)
 			return fmt.Errorf("stuck: no job changed state for %s; jobs by state %v; locks held: %v; logs in %s",
 				stuck.Round(time.Second), countNames(counts), leftovers.Locks(ctx, r.q), r.stack.LogDir)
 		}
@@ -203,7 +205,7 @@ func (r *run) waitAllCompleted(ctx context.Context, mon *monitor) error {
 			if cause := context.Cause(ctx); !errors.Is(cause, ctx.Err()) {
 				return cause
 			}
-			counts, _ := admin.New(r.q).JobCounts(context.Background())
+			counts, _ := admin.New(r.q).Jobs.Counts(context.Background())
 			return fmt.Errorf("not every job completed in time (%w): jobs by state %v; logs in %s", ctx.Err(), countNames(counts), r.stack.LogDir)
 		case <-mon.changed():
 		case <-time.After(2 * time.Second):
@@ -214,7 +216,7 @@ func (r *run) waitAllCompleted(ctx context.Context, mon *monitor) error {
 // allCompleted reports whether every batch is Completed, and fails on a
 // Failed job or batch.
 func (r *run) allCompleted(ctx context.Context) (bool, error) {
-	counts, err := admin.New(r.q).JobCounts(ctx)
+	counts, err := admin.New(r.q).Jobs.Counts(ctx)
 	if err != nil {
 		return false, nil // the ensemble may be electing: look again
 	}
@@ -231,7 +233,7 @@ func (r *run) allCompleted(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	for _, bid := range bids {
-		b, err := r.q.GetBatch(ctx, bid)
+		b, err := batches.New(r.q).GetBatch(ctx, bid)
 		if err != nil {
 			return false, nil
 		}
@@ -248,7 +250,7 @@ func (r *run) allCompleted(ctx context.Context) (bool, error) {
 
 // failedJobs names the failed jobs and their messages.
 func (r *run) failedJobs(ctx context.Context) error {
-	jobs, _, err := r.q.ListJobs(ctx, queue.JobFilter{State: queue.Failed, PageSize: 1000})
+	jobs, _, err := jobs.NewReader(r.q).ListJobs(ctx, jobs.JobFilter{State: queue.Failed, PageSize: 1000})
 	if err != nil {
 		return fmt.Errorf("a job failed; listing failed jobs: %w", err)
 	}

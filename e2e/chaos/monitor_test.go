@@ -67,7 +67,7 @@ func (m *monitor) loop(ctx context.Context) {
 		case <-leaderTick.C:
 			m.lookAtLeader()
 		case <-tick.C:
-			counts, err := admin.New(m.r.q).JobCounts(ctx)
+			counts, err := admin.New(m.r.q).Jobs.Counts(ctx)
 			if err != nil {
 				// No answer (an election, say) counts as no change.
 				m.observe(last, time.Now())

@@ -19,6 +19,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -524,7 +525,7 @@ func (m *monkey) cutReplica(ctx context.Context, c cutter, result **cutOff) erro
 			return fmt.Errorf("%s works on stage %q: %w", co.proc, w.GetStage(), err)
 		}
 		for _, f := range w.GetInFlight() {
-			j, err := m.r.q.GetJob(ctx, f.GetJobId())
+			j, err := jobs.NewReader(m.r.q).GetJob(ctx, f.GetJobId())
 			if err == nil && j.GetStatus().GetStatus() == state && j.GetLocked() {
 				co.held = append(co.held, f.GetJobId())
 				from[f.GetJobId()] = state
@@ -547,7 +548,7 @@ func (m *monkey) cutReplica(ctx context.Context, c cutter, result **cutOff) erro
 	waitCtx, cancel := context.WithTimeout(ctx, 10*sessionTimeout+time.Minute)
 	defer cancel()
 	if err := until(waitCtx, 100*time.Millisecond, func() (bool, error) {
-		all, err := admin.New(m.r.q).ListWorkers(waitCtx)
+		all, err := admin.New(m.r.q).Queue.ListWorkers(waitCtx)
 		return err == nil && !slices.ContainsFunc(all, func(o *v1.WorkerInfo) bool {
 			return slices.ContainsFunc(ws, func(w *v1.WorkerInfo) bool { return w.GetId() == o.GetId() })
 		}), nil
@@ -559,7 +560,7 @@ func (m *monkey) cutReplica(ctx context.Context, c cutter, result **cutOff) erro
 	// job on while the cut-off one still cannot act.
 	movedOn := func() (bool, error) {
 		for _, jid := range co.held {
-			st, err := m.r.q.JobStatus(waitCtx, jid)
+			st, err := jobs.NewReader(m.r.q).JobStatus(waitCtx, jid)
 			if err != nil || st.GetStatus() == from[jid] {
 				return false, nil
 			}
@@ -616,7 +617,7 @@ func (m *monkey) cutReplica(ctx context.Context, c cutter, result **cutOff) erro
 		if err := until(waitCtx, 100*time.Millisecond, movedOn); err != nil {
 			st := map[string]string{}
 			for _, jid := range co.held {
-				if j, err := m.r.q.GetJob(waitCtx, jid); err == nil {
+				if j, err := jobs.NewReader(m.r.q).GetJob(waitCtx, jid); err == nil {
 					st[jid] = fmt.Sprintf("%s, locked %t", queue.JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
 				}
 			}

@@ -12,6 +12,8 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
 // maxPages bounds the listings: a queue the suites make fits many times.
@@ -19,10 +21,10 @@ const maxPages = 100
 
 // Locks returns an error naming every job, batch, storage and inventory
 // lock held now. Once the work has ended none may be left.
-func Locks(ctx context.Context, q *queue.Client) error {
+func Locks(ctx context.Context, q *session.Session) error {
 	var errs []error
 	err := eachPage(func(token string) ([]*v1.Job, string, error) {
-		return q.ListJobs(ctx, queue.JobFilter{PageSize: 1000, PageToken: token})
+		return jobs.NewReader(q).ListJobs(ctx, jobs.JobFilter{PageSize: 1000, PageToken: token})
 	}, func(j *v1.Job) {
 		if j.GetLocked() {
 			errs = append(errs, fmt.Errorf("job %s (%s) still locked", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus())))
@@ -32,7 +34,7 @@ func Locks(ctx context.Context, q *queue.Client) error {
 		return fmt.Errorf("listing jobs: %w", err)
 	}
 	err = eachPage(func(token string) ([]*v1.Batch, string, error) {
-		return admin.New(q).ListBatches(ctx, admin.BatchFilter{PageSize: 500, PageToken: token})
+		return admin.New(q).Batches.List(ctx, admin.BatchFilter{PageSize: 500, PageToken: token})
 	}, func(b *v1.Batch) {
 		if b.GetLocked() {
 			errs = append(errs, fmt.Errorf("batch %s (%s) still locked", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus())))
@@ -41,7 +43,7 @@ func Locks(ctx context.Context, q *queue.Client) error {
 	if err != nil {
 		return fmt.Errorf("listing batches: %w", err)
 	}
-	storage, inventory, err := admin.New(q).ObjectLocks(ctx)
+	storage, inventory, err := admin.New(q).Queue.ObjectLocks(ctx)
 	if err != nil {
 		return fmt.Errorf("listing object locks: %w", err)
 	}
@@ -73,14 +75,14 @@ func eachPage[T any](list func(token string) ([]T, string, error), each func(T))
 // AfterStop checks the queue once every service has stopped: fsck finds
 // nothing, and no service left its worker entry behind (a clean stop
 // removes it; one left over would be a session that outlived its process).
-func AfterStop(ctx context.Context, q *queue.Client) error {
+func AfterStop(ctx context.Context, q *session.Session) error {
 	var errs []error
-	if rep, err := admin.New(q).Fsck(ctx, admin.FsckOptions{}); err != nil {
+	if rep, err := admin.New(q).Queue.Fsck(ctx, admin.FsckOptions{}); err != nil {
 		errs = append(errs, fmt.Errorf("fsck: %w", err))
 	} else if !rep.Clean() {
 		errs = append(errs, fmt.Errorf("fsck found damage: %+v", rep.Damages))
 	}
-	if ws, err := admin.New(q).ListWorkers(ctx); err != nil {
+	if ws, err := admin.New(q).Queue.ListWorkers(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("listing workers: %w", err))
 	} else if len(ws) > 0 {
 		ids := make([]string, len(ws))

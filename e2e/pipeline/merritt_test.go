@@ -11,7 +11,10 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -64,7 +67,7 @@ func peerLibraryBatch(t *testing.T, peer *merrittzk.Peer, uuid string, jobs ...m
 func TestBatchesAndJobsMerrittsProgramsMakeCompleteOrFailClearly(t *testing.T) {
 	ctx := context.Background()
 	peer := merrittzk.Connect(t, shared.stack.Servers, shared.stack.Root)
-	q, err := queue.Connect(ctx, queue.Options{Servers: shared.stack.Servers, Root: shared.stack.Root})
+	q, err := session.Connect(ctx, session.Options{Servers: shared.stack.Servers, Root: shared.stack.Root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +89,7 @@ func TestBatchesAndJobsMerrittsProgramsMakeCompleteOrFailClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if ok, err := peer.LockIngestQueue(); !ok || err != nil {
+	if ok, err := peer.Locks().IngestQueue(); !ok || err != nil {
 		t.Fatalf("holding the ingest queue: %v, %v", ok, err)
 	}
 	libBid, libJobs := peerLibraryBatch(t, peer, "e2e-peer-library-batch",
@@ -104,7 +107,7 @@ func TestBatchesAndJobsMerrittsProgramsMakeCompleteOrFailClearly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := peer.UnlockIngestQueue(); err != nil {
+	if err := peer.Locks().UnlockIngestQueue(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -162,7 +165,7 @@ func TestBatchesAndJobsMerrittsProgramsMakeCompleteOrFailClearly(t *testing.T) {
 			oddJobs[0]: {`"floppy"`, "object_manifest", "batchManifest"},
 			oddJobs[1]: {"payload_url", "Merritt"},
 		} {
-			st, err := q.JobStatus(ctx, jid)
+			st, err := jobs.NewReader(q).JobStatus(ctx, jid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +206,7 @@ func TestBatchesAndJobsMerrittsProgramsMakeCompleteOrFailClearly(t *testing.T) {
 			t.Errorf("GetBatchStatus by uuid %s after the cleanup: %v, want NotFound", uuid, err)
 		}
 	}
-	if _, err := q.GetBatch(ctx, oddBid); errors.Is(err, queue.ErrNotFound) {
+	if _, err := batches.New(q).GetBatch(ctx, oddBid); errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("the peer's cleanup removed the failed batch %s", oddBid)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -129,7 +130,7 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		defer cancel()
 		err := e.stack.StopServices(ctx)
 		// Nothing may be left after a clean stop: no damage, no worker entry.
-		if q, qerr := queue.Connect(ctx, queue.Options{Servers: e.stack.Servers, Root: e.stack.Root}); qerr != nil {
+		if q, qerr := session.Connect(ctx, session.Options{Servers: e.stack.Servers, Root: e.stack.Root}); qerr != nil {
 			err = errors.Join(err, qerr)
 		} else {
 			err = errors.Join(err, leftovers.AfterStop(ctx, q))

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
 // TestStackStartsEveryServiceAndStopsWithoutLeftovers builds the seven
@@ -26,7 +26,7 @@ func TestStackStartsEveryServiceAndStopsWithoutLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.Connect(ctx, queue.Options{Servers: s.Servers, Root: s.Root})
+	q, err := session.Connect(ctx, session.Options{Servers: s.Servers, Root: s.Root})
 	if err != nil {
 		s.Stop(ctx)
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestStackStartsEveryServiceAndStopsWithoutLeftovers(t *testing.T) {
 	if err := s.StopServices(ctx); err != nil {
 		t.Fatalf("stopping the services: %v", err)
 	}
-	workers, err := admin.New(q).ListWorkers(ctx)
+	workers, err := admin.New(q).Queue.ListWorkers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

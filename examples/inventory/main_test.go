@@ -13,7 +13,10 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -36,11 +39,11 @@ func recorder(t *testing.T, zkRoot, storeRoot string) string {
 }
 
 // recordingJob puts a job in Recording whose version manifest is at manifest.
-func recordingJob(t *testing.T, q *queue.Client, manifest string) string {
+func recordingJob(t *testing.T, q *session.Session, manifest string) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
 		Configuration: &v1.JobConfiguration{ProfileName: "demo_profile", Collection: "demo"}, Metadata: &v1.Metadata{What: "Hello"}}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(manifest), Mode: "add", Version: 1}})
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(manifest), Mode: "add", Version: 1}})
 	return jid
 }
 
@@ -70,7 +73,7 @@ func TestTheExampleRecordsAVersionAndCompletesItsLease(t *testing.T) {
 		"ark:/99999/fk4x add producer/a.txt 7 sha256:" + strings.Repeat("ab", 32) + "\n"; out.String() != want {
 		t.Errorf("recorded %q, want %q", out.String(), want)
 	}
-	if st, _ := q.JobStatus(ctx, good); st.GetStatus() != queue.Notify {
+	if st, _ := jobs.NewReader(q).JobStatus(ctx, good); st.GetStatus() != queue.Notify {
 		t.Errorf("job %s, want Notify", queue.JobStateName(st.GetStatus()))
 	}
 
@@ -78,7 +81,7 @@ func TestTheExampleRecordsAVersionAndCompletesItsLease(t *testing.T) {
 	if err := run(ctx, addr, token, true, &out); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := q.JobStatus(ctx, bad); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), "inventory: the lease gives no fetch_url") {
+	if st, _ := jobs.NewReader(q).JobStatus(ctx, bad); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), "inventory: the lease gives no fetch_url") {
 		t.Errorf("job with a missing manifest: %v", st)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
 	"github.com/ingestq/ingestq/services/batcher/internal/audit"
-	"github.com/ingestq/ingestq/services/batcher/internal/batches"
+	batchrun "github.com/ingestq/ingestq/services/batcher/internal/batches"
 	"github.com/ingestq/ingestq/services/batcher/internal/console"
 	"github.com/ingestq/ingestq/services/batcher/internal/figures"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
@@ -30,6 +30,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/server"
@@ -155,7 +156,8 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if u := *s.traceURL; u != "" && !strings.Contains(u, "{trace_id}") {
 		return fmt.Errorf("INGESTQ_TRACE_URL %q: it must contain {trace_id}", u)
 	}
-	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
+	tools := qadmin.New(env.Session)
+	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
 		Store: fixity.Location{Root: absolute(s.store.Root)}}
 	if s.store.Kind == "s3" {
 		c, err := s3store.Client(ctx, *s.store.S3)
@@ -166,14 +168,14 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	}
 	// The console is the last thing that can fail, so that nothing started
 	// before it is left running when it does.
-	if err := s.serveConsole(env, adminServer); err != nil {
+	if err := s.serveConsole(env, adminServer, tools.Sessions); err != nil {
 		return err
 	}
-	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Queue: env.Queue, Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
+	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
 
-	runner := batches.New(batches.Config{
-		Queue:    env.Queue,
+	runner := batchrun.New(batchrun.Config{
+		Session:  env.Session,
 		Profiles: profiles,
 		Planner: &spawn.Planner{
 			Fetcher:         fetch.New(policy),
@@ -191,7 +193,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		MaxQueuedJobs: *s.maxQueuedJobs,
 	})
 	// The queue's figures are exported here, by the batcher alone.
-	fig := figures.New(env.Queue, log)
+	fig := figures.New(tools.Queue, log)
 	if err := fig.Register(env.Telemetry.Metrics); err != nil {
 		return err
 	}
@@ -212,7 +214,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		defer close(ran)
 		runner.Run(taking)
 	}()
-	jan := &janitor.Janitor{Queue: env.Queue, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
+	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	janCtx, stopJanitor := context.WithCancel(ctx)
 	go jan.Run(janCtx)
 	if aud != nil {
@@ -241,7 +243,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 
 // serveConsole serves the operator console on its own port, calling the
 // same AdminService implementation as the gRPC server, until the drain.
-func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) error {
+func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server, sessions *qadmin.ConsoleSessions) error {
 	if s.consoleListen == "" {
 		return nil
 	}
@@ -257,7 +259,7 @@ func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server) err
 	if err != nil {
 		return err
 	}
-	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: qadmin.New(env.Queue), Logger: env.Logger,
+	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: sessions, Logger: env.Logger,
 		SessionKey: key, StageCredentials: creds, TraceURL: *s.traceURL})
 	if err != nil {
 		return err

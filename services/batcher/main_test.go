@@ -17,6 +17,9 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/metadata"
@@ -125,19 +128,19 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 	}
 	bid := resp.GetBatchId()
 
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	q, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: zkRoot, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	var jobs []*v1.Job
+	var listed []*v1.Job
 	for {
-		b, err := q.GetBatch(ctx, bid)
+		b, err := batches.New(q).GetBatch(ctx, bid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b.GetStatus().GetStatus() == queue.BatchProcessing && !b.GetLocked() {
-			if jobs, _, err = q.ListJobs(ctx, queue.JobFilter{Batch: bid}); err != nil {
+			if listed, _, err = jobs.NewReader(q).ListJobs(ctx, jobs.JobFilter{Batch: bid}); err != nil {
 				t.Fatal(err)
 			}
 			break
@@ -147,10 +150,10 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(jobs) != 2 || jobs[0].GetIdentifiers().GetLocalId()[0] != "loc-1" || jobs[1].GetMetadata().GetWhat() != "Two" {
-		t.Fatalf("jobs %v", jobs)
+	if len(listed) != 2 || listed[0].GetIdentifiers().GetLocalId()[0] != "loc-1" || listed[1].GetMetadata().GetWhat() != "Two" {
+		t.Fatalf("jobs %v", listed)
 	}
-	for _, j := range jobs {
+	for _, j := range listed {
 		if c := j.GetConfiguration(); c.GetCollection() != "demo" || !strings.HasPrefix(c.GetWorkingDir(), filepath.Join(workRoot, bid)) ||
 			c.GetTraceparent() == "" {
 			t.Errorf("job %s configuration %v", j.GetId(), c)
@@ -159,14 +162,14 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 	waitFile(t, ctx, filepath.Join(outbox, bid+"-queued.eml"))
 
 	// The other stages, played here: every job completes.
-	for _, j := range jobs {
+	for _, j := range listed {
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 			queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
-			cl, err := q.ClaimJob(ctx, j.GetId())
+			cl, err := jobs.New(q).ClaimJob(ctx, j.GetId())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
+			if err := cl.Commit(ctx, jobs.Change{To: to}); err != nil {
 				t.Fatal(err)
 			}
 		}

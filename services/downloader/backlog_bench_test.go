@@ -11,6 +11,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -30,17 +31,17 @@ func BenchmarkOneHostsBacklog(b *testing.B) {
 		q := queuetest.Connect(b, zktest.Root(b))
 		small := make([]byte, 1024)
 		host := serveOn(b, "127.0.0.1", func(w http.ResponseWriter, r *http.Request) { w.Write(small) })
-		jobs := make([]job, n)
-		for i := range jobs {
+		list := make([]job, n)
+		for i := range list {
 			name := fmt.Sprintf("f%d.bin", i)
-			jobs[i] = job{files: []*v1.ManifestFile{declared(host.URL+"/"+name, name, small)}}
+			list[i] = job{files: []*v1.ManifestFile{declared(host.URL+"/"+name, name, small)}}
 		}
-		createJobs(b, q, work, jobs...)
+		createJobs(b, q, work, list...)
 		d := testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()})
 		d.PerHost = 32
 		cfg := d.StageConfig()
 		cfg.Service, cfg.Concurrency = "downloader", 64
-		r, err := stage.New(q, cfg)
+		r, err := stage.New(jobs.New(q), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -49,7 +50,7 @@ func BenchmarkOneHostsBacklog(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		go r.Run(ctx)
 		for {
-			c, err := admin.New(q).JobCounts(context.Background())
+			c, err := admin.New(q).Jobs.Counts(context.Background())
 			if err == nil && c[queue.Processing] == n {
 				break
 			}

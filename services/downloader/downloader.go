@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/workdir"
 )
@@ -110,7 +111,7 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 	hosts := hostsOf(m)
 	if full, wait := d.hosts.take(ctx, d.PerHost, claim.ID(), hosts); full != "" {
 		d.Logger.DebugContext(ctx, "waiting: the host's downloads are at their limit", "host", full, "limit", d.PerHost, "wait", wait)
-		return stage.Wait(wait, queue.Change{})
+		return stage.Wait(wait, jobs.Change{})
 	}
 	defer d.hosts.give(claim.ID(), hosts)
 	wd, err := claim.WorkingDir(ctx, d.WorkRoot.Dir())
@@ -143,7 +144,7 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 		return stage.Fail(err.Error())
 	}
 	d.Logger.InfoContext(ctx, "job downloaded", "space_needed", total, "detail", msg)
-	return stage.Next(queue.Change{SpaceNeeded: &total, Message: msg})
+	return stage.Next(jobs.Change{SpaceNeeded: &total, Message: msg})
 }
 
 // openWorkingDir opens the job's working directory, creating it, after

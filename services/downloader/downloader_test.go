@@ -27,8 +27,11 @@ import (
 	"github.com/ingestq/ingestq/services/downloader/internal/unpack"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -105,15 +108,15 @@ type job struct {
 // createJobs stands in for the batcher and the stages before the
 // downloader: the jobs are created with their file lists and moved on to
 // Downloading. It returns their ids and working directories.
-func createJobs(t testing.TB, q *queue.Client, workRoot string, jobs ...job) ([]string, []string) {
+func createJobs(t testing.TB, q *session.Session, workRoot string, specs ...job) ([]string, []string) {
 	t.Helper()
-	news := make([]queue.NewJob, len(jobs))
-	for i, j := range jobs {
+	news := make([]batches.NewJob, len(specs))
+	for i, j := range specs {
 		payload := j.payload
 		if payload == 0 {
 			payload = v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST
 		}
-		news[i] = queue.NewJob{Priority: 5, Manifest: &v1.Manifest{Files: j.files}, Configuration: &v1.JobConfiguration{
+		news[i] = batches.NewJob{Priority: 5, Manifest: &v1.Manifest{Files: j.files}, Configuration: &v1.JobConfiguration{
 			PayloadUrl: "http://example.org/object", PayloadType: payload, WorkingDir: j.workingDir}}
 		if j.workingDir == "" {
 			news[i].WorkRoot = workRoot
@@ -122,7 +125,7 @@ func createJobs(t testing.TB, q *queue.Client, workRoot string, jobs ...job) ([]
 	jids := queuetest.SpawnN(t, q, news, queue.Downloading)
 	dirs := make([]string, len(jids))
 	for i, jid := range jids {
-		j, err := q.GetJob(context.Background(), jid)
+		j, err := jobs.NewReader(q).GetJob(context.Background(), jid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,14 +156,14 @@ func mustRoot(dir string) workdir.Root {
 }
 
 // startDownloader runs a downloader replica on q until the test ends.
-func startDownloader(t *testing.T, q *queue.Client, d *Downloader) {
+func startDownloader(t *testing.T, q *session.Session, d *Downloader) {
 	t.Helper()
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	cfg := d.StageConfig()
 	cfg.Service = "downloader"
-	r, err := stage.New(q, cfg)
+	r, err := stage.New(jobs.New(q), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +572,7 @@ func TestASlowHostHoldsAtMostItsShareOfTheWorkersWhileAnotherHostsJobCompletes(t
 		t.Errorf("the slow host sends %d files at once, %d at most; want 2 and 2 (its share of the workers)", active, most)
 	}
 	for _, jid := range slowIDs {
-		if j, err := q.GetJob(t.Context(), jid); err != nil || j.GetStatus().GetStatus() != queue.Downloading {
+		if j, err := jobs.NewReader(q).GetJob(t.Context(), jid); err != nil || j.GetStatus().GetStatus() != queue.Downloading {
 			t.Errorf("slow job %s: %v, %v; want it still Downloading (waiting or downloading)", jid, queue.JobStateName(j.GetStatus().GetStatus()), err)
 		}
 	}
@@ -597,10 +600,10 @@ func TestAJobThePeerLibraryMadeWithoutWorkingDirDownloadsUnderTheWorkRoot(t *tes
 		t.Fatal(err)
 	}
 	// The stages before give it its file list.
-	queuetest.Move(t, q, pj.ID, queue.Change{To: queue.Estimating,
+	queuetest.Move(t, q, pj.ID, jobs.Change{To: queue.Estimating,
 		Manifest: &v1.Manifest{Files: []*v1.ManifestFile{declared(d.URL+"/files/letter.txt", "letter.txt", content)}}})
-	queuetest.Move(t, q, pj.ID, queue.Change{To: queue.Provisioning})
-	queuetest.Move(t, q, pj.ID, queue.Change{To: queue.Downloading})
+	queuetest.Move(t, q, pj.ID, jobs.Change{To: queue.Provisioning})
+	queuetest.Move(t, q, pj.ID, jobs.Change{To: queue.Downloading})
 	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 
 	j := queuetest.WaitState(t, q, pj.ID, queue.Processing)

@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -103,7 +104,7 @@ func (e *Estimator) Pending(ctx context.Context, claim stage.Claim) stage.Outcom
 	if !ok {
 		return out
 	}
-	ch := queue.Change{}
+	ch := jobs.Change{}
 	if fresh {
 		ch.Manifest = m
 		ch.Message = fmt.Sprintf("manifest %s: %d files", claim.Data().GetConfiguration().GetPayloadUrl(), len(m.GetFiles()))
@@ -197,7 +198,7 @@ func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outco
 	e.Logger.InfoContext(ctx, "job estimated", "space_needed", total, "files", len(sizes), "unsized", unsized, "priority", prio,
 		"sized_by_head", est.byHead, "not_sized_by_head", len(sizes)-est.byHead,
 		"left_by_budget", est.outOfBudget, "left_by_host_down", est.hostDown, "hosts_given_up", est.down)
-	ch := queue.Change{SpaceNeeded: &total, Message: msg}
+	ch := jobs.Change{SpaceNeeded: &total, Message: msg}
 	if prio != old {
 		ch.Priority = &prio
 	}

@@ -18,7 +18,10 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -100,8 +103,8 @@ func (d *depositor) putRaw(name string, data []byte) string {
 }
 
 // objectJob is a job whose files the batcher already listed.
-func objectJob(files ...*v1.ManifestFile) queue.NewJob {
-	return queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: "http://example.org/object.checkm",
+func objectJob(files ...*v1.ManifestFile) batches.NewJob {
+	return batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: "http://example.org/object.checkm",
 		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: &v1.Manifest{Files: files}}
 }
 
@@ -130,13 +133,13 @@ func testEstimator(t *testing.T, policy fetch.Policy) *Estimator {
 }
 
 // startEstimator runs both of the estimator's runners on q until the test ends.
-func startEstimator(t *testing.T, q *queue.Client, e *Estimator) {
+func startEstimator(t *testing.T, q *session.Session, e *Estimator) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var runners []*stage.Runner
 	for _, cfg := range e.StageConfigs() {
 		cfg.Service = "estimator"
-		r, err := stage.New(q, cfg)
+		r, err := stage.New(jobs.New(q), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,9 +156,9 @@ func startEstimator(t *testing.T, q *queue.Client, e *Estimator) {
 
 // entryPriority is the priority in the job's state entry: the one that
 // orders it.
-func entryPriority(t *testing.T, q *queue.Client, state queue.JobState, jid string) int32 {
+func entryPriority(t *testing.T, q *session.Session, state queue.JobState, jid string) int32 {
 	t.Helper()
-	jobs, _, err := q.ListJobs(context.Background(), queue.JobFilter{State: state})
+	jobs, _, err := jobs.NewReader(q).ListJobs(context.Background(), jobs.JobFilter{State: state})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,10 +236,10 @@ func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
 	url := d.putManifest(t, "object1.checkm", checkm.ProfileObject,
 		checkm.Entry{FileURL: d.URL + "/sized/11", HashAlgorithm: "SHA-256", HashValue: strings.Repeat("AB", 32), FileSize: 11, FileName: "data/a.txt"},
 		checkm.Entry{FileURL: d.URL + "/sized/22", FileSize: -1, FileName: "b.txt"})
-	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 
 	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
-	m, err := q.GetManifest(context.Background(), jid)
+	m, err := jobs.NewReader(q).GetManifest(context.Background(), jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +281,7 @@ func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 			"fetching the manifest failed: GET " + d.URL + "/status/503: HTTP 503 Service Unavailable (attempt 3 of 3)", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: tc.url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+			jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: tc.url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 			job := queuetest.WaitState(t, q, jid, queue.Failed)
 			if got := job.GetStatus().GetMessage(); got != tc.want {
 				t.Errorf("message\n %q\nwant\n %q", got, tc.want)
@@ -290,7 +293,7 @@ func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 			if n := d.count("GET " + path); n != tc.requests {
 				t.Errorf("GET %s sent %d times, want %d", path, n, tc.requests)
 			}
-			if m, err := q.GetManifest(context.Background(), jid); err != nil || m != nil {
+			if m, err := jobs.NewReader(q).GetManifest(context.Background(), jid); err != nil || m != nil {
 				t.Errorf("failed job kept a file list: %v, %v", m, err)
 			}
 		})
@@ -302,7 +305,7 @@ func TestManifestOnAnInternalAddressFailsTheJobWithoutARequestByDefault(t *testi
 	q := queuetest.Connect(t, zktest.Root(t))
 	startEstimator(t, q, testEstimator(t, fetch.Policy{AllowSetting: "INGESTQ_FETCH_ALLOW"}))
 	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/1", FileSize: -1})
-	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 
 	job := queuetest.WaitState(t, q, jid, queue.Failed)
 	msg := job.GetStatus().GetMessage()
@@ -336,7 +339,7 @@ func TestManifestRowsOnInternalAddressesFailTheJobNamingTheLineUnlessAllowed(t *
 			url := d.putManifest(t, name, checkm.ProfileObject,
 				checkm.Entry{FileURL: d.URL + "/sized/1", FileSize: -1, FileName: "ok.bin"},
 				checkm.Entry{FileURL: tc.row, FileSize: -1, FileName: "a.bin"})
-			jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+			jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 			msg := queuetest.WaitState(t, q, jid, queue.Failed).GetStatus().GetMessage()
 			if !strings.Contains(msg, "manifest "+url+": line ") || !strings.Contains(msg, "fetch: "+tc.row+": address denied by policy: "+tc.why) {
 				t.Errorf("message %q: want the manifest, the line and %q", msg, tc.why)
@@ -345,7 +348,7 @@ func TestManifestRowsOnInternalAddressesFailTheJobNamingTheLineUnlessAllowed(t *
 	}
 	// The allowed address's rows pass: a manifest of them is estimated.
 	url := d.putManifest(t, "allowed.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/5", FileSize: -1, FileName: "ok.bin"})
-	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 	if job := queuetest.WaitState(t, q, jid, queue.Provisioning); job.GetSpaceNeeded() != 5 {
 		t.Errorf("space_needed %d, want 5", job.GetSpaceNeeded())
 	}
@@ -354,7 +357,7 @@ func TestManifestRowsOnInternalAddressesFailTheJobNamingTheLineUnlessAllowed(t *
 func TestJobOfAHeldCollectionGoesToHeld(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
-	if err := admin.New(q).HoldCollection(context.Background(), "demo"); err != nil {
+	if err := admin.New(q).Queue.HoldCollection(context.Background(), "demo"); err != nil {
 		t.Fatal(err)
 	}
 	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
@@ -373,10 +376,10 @@ func TestFileAndContainerJobsWithoutAFileListGetTheirPayload(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
 	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
-	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: d.URL + "/sized/42?x=1", PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER}}, queue.Pending)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: d.URL + "/sized/42?x=1", PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER}}, queue.Pending)
 
 	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
-	m, err := q.GetManifest(context.Background(), jid)
+	m, err := jobs.NewReader(q).GetManifest(context.Background(), jid)
 	if err != nil {
 		t.Fatal(err)
 	}

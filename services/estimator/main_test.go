@@ -5,6 +5,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -23,7 +24,7 @@ func TestBinaryTakesAJobFromPendingToProvisioning(t *testing.T) {
 	root := zktest.Root(t)
 	q := queuetest.Connect(t, root)
 	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, checkm.Entry{FileURL: d.URL + "/sized/1234", FileSize: -1, FileName: "a.bin"})
-	jid := queuetest.Spawn(t, q, queue.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
 	servicetest.Start(t, servicetest.Build(t, "."), root, "INGESTQ_FETCH_ALLOW=loopback")
 	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
 	if job.GetSpaceNeeded() != 1234 || job.GetStatus().GetLastSuccessfulStatus() != queue.Estimating {

@@ -10,6 +10,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -48,7 +49,7 @@ func TestJobsThePeerLibraryMadeInMerrittsWordsGetTheirFileLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	queuetest.WaitState(t, q, manifestJob.ID, queue.Provisioning)
-	m, err := q.GetManifest(context.Background(), manifestJob.ID)
+	m, err := jobs.NewReader(q).GetManifest(context.Background(), manifestJob.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -46,7 +47,7 @@ func TestBuiltNotifierCallsBackAndCompletesTheJob(t *testing.T) {
 	q := queuetest.Connect(t, zkRoot)
 	wd := filepath.Join(workRoot, "bid0000000001", "jid0000000001")
 	os.MkdirAll(filepath.Join(wd, "producer"), 0o755)
-	jid := queuetest.Spawn(t, q, queue.NewJob{
+	jid := queuetest.Spawn(t, q, batches.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: "demo", WorkingDir: wd},
 		Identifiers:   &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
 	}, queue.Notify)
@@ -83,7 +84,7 @@ func TestBuiltNotifierRefusesCallbacksToInternalAddressesByDefault(t *testing.T)
 
 	q := queuetest.Connect(t, zkRoot)
 	for _, c := range callbacks {
-		jid := queuetest.Spawn(t, q, queue.NewJob{
+		jid := queuetest.Spawn(t, q, batches.NewJob{
 			Configuration: &v1.JobConfiguration{ProfileName: c.profile, WorkingDir: filepath.Join(workRoot, "bid0000000001", c.profile)},
 			Identifiers:   &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
 		}, queue.Notify)

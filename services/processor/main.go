@@ -20,7 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/durable"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
-	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -67,7 +67,7 @@ func main() {
 				"store processed jobs' versions (Storing → Recording); false where another consumer (Merritt's storage service) takes jobs in Storing")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
-			p, err := s.processor(ctx, env.Queue)
+			p, err := s.processor(ctx, env.Jobs)
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func main() {
 }
 
 // processor builds the stage handler from the settings.
-func (s settings) processor(ctx context.Context, q *queue.Client) (*process.Processor, error) {
+func (s settings) processor(ctx context.Context, q *jobs.Client) (*process.Processor, error) {
 	if err := mint.ValidShoulder(*s.shoulder); err != nil {
 		return nil, fmt.Errorf("INGESTQ_MINT_SHOULDER: %w", err)
 	}

@@ -16,7 +16,10 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/s3test"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -34,7 +37,7 @@ func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 
 // helloJob puts a job of one file in Processing, its working folder under
 // workRoot.
-func helloJob(t *testing.T, q *queue.Client, workRoot string) string {
+func helloJob(t *testing.T, q *session.Session, workRoot string) string {
 	t.Helper()
 	wd := filepath.Join(workRoot, "bid0000000001", "jid0000000001")
 	if err := os.MkdirAll(filepath.Join(wd, "producer"), 0o755); err != nil {
@@ -43,7 +46,7 @@ func helloJob(t *testing.T, q *queue.Client, workRoot string) string {
 	if err := os.WriteFile(filepath.Join(wd, "producer", "hello.txt"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return queuetest.Spawn(t, q, queue.NewJob{
+	return queuetest.Spawn(t, q, batches.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: "demo", Collection: "demo", WorkingDir: wd,
 			PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE},
 		Identifiers: &v1.Identifiers{LocalId: []string{"hello-1"}},
@@ -71,9 +74,9 @@ func stages(t *testing.T, addr, token string) []string {
 }
 
 // registered is the stages of the processor's entries in the worker registry.
-func registered(t *testing.T, q *queue.Client) []string {
+func registered(t *testing.T, q *session.Session) []string {
 	t.Helper()
-	workers, err := admin.New(q).ListWorkers(context.Background())
+	workers, err := admin.New(q).Queue.ListWorkers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +111,7 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 	var job *v1.Job
 	queuetest.Eventually(t, "the processor is done with the job", func() bool {
 		var err error
-		job, err = q.GetJob(context.Background(), jid)
+		job, err = jobs.NewReader(q).GetJob(context.Background(), jid)
 		st := job.GetStatus().GetStatus()
 		return err == nil && st != queue.Processing && st != queue.Storing
 	})
@@ -129,7 +132,7 @@ func TestBuiltProcessorStoresAJobAndHandsItToRecording(t *testing.T) {
 		t.Errorf("stored file: %q, %v", stored, err)
 	}
 	// The sample profile's owner binds the local id.
-	if bound, err := q.LookupLocalID(context.Background(), "ark:/99999/fk4owner", "hello-1"); err != nil || bound != ark {
+	if bound, err := jobs.New(q).LookupLocalID(context.Background(), "ark:/99999/fk4owner", "hello-1"); err != nil || bound != ark {
 		t.Errorf("hello-1 bound to %q (%v), want %s", bound, err, ark)
 	}
 }
@@ -150,7 +153,7 @@ func TestBuiltProcessorWithStoringOffLeavesProcessedJobsInStoring(t *testing.T) 
 	var job *v1.Job
 	queuetest.Eventually(t, "the job is processed", func() bool {
 		var err error
-		job, err = q.GetJob(context.Background(), jid)
+		job, err = jobs.NewReader(q).GetJob(context.Background(), jid)
 		return err == nil && job.GetStatus().GetStatus() != queue.Processing && !job.GetLocked()
 	})
 	if st := job.GetStatus(); st.GetStatus() != queue.Storing {
@@ -181,7 +184,7 @@ func TestBuiltProcessorStoresIntoAnS3BucketWithCredentialsFromTheEnvironment(t *
 	var job *v1.Job
 	queuetest.Eventually(t, "the processor is done with the job", func() bool {
 		var err error
-		job, err = q.GetJob(context.Background(), jid)
+		job, err = jobs.NewReader(q).GetJob(context.Background(), jid)
 		st := job.GetStatus().GetStatus()
 		return err == nil && st != queue.Processing && st != queue.Storing
 	})

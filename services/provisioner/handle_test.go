@@ -7,6 +7,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage/stagetest"
 )
 
@@ -22,7 +23,7 @@ func (nothingDownloading) JobStatus(context.Context, string) (*v1.JobStatus, err
 	return nil, queue.ErrNotFound
 }
 
-func (nothingDownloading) ListJobs(context.Context, queue.JobFilter) ([]*v1.Job, string, error) {
+func (nothingDownloading) ListJobs(context.Context, jobs.JobFilter) ([]*v1.Job, string, error) {
 	return nil, "", nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
 )
@@ -47,7 +48,7 @@ func main() {
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
 			limits.Retry = *retry
-			p, err := NewProvisioner(env.Queue, statfsDisk{}, *workRoot, limits, env.Logger)
+			p, err := NewProvisioner(jobs.NewReader(env.Session), statfsDisk{}, *workRoot, limits, env.Logger)
 			if err != nil {
 				return err
 			}

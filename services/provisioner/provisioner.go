@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 )
 
@@ -46,11 +47,11 @@ func (statfsDisk) Usage(ctx context.Context, dir string) (DiskUsage, error) {
 
 // QueueReader is what the provisioner reads of the queue: the jobs
 // downloading, the status of a booked job, and the jobs already downloading
-// with their sizes. *queue.Client is one.
+// with their sizes. *jobs.Reader is one.
 type QueueReader interface {
 	JobIDsIn(ctx context.Context, state queue.JobState) (map[string]bool, error)
 	JobStatus(ctx context.Context, jid string) (*v1.JobStatus, error)
-	ListJobs(ctx context.Context, f queue.JobFilter) ([]*v1.Job, string, error)
+	ListJobs(ctx context.Context, f jobs.JobFilter) ([]*v1.Job, string, error)
 }
 
 // Limits are the provisioner's thresholds.
@@ -179,7 +180,7 @@ func (p *Provisioner) Seed(ctx context.Context) error {
 	seeded := map[string]int64{}
 	token := ""
 	for {
-		jobs, next, err := p.jobs.ListJobs(ctx, queue.JobFilter{State: queue.Downloading, PageSize: 500, PageToken: token})
+		jobs, next, err := p.jobs.ListJobs(ctx, jobs.JobFilter{State: queue.Downloading, PageSize: 500, PageToken: token})
 		if err != nil {
 			return fmt.Errorf("booking jobs already downloading: %w", err)
 		}
@@ -228,17 +229,17 @@ func (p *Provisioner) Handle(ctx context.Context, claim stage.Claim) stage.Outco
 	case err != nil:
 		// The storage cannot be measured; nothing is known about the job.
 		p.log.ErrorContext(ctx, "measuring the working storage", "root", p.root, "error", err)
-		return stage.Wait(p.limits.Retry, queue.Change{Message: fmt.Sprintf("waiting: cannot measure the working storage: %v", err)})
+		return stage.Wait(p.limits.Retry, jobs.Change{Message: fmt.Sprintf("waiting: cannot measure the working storage: %v", err)})
 	case d.never:
 		return stage.Fail(d.reason)
 	case !d.proceed:
 		p.log.InfoContext(ctx, "job waits for space", "space_needed", need, "reason", d.reason)
-		return stage.Wait(p.limits.Retry, queue.Change{Message: d.reason})
+		return stage.Wait(p.limits.Retry, jobs.Change{Message: d.reason})
 	}
 	b := &booking{bytes: need, at: time.Now()}
 	p.booked.book(jid, b)
 	p.log.InfoContext(ctx, "job let through", "space_needed", need, "booked_total", p.booked.total)
-	return stage.Next(queue.Change{Message: d.reason}).OnCommitted(func() {
+	return stage.Next(jobs.Change{Message: d.reason}).OnCommitted(func() {
 		p.mu.Lock()
 		b.committed = true
 		p.mu.Unlock()

@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -45,17 +48,17 @@ type jobSpec struct {
 
 // createJobs stands in for the batcher: one batch whose jobs are created in
 // order, then moved (as the stages before would) to state.
-func createJobs(t *testing.T, q *queue.Client, state queue.JobState, specs ...jobSpec) []string {
+func createJobs(t *testing.T, q *session.Session, state queue.JobState, specs ...jobSpec) []string {
 	t.Helper()
-	jobs := make([]queue.NewJob, len(specs))
+	jobs := make([]batches.NewJob, len(specs))
 	for i, s := range specs {
-		jobs[i] = queue.NewJob{Priority: s.priority, SpaceNeeded: s.spaceNeeded}
+		jobs[i] = batches.NewJob{Priority: s.priority, SpaceNeeded: s.spaceNeeded}
 	}
 	return queuetest.SpawnN(t, q, jobs, state)
 }
 
 // waiting waits until the job has been evaluated and told to wait.
-func waiting(t *testing.T, q *queue.Client, jid, message string) {
+func waiting(t *testing.T, q *session.Session, jid, message string) {
 	t.Helper()
 	queuetest.Eventually(t, jid+" waiting with "+message, func() bool {
 		st := queuetest.Status(t, q, jid)
@@ -69,9 +72,9 @@ func waiting(t *testing.T, q *queue.Client, jid, message string) {
 var testLimits = Limits{MaxUsage: 0.8, UnestimatedMaxUsage: 0.6, Retry: 100 * time.Millisecond}
 
 // startProvisioner runs a provisioner on q against disk until the test ends.
-func startProvisioner(t *testing.T, q *queue.Client, disk Disk) *Provisioner {
+func startProvisioner(t *testing.T, q *session.Session, disk Disk) *Provisioner {
 	t.Helper()
-	p, err := NewProvisioner(q, disk, t.TempDir(), testLimits, slog.Default())
+	p, err := NewProvisioner(jobs.NewReader(q), disk, t.TempDir(), testLimits, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,7 @@ func startProvisioner(t *testing.T, q *queue.Client, disk Disk) *Provisioner {
 	}
 	cfg := p.StageConfig()
 	cfg.Service = "provisioner"
-	r, err := stage.New(q, cfg)
+	r, err := stage.New(jobs.New(q), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +164,7 @@ func TestTwoLargeJobsCannotBothSqueezePast(t *testing.T) {
 
 	// The first download ends (its job fails, its files are gone): the
 	// booking is released and the second job goes through.
-	queuetest.Move(t, q, through, queue.Change{To: queue.Failed})
+	queuetest.Move(t, q, through, jobs.Change{To: queue.Failed})
 	queuetest.WaitState(t, q, held, queue.Downloading).GetStatus()
 	if got := p.Booked(); got != 500 {
 		t.Errorf("booked %d bytes, want the second job's 500 only", got)
@@ -278,7 +281,7 @@ func TestSweepListsDownloadingInsteadOfReadingEachBookedJob(t *testing.T) {
 	}
 	// The downloads end; the next decision, a second on, sweeps.
 	for _, jid := range jids {
-		queuetest.Move(t, q, jid, queue.Change{To: queue.Processing})
+		queuetest.Move(t, q, jid, jobs.Change{To: queue.Processing})
 	}
 	time.Sleep(sweepEvery)
 	next := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 10, priority: 5})[0]

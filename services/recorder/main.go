@@ -82,7 +82,7 @@ func main() {
 			if builtinOn {
 				concurrency = env.Config.Concurrency
 			}
-			leases := lease.New(env.Queue, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
+			leases := lease.New(env.Jobs, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
 				Tracer:      env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),
 				Metrics:     env.Telemetry.Metrics,
 				Concurrency: concurrency, Address: env.Config.AdvertiseAddr(), Version: env.Version})

@@ -15,7 +15,10 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/metadata"
@@ -33,7 +36,7 @@ func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 
 // recordingJob puts a job in Recording whose stored version manifest lists
 // one file.
-func recordingJob(t *testing.T, q *queue.Client) string {
+func recordingJob(t *testing.T, q *session.Session) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1")
 	os.MkdirAll(dir, 0o755)
@@ -48,8 +51,8 @@ func recordingJob(t *testing.T, q *queue.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: checkm.FileURL(p), Mode: "add", Version: 1},
 		Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(p), Mode: "add", Version: 1}})
 	return jid
@@ -100,7 +103,7 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	}
 	// The worker registry shows the lease as the recorder's job in flight.
 	queuetest.Eventually(t, "the registry shows the lease", func() bool {
-		workers, err := admin.New(q).ListWorkers(context.Background())
+		workers, err := admin.New(q).Queue.ListWorkers(context.Background())
 		for _, w := range workers {
 			if w.GetService() == "recorder" && w.GetStage() == "Recording" && len(w.GetInFlight()) == 1 && w.GetInFlight()[0].GetJobId() == jid {
 				return err == nil
@@ -110,7 +113,7 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	})
 	// Its entry gives the address of its StageService, where the console
 	// pauses, resumes and drains it as any stage replica.
-	workers, err := admin.New(q).ListWorkers(context.Background())
+	workers, err := admin.New(q).Queue.ListWorkers(context.Background())
 	for _, w := range workers {
 		if w.GetService() == "recorder" && (w.GetAddress() != p.Addr || w.GetConcurrency() != 0) {
 			t.Errorf("the recorder's entry has address %q and concurrency %d, want %s and 0 (no built-in recorder)", w.GetAddress(), w.GetConcurrency(), p.Addr)

@@ -25,7 +25,7 @@ import (
 // default, bounds a whole request, and a server that receives a larger one
 // drops the connection), and the rest of the write shares the request. A
 // job's file list (its manifest node) is refused past it; a batch's
-// status-report is trimmed to it (see fitStatusReport).
+// status-report is trimmed to it (see FitStatusReport).
 const MaxNodeBytes = 900 << 10
 
 // TimeLayout is the spec's last_modified format: "2026-11-22 03:51:07 +0000".
@@ -64,7 +64,7 @@ func parseTime(s string) *timestamppb.Timestamp {
 	return nil
 }
 
-func nowStamp() *timestamppb.Timestamp {
+func NowStamp() *timestamppb.Timestamp {
 	return timestamppb.New(time.Now().UTC().Truncate(time.Second))
 }
 
@@ -176,7 +176,7 @@ type jobStatusJSON struct {
 	RetryCount           int32   `json:"retry_count"`
 	Traceparent          string  `json:"traceparent,omitempty"`
 	// History is []historyJSON, read leniently (decodeHistory); written
-	// by encodeJobStatus.
+	// by EncodeJobStatus.
 	History        any   `json:"history,omitempty"`
 	HistoryDropped int32 `json:"history_dropped,omitempty"`
 }
@@ -189,19 +189,19 @@ type jobStatusRead struct {
 }
 
 // jobStatusTyped is jobStatusJSON as read when its history is well-formed:
-// one pass of the decoder reads it all (decodeJobStatus).
+// one pass of the decoder reads it all (DecodeJobStatus).
 type jobStatusTyped struct {
 	jobStatusJSON
 	History        []historyJSON   `json:"history"`
 	HistoryDropped json.RawMessage `json:"history_dropped"`
 }
 
-// encodeJobStatus writes what marshal writes of the jobStatusJSON of s,
+// EncodeJobStatus writes what marshal writes of the jobStatusJSON of s,
 // byte for byte, without reflection: every commit and claim of every job
 // writes a status, its history included (TestJobStatusEncodingMatchesTheWireStruct).
-func encodeJobStatus(s *v1.JobStatus) []byte { return encodeJobStatusReusing(s, nil) }
+func EncodeJobStatus(s *v1.JobStatus) []byte { return encodeJobStatusReusing(s, nil) }
 
-// encodeJobStatusReusing is encodeJobStatus writing raw[i] for the i-th
+// encodeJobStatusReusing is EncodeJobStatus writing raw[i] for the i-th
 // history entry where raw has it (not nil): those very bytes, as read of
 // an entry that encodes to them (keptEntries).
 func encodeJobStatusReusing(s *v1.JobStatus, raw [][]byte) []byte {
@@ -302,19 +302,19 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// decodeJobStatus reads a job status. What ingestq writes is scanned
+// DecodeJobStatus reads a job status. What ingestq writes is scanned
 // (scanStatus); else a status whose every key has its type, its history
 // included, is read in one pass of the decoder; any other takes the
 // lenient way (decodeJobStatusLenient). All three read the same from a
 // status each can read.
-func decodeJobStatus(path string, data []byte) (*v1.JobStatus, error) {
+func DecodeJobStatus(path string, data []byte) (*v1.JobStatus, error) {
 	if st, ok := scanStatus(data); ok {
 		return jobStatusOf(path, &st.w, st.hist, st.dropped)
 	}
 	return decodeJobStatusTyped(path, data)
 }
 
-// decodeJobStatusTyped is decodeJobStatus through the JSON decoder.
+// decodeJobStatusTyped is DecodeJobStatus through the JSON decoder.
 func decodeJobStatusTyped(path string, data []byte) (*v1.JobStatus, error) {
 	var r jobStatusTyped
 	if json.Unmarshal(data, &r) != nil {
@@ -372,7 +372,7 @@ type batchStatusJSON struct {
 	Message      string `json:"message"`
 }
 
-func encodeBatchStatus(s *v1.BatchStatus) []byte {
+func EncodeBatchStatus(s *v1.BatchStatus) []byte {
 	return marshal(batchStatusJSON{
 		Status:       BatchStateName(s.GetStatus()),
 		LastModified: formatTime(s.GetLastModified()),
@@ -380,7 +380,7 @@ func encodeBatchStatus(s *v1.BatchStatus) []byte {
 	})
 }
 
-func decodeBatchStatus(path string, data []byte) (*v1.BatchStatus, error) {
+func DecodeBatchStatus(path string, data []byte) (*v1.BatchStatus, error) {
 	var w batchStatusJSON
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
@@ -394,7 +394,7 @@ func decodeBatchStatus(path string, data []byte) (*v1.BatchStatus, error) {
 
 // A batch's status-report lists a jid per job, ~16 bytes of JSON each, so
 // past ~57,000 jobs it no longer fits a node. encodeStatusReport then trims
-// it (fitStatusReport): failed_jobs is kept whole if it fits, since the
+// it (FitStatusReport): failed_jobs is kept whole if it fits, since the
 // batcher's update report works from it; successful_jobs is cut to what
 // fits; and the count each trimmed list had is written beside it as
 // "successful_jobs_total" (and "failed_jobs_total"), so that nobody takes a
@@ -424,10 +424,10 @@ func reportTotal(total int32, list []string) int32 {
 	return max(total, int32(min(len(list), math.MaxInt32)))
 }
 
-// fitStatusReport returns r as the node keeps it within limit bytes, and
+// FitStatusReport returns r as the node keeps it within limit bytes, and
 // its JSON: the lists trimmed as described above and both totals filled.
 // It returns r's lists unchanged (not copied) when they fit.
-func fitStatusReport(r *v1.StatusReport, limit int) (*v1.StatusReport, []byte) {
+func FitStatusReport(r *v1.StatusReport, limit int) (*v1.StatusReport, []byte) {
 	out := &v1.StatusReport{
 		LastModified:        r.GetLastModified(),
 		FailedJobs:          r.GetFailedJobs(),
@@ -532,11 +532,11 @@ func jsonStringBytes(s string) int {
 }
 
 func encodeStatusReport(r *v1.StatusReport) []byte {
-	_, data := fitStatusReport(r, MaxNodeBytes)
+	_, data := FitStatusReport(r, MaxNodeBytes)
 	return data
 }
 
-func decodeStatusReport(path string, data []byte) (*v1.StatusReport, error) {
+func DecodeStatusReport(path string, data []byte) (*v1.StatusReport, error) {
 	var w struct {
 		LastModified        string          `json:"last_modified"`
 		FailedJobs          []string        `json:"failed_jobs"`
@@ -596,7 +596,7 @@ func (f fields) text(path string, keys ...string) (string, error) {
 				return "", &CorruptError{Path: path, Err: fmt.Errorf("%s: %w", k, err)}
 			}
 		case raw[0] == '{' || raw[0] == '[':
-			return "", &CorruptError{Path: path, Err: fmt.Errorf("%s is not text: %s", k, truncate(string(raw), 40))}
+			return "", &CorruptError{Path: path, Err: fmt.Errorf("%s is not text: %s", k, Truncate(string(raw), 40))}
 		default:
 			s = string(raw) // a number or a boolean, as written
 		}
@@ -763,6 +763,39 @@ func skipString(b []byte, i int) int {
 	return -1
 }
 
+// RewriteJobStatus is next as the status node it replaces (old, as read)
+// becomes: the keys of old that ingestq does not know carried forward,
+// and kept, the bytes of the history entries next kept of old as they were
+// read (KeptHistory.Entries; nil to encode them anew).
+func RewriteJobStatus(old []byte, next *v1.JobStatus, kept [][]byte) []byte {
+	return withKeysOf(old, encodeJobStatusReusing(next, kept), jobStatusKeys)
+}
+
+// RewriteBatchStatus is RewriteJobStatus for a batch's status.
+func RewriteBatchStatus(old []byte, next *v1.BatchStatus) []byte {
+	return withKeysOf(old, EncodeBatchStatus(next), batchStatusKeys)
+}
+
+// RewriteStatusReport is a batch's status-report data as the node it
+// replaces (old) becomes: old's keys ingestq does not know carried forward.
+func RewriteStatusReport(old, data []byte) []byte {
+	return withKeysOf(old, data, statusReportKeys)
+}
+
+// RewriteData is a job's data node (identifiers, metadata, store,
+// inventory) as written over old: old's keys ingestq does not know carried
+// forward. Other nodes are data as it is.
+func RewriteData(node string, old, data []byte) []byte {
+	if known := carriedKeys[node]; known != nil {
+		return withKeysOf(old, data, known)
+	}
+	return data
+}
+
+// CarriesKeys reports whether a rewrite of node keeps the keys other
+// writers put there (RewriteData): its data as read is worth keeping.
+func CarriesKeys(node string) bool { return carriedKeys[node] != nil }
+
 // carryKeys is withKeysOf for an old node that may hold keys not in known.
 func carryKeys(old, written []byte, known map[string]bool) []byte {
 	dec := json.NewDecoder(bytes.NewReader(old))
@@ -812,10 +845,10 @@ var (
 	batchStatusKeys  = jsonKeys(batchStatusJSON{})
 	statusReportKeys = jsonKeys(statusReportJSON{})
 	carriedKeys      = map[string]map[string]bool{
-		nodeIdentifiers: jsonKeys(identifiersJSON{}),
-		nodeMetadata:    jsonKeys(metadataJSON{}),
-		nodeStore:       jsonKeys(storeJSON{}),
-		nodeInventory:   jsonKeys(inventoryJSON{}),
+		NodeIdentifiers: jsonKeys(identifiersJSON{}),
+		NodeMetadata:    jsonKeys(metadataJSON{}),
+		NodeStore:       jsonKeys(storeJSON{}),
+		NodeInventory:   jsonKeys(inventoryJSON{}),
 	}
 )
 
@@ -844,7 +877,7 @@ type submissionJSON struct {
 	Collection     string `json:"collection,omitempty"`
 }
 
-func encodeSubmission(s *v1.Submission) []byte {
+func EncodeSubmission(s *v1.Submission) []byte {
 	md := s.GetMetadata()
 	return marshal(submissionJSON{
 		ProfileName:    s.GetProfileName(),
@@ -863,11 +896,11 @@ func encodeSubmission(s *v1.Submission) []byte {
 	})
 }
 
-// decodeSubmission reads a submission. When a word in it is unknown (a
+// DecodeSubmission reads a submission. When a word in it is unknown (a
 // payload type, a submission mode) it returns the error and, beside it,
 // everything else it read: enough for a batcher to fail the batch with a
 // message and report it.
-func decodeSubmission(path string, data []byte) (*v1.Submission, error) {
+func DecodeSubmission(path string, data []byte) (*v1.Submission, error) {
 	f, err := decodeFields(path, data)
 	if err != nil {
 		return nil, err
@@ -909,9 +942,9 @@ type MerrittSubmission struct {
 	ResponseForm string
 }
 
-// decodeMerrittSubmission reads Merritt's own keys of a submission; nil
+// DecodeMerrittSubmission reads Merritt's own keys of a submission; nil
 // when it has none of them.
-func decodeMerrittSubmission(path string, data []byte) *MerrittSubmission {
+func DecodeMerrittSubmission(path string, data []byte) *MerrittSubmission {
 	f, err := decodeFields(path, data)
 	if err != nil {
 		return nil
@@ -977,10 +1010,10 @@ type configurationJSON struct {
 	JobID          string `json:"jobID,omitempty"`
 }
 
-func encodeConfiguration(c *v1.JobConfiguration) []byte { return encodeJobConfiguration("", c) }
+func encodeConfiguration(c *v1.JobConfiguration) []byte { return EncodeJobConfiguration("", c) }
 
-// encodeJobConfiguration is job jid's configuration node.
-func encodeJobConfiguration(jid string, c *v1.JobConfiguration) []byte {
+// EncodeJobConfiguration is job jid's configuration node.
+func EncodeJobConfiguration(jid string, c *v1.JobConfiguration) []byte {
 	entry := c.GetBatchEntry()
 	return marshal(configurationJSON{
 		ProfileName:    c.GetProfileName(),
@@ -998,9 +1031,9 @@ func encodeJobConfiguration(jid string, c *v1.JobConfiguration) []byte {
 	})
 }
 
-// decodeConfiguration reads a configuration; like decodeSubmission it
+// DecodeConfiguration reads a configuration; like DecodeSubmission it
 // returns what it read beside the error of an unknown word.
-func decodeConfiguration(path string, data []byte) (*v1.JobConfiguration, error) {
+func DecodeConfiguration(path string, data []byte) (*v1.JobConfiguration, error) {
 	f, err := decodeFields(path, data)
 	if err != nil {
 		return nil, err
@@ -1019,7 +1052,7 @@ func decodeConfiguration(path string, data []byte) (*v1.JobConfiguration, error)
 	if e := r.text("batch_entry"); e != "" {
 		n, err := strconv.ParseInt(e, 10, 32)
 		if err != nil {
-			return out, &CorruptError{Path: path, Err: fmt.Errorf("batch_entry %q is not a number", truncate(e, 40))}
+			return out, &CorruptError{Path: path, Err: fmt.Errorf("batch_entry %q is not a number", Truncate(e, 40))}
 		}
 		out.BatchEntry = int32(n)
 	}
@@ -1036,11 +1069,11 @@ type identifiersJSON struct {
 	LocalID   []string `json:"local_id"`
 }
 
-func encodeIdentifiers(i *v1.Identifiers) []byte {
+func EncodeIdentifiers(i *v1.Identifiers) []byte {
 	return marshal(identifiersJSON{PrimaryID: i.GetPrimaryId(), LocalID: append([]string{}, i.GetLocalId()...)})
 }
 
-func decodeIdentifiers(path string, data []byte) (*v1.Identifiers, error) {
+func DecodeIdentifiers(path string, data []byte) (*v1.Identifiers, error) {
 	var w identifiersJSON
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
@@ -1055,11 +1088,11 @@ type metadataJSON struct {
 	ErcWhere string `json:"erc_where"`
 }
 
-func encodeMetadata(m *v1.Metadata) []byte {
+func EncodeMetadata(m *v1.Metadata) []byte {
 	return marshal(metadataJSON{ErcWho: m.GetWho(), ErcWhat: m.GetWhat(), ErcWhen: m.GetWhen(), ErcWhere: m.GetWhere()})
 }
 
-func decodeMetadata(path string, data []byte) (*v1.Metadata, error) {
+func DecodeMetadata(path string, data []byte) (*v1.Metadata, error) {
 	var w metadataJSON
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
@@ -1079,11 +1112,11 @@ type storeJSON struct {
 	Version     int32  `json:"version,omitempty"`
 }
 
-func encodeStore(s *v1.Store) []byte {
+func EncodeStore(s *v1.Store) []byte {
 	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: strconv.FormatBool(s.GetDelete()), Version: s.GetVersion()})
 }
 
-func decodeStore(path string, data []byte) (*v1.Store, error) {
+func DecodeStore(path string, data []byte) (*v1.Store, error) {
 	var w struct {
 		ManifestURL string          `json:"manifest_url"`
 		Mode        string          `json:"mode"`
@@ -1103,11 +1136,11 @@ type inventoryJSON struct {
 	Version     int32  `json:"version,omitempty"`
 }
 
-func encodeInventory(i *v1.Inventory) []byte {
+func EncodeInventory(i *v1.Inventory) []byte {
 	return marshal(inventoryJSON{ManifestURL: i.GetManifestUrl(), Mode: i.GetMode(), Version: i.GetVersion()})
 }
 
-func decodeInventory(path string, data []byte) (*v1.Inventory, error) {
+func DecodeInventory(path string, data []byte) (*v1.Inventory, error) {
 	var w inventoryJSON
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
@@ -1126,9 +1159,9 @@ type manifestFileJSON struct {
 
 // ManifestNodeSize is the size of a job's file list as the queue stores it
 // (its manifest node), to hold against MaxNodeBytes before the job exists.
-func ManifestNodeSize(m *v1.Manifest) int { return len(encodeManifest(m)) }
+func ManifestNodeSize(m *v1.Manifest) int { return len(EncodeManifest(m)) }
 
-func encodeManifest(m *v1.Manifest) []byte {
+func EncodeManifest(m *v1.Manifest) []byte {
 	files := make([]manifestFileJSON, 0, len(m.GetFiles()))
 	for _, f := range m.GetFiles() {
 		files = append(files, manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
@@ -1139,7 +1172,7 @@ func encodeManifest(m *v1.Manifest) []byte {
 	}{files})
 }
 
-func decodeManifest(path string, data []byte) (*v1.Manifest, error) {
+func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
 	var w struct {
 		Files []manifestFileJSON `json:"files"`
 	}
@@ -1156,17 +1189,17 @@ func decodeManifest(path string, data []byte) (*v1.Manifest, error) {
 
 // --- decimal text ---
 
-func encodeInt(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
+func EncodeInt(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
 
-func decodeInt(path string, data []byte) (int64, error) {
+func DecodeInt(path string, data []byte) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 	if err != nil {
-		return 0, &CorruptError{Path: path, Err: fmt.Errorf("not a decimal integer: %q", truncate(string(data), 40))}
+		return 0, &CorruptError{Path: path, Err: fmt.Errorf("not a decimal integer: %q", Truncate(string(data), 40))}
 	}
 	return n, nil
 }
 
-func truncate(s string, n int) string {
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -11,15 +11,15 @@ import (
 // (nine history entries), as a claim of its last step reads it.
 func benchStatus() []byte {
 	now := time.Date(2026, 11, 27, 2, 6, 47, 509e6, time.UTC)
-	st := &v1.JobStatus{Status: Pending, LastModified: nowStamp()}
-	recordChange(nil, st, "stage-w1", now)
+	st := &v1.JobStatus{Status: Pending, LastModified: NowStamp()}
+	RecordChange(nil, st, "stage-w1", now)
 	for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify} {
 		now = now.Add(11 * time.Millisecond)
-		next := &v1.JobStatus{Status: to, LastModified: nowStamp(), LastSuccessfulStatus: st.GetStatus(), Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-		recordChange(st, next, "stage-w1", now)
+		next := &v1.JobStatus{Status: to, LastModified: NowStamp(), LastSuccessfulStatus: st.GetStatus(), Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+		RecordChange(st, next, "stage-w1", now)
 		st = next
 	}
-	return encodeJobStatus(st)
+	return EncodeJobStatus(st)
 }
 
 // BenchmarkStatusStep is what one step costs a stage's client in encoding:
@@ -30,12 +30,12 @@ func BenchmarkStatusStep(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		old, err := decodeJobStatus("", data)
+		old, err := DecodeJobStatus("", data)
 		if err != nil {
 			b.Fatal(err)
 		}
-		next := &v1.JobStatus{Status: Completed, LastModified: nowStamp(), LastSuccessfulStatus: Notify, Traceparent: old.GetTraceparent()}
-		recordChange(old, next, "stage-w1", time.Now())
+		next := &v1.JobStatus{Status: Completed, LastModified: NowStamp(), LastSuccessfulStatus: Notify, Traceparent: old.GetTraceparent()}
+		RecordChange(old, next, "stage-w1", time.Now())
 		if out := withKeysOf(data, encodeJobStatusReusing(next, keptEntries(data, old, next)), jobStatusKeys); len(out) == 0 {
 			b.Fatal("empty")
 		}

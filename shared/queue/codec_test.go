@@ -21,46 +21,46 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 		want string
 	}{
 		{"new job status has null last_successful_status",
-			encodeJobStatus(&v1.JobStatus{Status: Pending, LastModified: stamp}),
+			EncodeJobStatus(&v1.JobStatus{Status: Pending, LastModified: stamp}),
 			`{"status":"Pending","last_modified":"2026-11-22 03:51:07 +0000","message":"","last_successful_status":null,"retry_count":0}`},
 		{"resumed job status",
-			encodeJobStatus(&v1.JobStatus{Status: Downloading, LastModified: stamp, Message: "requeued", LastSuccessfulStatus: Provisioning, RetryCount: 1}),
+			EncodeJobStatus(&v1.JobStatus{Status: Downloading, LastModified: stamp, Message: "requeued", LastSuccessfulStatus: Provisioning, RetryCount: 1}),
 			`{"status":"Downloading","last_modified":"2026-11-22 03:51:07 +0000","message":"requeued","last_successful_status":"Provisioning","retry_count":1}`},
 		{"batch status spells UpdateReporting",
-			encodeBatchStatus(&v1.BatchStatus{Status: BatchUpdateReporting, LastModified: stamp}),
+			EncodeBatchStatus(&v1.BatchStatus{Status: BatchUpdateReporting, LastModified: stamp}),
 			`{"status":"UpdateReporting","last_modified":"2026-11-22 03:51:07 +0000","message":""}`},
 		{"status report with empty lists",
 			encodeStatusReport(&v1.StatusReport{LastModified: stamp}),
 			`{"last_modified":"2026-11-22 03:51:07 +0000","failed_jobs":[],"successful_jobs":[]}`},
 		{"identifiers",
-			encodeIdentifiers(&v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}),
+			EncodeIdentifiers(&v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}),
 			`{"primary_id":"ark:/99999/fk4x","local_id":["loc001"]}`},
 		{"metadata keeps & and < unescaped",
-			encodeMetadata(&v1.Metadata{Who: "Smith & Jones", What: "<Letters>", When: "1921"}),
+			EncodeMetadata(&v1.Metadata{Who: "Smith & Jones", What: "<Letters>", When: "1921"}),
 			`{"erc_who":"Smith & Jones","erc_what":"<Letters>","erc_when":"1921","erc_where":""}`},
 		{"store without a version is the Merritt library's",
-			encodeStore(&v1.Store{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
+			EncodeStore(&v1.Store{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
 			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":"false"}`},
 		{"store with its version",
-			encodeStore(&v1.Store{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
+			EncodeStore(&v1.Store{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
 			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":"false","version":2}`},
 		{"inventory without a version is the Merritt library's",
-			encodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
+			EncodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
 			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add"}`},
 		{"inventory with its version",
-			encodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
+			EncodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
 			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","version":2}`},
-		{"priority is decimal text", encodeInt(5), `5`},
-		{"space_needed is decimal text", encodeInt(1000000000), `1000000000`},
+		{"priority is decimal text", EncodeInt(5), `5`},
+		{"space_needed is decimal text", EncodeInt(1000000000), `1000000000`},
 		{"submission flattens erc fields",
-			encodeSubmission(&v1.Submission{ProfileName: "p", Submitter: "s", PayloadUrl: "http://h/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE,
+			EncodeSubmission(&v1.Submission{ProfileName: "p", Submitter: "s", PayloadUrl: "http://h/x", Type: v1.PayloadType_PAYLOAD_TYPE_FILE,
 				SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD, Metadata: &v1.Metadata{What: "t"}}),
 			`{"profile_name":"p","submitter":"s","payload_url":"http://h/x","erc_who":"","erc_what":"t","erc_when":"","erc_where":"","type":"file","submission_mode":"add"}`},
 		{"submission's uuid is batchID, as the peer library reads it",
-			encodeSubmission(&v1.Submission{ProfileName: "p", Type: v1.PayloadType_PAYLOAD_TYPE_FILE, BatchId: "5c3a-uuid"}),
+			EncodeSubmission(&v1.Submission{ProfileName: "p", Type: v1.PayloadType_PAYLOAD_TYPE_FILE, BatchId: "5c3a-uuid"}),
 			`{"profile_name":"p","submitter":"","payload_url":"","erc_who":"","erc_what":"","erc_when":"","erc_where":"","type":"file","submission_mode":"","batchID":"5c3a-uuid"}`},
 		{"a job's configuration names its jid as jobID",
-			encodeJobConfiguration("jid0000000042", &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, WorkingDir: "/w/j"}),
+			EncodeJobConfiguration("jid0000000042", &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, WorkingDir: "/w/j"}),
 			`{"profile_name":"p","submitter":"","payload_url":"","payload_type":"file","response_type":"","submission_mode":"","working_dir":"/w/j","batch_entry":0,"jobID":"jid0000000042"}`},
 	}
 	for _, tt := range tests {
@@ -74,7 +74,7 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 
 func TestCodecReadsWhatPeersWrite(t *testing.T) {
 	t.Run("job status without message", func(t *testing.T) {
-		st, err := decodeJobStatus("/x", []byte(`{"status":"Recording","last_modified":"2026-11-22 03:51:07 +0000","last_successful_status":"Processing","retry_count":2}`))
+		st, err := DecodeJobStatus("/x", []byte(`{"status":"Recording","last_modified":"2026-11-22 03:51:07 +0000","last_successful_status":"Processing","retry_count":2}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,24 +85,24 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 	})
 	t.Run("a time the layout cannot write back reads as unknown", func(t *testing.T) {
 		for _, lm := range []string{"0000-01-01 00:30:00 +0100", "9999-12-31 23:30:00 -0100", "not a time"} {
-			st, err := decodeJobStatus("/x", []byte(`{"status":"Pending","last_modified":"`+lm+`"}`))
+			st, err := DecodeJobStatus("/x", []byte(`{"status":"Pending","last_modified":"`+lm+`"}`))
 			if err != nil || st.GetLastModified() != nil {
 				t.Errorf("last_modified %q: %v, %v; want no time", lm, st.GetLastModified(), err)
 			}
 		}
 	})
 	t.Run("store with delete as a string", func(t *testing.T) {
-		s, err := decodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"true"}`))
+		s, err := DecodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"true"}`))
 		if err != nil || !s.GetDelete() {
 			t.Errorf("got %v, %v", s, err)
 		}
 	})
 	t.Run("store and inventory without a version read as version 0", func(t *testing.T) {
-		s, err := decodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"false"}`))
+		s, err := DecodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"false"}`))
 		if err != nil || s.GetVersion() != 0 || s.GetManifestUrl() != "u" {
 			t.Errorf("store: %v, %v", s, err)
 		}
-		i, err := decodeInventory("/x", []byte(`{"manifest_url":"u","mode":"add"}`))
+		i, err := DecodeInventory("/x", []byte(`{"manifest_url":"u","mode":"add"}`))
 		if err != nil || i.GetVersion() != 0 || i.GetManifestUrl() != "u" {
 			t.Errorf("inventory: %v, %v", i, err)
 		}
@@ -110,22 +110,22 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 	t.Run("round trip of every job node", func(t *testing.T) {
 		conf := &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS,
 			SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE, BatchEntry: 7, Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-		got, err := decodeConfiguration("/x", encodeConfiguration(conf))
+		got, err := DecodeConfiguration("/x", encodeConfiguration(conf))
 		if err != nil || !proto.Equal(got, conf) {
 			t.Errorf("configuration: %v, %v", got, err)
 		}
 		m := &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://h/a", HashAlgorithm: "md5", HashValue: "00", Size: -1, Name: "a"}}}
-		gotM, err := decodeManifest("/x", encodeManifest(m))
+		gotM, err := DecodeManifest("/x", EncodeManifest(m))
 		if err != nil || !proto.Equal(gotM, m) {
 			t.Errorf("manifest: %v, %v", gotM, err)
 		}
 		st := &v1.Store{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Delete: true, Version: 3}
-		gotS, err := decodeStore("/x", encodeStore(st))
+		gotS, err := DecodeStore("/x", EncodeStore(st))
 		if err != nil || !proto.Equal(gotS, st) {
 			t.Errorf("store: %v, %v", gotS, err)
 		}
 		inv := &v1.Inventory{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Version: 3}
-		gotI, err := decodeInventory("/x", encodeInventory(inv))
+		gotI, err := DecodeInventory("/x", EncodeInventory(inv))
 		if err != nil || !proto.Equal(gotI, inv) {
 			t.Errorf("inventory: %v, %v", gotI, err)
 		}
@@ -137,26 +137,26 @@ func TestCodecRefusesBrokenNodesWithThePath(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"not JSON", func() error { _, err := decodeJobStatus("/jobs/jid1/status", []byte("{oops")); return err }()},
+		{"not JSON", func() error { _, err := DecodeJobStatus("/jobs/jid1/status", []byte("{oops")); return err }()},
 		{"unknown status", func() error {
-			_, err := decodeJobStatus("/jobs/jid1/status", []byte(`{"status":"Dancing"}`))
+			_, err := DecodeJobStatus("/jobs/jid1/status", []byte(`{"status":"Dancing"}`))
 			return err
 		}()},
 		{"unknown batch status", func() error {
-			_, err := decodeBatchStatus("/jobs/jid1/status", []byte(`{"status":"Sleeping"}`))
+			_, err := DecodeBatchStatus("/jobs/jid1/status", []byte(`{"status":"Sleeping"}`))
 			return err
 		}()},
-		{"priority not a number", func() error { _, err := decodeInt("/jobs/jid1/status", []byte("five")); return err }()},
+		{"priority not a number", func() error { _, err := DecodeInt("/jobs/jid1/status", []byte("five")); return err }()},
 		{"unknown payload type", func() error {
-			_, err := decodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"floppy"}`))
+			_, err := DecodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"floppy"}`))
 			return err
 		}()},
 		{"unknown submission mode", func() error {
-			_, err := decodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"file","submission_mode":"merge"}`))
+			_, err := DecodeConfiguration("/jobs/jid1/status", []byte(`{"payload_type":"file","submission_mode":"merge"}`))
 			return err
 		}()},
 		{"unknown submission type", func() error {
-			_, err := decodeSubmission("/jobs/jid1/status", []byte(`{"type":"floppy","submission_mode":"add"}`))
+			_, err := DecodeSubmission("/jobs/jid1/status", []byte(`{"type":"floppy","submission_mode":"add"}`))
 			return err
 		}()},
 	}
@@ -171,14 +171,14 @@ func TestCodecRefusesBrokenNodesWithThePath(t *testing.T) {
 }
 
 func TestEntryNamesParseAndSortNumerically(t *testing.T) {
-	got := sortedEntries([]string{"150-jid0000000001", "05-jid0000000009", "05-jid0000000002", "99-jid0000000003", "junk", "5-jid000000000x"})
+	got := SortedEntries([]string{"150-jid0000000001", "05-jid0000000009", "05-jid0000000002", "99-jid0000000003", "junk", "5-jid000000000x"})
 	want := []string{"05-jid0000000002", "05-jid0000000009", "99-jid0000000003", "150-jid0000000001"}
 	if len(got) != len(want) {
 		t.Fatalf("got %v", got)
 	}
 	for i := range want {
-		if got[i].name != want[i] {
-			t.Errorf("position %d: %s, want %s", i, got[i].name, want[i])
+		if got[i].Name != want[i] {
+			t.Errorf("position %d: %s, want %s", i, got[i].Name, want[i])
 		}
 	}
 	if LockName("ark:/99999/fk4x") != "ark_99999_fk4x" {
@@ -188,7 +188,7 @@ func TestEntryNamesParseAndSortNumerically(t *testing.T) {
 
 func TestARewriteKeepsTheKeysOfAnotherWriterAndDropsNoneOfItsOwn(t *testing.T) {
 	known := jsonKeys(storeJSON{})
-	written := encodeStore(&v1.Store{ManifestUrl: "u2", Mode: "add"})
+	written := EncodeStore(&v1.Store{ManifestUrl: "u2", Mode: "add"})
 	tests := []struct {
 		name, old, want string
 	}{
@@ -214,7 +214,7 @@ func TestARewriteKeepsTheKeysOfAnotherWriterAndDropsNoneOfItsOwn(t *testing.T) {
 }
 
 func TestCodecReadsMerrittsForms(t *testing.T) {
-	sub, err := decodeSubmission("/s", []byte(`{"batchID":"u","profile":"p","type":"batchManifestContainer","update":true,`+
+	sub, err := DecodeSubmission("/s", []byte(`{"batchID":"u","profile":"p","type":"batchManifestContainer","update":true,`+
 		`"title":"T","creator":"C","date":"1921","submissionDate":"Sun Nov 22 03:51:07 UTC 2026","size":512}`))
 	want := &v1.Submission{ProfileName: "p", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS,
 		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_UPDATE, BatchId: "u", SubmissionDate: stamp,
@@ -222,18 +222,18 @@ func TestCodecReadsMerrittsForms(t *testing.T) {
 	if err != nil || !proto.Equal(sub, want) {
 		t.Errorf("Merritt's submission read as %v, %v", sub, err)
 	}
-	conf, err := decodeConfiguration("/c", []byte(`{"profile":"p","type":"manifest","update":"false","responseForm":"xml","jobID":"x"}`))
+	conf, err := DecodeConfiguration("/c", []byte(`{"profile":"p","type":"manifest","update":"false","responseForm":"xml","jobID":"x"}`))
 	wantConf := &v1.JobConfiguration{ProfileName: "p", PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
 		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD, ResponseType: "xml"}
 	if err != nil || !proto.Equal(conf, wantConf) {
 		t.Errorf("Merritt's configuration read as %v, %v", conf, err)
 	}
 	// An unknown word is an error, beside everything else that was read.
-	sub, err = decodeSubmission("/s", []byte(`{"profile":"p","type":"batchManifestFile"}`))
+	sub, err = DecodeSubmission("/s", []byte(`{"profile":"p","type":"batchManifestFile"}`))
 	if err == nil || !strings.Contains(err.Error(), `"batchManifestFile"`) || sub.GetProfileName() != "p" {
 		t.Errorf("got %v, %v", sub, err)
 	}
-	if _, err := decodeSubmission("/s", []byte(`{"profile":{"name":"p"}}`)); !errors.Is(err, ErrCorrupt) {
+	if _, err := DecodeSubmission("/s", []byte(`{"profile":{"name":"p"}}`)); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("an object where text belongs: %v", err)
 	}
 }

@@ -13,11 +13,11 @@ import (
 )
 
 // The reference encoding of a job status: through its wire struct and the
-// JSON encoder, as the spec's keys and types say. encodeJobStatus, which
+// JSON encoder, as the spec's keys and types say. EncodeJobStatus, which
 // writes without reflection, must write the same bytes.
 
-// encodeJobStatusWire is encodeJobStatus through the wire struct and the
-// JSON encoder: what encodeJobStatus must write, byte for byte.
+// encodeJobStatusWire is EncodeJobStatus through the wire struct and the
+// JSON encoder: what EncodeJobStatus must write, byte for byte.
 func encodeJobStatusWire(s *v1.JobStatus) []byte {
 	w := jobStatusJSON{
 		Status:         JobStateName(s.GetStatus()),
@@ -78,16 +78,16 @@ func TestJobStatusEncodingMatchesTheWireStruct(t *testing.T) {
 			&v1.JobStatus{Status: JobState(42), LastSuccessfulStatus: JobState(43), RetryCount: 1 << 30, HistoryDropped: -1})
 	}
 	st := &v1.JobStatus{Status: Pending}
-	recordChange(nil, st, "w", at)
+	RecordChange(nil, st, "w", at)
 	for _, to := range []JobState{Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed} {
-		next := &v1.JobStatus{Status: to, LastModified: nowStamp(), LastSuccessfulStatus: st.GetStatus()}
+		next := &v1.JobStatus{Status: to, LastModified: NowStamp(), LastSuccessfulStatus: st.GetStatus()}
 		at = at.Add(7 * time.Millisecond)
-		recordChange(st, next, "stage-w1", at)
+		RecordChange(st, next, "stage-w1", at)
 		st = next
 	}
 	statuses = append(statuses, st)
 	for _, s := range statuses {
-		if got, want := encodeJobStatus(s), encodeJobStatusWire(s); !bytes.Equal(got, want) {
+		if got, want := EncodeJobStatus(s), encodeJobStatusWire(s); !bytes.Equal(got, want) {
 			t.Errorf("status %v\nwritten as %s\nwant       %s", s, got, want)
 		}
 	}
@@ -114,7 +114,7 @@ func FuzzJobStatusCodecMatchesTheWireStruct(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fast, err := decodeJobStatus("/n", data)
+		fast, err := DecodeJobStatus("/n", data)
 		lenient, lerr := decodeJobStatusLenient("/n", data)
 		if (err == nil) != (lerr == nil) || (err != nil && err.Error() != lerr.Error()) {
 			t.Fatalf("%q: read with error %v, leniently with %v", data, err, lerr)
@@ -128,7 +128,7 @@ func FuzzJobStatusCodecMatchesTheWireStruct(f *testing.F) {
 		if typed, err := decodeJobStatusTyped("/n", data); err != nil || !proto.Equal(typed, lenient) {
 			t.Fatalf("%q: decoded as %v (%v), leniently as %v", data, typed, err, lenient)
 		}
-		if got, want := encodeJobStatus(fast), encodeJobStatusWire(fast); !bytes.Equal(got, want) {
+		if got, want := EncodeJobStatus(fast), encodeJobStatusWire(fast); !bytes.Equal(got, want) {
 			t.Fatalf("%v: written as %s, want %s", fast, got, want)
 		}
 	})
@@ -164,7 +164,7 @@ func FuzzARewriteSkipsOnlyNodesWithNothingToCarry(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	written := encodeJobStatus(&v1.JobStatus{Status: Estimating, Message: "m"})
+	written := EncodeJobStatus(&v1.JobStatus{Status: Estimating, Message: "m"})
 	f.Fuzz(func(t *testing.T, old []byte) {
 		if !hasOtherKeys(old, jobStatusKeys) {
 			if got := carryKeys(old, written, jobStatusKeys); !bytes.Equal(got, written) {
@@ -224,7 +224,7 @@ func FuzzJobStatusScanReadsWhatTheDecoderReads(f *testing.F) {
 				t.Fatalf("%q: entry %d kept as %s, encodes as %s", data, i, st.raw[i], want)
 			}
 		}
-		if got, want := encodeJobStatusReusing(scanned, st.raw), encodeJobStatus(scanned); !bytes.Equal(got, want) {
+		if got, want := encodeJobStatusReusing(scanned, st.raw), EncodeJobStatus(scanned); !bytes.Equal(got, want) {
 			t.Fatalf("%q: written as %s, want %s", data, got, want)
 		}
 	})

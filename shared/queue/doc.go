@@ -1,14 +1,16 @@
-// Package queue is ingestq's one view of the ZooKeeper queue: every path,
-// node format and state transition of the queue contract,
-// docs/queue-contract.md ("the spec" in this package's comments), which
-// the Merritt queue library (mrt-zk) and Merritt's programs read and write
-// too, and every write made atomic and fenced as the contract asks. Nodes
-// are written with the keys and types the library reads; every form either
-// side writes is read; keys ingestq does not know are carried forward.
+// Package queue is the contract of ingestq's ZooKeeper queue, with no I/O:
+// every path, node format and state transition of docs/queue-contract.md
+// ("the spec" in this package's comments), which the Merritt queue library
+// (mrt-zk) and Merritt's programs read and write too. Nodes are written with
+// the keys and types the library reads; every form either side writes is
+// read; keys ingestq does not know are carried forward.
 //
-// It is what a stage and a submitter need. The operators' tools (holds,
-// requeues, deletions, listing, search, cleanup, fsck) are package admin
-// (shared/queue/admin), which works through a Client's session.
+// Every rule about states lives in state.go. The packages under this one
+// read and write the tree by role, each owning its writes: session (one
+// ZooKeeper session: its requests, grouped, retried and fenced, and the
+// locking core of every claim), jobs (what a stage does: consumers, claims,
+// object locks, ids, workers), batches (what the batcher does) and admin
+// (what operators do).
 //
 // # What ingestq writes where the spec leaves it open
 //
@@ -37,8 +39,8 @@
 //     without them (a peer's, or one of ours that fit) has totals equal to
 //     its lists' lengths, and a key that is not a count is ignored. The whole
 //     lists are always the batch's states/batch-completed and
-//     states/batch-failed references (BatchJobIDs). See fitStatusReport,
-//     ReportTotals, CompletedAfterReport.
+//     states/batch-failed references (jobs.Reader.BatchJobIDs). See FitStatusReport,
+//     ReportTotals, batches.Client.CompletedAfterReport.
 //
 //   - A batch's spawning. While its jobs are being created a Processing
 //     batch has an empty "spawning" node; a batcher that finds it unlocked
@@ -55,17 +57,5 @@
 //     "spawn_stopped": "<why>", no other job is created, and the batch is
 //     reported Failed once its jobs end. Peers ignore both nodes; the
 //     batch's deletion removes them with the rest. See PayloadRecord,
-//     BatchChange.Payload, BatchClaim.StopSpawning, SpawnedEntries.
-//
-// # What a step costs the server
-//
-// ZooKeeper's cost is mostly per request, so a client sends few: a claim
-// reads the job's status and the data nodes its consumer asks for (Parts,
-// the file list included with PartManifest) in one multiRead (ZooKeeper
-// 3.6+, multiread.go), then takes the lock in one multi; a commit is one
-// multi. Concurrent calls of one client go together (group.go): the
-// multiReads of the jobs a stage takes at the same moment are one request,
-// their multis another, each caller keeping its own answer and atomicity.
-// Against a server without multiRead the client reads node by node.
-// Client.Requests counts what was sent, by operation and kind of node.
+//     batches.BatchChange.Payload, BatchClaim.StopSpawning and SpawnedEntries.
 package queue

@@ -61,57 +61,57 @@ func wholeSeconds[M proto.Message](m M) M {
 }
 
 func FuzzDecodeJobStatus(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeJobStatus, encodeJobStatus) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeJobStatus, EncodeJobStatus) })
 }
 
 func FuzzDecodeBatchStatus(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeBatchStatus, encodeBatchStatus) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeBatchStatus, EncodeBatchStatus) })
 }
 
 func FuzzDecodeStatusReport(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeStatusReport, encodeStatusReport) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeStatusReport, encodeStatusReport) })
 }
 
 func FuzzDecodeSubmission(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeSubmission, encodeSubmission) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeSubmission, EncodeSubmission) })
 }
 
 func FuzzDecodeConfiguration(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeConfiguration, encodeConfiguration) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeConfiguration, encodeConfiguration) })
 }
 
 func FuzzDecodeIdentifiers(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeIdentifiers, encodeIdentifiers) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeIdentifiers, EncodeIdentifiers) })
 }
 
 func FuzzDecodeMetadata(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeMetadata, encodeMetadata) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeMetadata, EncodeMetadata) })
 }
 
 func FuzzDecodeStore(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeStore, encodeStore) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeStore, EncodeStore) })
 }
 
 func FuzzDecodeInventory(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeInventory, encodeInventory) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeInventory, EncodeInventory) })
 }
 
 func FuzzDecodeManifest(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, decodeManifest, encodeManifest) })
+	f.Fuzz(func(t *testing.T, data []byte) { roundTrip(t, data, DecodeManifest, EncodeManifest) })
 }
 
 // FuzzDecodeInt covers the decimal-text nodes (priority, space_needed).
 func FuzzDecodeInt(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := decodeInt("/fuzz/priority", data)
+		n, err := DecodeInt("/fuzz/priority", data)
 		if err != nil {
 			if !bytes.Contains([]byte(err.Error()), []byte("/fuzz/priority")) {
 				t.Fatalf("error does not name the node: %v", err)
 			}
 			return
 		}
-		written := encodeInt(n)
-		if back, err := decodeInt("/fuzz/priority", written); err != nil || back != n {
+		written := EncodeInt(n)
+		if back, err := DecodeInt("/fuzz/priority", written); err != nil || back != n {
 			t.Fatalf("%q read as %d, written as %s, read back as %d (%v)", data, n, written, back, err)
 		}
 	})
@@ -122,15 +122,16 @@ func FuzzDecodeInt(f *testing.F) {
 // name our writers give that job reads back the same.
 func FuzzParseEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name string) {
-		priority, jid, ok := parseEntry(name)
+		e, ok := ParseEntry(name)
 		if !ok {
 			return
 		}
+		priority, jid := e.Priority, e.JID
 		if !ValidJobID(jid) || priority < 0 {
 			t.Fatalf("%q read as priority %d, job %q", name, priority, jid)
 		}
-		if p, j, ok := parseEntry(entryName(priority, jid)); !ok || p != priority || j != jid {
-			t.Fatalf("%q read as %d %s, written as %q, read back as %d %s (%v)", name, priority, jid, entryName(priority, jid), p, j, ok)
+		if back, ok := ParseEntry(EntryName(priority, jid)); !ok || back.Priority != priority || back.JID != jid {
+			t.Fatalf("%q read as %d %s, written as %q, read back as %d %s (%v)", name, priority, jid, EntryName(priority, jid), back.Priority, back.JID, ok)
 		}
 	})
 }

@@ -46,7 +46,7 @@ type historyJSON struct {
 }
 
 // appendHistoryEntry appends h as its historyJSON reads, as marshal
-// writes it (encodeJobStatus).
+// writes it (EncodeJobStatus).
 func appendHistoryEntry(b []byte, h *v1.JobStateChange) []byte {
 	b = append(b, `{"at":"`...)
 	if h.GetAt() != nil {
@@ -116,7 +116,7 @@ func historyEntry(w *historyJSON) (*v1.JobStateChange, bool) {
 	return h, true
 }
 
-// recordChange appends to next (the status about to be written) the change
+// RecordChange appends to next (the status about to be written) the change
 // from old (the status read; nil for a new job) to next, made by worker at
 // now, and drops what passes MaxHistory. The time in the state left counts
 // from the last entry when it says the job entered that state, else from
@@ -124,7 +124,7 @@ func historyEntry(w *historyJSON) (*v1.JobStateChange, bool) {
 // leaves the job in its state with the message of the last entry (a step
 // retried again and again) adds nothing: it would push out what matters.
 // It returns the entry added, nil if none.
-func recordChange(old, next *v1.JobStatus, worker string, now time.Time) *v1.JobStateChange {
+func RecordChange(old, next *v1.JobStatus, worker string, now time.Time) *v1.JobStateChange {
 	hist := old.GetHistory()
 	next.HistoryDropped = old.GetHistoryDropped()
 	from := old.GetStatus()
@@ -188,15 +188,21 @@ func FailedStage(st *v1.JobStatus) JobState {
 	return v1.JobState_JOB_STATE_UNSPECIFIED
 }
 
-// changed tells OnStateChange of the change h (nil: none) to job jid,
-// whose status is now st.
-func (c *Client) changed(jid string, st *v1.JobStatus, h *v1.JobStateChange) {
-	if h == nil || c.onChange == nil {
-		return
-	}
+// StateChange is a job's state change a session committed.
+type StateChange struct {
+	JobID string
+	// Change is the history entry written.
+	Change *v1.JobStateChange
+	// Created is when the job was created, zero when its history no longer
+	// says (or never did: a peer created it).
+	Created time.Time
+}
+
+// NewStateChange is the change h to job jid, whose status is now st.
+func NewStateChange(jid string, st *v1.JobStatus, h *v1.JobStateChange) StateChange {
 	sc := StateChange{JobID: jid, Change: h}
 	if hs := st.GetHistory(); st.GetHistoryDropped() == 0 && len(hs) > 0 && hs[0].GetFrom() == v1.JobState_JOB_STATE_UNSPECIFIED && hs[0].GetAt() != nil {
 		sc.Created = hs[0].GetAt().AsTime()
 	}
-	c.onChange(sc)
+	return sc
 }

@@ -2,14 +2,15 @@ package queue
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 )
 
-// This file is the state machine: every state, its spelling in ZooKeeper and
-// every allowed transition. Nothing else in ingestq decides whether a move is
-// legal.
+// This file is the state machine: every state, its spelling in ZooKeeper,
+// every allowed transition and every rule about where a job may go. Nothing
+// else in ingestq decides whether a move is legal.
 
 // JobState is a job's state.
 type JobState = v1.JobState
@@ -123,8 +124,9 @@ func ParseBatchState(s string) (BatchState, error) {
 	return 0, fmt.Errorf("unknown batch state %q", s)
 }
 
-// jobStateSegment is the path segment of a state under /jobs/states.
-func jobStateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
+// StateSegment is the path segment of a state under /jobs/states
+// ("pending").
+func StateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
 
 // jobTransitions is the spec's job table. Estimating → Failed is an ingestq
 // addition: estimating never fails for its own reasons, but a job whose nodes
@@ -172,22 +174,26 @@ func CanMoveBatch(from, to BatchState) bool {
 	return false
 }
 
-func checkJobMove(jid string, from, to JobState) error {
+// CheckJobMove is the state machine's refusal of job jid's move from to (a
+// *TransitionError), nil when the move is allowed.
+func CheckJobMove(jid string, from, to JobState) error {
 	if !CanMoveJob(from, to) {
 		return &TransitionError{Item: jid, From: JobStateName(from), To: JobStateName(to)}
 	}
 	return nil
 }
 
-func checkBatchMove(bid string, from, to BatchState) error {
+// CheckBatchMove is CheckJobMove for batch bid.
+func CheckBatchMove(bid string, from, to BatchState) error {
 	if !CanMoveBatch(from, to) {
 		return &TransitionError{Item: bid, From: BatchStateName(from), To: BatchStateName(to)}
 	}
 	return nil
 }
 
-// nextLastSuccessful applies the spec's rule for last_successful_status.
-func nextLastSuccessful(old, lastSuccessful, to JobState) JobState {
+// NextLastSuccessful applies the spec's rule for last_successful_status: a
+// job moving from old to `to` keeps lastSuccessful or takes old.
+func NextLastSuccessful(old, lastSuccessful, to JobState) JobState {
 	switch {
 	case to == Failed || to == Deleted, old == Failed || old == Deleted, old == to:
 		return lastSuccessful
@@ -220,25 +226,125 @@ func ResumeState(lastSuccessful JobState) JobState {
 // IsLive reports whether a job in s still counts as open work of its batch.
 func IsLive(s JobState) bool { return s != Completed && s != Failed && s != Deleted }
 
-// batchFolder is the folder under /batches/BID/states that references a job in s.
-func batchFolder(s JobState) string {
+// BatchFolderOf is the folder under /batches/BID/states that references a
+// job in s.
+func BatchFolderOf(s JobState) string {
 	switch s {
 	case Completed:
-		return folderCompleted
+		return FolderCompleted
 	case Failed:
-		return folderFailed
+		return FolderFailed
 	case Deleted:
-		return folderDeleted
+		return FolderDeleted
 	default:
-		return folderProcessing
+		return FolderProcessing
 	}
 }
 
+// A batch's folders of job references.
 const (
-	folderProcessing = "batch-processing"
-	folderCompleted  = "batch-completed"
-	folderFailed     = "batch-failed"
-	folderDeleted    = "batch-deleted"
+	FolderProcessing = "batch-processing"
+	FolderCompleted  = "batch-completed"
+	FolderFailed     = "batch-failed"
+	FolderDeleted    = "batch-deleted"
 )
 
-var batchFolders = []string{folderProcessing, folderCompleted, folderFailed, folderDeleted}
+var batchFolders = []string{FolderProcessing, FolderCompleted, FolderFailed, FolderDeleted}
+
+// BatchRefFolders lists a batch's folders of job references: processing,
+// completed, failed, deleted.
+func BatchRefFolders() []string { return slices.Clone(batchFolders) }
+
+// BatchOpen reports whether a batch in s will still report to its
+// depositor.
+func BatchOpen(s BatchState) bool {
+	switch s {
+	case BatchCompleted, BatchFailed, BatchDeleted:
+		return false
+	}
+	return true
+}
+
+// RequeueStates are the states a failed job may be requeued to, in pipeline
+// order: those the state machine allows from Failed up to the one after its
+// last successful state (a step it never reached would find nothing of the
+// steps before it: a file list, downloaded files), each only with the nodes
+// it needs (a store, an inventory: HasWhatItNeeds, as fsck decides).
+func RequeueStates(lastSuccessful JobState, hasStore, hasInventory bool) []JobState {
+	reach := slices.Index(jobStates, ResumeState(lastSuccessful))
+	var out []JobState
+	for i, s := range jobStates {
+		if i <= reach && s != Deleted && CanMoveJob(Failed, s) && HasWhatItNeeds(s, hasStore, hasInventory) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// HasWhatItNeeds reports whether a job in s has the nodes the steps
+// before s write: processing writes its store (a job in Storing has it),
+// storing its inventory (a job in Recording or later has both).
+func HasWhatItNeeds(s JobState, hasStore, hasInventory bool) bool {
+	switch s {
+	case Storing:
+		return hasStore
+	case Recording, Notify, Completed:
+		return hasStore && hasInventory
+	}
+	return true
+}
+
+// NeededNodes names what HasWhatItNeeds looks for in s.
+func NeededNodes(s JobState) string {
+	if s == Storing {
+		return "store"
+	}
+	return "store and inventory"
+}
+
+// FailedIn is the stage a failed job failed in, from its last successful
+// state alone: the one after it (Pending when nothing succeeded).
+func FailedIn(lastSuccessful JobState) JobState {
+	if lastSuccessful == v1.JobState_JOB_STATE_UNSPECIFIED || lastSuccessful == Held {
+		return Pending
+	}
+	return ResumeState(lastSuccessful)
+}
+
+// ReachedBefore is the last successful state of a job known only to have
+// reached s (an entry of it in s's folder, its status saying otherwise):
+// the state whose success leads to s, so that a requeue resumes where the
+// job was (none for Pending and Held: nothing succeeded yet). A job found
+// in Recording goes back to before Storing: that its object was stored
+// whole is not known. ok is false for the ended states, which say nothing
+// of the job's progress.
+func ReachedBefore(s JobState) (last JobState, ok bool) {
+	switch s {
+	case Pending, Held:
+		return v1.JobState_JOB_STATE_UNSPECIFIED, true
+	case Completed, Failed, Deleted:
+		return v1.JobState_JOB_STATE_UNSPECIFIED, false
+	case Recording:
+		return Processing, true
+	}
+	i := slices.Index(pipeline, s)
+	return pipeline[i-1], true
+}
+
+// pipeline is the states a job goes through when nothing goes wrong, in
+// order: each state's success leads to the next (ResumeState).
+var pipeline = []JobState{Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed}
+
+// WaitingStates are the states a job waits in for a stage or an operator:
+// every state but Completed and Deleted, in pipeline order. Their oldest
+// job's age is worth watching.
+func WaitingStates() []JobState {
+	return []JobState{Pending, Held, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Failed}
+}
+
+// StageStates are the states a stage takes jobs from, in pipeline order.
+func StageStates() []JobState { return slices.Clone(pipeline[:len(pipeline)-1]) }
+
+// StateIndex is s's place in pipeline order (JobStates): a job's progress
+// compares so.
+func StateIndex(s JobState) int { return slices.Index(jobStates, s) }

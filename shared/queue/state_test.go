@@ -1,11 +1,10 @@
 package queue
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 )
 
 // The spec's tables, written out again as the spec spells them, so that a
@@ -79,7 +78,7 @@ func TestLastSuccessfulStatusFollowsTheSpecRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := nextLastSuccessful(tt.old, tt.lastSuccess, tt.to); got != tt.want {
+			if got := NextLastSuccessful(tt.old, tt.lastSuccess, tt.to); got != tt.want {
 				t.Errorf("got %s, want %s", JobStateName(got), JobStateName(tt.want))
 			}
 		})
@@ -98,188 +97,74 @@ func TestResumeStartsAfterLastSuccessfulStatus(t *testing.T) {
 	}
 }
 
-// pathTo is how a test job reaches each state from Pending.
-var pathTo = map[JobState][]JobState{
-	Pending:      nil,
-	Held:         {Held},
-	Estimating:   {Estimating},
-	Provisioning: {Estimating, Provisioning},
-	Downloading:  {Estimating, Provisioning, Downloading},
-	Processing:   {Estimating, Provisioning, Downloading, Processing},
-	Storing:      {Estimating, Provisioning, Downloading, Processing, Storing},
-	Recording:    {Estimating, Provisioning, Downloading, Processing, Storing, Recording},
-	Notify:       {Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify},
-	Completed:    {Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed},
-	Failed:       {Failed},
-}
-
-// TestEveryJobTableRowAgainstZooKeeper tries every (from, to) pair on a real
-// job: allowed moves commit, refused ones fail naming both states and leave
-// the job untouched.
-func TestEveryJobTableRowAgainstZooKeeper(t *testing.T) {
-	c := newClient(t)
-	ctx := testCtx(t)
-	froms := []JobState{Pending, Held, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed, Failed}
-	_, jids := spawn(t, c, len(froms)*len(jobStates), DefaultPriority)
-	i := 0
-	for _, from := range froms {
-		for _, to := range jobStates {
-			jid := jids[i]
-			i++
-			t.Run(fmt.Sprintf("%s→%s", JobStateName(from), JobStateName(to)), func(t *testing.T) {
-				for _, s := range pathTo[from] {
-					step(t, c, jid, Change{To: s})
-				}
-				before := nodeData(t, c, c.p.jobStatus(jid))
-				cl, err := c.ClaimJob(ctx, jid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = cl.Commit(ctx, Change{To: to})
-				if CanMoveJob(from, to) {
-					if err != nil {
-						t.Fatalf("allowed move refused: %v", err)
-					}
-					if got := jsonField(t, nodeData(t, c, c.p.jobStatus(jid)), "status"); got != `"`+JobStateName(to)+`"` {
-						t.Errorf("status = %s", got)
-					}
-					return
-				}
-				var te *TransitionError
-				if !errors.As(err, &te) || !errors.Is(err, ErrWrongState) {
-					t.Fatalf("refused move: err = %v, want a TransitionError", err)
-				}
-				if !strings.Contains(err.Error(), JobStateName(from)) || !strings.Contains(err.Error(), JobStateName(to)) {
-					t.Errorf("refusal %q does not name both states", err)
-				}
-				if err := cl.Release(ctx); err != nil {
-					t.Fatal(err)
-				}
-				after := nodeData(t, c, c.p.jobStatus(jid))
-				if jsonField(t, after, "status") != jsonField(t, before, "status") {
-					t.Errorf("a refused move changed the status: %s → %s", before, after)
-				}
-			})
+func TestRequeueStatesFollowLastSuccessfulAndNodes(t *testing.T) {
+	names := func(ss []JobState) string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, JobStateName(s))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tt := range []struct {
+		last       JobState
+		store, inv bool
+		want       string
+	}{
+		{v1.JobState_JOB_STATE_UNSPECIFIED, false, false, "Pending Estimating"},
+		{Estimating, false, false, "Pending Estimating Provisioning"},
+		{Processing, true, false, "Pending Estimating Provisioning Downloading Processing Storing"},
+		{Recording, true, true, "Pending Estimating Provisioning Downloading Processing Storing Recording Notify"},
+		{Recording, true, false, "Pending Estimating Provisioning Downloading Processing Storing"},
+	} {
+		if got := names(RequeueStates(tt.last, tt.store, tt.inv)); got != tt.want {
+			t.Errorf("last %s, store %v, inventory %v: %q, want %q", JobStateName(tt.last), tt.store, tt.inv, got, tt.want)
 		}
 	}
 }
 
-func TestStoringJobLeftByAPeerIsReadAndMovable(t *testing.T) {
-	c := newClient(t)
-	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, 7)
-	jid := jids[0]
-	// A peer writes Storing the way the Merritt library does: status, then entries.
-	status := `{"status":"Storing","last_modified":"2026-11-22 03:51:07 +0000","last_successful_status":"Processing","retry_count":0}`
-	if _, err := c.conn.Set(c.p.jobStatus(jid), []byte(status), -1); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.conn.Delete(c.p.jobEntry(Pending, 7, jid), -1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.conn.Create(c.p.jobEntry(Storing, 7, jid), nil, 0, c.acl); err != nil {
-		t.Fatal(err)
-	}
-	job, err := c.GetJob(ctx, jid)
-	if err != nil {
-		t.Fatalf("reading a Storing job: %v", err)
-	}
-	if job.GetStatus().GetStatus() != Storing {
-		t.Fatalf("status %s", job.GetStatus().GetStatus())
-	}
-	if counts := jobCounts(t, c); counts[Storing] != 1 {
-		t.Fatalf("counts %v", counts)
-	}
-	step(t, c, jid, Change{To: Recording})
-	if got := jsonField(t, nodeData(t, c, c.p.jobStatus(jid)), "last_successful_status"); got != `"Storing"` {
-		t.Errorf("last_successful_status = %s", got)
-	}
-}
-
-// TestAProcessedJobGoesToRecordingOnlyThroughStoring: as in the peer
-// library, a job leaves Processing for Storing; a commit straight to
-// Recording is refused and leaves the job where it was.
-func TestAProcessedJobGoesToRecordingOnlyThroughStoring(t *testing.T) {
-	c := newClient(t)
-	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, DefaultPriority)
-	jid := jids[0]
-	for _, s := range pathTo[Processing] {
-		step(t, c, jid, Change{To: s})
-	}
-	cl, err := c.ClaimJob(ctx, jid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var te *TransitionError
-	if err := cl.Commit(ctx, Change{To: Recording}); !errors.As(err, &te) || te.From != "Processing" || te.To != "Recording" {
-		t.Fatalf("Processing → Recording: err = %v, want a TransitionError naming both", err)
-	}
-	if err := cl.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := jsonField(t, nodeData(t, c, c.p.jobStatus(jid)), "status"); got != `"Processing"` {
-		t.Fatalf("after the refusal the job is %s", got)
-	}
-	step(t, c, jid, Change{To: Storing})
-	step(t, c, jid, Change{To: Recording})
-	st := nodeData(t, c, c.p.jobStatus(jid))
-	if got, last := jsonField(t, st, "status"), jsonField(t, st, "last_successful_status"); got != `"Recording"` || last != `"Storing"` {
-		t.Errorf("status %s, last_successful_status %s; want Recording after Storing", got, last)
-	}
-}
-
-// TestEveryBatchTableRowAgainstZooKeeper does the same for batches.
-func TestEveryBatchTableRowAgainstZooKeeper(t *testing.T) {
-	c := newClient(t)
-	ctx := testCtx(t)
-	batchStates := []BatchState{BatchPending, BatchHeld, BatchProcessing, BatchReporting, BatchUpdateReporting, BatchCompleted, BatchFailed, BatchDeleted}
-	reach := map[BatchState][]BatchState{
-		BatchPending:         nil,
-		BatchHeld:            {BatchHeld},
-		BatchProcessing:      {BatchProcessing},
-		BatchReporting:       {BatchProcessing, BatchReporting},
-		BatchFailed:          {BatchProcessing, BatchFailed},
-		BatchUpdateReporting: {BatchProcessing, BatchFailed, BatchUpdateReporting},
-		BatchCompleted:       {BatchProcessing, BatchReporting, BatchCompleted},
-	}
-	for _, from := range []BatchState{BatchPending, BatchHeld, BatchProcessing, BatchReporting, BatchUpdateReporting, BatchCompleted, BatchFailed} {
-		for _, to := range batchStates {
-			t.Run(fmt.Sprintf("%s→%s", BatchStateName(from), BatchStateName(to)), func(t *testing.T) {
-				bid, err := c.CreateBatch(ctx, sampleSubmission())
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, s := range reach[from] {
-					bc, err := c.ClaimBatch(ctx, bid)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := bc.Commit(ctx, BatchChange{To: s}); err != nil {
-						t.Fatal(err)
-					}
-					if s == BatchProcessing {
-						if err := bc.FinishSpawning(ctx); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				bc, err := c.ClaimBatch(ctx, bid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer bc.Release(context.WithoutCancel(ctx))
-				err = bc.Commit(ctx, BatchChange{To: to})
-				if CanMoveBatch(from, to) {
-					if err != nil {
-						t.Fatalf("allowed move refused: %v", err)
-					}
-					return
-				}
-				if !errors.Is(err, ErrWrongState) || !strings.Contains(err.Error(), BatchStateName(from)) || !strings.Contains(err.Error(), BatchStateName(to)) {
-					t.Fatalf("refused move: err = %v, want a refusal naming both states", err)
-				}
-			})
+// TestReachedBeforeTakesAJobBackToWhereItsEvidenceShowsItWas: a job found
+// only in a state's folder resumes at that state (the one after its last
+// successful state), but for Recording, which resumes at Storing: that its
+// object was stored whole is not known. The ended states say nothing.
+func TestReachedBeforeTakesAJobBackToWhereItsEvidenceShowsItWas(t *testing.T) {
+	for _, tt := range []struct {
+		found, last JobState
+		ok          bool
+	}{
+		{Pending, v1.JobState_JOB_STATE_UNSPECIFIED, true},
+		{Held, v1.JobState_JOB_STATE_UNSPECIFIED, true},
+		{Estimating, Pending, true},
+		{Provisioning, Estimating, true},
+		{Downloading, Provisioning, true},
+		{Processing, Downloading, true},
+		{Storing, Processing, true},
+		{Recording, Processing, true},
+		{Notify, Recording, true},
+		{Completed, v1.JobState_JOB_STATE_UNSPECIFIED, false},
+		{Failed, v1.JobState_JOB_STATE_UNSPECIFIED, false},
+		{Deleted, v1.JobState_JOB_STATE_UNSPECIFIED, false},
+	} {
+		last, ok := ReachedBefore(tt.found)
+		if last != tt.last || ok != tt.ok {
+			t.Errorf("ReachedBefore(%s) = %s, %v; want %s, %v", JobStateName(tt.found), JobStateName(last), ok, JobStateName(tt.last), tt.ok)
 		}
+	}
+}
+
+// TestStageStatesAreThePipelineAStageTakesFrom: every state a stage takes
+// jobs from, in order, and the states jobs wait in besides.
+func TestStageStatesAreThePipelineAStageTakesFrom(t *testing.T) {
+	names := func(ss []JobState) string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, JobStateName(s))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := names(StageStates()), "Pending Estimating Provisioning Downloading Processing Storing Recording Notify"; got != want {
+		t.Errorf("StageStates: %s, want %s", got, want)
+	}
+	if got, want := names(WaitingStates()), "Pending Held Estimating Provisioning Downloading Processing Storing Recording Notify Failed"; got != want {
+		t.Errorf("WaitingStates: %s, want %s", got, want)
 	}
 }

@@ -448,27 +448,27 @@ func (s *statusScanner) int() (int64, bool) {
 	return n, err == nil
 }
 
-// decodeJobStatusKeeping is decodeJobStatus, and the bytes of its
+// DecodeJobStatusKeeping is DecodeJobStatus, and the bytes of its
 // history's entries as read where scanStatus keeps them (scannedStatus.raw).
-func decodeJobStatusKeeping(path string, data []byte) (*v1.JobStatus, [][]byte, error) {
+func DecodeJobStatusKeeping(path string, data []byte) (*v1.JobStatus, KeptHistory, error) {
 	if st, ok := scanStatus(data); ok {
 		out, err := jobStatusOf(path, &st.w, st.hist, st.dropped)
-		return out, st.raw, err
+		return out, KeptHistory{of: out, raw: st.raw}, err
 	}
 	out, err := decodeJobStatusTyped(path, data)
-	return out, nil, err
+	return out, KeptHistory{}, err
 }
 
-// keptHistory is a claim's status's history entries as read: raw, the
+// KeptHistory is a claim's status's history entries as read: raw, the
 // bytes of the entries of of (the status read), as scannedStatus.raw.
-type keptHistory struct {
+type KeptHistory struct {
 	of  *v1.JobStatus
 	raw [][]byte
 }
 
 // entries is keptEntries of the status old, read from data, with the
 // entries scanned with the claim when old is the status they came with.
-func (k keptHistory) entries(data []byte, old, next *v1.JobStatus) [][]byte {
+func (k KeptHistory) Entries(data []byte, old, next *v1.JobStatus) [][]byte {
 	if k.of == nil || k.of != old || len(k.raw) != len(old.GetHistory()) {
 		return keptEntries(data, old, next)
 	}
@@ -476,7 +476,7 @@ func (k keptHistory) entries(data []byte, old, next *v1.JobStatus) [][]byte {
 }
 
 // keptEntries are the bytes, as read in data (the status old was read
-// from), of the entries of next's history that recordChange kept of old's
+// from), of the entries of next's history that RecordChange kept of old's
 // (the same entries, in a row): encodeJobStatusReusing writes them
 // without encoding them anew. nil where they cannot be had.
 func keptEntries(data []byte, old, next *v1.JobStatus) [][]byte {

@@ -24,6 +24,8 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/ping"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
@@ -59,7 +61,11 @@ type Env struct {
 	Config  *config.Common
 	// Logger writes JSON lines carrying the trace and job of their context.
 	Logger *slog.Logger
-	Queue  *queue.Client
+	// Session is the service's ZooKeeper session, its queue's one door;
+	// Jobs is the stages' side of the queue over it, which the process's
+	// stages share.
+	Session *session.Session
+	Jobs    *jobs.Client
 	// Server takes the stage's gRPC services (it is a grpc.ServiceRegistrar)
 	// and its drain hooks (OnShutdown).
 	Server *server.Server
@@ -163,7 +169,7 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 	ingestqv1.RegisterPingServiceServer(srv, ping.New(spec.Name))
 
 	log.Info("connecting to ZooKeeper", "servers", cfg.ZooKeeper.Servers, "root", cfg.ZooKeeper.Root)
-	q, err := queue.Connect(ctx, queue.Options{
+	q, err := session.Connect(ctx, session.Options{
 		Servers:        cfg.ZooKeeper.Servers,
 		Root:           cfg.ZooKeeper.Root,
 		SessionTimeout: cfg.ZooKeeper.SessionTimeout,
@@ -211,7 +217,7 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer endLife()
 	if spec.Setup != nil {
-		env := &Env{Name: spec.Name, Version: version(), Config: cfg, Logger: log, Queue: q, Server: srv, Telemetry: tel}
+		env := &Env{Name: spec.Name, Version: version(), Config: cfg, Logger: log, Session: q, Jobs: jobs.New(q), Server: srv, Telemetry: tel}
 		if err := spec.Setup(life, env); err != nil {
 			return fmt.Errorf("setting up %s: %w", spec.Name, err)
 		}

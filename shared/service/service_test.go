@@ -61,7 +61,7 @@ func TestServiceServesWhileConnectedAndStopsCleanlyOnCancel(t *testing.T) {
 		Name:     "teststage",
 		Defaults: testDefaults,
 		Setup: func(ctx context.Context, env *Env) error {
-			if !env.Queue.Connected() {
+			if !env.Session.Connected() {
 				t.Error("Setup ran before the ZooKeeper session was up")
 			}
 			env.Server.OnShutdown(func(context.Context) error {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -21,12 +23,12 @@ func TestServiceNamesItselfInJobHistories(t *testing.T) {
 		Name:     "teststage",
 		Defaults: testDefaults,
 		Setup: func(ctx context.Context, env *Env) error {
-			_, jids, err := queuetest.Submit(ctx, env.Queue, []queue.NewJob{{}})
+			_, jids, err := queuetest.Submit(ctx, env.Session, []batches.NewJob{{}})
 			if err != nil {
 				got <- result{err: err}
 				return nil
 			}
-			st, err := env.Queue.JobStatus(ctx, jids[0])
+			st, err := jobs.NewReader(env.Session).JobStatus(ctx, jids[0])
 			if err == nil && len(st.GetHistory()) > 0 {
 				got <- result{worker: st.GetHistory()[0].GetWorker()}
 			} else {

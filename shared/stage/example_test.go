@@ -6,6 +6,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/stage/stagetest"
 )
@@ -26,7 +27,7 @@ func ExampleHandler() {
 		for _, f := range m.GetFiles() {
 			bytes += f.GetSize()
 		}
-		return stage.Next(queue.Change{SpaceNeeded: &bytes, Message: fmt.Sprintf("%d files, %d bytes", len(m.GetFiles()), bytes)})
+		return stage.Next(jobs.Change{SpaceNeeded: &bytes, Message: fmt.Sprintf("%d files, %d bytes", len(m.GetFiles()), bytes)})
 	}
 
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -28,7 +29,7 @@ import (
 // ends (an ARK, say).
 type Handler func(ctx context.Context, claim Claim) Outcome
 
-// Claim is what a handler uses of its claimed job (a *queue.Claim, which
+// Claim is what a handler uses of its claimed job (a *jobs.Claim, which
 // the runner commits). A handler decides; the runner commits its Outcome,
 // so committing and releasing are not here. Being an interface, a
 // handler's logic can be tested without ZooKeeper.
@@ -49,18 +50,18 @@ type Claim interface {
 	// names, else its place under workRoot.
 	WorkingDir(ctx context.Context, workRoot string) (string, error)
 	// Update writes ch's data at once, keeping the job (ch.To is ignored).
-	Update(ctx context.Context, ch queue.Change) error
+	Update(ctx context.Context, ch jobs.Change) error
 	// MintFromCounter makes the job's primary id from the next number of
 	// a shared counter (the existing one, if the job has one).
 	MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error)
 }
 
-var _ Claim = (*queue.Claim)(nil)
+var _ Claim = (*jobs.Claim)(nil)
 
 // Outcome is what a handler decided; build it with Next, To, Fail, Wait or Release.
 type Outcome struct {
 	kind      outcomeKind
-	change    queue.Change
+	change    jobs.Change
 	after     time.Duration
 	committed func()
 }
@@ -74,7 +75,7 @@ func (o Outcome) OnCommitted(f func()) Outcome {
 
 // Change is the change the outcome writes (its To is the handler's
 // state for To and Fail, and zero for Next, whose state is the stage's).
-func (o Outcome) Change() queue.Change { return o.change }
+func (o Outcome) Change() jobs.Change { return o.change }
 
 // String says what the outcome does: "next", "to Held", "wait 30s" or
 // "release", and the change's message after a colon.
@@ -107,17 +108,17 @@ const (
 
 // Next moves the job to the stage's next state, writing ch's data in the
 // same transition (ch.To is ignored).
-func Next(ch queue.Change) Outcome { return Outcome{kind: kindNext, change: ch} }
+func Next(ch jobs.Change) Outcome { return Outcome{kind: kindNext, change: ch} }
 
 // To moves the job to a state of the handler's choosing (Held, say).
-func To(state queue.JobState, ch queue.Change) Outcome {
+func To(state queue.JobState, ch jobs.Change) Outcome {
 	ch.To = state
 	return Outcome{kind: kindTo, change: ch}
 }
 
 // Fail moves the job to Failed; message says what failed.
 func Fail(message string) Outcome {
-	return Outcome{kind: kindTo, change: queue.Change{To: queue.Failed, Message: message}}
+	return Outcome{kind: kindTo, change: jobs.Change{To: queue.Failed, Message: message}}
 }
 
 // Failf is Fail with formatting.
@@ -126,7 +127,7 @@ func Failf(format string, args ...any) Outcome { return Fail(fmt.Sprintf(format,
 // Wait leaves the job in its state to be tried again after d; ch's data and
 // message are written if the state allows staying (Provisioning does),
 // otherwise the job is only released.
-func Wait(d time.Duration, ch queue.Change) Outcome {
+func Wait(d time.Duration, ch jobs.Change) Outcome {
 	return Outcome{kind: kindWait, change: ch, after: d}
 }
 
@@ -151,7 +152,7 @@ type Config struct {
 	// handling it (the spec's rule for Pending jobs).
 	HoldCollections bool
 	// Spread is how many jobs at the head of the queue a take picks from at
-	// random (queue.ConsumerOptions.Spread; default 8). 1 takes jobs in
+	// random (jobs.ConsumerOptions.Spread; default 8). 1 takes jobs in
 	// strict priority order, as the provisioner wants.
 	Spread int
 	// InOrder hands jobs to the handler one at a time, in the order they
@@ -170,9 +171,9 @@ type Config struct {
 
 // Runner runs a stage against one queue client.
 type Runner struct {
-	q        *queue.Client
+	q        *jobs.Client
 	cfg      Config
-	consumer *queue.Consumer
+	consumer *jobs.Consumer
 	log      *slog.Logger
 	state    *WorkerState // paused, draining, jobs in flight, outcomes
 
@@ -189,7 +190,7 @@ type Runner struct {
 }
 
 // New prepares a runner; Run starts it.
-func New(q *queue.Client, cfg Config) (*Runner, error) {
+func New(q *jobs.Client, cfg Config) (*Runner, error) {
 	if cfg.Handler == nil || cfg.From == 0 || cfg.To == 0 || cfg.Name == "" || cfg.Service == "" {
 		return nil, errors.New("stage: Config needs Service, Name, From, To and Handler")
 	}
@@ -214,7 +215,7 @@ func New(q *queue.Client, cfg Config) (*Runner, error) {
 	r := &Runner{
 		q:        q,
 		cfg:      cfg,
-		consumer: q.NewConsumer(cfg.From, queue.ConsumerOptions{Parts: cfg.Parts, Spread: cfg.Spread, InOrder: cfg.InOrder}),
+		consumer: q.NewConsumer(cfg.From, jobs.ConsumerOptions{Parts: cfg.Parts, Spread: cfg.Spread, InOrder: cfg.InOrder}),
 		log:      cfg.Logger.With("stage", cfg.Name),
 		state: NewWorkerState(&v1.WorkerInfo{Id: q.NewWorkerID(cfg.Service), Service: cfg.Service, Stage: queue.JobStateName(cfg.From),
 			Version: cfg.Version, Concurrency: int32(cfg.Concurrency), Address: cfg.Address}, cfg.Name, cfg.Metrics),
@@ -296,7 +297,7 @@ var errPaused = errors.New("replica paused")
 
 // next waits for a job, giving up when the replica is paused meanwhile (a
 // pause must stop a replica that is already waiting, not only the next wait).
-func (r *Runner) next(ctx context.Context) (*queue.Claim, error) {
+func (r *Runner) next(ctx context.Context) (*jobs.Claim, error) {
 	ctx, cancel := r.state.UntilChanged(ctx)
 	defer cancel()
 	claim, err := r.consumer.Next(ctx)
@@ -307,7 +308,7 @@ func (r *Runner) next(ctx context.Context) (*queue.Claim, error) {
 }
 
 // handle runs the handler on one claim and commits its outcome.
-func (r *Runner) handle(claim *queue.Claim) {
+func (r *Runner) handle(claim *jobs.Claim) {
 	if !r.cfg.InOrder {
 		r.finish(r.handleOnly(claim))
 		return
@@ -323,14 +324,14 @@ func (r *Runner) handle(claim *queue.Claim) {
 // handled is a job whose handler has returned and whose outcome is not
 // committed yet.
 type handled struct {
-	claim   *queue.Claim
+	claim   *jobs.Claim
 	ctx     context.Context
 	outcome Outcome
 	end     func(telemetry.Outcome) // ends the step's span, metrics and tracking
 }
 
 // handleOnly runs the handler on one claim; finish commits its outcome.
-func (r *Runner) handleOnly(claim *queue.Claim) handled {
+func (r *Runner) handleOnly(claim *jobs.Claim) handled {
 	job := claim.Job
 	jid, bid := job.GetId(), job.GetBid()
 	if bid == "" {
@@ -392,7 +393,7 @@ func (r *Runner) takesHandOver() bool {
 }
 
 // decide runs the rules that come before the handler, then the handler.
-func (r *Runner) decide(ctx context.Context, claim *queue.Claim) (out Outcome) {
+func (r *Runner) decide(ctx context.Context, claim *jobs.Claim) (out Outcome) {
 	if claim.LoadErr != nil {
 		r.log.ErrorContext(ctx, "job data unreadable", "error", claim.LoadErr)
 		return Failf("job data unreadable: %v", claim.LoadErr)
@@ -404,7 +405,7 @@ func (r *Runner) decide(ctx context.Context, claim *queue.Claim) (out Outcome) {
 				return Release()
 			}
 			if held {
-				return To(queue.Held, queue.Change{Message: fmt.Sprintf("collection %s is held", coll)})
+				return To(queue.Held, jobs.Change{Message: fmt.Sprintf("collection %s is held", coll)})
 			}
 		}
 	}
@@ -430,7 +431,7 @@ func collectionOf(job *v1.Job) string {
 // the job over (nil: none). The object locks the outcome names
 // (Change.Unlock) are released by the commit, or after it when it did not
 // happen.
-func (r *Runner) commit(ctx context.Context, claim *queue.Claim, out Outcome) (_ telemetry.Outcome, next *Runner) {
+func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.Outcome, next *Runner) {
 	// Commits must go through even if the drain deadline passed while the
 	// handler returned; only a lost lock (claim context) stops them.
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

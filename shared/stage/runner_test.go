@@ -16,7 +16,10 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -30,16 +33,16 @@ func TestMain(m *testing.M) {
 	zktest.Main(m)
 }
 
-// jobs is n jobs of profile (and so collection) "p".
-func jobs(n int) []queue.NewJob {
-	out := make([]queue.NewJob, n)
+// newJobs is n jobs of profile (and so collection) "p".
+func newJobs(n int) []batches.NewJob {
+	out := make([]batches.NewJob, n)
 	for i := range out {
-		out[i] = queue.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: "p"}}
+		out[i] = batches.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: "p"}}
 	}
 	return out
 }
 
-func startRunner(t *testing.T, c *queue.Client, cfg Config) *Runner {
+func startRunner(t *testing.T, c *session.Session, cfg Config) *Runner {
 	t.Helper()
 	if cfg.Service == "" {
 		cfg.Service = "test"
@@ -50,7 +53,7 @@ func startRunner(t *testing.T, c *queue.Client, cfg Config) *Runner {
 	if cfg.From == 0 {
 		cfg.From, cfg.To = queue.Estimating, queue.Provisioning
 	}
-	r, err := New(c, cfg)
+	r, err := New(jobs.New(c), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +69,7 @@ func startRunner(t *testing.T, c *queue.Client, cfg Config) *Runner {
 func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 	root := zktest.Root(t)
 	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, jobs(60), queue.Estimating)
+	jids := queuetest.SpawnN(t, admin, newJobs(60), queue.Estimating)
 	const replicas = 3
 	var mu sync.Mutex
 	handled := map[string]int{}
@@ -88,11 +91,11 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 			case <-ctx.Done():
 				return Release()
 			}
-			return Next(queue.Change{SpaceNeeded: ptr(int64(10))})
+			return Next(jobs.Change{SpaceNeeded: ptr(int64(10))})
 		}})
 	}
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := qadmin.New(admin).JobCounts(context.Background())
+		counts, _ := qadmin.New(admin).Jobs.Counts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	mu.Lock()
@@ -112,9 +115,9 @@ func TestInOrderStageHandsJobsOverInQueueOrder(t *testing.T) {
 	c := queuetest.Connect(t, root)
 	// Priorities out of creation order: queue order is priority, then age.
 	priorities := []int32{9, 1, 5, 1, 7, 3, 9, 2, 5, 1}
-	specs := make([]queue.NewJob, len(priorities))
+	specs := make([]batches.NewJob, len(priorities))
 	for i, p := range priorities {
-		specs[i] = queue.NewJob{Priority: p, Configuration: &v1.JobConfiguration{ProfileName: "p"}}
+		specs[i] = batches.NewJob{Priority: p, Configuration: &v1.JobConfiguration{ProfileName: "p"}}
 	}
 	jids := queuetest.SpawnN(t, c, specs, queue.Estimating)
 	want := slices.Clone(jids)
@@ -127,10 +130,10 @@ func TestInOrderStageHandsJobsOverInQueueOrder(t *testing.T) {
 		mu.Lock()
 		order = append(order, cl.ID())
 		mu.Unlock()
-		return Next(queue.Change{SpaceNeeded: ptr(int64(1))})
+		return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 	}})
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := qadmin.New(c).JobCounts(context.Background())
+		counts, _ := qadmin.New(c).Jobs.Counts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	mu.Lock()
@@ -153,7 +156,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := queuetest.Connect(t, zktest.Root(t))
 			const n = 6
-			jids := queuetest.SpawnN(t, c, jobs(n), queue.Pending)
+			jids := queuetest.SpawnN(t, c, newJobs(n), queue.Pending)
 			var mu sync.Mutex
 			seen := map[string][]queue.JobState{}
 			record := func(cl Claim) {
@@ -161,15 +164,16 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 				seen[cl.ID()] = append(seen[cl.ID()], cl.State())
 				mu.Unlock()
 			}
-			first, err := New(c, Config{Service: "test", Name: "pending", From: queue.Pending, To: queue.Estimating, Concurrency: 2,
-				Handler: func(ctx context.Context, cl Claim) Outcome { record(cl); return Next(queue.Change{}) }})
+			jc := jobs.New(c)
+			first, err := New(jc, Config{Service: "test", Name: "pending", From: queue.Pending, To: queue.Estimating, Concurrency: 2,
+				Handler: func(ctx context.Context, cl Claim) Outcome { record(cl); return Next(jobs.Change{}) }})
 			if err != nil {
 				t.Fatal(err)
 			}
-			second, err := New(c, Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Concurrency: 2,
+			second, err := New(jc, Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Concurrency: 2,
 				Handler: func(ctx context.Context, cl Claim) Outcome {
 					record(cl)
-					return Next(queue.Change{SpaceNeeded: ptr(int64(1))})
+					return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 				}})
 			if err != nil {
 				t.Fatal(err)
@@ -192,7 +196,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 				want = queue.Estimating
 			}
 			queuetest.Eventually(t, "every job in "+queue.JobStateName(want), func() bool {
-				counts, _ := qadmin.New(c).JobCounts(context.Background())
+				counts, _ := qadmin.New(c).Jobs.Counts(context.Background())
 				return counts[want] == n
 			})
 			reads := int64(0)
@@ -214,7 +218,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 				if !slices.Equal(seen[jid], wantSeen) {
 					t.Errorf("%s handled in %v, want %v", jid, seen[jid], wantSeen)
 				}
-				if j, err := c.GetJob(context.Background(), jid); err != nil || j.GetLocked() {
+				if j, err := jobs.NewReader(c).GetJob(context.Background(), jid); err != nil || j.GetLocked() {
 					t.Errorf("%s: %v, locked %v; want it free", jid, err, j.GetLocked())
 				}
 			}
@@ -225,12 +229,12 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 func TestPausedReplicaTakesNothingUntilResumed(t *testing.T) {
 	root := zktest.Root(t)
 	c := queuetest.Connect(t, root)
-	r := startRunner(t, c, Config{Handler: func(context.Context, Claim) Outcome { return Next(queue.Change{}) }})
+	r := startRunner(t, c, Config{Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
 	r.Pause()
 	if !r.Status().GetPaused() {
 		t.Fatal("status does not say paused")
 	}
-	jids := queuetest.SpawnN(t, c, jobs(1), queue.Estimating)
+	jids := queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)
 	time.Sleep(300 * time.Millisecond)
 	if s := queuetest.Status(t, c, jids[0]).GetStatus(); s != queue.Estimating {
 		t.Fatalf("a paused replica moved the job to %s", queue.JobStateName(s))
@@ -242,7 +246,7 @@ func TestPausedReplicaTakesNothingUntilResumed(t *testing.T) {
 func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 	root := zktest.Root(t)
 	c := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, c, jobs(2), queue.Estimating)
+	jids := queuetest.SpawnN(t, c, newJobs(2), queue.Estimating)
 	started := make(chan string, 2)
 	finish := make(chan struct{}) // the quick job's step ends when the test says
 	r := startRunner(t, c, Config{Concurrency: 2, Handler: func(ctx context.Context, cl Claim) Outcome {
@@ -252,10 +256,10 @@ func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 			case <-finish:
 			case <-ctx.Done():
 			}
-			return Next(queue.Change{})
+			return Next(jobs.Change{})
 		}
 		<-ctx.Done() // too slow: cut off by the drain deadline
-		return Next(queue.Change{})
+		return Next(jobs.Change{})
 	}})
 	<-started
 	<-started
@@ -279,7 +283,7 @@ func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 		t.Errorf("the slow job is %s, want it given back in Estimating", queue.JobStateName(s))
 	}
 	for _, jid := range jids {
-		if job, _ := c.GetJob(context.Background(), jid); job.GetLocked() {
+		if job, _ := jobs.NewReader(c).GetJob(context.Background(), jid); job.GetLocked() {
 			t.Errorf("%s still locked after the drain", jid)
 		}
 	}
@@ -294,13 +298,13 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 	}
 	defer proxy.Close()
 	ctx := context.Background()
-	cut, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 2 * time.Second})
+	cut, err := session.Connect(ctx, session.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cut.Close()
 	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, jobs(1), queue.Estimating)
+	jids := queuetest.SpawnN(t, admin, newJobs(1), queue.Estimating)
 	cancelled := make(chan error, 1)
 	var once sync.Once
 	r := startRunner(t, cut, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
@@ -312,7 +316,7 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 		proxy.Block() // the replica is cut off while working
 		<-ctx.Done()
 		cancelled <- context.Cause(ctx)
-		return Next(queue.Change{Message: "too late"})
+		return Next(jobs.Change{Message: "too late"})
 	}})
 	select {
 	case cause := <-cancelled:
@@ -328,7 +332,7 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 		t.Errorf("job is %s %q: the lost replica's outcome must not land", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
 	// Another replica finishes it.
-	startRunner(t, admin, Config{Handler: func(context.Context, Claim) Outcome { return Next(queue.Change{}) }})
+	startRunner(t, admin, Config{Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
 	queuetest.Eventually(t, "another replica finished the job", func() bool { s := queuetest.Status(t, admin, jids[0]).GetStatus(); return s == queue.Provisioning })
 }
 
@@ -336,19 +340,19 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 	tests := []struct {
 		name    string
 		from    queue.JobState
-		setup   func(t *testing.T, c *queue.Client, jid string)
+		setup   func(t *testing.T, c *session.Session, jid string)
 		handler Handler
 		hold    bool
 		want    queue.JobState
 		message string
 	}{
 		{name: "a pending job of a held collection goes to Held", from: queue.Pending, hold: true,
-			setup: func(t *testing.T, c *queue.Client, jid string) {
-				if err := qadmin.New(c).HoldCollection(context.Background(), "p"); err != nil {
+			setup: func(t *testing.T, c *session.Session, jid string) {
+				if err := qadmin.New(c).Queue.HoldCollection(context.Background(), "p"); err != nil {
 					t.Fatal(err)
 				}
 			},
-			handler: func(context.Context, Claim) Outcome { return Next(queue.Change{}) },
+			handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) },
 			want:    queue.Held, message: "collection p is held"},
 		{name: "a panicking handler fails the job and the runner lives on", from: queue.Estimating,
 			handler: func(context.Context, Claim) Outcome { panic("boom") },
@@ -357,17 +361,17 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 			handler: func(context.Context, Claim) Outcome { return Fail("f.txt: HTTP 404") },
 			want:    queue.Failed, message: "f.txt: HTTP 404"},
 		{name: "malformed JSON planted by another writer fails the job with the path", from: queue.Estimating,
-			setup: func(t *testing.T, c *queue.Client, jid string) {
+			setup: func(t *testing.T, c *session.Session, jid string) {
 				plant(t, c, jid, "configuration", "{broken")
 			},
-			handler: func(context.Context, Claim) Outcome { return Next(queue.Change{}) },
+			handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) },
 			want:    queue.Failed, message: "/configuration: unreadable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := zktest.Root(t)
 			c := queuetest.Connect(t, root)
-			jids := queuetest.SpawnN(t, c, jobs(2), tt.from)
+			jids := queuetest.SpawnN(t, c, newJobs(2), tt.from)
 			if tt.setup != nil {
 				tt.setup(t, c, jids[0])
 			}
@@ -389,27 +393,27 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 	tests := []struct {
 		name     string
-		outcome  func(lock *queue.ObjectLock) Outcome
+		outcome  func(lock *jobs.ObjectLock) Outcome
 		want     queue.JobState
 		inCommit bool // released by the commit's own multi, not a request of its own
 	}{
 		{name: "a step that goes on releases the lock in its commit",
-			outcome: func(l *queue.ObjectLock) Outcome { return Next(queue.Change{Unlock: []*queue.ObjectLock{l}}) },
+			outcome: func(l *jobs.ObjectLock) Outcome { return Next(jobs.Change{Unlock: []*jobs.ObjectLock{l}}) },
 			want:    queue.Provisioning, inCommit: true},
 		{name: "a step that gives the job back releases the lock after it",
-			outcome: func(l *queue.ObjectLock) Outcome {
-				return Wait(time.Hour, queue.Change{Unlock: []*queue.ObjectLock{l}}) // Estimating cannot stay: released
+			outcome: func(l *jobs.ObjectLock) Outcome {
+				return Wait(time.Hour, jobs.Change{Unlock: []*jobs.ObjectLock{l}}) // Estimating cannot stay: released
 			},
 			want: queue.Estimating},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := queuetest.Connect(t, zktest.Root(t))
-			jid := queuetest.SpawnN(t, c, jobs(1), queue.Estimating)[0]
+			jid := queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)[0]
 			handled := make(chan struct{})
 			startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
 				defer close(handled)
-				l, err := c.LockStorage(ctx, "ark:/99999/fk4lock")
+				l, err := jobs.New(c).LockStorage(ctx, "ark:/99999/fk4lock")
 				if err != nil {
 					t.Error(err)
 					return Release()
@@ -418,8 +422,8 @@ func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 			}})
 			<-handled
 			queuetest.Eventually(t, "lock released", func() bool {
-				storage, _, err := qadmin.New(c).ObjectLocks(context.Background())
-				j, jerr := c.GetJob(context.Background(), jid)
+				storage, _, err := qadmin.New(c).Queue.ObjectLocks(context.Background())
+				j, jerr := jobs.NewReader(c).GetJob(context.Background(), jid)
 				return err == nil && jerr == nil && len(storage) == 0 && !j.GetLocked()
 			})
 			if got := queuetest.Status(t, c, jid).GetStatus(); got != tt.want {
@@ -447,15 +451,15 @@ func TestOnCommittedRunsOnlyAfterTheOutcomeWasCommitted(t *testing.T) {
 		outcome Outcome
 		want    bool
 	}{
-		{"a step that goes on", Next(queue.Change{SpaceNeeded: ptr(int64(1))}), true},
+		{"a step that goes on", Next(jobs.Change{SpaceNeeded: ptr(int64(1))}), true},
 		{"a failure", Fail("no"), true},
 		{"a release", Release(), false},
-		{"a wait in a state that cannot stay", Wait(time.Hour, queue.Change{}), false},
+		{"a wait in a state that cannot stay", Wait(time.Hour, jobs.Change{}), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := queuetest.Connect(t, zktest.Root(t))
-			queuetest.SpawnN(t, c, jobs(1), queue.Estimating)
+			queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)
 			var called atomic.Int64
 			r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
 				return tt.outcome.OnCommitted(func() { called.Add(1) })
@@ -482,7 +486,7 @@ func TestOnCommittedRunsOnlyAfterTheOutcomeWasCommitted(t *testing.T) {
 func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
 	root := zktest.Root(t)
 	c := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, c, jobs(1), queue.Provisioning)
+	jids := queuetest.SpawnN(t, c, newJobs(1), queue.Provisioning)
 	var mu sync.Mutex
 	var tries []time.Time
 	startRunner(t, c, Config{Name: "provisioning", From: queue.Provisioning, To: queue.Downloading,
@@ -491,9 +495,9 @@ func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
 			defer mu.Unlock()
 			tries = append(tries, time.Now())
 			if len(tries) < 3 {
-				return Wait(200*time.Millisecond, queue.Change{Message: "waiting for space"})
+				return Wait(200*time.Millisecond, jobs.Change{Message: "waiting for space"})
 			}
-			return Next(queue.Change{})
+			return Next(jobs.Change{})
 		}})
 	queuetest.Eventually(t, "job provisioned on the third try", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Downloading })
 	mu.Lock()
@@ -514,7 +518,7 @@ func TestSpansOfTwoStagesOfOneJobShareItsTrace(t *testing.T) {
 	subCtx, sub := submitter.Tracer("test").Start(context.Background(), "submit")
 	traceparent := telemetry.Inject(subCtx)
 	sub.End()
-	jids := queuetest.SpawnN(t, c, []queue.NewJob{{Configuration: &v1.JobConfiguration{ProfileName: "p", Traceparent: traceparent}}}, queue.Pending)
+	jids := queuetest.SpawnN(t, c, []batches.NewJob{{Configuration: &v1.JobConfiguration{ProfileName: "p", Traceparent: traceparent}}}, queue.Pending)
 	var exporters []*tracetest.InMemoryExporter
 	for _, st := range []struct {
 		name     string
@@ -524,7 +528,7 @@ func TestSpansOfTwoStagesOfOneJobShareItsTrace(t *testing.T) {
 		exporters = append(exporters, exp)
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 		startRunner(t, queuetest.Connect(t, root), Config{Name: st.name, From: st.from, To: st.to, Tracer: tp.Tracer("stage"),
-			Handler: func(context.Context, Claim) Outcome { return Next(queue.Change{}) }})
+			Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
 	}
 	queuetest.Eventually(t, "job through both stages", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Provisioning })
 	queuetest.Eventually(t, "both spans exported", func() bool { return len(exporters[0].GetSpans()) == 1 && len(exporters[1].GetSpans()) == 1 })
@@ -542,14 +546,14 @@ func TestSpansOfTwoStagesOfOneJobShareItsTrace(t *testing.T) {
 
 // plant overwrites a job node the way a careless writer sharing the tree
 // would: straight through ZooKeeper, with the spec's path spelled out.
-func plant(t *testing.T, c *queue.Client, jid, node, data string) {
+func plant(t *testing.T, c *session.Session, jid, node, data string) {
 	t.Helper()
 	conn, _, err := zk.Connect(zktest.Servers(t), 5*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.Set(c.Root()+"/jobs/"+jid+"/"+node, []byte(data), -1); err != nil {
+	if _, err := conn.Set(c.Paths().Root()+"/jobs/"+jid+"/"+node, []byte(data), -1); err != nil {
 		t.Fatal(err)
 	}
 }

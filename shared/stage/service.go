@@ -133,7 +133,7 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 				cfg.Metrics = env.Telemetry.Metrics
 			}
 		}
-		r, err := New(env.Queue, cfg)
+		r, err := New(env.Jobs, cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
@@ -29,10 +30,10 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &service.Env{Name: "estimator", Version: "v1.4.2", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Queue: q, Server: srv}
+	env := &service.Env{Name: "estimator", Version: "v1.4.2", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Session: q, Jobs: jobs.New(q), Server: srv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	handler := func(context.Context, Claim) Outcome { return Next(queue.Change{}) }
+	handler := func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }
 	runners, err := Start(ctx, env,
 		Config{Name: "pending", From: queue.Pending, To: queue.Estimating, Handler: handler},
 		Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Handler: handler})
@@ -68,7 +69,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 			t.Errorf("%s not paused", w.GetId())
 		}
 	}
-	jids := queuetest.SpawnN(t, q, jobs(1), queue.Pending)
+	jids := queuetest.SpawnN(t, q, newJobs(1), queue.Pending)
 	time.Sleep(300 * time.Millisecond)
 	if s := queuetest.Status(t, q, jids[0]).GetStatus(); s != queue.Pending {
 		t.Fatalf("paused replica moved the job to %s", queue.JobStateName(s))
@@ -87,7 +88,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	for _, r := range runners {
 		<-r.Done()
 	}
-	ws, err := qadmin.New(q).ListWorkers(ctx)
+	ws, err := qadmin.New(q).Queue.ListWorkers(ctx)
 	if err != nil || len(ws) != 0 {
 		t.Errorf("workers left in the registry after the drain: %v, %v", ws, err)
 	}

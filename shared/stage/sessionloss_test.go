@@ -17,7 +17,9 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -36,7 +38,7 @@ func firstTimeBlocks(working chan<- string) Handler {
 			working <- cl.ID()
 			<-ctx.Done()
 		}
-		return Next(queue.Change{})
+		return Next(jobs.Change{})
 	}
 }
 
@@ -52,9 +54,9 @@ func waitWorking(t *testing.T, working <-chan string, n int) {
 	}
 }
 
-func unlocked(q *queue.Client, jids []string) bool {
+func unlocked(q *session.Session, jids []string) bool {
 	for _, jid := range jids {
-		if j, err := q.GetJob(context.Background(), jid); err != nil || j.GetLocked() {
+		if j, err := jobs.NewReader(q).GetJob(context.Background(), jid); err != nil || j.GetLocked() {
 			return false
 		}
 	}
@@ -76,8 +78,8 @@ func TestJobsOfASessionBackAfterAQuorumLossAreUnlockedAndTakenAgain(t *testing.T
 		t.Fatal(err)
 	}
 	t.Cleanup(ens.Stop)
-	connect := func() *queue.Client {
-		q, err := queue.Connect(ctx, queue.Options{Servers: ens.Addrs(), Root: "/quorum", SessionTimeout: 4 * time.Second})
+	connect := func() *session.Session {
+		q, err := session.Connect(ctx, session.Options{Servers: ens.Addrs(), Root: "/quorum", SessionTimeout: 4 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,11 +87,11 @@ func TestJobsOfASessionBackAfterAQuorumLossAreUnlockedAndTakenAgain(t *testing.T
 		return q
 	}
 	q, admin := connect(), connect()
-	jids := queuetest.SpawnN(t, admin, jobs(2), queue.Estimating)
+	jids := queuetest.SpawnN(t, admin, newJobs(2), queue.Estimating)
 	working := make(chan string, 2)
 	r := startRunner(t, q, Config{Concurrency: 4, Handler: firstTimeBlocks(working)})
 	waitWorking(t, working, 2)
-	sess := q.SessionID()
+	sess := q.ID()
 
 	ens.Servers[0].Stop()
 	ens.Servers[1].Stop()
@@ -104,7 +106,7 @@ func TestJobsOfASessionBackAfterAQuorumLossAreUnlockedAndTakenAgain(t *testing.T
 	for _, jid := range jids {
 		queuetest.WaitState(t, admin, jid, queue.Provisioning)
 	}
-	if got := q.SessionID(); got != sess {
+	if got := q.ID(); got != sess {
 		t.Fatalf("the replica's session changed (0x%x → 0x%x): the test needs the same session back", sess, got)
 	}
 	if !unlocked(admin, jids) {
@@ -122,7 +124,7 @@ const envReplicaRoot = "INGESTQ_STAGE_REPLICA_ROOT"
 func runReplica(root string) int {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	q, err := queue.Connect(ctx, queue.Options{Servers: strings.Split(os.Getenv(zktest.EnvServers), ","), Root: root,
+	q, err := session.Connect(ctx, session.Options{Servers: strings.Split(os.Getenv(zktest.EnvServers), ","), Root: root,
 		SessionTimeout: 2 * time.Second, Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -135,7 +137,7 @@ func runReplica(root string) int {
 			fmt.Printf("working %s\n", jid)
 		}
 	}()
-	r, err := New(q, Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
+	r, err := New(jobs.New(q), Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
 		Logger: log, Handler: firstTimeBlocks(working)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -156,7 +158,7 @@ func runReplica(root string) int {
 func TestTheOnlyReplicaFrozenPastItsSessionTimeoutTakesItsJobsBack(t *testing.T) {
 	root := zktest.Root(t)
 	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, jobs(2), queue.Estimating)
+	jids := queuetest.SpawnN(t, admin, newJobs(2), queue.Estimating)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envReplicaRoot+"="+root)
 	cmd.Stderr = os.Stderr
@@ -203,7 +205,7 @@ func TestTheOnlyReplicaFrozenPastItsSessionTimeoutTakesItsJobsBack(t *testing.T)
 func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 	root := zktest.Root(t)
 	c := queuetest.Connect(t, root)
-	jid := queuetest.SpawnN(t, c, jobs(1), queue.Estimating)[0]
+	jid := queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)[0]
 	working, failed := make(chan string, 1), make(chan struct{})
 	var once sync.Once
 	r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
@@ -213,7 +215,7 @@ func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 			working <- cl.ID()
 			<-failed
 		}
-		return Next(queue.Change{Message: "estimated"})
+		return Next(jobs.Change{Message: "estimated"})
 	}})
 	waitWorking(t, working, 1)
 	// The peer fails the job the way the Merritt library writes a
@@ -243,7 +245,7 @@ func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 		t.Errorf("job is %s %q: the peer's write must stand", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
 	// An operator requeues the job: it is not locked, and the stage takes it.
-	if _, err := qadmin.New(c).RequeueJob(context.Background(), jid, queue.Estimating, ""); err != nil {
+	if _, err := qadmin.New(c).Jobs.Requeue(context.Background(), jid, queue.Estimating, ""); err != nil {
 		t.Fatalf("requeue after the fenced commit: %v", err)
 	}
 	queuetest.WaitState(t, c, jid, queue.Provisioning)

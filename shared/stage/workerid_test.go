@@ -7,6 +7,8 @@ import (
 
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -16,7 +18,7 @@ import (
 // one entry overwrite each other's jobs in flight, and the first to stop
 // removes the other's entry.
 func TestRunnersOfOneProcessHaveWorkerEntriesOfTheirOwn(t *testing.T) {
-	c, err := queue.Connect(context.Background(), queue.Options{Servers: zktest.Servers(t), Root: zktest.Root(t)})
+	c, err := session.Connect(context.Background(), session.Options{Servers: zktest.Servers(t), Root: zktest.Root(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,8 +26,9 @@ func TestRunnersOfOneProcessHaveWorkerEntriesOfTheirOwn(t *testing.T) {
 	idle := func(context.Context, Claim) Outcome { return Outcome{} }
 	// Made one after the other, as a service makes its runners.
 	seen := map[string]bool{}
+	jc := jobs.New(c)
 	for i := range 2000 {
-		r, err := New(c, Config{Service: "processor", Name: "processing", From: queue.Processing, To: queue.Storing, Concurrency: 1, Handler: idle})
+		r, err := New(jc, Config{Service: "processor", Name: "processing", From: queue.Processing, To: queue.Storing, Concurrency: 1, Handler: idle})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +42,7 @@ func TestRunnersOfOneProcessHaveWorkerEntriesOfTheirOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		ws, err := admin.New(c).ListWorkers(ctx)
+		ws, err := admin.New(c).Queue.ListWorkers(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

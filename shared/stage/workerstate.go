@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -33,7 +34,7 @@ type WorkerState struct {
 	inFlight map[*Flight]struct{}
 	idle     chan struct{} // closed when no job is in flight (nil: none asked)
 	outcomes map[string]int64
-	reg      *queue.WorkerRegistration
+	reg      *jobs.WorkerRegistration
 }
 
 // NewWorkerState returns the state of the worker info describes (its id,
@@ -61,7 +62,7 @@ func (s *WorkerState) ID() string { return s.base.GetId() }
 
 // Register creates the worker's registry entry; from then on every change
 // of the state is written to it (at most once a second) until Unregister.
-func (s *WorkerState) Register(ctx context.Context, q *queue.Client) error {
+func (s *WorkerState) Register(ctx context.Context, q *jobs.Client) error {
 	reg, err := q.RegisterWorker(ctx, s.Status())
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -172,11 +173,11 @@ func TestTheRegistryEntryFollowsTheState(t *testing.T) {
 	s := newTestState(nil)
 	ctx := context.Background()
 	s.Pause()
-	if err := s.Register(ctx, q); err != nil {
+	if err := s.Register(ctx, jobs.New(q)); err != nil {
 		t.Fatal(err)
 	}
 	entry := func() *v1.WorkerInfo {
-		ws, err := admin.New(q).ListWorkers(ctx)
+		ws, err := admin.New(q).Queue.ListWorkers(ctx)
 		if err != nil || len(ws) != 1 {
 			return nil
 		}
@@ -202,7 +203,7 @@ func TestTheRegistryEntryFollowsTheState(t *testing.T) {
 	if err := s.Unregister(closeCtx); err != nil {
 		t.Fatal(err)
 	}
-	if ws, err := admin.New(q).ListWorkers(ctx); err != nil || len(ws) != 0 {
+	if ws, err := admin.New(q).Queue.ListWorkers(ctx); err != nil || len(ws) != 0 {
 		t.Errorf("after Unregister: %v, %v", ws, err)
 	}
 }

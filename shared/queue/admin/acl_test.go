@@ -7,7 +7,10 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -18,7 +21,7 @@ import (
 func TestWithoutCredentialsTheQueueIsReadOnly(t *testing.T) {
 	root := zktest.Root(t)
 	ctx := testCtx(t)
-	owner, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, Auth: "ingestq:s3cret", SessionTimeout: 4 * time.Second})
+	owner, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: root, Auth: "ingestq:s3cret", SessionTimeout: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,32 +30,32 @@ func TestWithoutCredentialsTheQueueIsReadOnly(t *testing.T) {
 
 	for _, auth := range []string{"", "ingestq:wrong"} {
 		t.Run("auth="+auth, func(t *testing.T) {
-			other, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, Auth: auth, SessionTimeout: 4 * time.Second})
+			other, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: root, Auth: auth, SessionTimeout: 4 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer other.Close()
-			if _, err := other.GetJob(ctx, jids[0]); err != nil {
+			if _, err := jobs.NewReader(other).GetJob(ctx, jids[0]); err != nil {
 				t.Fatalf("reading a job: %v", err)
 			}
-			if _, err := other.GetBatch(ctx, bid); err != nil {
+			if _, err := batches.New(other).GetBatch(ctx, bid); err != nil {
 				t.Fatalf("reading a batch: %v", err)
 			}
 			a := New(other)
 			writes := map[string]func() error{
-				"claim a job": func() error { _, err := other.ClaimJob(ctx, jids[0]); return err },
+				"claim a job": func() error { _, err := jobs.New(other).ClaimJob(ctx, jids[0]); return err },
 				"take work": func() error {
-					_, _, err := other.NewConsumer(queue.Pending, queue.ConsumerOptions{}).TryNext(ctx)
+					_, _, err := jobs.New(other).NewConsumer(queue.Pending, jobs.ConsumerOptions{}).TryNext(ctx)
 					return err
 				},
-				"hold a job": func() error { _, err := a.HoldJob(ctx, jids[1], ""); return err },
+				"hold a job": func() error { _, err := a.Jobs.Hold(ctx, jids[1], ""); return err },
 				"submit": func() error {
-					_, err := other.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
+					_, err := batches.New(other).CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
 						PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
 					return err
 				},
-				"pause":             func() error { return a.Pause(ctx) },
-				"hold a collection": func() error { return a.HoldCollection(ctx, "demo") },
+				"pause":             func() error { return a.Queue.Pause(ctx) },
+				"hold a collection": func() error { return a.Queue.HoldCollection(ctx, "demo") },
 			}
 			for name, write := range writes {
 				if err := write(); !errors.Is(err, queue.ErrDenied) {
@@ -62,5 +65,5 @@ func TestWithoutCredentialsTheQueueIsReadOnly(t *testing.T) {
 		})
 	}
 	// The owner still works.
-	queuetest.Move(t, owner, jids[0], queue.Change{To: queue.Estimating})
+	queuetest.Move(t, owner, jids[0], jobs.Change{To: queue.Estimating})
 }

@@ -1,30 +1,72 @@
 // Package admin is the operators' side of the queue: what the batcher's
-// AdminService, its console and janitor do to the queue beside the stages.
-// It holds, releases, fails, requeues, reprioritizes and deletes jobs;
-// releases, re-reports and deletes batches; holds collections and pauses
-// the queue; lists, searches and counts jobs, batches, workers and object
-// locks; cleans up ended batches; checks and mends the tree (Fsck); keeps
-// the console's sign-ins; and reads the figures of the queue's gauges. A
-// stage claims and commits through package queue alone; its code never
-// needs this package.
+// AdminService and janitor do to the queue beside the stages, split by what
+// they act on. Jobs holds, releases, fails, requeues, reprioritizes,
+// deletes, searches and counts jobs; Batches releases, re-reports, deletes,
+// lists and cleans up batches; Queue pauses the queue, holds collections,
+// lists workers and object locks, reads the queue's figures and
+// aggregates, and checks and mends the tree (Fsck); ConsoleSessions keeps
+// the console's sign-ins. A stage claims and commits through package jobs
+// alone; its code never needs this package.
 //
-// Tools work through a queue.Client's own session: their reads and writes
-// are grouped, retried and fenced as the client's are, and the locks they
-// take are that session's.
+// The tools work through a session of their own caller's: their reads and
+// writes are grouped, retried and fenced as the session's are, every
+// change to a job or batch goes through a claim as a stage's does
+// (jobs.Claim, batches.BatchClaim), and the locks they take are that
+// session's.
 package admin
 
 import (
+	"context"
+
 	"github.com/ingestq/ingestq/shared/queue"
-	"github.com/ingestq/ingestq/shared/queue/internal/core"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
-// Tools are the operators' actions on the queue of one client.
+// Tools are the operators' tools over one session, by what they act on.
 type Tools struct {
-	q *queue.Client
-	b *core.Backend
+	Jobs     *Jobs
+	Batches  *Batches
+	Queue    *Queue
+	Sessions *ConsoleSessions
 }
 
-// New returns the operators' tools over q's session.
-func New(q *queue.Client) *Tools {
-	return &Tools{q: q, b: q.Backend(core.Key{})}
+// New returns the operators' tools over s.
+func New(s *session.Session) Tools {
+	b := &base{s: s, z: s.Nodes(), p: s.Paths(), jobs: jobs.New(s), reader: jobs.NewReader(s), batches: batches.New(s)}
+	return Tools{Jobs: &Jobs{b}, Batches: &Batches{b}, Queue: &Queue{b}, Sessions: &ConsoleSessions{b}}
+}
+
+// base is what every tool works with.
+type base struct {
+	s       *session.Session
+	z       *session.Nodes
+	p       queue.Paths
+	jobs    *jobs.Client
+	reader  *jobs.Reader
+	batches *batches.Client
+}
+
+// Jobs are the operators' actions on jobs, and their searches.
+type Jobs struct{ *base }
+
+// Batches are the operators' actions on batches.
+type Batches struct{ *base }
+
+// Queue are the operators' tools for the queue as a whole: its pause, the
+// collections held, its workers and object locks, its figures, its checks.
+type Queue struct{ *base }
+
+// ConsoleSessions are the operator console's sign-ins, kept in the queue
+// so that every console replica and restart honours them.
+type ConsoleSessions struct{ *base }
+
+// readDatas reads several nodes at once; a missing node's data is nil.
+func readDatas(ctx context.Context, z *session.Nodes, paths []string) ([][]byte, error) {
+	read, err := z.Read(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	return session.Datas(read), nil
 }

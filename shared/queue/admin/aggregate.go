@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -16,7 +17,7 @@ import (
 // batch, and the jobs that completed and failed in each of the last hours
 // and days (UTC, by their status's last change), newest first. It reads
 // every job as SearchJobs does.
-func (t *Tools) Aggregates(ctx context.Context, now time.Time, hours, days int) (*v1.GetAggregatesResponse, error) {
+func (t *Queue) Aggregates(ctx context.Context, now time.Time, hours, days int) (*v1.GetAggregatesResponse, error) {
 	jids, err := t.searchCandidates(ctx, "", nil)
 	if err != nil {
 		return nil, err
@@ -72,8 +73,8 @@ func (t *Tools) Aggregates(ctx context.Context, now time.Time, hours, days int) 
 		}
 	}
 	for len(jids) > 0 {
-		window := jids[:min(len(jids), t.b.ReadJobsWindow)]
-		jobs, err := t.b.ReadJobs(ctx, window)
+		window := jids[:min(len(jids), jobs.ReadJobsWindow)]
+		jobs, err := t.reader.ReadJobs(ctx, window)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
@@ -14,19 +16,19 @@ import (
 func TestReleaseBatchReturnsAHeldBatchToPending(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
-	bid, _ := queuetest.ClaimedBatch(t, c, queue.BatchChange{To: queue.BatchHeld, Message: "collection demo is held"})
-	b, err := a.ReleaseBatch(ctx, bid)
+	bid, _ := queuetest.ClaimedBatch(t, c, batches.BatchChange{To: queue.BatchHeld, Message: "collection demo is held"})
+	b, err := a.Batches.Release(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.GetStatus().GetStatus() != queue.BatchPending || b.GetStatus().GetMessage() != "released by an operator" {
 		t.Errorf("released batch: %v", b.GetStatus())
 	}
-	if got, err := c.GetBatch(ctx, bid); err != nil || got.GetStatus().GetStatus() != queue.BatchPending || got.GetLocked() {
+	if got, err := batches.New(c).GetBatch(ctx, bid); err != nil || got.GetStatus().GetStatus() != queue.BatchPending || got.GetLocked() {
 		t.Errorf("the batch as read after its release: %v, locked %v (%v)", got.GetStatus(), got.GetLocked(), err)
 	}
 	var te *queue.TransitionError
-	if _, err := a.ReleaseBatch(ctx, bid); !errors.As(err, &te) {
+	if _, err := a.Batches.Release(ctx, bid); !errors.As(err, &te) {
 		t.Errorf("releasing a pending batch: %v, want a refused transition", err)
 	}
 }
@@ -38,27 +40,27 @@ func TestUpdateReportWaitsUntilTheRequeuedJobsHaveEnded(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
 	bid, jids := spawn(t, c, 1, queue.DefaultPriority)
-	queuetest.Move(t, c, jids[0], queue.Change{To: queue.Failed, Message: "bad digest"})
-	bc, err := c.ClaimBatch(ctx, bid)
+	queuetest.Move(t, c, jids[0], jobs.Change{To: queue.Failed, Message: "bad digest"})
+	bc, err := batches.New(c).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range []queue.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchFailed}} {
+	for _, ch := range []batches.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchFailed}} {
 		if err := bc.Commit(ctx, ch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := a.RequeueJob(ctx, jids[0], 0, ""); err != nil {
+	if _, err := a.Jobs.Requeue(ctx, jids[0], 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.UpdateReport(ctx, bid); !errors.Is(err, queue.ErrWrongState) {
+	if _, err := a.Batches.UpdateReport(ctx, bid); !errors.Is(err, queue.ErrWrongState) {
 		t.Fatalf("update-report with a requeued job still live: %v, want ErrWrongState", err)
 	}
-	if got, err := c.GetBatch(ctx, bid); err != nil || got.GetStatus().GetStatus() != queue.BatchFailed || got.GetLocked() {
+	if got, err := batches.New(c).GetBatch(ctx, bid); err != nil || got.GetStatus().GetStatus() != queue.BatchFailed || got.GetLocked() {
 		t.Fatalf("after the refusal the batch is %v, locked %v (%v); want Failed, free", got.GetStatus(), got.GetLocked(), err)
 	}
-	queuetest.Move(t, c, jids[0], queue.Change{To: queue.Failed, Message: "bad digest again"})
-	b, err := a.UpdateReport(ctx, bid)
+	queuetest.Move(t, c, jids[0], jobs.Change{To: queue.Failed, Message: "bad digest again"})
+	b, err := a.Batches.UpdateReport(ctx, bid)
 	if err != nil {
 		t.Fatalf("update-report once the requeued job ended: %v", err)
 	}

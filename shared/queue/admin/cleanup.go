@@ -16,13 +16,13 @@ type CleanupResult struct {
 	Jobs    []*v1.Job // removed jobs, for their working directories
 }
 
-// CleanupBatches removes completed batches whose status is older than
+// Cleanup removes completed batches whose status is older than
 // retention: every job of the batch (nodes and state entries) and the batch
 // itself. A batch someone holds is skipped until the next run. It removes at
 // most limit batches per call (0: no limit).
-func (t *Tools) CleanupBatches(ctx context.Context, retention time.Duration, limit int) (CleanupResult, error) {
+func (t *Batches) Cleanup(ctx context.Context, retention time.Duration, limit int) (CleanupResult, error) {
 	var res CleanupResult
-	bids, err := t.b.ListBatchIDs(ctx)
+	bids, err := t.batches.ListBatchIDs(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -31,7 +31,7 @@ func (t *Tools) CleanupBatches(ctx context.Context, retention time.Duration, lim
 		if limit > 0 && len(res.Batches) >= limit {
 			break
 		}
-		st, err := t.b.BatchStatus(ctx, bid)
+		st, err := t.batches.BatchStatus(ctx, bid)
 		if errors.Is(err, queue.ErrNotFound) || errors.Is(err, queue.ErrCorrupt) {
 			continue
 		}
@@ -41,7 +41,7 @@ func (t *Tools) CleanupBatches(ctx context.Context, retention time.Duration, lim
 		if st.GetStatus() != queue.BatchCompleted || st.GetLastModified() == nil || st.GetLastModified().AsTime().After(cutoff) {
 			continue
 		}
-		jobs, err := t.b.RemoveBatch(ctx, bid)
+		jobs, err := t.removeCompleted(ctx, bid)
 		if errors.Is(err, queue.ErrLocked) || errors.Is(err, queue.ErrWrongState) {
 			continue
 		}
@@ -52,4 +52,18 @@ func (t *Tools) CleanupBatches(ctx context.Context, retention time.Duration, lim
 		res.Jobs = append(res.Jobs, jobs...)
 	}
 	return res, nil
+}
+
+// removeCompleted removes a completed batch and its jobs under the batch's
+// lock.
+func (t *Batches) removeCompleted(ctx context.Context, bid string) ([]*v1.Job, error) {
+	bc, err := t.batches.ClaimBatch(ctx, bid)
+	if err != nil {
+		return nil, err
+	}
+	if bc.State() != queue.BatchCompleted {
+		bc.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("batch %s is %s: %w", bid, queue.BatchStateName(bc.State()), queue.ErrWrongState)
+	}
+	return bc.Remove(ctx)
 }

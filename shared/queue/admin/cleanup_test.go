@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
 // TestBatchDeletionAndCleanup covers "Batch: Completed --> Automatic
-// Cleanup" (package queue's tests cover "Batch: Failed/Held --> Deleted").
+// Cleanup" (package jobs' tests cover "Batch: Failed/Held --> Deleted").
 func TestBatchDeletionAndCleanup(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
@@ -20,15 +21,15 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 		for _, jid := range jids {
 			for _, s := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 				queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
-				queuetest.Move(t, c, jid, queuetest.WithProducts(queue.Change{To: s}))
+				queuetest.Move(t, c, jid, queuetest.WithProducts(jobs.Change{To: s}))
 			}
 		}
 		queuetest.CompleteBatch(t, c, bid)
-		res, err := a.CleanupBatches(ctx, 24*3600e9, 0)
+		res, err := a.Batches.Cleanup(ctx, 24*3600e9, 0)
 		if err != nil || len(res.Batches) != 0 {
 			t.Fatalf("cleanup within retention removed %v (%v)", res.Batches, err)
 		}
-		res, err = a.CleanupBatches(ctx, -1, 0)
+		res, err = a.Batches.Cleanup(ctx, -1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,11 +29,11 @@ func validMnemonic(m string) error {
 
 // HoldCollection puts a collection on hold: its pending batches and pending
 // jobs go to Held when a consumer meets them.
-func (t *Tools) HoldCollection(ctx context.Context, mnemonic string) error {
+func (t *Queue) HoldCollection(ctx context.Context, mnemonic string) error {
 	if err := validMnemonic(mnemonic); err != nil {
 		return err
 	}
-	if err := t.b.Ensure(ctx, t.b.Paths.CollectionHold(mnemonic)); err != nil {
+	if err := t.z.Ensure(ctx, t.p.Locks().CollectionHold(mnemonic)); err != nil {
 		return fmt.Errorf("holding collection %s: %w", mnemonic, err)
 	}
 	return nil
@@ -41,11 +41,11 @@ func (t *Tools) HoldCollection(ctx context.Context, mnemonic string) error {
 
 // ReleaseCollection lifts a collection's hold. (Returning its held batches
 // and jobs to Pending is a separate, admin-visible step.)
-func (t *Tools) ReleaseCollection(ctx context.Context, mnemonic string) error {
+func (t *Queue) ReleaseCollection(ctx context.Context, mnemonic string) error {
 	if err := validMnemonic(mnemonic); err != nil {
 		return err
 	}
-	err := t.b.Delete(ctx, t.b.Paths.CollectionHold(mnemonic), -1)
+	err := t.z.Delete(ctx, t.p.Locks().CollectionHold(mnemonic), -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("releasing collection %s: %w", mnemonic, err)
 	}
@@ -53,8 +53,8 @@ func (t *Tools) ReleaseCollection(ctx context.Context, mnemonic string) error {
 }
 
 // HeldCollections lists the collections on hold, read from ZooKeeper.
-func (t *Tools) HeldCollections(ctx context.Context) ([]string, error) {
-	names, _, err := t.b.Children(ctx, t.b.Paths.Collections())
+func (t *Queue) HeldCollections(ctx context.Context) ([]string, error) {
+	names, _, err := t.z.Children(ctx, t.p.Locks().Collections())
 	if err != nil {
 		return nil, fmt.Errorf("listing collection holds: %w", err)
 	}

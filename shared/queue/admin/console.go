@@ -36,26 +36,26 @@ func validSessionID(id string) error {
 	return nil
 }
 
-// CreateConsoleSession records a sign-in that lasts until expires. At
+// Create records a sign-in that lasts until expires. At
 // MaxConsoleSessions it first removes the expired ones, and refuses the
 // sign-in (ErrExists) if that leaves no room.
-func (t *Tools) CreateConsoleSession(ctx context.Context, id string, expires time.Time) error {
+func (t *ConsoleSessions) Create(ctx context.Context, id string, expires time.Time) error {
 	return t.createConsoleSession(ctx, id, expires, MaxConsoleSessions)
 }
 
-func (t *Tools) createConsoleSession(ctx context.Context, id string, expires time.Time, limit int) error {
+func (t *base) createConsoleSession(ctx context.Context, id string, expires time.Time, limit int) error {
 	if err := validSessionID(id); err != nil {
 		return err
 	}
-	if err := t.b.EnsureOnce(ctx, t.b.Paths.ConsoleSessions()); err != nil {
+	if err := t.z.EnsureOnce(ctx, t.p.Own().ConsoleSessions()); err != nil {
 		return fmt.Errorf("creating the console sessions folder: %w", err)
 	}
-	names, _, err := t.b.Children(ctx, t.b.Paths.ConsoleSessions())
+	names, _, err := t.z.Children(ctx, t.p.Own().ConsoleSessions())
 	if err != nil {
 		return fmt.Errorf("listing console sessions: %w", err)
 	}
 	if len(names) >= limit {
-		live, err := t.CleanupConsoleSessions(ctx, time.Now())
+		live, err := t.cleanup(ctx, time.Now())
 		if err != nil {
 			return err
 		}
@@ -63,20 +63,20 @@ func (t *Tools) createConsoleSession(ctx context.Context, id string, expires tim
 			return fmt.Errorf("%d console sign-ins are live, at most %d: %w", live, limit, queue.ErrExists)
 		}
 	}
-	_, err = t.b.CreateGrouped(ctx, t.b.Paths.ConsoleSession(id), []byte(strconv.FormatInt(expires.Unix(), 10)), 0)
+	_, err = t.z.Create(ctx, t.p.Own().ConsoleSession(id), []byte(strconv.FormatInt(expires.Unix(), 10)), 0)
 	if err != nil {
 		return fmt.Errorf("recording console session: %w", err)
 	}
 	return nil
 }
 
-// ConsoleSessionLive reports whether a sign-in exists and has not expired
+// Live reports whether a sign-in exists and has not expired
 // at now.
-func (t *Tools) ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error) {
+func (t *ConsoleSessions) Live(ctx context.Context, id string, now time.Time) (bool, error) {
 	if validSessionID(id) != nil {
 		return false, nil // never one of ours
 	}
-	data, _, err := t.b.Get(ctx, t.b.Paths.ConsoleSession(id))
+	data, _, err := t.z.Get(ctx, t.p.Own().ConsoleSession(id))
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}
@@ -87,22 +87,26 @@ func (t *Tools) ConsoleSessionLive(ctx context.Context, id string, now time.Time
 	return err == nil && now.Unix() < expires, nil
 }
 
-// EndConsoleSession removes a sign-in; one already gone is no error.
-func (t *Tools) EndConsoleSession(ctx context.Context, id string) error {
+// End removes a sign-in; one already gone is no error.
+func (t *ConsoleSessions) End(ctx context.Context, id string) error {
 	if err := validSessionID(id); err != nil {
 		return err
 	}
-	err := t.b.Delete(ctx, t.b.Paths.ConsoleSession(id), -1)
+	err := t.z.Delete(ctx, t.p.Own().ConsoleSession(id), -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("ending console session: %w", err)
 	}
 	return nil
 }
 
-// CleanupConsoleSessions removes the sign-ins expired at now (and any node
+// Cleanup removes the sign-ins expired at now (and any node
 // there that is not one) and returns how many are still live.
-func (t *Tools) CleanupConsoleSessions(ctx context.Context, now time.Time) (int, error) {
-	names, _, err := t.b.Children(ctx, t.b.Paths.ConsoleSessions())
+func (t *ConsoleSessions) Cleanup(ctx context.Context, now time.Time) (int, error) {
+	return t.cleanup(ctx, now)
+}
+
+func (t *base) cleanup(ctx context.Context, now time.Time) (int, error) {
+	names, _, err := t.z.Children(ctx, t.p.Own().ConsoleSessions())
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil
 	}
@@ -111,9 +115,9 @@ func (t *Tools) CleanupConsoleSessions(ctx context.Context, now time.Time) (int,
 	}
 	paths := make([]string, len(names))
 	for i, name := range names {
-		paths[i] = t.b.Paths.ConsoleSession(name)
+		paths[i] = t.p.Own().ConsoleSession(name)
 	}
-	read, err := t.b.GetManyStat(ctx, paths)
+	read, err := t.z.Read(ctx, paths)
 	if err != nil {
 		return 0, fmt.Errorf("reading console sessions: %w", err)
 	}
@@ -129,7 +133,7 @@ func (t *Tools) CleanupConsoleSessions(ctx context.Context, now time.Time) (int,
 		}
 		// The version guards against a node recreated meanwhile (ids are
 		// random: only a corrupt one would be).
-		err := t.b.Delete(ctx, paths[i], r.Stat.Version)
+		err := t.z.Delete(ctx, paths[i], r.Stat.Version)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
 			return 0, fmt.Errorf("removing expired console session: %w", err)
 		}

@@ -10,7 +10,10 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -18,9 +21,9 @@ import (
 // go-zookeeper session of its own, and check that the queue ends the job
 // with a message (or holds it for an operator) and that fsck names it.
 
-func exists(t *testing.T, a *Tools, p string) bool {
+func exists(t *testing.T, a Tools, p string) bool {
 	t.Helper()
-	ok, _, err := a.b.Exists(testCtx(t), p)
+	ok, _, err := nodes(a).Exists(testCtx(t), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +31,9 @@ func exists(t *testing.T, a *Tools, p string) bool {
 }
 
 // fsckKinds runs fsck (with repair or not) and returns its findings by item.
-func fsckKinds(t *testing.T, a *Tools, repair bool) (*FsckReport, map[string][]string) {
+func fsckKinds(t *testing.T, a Tools, repair bool) (*FsckReport, map[string][]string) {
 	t.Helper()
-	rep, err := a.Fsck(testCtx(t), FsckOptions{Repair: repair, Grace: time.Millisecond})
+	rep, err := a.Queue.Fsck(testCtx(t), FsckOptions{Repair: repair, Grace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +44,9 @@ func fsckKinds(t *testing.T, a *Tools, repair bool) (*FsckReport, map[string][]s
 	return rep, kinds
 }
 
-func wantFailedWith(t *testing.T, c *queue.Client, jid, msg string) *v1.JobStatus {
+func wantFailedWith(t *testing.T, c *session.Session, jid, msg string) *v1.JobStatus {
 	t.Helper()
-	st, err := c.JobStatus(testCtx(t), jid)
+	st, err := jobs.NewReader(c).JobStatus(testCtx(t), jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +61,11 @@ func TestAJobLockNoSessionHoldsIsFailedByTheConsumerThatMeetsIt(t *testing.T) {
 	raw := zktest.RawConn(t)
 	bid, jids := spawn(t, c, 2, 5)
 	// A lock written as a persistent node: no session's end will remove it.
-	zktest.WriteNode(t, raw, a.b.Paths.JobLock(jids[0]), "")
+	zktest.WriteNode(t, raw, paths(a).Job(jids[0]).Lock(), "")
 
 	ctx, cancel := context.WithTimeout(testCtx(t), 30*time.Second)
 	defer cancel()
-	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1})
+	co := jobs.New(c).NewConsumer(queue.Pending, jobs.ConsumerOptions{Spread: 1})
 	cl, err := co.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +75,10 @@ func TestAJobLockNoSessionHoldsIsFailedByTheConsumerThatMeetsIt(t *testing.T) {
 	}
 	cl.Release(ctx)
 	wantFailedWith(t, c, jids[0], "lock node is not a session's")
-	if exists(t, a, a.b.Paths.JobLock(jids[0])) {
+	if exists(t, a, paths(a).Job(jids[0]).Lock()) {
 		t.Error("the lock no session holds is still there")
 	}
-	if !exists(t, a, a.b.Paths.BatchRef(bid, a.b.Paths.FolderOf(queue.Failed), jids[0])) || !exists(t, a, a.b.Paths.JobEntry(queue.Failed, 5, jids[0])) {
+	if !exists(t, a, paths(a).Batch(bid).Ref(queue.BatchFolderOf(queue.Failed), jids[0])) || !exists(t, a, paths(a).Entry(queue.Failed, 5, jids[0])) {
 		t.Error("the failed job is not in failed and batch-failed")
 	}
 	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
@@ -87,13 +90,13 @@ func TestFsckReportsAndRepairsAJobLockNoSessionHolds(t *testing.T) {
 	c, a := newTools(t)
 	raw := zktest.RawConn(t)
 	_, jids := spawn(t, c, 1, 5)
-	queuetest.Move(t, c, jids[0], queue.Change{To: queue.Estimating})
-	zktest.WriteNode(t, raw, a.b.Paths.JobLock(jids[0]), "")
+	queuetest.Move(t, c, jids[0], jobs.Change{To: queue.Estimating})
+	zktest.WriteNode(t, raw, paths(a).Job(jids[0]).Lock(), "")
 	_, kinds := fsckKinds(t, a, false)
 	if strings.Join(kinds[jids[0]], ",") != DamageLockNotEphemeral {
 		t.Fatalf("fsck: %v", kinds)
 	}
-	if !exists(t, a, a.b.Paths.JobLock(jids[0])) {
+	if !exists(t, a, paths(a).Job(jids[0]).Lock()) {
 		t.Fatal("fsck without repair removed the lock")
 	}
 	rep, _ := fsckKinds(t, a, true)
@@ -112,16 +115,16 @@ func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testin
 	_, jids := spawn(t, c, 3, 7)
 	ctx := testCtx(t)
 	for _, jid := range jids {
-		zktest.WriteNode(t, raw, a.b.Paths.JobNode(jid, a.b.Names.NodePriority), "abc")
+		zktest.WriteNode(t, raw, paths(a).Job(jid).Node(queue.NodePriority), "abc")
 	}
-	j, err := c.GetJob(ctx, jids[0])
+	j, err := jobs.NewReader(c).GetJob(ctx, jids[0])
 	if err != nil {
 		t.Fatalf("GetJob: %v", err)
 	}
 	if j.GetPriority() != 7 {
 		t.Errorf("priority read as %d, want its entry's 7", j.GetPriority())
 	}
-	if jobs, _, err := c.ListJobs(ctx, queue.JobFilter{State: queue.Pending}); err != nil || len(jobs) != 3 {
+	if jobs, _, err := jobs.NewReader(c).ListJobs(ctx, jobs.JobFilter{State: queue.Pending}); err != nil || len(jobs) != 3 {
 		t.Errorf("ListJobs: %d jobs, %v", len(jobs), err)
 	}
 	_, kinds := fsckKinds(t, a, false)
@@ -133,7 +136,7 @@ func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testin
 
 	// A stage that does not ask for the priority moves the job: the
 	// node is written anew.
-	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1, Parts: queue.PartConfiguration})
+	co := jobs.New(c).NewConsumer(queue.Pending, jobs.ConsumerOptions{Spread: 1, Parts: queue.PartConfiguration})
 	cl, err := co.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -141,17 +144,17 @@ func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testin
 	if cl.ID() != jids[0] || cl.LoadErr != nil {
 		t.Fatalf("claimed %s, load error %v", cl.ID(), cl.LoadErr)
 	}
-	if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+	if err := cl.Commit(ctx, jobs.Change{To: queue.Estimating}); err != nil {
 		t.Fatal(err)
 	}
-	if got := nodeData(t, a, a.b.Paths.JobNode(jids[0], a.b.Names.NodePriority)); got != "7" {
+	if got := nodeData(t, a, paths(a).Job(jids[0]).Node(queue.NodePriority)); got != "7" {
 		t.Errorf("priority after the move: %q", got)
 	}
 	// An operator fails another.
-	if _, err := a.FailJob(ctx, jids[1], "given up"); err != nil {
+	if _, err := a.Jobs.Fail(ctx, jids[1], "given up"); err != nil {
 		t.Fatalf("FailJob: %v", err)
 	}
-	if got := nodeData(t, a, a.b.Paths.JobNode(jids[1], a.b.Names.NodePriority)); got != "7" {
+	if got := nodeData(t, a, paths(a).Job(jids[1]).Node(queue.NodePriority)); got != "7" {
 		t.Errorf("priority after FailJob: %q", got)
 	}
 	// fsck mends the third.
@@ -159,7 +162,7 @@ func TestAGarbledPriorityLeavesTheJobReadableAndIsRewrittenWhenItMoves(t *testin
 	if len(rep.Damages) != 1 || rep.Damages[0].Item != jids[2] || !rep.Damages[0].Repaired {
 		t.Errorf("fsck repair: %+v", rep.Damages)
 	}
-	if got := nodeData(t, a, a.b.Paths.JobNode(jids[2], a.b.Names.NodePriority)); got != "7" {
+	if got := nodeData(t, a, paths(a).Job(jids[2]).Node(queue.NodePriority)); got != "7" {
 		t.Errorf("priority after fsck: %q", got)
 	}
 	if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
@@ -171,21 +174,21 @@ func TestAStepOfAJobWhoseBatchIsGoneFailsTheJobInsteadOfGoingOn(t *testing.T) {
 	c, a := newTools(t)
 	raw := zktest.RawConn(t)
 	bid, jids := spawn(t, c, 2, 5)
-	zktest.DeleteTree(t, raw, a.b.Paths.Batch(bid))
+	zktest.DeleteTree(t, raw, paths(a).Batch(bid).Dir())
 	ctx := testCtx(t)
 
-	co := c.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 1, Parts: queue.PartConfiguration})
+	co := jobs.New(c).NewConsumer(queue.Pending, jobs.ConsumerOptions{Spread: 1, Parts: queue.PartConfiguration})
 	cl, err := co.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = cl.Commit(ctx, queue.Change{To: queue.Estimating, Message: "estimated"})
+	err = cl.Commit(ctx, jobs.Change{To: queue.Estimating, Message: "estimated"})
 	var nb *queue.NoBatchError
 	if !errors.As(err, &nb) || !nb.Failed || !errors.Is(err, queue.ErrWrongState) {
 		t.Fatalf("commit of a job whose batch is gone: %v", err)
 	}
 	wantFailedWith(t, c, cl.ID(), "its batch "+bid+" does not exist: the job cannot go on to Estimating")
-	if !exists(t, a, a.b.Paths.JobEntry(queue.Failed, 5, cl.ID())) || exists(t, a, a.b.Paths.Batch(bid)) {
+	if !exists(t, a, paths(a).Entry(queue.Failed, 5, cl.ID())) || exists(t, a, paths(a).Batch(bid).Dir()) {
 		t.Error("the job is not in failed, or its batch came back")
 	}
 
@@ -208,7 +211,7 @@ func TestAStepOfAJobWhoseBatchIsGoneFailsTheJobInsteadOfGoingOn(t *testing.T) {
 	}
 	wantFailedWith(t, c, jids[1], "fsck: its batch "+bid+" does not exist")
 	for _, jid := range jids {
-		if _, err := a.DeleteJob(ctx, jid, false); err != nil {
+		if _, err := a.Jobs.Delete(ctx, jid, false); err != nil {
 			t.Errorf("DeleteJob %s: %v", jid, err)
 		}
 	}
@@ -247,7 +250,7 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 				if tc.entry == queue.Pending || tc.entry == queue.Held {
 					break
 				}
-				ch := queue.Change{To: s}
+				ch := jobs.Change{To: s}
 				if s == queue.Storing && tc.stored {
 					ch.Store = &v1.Store{ManifestUrl: "file:///m", Mode: "add"}
 				}
@@ -260,12 +263,12 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 				}
 			}
 			if tc.entry == queue.Held {
-				if _, err := a.HoldJob(ctx, jid, ""); err != nil {
+				if _, err := a.Jobs.Hold(ctx, jid, ""); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// The other writer rewrites the status alone.
-			zktest.WriteNode(t, raw, a.b.Paths.JobStatus(jid), string(encodeStatus(a, &v1.JobStatus{Status: tc.forged, LastModified: a.b.NowStamp(),
+			zktest.WriteNode(t, raw, paths(a).Job(jid).Status(), string(encodeStatus(&v1.JobStatus{Status: tc.forged, LastModified: queue.NowStamp(),
 				Message: "forged", LastSuccessfulStatus: queue.Notify})))
 			_, kinds := fsckKinds(t, a, false)
 			if !slices.Contains(kinds[jid], DamageStatusMismatch) {
@@ -277,7 +280,7 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 					t.Errorf("not repaired: %+v", d)
 				}
 			}
-			j, err := c.GetJob(ctx, jid)
+			j, err := jobs.NewReader(c).GetJob(ctx, jid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +291,7 @@ func TestFsckNeverTakesAJobToAStateItDidNotReach(t *testing.T) {
 			if tc.want.state == queue.Failed && tc.entry == queue.Pending && j.GetStatus().GetLastSuccessfulStatus() != 0 {
 				t.Errorf("last successful status %s: the job never got past Pending", queue.JobStateName(j.GetStatus().GetLastSuccessfulStatus()))
 			}
-			if !exists(t, a, a.b.Paths.JobEntry(tc.want.state, 5, jid)) || !exists(t, a, a.b.Paths.BatchRef(bid, a.b.Paths.FolderOf(tc.want.state), jid)) {
+			if !exists(t, a, paths(a).Entry(tc.want.state, 5, jid)) || !exists(t, a, paths(a).Batch(bid).Ref(queue.BatchFolderOf(tc.want.state), jid)) {
 				t.Errorf("job not in %s and its batch folder", queue.JobStateName(tc.want.state))
 			}
 			if rep, _ := fsckKinds(t, a, false); !rep.Clean() {
@@ -303,13 +306,13 @@ func TestAHeldJobWithALockNoSessionHoldsStaysHeldForItsOperator(t *testing.T) {
 	raw := zktest.RawConn(t)
 	_, jids := spawn(t, c, 1, 5)
 	ctx := testCtx(t)
-	if _, err := a.HoldJob(ctx, jids[0], "checking rights"); err != nil {
+	if _, err := a.Jobs.Hold(ctx, jids[0], "checking rights"); err != nil {
 		t.Fatal(err)
 	}
-	zktest.WriteNode(t, raw, a.b.Paths.JobLock(jids[0]), "")
+	zktest.WriteNode(t, raw, paths(a).Job(jids[0]).Lock(), "")
 	// The operator's release finds the lock: it is removed, and the
 	// release goes through.
-	j, err := a.ReleaseJob(ctx, jids[0], "")
+	j, err := a.Jobs.Release(ctx, jids[0], "")
 	if err != nil {
 		t.Fatalf("releasing a held job with a stray lock: %v", err)
 	}
@@ -323,35 +326,35 @@ func TestAnOperatorCannotMoveAJobBackIntoABatchThatIsGoingAway(t *testing.T) {
 	bid, jids := spawn(t, c, 2, 5)
 	ctx := testCtx(t)
 	for _, jid := range jids {
-		queuetest.Move(t, c, jid, queue.Change{To: queue.Estimating})
-		queuetest.Move(t, c, jid, queue.Change{To: queue.Failed, Message: "broke"})
+		queuetest.Move(t, c, jid, jobs.Change{To: queue.Estimating})
+		queuetest.Move(t, c, jid, jobs.Change{To: queue.Failed, Message: "broke"})
 	}
-	bc, err := c.ClaimBatch(ctx, bid)
+	bc, err := batches.New(c).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range []queue.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchFailed, KeepLock: true},
+	for _, ch := range []batches.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchFailed, KeepLock: true},
 		{To: queue.BatchDeleted, KeepLock: true}} {
 		if err := bc.Commit(ctx, ch); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Deleted, its jobs not removed yet: a requeue must not bring one back.
-	_, err = a.RequeueJob(ctx, jids[0], 0, "")
+	_, err = a.Jobs.Requeue(ctx, jids[0], 0, "")
 	if !errors.Is(err, queue.ErrWrongState) || !strings.Contains(err.Error(), "its batch "+bid+" is Deleted") {
 		t.Errorf("requeue into a deleted batch: %v", err)
 	}
-	if st, _ := c.JobStatus(ctx, jids[0]); st.GetStatus() != queue.Failed {
+	if st, _ := jobs.NewReader(c).JobStatus(ctx, jids[0]); st.GetStatus() != queue.Failed {
 		t.Errorf("job is %s", queue.JobStateName(st.GetStatus()))
 	}
 	// The deletion is finished: the batch and its jobs go.
 	if err := bc.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.DeleteBatch(ctx, bid); err != nil {
+	if _, err := a.Batches.Delete(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.RequeueJob(ctx, jids[1], 0, "")
+	_, err = a.Jobs.Requeue(ctx, jids[1], 0, "")
 	if !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("requeue of a deleted job: %v", err)
 	}

@@ -12,6 +12,8 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -20,7 +22,7 @@ import (
 // requeues it, and it resumes at the state after its last successful one.
 // A move the state machine does not allow is refused before anything is
 // written.
-func ExampleTools_RequeueJob() {
+func ExampleJobs_Requeue() {
 	ctx := context.Background()
 	q, err := queuetest.Open(ctx)
 	if err != nil {
@@ -28,38 +30,39 @@ func ExampleTools_RequeueJob() {
 	}
 	defer q.Close()
 	// A batch of one job, submitted as the batcher submits one.
-	_, jids, err := queuetest.Submit(ctx, q, []queue.NewJob{{Priority: 5}})
+	_, jids, err := queuetest.Submit(ctx, q, []batches.NewJob{{Priority: 5}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	jid := jids[0]
 	tools := admin.New(q)
+	stages := jobs.New(q)
 
 	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
-		claim, err := q.ClaimJob(ctx, jid)
+		claim, err := stages.ClaimJob(ctx, jid)
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := claim.Commit(ctx, queue.Change{To: to}); err != nil {
+		if err := claim.Commit(ctx, jobs.Change{To: to}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	claim, err := q.ClaimJob(ctx, jid)
+	claim, err := stages.ClaimJob(ctx, jid)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(claim.Commit(ctx, queue.Change{To: queue.Completed}))
-	if err := claim.Commit(ctx, queue.Change{To: queue.Failed, Message: "letter-1.tif: HTTP 404"}); err != nil {
+	fmt.Println(claim.Commit(ctx, jobs.Change{To: queue.Completed}))
+	if err := claim.Commit(ctx, jobs.Change{To: queue.Failed, Message: "letter-1.tif: HTTP 404"}); err != nil {
 		log.Fatal(err)
 	}
-	st, err := q.JobStatus(ctx, jid)
+	st, err := jobs.NewReader(q).JobStatus(ctx, jid)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("%s: %s (%s), last successful %s\n", jid, queue.JobStateName(st.GetStatus()), st.GetMessage(),
 		queue.JobStateName(st.GetLastSuccessfulStatus()))
 
-	job, err := tools.RequeueJob(ctx, jid, v1.JobState_JOB_STATE_UNSPECIFIED, "")
+	job, err := tools.Jobs.Requeue(ctx, jid, v1.JobState_JOB_STATE_UNSPECIFIED, "")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +77,7 @@ func ExampleTools_RequeueJob() {
 // several calls) can stop half-way and leave, say, a job its batch does not
 // reference. Fsck names the damage; with Repair it mends it under the
 // job's lock, so it can run beside the stages.
-func ExampleTools_Fsck() {
+func ExampleQueue_Fsck() {
 	ctx := context.Background()
 	q, err := queuetest.Open(ctx)
 	if err != nil {
@@ -82,7 +85,7 @@ func ExampleTools_Fsck() {
 	}
 	defer q.Close()
 	// A batch of one job, submitted as the batcher submits one.
-	bid, jids, err := queuetest.Submit(ctx, q, []queue.NewJob{{Priority: 5}})
+	bid, jids, err := queuetest.Submit(ctx, q, []batches.NewJob{{Priority: 5}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -96,23 +99,23 @@ func ExampleTools_Fsck() {
 		log.Fatal(err)
 	}
 	defer zc.Close()
-	if err := zc.Delete(q.Root()+"/batches/"+bid+"/states/batch-processing/"+jid, -1); err != nil {
+	if err := zc.Delete(q.Paths().Root()+"/batches/"+bid+"/states/batch-processing/"+jid, -1); err != nil {
 		log.Fatal(err)
 	}
 
-	rep, err := tools.Fsck(ctx, admin.FsckOptions{})
+	rep, err := tools.Queue.Fsck(ctx, admin.FsckOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, d := range rep.Damages {
 		fmt.Println(d.Kind, d.Item)
 	}
-	rep, err = tools.Fsck(ctx, admin.FsckOptions{Repair: true})
+	rep, err = tools.Queue.Fsck(ctx, admin.FsckOptions{Repair: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("repaired:", rep.Damages[0].Repaired)
-	rep, err = tools.Fsck(ctx, admin.FsckOptions{})
+	rep, err = tools.Queue.Fsck(ctx, admin.FsckOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

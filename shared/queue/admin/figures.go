@@ -34,22 +34,16 @@ type Figures struct {
 // so that a read after the first asks ZooKeeper only about the entries
 // that are new: a few requests, whatever the queue's size.
 type FigureReader struct {
-	t  *Tools
+	t  *Queue
 	mu sync.Mutex
 	// entered: state → entry name → the entry's creation time.
 	entered map[queue.JobState]map[string]time.Time
 }
 
 // NewFigureReader returns a FigureReader of t's queue.
-func (t *Tools) NewFigureReader() *FigureReader {
+func (t *Queue) NewFigureReader() *FigureReader {
 	return &FigureReader{t: t, entered: map[queue.JobState]map[string]time.Time{}}
 }
-
-// agedStates are the states whose oldest job's age is worth watching.
-var agedStates = []queue.JobState{queue.Pending, queue.Held, queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Failed}
-
-// stageStates are the states a stage takes jobs from.
-var stageStates = []queue.JobState{queue.Pending, queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify}
 
 // Read reads the figures.
 func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
@@ -57,10 +51,10 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 	defer r.mu.Unlock()
 	f := &Figures{Oldest: map[queue.JobState]time.Time{}, Batches: map[queue.BatchState]int{}, Workers: map[queue.JobState]int{}}
 	var err error
-	if f.Jobs, err = r.t.JobCounts(ctx); err != nil {
+	if f.Jobs, err = r.t.jobCounts(ctx); err != nil {
 		return nil, err
 	}
-	for _, s := range agedStates {
+	for _, s := range queue.WaitingStates() {
 		oldest, err := r.oldest(ctx, s)
 		if err != nil {
 			return nil, err
@@ -69,15 +63,15 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 			f.Oldest[s] = oldest
 		}
 	}
-	bids, err := r.t.b.ListBatchIDs(ctx)
+	bids, err := r.t.batches.ListBatchIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ps := make([]string, len(bids))
 	for i, bid := range bids {
-		ps[i] = r.t.b.Paths.BatchStatus(bid)
+		ps[i] = r.t.p.Batch(bid).Status()
 	}
-	datas, err := r.t.b.GetMany(ctx, ps)
+	datas, err := readDatas(ctx, r.t.z, ps)
 	if err != nil {
 		return nil, fmt.Errorf("reading the batches' states: %w", err)
 	}
@@ -85,11 +79,11 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 		if d == nil {
 			continue // being created or deleted
 		}
-		if st, err := r.t.b.DecodeBatchStatus(ps[i], d); err == nil {
+		if st, err := queue.DecodeBatchStatus(ps[i], d); err == nil {
 			f.Batches[st.GetStatus()]++
 		}
 	}
-	for _, s := range stageStates {
+	for _, s := range queue.StageStates() {
 		f.Workers[s] = 0
 	}
 	workers, err := r.t.ListWorkers(ctx)
@@ -106,7 +100,7 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 
 // oldest is when the job longest in state s entered it (zero: none).
 func (r *FigureReader) oldest(ctx context.Context, s queue.JobState) (time.Time, error) {
-	names, _, err := r.t.b.Children(ctx, r.t.b.Paths.JobStateDir(s))
+	names, _, err := r.t.z.Children(ctx, r.t.p.StateDir(s))
 	if errors.Is(err, zk.ErrNoNode) {
 		names, err = nil, nil
 	}
@@ -121,11 +115,11 @@ func (r *FigureReader) oldest(ctx context.Context, s queue.JobState) (time.Time,
 			next[n] = t
 		} else if strings.Contains(n, "-") {
 			fresh = append(fresh, n)
-			paths = append(paths, r.t.b.Paths.JobStateDir(s)+"/"+n)
+			paths = append(paths, r.t.p.StateDir(s)+"/"+n)
 		}
 	}
 	if len(paths) > 0 {
-		read, err := r.t.b.GetManyStat(ctx, paths)
+		read, err := r.t.z.Read(ctx, paths)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("reading %s entries: %w", queue.JobStateName(s), err)
 		}

@@ -6,23 +6,25 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
 func TestFiguresCountJobsBatchesAndWorkersAndAgeTheOldestJobOfEachState(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
-	first := queuetest.Spawn(t, c, queue.NewJob{Priority: 5}, queue.Pending)
-	queuetest.Move(t, c, first, queue.Change{To: queue.Estimating})
+	first := queuetest.Spawn(t, c, batches.NewJob{Priority: 5}, queue.Pending)
+	queuetest.Move(t, c, first, jobs.Change{To: queue.Estimating})
 	entered := time.Now()
-	second := queuetest.Spawn(t, c, queue.NewJob{Priority: 5}, queue.Pending)
-	queuetest.Move(t, c, second, queue.Change{To: queue.Estimating})
-	third := queuetest.Spawn(t, c, queue.NewJob{Priority: 5}, queue.Pending)
-	if _, err := c.RegisterWorker(ctx, &v1.WorkerInfo{Id: "estimator-test-1", Service: "estimator", Stage: "Estimating"}); err != nil {
+	second := queuetest.Spawn(t, c, batches.NewJob{Priority: 5}, queue.Pending)
+	queuetest.Move(t, c, second, jobs.Change{To: queue.Estimating})
+	third := queuetest.Spawn(t, c, batches.NewJob{Priority: 5}, queue.Pending)
+	if _, err := jobs.New(c).RegisterWorker(ctx, &v1.WorkerInfo{Id: "estimator-test-1", Service: "estimator", Stage: "Estimating"}); err != nil {
 		t.Fatal(err)
 	}
 
-	r := a.NewFigureReader()
+	r := a.Queue.NewFigureReader()
 	f, err := r.Read(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func TestFiguresCountJobsBatchesAndWorkersAndAgeTheOldestJobOfEachState(t *testi
 	if n := reads() - before; n != 0 {
 		t.Errorf("a second read read %d state entries again", n)
 	}
-	queuetest.Move(t, c, third, queue.Change{To: queue.Estimating})
+	queuetest.Move(t, c, third, jobs.Change{To: queue.Estimating})
 	before = reads()
 	if f, err = r.Read(ctx); err != nil {
 		t.Fatal(err)

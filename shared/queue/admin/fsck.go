@@ -13,6 +13,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
 // Kinds of damage fsck finds. A non-atomic writer (the Merritt library
@@ -90,11 +92,11 @@ type entryLoc struct {
 // the batch uuids; check each job (status, entries, reference, batch, lock,
 // priority, and its repairs); check the entries and references whose job is
 // gone.
-func (t *Tools) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
+func (t *Queue) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = time.Minute
 	}
-	f := &fsck{t: t, opts: opts, rep: &FsckReport{}}
+	f := &fsck{t: t.base, opts: opts, rep: &FsckReport{}}
 	// Status versions first, entries and references next, status versions
 	// again after: a job whose status did not change across the listing
 	// (every transition writes the status) cannot be caught mid-move, so
@@ -120,7 +122,7 @@ func (t *Tools) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error)
 
 // fsck is one run of Fsck: what it read of the tree, and what it found.
 type fsck struct {
-	t    *Tools
+	t    *base
 	opts FsckOptions
 	rep  *FsckReport
 
@@ -144,7 +146,7 @@ func (f *fsck) repair(d Damage, fn func() error) {
 
 // listJobs lists the jobs and reads their status versions.
 func (f *fsck) listJobs(ctx context.Context) error {
-	names, _, err := f.t.b.Children(ctx, f.t.b.Paths.Jobs())
+	names, _, err := f.t.z.Children(ctx, f.t.p.Jobs())
 	if err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func (f *fsck) listJobs(ctx context.Context) error {
 func (f *fsck) readEntries(ctx context.Context) error {
 	f.entries = map[string][]entryLoc{}
 	for _, s := range queue.JobStates() {
-		names, _, err := f.t.b.Children(ctx, f.t.b.Paths.JobStateDir(s))
+		names, _, err := f.t.z.Children(ctx, f.t.p.StateDir(s))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -172,8 +174,8 @@ func (f *fsck) readEntries(ctx context.Context) error {
 			return fmt.Errorf("fsck: listing %s: %w", queue.JobStateName(s), err)
 		}
 		for _, n := range names {
-			if pr, jid, ok := f.t.b.Paths.ParseEntry(n); ok {
-				f.entries[jid] = append(f.entries[jid], entryLoc{s, n, pr})
+			if e, ok := queue.ParseEntry(n); ok {
+				f.entries[e.JID] = append(f.entries[e.JID], entryLoc{s, n, e.Priority})
 			}
 		}
 	}
@@ -185,29 +187,29 @@ func (f *fsck) readEntries(ctx context.Context) error {
 func (f *fsck) checkBatches(ctx context.Context) error {
 	f.refs = map[string][]refLoc{}
 	f.batchExists = map[string]bool{}
-	bids, err := f.t.b.ListBatchIDs(ctx)
+	bids, err := f.t.batches.ListBatchIDs(ctx)
 	if err != nil {
 		return err
 	}
 	for _, bid := range bids {
 		f.rep.BatchesChecked++
-		children, stat, err := f.t.b.Children(ctx, f.t.b.Paths.Batch(bid))
+		children, stat, err := f.t.z.Children(ctx, f.t.p.Batch(bid).Dir())
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if !slices.Contains(children, f.t.b.Names.NodeStatus) {
+		if !slices.Contains(children, queue.NodeStatus) {
 			if time.Since(time.UnixMilli(stat.Ctime)) < f.opts.Grace && len(children) == 0 {
 				continue
 			}
 			f.repair(Damage{Kind: DamageBatchRemnant, Item: bid, Detail: fmt.Sprintf("batch node without status (children: %v)", children)},
-				func() error { return f.t.b.DeleteBatchTree(ctx, bid, "") })
+				func() error { return f.t.batches.RemoveBatchTree(ctx, bid, "") })
 			continue
 		}
 		f.batchExists[bid] = true
-		got, err := f.t.q.BatchJobIDs(ctx, bid)
+		got, err := f.t.reader.BatchJobIDs(ctx, bid)
 		if err != nil {
 			return err
 		}
@@ -222,12 +224,12 @@ func (f *fsck) checkBatches(ctx context.Context) error {
 
 // checkUUIDs finds /batch-uuids entries pointing at no batch.
 func (f *fsck) checkUUIDs(ctx context.Context) error {
-	uuids, _, err := f.t.b.Children(ctx, f.t.b.Paths.BatchUUIDs())
+	uuids, _, err := f.t.z.Children(ctx, f.t.p.BatchUUIDs())
 	if err != nil {
 		return err
 	}
 	for _, u := range uuids {
-		data, _, err := f.t.b.Get(ctx, f.t.b.Paths.BatchUUID(u))
+		data, _, err := f.t.z.Get(ctx, f.t.p.BatchUUID(u))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -237,7 +239,7 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 		if !f.batchExists[string(data)] {
 			f.repair(Damage{Kind: DamageUUIDDangling, Item: u, Detail: fmt.Sprintf("points to %q, which does not exist", data)},
 				func() error {
-					_, err := f.t.b.Multi(ctx, f.t.b.DeleteOp(f.t.b.Paths.BatchUUID(u), -1))
+					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.BatchUUID(u), -1))
 					return err
 				})
 		}
@@ -248,7 +250,7 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 // checkJobs checks (and repairs) each listed job, several at a time.
 func (f *fsck) checkJobs(ctx context.Context) {
 	var mu sync.Mutex
-	f.t.b.EachAtMost(len(f.jids), 32, func(i int) {
+	session.EachAtMost(len(f.jids), 32, func(i int) {
 		jid := f.jids[i]
 		v, ok := f.before[jid]
 		ds := f.t.fsckJob(ctx, jid, v, ok, f.entries[jid], f.refs[jid], f.opts)
@@ -265,7 +267,7 @@ func (f *fsck) gone(ctx context.Context, jid string) bool {
 	if f.jobSet[jid] {
 		return false
 	}
-	ok, _, err := f.t.b.Exists(ctx, f.t.b.Paths.Job(jid))
+	ok, _, err := f.t.z.Exists(ctx, f.t.p.Job(jid).Dir())
 	return err == nil && !ok
 }
 
@@ -276,9 +278,9 @@ func (f *fsck) checkEntriesWithoutJob(ctx context.Context) {
 			continue
 		}
 		for _, l := range locs {
-			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + f.t.b.Paths.StateSegment(l.state) + "/" + l.name},
+			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + queue.StateSegment(l.state) + "/" + l.name},
 				func() error {
-					_, err := f.t.b.Multi(ctx, f.t.b.DeleteOp(f.t.b.Paths.JobStateDir(l.state)+"/"+l.name, -1))
+					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.StateDir(l.state)+"/"+l.name, -1))
 					return err
 				})
 		}
@@ -293,12 +295,12 @@ func (f *fsck) checkRefsWithoutJob(ctx context.Context) {
 			continue
 		}
 		for _, l := range locs {
-			if l.folder == f.t.b.Names.FolderDeleted {
+			if l.folder == queue.FolderDeleted {
 				continue
 			}
 			f.repair(Damage{Kind: DamageRefNoJob, Item: jid, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)},
 				func() error {
-					_, err := f.t.b.Multi(ctx, f.t.b.DeleteOp(f.t.b.Paths.BatchRef(l.bid, l.folder, jid), -1))
+					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.Batch(l.bid).Ref(l.folder, jid), -1))
 					return err
 				})
 		}
@@ -315,7 +317,7 @@ func (r *FsckReport) sortDamages() {
 	})
 }
 
-func (t *Tools) repair(d *Damage, fn func() error) {
+func (t *base) repair(d *Damage, fn func() error) {
 	if err := fn(); err != nil {
 		d.Error = err.Error()
 		return
@@ -328,7 +330,7 @@ func (t *Tools) repair(d *Damage, fn func() error) {
 // the job; place its entries and reference against its status; find what
 // is wrong; then repair its lock (alone: the other repairs need the lock),
 // else its priority, its batch and its entries and reference.
-func (t *Tools) fsckJob(ctx context.Context, jid string, before int32, hadStatus bool, ents []entryLoc, refs []refLoc, opts FsckOptions) []Damage {
+func (t *base) fsckJob(ctx context.Context, jid string, before int32, hadStatus bool, ents []entryLoc, refs []refLoc, opts FsckOptions) []Damage {
 	j := &jobCheck{t: t, jid: jid, ents: ents, refs: refs}
 	if ds, done := j.read(ctx, before, hadStatus, opts); done {
 		return ds
@@ -360,7 +362,7 @@ func (t *Tools) fsckJob(ctx context.Context, jid string, before int32, hadStatus
 
 // jobCheck is fsck's look at one job: what it read, and what it found.
 type jobCheck struct {
-	t    *Tools
+	t    *base
 	jid  string
 	ents []entryLoc // the job's state entries
 	refs []refLoc   // the batch references to it
@@ -398,19 +400,19 @@ type jobCheck struct {
 // moved while fsck listed, or its status is missing or unreadable.
 func (j *jobCheck) read(ctx context.Context, before int32, hadStatus bool, opts FsckOptions) (ds []Damage, done bool) {
 	t, jid := j.t, j.jid
-	data, stat, err := t.b.Get(ctx, t.b.Paths.JobStatus(jid))
+	data, stat, err := t.z.Get(ctx, t.p.Job(jid).Status())
 	if err == nil && (!hadStatus || stat.Version != before) {
 		return nil, true // it moved while fsck listed: not damage
 	}
 	if errors.Is(err, zk.ErrNoNode) {
-		_, jstat, err := t.b.Exists(ctx, t.b.Paths.Job(jid))
+		_, jstat, err := t.z.Exists(ctx, t.p.Job(jid).Dir())
 		if err != nil || jstat == nil || time.Since(time.UnixMilli(jstat.Ctime)) < opts.Grace {
 			return nil, true
 		}
 		d := Damage{Kind: DamageJobNoStatus, Item: jid, Detail: "job node without status (its creation was cut short)"}
 		if opts.Repair {
 			t.repair(&d, func() error {
-				_, err := t.b.DeleteJobTrees(ctx, []string{jid})
+				_, err := t.jobs.RemoveJobs(ctx, []string{jid})
 				return err
 			})
 		}
@@ -419,12 +421,12 @@ func (j *jobCheck) read(ctx context.Context, before int32, hadStatus bool, opts 
 	if err != nil {
 		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}, true
 	}
-	st, err := t.b.DecodeJobStatus(t.b.Paths.JobStatus(jid), data)
+	st, err := queue.DecodeJobStatus(t.p.Job(jid).Status(), data)
 	if err != nil {
 		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Detail: err.Error()}}, true
 	}
-	read, err := t.b.GetManyStat(ctx, []string{t.b.Paths.JobNode(jid, t.b.Names.NodeBid), t.b.Paths.JobNode(jid, t.b.Names.NodePriority),
-		t.b.Paths.JobNode(jid, t.b.Names.NodeStore), t.b.Paths.JobNode(jid, t.b.Names.NodeInventory), t.b.Paths.JobLock(jid)})
+	read, err := t.z.Read(ctx, []string{t.p.Job(jid).Node(queue.NodeBid), t.p.Job(jid).Node(queue.NodePriority),
+		t.p.Job(jid).Node(queue.NodeStore), t.p.Job(jid).Node(queue.NodeInventory), t.p.Job(jid).Lock()})
 	if err != nil {
 		return []Damage{{Kind: DamageStatusUnreadable, Item: jid, Error: err.Error()}}, true
 	}
@@ -448,7 +450,7 @@ func (j *jobCheck) place(s queue.JobState) {
 	}
 	j.refRight, j.refWrong = false, nil
 	for _, r := range j.refs {
-		if r.bid == j.bid && r.folder == j.t.b.Paths.FolderOf(s) {
+		if r.bid == j.bid && r.folder == queue.BatchFolderOf(s) {
 			j.refRight = true
 		} else {
 			j.refWrong = append(j.refWrong, r)
@@ -463,7 +465,7 @@ func (j *jobCheck) find() {
 	jid, state := j.jid, j.state
 	if j.lock != nil && j.lock.EphemeralOwner == 0 {
 		j.lockD = &Damage{Kind: DamageLockNotEphemeral, Item: jid,
-			Detail: fmt.Sprintf("status %s: %s", queue.JobStateName(state), j.t.b.Names.ForeignLockMessage)}
+			Detail: fmt.Sprintf("status %s: %s", queue.JobStateName(state), queue.ForeignLockMessage)}
 	}
 	if d, ok := j.t.priorityDamage(jid, j.priority, j.right); ok {
 		j.prioD = &d
@@ -499,7 +501,7 @@ func (j *jobCheck) damages() []Damage {
 // saying why. The job's other damage waits for the next run.
 func (j *jobCheck) repairLock(ctx context.Context) {
 	j.t.repair(j.lockD, func() error {
-		cl, err := j.t.q.ClaimJob(ctx, j.jid)
+		cl, err := j.t.jobs.ClaimJob(ctx, j.jid)
 		if err != nil {
 			return err
 		}
@@ -522,8 +524,8 @@ func (j *jobCheck) repairPriority(ctx context.Context) {
 	}
 	t, jid := j.t, j.jid
 	t.repair(j.prioD, func() error {
-		_, err := t.b.Multi(ctx, t.b.CheckOp(t.b.Paths.JobStatus(jid), j.stat.Version),
-			t.b.SetOp(t.b.Paths.JobNode(jid, t.b.Names.NodePriority), t.b.EncodeInt(int64(j.right[0].priority)), -1))
+		_, err := t.z.Multi(ctx, session.CheckOp(t.p.Job(jid).Status(), j.stat.Version),
+			session.SetOp(t.p.Job(jid).Node(queue.NodePriority), queue.EncodeInt(int64(j.right[0].priority)), -1))
 		return err
 	})
 }
@@ -539,13 +541,13 @@ func (j *jobCheck) repairBatch(ctx context.Context) {
 		return
 	}
 	j.t.repair(j.batchD, func() error {
-		cl, err := j.t.q.ClaimJob(ctx, j.jid)
+		cl, err := j.t.jobs.ClaimJob(ctx, j.jid)
 		if err != nil {
 			return err
 		}
 		// The commit finds the batch gone and fails the job without
 		// touching the batch.
-		if err := cl.Commit(ctx, queue.Change{To: queue.Failed, Message: "fsck: " + (&queue.NoBatchError{Job: j.jid, Batch: j.bid}).Reason()}); err != nil {
+		if err := cl.Commit(ctx, jobs.Change{To: queue.Failed, Message: "fsck: " + (&queue.NoBatchError{Job: j.jid, Batch: j.bid}).Reason()}); err != nil {
 			cl.Release(ctx)
 			return err
 		}
@@ -569,12 +571,12 @@ func (j *jobCheck) repairPlacement(ctx context.Context) {
 	var status []byte
 	if target != state {
 		st := j.st
-		next := &v1.JobStatus{Status: target, LastModified: j.t.b.NowStamp(), RetryCount: st.GetRetryCount(),
+		next := &v1.JobStatus{Status: target, LastModified: queue.NowStamp(), RetryCount: st.GetRetryCount(),
 			LastSuccessfulStatus: lastSuccessfulBefore(st, j.wrong), Traceparent: st.GetTraceparent(),
 			Message: fmt.Sprintf("fsck: status said %s, but %s; the job is %s for an operator", queue.JobStateName(state), j.why,
 				strings.ToLower(queue.JobStateName(target)))}
-		j.t.b.RecordChange(st, next, queue.WorkerFsck, time.Now())
-		status = j.t.b.RewriteJobStatus(j.data, next)
+		queue.RecordChange(st, next, queue.WorkerFsck, time.Now())
+		status = queue.RewriteJobStatus(j.data, next, nil)
 		// Entries and reference are mended toward the new state.
 		j.place(target)
 		j.entryOK, j.refOK = false, j.noBatch && len(j.refWrong) == 0
@@ -601,7 +603,7 @@ func (j *jobCheck) repairPlacement(ctx context.Context) {
 // fsckJobReport names what is wrong with a job's entries and batch
 // reference; why is what the entries show, when none is in the status's
 // state.
-func (t *Tools) fsckJobReport(jid string, state queue.JobState, bid string, ents []entryLoc, refs []refLoc, right, wrong []entryLoc, refOK bool, why string) []Damage {
+func (t *base) fsckJobReport(jid string, state queue.JobState, bid string, ents []entryLoc, refs []refLoc, right, wrong []entryLoc, refOK bool, why string) []Damage {
 	var ds []Damage
 	switch {
 	case len(right) == 1 && len(wrong) == 0:
@@ -618,39 +620,26 @@ func (t *Tools) fsckJobReport(jid string, state queue.JobState, bid string, ents
 		if len(refs) == 0 {
 			kind = DamageRefMissing
 		}
-		ds = append(ds, Damage{Kind: kind, Item: jid, Detail: fmt.Sprintf("status %s wants %s/%s, found %v", queue.JobStateName(state), bid, t.b.Paths.FolderOf(state), refs)})
+		ds = append(ds, Damage{Kind: kind, Item: jid, Detail: fmt.Sprintf("status %s wants %s/%s, found %v", queue.JobStateName(state), bid, queue.BatchFolderOf(state), refs)})
 	}
 	return ds
 }
 
 // lastSuccessfulBefore is the last successful state of a job that fsck
-// takes back to the earliest state an entry of it is in: the state whose
-// success leads there, so that a requeue resumes where the job really
-// was. A failed entry keeps what the status says.
+// takes back to the earliest state an entry of it is in
+// (queue.ReachedBefore), so that a requeue resumes where the job really
+// was. An entry in an ended state keeps what the status says.
 func lastSuccessfulBefore(st *v1.JobStatus, wrong []entryLoc) queue.JobState {
 	earliest := wrong[0].state
 	for _, e := range wrong[1:] {
-		if slices.Index(queue.JobStates(), e.state) < slices.Index(queue.JobStates(), earliest) {
+		if queue.StateIndex(e.state) < queue.StateIndex(earliest) {
 			earliest = e.state
 		}
 	}
-	switch earliest {
-	case queue.Estimating:
-		return queue.Pending
-	case queue.Provisioning:
-		return queue.Estimating
-	case queue.Downloading:
-		return queue.Provisioning
-	case queue.Processing:
-		return queue.Downloading
-	case queue.Storing, queue.Recording:
-		return queue.Processing
-	case queue.Notify:
-		return queue.Recording
-	case queue.Failed, queue.Completed, queue.Deleted:
-		return st.GetLastSuccessfulStatus()
+	if last, ok := queue.ReachedBefore(earliest); ok {
+		return last
 	}
-	return v1.JobState_JOB_STATE_UNSPECIFIED // Pending, Held: nothing succeeded yet
+	return st.GetLastSuccessfulStatus()
 }
 
 // mendMismatch decides what a job whose status names a state none of its
@@ -660,17 +649,17 @@ func lastSuccessfulBefore(st *v1.JobStatus, wrong []entryLoc) queue.JobState {
 // after storing: a half-done move, to be finished); else Held when its entry
 // holds it, else Failed when its entry's state may fail (or is Failed);
 // else 0, for an operator. why says what the evidence shows.
-func (t *Tools) mendMismatch(st *v1.JobStatus, wrong []entryLoc, hasStore, hasInventory bool) (queue.JobState, string) {
+func (t *base) mendMismatch(st *v1.JobStatus, wrong []entryLoc, hasStore, hasInventory bool) (queue.JobState, string) {
 	state := st.GetStatus()
 	if len(wrong) == 1 {
 		w := wrong[0].state
 		switch {
 		case !queue.CanMoveJob(w, state):
 			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and %s → %s is not a move a job makes",
-				t.b.Paths.StateSegment(w), queue.JobStateName(w), queue.JobStateName(state)))
-		case !t.b.HasWhatItNeeds(state, hasStore, hasInventory):
+				queue.StateSegment(w), queue.JobStateName(w), queue.JobStateName(state)))
+		case !queue.HasWhatItNeeds(state, hasStore, hasInventory):
 			return mendFrom(wrong, fmt.Sprintf("its entry is in %s, and it has no %s, which %s needs",
-				t.b.Paths.StateSegment(w), t.b.NeededNodes(state), queue.JobStateName(state)))
+				queue.StateSegment(w), queue.NeededNodes(state), queue.JobStateName(state)))
 		}
 		return state, fmt.Sprintf("a move %s → %s left half-done", queue.JobStateName(w), queue.JobStateName(state))
 	}
@@ -691,15 +680,15 @@ func mendFrom(wrong []entryLoc, why string) (queue.JobState, string) {
 
 // priorityDamage reports a priority node that does not read as a
 // priority (a missing one reads as the default).
-func (t *Tools) priorityDamage(jid string, data []byte, right []entryLoc) (Damage, bool) {
+func (t *base) priorityDamage(jid string, data []byte, right []entryLoc) (Damage, bool) {
 	if data == nil {
 		return Damage{}, false
 	}
-	n, err := t.b.DecodeInt("", data)
+	n, err := queue.DecodeInt("", data)
 	if err == nil && n >= 0 && n <= math.MaxInt32 {
 		return Damage{}, false
 	}
-	d := Damage{Kind: DamagePriorityUnreadable, Item: jid, Detail: fmt.Sprintf("priority %q is not a priority", t.b.Truncate(string(data), 40))}
+	d := Damage{Kind: DamagePriorityUnreadable, Item: jid, Detail: fmt.Sprintf("priority %q is not a priority", queue.Truncate(string(data), 40))}
 	if len(right) == 1 {
 		d.Detail += fmt.Sprintf("; its entry %s orders it at %d", right[0].name, right[0].priority)
 	}
@@ -707,11 +696,11 @@ func (t *Tools) priorityDamage(jid string, data []byte, right []entryLoc) (Damag
 }
 
 // statusVersions reads the status version of each job (missing ones are absent).
-func (t *Tools) statusVersions(ctx context.Context, jids []string) map[string]int32 {
+func (t *base) statusVersions(ctx context.Context, jids []string) map[string]int32 {
 	out := make(map[string]int32, len(jids))
 	var mu sync.Mutex
-	t.b.EachAtMost(len(jids), 64, func(i int) {
-		if ok, st, err := t.b.Exists(ctx, t.b.Paths.JobStatus(jids[i])); err == nil && ok {
+	session.EachAtMost(len(jids), 64, func(i int) {
+		if ok, st, err := t.z.Exists(ctx, t.p.Job(jids[i]).Status()); err == nil && ok {
 			mu.Lock()
 			out[jids[i]] = st.Version
 			mu.Unlock()
@@ -720,15 +709,15 @@ func (t *Tools) statusVersions(ctx context.Context, jids []string) map[string]in
 	return out
 }
 
-func (t *Tools) batchPresent(ctx context.Context, bid string) bool {
-	ok, _, err := t.b.Exists(ctx, t.b.Paths.BatchStatus(bid))
+func (t *base) batchPresent(ctx context.Context, bid string) bool {
+	ok, _, err := t.z.Exists(ctx, t.p.Batch(bid).Status())
 	return err != nil || ok
 }
 
-func (t *Tools) describeEntries(ents []entryLoc) []string {
+func (t *base) describeEntries(ents []entryLoc) []string {
 	out := make([]string, len(ents))
 	for i, e := range ents {
-		out[i] = t.b.Paths.StateSegment(e.state) + "/" + e.name
+		out[i] = queue.StateSegment(e.state) + "/" + e.name
 	}
 	return out
 }
@@ -737,19 +726,19 @@ func (t *Tools) describeEntries(ents []entryLoc) []string {
 // (state; status, when not nil, is written as the new status) calls for are
 // made to exist, every other one is removed, in one multi fenced by the
 // status version read before.
-func (t *Tools) repairJob(ctx context.Context, jid string, version int32, status []byte, state queue.JobState, bid string,
+func (t *base) repairJob(ctx context.Context, jid string, version int32, status []byte, state queue.JobState, bid string,
 	right, wrong []entryLoc, refRight bool, refWrong []refLoc, entryOK, refOK bool) error {
-	statusOp := any(t.b.CheckOp(t.b.Paths.JobStatus(jid), version))
+	statusOp := any(session.CheckOp(t.p.Job(jid).Status(), version))
 	if status != nil {
-		statusOp = t.b.SetOp(t.b.Paths.JobStatus(jid), status, version)
+		statusOp = session.SetOp(t.p.Job(jid).Status(), status, version)
 	}
-	ops := []any{statusOp, t.b.CreateOp(t.b.Paths.JobLock(jid), nil, zk.FlagEphemeral)}
+	ops := []any{statusOp, t.z.CreateOp(t.p.Job(jid).Lock(), nil, zk.FlagEphemeral)}
 	if !entryOK {
 		for _, e := range wrong {
-			ops = append(ops, t.b.DeleteOp(t.b.Paths.JobStateDir(e.state)+"/"+e.name, -1))
+			ops = append(ops, session.DeleteOp(t.p.StateDir(e.state)+"/"+e.name, -1))
 		}
 		for _, e := range right[min(1, len(right)):] {
-			ops = append(ops, t.b.DeleteOp(t.b.Paths.JobStateDir(e.state)+"/"+e.name, -1))
+			ops = append(ops, session.DeleteOp(t.p.StateDir(e.state)+"/"+e.name, -1))
 		}
 		if len(right) == 0 {
 			// An entry's priority is what ordered the job; the priority
@@ -757,29 +746,32 @@ func (t *Tools) repairJob(ctx context.Context, jid string, version int32, status
 			prio := int32(queue.DefaultPriority)
 			if len(wrong) > 0 {
 				prio = wrong[0].priority
-			} else if d, _, err := t.b.Get(ctx, t.b.Paths.JobNode(jid, t.b.Names.NodePriority)); err == nil {
-				if n, err := t.b.DecodeInt("", d); err == nil && n >= 0 && n <= math.MaxInt32 {
+			} else if d, _, err := t.z.Get(ctx, t.p.Job(jid).Node(queue.NodePriority)); err == nil {
+				if n, err := queue.DecodeInt("", d); err == nil && n >= 0 && n <= math.MaxInt32 {
 					prio = int32(n)
 				}
 			}
-			ops = append(ops, t.b.CreateOp(t.b.Paths.JobEntry(state, prio, jid), nil, 0))
+			ops = append(ops, t.z.CreateOp(t.p.Entry(state, prio, jid), nil, 0))
 		}
 	}
 	if !refOK {
 		for _, r := range refWrong {
-			ops = append(ops, t.b.DeleteOp(t.b.Paths.BatchRef(r.bid, r.folder, jid), -1))
+			ops = append(ops, session.DeleteOp(t.p.Batch(r.bid).Ref(r.folder, jid), -1))
 		}
 		if !refRight && bid != "" {
-			if err := t.b.EnsureRefFolders(ctx, bid, jid); err != nil {
-				return err
+			// A peer may create a batch without its folders of references.
+			for _, p := range append([]string{t.p.Batch(bid).States()}, t.p.Batch(bid).RefFolders()...) {
+				if err := t.z.Ensure(ctx, p); err != nil {
+					return err
+				}
 			}
-			ops = append(ops, t.b.CreateOp(t.b.Paths.BatchRef(bid, t.b.Paths.FolderOf(state), jid), nil, 0))
+			ops = append(ops, t.z.CreateOp(t.p.Batch(bid).Ref(queue.BatchFolderOf(state), jid), nil, 0))
 		}
-		ops = append(ops, t.b.SetOp(t.b.Paths.BatchFolder(bid, t.b.Names.FolderProcessing), nil, -1))
+		ops = append(ops, session.SetOp(t.p.Batch(bid).Folder(queue.FolderProcessing), nil, -1))
 	}
-	ops = append(ops, t.b.DeleteOp(t.b.Paths.JobLock(jid), -1))
-	_, err := t.b.Multi(ctx, ops...)
-	switch idx := t.b.FailedOp(err); {
+	ops = append(ops, session.DeleteOp(t.p.Job(jid).Lock(), -1))
+	_, err := t.z.Multi(ctx, ops...)
+	switch idx := session.FailedOp(err); {
 	case err == nil:
 		return nil
 	case idx == 0:

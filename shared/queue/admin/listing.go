@@ -10,16 +10,16 @@ import (
 )
 
 // ListWorkers reads every live replica's entry, sorted by service then id.
-func (t *Tools) ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error) {
-	names, _, err := t.b.Children(ctx, t.b.Paths.Workers())
+func (t *Queue) ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error) {
+	names, _, err := t.z.Children(ctx, t.p.Own().Workers())
 	if err != nil {
 		return nil, fmt.Errorf("listing workers: %w", err)
 	}
 	ps := make([]string, len(names))
 	for i, n := range names {
-		ps[i] = t.b.Paths.Worker(n)
+		ps[i] = t.p.Own().Worker(n)
 	}
-	datas, err := t.b.GetMany(ctx, ps)
+	datas, err := readDatas(ctx, t.z, ps)
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +53,11 @@ func (t *Tools) ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error) {
 }
 
 // ObjectLocks lists the ARK lock names held now under storage and inventory.
-func (t *Tools) ObjectLocks(ctx context.Context) (storage, inventory []string, err error) {
-	if storage, _, err = t.b.Children(ctx, t.b.Paths.StorageLocks()); err != nil {
+func (t *Queue) ObjectLocks(ctx context.Context) (storage, inventory []string, err error) {
+	if storage, _, err = t.z.Children(ctx, t.p.Locks().Storage()); err != nil {
 		return nil, nil, err
 	}
-	if inventory, _, err = t.b.Children(ctx, t.b.Paths.InventoryLocks()); err != nil {
+	if inventory, _, err = t.z.Children(ctx, t.p.Locks().Inventory()); err != nil {
 		return nil, nil, err
 	}
 	slices.Sort(storage)

@@ -6,6 +6,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
 
 // TestPauseAndUnpauseAreWhatTheQueueReads: the operators' pause is the node
@@ -13,18 +14,19 @@ import (
 func TestPauseAndUnpauseAreWhatTheQueueReads(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
-	if err := a.Pause(ctx); err != nil {
+	stages := jobs.New(c)
+	if err := a.Queue.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := c.Paused(ctx); err != nil || !p {
+	if p, err := stages.Paused(ctx); err != nil || !p {
 		t.Fatalf("Paused() = %v (%v) after Pause", p, err)
 	}
 	for range 2 {
-		if err := a.Unpause(ctx); err != nil {
+		if err := a.Queue.Unpause(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if p, err := c.Paused(ctx); err != nil || p {
+	if p, err := stages.Paused(ctx); err != nil || p {
 		t.Fatalf("Paused() = %v (%v) after Unpause", p, err)
 	}
 }
@@ -35,15 +37,16 @@ func TestPauseAndUnpauseAreWhatTheQueueReads(t *testing.T) {
 func TestListingsShowLiveWorkersAndHeldObjectLocks(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
-	var regs []*queue.WorkerRegistration
+	stages := jobs.New(c)
+	var regs []*jobs.WorkerRegistration
 	for _, w := range []*v1.WorkerInfo{{Id: "store-b", Service: "storer"}, {Id: "est-1", Service: "estimator"}, {Id: "store-a", Service: "storer"}} {
-		reg, err := c.RegisterWorker(ctx, w)
+		reg, err := stages.RegisterWorker(ctx, w)
 		if err != nil {
 			t.Fatal(err)
 		}
 		regs = append(regs, reg)
 	}
-	ws, err := a.ListWorkers(ctx)
+	ws, err := a.Queue.ListWorkers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,15 +62,15 @@ func TestListingsShowLiveWorkersAndHeldObjectLocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ws, err := a.ListWorkers(ctx); err != nil || len(ws) != 0 {
+	if ws, err := a.Queue.ListWorkers(ctx); err != nil || len(ws) != 0 {
 		t.Errorf("workers after their entries closed: %v (%v)", ws, err)
 	}
 
-	var locks []*queue.ObjectLock
-	for _, lock := range []func() (*queue.ObjectLock, error){
-		func() (*queue.ObjectLock, error) { return c.LockStorage(ctx, "ark:/99999/fk4b") },
-		func() (*queue.ObjectLock, error) { return c.LockStorage(ctx, "ark:/99999/fk4a") },
-		func() (*queue.ObjectLock, error) { return c.LockInventory(ctx, "ark:/99999/fk4c") },
+	var locks []*jobs.ObjectLock
+	for _, lock := range []func() (*jobs.ObjectLock, error){
+		func() (*jobs.ObjectLock, error) { return stages.LockStorage(ctx, "ark:/99999/fk4b") },
+		func() (*jobs.ObjectLock, error) { return stages.LockStorage(ctx, "ark:/99999/fk4a") },
+		func() (*jobs.ObjectLock, error) { return stages.LockInventory(ctx, "ark:/99999/fk4c") },
 	} {
 		l, err := lock()
 		if err != nil {
@@ -75,7 +78,7 @@ func TestListingsShowLiveWorkersAndHeldObjectLocks(t *testing.T) {
 		}
 		locks = append(locks, l)
 	}
-	storage, inventory, err := a.ObjectLocks(ctx)
+	storage, inventory, err := a.Queue.ObjectLocks(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +91,7 @@ func TestListingsShowLiveWorkersAndHeldObjectLocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if storage, inventory, err := a.ObjectLocks(ctx); err != nil || len(storage)+len(inventory) != 0 {
+	if storage, inventory, err := a.Queue.ObjectLocks(ctx); err != nil || len(storage)+len(inventory) != 0 {
 		t.Errorf("object locks after unlocking: %v, %v (%v)", storage, inventory, err)
 	}
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 )
 
-// JobCounts counts the jobs in every state from the state folders' node
+// Counts counts the jobs in every state from the state folders' node
 // statistics: one small read per state, whatever the queue's size.
-func (t *Tools) JobCounts(ctx context.Context) (map[queue.JobState]int, error) {
+func (t *Jobs) Counts(ctx context.Context) (map[queue.JobState]int, error) { return t.jobCounts(ctx) }
+
+func (t *base) jobCounts(ctx context.Context) (map[queue.JobState]int, error) {
 	out := make(map[queue.JobState]int, len(queue.JobStates()))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -23,7 +25,7 @@ func (t *Tools) JobCounts(ctx context.Context) (map[queue.JobState]int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, st, err := t.b.Exists(ctx, t.b.Paths.JobStateDir(s))
+			ok, st, err := t.z.Exists(ctx, t.p.StateDir(s))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -46,16 +48,16 @@ type BatchFilter struct {
 	PageToken string
 }
 
-// ListBatches returns one page of batches, newest first, with their job
+// List returns one page of batches, newest first, with their job
 // counts. Filtering reads batches until the page is full, at most ten pages'
 // worth per call; the token lets the caller continue.
-func (t *Tools) ListBatches(ctx context.Context, f BatchFilter) ([]*v1.Batch, string, error) {
+func (t *Batches) List(ctx context.Context, f BatchFilter) ([]*v1.Batch, string, error) {
 	size := f.PageSize
 	if size <= 0 {
 		size = 50
 	}
 	size = min(size, 500)
-	bids, err := t.b.ListBatchIDs(ctx)
+	bids, err := t.batches.ListBatchIDs(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -70,7 +72,7 @@ func (t *Tools) ListBatches(ctx context.Context, f BatchFilter) ([]*v1.Batch, st
 	i := start
 	for ; i < len(bids) && len(out) < size && scanned < 10*size; i++ {
 		scanned++
-		b, err := t.q.GetBatch(ctx, bids[i])
+		b, err := t.batches.GetBatch(ctx, bids[i])
 		if errors.Is(err, queue.ErrNotFound) {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
 
 // JobSearch is one call of SearchJobs.
@@ -40,13 +41,13 @@ type JobPage struct {
 	Scanned int
 }
 
-// SearchJobs finds the jobs a filter matches, by job id. The candidates are
+// Search finds the jobs a filter matches, by job id. The candidates are
 // the jobs of the batch named, else of the states named (Filter.State,
 // States, Failed for Filter.FailingStage), else every job; each is read
 // (status, configuration, identifiers and the small nodes: one multi-read
 // per 10 jobs, 16 at once) and matched. A job deleted meanwhile, or whose nodes are
 // unreadable, is left out (fsck reports the latter).
-func (t *Tools) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
+func (t *Jobs) Search(ctx context.Context, s JobSearch) (JobPage, error) {
 	size := s.PageSize
 	if size <= 0 {
 		size = 100
@@ -85,8 +86,8 @@ func (t *Tools) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
 	m := newJobMatcher(f, states)
 	var page JobPage
 	for len(jids) > 0 {
-		window := jids[:min(len(jids), t.b.ReadJobsWindow, maxScan-page.Scanned)]
-		jobs, err := t.b.ReadJobs(ctx, window)
+		window := jids[:min(len(jids), jobs.ReadJobsWindow, maxScan-page.Scanned)]
+		jobs, err := t.reader.ReadJobs(ctx, window)
 		if err != nil {
 			return JobPage{}, err
 		}
@@ -109,14 +110,14 @@ func (t *Tools) SearchJobs(ctx context.Context, s JobSearch) (JobPage, error) {
 }
 
 // searchCandidates lists the job ids a search reads, sorted.
-func (t *Tools) searchCandidates(ctx context.Context, bid string, states []queue.JobState) ([]string, error) {
+func (t *base) searchCandidates(ctx context.Context, bid string, states []queue.JobState) ([]string, error) {
 	var jids []string
 	switch {
 	case bid != "":
 		if !queue.ValidBatchID(bid) {
 			return nil, fmt.Errorf("%w: %q is not a batch id", queue.ErrInvalid, bid)
 		}
-		refs, err := t.q.BatchJobIDs(ctx, bid)
+		refs, err := t.reader.BatchJobIDs(ctx, bid)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +126,7 @@ func (t *Tools) searchCandidates(ctx context.Context, bid string, states []queue
 		}
 	case len(states) > 0:
 		for _, st := range states {
-			ids, err := t.q.JobIDsIn(ctx, st)
+			ids, err := t.reader.JobIDsIn(ctx, st)
 			if err != nil {
 				return nil, err
 			}
@@ -134,7 +135,7 @@ func (t *Tools) searchCandidates(ctx context.Context, bid string, states []queue
 			}
 		}
 	default:
-		names, _, err := t.b.Children(ctx, t.b.Paths.Jobs())
+		names, _, err := t.z.Children(ctx, t.p.Jobs())
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, fmt.Errorf("listing jobs: %w", err)
 		}
@@ -164,7 +165,7 @@ func (m jobMatcher) matches(j *v1.Job) bool {
 	switch {
 	case len(m.states) > 0 && !slices.Contains(m.states, st.GetStatus()),
 		f.GetFailingStage() != v1.JobState_JOB_STATE_UNSPECIFIED &&
-			(st.GetStatus() != queue.Failed || FailedIn(st.GetLastSuccessfulStatus()) != f.GetFailingStage()),
+			(st.GetStatus() != queue.Failed || queue.FailedIn(st.GetLastSuccessfulStatus()) != f.GetFailingStage()),
 		f.GetBatchId() != "" && j.GetBid() != f.GetBatchId(),
 		f.GetCollection() != "" && conf.GetCollection() != f.GetCollection(),
 		f.GetProfile() != "" && conf.GetProfileName() != f.GetProfile(),
@@ -177,15 +178,4 @@ func (m jobMatcher) matches(j *v1.Job) bool {
 		return false
 	}
 	return true
-}
-
-// FailedIn is the state a failed job failed in, as its last successful
-// state tells: the one after it, or Pending for a job that has none or whose
-// last was Held (it failed before a stage took it, or an operator failed it
-// there).
-func FailedIn(lastSuccessful queue.JobState) queue.JobState {
-	if lastSuccessful == v1.JobState_JOB_STATE_UNSPECIFIED || lastSuccessful == queue.Held {
-		return queue.Pending
-	}
-	return queue.ResumeState(lastSuccessful)
 }

@@ -10,6 +10,8 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -39,7 +41,7 @@ func BenchmarkSearchJobs(b *testing.B) {
 	// and on a loaded machine a short session expires meanwhile.
 	connectCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := queue.Connect(connectCtx, queue.Options{Servers: zktest.Servers(b), Root: zktest.Root(b), SessionTimeout: 30 * time.Second})
+	c, err := session.Connect(connectCtx, session.Options{Servers: zktest.Servers(b), Root: zktest.Root(b), SessionTimeout: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,26 +52,26 @@ func BenchmarkSearchJobs(b *testing.B) {
 	for k := 0; k < n; k += perBatch {
 		// A minute per batch, not per run: a run of 100000 jobs takes longer.
 		ctx := testCtx(b)
-		bid, err := c.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
+		bid, err := batches.New(c).CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
 			PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
 			SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD})
 		if err != nil {
 			b.Fatal(err)
 		}
-		bc, err := c.ClaimBatch(ctx, bid)
+		bc, err := batches.New(c).ClaimBatch(ctx, bid)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+		if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 			b.Fatal(err)
 		}
-		jobs := make([]queue.NewJob, min(perBatch, n-k))
+		jobs := make([]batches.NewJob, min(perBatch, n-k))
 		for i := range jobs {
 			coll := "common_coll"
 			if (k+i)%100 == 0 {
 				coll = "rare_coll"
 			}
-			jobs[i] = queue.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{
+			jobs[i] = batches.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{
 				ProfileName: "demo_profile", Submitter: "dana", Collection: coll, PayloadUrl: "http://127.0.0.1:1/f.checkm",
 				PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, BatchEntry: int32(i)},
 				Identifiers: &v1.Identifiers{LocalId: []string{fmt.Sprintf("local-%d", k+i)}}}
@@ -88,7 +90,7 @@ func BenchmarkSearchJobs(b *testing.B) {
 		ctx := testCtx(b)
 		found, scanned, token := 0, 0, ""
 		for {
-			page, err := a.SearchJobs(ctx, JobSearch{Filter: filter, PageSize: 100, PageToken: token})
+			page, err := a.Jobs.Search(ctx, JobSearch{Filter: filter, PageSize: 100, PageToken: token})
 			if err != nil {
 				b.Fatal(err)
 			}

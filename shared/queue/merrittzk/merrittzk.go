@@ -563,9 +563,9 @@ func batchFolder(state string) string {
 	return "batch-processing"
 }
 
-// ListState lists a state folder's entries in the order the library takes
+// listState lists a state folder's entries in the order the library takes
 // them ("05-jid…", sorted as text).
-func (p *Peer) ListState(state string) ([]string, error) {
+func (p *Peer) listState(state string) ([]string, error) {
 	names, _, err := p.conn.Children(p.abs("/jobs/states/" + strings.ToLower(state)))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil
@@ -574,11 +574,11 @@ func (p *Peer) ListState(state string) ([]string, error) {
 	return names, err
 }
 
-// LockEntry locks and loads the job of one state-folder entry as the
+// lockEntry locks and loads the job of one state-folder entry as the
 // library's acquireJob does for each entry it lists: nil when another
 // consumer holds the job. Like acquireJob it does not look at whether
 // the job is still in the state the entry was listed under.
-func (p *Peer) LockEntry(entry string) (*Job, error) {
+func (p *Peer) lockEntry(entry string) (*Job, error) {
 	jid := entry[strings.IndexByte(entry, '-')+1:]
 	if _, err := p.create("/jobs/"+jid+"/lock", nil, zk.FlagEphemeral); err != nil {
 		if errors.Is(err, zk.ErrNodeExists) {
@@ -592,12 +592,12 @@ func (p *Peer) LockEntry(entry string) (*Job, error) {
 // AcquireJob is the library's acquireJob: the first job of the state
 // folder it can lock, loaded, whatever state it is in by then.
 func (p *Peer) AcquireJob(state string) (*Job, error) {
-	entries, err := p.ListState(state)
+	entries, err := p.listState(state)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range entries {
-		j, err := p.LockEntry(e)
+		j, err := p.lockEntry(e)
 		if err != nil || j != nil {
 			return j, err
 		}
@@ -699,11 +699,18 @@ func (j *Job) Delete() error {
 // ("ark:/99999/fk4x" → "ark_99999_fk4x"; other ':' stay).
 func LockName(id string) string { return strings.NewReplacer(":/", "_", "/", "_").Replace(id) }
 
-// LockLocalID takes /locks/localid/<name> as the library's
+// Locks are the locks under /locks as the library takes them.
+type Locks struct{ p *Peer }
+
+// Locks takes and releases the locks under /locks as the library does.
+func (p *Peer) Locks() *Locks { return &Locks{p: p} }
+
+// LocalID takes /locks/localid/<name> as the library's
 // lockObjectLocalID does: an ephemeral, empty node. Merritt's ingest
 // service names the lock "<local id>_<owner>". It reports false when the
 // lock is held.
-func (p *Peer) LockLocalID(name string) (bool, error) {
+func (l *Locks) LocalID(name string) (bool, error) {
+	p := l.p
 	if err := p.createIfMissing("/locks/localid"); err != nil {
 		return false, err
 	}
@@ -715,11 +722,14 @@ func (p *Peer) LockLocalID(name string) (bool, error) {
 }
 
 // UnlockLocalID releases a local id lock.
-func (p *Peer) UnlockLocalID(name string) error { return p.remove("/locks/localid/" + LockName(name)) }
+func (l *Locks) UnlockLocalID(name string) error {
+	return l.p.remove("/locks/localid/" + LockName(name))
+}
 
-// LockIngestQueue holds the ingest queue as the library's lockIngestQueue
+// IngestQueue holds the ingest queue as the library's lockIngestQueue
 // does: the persistent node /locks/queue/ingest. False: it is held.
-func (p *Peer) LockIngestQueue() (bool, error) {
+func (l *Locks) IngestQueue() (bool, error) {
+	p := l.p
 	if err := p.createIfMissing("/locks/queue"); err != nil {
 		return false, err
 	}
@@ -731,4 +741,4 @@ func (p *Peer) LockIngestQueue() (bool, error) {
 }
 
 // UnlockIngestQueue releases the ingest queue.
-func (p *Peer) UnlockIngestQueue() error { return p.remove("/locks/queue/ingest") }
+func (l *Locks) UnlockIngestQueue() error { return l.p.remove("/locks/queue/ingest") }

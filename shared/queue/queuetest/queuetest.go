@@ -14,6 +14,9 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -28,11 +31,11 @@ const Wait = 30 * time.Second
 // Connect opens a queue client on root of the test ZooKeeper, closed when
 // the test ends. Its session timeout is short (4 s) so that tests of lost
 // sessions end soon.
-func Connect(t testing.TB, root string) *queue.Client {
+func Connect(t testing.TB, root string) *session.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
+	q, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +45,9 @@ func Connect(t testing.TB, root string) *queue.Client {
 
 // ConnectThroughProxy opens a queue client on root of the test ZooKeeper
 // through a zktest.Proxy, both closed when the test ends, so that the test
-// can slow or cut this client's traffic alone; session is the client's
+// can slow or cut this client's traffic alone; timeout is the client's
 // session timeout.
-func ConnectThroughProxy(t testing.TB, root string, session time.Duration) (*queue.Client, *zktest.Proxy) {
+func ConnectThroughProxy(t testing.TB, root string, timeout time.Duration) (*session.Session, *zktest.Proxy) {
 	t.Helper()
 	proxy, err := zktest.NewProxy(zktest.Servers(t)[0])
 	if err != nil {
@@ -53,7 +56,7 @@ func ConnectThroughProxy(t testing.TB, root string, session time.Duration) (*que
 	t.Cleanup(proxy.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
-	q, err := queue.Connect(ctx, queue.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: session})
+	q, err := session.Connect(ctx, session.Options{Servers: []string{proxy.Addr}, Root: root, SessionTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,25 +66,25 @@ func ConnectThroughProxy(t testing.TB, root string, session time.Duration) (*que
 
 // Spawn creates a batch of one job holding j's data and walks the job to
 // state to (Pending or a later state of the successful path); see SpawnN.
-func Spawn(t testing.TB, q *queue.Client, j queue.NewJob, to queue.JobState) string {
+func Spawn(t testing.TB, q *session.Session, j batches.NewJob, to queue.JobState) string {
 	t.Helper()
-	return SpawnN(t, q, []queue.NewJob{j}, to)[0]
+	return SpawnN(t, q, []batches.NewJob{j}, to)[0]
 }
 
 // SpawnN creates one batch with these jobs, in order, and walks each to
 // state to (Pending or a later state of the successful path, one commit per
 // state as the stages would make). It returns the jobs' ids. The jobs'
 // configurations are filled as Submit fills them.
-func SpawnN(t testing.TB, q *queue.Client, jobs []queue.NewJob, to queue.JobState) []string {
+func SpawnN(t testing.TB, q *session.Session, news []batches.NewJob, to queue.JobState) []string {
 	t.Helper()
 	steps := pathTo(t, to)
-	_, jids, err := Submit(context.Background(), q, jobs)
+	_, jids, err := Submit(context.Background(), q, news)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, jid := range jids {
 		for _, s := range steps {
-			Move(t, q, jid, WithProducts(queue.Change{To: s}))
+			Move(t, q, jid, WithProducts(jobs.Change{To: s}))
 		}
 	}
 	return jids
@@ -97,12 +100,12 @@ func SpawnN(t testing.TB, q *queue.Client, jobs []queue.NewJob, to queue.JobStat
 // A job's configuration is filled as the batcher fills it: batch_entry is
 // its index, profile_name defaults to Profile and collection to the profile
 // name. The priority is taken as given (0 is a valid priority).
-func Submit(ctx context.Context, q *queue.Client, jobs []queue.NewJob) (bid string, jids []string, err error) {
-	for i := range jobs {
-		if jobs[i].Configuration == nil {
-			jobs[i].Configuration = &v1.JobConfiguration{}
+func Submit(ctx context.Context, q *session.Session, news []batches.NewJob) (bid string, jids []string, err error) {
+	for i := range news {
+		if news[i].Configuration == nil {
+			news[i].Configuration = &v1.JobConfiguration{}
 		}
-		c := jobs[i].Configuration
+		c := news[i].Configuration
 		c.BatchEntry = int32(i)
 		if c.ProfileName == "" {
 			c.ProfileName = Profile
@@ -112,23 +115,23 @@ func Submit(ctx context.Context, q *queue.Client, jobs []queue.NewJob) (bid stri
 		}
 	}
 	profile := Profile
-	if len(jobs) > 0 {
-		profile = jobs[0].Configuration.ProfileName
+	if len(news) > 0 {
+		profile = news[0].Configuration.ProfileName
 	}
 	// An unreachable payload: the jobs are made here, not by a batcher.
-	bid, err = q.CreateBatch(ctx, &v1.Submission{ProfileName: profile, Collection: profile, Submitter: "queuetest",
+	bid, err = batches.New(q).CreateBatch(ctx, &v1.Submission{ProfileName: profile, Collection: profile, Submitter: "queuetest",
 		PayloadUrl: "http://127.0.0.1:1/batch.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
 	if err != nil {
 		return "", nil, fmt.Errorf("queuetest: creating a batch: %w", err)
 	}
-	bc, err := q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(q).ClaimBatch(ctx, bid)
 	if err != nil {
 		return "", nil, fmt.Errorf("queuetest: claiming batch %s: %w", bid, err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 		return "", nil, fmt.Errorf("queuetest: batch %s to Processing: %w", bid, err)
 	}
-	jids, err = bc.CreateJobs(ctx, jobs)
+	jids, err = bc.CreateJobs(ctx, news)
 	if err != nil {
 		return "", nil, fmt.Errorf("queuetest: creating the jobs of batch %s: %w", bid, err)
 	}
@@ -142,12 +145,12 @@ func Submit(ctx context.Context, q *queue.Client, jobs []queue.NewJob) (bid stri
 // own, for Examples, which have no testing.T: ids count from zero there
 // whatever else the server holds. The caller closes the client. A service
 // connects the same way with its INGESTQ_ZK_SERVERS and INGESTQ_ZK_ROOT.
-func Open(ctx context.Context) (*queue.Client, error) {
+func Open(ctx context.Context) (*session.Session, error) {
 	servers := os.Getenv(zktest.EnvServers)
 	if servers == "" {
 		return nil, fmt.Errorf("queuetest: %s is not set: call zktest.Main from TestMain", zktest.EnvServers)
 	}
-	return queue.Connect(ctx, queue.Options{
+	return session.Connect(ctx, session.Options{
 		Servers: strings.Split(servers, ","),
 		Root:    fmt.Sprintf("/examples/%d", time.Now().UnixNano()),
 	})
@@ -160,8 +163,7 @@ func pathTo(t testing.TB, to queue.JobState) []queue.JobState {
 	if to == queue.Pending {
 		return nil
 	}
-	path := []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading,
-		queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Completed}
+	path := append(queue.StageStates()[1:], queue.Completed)
 	for i, s := range path {
 		if s == to {
 			return path[:i+1]
@@ -174,7 +176,7 @@ func pathTo(t testing.TB, to queue.JobState) []queue.JobState {
 // WithProducts adds to a step what the pipeline's step writes with it:
 // processing's store on the move to Storing, storing's inventory on the
 // move to Recording (what a requeue to those states, and fsck, look for).
-func WithProducts(ch queue.Change) queue.Change {
+func WithProducts(ch jobs.Change) jobs.Change {
 	switch ch.To {
 	case queue.Storing:
 		if ch.Store == nil {
@@ -189,7 +191,7 @@ func WithProducts(ch queue.Change) queue.Change {
 }
 
 // Move claims a job by id, as an admin would, and commits ch.
-func Move(t testing.TB, q *queue.Client, jid string, ch queue.Change) {
+func Move(t testing.TB, q *session.Session, jid string, ch jobs.Change) {
 	t.Helper()
 	ctx := context.Background()
 	cl := Claim(t, q, jid)
@@ -200,9 +202,9 @@ func Move(t testing.TB, q *queue.Client, jid string, ch queue.Change) {
 
 // Claim takes the job by id with all of its data, as a stage would; the
 // test commits or releases it.
-func Claim(t testing.TB, q *queue.Client, jid string) *queue.Claim {
+func Claim(t testing.TB, q *session.Session, jid string) *jobs.Claim {
 	t.Helper()
-	cl, err := q.ClaimJob(context.Background(), jid)
+	cl, err := jobs.New(q).ClaimJob(context.Background(), jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,9 +212,9 @@ func Claim(t testing.TB, q *queue.Client, jid string) *queue.Claim {
 }
 
 // Status reads a job's status.
-func Status(t testing.TB, q *queue.Client, jid string) *v1.JobStatus {
+func Status(t testing.TB, q *session.Session, jid string) *v1.JobStatus {
 	t.Helper()
-	st, err := q.JobStatus(context.Background(), jid)
+	st, err := jobs.NewReader(q).JobStatus(context.Background(), jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,11 +237,11 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // WaitState waits until the job is in state and returns it with all of its
 // data; after Wait the test fails naming the state and message the job is
 // in instead.
-func WaitState(t testing.TB, q *queue.Client, jid string, state queue.JobState) *v1.Job {
+func WaitState(t testing.TB, q *session.Session, jid string, state queue.JobState) *v1.Job {
 	t.Helper()
 	deadline := time.Now().Add(Wait)
 	for {
-		job, err := q.GetJob(context.Background(), jid)
+		job, err := jobs.NewReader(q).GetJob(context.Background(), jid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,14 +258,14 @@ func WaitState(t testing.TB, q *queue.Client, jid string, state queue.JobState) 
 
 // CompleteBatch takes a batch whose jobs have all ended through Reporting
 // to Completed, as the batcher would.
-func CompleteBatch(t testing.TB, q *queue.Client, bid string) {
+func CompleteBatch(t testing.TB, q *session.Session, bid string) {
 	t.Helper()
 	ctx := context.Background()
-	bc, err := q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range []queue.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchCompleted}} {
+	for _, ch := range []batches.BatchChange{{To: queue.BatchReporting, KeepLock: true}, {To: queue.BatchCompleted}} {
 		if err := bc.Commit(ctx, ch); err != nil {
 			t.Fatalf("batch %s to %s: %v", bid, queue.BatchStateName(ch.To), err)
 		}
@@ -273,15 +275,15 @@ func CompleteBatch(t testing.TB, q *queue.Client, bid string) {
 // ClaimedBatch creates a batch (a manifest of manifests), claims it and
 // commits ch, as the batcher does before its jobs are made. It returns the
 // batch's id and the claim.
-func ClaimedBatch(t testing.TB, q *queue.Client, ch queue.BatchChange) (string, *queue.BatchClaim) {
+func ClaimedBatch(t testing.TB, q *session.Session, ch batches.BatchChange) (string, *batches.BatchClaim) {
 	t.Helper()
 	ctx := context.Background()
-	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
+	bid, err := batches.New(q).CreateBatch(ctx, &v1.Submission{ProfileName: "demo_profile", Submitter: "dana",
 		PayloadUrl: "http://127.0.0.1:1/manifest.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc, err := q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,15 +295,15 @@ func ClaimedBatch(t testing.TB, q *queue.Client, ch queue.BatchChange) (string, 
 
 // SpawningBatch makes a batch whose jobs are being spawned (claimed, in
 // Processing), and n jobs for it, not yet created.
-func SpawningBatch(t testing.TB, q *queue.Client, n int) (*queue.BatchClaim, []queue.NewJob) {
+func SpawningBatch(t testing.TB, q *session.Session, n int) (*batches.BatchClaim, []batches.NewJob) {
 	t.Helper()
-	_, bc := ClaimedBatch(t, q, queue.BatchChange{To: queue.BatchProcessing})
-	jobs := make([]queue.NewJob, n)
-	for i := range jobs {
-		jobs[i] = queue.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
+	_, bc := ClaimedBatch(t, q, batches.BatchChange{To: queue.BatchProcessing})
+	news := make([]batches.NewJob, n)
+	for i := range news {
+		news[i] = batches.NewJob{Priority: queue.DefaultPriority, Configuration: &v1.JobConfiguration{
 			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
 			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
 			BatchEntry: int32(i)}}
 	}
-	return bc, jobs
+	return bc, news
 }

@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 )
 
@@ -28,7 +29,7 @@ type Claim struct {
 	Counters *Counters
 
 	mu      sync.Mutex
-	updates []queue.Change
+	updates []jobs.Change
 	own     Counters
 }
 
@@ -86,7 +87,7 @@ func (c *Claim) WorkingDir(_ context.Context, workRoot string) (string, error) {
 }
 
 // Update implements stage.Claim: ch's data is written to Job.
-func (c *Claim) Update(_ context.Context, ch queue.Change) error {
+func (c *Claim) Update(_ context.Context, ch jobs.Change) error {
 	if c.Err != nil {
 		return c.Err
 	}
@@ -119,10 +120,10 @@ func (c *Claim) Update(_ context.Context, ch queue.Change) error {
 }
 
 // Updates are the changes Update was given, in order.
-func (c *Claim) Updates() []queue.Change {
+func (c *Claim) Updates() []jobs.Change {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]queue.Change(nil), c.updates...)
+	return append([]jobs.Change(nil), c.updates...)
 }
 
 // MintFromCounter implements stage.Claim with a counter of Counters, or
@@ -143,7 +144,7 @@ func (c *Claim) MintFromCounter(ctx context.Context, counter string, makeID func
 	if old := c.Job.GetIdentifiers(); old != nil {
 		ids.LocalId = old.GetLocalId()
 	}
-	if err := c.Update(ctx, queue.Change{Identifiers: ids}); err != nil {
+	if err := c.Update(ctx, jobs.Change{Identifiers: ids}); err != nil {
 		return "", err
 	}
 	return id, nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
@@ -17,6 +18,9 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -31,7 +35,8 @@ const maxPages = 1000
 // Server implements AdminService.
 type Server struct {
 	v1.UnimplementedAdminServiceServer
-	Queue    *queue.Client
+	// Session is the batcher's ZooKeeper session: the queue's door.
+	Session  *session.Session
 	Profiles *profile.Set
 	Root     workdir.Root
 	Logger   *slog.Logger
@@ -42,16 +47,34 @@ type Server struct {
 	// them, for VerifyObject (an empty Store: nothing to verify).
 	Store    fixity.Location
 	Versions fixity.Reader
+
+	once    sync.Once
+	clients clients
+}
+
+// clients are the queue's roles over Session that the server works
+// through, made once.
+type clients struct {
+	tools   qadmin.Tools
+	jobs    *jobs.Client
+	reader  *jobs.Reader
+	batches *batches.Client
+}
+
+// q is the queue's roles over Session.
+func (s *Server) q() *clients {
+	s.once.Do(func() {
+		s.clients = clients{tools: qadmin.New(s.Session), jobs: jobs.New(s.Session), reader: jobs.NewReader(s.Session),
+			batches: batches.New(s.Session)}
+	})
+	return &s.clients
 }
 
 var _ v1.AdminServiceServer = (*Server)(nil)
 
-// tools are the operators' actions on Queue.
-func (s *Server) tools() *qadmin.Tools { return qadmin.New(s.Queue) }
-
 // PauseQueue creates the pause marker.
 func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error) {
-	if err := s.tools().Pause(ctx); err != nil {
+	if err := s.q().tools.Queue.Pause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.PauseQueueResponse{Paused: true}, nil
@@ -59,7 +82,7 @@ func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.P
 
 // UnpauseQueue removes the pause marker.
 func (s *Server) UnpauseQueue(ctx context.Context, _ *v1.UnpauseQueueRequest) (*v1.UnpauseQueueResponse, error) {
-	if err := s.tools().Unpause(ctx); err != nil {
+	if err := s.q().tools.Queue.Unpause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.UnpauseQueueResponse{Paused: false}, nil
@@ -67,19 +90,19 @@ func (s *Server) UnpauseQueue(ctx context.Context, _ *v1.UnpauseQueueRequest) (*
 
 // GetQueue reports pause, job counts, holds and workers.
 func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQueueResponse, error) {
-	paused, err := s.Queue.Paused(ctx)
+	paused, err := s.q().jobs.Paused(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	counts, err := s.tools().JobCounts(ctx)
+	counts, err := s.q().tools.Jobs.Counts(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	held, err := s.tools().HeldCollections(ctx)
+	held, err := s.q().tools.Queue.HeldCollections(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	workers, err := s.tools().ListWorkers(ctx)
+	workers, err := s.q().tools.Queue.ListWorkers(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -92,7 +115,7 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 
 // HoldCollection puts a collection on hold.
 func (s *Server) HoldCollection(ctx context.Context, req *v1.HoldCollectionRequest) (*v1.HoldCollectionResponse, error) {
-	if err := s.tools().HoldCollection(ctx, req.GetCollection()); err != nil {
+	if err := s.q().tools.Queue.HoldCollection(ctx, req.GetCollection()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.HoldCollectionResponse{Collection: req.GetCollection()}, nil
@@ -102,13 +125,13 @@ func (s *Server) HoldCollection(ctx context.Context, req *v1.HoldCollectionReque
 // batches and held jobs to Pending.
 func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectionRequest) (*v1.ReleaseCollectionResponse, error) {
 	m := req.GetCollection()
-	if err := s.tools().ReleaseCollection(ctx, m); err != nil {
+	if err := s.q().tools.Queue.ReleaseCollection(ctx, m); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	resp := &v1.ReleaseCollectionResponse{Collection: m}
 	token := ""
 	for page := 0; page < maxPages; page++ {
-		batches, next, err := s.tools().ListBatches(ctx, qadmin.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
+		batches, next, err := s.q().tools.Batches.List(ctx, qadmin.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
 		if err != nil {
 			return nil, rpcerr.FromQueue(err)
 		}
@@ -128,7 +151,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 			if coll != m {
 				continue
 			}
-			if _, err := s.tools().ReleaseBatch(ctx, b.GetId()); err != nil {
+			if _, err := s.q().tools.Batches.Release(ctx, b.GetId()); err != nil {
 				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("batch %s: %v", b.GetId(), err))
 				continue
 			}
@@ -140,7 +163,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 	}
 	token = ""
 	for page := 0; page < maxPages; page++ {
-		jobs, next, err := s.Queue.ListJobs(ctx, queue.JobFilter{State: queue.Held, PageSize: 1000, PageToken: token})
+		jobs, next, err := s.q().reader.ListJobs(ctx, jobs.JobFilter{State: queue.Held, PageSize: 1000, PageToken: token})
 		if err != nil {
 			return nil, rpcerr.FromQueue(err)
 		}
@@ -148,7 +171,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 			if j.GetConfiguration().GetCollection() != m {
 				continue
 			}
-			if _, err := s.tools().ReleaseJob(ctx, j.GetId(), "released with collection "+m); err != nil {
+			if _, err := s.q().tools.Jobs.Release(ctx, j.GetId(), "released with collection "+m); err != nil {
 				resp.NotReleased = append(resp.NotReleased, fmt.Sprintf("job %s: %v", j.GetId(), err))
 				continue
 			}
@@ -169,7 +192,7 @@ func (s *Server) stillHeld(ctx context.Context, item, collection string) error {
 	if collection == "" {
 		return nil
 	}
-	held, err := s.Queue.CollectionHeld(ctx, collection)
+	held, err := s.q().jobs.CollectionHeld(ctx, collection)
 	if err != nil {
 		return rpcerr.FromQueue(err)
 	}
@@ -181,7 +204,7 @@ func (s *Server) stillHeld(ctx context.Context, item, collection string) error {
 
 // ReleaseBatch returns a held batch to Pending.
 func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) (*v1.ReleaseBatchResponse, error) {
-	b, err := s.Queue.GetBatch(ctx, req.GetBatchId())
+	b, err := s.q().batches.GetBatch(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -190,7 +213,7 @@ func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) 
 			return nil, err
 		}
 	}
-	b, err = s.tools().ReleaseBatch(ctx, req.GetBatchId())
+	b, err = s.q().tools.Batches.Release(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -200,7 +223,7 @@ func (s *Server) ReleaseBatch(ctx context.Context, req *v1.ReleaseBatchRequest) 
 // UpdateReportBatch asks for a second report on a failed batch; the queue
 // refuses it while a requeued job is still live.
 func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatchRequest) (*v1.UpdateReportBatchResponse, error) {
-	b, err := s.tools().UpdateReport(ctx, req.GetBatchId())
+	b, err := s.q().tools.Batches.UpdateReport(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -210,7 +233,7 @@ func (s *Server) UpdateReportBatch(ctx context.Context, req *v1.UpdateReportBatc
 // DeleteBatch removes a held or failed batch, its jobs and their working
 // directories.
 func (s *Server) DeleteBatch(ctx context.Context, req *v1.DeleteBatchRequest) (*v1.DeleteBatchResponse, error) {
-	jobs, err := s.tools().DeleteBatch(ctx, req.GetBatchId())
+	jobs, err := s.q().tools.Batches.Delete(ctx, req.GetBatchId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -234,7 +257,7 @@ func (s *Server) CleanupBatches(ctx context.Context, req *v1.CleanupBatchesReque
 	if limit == 0 {
 		limit = v1.CleanupBatchesDefault
 	}
-	res, err := janitor.Clean(ctx, s.Queue, s.Root, d.AsDuration(), limit)
+	res, err := janitor.Clean(ctx, s.q().tools.Batches, s.Root, d.AsDuration(), limit)
 	resp := &v1.CleanupBatchesResponse{BatchIds: res.Batches, Jobs: int32(res.Jobs)}
 	for _, e := range res.DirErrors {
 		resp.WorkingDirsLeft = append(resp.WorkingDirsLeft, e.Error())
@@ -260,7 +283,7 @@ func (s *Server) removeDir(ctx context.Context, dir string) {
 
 // GetBatch reads a batch by bid or batch uuid.
 func (s *Server) GetBatch(ctx context.Context, req *v1.GetBatchRequest) (*v1.GetBatchResponse, error) {
-	b, err := lookupBatch(ctx, s.Queue, req.GetBatchId(), req.GetBatchUuid())
+	b, err := lookupBatch(ctx, s.q().batches, req.GetBatchId(), req.GetBatchUuid())
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +291,7 @@ func (s *Server) GetBatch(ctx context.Context, req *v1.GetBatchRequest) (*v1.Get
 }
 
 // lookupBatch reads a batch by bid, or by batch uuid when bid is empty.
-func lookupBatch(ctx context.Context, q *queue.Client, bid, uuid string) (*v1.Batch, error) {
+func lookupBatch(ctx context.Context, q *batches.Client, bid, uuid string) (*v1.Batch, error) {
 	if bid == "" {
 		var err error
 		if bid, err = q.BatchByUUID(ctx, uuid); err != nil {
@@ -287,7 +310,7 @@ func lookupBatch(ctx context.Context, q *queue.Client, bid, uuid string) (*v1.Ba
 // may hold up to ~900 KiB of jids, and a page of large batches would not
 // fit one response.
 func (s *Server) ListBatches(ctx context.Context, req *v1.ListBatchesRequest) (*v1.ListBatchesResponse, error) {
-	batches, next, err := s.tools().ListBatches(ctx, qadmin.BatchFilter{
+	batches, next, err := s.q().tools.Batches.List(ctx, qadmin.BatchFilter{
 		Status: req.GetStatus(), Submitter: req.GetSubmitter(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
@@ -304,12 +327,12 @@ func (s *Server) ListBatches(ctx context.Context, req *v1.ListBatchesRequest) (*
 
 // GetJob reads a job, with its manifest when asked.
 func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobResponse, error) {
-	j, err := s.Queue.GetJob(ctx, req.GetJobId())
+	j, err := s.q().reader.GetJob(ctx, req.GetJobId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	if req.GetIncludeManifest() {
-		if j.Manifest, err = s.Queue.GetManifest(ctx, req.GetJobId()); err != nil {
+		if j.Manifest, err = s.q().reader.GetManifest(ctx, req.GetJobId()); err != nil {
 			return nil, rpcerr.FromQueue(err)
 		}
 	}
@@ -319,7 +342,7 @@ func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobR
 
 // ListJobs lists jobs by state or batch.
 func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.ListJobsResponse, error) {
-	jobs, next, err := s.Queue.ListJobs(ctx, queue.JobFilter{
+	jobs, next, err := s.q().reader.ListJobs(ctx, jobs.JobFilter{
 		State: req.GetState(), Batch: req.GetBatchId(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
@@ -329,7 +352,7 @@ func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.Lis
 
 // HoldJob moves a pending job to Held.
 func (s *Server) HoldJob(ctx context.Context, req *v1.HoldJobRequest) (*v1.HoldJobResponse, error) {
-	j, err := s.tools().HoldJob(ctx, req.GetJobId(), req.GetMessage())
+	j, err := s.q().tools.Jobs.Hold(ctx, req.GetJobId(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -339,7 +362,7 @@ func (s *Server) HoldJob(ctx context.Context, req *v1.HoldJobRequest) (*v1.HoldJ
 // ReleaseJob moves a held job back to Pending, unless its collection is
 // still held.
 func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1.ReleaseJobResponse, error) {
-	j, err := s.Queue.GetJob(ctx, req.GetJobId())
+	j, err := s.q().reader.GetJob(ctx, req.GetJobId())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -348,7 +371,7 @@ func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1
 			return nil, err
 		}
 	}
-	if j, err = s.tools().ReleaseJob(ctx, req.GetJobId(), req.GetMessage()); err != nil {
+	if j, err = s.q().tools.Jobs.Release(ctx, req.GetJobId(), req.GetMessage()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.ReleaseJobResponse{Job: j}, nil
@@ -356,7 +379,7 @@ func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1
 
 // FailJob fails a job waiting between steps.
 func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJobResponse, error) {
-	j, err := s.tools().FailJob(ctx, req.GetJobId(), req.GetMessage())
+	j, err := s.q().tools.Jobs.Fail(ctx, req.GetJobId(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -365,7 +388,7 @@ func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJ
 
 // RequeueJob resumes a failed job.
 func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1.RequeueJobResponse, error) {
-	j, err := s.tools().RequeueJob(ctx, req.GetJobId(), req.GetState(), req.GetMessage())
+	j, err := s.q().tools.Jobs.Requeue(ctx, req.GetJobId(), req.GetState(), req.GetMessage())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -374,7 +397,7 @@ func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1
 
 // ReprioritizeJob changes a live job's priority.
 func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobRequest) (*v1.ReprioritizeJobResponse, error) {
-	j, err := s.tools().ReprioritizeJob(ctx, req.GetJobId(), req.GetPriority())
+	j, err := s.q().tools.Jobs.Reprioritize(ctx, req.GetJobId(), req.GetPriority())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -388,7 +411,7 @@ func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobReq
 // names no working directory and whose bid is unreadable keeps its
 // directory (in its batch's, which the batch's removal takes).
 func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.DeleteJobResponse, error) {
-	j, err := s.tools().DeleteJob(ctx, req.GetJobId(), req.GetForce())
+	j, err := s.q().tools.Jobs.Delete(ctx, req.GetJobId(), req.GetForce())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -403,7 +426,7 @@ func (s *Server) DeleteJob(ctx context.Context, req *v1.DeleteJobRequest) (*v1.D
 
 // ListWorkers lists the registered stage replicas.
 func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1.ListWorkersResponse, error) {
-	workers, err := s.tools().ListWorkers(ctx)
+	workers, err := s.q().tools.Queue.ListWorkers(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -412,7 +435,7 @@ func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1
 
 // Fsck checks (and with repair mends) the tree.
 func (s *Server) Fsck(ctx context.Context, req *v1.FsckRequest) (*v1.FsckResponse, error) {
-	rep, err := s.tools().Fsck(ctx, qadmin.FsckOptions{Repair: req.GetRepair()})
+	rep, err := s.q().tools.Queue.Fsck(ctx, qadmin.FsckOptions{Repair: req.GetRepair()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}

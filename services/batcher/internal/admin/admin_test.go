@@ -22,7 +22,10 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -60,7 +63,7 @@ storage_target: local
 
 type fixture struct {
 	t      *testing.T
-	q      *queue.Client
+	q      *session.Session
 	zkRoot string
 	root   workdir.Root
 	// storeRoot is the local object store VerifyObject reads.
@@ -76,7 +79,7 @@ func newFixture(t *testing.T) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	f.q, err = queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	f.q, err = session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +103,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.storeRoot = t.TempDir()
-	v1.RegisterAdminServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log,
+	v1.RegisterAdminServiceServer(srv, &Server{Session: f.q, Profiles: profiles, Root: f.root, Logger: log,
 		TraceURL: "https://tracing.example/trace/{trace_id}", Store: fixity.Location{Root: f.storeRoot}})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -128,21 +131,21 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) batch(profileName, collection string, n int) (string, []string) {
 	f.t.Helper()
 	ctx := context.Background()
-	bid, err := f.q.CreateBatch(ctx, &v1.Submission{ProfileName: profileName, Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/x.checkm",
+	bid, err := batches.New(f.q).CreateBatch(ctx, &v1.Submission{ProfileName: profileName, Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/x.checkm",
 		Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, BatchId: fmt.Sprintf("uuid-%d", time.Now().UnixNano())})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	bc, err := f.q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 		f.t.Fatal(err)
 	}
-	jobs := make([]queue.NewJob, n)
+	jobs := make([]batches.NewJob, n)
 	for i := range jobs {
-		jobs[i] = queue.NewJob{Priority: 5, WorkRoot: f.root.Dir(), Configuration: &v1.JobConfiguration{ProfileName: profileName, Collection: collection,
+		jobs[i] = batches.NewJob{Priority: 5, WorkRoot: f.root.Dir(), Configuration: &v1.JobConfiguration{ProfileName: profileName, Collection: collection,
 			PayloadUrl: fmt.Sprintf("http://127.0.0.1/%d.checkm", i), PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
 			BatchEntry: int32(i), Traceparent: fmt.Sprintf("00-%032x-00f067aa0ba902b7-01", i+1)},
 			Manifest: &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1/a.txt", Size: 1, Name: "a.txt"}}}}
@@ -170,16 +173,16 @@ func (f *fixture) batch(profileName, collection string, n int) (string, []string
 func (f *fixture) heldBatch(profileName string) string {
 	f.t.Helper()
 	ctx := context.Background()
-	bid, err := f.q.CreateBatch(ctx, &v1.Submission{ProfileName: profileName, Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/a.pdf",
+	bid, err := batches.New(f.q).CreateBatch(ctx, &v1.Submission{ProfileName: profileName, Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/a.pdf",
 		Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	bc, err := f.q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchHeld, Message: "held"}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchHeld, Message: "held"}); err != nil {
 		f.t.Fatal(err)
 	}
 	return bid
@@ -189,17 +192,17 @@ func (f *fixture) heldBatch(profileName string) string {
 func (f *fixture) fail(jid string) {
 	f.t.Helper()
 	ctx := context.Background()
-	cl, err := f.q.ClaimJob(ctx, jid)
+	cl, err := jobs.New(f.q).ClaimJob(ctx, jid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := cl.Commit(ctx, queue.Change{To: queue.Estimating}); err != nil {
+	if err := cl.Commit(ctx, jobs.Change{To: queue.Estimating}); err != nil {
 		f.t.Fatal(err)
 	}
-	if cl, err = f.q.ClaimJob(ctx, jid); err != nil {
+	if cl, err = jobs.New(f.q).ClaimJob(ctx, jid); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := cl.Commit(ctx, queue.Change{To: queue.Failed, Message: "estimating broke on purpose"}); err != nil {
+	if err := cl.Commit(ctx, jobs.Change{To: queue.Failed, Message: "estimating broke on purpose"}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -256,7 +259,7 @@ func TestPauseHoldAndTheQueueOverview(t *testing.T) {
 	if _, err := f.admin.HoldCollection(f.ctx, &v1.HoldCollectionRequest{Collection: "demo_coll"}); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := f.q.RegisterWorker(context.Background(), &v1.WorkerInfo{Id: "estimator-test-1", Service: "estimator", Stage: "Estimating"})
+	reg, err := jobs.New(f.q).RegisterWorker(context.Background(), &v1.WorkerInfo{Id: "estimator-test-1", Service: "estimator", Stage: "Estimating"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +281,7 @@ func TestPauseHoldAndTheQueueOverview(t *testing.T) {
 	if r, err := f.admin.UnpauseQueue(f.ctx, &v1.UnpauseQueueRequest{}); err != nil || r.GetPaused() {
 		t.Fatalf("UnpauseQueue: %v %v", r, err)
 	}
-	if paused, _ := f.q.Paused(context.Background()); paused {
+	if paused, _ := jobs.New(f.q).Paused(context.Background()); paused {
 		t.Error("the queue is still paused")
 	}
 	_, err = f.admin.HoldCollection(f.ctx, &v1.HoldCollectionRequest{Collection: "a/b"})
@@ -315,17 +318,17 @@ func TestReleasingACollectionReturnsItsHeldBatchesAndJobsToPending(t *testing.T)
 	if strings.Join(r.GetReleasedBatches(), ",") != held || strings.Join(r.GetReleasedJobs(), ",") != jids[0] || len(r.GetNotReleased()) != 0 {
 		t.Errorf("ReleaseCollection: %v", r)
 	}
-	if b, _ := f.q.GetBatch(ctx, held); b.GetStatus().GetStatus() != queue.BatchPending {
+	if b, _ := batches.New(f.q).GetBatch(ctx, held); b.GetStatus().GetStatus() != queue.BatchPending {
 		t.Errorf("released batch is %s", b.GetStatus().GetStatus())
 	}
-	if st, _ := f.q.JobStatus(ctx, jids[0]); st.GetStatus() != queue.Pending {
+	if st, _ := jobs.NewReader(f.q).JobStatus(ctx, jids[0]); st.GetStatus() != queue.Pending {
 		t.Errorf("released job is %s", st.GetStatus())
 	}
 	// The other collection's held items are untouched.
-	if b, _ := f.q.GetBatch(ctx, otherHeld); b.GetStatus().GetStatus() != queue.BatchHeld {
+	if b, _ := batches.New(f.q).GetBatch(ctx, otherHeld); b.GetStatus().GetStatus() != queue.BatchHeld {
 		t.Errorf("other collection's batch is %s", b.GetStatus().GetStatus())
 	}
-	if st, _ := f.q.JobStatus(ctx, otherJids[0]); st.GetStatus() != queue.Held {
+	if st, _ := jobs.NewReader(f.q).JobStatus(ctx, otherJids[0]); st.GetStatus() != queue.Held {
 		t.Errorf("other collection's job is %s", st.GetStatus())
 	}
 	// A batch whose collection is not held is released directly.
@@ -396,14 +399,14 @@ func TestBatchActionsAndTheirRefusals(t *testing.T) {
 	for _, jid := range jids {
 		f.fail(jid)
 	}
-	bc, err := f.q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed, Report: &v1.StatusReport{FailedJobs: jids}}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed, Report: &v1.StatusReport{FailedJobs: jids}}); err != nil {
 		t.Fatal(err)
 	}
 	// A requeued job that is still live blocks the update report.
@@ -422,11 +425,11 @@ func TestBatchActionsAndTheirRefusals(t *testing.T) {
 		t.Fatalf("UpdateReportBatch: %v %v", u, err)
 	}
 	// Back to Failed (as the batcher would after its second report), then delete.
-	bc, err = f.q.ClaimBatch(ctx, bid)
+	bc, err = batches.New(f.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := f.admin.DeleteBatch(f.ctx, &v1.DeleteBatchRequest{BatchId: bid})
@@ -544,12 +547,12 @@ func TestJobActionsAndTheirRefusals(t *testing.T) {
 	}
 
 	// A job a consumer holds.
-	other, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	other, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	cl, err := other.ClaimJob(ctx, jids[3])
+	cl, err := jobs.New(other).ClaimJob(ctx, jids[3])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +631,7 @@ func TestJobActionsAndTheirRefusals(t *testing.T) {
 	if _, err := os.Stat(f.root.Job(bid, jids[0])); err != nil {
 		t.Errorf("another job's working directory went too: %v", err)
 	}
-	if c, _ := f.q.BatchCounts(ctx, bid); c.GetDeleted() != 1 {
+	if c, _ := batches.New(f.q).BatchCounts(ctx, bid); c.GetDeleted() != 1 {
 		t.Errorf("batch counts after the deletion: %v", c)
 	}
 }
@@ -679,18 +682,18 @@ func TestAReportPastWhatANodeHoldsIsReadWithItsTotals(t *testing.T) {
 	ctx := context.Background()
 	bid, jids := f.batch("demo", "demo_coll", 1)
 	f.fail(jids[0])
-	bc, err := f.q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
 		t.Fatal(err)
 	}
 	successful := make([]string, 100000)
 	for i := range successful {
 		successful[i] = fmt.Sprintf("jid%010d", 1_000_000+i)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed,
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed,
 		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: jids, SuccessfulJobs: successful}}); err != nil {
 		t.Fatal(err)
 	}
@@ -724,7 +727,7 @@ func TestRequeueJobResumesAJobThatFailedInStoringAtStoring(t *testing.T) {
 	for _, jid := range jids {
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 			queue.Storing, queue.Failed} {
-			queuetest.Move(t, f.q, jid, queuetest.WithProducts(queue.Change{To: to, Message: "store full"}))
+			queuetest.Move(t, f.q, jid, queuetest.WithProducts(jobs.Change{To: to, Message: "store full"}))
 		}
 	}
 	after, err := f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: jids[0]})
@@ -744,23 +747,23 @@ func (f *fixture) complete(bid string, jids []string) {
 	for _, jid := range jids {
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 			queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
-			cl, err := f.q.ClaimJob(ctx, jid)
+			cl, err := jobs.New(f.q).ClaimJob(ctx, jid)
 			if err != nil {
 				f.t.Fatal(err)
 			}
-			if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
+			if err := cl.Commit(ctx, jobs.Change{To: to}); err != nil {
 				f.t.Fatal(err)
 			}
 		}
 	}
-	bc, err := f.q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchCompleted, Message: "all done"}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchCompleted, Message: "all done"}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -802,7 +805,7 @@ func TestCleanupBatchesRemovesCompletedBatchesNowAndRefusesUnclearRequests(t *te
 	if err != nil || len(resp.GetBatchIds()) != 1 || resp.GetBatchIds()[0] == first {
 		t.Fatalf("the second call removed %v (%v), want the other completed batch", resp.GetBatchIds(), err)
 	}
-	if n, err := f.q.JobTotal(context.Background()); err != nil || n != 1 {
+	if n, err := jobs.NewReader(f.q).JobTotal(context.Background()); err != nil || n != 1 {
 		t.Errorf("the queue holds %d jobs (%v), want the open batch's one", n, err)
 	}
 	for _, bid := range []string{done1, done2} {
@@ -810,7 +813,7 @@ func TestCleanupBatchesRemovesCompletedBatchesNowAndRefusesUnclearRequests(t *te
 			t.Errorf("%s's working folder is still there (%v)", bid, err)
 		}
 	}
-	if _, err := f.q.GetBatch(context.Background(), open); err != nil {
+	if _, err := batches.New(f.q).GetBatch(context.Background(), open); err != nil {
 		t.Errorf("the open batch: %v", err)
 	}
 }

@@ -22,7 +22,7 @@ const bulkParallel = 8
 
 // SearchJobs finds jobs by what they hold, a page at a time.
 func (s *Server) SearchJobs(ctx context.Context, req *v1.SearchJobsRequest) (*v1.SearchJobsResponse, error) {
-	page, err := s.tools().SearchJobs(ctx, qadmin.JobSearch{Filter: req.GetFilter(), PageSize: int(req.GetPageSize()),
+	page, err := s.q().tools.Jobs.Search(ctx, qadmin.JobSearch{Filter: req.GetFilter(), PageSize: int(req.GetPageSize()),
 		PageToken: req.GetPageToken(), MaxScan: int(req.GetMaxScan())})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
@@ -111,7 +111,7 @@ func (s *Server) matching(ctx context.Context, f *v1.JobFilter, states []queue.J
 	var jids []string
 	token := ""
 	for {
-		page, err := s.tools().SearchJobs(ctx, qadmin.JobSearch{Filter: f, States: states, PageSize: v1.MaxJobPageSize, PageToken: token})
+		page, err := s.q().tools.Jobs.Search(ctx, qadmin.JobSearch{Filter: f, States: states, PageSize: v1.MaxJobPageSize, PageToken: token})
 		if err != nil {
 			return nil, false, rpcerr.FromQueue(err)
 		}
@@ -173,7 +173,7 @@ func (s *Server) GetAggregates(ctx context.Context, req *v1.GetAggregatesRequest
 	if days == 0 {
 		days = v1.AggregateDefaultDays
 	}
-	resp, err := s.tools().Aggregates(ctx, time.Now(), hours, days)
+	resp, err := s.q().tools.Queue.Aggregates(ctx, time.Now(), hours, days)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}

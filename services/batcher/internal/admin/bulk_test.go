@@ -8,6 +8,8 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -15,7 +17,7 @@ import (
 
 func (f *fixture) state(jid string) queue.JobState {
 	f.t.Helper()
-	st, err := f.q.JobStatus(f.ctx, jid)
+	st, err := jobs.NewReader(f.q).JobStatus(f.ctx, jid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -46,12 +48,12 @@ func TestBulkRequeueCountsFirstThenMovesEachJobSafeToRepeat(t *testing.T) {
 	}
 
 	// A consumer holds one of them.
-	other2, err := queue.Connect(f.ctx, queue.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	other2, err := session.Connect(f.ctx, session.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other2.Close()
-	held, err := other2.ClaimJob(f.ctx, demo[1])
+	held, err := jobs.New(other2).ClaimJob(f.ctx, demo[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestBulkVerbsTakeOnlyTheStatesTheirActionAccepts(t *testing.T) {
 	if del.GetSucceeded() != 1 {
 		t.Errorf("delete with force: %v", del)
 	}
-	if _, err := f.q.JobStatus(f.ctx, jids[0]); err == nil {
+	if _, err := jobs.NewReader(f.q).JobStatus(f.ctx, jids[0]); err == nil {
 		t.Errorf("%s is still there after the delete", jids[0])
 	}
 
@@ -184,7 +186,7 @@ func TestSearchJobsByWhatTheyHold(t *testing.T) {
 	if got := search(&v1.SearchJobsRequest{Filter: &v1.JobFilter{State: queue.Pending, Collection: "other_coll"}}); !slices.Equal(got, other) {
 		t.Errorf("by state and collection: %v, want %v", got, other)
 	}
-	failed, err := f.q.JobStatus(f.ctx, demo[3])
+	failed, err := jobs.NewReader(f.q).JobStatus(f.ctx, demo[3])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,12 +211,12 @@ func TestAggregatesCountByCollectionStateAndBatchAndEndedPerHour(t *testing.T) {
 	_, other := f.batch("other", "other_coll", 2)
 	f.fail(demo1[0])
 	f.complete(bid2, demo2)
-	cl, err := f.q.ClaimJob(f.ctx, other[0])
+	cl, err := jobs.New(f.q).ClaimJob(f.ctx, other[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	space := int64(5000)
-	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating, SpaceNeeded: &space}); err != nil {
+	if err := cl.Commit(f.ctx, jobs.Change{To: queue.Estimating, SpaceNeeded: &space}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -247,7 +249,7 @@ func TestAggregatesCountByCollectionStateAndBatchAndEndedPerHour(t *testing.T) {
 	// changed in (an hour may have turned since: the slot is looked up).
 	ended := map[string]time.Time{}
 	for _, jid := range []string{demo1[0], demo2[0]} {
-		st, err := f.q.JobStatus(f.ctx, jid)
+		st, err := jobs.NewReader(f.q).JobStatus(f.ctx, jid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,14 +29,14 @@ func (f *fixture) failedBatch(n int) (string, []string) {
 	for _, jid := range jids {
 		f.fail(jid)
 	}
-	bc, err := f.q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed, Report: &v1.StatusReport{FailedJobs: jids}}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed, Report: &v1.StatusReport{FailedJobs: jids}}); err != nil {
 		f.t.Fatal(err)
 	}
 	return bid, jids
@@ -130,11 +132,11 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	jobs, _, err := conn.Children(f.zkRoot + "/jobs")
+	jids, _, err := conn.Children(f.zkRoot + "/jobs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, jid := range jobs {
+	for _, jid := range jids {
 		if !queue.ValidJobID(jid) {
 			continue
 		}
@@ -144,7 +146,7 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 			continue
 		}
 		if ok, _, err := conn.Exists(path.Join(f.zkRoot, "batches", string(bid), "status")); err != nil || !ok {
-			j, _ := f.q.GetJob(ctx, jid)
+			j, _ := jobs.NewReader(f.q).GetJob(ctx, jid)
 			t.Errorf("job %s (%s) lives on without its batch %s", jid, queue.JobStateName(j.GetStatus().GetStatus()), bid)
 		}
 		if ok, _, _ := conn.Exists(path.Join(f.zkRoot, "jobs", jid, "lock")); ok {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 )
@@ -29,7 +30,7 @@ func TestAJobWhoseStatusIsUnreadableIsFailedThenDeletedOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	held, err := f.q.ClaimJob(f.ctx, jids[1])
+	held, err := jobs.New(f.q).ClaimJob(f.ctx, jids[1])
 	if err != nil {
 		t.Fatal(err)
 	}

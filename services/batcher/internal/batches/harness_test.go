@@ -21,6 +21,9 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -102,7 +105,7 @@ type harness struct {
 	t        *testing.T
 	servers  []string
 	zkRoot   string
-	q        *queue.Client
+	q        *session.Session
 	root     workdir.Root
 	smtp     *smtptest.Server
 	dep      *depositor
@@ -167,12 +170,12 @@ func newHarness(t *testing.T) *harness {
 
 // connect opens a new session on the harness's root, with a session
 // timeout of h.session (4 s when unset).
-func (h *harness) connect() *queue.Client {
+func (h *harness) connect() *session.Session {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sessionTimeout := cmp.Or(h.session, 4*time.Second)
-	q, err := queue.Connect(ctx, queue.Options{Servers: h.servers, Root: h.zkRoot, SessionTimeout: sessionTimeout,
+	q, err := session.Connect(ctx, session.Options{Servers: h.servers, Root: h.zkRoot, SessionTimeout: sessionTimeout,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		h.t.Fatal(err)
@@ -185,7 +188,7 @@ func (h *harness) connect() *queue.Client {
 func (h *harness) start() *Runner {
 	h.t.Helper()
 	cfg := h.cfg
-	cfg.Queue = h.connect()
+	cfg.Session = h.connect()
 	r := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -204,7 +207,7 @@ func (h *harness) start() *Runner {
 // submit writes a pending batch as BatchService would.
 func (h *harness) submit(profileName, payloadURL string, t v1.PayloadType) string {
 	h.t.Helper()
-	bid, err := h.q.CreateBatch(context.Background(), &v1.Submission{
+	bid, err := batches.New(h.q).CreateBatch(context.Background(), &v1.Submission{
 		ProfileName: profileName, Submitter: "jdoe", PayloadUrl: payloadURL, Type: t,
 		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
 		Metadata:       &v1.Metadata{Who: "Hale, Margaret", What: "Letters", When: "1921"},
@@ -238,7 +241,7 @@ func (h *harness) waitBatch(bid string, state queue.BatchState) *v1.Batch {
 	deadline := time.Now().Add(30 * time.Second)
 	var last *v1.Batch
 	for time.Now().Before(deadline) {
-		b, err := h.q.GetBatch(context.Background(), bid)
+		b, err := batches.New(h.q).GetBatch(context.Background(), bid)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -260,12 +263,12 @@ func (h *harness) jobs(bid string) []*v1.Job {
 	var out []*v1.Job
 	token := ""
 	for {
-		page, next, err := h.q.ListJobs(ctx, queue.JobFilter{Batch: bid, PageSize: 1000, PageToken: token})
+		page, next, err := jobs.NewReader(h.q).ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: 1000, PageToken: token})
 		if err != nil {
 			h.t.Fatal(err)
 		}
 		for _, j := range page {
-			if j.Manifest, err = h.q.GetManifest(ctx, j.GetId()); err != nil {
+			if j.Manifest, err = jobs.NewReader(h.q).GetManifest(ctx, j.GetId()); err != nil {
 				h.t.Fatal(err)
 			}
 		}
@@ -293,17 +296,17 @@ func (h *harness) finish(jid, ark, failMsg string) {
 	path := []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording,
 		queue.Notify, queue.Completed}
 	for _, to := range path {
-		cl, err := h.q.ClaimJob(ctx, jid)
+		cl, err := jobs.New(h.q).ClaimJob(ctx, jid)
 		if err != nil {
 			h.t.Fatal(err)
 		}
 		if failMsg != "" && to == queue.Processing {
-			if err := cl.Commit(ctx, queue.Change{To: queue.Failed, Message: failMsg}); err != nil {
+			if err := cl.Commit(ctx, jobs.Change{To: queue.Failed, Message: failMsg}); err != nil {
 				h.t.Fatal(err)
 			}
 			return
 		}
-		ch := queue.Change{To: to}
+		ch := jobs.Change{To: to}
 		if to == queue.Storing {
 			ids := cl.Job.GetIdentifiers()
 			if ids == nil {
@@ -323,7 +326,7 @@ func (h *harness) resume(jid, ark string) {
 	h.t.Helper()
 	ctx := context.Background()
 	for {
-		st, err := h.q.JobStatus(ctx, jid)
+		st, err := jobs.NewReader(h.q).JobStatus(ctx, jid)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -333,11 +336,11 @@ func (h *harness) resume(jid, ark string) {
 		next := map[queue.JobState]queue.JobState{queue.Pending: queue.Estimating, queue.Estimating: queue.Provisioning,
 			queue.Provisioning: queue.Downloading, queue.Downloading: queue.Processing, queue.Processing: queue.Storing,
 			queue.Storing: queue.Recording, queue.Recording: queue.Notify, queue.Notify: queue.Completed}[st.GetStatus()]
-		cl, err := h.q.ClaimJob(ctx, jid)
+		cl, err := jobs.New(h.q).ClaimJob(ctx, jid)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		ch := queue.Change{To: next}
+		ch := jobs.Change{To: next}
 		if next == queue.Storing {
 			ch.Identifiers = &v1.Identifiers{PrimaryId: ark, LocalId: cl.Job.GetIdentifiers().GetLocalId()}
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
 
 // spawnBatch creates a Processing batch of n jobs, all created, as a
@@ -24,19 +26,19 @@ func (h *harness) spawnBatch(n int) (string, []string) {
 	h.t.Helper()
 	ctx := context.Background()
 	bid := h.submit("demo", h.dep.url("/big.checkm"), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
-	bc, err := h.q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(h.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 		h.t.Fatal(err)
 	}
 	var jids []string
 	const chunk = 10000
 	for start := 0; start < n; start += chunk {
-		jobs := make([]queue.NewJob, min(chunk, n-start))
+		jobs := make([]batches.NewJob, min(chunk, n-start))
 		for i := range jobs {
-			jobs[i] = queue.NewJob{Priority: 7, Configuration: &v1.JobConfiguration{
+			jobs[i] = batches.NewJob{Priority: 7, Configuration: &v1.JobConfiguration{
 				ProfileName: "demo", Collection: "demo_coll", Submitter: "jdoe",
 				PayloadUrl:  fmt.Sprintf("http://127.0.0.1:1/f%d.txt", start+i),
 				PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, BatchEntry: int32(start + i)}}
@@ -59,7 +61,7 @@ func (h *harness) failPending(n int, msg string) {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	co := h.q.NewConsumer(queue.Pending, queue.ConsumerOptions{Spread: 64, Parts: queue.PartsStatusOnly})
+	co := jobs.New(h.q).NewConsumer(queue.Pending, jobs.ConsumerOptions{Spread: 64, Parts: queue.PartsStatusOnly})
 	var done atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
@@ -79,7 +81,7 @@ func (h *harness) failPending(n int, msg string) {
 					}
 					return
 				}
-				if err := cl.Commit(ctx, queue.Change{To: queue.Failed, Message: msg}); err != nil {
+				if err := cl.Commit(ctx, jobs.Change{To: queue.Failed, Message: msg}); err != nil {
 					if !errors.Is(err, context.Canceled) {
 						select {
 						case errs <- err:
@@ -173,12 +175,12 @@ func TestABatchTooLargeForOneReportNodeIsReportedAndUpdated(t *testing.T) {
 		t.Fatalf("%s is listed; the test needs a job the node left out", unlisted)
 	}
 	for _, jid := range []string{listed, unlisted} {
-		if _, err := admin.New(h.q).RequeueJob(ctx, jid, 0, ""); err != nil {
+		if _, err := admin.New(h.q).Jobs.Requeue(ctx, jid, 0, ""); err != nil {
 			t.Fatal(err)
 		}
 		h.resume(jid, "ark:/99999/fk4again-"+jid)
 	}
-	if _, err := admin.New(h.q).UpdateReport(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).Batches.UpdateReport(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	second := body(t, updateMail(t, h, bid))

@@ -7,6 +7,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 )
 
@@ -122,14 +123,14 @@ func TestABatchAndJobsMadeWithThePeerLibrarysAPIAreReportedWhenTheirJobsEnd(t *t
 	h.finish(good.ID, "ark:/99999/fk4lib", "")
 	// The first stage to take the other job fails it, as the stage runner
 	// fails a job whose nodes it cannot read.
-	cl, err := h.q.ClaimJob(ctx, odd.ID)
+	cl, err := jobs.New(h.q).ClaimJob(ctx, odd.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cl.LoadErr == nil || !strings.Contains(cl.LoadErr.Error(), `"floppy"`) {
 		t.Fatalf("LoadErr %v, want one naming the word", cl.LoadErr)
 	}
-	if err := cl.Commit(ctx, queue.Change{To: queue.Failed, Message: "job data unreadable: " + cl.LoadErr.Error()}); err != nil {
+	if err := cl.Commit(ctx, jobs.Change{To: queue.Failed, Message: "job data unreadable: " + cl.LoadErr.Error()}); err != nil {
 		t.Fatal(err)
 	}
 

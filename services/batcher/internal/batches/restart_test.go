@@ -16,6 +16,9 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
 // rowsManifest is a manifest of manifests of n rows, listed in the order
@@ -62,7 +65,7 @@ func sha256Hex(s string) string {
 func (h *harness) startBatcher(cfg Config) (crash func()) {
 	h.t.Helper()
 	q := h.connect()
-	cfg.Queue = q
+	cfg.Session = q
 	r := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -97,7 +100,7 @@ func (h *harness) crashMidSpawn(path string, n, least int) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		c, err := h.q.BatchCounts(ctx, bid)
+		c, err := batches.New(h.q).BatchCounts(ctx, bid)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -111,7 +114,7 @@ func (h *harness) crashMidSpawn(path string, n, least int) (string, int) {
 		}
 	}
 	crash()
-	c, err := h.q.BatchCounts(ctx, bid)
+	c, err := batches.New(h.q).BatchCounts(ctx, bid)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -129,7 +132,7 @@ func (h *harness) jobsByURL(bid string) map[string][]string {
 	out := map[string][]string{}
 	token := ""
 	for {
-		page, next, err := h.q.ListJobs(context.Background(), queue.JobFilter{Batch: bid, PageSize: 1000, PageToken: token})
+		page, next, err := jobs.NewReader(h.q).ListJobs(context.Background(), jobs.JobFilter{Batch: bid, PageSize: 1000, PageToken: token})
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -176,7 +179,7 @@ func (h *harness) waitSpawned(bid string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		b, err := h.q.GetBatch(ctx, bid)
+		b, err := batches.New(h.q).GetBatch(ctx, bid)
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -231,14 +234,14 @@ func (h *harness) completeAll(byURL map[string][]string) {
 	}
 }
 
-func completeJob(ctx context.Context, q *queue.Client, jid string) error {
+func completeJob(ctx context.Context, q *session.Session, jid string) error {
 	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 		queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
-		cl, err := q.ClaimJob(ctx, jid)
+		cl, err := jobs.New(q).ClaimJob(ctx, jid)
 		if err != nil {
 			return fmt.Errorf("claiming %s for %s: %w", jid, queue.JobStateName(to), err)
 		}
-		ch := queue.Change{To: to}
+		ch := jobs.Change{To: to}
 		switch to {
 		case queue.Storing: // as processing leaves a job
 			ch.Identifiers = &v1.Identifiers{PrimaryId: "ark:/99999/fk4" + jid, LocalId: cl.Job.GetIdentifiers().GetLocalId()}
@@ -327,7 +330,7 @@ func TestABatchWhosePayloadChangedAndWhoseKeptCopyIsGoneStopsSpawningAndFails(t 
 	var b *v1.Batch
 	for {
 		var err error
-		if b, err = h.q.GetBatch(ctx, bid); err != nil {
+		if b, err = batches.New(h.q).GetBatch(ctx, bid); err != nil {
 			t.Fatal(err)
 		}
 		if !b.GetLocked() && strings.Contains(b.GetStatus().GetMessage(), "changed") {
@@ -389,11 +392,11 @@ func TestAHalfSpawnedBatchTakenWithoutARecordedReadingStopsWhenItsRowsMoved(t *t
 
 	// A batcher that records no reading: takes the batch, creates 45 jobs, dies.
 	first := h.connect()
-	bc, err := first.ClaimBatch(ctx, bid)
+	bc, err := batches.New(first).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 		t.Fatal(err)
 	}
 	prof, _ := h.profiles.Get("demo")
@@ -449,7 +452,7 @@ func TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedA
 
 	// A batcher takes the batch as the runner does, creates 45 jobs, dies.
 	first := h.connect()
-	bc, err := first.ClaimBatch(ctx, bid)
+	bc, err := batches.New(first).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +464,7 @@ func TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedA
 	if err := h.cfg.Planner.Keep(ctx, bid, reading); err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Payload: reading.Record()}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing, Payload: reading.Record()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := bc.CreateJobs(ctx, planned[:made]); err != nil {

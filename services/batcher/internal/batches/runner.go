@@ -21,6 +21,9 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/spawn"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"go.opentelemetry.io/otel/attribute"
@@ -35,7 +38,8 @@ const DefaultChunk = 1000
 
 // Config is what a Runner works with.
 type Config struct {
-	Queue    *queue.Client
+	// Session is the batcher's ZooKeeper session.
+	Session  *session.Session
 	Profiles *profile.Set
 	Planner  *spawn.Planner
 	Mail     mail.Sender
@@ -63,10 +67,13 @@ type Config struct {
 
 // Runner works on batches until stopped.
 type Runner struct {
-	cfg   Config
-	log   *slog.Logger
-	abort context.CancelFunc
-	work  context.Context
+	cfg     Config
+	log     *slog.Logger
+	batches *batches.Client
+	jobs    *jobs.Client // the queue's pause and the held collections
+	reader  *jobs.Reader
+	abort   context.CancelFunc
+	work    context.Context
 
 	mu       sync.Mutex
 	inFlight map[string]bool
@@ -85,7 +92,7 @@ type Runner struct {
 	reserved  int
 	// again brings a batch waiting for room back after RoomRetry: nothing
 	// about the batch itself changes when room is made elsewhere.
-	again chan queue.BatchWork
+	again chan batches.BatchWork
 }
 
 // Backoff after a failed attempt on a batch: doubled per failure, capped.
@@ -114,9 +121,10 @@ func New(cfg Config) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Runner{cfg: cfg, log: cfg.Logger, inFlight: map[string]bool{},
+	r := &Runner{cfg: cfg, log: cfg.Logger, batches: batches.New(cfg.Session), jobs: jobs.New(cfg.Session),
+		reader: jobs.NewReader(cfg.Session), inFlight: map[string]bool{},
 		retryAt: map[string]time.Time{}, failures: map[string]int{}, waiting: map[string]waitingBatch{},
-		again: make(chan queue.BatchWork, 64)}
+		again: make(chan batches.BatchWork, 64)}
 	r.work, r.abort = context.WithCancel(context.Background())
 	return r
 }
@@ -124,13 +132,12 @@ func New(cfg Config) *Runner {
 // Run takes batches from the feed until ctx ends, then waits for the
 // batches in flight. Abort cuts those short.
 func (r *Runner) Run(ctx context.Context) {
-	q := r.cfg.Queue
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	feed := q.WatchBatches(ctx)
+	feed := r.batches.WatchBatches(ctx)
 	for {
-		var w queue.BatchWork
+		var w batches.BatchWork
 		select {
 		case bw, ok := <-feed:
 			if !ok {
@@ -140,7 +147,7 @@ func (r *Runner) Run(ctx context.Context) {
 		case w = <-r.again:
 		}
 		// A paused queue takes no new batch; the feed reports it again.
-		if err := q.WaitUnpaused(ctx); err != nil {
+		if err := r.jobs.WaitUnpaused(ctx); err != nil {
 			return
 		}
 		r.mu.Lock()
@@ -186,7 +193,7 @@ func (r *Runner) settle(bid string, err error) {
 		r.retryAt[bid] = time.Now().Add(r.cfg.RoomRetry)
 		time.AfterFunc(r.cfg.RoomRetry, func() {
 			select {
-			case r.again <- queue.BatchWork{Bid: bid, Status: queue.BatchPending}:
+			case r.again <- batches.BatchWork{Bid: bid, Status: queue.BatchPending}:
 			default: // the feed's own periodic look brings it back
 			}
 		})
@@ -204,9 +211,8 @@ func (r *Runner) settle(bid string, err error) {
 
 // handle claims one batch and does what its state asks. An error means the
 // attempt failed and the batch is left for a later one.
-func (r *Runner) handle(w queue.BatchWork) error {
-	q := r.cfg.Queue
-	bc, err := q.ClaimBatch(r.work, w.Bid)
+func (r *Runner) handle(w batches.BatchWork) error {
+	bc, err := r.batches.ClaimBatch(r.work, w.Bid)
 	switch {
 	case errors.Is(err, queue.ErrLocked), errors.Is(err, queue.ErrNotFound):
 		return nil
@@ -251,7 +257,7 @@ func (r *Runner) handle(w queue.BatchWork) error {
 // batch is the work on one claimed batch.
 type batch struct {
 	r   *Runner
-	bc  *queue.BatchClaim
+	bc  *batches.BatchClaim
 	log *slog.Logger
 }
 
@@ -262,7 +268,7 @@ func (b *batch) profile() (*profile.Profile, bool) {
 // take acts on a pending batch: Held if its collection is held, otherwise
 // Processing and its jobs created.
 func (b *batch) take(ctx context.Context) error {
-	q, bc := b.r.cfg.Queue, b.bc
+	bc := b.bc
 	if bc.LoadErr != nil {
 		// Read again it would say the same: it fails now, saying why.
 		return b.takeAndFail(ctx, fmt.Sprintf("the submission cannot be used: %v; no job was created", bc.LoadErr))
@@ -271,18 +277,18 @@ func (b *batch) take(ctx context.Context) error {
 	prof, ok := b.profile()
 	if !ok {
 		// Pending can only go on to Processing: fail from there.
-		if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by the batcher"}); err != nil {
+		if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing, Message: "taken by the batcher"}); err != nil {
 			return err
 		}
 		return b.fail(ctx, fmt.Sprintf("profile %q is not configured on the batcher (INGESTQ_PROFILES_DIR); no job was created", name))
 	}
-	held, err := q.CollectionHeld(ctx, prof.Collection)
+	held, err := b.r.jobs.CollectionHeld(ctx, prof.Collection)
 	if err != nil {
 		return err
 	}
 	if held {
 		msg := fmt.Sprintf("collection %s is held; release the collection to process this batch", prof.Collection)
-		if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchHeld, Message: msg}); err != nil {
+		if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchHeld, Message: msg}); err != nil {
 			return err
 		}
 		b.log.InfoContext(ctx, "batch held", "collection", prof.Collection)
@@ -336,7 +342,7 @@ func (b *batch) take(ctx context.Context) error {
 		}
 		record = reading.Record()
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload",
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload",
 		Payload: record}); err != nil {
 		return err
 	}
@@ -346,7 +352,7 @@ func (b *batch) take(ctx context.Context) error {
 // takeAndFail ends a pending batch as Failed with msg, by way of
 // Processing (Pending can only go on to Processing), before any job exists.
 func (b *batch) takeAndFail(ctx context.Context, msg string) error {
-	if err := b.bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing, Message: "taken by the batcher"}); err != nil {
+	if err := b.bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing, Message: "taken by the batcher"}); err != nil {
 		return err
 	}
 	return b.fail(ctx, msg)
@@ -373,7 +379,7 @@ func (r *Runner) noRoom(ctx context.Context, bid string, need int) (string, erro
 	if older != "" {
 		return fmt.Sprintf("waiting for room in the queue behind the older batch %s", older), nil
 	}
-	total, err := r.cfg.Queue.JobTotal(ctx)
+	total, err := r.reader.JobTotal(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -444,7 +450,7 @@ func (b *batch) resume(ctx context.Context) error {
 		}
 		return b.spawn(ctx, prof, jobs)
 	}
-	counts, err := b.r.cfg.Queue.BatchCounts(ctx, bc.ID())
+	counts, err := b.r.batches.BatchCounts(ctx, bc.ID())
 	if err != nil {
 		return err
 	}
@@ -453,7 +459,7 @@ func (b *batch) resume(ctx context.Context) error {
 		return bc.Release(ctx)
 	}
 	msg := fmt.Sprintf("all jobs ended: %d completed, %d failed", counts.GetCompleted(), counts.GetFailed())
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, Message: msg, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, Message: msg, KeepLock: true}); err != nil {
 		return err
 	}
 	return b.report(ctx)
@@ -462,7 +468,7 @@ func (b *batch) resume(ctx context.Context) error {
 // fail ends a Processing batch as Failed with msg.
 func (b *batch) fail(ctx context.Context, msg string) error {
 	b.log.WarnContext(ctx, "batch failed", "reason", msg)
-	return b.bc.Commit(ctx, queue.BatchChange{To: queue.BatchFailed, Message: msg})
+	return b.bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed, Message: msg})
 }
 
 // stop ends the spawning of a half-spawned batch whose remaining rows
@@ -471,7 +477,7 @@ func (b *batch) fail(ctx context.Context, msg string) error {
 // fails with reason when it is reported (the report lists them).
 func (b *batch) stop(ctx context.Context, reason string) error {
 	bc := b.bc
-	counts, err := b.r.cfg.Queue.BatchCounts(ctx, bc.ID())
+	counts, err := b.r.batches.BatchCounts(ctx, bc.ID())
 	if err != nil {
 		return err
 	}
@@ -491,7 +497,7 @@ func (b *batch) stop(ctx context.Context, reason string) error {
 // already must be the one its entry plans (same payload URL): otherwise the
 // plan is not the one the jobs came from (a batch taken before its reading
 // was recorded, whose payload changed since) and spawning stops.
-func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.NewJob) error {
+func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []batches.NewJob) error {
 	bc := b.bc
 	sub := bc.Batch.GetSubmission()
 	existing, err := bc.SpawnedEntries(ctx)
@@ -548,7 +554,7 @@ func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []queue.N
 // startJobTraces starts each job's own trace, linked to the batch's span
 // in ctx, and stores its traceparent with the job: every stage's span of
 // the job joins that trace. The caller ends the spans.
-func (b *batch) startJobTraces(ctx context.Context, jobs []queue.NewJob) []trace.Span {
+func (b *batch) startJobTraces(ctx context.Context, jobs []batches.NewJob) []trace.Span {
 	spans := make([]trace.Span, len(jobs))
 	for i := range jobs {
 		conf := proto.Clone(jobs[i].Configuration).(*v1.JobConfiguration)
@@ -573,7 +579,7 @@ func (b *batch) report(ctx context.Context) error {
 	if bc.State() == queue.BatchReporting {
 		prev = nil
 	}
-	rep, err := report.Build(ctx, b.r.cfg.Queue, bc.ID(), prev)
+	rep, err := report.Build(ctx, report.Reads{Jobs: b.r.reader, Batches: b.r.batches}, bc.ID(), prev)
 	if err != nil {
 		return err
 	}
@@ -592,7 +598,7 @@ func (b *batch) report(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: rep.Final(), Message: msg, Report: rep.Status}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: rep.Final(), Message: msg, Report: rep.Status}); err != nil {
 		return err
 	}
 	b.log.InfoContext(ctx, "batch reported", "result", queue.BatchStateName(rep.Final()), "summary", msg, "mail", rep.Key)

@@ -17,6 +17,8 @@ import (
 	"github.com/ingestq/ingestq/services/batcher/internal/smtptest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
@@ -306,7 +308,7 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	ctx := context.Background()
-	if err := admin.New(h.q).HoldCollection(ctx, "demo_coll"); err != nil {
+	if err := admin.New(h.q).Queue.HoldCollection(ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
 	u := h.dep.put("/object.checkm", objectManifest)
@@ -322,10 +324,10 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 	other := h.submit("quiet", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
 	h.waitBatch(other, queue.BatchProcessing)
 
-	if err := admin.New(h.q).ReleaseCollection(ctx, "demo_coll"); err != nil {
+	if err := admin.New(h.q).Queue.ReleaseCollection(ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.New(h.q).ReleaseBatch(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).Batches.Release(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	h.waitBatch(bid, queue.BatchProcessing)
@@ -337,17 +339,17 @@ func TestABatchOfAHeldCollectionWaitsHeldUntilReleased(t *testing.T) {
 func TestAPausedQueueTakesNoBatchUntilUnpaused(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	if err := admin.New(h.q).Pause(ctx); err != nil {
+	if err := admin.New(h.q).Queue.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
 	bid := h.submit("demo", h.dep.url("/a.pdf"), v1.PayloadType_PAYLOAD_TYPE_FILE)
 	// The batcher sees the batch through its feed; give it the time to act.
 	time.Sleep(time.Second)
-	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchPending {
+	if b, _ := batches.New(h.q).GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchPending {
 		t.Fatalf("batch is %s while the queue is paused, want Pending", b.GetStatus().GetStatus())
 	}
-	if err := admin.New(h.q).Unpause(ctx); err != nil {
+	if err := admin.New(h.q).Queue.Unpause(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.waitBatch(bid, queue.BatchProcessing)
@@ -440,16 +442,16 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	}
 
 	// The operator requeues the failed job; it completes; update-reporting.
-	if _, err := admin.New(h.q).RequeueJob(ctx, jobs[1].GetId(), 0, ""); err != nil {
+	if _, err := admin.New(h.q).Jobs.Requeue(ctx, jobs[1].GetId(), 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.resume(jobs[1].GetId(), "ark:/99999/fk4diary")
 	// A requeued job that ends does not report the Failed batch again.
 	time.Sleep(300 * time.Millisecond)
-	if b, _ := h.q.GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchFailed {
+	if b, _ := batches.New(h.q).GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchFailed {
 		t.Fatalf("batch is %s before update-reporting, want Failed", b.GetStatus().GetStatus())
 	}
-	if _, err := admin.New(h.q).UpdateReport(ctx, bid); err != nil {
+	if _, err := admin.New(h.q).Batches.UpdateReport(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
 	b = h.waitBatch(bid, queue.BatchCompleted)
@@ -494,7 +496,7 @@ func TestAReportIsMailedOnceTheMailServerAcceptsAgain(t *testing.T) {
 	// The batch waits in Reporting while the server refuses.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b, err := h.q.GetBatch(context.Background(), bid)
+		b, err := batches.New(h.q).GetBatch(context.Background(), bid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -507,7 +509,7 @@ func TestAReportIsMailedOnceTheMailServerAcceptsAgain(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if b, _ := h.q.GetBatch(context.Background(), bid); b.GetStatus().GetStatus() != queue.BatchReporting {
+	if b, _ := batches.New(h.q).GetBatch(context.Background(), bid); b.GetStatus().GetStatus() != queue.BatchReporting {
 		t.Fatalf("batch left Reporting (%s) without its report being mailed", b.GetStatus().GetStatus())
 	}
 	h.smtp.Refuse(false)
@@ -529,11 +531,11 @@ func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing
 
 	// The first batcher: takes the batch, creates 10 of its 25 jobs, dies.
 	first := h.connect()
-	bc, err := first.ClaimBatch(ctx, bid)
+	bc, err := batches.New(first).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 		t.Fatal(err)
 	}
 	prof, _ := h.profiles.Get("demo")
@@ -541,7 +543,7 @@ func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, chunk := range [][]queue.NewJob{planned[0:4], planned[4:10]} {
+	for _, chunk := range [][]batches.NewJob{planned[0:4], planned[4:10]} {
 		if _, err := bc.CreateJobs(ctx, chunk); err != nil {
 			t.Fatal(err)
 		}
@@ -562,7 +564,7 @@ func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	bc, err = h.q.ClaimBatch(ctx, bid)
+	bc, err = batches.New(h.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +622,7 @@ func TestBatchesThatWouldOverfillTheQueueWaitInPendingOldestFirstUntilRoomIsMade
 		h.finish(j.GetId(), fmt.Sprintf("ark:/99999/fk4obj%d", i), "")
 	}
 	h.waitBatch(first, queue.BatchCompleted)
-	res, err := admin.New(h.q).CleanupBatches(ctx, -1, 0)
+	res, err := admin.New(h.q).Batches.Cleanup(ctx, -1, 0)
 	if err != nil || !slices.Contains(res.Batches, first) {
 		t.Fatalf("cleanup removed %v (%v), want %s", res.Batches, err, first)
 	}
@@ -641,7 +643,7 @@ func TestABatchLargerThanTheQueueMayHoldFailsBeforeAnyJobExists(t *testing.T) {
 	if msg := b.GetStatus().GetMessage(); !strings.HasPrefix(msg, want) {
 		t.Errorf("message %q, want it to start %q", msg, want)
 	}
-	if n, err := h.q.JobTotal(context.Background()); err != nil || n != 0 {
+	if n, err := jobs.NewReader(h.q).JobTotal(context.Background()); err != nil || n != 0 {
 		t.Errorf("the queue holds %d jobs (%v), want none", n, err)
 	}
 }
@@ -659,7 +661,7 @@ func TestBatchesSubmittedTogetherAreNotAllAdmittedIntoTheSameRoom(t *testing.T) 
 	for {
 		processing, waiting := 0, 0
 		for _, bid := range bids {
-			b, err := h.q.GetBatch(context.Background(), bid)
+			b, err := batches.New(h.q).GetBatch(context.Background(), bid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -681,7 +683,7 @@ func TestBatchesSubmittedTogetherAreNotAllAdmittedIntoTheSameRoom(t *testing.T) 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n, err := h.q.JobTotal(context.Background()); err != nil || n != 3 {
+	if n, err := jobs.NewReader(h.q).JobTotal(context.Background()); err != nil || n != 3 {
 		t.Errorf("the queue holds %d jobs (%v), want 3", n, err)
 	}
 }

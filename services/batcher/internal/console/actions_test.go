@@ -17,6 +17,8 @@ import (
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -56,10 +58,10 @@ func TestReadOnlyConsoleShowsButRefusesEveryAction(t *testing.T) {
 			wantBody(t, a, "INGESTQ_ADMIN_TOKEN")
 		})
 	}
-	if paused, err := f.q.Paused(f.ctx); err != nil || paused {
+	if paused, err := jobs.New(f.q).Paused(f.ctx); err != nil || paused {
 		t.Errorf("paused %v %v", paused, err)
 	}
-	if held, err := f.q.CollectionHeld(f.ctx, "demo_coll"); err != nil || held {
+	if held, err := jobs.New(f.q).CollectionHeld(f.ctx, "demo_coll"); err != nil || held {
 		t.Errorf("held %v %v", held, err)
 	}
 	if got := f.jobState(jids[0]); got != "Failed" {
@@ -123,7 +125,7 @@ func TestSignInGuardsPagesAndActions(t *testing.T) {
 
 	// Another console's session (another key), a session past its expiry
 	// and a tampered one are no sessions.
-	other, err := newAuth(testToken, nil, time.Hour, qadmin.New(f.q))
+	other, err := newAuth(testToken, nil, time.Hour, qadmin.New(f.q).Sessions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,15 +203,15 @@ func TestActionsChangeTheQueueThroughTheAdminService(t *testing.T) {
 		want    string
 	}{
 		{name: "pause the queue", path: "/queue/pause", to: "/", flash: "The queue is paused",
-			applied: func() string { p, _ := f.q.Paused(f.ctx); return strings.Repeat("paused", btoi(p)) }, want: "paused"},
+			applied: func() string { p, _ := jobs.New(f.q).Paused(f.ctx); return strings.Repeat("paused", btoi(p)) }, want: "paused"},
 		{name: "unpause the queue", path: "/queue/unpause", to: "/", flash: "The queue runs again.",
-			applied: func() string { p, _ := f.q.Paused(f.ctx); return strings.Repeat("paused", btoi(p)) }, want: ""},
+			applied: func() string { p, _ := jobs.New(f.q).Paused(f.ctx); return strings.Repeat("paused", btoi(p)) }, want: ""},
 		{name: "hold a collection", path: "/collections/hold", form: url.Values{"collection": {" other_coll "}}, to: "/",
 			flash:   "Collection other_coll is held",
-			applied: func() string { h, _ := qadmin.New(f.q).HeldCollections(f.ctx); return strings.Join(h, ",") }, want: "other_coll"},
+			applied: func() string { h, _ := qadmin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: "other_coll"},
 		{name: "release a collection", path: "/collections/release", form: url.Values{"collection": {"other_coll"}}, to: "/",
 			flash:   "Collection other_coll released: 0 batch(es) and 0 job(s) back to Pending.",
-			applied: func() string { h, _ := qadmin.New(f.q).HeldCollections(f.ctx); return strings.Join(h, ",") }, want: ""},
+			applied: func() string { h, _ := qadmin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: ""},
 		{name: "hold a pending job", path: "/jobs/" + jids[0] + "/hold", form: url.Values{"message": {"wait for the depositor"}},
 			to: "/jobs/" + jids[0], flash: "Job " + jids[0] + " is held. It is now Held.",
 			applied: func() string { return f.job(jids[0]).GetStatus().GetMessage() }, want: "wait for the depositor"},
@@ -226,7 +228,7 @@ func TestActionsChangeTheQueueThroughTheAdminService(t *testing.T) {
 			applied: func() string { return f.jobState(jids[4]) }, want: "Pending"},
 		{name: "delete a failed job of a closed batch", path: "/jobs/" + failedJob + "/delete", to: "/batches/" + failedBid,
 			flash: "Job " + failedJob + " deleted.", applied: func() string {
-				_, err := f.q.GetJob(f.ctx, failedJob)
+				_, err := jobs.NewReader(f.q).GetJob(f.ctx, failedJob)
 				return errName(err)
 			}, want: "not found"},
 		{name: "update-report a failed batch", path: "/batches/" + failedBid + "/update-report", to: "/batches/" + failedBid,
@@ -296,11 +298,11 @@ func TestFsckReportsAndRepairs(t *testing.T) {
 	// Damage the tree: the job's state entry disappears, as a crash of a
 	// writer that did not use one multi-operation could leave it.
 	conn := zkConn(t)
-	entries, _, err := conn.Children(f.q.Root() + "/jobs/states/pending")
+	entries, _, err := conn.Children(f.q.Paths().Root() + "/jobs/states/pending")
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("entries %v %v", entries, err)
 	}
-	if err := conn.Delete(f.q.Root()+"/jobs/states/pending/"+entries[0], -1); err != nil {
+	if err := conn.Delete(f.q.Paths().Root()+"/jobs/states/pending/"+entries[0], -1); err != nil {
 		t.Fatal(err)
 	}
 
@@ -320,10 +322,10 @@ func TestRefusedActionsShowTheAdminServiceRefusal(t *testing.T) {
 	f.signIn()
 	bid, jids := f.batch("jdoe", 3)
 	held := f.heldBatch()
-	if err := qadmin.New(f.q).HoldCollection(f.ctx, "demo_coll"); err != nil {
+	if err := qadmin.New(f.q).Queue.HoldCollection(f.ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
-	locked, err := f.q.ClaimJob(f.ctx, jids[2])
+	locked, err := jobs.New(f.q).ClaimJob(f.ctx, jids[2])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +404,7 @@ func TestDeletingAJobOfAnOpenBatchAsksForConfirmationThenForces(t *testing.T) {
 	if a.code != http.StatusSeeOther || a.header.Get("Location") != "/batches/"+bid {
 		t.Fatalf("%d %q\n%s", a.code, a.header.Get("Location"), a.body)
 	}
-	if _, err := f.q.GetJob(f.ctx, jids[0]); errName(err) != "not found" {
+	if _, err := jobs.NewReader(f.q).GetJob(f.ctx, jids[0]); errName(err) != "not found" {
 		t.Fatalf("job after delete: %v", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -444,11 +446,11 @@ func TestDeletingAHeldOrFailedBatchAsksForConfirmation(t *testing.T) {
 			if a.code != http.StatusSeeOther || a.header.Get("Location") != "/batches" {
 				t.Fatalf("%d %q\n%s", a.code, a.header.Get("Location"), a.body)
 			}
-			if _, err := f.q.GetBatch(f.ctx, tt.bid); errName(err) != "not found" {
+			if _, err := batches.New(f.q).GetBatch(f.ctx, tt.bid); errName(err) != "not found" {
 				t.Fatalf("batch after delete: %v", err)
 			}
 			for _, jid := range tt.jobs {
-				if _, err := f.q.GetJob(f.ctx, jid); errName(err) != "not found" {
+				if _, err := jobs.NewReader(f.q).GetJob(f.ctx, jid); errName(err) != "not found" {
 					t.Errorf("job %s after delete: %v", jid, err)
 				}
 			}
@@ -529,7 +531,7 @@ func TestCleanupOfCompletedBatchesFromTheQueuePage(t *testing.T) {
 		t.Fatalf("older_than 0s: %d\n%s", a.code, a.body)
 	}
 	wantBody(t, f.get("/"), "Cleaned up 1 completed batch(es) older than 0s, with 2 job(s).")
-	if _, err := f.q.GetBatch(f.ctx, done); err == nil {
+	if _, err := batches.New(f.q).GetBatch(f.ctx, done); err == nil {
 		t.Errorf("the completed batch %s is still there", done)
 	}
 	if got := f.batchState(open); got != "Processing" {

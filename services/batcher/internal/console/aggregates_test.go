@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
 
 // TestCollectionsPageCountsByCollectionAndStateDrillingDownToBatches: the
@@ -15,11 +16,11 @@ func TestCollectionsPageCountsByCollectionAndStateDrillingDownToBatches(t *testi
 	bid, jids := f.batch("jdoe", 3)
 	f.fail(jids[0], "digest mismatch")
 	space := int64(2 << 20)
-	cl, err := f.q.ClaimJob(f.ctx, jids[1])
+	cl, err := jobs.New(f.q).ClaimJob(f.ctx, jids[1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating, SpaceNeeded: &space}); err != nil {
+	if err := cl.Commit(f.ctx, jobs.Change{To: queue.Estimating, SpaceNeeded: &space}); err != nil {
 		t.Fatal(err)
 	}
 	a := f.get("/collections")

@@ -47,9 +47,9 @@ type auth struct {
 // SessionStore keeps the console's sign-ins where every batcher of the
 // queue sees them (the queue's admin.Tools do, in ZooKeeper).
 type SessionStore interface {
-	CreateConsoleSession(ctx context.Context, id string, expires time.Time) error
-	ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error)
-	EndConsoleSession(ctx context.Context, id string) error
+	Create(ctx context.Context, id string, expires time.Time) error
+	Live(ctx context.Context, id string, now time.Time) (bool, error)
+	End(ctx context.Context, id string) error
 }
 
 // MinSessionKeyBytes is the shortest session key accepted: as long as the
@@ -111,7 +111,7 @@ func (a *auth) newSession(ctx context.Context, now time.Time) (string, error) {
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw)
 	expires := now.Add(a.ttl)
-	if err := a.sessions.CreateConsoleSession(ctx, id, expires); err != nil {
+	if err := a.sessions.Create(ctx, id, expires); err != nil {
 		return "", err
 	}
 	exp := strconv.FormatInt(expires.Unix(), 10)
@@ -153,7 +153,7 @@ func (a *auth) session(r *http.Request) (string, error) {
 	if !ok {
 		return "", nil
 	}
-	live, err := a.sessions.ConsoleSessionLive(r.Context(), id, now)
+	live, err := a.sessions.Live(r.Context(), id, now)
 	if err != nil || !live {
 		return "", err
 	}
@@ -232,7 +232,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 // grants nothing afterwards on any batcher, and in this browser.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	if id, ok := c.auth.sessionID(sessionOf(r), time.Now()); ok {
-		if err := c.auth.sessions.EndConsoleSession(r.Context(), id); err != nil {
+		if err := c.auth.sessions.End(r.Context(), id); err != nil {
 			c.refuse(w, r, http.StatusServiceUnavailable, "Sign-out failed",
 				"the session could not be ended in the queue, so it is still valid: "+err.Error()+"; try again")
 			return

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -92,7 +93,7 @@ func TestBrowserJobPageFillsTheARKStoreAndInventoryLive(t *testing.T) {
 
 		ark := fmt.Sprintf("ark:/99999/fk4live%d", i)
 		f.move(jid, "", queue.Processing, queue.Storing, queue.Recording)
-		queuetest.Move(t, f.q, jid, queue.Change{To: queue.Notify, Message: "recorded",
+		queuetest.Move(t, f.q, jid, jobs.Change{To: queue.Notify, Message: "recorded",
 			Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc-0"}},
 			Metadata:    &v1.Metadata{Who: "Doe, J.", What: "a test object"}})
 		waitText(b, t, `[data-field="state"]`, "Notify")
@@ -135,11 +136,11 @@ func TestBrowserNoPageIsWiderThanTheScreen(t *testing.T) {
 	startReplica(t, f)
 	// A damage for fsck to list: the pending job's state entry gone.
 	conn := zkConn(t)
-	entries, _, err := conn.Children(f.q.Root() + "/jobs/states/pending")
+	entries, _, err := conn.Children(f.q.Paths().Root() + "/jobs/states/pending")
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("entries %v %v", entries, err)
 	}
-	if err := conn.Delete(f.q.Root()+"/jobs/states/pending/"+entries[0], -1); err != nil {
+	if err := conn.Delete(f.q.Paths().Root()+"/jobs/states/pending/"+entries[0], -1); err != nil {
 		t.Fatal(err)
 	}
 

@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
 // chromium finds the browser the end-to-end test drives: INGESTQ_CHROMIUM,
@@ -278,8 +280,8 @@ func TestBrowserRequeuesAFailedJobAndSeesItMoveOn(t *testing.T) {
 // notifier: it takes the job from Downloading as a downloader would (a
 // consumer of that state), holds it until proceed, then moves it on to
 // Completed one step at a time.
-func playStages(ctx context.Context, q *queue.Client, jid string, proceed <-chan struct{}) error {
-	cl, err := q.NewConsumer(queue.Downloading, queue.ConsumerOptions{Spread: 1}).Next(ctx)
+func playStages(ctx context.Context, q *session.Session, jid string, proceed <-chan struct{}) error {
+	cl, err := jobs.New(q).NewConsumer(queue.Downloading, jobs.ConsumerOptions{Spread: 1}).Next(ctx)
 	if err != nil {
 		return fmt.Errorf("taking a job from Downloading: %w", err)
 	}
@@ -293,18 +295,18 @@ func playStages(ctx context.Context, q *queue.Client, jid string, proceed <-chan
 		cl.Release(context.WithoutCancel(ctx))
 		return ctx.Err()
 	}
-	if err := cl.Commit(ctx, queue.Change{To: queue.Processing, Message: "downloaded"}); err != nil {
+	if err := cl.Commit(ctx, jobs.Change{To: queue.Processing, Message: "downloaded"}); err != nil {
 		return err
 	}
 	for _, step := range []struct {
 		to  queue.JobState
 		msg string
 	}{{queue.Storing, "processed"}, {queue.Recording, "stored"}, {queue.Notify, "recorded"}, {queue.Completed, "notified"}} {
-		cl, err := q.ClaimJob(ctx, jid)
+		cl, err := jobs.New(q).ClaimJob(ctx, jid)
 		if err != nil {
 			return err
 		}
-		if err := cl.Commit(ctx, queue.Change{To: step.to, Message: step.msg}); err != nil {
+		if err := cl.Commit(ctx, jobs.Change{To: step.to, Message: step.msg}); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"fmt"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,13 +16,18 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/admin"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -45,7 +49,7 @@ storage_target: local
 // test ZooKeeper, served on a loopback port.
 type fixture struct {
 	t      *testing.T
-	q      *queue.Client
+	q      *session.Session
 	root   workdir.Root
 	admin  *admin.Server
 	con    *Console
@@ -88,7 +92,7 @@ func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	f.q, err = queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: root, Logger: slog.New(slog.DiscardHandler)})
+	f.q, err = session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: root, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +109,8 @@ func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, qadmin.New(f.q), log
+	f.admin = &admin.Server{Session: f.q, Profiles: profiles, Root: f.root, Logger: log}
+	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, qadmin.New(f.q).Sessions, log
 	opts.TraceURL = "https://tracing.example/trace/{trace_id}"
 	if f.con, err = New(opts); err != nil {
 		t.Fatal(err)
@@ -211,20 +215,20 @@ func (f *fixture) batch(submitter string, n int) (string, []string) {
 // metadata "what" is what.
 func (f *fixture) batchOf(sub *v1.Submission, n int, what string) (string, []string) {
 	f.t.Helper()
-	bid, err := f.q.CreateBatch(f.ctx, sub)
+	bid, err := batches.New(f.q).CreateBatch(f.ctx, sub)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	bc, err := f.q.ClaimBatch(f.ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(f.ctx, bid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchProcessing, KeepLock: true}); err != nil {
+	if err := bc.Commit(f.ctx, batches.BatchChange{To: queue.BatchProcessing, KeepLock: true}); err != nil {
 		f.t.Fatal(err)
 	}
-	jobs := make([]queue.NewJob, n)
+	jobs := make([]batches.NewJob, n)
 	for i := range jobs {
-		jobs[i] = queue.NewJob{Priority: 5, WorkRoot: f.root.Dir(),
+		jobs[i] = batches.NewJob{Priority: 5, WorkRoot: f.root.Dir(),
 			Configuration: &v1.JobConfiguration{ProfileName: sub.GetProfileName(), Collection: sub.GetCollection(),
 				Submitter: sub.GetSubmitter(), PayloadUrl: fmt.Sprintf("http://127.0.0.1/%d.checkm", i),
 				PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, BatchEntry: int32(i), Traceparent: sub.GetTraceparent()},
@@ -253,11 +257,11 @@ func (f *fixture) batchOf(sub *v1.Submission, n int, what string) (string, []str
 func (f *fixture) move(jid, message string, states ...queue.JobState) {
 	f.t.Helper()
 	for i, to := range states {
-		cl, err := f.q.ClaimJob(f.ctx, jid)
+		cl, err := jobs.New(f.q).ClaimJob(f.ctx, jid)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		ch := queuetest.WithProducts(queue.Change{To: to})
+		ch := queuetest.WithProducts(jobs.Change{To: to})
 		if i == len(states)-1 {
 			ch.Message = message
 		}
@@ -278,11 +282,11 @@ func (f *fixture) fail(jid, message string) {
 func (f *fixture) moveBatch(bid string, states ...queue.BatchState) {
 	f.t.Helper()
 	for _, to := range states {
-		bc, err := f.q.ClaimBatch(f.ctx, bid)
+		bc, err := batches.New(f.q).ClaimBatch(f.ctx, bid)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		if err := bc.Commit(f.ctx, queue.BatchChange{To: to, Message: "batch is " + queue.BatchStateName(to)}); err != nil {
+		if err := bc.Commit(f.ctx, batches.BatchChange{To: to, Message: "batch is " + queue.BatchStateName(to)}); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -300,7 +304,7 @@ func (f *fixture) failedBatch() (string, string) {
 // heldBatch creates a batch a batcher held (no jobs).
 func (f *fixture) heldBatch() string {
 	f.t.Helper()
-	bid, err := f.q.CreateBatch(f.ctx, &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/a.pdf",
+	bid, err := batches.New(f.q).CreateBatch(f.ctx, &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/a.pdf",
 		Type: v1.PayloadType_PAYLOAD_TYPE_FILE, Collection: "demo_coll"})
 	if err != nil {
 		f.t.Fatal(err)
@@ -311,7 +315,7 @@ func (f *fixture) heldBatch() string {
 
 func (f *fixture) job(jid string) *v1.Job {
 	f.t.Helper()
-	j, err := f.q.GetJob(f.ctx, jid)
+	j, err := jobs.NewReader(f.q).GetJob(f.ctx, jid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -325,7 +329,7 @@ func (f *fixture) jobState(jid string) string {
 
 func (f *fixture) batchState(bid string) string {
 	f.t.Helper()
-	b, err := f.q.GetBatch(f.ctx, bid)
+	b, err := batches.New(f.q).GetBatch(f.ctx, bid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -373,11 +377,11 @@ func (f *fixture) reportedBatch() (string, string) {
 	f.t.Helper()
 	bid, jid := f.failedBatch()
 	f.moveBatch(bid, queue.BatchUpdateReporting)
-	bc, err := f.q.ClaimBatch(f.ctx, bid)
+	bc, err := batches.New(f.q).ClaimBatch(f.ctx, bid)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchFailed, Message: "1 job(s): 0 completed, 1 failed",
+	if err := bc.Commit(f.ctx, batches.BatchChange{To: queue.BatchFailed, Message: "1 job(s): 0 completed, 1 failed",
 		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: []string{jid}}}); err != nil {
 		f.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
@@ -41,7 +42,7 @@ func TestJobJSONCarriesWhatTheStagesAdd(t *testing.T) {
 	}
 
 	f.move(jid, "", queue.Processing, queue.Storing, queue.Recording)
-	queuetest.Move(t, f.q, jid, queue.Change{To: queue.Notify, Message: "recorded",
+	queuetest.Move(t, f.q, jid, jobs.Change{To: queue.Notify, Message: "recorded",
 		Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4live", LocalId: []string{"loc-0"}},
 		Metadata:    &v1.Metadata{Who: "Doe, J.", What: "a test object"}})
 	m := live()
@@ -130,11 +131,11 @@ func TestEveryTableScrollsInItsBox(t *testing.T) {
 	f.fail(jids[0], "digest mismatch on a.txt")
 	// A damage for fsck to list: a job's state entry gone.
 	conn := zkConn(t)
-	entries, _, err := conn.Children(f.q.Root() + "/jobs/states/pending")
+	entries, _, err := conn.Children(f.q.Paths().Root() + "/jobs/states/pending")
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("entries %v %v", entries, err)
 	}
-	if err := conn.Delete(f.q.Root()+"/jobs/states/pending/"+entries[0], -1); err != nil {
+	if err := conn.Delete(f.q.Paths().Root()+"/jobs/states/pending/"+entries[0], -1); err != nil {
 		t.Fatal(err)
 	}
 	pages := map[string]answer{}

@@ -10,6 +10,8 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -18,13 +20,13 @@ func TestQueuePageShowsCountsPauseHoldsAndWorkersFromZooKeeper(t *testing.T) {
 	_, jids := f.batch("jdoe", 4)
 	f.fail(jids[0], "download of a.txt failed")
 	f.move(jids[1], "", queue.Estimating)
-	if err := admin.New(f.q).Pause(f.ctx); err != nil {
+	if err := admin.New(f.q).Queue.Pause(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.New(f.q).HoldCollection(f.ctx, "held_coll"); err != nil {
+	if err := admin.New(f.q).Queue.HoldCollection(f.ctx, "held_coll"); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := f.q.RegisterWorker(f.ctx, &v1.WorkerInfo{Id: "estimator-test-1", Host: "host-a", Service: "estimator",
+	reg, err := jobs.New(f.q).RegisterWorker(f.ctx, &v1.WorkerInfo{Id: "estimator-test-1", Host: "host-a", Service: "estimator",
 		Stage: "Estimating", Version: "v9.9.9", Concurrency: 4, Heartbeat: timestamppb.Now(),
 		InFlight: []*v1.InFlightJob{{JobId: jids[1], BatchId: "bid0000000001", Since: timestamppb.Now()}},
 		Outcomes: map[string]int64{"advanced": 7, "failed": 1}})
@@ -72,10 +74,10 @@ func TestQueueJSONFollowsTheQueue(t *testing.T) {
 		t.Fatalf("before: %+v", q)
 	}
 	f.fail(jids[0], "broken")
-	if err := admin.New(f.q).Pause(f.ctx); err != nil {
+	if err := admin.New(f.q).Queue.Pause(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.New(f.q).HoldCollection(f.ctx, "c1"); err != nil {
+	if err := admin.New(f.q).Queue.HoldCollection(f.ctx, "c1"); err != nil {
 		t.Fatal(err)
 	}
 	q = read()
@@ -170,11 +172,11 @@ func TestBatchPageShowsSubmissionReportProgressAndJobs(t *testing.T) {
 
 	failed, _ := f.failedBatch()
 	f.moveBatch(failed, queue.BatchUpdateReporting)
-	bc, err := f.q.ClaimBatch(f.ctx, failed)
+	bc, err := batches.New(f.q).ClaimBatch(f.ctx, failed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchFailed, Message: "still 1 failed",
+	if err := bc.Commit(f.ctx, batches.BatchChange{To: queue.BatchFailed, Message: "still 1 failed",
 		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: []string{"jid0000000077"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -183,18 +185,18 @@ func TestBatchPageShowsSubmissionReportProgressAndJobs(t *testing.T) {
 	// A report past what a node holds is stored trimmed: the page counts
 	// the totals and says the lists are partial.
 	f.moveBatch(failed, queue.BatchUpdateReporting)
-	if bc, err = f.q.ClaimBatch(f.ctx, failed); err != nil {
+	if bc, err = batches.New(f.q).ClaimBatch(f.ctx, failed); err != nil {
 		t.Fatal(err)
 	}
 	many := make([]string, 70000)
 	for i := range many {
 		many[i] = fmt.Sprintf("jid%010d", 1_000_000+i)
 	}
-	if err := bc.Commit(f.ctx, queue.BatchChange{To: queue.BatchFailed, Message: "still 1 failed",
+	if err := bc.Commit(f.ctx, batches.BatchChange{To: queue.BatchFailed, Message: "still 1 failed",
 		Report: &v1.StatusReport{LastModified: timestamppb.Now(), FailedJobs: []string{"jid0000000077"}, SuccessfulJobs: many}}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := f.q.GetBatch(f.ctx, failed)
+	b, err := batches.New(f.q).GetBatch(f.ctx, failed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,17 +213,17 @@ func TestJobsPageListsByStateOrBatch(t *testing.T) {
 	bid, jids := f.batch("jdoe", 3)
 	other, others := f.batch("jdoe", 1)
 	f.fail(jids[0], "download of http://127.0.0.1/a.txt: HTTP 404")
-	if _, err := admin.New(f.q).RequeueJob(f.ctx, jids[0], 0, ""); err != nil {
+	if _, err := admin.New(f.q).Jobs.Requeue(f.ctx, jids[0], 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	f.move(jids[0], "downloaded again and failed again", queue.Failed)
 	prio := int32(2)
-	cl, err := f.q.ClaimJob(f.ctx, jids[1])
+	cl, err := jobs.New(f.q).ClaimJob(f.ctx, jids[1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	size := int64(2_500_000_000)
-	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating, Priority: &prio, SpaceNeeded: &size}); err != nil {
+	if err := cl.Commit(f.ctx, jobs.Change{To: queue.Estimating, Priority: &prio, SpaceNeeded: &size}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -258,11 +260,11 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 	f := newFixture(t, "")
 	bid, jids := f.batch("jdoe", 1)
 	jid := jids[0]
-	cl, err := f.q.ClaimJob(f.ctx, jid)
+	cl, err := jobs.New(f.q).ClaimJob(f.ctx, jid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Commit(f.ctx, queue.Change{To: queue.Estimating, By: "estimator-test-1", Message: "taken by the estimator",
+	if err := cl.Commit(f.ctx, jobs.Change{To: queue.Estimating, By: "estimator-test-1", Message: "taken by the estimator",
 		Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4test", LocalId: []string{"loc-0", "loc-x"}},
 		Store:       &v1.Store{ManifestUrl: "file:///store/ark_99999_fk4test/v1/manifest.checkm", Mode: "add", Version: 1},
 		Inventory:   &v1.Inventory{ManifestUrl: "file:///store/ark_99999_fk4test/v1/manifest.checkm", Mode: "add"}}); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/shared/loopbacktest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
@@ -50,7 +51,7 @@ func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 	})
 	id := runner.WorkerID()
 	queuetest.Eventually(t, "the replica registers", func() bool {
-		ws, err := admin.New(f.q).ListWorkers(f.ctx)
+		ws, err := admin.New(f.q).Queue.ListWorkers(f.ctx)
 		return err == nil && len(ws) == 1 && ws[0].GetId() == id
 	})
 	return id, runner
@@ -62,7 +63,7 @@ func startReplica(t *testing.T, f *fixture) (string, *stage.Runner) {
 func startEstimating(t *testing.T, f *fixture, srv *server.Server, addr string) (runner *stage.Runner, stop context.CancelFunc) {
 	t.Helper()
 	env := &service.Env{Name: "estimator", Config: &config.Common{Advertise: addr, Concurrency: 1},
-		Logger: slog.New(slog.DiscardHandler), Queue: f.q, Server: srv}
+		Logger: slog.New(slog.DiscardHandler), Session: f.q, Jobs: jobs.New(f.q), Server: srv}
 	ctx, stop := context.WithCancel(context.Background())
 	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
 		Handler: func(context.Context, stage.Claim) stage.Outcome { return stage.Release() }})
@@ -76,7 +77,7 @@ func startEstimating(t *testing.T, f *fixture, srv *server.Server, addr string) 
 // workerState reads a worker's registry entry (nil: none).
 func workerState(t *testing.T, f *fixture, id string) *v1.WorkerInfo {
 	t.Helper()
-	ws, err := admin.New(f.q).ListWorkers(f.ctx)
+	ws, err := admin.New(f.q).Queue.ListWorkers(f.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ type Exporter struct {
 }
 
 // New returns an Exporter of q's figures.
-func New(q *queue.Client, log *slog.Logger) *Exporter {
-	return &Exporter{reader: qadmin.New(q).NewFigureReader(), log: log}
+func New(q *qadmin.Queue, log *slog.Logger) *Exporter {
+	return &Exporter{reader: q.NewFigureReader(), log: log}
 }
 
 // Register makes the exporter the source of m's queue gauges.

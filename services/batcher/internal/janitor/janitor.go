@@ -20,7 +20,8 @@ const batchesPerRun = 100
 
 // Janitor cleans up completed batches.
 type Janitor struct {
-	Queue     *queue.Client
+	// Tools are the operators' tools over the batcher's session.
+	Tools     qadmin.Tools
 	Root      workdir.Root
 	Retention time.Duration
 	Interval  time.Duration
@@ -39,8 +40,8 @@ type Result struct {
 // batchesPerRun of them) with their jobs' working directories, and the
 // expired console sign-ins.
 func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
-	res, err := Clean(ctx, j.Queue, j.Root, j.Retention, batchesPerRun)
-	if _, serr := qadmin.New(j.Queue).CleanupConsoleSessions(ctx, time.Now()); serr != nil {
+	res, err := Clean(ctx, j.Tools.Batches, j.Root, j.Retention, batchesPerRun)
+	if _, serr := j.Tools.Sessions.Cleanup(ctx, time.Now()); serr != nil {
 		err = errors.Join(err, fmt.Errorf("removing expired console sign-ins: %w", serr))
 	}
 	return res, err
@@ -48,8 +49,8 @@ func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
 
 // Clean removes at most limit completed batches whose status is older than
 // olderThan, with their jobs' working directories.
-func Clean(ctx context.Context, q *queue.Client, root workdir.Root, olderThan time.Duration, limit int) (Result, error) {
-	res, err := qadmin.New(q).CleanupBatches(ctx, olderThan, limit)
+func Clean(ctx context.Context, b *qadmin.Batches, root workdir.Root, olderThan time.Duration, limit int) (Result, error) {
+	res, err := b.Cleanup(ctx, olderThan, limit)
 	out := Result{Batches: res.Batches, Jobs: len(res.Jobs)}
 	for _, job := range res.Jobs {
 		if dir := queue.JobWorkingDir(root.Dir(), job); dir != "" {

@@ -12,7 +12,10 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	"github.com/ingestq/ingestq/shared/queue/admin"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -21,22 +24,22 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 
 // batch makes a batch of one job, with a working directory, that ends in
 // final (Completed or Failed).
-func batch(t *testing.T, q *queue.Client, root workdir.Root, final queue.BatchState) (string, string) {
+func batch(t *testing.T, q *session.Session, root workdir.Root, final queue.BatchState) (string, string) {
 	t.Helper()
 	ctx := context.Background()
-	bid, err := q.CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/a.pdf",
+	bid, err := batches.New(q).CreateBatch(ctx, &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "http://127.0.0.1/a.pdf",
 		Type: v1.PayloadType_PAYLOAD_TYPE_FILE})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc, err := q.ClaimBatch(ctx, bid)
+	bc, err := batches.New(q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchProcessing}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
 		t.Fatal(err)
 	}
-	jids, err := bc.CreateJobs(ctx, []queue.NewJob{{Priority: 5, WorkRoot: root.Dir(), Configuration: &v1.JobConfiguration{}}})
+	jids, err := bc.CreateJobs(ctx, []batches.NewJob{{Priority: 5, WorkRoot: root.Dir(), Configuration: &v1.JobConfiguration{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,21 +51,21 @@ func batch(t *testing.T, q *queue.Client, root workdir.Root, final queue.BatchSt
 		t.Fatal(err)
 	}
 	for _, to := range []queue.JobState{queue.Estimating, queue.Failed} {
-		cl, err := q.ClaimJob(ctx, jids[0])
+		cl, err := jobs.New(q).ClaimJob(ctx, jids[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.Commit(ctx, queue.Change{To: to}); err != nil {
+		if err := cl.Commit(ctx, jobs.Change{To: to}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if bc, err = q.ClaimBatch(ctx, bid); err != nil {
+	if bc, err = batches.New(q).ClaimBatch(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, KeepLock: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := bc.Commit(ctx, queue.BatchChange{To: final, Report: &v1.StatusReport{}}); err != nil {
+	if err := bc.Commit(ctx, batches.BatchChange{To: final, Report: &v1.StatusReport{}}); err != nil {
 		t.Fatal(err)
 	}
 	return bid, dir
@@ -71,7 +74,7 @@ func batch(t *testing.T, q *queue.Client, root workdir.Root, final queue.BatchSt
 func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 	ctx := context.Background()
 	zkRoot := zktest.Root(t)
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	q, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: zkRoot, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +85,7 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 	}
 	completed, completedDir := batch(t, q, root, queue.BatchCompleted)
 	failed, failedDir := batch(t, q, root, queue.BatchFailed)
-	j := &Janitor{Queue: q, Root: root, Retention: time.Hour, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	j := &Janitor{Tools: qadmin.New(q), Root: root, Retention: time.Hour, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
 
 	res, err := j.RunOnce(ctx)
 	if err != nil || len(res.Batches) != 0 {
@@ -96,13 +99,13 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 	if err != nil || len(res.Batches) != 1 || res.Batches[0] != completed || res.Jobs != 1 || len(res.DirErrors) != 0 {
 		t.Fatalf("past the retention: %+v (%v), want %s and its job removed", res, err, completed)
 	}
-	if _, err := q.GetBatch(ctx, completed); err == nil {
+	if _, err := batches.New(q).GetBatch(ctx, completed); err == nil {
 		t.Error("the completed batch is still in ZooKeeper")
 	}
 	if _, err := os.Stat(root.Batch(completed)); !os.IsNotExist(err) {
 		t.Errorf("%s still exists (%v)", completedDir, err)
 	}
-	if _, err := q.GetBatch(ctx, failed); err != nil {
+	if _, err := batches.New(q).GetBatch(ctx, failed); err != nil {
 		t.Errorf("the failed batch went too: %v", err)
 	}
 	if _, err := os.Stat(failedDir); err != nil {
@@ -111,8 +114,8 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 
 	// Expired console sign-ins go; live ones stay.
 	const expired, live = "expired-sign-in-0001", "live-sign-in-000001"
-	admin.New(q).CreateConsoleSession(ctx, expired, time.Now().Add(-time.Second))
-	admin.New(q).CreateConsoleSession(ctx, live, time.Now().Add(time.Hour))
+	qadmin.New(q).Sessions.Create(ctx, expired, time.Now().Add(-time.Second))
+	qadmin.New(q).Sessions.Create(ctx, live, time.Now().Add(time.Hour))
 	if _, err := j.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +131,7 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 
 func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	ctx := context.Background()
-	q, err := queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: zktest.Root(t), Logger: slog.New(slog.DiscardHandler)})
+	q, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: zktest.Root(t), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +140,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &Janitor{Queue: q, Root: root, Retention: time.Hour, Interval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	j := &Janitor{Tools: qadmin.New(q), Root: root, Retention: time.Hour, Interval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -13,6 +13,8 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -80,10 +82,17 @@ func (r *Report) Final() queue.BatchState {
 	return queue.BatchFailed
 }
 
+// Reads are what a report reads of the queue: a batch's jobs, and when
+// they completed.
+type Reads struct {
+	Jobs    *jobs.Reader
+	Batches *batches.Client
+}
+
 // Build reads batch bid's jobs and makes its report. prev is the report
 // sent before (nil for the first).
-func Build(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusReport) (*Report, error) {
-	refs, err := q.BatchJobIDs(ctx, bid)
+func Build(ctx context.Context, q Reads, bid string, prev *v1.StatusReport) (*Report, error) {
+	refs, err := q.Jobs.BatchJobIDs(ctx, bid)
 	if err != nil {
 		return nil, fmt.Errorf("listing the jobs of batch %s: %w", bid, err)
 	}
@@ -132,7 +141,7 @@ func Build(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusRepo
 // If that is none or all of them, nothing more is read; otherwise the
 // queue tells which by when their references were created, compared with
 // the report's last change (one read per job).
-func completedSince(ctx context.Context, q *queue.Client, bid string, prev *v1.StatusReport, completed []string) ([]string, error) {
+func completedSince(ctx context.Context, q Reads, bid string, prev *v1.StatusReport, completed []string) ([]string, error) {
 	wasFailed := map[string]bool{}
 	for _, jid := range prev.GetFailedJobs() {
 		wasFailed[jid] = true
@@ -159,7 +168,7 @@ func completedSince(ctx context.Context, q *queue.Client, bid string, prev *v1.S
 		unknown = nil
 	default:
 		var err error
-		if unknown, err = q.CompletedAfterReport(ctx, bid, unknown); err != nil {
+		if unknown, err = q.Batches.CompletedAfterReport(ctx, bid, unknown); err != nil {
 			return nil, fmt.Errorf("finding the jobs of batch %s completed since its last report: %w", bid, err)
 		}
 	}
@@ -189,7 +198,7 @@ func reportKey(bid string, prev *v1.StatusReport) string {
 }
 
 // section reads the first MaxListed of jids.
-func section(ctx context.Context, q *queue.Client, jids []string) (Section, error) {
+func section(ctx context.Context, q Reads, jids []string) (Section, error) {
 	s := Section{Total: len(jids)}
 	listed := jids[:min(len(jids), MaxListed)]
 	lines := make([]Line, len(listed))
@@ -212,8 +221,8 @@ func section(ctx context.Context, q *queue.Client, jids []string) (Section, erro
 	return s, nil
 }
 
-func line(ctx context.Context, q *queue.Client, jid string) (Line, error) {
-	j, err := q.GetJobParts(ctx, jid, queue.PartIdentifiers|queue.PartConfiguration)
+func line(ctx context.Context, q Reads, jid string) (Line, error) {
+	j, err := q.Jobs.GetJobParts(ctx, jid, queue.PartIdentifiers|queue.PartConfiguration)
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
 		return Line{JobID: jid, Message: "deleted while the report was written"}, nil

@@ -99,7 +99,7 @@ func TestCompletedSinceAReportWholeOrTrimmed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// No read is needed in these cases: a nil client would panic.
-			got, err := completedSince(ctx, nil, "bid0000000042", tt.prev, tt.completed)
+			got, err := completedSince(ctx, Reads{}, "bid0000000042", tt.prev, tt.completed)
 			if err != nil || !slices.Equal(got, tt.want) {
 				t.Errorf("got %v (%v), want %v", got, err, tt.want)
 			}

@@ -30,6 +30,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/protobuf/proto"
@@ -118,7 +119,7 @@ func fetched(t v1.PayloadType) bool {
 // says beyond sub (nil for others). A *PayloadError means the payload is
 // unusable; any other error (the context ended, say) leaves the batch to
 // be tried again.
-func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile) ([]queue.NewJob, *Reading, error) {
+func (p *Planner) Plan(ctx context.Context, bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile) ([]batches.NewJob, *Reading, error) {
 	sub, err := p.payloadOf(sub, merritt)
 	if err != nil {
 		return nil, nil, err
@@ -152,7 +153,7 @@ func (p *Planner) Keep(ctx context.Context, bid string, rd *Reading) error {
 // naming the URL (and both digests): the rows not yet created cannot be
 // known. A batch taken without a record (rec nil) is planned from a new
 // fetch; the caller checks the jobs it has against that plan.
-func (p *Planner) Replan(ctx context.Context, bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile, rec *queue.PayloadRecord) ([]queue.NewJob, error) {
+func (p *Planner) Replan(ctx context.Context, bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile, rec *queue.PayloadRecord) ([]batches.NewJob, error) {
 	if rec == nil || rec.SHA256 == "" {
 		jobs, _, err := p.Plan(ctx, bid, sub, merritt, prof)
 		return jobs, err
@@ -199,7 +200,7 @@ func (p *Planner) Replan(ctx context.Context, bid string, sub *v1.Submission, me
 
 // planReading makes the jobs of batch bid from rd (nil for a file or a
 // container).
-func (p *Planner) planReading(bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile, rd *Reading) ([]queue.NewJob, error) {
+func (p *Planner) planReading(bid string, sub *v1.Submission, merritt *queue.MerrittSubmission, prof *profile.Profile, rd *Reading) ([]batches.NewJob, error) {
 	b := &builder{p: p, bid: bid, sub: sub, merritt: merritt, prof: prof, rd: rd}
 	switch t := sub.GetType(); t {
 	case v1.PayloadType_PAYLOAD_TYPE_FILE, v1.PayloadType_PAYLOAD_TYPE_CONTAINER:
@@ -247,7 +248,7 @@ type builder struct {
 }
 
 // job is the common part of every job of the batch.
-func (b *builder) job(entry int, payloadURL string, t v1.PayloadType) queue.NewJob {
+func (b *builder) job(entry int, payloadURL string, t v1.PayloadType) batches.NewJob {
 	prio := int32(b.prof.Priority)
 	prio = max(0, min(prio, queue.MaxPriority))
 	mode := b.sub.GetSubmissionMode()
@@ -258,7 +259,7 @@ func (b *builder) job(entry int, payloadURL string, t v1.PayloadType) queue.NewJ
 	if b.merritt != nil {
 		responseType = b.merritt.ResponseForm
 	}
-	return queue.NewJob{
+	return batches.NewJob{
 		Priority: prio,
 		WorkRoot: b.p.Root.Dir(),
 		Configuration: &v1.JobConfiguration{
@@ -276,7 +277,7 @@ func (b *builder) job(entry int, payloadURL string, t v1.PayloadType) queue.NewJ
 }
 
 // single is a file or a container: one job whose manifest is the one file.
-func (b *builder) single(t v1.PayloadType) ([]queue.NewJob, error) {
+func (b *builder) single(t v1.PayloadType) ([]batches.NewJob, error) {
 	raw := b.sub.GetPayloadUrl()
 	name, err := fileNameOf(raw)
 	if err != nil {
@@ -297,7 +298,7 @@ func (b *builder) single(t v1.PayloadType) ([]queue.NewJob, error) {
 		}
 	}
 	j.Manifest = &v1.Manifest{Files: []*v1.ManifestFile{file}}
-	return []queue.NewJob{j}, nil
+	return []batches.NewJob{j}, nil
 }
 
 // merrittIdentifiers are the object's identifiers a submission of
@@ -388,7 +389,7 @@ func checkProfile(m *checkm.Manifest, t v1.PayloadType, raw string) error {
 }
 
 // objectManifest is one job whose files are the manifest's rows.
-func (b *builder) objectManifest() ([]queue.NewJob, error) {
+func (b *builder) objectManifest() ([]batches.NewJob, error) {
 	raw := b.sub.GetPayloadUrl()
 	m, err := b.manifest(raw, "object manifest")
 	if err != nil {
@@ -426,12 +427,12 @@ func (b *builder) objectManifest() ([]queue.NewJob, error) {
 			}
 		}
 	}
-	return []queue.NewJob{j}, nil
+	return []batches.NewJob{j}, nil
 }
 
 // batchManifest is one job per row: an object manifest (fetched later by
 // the Pending stage) or a container.
-func (b *builder) batchManifest(t v1.PayloadType) ([]queue.NewJob, error) {
+func (b *builder) batchManifest(t v1.PayloadType) ([]batches.NewJob, error) {
 	raw := b.sub.GetPayloadUrl()
 	what := "manifest of manifests"
 	if t == v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS {
@@ -444,7 +445,7 @@ func (b *builder) batchManifest(t v1.PayloadType) ([]queue.NewJob, error) {
 	if err := checkProfile(m, t, raw); err != nil {
 		return nil, err
 	}
-	jobs := make([]queue.NewJob, len(m.Entries))
+	jobs := make([]batches.NewJob, len(m.Entries))
 	for i, e := range m.Entries {
 		if _, err := fetch.CheckURL(e.FileURL, b.p.Policy); err != nil {
 			return nil, payloadErrorf(err, "%s %s: line %d: %v", what, raw, e.Line, err)

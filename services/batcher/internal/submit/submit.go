@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"google.golang.org/grpc/codes"
@@ -24,7 +25,7 @@ import (
 // Server implements BatchService.
 type Server struct {
 	v1.UnimplementedBatchServiceServer
-	Queue    *queue.Client
+	Batches  *batches.Client
 	Profiles *profile.Set
 	Policy   fetch.Policy
 	Logger   *slog.Logger
@@ -67,7 +68,7 @@ func (s *Server) Submit(ctx context.Context, req *v1.SubmitRequest) (*v1.SubmitR
 		Traceparent:    traceparent,
 		Collection:     prof.Collection,
 	}
-	bid, err := s.Queue.CreateBatch(ctx, sub)
+	bid, err := s.Batches.CreateBatch(ctx, sub)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -81,11 +82,11 @@ func (s *Server) GetBatchStatus(ctx context.Context, req *v1.GetBatchStatusReque
 	bid := req.GetBatchId()
 	if bid == "" {
 		var err error
-		if bid, err = s.Queue.BatchByUUID(ctx, req.GetBatchUuid()); err != nil {
+		if bid, err = s.Batches.BatchByUUID(ctx, req.GetBatchUuid()); err != nil {
 			return nil, rpcerr.FromQueue(err)
 		}
 	}
-	b, err := s.Queue.GetBatch(ctx, bid)
+	b, err := s.Batches.GetBatch(ctx, bid)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}

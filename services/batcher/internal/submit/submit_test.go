@@ -16,6 +16,8 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"go.opentelemetry.io/otel"
@@ -49,7 +51,7 @@ storage_target: local
 `
 
 type fixture struct {
-	q      *queue.Client
+	q      *session.Session
 	zkRoot string
 	conn   *grpc.ClientConn
 	client v1.BatchServiceClient
@@ -61,7 +63,7 @@ func newFixture(t *testing.T, policy fetch.Policy) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	f.q, err = queue.Connect(ctx, queue.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
+	f.q, err = session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: f.zkRoot, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func newFixture(t *testing.T, policy fetch.Policy) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1.RegisterBatchServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Policy: policy, Logger: log,
+	v1.RegisterBatchServiceServer(srv, &Server{Batches: batches.New(f.q), Profiles: profiles, Policy: policy, Logger: log,
 		TraceURL: "https://tracing.example/trace/{trace_id}"})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -126,7 +128,7 @@ func TestSubmitWritesAPendingBatchAndAnswersWithItsIDs(t *testing.T) {
 	if !queue.ValidBatchID(resp.GetBatchId()) || resp.GetBatchUuid() != req.BatchUuid {
 		t.Errorf("Submit answered %v", resp)
 	}
-	b, err := f.q.GetBatch(context.Background(), resp.GetBatchId())
+	b, err := batches.New(f.q).GetBatch(context.Background(), resp.GetBatchId())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestSubmitWritesAPendingBatchAndAnswersWithItsIDs(t *testing.T) {
 	if !strings.Contains(sub.GetTraceparent(), callerTrace) || sub.GetTraceparent() != resp.GetTraceparent() {
 		t.Errorf("stored traceparent %q (answered %q) does not continue trace %s", sub.GetTraceparent(), resp.GetTraceparent(), callerTrace)
 	}
-	if bid, err := f.q.BatchByUUID(context.Background(), req.BatchUuid); err != nil || bid != resp.GetBatchId() {
+	if bid, err := batches.New(f.q).BatchByUUID(context.Background(), req.BatchUuid); err != nil || bid != resp.GetBatchId() {
 		t.Errorf("uuid lookup: %s %v", bid, err)
 	}
 	st, err := f.client.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchUuid{BatchUuid: req.BatchUuid}})

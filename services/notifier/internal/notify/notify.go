@@ -12,6 +12,7 @@ import (
 	"github.com/ingestq/ingestq/services/notifier/internal/callback"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/workdir"
 )
@@ -77,5 +78,5 @@ func (n *Notifier) Handle(ctx context.Context, claim stage.Claim) stage.Outcome 
 			done = append(done, "working folder removed")
 		}
 	}
-	return stage.Next(queue.Change{Message: strings.Join(done, "; ")})
+	return stage.Next(jobs.Change{Message: strings.Join(done, "; ")})
 }

@@ -23,7 +23,10 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -63,7 +66,7 @@ func (r *receiver) calls() int {
 }
 
 type env struct {
-	q        *queue.Client
+	q        *session.Session
 	workRoot string
 }
 
@@ -107,7 +110,7 @@ func newNotifier(t *testing.T, workRoot, callbackURL string) *Notifier {
 func (e *env) run(t *testing.T, callbackURL string) {
 	t.Helper()
 	n := newNotifier(t, e.workRoot, callbackURL)
-	r, err := stage.New(e.q, stage.Config{Service: "notifier", Name: "notifying", From: queue.Notify, To: queue.Completed, Handler: n.Handle})
+	r, err := stage.New(jobs.New(e.q), stage.Config{Service: "notifier", Name: "notifying", From: queue.Notify, To: queue.Completed, Handler: n.Handle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,14 +129,14 @@ func (e *env) spawn(t *testing.T, profileName string) (jid, wd string) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(wd, "producer", "a.txt"), []byte("a"), 0o644)
-	jid = queuetest.Spawn(t, e.q, queue.NewJob{
+	jid = queuetest.Spawn(t, e.q, batches.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: profileName, WorkingDir: wd},
 		Identifiers:   &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001", "loc002"}},
 	}, queue.Storing)
-	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Recording,
+	queuetest.Move(t, e.q, jid, jobs.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "update", Version: 2},
 		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "update", Version: 2}})
-	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Notify})
+	queuetest.Move(t, e.q, jid, jobs.Change{To: queue.Notify})
 	return jid, wd
 }
 
@@ -160,7 +163,7 @@ func TestACallbackIsDeliveredAndTheJobCompletes(t *testing.T) {
 	if rcv.calls() != 1 || rcv.types[0] != "application/json" {
 		t.Fatalf("%d callbacks (%v), want one JSON POST", rcv.calls(), rcv.types)
 	}
-	job, err := e.q.GetJob(context.Background(), jid)
+	job, err := jobs.NewReader(e.q).GetJob(context.Background(), jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +185,7 @@ func TestACallbackIsDeliveredAndTheJobCompletes(t *testing.T) {
 		t.Errorf("message %q", st.GetMessage())
 	}
 	// The batch learns of it through its reference.
-	counts, err := e.q.BatchCounts(context.Background(), job.GetBid())
+	counts, err := batches.New(e.q).BatchCounts(context.Background(), job.GetBid())
 	if err != nil || counts.GetCompleted() != 1 || counts.GetProcessing() != 0 {
 		t.Errorf("batch counts %v, %v; want one completed job", counts, err)
 	}
@@ -195,8 +198,8 @@ func TestACallbackLeavesOutAVersionTheJobDoesNotSay(t *testing.T) {
 	e := start(t, srv.URL+"/cb")
 	// A peer processed the job and wrote no version: the manifest URL,
 	// though it looks like the local store's, is not read for one.
-	jid := queuetest.Spawn(t, e.q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Recording)
-	queuetest.Move(t, e.q, jid, queue.Change{To: queue.Notify, Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add"}})
+	jid := queuetest.Spawn(t, e.q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Recording)
+	queuetest.Move(t, e.q, jid, jobs.Change{To: queue.Notify, Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add"}})
 	if st := e.ended(t, jid); st.GetStatus() != queue.Completed || rcv.calls() != 1 {
 		t.Fatalf("job %s %q after %d calls, want Completed after 1", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls())
 	}
@@ -223,7 +226,7 @@ func TestACallbackThatKeepsFailingFailsTheJobAndAnAdminCanRetry(t *testing.T) {
 	rcv.mu.Lock()
 	rcv.script = []int{500, 500, 500, 200}
 	rcv.mu.Unlock()
-	if _, err := admin.New(e.q).RequeueJob(context.Background(), jid, 0, "receiver fixed"); err != nil {
+	if _, err := admin.New(e.q).Jobs.Requeue(context.Background(), jid, 0, "receiver fixed"); err != nil {
 		t.Fatal(err)
 	}
 	st = e.ended(t, jid)
@@ -245,7 +248,7 @@ func TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver(t *testing.T)
 	}
 	defer conn.Close()
 	acl := zk.WorldACL(zk.PermAll)
-	jobs := e.q.Root() + "/jobs"
+	jobs := e.q.Paths().Root() + "/jobs"
 	created, err := conn.Create(jobs+"/jid", nil, zk.FlagSequence, acl)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +274,7 @@ func TestAJobNamingABatchThatDoesNotExistIsFailedNotRetriedForEver(t *testing.T)
 		!strings.Contains(st.GetMessage(), "cannot go on to Completed") {
 		t.Errorf("job %s %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
-	rep, err := admin.New(e.q).Fsck(context.Background(), admin.FsckOptions{})
+	rep, err := admin.New(e.q).Queue.Fsck(context.Background(), admin.FsckOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/fetch"
-	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -27,7 +27,7 @@ type Minter interface {
 // Claim is what minting uses of a claimed job (a stage.Claim).
 type Claim interface {
 	Data() *v1.Job
-	Update(ctx context.Context, ch queue.Change) error
+	Update(ctx context.Context, ch jobs.Change) error
 	MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error)
 }
 
@@ -78,7 +78,7 @@ func (m EZID) Mint(ctx context.Context, claim Claim) (string, error) {
 		ids = proto.Clone(claim.Data().GetIdentifiers()).(*v1.Identifiers)
 	}
 	ids.PrimaryId = ark
-	if err := claim.Update(ctx, queue.Change{Identifiers: ids}); err != nil {
+	if err := claim.Update(ctx, jobs.Change{Identifiers: ids}); err != nil {
 		return "", fmt.Errorf("EZID minted %s but recording it in the job failed: %w", ark, err)
 	}
 	return ark, nil

@@ -17,6 +17,8 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage/stagetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -27,10 +29,16 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 func TestLocalMintsOnceAcrossARestartedJob(t *testing.T) {
 	c := queuetest.Connect(t, zktest.Root(t))
 	ctx := context.Background()
-	jid := queuetest.Spawn(t, c, queue.NewJob{Identifiers: &v1.Identifiers{LocalId: []string{"loc001"}}}, queue.Processing)
+	jid := queuetest.Spawn(t, c, batches.NewJob{Identifiers: &v1.Identifiers{LocalId: []string{"loc001"}}}, queue.Processing)
 	m := Local{Shoulder: "ark:/99999/fk4"}
 
-	cl := queuetest.Claim(t, c, jid)
+	// One processor: one client, whose counter block the restarted job
+	// and the next one draw from.
+	jc := jobs.New(c)
+	cl, err := jc.ClaimJob(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	first, err := m.Mint(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +50,9 @@ func TestLocalMintsOnceAcrossARestartedJob(t *testing.T) {
 	if err := cl.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cl = queuetest.Claim(t, c, jid)
+	if cl, err = jc.ClaimJob(ctx, jid); err != nil {
+		t.Fatal(err)
+	}
 	if got := cl.Job.GetIdentifiers(); got.GetPrimaryId() != first || len(got.GetLocalId()) != 1 || got.GetLocalId()[0] != "loc001" {
 		t.Fatalf("identifiers in ZooKeeper after the restart: %v, want %s and loc001", got, first)
 	}
@@ -53,8 +63,10 @@ func TestLocalMintsOnceAcrossARestartedJob(t *testing.T) {
 	cl.Release(ctx)
 
 	// The counter did not move: the next job gets number 2.
-	other := queuetest.Spawn(t, c, queue.NewJob{}, queue.Processing)
-	cl = queuetest.Claim(t, c, other)
+	other := queuetest.Spawn(t, c, batches.NewJob{}, queue.Processing)
+	if cl, err = jc.ClaimJob(ctx, other); err != nil {
+		t.Fatal(err)
+	}
 	defer cl.Release(ctx)
 	second, err := m.Mint(ctx, cl)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/stage/stagetest"
 	"google.golang.org/protobuf/proto"
@@ -38,7 +39,7 @@ import (
 // are about.
 
 // memQueue is a Queue held in memory: the local id bindings in a map, and
-// every lock free. Its locks are nil, which a commit (queue.Change.Unlock)
+// every lock free. Its locks are nil, which a commit (jobs.Change.Unlock)
 // and the processor's unlock skip.
 type memQueue struct {
 	mu       sync.Mutex
@@ -71,11 +72,11 @@ func (q *memQueue) BindLocalID(_ context.Context, owner, localID, ark string) (s
 	return ark, nil
 }
 
-func (q *memQueue) LockLocalID(context.Context, string, string) (*queue.ObjectLock, error) {
+func (q *memQueue) LockLocalID(context.Context, string, string) (*jobs.ObjectLock, error) {
 	return nil, nil
 }
 
-func (q *memQueue) LockStorage(context.Context, string) (*queue.ObjectLock, error) { return nil, nil }
+func (q *memQueue) LockStorage(context.Context, string) (*jobs.ObjectLock, error) { return nil, nil }
 
 // memEnv is a processor over jobs held in memory.
 type memEnv struct {

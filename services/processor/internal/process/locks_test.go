@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -123,7 +124,7 @@ func TestEveryWayOutOfProcessingReleasesTheLocalIDLocks(t *testing.T) {
 		raw := zktest.RawConn(t)
 		peer := merrittzk.Connect(t, zktest.Servers(t), e.zkRoot)
 		const busy = "loc-w2_ark:/99999/j2owner"
-		if ok, err := peer.LockLocalID(busy); !ok || err != nil {
+		if ok, err := peer.Locks().LocalID(busy); !ok || err != nil {
 			t.Fatalf("peer lock: %v, %v", ok, err)
 		}
 		// It takes loc-w1 and "loc-w1;loc-w2" before it meets loc-w2's.
@@ -236,7 +237,7 @@ func TestEveryWayOutOfProcessingReleasesTheLocalIDLocks(t *testing.T) {
 	t.Run("it fails before its ARK is settled", func(t *testing.T) {
 		e := start(t, "")
 		raw := zktest.RawConn(t)
-		if _, err := e.q.BindLocalID(context.Background(), "ark:/99999/j2owner", "loc-x", "ark:/99999/fk4other"); err != nil {
+		if _, err := jobs.New(e.q).BindLocalID(context.Background(), "ark:/99999/j2owner", "loc-x", "ark:/99999/fk4other"); err != nil {
 			t.Fatal(err)
 		}
 		jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"},
@@ -278,7 +279,7 @@ func TestAPanicWhileStoringLeavesNoStorageLock(t *testing.T) {
 		t.Errorf("storage locks left by the panic: %v (%v)", names, err)
 	}
 	ctx := context.Background()
-	if _, err := admin.New(e.q).RequeueJob(ctx, jid, queue.Storing, "test: store again"); err != nil {
+	if _, err := admin.New(e.q).Jobs.Requeue(ctx, jid, queue.Storing, "test: store again"); err != nil {
 		t.Fatal(err)
 	}
 	if job := e.ended(t, jid); job.GetStatus().GetStatus() != queue.Recording {

@@ -24,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/protobuf/proto"
@@ -35,16 +36,16 @@ const StorageManifest = "storage-manifest.checkm"
 
 // Queue is what the handlers use of the queue beside the job's claim: the
 // bindings of local ids to ARKs, and the object locks a job's commit
-// releases (queue.Change.Unlock). *queue.Client is one; being an
+// releases (jobs.Change.Unlock). *jobs.Client is one; being an
 // interface, the handlers' decisions are tested without ZooKeeper.
 type Queue interface {
 	LookupLocalID(ctx context.Context, owner, localID string) (string, error)
 	BindLocalID(ctx context.Context, owner, localID, ark string) (string, error)
-	LockLocalID(ctx context.Context, localID, owner string) (*queue.ObjectLock, error)
-	LockStorage(ctx context.Context, ark string) (*queue.ObjectLock, error)
+	LockLocalID(ctx context.Context, localID, owner string) (*jobs.ObjectLock, error)
+	LockStorage(ctx context.Context, ark string) (*jobs.ObjectLock, error)
 }
 
-var _ Queue = (*queue.Client)(nil)
+var _ Queue = (*jobs.Client)(nil)
 
 // Processor handles jobs in Processing and in Storing.
 type Processor struct {
@@ -94,7 +95,7 @@ func (p *Processor) Handle(ctx context.Context, claim stage.Claim) stage.Outcome
 // job is released, a failure fails the job, anything else is tried again.
 // The object locks the step holds (unlock) go with the outcome's commit,
 // or after it if it does not happen; a released job's at once.
-func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome, err error, unlock []*queue.ObjectLock) stage.Outcome {
+func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome, err error, unlock []*jobs.ObjectLock) stage.Outcome {
 	if err == nil {
 		return out
 	}
@@ -104,18 +105,18 @@ func (p *Processor) outcome(ctx context.Context, step string, out stage.Outcome,
 		p.unlock(ctx, unlock)
 		return stage.Release() // the job was lost; nothing may be committed
 	case errors.As(err, &fail):
-		return stage.To(queue.Failed, queue.Change{Message: fail.msg, Unlock: unlock})
+		return stage.To(queue.Failed, jobs.Change{Message: fail.msg, Unlock: unlock})
 	default:
 		// The queue itself is in trouble (a read failed): try again later.
 		p.logger().WarnContext(ctx, step+" interrupted; will retry", "error", err)
-		return stage.Wait(p.lockRetry(), queue.Change{Unlock: unlock})
+		return stage.Wait(p.lockRetry(), jobs.Change{Unlock: unlock})
 	}
 }
 
 // unlock releases object locks the job's commit does not. A nil lock is
 // none, as in a commit's Unlock (a Queue that keeps its locks in memory
 // gives nil).
-func (p *Processor) unlock(ctx context.Context, locks []*queue.ObjectLock) {
+func (p *Processor) unlock(ctx context.Context, locks []*jobs.ObjectLock) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, l := range locks {
@@ -138,7 +139,7 @@ func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(
 // process is the processing step. It returns its outcome, or its error,
 // with the local id locks it holds (lockLocalIDs) for the outcome's commit
 // to release: none when it stopped before its ARK was settled.
-func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outcome, []*queue.ObjectLock, error) {
+func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outcome, []*jobs.ObjectLock, error) {
 	dir, err := claim.WorkingDir(ctx, p.WorkRoot)
 	if err != nil {
 		if errors.Is(err, queue.ErrCorrupt) {
@@ -158,7 +159,7 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 	held, err := p.lockLocalIDs(ctx, claim.Data().GetIdentifiers().GetLocalId(), owner)
 	if errors.Is(err, queue.ErrLocked) {
 		p.logger().InfoContext(ctx, "a local id of the job is locked elsewhere (looked up, minted, or its job in Processing); waiting", "error", err)
-		return stage.Wait(p.lockRetry(), queue.Change{}), nil, nil
+		return stage.Wait(p.lockRetry(), jobs.Change{}), nil, nil
 	}
 	if err != nil {
 		return stage.Outcome{}, nil, err
@@ -183,7 +184,7 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 
 // describe writes the system files of the job's object, named ark by
 // identify, and its storage manifest; the job's commit releases unlock.
-func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark string, declared *v1.Manifest, unlock []*queue.ObjectLock) (stage.Outcome, error) {
+func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark string, declared *v1.Manifest, unlock []*jobs.ObjectLock) (stage.Outcome, error) {
 	job := claim.Data()
 	conf := job.GetConfiguration()
 	localIDs := claim.Data().GetIdentifiers().GetLocalId()
@@ -210,7 +211,7 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 		return stage.Outcome{}, failf("storage manifest of %s: %v", ark, err)
 	}
 	p.logger().InfoContext(ctx, "object processed", "ark", ark, "files", len(entries))
-	return stage.Next(queue.Change{
+	return stage.Next(jobs.Change{
 		Message: fmt.Sprintf("processed %s (%d files): to be stored", ark, len(entries)),
 		// What the storing step stores, as the peer library's store node
 		// says it: the storage manifest, and the version's mode.
@@ -261,7 +262,7 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim, owner strin
 			next = proto.Clone(ids).(*v1.Identifiers)
 		}
 		next.PrimaryId = ark
-		if err := claim.Update(ctx, queue.Change{Identifiers: next}); err != nil {
+		if err := claim.Update(ctx, jobs.Change{Identifiers: next}); err != nil {
 			return "", fmt.Errorf("recording %s: %w", ark, err)
 		}
 	}
@@ -295,7 +296,7 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim, owner strin
 // meanwhile. A lock someone holds releases those taken and is ErrLocked.
 // The locks are ephemeral: a processor that dies frees them. A job without
 // local ids takes none.
-func (p *Processor) lockLocalIDs(ctx context.Context, localIDs []string, owner string) ([]*queue.ObjectLock, error) {
+func (p *Processor) lockLocalIDs(ctx context.Context, localIDs []string, owner string) ([]*jobs.ObjectLock, error) {
 	var names []string
 	for _, lid := range localIDs {
 		if lid != "" && !slices.Contains(names, lid) {
@@ -306,7 +307,7 @@ func (p *Processor) lockLocalIDs(ctx context.Context, localIDs []string, owner s
 		names = append(names, strings.Join(localIDs, ";"))
 	}
 	slices.Sort(names)
-	var held []*queue.ObjectLock
+	var held []*jobs.ObjectLock
 	for _, lid := range names {
 		l, err := p.Queue.LockLocalID(ctx, lid, owner)
 		if errors.Is(err, queue.ErrInvalid) {

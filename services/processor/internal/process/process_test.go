@@ -19,8 +19,11 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -58,7 +61,7 @@ func newFiles(t *testing.T, storeRoot string) files {
 // env is a queue, a work root, a store root and a running processor.
 type env struct {
 	files
-	q       *queue.Client
+	q       *session.Session
 	zkRoot  string
 	storing bool                     // the storing step runs
 	minter  mint.Minter              // nil: mint.Local
@@ -88,7 +91,7 @@ func newEnv(t *testing.T, storeRoot string, storing bool) *env {
 
 // run starts a processor replica's stages on q, chained as stage.Start
 // chains them, and returns its runners by stage name.
-func (e *env) run(t *testing.T, q *queue.Client, storing bool) map[string]*stage.Runner {
+func (e *env) run(t *testing.T, q *session.Session, storing bool) map[string]*stage.Runner {
 	t.Helper()
 	var m mint.Minter = mint.Local{Shoulder: shoulder}
 	if e.minter != nil {
@@ -98,13 +101,14 @@ func (e *env) run(t *testing.T, q *queue.Client, storing bool) map[string]*stage
 	if e.storage != nil {
 		st = e.storage
 	}
-	p := &Processor{Queue: q, Minter: m, Storage: st,
+	jc := jobs.New(q)
+	p := &Processor{Queue: jc, Minter: m, Storage: st,
 		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6}
 	runners := map[string]*stage.Runner{}
 	var prev *stage.Runner
 	for _, cfg := range p.StageConfigs(storing) {
 		cfg.Service, cfg.Concurrency = "processor", 2
-		r, err := stage.New(q, cfg)
+		r, err := stage.New(jc, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +147,7 @@ func sha(s string) string    { h := sha256.Sum256([]byte(s)); return hex.EncodeT
 
 // newJob writes the object's producer files into a fresh working folder
 // and returns its job.
-func (f files) newJob(t *testing.T, o object) (job queue.NewJob, wd string) {
+func (f files) newJob(t *testing.T, o object) (job batches.NewJob, wd string) {
 	t.Helper()
 	wd, err := os.MkdirTemp(f.workRoot, "job")
 	if err != nil {
@@ -161,7 +165,7 @@ func (f files) newJob(t *testing.T, o object) (job queue.NewJob, wd string) {
 				Url: "http://127.0.0.1:1/" + name})
 		}
 	}
-	return queue.NewJob{
+	return batches.NewJob{
 		Configuration: &v1.JobConfiguration{ProfileName: "demo", Collection: "demo_coll", WorkingDir: wd,
 			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: o.mode},
 		Identifiers: o.ids, Metadata: o.md, Manifest: &v1.Manifest{Files: declared},
@@ -183,7 +187,7 @@ func (e *env) ended(t *testing.T, jid string) *v1.Job {
 	var job *v1.Job
 	queuetest.Eventually(t, jid+" leaves the processor", func() bool {
 		var err error
-		job, err = e.q.GetJob(context.Background(), jid)
+		job, err = jobs.NewReader(e.q).GetJob(context.Background(), jid)
 		st := job.GetStatus().GetStatus()
 		return err == nil && st != queue.Processing && (st != queue.Storing || !e.storing) && !job.GetLocked()
 	})
@@ -226,7 +230,7 @@ func TestStoringWaitsForTheStorageLock(t *testing.T) {
 	e := start(t, "")
 	ctx := context.Background()
 	const ark = "ark:/99999/fk4busy"
-	lock, err := e.q.LockStorage(ctx, ark) // as another job storing the object would
+	lock, err := jobs.New(e.q).LockStorage(ctx, ark) // as another job storing the object would
 
 	if err != nil {
 		t.Fatal(err)
@@ -253,14 +257,14 @@ func TestNoARKIsMintedForALocalIDWhileMerrittsIngestHoldsItsLock(t *testing.T) {
 	// Merritt's ingest service locks "<local id>_<owner's ARK>" while it
 	// looks the local id up or mints its ARK (the owner of profile demo).
 	const lockName = "loc-busy_ark:/99999/j2owner"
-	if ok, err := peer.LockLocalID(lockName); !ok || err != nil {
+	if ok, err := peer.Locks().LocalID(lockName); !ok || err != nil {
 		t.Fatalf("peer lock: %v, %v", ok, err)
 	}
 	jid, _ := e.spawn(t, object{files: map[string]string{"a": "a"}, ids: &v1.Identifiers{LocalId: []string{"loc-busy"}}})
 	queuetest.Eventually(t, "the processor met the local id lock (or went past it)", func() bool {
 		return e.runners["processing"].Status().GetOutcomes()["retried"] > 0 || queuetest.Status(t, e.q, jid).GetStatus() != queue.Processing
 	})
-	job, err := e.q.GetJob(ctx, jid)
+	job, err := jobs.NewReader(e.q).GetJob(ctx, jid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +272,10 @@ func TestNoARKIsMintedForALocalIDWhileMerrittsIngestHoldsItsLock(t *testing.T) {
 		t.Fatalf("while Merritt held the local id's lock the job went to %s with ARK %q",
 			queue.JobStateName(job.GetStatus().GetStatus()), job.GetIdentifiers().GetPrimaryId())
 	}
-	if _, err := e.q.LookupLocalID(ctx, "ark:/99999/j2owner", "loc-busy"); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := jobs.New(e.q).LookupLocalID(ctx, "ark:/99999/j2owner", "loc-busy"); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("the local id was bound meanwhile: %v", err)
 	}
-	if err := peer.UnlockLocalID(lockName); err != nil {
+	if err := peer.Locks().UnlockLocalID(lockName); err != nil {
 		t.Fatal(err)
 	}
 	job = e.ended(t, jid)
@@ -282,14 +286,14 @@ func TestNoARKIsMintedForALocalIDWhileMerrittsIngestHoldsItsLock(t *testing.T) {
 	if held, err := peer.Exists("/locks/localid/" + merrittzk.LockName(lockName)); err != nil || held {
 		t.Errorf("local id lock left behind: %v, %v", held, err)
 	}
-	if ok, err := peer.LockLocalID(lockName); !ok || err != nil {
+	if ok, err := peer.Locks().LocalID(lockName); !ok || err != nil {
 		t.Errorf("Merritt cannot take the lock after the processor: %v, %v", ok, err)
 	}
 }
 
 // localIDLockRequests counts the requests q sent on local id locks, by
 // operation ("multi.create" for one inside a multi).
-func localIDLockRequests(q *queue.Client) map[string]int64 {
+func localIDLockRequests(q *session.Session) map[string]int64 {
 	n := map[string]int64{}
 	for _, r := range q.Requests() {
 		if r.Node == "locks/localid/*" {

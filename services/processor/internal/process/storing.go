@@ -10,6 +10,7 @@ import (
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 )
 
@@ -58,7 +59,7 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	lock, err := p.Queue.LockStorage(ctx, ark)
 	if errors.Is(err, queue.ErrLocked) {
 		p.logger().InfoContext(ctx, "object is being stored by another job; waiting", "ark", ark)
-		return stage.Wait(p.lockRetry(), queue.Change{}), nil
+		return stage.Wait(p.lockRetry(), jobs.Change{}), nil
 	}
 	if err != nil {
 		return stage.Outcome{}, fmt.Errorf("taking the storage lock of %s: %w", ark, err)
@@ -69,7 +70,7 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	carried := false
 	defer func() {
 		if !carried {
-			p.unlock(ctx, []*queue.ObjectLock{lock})
+			p.unlock(ctx, []*jobs.ObjectLock{lock})
 		}
 	}()
 	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest})
@@ -80,9 +81,9 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	// runner releases it after a commit that did not happen).
 	carried = true
 	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "manifest_url", v.ManifestURL)
-	return stage.Next(queue.Change{
+	return stage.Next(jobs.Change{
 		Message:   fmt.Sprintf("stored %s version %d", ark, v.Number),
 		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
-		Unlock:    []*queue.ObjectLock{lock},
+		Unlock:    []*jobs.ObjectLock{lock},
 	}), nil
 }

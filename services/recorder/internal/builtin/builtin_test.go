@@ -16,7 +16,10 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 
 	_ "modernc.org/sqlite"
@@ -46,10 +49,10 @@ func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) 
 
 // recordingJob puts a job in Recording as the processor leaves it after
 // storing version (0: a job that does not say, as a peer's).
-func recordingJob(t *testing.T, q *queue.Client, manifestURL string, version int32) string {
+func recordingJob(t *testing.T, q *session.Session, manifestURL string, version int32) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x", LocalId: []string{"loc001"}}}, queue.Storing)
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifestURL, Mode: "add", Version: version},
 		Inventory: &v1.Inventory{ManifestUrl: manifestURL, Mode: "add", Version: version}})
 	return jid
@@ -57,13 +60,13 @@ func recordingJob(t *testing.T, q *queue.Client, manifestURL string, version int
 
 // run runs a built-in recorder on q, recording into dbPath, until the test
 // ends; it returns the recorder's lease manager.
-func run(t *testing.T, q *queue.Client, dbPath string) *lease.Manager {
+func run(t *testing.T, q *session.Session, dbPath string) *lease.Manager {
 	t.Helper()
 	db, err := inventory.Open(context.Background(), dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := lease.New(q, lease.Options{})
+	m := lease.New(jobs.New(q), lease.Options{})
 	r := &Recorder{Leases: m, DB: db, LeaseDuration: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -154,7 +157,7 @@ func TestAPausedBuiltInRecorderTakesNothingUntilResumed(t *testing.T) {
 		{FileURL: "file:///s/v1/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("a", 64), FileSize: 5, FileName: "producer/a.txt"},
 	}), 1)
 	time.Sleep(500 * time.Millisecond)
-	if job, err := q.GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+	if job, err := jobs.NewReader(q).GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
 		t.Fatalf("job under a paused recorder: %v, %v; want it untouched in Recording", job, err)
 	}
 	m.Resume()

@@ -28,6 +28,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
@@ -91,8 +92,8 @@ type Options struct {
 
 // Manager hands out leases on the jobs of one queue client.
 type Manager struct {
-	q        *queue.Client
-	consumer *queue.Consumer
+	q        *jobs.Client
+	consumer *jobs.Consumer
 	opts     Options
 	log      *slog.Logger
 	// state is paused, draining, the leases out (from lease to commit)
@@ -109,8 +110,8 @@ var _ stage.Worker = (*Manager)(nil)
 // held is a live lease with what it holds.
 type held struct {
 	Lease
-	claim     *queue.Claim
-	lock      *queue.ObjectLock
+	claim     *jobs.Claim
+	lock      *jobs.ObjectLock
 	timer     *time.Timer
 	stopWatch func() bool // stops watching the claim's context
 	span      trace.Span
@@ -130,7 +131,7 @@ const (
 )
 
 // New returns a Manager taking jobs in Recording from q.
-func New(q *queue.Client, opts Options) *Manager {
+func New(q *jobs.Client, opts Options) *Manager {
 	if opts.DefaultDuration <= 0 {
 		opts.DefaultDuration = 5 * time.Minute
 	}
@@ -148,7 +149,7 @@ func New(q *queue.Client, opts Options) *Manager {
 	}
 	return &Manager{
 		q: q,
-		consumer: q.NewConsumer(queue.Recording, queue.ConsumerOptions{
+		consumer: q.NewConsumer(queue.Recording, jobs.ConsumerOptions{
 			Parts: queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid | queue.PartMetadata}),
 		opts: opts,
 		log:  opts.Logger,
@@ -223,7 +224,7 @@ func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, err
 
 // next claims a job: waiting for one, or, with no wait, only if one is
 // free now and the queue is not paused.
-func (m *Manager) next(ctx context.Context, wait time.Duration) (*queue.Claim, error) {
+func (m *Manager) next(ctx context.Context, wait time.Duration) (*jobs.Claim, error) {
 	if wait > 0 {
 		return m.consumer.Next(ctx)
 	}
@@ -239,7 +240,7 @@ var errSkipped = errors.New("job skipped")
 
 // hold turns a claim into a lease: the object's inventory lock is taken
 // and the expiry armed.
-func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration) (*Lease, error) {
+func (m *Manager) hold(ctx context.Context, claim *jobs.Claim, d time.Duration) (*Lease, error) {
 	job := claim.Job
 	logCtx := telemetry.WithJob(ctx, claim.ID(), job.GetBid())
 	ark, manifest := job.GetIdentifiers().GetPrimaryId(), job.GetInventory().GetManifestUrl()
@@ -256,7 +257,7 @@ func (m *Manager) hold(ctx context.Context, claim *queue.Claim, d time.Duration)
 		// The recorder's step of the job, though no lease: counted as any.
 		flight := m.state.Begin(logCtx, claim.ID(), job.GetBid())
 		m.log.WarnContext(logCtx, "job cannot be recorded", "message", problem)
-		err := claim.Commit(ctx, queue.Change{To: queue.Failed, Message: problem})
+		err := claim.Commit(ctx, jobs.Change{To: queue.Failed, Message: problem})
 		if err != nil {
 			m.log.WarnContext(logCtx, "failing the job", "error", err)
 			claim.Release(context.WithoutCancel(ctx))
@@ -430,7 +431,7 @@ func (m *Manager) buryLocked(id, why string) {
 
 // unlockAndRelease gives back what a lease held, whatever the caller's
 // context: the job to the queue, the object to other recorders.
-func unlockAndRelease(ctx context.Context, claim *queue.Claim, lock *queue.ObjectLock) {
+func unlockAndRelease(ctx context.Context, claim *jobs.Claim, lock *jobs.ObjectLock) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	claim.Release(ctx) // refused harmlessly if the claim was lost or committed
@@ -501,15 +502,15 @@ func (m *Manager) callSpan(ctx context.Context, h *held, name string) (context.C
 
 // Complete ends a lease with success: the job goes to Notify.
 func (m *Manager) Complete(ctx context.Context, id string) error {
-	return m.finish(ctx, id, queue.Change{To: queue.Notify}, "completed")
+	return m.finish(ctx, id, jobs.Change{To: queue.Notify}, "completed")
 }
 
 // Fail ends a lease with failure: the job goes to Failed with message.
 func (m *Manager) Fail(ctx context.Context, id, message string) error {
-	return m.finish(ctx, id, queue.Change{To: queue.Failed, Message: message}, "failed: "+message)
+	return m.finish(ctx, id, jobs.Change{To: queue.Failed, Message: message}, "failed: "+message)
 }
 
-func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why string) error {
+func (m *Manager) finish(ctx context.Context, id string, ch jobs.Change, why string) error {
 	h, err := m.live(id)
 	if err != nil {
 		return err
@@ -532,7 +533,7 @@ func (m *Manager) finish(ctx context.Context, id string, ch queue.Change, why st
 	// happened: once started, it runs to its end.
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	ch.Unlock = []*queue.ObjectLock{h.lock} // released with the commit
+	ch.Unlock = []*jobs.ObjectLock{h.lock} // released with the commit
 	err = h.claim.Commit(commitCtx, ch)
 	unlockAndRelease(ctx, h.claim, h.lock) // what the commit did not
 	// Counted as the commit ended, as a stage runner counts its steps.

@@ -11,7 +11,10 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -21,16 +24,16 @@ import (
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-func recordingJob(t *testing.T, q *queue.Client, ark string, inventory *v1.Inventory) string {
+func recordingJob(t *testing.T, q *session.Session, ark string, inventory *v1.Inventory) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: inventory})
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}}, queue.Storing)
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording, Inventory: inventory})
 	return jid
 }
 
 // leaseOne puts a job in Recording and leases it from m for a minute,
 // failing the test unless m leases that job.
-func leaseOne(t *testing.T, m *Manager, q *queue.Client) *Lease {
+func leaseOne(t *testing.T, m *Manager, q *session.Session) *Lease {
 	t.Helper()
 	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
 	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
@@ -42,19 +45,19 @@ func leaseOne(t *testing.T, m *Manager, q *queue.Client) *Lease {
 
 // meteredManager is a manager on q whose metrics the test reads with
 // metricsText; its spans stay in memory.
-func meteredManager(t *testing.T, q *queue.Client) (*Manager, *telemetry.Telemetry) {
+func meteredManager(t *testing.T, q *session.Session) (*Manager, *telemetry.Telemetry) {
 	t.Helper()
 	tel, err := telemetry.Setup(context.Background(), "recorder-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tel.Shutdown(context.Background()) })
-	return New(q, Options{Metrics: tel.Metrics}), tel
+	return New(jobs.New(q), Options{Metrics: tel.Metrics}), tel
 }
 
 func TestDrainEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
-	m := New(q, Options{})
+	m := New(jobs.New(q), Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
 	l, err := m.Lease(context.Background(), 10*time.Second, time.Hour)
 	if err != nil || l == nil || l.JobID != jid {
@@ -81,7 +84,7 @@ func TestDrainEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 	if err := m.Complete(context.Background(), l.ID); !errors.Is(err, ErrEnded) {
 		t.Errorf("Complete after Drain: %v, want ErrEnded", err)
 	}
-	if job, _ := q.GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+	if job, _ := jobs.NewReader(q).GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
 		t.Errorf("job after Drain: locked=%v %s; want free in Recording", job.GetLocked(), queue.JobStateName(job.GetStatus().GetStatus()))
 	}
 	if _, err := m.Lease(context.Background(), 0, 0); !errors.Is(err, ErrStopping) {
@@ -94,7 +97,7 @@ func TestDrainEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 
 func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
-	m := New(q, Options{})
+	m := New(jobs.New(q), Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x", nil)
 	l, err := m.Lease(context.Background(), 500*time.Millisecond, time.Minute)
 	if err != nil || l != nil {
@@ -152,11 +155,11 @@ func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	m := New(q, Options{Tracer: tp.Tracer("test")})
+	m := New(jobs.New(q), Options{Tracer: tp.Tracer("test")})
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4t"},
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4t"},
 		Configuration: &v1.JobConfiguration{Traceparent: traceparent}}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
 	l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
 	if err != nil || l == nil {
 		t.Fatalf("Lease = %v, %v", l, err)
@@ -223,8 +226,8 @@ func TestLeasesAreCountedByHowTheyEnded(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
 	m, tel := meteredManager(t, q)
 	for _, ark := range []string{"ark:/99999/fk4a", "ark:/99999/fk4b"} {
-		jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}, Configuration: &v1.JobConfiguration{}}, queue.Storing)
-		queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
+		jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark}, Configuration: &v1.JobConfiguration{}}, queue.Storing)
+		queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
 	}
 	done, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
 	if err != nil || done == nil {
@@ -277,7 +280,7 @@ func TestDrainWaitsForTheCommitOfACompletedLease(t *testing.T) {
 	root := zktest.Root(t)
 	slow, proxy := queuetest.ConnectThroughProxy(t, root, 10*time.Second)
 	q := queuetest.Connect(t, root)
-	m := New(slow, Options{})
+	m := New(jobs.New(slow), Options{})
 	l := leaseOne(t, m, q)
 	jid := l.JobID
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -11,7 +11,10 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -28,7 +31,7 @@ const token = "stage-service-test-token"
 // manager serving StageService and RecordingService on a loopback port of
 // the shared server.
 type replica struct {
-	q      *queue.Client
+	q      *session.Session
 	id     string
 	stages v1.StageServiceClient
 	leases v1.RecordingServiceClient
@@ -37,7 +40,7 @@ type replica struct {
 func start(t *testing.T) *replica {
 	t.Helper()
 	q := queuetest.Connect(t, zktest.Root(t))
-	m := lease.New(q, lease.Options{Address: "127.0.0.1:7406"})
+	m := lease.New(jobs.New(q), lease.Options{Address: "127.0.0.1:7406"})
 	if err := m.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +66,10 @@ func admin(t *testing.T) context.Context {
 }
 
 // recordingJob puts a job in Recording as the storing step leaves it.
-func recordingJob(t *testing.T, q *queue.Client) string {
+func recordingJob(t *testing.T, q *session.Session) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"}}, queue.Storing)
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording,
 		Inventory: &v1.Inventory{ManifestUrl: "file:///store/ark_99999_fk4x/v1/manifest.checkm", Mode: "add", Version: 1}})
 	return jid
 }
@@ -142,7 +145,7 @@ func TestAPausedRecorderLeasesNothingUntilResumed(t *testing.T) {
 		t.Errorf("Pause answered %v, want the worker paused", p.GetWorkers())
 	}
 	queuetest.Eventually(t, "the registry shows the pause", func() bool {
-		ws, err := qadmin.New(r.q).ListWorkers(context.Background())
+		ws, err := qadmin.New(r.q).Queue.ListWorkers(context.Background())
 		return err == nil && len(ws) == 1 && ws[0].GetPaused()
 	})
 	jid := recordingJob(t, r.q)
@@ -151,7 +154,7 @@ func TestAPausedRecorderLeasesNothingUntilResumed(t *testing.T) {
 			t.Fatalf("Lease waiting %s while paused = %v, %v; want an empty answer", wait, l, err)
 		}
 	}
-	if job, err := r.q.GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+	if job, err := jobs.NewReader(r.q).GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
 		t.Fatalf("job while paused: %v, %v; want it free in Recording", job, err)
 	}
 	// A call waiting when the pause ends takes the job.
@@ -198,7 +201,7 @@ func TestDrainGivesBackWhatIsLateAndLeasesNoMore(t *testing.T) {
 	if w := worker(t, d.GetWorkers()); d.GetInFlightLeft() != 1 || !w.GetDraining() || len(w.GetInFlight()) != 0 {
 		t.Errorf("Drain = %d left, worker %v; want 1 lease given back and the worker draining", d.GetInFlightLeft(), w)
 	}
-	if job, err := r.q.GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+	if job, err := jobs.NewReader(r.q).GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
 		t.Errorf("job after the drain: %v, %v; want it given back to Recording", job, err)
 	}
 	if _, err := r.leases.Complete(admin(t), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); status.Code(err) != codes.FailedPrecondition {

@@ -15,7 +15,10 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -33,19 +36,19 @@ const token = "recording-test-token"
 // serve runs RecordingService over a lease manager on q, on a loopback
 // port of the shared gRPC server (admin token, validation), and returns a
 // client.
-func serve(t *testing.T, q *queue.Client, opts lease.Options) v1.RecordingServiceClient {
+func serve(t *testing.T, q *session.Session, opts lease.Options) v1.RecordingServiceClient {
 	t.Helper()
 	return serveWith(t, q, opts, nil)
 }
 
 // serveWith serves RecordingService describing versions from store.
-func serveWith(t *testing.T, q *queue.Client, opts lease.Options, store *versions.Store) v1.RecordingServiceClient {
+func serveWith(t *testing.T, q *session.Session, opts lease.Options, store *versions.Store) v1.RecordingServiceClient {
 	t.Helper()
 	srv, err := server.New(server.Options{AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := lease.New(q, opts)
+	m := lease.New(jobs.New(q), opts)
 	v1.RegisterRecordingServiceServer(srv, Server{Leases: m, Versions: store})
 	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {
@@ -62,11 +65,11 @@ func authed() context.Context {
 }
 
 // recordingJob puts a job in Recording as the storing step leaves it.
-func recordingJob(t *testing.T, q *queue.Client, ark string) string {
+func recordingJob(t *testing.T, q *session.Session, ark string) string {
 	t.Helper()
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc001"}}}, queue.Storing)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: ark, LocalId: []string{"loc001"}}}, queue.Storing)
 	const manifest = "file:///store/ark_99999_fk4x/v3/manifest.checkm"
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording,
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording,
 		Store:     &v1.Store{ManifestUrl: manifest, Mode: "update"},
 		Inventory: &v1.Inventory{ManifestUrl: manifest, Mode: "update"}})
 	return jid
@@ -81,9 +84,9 @@ func leaseFor(t *testing.T, c v1.RecordingServiceClient, wait, d time.Duration) 
 	return resp
 }
 
-func locks(t *testing.T, q *queue.Client) []string {
+func locks(t *testing.T, q *session.Session) []string {
 	t.Helper()
-	_, inv, err := admin.New(q).ObjectLocks(context.Background())
+	_, inv, err := admin.New(q).Queue.ObjectLocks(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +113,7 @@ func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
 	if got := locks(t, q); len(got) != 1 || got[0] != "ark_99999_fk4x" {
 		t.Errorf("inventory locks %v, want the object's", got)
 	}
-	if job, _ := q.GetJob(context.Background(), jid); !job.GetLocked() {
+	if job, _ := jobs.NewReader(q).GetJob(context.Background(), jid); !job.GetLocked() {
 		t.Error("the leased job is not locked")
 	}
 	renewing := time.Now()
@@ -246,14 +249,14 @@ func TestAJobWhoseObjectIsBeingRecordedElsewhereWaits(t *testing.T) {
 	c := serve(t, q, lease.Options{LockRetry: 100 * time.Millisecond})
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 	// A Merritt Inventory working on the same tree records the object now.
-	lock, err := q.LockInventory(context.Background(), "ark:/99999/fk4x")
+	lock, err := jobs.New(q).LockInventory(context.Background(), "ark:/99999/fk4x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l := leaseFor(t, c, 500*time.Millisecond, time.Minute); l.GetLeaseId() != "" {
 		t.Fatalf("leased %v while its object's inventory lock was held", l)
 	}
-	if job, _ := q.GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+	if job, _ := jobs.NewReader(q).GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
 		t.Fatalf("job left locked=%v in %s", job.GetLocked(), queue.JobStateName(job.GetStatus().GetStatus()))
 	}
 	lock.Unlock(context.Background())
@@ -272,7 +275,7 @@ func TestALeaseEndsWithItsZooKeeperSession(t *testing.T) {
 	l := leaseFor(t, c, 10*time.Second, time.Hour)
 	proxy.Block() // the recorder loses ZooKeeper; its session expires
 	queuetest.Eventually(t, "the job is free again", func() bool {
-		job, err := q.GetJob(context.Background(), jid)
+		job, err := jobs.NewReader(q).GetJob(context.Background(), jid)
 		return err == nil && !job.GetLocked()
 	})
 	queuetest.Eventually(t, "the lease is refused", func() bool {
@@ -324,9 +327,9 @@ func TestALeaseSaysWhatAnInventoryRecordsAndWhereAnotherHostFetchesTheVersion(t 
 	}
 	c := serveWith(t, q, lease.Options{}, &versions.Store{Root: root, PublicURL: "http://127.0.0.1:7416"})
 	erc := &v1.Metadata{Who: "Doe, Jane", What: "Hello", When: "2026", Where: "ark:/99999/fk4x"}
-	jid := queuetest.Spawn(t, q, queue.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
+	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4x"},
 		Configuration: &v1.JobConfiguration{ProfileName: "demo_profile", Collection: "demo"}, Metadata: erc}, queue.Storing)
-	queuetest.Move(t, q, jid, queue.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(manifest), Mode: "add", Version: 3}})
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: checkm.FileURL(manifest), Mode: "add", Version: 3}})
 	resp := leaseFor(t, c, 10*time.Second, time.Minute)
 	if resp.GetJobId() != jid {
 		t.Fatalf("leased %q, want %s", resp.GetJobId(), jid)

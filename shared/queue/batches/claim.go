@@ -1,0 +1,381 @@
+package batches
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/session"
+)
+
+// BatchClaim is a batch this client holds the lock of; like a job Claim,
+// every change through it is fenced by the status version it owns.
+type BatchClaim struct {
+	c     *Client
+	Batch *v1.Batch
+	// Spawning is true while the batch's jobs are still being created (a
+	// batcher died half-way if it is set when the batch is claimed).
+	Spawning bool
+	// Payload is the record of the reading its jobs are made from (nil: the
+	// payload is not a fetched document, or the batch was taken without
+	// one).
+	Payload *queue.PayloadRecord
+	// LoadErr is set when the batch's submission is unreadable (not JSON,
+	// or a word in it ingestq does not know); Batch.Submission then holds
+	// what could be read. The batch can still be failed and reported
+	// through the claim.
+	LoadErr error
+	// Merritt is what a submission written by Merritt's ingest service
+	// says beyond Batch.Submission (nil for other submissions).
+	Merritt *queue.MerrittSubmission
+
+	hold *session.Hold // the batch's lock and the status version it owns
+	from queue.BatchState
+	// statusData and reportData are the status and status-report as
+	// read: a rewrite carries forward the keys other writers put there.
+	statusData, reportData []byte
+	// liveGuard checks that no job entered or left the batch's
+	// batch-processing folder since LiveJobs read it (nil: not read, or
+	// the batch has no such folder).
+	liveGuard *zk.CheckVersionRequest
+}
+
+// ID is the claimed batch's bid.
+func (bc *BatchClaim) ID() string { return bc.Batch.GetId() }
+
+// State is the batch's state as claimed (or as last committed with KeepLock).
+func (bc *BatchClaim) State() queue.BatchState { return bc.from }
+
+// Context ends when the claim's session is lost or the claim ends.
+func (bc *BatchClaim) Context() context.Context { return bc.hold.Context() }
+
+// ClaimBatch takes a batch's lock. ErrLocked: another consumer has it.
+func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error) {
+	if !queue.ValidBatchID(bid) {
+		return nil, fmt.Errorf("%w: %q is not a batch id (bidNNNNNNNNNN)", queue.ErrInvalid, bid)
+	}
+	statusPath := c.p.Batch(bid).Status()
+	data, stat, err := c.z.Get(ctx, statusPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("batch %s: %w", bid, queue.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", statusPath, err)
+	}
+	st, err := queue.DecodeBatchStatus(statusPath, data)
+	if err != nil {
+		return nil, err
+	}
+	hold, err := c.s.Locks().Take(ctx, "batch "+bid, c.p.Batch(bid).Lock(), statusPath, data, stat.Version)
+	switch {
+	case errors.Is(err, zk.ErrNodeExists):
+		return nil, fmt.Errorf("batch %s (%s): %w", bid, queue.BatchStateName(st.GetStatus()), queue.ErrLocked)
+	case errors.Is(err, zk.ErrBadVersion):
+		return nil, fmt.Errorf("batch %s changed while being claimed: %w", bid, queue.ErrLocked)
+	case errors.Is(err, zk.ErrNoNode):
+		return nil, fmt.Errorf("batch %s: %w", bid, queue.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("locking batch %s: %w", bid, err)
+	}
+	bc := &BatchClaim{c: c, hold: hold, from: st.GetStatus(), statusData: data}
+	release := func(err error) (*BatchClaim, error) {
+		bc.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	ps := []string{c.p.Batch(bid).Node(queue.NodeSubmission), c.p.Batch(bid).Node(queue.NodeStatusReport), c.p.Batch(bid).Node(queue.NodePayload)}
+	datas, err := readDatas(ctx, c.z, ps)
+	if err != nil {
+		return release(err)
+	}
+	if bc.Spawning, _, err = c.z.Exists(ctx, c.p.Batch(bid).Node(queue.NodeSpawning)); err != nil {
+		return release(err)
+	}
+	bc.Batch = &v1.Batch{Id: bid, Status: st, Locked: true}
+	if datas[0] != nil {
+		bc.Batch.Submission, bc.LoadErr = queue.DecodeSubmission(ps[0], datas[0])
+		bc.Merritt = queue.DecodeMerrittSubmission(ps[0], datas[0])
+	}
+	bc.reportData = datas[1]
+	if datas[1] != nil {
+		if bc.Batch.StatusReport, err = queue.DecodeStatusReport(ps[1], datas[1]); err != nil {
+			return release(err)
+		}
+	}
+	if datas[2] != nil {
+		if bc.Payload, err = queue.DecodePayloadRecord(ps[2], datas[2]); err != nil {
+			return release(err)
+		}
+	}
+	return bc, nil
+}
+
+// BatchChange is a batch transition: the new state, a message for the
+// status, optionally the report to store, and whether to keep the lock
+// (Reporting and the start of Processing keep it: work follows). A report
+// too large for its node is stored trimmed, with the totals of its lists
+// (see FitStatusReport); give it the batch's whole lists. Payload, only
+// with Pending → Processing, records the reading of the payload the jobs
+// are made from, written with the move, before any job exists.
+type BatchChange struct {
+	To       queue.BatchState
+	Message  string
+	Report   *v1.StatusReport
+	KeepLock bool
+	Payload  *queue.PayloadRecord
+	// IfNoJobMoved refuses the change (ErrLocked) if a job entered
+	// or left the batch's batch-processing folder since LiveJobs read it.
+	IfNoJobMoved bool
+}
+
+// fencedMulti runs ops after the batch's fencing checks (status version as
+// owned, lock present); failing either means the claim is lost.
+func (bc *BatchClaim) fencedMulti(ctx context.Context, status []byte, ops ...any) error {
+	_, err := bc.c.z.Multi(ctx, append(bc.hold.Fences(status), ops...)...)
+	if err == nil {
+		return nil
+	}
+	if idx := session.FailedOp(err); idx == 0 || idx == 1 {
+		bc.hold.Fenced(ctx)
+		return fmt.Errorf("batch %s: %w (%v)", bc.ID(), queue.ErrFenced, err)
+	}
+	return fmt.Errorf("batch %s: %w", bc.ID(), err)
+}
+
+// Commit moves the batch to ch.To in one fenced operation. Pending →
+// Processing also creates the batch's states folders (the "taken" marker)
+// and the spawning marker, and keeps the lock for job creation.
+//
+// With ch.IfNoJobMoved, the change is refused (ErrLocked) if a job
+// entered or left the batch's batch-processing folder since LiveJobs read
+// it, checked in the same operation.
+func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
+	var guard *zk.CheckVersionRequest
+	if ch.IfNoJobMoved {
+		guard = bc.liveGuard
+	}
+	if err := queue.CheckBatchMove(bc.ID(), bc.from, ch.To); err != nil {
+		return err
+	}
+	if ch.Payload != nil && (bc.from != queue.BatchPending || ch.To != queue.BatchProcessing) {
+		return fmt.Errorf("%w: batch %s: a payload record is written only with the move from Pending to Processing", queue.ErrInvalid, bc.ID())
+	}
+	if err := bc.hold.Finish(); err != nil {
+		return err
+	}
+	next := &v1.BatchStatus{Status: ch.To, LastModified: queue.NowStamp(), Message: ch.Message}
+	statusData := queue.RewriteBatchStatus(bc.statusData, next)
+	var ops []any
+	if guard != nil {
+		ops = append(ops, guard) // index 2, after fencedMulti's own checks
+	}
+	keep := ch.KeepLock
+	if ch.To == queue.BatchProcessing {
+		keep = true
+		ok, _, err := bc.c.z.Exists(ctx, bc.c.p.Batch(bc.ID()).States())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).States(), nil, 0))
+			for _, f := range queue.BatchRefFolders() {
+				ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Folder(f), nil, 0))
+			}
+		}
+		ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), nil, 0))
+		if ch.Payload != nil {
+			ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Node(queue.NodePayload), queue.EncodePayloadRecord(*ch.Payload), 0))
+		}
+	}
+	if bc.Spawning && ch.To != queue.BatchProcessing {
+		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
+	}
+	// The report as the node keeps it: trimmed to what a node holds, with
+	// its totals (see FitStatusReport); the claim's copy is the same.
+	var report *v1.StatusReport
+	var reportData []byte
+	if ch.Report != nil {
+		var data []byte
+		report, data = queue.FitStatusReport(ch.Report, queue.MaxNodeBytes)
+		// Another writer's keys are kept only while they fit.
+		if merged := queue.RewriteStatusReport(bc.reportData, data); len(merged) <= queue.MaxNodeBytes {
+			data = merged
+		}
+		reportData = data
+		rp := bc.c.p.Batch(bc.ID()).Node(queue.NodeStatusReport)
+		if bc.Batch.StatusReport != nil {
+			ops = append(ops, session.SetOp(rp, data, -1))
+		} else {
+			ops = append(ops, bc.c.z.CreateOp(rp, data, 0))
+		}
+	}
+	if !keep {
+		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1))
+	}
+	if err := bc.fencedMulti(ctx, statusData, ops...); err != nil {
+		if guard != nil && session.FailedOp(err) == 2 {
+			return fmt.Errorf("batch %s: a job of it was requeued or ended while it was being moved to %s: %w",
+				bc.ID(), queue.BatchStateName(ch.To), queue.ErrLocked)
+		}
+		return err
+	}
+	bc.hold.Moved()
+	bc.from = ch.To
+	bc.Batch.Status = next
+	bc.statusData = statusData
+	bc.Spawning = ch.To == queue.BatchProcessing
+	if ch.Payload != nil {
+		rec := *ch.Payload
+		bc.Payload = &rec
+	}
+	if report != nil {
+		bc.Batch.StatusReport = report
+		bc.reportData = reportData
+	}
+	if !keep {
+		bc.Batch.Locked = false
+		bc.hold.Settle()
+	}
+	return nil
+}
+
+// LiveJobs reads how many jobs of the batch are live (its batch-processing
+// folder's size), and remembers the folder's version for a Commit with
+// IfNoJobMoved: every move of a job into or out of the folder writes it,
+// so its version tells whether one moved since.
+func (bc *BatchClaim) LiveJobs(ctx context.Context) (int32, error) {
+	p := bc.c.p.Batch(bc.ID()).Folder(queue.FolderProcessing)
+	ok, stat, err := bc.c.z.Exists(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", p, err)
+	}
+	if !ok {
+		bc.liveGuard = nil // no job was ever created for the batch
+		return 0, nil
+	}
+	bc.liveGuard = session.CheckOp(p, stat.Version)
+	return stat.NumChildren, nil
+}
+
+// FinishSpawning marks the batch's jobs as all created and releases the lock;
+// from then on the batch is reported once its last job ends.
+func (bc *BatchClaim) FinishSpawning(ctx context.Context) error {
+	if err := bc.hold.Finish(); err != nil {
+		return err
+	}
+	if bc.from != queue.BatchProcessing {
+		return fmt.Errorf("batch %s is %s, not Processing: %w", bc.ID(), queue.BatchStateName(bc.from), queue.ErrWrongState)
+	}
+	var ops []any
+	if bc.Spawning {
+		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
+	}
+	ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1))
+	if err := bc.fencedMulti(ctx, nil, ops...); err != nil {
+		return err
+	}
+	bc.Spawning = false
+	bc.hold.Settle()
+	return nil
+}
+
+// StopSpawning ends the creation of a Processing batch's jobs before every
+// row of its payload became one (the payload changed, say): in one fenced
+// operation the batch's status message becomes msg, its payload record
+// keeps reason (PayloadRecord.SpawnStopped), the spawning marker goes and
+// the lock is released. The jobs it has go on; once they end the batch is
+// reported, and fails with reason.
+func (bc *BatchClaim) StopSpawning(ctx context.Context, reason, msg string) error {
+	if err := bc.hold.Finish(); err != nil {
+		return err
+	}
+	if bc.from != queue.BatchProcessing || !bc.Spawning {
+		return fmt.Errorf("batch %s: %w: only a Processing batch whose jobs are being created stops spawning", bc.ID(), queue.ErrWrongState)
+	}
+	if reason == "" {
+		return fmt.Errorf("%w: batch %s: stopping its spawning needs a reason", queue.ErrInvalid, bc.ID())
+	}
+	rec := queue.PayloadRecord{SpawnStopped: reason}
+	recPath := bc.c.p.Batch(bc.ID()).Node(queue.NodePayload)
+	var recOp any
+	if bc.Payload != nil {
+		rec.SHA256, rec.Size = bc.Payload.SHA256, bc.Payload.Size
+		recOp = session.SetOp(recPath, queue.EncodePayloadRecord(rec), -1)
+	} else {
+		recOp = bc.c.z.CreateOp(recPath, queue.EncodePayloadRecord(rec), 0)
+	}
+	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: msg}
+	statusData := queue.RewriteBatchStatus(bc.statusData, next)
+	if err := bc.fencedMulti(ctx, statusData, recOp, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1),
+		session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1)); err != nil {
+		return err
+	}
+	bc.Batch.Status = next
+	bc.statusData = statusData
+	bc.Batch.Locked = false
+	bc.Spawning = false
+	bc.Payload = &rec
+	bc.hold.Settle()
+	return nil
+}
+
+// Release gives the batch back untouched.
+func (bc *BatchClaim) Release(ctx context.Context) error { return bc.hold.Release(ctx) }
+
+// ReleaseWithMessage gives the batch back in its state, its status message
+// now msg: a batch left waiting for something says what. A message the
+// status holds already is not written again.
+func (bc *BatchClaim) ReleaseWithMessage(ctx context.Context, msg string) error {
+	if msg == bc.Batch.GetStatus().GetMessage() {
+		return bc.Release(ctx)
+	}
+	if err := bc.hold.Finish(); err != nil {
+		bc.hold.End()
+		return err
+	}
+	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: msg}
+	if err := bc.fencedMulti(ctx, queue.RewriteBatchStatus(bc.statusData, next), session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1)); err != nil {
+		bc.hold.End()
+		return err
+	}
+	bc.Batch.Status = next
+	bc.Batch.Locked = false
+	bc.hold.Settle()
+	return nil
+}
+
+// Remove removes the claimed batch, Completed or Deleted: every job it
+// references (jobs.Client.RemoveJobs), then its own tree, which ends the
+// claim. It returns the jobs removed, for their working directories. When
+// either step fails the claim is released: what is left is still a batch
+// (Deleted or Completed), which a later try, the cleanup or fsck finishes.
+func (bc *BatchClaim) Remove(ctx context.Context) ([]*v1.Job, error) {
+	if err := bc.hold.Finish(); err != nil {
+		return nil, err
+	}
+	if bc.from != queue.BatchCompleted && bc.from != queue.BatchDeleted {
+		return nil, fmt.Errorf("batch %s is %s, not Completed or Deleted: %w", bc.ID(), queue.BatchStateName(bc.from), queue.ErrWrongState)
+	}
+	refs, err := bc.c.r.BatchJobIDs(ctx, bc.ID())
+	if err != nil {
+		bc.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	var jids []string
+	for _, f := range queue.BatchRefFolders() {
+		jids = append(jids, refs[f]...)
+	}
+	removed, err := bc.c.j.RemoveJobs(ctx, jids)
+	if err != nil {
+		bc.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := bc.c.RemoveBatchTree(ctx, bc.ID(), bc.Batch.GetSubmission().GetBatchId()); err != nil {
+		bc.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	bc.hold.Settle() // the batch's tree went with its lock
+	return removed, nil
+}

@@ -1,0 +1,285 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/zktest"
+)
+
+// TestReleaseDuringAConnectionLossFreesTheJobOnceReconnected: a consumer
+// gives a job back while its connection is down but its session lives on
+// (as during a ZooKeeper leader election). The release must go through
+// once the connection is back: a lock left behind would hold the job for as
+// long as the consumer lives, with nobody working on it.
+func TestReleaseDuringAConnectionLossFreesTheJobOnceReconnected(t *testing.T) {
+	root := zktest.Root(t)
+	a, proxy := proxiedClient(t, root, 20*time.Second)
+	b := newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, b, 1, queue.DefaultPriority)
+	cl, err := a.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := a.s.ID()
+	proxy.Block()
+	released := make(chan error, 1)
+	go func() { released <- cl.Release(context.WithoutCancel(ctx)) }()
+	// The connection stays down a moment, well inside the session timeout.
+	time.Sleep(500 * time.Millisecond)
+	proxy.Unblock()
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatalf("Release across the connection loss: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Release never returned")
+	}
+	if a.s.ID() != sess {
+		t.Fatalf("the session changed (0x%x → 0x%x): the test needs it to survive the cut", sess, a.s.ID())
+	}
+	j, err := b.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetLocked() {
+		t.Fatalf("job %s still locked after its release", jids[0])
+	}
+	clB, _, err := b.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).TryNext(ctx)
+	if err != nil || clB == nil || clB.ID() != jids[0] {
+		t.Fatalf("another consumer could not take the released job: %v, %v", clB, err)
+	}
+}
+
+// TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock: a process
+// that lost its session (frozen, cut off) while it held an object's lock,
+// and comes back to unlock it, must not remove the lock another process
+// has taken since: that would let a third store the object at the same
+// time.
+func TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock(t *testing.T) {
+	root := zktest.Root(t)
+	a, proxy := proxiedClient(t, root, 2*time.Second)
+	b := newClientAt(t, root)
+	ctx := testCtx(t)
+	const ark = "ark:/99999/fk4unlock"
+	lockA, err := a.LockStorage(ctx, ark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Block()
+	// B gets the lock once the server has expired A's session.
+	var lockB *jobs.ObjectLock
+	for lockB == nil {
+		if lockB, err = b.LockStorage(ctx, ark); err != nil && ctx.Err() != nil {
+			t.Fatalf("B never got the lock: %v", err)
+		}
+		if lockB == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	proxy.Unblock()
+	unlockCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := lockA.Unlock(unlockCtx); err != nil {
+		t.Fatalf("A's late unlock: %v", err)
+	}
+	storage := storageLocks(t, b)
+	if len(storage) != 1 || storage[0] != queue.LockName(ark) {
+		t.Fatalf("storage locks after A's late unlock: %v; B's lock must stay", storage)
+	}
+	if err := lockB.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if storage := storageLocks(t, b); len(storage) != 0 {
+		t.Fatalf("B's unlock left %v", storage)
+	}
+}
+
+// TestMintingWhoseAnswerIsLostGivesOneIdentifier: the connection drops
+// while the minting multi is with the server (a ZooKeeper server goes
+// away), before or after the server applied it. Minting must not fail the
+// job: it learns from the job's identifiers whether its number was taken,
+// mints again if not, and never uses two numbers for one job.
+func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
+	cases := []struct {
+		name    string
+		applied bool // the server applied the multi before its answer was lost
+	}{
+		{"lost before the server applied it", false},
+		{"answer lost after the server applied it", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := zktest.Root(t)
+			c := newClientAt(t, root)
+			ctx := testCtx(t)
+			spawn(t, c, 1, queue.DefaultPriority)
+			cl, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := false
+			c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+				// The write that records the minted id in the job.
+				minting := writes(ops, c.p.Job(cl.ID()).Node(queue.NodeIdentifiers))
+				if !minting || cut {
+					return send(ops)
+				}
+				cut = true
+				if tc.applied {
+					send(ops)
+				}
+				return nil, zk.ErrConnectionClosed
+			})
+			id, err := cl.MintFromCounter(ctx, "shoulder", func(n int64) string { return fmt.Sprintf("ark:/99999/fk4%d", n) })
+			if err != nil {
+				t.Fatalf("MintFromCounter: %v", err)
+			}
+			if !cut {
+				t.Fatal("the minting multi was never sent")
+			}
+			if id != "ark:/99999/fk41" {
+				t.Errorf("minted %s, want ark:/99999/fk41: one number per job", id)
+			}
+			j, err := c.GetJob(ctx, cl.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := j.GetIdentifiers().GetPrimaryId(); got != id {
+				t.Errorf("the job's identifiers say %q, minting said %q", got, id)
+			}
+			// The next job gets the next number: the lost answer used none.
+			spawn(t, c, 1, queue.DefaultPriority)
+			next, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, err := next.MintFromCounter(ctx, "shoulder", func(n int64) string { return fmt.Sprintf("ark:/99999/fk4%d", n) }); err != nil || id != "ark:/99999/fk42" {
+				t.Errorf("the next job minted %s, %v; want ark:/99999/fk42", id, err)
+			}
+		})
+	}
+}
+
+// TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept: the connection drops
+// after the server applied a claim (the lock created, the status version
+// taken) but before its answer came. The claim is this session's: the
+// consumer must hold it as a claim, not report an error and leave a lock
+// that nobody works under for as long as the process lives.
+func TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept(t *testing.T) {
+	root := zktest.Root(t)
+	c := newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	cut := false
+	c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+		claiming := writes(ops, c.p.Job(jids[0]).Lock())
+		if !claiming || cut {
+			return send(ops)
+		}
+		cut = true
+		send(ops)
+		return nil, zk.ErrConnectionClosed
+	})
+	cl, _, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).TryNext(ctx)
+	if !cut {
+		t.Fatal("the claim was never sent")
+	}
+	if err != nil || cl == nil {
+		t.Fatalf("TryNext after the claim's answer was lost: %v, %v; want the claim", cl, err)
+	}
+	if err := cl.Commit(ctx, jobs.Change{To: queue.Estimating}); err != nil {
+		t.Fatalf("committing the kept claim: %v", err)
+	}
+	j, err := c.GetJob(ctx, jids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetLocked() || j.GetStatus().GetStatus() != queue.Estimating {
+		t.Errorf("job %s is %s, locked %v; want Estimating, unlocked", jids[0], queue.JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
+	}
+}
+
+// TestClaimTakesTheDataAsItIsWhenTheLockIsTaken: the claim reads a job's
+// data before it takes the lock. A writer that changes a data node in
+// between (leaving the status alone) must not leave the claim holding what
+// it read before: the claim checks the versions it read and reads again.
+func TestClaimTakesTheDataAsItIsWhenTheLockIsTaken(t *testing.T) {
+	root := zktest.Root(t)
+	c, other := newClientAt(t, root), newClientAt(t, root)
+	ctx := testCtx(t)
+	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	changed := false
+	c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+		claiming := writes(ops, c.p.Job(jids[0]).Lock())
+		if claiming && !changed {
+			changed = true
+			if _, err := other.z.Set(ctx, c.p.Job(jids[0]).Node(queue.NodeSpaceNeeded), queue.EncodeInt(4096), -1); err != nil {
+				t.Errorf("changing space_needed: %v", err)
+			}
+		}
+		return send(ops)
+	})
+	cl, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{Parts: queue.PartSpaceNeeded}).Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !changed {
+		t.Fatal("the claim was never sent")
+	}
+	if got := cl.Job.GetSpaceNeeded(); got != 4096 {
+		t.Errorf("claimed with space_needed %d, want 4096: the value written before the lock was taken", got)
+	}
+}
+
+// TestRegisterWorkerWaitsForZooKeeperAtStart: a service starts while its
+// ZooKeeper connection is down (the ensemble electing a leader). Its worker
+// registration must wait for ZooKeeper and go through once it answers, not
+// fail the start.
+func TestRegisterWorkerWaitsForZooKeeperAtStart(t *testing.T) {
+	root := zktest.Root(t)
+	a, proxy := proxiedClient(t, root, 20*time.Second)
+	b := newClientAt(t, root)
+	ctx := testCtx(t)
+	// The registration's first write reaches the server; its answer is
+	// held, and the connection cut before it arrives.
+	proxy.SetDelay(zktest.Delay{}, zktest.Delay{Min: 2 * time.Second})
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		proxy.Block()
+		proxy.SetDelay(zktest.Delay{}, zktest.Delay{})
+		time.Sleep(time.Second)
+		proxy.Unblock()
+	}()
+	id := a.NewWorkerID("estimator")
+	reg, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: id, Service: "estimator", Stage: "Estimating"})
+	if err != nil {
+		t.Fatalf("RegisterWorker while ZooKeeper is away: %v", err)
+	}
+	defer reg.Close(ctx)
+	if ws := workerEntries(t, b); len(ws) != 1 || ws[0].GetId() != id {
+		t.Fatalf("worker entries %v, want %s's", ws, id)
+	}
+}
+
+// TestWorkerIDsOfOneClientNeverRepeat: every runner of a process gets an
+// id of its own (the processor makes two in the same instant).
+func TestWorkerIDsOfOneClientNeverRepeat(t *testing.T) {
+	c := newClient(t)
+	seen := map[string]bool{}
+	for range 10000 {
+		id := c.NewWorkerID("processor")
+		if seen[id] || !queue.ValidWorkerID(id) {
+			t.Fatalf("worker id %s: repeated or not a valid id", id)
+		}
+		seen[id] = true
+	}
+}

@@ -1,0 +1,249 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue"
+	retrypolicy "github.com/ingestq/ingestq/shared/retry"
+)
+
+// Hold is the locking core of a claim, a job's or a batch's: the item's
+// lock node, taken in this session, and the version of the item's status
+// node the claim owns. Taking the lock rewrites the status unchanged, so
+// its version becomes the claim's fencing token: every change made under
+// the hold checks it (and the lock) in the same multi, and a claim that
+// lost its lock or session can never commit.
+type Hold struct {
+	b                    *LockBook
+	what                 string // names the item in errors ("job jid…")
+	statusPath, lockPath string
+	live                 *Live
+	lock                 *OwnLock // nil: the lock node is not this session's (Fence)
+	ctx                  context.Context
+	cancel               context.CancelCauseFunc
+
+	mu      sync.Mutex
+	version int32
+	done    bool
+	// settled: the hold ended with its item committed or given back, not
+	// lost (whoever handed it out need not look for the item again).
+	settled bool
+}
+
+// errFinished ends a hold's context when it ends.
+var errFinished = errors.New("claim finished")
+
+// Take takes an item in the current session: in one multi, its lock node
+// (ephemeral) is created and its status rewritten as read (status, at
+// version), with checks (further operations: the data nodes read must be
+// as read). what names the item in errors. The error is the multi's
+// (FailedOp tells which operation refused it), or ErrNoSession.
+//
+// The lock is booked before the request goes: an answer lost on the way
+// is looked into (the lock node this session's is a claim taken), and a
+// lock that may have been created is deleted later, not left to hold the
+// item while nobody works on it.
+func (b *LockBook) Take(ctx context.Context, what, lockPath, statusPath string, status []byte, version int32, checks ...any) (*Hold, error) {
+	live, err := b.s.Current()
+	if err != nil {
+		return nil, err
+	}
+	h := b.newHold(what, statusPath, lockPath, live, version+1)
+	h.lock = b.Book(lockPath, h.ctx)
+	ops := append([]any{b.s.nodes.CreateOp(lockPath, nil, zk.FlagEphemeral), SetOp(statusPath, status, version)}, checks...)
+	_, err = b.s.nodes.Multi(ctx, ops...)
+	if Retryable(err) && b.Owns(ctx, lockPath, live.ID) {
+		// Applied, its answer lost with the connection: the item is ours.
+		// Dropped, its lock would hold the item for as long as this
+		// session lives, with nobody working on it.
+		err = nil
+	}
+	if err != nil {
+		h.cancel(err)
+		if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+			b.Forget(h.lock) // refused: nothing was created
+		} else {
+			// Perhaps applied, its answer lost: a lock of this session
+			// would hold the item with nobody working on it.
+			b.Leave(h.lock)
+		}
+		return nil, err
+	}
+	return h, nil
+}
+
+// Fence is a hold on an item whose status this session read at version
+// and whose lock node is not this session's: its changes are fenced by the
+// version alone, and the lock found goes with the first (a lock no session
+// holds, removed with the change that fails its job).
+func (b *LockBook) Fence(what, statusPath, lockPath string, live *Live, version int32) *Hold {
+	return b.newHold(what, statusPath, lockPath, live, version)
+}
+
+func (b *LockBook) newHold(what, statusPath, lockPath string, live *Live, version int32) *Hold {
+	h := &Hold{b: b, what: what, statusPath: statusPath, lockPath: lockPath, live: live, version: version}
+	h.ctx, h.cancel = context.WithCancelCause(live.ctx)
+	return h
+}
+
+// Context ends when the hold's lock or session is lost, or the hold ends.
+// Work done for it should stop then.
+func (h *Hold) Context() context.Context { return h.ctx }
+
+// Live is the session the hold was taken in.
+func (h *Hold) Live() *Live { return h.live }
+
+// Version is the status version the hold owns.
+func (h *Hold) Version() int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.version
+}
+
+// Moved records a change committed under the hold that kept its lock: the
+// status's version it owns is the next.
+func (h *Hold) Moved() {
+	h.mu.Lock()
+	h.version++
+	h.mu.Unlock()
+}
+
+// Fences are the operations that open every multi made under the hold:
+// the status at the version it owns (written as status when not nil,
+// checked otherwise), then the lock's presence. A multi that fails on
+// either lost the item (Fenced).
+func (h *Hold) Fences(status []byte) []any {
+	v := h.Version()
+	first := any(CheckOp(h.statusPath, v))
+	if status != nil {
+		first = SetOp(h.statusPath, status, v)
+	}
+	return []any{first, CheckOp(h.lockPath, -1)}
+}
+
+// Finish refuses a change under a hold that has ended, or whose session
+// is gone (ErrFenced).
+func (h *Hold) Finish() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return fmt.Errorf("%s: claim already finished", h.what)
+	}
+	if err := h.live.ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w: %v", h.what, queue.ErrFenced, context.Cause(h.live.ctx))
+	}
+	return nil
+}
+
+// Ended reports whether the hold has ended.
+func (h *Hold) Ended() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.done
+}
+
+// Settled reports whether the hold ended with its item committed or given
+// back (not lost).
+func (h *Hold) Settled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.settled
+}
+
+// End ends the hold without its lock known gone (a release that failed, a
+// session presumed lost): the lock is deleted later if it is still this
+// session's.
+func (h *Hold) End() {
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
+	h.cancel(errFinished)
+	h.b.Leave(h.lock)
+}
+
+// Settle ends a hold whose lock went with the change that ended it.
+func (h *Hold) Settle() {
+	h.b.Forget(h.lock)
+	h.mu.Lock()
+	h.settled = true
+	h.mu.Unlock()
+	h.End()
+}
+
+// Fenced ends a hold whose change was refused: the item's status moved on
+// under it, or its lock is gone. A lock still there is this hold's own (the
+// status was written by someone who ignores locks, as a peer's admin
+// failing a job does): it is removed now, or the item would stay locked for
+// as long as this session lives.
+func (h *Hold) Fenced(ctx context.Context) {
+	h.b.LetGo(ctx, h.lock)
+	h.End()
+}
+
+// Lost ends the hold's context with why: its lock node is gone (an
+// operator or fsck removed it), and with it the item.
+func (h *Hold) Lost(why error) {
+	h.b.Forget(h.lock)
+	h.cancel(why)
+}
+
+// errSessionEnded stops a release's wait when the hold's session ends.
+var errSessionEnded = errors.New("session ended")
+
+// releaseRetry repeats a release across connection loss for as long as
+// the session may come back.
+func releaseRetry() retrypolicy.Policy {
+	return retrypolicy.Policy{Backoff: 50 * time.Millisecond, Max: time.Second}
+}
+
+// Release gives the item back untouched: its lock is removed, in one multi
+// with a check that the status is still at the hold's version. It is worth
+// calling even after the hold's context ended: a session presumed lost may
+// come back, and its lock with it.
+func (h *Hold) Release(ctx context.Context) error {
+	if h.Ended() {
+		return fmt.Errorf("%s: claim already finished", h.what)
+	}
+	// The wait between attempts also ends with the session: its lock is
+	// gone with it.
+	wait, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(h.live.ctx, func() { stop(errSessionEnded) })()
+	var last error
+	_, err := releaseRetry().Do(wait, Retryable, func(attempt int) error {
+		_, err := h.b.s.nodes.Multi(ctx, CheckOp(h.statusPath, h.Version()), DeleteOp(h.lockPath, -1))
+		// After a lost answer the lock may be gone already: with the status
+		// unchanged, the item is free all the same.
+		if err != nil && attempt > 1 && FailedOp(err) == 1 && errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		last = err
+		return err
+	})
+	switch {
+	case err == nil:
+	case !Retryable(last):
+		// Do gives up early only on such an error (it has no limit on
+		// attempts): the status moved on (the lock, if still there, is
+		// removed all the same) or the lock is gone.
+		h.Fenced(ctx)
+		return fmt.Errorf("releasing %s: %w (%v)", h.what, queue.ErrFenced, last)
+	case h.live.ctx.Err() != nil:
+		// The connection dropped, but the lock lives as long as the
+		// session: left there it would hold the item, with nobody working
+		// on it, until this process ends. Past the session, the lock book
+		// removes it if the session comes back.
+		h.End()
+		return fmt.Errorf("releasing %s: %w: %v", h.what, queue.ErrFenced, context.Cause(h.live.ctx))
+	default:
+		h.End()
+		return fmt.Errorf("releasing %s: %w (%v)", h.what, context.Cause(ctx), last)
+	}
+	h.Settle()
+	return nil
+}
