@@ -35,8 +35,10 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	_ "modernc.org/sqlite"
 )
 
@@ -444,6 +446,38 @@ func TestBadDigestFailsThenFixedRequeuedAndUpdateReported(t *testing.T) {
 	}
 	if !strings.Contains(second, failed.GetId()) {
 		t.Errorf("no update report email naming %s in %v", failed.GetId(), slices.Collect(maps.Keys(emails(t, bid))))
+	}
+}
+
+// TestAPayloadThatCannotBeUsedIsMailedToItsDepositorAndStaysFailed: a
+// manifest the server does not have makes a batch without jobs; the
+// depositor is mailed a report naming the 404 and what to do, and an
+// operator's update report, which would report nothing, is refused: the
+// batch stays Failed with its reason, never Completed.
+func TestAPayloadThatCannotBeUsedIsMailedToItsDepositorAndStaysFailed(t *testing.T) {
+	t.Parallel()
+	bid := submit(t, "demo", "/no-such-manifest.checkm", v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	b := waitBatch(t, bid, queue.BatchFailed, queue.BatchCompleted)
+	if b.GetStatus().GetStatus() != queue.BatchFailed || !strings.Contains(b.GetStatus().GetMessage(), "404") {
+		t.Fatalf("batch %s: %s %q, want Failed naming the 404", bid, queue.BatchStateName(b.GetStatus().GetStatus()), b.GetStatus().GetMessage())
+	}
+	report := emails(t, bid)[bid+"-report.eml"]
+	for _, want := range []string{"/no-such-manifest.checkm", "404", "What to do:", "submit it again as a new batch"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report mail lacks %q:\n%s", want, report)
+		}
+	}
+	ctx := adminCtx(context.Background())
+	if _, err := shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("UpdateReportBatch of a batch without jobs: %v, want FailedPrecondition", err)
+	}
+	after, err := shared.admin.GetBatch(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := after.GetBatch().GetStatus(); st.GetStatus() != queue.BatchFailed || st.GetMessage() != b.GetStatus().GetMessage() {
+		t.Errorf("after the refused update report the batch is %s %q, want Failed %q", queue.BatchStateName(st.GetStatus()), st.GetMessage(),
+			b.GetStatus().GetMessage())
 	}
 }
 

@@ -26,7 +26,9 @@ func (t *Batches) Release(ctx context.Context, bid string) (*v1.Batch, error) {
 
 // UpdateReport is the admin action Failed → UpdateReporting: troubleshooting
 // is over, the batcher sends a second report. Every requeued job must have
-// ended (none left in batch-processing), checked in the same operation.
+// ended (none left in batch-processing), checked in the same operation. A
+// batch that never had a job (its payload could not be used) has nothing
+// to report again: it is refused, and keeps its reason.
 func (t *Batches) UpdateReport(ctx context.Context, bid string) (*v1.Batch, error) {
 	bc, err := t.batches.ClaimBatch(ctx, bid)
 	if err != nil {
@@ -36,6 +38,13 @@ func (t *Batches) UpdateReport(ctx context.Context, bid string) (*v1.Batch, erro
 	if err == nil && bc.State() == queue.BatchFailed && live > 0 {
 		err = fmt.Errorf("batch %s still has %d live job(s) (requeued, not ended): update-report once they have completed or failed: %w",
 			bid, live, queue.ErrWrongState)
+	}
+	if err == nil && bc.State() == queue.BatchFailed {
+		var n *v1.BatchJobCounts
+		if n, err = t.batches.BatchCounts(ctx, bid); err == nil && n.GetCompleted()+n.GetFailed()+n.GetDeleted() == 0 {
+			err = fmt.Errorf("batch %s has no job (%s): an update report would have nothing to report; submit a corrected payload as a new batch: %w",
+				bid, bc.Batch.GetStatus().GetMessage(), queue.ErrWrongState)
+		}
 	}
 	if err == nil {
 		err = bc.Commit(ctx, batches.BatchChange{To: queue.BatchUpdateReporting, Message: "update report requested by an operator", IfNoJobMoved: true})

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/ingestq/ingestq/shared/queue"
@@ -66,5 +67,27 @@ func TestUpdateReportWaitsUntilTheRequeuedJobsHaveEnded(t *testing.T) {
 	}
 	if b.GetStatus().GetStatus() != queue.BatchUpdateReporting {
 		t.Errorf("batch is %s, want UpdateReporting", queue.BatchStateName(b.GetStatus().GetStatus()))
+	}
+}
+
+// TestUpdateReportOfABatchThatNeverHadAJobIsRefusedAndKeepsItsReason: a
+// batch whose payload could not be used has no job; an update report would
+// report nothing and, before, turned it Completed. It is refused, and the
+// batch stays Failed with its reason.
+func TestUpdateReportOfABatchThatNeverHadAJobIsRefusedAndKeepsItsReason(t *testing.T) {
+	c, a := newTools(t)
+	ctx := testCtx(t)
+	reason := "failed: the payload could not be used: fetching payload http://127.0.0.1:1/m.checkm: 404 Not Found"
+	bid, bc := queuetest.ClaimedBatch(t, c, batches.BatchChange{To: queue.BatchProcessing})
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed, Message: reason}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Batches.UpdateReport(ctx, bid)
+	if !errors.Is(err, queue.ErrWrongState) || !strings.Contains(err.Error(), "has no job") || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("update-report of a batch without jobs: %v, want ErrWrongState naming why", err)
+	}
+	got, err := batches.New(c).GetBatch(ctx, bid)
+	if err != nil || got.GetStatus().GetStatus() != queue.BatchFailed || got.GetStatus().GetMessage() != reason || got.GetLocked() {
+		t.Fatalf("after the refusal the batch is %v, locked %v (%v); want Failed with its reason, free", got.GetStatus(), got.GetLocked(), err)
 	}
 }

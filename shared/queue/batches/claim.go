@@ -273,13 +273,23 @@ func (bc *BatchClaim) FinishSpawning(ctx context.Context) error {
 		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
 	}
 	ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1))
-	if err := bc.fencedMulti(ctx, nil, ops...); err != nil {
+	// The status says what the batch waits for now, in the same write.
+	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: SpawnedMessage}
+	statusData := queue.RewriteBatchStatus(bc.statusData, next)
+	if err := bc.fencedMulti(ctx, statusData, ops...); err != nil {
 		return err
 	}
+	bc.Batch.Status = next
+	bc.statusData = statusData
+	bc.Batch.Locked = false
 	bc.Spawning = false
 	bc.hold.Settle()
 	return nil
 }
+
+// SpawnedMessage is the status message of a Processing batch whose jobs
+// are all created.
+const SpawnedMessage = "its jobs are all created and being ingested: the batch is reported once every one has ended"
 
 // StopSpawning ends the creation of a Processing batch's jobs before every
 // row of its payload became one (the payload changed, say): in one fenced

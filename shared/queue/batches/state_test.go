@@ -192,3 +192,18 @@ func TestEveryBatchTableRowAgainstZooKeeper(t *testing.T) {
 		}
 	}
 }
+
+// TestABatchWhoseJobsAreAllCreatedSaysSo: once a batch's jobs exist, its
+// status no longer says they are being created: it says what the batch
+// waits for, written with the release of its lock.
+func TestABatchWhoseJobsAreAllCreatedSaysSo(t *testing.T) {
+	s := connect(t)
+	bid, _ := spawn(t, s, 2, queue.DefaultPriority)
+	b, err := batches.New(s).GetBatch(testCtx(t), bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.GetStatus().GetStatus() != queue.BatchProcessing || b.GetStatus().GetMessage() != batches.SpawnedMessage || b.GetLocked() {
+		t.Errorf("batch after its jobs were created: %v, locked %v; want Processing, %q, free", b.GetStatus(), b.GetLocked(), batches.SpawnedMessage)
+	}
+}

@@ -459,16 +459,23 @@ func (b *batch) resume(ctx context.Context) error {
 		return bc.Release(ctx)
 	}
 	msg := fmt.Sprintf("all jobs ended: %d completed, %d failed", counts.GetCompleted(), counts.GetFailed())
+	if bc.Payload != nil && bc.Payload.SpawnStopped != "" && counts.GetCompleted()+counts.GetFailed()+counts.GetDeleted() == 0 {
+		msg = "no job: the payload could not be used: " + bc.Payload.SpawnStopped
+	}
 	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, Message: msg, KeepLock: true}); err != nil {
 		return err
 	}
 	return b.report(ctx)
 }
 
-// fail ends a Processing batch as Failed with msg.
+// fail ends the spawning of a Processing batch whose payload cannot be
+// used (msg says why): no job (more) is created. Its payload record keeps
+// msg, and the batch is reported to its depositor as any batch is, once
+// the jobs it has (none, mostly) end: Reporting, then Failed, the report
+// mailed naming msg and what to do.
 func (b *batch) fail(ctx context.Context, msg string) error {
 	b.log.WarnContext(ctx, "batch failed", "reason", msg)
-	return b.bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed, Message: msg})
+	return b.bc.StopSpawning(ctx, msg, "the payload cannot be used: "+msg+"; the batch is reported to its depositor and fails")
 }
 
 // stop ends the spawning of a half-spawned batch whose remaining rows

@@ -687,3 +687,43 @@ func TestBatchesSubmittedTogetherAreNotAllAdmittedIntoTheSameRoom(t *testing.T) 
 		t.Errorf("the queue holds %d jobs (%v), want 3", n, err)
 	}
 }
+
+// TestAPayloadThatCannotBeUsedIsReportedToItsDepositor: a batch whose
+// payload is unusable (a manifest the server does not have) has no job; it
+// goes through Reporting to Failed, its report stored and mailed once,
+// naming the reason and what to do, and its status keeps the reason.
+func TestAPayloadThatCannotBeUsedIsReportedToItsDepositor(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	u := h.dep.url("/missing.checkm")
+	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	b := h.waitBatch(bid, queue.BatchFailed)
+	for _, want := range []string{"/missing.checkm", "404"} {
+		if !strings.Contains(b.GetStatus().GetMessage(), want) {
+			t.Errorf("status message %q lacks %q", b.GetStatus().GetMessage(), want)
+		}
+	}
+	if b.GetStatusReport() == nil {
+		t.Error("the failed batch has no status-report: it was not reported")
+	}
+	m := reportMail(t, h, bid+"-report")
+	text := body(t, m)
+	for _, want := range []string{"Report on ingestq batch " + bid, "Result:      failed: fetching payload " + u, "404",
+		"What to do:  correct the payload (" + u + ")", "submit it again as a new batch"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report mail lacks %q:\n%s", want, text)
+		}
+	}
+	if subject := m.Header.Get("Subject"); !strings.Contains(subject, "failed: fetching payload") {
+		t.Errorf("subject %q does not say the payload failed", subject)
+	}
+	n := 0
+	for _, m := range h.smtp.Messages() {
+		if m.Header.Get("Message-ID") == "<"+bid+"-report@localhost>" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d report mails, want 1", n)
+	}
+}

@@ -20,7 +20,13 @@ func (r *Report) Mail(sub *v1.Submission, prof *profile.Profile) mail.Message {
 	fmt.Fprintf(&b, "%s on ingestq batch %s\n\n", kind, r.Bid)
 	writeBatch(&b, r.Bid, sub, prof)
 	outcome := r.Summary()
+	if r.Jobless() && !strings.HasPrefix(outcome, "failed") {
+		outcome = "failed: " + outcome
+	}
 	fmt.Fprintf(&b, "Result:      %s\n", outcome)
+	if todo := r.whatToDo(sub); todo != "" {
+		fmt.Fprintf(&b, "What to do:  %s\n", todo)
+	}
 	if r.Deleted > 0 {
 		fmt.Fprintf(&b, "Deleted:     %d job(s) deleted by an operator are not listed\n", r.Deleted)
 	}
@@ -39,17 +45,38 @@ func (r *Report) Mail(sub *v1.Submission, prof *profile.Profile) mail.Message {
 }
 
 // Summary says in one line how the batch ended; it becomes the batch's
-// status message and the mail's subject.
+// status message and the mail's subject. A batch that never had a job
+// says why: the reason its payload could not be used.
 func (r *Report) Summary() string {
-	if r.SpawnStopped != "" {
+	switch {
+	case r.SpawnStopped != "" && r.Jobless():
+		return r.SpawnStopped
+	case r.SpawnStopped != "":
 		return fmt.Sprintf("failed: not every row of the payload became a job: %s; of its jobs: %s", r.SpawnStopped, r.jobsSummary())
+	case r.Jobless():
+		return "failed: the batch has no job"
 	}
 	return r.jobsSummary()
 }
 
-// jobsSummary says how the batch's jobs ended.
+// whatToDo says what the depositor can do about a batch that failed for
+// its payload ("" for any other).
+func (r *Report) whatToDo(sub *v1.Submission) string {
+	switch {
+	case r.SpawnStopped != "" && r.Jobless():
+		return fmt.Sprintf("correct the payload (%s) as the result says, and submit it again as a new batch", sub.GetPayloadUrl())
+	case r.SpawnStopped != "":
+		return "the jobs listed below went on; submit the payload's other rows again as a new batch"
+	}
+	return ""
+}
+
+// jobsSummary says how the batch's jobs ended. It says completed only when
+// every job that was not deleted completed, and one did at least.
 func (r *Report) jobsSummary() string {
 	switch {
+	case !r.anyCompleted() && r.Failed.Total == 0 && r.InProgress.Total == 0:
+		return "failed: no object completed"
 	case r.Update && r.Failed.Total == 0 && r.InProgress.Total == 0:
 		return fmt.Sprintf("completed: %d more object(s) completed, none failed", r.Completed.Total)
 	case r.Update:

@@ -75,11 +75,22 @@ type Report struct {
 }
 
 // Final is the state the batch goes to once the report is sent.
+// A batch with no completed object is never Completed: a report on
+// nothing that succeeded says it failed.
 func (r *Report) Final() queue.BatchState {
-	if r.Failed.Total == 0 && r.InProgress.Total == 0 && r.SpawnStopped == "" {
+	if r.Failed.Total == 0 && r.InProgress.Total == 0 && r.SpawnStopped == "" && r.anyCompleted() {
 		return queue.BatchCompleted
 	}
 	return queue.BatchFailed
+}
+
+// anyCompleted reports whether a job of the batch completed.
+func (r *Report) anyCompleted() bool { return r.AllCompleted > 0 || r.Completed.Total > 0 }
+
+// Jobless reports whether the batch never had a job: its payload could not
+// be used.
+func (r *Report) Jobless() bool {
+	return !r.anyCompleted() && r.Failed.Total == 0 && r.InProgress.Total == 0 && r.Deleted == 0
 }
 
 // Reads are what a report reads of the queue: a batch's jobs, and when

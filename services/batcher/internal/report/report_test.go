@@ -106,3 +106,53 @@ func TestCompletedSinceAReportWholeOrTrimmed(t *testing.T) {
 		})
 	}
 }
+
+// TestAReportOnNothingCompletedNeverSaysCompleted: a batch that has no
+// completed object (no job at all, or every job deleted) is reported
+// Failed, in a first report and in an update report alike, and says so.
+func TestAReportOnNothingCompletedNeverSaysCompleted(t *testing.T) {
+	for _, r := range []*Report{
+		{Bid: "bid0000000001"},
+		{Bid: "bid0000000001", Update: true},
+		{Bid: "bid0000000001", Deleted: 2},
+		{Bid: "bid0000000001", Update: true, Deleted: 2},
+	} {
+		if got := r.Final(); got != queue.BatchFailed {
+			t.Errorf("%+v: final state %s, want Failed", r, queue.BatchStateName(got))
+		}
+		if s := r.Summary(); !strings.HasPrefix(s, "failed: ") {
+			t.Errorf("%+v: summary %q does not say failed", r, s)
+		}
+	}
+	done := &Report{Bid: "bid0000000001", AllCompleted: 1, Completed: Section{Total: 1}}
+	if got := done.Final(); got != queue.BatchCompleted {
+		t.Errorf("a batch whose one job completed: final state %s, want Completed", queue.BatchStateName(got))
+	}
+}
+
+// TestAPayloadThatCouldNotBeUsedIsReportedWithItsReasonAndWhatToDo: the
+// report of a batch that has no job because its payload could not be used
+// names the reason and tells the depositor what to do.
+func TestAPayloadThatCouldNotBeUsedIsReportedWithItsReasonAndWhatToDo(t *testing.T) {
+	prof := &profile.Profile{Name: "demo", Collection: "demo_coll", NotificationAddresses: []string{"depositor@example.org"}}
+	sub := &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "https://example.org/b.checkm",
+		Type: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}
+	r := &Report{Bid: "bid0000000007", Key: "bid0000000007-report", SpawnStopped: "fetching payload https://example.org/b.checkm: 404 Not Found; no job was created"}
+	if got := r.Final(); got != queue.BatchFailed {
+		t.Errorf("final state %s, want Failed", queue.BatchStateName(got))
+	}
+	reason := "fetching payload https://example.org/b.checkm: 404 Not Found; no job was created"
+	if got := r.Summary(); got != reason {
+		t.Errorf("summary %q, want the reason %q", got, reason)
+	}
+	want := "failed: " + reason
+	m := r.Mail(sub, prof)
+	for _, w := range []string{"Result:      " + want, "What to do:  correct the payload (https://example.org/b.checkm) as the result says, and submit it again as a new batch"} {
+		if !strings.Contains(m.Body, w) {
+			t.Errorf("mail lacks %q:\n%s", w, m.Body)
+		}
+	}
+	if !strings.Contains(m.Subject, want) {
+		t.Errorf("subject %q", m.Subject)
+	}
+}
