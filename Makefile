@@ -34,7 +34,7 @@ help:
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
-	@echo "make build         build the service binaries into ./bin"
+	@echo "make build         build the service binaries and ingestq-backup into ./bin"
 	@echo "make lint          buf lint, gofmt, go vet, staticcheck, and a check that proto/'s generated code is current"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
@@ -171,6 +171,7 @@ proto-check: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
 build:
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do (cd services/$$s && go build -o $(BIN)/$$s .); done
+	@cd tools/ingestq-backup && go build -o $(BIN)/ingestq-backup .
 
 # Every service's variables in one table: rows are kept the first time a
 # variable appears, so listen addresses show the batcher's defaults.
