@@ -31,6 +31,7 @@ VERSITYGW := $(BIN)/.tools/versitygw@$(VERSITYGW_VERSION)
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
 	@echo "make up            start ZooKeeper and the seven services and keep them running (Ctrl-C stops)"
+	@echo "                   (STORE=s3: both store into a bucket of a versitygw server they start)"
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
@@ -109,15 +110,19 @@ bench: deps
 # The whole pipeline on this machine: ZooKeeper and the seven services as
 # separate processes, the example deposit submitted, progress, the report,
 # then everything stopped. Data and logs stay under run/.
-demo: deps build
+# STORE=s3 stores into a bucket of a versitygw server of the run (the
+# S3-compatible server the tests use) instead of a folder (docs/s3.md).
+STORE ?= local
+STORE_DEPS := $(if $(filter s3,$(STORE)),$(VERSITYGW))
+demo: deps build $(STORE_DEPS)
 	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
-	@$(BIN)/ingestq-demo -bin $(BIN) -examples examples -run run
+	@$(BIN)/ingestq-demo -bin $(BIN) -examples examples -run run -store $(STORE)
 
 # The same stack, kept running until Ctrl-C.
 # Built, not `go run`: go run would answer Ctrl-C with exit status 1.
-up: deps build
+up: deps build $(STORE_DEPS)
 	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
-	@$(BIN)/ingestq-demo -up -bin $(BIN) -examples examples -run run
+	@$(BIN)/ingestq-demo -up -bin $(BIN) -examples examples -run run -store $(STORE)
 
 $(BUF):
 	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
