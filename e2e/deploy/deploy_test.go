@@ -98,6 +98,8 @@ func TestDeploymentFilesMatchTheServices(t *testing.T) {
 	t.Run("Dockerfile", func(t *testing.T) { checkDockerfile(t, repo, df, services) })
 	t.Run("docker-compose.yml", func(t *testing.T) { checkCompose(t, repo, cf, services) })
 	t.Run("deploy/k8s", func(t *testing.T) { checkKubernetes(t, repo, services) })
+	t.Run("deploy/k8s-autoscaling", func(t *testing.T) { checkAutoscaling(t, repo, services) })
+	t.Run("the deployment files run the concurrency docs/sizing.md gives", func(t *testing.T) { checkConcurrency(t, repo, cf, services) })
 }
 
 // dockerStage is one stage of a Dockerfile: its FROM and what follows.
