@@ -7,12 +7,15 @@
 package names
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -135,6 +138,9 @@ func Metrics(repo string) ([]Metric, error) {
 }
 
 func stringLiteral(e ast.Expr) (string, bool) {
+	if e == nil {
+		return "", false
+	}
 	lit, ok := e.(*ast.BasicLit)
 	if !ok || lit.Kind != token.STRING {
 		return "", false
@@ -280,4 +286,89 @@ func Anchor(title string) string {
 		}
 	}
 	return b.String()
+}
+
+// envTableRow is a row of a binary's -print-env-table: its variable.
+var envTableRow = regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|")
+
+// Settings returns the variables every service binary in binDir reads,
+// from its -print-env-table (binaries built by stack.Build): the
+// configuration registry of each.
+func Settings(ctx context.Context, binDir string, services []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, name := range services {
+		table, err := exec.CommandContext(ctx, filepath.Join(binDir, name), "-print-env-table").Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s -print-env-table: %w", name, err)
+		}
+		for _, m := range envTableRow.FindAllStringSubmatch(string(table), -1) {
+			out[m[1]] = true
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("names: no setting found")
+	}
+	return out, nil
+}
+
+// StringLiterals returns the string literals of the Go files under repo
+// (tests included: the tests' own variables are read there) that match
+// pattern in whole: the names the code spells out, such as the
+// environment variables of the tests and the old names of renamed
+// settings.
+func StringLiterals(repo string, pattern *regexp.Regexp) (map[string]bool, error) {
+	out := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", "run", "testdata", "node_modules":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if s, ok := stringLiteral(asExpr(n)); ok && pattern.MatchString(s) {
+				out[s] = true
+			}
+			return true
+		})
+		return nil
+	})
+	return out, err
+}
+
+func asExpr(n ast.Node) ast.Expr {
+	if e, ok := n.(ast.Expr); ok {
+		return e
+	}
+	return nil
+}
+
+// composeVariable is a variable docker-compose.yml takes from the shell or
+// .env: ${NAME}, ${NAME:-default}.
+var composeVariable = regexp.MustCompile(`\$\{([A-Z][A-Z0-9_]*)`)
+
+// ComposeVariables returns the variables docker-compose.yml takes from the
+// shell or .env.
+func ComposeVariables(repo string) (map[string]bool, error) {
+	data, err := os.ReadFile(filepath.Join(repo, "docker-compose.yml"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, m := range composeVariable.FindAllStringSubmatch(string(data), -1) {
+		out[m[1]] = true
+	}
+	return out, nil
 }
