@@ -1,4 +1,5 @@
-# ingestq: `make test` is what CI runs; `make help` lists the targets.
+# ingestq: CI (.ci/run) runs `make test`, `make race` and `make lint`;
+# `make help` lists the targets.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
@@ -40,7 +41,7 @@ help:
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
-	@echo "make deps          install ZooKeeper, Java, Chromium (Debian) and kustomize (./bin) for the tests"
+	@echo "make deps          install ZooKeeper, Java, Chromium, git, promtool (Debian) and kustomize (./bin) for the tests"
 	@echo "make versitygw     install the S3-compatible server the object store's tests use into bin/.tools"
 
 deps: $(KUSTOMIZE)
