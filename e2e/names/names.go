@@ -228,7 +228,7 @@ func MakeTargets(repo string) (map[string]bool, error) {
 		out[m[1]] = true
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("Makefile: no target found")
+		return nil, errors.New("names: no target found in the Makefile")
 	}
 	return out, nil
 }

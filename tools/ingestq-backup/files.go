@@ -121,21 +121,3 @@ func emptyOrMissing(dir string) error {
 	}
 	return nil
 }
-
-// countTree counts the files and bytes under dir.
-func countTree(dir string) (stats, error) {
-	var st stats
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		st.files++
-		st.bytes += fi.Size()
-		return nil
-	})
-	return st, err
-}
