@@ -1,4 +1,5 @@
-# ingestq: `make test` is what CI runs; `make help` lists the targets.
+# ingestq: CI (.ci/run) runs `make test`, `make race` and `make lint`;
+# `make help` lists the targets.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
@@ -31,15 +32,16 @@ VERSITYGW := $(BIN)/.tools/versitygw@$(VERSITYGW_VERSION)
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
 	@echo "make up            start ZooKeeper and the seven services and keep them running (Ctrl-C stops)"
+	@echo "                   (STORE=s3: both store into a bucket of a versitygw server they start)"
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
-	@echo "make build         build the service binaries into ./bin"
+	@echo "make build         build the service binaries and ingestq-backup into ./bin"
 	@echo "make lint          buf lint, gofmt, go vet, staticcheck, and a check that proto/'s generated code is current"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
-	@echo "make deps          install ZooKeeper, Java, Chromium (Debian) and kustomize (./bin) for the tests"
+	@echo "make deps          install ZooKeeper, Java, Chromium, git, promtool (Debian) and kustomize (./bin) for the tests"
 	@echo "make versitygw     install the S3-compatible server the object store's tests use into bin/.tools"
 
 deps: $(KUSTOMIZE)
@@ -109,15 +111,19 @@ bench: deps
 # The whole pipeline on this machine: ZooKeeper and the seven services as
 # separate processes, the example deposit submitted, progress, the report,
 # then everything stopped. Data and logs stay under run/.
-demo: deps build
+# STORE=s3 stores into a bucket of a versitygw server of the run (the
+# S3-compatible server the tests use) instead of a folder (docs/s3.md).
+STORE ?= local
+STORE_DEPS := $(if $(filter s3,$(STORE)),$(VERSITYGW))
+demo: deps build $(STORE_DEPS)
 	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
-	@$(BIN)/ingestq-demo -bin $(BIN) -examples examples -run run
+	@$(BIN)/ingestq-demo -bin $(BIN) -examples examples -run run -store $(STORE)
 
 # The same stack, kept running until Ctrl-C.
 # Built, not `go run`: go run would answer Ctrl-C with exit status 1.
-up: deps build
+up: deps build $(STORE_DEPS)
 	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
-	@$(BIN)/ingestq-demo -up -bin $(BIN) -examples examples -run run
+	@$(BIN)/ingestq-demo -up -bin $(BIN) -examples examples -run run -store $(STORE)
 
 $(BUF):
 	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -171,6 +177,7 @@ proto-check: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_GO_GRPC)
 build:
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do (cd services/$$s && go build -o $(BIN)/$$s .); done
+	@cd tools/ingestq-backup && go build -o $(BIN)/ingestq-backup .
 
 # Every service's variables in one table: rows are kept the first time a
 # variable appears, so listen addresses show the batcher's defaults.

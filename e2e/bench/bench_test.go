@@ -84,12 +84,12 @@ func BenchmarkPipeline(b *testing.B) {
 			must(err)
 			ungrouped = max(ungrouped, jobs)
 		}
-		ceiling := ceilingTx / 9
+		ceiling := ceilingTx / transitionsPerJob
 		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through %d transitions, %d consumers per state, one session per state; the best of 3 runs)\n", lifecycle, len(pipeline), perState)
 		fmt.Printf("           %.0f jobs/s with every multi and multiRead a request of its own (queue.Options.Ungrouped)\n", ungrouped)
-		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at 9 transitions/job (the best of 3 runs of 5 s)\n", ceilingTx, ceiling)
-		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (9 bare transitions)\n",
-			float64(cpu2-cpu1)/1e6/(lifecycleJobs*lifecycleRuns), float64(cpu1-cpu0)/1e6/(float64(ceilingN)/9))
+		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at %d transitions/job (the best of 3 runs of 5 s)\n", ceilingTx, ceiling, len(pipeline))
+		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (%d bare transitions)\n",
+			float64(cpu2-cpu1)/1e6/(lifecycleJobs*lifecycleRuns), float64(cpu1-cpu0)/1e6/(float64(ceilingN)/transitionsPerJob), len(pipeline))
 
 		p50, p99, err := Pickup(ctx, servers, 300, 4)
 		must(err)
@@ -270,7 +270,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			}
 			cpu1, _ := ProcessCPU(srv.PID())
 			ceilingTx = max(ceilingTx, tx)
-			ceilingCPU += ms(cpu1-cpu0) / (float64(n) / 9) / float64(runs)
+			ceilingCPU += ms(cpu1-cpu0) / (float64(n) / transitionsPerJob) / float64(runs)
 		}
 		b.ReportMetric(ceilingCPU, "ceiling_server_ms/job")
 		for _, ungrouped := range []bool{false, true} {
@@ -289,7 +289,7 @@ func BenchmarkLifecycle(b *testing.B) {
 				name = "ungrouped"
 			}
 			b.ReportMetric(best, name+"_jobs/s")
-			b.ReportMetric(best/(ceilingTx/9), name+"_ratio")
+			b.ReportMetric(best/(ceilingTx/transitionsPerJob), name+"_ratio")
 			b.ReportMetric(server, name+"_server_ms/job")
 			b.ReportMetric(client, name+"_client_ms/job")
 		}
@@ -360,7 +360,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(pr.JobsPerSecond, "jobs/s")
-		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/9), "ratio")
+		b.ReportMetric(pr.JobsPerSecond/(ceilingTx/transitionsPerJob), "ratio")
 		b.ReportMetric(pr.ServerRequestsPerJob, "requests/job")
 		b.ReportMetric(pr.ServerFsyncsPerJob, "fsyncs/job")
 		b.ReportMetric(float64(pr.CPUPerJob)/1e6, "cpu-ms/job")

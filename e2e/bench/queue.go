@@ -36,6 +36,11 @@ var pipeline = []struct{ from, to queue.JobState }{
 	{queue.Recording, queue.Notify}, {queue.Notify, queue.Completed},
 }
 
+// transitionsPerJob is how many state changes take a job from Pending to
+// Completed: the ceiling's transitions/s over it are the most jobs/s the
+// server could move.
+var transitionsPerJob = float64(len(pipeline))
+
 // Connect opens a quiet client on a root of its own.
 func Connect(ctx context.Context, servers []string, root string) (*session.Session, error) {
 	return connect(ctx, servers, root, false)

@@ -16,7 +16,7 @@ import (
 // partitionPool holds the partition links' addresses: each run takes a
 // /30 of it that no interface here holds, so that runs at once on one
 // machine (CI jobs side by side as root) each have a link of their own.
-var partitionPool = netip.MustParsePrefix("10.213.0.0/16")
+var partitionPool = netip.MustParsePrefix("198.19.0.0/16")
 
 // netNamePrefix starts the name of every namespace the tests make; the
 // test process's id ends it, so that one left by a killed run is known.

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +32,8 @@ type composeFile struct {
 
 type composeService struct {
 	Image       string   `yaml:"image"`
+	Profiles    []string `yaml:"profiles"`
+	Command     []string `yaml:"command"`
 	Hostname    string   `yaml:"hostname"`
 	Restart     string   `yaml:"restart"`
 	ReadOnly    bool     `yaml:"read_only"`
@@ -55,6 +59,88 @@ type composeService struct {
 		Retries     int      `yaml:"retries"`
 		StartPeriod string   `yaml:"start_period"`
 	} `yaml:"healthcheck"`
+}
+
+// versitygwVersion is the versitygw the Makefile installs for the tests.
+var versitygwVersion = regexp.MustCompile(`(?m)^VERSITYGW_VERSION := (\S+)$`)
+
+// checkComposeS3 checks the S3 store of docker-compose.yml: one versitygw
+// server, of the version the tests run, in the s3 profile, serving a
+// volume on its published port; one service of the same profile that
+// makes the bucket (a folder of that volume) before it starts; and every
+// stage whose binary has the S3 store pointed at that server and bucket,
+// with the server's own credentials, INGESTQ_STORE choosing.
+func checkComposeS3(t *testing.T, repo string, cf *composeFile, services []*service, servers, makers []string) {
+	if len(servers) != 1 || len(makers) != 1 {
+		t.Fatalf("S3 servers %v and bucket makers %v, want one of each", servers, makers)
+	}
+	srv, mk := cf.Services[servers[0]], cf.Services[makers[0]]
+	mf, err := os.ReadFile(filepath.Join(repo, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := versitygwVersion.FindSubmatch(mf); m == nil || srv.Image != "versity/versitygw:"+string(m[1]) {
+		t.Errorf("%s: image %s, want versity/versitygw at the Makefile's VERSITYGW_VERSION", servers[0], srv.Image)
+	}
+	if !slices.Equal(srv.Profiles, []string{"s3"}) || !slices.Equal(mk.Profiles, []string{"s3"}) {
+		t.Errorf("profiles %v and %v, want both [s3]", srv.Profiles, mk.Profiles)
+	}
+	if len(srv.Command) != 2 || srv.Command[0] != "posix" {
+		t.Fatalf("%s: command %v, want posix <folder>", servers[0], srv.Command)
+	}
+	served := srv.Command[1]
+	volume := ""
+	for _, v := range srv.Volumes {
+		if parts := strings.Split(v, ":"); len(parts) >= 2 && path.Clean(parts[1]) == path.Clean(served) {
+			volume = parts[0]
+		}
+	}
+	if _, ok := cf.Volumes[volume]; !ok {
+		t.Fatalf("%s serves %s, which is on no volume declared (%v)", servers[0], served, srv.Volumes)
+	}
+	port := strings.TrimPrefix(srv.Environment["VGW_PORT"], ":")
+	if !slices.Contains(srv.Ports, "127.0.0.1:"+port+":"+port) {
+		t.Errorf("%s: listens on %q (VGW_PORT), publishes %v: want it on 127.0.0.1", servers[0], port, srv.Ports)
+	}
+	if srv.DependsOn[makers[0]].Condition != "service_completed_successfully" {
+		t.Errorf("%s starts before %s has made the bucket", servers[0], makers[0])
+	}
+	bucket := ""
+	for _, v := range mk.Volumes {
+		if parts := strings.Split(v, ":"); len(parts) >= 2 && parts[0] == volume && len(mk.Command) == 3 && mk.Command[0] == "mkdir" && mk.Command[1] == "-p" {
+			if rel, ok := strings.CutPrefix(path.Clean(mk.Command[2]), path.Clean(parts[1])+"/"); ok && !strings.Contains(rel, "/") {
+				bucket = rel
+			}
+		}
+	}
+	if bucket == "" {
+		t.Fatalf("%s: command %v, volumes %v: want mkdir -p of one folder of %s", makers[0], mk.Command, mk.Volumes, volume)
+	}
+	stores := 0
+	for _, s := range services {
+		if _, ok := s.reads["INGESTQ_S3_ENDPOINT"]; !ok {
+			continue
+		}
+		stores++
+		env := cf.Services[s.name].Environment
+		want := map[string]string{
+			"INGESTQ_STORE":         "${INGESTQ_STORE:-local}",
+			"INGESTQ_S3_ENDPOINT":   "http://" + servers[0] + ":" + port,
+			"INGESTQ_S3_BUCKET":     bucket,
+			"INGESTQ_S3_REGION":     srv.Environment["VGW_REGION"],
+			"INGESTQ_S3_PATH_STYLE": "true",
+			"AWS_ACCESS_KEY_ID":     srv.Environment["ROOT_ACCESS_KEY_ID"],
+			"AWS_SECRET_ACCESS_KEY": srv.Environment["ROOT_SECRET_ACCESS_KEY"],
+		}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%s: %s=%q, want %q", s.name, k, env[k], v)
+			}
+		}
+	}
+	if stores == 0 {
+		t.Error("no stage reads INGESTQ_S3_ENDPOINT")
+	}
 }
 
 func readCompose(file string) (*composeFile, error) {
@@ -99,21 +185,30 @@ func (cf *composeFile) volumesCheck(svc composeService) ([]string, error) {
 	return targets, errors.Join(errs...)
 }
 
-func checkCompose(t *testing.T, cf *composeFile, services []*service) {
+func checkCompose(t *testing.T, repo string, cf *composeFile, services []*service) {
 	// The ZooKeeper ensemble: the services running the official image.
-	var zkNodes, zkServers, members, traceBackends []string
+	var zkNodes, zkServers, members, traceBackends, s3Servers, bucketMakers []string
 	for _, name := range slices.Sorted(maps.Keys(cf.Services)) {
 		svc := cf.Services[name]
-		if strings.HasPrefix(svc.Image, "zookeeper:") {
+		switch {
+		case strings.HasPrefix(svc.Image, "zookeeper:"):
 			host := cmp.Or(svc.Hostname, name)
 			zkNodes, zkServers = append(zkNodes, name), append(zkServers, host+":2181")
 			members = append(members, fmt.Sprintf("server.%s=%s:2888:3888;2181", svc.Environment["ZOO_MY_ID"], host))
-		} else if strings.HasPrefix(svc.Image, "jaegertracing/") {
+		case strings.HasPrefix(svc.Image, "jaegertracing/"):
 			traceBackends = append(traceBackends, name)
-		} else if !slices.Contains(stack.Services, name) {
-			t.Errorf("service %s is neither a ZooKeeper node, the trace backend nor a stage (%v)", name, stack.Services)
+		case strings.HasPrefix(svc.Image, "versity/versitygw:"):
+			s3Servers = append(s3Servers, name)
+		case strings.HasPrefix(svc.Image, "busybox:"):
+			bucketMakers = append(bucketMakers, name)
+		case !slices.Contains(stack.Services, name):
+			t.Errorf("service %s is neither a ZooKeeper node, the trace backend, the S3 store nor a stage (%v)", name, stack.Services)
 		}
 	}
+
+	t.Run("runs the S3 server the tests use with the s3 profile, and the stages that store reach its bucket with its credentials", func(t *testing.T) {
+		checkComposeS3(t, repo, cf, services, s3Servers, bucketMakers)
+	})
 
 	t.Run("sends every stage's traces to its trace backend by default, whose UI is published on 127.0.0.1", func(t *testing.T) {
 		if len(traceBackends) != 1 {

@@ -96,8 +96,10 @@ func TestDeploymentFilesMatchTheServices(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("Dockerfile", func(t *testing.T) { checkDockerfile(t, repo, df, services) })
-	t.Run("docker-compose.yml", func(t *testing.T) { checkCompose(t, cf, services) })
+	t.Run("docker-compose.yml", func(t *testing.T) { checkCompose(t, repo, cf, services) })
 	t.Run("deploy/k8s", func(t *testing.T) { checkKubernetes(t, repo, services) })
+	t.Run("deploy/k8s-autoscaling", func(t *testing.T) { checkAutoscaling(t, repo, services) })
+	t.Run("the deployment files run the concurrency docs/sizing.md gives", func(t *testing.T) { checkConcurrency(t, repo, cf, services) })
 }
 
 // dockerStage is one stage of a Dockerfile: its FROM and what follows.
@@ -371,13 +373,20 @@ func telemetryVariable(name string) bool {
 	return false
 }
 
+// awsVariable reports whether name is one of the standard AWS credential
+// variables the S3 client of a service with the S3 store reads.
+func (s *service) awsVariable(name string) bool {
+	_, s3 := s.reads["INGESTQ_S3_ENDPOINT"]
+	return s3 && slices.Contains([]string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"}, name)
+}
+
 // envCheck checks the variables a deployment gives a service: each must be
 // one the binary reads, a telemetry variable, or one of helpers (used to
 // compose the others).
 func envCheck(s *service, env map[string]string, helpers ...string) error {
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if _, ok := s.reads[k]; ok || telemetryVariable(k) || slices.Contains(helpers, k) {
+		if _, ok := s.reads[k]; ok || telemetryVariable(k) || slices.Contains(helpers, k) || s.awsVariable(k) {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("sets %s, which the %s binary does not read (-print-env-table)", k, s.name))

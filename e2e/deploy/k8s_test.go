@@ -46,6 +46,7 @@ type manifests struct {
 	statefulSets []*appsv1.StatefulSet
 	budgets      []*policyv1.PodDisruptionBudget
 	ingresses    []*networkingv1.Ingress
+	scaled       []*scaledObject
 }
 
 // render builds a kustomization of the repository with the kustomize
@@ -98,6 +99,8 @@ func (m *manifests) add(doc map[string]any) error {
 		obj, err = decodeInto(doc, &m.budgets)
 	case "networking.k8s.io/v1/Ingress":
 		obj, err = decodeInto(doc, &m.ingresses)
+	case "keda.sh/v1alpha1/ScaledObject":
+		obj, err = decodeInto(doc, &m.scaled)
 	default:
 		return fmt.Errorf("kind %s is not one this test knows", kind)
 	}

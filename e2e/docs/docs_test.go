@@ -7,12 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode"
 
+	"github.com/ingestq/ingestq/e2e/names"
 	"github.com/ingestq/ingestq/e2e/stack"
 )
 
@@ -32,10 +31,7 @@ const (
 func TestConfigurationDocIsTheServicesTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin := t.TempDir()
-	if err := stack.Build(ctx, repo, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin := builtServices(t)
 	var want []string
 	seen := map[string]bool{}
 	for _, name := range stack.Services {
@@ -104,7 +100,7 @@ func TestDocLinksLeadSomewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		rel, _ := filepath.Rel(repo, file)
-		for _, m := range mdLink.FindAllStringSubmatch(withoutCode(string(text)), -1) {
+		for _, m := range mdLink.FindAllStringSubmatch(names.WithoutCode(string(text)), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
@@ -121,7 +117,7 @@ func TestDocLinksLeadSomewhere(t *testing.T) {
 			if anchor == "" || !strings.HasSuffix(dest, ".md") {
 				continue
 			}
-			headings, err := anchors(dest)
+			headings, err := names.Anchors(dest)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,55 +126,4 @@ func TestDocLinksLeadSomewhere(t *testing.T) {
 			}
 		}
 	}
-}
-
-// withoutCode blanks fenced code blocks, whose brackets are not links.
-func withoutCode(s string) string {
-	var b strings.Builder
-	in := false
-	for line := range strings.Lines(s) {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			in = !in
-			continue
-		}
-		if !in {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
-}
-
-// anchors lists the anchors GitHub gives a Markdown file's headings: lower
-// case, punctuation dropped but for - and _, spaces as -, repeats numbered.
-func anchors(file string) (map[string]bool, error) {
-	text, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	count := map[string]int{}
-	for line := range strings.Lines(withoutCode(string(text))) {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "#") {
-			continue
-		}
-		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
-		var b strings.Builder
-		for _, r := range strings.ToLower(title) {
-			switch {
-			case r == ' ':
-				b.WriteRune('-')
-			case r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r > 127 && unicode.IsLetter(r):
-				b.WriteRune(r)
-			}
-		}
-		a := b.String()
-		if n := count[a]; n > 0 {
-			out[a+"-"+strconv.Itoa(n)] = true
-		} else {
-			out[a] = true
-		}
-		count[a]++
-	}
-	return out, nil
 }

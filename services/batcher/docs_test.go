@@ -19,11 +19,11 @@ import (
 var grpcurlCommand = regexp.MustCompile(`(?s)grpcurl -plaintext(.*?)\$B (ingestq\.v1\.\w+)/(\w+)`)
 
 // adminDocs are the documents that show the batcher's methods as grpcurl
-// commands: the admin reference and the operating guide.
-var adminDocs = []string{"admin.md", "operating.md"}
+// commands: the admin reference, the operating guide and the runbook.
+var adminDocs = []string{"admin.md", "operating.md", "runbook.md"}
 
 // TestAdminDocCommandsCallRealMethodsWithValidBodies reads every grpcurl
-// command to the batcher in docs/admin.md and docs/operating.md and checks
+// command to the batcher in the adminDocs and checks
 // that the method exists, that its JSON body parses as the method's
 // request, that the request passes the server's validation, and that admin
 // methods are shown with the token. docs/admin.md must show every method of

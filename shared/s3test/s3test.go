@@ -73,20 +73,42 @@ func Binary() (string, error) {
 // it. What it logged is shown when the test fails.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := Binary()
+	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+	s, stop, err := Run(context.Background(), t.TempDir(), logPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			if data, err := os.ReadFile(logPath); err == nil && len(data) > 0 {
+				t.Logf("versitygw log:\n%s", data)
+			}
+		}
+	})
+	return s
+}
+
+// Run starts a gateway serving dir, its output written to logPath, and
+// returns it with the function that stops it: for the tests (Start), and
+// for `make up STORE=s3`, which keeps it running beside the stack.
+func Run(ctx context.Context, dir, logPath string) (*Server, func(), error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, nil, err
 	}
 	addrs, err := freeport.Loopback(1)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
 	}
 	s := &Server{Endpoint: "http://" + addrs[0].String(), Access: "ingestq-test", Secret: "ingestq-test-secret-" + randomHex(8),
-		Region: "us-east-1", Dir: t.TempDir()}
-	logPath := filepath.Join(t.TempDir(), "versitygw.log")
+		Region: "us-east-1", Dir: dir}
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer logFile.Close()
 	cmd := exec.Command(bin, "--access", s.Access, "--secret", s.Secret, "--region", s.Region,
@@ -96,19 +118,15 @@ func Start(t testing.TB) *Server {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.Dir}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("s3test: starting %s: %v", bin, err)
+		return nil, nil, fmt.Errorf("s3test: starting %s: %w", bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
+	stop := func() {
 		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			if data, err := os.ReadFile(logPath); err == nil && len(data) > 0 {
-				t.Logf("versitygw log:\n%s", data)
-			}
-		}
-	})
+		err := <-exited
+		exited <- err
+	}
 	// Up once it accepts connections: the listener opens after the
 	// backend is ready.
 	deadline := time.Now().Add(30 * time.Second)
@@ -116,17 +134,21 @@ func Start(t testing.TB) *Server {
 		c, err := net.DialTimeout("tcp", addrs[0].String(), time.Second)
 		if err == nil {
 			c.Close()
-			return s
+			return s, stop, nil
 		}
 		select {
 		case err := <-exited:
 			exited <- err
 			data, _ := os.ReadFile(logPath)
-			t.Fatalf("s3test: versitygw exited before serving (%v):\n%s", err, data)
+			return nil, nil, fmt.Errorf("s3test: versitygw exited before serving (%v):\n%s", err, data)
+		case <-ctx.Done():
+			stop()
+			return nil, nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("s3test: versitygw not serving on %s after 30 s", addrs[0])
+			stop()
+			return nil, nil, fmt.Errorf("s3test: versitygw not serving on %s after 30 s", addrs[0])
 		}
 	}
 }
@@ -151,10 +173,22 @@ func (s *Server) Client(t testing.TB) *s3.Client {
 func (s *Server) CreateBucket(t testing.TB) string {
 	t.Helper()
 	name := "ingestq-" + randomHex(6)
-	if _, err := s.Client(t).CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
-		t.Fatalf("s3test: creating bucket %s: %v", name, err)
+	if err := s.MakeBucket(context.Background(), name); err != nil {
+		t.Fatal(err)
 	}
 	return name
+}
+
+// MakeBucket makes the bucket name.
+func (s *Server) MakeBucket(ctx context.Context, name string) error {
+	c, err := s3store.Client(ctx, s.Settings(name))
+	if err != nil {
+		return err
+	}
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		return fmt.Errorf("s3test: creating bucket %s: %w", name, err)
+	}
+	return nil
 }
 
 func randomHex(n int) string {

@@ -61,8 +61,10 @@
 // A state change is counted by the process that made it.
 //
 // outcome is one of advanced, failed, released, retried, fenced (see
-// [Outcome]); stage is a lower-case state name such as "estimating", state
-// a status name as the queue writes it ("Pending"). op is get, exists,
+// [Outcome]); stage and state are lower-case state names such as
+// "estimating" and "pending". The batcher's fixity audit adds
+// ingestq_fixity_checked_total and ingestq_fixity_failures_total;
+// docs/tracing.md lists every metric. op is get, exists,
 // children, create, set, delete, multi or multiread, and multi.<op> or
 // multiread.get for each operation inside one; node is the kind of node with ids written as
 // "*" ("jobs/*/status"; "*" alone for a multi or multiRead as a whole). No

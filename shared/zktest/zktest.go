@@ -43,8 +43,9 @@ type Options struct {
 	// NoSync turns off fsync of the transaction log (faster tests; benchmarks
 	// leave it on so the ceiling they report is an honest one).
 	NoSync bool
-	// JVMHeap caps the server's heap (default "1g": a job takes ~6.5 KB of
-	// it, and tests create batches of 58,000 and 100,000 jobs).
+	// JVMHeap caps the server's heap (default "1g": what the default queue
+	// bound needs, docs/sizing.md; tests create batches of 58,000 and
+	// 100,000 jobs).
 	JVMHeap string
 	// Log receives the servers' lines of output (default: a file in the data dir).
 	Log func(server int, line string)

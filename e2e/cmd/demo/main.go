@@ -3,7 +3,9 @@
 // serving examples/demo, one submission, live progress, the batch report, and
 // a clean stop (`make demo`). With -up it starts the same stack and keeps it
 // running until Ctrl-C, printing each service's address and grpcurl examples
-// (`make up`).
+// (`make up`). With -store s3 the stack stores into a bucket of a versitygw
+// server of its own, the S3-compatible server the tests use (`make up
+// STORE=s3`, `make demo STORE=s3`).
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/ingestq/ingestq/e2e/depositor"
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/s3test"
 )
 
 func main() {
@@ -27,16 +31,20 @@ func main() {
 	examples := flag.String("examples", "examples", "the examples directory (profiles and the demo deposit)")
 	runDir := flag.String("run", "run", "directory for the run's data (a new subdirectory per run)")
 	up := flag.Bool("up", false, "start the stack and keep it running until Ctrl-C")
+	store := flag.String("store", "local", "the object store: local (a folder of the run) or s3 (a bucket of a versitygw server the run starts; make versitygw installs it)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Stdout, os.Environ(), *bin, *examples, *runDir, *up); err != nil {
+	if err := run(ctx, os.Stdout, os.Environ(), *bin, *examples, *runDir, *up, *store); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, environ []string, bin, examples, runRoot string, up bool) (err error) {
+func run(ctx context.Context, out io.Writer, environ []string, bin, examples, runRoot string, up bool, store string) (err error) {
+	if store != "local" && store != "s3" {
+		return fmt.Errorf("-store %q: want local or s3", store)
+	}
 	opts, token, ignored, err := callerSettings(environ)
 	if err != nil {
 		return err
@@ -50,6 +58,16 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	storeDir := ""
+	if store == "s3" {
+		s3, stop, err := startS3(ctx, dir, opts.Env)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(out, "S3 store: versitygw at %s, bucket %s (its folder %s)\n", s3.Endpoint, s3Bucket, filepath.Join(s3.Dir, s3Bucket))
+		storeDir = filepath.Join(s3.Dir, s3Bucket)
 	}
 	absBin, _ := filepath.Abs(bin)
 	profiles, _ := filepath.Abs(filepath.Join(examples, "profiles"))
@@ -74,12 +92,39 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 		return err
 	}
 	defer dep.Close()
+	if storeDir == "" {
+		storeDir = s.StoreRoot
+	}
 	if up {
 		printAddresses(out, s, dep, tokenWord(opts.Env, token))
 		<-ctx.Done()
 		return nil
 	}
-	return demo(ctx, out, s, dep, token)
+	return demo(ctx, out, s, dep, token, storeDir)
+}
+
+// s3Bucket is the bucket of the stack's S3 store.
+const s3Bucket = "ingestq"
+
+// startS3 starts the S3-compatible server the tests use, serving a folder
+// of the run, makes the stack's bucket, and points every service's store at
+// it (env: the stack's settings; the caller's INGESTQ_STORE and INGESTQ_S3_*
+// give way).
+func startS3(ctx context.Context, dir string, env map[string]string) (*s3test.Server, func(), error) {
+	s3, stop, err := s3test.Run(ctx, filepath.Join(dir, "s3"), filepath.Join(dir, "s3.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s3.MakeBucket(ctx, s3Bucket); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	maps.Copy(env, map[string]string{
+		"INGESTQ_STORE": "s3", "INGESTQ_S3_ENDPOINT": s3.Endpoint, "INGESTQ_S3_BUCKET": s3Bucket,
+		"INGESTQ_S3_REGION": s3.Region, "INGESTQ_S3_PATH_STYLE": "true",
+		"AWS_ACCESS_KEY_ID": s3.Access, "AWS_SECRET_ACCESS_KEY": s3.Secret,
+	})
+	return s3, stop, nil
 }
 
 // tokenWord is how a shell names the admin token the caller gave ("" for

@@ -40,7 +40,7 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	upCtx, stopUp := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() {
-		ran <- run(upCtx, pw, environ, bin, filepath.Join(repo, "examples"), filepath.Join(dir, "run"), true)
+		ran <- run(upCtx, pw, environ, bin, filepath.Join(repo, "examples"), filepath.Join(dir, "run"), true, "local")
 		pw.Close()
 	}()
 	defer func() {
@@ -108,5 +108,44 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("console sign-in with the caller's token: %s, want 303", resp.Status)
+	}
+}
+
+// TestTheDemoRunsOnTheS3Store runs what `make demo STORE=s3` runs: the
+// sample deposit goes through the whole stack storing into a bucket of the
+// versitygw server the run starts, and the three good objects are there.
+func TestTheDemoRunsOnTheS3Store(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	repo := filepath.Join("..", "..", "..")
+	bin := filepath.Join(dir, "bin")
+	if err := stack.Build(ctx, repo, bin); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run(ctx, &out, nil, bin, filepath.Join(repo, "examples"), filepath.Join(dir, "run"), false, "s3"); err != nil {
+		t.Fatalf("make demo STORE=s3: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"S3 store: versitygw at http://127.0.0.1:", "status-report: 3 successful, 1 failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the printout lacks %q", want)
+		}
+	}
+	stored := regexp.MustCompile(`stored objects +(\S+) \((\d+) objects\)`).FindStringSubmatch(out.String())
+	if stored == nil || stored[2] != "3" || !strings.HasSuffix(stored[1], filepath.Join("s3", "ingestq")) {
+		t.Fatalf("stored objects: %v, want 3 in the bucket's folder s3/ingestq", stored)
+	}
+	manifests, _ := filepath.Glob(filepath.Join(stored[1], "*", "v1", "manifest.checkm"))
+	if len(manifests) != 3 {
+		t.Errorf("%d version manifests in the bucket, want 3: %v", len(manifests), manifests)
+	}
+}
+
+func TestAStoreOtherThanLocalOrS3IsRefused(t *testing.T) {
+	err := run(context.Background(), io.Discard, nil, "bin", "examples", t.TempDir(), false, "nfs")
+	if err == nil || !strings.Contains(err.Error(), "want local or s3") {
+		t.Errorf("-store nfs: %v", err)
 	}
 }

@@ -32,7 +32,7 @@ func bearer(token string) grpc.UnaryClientInterceptor {
 }
 
 // demo submits the example deposit, shows its progress and prints the report.
-func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Server, token string) error {
+func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Server, token, storeDir string) error {
 	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(bearer(token)))
 	if err != nil {
@@ -77,7 +77,7 @@ func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Ser
 		}
 	}
 	bar.done()
-	printReport(out, s, batch, jobs)
+	printReport(out, s, batch, jobs, storeDir)
 	return nil
 }
 
@@ -162,7 +162,10 @@ func (p *progress) done() {
 	}
 }
 
-func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job) {
+// printReport says how the batch ended and where everything went; storeDir
+// is the folder holding the stored objects (the local store's, or the S3
+// server's folder of the bucket).
+func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job, storeDir string) {
 	fmt.Fprintf(out, "\nBatch %s: %s", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus()))
 	if m := b.GetStatus().GetMessage(); m != "" {
 		fmt.Fprintf(out, " (%s)", m)
@@ -179,7 +182,7 @@ func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job) {
 	}
 	emails, _ := filepath.Glob(filepath.Join(s.OutboxDir, "*"))
 	fmt.Fprintf(out, "\nWhere things are:\n")
-	fmt.Fprintf(out, "  stored objects   %s (%d objects)\n", s.StoreRoot, countDirs(s.StoreRoot))
+	fmt.Fprintf(out, "  stored objects   %s (%d objects)\n", storeDir, countDirs(storeDir))
 	fmt.Fprintf(out, "  inventory        %s (SQLite; e.g. sqlite3 %s 'select * from versions')\n", s.InventoryDB, s.InventoryDB)
 	fmt.Fprintf(out, "  emails           %s (%d messages)\n", s.OutboxDir, len(emails))
 	fmt.Fprintf(out, "  service logs     %s\n", s.LogDir)
@@ -215,11 +218,13 @@ func readEmail(path string) (string, error) {
 	return fmt.Sprintf("To: %s\nSubject: %s\n\n%s", msg.Header.Get("To"), msg.Header.Get("Subject"), text), nil
 }
 
+// countDirs counts the folders in dir, hidden ones (the S3 server's own)
+// left out.
 func countDirs(dir string) int {
 	entries, _ := os.ReadDir(dir)
 	n := 0
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
 			n++
 		}
 	}

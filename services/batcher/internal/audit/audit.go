@@ -39,6 +39,12 @@ func New(meter metric.Meter, store fixity.Location, versions fixity.Reader, samp
 		metric.WithDescription("stored versions the fixity audit found damaged or unreadable")); err != nil {
 		return nil, err
 	}
+	// Both series exist from the start at 0, so that the first failure is
+	// an increase an alert sees (a counter first scraped at 1 has not
+	// increased) and an audit that checks nothing shows as 0, not as no
+	// series.
+	a.checked.Add(context.Background(), 0)
+	a.failed.Add(context.Background(), 0)
 	return a, nil
 }
 

@@ -41,6 +41,7 @@ func version(t *testing.T, root, object string, n int, content string) string {
 	return p
 }
 
+// counter returns a counter's total; -1 when the reader has no series of it.
 func counter(t *testing.T, r *sdkmetric.ManualReader, name string) int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -54,11 +55,30 @@ func counter(t *testing.T, r *sdkmetric.ManualReader, name string) int64 {
 				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 					total += dp.Value
 				}
+				if len(m.Data.(metricdata.Sum[int64]).DataPoints) == 0 {
+					return -1
+				}
 				return total
 			}
 		}
 	}
-	return 0
+	return -1
+}
+
+// TestBothCountersAreExportedAtZeroBeforeAnyRound: a failures series that
+// first appears at 1 shows no increase to an alert (increase() needs two
+// samples), so the first damaged version would go unnoticed.
+func TestBothCountersAreExportedAtZeroBeforeAnyRound(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	if _, err := New(meter, fixity.Location{Root: t.TempDir()}, fixity.Reader{}, 10, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ingestq.fixity.failures", "ingestq.fixity.checked"} {
+		if got := counter(t, reader, name); got != 0 {
+			t.Errorf("%s = %d before any round, want a series at 0", name, got)
+		}
+	}
 }
 
 func TestARoundChecksASampleAndCountsTheDamagedVersions(t *testing.T) {

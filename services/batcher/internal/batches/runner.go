@@ -316,7 +316,7 @@ func (b *batch) take(ctx context.Context) error {
 	if bound > 0 {
 		if len(jobs) > bound {
 			return b.takeAndFail(ctx, fmt.Sprintf("the batch has %d jobs, more than the queue holds at once (at most %d, INGESTQ_MAX_QUEUED_JOBS): "+
-				"split it into batches of at most %d jobs, or raise the bound with the ZooKeeper servers' heap (about 6.5 KB per job)", len(jobs), bound, bound))
+				"split it into batches of at most %d jobs, or raise the bound with the ZooKeeper servers' heap (docs/sizing.md)", len(jobs), bound, bound))
 		}
 		b.r.admitting.Lock()
 		wait, err := b.r.noRoom(ctx, bc.ID(), len(jobs))
