@@ -137,6 +137,7 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 	} else {
 		total, msg, err = d.files(ctx, root, m)
 	}
+	// gofail: var downloaderFilesWritten struct{}
 	if ctx.Err() != nil {
 		return stage.Release() // not committed: the lock is gone or a drain ran out
 	}

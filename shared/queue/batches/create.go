@@ -132,6 +132,7 @@ func (bc *BatchClaim) writeJobs(ctx context.Context, first string, ops []any) er
 	for attempt := 0; ; attempt++ {
 		err := bc.fencedMulti(ctx, nil, ops...)
 		if err == nil {
+			// gofail: var batcherJobsWritten struct{}
 			return nil
 		}
 		// A resend refused because a node exists: the lost one was applied.

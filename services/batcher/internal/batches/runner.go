@@ -342,6 +342,7 @@ func (b *batch) take(ctx context.Context) error {
 		}
 		record = reading.Record()
 	}
+	// gofail: var batcherPayloadKept struct{}
 	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing, Message: "taken by a batcher: its jobs are created from the payload",
 		Payload: record}); err != nil {
 		return err
@@ -605,6 +606,7 @@ func (b *batch) report(ctx context.Context) error {
 			return err
 		}
 	}
+	// gofail: var batcherReportMailed struct{}
 	if err := bc.Commit(ctx, batches.BatchChange{To: rep.Final(), Message: msg, Report: rep.Status}); err != nil {
 		return err
 	}

@@ -293,6 +293,7 @@ type diskWriter struct{ w io.Writer }
 
 func (d diskWriter) Write(p []byte) (int, error) {
 	n, err := d.w.Write(p)
+	// gofail: var downloaderMidFile struct{}
 	if err != nil {
 		err = &localError{err}
 	}

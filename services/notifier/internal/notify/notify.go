@@ -62,6 +62,7 @@ func (n *Notifier) Handle(ctx context.Context, claim stage.Claim) stage.Outcome 
 			}
 			return stage.Fail(err.Error())
 		}
+		// gofail: var notifierCallbackDelivered struct{}
 		n.Logger.InfoContext(ctx, "callback delivered", "url", u)
 		done = append(done, "callback "+u+" delivered")
 	}

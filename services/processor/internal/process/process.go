@@ -199,6 +199,7 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 	if err := sysfiles.Write(filepath.Join(wd, filelist.System), obj); err != nil {
 		return stage.Outcome{}, failf("system files of %s: %v", ark, err)
 	}
+	// gofail: var processorERCWritten struct{}
 	if conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER {
 		declared = nil // it names the archive, which the downloader unpacked
 	}
@@ -210,6 +211,7 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 	if err := store.WriteManifest(manifest, entries); err != nil {
 		return stage.Outcome{}, failf("storage manifest of %s: %v", ark, err)
 	}
+	// gofail: var processorManifestWritten struct{}
 	p.logger().InfoContext(ctx, "object processed", "ark", ark, "files", len(entries))
 	return stage.Next(jobs.Change{
 		Message: fmt.Sprintf("processed %s (%d files): to be stored", ark, len(entries)),
@@ -277,6 +279,7 @@ func (p *Processor) identify(ctx context.Context, claim stage.Claim, owner strin
 		ark = minted
 		p.logger().InfoContext(ctx, "ARK minted", "ark", ark)
 	}
+	// gofail: var processorMinted struct{}
 	for _, lid := range ids.GetLocalId() {
 		got, err := p.Queue.BindLocalID(ctx, owner, lid, ark)
 		if err != nil {

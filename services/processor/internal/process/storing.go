@@ -79,6 +79,7 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	}
 	// The job's commit releases the lock once the job has moved on (the
 	// runner releases it after a commit that did not happen).
+	// gofail: var storingVersionStored struct{}
 	carried = true
 	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "manifest_url", v.ManifestURL)
 	return stage.Next(jobs.Change{

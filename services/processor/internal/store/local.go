@@ -102,6 +102,7 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 		if err := storeFile(ctx, e, dst); err != nil {
 			return Version{}, err
 		}
+		// gofail: var storingHalfStored struct{}
 		files = append(files, dst)
 		e.FileURL = checkm.FileURL(dst)
 		e.Line = 0

@@ -71,6 +71,7 @@ func (r *Recorder) Record(ctx context.Context, l *lease.Lease) {
 		r.renew(workCtx, l.ID)
 	}()
 	number, err := r.record(workCtx, l)
+	// gofail: var recorderRowWritten struct{}
 	stop()
 	<-renewed
 	// The outcome is committed even if ctx ended meanwhile: a drain waits

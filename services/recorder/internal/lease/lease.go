@@ -317,6 +317,7 @@ func (m *Manager) hold(ctx context.Context, claim *jobs.Claim, d time.Duration) 
 	})
 	out := h.Lease
 	m.mu.Unlock()
+	// gofail: var recorderLeased struct{}
 	m.log.InfoContext(logCtx, "job leased", "lease", id, "ark", ark, "expires", out.Expires)
 	return &out, nil
 }
