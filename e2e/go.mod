@@ -3,6 +3,7 @@ module github.com/ingestq/ingestq/e2e
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/ingestq/ingestq/proto v0.0.0
 	github.com/ingestq/ingestq/shared v0.0.0

@@ -1,11 +1,13 @@
 // Package depositor is a depositor's web server on loopback: it serves a
 // directory of deposits (manifests and files) and fills `{{base}}` in
 // manifests with its own address. A test can replace what a path serves,
-// as a depositor fixing a file would.
+// as a depositor fixing a file would. It also takes the notifier's
+// callbacks (POST CallbackPath) and keeps each as received.
 package depositor
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +29,27 @@ type Server struct {
 	override map[string][]byte
 	requests atomic.Int64
 	delay    atomic.Int64 // time.Duration before each answer
+	calls    []Callback   // callbacks received, in order (under mu)
+}
+
+// CallbackPath is where the server takes callbacks: a profile's
+// callback_url is URL + CallbackPath.
+const CallbackPath = "/callback"
+
+// Callback is one callback the server received: its body, as sent, and
+// the key the notifier gives it to deduplicate deliveries
+// (Idempotency-Key).
+type Callback struct {
+	Key  string
+	Body []byte
+	At   time.Time
+}
+
+// Callbacks returns the callbacks received so far, in order.
+func (s *Server) Callbacks() []Callback {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Callback(nil), s.calls...)
 }
 
 // Start serves dir on a free loopback port.
@@ -74,6 +97,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p := path.Clean("/" + r.URL.Path)
+	if r.Method == http.MethodPost && p == CallbackPath {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, Callback{Key: r.Header.Get("Idempotency-Key"), Body: body, At: time.Now()})
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	s.mu.Lock()
 	data, ok := s.override[p]
 	s.mu.Unlock()

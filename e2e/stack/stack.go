@@ -56,6 +56,13 @@ type Options struct {
 	AdminToken string
 	// Placements run chosen replicas in network namespaces the caller made.
 	Placements map[Replica]Placement
+	// ReplicaEnv is added to chosen replicas' environment (it wins over
+	// Env): a setting one replica needs alone, such as the address of its
+	// failpoints' endpoint (GOFAIL_HTTP).
+	ReplicaEnv map[Replica]map[string]string
+	// ReplicaBinDir runs chosen replicas from binaries of another build
+	// (another version of the code); the others run BinDir's.
+	ReplicaBinDir map[Replica]string
 	// ClientTLS is how the stack's own health checks dial the services when
 	// Env turns on TLS (INGESTQ_TLS_CERT, INGESTQ_TLS_KEY and, for mutual
 	// TLS, INGESTQ_TLS_CLIENT_CA): the CA to trust and, for mutual TLS, a
@@ -198,7 +205,11 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 			addrs[k] = netip.AddrPortFrom(place.Addr, a.Port())
 		}
 	}
-	p := &Proc{netns: place.NetNS, Service: name, Index: i, Addr: addrs[0].String(), Metrics: addrs[1].String(), bin: filepath.Join(s.opts.BinDir, name),
+	binDir := s.opts.BinDir
+	if d, ok := s.opts.ReplicaBinDir[Replica{name, i}]; ok {
+		binDir = d
+	}
+	p := &Proc{netns: place.NetNS, Service: name, Index: i, Addr: addrs[0].String(), Metrics: addrs[1].String(), bin: filepath.Join(binDir, name),
 		logPath: filepath.Join(s.LogDir, fmt.Sprintf("%s-%d.log", name, i)), creds: insecure.NewCredentials()}
 	if s.opts.ClientTLS != nil {
 		p.creds = credentials.NewTLS(s.opts.ClientTLS)
@@ -234,6 +245,9 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 		env["INGESTQ_CONSOLE_LISTEN"] = p.Console
 	}
 	for k, v := range s.opts.Env {
+		env[k] = v
+	}
+	for k, v := range s.opts.ReplicaEnv[Replica{name, i}] {
 		env[k] = v
 	}
 	if name == "batcher" {
@@ -298,7 +312,9 @@ func (s *Stack) StopServices(ctx context.Context) error {
 }
 
 func (p *Proc) start() error {
+	p.mu.Lock()
 	bin := p.bin
+	p.mu.Unlock()
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("stack: %s binary missing (make build): %w", p.Service, err)
 	}
@@ -399,6 +415,22 @@ func (p *Proc) Kill() {
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
+}
+
+// UseBinDir makes the process's next start run the binary of its
+// service in dir: a rolling upgrade stops a replica and starts it again
+// from the new build.
+func (p *Proc) UseBinDir(dir string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bin = filepath.Join(dir, p.Service)
+}
+
+// Bin is the binary the process runs (or ran last).
+func (p *Proc) Bin() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.bin
 }
 
 // Restart starts a stopped or killed process again on the same ports.

@@ -99,7 +99,10 @@ func (p Poster) attempt(ctx context.Context, url string, r Result) error {
 	if err != nil {
 		return fmt.Errorf("callback: encoding the result: %w", err)
 	}
-	header := http.Header{}
+	// The receiver may be called again with the same result (a notifier
+	// that stopped after the delivery and before its commit, a requeue):
+	// the key is the same each time, the job's id, for it to deduplicate.
+	header := http.Header{"Idempotency-Key": {r.JobID}}
 	if tp := telemetry.Inject(ctx); tp != "" {
 		header.Set("traceparent", tp)
 	}

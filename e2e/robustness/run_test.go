@@ -1,0 +1,619 @@
+package robustness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/e2e/depositor"
+	"github.com/ingestq/ingestq/e2e/leftovers"
+	"github.com/ingestq/ingestq/e2e/robustness/failpoint"
+	"github.com/ingestq/ingestq/e2e/robustness/fault"
+	"github.com/ingestq/ingestq/e2e/robustness/traffic"
+	"github.com/ingestq/ingestq/e2e/robustness/validate"
+	"github.com/ingestq/ingestq/e2e/robustness/watch"
+	"github.com/ingestq/ingestq/e2e/stack"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/freeport"
+	"github.com/ingestq/ingestq/shared/queue/merrittzk"
+	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/testenv"
+	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// Settings of a run, from the environment.
+const (
+	envSeed  = "ROBUSTNESS_SEED"  // one seed to run (replays a run's schedule)
+	envSeeds = "ROBUSTNESS_SEEDS" // seeds to run, comma-separated (make robustness)
+	envFull  = "ROBUSTNESS_FULL"  // non-empty: every failpoint and fault each seed, the broken builds, mixed versions
+	envKeep  = "ROBUSTNESS_KEEP"  // non-empty: keep the data and logs of a run that passed
+)
+
+// sessionTimeout is every service's ZooKeeper session timeout: a stalled
+// or frozen replica loses its jobs after it.
+const sessionTimeout = 3 * time.Second
+
+// stuckAfter ends a run in which no job changed state for this long while
+// work was left: far longer than any fault lasts.
+const stuckAfter = 3 * time.Minute
+
+const (
+	adminToken = "robustness-admin-token"
+	shoulder   = "ark:/99999/fk4"
+)
+
+// runOpts says what one run starts and does.
+type runOpts struct {
+	seed    uint64
+	plan    fault.Plan
+	batches int
+	// bins holds the binaries every replica runs; failpoints says they
+	// were built with failpoints.
+	bins       string
+	failpoints bool
+	// mixed, when set, is a second build: half of each service's replicas
+	// (index 1) start from it, then every replica is rolled to bins.
+	mixed string
+	// scenario, when set, replaces the seeded schedule (the broken builds'
+	// targeted faults).
+	scenario func(ctx context.Context, r *run) error
+	// replay is the command that runs this run again.
+	replay string
+}
+
+// run is one robustness run.
+type run struct {
+	t        *testing.T
+	opts     runOpts
+	dir      string
+	start    time.Time
+	ens      *zktest.Ensemble
+	proxies  map[string][]*zktest.Proxy
+	deposits *depositor.Server
+	stack    *stack.Stack
+	watch    *watch.Recorder
+	conn     *zk.Conn         // the checker's own session
+	q        *session.Session // for the shared end checks (leftovers)
+	peer     *merrittzk.Peer
+	traffic  *traffic.Traffic
+	clients  traffic.Clients
+	conns    []*grpc.ClientConn
+	fps      map[string]*failpoint.Client
+	env      *fault.Env
+	nudge    chan struct{}
+
+	mu       sync.Mutex
+	outcomes []fault.Outcome
+}
+
+func (r *run) logf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Logf("[%8s] %s", time.Since(r.start).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
+}
+
+func adminCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+adminToken)
+}
+
+// startRun starts the ensemble, the depositor's server, the stack (every
+// replica reaching ZooKeeper through proxies of its own), the watcher and
+// the traffic; the test's cleanup stops them.
+func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
+	t.Helper()
+	dir, err := testenv.MkdirTemp("ingestq-robustness-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{t: t, opts: opts, dir: dir, start: time.Now(), proxies: map[string][]*zktest.Proxy{}, fps: map[string]*failpoint.Client{},
+		nudge: make(chan struct{}, 1)}
+	t.Cleanup(func() {
+		r.close()
+		if t.Failed() || os.Getenv(envKeep) != "" {
+			t.Logf("robustness: data and logs kept in %s", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	})
+	if r.ens, err = zktest.StartEnsemble(ctx, filepath.Join(dir, "zookeeper"), 3, zktest.Options{NoSync: true, JVMHeap: "256m"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.deposits, err = depositor.Start(filepath.Join(dir, "deposits")); err != nil {
+		t.Fatal(err)
+	}
+	r.deposits.SetDelay(200 * time.Millisecond)
+	rng := rand.New(rand.NewPCG(opts.seed, 1))
+	batches := traffic.Plan(rng, opts.seed, opts.batches)
+	if err := traffic.Write(filepath.Join(dir, "deposits"), r.deposits.URL, rng, batches); err != nil {
+		t.Fatal(err)
+	}
+	profiles := filepath.Join(dir, "profiles")
+	if err := os.MkdirAll(profiles, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(profiles, traffic.Profile+".yaml"),
+		[]byte(traffic.ProfileYAML(r.deposits.URL+depositor.CallbackPath)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each replica: its proxies to the ensemble, its failpoint endpoint.
+	replicas := map[string]int{}
+	replicaEnv := map[stack.Replica]map[string]string{}
+	replicaBin := map[stack.Replica]string{}
+	ports, err := freeport.Loopback(len(stack.Services) * 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stack.Services {
+		replicas[s] = 2
+		for i := range 2 {
+			name := fmt.Sprintf("%s-%d", s, i)
+			var servers []string
+			for _, addr := range r.ens.Addrs() {
+				p, err := zktest.NewProxy(addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.proxies[name] = append(r.proxies[name], p)
+				servers = append(servers, p.Addr)
+			}
+			env := map[string]string{"INGESTQ_ZK_SERVERS": strings.Join(servers, ",")}
+			if opts.failpoints {
+				env["GOFAIL_HTTP"] = ports[0].String()
+				r.fps[name] = failpoint.NewClient(ports[0].String())
+			}
+			ports = ports[1:]
+			replicaEnv[stack.Replica{Service: s, Index: i}] = env
+			if opts.mixed != "" && i == 1 {
+				replicaBin[stack.Replica{Service: s, Index: i}] = opts.mixed
+			}
+		}
+	}
+	r.stack, err = stack.Start(ctx, stack.Options{
+		Dir: dir, BinDir: opts.bins, ProfilesDir: profiles, ZooKeeper: r.ens.Addrs(), Root: "/robust",
+		Replicas: replicas, AdminToken: adminToken, ReplicaEnv: replicaEnv, ReplicaBinDir: replicaBin,
+		Env: map[string]string{
+			"INGESTQ_ZK_SESSION_TIMEOUT":   sessionTimeout.String(),
+			"INGESTQ_CONCURRENCY":          "2",
+			"INGESTQ_MINT_SHOULDER":        shoulder,
+			"INGESTQ_PROVISION_RETRY":      "1s",
+			"INGESTQ_MANIFEST_BACKOFF":     "200ms",
+			"INGESTQ_DOWNLOAD_BACKOFF":     "200ms",
+			"INGESTQ_DOWNLOAD_BACKOFF_MAX": "2s",
+			"INGESTQ_CALLBACK_BACKOFF":     "200ms",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if r.watch, err = watch.Start(ctx, r.ens.Addrs(), r.stack.Root, log); err != nil {
+		t.Fatal(err)
+	}
+	if r.conn, _, err = zk.Connect(r.ens.Addrs(), 20*time.Second, zk.WithLogInfo(false)); err != nil {
+		t.Fatal(err)
+	}
+	if r.q, err = session.Connect(ctx, session.Options{Servers: r.ens.Addrs(), Root: r.stack.Root, SessionTimeout: 20 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	r.peer = merrittzk.Connect(t, r.ens.Addrs(), r.stack.Root)
+	r.clients.AdminCtx = adminCtx
+	for _, s := range []string{"batcher", "recorder"} {
+		for _, p := range r.stack.Procs(s) {
+			conn, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.conns = append(r.conns, conn)
+			if s == "batcher" {
+				r.clients.Batchers = append(r.clients.Batchers, v1.NewBatchServiceClient(conn))
+				r.clients.Admins = append(r.clients.Admins, v1.NewAdminServiceClient(conn))
+			} else {
+				r.clients.Recorders = append(r.clients.Recorders, v1.NewRecordingServiceClient(conn))
+			}
+		}
+	}
+	r.traffic = traffic.New(r.clients, batches, r.deposits.URL, r.peer, r.stack.InventoryDB, opts.seed, r.logf)
+	r.env = &fault.Env{Stack: r.stack, Ensemble: r.ens, Proxies: r.proxies, Failpoints: r.fps, SessionTimeout: sessionTimeout,
+		Logf: r.logf, Nudge: func() {
+			select {
+			case r.nudge <- struct{}{}:
+			default:
+			}
+		}}
+	if !opts.failpoints {
+		r.env.Failpoints = nil
+	}
+	r.start = time.Now()
+	return r
+}
+
+func (r *run) close() {
+	for _, c := range r.conns {
+		c.Close()
+	}
+	if r.watch != nil {
+		r.watch.Stop()
+	}
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	if r.q != nil {
+		r.q.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if r.stack != nil {
+		r.stack.Stop(ctx)
+	}
+	for _, ps := range r.proxies {
+		for _, p := range ps {
+			p.Close()
+		}
+	}
+	if r.ens != nil {
+		r.ens.Stop()
+	}
+	if r.deposits != nil {
+		r.deposits.Close()
+	}
+}
+
+// schedule makes the run's faults one after another, as the seed ordered
+// them.
+func (r *run) schedule(ctx context.Context) error {
+	rng := rand.New(rand.NewPCG(r.opts.seed, 13))
+	for _, f := range fault.Schedule(r.opts.seed, r.opts.plan) {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Duration(300+rng.IntN(1200)) * time.Millisecond):
+		}
+		out, err := r.env.Make(ctx, rng, f)
+		r.mu.Lock()
+		r.outcomes = append(r.outcomes, out)
+		r.mu.Unlock()
+		detail := out.Detail
+		if out.Replica != "" {
+			detail = out.Replica + " " + detail
+		}
+		r.logf("fault: %s: %s (%s)", f, strings.TrimSpace(detail), out.Took.Round(100*time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// roll restarts every replica started from the mixed build with bins, one
+// by one, as a rolling update does: each stopped (SIGTERM, its drain),
+// started from the new build and serving before the next.
+func (r *run) roll(ctx context.Context) error {
+	for _, s := range stack.Services {
+		for _, p := range r.stack.Procs(s) {
+			if filepath.Dir(p.Bin()) != r.opts.mixed {
+				continue
+			}
+			stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := p.Stop(stopCtx)
+			cancel()
+			if err != nil {
+				r.logf("rolling %s-%d: %v", s, p.Index, err)
+			}
+			p.UseBinDir(r.opts.bins)
+			if err := p.Restart(ctx); err != nil {
+				return fmt.Errorf("rolling %s-%d to the current build: %w", s, p.Index, err)
+			}
+			r.logf("rolled %s-%d to the current build", s, p.Index)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+// waitDone waits until every batch has ended as it must: each completed
+// (the doomed one failed and deleted), no job left failed or live.
+func (r *run) waitDone(ctx context.Context, submitted <-chan struct{}) error {
+	last, lastChange := "", time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the work did not end in time: %w (jobs by state %s)", ctx.Err(), last)
+		case <-time.After(time.Second):
+		}
+		counts := r.stateCounts()
+		if counts != last {
+			last, lastChange = counts, time.Now()
+		}
+		if time.Since(lastChange) > stuckAfter {
+			return fmt.Errorf("stuck: no job changed state for %s (jobs by state %s; locks: %v)", stuckAfter, counts, leftovers.Locks(ctx, r.q))
+		}
+		select {
+		case <-submitted:
+		default:
+			continue
+		}
+		if r.allEnded(ctx) {
+			return nil
+		}
+	}
+}
+
+// stateCounts reads the jobs in each state folder, in words.
+func (r *run) stateCounts() string {
+	states, _, err := r.conn.Children(r.stack.Root + "/jobs/states")
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	slices.Sort(states)
+	var parts []string
+	for _, s := range states {
+		if n, _, err := r.conn.Children(r.stack.Root + "/jobs/states/" + s); err == nil && len(n) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, len(n)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *run) allEnded(ctx context.Context) bool {
+	for i, b := range r.traffic.Batches() {
+		bid, ok := r.traffic.Bid(i)
+		if !ok {
+			return false
+		}
+		if b.Doomed {
+			if !r.traffic.Deleted(bid) {
+				return false
+			}
+			continue
+		}
+		cctx, cancel := context.WithTimeout(adminCtx(ctx), 5*time.Second)
+		resp, err := r.clients.Admins[i%len(r.clients.Admins)].GetBatch(cctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
+		cancel()
+		if err != nil || resp.GetBatch().GetStatus().GetStatus() != v1.BatchState_BATCH_STATE_COMPLETED {
+			return false
+		}
+	}
+	return true
+}
+
+// result is what a run ends with.
+type result struct {
+	report   *validate.Report
+	outcomes []fault.Outcome
+	err      error // the run itself failed (stuck, a fault not undone)
+}
+
+// do runs the traffic and the faults until the work is done, then checks.
+func (r *run) do(ctx context.Context) result {
+	work, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	submitted := make(chan struct{})
+	var submitErr, faultErr error
+	faultsDone := make(chan struct{})
+	wg.Go(func() {
+		defer close(submitted)
+		submitErr = r.traffic.Submit(work, 4*time.Second, r.nudge)
+	})
+	wg.Go(func() { r.traffic.Operate(work) })
+	wg.Go(func() { r.traffic.Record(work) })
+	wg.Go(func() {
+		defer close(faultsDone)
+		switch {
+		case r.opts.scenario != nil:
+			faultErr = r.opts.scenario(work, r)
+		case r.opts.mixed != "":
+			if faultErr = r.schedule(work); faultErr == nil {
+				faultErr = r.roll(work)
+			}
+		default:
+			faultErr = r.schedule(work)
+		}
+	})
+	doneErr := r.waitDone(work, submitted)
+	if doneErr == nil {
+		<-faultsDone
+		// Work that arrived during the last faults has ended too.
+		doneErr = r.waitDone(work, submitted)
+	}
+	stop()
+	wg.Wait()
+	res := result{outcomes: r.outcomes}
+	if err := errors.Join(doneErr, submitErr, faultErr); err != nil {
+		res.err = err
+	}
+	// The checks read a pipeline at rest: every replica serving, no lock
+	// left once a dead holder's session has expired.
+	for _, s := range stack.Services {
+		for _, p := range r.stack.Procs(s) {
+			if err := p.WaitServing(ctx); err != nil {
+				res.err = errors.Join(res.err, err)
+			}
+		}
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, 10*sessionTimeout+30*time.Second)
+	for lockCtx.Err() == nil && leftovers.Locks(lockCtx, r.q) != nil {
+		time.Sleep(500 * time.Millisecond)
+	}
+	cancel()
+	if err := leftovers.Locks(ctx, r.q); err != nil {
+		res.err = errors.Join(res.err, fmt.Errorf("locks left once the work was done: %w", err))
+	}
+	if err := r.checkFsck(ctx); err != nil {
+		res.err = errors.Join(res.err, err)
+	}
+	rep, err := validate.Check(ctx, validate.Input{Traffic: r.traffic, Watch: r.watch, Conn: r.conn, Root: r.stack.Root,
+		StoreRoot: r.stack.StoreRoot, Inventory: r.stack.InventoryDB, OutboxDir: r.stack.OutboxDir, Callbacks: r.deposits.Callbacks(),
+		Shoulder: shoulder, PorcupineDir: r.dir})
+	if err != nil {
+		res.err = errors.Join(res.err, fmt.Errorf("the checker could not read: %w", err))
+	}
+	res.report = rep
+	stopCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := r.stack.StopServices(stopCtx); err != nil {
+		res.err = errors.Join(res.err, err)
+	}
+	return res
+}
+
+func (r *run) checkFsck(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(adminCtx(ctx), time.Minute)
+	defer cancel()
+	resp, err := r.clients.Admins[0].Fsck(cctx, &v1.FsckRequest{})
+	if err != nil {
+		return fmt.Errorf("AdminService/Fsck: %w", err)
+	}
+	if len(resp.GetDamages()) > 0 {
+		return fmt.Errorf("fsck found damage: %v", resp.GetDamages())
+	}
+	return nil
+}
+
+// logReport logs a run's figures, faults and violations, with the command
+// that replays it.
+func (r *run) logReport(res result) {
+	r.t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "robustness report (seed %d)\n", r.opts.seed)
+	fmt.Fprintf(&b, "  replay:      %s\n", r.opts.replay)
+	fmt.Fprintf(&b, "  took:        %s\n", time.Since(r.start).Round(time.Second))
+	fmt.Fprintf(&b, "  traffic:     %d batches (%s); operator and external inventory: %s\n", len(r.traffic.Batches()), batchKinds(r.traffic.Batches()), r.traffic.ActionsLine())
+	for _, o := range res.outcomes {
+		state := "made"
+		if o.Fault.Kind == fault.Failpoint {
+			state = "not reached"
+			if o.Reached {
+				state = "reached on " + o.Replica
+			}
+		} else if o.Replica != "" {
+			state = "on " + o.Replica
+		}
+		fmt.Fprintf(&b, "  fault:       %s: %s %s\n", o.Fault, state, o.Detail)
+	}
+	if rep := res.report; rep != nil {
+		keys := make([]string, 0, len(rep.Figures))
+		for k := range rep.Figures {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  figure:      %s: %d\n", k, rep.Figures[k])
+		}
+		fmt.Fprintf(&b, "  violations:  %d\n", len(rep.Violations))
+		for _, v := range rep.Violations {
+			fmt.Fprintf(&b, "    %s\n", v)
+		}
+	}
+	if res.err != nil {
+		fmt.Fprintf(&b, "  run error:   %v\n", res.err)
+	}
+	r.t.Log(b.String())
+}
+
+func batchKinds(bs []*traffic.Batch) string {
+	var parts []string
+	for _, b := range bs {
+		k := strings.ToLower(strings.TrimPrefix(b.Type.String(), "PAYLOAD_TYPE_")) + "/" + b.Size
+		switch {
+		case b.Peer:
+			k += " (Merritt library)"
+		case b.Doomed:
+			k += " (doomed)"
+		}
+		parts = append(parts, k)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// The builds the tests share, each made once per test binary; TestMain
+// removes them.
+var (
+	buildsMu  sync.Mutex
+	builtDirs = map[string]string{}
+	buildRoot string
+)
+
+// build makes (once) the build called name into a folder of its own.
+func build(ctx context.Context, name string, make func(ctx context.Context, dir string) error) (string, error) {
+	buildsMu.Lock()
+	defer buildsMu.Unlock()
+	if dir, ok := builtDirs[name]; ok {
+		return dir, nil
+	}
+	if buildRoot == "" {
+		var err error
+		if buildRoot, err = testenv.MkdirTemp("ingestq-robustness-builds-"); err != nil {
+			return "", err
+		}
+	}
+	dir := filepath.Join(buildRoot, name)
+	if err := make(ctx, dir); err != nil {
+		return "", fmt.Errorf("building %s: %w", name, err)
+	}
+	builtDirs[name] = dir
+	return dir, nil
+}
+
+// repoRoot is the repository's top folder (the tests run in e2e/robustness).
+func repoRoot() string { return filepath.Join("..", "..") }
+
+// gofailVersion is the failpoint tool the robustness build uses.
+const gofailVersion = "v0.2.0"
+
+// buildFailpoints builds the services with failpoints (make
+// build-failpoints), with patches applied first.
+func buildFailpoints(ctx context.Context, dir string, patches ...string) error {
+	tools, err := build(ctx, "tools", func(ctx context.Context, dir string) error {
+		cmd := exec.CommandContext(ctx, "go", "install", "go.etcd.io/gofail@"+gofailVersion)
+		cmd.Env = append(os.Environ(), "GOBIN="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("installing gofail: %w\n%s", err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	root, err := filepath.Abs(repoRoot())
+	if err != nil {
+		return err
+	}
+	args := []string{dir}
+	for _, p := range patches {
+		args = append(args, filepath.Join(root, "e2e", "robustness", "broken", p))
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "build-failpoints.sh"), args...)
+	cmd.Env = append(os.Environ(), "GOFAIL="+filepath.Join(tools, "gofail"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	return nil
+}
+
+func TestMain(m *testing.M) {
+	testenv.Isolate()
+	code := m.Run()
+	if buildRoot != "" {
+		os.RemoveAll(buildRoot)
+	}
+	os.Exit(code)
+}

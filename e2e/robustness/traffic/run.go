@@ -1,0 +1,421 @@
+package traffic
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/queue/merrittzk"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	_ "modernc.org/sqlite"
+)
+
+// Clients are the stack's gRPC services, one of each per replica: a call
+// goes to whichever answers.
+type Clients struct {
+	Batchers  []v1.BatchServiceClient
+	Admins    []v1.AdminServiceClient
+	Recorders []v1.RecordingServiceClient
+	// AdminCtx adds the admin token to a call's context.
+	AdminCtx func(context.Context) context.Context
+}
+
+// Traffic drives the load of one run.
+type Traffic struct {
+	c       Clients
+	batches []*Batch
+	base    string
+	peer    *merrittzk.Peer
+	// inventory is the SQLite inventory the external recorder records into
+	// (the recorder's own, shared as an inventory is).
+	inventory string
+	rng       *rand.Rand
+	logf      func(format string, args ...any)
+
+	mu      sync.Mutex
+	bids    map[int]string // batch index → bid
+	actions map[string]int // operator's actions and the external recorder's, by kind
+	deleted map[string]bool
+	// updated counts the update reports asked for, by batch.
+	updated map[string]int
+}
+
+// New prepares the traffic of batches served at base.
+func New(c Clients, batches []*Batch, base string, peer *merrittzk.Peer, inventory string, seed uint64, logf func(string, ...any)) *Traffic {
+	return &Traffic{c: c, batches: batches, base: base, peer: peer, inventory: inventory, rng: rand.New(rand.NewPCG(seed, 7)),
+		logf: logf, bids: map[int]string{}, actions: map[string]int{}, deleted: map[string]bool{}, updated: map[string]int{}}
+}
+
+// Batches are the deposits.
+func (t *Traffic) Batches() []*Batch { return t.batches }
+
+// Bid is a batch's id once it was submitted.
+func (t *Traffic) Bid(i int) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	bid, ok := t.bids[i]
+	return bid, ok
+}
+
+// Deleted reports whether the operator deleted batch bid.
+func (t *Traffic) Deleted(bid string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deleted[bid]
+}
+
+// Actions counts what the operator and the external recorder did.
+func (t *Traffic) Actions() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range t.actions {
+		out[k] = v
+	}
+	return out
+}
+
+// ActionsLine is Actions in words.
+func (t *Traffic) ActionsLine() string {
+	a := t.Actions()
+	keys := make([]string, 0, len(a))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s := ""
+	for i, k := range keys {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %d", k, a[k])
+	}
+	return s
+}
+
+func (t *Traffic) count(kind string) {
+	t.mu.Lock()
+	t.actions[kind]++
+	t.mu.Unlock()
+}
+
+// Submit submits every batch, spacing apart or sooner when nudged (a
+// fault that waits for a batch to arrive), until ctx ends.
+func (t *Traffic) Submit(ctx context.Context, spacing time.Duration, nudge <-chan struct{}) error {
+	for i, b := range t.batches {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(spacing):
+			case <-nudge:
+			}
+		}
+		var bid string
+		var err error
+		if b.Peer {
+			bid, err = t.submitAsPeer(b)
+		} else {
+			bid, err = t.submit(ctx, b)
+		}
+		if err != nil {
+			return fmt.Errorf("submitting batch %d (%s): %w", i, b.UUID, err)
+		}
+		t.mu.Lock()
+		t.bids[i] = bid
+		t.mu.Unlock()
+		how := "BatchService"
+		if b.Peer {
+			how = "Merritt's queue library"
+		}
+		t.logf("submitted batch %d as %s through %s: %s, %s files, %d objects%s", i, bid, how, b.Type, b.Size, len(b.Objects),
+			map[bool]string{true: " (its payload is missing: it must fail)"}[b.Doomed])
+	}
+	return nil
+}
+
+// submit submits one batch to whichever batcher answers; its uuid finds
+// a submission whose answer was lost.
+func (t *Traffic) submit(ctx context.Context, b *Batch) (string, error) {
+	req := &v1.SubmitRequest{Submitter: "robustness", Profile: Profile, PayloadUrl: t.base + b.URLPath, PayloadType: b.Type,
+		BatchUuid: b.UUID, Metadata: &v1.Metadata{Who: "Robustness", What: "batch " + b.UUID, When: "2026"}}
+	for attempt := 0; ; attempt++ {
+		c := t.c.Batchers[attempt%len(t.c.Batchers)]
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := c.Submit(callCtx, req)
+		cancel()
+		switch status.Code(err) {
+		case codes.OK:
+			return resp.GetBatchId(), nil
+		case codes.AlreadyExists:
+			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			st, err := c.GetBatchStatus(callCtx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchUuid{BatchUuid: b.UUID}})
+			cancel()
+			if err == nil {
+				return st.GetBatch().GetId(), nil
+			}
+		case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated:
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// merrittWords are the payload types as Merritt's ingest service writes them.
+var merrittWords = map[v1.PayloadType]string{
+	v1.PayloadType_PAYLOAD_TYPE_FILE:                   "file",
+	v1.PayloadType_PAYLOAD_TYPE_CONTAINER:              "container",
+	v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:        "manifest",
+	v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS:  "batchManifest",
+	v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS: "batchManifestContainer",
+}
+
+// submitAsPeer writes the batch into the queue as Merritt's library's
+// createBatch does; ingestq's batcher takes it from there.
+func (t *Traffic) submitAsPeer(b *Batch) (string, error) {
+	created, err := t.peer.CreateBatch(map[string]any{"batchID": b.UUID, "profile": Profile, "type": merrittWords[b.Type],
+		"payload_url": t.base + b.URLPath, "submitter": "robustness (Merritt library)", "title": "batch " + b.UUID,
+		"creator": "Robustness", "date": "2026"})
+	if err != nil {
+		return "", err
+	}
+	return created.ID, nil
+}
+
+// Operate plays an operator until ctx ends: it requeues failed jobs (one
+// by one and in bulk), holds the collection for a moment and releases it,
+// and deletes the doomed batch once it failed.
+func (t *Traffic) Operate(ctx context.Context) {
+	tick := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(700+t.rng.IntN(800)) * time.Millisecond):
+		}
+		tick++
+		admin := t.c.Admins[tick%len(t.c.Admins)]
+		actx, cancel := context.WithTimeout(t.c.AdminCtx(ctx), 10*time.Second)
+		switch {
+		case tick%9 == 0:
+			t.holdCollection(actx, admin)
+		case tick%3 == 0:
+			resp, err := admin.BulkAction(actx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_REQUEUE,
+				Filter: &v1.JobFilter{State: v1.JobState_JOB_STATE_FAILED, Collection: Collection}, Message: "requeued in bulk by the robustness operator"})
+			if err == nil && resp.GetMatched() > 0 {
+				t.count("bulk requeue")
+			}
+		default:
+			t.requeueFailed(actx, admin)
+		}
+		t.deleteDoomed(actx, admin)
+		t.reportAgain(actx, admin)
+		cancel()
+	}
+}
+
+func (t *Traffic) requeueFailed(ctx context.Context, admin v1.AdminServiceClient) {
+	resp, err := admin.ListJobs(ctx, &v1.ListJobsRequest{State: v1.JobState_JOB_STATE_FAILED, PageSize: 100})
+	if err != nil {
+		return
+	}
+	for _, j := range resp.GetJobs() {
+		if _, err := admin.RequeueJob(ctx, &v1.RequeueJobRequest{JobId: j.GetId(), Message: "requeued by the robustness operator"}); err == nil {
+			t.count("requeue")
+		}
+	}
+}
+
+func (t *Traffic) holdCollection(ctx context.Context, admin v1.AdminServiceClient) {
+	if _, err := admin.HoldCollection(ctx, &v1.HoldCollectionRequest{Collection: Collection}); err != nil {
+		return
+	}
+	t.count("hold collection")
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
+	// Released whatever ctx says: a collection left held holds the run.
+	for attempt := 0; attempt < 50; attempt++ {
+		rctx, cancel := context.WithTimeout(t.c.AdminCtx(context.Background()), 10*time.Second)
+		_, err := t.c.Admins[attempt%len(t.c.Admins)].ReleaseCollection(rctx, &v1.ReleaseCollectionRequest{Collection: Collection})
+		cancel()
+		if err == nil {
+			t.count("release collection")
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.logf("the collection could not be released")
+}
+
+func (t *Traffic) deleteDoomed(ctx context.Context, admin v1.AdminServiceClient) {
+	for i, b := range t.batches {
+		bid, ok := t.Bid(i)
+		if !b.Doomed || !ok || t.Deleted(bid) {
+			continue
+		}
+		resp, err := admin.GetBatch(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
+		if err != nil || resp.GetBatch().GetStatus().GetStatus() != v1.BatchState_BATCH_STATE_FAILED {
+			continue
+		}
+		if _, err := admin.DeleteBatch(ctx, &v1.DeleteBatchRequest{BatchId: bid}); err == nil {
+			t.mu.Lock()
+			t.deleted[bid] = true
+			t.mu.Unlock()
+			t.count("delete batch")
+			t.logf("operator deleted the failed batch %s", bid)
+		}
+	}
+}
+
+// Record plays an external inventory until ctx ends: it leases jobs in
+// Recording through RecordingService, records each version into the
+// inventory database (idempotent per ARK and job, as the built-in
+// recorder's), and completes the lease.
+func (t *Traffic) Record(ctx context.Context) {
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: t.inventory,
+		RawQuery: url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)"}, "_txlock": {"immediate"}}.Encode()}).String())
+	if err != nil {
+		t.logf("external recorder: %v", err)
+		return
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for i := 0; ctx.Err() == nil; i++ {
+		rec := t.c.Recorders[i%len(t.c.Recorders)]
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := rec.Lease(lctx, &v1.LeaseRequest{Wait: durationpb.New(2 * time.Second), LeaseDuration: durationpb.New(30 * time.Second)})
+		cancel()
+		if err != nil || l.GetLeaseId() == "" {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(200+t.rng.IntN(800)) * time.Millisecond):
+			}
+			continue
+		}
+		t.count("leases")
+		if err := record(ctx, db, l); err != nil {
+			t.logf("external recorder: %s: %v", l.GetJobId(), err)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			rec.Fail(fctx, &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: "external inventory: " + err.Error()})
+			cancel()
+			continue
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, err = rec.Complete(cctx, &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
+		cancel()
+		if err == nil {
+			t.count("leases completed")
+		}
+	}
+}
+
+// record writes a leased version into the inventory, once per ARK and job.
+func record(ctx context.Context, db *sql.DB, l *v1.LeaseResponse) error {
+	path, err := checkm.FilePath(l.GetManifestUrl())
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	m, err := checkm.Parse(f, checkm.Limits{})
+	f.Close()
+	if err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	err = tx.QueryRowContext(ctx, `SELECT number FROM versions WHERE ark = ? AND jid = ?`, l.GetArk(), l.GetJobId()).Scan(&n)
+	if err == nil {
+		return nil // recorded already: a lease of the same job again
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO objects (ark, local_ids, created) VALUES (?, '[]', ?) ON CONFLICT (ark) DO NOTHING`, l.GetArk(), now); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO versions (ark, number, manifest_url, mode, jid, recorded_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		l.GetArk(), l.GetVersion(), l.GetManifestUrl(), l.GetMode(), l.GetJobId(), now); err != nil {
+		return err
+	}
+	for _, e := range m.Entries {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO files (ark, version, name, size, digest_alg, digest) VALUES (?, ?, ?, ?, ?, ?)`,
+			l.GetArk(), l.GetVersion(), e.FileName, e.FileSize, e.HashAlgorithm, e.HashValue); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// UpdateReports is how many update reports the operator asked for batch bid.
+func (t *Traffic) UpdateReports(bid string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.updated[bid]
+}
+
+// reportAgain asks for an update report of each failed batch (but the
+// doomed one) whose jobs have all completed since: a job failed by an
+// injected error fails its batch when it was the last live one, and is
+// requeued and completes afterwards.
+func (t *Traffic) reportAgain(ctx context.Context, admin v1.AdminServiceClient) {
+	resp, err := admin.ListBatches(ctx, &v1.ListBatchesRequest{Status: v1.BatchState_BATCH_STATE_FAILED, PageSize: 100})
+	if err != nil {
+		return
+	}
+	for _, b := range resp.GetBatches() {
+		if t.doomed(b.GetId()) {
+			continue
+		}
+		js, err := admin.ListJobs(ctx, &v1.ListJobsRequest{BatchId: b.GetId(), PageSize: 500})
+		if err != nil {
+			continue
+		}
+		done := len(js.GetJobs()) > 0
+		for _, j := range js.GetJobs() {
+			done = done && j.GetStatus().GetStatus() == v1.JobState_JOB_STATE_COMPLETED
+		}
+		if !done {
+			continue
+		}
+		if _, err := admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: b.GetId()}); err == nil {
+			t.mu.Lock()
+			t.updated[b.GetId()]++
+			t.mu.Unlock()
+			t.count("update report")
+		}
+	}
+}
+
+func (t *Traffic) doomed(bid string) bool {
+	for i, b := range t.batches {
+		if got, ok := t.Bid(i); ok && got == bid {
+			return b.Doomed
+		}
+	}
+	return false
+}

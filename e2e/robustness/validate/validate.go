@@ -1,0 +1,663 @@
+// Package validate is the robustness suite's independent checker. Once a
+// run is over it reads what each effect's own system recorded: the
+// store's version folders, the inventory's rows, the batcher's outbox, the
+// callbacks the depositor's server received, the mint counter and the
+// local-id bindings in ZooKeeper, each job's nodes, and what the watcher
+// saw of every job while the run went on. It holds them to the model
+// (package model): porcupine where the question is linearizability (each
+// job's state, moved only by fenced steps), plain counting elsewhere.
+package validate
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/e2e/depositor"
+	"github.com/ingestq/ingestq/e2e/robustness/model"
+	"github.com/ingestq/ingestq/e2e/robustness/traffic"
+	"github.com/ingestq/ingestq/e2e/robustness/watch"
+	"github.com/ingestq/ingestq/shared/checkm"
+	_ "modernc.org/sqlite"
+)
+
+// Violation is one broken promise.
+type Violation struct {
+	Check  string // which promise
+	Item   string // the job or batch
+	Detail string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("%s: %s: %s", v.Check, v.Item, v.Detail) }
+
+// The promises, as the report names them.
+const (
+	CheckOneJobPerRow    = "each accepted row makes exactly one job"
+	CheckPath            = "each job's states follow the state machine"
+	CheckLinearizable    = "each job's state is linearizable (porcupine)"
+	CheckCompleted       = "each job completes"
+	CheckStoredOnce      = "each completed job has one stored version"
+	CheckRecordedOnce    = "each completed job has one inventory row"
+	CheckOneARK          = "one ARK per local id, each minted once"
+	CheckCallback        = "each callback delivered at least once, under its idempotency key"
+	CheckOneMail         = "each report sends one mail"
+	CheckMutualExclusion = "no two workers inside the same job's step"
+	CheckEffectFirst     = "each effect precedes the commit that records it"
+)
+
+// Input is what the checker reads.
+type Input struct {
+	Traffic   *traffic.Traffic
+	Watch     *watch.Recorder
+	Conn      *zk.Conn // its own session
+	Root      string
+	StoreRoot string
+	Inventory string // the SQLite file
+	OutboxDir string
+	Callbacks []depositor.Callback
+	// Shoulder is the mint counter's name (INGESTQ_MINT_SHOULDER).
+	Shoulder string
+	// PorcupineDir, when set, receives a visualization of each job whose
+	// history is not linearizable.
+	PorcupineDir string
+}
+
+// Report is what the checker found.
+type Report struct {
+	Violations []Violation
+	Figures    map[string]int
+}
+
+// job is a job as its nodes say at the end.
+type job struct {
+	id, bid, state string
+	ark            string
+	localIDs       []string
+	invVersion     int
+	invManifest    string
+	batchEntry     int
+}
+
+// Check reads everything and holds it to the model.
+func Check(ctx context.Context, in Input) (*Report, error) {
+	r := &Report{Figures: map[string]int{}}
+	jobs, err := readJobs(in)
+	if err != nil {
+		return nil, err
+	}
+	r.Figures["jobs"] = len(jobs)
+	byBid := map[string][]*job{}
+	for _, j := range jobs {
+		byBid[j.bid] = append(byBid[j.bid], j)
+	}
+	completed := r.checkRows(in, byBid)
+	r.checkHistories(in)
+	r.checkStore(in, completed)
+	if err := r.checkInventory(ctx, in, completed); err != nil {
+		return nil, err
+	}
+	if err := r.checkARKs(in, jobs, completed); err != nil {
+		return nil, err
+	}
+	r.checkCallbacks(in, completed)
+	r.checkEffectsFirst(in, completed)
+	r.checkMail(in)
+	sort.SliceStable(r.Violations, func(i, k int) bool { return r.Violations[i].Check < r.Violations[k].Check })
+	return r, nil
+}
+
+func (r *Report) violate(check, item, format string, args ...any) {
+	r.Violations = append(r.Violations, Violation{Check: check, Item: item, Detail: fmt.Sprintf(format, args...)})
+}
+
+func get(in Input, rel string) ([]byte, error) {
+	data, _, err := in.Conn.Get(in.Root + rel)
+	return data, err
+}
+
+func readJobs(in Input) (map[string]*job, error) {
+	names, _, err := in.Conn.Children(in.Root + "/jobs")
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	out := map[string]*job{}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "jid") {
+			continue
+		}
+		j := &job{id: n, batchEntry: -1}
+		if b, err := get(in, "/jobs/"+n+"/bid"); err == nil {
+			j.bid = string(b)
+		}
+		if b, err := get(in, "/jobs/"+n+"/status"); err == nil {
+			var st struct {
+				Status string `json:"status"`
+			}
+			json.Unmarshal(b, &st)
+			j.state = st.Status
+		}
+		if b, err := get(in, "/jobs/"+n+"/identifiers"); err == nil {
+			var ids struct {
+				Primary string   `json:"primary_id"`
+				Local   []string `json:"local_id"`
+			}
+			json.Unmarshal(b, &ids)
+			j.ark, j.localIDs = ids.Primary, ids.Local
+		}
+		if b, err := get(in, "/jobs/"+n+"/inventory"); err == nil {
+			var inv struct {
+				URL     string `json:"manifest_url"`
+				Version int    `json:"version"`
+			}
+			json.Unmarshal(b, &inv)
+			j.invManifest, j.invVersion = inv.URL, inv.Version
+		}
+		if b, err := get(in, "/jobs/"+n+"/configuration"); err == nil {
+			var c struct {
+				Entry *int `json:"batch_entry"`
+			}
+			if json.Unmarshal(b, &c) == nil && c.Entry != nil {
+				j.batchEntry = *c.Entry
+			}
+		}
+		out[n] = j
+	}
+	return out, nil
+}
+
+// completedJob is a completed job and the object it was deposited as.
+type completedJob struct {
+	*job
+	obj traffic.Object
+}
+
+// checkRows: every accepted row of every batch became one job, which
+// completed; it returns the completed jobs.
+func (r *Report) checkRows(in Input, byBid map[string][]*job) []completedJob {
+	var out []completedJob
+	for i, b := range in.Traffic.Batches() {
+		bid, ok := in.Traffic.Bid(i)
+		if !ok {
+			r.violate(CheckOneJobPerRow, b.UUID, "never submitted")
+			continue
+		}
+		js := byBid[bid]
+		r.Figures["batches"]++
+		if b.Doomed {
+			if len(js) > 0 {
+				r.violate(CheckOneJobPerRow, bid, "its payload is missing, yet it has %d jobs", len(js))
+			}
+			continue
+		}
+		if len(js) != len(b.Objects) {
+			r.violate(CheckOneJobPerRow, bid, "%d jobs for %d rows (%s)", len(js), len(b.Objects), b.Type)
+		}
+		seen := map[string]string{}
+		for _, j := range js {
+			key := strconv.Itoa(j.batchEntry)
+			obj := b.Objects[0]
+			if len(b.Objects) > 1 || b.Objects[0].LocalID != "" {
+				if len(j.localIDs) != 1 {
+					r.violate(CheckOneJobPerRow, j.id, "local ids %v, want one", j.localIDs)
+					continue
+				}
+				key = j.localIDs[0]
+				k := slices.IndexFunc(b.Objects, func(o traffic.Object) bool { return o.LocalID == key })
+				if k < 0 {
+					r.violate(CheckOneJobPerRow, j.id, "local id %s is no row of batch %s", key, bid)
+					continue
+				}
+				obj = b.Objects[k]
+			}
+			if other, dup := seen[key]; dup {
+				r.violate(CheckOneJobPerRow, j.id, "row %s of batch %s became two jobs: %s and %s", key, bid, other, j.id)
+			}
+			seen[key] = j.id
+			if j.state != model.Completed {
+				r.violate(CheckCompleted, j.id, "ended %s", cmp.Or(j.state, "without a status"))
+				continue
+			}
+			out = append(out, completedJob{job: j, obj: obj})
+		}
+	}
+	r.Figures["completed"] = len(out)
+	return out
+}
+
+// checkHistories holds every job the watcher saw to the state machine,
+// to porcupine's model of its state, and to mutual exclusion.
+func (r *Report) checkHistories(in Input) {
+	workers := in.Watch.Workers()
+	for id, j := range in.Watch.Jobs() {
+		if len(j.Reads) == 0 {
+			continue
+		}
+		moves, dropped := allMoves(j)
+		if dropped {
+			r.Figures["histories unchecked (entries dropped)"]++
+			continue
+		}
+		// The path, as the moves chain.
+		prev := ""
+		var path []string
+		for _, m := range moves {
+			path = append(path, m.To)
+			if m.From != prev || !model.Allowed(m.From, m.To) {
+				r.violate(CheckPath, id, "move %s → %s by %s at %s, the job being %s (path %s)", show(m.From), m.To, m.Worker,
+					m.At.Format("15:04:05.000"), show(prev), strings.Join(path, " → "))
+			}
+			prev = m.To
+		}
+		r.Figures["moves"] += len(moves)
+		r.porcupine(in, id, j, moves)
+		r.mutualExclusion(id, j, moves, workers)
+	}
+}
+
+// allMoves are the moves of a job's history, in order, with the first
+// read each was seen in; dropped when the history lost entries.
+func allMoves(j watch.Job) ([]seenMove, bool) {
+	last := j.Reads[len(j.Reads)-1]
+	if last.Dropped > 0 {
+		return nil, true
+	}
+	var out []seenMove
+	for _, m := range last.Moves {
+		sm := seenMove{Move: m}
+		for _, rd := range j.Reads {
+			if slices.ContainsFunc(rd.Moves, func(o watch.Move) bool { return o.At.Equal(m.At) && o.To == m.To && o.Worker == m.Worker }) {
+				sm.seen = rd.Return
+				break
+			}
+		}
+		out = append(out, sm)
+	}
+	return out, false
+}
+
+type seenMove struct {
+	watch.Move
+	seen time.Time // the return of the first read that listed it
+}
+
+func show(s string) string {
+	if s == "" {
+		return "(new)"
+	}
+	return s
+}
+
+// porcupine checks that the moves and the watcher's reads of a job's
+// state are linearizable against model.JobState.
+func (r *Report) porcupine(in Input, id string, j watch.Job, moves []seenMove) {
+	var ops []porcupine.Operation
+	for _, m := range moves {
+		ret := m.seen
+		if ret.Before(m.At) {
+			ret = m.At
+		}
+		ops = append(ops, porcupine.Operation{ClientId: 0, Input: model.Input{From: m.From, To: m.To, Worker: m.Worker},
+			Call: m.At.UnixNano(), Output: model.Output{}, Return: ret.UnixNano() + 1})
+	}
+	for _, rd := range j.Reads {
+		if rd.State == "" {
+			continue
+		}
+		ops = append(ops, porcupine.Operation{ClientId: 1, Input: model.Input{Read: true}, Call: rd.Call.UnixNano(),
+			Output: model.Output{State: rd.State}, Return: rd.Return.UnixNano()})
+	}
+	res, info := porcupine.CheckOperationsVerbose(model.JobState, ops, 10*time.Second)
+	r.Figures["porcupine operations"] += len(ops)
+	switch res {
+	case porcupine.Ok:
+		r.Figures["histories linearizable"]++
+	case porcupine.Unknown:
+		r.Figures["histories unchecked (porcupine timed out)"]++
+	default:
+		detail := fmt.Sprintf("%d moves and %d reads admit no order in which every move starts from the state the job is in", len(moves), len(j.Reads))
+		if in.PorcupineDir != "" {
+			p := filepath.Join(in.PorcupineDir, id+".html")
+			if f, err := os.Create(p); err == nil {
+				if porcupine.Visualize(model.JobState, info, f) == nil {
+					detail += "; see " + p
+				}
+				f.Close()
+			}
+		}
+		r.violate(CheckLinearizable, id, "%s", detail)
+	}
+}
+
+// slack absorbs the difference between a lock's ctime (the server's
+// milliseconds) and a move's time (its writer's clock, before its request).
+const slack = 5 * time.Millisecond
+
+// mutualExclusion: every move a worker made fell where no other session
+// held the job's lock.
+func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, workers map[string][]int64) {
+	for _, m := range moves {
+		if m.From == "" || m.Worker == "" || m.Worker == "operator" || m.Worker == "fsck" {
+			continue
+		}
+		own := map[int64]bool{}
+		for w, sessions := range workers {
+			if w == m.Worker || strings.HasPrefix(w, m.Worker+"-") {
+				for _, s := range sessions {
+					own[s] = true
+				}
+			}
+		}
+		if len(own) == 0 {
+			r.Figures["moves unchecked for mutual exclusion (worker's session unseen)"]++
+			continue
+		}
+		r.Figures["moves checked for mutual exclusion"]++
+		for _, l := range j.Locks {
+			if own[l.Session] {
+				continue
+			}
+			inside := l.Created.Add(slack).Before(m.At) && (l.Gone.IsZero() || m.At.Add(slack).Before(l.Gone))
+			if inside {
+				gone := "still held at the end"
+				if !l.Gone.IsZero() {
+					gone = "until " + l.Gone.Format("15:04:05.000")
+				}
+				r.violate(CheckMutualExclusion, id, "%s moved it %s → %s at %s while session 0x%x held its lock (from %s, %s)",
+					m.Worker, show(m.From), m.To, m.At.Format("15:04:05.000"), l.Session, l.Created.Format("15:04:05.000"), gone)
+			}
+		}
+	}
+}
+
+// versionJSON is what a version folder says of who stored it.
+type versionJSON struct {
+	JobID string `json:"jid"`
+}
+
+// checkStore: each completed job's object has exactly one version stored
+// by it, complete, with the deposited files.
+func (r *Report) checkStore(in Input, completed []completedJob) {
+	for _, j := range completed {
+		objDir := filepath.Join(in.StoreRoot, lockName(j.ark))
+		des, err := os.ReadDir(objDir)
+		if err != nil {
+			r.violate(CheckStoredOnce, j.id, "object %s: %v", j.ark, err)
+			continue
+		}
+		var mine []string
+		for _, de := range des {
+			var rec versionJSON
+			data, err := os.ReadFile(filepath.Join(objDir, de.Name(), "version.json"))
+			if err == nil && json.Unmarshal(data, &rec) == nil && rec.JobID == j.id {
+				mine = append(mine, de.Name())
+			}
+		}
+		if len(mine) != 1 || len(des) != 1 {
+			r.violate(CheckStoredOnce, j.id, "object %s holds %d version folders, %d of them stored by the job (%v)", j.ark, len(des), len(mine), mine)
+			continue
+		}
+		vdir := filepath.Join(objDir, mine[0])
+		got, err := producerDigests(vdir)
+		if err != nil {
+			r.violate(CheckStoredOnce, j.id, "version %s: %v", vdir, err)
+			continue
+		}
+		want := slices.Sorted(mapKeys(j.obj.Files))
+		if !slices.Equal(got, want) {
+			r.violate(CheckStoredOnce, j.id, "version %s stores files with digests %v, the deposit %v", vdir, got, want)
+		}
+		r.Figures["versions stored"]++
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// producerDigests are the sha256 digests of the files a version folder's
+// manifest lists under producer/, each read and digested again.
+func producerDigests(vdir string) ([]string, error) {
+	f, err := os.Open(filepath.Join(vdir, "manifest.checkm"))
+	if err != nil {
+		return nil, err
+	}
+	m, err := checkm.Parse(f, checkm.Limits{})
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range m.Entries {
+		if !strings.HasPrefix(e.FileName, "producer/") {
+			continue
+		}
+		data, err := os.Open(filepath.Join(vdir, filepath.FromSlash(e.FileName)))
+		if err != nil {
+			return nil, err
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, data)
+		data.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hex.EncodeToString(h.Sum(nil)))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func lockName(id string) string { return strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(id) }
+
+// checkInventory: each completed job has one version row, of its ARK and
+// its stored version, with the version's files.
+func (r *Report) checkInventory(ctx context.Context, in Input, completed []completedJob) error {
+	db, err := sql.Open("sqlite", "file:"+in.Inventory+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, j := range completed {
+		rows, err := db.QueryContext(ctx, `SELECT ark, number FROM versions WHERE jid = ?`, j.id)
+		if err != nil {
+			return fmt.Errorf("reading the inventory: %w", err)
+		}
+		var found []string
+		for rows.Next() {
+			var ark string
+			var n int
+			if err := rows.Scan(&ark, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			found = append(found, fmt.Sprintf("%s v%d", ark, n))
+			if ark != j.ark || n != j.invVersion {
+				r.violate(CheckRecordedOnce, j.id, "inventory row %s v%d, the job says %s v%d", ark, n, j.ark, j.invVersion)
+			}
+			var files int
+			db.QueryRowContext(ctx, `SELECT count(*) FROM files WHERE ark = ? AND version = ?`, ark, n).Scan(&files)
+			if want := len(j.obj.Files); files < want {
+				r.violate(CheckRecordedOnce, j.id, "inventory lists %d files of %s v%d, the deposit has %d (and its system files)", files, ark, n, want)
+			}
+		}
+		rows.Close()
+		if len(found) != 1 {
+			r.violate(CheckRecordedOnce, j.id, "%d inventory rows: %v", len(found), found)
+			continue
+		}
+		r.Figures["inventory rows"]++
+	}
+	var orphans int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM versions`).Scan(&orphans); err == nil {
+		r.Figures["inventory rows in all"] = orphans
+	}
+	return nil
+}
+
+// checkARKs: every completed job has an ARK of its own, its local ids are
+// bound to it, and the mint counter reserved exactly the ARKs the jobs
+// hold (none minted twice, none lost).
+func (r *Report) checkARKs(in Input, jobs map[string]*job, completed []completedJob) error {
+	owner := map[string]string{}
+	for _, j := range jobs {
+		if j.ark == "" {
+			continue
+		}
+		if other, dup := owner[j.ark]; dup {
+			r.violate(CheckOneARK, j.id, "ARK %s is also job %s's", j.ark, other)
+		}
+		owner[j.ark] = j.id
+	}
+	for _, j := range completed {
+		for _, lid := range j.localIDs {
+			data, err := get(in, "/local-ids/"+lockName("ark:/99999/fk4owner")+"/"+lockName(lid))
+			if err != nil {
+				r.violate(CheckOneARK, j.id, "local id %s bound to nothing: %v", lid, err)
+				continue
+			}
+			if string(data) != j.ark {
+				r.violate(CheckOneARK, j.id, "local id %s bound to %s, the job has %s", lid, data, j.ark)
+			}
+		}
+	}
+	data, err := get(in, "/counters/"+lockName(in.Shoulder))
+	if errors.Is(err, zk.ErrNoNode) {
+		data = []byte("0")
+	} else if err != nil {
+		return fmt.Errorf("reading the mint counter: %w", err)
+	}
+	minted, err := strconv.Atoi(string(data))
+	if err != nil {
+		return fmt.Errorf("mint counter %q: %w", data, err)
+	}
+	r.Figures["ARKs minted"] = minted
+	if minted != len(owner) {
+		r.violate(CheckOneARK, "mint counter", "reserved %d ARKs; the jobs hold %d", minted, len(owner))
+	}
+	return nil
+}
+
+// checkCallbacks: every completed job's callback came at least once,
+// under the job's id as its idempotency key, naming its ARK; a callback
+// came again only under the same key (the receiver deduplicates it).
+func (r *Report) checkCallbacks(in Input, completed []completedJob) {
+	byKey := map[string][]depositor.Callback{}
+	for _, c := range in.Callbacks {
+		byKey[c.Key] = append(byKey[c.Key], c)
+	}
+	for _, j := range completed {
+		calls := byKey[j.id]
+		if len(calls) == 0 {
+			r.violate(CheckCallback, j.id, "no callback under key %s", j.id)
+			continue
+		}
+		for _, c := range calls {
+			var body struct {
+				JobID string `json:"jid"`
+				ARK   string `json:"ark"`
+			}
+			if json.Unmarshal(c.Body, &body) != nil || body.JobID != j.id || body.ARK != j.ark {
+				r.violate(CheckCallback, j.id, "callback under key %s says %s", j.id, c.Body)
+			}
+		}
+		r.Figures["callbacks delivered"]++
+		r.Figures["callbacks delivered again (same key)"] += len(calls) - 1
+	}
+	if len(in.Callbacks) > 0 && byKey[""] != nil {
+		r.violate(CheckCallback, "callbacks", "%d callbacks without an idempotency key", len(byKey[""]))
+	}
+}
+
+// checkMail: each batch's report is one mail (one outbox file under its
+// key, which a resend overwrites); no batch has two reports.
+func (r *Report) checkMail(in Input) {
+	des, err := os.ReadDir(in.OutboxDir)
+	if err != nil {
+		r.violate(CheckOneMail, "outbox", "%v", err)
+		return
+	}
+	for i := range in.Traffic.Batches() {
+		bid, ok := in.Traffic.Bid(i)
+		if !ok {
+			continue
+		}
+		var mails []string
+		for _, de := range des {
+			if strings.HasPrefix(de.Name(), bid+"-report") {
+				mails = append(mails, de.Name())
+			}
+		}
+		first := slices.Contains(mails, bid+"-report.eml")
+		if !first || len(mails)-1 > in.Traffic.UpdateReports(bid) {
+			r.violate(CheckOneMail, bid, "report mails %v for one report and %d update reports asked for", mails, in.Traffic.UpdateReports(bid))
+			continue
+		}
+		r.Figures["reports mailed"] += len(mails)
+	}
+}
+
+// checkEffectsFirst: a job moved on from Storing only once its version was
+// complete in the store (the version manifest's modification time, the
+// file system's own record), and from Notify only once its callback had
+// been received (the depositor's own record).
+func (r *Report) checkEffectsFirst(in Input, completed []completedJob) {
+	seen := in.Watch.Jobs()
+	firstCall := map[string]time.Time{}
+	for _, c := range in.Callbacks {
+		if t, ok := firstCall[c.Key]; !ok || c.At.Before(t) {
+			firstCall[c.Key] = c.At
+		}
+	}
+	for _, j := range completed {
+		w, ok := seen[j.id]
+		if !ok || len(w.Reads) == 0 {
+			continue
+		}
+		moves := w.Reads[len(w.Reads)-1].Moves
+		for _, m := range moves {
+			switch {
+			case m.From == model.Storing && m.To == model.Recording:
+				fi, err := os.Stat(filepath.Join(in.StoreRoot, lockName(j.ark), "v"+strconv.Itoa(j.invVersion), "manifest.checkm"))
+				if err != nil {
+					continue // checkStore names it
+				}
+				if fi.ModTime().After(m.At.Add(slack)) {
+					r.violate(CheckEffectFirst, j.id, "moved to Recording by %s at %s, its version completed in the store at %s",
+						m.Worker, m.At.Format("15:04:05.000"), fi.ModTime().Format("15:04:05.000"))
+				}
+				r.Figures["effects checked before their commit"]++
+			case m.From == model.Notify && m.To == model.Completed:
+				t, ok := firstCall[j.id]
+				if !ok {
+					continue // checkCallbacks names it
+				}
+				if t.After(m.At.Add(slack)) {
+					r.violate(CheckEffectFirst, j.id, "Completed by %s at %s, its callback received at %s", m.Worker,
+						m.At.Format("15:04:05.000"), t.Format("15:04:05.000"))
+				}
+				r.Figures["effects checked before their commit"]++
+			}
+		}
+	}
+}
