@@ -56,8 +56,8 @@ func (f Fault) String() string {
 
 // Plan is what a schedule covers.
 type Plan struct {
-	Points []failpoint.Point // each armed once, with an action of its own
-	Kills  int
+	Points                                  []failpoint.Point // each armed once, with an action of its own
+	Kills                                   int
 	Freeze, Leader, Quorum, Partition, Slow bool
 }
 

@@ -468,7 +468,9 @@ func producerDigests(vdir string) ([]string, error) {
 	return out, nil
 }
 
-func lockName(id string) string { return strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(id) }
+func lockName(id string) string {
+	return strings.NewReplacer(":/", "_", ":", "_", "/", "_").Replace(id)
+}
 
 // checkInventory: each completed job has one version row, of its ARK and
 // its stored version, with the version's files.
