@@ -26,8 +26,11 @@ KUSTOMIZE := $(BIN)/.tools/kustomize@$(KUSTOMIZE_VERSION)
 # shared/s3test starts it on loopback); pinned, from the Go module proxy.
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW := $(BIN)/.tools/versitygw@$(VERSITYGW_VERSION)
+# The failpoint tool of the robustness build (go.etcd.io/gofail).
+GOFAIL_VERSION := v0.2.0
+GOFAIL := $(BIN)/.tools/gofail@$(GOFAIL_VERSION)
 
-.PHONY: help deps versitygw test race chaos bench demo up proto proto-check lint build config-table
+.PHONY: help deps versitygw test race chaos robustness bench demo up proto proto-check lint build build-failpoints config-table
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
@@ -36,7 +39,10 @@ help:
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
+	@echo "make robustness    the robustness suite in full: fixed seeds, every failpoint and fault, broken builds, mixed versions"
+	@echo "                   (ROBUSTNESS_SEED=<n> replays one seed); prints the failpoints reached"
 	@echo "make build         build the service binaries and ingestq-backup into ./bin"
+	@echo "make build-failpoints  build the services with their failpoints into ./bin/failpoints (the robustness build)"
 	@echo "make lint          buf lint, gofmt, go vet, staticcheck, and a check that proto/'s generated code is current"
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
@@ -100,6 +106,31 @@ CHAOS_RUN ?= .
 chaos: deps
 	cd e2e && INGESTQ_CHAOS_JOBS=$(INGESTQ_CHAOS_JOBS) go test -count=1 -v -timeout 90m \
 		-run '$(CHAOS_RUN)' ./chaos/
+
+# The robustness suite in full (docs/reliability.md): each seed of
+# ROBUSTNESS_SEEDS runs the stack built with failpoints under traffic of
+# every kind and a schedule of every failpoint (crash, stall, error) and
+# fault (kill -9, SIGSTOP, leader and quorum loss, a partition, slow
+# links), then the independent checker; then the deliberately broken
+# builds, which the checker must catch, and a run of mixed versions rolled
+# to the current one. It ends with the failpoints reached. About 20
+# minutes on 2 cores. ROBUSTNESS_SEED=<n> runs (replays) one seed; `make
+# test` runs one seed with part of the faults.
+ROBUSTNESS_SEEDS ?= 1,2,3
+robustness: deps $(GOFAIL)
+	cd e2e && GOFAIL=$(GOFAIL) ROBUSTNESS_FULL=1 ROBUSTNESS_SEEDS=$(ROBUSTNESS_SEEDS) go test -count=1 -v -timeout 60m ./robustness/ | \
+		grep -v -e '^=== \(RUN\|PAUSE\|CONT\)'
+
+# The services with their failpoints compiled in, into bin/failpoints:
+# scripts/build-failpoints.sh builds them from a copy of the tree, which
+# `gofail enable` rewrites; the working tree is left as it is.
+build-failpoints: $(GOFAIL)
+	GOFAIL=$(GOFAIL) scripts/build-failpoints.sh $(BIN)/failpoints
+
+$(GOFAIL):
+	@mkdir -p $(@D)
+	GOBIN=$(@D) go install go.etcd.io/gofail@$(GOFAIL_VERSION)
+	mv $(@D)/gofail $@
 
 # The benchmarks, in one run against a ZooKeeper they start themselves:
 # the queue library (create, lifecycle, pick-up, depth, cleanup), the

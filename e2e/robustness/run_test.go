@@ -61,6 +61,8 @@ type runOpts struct {
 	seed    uint64
 	plan    fault.Plan
 	batches int
+	// files: the batches are of one small file each (traffic.PlanFiles).
+	files bool
 	// bins holds the binaries every replica runs; failpoints says they
 	// were built with failpoints.
 	bins       string
@@ -137,6 +139,9 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	r.deposits.SetDelay(200 * time.Millisecond)
 	rng := rand.New(rand.NewPCG(opts.seed, 1))
 	batches := traffic.Plan(rng, opts.seed, opts.batches)
+	if opts.files {
+		batches = traffic.PlanFiles(opts.seed, opts.batches)
+	}
 	if err := traffic.Write(filepath.Join(dir, "deposits"), r.deposits.URL, rng, batches); err != nil {
 		t.Fatal(err)
 	}
@@ -546,31 +551,41 @@ func batchKinds(bs []*traffic.Batch) string {
 
 // The builds the tests share, each made once per test binary; TestMain
 // removes them.
-var (
-	buildsMu  sync.Mutex
-	builtDirs = map[string]string{}
-	buildRoot string
-)
+var builds = struct {
+	sync.Mutex
+	root string
+	by   map[string]*builtOnce
+}{by: map[string]*builtOnce{}}
+
+type builtOnce struct {
+	once sync.Once
+	dir  string
+	err  error
+}
 
 // build makes (once) the build called name into a folder of its own.
 func build(ctx context.Context, name string, make func(ctx context.Context, dir string) error) (string, error) {
-	buildsMu.Lock()
-	defer buildsMu.Unlock()
-	if dir, ok := builtDirs[name]; ok {
-		return dir, nil
-	}
-	if buildRoot == "" {
-		var err error
-		if buildRoot, err = testenv.MkdirTemp("ingestq-robustness-builds-"); err != nil {
+	builds.Lock()
+	if builds.root == "" {
+		root, err := testenv.MkdirTemp("ingestq-robustness-builds-")
+		if err != nil {
+			builds.Unlock()
 			return "", err
 		}
+		builds.root = root
 	}
-	dir := filepath.Join(buildRoot, name)
-	if err := make(ctx, dir); err != nil {
-		return "", fmt.Errorf("building %s: %w", name, err)
+	b, ok := builds.by[name]
+	if !ok {
+		b = &builtOnce{dir: filepath.Join(builds.root, name)}
+		builds.by[name] = b
 	}
-	builtDirs[name] = dir
-	return dir, nil
+	builds.Unlock()
+	b.once.Do(func() {
+		if err := make(ctx, b.dir); err != nil {
+			b.err = fmt.Errorf("building %s: %w", name, err)
+		}
+	})
+	return b.dir, b.err
 }
 
 // repoRoot is the repository's top folder (the tests run in e2e/robustness).
@@ -582,7 +597,11 @@ const gofailVersion = "v0.2.0"
 // buildFailpoints builds the services with failpoints (make
 // build-failpoints), with patches applied first.
 func buildFailpoints(ctx context.Context, dir string, patches ...string) error {
+	gofail := os.Getenv("GOFAIL") // make robustness installs it
 	tools, err := build(ctx, "tools", func(ctx context.Context, dir string) error {
+		if gofail != "" {
+			return nil
+		}
 		cmd := exec.CommandContext(ctx, "go", "install", "go.etcd.io/gofail@"+gofailVersion)
 		cmd.Env = append(os.Environ(), "GOBIN="+dir)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -602,7 +621,12 @@ func buildFailpoints(ctx context.Context, dir string, patches ...string) error {
 		args = append(args, filepath.Join(root, "e2e", "robustness", "broken", p))
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "build-failpoints.sh"), args...)
-	cmd.Env = append(os.Environ(), "GOFAIL="+filepath.Join(tools, "gofail"))
+	if gofail == "" {
+		gofail = filepath.Join(tools, "gofail")
+	} else if gofail, err = filepath.Abs(gofail); err != nil {
+		return err
+	}
+	cmd.Env = append(os.Environ(), "GOFAIL="+gofail)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%w\n%s", err, out)
 	}
@@ -612,8 +636,8 @@ func buildFailpoints(ctx context.Context, dir string, patches ...string) error {
 func TestMain(m *testing.M) {
 	testenv.Isolate()
 	code := m.Run()
-	if buildRoot != "" {
-		os.RemoveAll(buildRoot)
+	if builds.root != "" {
+		os.RemoveAll(builds.root)
 	}
 	os.Exit(code)
 }

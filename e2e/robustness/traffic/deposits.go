@@ -88,6 +88,16 @@ func Plan(rng *rand.Rand, seed uint64, n int) []*Batch {
 	return out
 }
 
+// PlanFiles makes n batches of one small file each: a run whose every
+// job a targeted fault can find.
+func PlanFiles(seed uint64, n int) []*Batch {
+	var out []*Batch
+	for i := range n {
+		out = append(out, &Batch{Index: i, UUID: fmt.Sprintf("robust-%d-%d", seed, i), Type: v1.PayloadType_PAYLOAD_TYPE_FILE, Size: "small"})
+	}
+	return out
+}
+
 // rowsPerManifest is how many objects a manifest of manifests or of
 // containers lists: enough that its jobs take more than one multi to
 // create (the batcher's failpoint between them).

@@ -355,12 +355,8 @@ func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, worke
 			continue
 		}
 		own := map[int64]bool{}
-		for w, sessions := range workers {
-			if w == m.Worker || strings.HasPrefix(w, m.Worker+"-") {
-				for _, s := range sessions {
-					own[s] = true
-				}
-			}
+		for _, s := range sessionsOf(m.Worker, workers) {
+			own[s] = true
 		}
 		if len(own) == 0 {
 			r.Figures["moves unchecked for mutual exclusion (worker's session unseen)"]++
@@ -371,7 +367,15 @@ func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, worke
 			if own[l.Session] {
 				continue
 			}
-			inside := l.Created.Add(slack).Before(m.At) && (l.Gone.IsZero() || m.At.Add(slack).Before(l.Gone))
+			// A holding ends by the first move its own session made (a
+			// commit deletes its lock), when the watcher saw that sooner.
+			end := l.Gone
+			for _, m2 := range moves {
+				if m2.At.After(l.Created) && (end.IsZero() || m2.At.Before(end)) && slices.Contains(sessionsOf(m2.Worker, workers), l.Session) {
+					end = m2.At
+				}
+			}
+			inside := l.Created.Add(slack).Before(m.At) && (end.IsZero() || m.At.Before(end))
 			if inside {
 				gone := "still held at the end"
 				if !l.Gone.IsZero() {
@@ -382,6 +386,19 @@ func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, worke
 			}
 		}
 	}
+}
+
+// sessionsOf are the sessions a worker's entries were seen under: a
+// history names a stage runner's worker id, or its process's name (a
+// lease's commit), which begins every worker id of the process.
+func sessionsOf(worker string, workers map[string][]int64) []int64 {
+	var out []int64
+	for w, sessions := range workers {
+		if w == worker || strings.HasPrefix(w, worker+"-") {
+			out = append(out, sessions...)
+		}
+	}
+	return out
 }
 
 // versionJSON is what a version folder says of who stored it.

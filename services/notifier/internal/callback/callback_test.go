@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,5 +114,34 @@ func TestCallbacksAreCountedByOutcome(t *testing.T) {
 		if want := `ingestq_callbacks_total{outcome="` + outcome + `"} 1`; !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("no %s in\n%s", want, rec.Body.String())
 		}
+	}
+}
+
+// TestEveryAttemptCarriesTheJobsIdempotencyKey: a result posted again (an
+// attempt retried, a notifier that stopped before its commit) carries the
+// same Idempotency-Key, the job's id, for the receiver to deduplicate.
+func TestEveryAttemptCarriesTheJobsIdempotencyKey(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 3, Backoff: time.Millisecond, Max: time.Minute}}
+	for range 2 {
+		if err := p.Post(context.Background(), srv.URL, Result{JobID: "jid0000000042"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"jid0000000042", "jid0000000042", "jid0000000042"}; strings.Join(keys, ",") != strings.Join(want, ",") {
+		t.Errorf("Idempotency-Key of each post: %q, want %q", keys, want)
 	}
 }
