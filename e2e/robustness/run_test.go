@@ -208,7 +208,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	if r.watch, err = watch.Start(ctx, r.ens.Addrs(), r.stack.Root, log); err != nil {
 		t.Fatal(err)
 	}
-	if r.conn, _, err = zk.Connect(r.ens.Addrs(), 20*time.Second, zk.WithLogInfo(false)); err != nil {
+	if r.conn, _, err = zk.Connect(r.ens.Addrs(), 20*time.Second, zk.WithLogger(watch.Quiet{})); err != nil {
 		t.Fatal(err)
 	}
 	if r.q, err = session.Connect(ctx, session.Options{Servers: r.ens.Addrs(), Root: r.stack.Root, SessionTimeout: 20 * time.Second}); err != nil {

@@ -455,6 +455,23 @@ func (p *Proc) signal(sig syscall.Signal) {
 	}
 }
 
+// Exited reports whether the process was started and has ended since
+// (a crash, a kill, a stop).
+func (p *Proc) Exited() bool {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	if exited == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // PID is the process id (0 when not running).
 func (p *Proc) PID() int {
 	p.mu.Lock()

@@ -172,6 +172,20 @@ func (e *Env) Make(ctx context.Context, rng *rand.Rand, f Fault) (Outcome, error
 		}
 		out.Detail = "20–50 ms each way"
 	}
+	if err == nil {
+		// A process the fault ended (a panic where nothing recovers it) is
+		// started again, as its supervisor would.
+		for _, s := range stack.Services {
+			for _, p := range e.Stack.Procs(s) {
+				if p.Exited() {
+					out.Detail += fmt.Sprintf("; %s exited and was started again", name(p))
+					if err = e.restart(ctx, p); err != nil {
+						break
+					}
+				}
+			}
+		}
+	}
 	out.Took = time.Since(start)
 	return out, err
 }

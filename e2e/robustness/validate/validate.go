@@ -570,11 +570,51 @@ func (r *Report) checkARKs(in Input, jobs map[string]*job, completed []completed
 	if err != nil {
 		return fmt.Errorf("mint counter %q: %w", data, err)
 	}
-	r.Figures["ARKs minted"] = minted
-	if minted != len(owner) {
-		r.violate(CheckOneARK, "mint counter", "reserved %d ARKs; the jobs hold %d", minted, len(owner))
+	r.Figures["ARK numbers reserved"] = minted
+	r.Figures["ARKs held"] = len(owner)
+	// Numbers are reserved in blocks (a process that stops leaves the rest
+	// of its block unused); each ARK held must be a reserved number, and
+	// one job's alone (above).
+	for ark, jid := range owner {
+		n, ok := noidNumber(in.Shoulder, ark)
+		if !ok || n < 1 || n > int64(minted) {
+			r.violate(CheckOneARK, jid, "ARK %s is not one of the %d numbers the mint counter reserved", ark, minted)
+		}
 	}
 	return nil
+}
+
+// betanumeric is NOID's digits: what an ARK minted on a shoulder spells its
+// number in, before a check character.
+const betanumeric = "0123456789bcdfghjkmnpqrstvwxz"
+
+// noidNumber reads the number an ARK minted on shoulder spells, checking
+// its check character (NOID's: each character's ordinal times its
+// position, modulo 29, over the id after "ark:/").
+func noidNumber(shoulder, ark string) (int64, bool) {
+	blade, ok := strings.CutPrefix(ark, shoulder)
+	if !ok || len(blade) < 2 {
+		return 0, false
+	}
+	id := strings.TrimPrefix(ark, "ark:/")
+	sum := 0
+	for i := 0; i < len(id)-1; i++ {
+		if ord := strings.IndexByte(betanumeric, id[i]); ord > 0 {
+			sum += ord * (i + 1)
+		}
+	}
+	if betanumeric[sum%len(betanumeric)] != id[len(id)-1] {
+		return 0, false
+	}
+	var n int64
+	for _, c := range blade[:len(blade)-1] {
+		d := strings.IndexRune(betanumeric, c)
+		if d < 0 {
+			return 0, false
+		}
+		n = n*29 + int64(d)
+	}
+	return n, true
 }
 
 // checkCallbacks: every completed job's callback came at least once,

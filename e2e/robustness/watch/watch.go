@@ -69,7 +69,7 @@ type Recorder struct {
 
 // Start connects to servers and watches the queue under root until Stop.
 func Start(ctx context.Context, servers []string, root string, log *slog.Logger) (*Recorder, error) {
-	conn, events, err := zk.Connect(servers, 20*time.Second, zk.WithLogInfo(false))
+	conn, events, err := zk.Connect(servers, 20*time.Second, zk.WithLogger(Quiet{}))
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +84,13 @@ func Start(ctx context.Context, servers []string, root string, log *slog.Logger)
 	go r.children(ctx, root+"/workers", r.worker)
 	return r, nil
 }
+
+// Quiet is a ZooKeeper client logger that says nothing: the client's
+// reconnections under faults are what the run is about, not news.
+type Quiet struct{}
+
+// Printf says nothing.
+func (Quiet) Printf(string, ...any) {}
 
 // Stop ends the watches and the session.
 func (r *Recorder) Stop() {
