@@ -142,6 +142,8 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	if opts.files {
 		batches = traffic.PlanFiles(opts.seed, opts.batches)
 	}
+	// One more batch for each failpoint, sent as it is armed.
+	batches = traffic.PlanReserve(opts.seed, batches, len(opts.plan.Points))
 	if err := traffic.Write(filepath.Join(dir, "deposits"), r.deposits.URL, rng, batches); err != nil {
 		t.Fatal(err)
 	}
@@ -412,11 +414,17 @@ func (r *run) do(ctx context.Context) result {
 	defer stop()
 	var wg sync.WaitGroup
 	submitted := make(chan struct{})
-	var submitErr, faultErr error
 	faultsDone := make(chan struct{})
+	var submitErr, faultErr error
+	// Batches keep coming through the faults: the first spaced over the
+	// schedule's expected length (about 10 s a fault), one more each time
+	// a failpoint is armed.
+	faults := len(fault.Schedule(r.opts.seed, r.opts.plan))
+	reserve := len(r.opts.plan.Points)
+	spacing := min(20*time.Second, max(3*time.Second, time.Duration(faults)*10*time.Second/time.Duration(max(1, r.opts.batches))))
 	wg.Go(func() {
 		defer close(submitted)
-		submitErr = r.traffic.Submit(work, 4*time.Second, r.nudge)
+		submitErr = r.traffic.Submit(work, spacing, reserve, r.nudge, faultsDone)
 	})
 	wg.Go(func() { r.traffic.Operate(work) })
 	wg.Go(func() { r.traffic.Record(work) })

@@ -88,6 +88,18 @@ func Plan(rng *rand.Rand, seed uint64, n int) []*Batch {
 	return out
 }
 
+// PlanReserve adds n batches after batches: one object manifest of small
+// files each, kept for faults that need a batch to arrive (every stage
+// sees its one job, and the batcher keeps its payload).
+func PlanReserve(seed uint64, batches []*Batch, n int) []*Batch {
+	for i := range n {
+		k := len(batches)
+		batches = append(batches, &Batch{Index: k, UUID: fmt.Sprintf("robust-%d-%d", seed, k), Type: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
+			Size: sizeClasses[i%len(sizeClasses)].name})
+	}
+	return batches
+}
+
 // PlanFiles makes n batches of one small file each: a run whose every
 // job a targeted fault can find.
 func PlanFiles(seed uint64, n int) []*Batch {

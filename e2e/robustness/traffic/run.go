@@ -110,16 +110,28 @@ func (t *Traffic) count(kind string) {
 	t.mu.Unlock()
 }
 
-// Submit submits every batch, spacing apart or sooner when nudged (a
-// fault that waits for a batch to arrive), until ctx ends.
-func (t *Traffic) Submit(ctx context.Context, spacing time.Duration, nudge <-chan struct{}) error {
+// Submit submits the batches: the first all but reserve of them spacing
+// apart, the last reserve only when nudged (a batcher's failpoint is
+// reached only by a batch arriving, and one armed late in a run must find
+// one), and whatever is left once done is closed, until ctx ends.
+func (t *Traffic) Submit(ctx context.Context, spacing time.Duration, reserve int, nudge, done <-chan struct{}) error {
+	regular := max(1, len(t.batches)-reserve)
 	for i, b := range t.batches {
-		if i > 0 {
+		switch {
+		case i == 0:
+		case i < regular:
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(spacing):
 			case <-nudge:
+			}
+		default:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-nudge:
+			case <-done:
 			}
 		}
 		var bid string
