@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 
@@ -217,6 +218,15 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			// Outside the stage runner's recover: a panic here fails the
+			// job as one in the handler does, not the whole replica.
+			defer func() {
+				if p := recover(); p != nil {
+					d.Logger.ErrorContext(ctx, "download panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+					errs[i] = fmt.Errorf("internal error in downloading: %v", p)
+					cancel(errSibling)
+				}
+			}()
 			results[i], errs[i] = d.Files.Fetch(ctx, root, producerDir+"/"+f.GetName(), fileOf(f))
 			if errs[i] != nil {
 				cancel(errSibling)

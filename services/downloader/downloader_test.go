@@ -615,3 +615,30 @@ func TestAJobThePeerLibraryMadeWithoutWorkingDirDownloadsUnderTheWorkRoot(t *tes
 		t.Errorf("<work root>/<bid>/<jid>/producer holds %v, want %v", got, want)
 	}
 }
+
+// panickingGetter is a client whose every GET panics, as a bug on a
+// download's path would.
+type panickingGetter struct{}
+
+func (panickingGetter) Get(context.Context, string) (*http.Response, error) {
+	panic("a bug on the download's path")
+}
+
+// TestAPanicWhileDownloadingAFileFailsItsJobNotTheProcess: a job's files
+// are fetched in goroutines of their own, outside the stage runner's
+// recover. A panic there fails the job, naming the file, as a panic in the
+// handler does; it does not end the replica with every job in flight (and
+// again at each retry of the same payload).
+func TestAPanicWhileDownloadingAFileFailsItsJobNotTheProcess(t *testing.T) {
+	work := t.TempDir()
+	q := queuetest.Connect(t, zktest.Root(t))
+	dl := testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()})
+	dl.Files.Client = panickingGetter{}
+	startDownloader(t, q, dl)
+	jids, _ := createJobs(t, q, work, job{files: []*v1.ManifestFile{{Url: "http://127.0.0.1:1/a.txt", Name: "a.txt", Size: 3},
+		{Url: "http://127.0.0.1:1/b.txt", Name: "b.txt", Size: 3}}})
+	j := queuetest.WaitState(t, q, jids[0], queue.Failed)
+	if msg := j.GetStatus().GetMessage(); !strings.Contains(msg, "internal error") || !strings.Contains(msg, "a bug on the download's path") {
+		t.Errorf("message %q, want the internal error naming the panic", msg)
+	}
+}

@@ -63,9 +63,9 @@ var All = []Point{
 	{Name: "batcherPayloadKept", Service: "batcher", Effect: "the payload's reading kept in the work root; the batch not yet Processing, no job"},
 	{Name: "batcherJobsWritten", Service: "batcher", Effect: "one multi of a batch's jobs written; the others and the end of spawning not yet"},
 	{Name: "batcherReportMailed", Service: "batcher", Effect: "the batch's report mailed; its final state not yet committed"},
-	// The downloads of a job run in goroutines of their own, outside the
-	// runner's recover: a panic there ends the process.
-	{Name: "downloaderMidFile", Service: "downloader", Effect: "part of a file written to its .part file"},
+	// The downloads of a job run in goroutines of their own, which
+	// recover a panic as the runner does.
+	{Name: "downloaderMidFile", Service: "downloader", Effect: "part of a file written to its .part file", Handler: true},
 	{Name: "downloaderFilesWritten", Service: "downloader", Effect: "every file of the job written and synced; the job not yet in Processing", Handler: true},
 	{Name: "processorMinted", Service: "processor", Effect: "the ARK minted and in the job's identifiers; the local ids not yet bound", Handler: true},
 	{Name: "processorERCWritten", Service: "processor", Effect: "the ERC and Dublin Core written to system/; the files not yet listed", Handler: true},
