@@ -531,6 +531,9 @@ func (r *run) logReport(res result) {
 		for _, k := range keys {
 			fmt.Fprintf(&b, "  figure:      %s: %d\n", k, rep.Figures[k])
 		}
+		for _, n := range rep.Notes {
+			fmt.Fprintf(&b, "  note:        %s\n", n)
+		}
 		fmt.Fprintf(&b, "  violations:  %d\n", len(rep.Violations))
 		for _, v := range rep.Violations {
 			fmt.Fprintf(&b, "    %s\n", v)

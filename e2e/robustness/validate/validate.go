@@ -81,6 +81,8 @@ type Input struct {
 type Report struct {
 	Violations []Violation
 	Figures    map[string]int
+	// Notes are findings that break no promise but are worth a look.
+	Notes []string
 }
 
 // job is a job as its nodes say at the end.
@@ -376,16 +378,38 @@ func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, worke
 				}
 			}
 			inside := l.Created.Add(slack).Before(m.At) && (end.IsZero() || m.At.Before(end))
-			if inside {
-				gone := "still held at the end"
-				if !l.Gone.IsZero() {
-					gone = "until " + l.Gone.Format("15:04:05.000")
-				}
-				r.violate(CheckMutualExclusion, id, "%s moved it %s → %s at %s while session 0x%x held its lock (from %s, %s)",
-					m.Worker, show(m.From), m.To, m.At.Format("15:04:05.000"), l.Session, l.Created.Format("15:04:05.000"), gone)
+			if !inside {
+				continue
 			}
+			gone := "still held at the end"
+			if !end.IsZero() {
+				gone = "until " + end.Format("15:04:05.000")
+			}
+			holder := workerOf(l.Session, workers)
+			if holder == "" {
+				// A session without a worker entry (an operator's claim, say):
+				// not a second worker in the step, but shown.
+				r.Figures["moves inside a lock of a session without a worker entry"]++
+				r.Notes = append(r.Notes, fmt.Sprintf("%s: %s moved it %s → %s at %s while session 0x%x, of no worker entry seen, held its lock (from %s, %s)",
+					id, m.Worker, show(m.From), m.To, m.At.Format("15:04:05.000"), l.Session, l.Created.Format("15:04:05.000"), gone))
+				continue
+			}
+			r.violate(CheckMutualExclusion, id, "%s moved it %s → %s at %s while %s (session 0x%x) held its lock (from %s, %s)",
+				m.Worker, show(m.From), m.To, m.At.Format("15:04:05.000"), holder, l.Session, l.Created.Format("15:04:05.000"), gone)
 		}
 	}
+}
+
+// workerOf names the worker entries seen under session ("" when none).
+func workerOf(session int64, workers map[string][]int64) string {
+	var names []string
+	for w, sessions := range workers {
+		if slices.Contains(sessions, session) {
+			names = append(names, w)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // sessionsOf are the sessions a worker's entries were seen under: a

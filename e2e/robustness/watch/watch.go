@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -165,13 +166,46 @@ func (r *Recorder) children(ctx context.Context, path string, each func(context.
 	}
 }
 
+// worker watches one worker entry for as long as ctx lasts, recording
+// every session it is seen under: a replica whose session expired creates
+// it again under its next, perhaps before the folder's listing shows it
+// gone.
 func (r *Recorder) worker(ctx context.Context, id string) {
-	ok, stat, err := r.conn.Exists(r.root + "/workers/" + id)
-	if err == nil && ok {
-		r.mu.Lock()
-		r.workers[id] = append(r.workers[id], stat.EphemeralOwner)
-		r.mu.Unlock()
+	r.mu.Lock()
+	_, known := r.workers[id]
+	if !known {
+		r.workers[id] = nil
 	}
+	r.mu.Unlock()
+	if known {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		path := r.root + "/workers/" + id
+		for ctx.Err() == nil {
+			ok, stat, ch, err := r.conn.ExistsW(path)
+			if err != nil {
+				if !sleep(ctx, pause) {
+					return
+				}
+				continue
+			}
+			if ok {
+				r.mu.Lock()
+				if !slices.Contains(r.workers[id], stat.EphemeralOwner) {
+					r.workers[id] = append(r.workers[id], stat.EphemeralOwner)
+				}
+				r.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+			}
+		}
+	}()
 }
 
 // job starts the watches of one job (jid…; the states folder and others
