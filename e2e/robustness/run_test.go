@@ -138,7 +138,9 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	}
 	r.deposits.SetDelay(200 * time.Millisecond)
 	rng := rand.New(rand.NewPCG(opts.seed, 1))
-	batches := traffic.Plan(rng, opts.seed, opts.batches)
+	// A refused payload is reported to its depositor since the baseline:
+	// the mixed run leaves the doomed batch out.
+	batches := traffic.Plan(rng, opts.seed, opts.batches, opts.mixed == "")
 	if opts.files {
 		batches = traffic.PlanFiles(opts.seed, opts.batches)
 	}

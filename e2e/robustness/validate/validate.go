@@ -54,7 +54,7 @@ const (
 	CheckStoredOnce      = "each completed job has one stored version"
 	CheckRecordedOnce    = "each completed job has one inventory row"
 	CheckOneARK          = "one ARK per local id, each minted once"
-	CheckCallback        = "each callback delivered at least once, under its idempotency key"
+	CheckCallback        = "each callback delivered at least once, under its job's key"
 	CheckOneMail         = "each report sends one mail"
 	CheckMutualExclusion = "no two workers inside the same job's step"
 	CheckEffectFirst     = "each effect precedes the commit that records it"
@@ -642,34 +642,47 @@ func noidNumber(shoulder, ark string) (int64, bool) {
 }
 
 // checkCallbacks: every completed job's callback came at least once,
-// under the job's id as its idempotency key, naming its ARK; a callback
-// came again only under the same key (the receiver deduplicates it).
+// naming the job and its ARK; a callback came again only for the same job,
+// which the receiver deduplicates on its key: the job's id, in the body
+// (jid) and, since the header was added, in Idempotency-Key, which must then
+// be the same.
 func (r *Report) checkCallbacks(in Input, completed []completedJob) {
-	byKey := map[string][]depositor.Callback{}
+	byJob := map[string][]callbackBody{}
 	for _, c := range in.Callbacks {
-		byKey[c.Key] = append(byKey[c.Key], c)
+		var body callbackBody
+		if err := json.Unmarshal(c.Body, &body); err != nil || body.JobID == "" {
+			r.violate(CheckCallback, "callbacks", "a callback whose body names no job: %q", c.Body)
+			continue
+		}
+		switch c.Key {
+		case "":
+			r.Figures["callbacks without an Idempotency-Key header (a notifier older than it)"]++
+		case body.JobID:
+		default:
+			r.violate(CheckCallback, body.JobID, "callback under Idempotency-Key %s names job %s", c.Key, body.JobID)
+		}
+		byJob[body.JobID] = append(byJob[body.JobID], body)
 	}
 	for _, j := range completed {
-		calls := byKey[j.id]
+		calls := byJob[j.id]
 		if len(calls) == 0 {
-			r.violate(CheckCallback, j.id, "no callback under key %s", j.id)
+			r.violate(CheckCallback, j.id, "no callback")
 			continue
 		}
 		for _, c := range calls {
-			var body struct {
-				JobID string `json:"jid"`
-				ARK   string `json:"ark"`
-			}
-			if json.Unmarshal(c.Body, &body) != nil || body.JobID != j.id || body.ARK != j.ark {
-				r.violate(CheckCallback, j.id, "callback under key %s says %s", j.id, c.Body)
+			if c.ARK != j.ark {
+				r.violate(CheckCallback, j.id, "callback names ARK %s, the job has %s", c.ARK, j.ark)
 			}
 		}
 		r.Figures["callbacks delivered"]++
 		r.Figures["callbacks delivered again (same key)"] += len(calls) - 1
 	}
-	if len(in.Callbacks) > 0 && byKey[""] != nil {
-		r.violate(CheckCallback, "callbacks", "%d callbacks without an idempotency key", len(byKey[""]))
-	}
+}
+
+// callbackBody is what the checker reads of a callback.
+type callbackBody struct {
+	JobID string `json:"jid"`
+	ARK   string `json:"ark"`
 }
 
 // checkMail: each batch's report is one mail (one outbox file under its
@@ -708,8 +721,12 @@ func (r *Report) checkEffectsFirst(in Input, completed []completedJob) {
 	seen := in.Watch.Jobs()
 	firstCall := map[string]time.Time{}
 	for _, c := range in.Callbacks {
-		if t, ok := firstCall[c.Key]; !ok || c.At.Before(t) {
-			firstCall[c.Key] = c.At
+		var body callbackBody
+		if json.Unmarshal(c.Body, &body) != nil {
+			continue
+		}
+		if t, ok := firstCall[body.JobID]; !ok || c.At.Before(t) {
+			firstCall[body.JobID] = c.At
 		}
 	}
 	for _, j := range completed {
