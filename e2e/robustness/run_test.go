@@ -138,7 +138,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	}
 	r.deposits.SetDelay(200 * time.Millisecond)
 	rng := rand.New(rand.NewPCG(opts.seed, 1))
-	// A refused payload is reported to its depositor since the baseline:
+	// The baseline does not report a refused payload to its depositor:
 	// the mixed run leaves the doomed batch out.
 	batches := traffic.Plan(rng, opts.seed, opts.batches, opts.mixed == "")
 	if opts.files {

@@ -644,8 +644,8 @@ func noidNumber(shoulder, ark string) (int64, bool) {
 // checkCallbacks: every completed job's callback came at least once,
 // naming the job and its ARK; a callback came again only for the same job,
 // which the receiver deduplicates on its key: the job's id, in the body
-// (jid) and, since the header was added, in Idempotency-Key, which must then
-// be the same.
+// (jid) and in the Idempotency-Key header, which must agree where sent (a
+// notifier older than the header sends the body alone).
 func (r *Report) checkCallbacks(in Input, completed []completedJob) {
 	byJob := map[string][]callbackBody{}
 	for _, c := range in.Callbacks {
