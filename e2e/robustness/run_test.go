@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -477,7 +479,7 @@ func (r *run) do(ctx context.Context) result {
 	}
 	rep, err := validate.Check(ctx, validate.Input{Traffic: r.traffic, Watch: r.watch, Conn: r.conn, Root: r.stack.Root,
 		StoreRoot: r.stack.StoreRoot, Inventory: r.stack.InventoryDB, OutboxDir: r.stack.OutboxDir, Callbacks: r.deposits.Callbacks(),
-		Shoulder: shoulder, PorcupineDir: r.dir})
+		Shoulder: shoulder, PorcupineDir: r.dir, Replicas: r.replicaSessions()})
 	if err != nil {
 		res.err = errors.Join(res.err, fmt.Errorf("the checker could not read: %w", err))
 	}
@@ -488,6 +490,34 @@ func (r *run) do(ctx context.Context) result {
 		res.err = errors.Join(res.err, err)
 	}
 	return res
+}
+
+// replicaSessions maps each ZooKeeper session a replica's log says it
+// established to that replica ("recorder-1").
+func (r *run) replicaSessions() map[int64]string {
+	out := map[int64]string{}
+	logs, _ := filepath.Glob(filepath.Join(r.stack.LogDir, "*.log"))
+	for _, p := range logs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		replica := strings.TrimSuffix(filepath.Base(p), ".log")
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.Contains(line, `"msg":"zookeeper session established"`) {
+				continue
+			}
+			var l struct {
+				Session string `json:"session"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil {
+				if id, err := strconv.ParseInt(strings.TrimPrefix(l.Session, "0x"), 16, 64); err == nil {
+					out[id] = replica
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (r *run) checkFsck(ctx context.Context) error {

@@ -72,6 +72,9 @@ type Input struct {
 	Callbacks []depositor.Callback
 	// Shoulder is the mint counter's name (INGESTQ_MINT_SHOULDER).
 	Shoulder string
+	// Replicas names the replica of each session, as its log says it
+	// established it: only to say who held a lock, never for a verdict.
+	Replicas map[int64]string
 	// PorcupineDir, when set, receives a visualization of each job whose
 	// history is not linearizable.
 	PorcupineDir string
@@ -267,7 +270,7 @@ func (r *Report) checkHistories(in Input) {
 		}
 		r.Figures["moves"] += len(moves)
 		r.porcupine(in, id, j, moves)
-		r.mutualExclusion(id, j, moves, workers)
+		r.mutualExclusion(id, j, moves, workers, in.Replicas)
 	}
 }
 
@@ -351,7 +354,7 @@ const slack = 5 * time.Millisecond
 
 // mutualExclusion: every move a worker made fell where no other session
 // held the job's lock.
-func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, workers map[string][]int64) {
+func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, workers map[string][]int64, replicas map[int64]string) {
 	for _, m := range moves {
 		if m.From == "" || m.Worker == "" || m.Worker == "operator" || m.Worker == "fsck" {
 			continue
@@ -390,8 +393,9 @@ func (r *Report) mutualExclusion(id string, j watch.Job, moves []seenMove, worke
 				// A session without a worker entry (an operator's claim, say):
 				// not a second worker in the step, but shown.
 				r.Figures["moves inside a lock of a session without a worker entry"]++
-				r.Notes = append(r.Notes, fmt.Sprintf("%s: %s moved it %s → %s at %s while session 0x%x, of no worker entry seen, held its lock (from %s, %s)",
-					id, m.Worker, show(m.From), m.To, m.At.Format("15:04:05.000"), l.Session, l.Created.Format("15:04:05.000"), gone))
+				r.Notes = append(r.Notes, fmt.Sprintf("%s: %s moved it %s → %s at %s while session 0x%x (%s), of no worker entry seen, held its lock (from %s, %s)",
+					id, m.Worker, show(m.From), m.To, m.At.Format("15:04:05.000"), l.Session, cmp.Or(replicas[l.Session], "no replica's log names it"),
+					l.Created.Format("15:04:05.000"), gone))
 				continue
 			}
 			r.violate(CheckMutualExclusion, id, "%s moved it %s → %s at %s while %s (session 0x%x) held its lock (from %s, %s)",
