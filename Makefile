@@ -116,7 +116,7 @@ chaos: deps
 # to the current one. It ends with the failpoints reached. About 20
 # minutes on 2 cores. ROBUSTNESS_SEED=<n> runs (replays) one seed; `make
 # test` runs one seed with part of the faults.
-ROBUSTNESS_SEEDS ?= 1,2
+ROBUSTNESS_SEEDS ?= 1,2,3
 robustness: deps $(GOFAIL)
 	cd e2e && GOFAIL=$(GOFAIL) ROBUSTNESS_FULL=1 ROBUSTNESS_SEEDS=$(ROBUSTNESS_SEEDS) go test -count=1 -v -timeout 60m ./robustness/ | \
 		grep -v -e '^=== \(RUN\|PAUSE\|CONT\)'
