@@ -62,3 +62,33 @@ func TestSetDelayHoldsEveryAnswerBack(t *testing.T) {
 		t.Errorf("answered after %v, before the delay of %v", took, delay)
 	}
 }
+
+func TestCallbacksAreKeptAsReceivedWithTheirKeys(t *testing.T) {
+	s, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, key := range []string{"jid0000000001", "jid0000000001", ""} {
+		req, err := http.NewRequest(http.MethodPost, s.URL+CallbackPath, strings.NewReader(`{"jid":"jid0000000001"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("POST %s: %d", CallbackPath, resp.StatusCode)
+		}
+	}
+	got := s.Callbacks()
+	if len(got) != 3 || got[0].Key != "jid0000000001" || got[1].Key != "jid0000000001" || got[2].Key != "" ||
+		string(got[0].Body) != `{"jid":"jid0000000001"}` {
+		t.Errorf("callbacks kept: %+v", got)
+	}
+}
