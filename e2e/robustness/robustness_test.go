@@ -105,6 +105,9 @@ func TestEverySeedKeepsTheQueuesPromises(t *testing.T) {
 			if res.err != nil {
 				t.Errorf("seed %d: the run failed: %v\nreplay: %s", seed, res.err, r.opts.replay)
 			}
+			if full() && res.err == nil && r.traffic.Actions()["leases completed"] == 0 {
+				t.Errorf("seed %d: the external inventory completed no lease through RecordingService (%s)", seed, r.traffic.ActionsLine())
+			}
 			if res.report != nil && len(res.report.Violations) > 0 {
 				t.Errorf("seed %d: the checker found %d violations (above)\nreplay: %s", seed, len(res.report.Violations), r.opts.replay)
 			}

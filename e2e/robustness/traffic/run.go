@@ -104,6 +104,13 @@ func (t *Traffic) ActionsLine() string {
 	return s
 }
 
+// countErr counts a refused call of the external recorder by its code:
+// a lease that ended under it (its recorder killed, say) is one thing, a
+// call refused for want of a token another.
+func (t *Traffic) countErr(call string, err error) {
+	t.count(fmt.Sprintf("%s refused (%s)", call, status.Code(err)))
+}
+
 func (t *Traffic) count(kind string) {
 	t.mu.Lock()
 	t.actions[kind]++
@@ -311,9 +318,14 @@ func (t *Traffic) Record(ctx context.Context) {
 	db.SetMaxOpenConns(1)
 	for i := 0; ctx.Err() == nil; i++ {
 		rec := t.c.Recorders[i%len(t.c.Recorders)]
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// RecordingService is behind the admin token, as an inventory's
+		// client holds it.
+		lctx, cancel := context.WithTimeout(t.c.AdminCtx(ctx), 5*time.Second)
 		l, err := rec.Lease(lctx, &v1.LeaseRequest{Wait: durationpb.New(2 * time.Second), LeaseDuration: durationpb.New(30 * time.Second)})
 		cancel()
+		if err != nil && ctx.Err() == nil {
+			t.countErr("lease", err)
+		}
 		if err != nil || l.GetLeaseId() == "" {
 			select {
 			case <-ctx.Done():
@@ -324,16 +336,18 @@ func (t *Traffic) Record(ctx context.Context) {
 		t.count("leases")
 		if err := record(ctx, db, l); err != nil {
 			t.logf("external recorder: %s: %v", l.GetJobId(), err)
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			fctx, cancel := context.WithTimeout(t.c.AdminCtx(context.WithoutCancel(ctx)), 10*time.Second)
 			rec.Fail(fctx, &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: "external inventory: " + err.Error()})
 			cancel()
 			continue
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		cctx, cancel := context.WithTimeout(t.c.AdminCtx(context.WithoutCancel(ctx)), 10*time.Second)
 		_, err = rec.Complete(cctx, &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
 		cancel()
 		if err == nil {
 			t.count("leases completed")
+		} else {
+			t.countErr("complete", err)
 		}
 	}
 }
