@@ -14,7 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
 
-// JobSearch is one call of SearchJobs.
+// JobSearch is one call of Jobs.Search (the SearchJobs RPC).
 type JobSearch struct {
 	// Filter: every field it sets must match (nil matches every job).
 	Filter *v1.JobFilter
