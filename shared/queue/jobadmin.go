@@ -272,7 +272,7 @@ func (c *Client) deleteJob(ctx context.Context, jid string, force bool) (*v1.Job
 	if err != nil {
 		return nil, err
 	}
-	if !force && bst != nil && batchOpen(bst.GetStatus()) {
+	if !force && bst != nil && BatchOpen(bst.GetStatus()) {
 		return nil, fmt.Errorf("job %s: batch %s is still %s and its depositor would never hear of this job; %w: pass force to delete anyway",
 			jid, cl.Job.Bid, BatchStateName(bst.GetStatus()), ErrWrongState)
 	}
@@ -314,8 +314,9 @@ func (c *Client) deleteJob(ctx context.Context, jid string, force bool) (*v1.Job
 	return cl.Job, nil
 }
 
-// batchOpen reports whether a batch in s will still report to its depositor.
-func batchOpen(s BatchState) bool {
+// BatchOpen reports whether a batch in s will still report to its
+// depositor: deleting one of its jobs needs force.
+func BatchOpen(s BatchState) bool {
 	switch s {
 	case BatchCompleted, BatchFailed, BatchDeleted:
 		return false

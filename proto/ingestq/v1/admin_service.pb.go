@@ -92,6 +92,62 @@ func (BulkVerb) EnumDescriptor() ([]byte, []int) {
 	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{0}
 }
 
+// BatchAction is an operator's action on a batch.
+type BatchAction int32
+
+const (
+	BatchAction_BATCH_ACTION_UNSPECIFIED BatchAction = 0
+	// BATCH_ACTION_RELEASE: ReleaseBatch.
+	BatchAction_BATCH_ACTION_RELEASE BatchAction = 1
+	// BATCH_ACTION_UPDATE_REPORT: UpdateReportBatch.
+	BatchAction_BATCH_ACTION_UPDATE_REPORT BatchAction = 2
+	// BATCH_ACTION_DELETE: DeleteBatch.
+	BatchAction_BATCH_ACTION_DELETE BatchAction = 3
+)
+
+// Enum value maps for BatchAction.
+var (
+	BatchAction_name = map[int32]string{
+		0: "BATCH_ACTION_UNSPECIFIED",
+		1: "BATCH_ACTION_RELEASE",
+		2: "BATCH_ACTION_UPDATE_REPORT",
+		3: "BATCH_ACTION_DELETE",
+	}
+	BatchAction_value = map[string]int32{
+		"BATCH_ACTION_UNSPECIFIED":   0,
+		"BATCH_ACTION_RELEASE":       1,
+		"BATCH_ACTION_UPDATE_REPORT": 2,
+		"BATCH_ACTION_DELETE":        3,
+	}
+)
+
+func (x BatchAction) Enum() *BatchAction {
+	p := new(BatchAction)
+	*p = x
+	return p
+}
+
+func (x BatchAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BatchAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_ingestq_v1_admin_service_proto_enumTypes[1].Descriptor()
+}
+
+func (BatchAction) Type() protoreflect.EnumType {
+	return &file_ingestq_v1_admin_service_proto_enumTypes[1]
+}
+
+func (x BatchAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BatchAction.Descriptor instead.
+func (BatchAction) EnumDescriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
 type PauseQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1037,8 +1093,15 @@ func (*GetBatchRequest_BatchId) isGetBatchRequest_Batch() {}
 func (*GetBatchRequest_BatchUuid) isGetBatchRequest_Batch() {}
 
 type GetBatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// batch's status_report, when it has one, gives its totals
+	// (failed_jobs_total, successful_jobs_total) even when its lists are
+	// whole.
+	Batch *Batch `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	// trace_id is the batch's trace (its submission's), empty when unknown.
+	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
+	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1078,6 +1141,20 @@ func (x *GetBatchResponse) GetBatch() *Batch {
 		return x.Batch
 	}
 	return nil
+}
+
+func (x *GetBatchResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *GetBatchResponse) GetTraceUrl() string {
+	if x != nil {
+		return x.TraceUrl
+	}
+	return ""
 }
 
 type ListBatchesRequest struct {
@@ -1265,7 +1342,10 @@ type GetJobResponse struct {
 	// trace), empty when unknown.
 	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
-	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	TraceUrl string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	// resume_state is where RequeueJob without a state would resume the
+	// job: the state after its last successful one.
+	ResumeState   JobState `protobuf:"varint,4,opt,name=resume_state,json=resumeState,proto3,enum=ingestq.v1.JobState" json:"resume_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1319,6 +1399,13 @@ func (x *GetJobResponse) GetTraceUrl() string {
 		return x.TraceUrl
 	}
 	return ""
+}
+
+func (x *GetJobResponse) GetResumeState() JobState {
+	if x != nil {
+		return x.ResumeState
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
 }
 
 // ListJobsRequest selects jobs by state or by batch (not both); with
@@ -3460,6 +3547,523 @@ func (x *VerifyObjectResponse) GetOk() bool {
 	return false
 }
 
+type GetStateRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStateRulesRequest) Reset() {
+	*x = GetStateRulesRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStateRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStateRulesRequest) ProtoMessage() {}
+
+func (x *GetStateRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStateRulesRequest.ProtoReflect.Descriptor instead.
+func (*GetStateRulesRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{58}
+}
+
+// JobStateRule is what the operators' methods accept for a job in one state.
+type JobStateRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State JobState               `protobuf:"varint,1,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// actions are the operators' actions that take a job in this state, each
+	// named by the BulkAction verb that does it (BULK_VERB_HOLD: HoldJob).
+	Actions []BulkVerb `protobuf:"varint,2,rep,packed,name=actions,proto3,enum=ingestq.v1.BulkVerb" json:"actions,omitempty"`
+	// requeue_target: RequeueJob may resume a failed job in this state, if
+	// the job got that far (its refusal names the states a job may take).
+	RequeueTarget bool `protobuf:"varint,3,opt,name=requeue_target,json=requeueTarget,proto3" json:"requeue_target,omitempty"`
+	// failing_stage: a job can fail in this state; JobFilter.failing_stage
+	// and Job.failing_stage name such states.
+	FailingStage  bool `protobuf:"varint,4,opt,name=failing_stage,json=failingStage,proto3" json:"failing_stage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStateRule) Reset() {
+	*x = JobStateRule{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStateRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStateRule) ProtoMessage() {}
+
+func (x *JobStateRule) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStateRule.ProtoReflect.Descriptor instead.
+func (*JobStateRule) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *JobStateRule) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobStateRule) GetActions() []BulkVerb {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *JobStateRule) GetRequeueTarget() bool {
+	if x != nil {
+		return x.RequeueTarget
+	}
+	return false
+}
+
+func (x *JobStateRule) GetFailingStage() bool {
+	if x != nil {
+		return x.FailingStage
+	}
+	return false
+}
+
+// BatchStateRule is what the operators' methods accept for a batch in one
+// state.
+type BatchStateRule struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	State   BatchState             `protobuf:"varint,1,opt,name=state,proto3,enum=ingestq.v1.BatchState" json:"state,omitempty"`
+	Actions []BatchAction          `protobuf:"varint,2,rep,packed,name=actions,proto3,enum=ingestq.v1.BatchAction" json:"actions,omitempty"`
+	// open: a batch in this state has yet to report to its depositor, so
+	// deleting one of its jobs needs DeleteJob's force (the depositor would
+	// never hear of the job).
+	Open          bool `protobuf:"varint,3,opt,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchStateRule) Reset() {
+	*x = BatchStateRule{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchStateRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchStateRule) ProtoMessage() {}
+
+func (x *BatchStateRule) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchStateRule.ProtoReflect.Descriptor instead.
+func (*BatchStateRule) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *BatchStateRule) GetState() BatchState {
+	if x != nil {
+		return x.State
+	}
+	return BatchState_BATCH_STATE_UNSPECIFIED
+}
+
+func (x *BatchStateRule) GetActions() []BatchAction {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *BatchStateRule) GetOpen() bool {
+	if x != nil {
+		return x.Open
+	}
+	return false
+}
+
+type GetStateRulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// jobs: every job state, in pipeline order.
+	Jobs []*JobStateRule `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// batches: every batch state, in the order of BatchState's values.
+	Batches       []*BatchStateRule `protobuf:"bytes,2,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStateRulesResponse) Reset() {
+	*x = GetStateRulesResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStateRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStateRulesResponse) ProtoMessage() {}
+
+func (x *GetStateRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStateRulesResponse.ProtoReflect.Descriptor instead.
+func (*GetStateRulesResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetStateRulesResponse) GetJobs() []*JobStateRule {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *GetStateRulesResponse) GetBatches() []*BatchStateRule {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// CreateConsoleSessionRequest: ttl, how long the sign-in lasts, is
+// required: 1s to 30 days.
+type CreateConsoleSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConsoleSessionRequest) Reset() {
+	*x = CreateConsoleSessionRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConsoleSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConsoleSessionRequest) ProtoMessage() {}
+
+func (x *CreateConsoleSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConsoleSessionRequest.ProtoReflect.Descriptor instead.
+func (*CreateConsoleSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *CreateConsoleSessionRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type CreateConsoleSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the sign-in: 32 characters of [A-Za-z0-9_-].
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// expire_time is when it ends unless it is ended first.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConsoleSessionResponse) Reset() {
+	*x = CreateConsoleSessionResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConsoleSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConsoleSessionResponse) ProtoMessage() {}
+
+func (x *CreateConsoleSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConsoleSessionResponse.ProtoReflect.Descriptor instead.
+func (*CreateConsoleSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *CreateConsoleSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CreateConsoleSessionResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+// GetConsoleSessionRequest: session_id is 16 to 64 characters of
+// [A-Za-z0-9_-].
+type GetConsoleSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsoleSessionRequest) Reset() {
+	*x = GetConsoleSessionRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsoleSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsoleSessionRequest) ProtoMessage() {}
+
+func (x *GetConsoleSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsoleSessionRequest.ProtoReflect.Descriptor instead.
+func (*GetConsoleSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetConsoleSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type GetConsoleSessionResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// live: the sign-in is recorded, not ended and not expired.
+	Live          bool `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsoleSessionResponse) Reset() {
+	*x = GetConsoleSessionResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsoleSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsoleSessionResponse) ProtoMessage() {}
+
+func (x *GetConsoleSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsoleSessionResponse.ProtoReflect.Descriptor instead.
+func (*GetConsoleSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GetConsoleSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetConsoleSessionResponse) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+type EndConsoleSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndConsoleSessionRequest) Reset() {
+	*x = EndConsoleSessionRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndConsoleSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndConsoleSessionRequest) ProtoMessage() {}
+
+func (x *EndConsoleSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndConsoleSessionRequest.ProtoReflect.Descriptor instead.
+func (*EndConsoleSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *EndConsoleSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type EndConsoleSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndConsoleSessionResponse) Reset() {
+	*x = EndConsoleSessionResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndConsoleSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndConsoleSessionResponse) ProtoMessage() {}
+
+func (x *EndConsoleSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndConsoleSessionResponse.ProtoReflect.Descriptor instead.
+func (*EndConsoleSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *EndConsoleSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 var File_ingestq_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_admin_service_proto_rawDesc = "" +
@@ -3526,9 +4130,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\bbatch_id\x18\x01 \x01(\tH\x00R\abatchId\x12\x1f\n" +
 	"\n" +
 	"batch_uuid\x18\x02 \x01(\tH\x00R\tbatchUuidB\a\n" +
-	"\x05batch\";\n" +
+	"\x05batch\"s\n" +
 	"\x10GetBatchResponse\x12'\n" +
-	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\"\x9e\x01\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\x12\x19\n" +
+	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\"\x9e\x01\n" +
 	"\x12ListBatchesRequest\x12.\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x06status\x12\x1c\n" +
 	"\tsubmitter\x18\x02 \x01(\tR\tsubmitter\x12\x1b\n" +
@@ -3540,11 +4146,12 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
-	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"k\n" +
+	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"\xa4\x01\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.ingestq.v1.JobR\x03job\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
-	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\"\x94\x01\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\x127\n" +
+	"\fresume_state\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\vresumeState\"\x94\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x1b\n" +
@@ -3698,7 +4305,40 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"mismatches\x18\x04 \x03(\v2\x1a.ingestq.v1.FixityMismatchR\n" +
 	"mismatches\x12\x0e\n" +
-	"\x02ok\x18\x05 \x01(\bR\x02ok*\xad\x01\n" +
+	"\x02ok\x18\x05 \x01(\bR\x02ok\"\x16\n" +
+	"\x14GetStateRulesRequest\"\xb6\x01\n" +
+	"\fJobStateRule\x12*\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12.\n" +
+	"\aactions\x18\x02 \x03(\x0e2\x14.ingestq.v1.BulkVerbR\aactions\x12%\n" +
+	"\x0erequeue_target\x18\x03 \x01(\bR\rrequeueTarget\x12#\n" +
+	"\rfailing_stage\x18\x04 \x01(\bR\ffailingStage\"\x85\x01\n" +
+	"\x0eBatchStateRule\x12,\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x05state\x121\n" +
+	"\aactions\x18\x02 \x03(\x0e2\x17.ingestq.v1.BatchActionR\aactions\x12\x12\n" +
+	"\x04open\x18\x03 \x01(\bR\x04open\"{\n" +
+	"\x15GetStateRulesResponse\x12,\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x18.ingestq.v1.JobStateRuleR\x04jobs\x124\n" +
+	"\abatches\x18\x02 \x03(\v2\x1a.ingestq.v1.BatchStateRuleR\abatches\"J\n" +
+	"\x1bCreateConsoleSessionRequest\x12+\n" +
+	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"z\n" +
+	"\x1cCreateConsoleSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12;\n" +
+	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"9\n" +
+	"\x18GetConsoleSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"N\n" +
+	"\x19GetConsoleSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\bR\x04live\"9\n" +
+	"\x18EndConsoleSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\":\n" +
+	"\x19EndConsoleSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId*\xad\x01\n" +
 	"\bBulkVerb\x12\x19\n" +
 	"\x15BULK_VERB_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BULK_VERB_REQUEUE\x10\x01\x12\x12\n" +
@@ -3706,7 +4346,12 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x11BULK_VERB_RELEASE\x10\x03\x12\x12\n" +
 	"\x0eBULK_VERB_FAIL\x10\x04\x12\x14\n" +
 	"\x10BULK_VERB_DELETE\x10\x05\x12\x1a\n" +
-	"\x16BULK_VERB_REPRIORITIZE\x10\x062\xd9\x10\n" +
+	"\x16BULK_VERB_REPRIORITIZE\x10\x06*~\n" +
+	"\vBatchAction\x12\x1c\n" +
+	"\x18BATCH_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14BATCH_ACTION_RELEASE\x10\x01\x12\x1e\n" +
+	"\x1aBATCH_ACTION_UPDATE_REPORT\x10\x02\x12\x17\n" +
+	"\x13BATCH_ACTION_DELETE\x10\x032\xf6\x13\n" +
 	"\fAdminService\x12Q\n" +
 	"\n" +
 	"PauseQueue\x12\x1d.ingestq.v1.PauseQueueRequest\x1a\x1e.ingestq.v1.PauseQueueResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
@@ -3737,7 +4382,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\rGetAggregates\x12 .ingestq.v1.GetAggregatesRequest\x1a!.ingestq.v1.GetAggregatesResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
 	"\vListWorkers\x12\x1e.ingestq.v1.ListWorkersRequest\x1a\x1f.ingestq.v1.ListWorkersResponse\"\x04\x88\xb5\x18\x01\x12?\n" +
 	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
-	"\fVerifyObject\x12\x1f.ingestq.v1.VerifyObjectRequest\x1a .ingestq.v1.VerifyObjectResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
+	"\fVerifyObject\x12\x1f.ingestq.v1.VerifyObjectRequest\x1a .ingestq.v1.VerifyObjectResponse\"\x04\x88\xb5\x18\x01\x12Z\n" +
+	"\rGetStateRules\x12 .ingestq.v1.GetStateRulesRequest\x1a!.ingestq.v1.GetStateRulesResponse\"\x04\x88\xb5\x18\x01\x12o\n" +
+	"\x14CreateConsoleSession\x12'.ingestq.v1.CreateConsoleSessionRequest\x1a(.ingestq.v1.CreateConsoleSessionResponse\"\x04\x88\xb5\x18\x01\x12f\n" +
+	"\x11GetConsoleSession\x12$.ingestq.v1.GetConsoleSessionRequest\x1a%.ingestq.v1.GetConsoleSessionResponse\"\x04\x88\xb5\x18\x01\x12f\n" +
+	"\x11EndConsoleSession\x12$.ingestq.v1.EndConsoleSessionRequest\x1a%.ingestq.v1.EndConsoleSessionResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
 
 var (
 	file_ingestq_v1_admin_service_proto_rawDescOnce sync.Once
@@ -3751,171 +4400,199 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_ingestq_v1_admin_service_proto_rawDescData
 }
 
-var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
-	(BulkVerb)(0),                     // 0: ingestq.v1.BulkVerb
-	(*PauseQueueRequest)(nil),         // 1: ingestq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),        // 2: ingestq.v1.PauseQueueResponse
-	(*UnpauseQueueRequest)(nil),       // 3: ingestq.v1.UnpauseQueueRequest
-	(*UnpauseQueueResponse)(nil),      // 4: ingestq.v1.UnpauseQueueResponse
-	(*GetQueueRequest)(nil),           // 5: ingestq.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),          // 6: ingestq.v1.GetQueueResponse
-	(*HoldCollectionRequest)(nil),     // 7: ingestq.v1.HoldCollectionRequest
-	(*HoldCollectionResponse)(nil),    // 8: ingestq.v1.HoldCollectionResponse
-	(*ReleaseCollectionRequest)(nil),  // 9: ingestq.v1.ReleaseCollectionRequest
-	(*ReleaseCollectionResponse)(nil), // 10: ingestq.v1.ReleaseCollectionResponse
-	(*ReleaseBatchRequest)(nil),       // 11: ingestq.v1.ReleaseBatchRequest
-	(*ReleaseBatchResponse)(nil),      // 12: ingestq.v1.ReleaseBatchResponse
-	(*UpdateReportBatchRequest)(nil),  // 13: ingestq.v1.UpdateReportBatchRequest
-	(*UpdateReportBatchResponse)(nil), // 14: ingestq.v1.UpdateReportBatchResponse
-	(*DeleteBatchRequest)(nil),        // 15: ingestq.v1.DeleteBatchRequest
-	(*DeleteBatchResponse)(nil),       // 16: ingestq.v1.DeleteBatchResponse
-	(*CleanupBatchesRequest)(nil),     // 17: ingestq.v1.CleanupBatchesRequest
-	(*CleanupBatchesResponse)(nil),    // 18: ingestq.v1.CleanupBatchesResponse
-	(*GetBatchRequest)(nil),           // 19: ingestq.v1.GetBatchRequest
-	(*GetBatchResponse)(nil),          // 20: ingestq.v1.GetBatchResponse
-	(*ListBatchesRequest)(nil),        // 21: ingestq.v1.ListBatchesRequest
-	(*ListBatchesResponse)(nil),       // 22: ingestq.v1.ListBatchesResponse
-	(*GetJobRequest)(nil),             // 23: ingestq.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 24: ingestq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),           // 25: ingestq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 26: ingestq.v1.ListJobsResponse
-	(*HoldJobRequest)(nil),            // 27: ingestq.v1.HoldJobRequest
-	(*HoldJobResponse)(nil),           // 28: ingestq.v1.HoldJobResponse
-	(*ReleaseJobRequest)(nil),         // 29: ingestq.v1.ReleaseJobRequest
-	(*ReleaseJobResponse)(nil),        // 30: ingestq.v1.ReleaseJobResponse
-	(*FailJobRequest)(nil),            // 31: ingestq.v1.FailJobRequest
-	(*FailJobResponse)(nil),           // 32: ingestq.v1.FailJobResponse
-	(*RequeueJobRequest)(nil),         // 33: ingestq.v1.RequeueJobRequest
-	(*RequeueJobResponse)(nil),        // 34: ingestq.v1.RequeueJobResponse
-	(*ReprioritizeJobRequest)(nil),    // 35: ingestq.v1.ReprioritizeJobRequest
-	(*ReprioritizeJobResponse)(nil),   // 36: ingestq.v1.ReprioritizeJobResponse
-	(*DeleteJobRequest)(nil),          // 37: ingestq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),         // 38: ingestq.v1.DeleteJobResponse
-	(*ListWorkersRequest)(nil),        // 39: ingestq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),       // 40: ingestq.v1.ListWorkersResponse
-	(*FsckRequest)(nil),               // 41: ingestq.v1.FsckRequest
-	(*FsckDamage)(nil),                // 42: ingestq.v1.FsckDamage
-	(*FsckResponse)(nil),              // 43: ingestq.v1.FsckResponse
-	(*JobFilter)(nil),                 // 44: ingestq.v1.JobFilter
-	(*SearchJobsRequest)(nil),         // 45: ingestq.v1.SearchJobsRequest
-	(*SearchJobsResponse)(nil),        // 46: ingestq.v1.SearchJobsResponse
-	(*BulkActionRequest)(nil),         // 47: ingestq.v1.BulkActionRequest
-	(*BulkJobResult)(nil),             // 48: ingestq.v1.BulkJobResult
-	(*BulkActionResponse)(nil),        // 49: ingestq.v1.BulkActionResponse
-	(*GetAggregatesRequest)(nil),      // 50: ingestq.v1.GetAggregatesRequest
-	(*StateTally)(nil),                // 51: ingestq.v1.StateTally
-	(*BatchTally)(nil),                // 52: ingestq.v1.BatchTally
-	(*CollectionTally)(nil),           // 53: ingestq.v1.CollectionTally
-	(*EndedTally)(nil),                // 54: ingestq.v1.EndedTally
-	(*GetAggregatesResponse)(nil),     // 55: ingestq.v1.GetAggregatesResponse
-	(*VerifyObjectRequest)(nil),       // 56: ingestq.v1.VerifyObjectRequest
-	(*FixityMismatch)(nil),            // 57: ingestq.v1.FixityMismatch
-	(*VerifyObjectResponse)(nil),      // 58: ingestq.v1.VerifyObjectResponse
-	nil,                               // 59: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	(*WorkerInfo)(nil),                // 60: ingestq.v1.WorkerInfo
-	(*Batch)(nil),                     // 61: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),       // 62: google.protobuf.Duration
-	(BatchState)(0),                   // 63: ingestq.v1.BatchState
-	(*Job)(nil),                       // 64: ingestq.v1.Job
-	(JobState)(0),                     // 65: ingestq.v1.JobState
-	(*timestamppb.Timestamp)(nil),     // 66: google.protobuf.Timestamp
+	(BulkVerb)(0),                        // 0: ingestq.v1.BulkVerb
+	(BatchAction)(0),                     // 1: ingestq.v1.BatchAction
+	(*PauseQueueRequest)(nil),            // 2: ingestq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),           // 3: ingestq.v1.PauseQueueResponse
+	(*UnpauseQueueRequest)(nil),          // 4: ingestq.v1.UnpauseQueueRequest
+	(*UnpauseQueueResponse)(nil),         // 5: ingestq.v1.UnpauseQueueResponse
+	(*GetQueueRequest)(nil),              // 6: ingestq.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),             // 7: ingestq.v1.GetQueueResponse
+	(*HoldCollectionRequest)(nil),        // 8: ingestq.v1.HoldCollectionRequest
+	(*HoldCollectionResponse)(nil),       // 9: ingestq.v1.HoldCollectionResponse
+	(*ReleaseCollectionRequest)(nil),     // 10: ingestq.v1.ReleaseCollectionRequest
+	(*ReleaseCollectionResponse)(nil),    // 11: ingestq.v1.ReleaseCollectionResponse
+	(*ReleaseBatchRequest)(nil),          // 12: ingestq.v1.ReleaseBatchRequest
+	(*ReleaseBatchResponse)(nil),         // 13: ingestq.v1.ReleaseBatchResponse
+	(*UpdateReportBatchRequest)(nil),     // 14: ingestq.v1.UpdateReportBatchRequest
+	(*UpdateReportBatchResponse)(nil),    // 15: ingestq.v1.UpdateReportBatchResponse
+	(*DeleteBatchRequest)(nil),           // 16: ingestq.v1.DeleteBatchRequest
+	(*DeleteBatchResponse)(nil),          // 17: ingestq.v1.DeleteBatchResponse
+	(*CleanupBatchesRequest)(nil),        // 18: ingestq.v1.CleanupBatchesRequest
+	(*CleanupBatchesResponse)(nil),       // 19: ingestq.v1.CleanupBatchesResponse
+	(*GetBatchRequest)(nil),              // 20: ingestq.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),             // 21: ingestq.v1.GetBatchResponse
+	(*ListBatchesRequest)(nil),           // 22: ingestq.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),          // 23: ingestq.v1.ListBatchesResponse
+	(*GetJobRequest)(nil),                // 24: ingestq.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 25: ingestq.v1.GetJobResponse
+	(*ListJobsRequest)(nil),              // 26: ingestq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 27: ingestq.v1.ListJobsResponse
+	(*HoldJobRequest)(nil),               // 28: ingestq.v1.HoldJobRequest
+	(*HoldJobResponse)(nil),              // 29: ingestq.v1.HoldJobResponse
+	(*ReleaseJobRequest)(nil),            // 30: ingestq.v1.ReleaseJobRequest
+	(*ReleaseJobResponse)(nil),           // 31: ingestq.v1.ReleaseJobResponse
+	(*FailJobRequest)(nil),               // 32: ingestq.v1.FailJobRequest
+	(*FailJobResponse)(nil),              // 33: ingestq.v1.FailJobResponse
+	(*RequeueJobRequest)(nil),            // 34: ingestq.v1.RequeueJobRequest
+	(*RequeueJobResponse)(nil),           // 35: ingestq.v1.RequeueJobResponse
+	(*ReprioritizeJobRequest)(nil),       // 36: ingestq.v1.ReprioritizeJobRequest
+	(*ReprioritizeJobResponse)(nil),      // 37: ingestq.v1.ReprioritizeJobResponse
+	(*DeleteJobRequest)(nil),             // 38: ingestq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),            // 39: ingestq.v1.DeleteJobResponse
+	(*ListWorkersRequest)(nil),           // 40: ingestq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),          // 41: ingestq.v1.ListWorkersResponse
+	(*FsckRequest)(nil),                  // 42: ingestq.v1.FsckRequest
+	(*FsckDamage)(nil),                   // 43: ingestq.v1.FsckDamage
+	(*FsckResponse)(nil),                 // 44: ingestq.v1.FsckResponse
+	(*JobFilter)(nil),                    // 45: ingestq.v1.JobFilter
+	(*SearchJobsRequest)(nil),            // 46: ingestq.v1.SearchJobsRequest
+	(*SearchJobsResponse)(nil),           // 47: ingestq.v1.SearchJobsResponse
+	(*BulkActionRequest)(nil),            // 48: ingestq.v1.BulkActionRequest
+	(*BulkJobResult)(nil),                // 49: ingestq.v1.BulkJobResult
+	(*BulkActionResponse)(nil),           // 50: ingestq.v1.BulkActionResponse
+	(*GetAggregatesRequest)(nil),         // 51: ingestq.v1.GetAggregatesRequest
+	(*StateTally)(nil),                   // 52: ingestq.v1.StateTally
+	(*BatchTally)(nil),                   // 53: ingestq.v1.BatchTally
+	(*CollectionTally)(nil),              // 54: ingestq.v1.CollectionTally
+	(*EndedTally)(nil),                   // 55: ingestq.v1.EndedTally
+	(*GetAggregatesResponse)(nil),        // 56: ingestq.v1.GetAggregatesResponse
+	(*VerifyObjectRequest)(nil),          // 57: ingestq.v1.VerifyObjectRequest
+	(*FixityMismatch)(nil),               // 58: ingestq.v1.FixityMismatch
+	(*VerifyObjectResponse)(nil),         // 59: ingestq.v1.VerifyObjectResponse
+	(*GetStateRulesRequest)(nil),         // 60: ingestq.v1.GetStateRulesRequest
+	(*JobStateRule)(nil),                 // 61: ingestq.v1.JobStateRule
+	(*BatchStateRule)(nil),               // 62: ingestq.v1.BatchStateRule
+	(*GetStateRulesResponse)(nil),        // 63: ingestq.v1.GetStateRulesResponse
+	(*CreateConsoleSessionRequest)(nil),  // 64: ingestq.v1.CreateConsoleSessionRequest
+	(*CreateConsoleSessionResponse)(nil), // 65: ingestq.v1.CreateConsoleSessionResponse
+	(*GetConsoleSessionRequest)(nil),     // 66: ingestq.v1.GetConsoleSessionRequest
+	(*GetConsoleSessionResponse)(nil),    // 67: ingestq.v1.GetConsoleSessionResponse
+	(*EndConsoleSessionRequest)(nil),     // 68: ingestq.v1.EndConsoleSessionRequest
+	(*EndConsoleSessionResponse)(nil),    // 69: ingestq.v1.EndConsoleSessionResponse
+	nil,                                  // 70: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	(*WorkerInfo)(nil),                   // 71: ingestq.v1.WorkerInfo
+	(*Batch)(nil),                        // 72: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),          // 73: google.protobuf.Duration
+	(BatchState)(0),                      // 74: ingestq.v1.BatchState
+	(*Job)(nil),                          // 75: ingestq.v1.Job
+	(JobState)(0),                        // 76: ingestq.v1.JobState
+	(*timestamppb.Timestamp)(nil),        // 77: google.protobuf.Timestamp
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	59, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	60, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	61, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	61, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	62, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	61, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	63, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	61, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	64, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	65, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	64, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	64, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	64, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	64, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	65, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	64, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	64, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	60, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	42, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	65, // 19: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	65, // 20: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	66, // 21: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	66, // 22: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
-	44, // 23: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	64, // 24: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
-	0,  // 25: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
-	44, // 26: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	65, // 27: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
-	48, // 28: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
-	51, // 29: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
-	51, // 30: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
-	52, // 31: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
-	66, // 32: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
-	53, // 33: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
-	54, // 34: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
-	54, // 35: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
-	66, // 36: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
-	57, // 37: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
-	1,  // 38: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	3,  // 39: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	5,  // 40: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	7,  // 41: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	9,  // 42: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	11, // 43: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	13, // 44: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	15, // 45: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	17, // 46: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	19, // 47: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	21, // 48: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	23, // 49: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	25, // 50: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	27, // 51: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	29, // 52: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	31, // 53: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	33, // 54: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	35, // 55: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	37, // 56: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	45, // 57: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	47, // 58: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	50, // 59: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
-	39, // 60: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	41, // 61: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	56, // 62: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
-	2,  // 63: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	4,  // 64: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	6,  // 65: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	8,  // 66: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	10, // 67: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	12, // 68: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	14, // 69: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	16, // 70: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	18, // 71: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	20, // 72: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	22, // 73: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	24, // 74: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	26, // 75: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	28, // 76: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	30, // 77: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	32, // 78: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	34, // 79: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	36, // 80: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	38, // 81: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	46, // 82: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	49, // 83: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	55, // 84: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
-	40, // 85: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	43, // 86: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	58, // 87: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
-	63, // [63:88] is the sub-list for method output_type
-	38, // [38:63] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	70, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	71, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	72, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	72, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	73, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	72, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	74, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	72, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	75, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 9: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
+	76, // 10: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	75, // 11: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	75, // 12: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	75, // 13: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	75, // 14: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 15: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	75, // 16: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	75, // 17: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	71, // 18: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	43, // 19: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	76, // 20: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	76, // 21: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	77, // 22: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	77, // 23: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	45, // 24: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
+	75, // 25: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	0,  // 26: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
+	45, // 27: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
+	76, // 28: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	49, // 29: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
+	52, // 30: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	52, // 31: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	53, // 32: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	77, // 33: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	54, // 34: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	55, // 35: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	55, // 36: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	77, // 37: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	58, // 38: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	76, // 39: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
+	0,  // 40: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
+	74, // 41: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
+	1,  // 42: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
+	61, // 43: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
+	62, // 44: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
+	73, // 45: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
+	77, // 46: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 47: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	4,  // 48: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	6,  // 49: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	8,  // 50: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	10, // 51: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	12, // 52: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	14, // 53: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	16, // 54: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	18, // 55: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	20, // 56: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	22, // 57: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	24, // 58: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	26, // 59: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	28, // 60: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	30, // 61: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	32, // 62: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	34, // 63: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	36, // 64: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	38, // 65: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	46, // 66: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	48, // 67: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	51, // 68: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	40, // 69: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	42, // 70: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	57, // 71: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	60, // 72: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
+	64, // 73: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
+	66, // 74: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
+	68, // 75: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
+	3,  // 76: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	5,  // 77: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	7,  // 78: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	9,  // 79: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	11, // 80: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	13, // 81: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	15, // 82: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	17, // 83: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	19, // 84: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	21, // 85: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	23, // 86: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	25, // 87: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	27, // 88: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	29, // 89: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	31, // 90: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	33, // 91: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	35, // 92: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	37, // 93: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	39, // 94: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	47, // 95: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	50, // 96: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	56, // 97: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	41, // 98: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	44, // 99: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	59, // 100: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	63, // 101: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
+	65, // 102: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
+	67, // 103: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
+	69, // 104: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
+	76, // [76:105] is the sub-list for method output_type
+	47, // [47:76] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -3936,8 +4613,8 @@ func file_ingestq_v1_admin_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   59,
+			NumEnums:      2,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -264,7 +264,12 @@ func (s *Server) GetBatch(ctx context.Context, req *v1.GetBatchRequest) (*v1.Get
 	if err != nil {
 		return nil, err
 	}
-	return &v1.GetBatchResponse{Batch: b}, nil
+	if r := b.GetStatusReport(); r != nil {
+		failed, successful := queue.ReportTotals(r)
+		r.FailedJobsTotal, r.SuccessfulJobsTotal = int32(failed), int32(successful)
+	}
+	tp := b.GetSubmission().GetTraceparent()
+	return &v1.GetBatchResponse{Batch: b, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp)}, nil
 }
 
 // lookupBatch reads a batch by bid, or by batch uuid when bid is empty.
@@ -314,7 +319,8 @@ func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobR
 		}
 	}
 	tp := cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
-	return &v1.GetJobResponse{Job: j, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp)}, nil
+	return &v1.GetJobResponse{Job: answer(j), TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp),
+		ResumeState: queue.ResumeState(j.GetStatus().GetLastSuccessfulStatus())}, nil
 }
 
 // ListJobs lists jobs by state or batch.
@@ -324,7 +330,7 @@ func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.Lis
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.ListJobsResponse{Jobs: jobs, NextPageToken: next}, nil
+	return &v1.ListJobsResponse{Jobs: answerAll(jobs), NextPageToken: next}, nil
 }
 
 // HoldJob moves a pending job to Held.
@@ -333,7 +339,7 @@ func (s *Server) HoldJob(ctx context.Context, req *v1.HoldJobRequest) (*v1.HoldJ
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.HoldJobResponse{Job: j}, nil
+	return &v1.HoldJobResponse{Job: answer(j)}, nil
 }
 
 // ReleaseJob moves a held job back to Pending, unless its collection is
@@ -351,7 +357,7 @@ func (s *Server) ReleaseJob(ctx context.Context, req *v1.ReleaseJobRequest) (*v1
 	if j, err = s.tools().ReleaseJob(ctx, req.GetJobId(), req.GetMessage()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.ReleaseJobResponse{Job: j}, nil
+	return &v1.ReleaseJobResponse{Job: answer(j)}, nil
 }
 
 // FailJob fails a job waiting between steps.
@@ -360,7 +366,7 @@ func (s *Server) FailJob(ctx context.Context, req *v1.FailJobRequest) (*v1.FailJ
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.FailJobResponse{Job: j}, nil
+	return &v1.FailJobResponse{Job: answer(j)}, nil
 }
 
 // RequeueJob resumes a failed job.
@@ -369,7 +375,7 @@ func (s *Server) RequeueJob(ctx context.Context, req *v1.RequeueJobRequest) (*v1
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.RequeueJobResponse{Job: j}, nil
+	return &v1.RequeueJobResponse{Job: answer(j)}, nil
 }
 
 // ReprioritizeJob changes a live job's priority.
@@ -378,7 +384,7 @@ func (s *Server) ReprioritizeJob(ctx context.Context, req *v1.ReprioritizeJobReq
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.ReprioritizeJobResponse{Job: j}, nil
+	return &v1.ReprioritizeJobResponse{Job: answer(j)}, nil
 }
 
 // DeleteJob removes a failed or held job and its working directory. A job

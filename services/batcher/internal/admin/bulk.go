@@ -27,7 +27,7 @@ func (s *Server) SearchJobs(ctx context.Context, req *v1.SearchJobsRequest) (*v1
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.SearchJobsResponse{Jobs: page.Jobs, NextPageToken: page.Next, Scanned: int32(page.Scanned)}, nil
+	return &v1.SearchJobsResponse{Jobs: answerAll(page.Jobs), NextPageToken: page.Next, Scanned: int32(page.Scanned)}, nil
 }
 
 // BulkStates are the job states a bulk verb takes jobs from: those its
