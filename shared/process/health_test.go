@@ -1,4 +1,4 @@
-package service
+package process
 
 import (
 	"bytes"
@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/service/servicetest"
-	"github.com/ingestq/ingestq/shared/zktest"
 )
 
 // pemPair is a certificate and its key as PEM files.
@@ -108,9 +107,9 @@ func writePEM(t *testing.T, path, blockType string, der []byte) {
 	}
 }
 
-// waitListening waits until addr accepts TCP connections: the service
-// listens only once its ZooKeeper session is up, so from then on its
-// health is SERVING.
+// waitListening waits until addr accepts TCP connections: the program
+// listens only once its Setup is done, so from then on its health is
+// SERVING.
 func waitListening(t *testing.T, svc *running) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -174,7 +173,7 @@ func TestCheckHealthSucceedsOnlyWhenTheServiceAnswersServing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			addr := servicetest.FreeAddr(t)
 			if tt.serve != nil {
-				svc := startService(t, spec, zktest.Servers(t), tt.serve...)
+				svc := startProgram(t, spec, tt.serve...)
 				waitListening(t, svc)
 				addr = svc.addr
 			}
@@ -183,7 +182,7 @@ func TestCheckHealthSucceedsOnlyWhenTheServiceAnswersServing(t *testing.T) {
 				listen = tt.probeListen(addr)
 			}
 			var out bytes.Buffer
-			err := run(context.Background(), spec, append([]string{"-check-health", "-listen", listen}, tt.probe...),
+			err := Run(context.Background(), spec, append([]string{"-check-health", "-listen", listen}, tt.probe...),
 				noEnv, &out, io.Discard)
 			if tt.wantErr == "" {
 				if err != nil {
