@@ -1,4 +1,4 @@
-package console
+package web
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Cookie names.
@@ -32,24 +34,16 @@ const (
 // the cookie proves that its holder signed in to a console holding the key
 // and the token, says nothing about the token itself (not even to an
 // offline guesser), and ends with its expiry, with a change of token and,
-// for a random key, with the process. id names the sign-in in the session store (the
-// queue's ZooKeeper), which every batcher sharing the queue reads: signing
-// out removes it there, so a copy of the cookie grants nothing afterwards,
-// whichever batcher it is shown to.
+// for a random key, with the process. id names the sign-in the batcher
+// recorded (AdminService's console sessions, kept in the queue's ZooKeeper),
+// which every console of the queue asks about: signing out ends it there,
+// so a copy of the cookie grants nothing afterwards, whichever console it is
+// shown to.
 // The CSRF token of a session is an HMAC of its cookie under the same key.
 type auth struct {
 	tokenDigest [sha256.Size]byte
 	key         []byte
 	ttl         time.Duration
-	sessions    SessionStore
-}
-
-// SessionStore keeps the console's sign-ins where every batcher of the
-// queue sees them (the queue's admin.Tools do, in ZooKeeper).
-type SessionStore interface {
-	CreateConsoleSession(ctx context.Context, id string, expires time.Time) error
-	ConsoleSessionLive(ctx context.Context, id string, now time.Time) (bool, error)
-	EndConsoleSession(ctx context.Context, id string) error
 }
 
 // MinSessionKeyBytes is the shortest session key accepted: as long as the
@@ -73,7 +67,7 @@ func ReadSessionKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-func newAuth(token string, key []byte, ttl time.Duration, sessions SessionStore) (*auth, error) {
+func newAuth(token string, key []byte, ttl time.Duration) (*auth, error) {
 	switch {
 	case key == nil:
 		key = make([]byte, 32)
@@ -83,7 +77,7 @@ func newAuth(token string, key []byte, ttl time.Duration, sessions SessionStore)
 	case len(key) < MinSessionKeyBytes:
 		return nil, fmt.Errorf("console: a session key of %d bytes: at least %d needed", len(key), MinSessionKeyBytes)
 	}
-	return &auth{tokenDigest: sha256.Sum256([]byte(token)), key: key, ttl: ttl, sessions: sessions}, nil
+	return &auth{tokenDigest: sha256.Sum256([]byte(token)), key: key, ttl: ttl}, nil
 }
 
 // tokenMatches compares digests in constant time: the time taken says
@@ -102,20 +96,10 @@ func (a *auth) mac(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession records a sign-in valid until now+ttl and returns its cookie
-// value.
-func (a *auth) newSession(ctx context.Context, now time.Time) (string, error) {
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
-		return "", fmt.Errorf("session id: %w", err)
-	}
-	id := base64.RawURLEncoding.EncodeToString(raw)
-	expires := now.Add(a.ttl)
-	if err := a.sessions.CreateConsoleSession(ctx, id, expires); err != nil {
-		return "", err
-	}
+// cookie is the session cookie value of sign-in id, expiring at expires.
+func (a *auth) cookie(id string, expires time.Time) string {
 	exp := strconv.FormatInt(expires.Unix(), 10)
-	return exp + "." + id + "." + a.mac("session", exp, id, string(a.tokenDigest[:])), nil
+	return exp + "." + id + "." + a.mac("session", exp, id, string(a.tokenDigest[:]))
 }
 
 // sessionID returns the id of v if v is a session cookie of ours that has
@@ -142,19 +126,18 @@ func (a *auth) validCSRF(session, presented string) bool {
 
 // session returns the request's session cookie value if it is a live
 // sign-in, "" if it is not (none, forged, expired, signed out), or the
-// error of asking the session store.
-func (a *auth) session(r *http.Request) (string, error) {
+// error of asking the batcher.
+func (c *Console) session(r *http.Request) (string, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return "", nil
 	}
-	now := time.Now()
-	id, ok := a.sessionID(ck.Value, now)
+	id, ok := c.auth.sessionID(ck.Value, time.Now())
 	if !ok {
 		return "", nil
 	}
-	live, err := a.sessions.ConsoleSessionLive(r.Context(), id, now)
-	if err != nil || !live {
+	got, err := c.admin.GetConsoleSession(r.Context(), &v1.GetConsoleSessionRequest{SessionId: id})
+	if err != nil || !got.GetLive() {
 		return "", err
 	}
 	return ck.Value, nil
@@ -201,7 +184,7 @@ type signInView struct {
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if c.auth == nil {
 		c.refuse(w, r, http.StatusForbidden, "Read-only console",
-			"the batcher runs without an admin token (INGESTQ_ADMIN_TOKEN), so there is nothing to sign in to: the console only shows the queue")
+			"the console runs without an admin token (INGESTQ_ADMIN_TOKEN), so there is nothing to sign in to: it only shows the queue")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
@@ -217,24 +200,25 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusForbidden, "signin", v)
 		return
 	}
-	session, err := c.auth.newSession(r.Context(), time.Now())
+	created, err := c.admin.CreateConsoleSession(r.Context(), &v1.CreateConsoleSessionRequest{Ttl: durationpb.New(c.auth.ttl)})
 	if err != nil {
-		c.log.WarnContext(r.Context(), "console sign-in failed: recording the session", "remote", r.RemoteAddr, "error", err)
-		c.refuse(w, r, http.StatusServiceUnavailable, "Sign-in failed", "the sign-in could not be recorded in the queue: "+err.Error())
+		rf := refusalOf(err)
+		c.log.WarnContext(r.Context(), "console sign-in failed: recording the session", "remote", r.RemoteAddr, "code", rf.Code, "error", rf.Message)
+		c.refuse(w, r, http.StatusServiceUnavailable, "Sign-in failed", "the sign-in could not be recorded in the queue: "+rf.Message)
 		return
 	}
-	c.setSessionCookie(w, r, session, int(c.auth.ttl/time.Second))
+	c.setSessionCookie(w, r, c.auth.cookie(created.GetSessionId(), created.GetExpireTime().AsTime()), int(c.auth.ttl/time.Second))
 	c.log.InfoContext(r.Context(), "console sign-in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, ret, http.StatusSeeOther)
 }
 
 // signOut ends the session: in the queue, so that a copy of the cookie
-// grants nothing afterwards on any batcher, and in this browser.
+// grants nothing afterwards on any console, and in this browser.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	if id, ok := c.auth.sessionID(sessionOf(r), time.Now()); ok {
-		if err := c.auth.sessions.EndConsoleSession(r.Context(), id); err != nil {
+		if _, err := c.admin.EndConsoleSession(r.Context(), &v1.EndConsoleSessionRequest{SessionId: id}); err != nil {
 			c.refuse(w, r, http.StatusServiceUnavailable, "Sign-out failed",
-				"the session could not be ended in the queue, so it is still valid: "+err.Error()+"; try again")
+				"the session could not be ended in the queue, so it is still valid: "+refusalOf(err).Message+"; try again")
 			return
 		}
 	}
@@ -251,10 +235,10 @@ const sessionUnavailable = "the session could not be checked in the queue: "
 func (c *Console) page(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.auth != nil {
-			session, err := c.auth.session(r)
+			session, err := c.session(r)
 			switch {
 			case err != nil:
-				c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+err.Error())
+				c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+refusalOf(err).Message)
 				return
 			case session == "":
 				http.Redirect(w, r, "/signin?return="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -270,7 +254,7 @@ func (c *Console) page(h http.HandlerFunc) http.HandlerFunc {
 func (c *Console) api(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.auth != nil {
-			session, err := c.auth.session(r)
+			session, err := c.session(r)
 			switch {
 			case err != nil:
 				writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "Unavailable", Error: sessionUnavailable + err.Error()})
@@ -291,12 +275,12 @@ func (c *Console) action(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.auth == nil {
 			c.refuse(w, r, http.StatusForbidden, "Read-only console",
-				"the batcher runs without an admin token (INGESTQ_ADMIN_TOKEN): the console only shows the queue and refuses every action; set a token and sign in to act")
+				"the console runs without an admin token (INGESTQ_ADMIN_TOKEN): it only shows the queue and refuses every action; set a token and sign in to act")
 			return
 		}
-		session, err := c.auth.session(r)
+		session, err := c.session(r)
 		if err != nil {
-			c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+err.Error())
+			c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+refusalOf(err).Message)
 			return
 		}
 		if session == "" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingestq/ingestq/services/console/web"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -76,13 +77,13 @@ func copySession(t *testing.T, f *fixture) replay {
 
 // TestACookieCopiedBeforeSignOutGrantsNothingAfterwards signs in over
 // HTTP, copies the session cookie, signs out, and replays the copy: it is
-// refused, by this batcher and by another one of the same queue (whose
-// console shares the session key, as replicas with one key would), and
-// signing out on the other batcher ends it here too: the sign-out is
-// recorded in ZooKeeper, not in one process.
+// refused, by this console and by another one of the same queue, with a
+// batcher of its own (sharing the session key, as replicas with one key
+// would), and signing out on the other console ends it here too: the
+// sign-out is recorded in ZooKeeper, not in one process.
 func TestACookieCopiedBeforeSignOutGrantsNothingAfterwards(t *testing.T) {
 	root := zktest.Root(t)
-	key := []byte(strings.Repeat("k", MinSessionKeyBytes))
+	key := []byte(strings.Repeat("k", web.MinSessionKeyBytes))
 	a := newFixtureKeyed(t, testToken, root, key)
 	b := newFixtureKeyed(t, testToken, root, key)
 
@@ -127,7 +128,7 @@ func TestASharedSessionKeyCarriesASignInAcrossReplicasAndRestarts(t *testing.T) 
 	if err := os.WriteFile(keyFile, []byte("  "+strings.Repeat("s", 48)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	key, err := ReadSessionKey(keyFile)
+	key, err := web.ReadSessionKey(keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,21 +152,5 @@ func TestASharedSessionKeyCarriesASignInAcrossReplicasAndRestarts(t *testing.T) 
 	}
 	if got := (replay{f: other, cookie: mine.cookie, csrf: mine.csrf}).grants(t); len(got) != 0 {
 		t.Errorf("without a shared key another console grants %v of the session, want nothing", got)
-	}
-}
-
-func TestASessionKeyFileMustHoldAKey(t *testing.T) {
-	dir := t.TempDir()
-	short := filepath.Join(dir, "short")
-	if err := os.WriteFile(short, []byte("too short\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for path, want := range map[string]string{
-		short:                         "holds 9 bytes: a session key needs at least 32",
-		filepath.Join(dir, "missing"): "reading the console's session key",
-	} {
-		if _, err := ReadSessionKey(path); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ReadSessionKey(%s): %v, want an error saying %q", filepath.Base(path), err, want)
-		}
 	}
 }

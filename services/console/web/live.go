@@ -1,11 +1,10 @@
-package console
+package web
 
 import (
 	"net/http"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 )
 
 // The JSON endpoints an open page polls (static/console.js). Each answers
@@ -13,7 +12,7 @@ import (
 // names of the page's data-field attributes.
 
 func (c *Console) liveQueue(w http.ResponseWriter, r *http.Request) {
-	resp, err := call(r.Context(), &v1.GetQueueRequest{}, c.admin.GetQueue)
+	resp, err := c.admin.GetQueue(r.Context(), &v1.GetQueueRequest{})
 	if err != nil {
 		failJSON(w, err)
 		return
@@ -34,14 +33,14 @@ type batchLive struct {
 }
 
 func (c *Console) liveBatch(w http.ResponseWriter, r *http.Request) {
-	resp, err := call(r.Context(), &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: r.PathValue("bid")}}, c.admin.GetBatch)
+	resp, err := c.admin.GetBatch(r.Context(), &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: r.PathValue("bid")}})
 	if err != nil {
 		failJSON(w, err)
 		return
 	}
 	b := resp.GetBatch()
 	segs, total := progress(b.GetCounts())
-	live := batchLive{ID: b.GetId(), State: queue.BatchStateName(b.GetStatus().GetStatus()), Message: b.GetStatus().GetMessage(),
+	live := batchLive{ID: b.GetId(), State: batchStateName(b.GetStatus().GetStatus()), Message: b.GetStatus().GetMessage(),
 		Modified: when(b.GetStatus().GetLastModified()), Total: total, Segments: map[string]segment{},
 		ReportDiffers: reportDiffers(b.GetStatusReport(), b.GetCounts())}
 	for _, s := range segs {
@@ -51,10 +50,10 @@ func (c *Console) liveBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) liveJob(w http.ResponseWriter, r *http.Request) {
-	resp, err := call(r.Context(), &v1.GetJobRequest{JobId: r.PathValue("jid")}, c.admin.GetJob)
+	resp, err := c.admin.GetJob(r.Context(), &v1.GetJobRequest{JobId: r.PathValue("jid")})
 	if err != nil {
 		failJSON(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newJobLive(resp.GetJob()))
+	writeJSON(w, http.StatusOK, newJobLive(resp))
 }

@@ -1,26 +1,11 @@
-package console
+package web
 
 import (
-	"context"
 	"net/http"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// validator is a request with the hand-written Validate of proto/ingestq/v1.
-type validator interface{ Validate() error }
-
-// call runs one AdminService method in process, with the check the gRPC
-// server's validation interceptor would make first: a request it refuses
-// is InvalidArgument with the same message.
-func call[Req validator, Resp any](ctx context.Context, req Req, method func(context.Context, Req) (Resp, error)) (Resp, error) {
-	if err := req.Validate(); err != nil {
-		var zero Resp
-		return zero, status.Error(codes.InvalidArgument, err.Error())
-	}
-	return method(ctx, req)
-}
 
 // httpStatus is the HTTP answer to an admin refusal.
 func httpStatus(code codes.Code) int {

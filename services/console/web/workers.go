@@ -1,4 +1,4 @@
-package console
+package web
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -33,7 +32,7 @@ func (c *Console) workerAction(w http.ResponseWriter, r *http.Request) {
 		c.unknownAction(w, r)
 		return
 	}
-	workers, err := call(r.Context(), &v1.ListWorkersRequest{}, c.admin.ListWorkers)
+	workers, err := c.admin.ListWorkers(r.Context(), &v1.ListWorkersRequest{})
 	if err != nil {
 		c.finish(w, r, name, id, err, "/", flash{})
 		return
@@ -68,8 +67,8 @@ func (c *Console) controlStage(ctx context.Context, worker *v1.WorkerInfo, actio
 		return "", status.Errorf(codes.Unavailable, "worker %s at %s: %v", worker.GetId(), worker.GetAddress(), err)
 	}
 	defer conn.Close()
-	if c.stageToken != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.stageToken)
+	if c.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
 	}
 	stage := v1.NewStageServiceClient(conn)
 	at := fmt.Sprintf("%s (%s at %s)", worker.GetId(), worker.GetService(), worker.GetAddress())
@@ -111,6 +110,3 @@ func unanswered(ctx context.Context, at, action string, wait time.Duration, err 
 	}
 	return err
 }
-
-// StageCredentials is how the console dials stage replicas.
-type StageCredentials = credentials.TransportCredentials

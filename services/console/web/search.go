@@ -1,4 +1,4 @@
-package console
+package web
 
 import (
 	"cmp"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -70,7 +69,7 @@ func (f filterForm) filter() (*v1.JobFilter, error) {
 		if s.v == "" {
 			continue
 		}
-		st, err := queue.ParseJobState(s.v)
+		st, err := parseJobState(s.v)
 		if err != nil {
 			return nil, badRequest("%s: %v", s.name, err)
 		}
@@ -99,7 +98,7 @@ func (c *Console) searchJobs(r *http.Request, form filterForm, size int32) (jobL
 		return jobListView{}, 0, err
 	}
 	after := r.URL.Query().Get("after")
-	resp, err := call(r.Context(), &v1.SearchJobsRequest{Filter: jf, PageSize: cmp.Or(size, jobPageSize), PageToken: after}, c.admin.SearchJobs)
+	resp, err := c.admin.SearchJobs(r.Context(), &v1.SearchJobsRequest{Filter: jf, PageSize: cmp.Or(size, jobPageSize), PageToken: after})
 	if err != nil {
 		return jobListView{}, 0, err
 	}
@@ -173,7 +172,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 		req.Priority = new(int32(n))
 	}
 	if s := r.PostForm.Get("requeue_state"); s != "" {
-		st, err := queue.ParseJobState(s)
+		st, err := parseJobState(s)
 		if err != nil {
 			c.finish(w, r, "jobs.bulk."+verbName, "", badRequest("requeue_state: %v", err), back, flash{})
 			return
@@ -182,7 +181,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	confirmed := r.PostForm.Get("confirmed") == "1"
 	req.DryRun = !confirmed
-	resp, err := call(r.Context(), req, c.admin.BulkAction)
+	resp, err := c.admin.BulkAction(r.Context(), req)
 	if err != nil {
 		c.finish(w, r, "jobs.bulk."+verbName, "", err, back, flash{})
 		return

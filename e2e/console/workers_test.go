@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/console/web"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/loopbacktest"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -145,7 +146,7 @@ func TestWorkersTableOffersNoControlsWithoutAWayToTheReplicas(t *testing.T) {
 // request's time.
 func TestAReplicaThatNeverAnswersIsAnErrorWithinTheStageTimeout(t *testing.T) {
 	silent := loopbacktest.Silent(t)
-	f := newFixtureOpts(t, testToken, zktest.Root(t), Options{StageCredentials: insecure.NewCredentials(),
+	f := newFixtureOpts(t, testToken, zktest.Root(t), web.Options{StageCredentials: insecure.NewCredentials(),
 		StageTimeout: 300 * time.Millisecond})
 	f.signIn()
 	id := registerReplicaAt(t, f, silent)

@@ -1,15 +1,16 @@
-// Package console serves the operator console: the queue, its batches and
-// jobs as server-rendered HTML pages, with the admin actions one click away.
-// Every read and every action goes through the batcher's AdminService
-// implementation, called in process, so that the console refuses exactly
-// what the admin RPCs refuse and for the same reasons.
+// Package web serves the operator console: the queue, its batches and jobs
+// as server-rendered HTML pages, with the admin actions one click away.
+// Every read and every action is a call of the batcher's AdminService over
+// gRPC, with the admin token, so that the console can do exactly what
+// grpcurl can and refuses what the admin RPCs refuse, for the same reasons.
+// The workers table's controls call each stage replica's StageService.
 //
 // Without an admin token the console is read-only. With one, an operator
 // signs in by entering it once; every state-changing request is then a POST
 // carrying a CSRF token. Pages work without JavaScript; a small script
 // (static/console.js) asks before the deletions that need a warning and keeps
 // the figures of an open page current by polling a JSON endpoint.
-package console
+package web
 
 import (
 	"context"
@@ -24,6 +25,10 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 )
 
 //go:embed templates/*.html
@@ -31,6 +36,11 @@ var templateFiles embed.FS
 
 //go:embed static
 var staticFiles embed.FS
+
+// DefaultListen is where the console listens unless told otherwise
+// (INGESTQ_CONSOLE_LISTEN): the address its docs, make up and make demo
+// give.
+const DefaultListen = "127.0.0.1:8401"
 
 // Defaults of Options.
 const (
@@ -49,13 +59,14 @@ const maxFormBytes = 64 << 10
 
 // Options configure a Console.
 type Options struct {
-	// Admin answers every read and action: the batcher's AdminService.
-	Admin v1.AdminServiceServer
-	// Token is the admin token (INGESTQ_ADMIN_TOKEN); empty makes the
-	// console read-only.
+	// Batcher is the batcher's gRPC address: every read and action is a
+	// call of its AdminService.
+	Batcher string
+	// BatcherCredentials dial the batcher (nil: plaintext).
+	BatcherCredentials credentials.TransportCredentials
+	// Token is the admin token (INGESTQ_ADMIN_TOKEN), sent with every call;
+	// empty makes the console read-only.
 	Token string
-	// Sessions keeps the sign-ins (the queue); required with a Token.
-	Sessions SessionStore
 	// SessionKey signs the session cookies (ReadSessionKey reads it from
 	// INGESTQ_CONSOLE_KEY_FILE): every console given the same key accepts
 	// the sessions the others made, so a sign-in holds whichever replica
@@ -65,7 +76,7 @@ type Options struct {
 	// StageCredentials dial the stage replicas' StageService for the
 	// workers table's controls (plaintext: insecure.NewCredentials()); nil
 	// turns the controls off.
-	StageCredentials StageCredentials
+	StageCredentials credentials.TransportCredentials
 	// Logger receives one line per action and per failed request.
 	Logger *slog.Logger
 	// SessionTTL is how long a sign-in lasts (default 12h).
@@ -77,63 +88,78 @@ type Options struct {
 	// StageTimeout bounds a pause or resume call to a stage replica
 	// (default 10s); a drain waits drainWait for the jobs in flight.
 	StageTimeout time.Duration
-	// TraceURL makes trace ids links: "{trace_id}" in it is replaced.
-	TraceURL string
 }
 
 // Console is the console's HTTP handler.
 type Console struct {
-	admin   v1.AdminServiceServer
+	batcher *grpc.ClientConn
+	admin   v1.AdminServiceClient
 	auth    *auth // nil: read-only
 	log     *slog.Logger
 	timeout time.Duration
 	poll    time.Duration
 	pages   map[string]*template.Template
-	// stageCreds and stageToken reach the stage replicas (nil: controls off).
-	stageCreds   StageCredentials
-	stageToken   string
+	// stageCreds and token reach the stage replicas (nil: controls off).
+	stageCreds   credentials.TransportCredentials
+	token        string
 	stageTimeout time.Duration
-	// traceURL is Options.TraceURL.
-	traceURL string
-	handler  http.Handler
+	handler      http.Handler
 }
 
-// New builds a Console.
+// New builds a Console. It dials nothing yet: the batcher is reached at
+// the first request, and again after it was away.
 func New(opts Options) (*Console, error) {
-	if opts.Admin == nil {
-		return nil, errors.New("console: no admin service")
+	if opts.Batcher == "" {
+		return nil, errors.New("console: no batcher address")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	creds := opts.BatcherCredentials
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	c := &Console{
-		admin:        opts.Admin,
 		log:          opts.Logger,
 		timeout:      orDefault(opts.RequestTimeout, DefaultRequestTimeout),
 		poll:         orDefault(opts.Poll, DefaultPoll),
 		stageCreds:   opts.StageCredentials,
-		stageToken:   opts.Token,
+		token:        opts.Token,
 		stageTimeout: orDefault(opts.StageTimeout, DefaultStageTimeout),
-		traceURL:     opts.TraceURL,
 	}
+	conn, err := grpc.NewClient(opts.Batcher, grpc.WithTransportCredentials(creds), grpc.WithUnaryInterceptor(c.bearer))
+	if err != nil {
+		return nil, fmt.Errorf("console: the batcher at %s: %w", opts.Batcher, err)
+	}
+	c.batcher, c.admin = conn, v1.NewAdminServiceClient(conn)
 	if opts.Token != "" {
-		if opts.Sessions == nil {
-			return nil, errors.New("console: a token needs a session store")
-		}
-		a, err := newAuth(opts.Token, opts.SessionKey, orDefault(opts.SessionTTL, DefaultSessionTTL), opts.Sessions)
+		a, err := newAuth(opts.Token, opts.SessionKey, orDefault(opts.SessionTTL, DefaultSessionTTL))
 		if err != nil {
+			conn.Close()
 			return nil, err
 		}
 		c.auth = a
 	}
 	pages, err := parsePages()
 	if err != nil {
+		conn.Close()
 		return nil, err
 	}
 	c.pages = pages
 	c.handler = c.routes()
 	return c, nil
 }
+
+// bearer sends the admin token with every call, as grpcurl's -H does.
+func (c *Console) bearer(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if c.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// Close closes the connection to the batcher.
+func (c *Console) Close() error { return c.batcher.Close() }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {

@@ -1,4 +1,4 @@
-package console
+package web
 
 import (
 	"net/http"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 )
 
 // aggregatesView is the collections page: jobs by collection (or, drilled
@@ -44,7 +43,7 @@ type endedRow struct {
 
 func (c *Console) collectionsPage(w http.ResponseWriter, r *http.Request) {
 	coll := r.URL.Query().Get("collection")
-	resp, err := call(r.Context(), &v1.GetAggregatesRequest{}, c.admin.GetAggregates)
+	resp, err := c.admin.GetAggregates(r.Context(), &v1.GetAggregatesRequest{})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -78,9 +77,9 @@ func (c *Console) collectionsPage(w http.ResponseWriter, r *http.Request) {
 			used[st.GetState()] = true
 		}
 	}
-	for _, st := range queue.JobStates() {
-		if used[queue.JobStateName(st)] {
-			av.States = append(av.States, queue.JobStateName(st))
+	for _, st := range jobStates() {
+		if used[jobStateName(st)] {
+			av.States = append(av.States, jobStateName(st))
 		}
 	}
 	totals := make([]tallyCell, len(av.States))

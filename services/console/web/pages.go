@@ -1,4 +1,4 @@
-package console
+package web
 
 import (
 	"cmp"
@@ -12,8 +12,6 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
-	"github.com/ingestq/ingestq/shared/telemetry"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -83,13 +81,13 @@ func newQueueView(resp *v1.GetQueueResponse, now time.Time) *queueView {
 		q.Held = []string{}
 	}
 	var top int32
-	for _, st := range queue.JobStates() {
-		n := resp.GetJobsByState()[queue.JobStateName(st)]
+	for _, st := range jobStates() {
+		n := resp.GetJobsByState()[jobStateName(st)]
 		q.Total += n
 		top = max(top, n)
 	}
-	for _, st := range queue.JobStates() {
-		name := queue.JobStateName(st)
+	for _, st := range jobStates() {
+		name := jobStateName(st)
 		n := resp.GetJobsByState()[name]
 		w := barWidth(n, top)
 		q.States = append(q.States, stateCount{Name: name, Count: n, Width: w})
@@ -103,8 +101,8 @@ func newQueueView(resp *v1.GetQueueResponse, now time.Time) *queueView {
 // workerViews lists workers by stage in pipeline order, then by id.
 func workerViews(workers []*v1.WorkerInfo, now time.Time) []workerView {
 	order := map[string]int{}
-	for i, st := range queue.JobStates() {
-		order[queue.JobStateName(st)] = i
+	for i, st := range jobStates() {
+		order[jobStateName(st)] = i
 	}
 	rank := func(stage string) int {
 		if i, ok := order[stage]; ok {
@@ -140,7 +138,7 @@ func workerViews(workers []*v1.WorkerInfo, now time.Time) []workerView {
 }
 
 func (c *Console) queuePage(w http.ResponseWriter, r *http.Request) {
-	resp, err := call(r.Context(), &v1.GetQueueRequest{}, c.admin.GetQueue)
+	resp, err := c.admin.GetQueue(r.Context(), &v1.GetQueueRequest{})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -183,6 +181,20 @@ type batchView struct {
 	ReportDiffers bool
 	// Confirm is the warning the delete button asks the operator to accept.
 	Confirm string
+	// Actions say in which states each action's form applies.
+	Actions batchActions
+}
+
+// batchActions name, space-separated, the batch states each action takes,
+// as the batcher's rules say.
+type batchActions struct {
+	Release, UpdateReport, Delete string
+}
+
+func newBatchActions(r *rules) batchActions {
+	return batchActions{Release: r.batchStatesFor(v1.BatchAction_BATCH_ACTION_RELEASE),
+		UpdateReport: r.batchStatesFor(v1.BatchAction_BATCH_ACTION_UPDATE_REPORT),
+		Delete:       r.batchStatesFor(v1.BatchAction_BATCH_ACTION_DELETE)}
 }
 
 type reportView struct {
@@ -198,26 +210,30 @@ type reportView struct {
 	Trimmed bool
 }
 
-func newBatchView(b *v1.Batch) *batchView {
+// reportTotals are a report's totals, as the batcher's answers give them.
+func reportTotals(rep *v1.StatusReport) (failed, successful int) {
+	return int(rep.GetFailedJobsTotal()), int(rep.GetSuccessfulJobsTotal())
+}
+
+func newBatchView(b *v1.Batch, r *rules) *batchView {
 	sub := b.GetSubmission()
 	bv := &batchView{ID: b.GetId(), UUID: sub.GetBatchId(), Submitter: sub.GetSubmitter(), Profile: sub.GetProfileName(),
-		Collection: sub.GetCollection(), PayloadURL: sub.GetPayloadUrl(), PayloadType: queue.PayloadTypeName(sub.GetType()),
+		Collection: sub.GetCollection(), PayloadURL: sub.GetPayloadUrl(), PayloadType: payloadTypeName(sub.GetType()),
 		Metadata: sub.GetMetadata(), Submitted: when(sub.GetSubmissionDate()), Traceparent: sub.GetTraceparent(),
-		TraceID: telemetry.TraceID(sub.GetTraceparent()), State: queue.BatchStateName(b.GetStatus().GetStatus()),
-		Message: b.GetStatus().GetMessage(), Modified: when(b.GetStatus().GetLastModified()), Locked: b.GetLocked(),
-		Counts: b.GetCounts()}
+		State: batchStateName(b.GetStatus().GetStatus()), Message: b.GetStatus().GetMessage(),
+		Modified: when(b.GetStatus().GetLastModified()), Locked: b.GetLocked(), Counts: b.GetCounts(), Actions: newBatchActions(r)}
 	bv.Mode = submissionMode(sub.GetSubmissionMode())
 	bv.Segments, bv.Total = progress(b.GetCounts())
 	if rep := b.GetStatusReport(); rep != nil {
-		failed, successful := queue.ReportTotals(rep)
+		failed, successful := reportTotals(rep)
 		rv := &reportView{Sent: when(rep.GetLastModified()), FailedCount: failed, SuccessfulCount: successful,
-			Trimmed: queue.ReportTrimmed(rep)}
+			Trimmed: failed > len(rep.GetFailedJobs()) || successful > len(rep.GetSuccessfulJobs())}
 		rv.Failed, rv.FailedMore = firstN(rep.GetFailedJobs(), reportListMax, failed)
 		rv.Successful, rv.SuccessfulMore = firstN(rep.GetSuccessfulJobs(), reportListMax, successful)
 		bv.Report = rv
 		bv.ReportDiffers = reportDiffers(rep, b.GetCounts())
 	}
-	bv.Confirm = deleteBatchWarning(b)
+	bv.Confirm = deleteBatchWarning(b, r)
 	return bv
 }
 
@@ -228,7 +244,7 @@ func reportDiffers(rep *v1.StatusReport, c *v1.BatchJobCounts) bool {
 	if rep == nil {
 		return false
 	}
-	failed, successful := queue.ReportTotals(rep)
+	failed, successful := reportTotals(rep)
 	return int32(failed) != c.GetFailed() || int32(successful) != c.GetCompleted()
 }
 
@@ -239,13 +255,18 @@ func firstN(s []string, n, total int) ([]string, int) {
 }
 
 // deleteBatchWarning is what an operator must weigh before deleting a
-// batch in its state; "" when no warning applies.
-func deleteBatchWarning(b *v1.Batch) string {
+// batch in its state; "" when the batch cannot be deleted or no warning
+// applies.
+func deleteBatchWarning(b *v1.Batch, r *rules) string {
+	st := b.GetStatus().GetStatus()
+	if !r.batchAllows(st, v1.BatchAction_BATCH_ACTION_DELETE) {
+		return ""
+	}
 	n := b.GetCounts().GetProcessing() + b.GetCounts().GetCompleted() + b.GetCounts().GetFailed() + b.GetCounts().GetDeleted()
-	switch b.GetStatus().GetStatus() {
-	case queue.BatchHeld:
+	switch st {
+	case v1.BatchState_BATCH_STATE_HELD:
 		return fmt.Sprintf("Batch %s is held: deleting it removes it and its %d job(s), and its depositor will NOT be notified. Delete it?", b.GetId(), n)
-	case queue.BatchFailed:
+	case v1.BatchState_BATCH_STATE_FAILED:
 		return fmt.Sprintf("Batch %s failed: deleting it removes it, its %d job(s) and their working directories. Do this only once every attempt to recover its failed jobs is over. Delete it?", b.GetId(), n)
 	}
 	return ""
@@ -282,13 +303,12 @@ func pageSize(r *http.Request) (int32, error) {
 func (c *Console) batchesPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	bv := batchesView{Status: q.Get("status"), Submitter: q.Get("submitter"), After: q.Get("after")}
-	for _, st := range []queue.BatchState{queue.BatchPending, queue.BatchHeld, queue.BatchProcessing, queue.BatchReporting,
-		queue.BatchUpdateReporting, queue.BatchCompleted, queue.BatchFailed, queue.BatchDeleted} {
-		bv.States = append(bv.States, queue.BatchStateName(st))
+	for _, st := range batchStates() {
+		bv.States = append(bv.States, batchStateName(st))
 	}
 	req := &v1.ListBatchesRequest{Submitter: bv.Submitter, PageToken: bv.After}
 	if bv.Status != "" {
-		st, err := queue.ParseBatchState(bv.Status)
+		st, err := parseBatchState(bv.Status)
 		if err != nil {
 			c.fail(w, r, badRequest("status: %v", err))
 			return
@@ -301,13 +321,18 @@ func (c *Console) batchesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.PageSize = cmp.Or(size, batchPageSize)
-	resp, err := call(r.Context(), req, c.admin.ListBatches)
+	resp, err := c.admin.ListBatches(r.Context(), req)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	rules, err := c.rules(r.Context())
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	for _, b := range resp.GetBatches() {
-		bv.Batches = append(bv.Batches, newBatchView(b))
+		bv.Batches = append(bv.Batches, newBatchView(b, rules))
 	}
 	params := url.Values{}
 	for k, v := range map[string]string{"status": bv.Status, "submitter": bv.Submitter, "size": q.Get("size")} {
@@ -332,7 +357,7 @@ type batchPageView struct {
 
 func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 	bid := r.PathValue("bid")
-	resp, err := call(r.Context(), &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}}, c.admin.GetBatch)
+	resp, err := c.admin.GetBatch(r.Context(), &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -343,14 +368,19 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := r.URL.Query().Get("after")
-	jobs, err := call(r.Context(), &v1.ListJobsRequest{BatchId: bid, PageSize: cmp.Or(size, jobPageSize), PageToken: after}, c.admin.ListJobs)
+	jobs, err := c.admin.ListJobs(r.Context(), &v1.ListJobsRequest{BatchId: bid, PageSize: cmp.Or(size, jobPageSize), PageToken: after})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	rules, err := c.rules(r.Context())
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	v := c.pageView(w, r, "Batch "+bid, "batches")
-	bv := newBatchView(resp.GetBatch())
-	bv.TraceURL = telemetry.TraceURL(c.traceURL, resp.GetBatch().GetSubmission().GetTraceparent())
+	bv := newBatchView(resp.GetBatch(), rules)
+	bv.TraceID, bv.TraceURL = resp.GetTraceId(), resp.GetTraceUrl()
 	v.Data = batchPageView{Batch: bv,
 		Jobs: newJobList(jobs, url.Values{"size": sizeParam(size)}, batchURL(bid), after)}
 	v.Live = "/api/batches/" + bid
@@ -382,20 +412,18 @@ func newJobRow(j *v1.Job) jobRow {
 		Size: humanBytes(j.GetSpaceNeeded()), Retries: j.GetStatus().GetRetryCount(), Message: j.GetStatus().GetMessage(),
 		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked(),
 		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", ")}
-	if j.GetStatus().GetStatus() == queue.Failed {
-		if s := queue.FailedStage(j.GetStatus()); s != v1.JobState_JOB_STATE_UNSPECIFIED {
-			r.FailedIn = queue.JobStateName(s)
-		}
+	if s := j.GetFailingStage(); s != v1.JobState_JOB_STATE_UNSPECIFIED {
+		r.FailedIn = jobStateName(s)
 	}
 	return r
 }
 
 // stateName is a job state's name, "—" for none (a null last_successful_status).
-func stateName(s queue.JobState) string {
+func stateName(s v1.JobState) string {
 	if s == v1.JobState_JOB_STATE_UNSPECIFIED {
 		return "—"
 	}
-	return queue.JobStateName(s)
+	return jobStateName(s)
 }
 
 // jobListView is a page of jobs with the address of the next one.
@@ -458,12 +486,15 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	form := readFilterForm(q)
 	jv := jobsView{State: form.State, Batch: form.Batch, Form: form, Searching: form.searching(), Verbs: bulkVerbs}
-	for _, st := range queue.JobStates() {
-		jv.States = append(jv.States, queue.JobStateName(st))
-		if st != queue.Deleted && queue.CanMoveJob(queue.Failed, st) {
-			jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
-		}
+	for _, st := range jobStates() {
+		jv.States = append(jv.States, jobStateName(st))
 	}
+	rules, err := c.rules(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	jv.ResumeStates = rules.requeueTargets()
 	size, err := pageSize(r)
 	if err != nil {
 		c.fail(w, r, err)
@@ -481,16 +512,16 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &v1.ListJobsRequest{BatchId: jv.Batch, PageSize: cmp.Or(size, jobPageSize), PageToken: q.Get("after")}
 	if jv.State != "" {
-		st, err := queue.ParseJobState(jv.State)
+		st, err := parseJobState(jv.State)
 		if err != nil {
 			c.fail(w, r, badRequest("state: %v", err))
 			return
 		}
 		req.State = st
-		jv.State = queue.JobStateName(st)
+		jv.State = jobStateName(st)
 		jv.Form.State = jv.State
 	}
-	resp, err := call(r.Context(), req, c.admin.ListJobs)
+	resp, err := c.admin.ListJobs(r.Context(), req)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -504,6 +535,10 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 	v.Data = jv
 	c.render(w, r, http.StatusOK, "jobs", v)
 }
+
+// pageActions are the actions the job page offers a form for.
+var pageActions = []v1.BulkVerb{v1.BulkVerb_BULK_VERB_HOLD, v1.BulkVerb_BULK_VERB_RELEASE, v1.BulkVerb_BULK_VERB_REQUEUE,
+	v1.BulkVerb_BULK_VERB_FAIL, v1.BulkVerb_BULK_VERB_DELETE}
 
 // jobView is the job page: every node of the job.
 type jobView struct {
@@ -537,9 +572,9 @@ type historyRow struct {
 func newHistory(st *v1.JobStatus) []historyRow {
 	var rows []historyRow
 	for _, h := range st.GetHistory() {
-		r := historyRow{At: when(h.GetAt()), From: "created", To: queue.JobStateName(h.GetTo()), Worker: h.GetWorker(), Message: h.GetMessage()}
+		r := historyRow{At: when(h.GetAt()), From: "created", To: jobStateName(h.GetTo()), Worker: h.GetWorker(), Message: h.GetMessage()}
 		if h.GetFrom() != v1.JobState_JOB_STATE_UNSPECIFIED {
-			r.From = queue.JobStateName(h.GetFrom())
+			r.From = jobStateName(h.GetFrom())
 		}
 		if h.GetInState() != nil {
 			r.InState = h.GetInState().AsDuration().String()
@@ -592,14 +627,16 @@ func newManifestRef(mode string, version int32, url string, del bool) manifestRe
 	return manifestRef{Summary: strings.TrimSpace(s), URL: url}
 }
 
-func newJobLive(j *v1.Job) jobLive {
+// newJobLive is the job of a GetJob answer as its page shows it.
+func newJobLive(resp *v1.GetJobResponse) jobLive {
+	j := resp.GetJob()
 	st := j.GetStatus()
 	locked := "no"
 	if j.GetLocked() {
 		locked = "yes: a stage is working on it"
 	}
 	return jobLive{ID: j.GetId(), State: stateName(st.GetStatus()), LastSuccessful: stateName(st.GetLastSuccessfulStatus()),
-		Resume: queue.JobStateName(queue.ResumeState(st.GetLastSuccessfulStatus())), RetryCount: st.GetRetryCount(),
+		Resume: stateName(resp.GetResumeState()), RetryCount: st.GetRetryCount(),
 		Priority: j.GetPriority(), SpaceNeeded: humanBytes(j.GetSpaceNeeded()), Message: st.GetMessage(),
 		Modified: when(st.GetLastModified()), Locked: locked,
 		ARK:       cmp.Or(j.GetIdentifiers().GetPrimaryId(), "—"),
@@ -610,62 +647,45 @@ func newJobLive(j *v1.Job) jobLive {
 			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()}}
 }
 
-// statesWhere lists the job states in which move(state) holds.
-func statesWhere(move func(queue.JobState) bool) string {
-	var names []string
-	for _, st := range queue.JobStates() {
-		if move(st) {
-			names = append(names, queue.JobStateName(st))
-		}
-	}
-	return strings.Join(names, " ")
-}
-
-// batchOpen reports whether a batch in s will still report to its
-// depositor: deleting one of its jobs needs force (the queue's rule).
-func batchOpen(s queue.BatchState) bool {
-	return s != queue.BatchCompleted && s != queue.BatchFailed && s != queue.BatchDeleted
-}
-
 // jobDeleteWarning is the warning for deleting a job of an open batch (its
 // depositor will never hear of it), or "" when the batch is closed (or
 // unknown).
-func jobDeleteWarning(jid, bid string, b *v1.Batch) string {
-	if b == nil || !batchOpen(b.GetStatus().GetStatus()) {
+func jobDeleteWarning(jid, bid string, b *v1.Batch, r *rules) string {
+	if b == nil || !r.batchOpen(b.GetStatus().GetStatus()) {
 		return ""
 	}
 	return fmt.Sprintf("Batch %s is still %s: if job %s is deleted, its depositor will never hear of it. Delete the job anyway?",
-		bid, queue.BatchStateName(b.GetStatus().GetStatus()), jid)
+		bid, batchStateName(b.GetStatus().GetStatus()), jid)
 }
 
 func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	jid := r.PathValue("jid")
-	resp, err := call(r.Context(), &v1.GetJobRequest{JobId: jid, IncludeManifest: true}, c.admin.GetJob)
+	resp, err := c.admin.GetJob(r.Context(), &v1.GetJobRequest{JobId: jid, IncludeManifest: true})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	rules, err := c.rules(r.Context())
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	j := resp.GetJob()
-	jv := jobView{Job: j, Live: newJobLive(j), State: stateName(j.GetStatus().GetStatus()),
-		HoldIn:    queue.JobStateName(queue.Pending),
-		ReleaseIn: queue.JobStateName(queue.Held),
-		RequeueIn: queue.JobStateName(queue.Failed),
-		FailIn:    statesWhere(func(s queue.JobState) bool { return queue.CanMoveJob(s, queue.Failed) }),
-		DeleteIn:  statesWhere(func(s queue.JobState) bool { return queue.CanMoveJob(s, queue.Deleted) }),
+	jv := jobView{Job: j, Live: newJobLive(resp), State: stateName(j.GetStatus().GetStatus()),
+		HoldIn:       rules.jobStatesFor(v1.BulkVerb_BULK_VERB_HOLD),
+		ReleaseIn:    rules.jobStatesFor(v1.BulkVerb_BULK_VERB_RELEASE),
+		RequeueIn:    rules.jobStatesFor(v1.BulkVerb_BULK_VERB_REQUEUE),
+		FailIn:       rules.jobStatesFor(v1.BulkVerb_BULK_VERB_FAIL),
+		DeleteIn:     rules.jobStatesFor(v1.BulkVerb_BULK_VERB_DELETE),
+		ResumeStates: rules.requeueTargets(),
 	}
-	jv.NoActionIn = statesWhere(func(s queue.JobState) bool {
-		name := queue.JobStateName(s)
-		return !inList(strings.Join([]string{jv.HoldIn, jv.ReleaseIn, jv.RequeueIn, jv.FailIn, jv.DeleteIn}, " "), name)
+	// The note that no action applies shows in the states no form takes.
+	jv.NoActionIn = rules.jobStatesWhere(func(s *v1.JobStateRule) bool {
+		return !slices.ContainsFunc(pageActions, func(a v1.BulkVerb) bool { return slices.Contains(s.GetActions(), a) })
 	})
-	// The states a failed job may resume at, as the state machine says.
-	for _, st := range queue.JobStates() {
-		if st != queue.Deleted && queue.CanMoveJob(queue.Failed, st) {
-			jv.ResumeStates = append(jv.ResumeStates, queue.JobStateName(st))
-		}
-	}
 	jv.History, jv.HistoryDropped = newHistory(j.GetStatus()), j.GetStatus().GetHistoryDropped()
 	jv.Traceparent = cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
-	jv.TraceID, jv.TraceURL = resp.GetTraceId(), telemetry.TraceURL(c.traceURL, jv.Traceparent)
+	jv.TraceID, jv.TraceURL = resp.GetTraceId(), resp.GetTraceUrl()
 	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(j)
 	if err != nil {
 		c.fail(w, r, status.Errorf(codes.Internal, "job %s: %v", jid, err))
@@ -673,12 +693,12 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	jv.Raw = string(raw)
 	if bid := j.GetBid(); bid != "" {
-		b, err := call(r.Context(), &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}}, c.admin.GetBatch)
+		b, err := c.admin.GetBatch(r.Context(), &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
 		if err != nil {
 			jv.BatchNote = refusalOf(err).Message
 		} else {
-			jv.BatchState = queue.BatchStateName(b.GetBatch().GetStatus().GetStatus())
-			jv.DeleteConfirm = jobDeleteWarning(jid, bid, b.GetBatch())
+			jv.BatchState = batchStateName(b.GetBatch().GetStatus().GetStatus())
+			jv.DeleteConfirm = jobDeleteWarning(jid, bid, b.GetBatch(), rules)
 		}
 	}
 	v := c.pageView(w, r, "Job "+jid, "jobs")

@@ -1,4 +1,4 @@
-package console
+package web
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -17,7 +16,7 @@ var templateFuncs = template.FuncMap{
 	"jobURL":      jobURL,
 	"batchURL":    batchURL,
 	"workerURL":   workerURL,
-	"payloadType": queue.PayloadTypeName,
+	"payloadType": payloadTypeName,
 	"lower":       strings.ToLower,
 	"join":        strings.Join,
 	"bytes":       exactBytes,

@@ -1,11 +1,17 @@
+// Package console tests the operator console (services/console) as an
+// operator meets it: over HTTP and in a headless Chromium, against the
+// batcher's AdminService served over gRPC on loopback on a real ZooKeeper.
+// The queue's states are set up with the queue library, as the stages
+// would leave them; the batcher's batch runner does not run, so that no
+// batch moves but as a test moves it.
 package console
 
 import (
 	"context"
 	"fmt"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -19,16 +25,25 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/internal/admin"
+	"github.com/ingestq/ingestq/services/batcher/admin"
+	"github.com/ingestq/ingestq/services/console/web"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestMain(m *testing.M) { zktest.Main(m) }
+
+// sessionCookie is the console's session cookie.
+const sessionCookie = "ingestq_console_session"
+
+// workerURL is the address of a worker's controls.
+func workerURL(id string) string { return "/workers/" + url.PathEscape(id) }
 
 const testToken = "console-test-token"
 
@@ -41,17 +56,20 @@ notify_on_queue: false
 storage_target: local
 `
 
-// fixture is a console over the real admin.Server on a private root of the
-// test ZooKeeper, served on a loopback port.
+// fixture is a console on a loopback port, calling the batcher's
+// AdminService (admin.Server) over gRPC on another, on a private root of
+// the test ZooKeeper.
 type fixture struct {
-	t      *testing.T
-	q      *queue.Client
-	root   workdir.Root
-	admin  *admin.Server
-	con    *Console
-	srv    *httptest.Server
-	client *http.Client // keeps cookies, does not follow redirects
-	ctx    context.Context
+	t       *testing.T
+	zkRoot  string // the queue's root in the test ZooKeeper
+	q       *queue.Client
+	root    workdir.Root
+	admin   *admin.Server
+	batcher string // the AdminService's address
+	con     *web.Console
+	srv     *httptest.Server
+	client  *http.Client // keeps cookies, does not follow redirects
+	ctx     context.Context
 }
 
 // newFixture starts a console; token "" makes it read-only.
@@ -60,8 +78,8 @@ func newFixture(t *testing.T, token string) *fixture {
 	return newFixtureAt(t, token, zktest.Root(t))
 }
 
-// newFixtureAt starts a console on the queue under root, with a
-// ZooKeeper connection of its own: another batcher of that queue.
+// newFixtureAt starts a console on the queue under root, with a batcher
+// (and ZooKeeper connection) of its own: another replica of both.
 func newFixtureAt(t *testing.T, token, root string) *fixture {
 	t.Helper()
 	return newFixtureKeyed(t, token, root, nil)
@@ -70,21 +88,21 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 // newFixtureKeyed is newFixtureAt with a session key (nil: a random one).
 func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
 	t.Helper()
-	return newFixtureOpts(t, token, root, Options{SessionKey: key})
+	return newFixtureOpts(t, token, root, web.Options{SessionKey: key})
 }
 
 // newFixtureWith is newFixture with stage credentials: the workers
 // table's controls on.
-func newFixtureWith(t *testing.T, token string, creds StageCredentials) *fixture {
+func newFixtureWith(t *testing.T, token string, creds credentials.TransportCredentials) *fixture {
 	t.Helper()
-	return newFixtureOpts(t, token, zktest.Root(t), Options{StageCredentials: creds})
+	return newFixtureOpts(t, token, zktest.Root(t), web.Options{StageCredentials: creds})
 }
 
-// newFixtureOpts starts a console with opts (their admin, token, sessions
-// and logger set here).
-func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
+// newFixtureOpts starts a batcher's AdminService guarded by token and a
+// console with opts (their batcher, token and logger set here).
+func newFixtureOpts(t *testing.T, token, root string, opts web.Options) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ctx: context.Background()}
+	f := &fixture{t: t, zkRoot: root, ctx: context.Background()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
@@ -105,16 +123,42 @@ func newFixtureOpts(t *testing.T, token, root string, opts Options) *fixture {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log}
-	opts.Admin, opts.Token, opts.Sessions, opts.Logger = f.admin, token, qadmin.New(f.q), log
-	opts.TraceURL = "https://tracing.example/trace/{trace_id}"
-	if f.con, err = New(opts); err != nil {
+	f.admin = &admin.Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log,
+		TraceURL: "https://tracing.example/trace/{trace_id}"}
+	f.batcher = serveAdmin(t, f.admin, token)
+	opts.Batcher, opts.Token, opts.Logger = f.batcher, token, log
+	if f.con, err = web.New(opts); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.con.Close() })
 	f.srv = httptest.NewServer(f.con)
 	t.Cleanup(f.srv.Close)
 	f.client = newClient(t)
 	return f
+}
+
+// serveAdmin serves a as AdminService, guarded by token, on a loopback
+// port until the test ends, as the batcher's gRPC server does; it returns
+// the address.
+func serveAdmin(t *testing.T, a *admin.Server, token string) string {
+	t.Helper()
+	srv, err := server.New(server.Options{Logger: slog.New(slog.DiscardHandler), AdminToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1.RegisterAdminServiceServer(srv, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetServing(true)
+	go srv.Serve(lis)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return lis.Addr().String()
 }
 
 func newClient(t *testing.T) *http.Client {

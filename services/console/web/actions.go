@@ -1,4 +1,4 @@
-package console
+package web
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -48,11 +47,11 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch a := r.PathValue("action"); a {
 	case "pause":
-		_, err := call(ctx, &v1.PauseQueueRequest{}, c.admin.PauseQueue)
+		_, err := c.admin.PauseQueue(ctx, &v1.PauseQueueRequest{})
 		c.finish(w, r, "queue.pause", "", err, "/",
 			flash{"ok", "The queue is paused: no stage takes a new batch or job; work in hand finishes its step."})
 	case "unpause":
-		_, err := call(ctx, &v1.UnpauseQueueRequest{}, c.admin.UnpauseQueue)
+		_, err := c.admin.UnpauseQueue(ctx, &v1.UnpauseQueueRequest{})
 		c.finish(w, r, "queue.unpause", "", err, "/", flash{"ok", "The queue runs again."})
 	case "cleanup":
 		raw := strings.TrimSpace(r.PostForm.Get("older_than"))
@@ -67,7 +66,7 @@ func (c *Console) queueAction(w http.ResponseWriter, r *http.Request) {
 				"(up to 100 batches)? Their reports were sent; nothing of them stays in the queue.", d), "Clean up")
 			return
 		}
-		resp, err := call(ctx, &v1.CleanupBatchesRequest{OlderThan: durationpb.New(d)}, c.admin.CleanupBatches)
+		resp, err := c.admin.CleanupBatches(ctx, &v1.CleanupBatchesRequest{OlderThan: durationpb.New(d)})
 		msg := fmt.Sprintf("Cleaned up %d completed batch(es) older than %v, with %d job(s).", len(resp.GetBatchIds()), d, resp.GetJobs())
 		if n := len(resp.GetWorkingDirsLeft()); n > 0 {
 			msg += fmt.Sprintf(" %d working folder(s) could not be removed (the batcher's log says why).", n)
@@ -86,11 +85,11 @@ func (c *Console) collectionAction(w http.ResponseWriter, r *http.Request) {
 	m := strings.TrimSpace(r.PostForm.Get("collection"))
 	switch r.PathValue("action") {
 	case "hold":
-		_, err := call(ctx, &v1.HoldCollectionRequest{Collection: m}, c.admin.HoldCollection)
+		_, err := c.admin.HoldCollection(ctx, &v1.HoldCollectionRequest{Collection: m})
 		c.finish(w, r, "collection.hold", m, err, "/",
 			flash{"ok", fmt.Sprintf("Collection %s is held: its pending batches and jobs go to Held when a stage meets them.", m)})
 	case "release":
-		resp, err := call(ctx, &v1.ReleaseCollectionRequest{Collection: m}, c.admin.ReleaseCollection)
+		resp, err := c.admin.ReleaseCollection(ctx, &v1.ReleaseCollectionRequest{Collection: m})
 		f := flash{"ok", fmt.Sprintf("Collection %s released: %d batch(es) and %d job(s) back to Pending.", m,
 			len(resp.GetReleasedBatches()), len(resp.GetReleasedJobs()))}
 		if nr := resp.GetNotReleased(); len(nr) > 0 {
@@ -109,25 +108,25 @@ func (c *Console) jobAction(w http.ResponseWriter, r *http.Request) {
 	ret := jobURL(jid)
 	switch a := r.PathValue("action"); a {
 	case "hold":
-		resp, err := call(ctx, &v1.HoldJobRequest{JobId: jid, Message: msg}, c.admin.HoldJob)
+		resp, err := c.admin.HoldJob(ctx, &v1.HoldJobRequest{JobId: jid, Message: msg})
 		c.finish(w, r, "job.hold", jid, err, ret, flash{"ok", "Job " + jid + " is held." + nowIn(resp.GetJob())})
 	case "release":
-		resp, err := call(ctx, &v1.ReleaseJobRequest{JobId: jid, Message: msg}, c.admin.ReleaseJob)
+		resp, err := c.admin.ReleaseJob(ctx, &v1.ReleaseJobRequest{JobId: jid, Message: msg})
 		c.finish(w, r, "job.release", jid, err, ret, flash{"ok", "Job " + jid + " released." + nowIn(resp.GetJob())})
 	case "fail":
-		resp, err := call(ctx, &v1.FailJobRequest{JobId: jid, Message: msg}, c.admin.FailJob)
+		resp, err := c.admin.FailJob(ctx, &v1.FailJobRequest{JobId: jid, Message: msg})
 		c.finish(w, r, "job.fail", jid, err, ret, flash{"ok", "Job " + jid + " failed." + nowIn(resp.GetJob())})
 	case "requeue":
 		req := &v1.RequeueJobRequest{JobId: jid, Message: msg}
 		if s := r.PostForm.Get("state"); s != "" {
-			st, err := queue.ParseJobState(s)
+			st, err := parseJobState(s)
 			if err != nil {
 				c.finish(w, r, "job.requeue", jid, badRequest("state: %v", err), ret, flash{})
 				return
 			}
 			req.State = st
 		}
-		resp, err := call(ctx, req, c.admin.RequeueJob)
+		resp, err := c.admin.RequeueJob(ctx, req)
 		c.finish(w, r, "job.requeue", jid, err, ret, flash{"ok", fmt.Sprintf("Job %s requeued.%s Retry %d.", jid,
 			nowIn(resp.GetJob()), resp.GetJob().GetStatus().GetRetryCount())})
 	case "delete":
@@ -142,7 +141,7 @@ func nowIn(j *v1.Job) string {
 	if j == nil {
 		return ""
 	}
-	return " It is now " + queue.JobStateName(j.GetStatus().GetStatus()) + "."
+	return " It is now " + jobStateName(j.GetStatus().GetStatus()) + "."
 }
 
 // deleteJob deletes a failed or held job. If its batch is still open, its
@@ -150,7 +149,7 @@ func nowIn(j *v1.Job) string {
 // deletion then passes force.
 func (c *Console) deleteJob(w http.ResponseWriter, r *http.Request, jid string) {
 	ctx := r.Context()
-	got, err := call(ctx, &v1.GetJobRequest{JobId: jid}, c.admin.GetJob)
+	got, err := c.admin.GetJob(ctx, &v1.GetJobRequest{JobId: jid})
 	if err != nil {
 		c.finish(w, r, "job.delete", jid, err, "/jobs", flash{})
 		return
@@ -160,19 +159,24 @@ func (c *Console) deleteJob(w http.ResponseWriter, r *http.Request, jid string) 
 	if j.GetBid() != "" {
 		ret = batchURL(j.GetBid())
 	}
+	rules, err := c.rules(ctx)
+	if err != nil {
+		c.finish(w, r, "job.delete", jid, err, ret, flash{})
+		return
+	}
 	force := false
-	deletable := queue.CanMoveJob(j.GetStatus().GetStatus(), queue.Deleted)
+	deletable := rules.jobAllows(j.GetStatus().GetStatus(), v1.BulkVerb_BULK_VERB_DELETE)
 	if bid := j.GetBid(); bid != "" && deletable {
-		b, err := call(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}}, c.admin.GetBatch)
-		if err == nil && batchOpen(b.GetBatch().GetStatus().GetStatus()) {
+		b, err := c.admin.GetBatch(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
+		if err == nil && rules.batchOpen(b.GetBatch().GetStatus().GetStatus()) {
 			if r.PostForm.Get("confirmed") != "1" {
-				c.confirm(w, r, jobDeleteWarning(jid, bid, b.GetBatch()), "Delete the job")
+				c.confirm(w, r, jobDeleteWarning(jid, bid, b.GetBatch(), rules), "Delete the job")
 				return
 			}
 			force = true
 		}
 	}
-	resp, err := call(ctx, &v1.DeleteJobRequest{JobId: jid, Force: force}, c.admin.DeleteJob)
+	resp, err := c.admin.DeleteJob(ctx, &v1.DeleteJobRequest{JobId: jid, Force: force})
 	text := "Job " + jid + " deleted."
 	if d := resp.GetWorkingDir(); d != "" {
 		text += " Its working directory " + d + " is removed."
@@ -186,13 +190,13 @@ func (c *Console) batchAction(w http.ResponseWriter, r *http.Request) {
 	ret := batchURL(bid)
 	switch r.PathValue("action") {
 	case "release":
-		resp, err := call(ctx, &v1.ReleaseBatchRequest{BatchId: bid}, c.admin.ReleaseBatch)
+		resp, err := c.admin.ReleaseBatch(ctx, &v1.ReleaseBatchRequest{BatchId: bid})
 		c.finish(w, r, "batch.release", bid, err, ret, flash{"ok", "Batch " + bid + " released: it is now " +
-			queue.BatchStateName(resp.GetBatch().GetStatus().GetStatus()) + " and a batcher will take it."})
+			batchStateName(resp.GetBatch().GetStatus().GetStatus()) + " and a batcher will take it."})
 	case "update-report":
-		resp, err := call(ctx, &v1.UpdateReportBatchRequest{BatchId: bid}, c.admin.UpdateReportBatch)
+		resp, err := c.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid})
 		c.finish(w, r, "batch.update-report", bid, err, ret, flash{"ok", "Batch " + bid + " is " +
-			queue.BatchStateName(resp.GetBatch().GetStatus().GetStatus()) + ": a batcher sends its second report."})
+			batchStateName(resp.GetBatch().GetStatus().GetStatus()) + ": a batcher sends its second report."})
 	case "delete":
 		c.deleteBatch(w, r, bid)
 	default:
@@ -205,16 +209,21 @@ func (c *Console) batchAction(w http.ResponseWriter, r *http.Request) {
 // only once recovery is over).
 func (c *Console) deleteBatch(w http.ResponseWriter, r *http.Request, bid string) {
 	ctx := r.Context()
-	got, err := call(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}}, c.admin.GetBatch)
+	got, err := c.admin.GetBatch(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
 	if err != nil {
 		c.finish(w, r, "batch.delete", bid, err, "/batches", flash{})
 		return
 	}
-	if warn := deleteBatchWarning(got.GetBatch()); warn != "" && r.PostForm.Get("confirmed") != "1" {
+	rules, err := c.rules(ctx)
+	if err != nil {
+		c.finish(w, r, "batch.delete", bid, err, "/batches", flash{})
+		return
+	}
+	if warn := deleteBatchWarning(got.GetBatch(), rules); warn != "" && r.PostForm.Get("confirmed") != "1" {
 		c.confirm(w, r, warn, "Delete the batch")
 		return
 	}
-	resp, err := call(ctx, &v1.DeleteBatchRequest{BatchId: bid}, c.admin.DeleteBatch)
+	resp, err := c.admin.DeleteBatch(ctx, &v1.DeleteBatchRequest{BatchId: bid})
 	c.finishAt(w, r, "batch.delete", bid, err, "/batches",
 		flash{"ok", fmt.Sprintf("Batch %s deleted with %d job(s).", bid, len(resp.GetDeletedJobs()))})
 }
@@ -255,7 +264,7 @@ func (c *Console) verify(w http.ResponseWriter, r *http.Request) {
 	// A number that does not parse is 0, which VerifyObject refuses with
 	// its reason.
 	version, _ := strconv.ParseInt(strings.TrimSpace(r.PostForm.Get("version")), 10, 32)
-	resp, err := call(r.Context(), &v1.VerifyObjectRequest{Ark: ark, Version: int32(version)}, c.admin.VerifyObject)
+	resp, err := c.admin.VerifyObject(r.Context(), &v1.VerifyObjectRequest{Ark: ark, Version: int32(version)})
 	if err != nil {
 		c.finish(w, r, "verify", ark, err, "/fsck", flash{})
 		return
@@ -269,7 +278,7 @@ func (c *Console) verify(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) fsck(w http.ResponseWriter, r *http.Request) {
 	repair := r.PostForm.Get("repair") == "1"
-	resp, err := call(r.Context(), &v1.FsckRequest{Repair: repair}, c.admin.Fsck)
+	resp, err := c.admin.Fsck(r.Context(), &v1.FsckRequest{Repair: repair})
 	action := "fsck"
 	if repair {
 		action = "fsck.repair"
