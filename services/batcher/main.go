@@ -130,7 +130,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		return fmt.Errorf("INGESTQ_TRACE_URL %q: it must contain {trace_id}", u)
 	}
 	adminServer := &admin.Server{Queue: env.Queue, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
-		Store: fixity.Location{Root: absolute(s.store.Root)}}
+		Store: fixity.Location{Root: absolute(s.store.Root)}, Retention: *s.retention}
 	if s.store.Kind == "s3" {
 		c, err := s3store.Client(ctx, *s.store.S3)
 		if err != nil {

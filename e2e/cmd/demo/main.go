@@ -120,6 +120,9 @@ func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server, token 
 		auth = `-H "authorization: Bearer ` + token + `" `
 	}
 	fmt.Fprintf(out, "Try:\n")
+	if token == "$INGESTQ_ADMIN_TOKEN" {
+		fmt.Fprintf(out, "  (in a shell where INGESTQ_ADMIN_TOKEN holds the token this stack was started with)\n")
+	}
 	fmt.Fprintf(out, "  grpcurl -plaintext -d '{\"submitter\":\"me\",\"profile\":\"demo\",\"payload_url\":\"%s/batch.checkm\",\"payload_type\":\"PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS\"}' %s ingestq.v1.BatchService/Submit\n", dep.URL, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s%s ingestq.v1.AdminService/GetQueue\n", auth, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s-d '{\"state\":\"JOB_STATE_FAILED\"}' %s ingestq.v1.AdminService/ListJobs\n", auth, b)

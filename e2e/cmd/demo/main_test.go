@@ -67,6 +67,7 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	for _, want := range []string{
 		"Ignoring INGESTQ_LISTEN",
 		"/signin with the admin token ($INGESTQ_ADMIN_TOKEN)",
+		"in a shell where INGESTQ_ADMIN_TOKEN holds the token this stack was started with",
 		`-H "authorization: Bearer $INGESTQ_ADMIN_TOKEN" `,
 	} {
 		if !strings.Contains(out, want) {

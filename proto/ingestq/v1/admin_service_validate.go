@@ -3,6 +3,7 @@ package ingestqv1
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -184,19 +185,25 @@ func validPaging(size, max int32, token string) error {
 	return optionalText("page_token", token, MaxPageTokenBytes)
 }
 
-// Validate checks that a version is named.
+// Validate checks that an ARK is named, and a version number if any.
 func (r *VerifyObjectRequest) Validate() error {
-	if r.GetArk() == "" {
+	switch ark := r.GetArk(); {
+	case ark == "":
 		return errors.New("ark: required")
-	}
-	if len(r.GetArk()) > 512 {
+	case len(ark) > 512:
 		return errors.New("ark: longer than 512 bytes")
+	case !arkPattern.MatchString(ark):
+		return fmt.Errorf("ark %q is not an ARK: want ark:/NAAN/name (ark:/99999/fk4abc)", clip(ark))
 	}
-	if r.GetVersion() < 1 {
-		return fmt.Errorf("version: %d is not a version number (1 or more)", r.GetVersion())
+	if r.GetVersion() < 0 {
+		return fmt.Errorf("version: %d is not a version number (1 or more; 0: the latest)", r.GetVersion())
 	}
 	return nil
 }
+
+// arkPattern matches an ARK: "ark:", an optional "/", the NAAN, "/" and
+// the name (no white space, no control character).
+var arkPattern = regexp.MustCompile(`^ark:/?[0-9a-zA-Z]+/[^\s/][^\s]*$`)
 
 // Validate accepts every request: GetStateRules has no fields.
 func (r *GetStateRulesRequest) Validate() error { return nil }

@@ -7,9 +7,13 @@ package admin
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
+	"sync"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
@@ -22,6 +26,7 @@ import (
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // maxPages bounds the pages ReleaseCollection walks in one call; a
@@ -42,6 +47,12 @@ type Server struct {
 	// them, for VerifyObject (an empty Store: nothing to verify).
 	Store    fixity.Location
 	Versions fixity.Reader
+	// Retention is how long a completed batch is kept (INGESTQ_RETENTION):
+	// GetAggregates' daily counts go that far back unless asked otherwise.
+	Retention time.Duration
+
+	figuresOnce sync.Once
+	figures     *qadmin.FigureReader // GetQueue's: it remembers when jobs entered their states
 }
 
 var _ v1.AdminServiceServer = (*Server)(nil)
@@ -54,7 +65,7 @@ func (s *Server) PauseQueue(ctx context.Context, _ *v1.PauseQueueRequest) (*v1.P
 	if err := s.tools().Pause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.PauseQueueResponse{Paused: true}, nil
+	return &v1.PauseQueueResponse{Paused: new(true)}, nil
 }
 
 // UnpauseQueue removes the pause marker.
@@ -62,16 +73,18 @@ func (s *Server) UnpauseQueue(ctx context.Context, _ *v1.UnpauseQueueRequest) (*
 	if err := s.tools().Unpause(ctx); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	return &v1.UnpauseQueueResponse{Paused: false}, nil
+	return &v1.UnpauseQueueResponse{Paused: new(false)}, nil
 }
 
-// GetQueue reports pause, job counts, holds and workers.
+// GetQueue reports pause, jobs and batches per state, each stage's health,
+// holds and workers.
 func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQueueResponse, error) {
 	paused, err := s.Queue.Paused(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	counts, err := s.tools().JobCounts(ctx)
+	s.figuresOnce.Do(func() { s.figures = s.tools().NewFigureReader() })
+	fig, err := s.figures.Read(ctx)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -83,11 +96,43 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	byState := make(map[string]int32, len(counts))
-	for st, n := range counts {
-		byState[queue.JobStateName(st)] = int32(n)
+	resp := &v1.GetQueueResponse{Paused: new(paused), JobsByState: map[string]int32{}, BatchesByState: map[string]int32{},
+		HeldCollections: held, Workers: workers}
+	for _, st := range queue.JobStates() {
+		resp.JobsByState[queue.JobStateName(st)] = int32(fig.Jobs[st])
 	}
-	return &v1.GetQueueResponse{Paused: paused, JobsByState: byState, HeldCollections: held, Workers: workers}, nil
+	for _, st := range queue.BatchStates() {
+		resp.BatchesByState[queue.BatchStateName(st)] = int32(fig.Batches[st])
+	}
+	for _, st := range queue.JobStates() {
+		if _, stage := fig.Workers[st]; stage {
+			resp.Stages = append(resp.Stages, stageHealth(st, fig, workers))
+		}
+	}
+	return resp, nil
+}
+
+// stageHealth is the stage taking jobs from st at a glance: a stage with
+// jobs waiting and no worker to take them is stalled.
+func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInfo) *v1.StageHealth {
+	var registered, active, inFlight int32
+	for _, w := range workers {
+		if w.GetStage() != queue.JobStateName(st) {
+			continue
+		}
+		registered++
+		inFlight += int32(len(w.GetInFlight()))
+		if !w.GetPaused() && !w.GetDraining() {
+			active++
+		}
+	}
+	waiting := max(int32(fig.Jobs[st])-inFlight, 0)
+	h := &v1.StageHealth{State: st, Waiting: new(waiting), InFlight: new(inFlight), Workers: new(registered),
+		ActiveWorkers: new(active), Stalled: new(waiting > 0 && active == 0)}
+	if t, ok := fig.Oldest[st]; ok {
+		h.Oldest = timestamppb.New(t)
+	}
+	return h
 }
 
 // HoldCollection puts a collection on hold.
@@ -429,29 +474,49 @@ func (s *Server) Fsck(ctx context.Context, req *v1.FsckRequest) (*v1.FsckRespons
 	return resp, nil
 }
 
-// VerifyObject re-reads a stored version and checks each file against its
-// manifest.
+// VerifyObject re-reads a stored version (the latest when none is named)
+// and checks each file against its manifest.
 func (s *Server) VerifyObject(ctx context.Context, req *v1.VerifyObjectRequest) (*v1.VerifyObjectResponse, error) {
 	if s.Store.Root == "" && s.Store.Bucket == "" {
 		return nil, status.Error(codes.FailedPrecondition, "no object store is configured here (INGESTQ_STORE, INGESTQ_STORE_ROOT, INGESTQ_S3_*)")
 	}
-	manifestURL, err := s.Store.ManifestURL(req.GetArk(), int(req.GetVersion()))
+	version := int(req.GetVersion())
+	if version == 0 {
+		latest, err := s.Store.LatestVersion(ctx, s.Versions, req.GetArk())
+		if err != nil {
+			return nil, storeRefusal(ctx, err, req.GetArk()+" has no version in the store", "finding the latest version of "+req.GetArk())
+		}
+		version = latest
+	}
+	manifestURL, err := s.Store.ManifestURL(req.GetArk(), version)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	rep, err := s.Versions.Verify(ctx, manifestURL)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-		return nil, status.Errorf(codes.NotFound, "version %d of %s: %v", req.GetVersion(), req.GetArk(), err)
+		return nil, storeRefusal(ctx, err, fmt.Sprintf("version %d of %s is not in the store", version, req.GetArk()),
+			fmt.Sprintf("version %d of %s", version, req.GetArk()))
 	}
-	resp := &v1.VerifyObjectResponse{ManifestUrl: manifestURL, Files: int32(rep.Files), Bytes: rep.Bytes, Ok: len(rep.Mismatches) == 0}
+	resp := &v1.VerifyObjectResponse{ManifestUrl: manifestURL, Files: int32(rep.Files), Bytes: rep.Bytes,
+		Ok: new(len(rep.Mismatches) == 0), Version: int32(version)}
 	for _, m := range rep.Mismatches {
 		resp.Mismatches = append(resp.Mismatches, &v1.FixityMismatch{File: m.File, Problem: m.Problem})
 	}
-	if !resp.Ok {
-		s.Logger.WarnContext(ctx, "fixity check failed", "ark", req.GetArk(), "version", req.GetVersion(), "mismatches", len(rep.Mismatches))
+	if !resp.GetOk() {
+		s.Logger.WarnContext(ctx, "fixity check failed", "ark", req.GetArk(), "version", version, "mismatches", len(rep.Mismatches))
 	}
 	return resp, nil
+}
+
+// storeRefusal is the answer to a failed read of the store: NotFound
+// saying missing, without the store's paths, for what is not there; the
+// context's end; Unavailable with what failed for anything else.
+func storeRefusal(ctx context.Context, err error, missing, what string) error {
+	switch {
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, fs.ErrNotExist):
+		return status.Error(codes.NotFound, missing)
+	}
+	return status.Errorf(codes.Unavailable, "%s: %v", what, err)
 }

@@ -66,6 +66,7 @@ type fixture struct {
 	// storeRoot is the local object store VerifyObject reads.
 	storeRoot string
 	conn      *grpc.ClientConn
+	server    *Server // served as admin
 	admin     v1.AdminServiceClient
 	ctx       context.Context // carries the token
 }
@@ -100,8 +101,9 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.storeRoot = t.TempDir()
-	v1.RegisterAdminServiceServer(srv, &Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log,
-		TraceURL: "https://tracing.example/trace/{trace_id}", Store: fixity.Location{Root: f.storeRoot}})
+	f.server = &Server{Queue: f.q, Profiles: profiles, Root: f.root, Logger: log,
+		TraceURL: "https://tracing.example/trace/{trace_id}", Store: fixity.Location{Root: f.storeRoot}}
+	v1.RegisterAdminServiceServer(srv, f.server)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -865,7 +867,35 @@ func TestVerifyObjectReadsAStoredVersionBackAndReportsEachMismatch(t *testing.T)
 		t.Errorf("damaged version: %v", resp)
 	}
 	_, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v", Version: 2})
-	wantStatus(t, err, codes.NotFound, "version 2 of ark:/99999/fk4v")
-	_, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v"})
+	wantStatus(t, err, codes.NotFound, "version 2 of ark:/99999/fk4v is not in the store")
+	if strings.Contains(status.Convert(err).Message(), f.storeRoot) {
+		t.Errorf("the refusal shows the store's path: %v", err)
+	}
+
+	// No version named: the latest one stored, v1, then v2 once stored.
+	latest, err := f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v"})
+	if err != nil || latest.GetVersion() != 1 || latest.GetOk() || len(latest.GetMismatches()) != 3 {
+		t.Fatalf("the latest version (v1): %v %v", latest, err)
+	}
+	v2 := filepath.Join(f.storeRoot, "ark_99999_fk4v", "v2")
+	if err := os.MkdirAll(v2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mf, err = os.Create(filepath.Join(v2, "manifest.checkm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkm.Write(mf, checkm.ProfileObject, []string{"nfo:fileUrl", "nfo:hashAlgorithm", "nfo:hashValue", "nfo:fileSize", "nfo:fileName"}, entries[3:]); err != nil {
+		t.Fatal(err)
+	}
+	mf.Close()
+	if latest, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v"}); err != nil || latest.GetVersion() != 2 || !latest.GetOk() {
+		t.Errorf("the latest version (v2): %v %v", latest, err)
+	}
+	_, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4nothing"})
+	wantStatus(t, err, codes.NotFound, "ark:/99999/fk4nothing has no version in the store")
+	_, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "not-an-ark"})
+	wantStatus(t, err, codes.InvalidArgument, `ark "not-an-ark" is not an ARK: want ark:/NAAN/name`)
+	_, err = f.admin.VerifyObject(f.ctx, &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4v", Version: -1})
 	wantStatus(t, err, codes.InvalidArgument, "version")
 }

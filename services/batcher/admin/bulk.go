@@ -13,6 +13,7 @@ import (
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // bulkParallel is how many jobs a bulk action moves at once: each move is
@@ -22,6 +23,9 @@ const bulkParallel = 8
 
 // SearchJobs finds jobs by what they hold, a page at a time.
 func (s *Server) SearchJobs(ctx context.Context, req *v1.SearchJobsRequest) (*v1.SearchJobsResponse, error) {
+	if err := s.batchExists(ctx, req.GetFilter().GetBatchId()); err != nil {
+		return nil, err
+	}
 	page, err := s.tools().SearchJobs(ctx, qadmin.JobSearch{Filter: req.GetFilter(), PageSize: int(req.GetPageSize()),
 		PageToken: req.GetPageToken(), MaxScan: int(req.GetMaxScan())})
 	if err != nil {
@@ -65,6 +69,9 @@ func (s *Server) BulkAction(ctx context.Context, req *v1.BulkActionRequest) (*v1
 		return nil, status.Errorf(codes.InvalidArgument, "filter.state %s: %s takes jobs that are %s",
 			queue.JobStateName(st), verbName(req.GetVerb()), stateNames(states, " or "))
 	}
+	if err := s.batchExists(ctx, req.GetFilter().GetBatchId()); err != nil {
+		return nil, err
+	}
 	maxJobs := int(req.GetMaxJobs())
 	if maxJobs == 0 {
 		maxJobs = v1.BulkDefaultJobs
@@ -73,7 +80,8 @@ func (s *Server) BulkAction(ctx context.Context, req *v1.BulkActionRequest) (*v1
 	if err != nil {
 		return nil, err
 	}
-	resp := &v1.BulkActionResponse{Matched: int32(len(jids)), JobIds: jids, Truncated: truncated}
+	resp := &v1.BulkActionResponse{Matched: new(int32(len(jids))), JobIds: jids, Truncated: new(truncated),
+		Succeeded: new(int32(0)), Failed: new(int32(0))}
 	if req.GetDryRun() {
 		return resp, nil
 	}
@@ -85,25 +93,39 @@ func (s *Server) BulkAction(ctx context.Context, req *v1.BulkActionRequest) (*v1
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			r := &v1.BulkJobResult{JobId: jid, Ok: true}
-			if err := s.bulkOne(ctx, req, jid); err != nil {
+			r := &v1.BulkJobResult{JobId: jid, Ok: new(true)}
+			state, err := s.bulkOne(ctx, req, jid)
+			if err != nil {
 				st := status.Convert(err)
-				r.Ok, r.Code, r.Error = false, st.Code().String(), st.Message()
+				r.Ok, r.Code, r.Error = new(false), st.Code().String(), st.Message()
 			}
+			r.State = state
 			resp.Results[i] = r
 		}()
 	}
 	wg.Wait()
 	for _, r := range resp.Results {
 		if r.GetOk() {
-			resp.Succeeded++
+			*resp.Succeeded++
 		} else {
-			resp.Failed++
+			*resp.Failed++
 		}
 	}
 	s.Logger.InfoContext(ctx, "bulk action", "verb", verbName(req.GetVerb()), "matched", len(jids), "truncated", truncated,
-		"succeeded", resp.Succeeded, "failed", resp.Failed)
+		"succeeded", resp.GetSucceeded(), "failed", resp.GetFailed())
 	return resp, nil
+}
+
+// batchExists refuses a filter naming a batch that does not exist
+// (NotFound, as ListJobs answers) rather than matching nothing.
+func (s *Server) batchExists(ctx context.Context, bid string) error {
+	if bid == "" {
+		return nil
+	}
+	if _, err := s.Queue.GetBatch(ctx, bid); err != nil {
+		return rpcerr.FromQueue(err)
+	}
+	return nil
 }
 
 // matching lists up to maxJobs jobs the filter matches, and whether more do.
@@ -127,27 +149,34 @@ func (s *Server) matching(ctx context.Context, f *v1.JobFilter, states []queue.J
 	}
 }
 
-// bulkOne moves one job with the single action's method.
-func (s *Server) bulkOne(ctx context.Context, req *v1.BulkActionRequest, jid string) error {
+// bulkOne moves one job with the single action's method and returns the
+// state it left the job in.
+func (s *Server) bulkOne(ctx context.Context, req *v1.BulkActionRequest, jid string) (v1.JobState, error) {
 	msg := req.GetMessage()
+	var j interface{ GetJob() *v1.Job }
 	var err error
 	switch req.GetVerb() {
 	case v1.BulkVerb_BULK_VERB_REQUEUE:
-		_, err = s.RequeueJob(ctx, &v1.RequeueJobRequest{JobId: jid, State: req.GetState(), Message: msg})
+		j, err = s.RequeueJob(ctx, &v1.RequeueJobRequest{JobId: jid, State: req.GetState(), Message: msg})
 	case v1.BulkVerb_BULK_VERB_HOLD:
-		_, err = s.HoldJob(ctx, &v1.HoldJobRequest{JobId: jid, Message: msg})
+		j, err = s.HoldJob(ctx, &v1.HoldJobRequest{JobId: jid, Message: msg})
 	case v1.BulkVerb_BULK_VERB_RELEASE:
-		_, err = s.ReleaseJob(ctx, &v1.ReleaseJobRequest{JobId: jid, Message: msg})
+		j, err = s.ReleaseJob(ctx, &v1.ReleaseJobRequest{JobId: jid, Message: msg})
 	case v1.BulkVerb_BULK_VERB_FAIL:
-		_, err = s.FailJob(ctx, &v1.FailJobRequest{JobId: jid, Message: msg})
+		j, err = s.FailJob(ctx, &v1.FailJobRequest{JobId: jid, Message: msg})
 	case v1.BulkVerb_BULK_VERB_DELETE:
-		_, err = s.DeleteJob(ctx, &v1.DeleteJobRequest{JobId: jid, Force: req.GetForce()})
+		if _, err = s.DeleteJob(ctx, &v1.DeleteJobRequest{JobId: jid, Force: req.GetForce()}); err == nil {
+			return queue.Deleted, nil
+		}
 	case v1.BulkVerb_BULK_VERB_REPRIORITIZE:
-		_, err = s.ReprioritizeJob(ctx, &v1.ReprioritizeJobRequest{JobId: jid, Priority: req.Priority})
+		j, err = s.ReprioritizeJob(ctx, &v1.ReprioritizeJobRequest{JobId: jid, Priority: req.Priority})
 	default:
 		err = status.Errorf(codes.InvalidArgument, "verb %v is not a bulk verb", req.GetVerb())
 	}
-	return err
+	if err != nil {
+		return v1.JobState_JOB_STATE_UNSPECIFIED, err
+	}
+	return j.GetJob().GetStatus().GetStatus(), nil
 }
 
 // verbName is a verb as an operator says it ("requeue").
@@ -172,10 +201,18 @@ func (s *Server) GetAggregates(ctx context.Context, req *v1.GetAggregatesRequest
 	}
 	if days == 0 {
 		days = v1.AggregateDefaultDays
+		if s.Retention > 0 {
+			// Completed batches, and the jobs the counts read, go after
+			// the retention: the days before it would all be zeros.
+			days = min(int((s.Retention+24*time.Hour-1)/(24*time.Hour)), v1.AggregateDefaultDays)
+		}
 	}
 	resp, err := s.tools().Aggregates(ctx, time.Now(), hours, days)
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
+	}
+	if s.Retention > 0 {
+		resp.Retention = durationpb.New(s.Retention)
 	}
 	return resp, nil
 }
