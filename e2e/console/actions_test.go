@@ -276,9 +276,9 @@ func TestFsckReportsAndRepairs(t *testing.T) {
 		t.Fatalf("%d\n%s", a.code, a.body)
 	}
 	wantBody(t, a, "Result (report only)", "1 job(s) and 1 batch(es) checked", "1 damage(s)",
-		"<td>job-in-no-state</td><td>"+jids[0]+"</td>", "<td>no</td>")
+		`<td data-label="Kind">job-in-no-state</td><td data-label="Item">`+jids[0]+"</td>", `<td data-label="Repaired">no</td>`)
 	a = f.act("/fsck", url.Values{"repair": {"1"}})
-	wantBody(t, a, "Result (with repair)", "<td>job-in-no-state</td><td>"+jids[0]+"</td>", "<td>yes</td>")
+	wantBody(t, a, "Result (with repair)", `<td data-label="Kind">job-in-no-state</td><td data-label="Item">`+jids[0]+"</td>", `<td data-label="Repaired">yes</td>`)
 	wantBody(t, f.act("/fsck", nil), "<strong>clean</strong>")
 }
 
@@ -472,9 +472,11 @@ func TestCleanupOfCompletedBatchesFromTheQueuePage(t *testing.T) {
 	}
 }
 
-func TestVerifyChecksAStoredVersionAndListsEachMismatch(t *testing.T) {
-	f := newFixture(t, testToken)
-	f.signIn()
+// storeVersion stores version 1 of ark:/99999/fk4c, one file holding
+// "alpha", in a local store that f's AdminService reads, and returns the
+// file's path.
+func storeVersion(t *testing.T, f *fixture) string {
+	t.Helper()
 	storeRoot := t.TempDir()
 	f.admin.Store = fixity.Location{Root: storeRoot}
 	vdir := filepath.Join(storeRoot, "ark_99999_fk4c", "v1")
@@ -496,6 +498,13 @@ func TestVerifyChecksAStoredVersionAndListsEachMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func TestVerifyChecksAStoredVersionAndListsEachMismatch(t *testing.T) {
+	f := newFixture(t, testToken)
+	f.signIn()
+	p := storeVersion(t, f)
 	wantBody(t, f.act("/fsck", nil), "<h2>Fixity</h2>", `action="/verify"`)
 	a := f.act("/verify", url.Values{"ark": {"ark:/99999/fk4c"}, "version": {"1"}})
 	if a.code != http.StatusOK {
@@ -506,6 +515,16 @@ func TestVerifyChecksAStoredVersionAndListsEachMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	a = f.act("/verify", url.Values{"ark": {"ark:/99999/fk4c"}, "version": {"1"}})
-	wantBody(t, a, "<strong>1 mismatch(es)</strong>", "<td>producer/a.txt</td>", "digest: sha256 of the stored file is",
+	wantBody(t, a, "<strong>1 mismatch(es)</strong>", `<td data-label="File">producer/a.txt</td>`, "digest: sha256 of the stored file is",
 		`<div class="scroll"><table class="list mismatches">`)
+	// No version: the latest stored; not a number, not an ARK: refused.
+	wantBody(t, f.act("/verify", url.Values{"ark": {"ark:/99999/fk4c"}, "version": {""}}), "Version 1 of ark:/99999/fk4c")
+	if a := f.act("/verify", url.Values{"ark": {"ark:/99999/fk4c"}, "version": {"one"}}); a.code != http.StatusBadRequest {
+		t.Errorf("version one: %d, want 400", a.code)
+	}
+	a = f.act("/verify", url.Values{"ark": {"not-an-ark"}})
+	if a.code != http.StatusBadRequest {
+		t.Errorf("not an ARK: %d, want 400", a.code)
+	}
+	wantBody(t, a, "is not an ARK: want ark:/NAAN/name")
 }

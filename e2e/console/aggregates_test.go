@@ -27,8 +27,9 @@ func TestCollectionsPageCountsByCollectionAndStateDrillingDownToBatches(t *testi
 		`<th class="num">Pending</th><th class="num">Estimating</th><th class="num">Failed</th>`,
 		`<a href="/jobs?collection=demo_coll&amp;state=Failed">1</a>`,
 		`<a href="/jobs?collection=demo_coll&amp;state=Estimating">1</a><br><small>2.1 MB</small>`,
-		`<td class="num"><strong>3</strong>`, `id="per-day"`)
-	wantBody(t, a, `<td class="num">0</td><td class="num">1</td></tr>`) // the day it failed: none completed, one failed
+		`<td class="num" data-label="All"><strong>3</strong>`, `id="per-day"`)
+	// The day it failed: none completed, one failed.
+	wantBody(t, a, `<td class="num" data-label="Completed">0</td><td class="num" data-label="Failed">1</td></tr>`)
 	b := f.get("/collections?collection=demo_coll")
 	wantBody(t, b, `<a href="/batches/`+bid+`">`+bid+`</a>`,
 		`<a href="/jobs?batch=`+bid+`&amp;collection=demo_coll&amp;state=Pending">1</a>`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 	}
 
 	err := chromedp.Do(b,
+		chromedp.EmulateViewport(desktopWidth, 900),
 		chromedp.Navigate(f.srv.URL+"/jobs"),
 		chromedp.WaitVisible(`input[name="token"]`),
 		chromedp.SendKeys(`input[name="token"]`, testToken),
@@ -63,6 +65,14 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 		t.Fatalf("counting: %v", err)
 	}
 	waitText(b, t, `#bulk-count`, "3 job(s) match. Requeue them?")
+	// The jobs it would take, each with its batch, local id and state.
+	matched, err := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#bulk-matched tbody tr")).map(r => r.textContent.replace(/\s+/g, " ").trim())`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(matched) != 3 || !strings.Contains(matched[0], jids[0]) || !strings.Contains(matched[0], "loc-0") || !strings.HasSuffix(matched[0], "Failed") {
+		t.Errorf("the confirmation lists %q; want each job with its batch, local id and state", matched)
+	}
 	for _, jid := range jids[:3] {
 		if got := f.jobState(jid); got != "Failed" {
 			t.Fatalf("after the count %s is %s", jid, got)
@@ -77,6 +87,13 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 		t.Fatalf("confirming: %v", err)
 	}
 	waitText(b, t, `#bulk-outcome`, "Requeue: 3 of 3 job(s) done.")
+	outcomes, err := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#bulk-results td[data-label="Outcome"]')).map(td => td.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(outcomes, "|") != "done: now Downloading|done: now Downloading|done: now Downloading" {
+		t.Errorf("the outcomes say %q; want each job done and where it went", outcomes)
+	}
 	for _, jid := range jids[:3] {
 		if got := f.jobState(jid); got != "Downloading" {
 			t.Errorf("after the requeue %s is %s, want Downloading", jid, got)
@@ -111,10 +128,12 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 		}
 	}
 	notWider("jobs")
+	noColumnOffScreen(b, t, "jobs", narrowWidth)
 	shoot("console-jobs-narrow.png")
 	if err := chromedp.Do(b, chromedp.Navigate(f.srv.URL+"/collections"), chromedp.WaitVisible(`#tally`)); err != nil {
 		t.Fatal(err)
 	}
 	notWider("collections")
+	noColumnOffScreen(b, t, "collections", narrowWidth)
 	shoot("console-collections-narrow.png")
 }

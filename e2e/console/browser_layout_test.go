@@ -3,8 +3,10 @@ package console
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ import (
 
 // Widths the layout is checked at: a desktop window and a phone.
 const (
-	desktopWidth = 1280
+	desktopWidth = 1400
 	narrowWidth  = 390
 )
 
@@ -50,6 +52,35 @@ func noOverflow(b context.Context, t *testing.T, page string, width int) {
 	}
 	culprits, _ := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("body *")).filter(e => e.getBoundingClientRect().right > window.innerWidth && !e.parentElement.closest(".scroll, .raw")).slice(0, 8).map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className && typeof e.className === "string" ? "." + e.className.replace(/ /g, ".") : "") + " right " + Math.round(e.getBoundingClientRect().right))`))
 	t.Errorf("at %d px the %s page is %d px wide, wider than the window (%d px): %v", width, page, sizes[0], sizes[1], culprits)
+}
+
+// noColumnOffScreen fails the test when a cell of a list on the page b
+// shows lies, even in part, outside the window (a column scrolled off or
+// cut) or shows nothing of itself: at a phone's width every row is a card
+// with every column in it, the status columns first of all. It returns
+// the columns it checked, by their labels.
+func noColumnOffScreen(b context.Context, t *testing.T, page string, width int) []string {
+	t.Helper()
+	type cell struct {
+		Label, Table string
+		Left, Right  float64
+		Width        float64
+	}
+	cells, err := chromedp.Run(b, chromedp.Evaluate[[]cell](`Array.from(document.querySelectorAll("table.list td[data-label]"))
+		.filter(td => td.textContent.trim() !== "" && td.offsetParent !== null)
+		.map(td => { const r = td.getBoundingClientRect(); return {Label: td.getAttribute("data-label"),
+			Table: (td.closest("table").id || td.closest("table").className), Left: r.left, Right: r.right, Width: r.width}; })`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cells {
+		seen[c.Label] = true
+		if c.Left < 0 || c.Right > float64(width)+0.5 || c.Width <= 0 {
+			t.Errorf("at %d px the %s page's %s column (table %s) lies at %.0f..%.0f px, off the screen", width, page, c.Label, c.Table, c.Left, c.Right)
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // TestBrowserJobPageFillsTheARKStoreAndInventoryLive: a job page open in
@@ -153,15 +184,18 @@ func TestBrowserNoPageIsWiderThanTheScreen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("signing in: %v", err)
 	}
-	pages := []struct{ name, path, ready string }{
-		{"queue", "/", `#workers td`},
-		{"batches", "/batches", `table.batches`},
-		{"batch", "/batches/" + bid, `#live-counts`},
-		{"reported-batch", "/batches/" + reported, `#report-counts`},
-		{"jobs", "/jobs", `table.jobs`},
-		{"job", "/jobs/" + jids[0], `#history`},
-		{"collections", "/collections", `#tally`},
-		{"collection", "/collections?collection=demo_coll", `#tally`},
+	pages := []struct {
+		name, path, ready string
+		status            []string // its status columns
+	}{
+		{"queue", "/", `#workers td[data-label="Stage"]`, []string{"Status", "State", "Control"}},
+		{"batches", "/batches", `table.batches`, []string{"Status", "Actions"}},
+		{"batch", "/batches/" + bid, `#live-counts`, []string{"State"}},
+		{"reported-batch", "/batches/" + reported, `#report-counts`, []string{"State"}},
+		{"jobs", "/jobs", `table.jobs`, []string{"State"}},
+		{"job", "/jobs/" + jids[0], `#history`, []string{"To", "Message"}},
+		{"collections", "/collections", `#tally`, []string{"Failed", "All"}},
+		{"collection", "/collections?collection=demo_coll", `#tally`, []string{"Failed", "All"}},
 	}
 	for _, width := range []int{desktopWidth, narrowWidth} {
 		if err := chromedp.Do(b, chromedp.EmulateViewport(int64(width), 900)); err != nil {
@@ -172,6 +206,15 @@ func TestBrowserNoPageIsWiderThanTheScreen(t *testing.T) {
 				t.Fatalf("opening the %s page: %v", p.name, err)
 			}
 			noOverflow(b, t, p.name, width)
+			if width == narrowWidth {
+				labels := noColumnOffScreen(b, t, p.name, width)
+				// The pages' status columns are among those seen whole.
+				for _, status := range p.status {
+					if !slices.Contains(labels, status) {
+						t.Errorf("at %d px the %s page shows no %s column (it shows %v)", width, p.name, status, labels)
+					}
+				}
+			}
 			screenshot(b, t, fmt.Sprintf("console-%s-%d.png", p.name, width))
 		}
 		// Fsck's result lists the damage (below) in a table.
@@ -185,6 +228,9 @@ func TestBrowserNoPageIsWiderThanTheScreen(t *testing.T) {
 			t.Fatalf("running fsck: %v", err)
 		}
 		noOverflow(b, t, "fsck", width)
+		if width == narrowWidth {
+			noColumnOffScreen(b, t, "fsck", width)
+		}
 		screenshot(b, t, fmt.Sprintf("console-fsck-%d.png", width))
 	}
 }

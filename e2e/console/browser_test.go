@@ -72,7 +72,7 @@ func browser(ctx context.Context, t *testing.T) context.Context {
 		chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck,
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1100),
+		chromedp.WindowSize(desktopWidth, 1100),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),

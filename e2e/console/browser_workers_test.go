@@ -81,9 +81,22 @@ func TestBrowserPausesAndResumesAReplicaFromTheWorkersTable(t *testing.T) {
 		t.Errorf("the cleanup asked %q", q)
 	}
 	waitText(b, t, `#flash`, "Cleaned up 0 completed batch(es) older than 24h0m0s, with 0 job(s).")
-	err = chromedp.Do(b, chromedp.EmulateViewport(390, 844), chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(resume))
+	err = chromedp.Do(b, chromedp.EmulateViewport(narrowWidth, 844), chromedp.Navigate(f.srv.URL+"/"), chromedp.WaitVisible(resume))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The controls say they act on the replica, and are on the screen.
+	labels, err := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#workers form:not([hidden]) button")).map(e => e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(labels, ", ") != "Resume replica, Drain replica" {
+		t.Errorf("the paused replica's controls are %q", labels)
+	}
+	noColumnOffScreen(b, t, "queue", narrowWidth)
+	right, err := chromedp.Run(b, chromedp.Evaluate[float64](`Math.max(...Array.from(document.querySelectorAll("#workers form:not([hidden]) button")).map(e => e.getBoundingClientRect().right))`))
+	if err != nil || right > narrowWidth {
+		t.Errorf("the workers' controls reach %.0f px on a %d px screen (%v)", right, narrowWidth, err)
 	}
 	png, err := chromedp.Run(b, chromedp.FullScreenshot(100))
 	if err != nil {

@@ -38,14 +38,17 @@ func TestQueuePageShowsCountsPauseHoldsAndWorkersFromZooKeeper(t *testing.T) {
 		t.Fatalf("GET /: %d\n%s", a.code, a.body)
 	}
 	// Each state's row links to its jobs and shows its count beside a bar
-	// whose width is its share of the largest count (Pending: 2 of 2).
+	// whose width is its share of the largest count of the jobs still in
+	// their states (Pending: 2 of 2, Estimating 1 of 2) or of the ended
+	// ones (Failed: 1 of 1).
 	wantBody(t, a,
 		`<a href="/jobs?state=Failed">Failed</a>`, `data-field="counts.Failed">1</td>`,
-		`data-field="counts.Pending">2</td>`, `width="100" data-bar="bars.Pending"`, `width="50" data-bar="bars.Failed"`,
-		`data-field="counts.Completed">0</td>`, `width="0" data-bar="bars.Completed"`,
+		`data-field="counts.Pending">2</td>`, `width="100" data-bar="bars.Pending"`, `width="50" data-bar="bars.Estimating"`,
+		`width="100" data-bar="bars.Failed"`, `data-field="counts.Completed">0</td>`, `width="0" data-bar="bars.Completed"`,
 		`<span class="badge paused" data-if="paused">paused</span>`,
 		`<li data-collection="held_coll"><span data-name>held_coll</span>`,
-		"<td>Estimating</td><td>estimator-test-1<br><small>estimator v9.9.9</small></td><td>host-a</td><td>working</td>",
+		// The worker is not paused itself, but the queue is: its row says so.
+		`<td data-label="Stage">Estimating</td><td data-label="Worker">estimator-test-1<br><small>estimator v9.9.9</small></td><td data-label="Host">host-a</td><td data-label="State">waiting: the queue is paused</td>`,
 		`<a href="/jobs/`+jids[1]+`">`+jids[1]+`</a>`, "advanced 7, failed 1",
 		`data-live="/api/queue"`)
 	// Read-only: no form that changes anything.
@@ -70,6 +73,10 @@ func TestQueueJSONFollowsTheQueue(t *testing.T) {
 	q := read()
 	if q.Counts["Pending"] != 2 || q.Counts["Failed"] != 0 || q.Total != 2 || q.Paused || q.Bars["Pending"] != 100 || len(q.Held) != 0 {
 		t.Fatalf("before: %+v", q)
+	}
+	// No estimator takes the two pending jobs: Pending is stalled.
+	if p := q.Stages["Pending"]; p.Status != "stalled" || p.Waiting != 2 || !q.Stalled || q.Running || q.Batches["Processing"] != 1 {
+		t.Fatalf("health before: %+v", q)
 	}
 	f.fail(jids[0], "broken")
 	if err := admin.New(f.q).Pause(f.ctx); err != nil {
@@ -233,13 +240,14 @@ func TestJobsPageListsByStateOrBatch(t *testing.T) {
 	// stays Provisioning), message of the last failure.
 	// Its local id and the stage it failed in are in the list.
 	wantBody(t, a, "<h1>Failed jobs</h1>", `<option selected>Failed</option>`, `<a href="/jobs/`+jids[0]+`">`,
-		`<td class="num">5</td><td class="num">0 B</td><td class="num">1</td>`+"\n<td>Provisioning</td>",
-		"downloaded again and failed again", "<td>loc-0</td>",
+		`<td class="num" data-label="Priority">5</td><td class="num" data-label="Size">0 B</td><td class="num" data-label="Retries">1</td>`+
+			"\n"+`<td data-label="Last successful">Provisioning</td>`,
+		"downloaded again and failed again", `<td data-label="Local id">loc-0</td>`,
 		`<span class="state s-failed">Failed</span> <small class="failed-in">in Downloading</small>`)
 	wantNot(t, a, jids[1], jids[2], others[0])
 
 	a = f.get("/jobs?state=Estimating")
-	wantBody(t, a, `<a href="/jobs/`+jids[1]+`">`, `<td class="num">2</td><td class="num">2.5 GB</td><td class="num">0</td>`)
+	wantBody(t, a, `<a href="/jobs/`+jids[1]+`">`, `<td class="num" data-label="Priority">2</td><td class="num" data-label="Size">2.5 GB</td><td class="num" data-label="Retries">0</td>`)
 
 	a = f.get("/jobs?batch=" + bid)
 	for _, jid := range jids {
@@ -281,15 +289,15 @@ func TestJobPageShowsEveryNodeAndItsTraceID(t *testing.T) {
 		"<dt>Working directory</dt><dd><code>"+f.root.Job(bid, jid)+"</code></dd>",
 		`<dt>ARK</dt><dd data-field="ark" id="ark">ark:/99999/fk4test</dd>`, `<dt>Local ids</dt><dd data-field="local_ids">loc-0, loc-x</dd>`,
 		`<dt>Store</dt><dd id="store"><span data-field="store.summary">add version 1</span> <span class="url" data-field="store.url">file:///store/ark_99999_fk4test/v1/manifest.checkm</span>`,
-		"<td>a.txt</td><td class=\"num\">1.2 MB (1234567 bytes)</td><td><code>md5:0cc175b9c0f1b6a831c399e269772661</code></td>",
+		`<td data-label="Name">a.txt</td><td class="num" data-label="Size">1.2 MB (1234567 bytes)</td><td data-label="Digest"><code>md5:0cc175b9c0f1b6a831c399e269772661</code></td>`,
 		// The full data as JSON (protojson varies its spacing), escaped for HTML.
 		`&#34;primaryId&#34;:`, `&#34;ark:/99999/fk4test&#34;`, `&#34;workingDir&#34;:`, `&#34;retryCount&#34;:`,
 		`data-live="/api/jobs/`+jid+`"`,
 		// The timeline: its creation, then the move to Estimating.
 		`<div class="scroll"><table class="list timeline" id="history">`,
-		`<td>created</td><td><span class="state s-pending">Pending</span></td><td class="num">—</td>`,
-		`<td>Pending</td><td><span class="state s-estimating">Estimating</span></td>`,
-		`<td>estimator-test-1</td><td class="msg">taken by the estimator</td>`)
+		`<td data-label="From">created</td><td data-label="To"><span class="state s-pending">Pending</span></td><td class="num" data-label="Time in the state left">—</td>`,
+		`<td data-label="From">Pending</td><td data-label="To"><span class="state s-estimating">Estimating</span></td>`,
+		`<td data-label="By">estimator-test-1</td><td class="msg" data-label="Message">taken by the estimator</td>`)
 
 	var live jobLive
 	ja := f.get("/api/jobs/" + jid)
@@ -393,11 +401,18 @@ func TestEveryAnswerCarriesTheSecurityHeaders(t *testing.T) {
 // The JSON an open page polls, as its script reads it.
 type (
 	queueLive struct {
-		Paused bool               `json:"paused"`
-		Total  int32              `json:"total"`
-		Counts map[string]int32   `json:"counts"`
-		Bars   map[string]float64 `json:"bars"`
-		Held   []string           `json:"held_collections"`
+		Paused  bool `json:"paused"`
+		Stalled bool `json:"stalled"`
+		Running bool `json:"running"`
+		Stages  map[string]struct {
+			Status  string `json:"status"`
+			Waiting int32  `json:"waiting"`
+		} `json:"stages"`
+		Batches map[string]int32   `json:"batches"`
+		Total   int32              `json:"total"`
+		Counts  map[string]int32   `json:"counts"`
+		Bars    map[string]float64 `json:"bars"`
+		Held    []string           `json:"held_collections"`
 	}
 	batchLive struct {
 		State    string `json:"state"`

@@ -2923,18 +2923,23 @@ func (x *BulkActionRequest) GetMaxJobs() int32 {
 	return 0
 }
 
-// BulkJobResult is one job's outcome.
+// BulkJobResult is one job: on a dry run, as the filter matched it (ok
+// absent, state its state then); after the action, its outcome (ok always
+// in the JSON, state the one the job went to, unset for a refused job).
 type BulkJobResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// ok: the job moved; always in the JSON.
+	// ok: the job moved.
 	Ok *bool `protobuf:"varint,2,opt,name=ok,proto3,oneof" json:"ok,omitempty"`
 	// code is the gRPC code's name of the refusal ("FailedPrecondition"),
 	// empty when ok.
-	Code  string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
-	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	// state is the job's state after the action; unset for a refused job.
-	State         JobState `protobuf:"varint,5,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	Code  string   `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error string   `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	State JobState `protobuf:"varint,5,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// batch_id and local_ids say which deposit the job is; unset for a
+	// refused job.
+	BatchId       string   `protobuf:"bytes,6,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	LocalIds      []string `protobuf:"bytes,7,rep,name=local_ids,json=localIds,proto3" json:"local_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3004,6 +3009,20 @@ func (x *BulkJobResult) GetState() JobState {
 	return JobState_JOB_STATE_UNSPECIFIED
 }
 
+func (x *BulkJobResult) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *BulkJobResult) GetLocalIds() []string {
+	if x != nil {
+		return x.LocalIds
+	}
+	return nil
+}
+
 // BulkActionResponse: its counts and flags are always in the JSON, 0 and
 // false included.
 type BulkActionResponse struct {
@@ -3014,7 +3033,7 @@ type BulkActionResponse struct {
 	JobIds []string `protobuf:"bytes,2,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
 	// truncated: more jobs matched than max_jobs.
 	Truncated *bool `protobuf:"varint,3,opt,name=truncated,proto3,oneof" json:"truncated,omitempty"`
-	// results: one per job (none on a dry run).
+	// results: one per job of job_ids, in that order.
 	Results       []*BulkJobResult `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`
 	Succeeded     *int32           `protobuf:"varint,5,opt,name=succeeded,proto3,oneof" json:"succeeded,omitempty"`
 	Failed        *int32           `protobuf:"varint,6,opt,name=failed,proto3,oneof" json:"failed,omitempty"`
@@ -3756,7 +3775,10 @@ type JobStateRule struct {
 	RequeueTarget bool `protobuf:"varint,3,opt,name=requeue_target,json=requeueTarget,proto3" json:"requeue_target,omitempty"`
 	// failing_stage: a job can fail in this state; JobFilter.failing_stage
 	// and Job.failing_stage name such states.
-	FailingStage  bool `protobuf:"varint,4,opt,name=failing_stage,json=failingStage,proto3" json:"failing_stage,omitempty"`
+	FailingStage bool `protobuf:"varint,4,opt,name=failing_stage,json=failingStage,proto3" json:"failing_stage,omitempty"`
+	// live: a job in this state is still open work of its batch (not
+	// Completed, Failed or Deleted).
+	Live          bool `protobuf:"varint,5,opt,name=live,proto3" json:"live,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3815,6 +3837,13 @@ func (x *JobStateRule) GetRequeueTarget() bool {
 func (x *JobStateRule) GetFailingStage() bool {
 	if x != nil {
 		return x.FailingStage
+	}
+	return false
+}
+
+func (x *JobStateRule) GetLive() bool {
+	if x != nil {
+		return x.Live
 	}
 	return false
 }
@@ -4432,13 +4461,15 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\bpriority\x18\x06 \x01(\x05H\x00R\bpriority\x88\x01\x01\x12\x14\n" +
 	"\x05force\x18\a \x01(\bR\x05force\x12\x19\n" +
 	"\bmax_jobs\x18\b \x01(\x05R\amaxJobsB\v\n" +
-	"\t_priority\"\x98\x01\n" +
+	"\t_priority\"\xd0\x01\n" +
 	"\rBulkJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x13\n" +
 	"\x02ok\x18\x02 \x01(\bH\x00R\x02ok\x88\x01\x01\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12*\n" +
-	"\x05state\x18\x05 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05stateB\x05\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x19\n" +
+	"\bbatch_id\x18\x06 \x01(\tR\abatchId\x12\x1b\n" +
+	"\tlocal_ids\x18\a \x03(\tR\blocalIdsB\x05\n" +
 	"\x03_ok\"\x97\x02\n" +
 	"\x12BulkActionResponse\x12\x1d\n" +
 	"\amatched\x18\x01 \x01(\x05H\x00R\amatched\x88\x01\x01\x12\x17\n" +
@@ -4504,12 +4535,13 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x02ok\x18\x05 \x01(\bH\x00R\x02ok\x88\x01\x01\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x05R\aversionB\x05\n" +
 	"\x03_ok\"\x16\n" +
-	"\x14GetStateRulesRequest\"\xb6\x01\n" +
+	"\x14GetStateRulesRequest\"\xca\x01\n" +
 	"\fJobStateRule\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12.\n" +
 	"\aactions\x18\x02 \x03(\x0e2\x14.ingestq.v1.BulkVerbR\aactions\x12%\n" +
 	"\x0erequeue_target\x18\x03 \x01(\bR\rrequeueTarget\x12#\n" +
-	"\rfailing_stage\x18\x04 \x01(\bR\ffailingStage\"\x85\x01\n" +
+	"\rfailing_stage\x18\x04 \x01(\bR\ffailingStage\x12\x12\n" +
+	"\x04live\x18\x05 \x01(\bR\x04live\"\x85\x01\n" +
 	"\x0eBatchStateRule\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x05state\x121\n" +
 	"\aactions\x18\x02 \x03(\x0e2\x17.ingestq.v1.BatchActionR\aactions\x12\x12\n" +

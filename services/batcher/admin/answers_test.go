@@ -44,7 +44,7 @@ func TestAnswersSayTheStateTheyProducedEvenWhenItIsZero(t *testing.T) {
 		t.Errorf("a dry run matching nothing: %s %v", got, err)
 	}
 	held, err := f.admin.BulkAction(f.ctx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_HOLD, Filter: &v1.JobFilter{BatchId: bid}})
-	if got := asJSON(t, held); err != nil || !strings.Contains(got, `"results":[{"jobId":"`+jids[0]+`","ok":true,"state":"JOB_STATE_HELD"}]`) {
+	if got := asJSON(t, held); err != nil || !strings.Contains(got, `"results":[{"jobId":"`+jids[0]+`","ok":true,"state":"JOB_STATE_HELD","batchId":"`+bid+`"}]`) {
 		t.Errorf("a bulk hold: %s %v", got, err)
 	}
 	again, err := f.admin.BulkAction(f.ctx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_FAIL, Filter: &v1.JobFilter{BatchId: bid}})

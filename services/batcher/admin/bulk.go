@@ -76,13 +76,21 @@ func (s *Server) BulkAction(ctx context.Context, req *v1.BulkActionRequest) (*v1
 	if maxJobs == 0 {
 		maxJobs = v1.BulkDefaultJobs
 	}
-	jids, truncated, err := s.matching(ctx, req.GetFilter(), states, maxJobs)
+	matched, truncated, err := s.matching(ctx, req.GetFilter(), states, maxJobs)
 	if err != nil {
 		return nil, err
 	}
-	resp := &v1.BulkActionResponse{Matched: new(int32(len(jids))), JobIds: jids, Truncated: new(truncated),
+	resp := &v1.BulkActionResponse{Matched: new(int32(len(matched))), Truncated: new(truncated),
 		Succeeded: new(int32(0)), Failed: new(int32(0))}
+	jids := make([]string, len(matched))
+	for i, j := range matched {
+		jids[i] = j.GetId()
+	}
+	resp.JobIds = jids
 	if req.GetDryRun() {
+		for _, j := range matched {
+			resp.Results = append(resp.Results, bulkResult(j))
+		}
 		return resp, nil
 	}
 	resp.Results = make([]*v1.BulkJobResult, len(jids))
@@ -94,12 +102,14 @@ func (s *Server) BulkAction(ctx context.Context, req *v1.BulkActionRequest) (*v1
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			r := &v1.BulkJobResult{JobId: jid, Ok: new(true)}
-			state, err := s.bulkOne(ctx, req, jid)
+			moved, err := s.bulkOne(ctx, req, jid)
 			if err != nil {
 				st := status.Convert(err)
 				r.Ok, r.Code, r.Error = new(false), st.Code().String(), st.Message()
+			} else {
+				r = bulkResult(moved)
+				r.Ok = new(true)
 			}
-			r.State = state
 			resp.Results[i] = r
 		}()
 	}
@@ -128,9 +138,15 @@ func (s *Server) batchExists(ctx context.Context, bid string) error {
 	return nil
 }
 
+// bulkResult is what a bulk answer says of job j.
+func bulkResult(j *v1.Job) *v1.BulkJobResult {
+	return &v1.BulkJobResult{JobId: j.GetId(), State: j.GetStatus().GetStatus(), BatchId: j.GetBid(),
+		LocalIds: j.GetIdentifiers().GetLocalId()}
+}
+
 // matching lists up to maxJobs jobs the filter matches, and whether more do.
-func (s *Server) matching(ctx context.Context, f *v1.JobFilter, states []queue.JobState, maxJobs int) ([]string, bool, error) {
-	var jids []string
+func (s *Server) matching(ctx context.Context, f *v1.JobFilter, states []queue.JobState, maxJobs int) ([]*v1.Job, bool, error) {
+	var jobs []*v1.Job
 	token := ""
 	for {
 		page, err := s.tools().SearchJobs(ctx, qadmin.JobSearch{Filter: f, States: states, PageSize: v1.MaxJobPageSize, PageToken: token})
@@ -138,20 +154,20 @@ func (s *Server) matching(ctx context.Context, f *v1.JobFilter, states []queue.J
 			return nil, false, rpcerr.FromQueue(err)
 		}
 		for _, j := range page.Jobs {
-			if len(jids) == maxJobs {
-				return jids, true, nil
+			if len(jobs) == maxJobs {
+				return jobs, true, nil
 			}
-			jids = append(jids, j.GetId())
+			jobs = append(jobs, j)
 		}
 		if token = page.Next; token == "" {
-			return jids, false, nil
+			return jobs, false, nil
 		}
 	}
 }
 
 // bulkOne moves one job with the single action's method and returns the
-// state it left the job in.
-func (s *Server) bulkOne(ctx context.Context, req *v1.BulkActionRequest, jid string) (v1.JobState, error) {
+// job as the move left it.
+func (s *Server) bulkOne(ctx context.Context, req *v1.BulkActionRequest, jid string) (*v1.Job, error) {
 	msg := req.GetMessage()
 	var j interface{ GetJob() *v1.Job }
 	var err error
@@ -165,8 +181,14 @@ func (s *Server) bulkOne(ctx context.Context, req *v1.BulkActionRequest, jid str
 	case v1.BulkVerb_BULK_VERB_FAIL:
 		j, err = s.FailJob(ctx, &v1.FailJobRequest{JobId: jid, Message: msg})
 	case v1.BulkVerb_BULK_VERB_DELETE:
+		// The job is gone: what it was, read first, is what is left to say.
+		got, gerr := s.Queue.GetJob(ctx, jid)
 		if _, err = s.DeleteJob(ctx, &v1.DeleteJobRequest{JobId: jid, Force: req.GetForce()}); err == nil {
-			return queue.Deleted, nil
+			if gerr != nil {
+				got = &v1.Job{Id: jid}
+			}
+			got.Status = &v1.JobStatus{Status: queue.Deleted}
+			return got, nil
 		}
 	case v1.BulkVerb_BULK_VERB_REPRIORITIZE:
 		j, err = s.ReprioritizeJob(ctx, &v1.ReprioritizeJobRequest{JobId: jid, Priority: req.Priority})
@@ -174,9 +196,9 @@ func (s *Server) bulkOne(ctx context.Context, req *v1.BulkActionRequest, jid str
 		err = status.Errorf(codes.InvalidArgument, "verb %v is not a bulk verb", req.GetVerb())
 	}
 	if err != nil {
-		return v1.JobState_JOB_STATE_UNSPECIFIED, err
+		return nil, err
 	}
-	return j.GetJob().GetStatus().GetStatus(), nil
+	return j.GetJob(), nil
 }
 
 // verbName is a verb as an operator says it ("requeue").

@@ -36,8 +36,14 @@ func TestBulkRequeueCountsFirstThenMovesEachJobSafeToRepeat(t *testing.T) {
 	}
 	filter := &v1.JobFilter{Collection: "demo_coll", Message: "BROKE on purpose"}
 	dry, err := f.admin.BulkAction(f.ctx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_REQUEUE, Filter: filter, DryRun: true})
-	if err != nil || dry.GetMatched() != 3 || !slices.Equal(dry.GetJobIds(), demo[:3]) || len(dry.GetResults()) != 0 || dry.GetTruncated() {
-		t.Fatalf("dry run: %v %v, want %v and no results", dry, err, demo[:3])
+	if err != nil || dry.GetMatched() != 3 || !slices.Equal(dry.GetJobIds(), demo[:3]) || len(dry.GetResults()) != 3 || dry.GetTruncated() {
+		t.Fatalf("dry run: %v %v, want %v and a result each", dry, err, demo[:3])
+	}
+	// A dry run's results say which jobs matched, as they are: no outcome.
+	for i, r := range dry.GetResults() {
+		if r.GetJobId() != demo[i] || r.Ok != nil || r.GetState() != queue.Failed || r.GetBatchId() == "" {
+			t.Errorf("dry run result %v, want %s as it matched (Failed, its batch, no ok)", r, demo[i])
+		}
 	}
 	for _, jid := range demo[:3] {
 		if st := f.state(jid); st != queue.Failed {

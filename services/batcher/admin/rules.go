@@ -18,7 +18,7 @@ func (s *Server) GetStateRules(context.Context, *v1.GetStateRulesRequest) (*v1.G
 	for _, st := range queue.JobStates() {
 		r := &v1.JobStateRule{State: st,
 			RequeueTarget: st != queue.Deleted && queue.CanMoveJob(queue.Failed, st),
-			FailingStage:  queue.CanMoveJob(st, queue.Failed)}
+			FailingStage:  queue.CanMoveJob(st, queue.Failed), Live: queue.IsLive(st)}
 		for _, verb := range verbs {
 			if slices.Contains(BulkStates(verb), st) {
 				r.Actions = append(r.Actions, verb)

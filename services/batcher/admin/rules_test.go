@@ -30,22 +30,22 @@ func TestStateRulesSayWhatEachActionAccepts(t *testing.T) {
 		for _, a := range r.GetActions() {
 			actions = append(actions, strings.ToLower(strings.TrimPrefix(a.String(), "BULK_VERB_")))
 		}
-		jobs = append(jobs, fmt.Sprintf("%s:%s:%t:%t", queue.JobStateName(r.GetState()), strings.Join(actions, ","),
-			r.GetRequeueTarget(), r.GetFailingStage()))
+		jobs = append(jobs, fmt.Sprintf("%s:%s:%t:%t:%t", queue.JobStateName(r.GetState()), strings.Join(actions, ","),
+			r.GetRequeueTarget(), r.GetFailingStage(), r.GetLive()))
 	}
 	want := []string{
-		"Pending:hold,fail,reprioritize:true:true",
-		"Held:release,delete,reprioritize:false:false",
-		"Estimating:fail,reprioritize:true:true",
-		"Provisioning:fail,reprioritize:true:true",
-		"Downloading:fail,reprioritize:true:true",
-		"Processing:fail,reprioritize:true:true",
-		"Storing:fail,reprioritize:true:true",
-		"Recording:fail,reprioritize:true:true",
-		"Notify:fail,reprioritize:true:true",
-		"Completed::false:false",
-		"Failed:requeue,delete:false:false",
-		"Deleted::false:false",
+		"Pending:hold,fail,reprioritize:true:true:true",
+		"Held:release,delete,reprioritize:false:false:true",
+		"Estimating:fail,reprioritize:true:true:true",
+		"Provisioning:fail,reprioritize:true:true:true",
+		"Downloading:fail,reprioritize:true:true:true",
+		"Processing:fail,reprioritize:true:true:true",
+		"Storing:fail,reprioritize:true:true:true",
+		"Recording:fail,reprioritize:true:true:true",
+		"Notify:fail,reprioritize:true:true:true",
+		"Completed::false:false:false",
+		"Failed:requeue,delete:false:false:false",
+		"Deleted::false:false:false",
 	}
 	if strings.Join(jobs, " ") != strings.Join(want, " ") {
 		t.Errorf("job rules:\n got %v\nwant %v", jobs, want)

@@ -261,18 +261,24 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, warning, butto
 // verify checks the fixity of a stored version (AdminService.VerifyObject).
 func (c *Console) verify(w http.ResponseWriter, r *http.Request) {
 	ark := strings.TrimSpace(r.PostForm.Get("ark"))
-	// A number that does not parse is 0, which VerifyObject refuses with
-	// its reason.
-	version, _ := strconv.ParseInt(strings.TrimSpace(r.PostForm.Get("version")), 10, 32)
+	// No version: the latest one stored.
+	var version int64
+	if raw := strings.TrimSpace(r.PostForm.Get("version")); raw != "" {
+		var err error
+		if version, err = strconv.ParseInt(raw, 10, 32); err != nil {
+			c.finish(w, r, "verify", ark, badRequest("version %q is not a number", raw), "/fsck", flash{})
+			return
+		}
+	}
 	resp, err := c.admin.VerifyObject(r.Context(), &v1.VerifyObjectRequest{Ark: ark, Version: int32(version)})
 	if err != nil {
 		c.finish(w, r, "verify", ark, err, "/fsck", flash{})
 		return
 	}
 	c.log.InfoContext(r.Context(), "console action", "action", "verify", "item", ark, "version", version, "remote", r.RemoteAddr,
-		"mismatches", len(resp.GetMismatches()))
+		"checked", resp.GetVersion(), "mismatches", len(resp.GetMismatches()))
 	v := c.newView(r, "Fsck", "fsck")
-	v.Data = fsckView{Verified: resp, ARK: ark, Version: int(version)}
+	v.Data = fsckView{Verified: resp, ARK: ark}
 	c.render(w, r, http.StatusOK, "fsck", v)
 }
 

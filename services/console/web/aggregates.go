@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -21,6 +22,9 @@ type aggregatesView struct {
 	Days       []endedRow
 	JobsRead   int32
 	AsOf       string
+	// Retention is how long the batcher keeps completed batches ("" when
+	// it does not say): the daily counts go back that far.
+	Retention string
 }
 
 type tallyRow struct {
@@ -49,6 +53,9 @@ func (c *Console) collectionsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	av := aggregatesView{Collection: coll, JobsRead: resp.GetJobsRead(), AsOf: when(resp.GetAsOf())}
+	if d := resp.GetRetention(); d != nil {
+		av.Retention = days(d.AsDuration())
+	}
 	// The columns: the states any job of the table is in, in pipeline order.
 	used := map[string]bool{}
 	type source struct {
@@ -124,4 +131,16 @@ func (c *Console) collectionsPage(w http.ResponseWriter, r *http.Request) {
 	v := c.pageView(w, r, title, "collections")
 	v.Data = av
 	c.render(w, r, http.StatusOK, "collections", v)
+}
+
+// days says a retention in days when it is whole days ("7 days"), as a
+// duration otherwise.
+func days(d time.Duration) string {
+	if n := d / (24 * time.Hour); n > 0 && d%(24*time.Hour) == 0 {
+		if n == 1 {
+			return "1 day"
+		}
+		return fmt.Sprintf("%d days", n)
+	}
+	return d.String()
 }

@@ -76,6 +76,21 @@ func ago(ts *timestamppb.Timestamp, now time.Time) string {
 	return d.String() + " ago"
 }
 
+// age says how long something has waited, to the unit that matters:
+// "45 s", "4 min", "3 h 20 min", "2 d 3 h".
+func age(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+}
+
 // humanBytes shows a size in decimal units ("1.5 GB").
 func humanBytes(n int64) string {
 	if n < 1000 {

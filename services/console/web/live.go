@@ -17,7 +17,12 @@ func (c *Console) liveQueue(w http.ResponseWriter, r *http.Request) {
 		failJSON(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newQueueView(resp, time.Now()))
+	rules, err := c.rules(r.Context())
+	if err != nil {
+		failJSON(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newQueueView(resp, rules, time.Now()))
 }
 
 // batchLive is what the batch page's script polls.

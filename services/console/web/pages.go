@@ -36,14 +36,25 @@ func (c *Console) pageView(w http.ResponseWriter, r *http.Request, title, nav st
 
 // queueView is the queue page and, as JSON, what its script polls.
 type queueView struct {
-	Paused  bool               `json:"paused"`
+	Paused bool `json:"paused"`
+	// Stalled: some stage has jobs waiting and no active worker;
+	// Running: neither it nor a pause.
+	Stalled bool               `json:"stalled"`
+	Running bool               `json:"running"`
 	Total   int32              `json:"total"`
 	States  []stateCount       `json:"-"`
 	Counts  map[string]int32   `json:"counts"`
 	Bars    map[string]float64 `json:"bars"`
-	Held    []string           `json:"held_collections"`
-	Workers []workerView       `json:"workers"`
-	AsOf    string             `json:"as_of"`
+	// Stages are the stages at a glance, in pipeline order; StageMap the
+	// same by the state each takes jobs from, for the script.
+	Stages   []stageView          `json:"-"`
+	StageMap map[string]stageView `json:"stages"`
+	// Batches count the batches per state; BatchCounts the same by name.
+	Batches     []stateCount     `json:"-"`
+	BatchCounts map[string]int32 `json:"batches"`
+	Held        []string         `json:"held_collections"`
+	Workers     []workerView     `json:"workers"`
+	AsOf        string           `json:"as_of"`
 	// Controls: the console can reach the replicas (StageCredentials).
 	Controls bool `json:"-"`
 }
@@ -54,13 +65,49 @@ type stateCount struct {
 	Width float64
 }
 
+// stageView is one stage as the health table shows it.
+type stageView struct {
+	Name     string `json:"-"`
+	Waiting  int32  `json:"waiting"`
+	InFlight int32  `json:"in_flight"`
+	Workers  string `json:"workers"` // "1 of 2 active"
+	Oldest   string `json:"oldest"`  // the oldest job's age, "—" for none
+	// Status is "stalled" (jobs wait, no active worker), "working" or
+	// "idle"; Summary says it in a line.
+	Status  string `json:"status"`
+	Summary string `json:"summary"`
+}
+
+func newStageView(h *v1.StageHealth, now time.Time) stageView {
+	v := stageView{Name: jobStateName(h.GetState()), Waiting: h.GetWaiting(), InFlight: h.GetInFlight(),
+		Workers: fmt.Sprintf("%d of %d active", h.GetActiveWorkers(), h.GetWorkers()), Oldest: "—", Status: "idle"}
+	if h.GetOldest() != nil {
+		v.Oldest = age(now.Sub(h.GetOldest().AsTime()))
+	}
+	switch {
+	case h.GetStalled():
+		v.Status = "stalled"
+	case h.GetWaiting()+h.GetInFlight() > 0:
+		v.Status = "working"
+	}
+	v.Summary = fmt.Sprintf("%s: %d waiting, %d in flight, %d active worker(s) of %d", v.Name, v.Waiting, v.InFlight,
+		h.GetActiveWorkers(), h.GetWorkers())
+	if v.Oldest != "—" {
+		v.Summary += ", oldest " + v.Oldest
+	}
+	return v
+}
+
 type workerView struct {
-	Stage       string         `json:"stage"`
-	ID          string         `json:"id"`
-	Service     string         `json:"service"`
-	Host        string         `json:"host"`
-	Version     string         `json:"version"`
+	Stage   string `json:"stage"`
+	ID      string `json:"id"`
+	Service string `json:"service"`
+	Host    string `json:"host"`
+	Version string `json:"version"`
+	// State is the replica's own (working, paused, draining), which its
+	// controls follow; Shown says it with the queue's pause.
 	State       string         `json:"state"`
+	Shown       string         `json:"shown"`
 	Concurrency int32          `json:"concurrency"`
 	InFlight    []inFlightView `json:"in_flight"`
 	Heartbeat   string         `json:"heartbeat"`
@@ -74,32 +121,47 @@ type inFlightView struct {
 	Since   string `json:"since"`
 }
 
-func newQueueView(resp *v1.GetQueueResponse, now time.Time) *queueView {
+func newQueueView(resp *v1.GetQueueResponse, r *rules, now time.Time) *queueView {
 	q := &queueView{Paused: resp.GetPaused(), Counts: map[string]int32{}, Bars: map[string]float64{},
+		StageMap: map[string]stageView{}, BatchCounts: map[string]int32{},
 		Held: resp.GetHeldCollections(), AsOf: now.UTC().Format("15:04:05 UTC")}
 	if q.Held == nil {
 		q.Held = []string{}
 	}
-	var top int32
+	// Live states and ended ones are each scaled to their own largest
+	// count: thousands of completed jobs must not flatten the few at work.
+	top := map[bool]int32{}
 	for _, st := range jobStates() {
 		n := resp.GetJobsByState()[jobStateName(st)]
 		q.Total += n
-		top = max(top, n)
+		top[r.live(st)] = max(top[r.live(st)], n)
 	}
 	for _, st := range jobStates() {
 		name := jobStateName(st)
 		n := resp.GetJobsByState()[name]
-		w := barWidth(n, top)
+		w := barWidth(n, top[r.live(st)])
 		q.States = append(q.States, stateCount{Name: name, Count: n, Width: w})
 		q.Counts[name] = n
 		q.Bars[name] = w
 	}
-	q.Workers = workerViews(resp.GetWorkers(), now)
+	for _, h := range resp.GetStages() {
+		v := newStageView(h, now)
+		q.Stages = append(q.Stages, v)
+		q.StageMap[v.Name] = v
+		q.Stalled = q.Stalled || h.GetStalled()
+	}
+	q.Running = !q.Paused && !q.Stalled
+	for _, st := range batchStates() {
+		name := batchStateName(st)
+		q.Batches = append(q.Batches, stateCount{Name: name, Count: resp.GetBatchesByState()[name]})
+		q.BatchCounts[name] = resp.GetBatchesByState()[name]
+	}
+	q.Workers = workerViews(resp.GetWorkers(), q.Paused, now)
 	return q
 }
 
 // workerViews lists workers by stage in pipeline order, then by id.
-func workerViews(workers []*v1.WorkerInfo, now time.Time) []workerView {
+func workerViews(workers []*v1.WorkerInfo, queuePaused bool, now time.Time) []workerView {
 	order := map[string]int{}
 	for i, st := range jobStates() {
 		order[jobStateName(st)] = i
@@ -123,8 +185,12 @@ func workerViews(workers []*v1.WorkerInfo, now time.Time) []workerView {
 		for _, k := range slices.Sorted(maps.Keys(w.GetOutcomes())) {
 			outcomes = append(outcomes, fmt.Sprintf("%s %d", k, w.GetOutcomes()[k]))
 		}
+		shown := state
+		if queuePaused && state == "working" {
+			shown = "waiting: the queue is paused"
+		}
 		wv := workerView{Stage: w.GetStage(), ID: w.GetId(), Service: w.GetService(), Host: w.GetHost(), Version: w.GetVersion(),
-			State: state, Concurrency: w.GetConcurrency(), InFlight: []inFlightView{}, Heartbeat: ago(w.GetHeartbeat(), now),
+			State: state, Shown: shown, Concurrency: w.GetConcurrency(), InFlight: []inFlightView{}, Heartbeat: ago(w.GetHeartbeat(), now),
 			Outcomes: strings.Join(outcomes, ", "), Address: w.GetAddress()}
 		for _, j := range w.GetInFlight() {
 			wv.InFlight = append(wv.InFlight, inFlightView{JobID: j.GetJobId(), BatchID: j.GetBatchId(), Since: ago(j.GetSince(), now)})
@@ -143,8 +209,13 @@ func (c *Console) queuePage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	rules, err := c.rules(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	v := c.pageView(w, r, "Queue", "queue")
-	qv := newQueueView(resp, time.Now())
+	qv := newQueueView(resp, rules, time.Now())
 	qv.Controls = c.stageCreds != nil
 	v.Data = qv
 	v.Live = "/api/queue"
@@ -404,6 +475,7 @@ type jobRow struct {
 	// FailedIn is the stage a failed job failed in, "" otherwise.
 	FailedIn string
 	LocalIDs string
+	ARK      string
 }
 
 func newJobRow(j *v1.Job) jobRow {
@@ -411,7 +483,7 @@ func newJobRow(j *v1.Job) jobRow {
 		LastSuccessful: stateName(j.GetStatus().GetLastSuccessfulStatus()), Priority: j.GetPriority(),
 		Size: humanBytes(j.GetSpaceNeeded()), Retries: j.GetStatus().GetRetryCount(), Message: j.GetStatus().GetMessage(),
 		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked(),
-		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", ")}
+		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", "), ARK: j.GetIdentifiers().GetPrimaryId()}
 	if s := j.GetFailingStage(); s != v1.JobState_JOB_STATE_UNSPECIFIED {
 		r.FailedIn = jobStateName(s)
 	}
@@ -480,6 +552,8 @@ type jobsView struct {
 	// Bulk: the bulk actions, offered for a filter of a signed-in operator.
 	Verbs        any
 	ResumeStates []string
+	// FailingStages are the states a job can fail in, for "Failed in".
+	FailingStages []string
 }
 
 func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
@@ -494,7 +568,7 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	jv.ResumeStates = rules.requeueTargets()
+	jv.ResumeStates, jv.FailingStages = rules.requeueTargets(), rules.failingStages()
 	size, err := pageSize(r)
 	if err != nil {
 		c.fail(w, r, err)
@@ -562,6 +636,9 @@ type jobView struct {
 	// older changes no longer kept.
 	History        []historyRow
 	HistoryDropped int32
+	// VerifyVersion is the version of the job's ARK its Verify button
+	// checks: its inventory's, "" for the latest.
+	VerifyVersion string
 }
 
 // historyRow is one state change of a job's timeline.
@@ -683,6 +760,9 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	jv.NoActionIn = rules.jobStatesWhere(func(s *v1.JobStateRule) bool {
 		return !slices.ContainsFunc(pageActions, func(a v1.BulkVerb) bool { return slices.Contains(s.GetActions(), a) })
 	})
+	if v := j.GetInventory().GetVersion(); v > 0 {
+		jv.VerifyVersion = strconv.Itoa(int(v))
+	}
 	jv.History, jv.HistoryDropped = newHistory(j.GetStatus()), j.GetStatus().GetHistoryDropped()
 	jv.Traceparent = cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
 	jv.TraceID, jv.TraceURL = resp.GetTraceId(), resp.GetTraceUrl()
@@ -712,10 +792,9 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 type fsckView struct {
 	Result *v1.FsckResponse
 	Repair bool
-	// Verified is a fixity check's answer, of version Version of ARK.
+	// Verified is a fixity check's answer, of a version of ARK.
 	Verified *v1.VerifyObjectResponse
 	ARK      string
-	Version  int
 }
 
 func (c *Console) fsckPage(w http.ResponseWriter, r *http.Request) {

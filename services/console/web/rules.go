@@ -79,3 +79,11 @@ func (r *rules) batchStatesFor(action v1.BatchAction) string {
 // batchOpen reports whether a batch in s has yet to report: deleting one
 // of its jobs needs force.
 func (r *rules) batchOpen(s v1.BatchState) bool { return r.batches[s].GetOpen() }
+
+// failingStages are the states a job can fail in.
+func (r *rules) failingStages() []string {
+	return strings.Fields(r.jobStatesWhere((*v1.JobStateRule).GetFailingStage))
+}
+
+// live reports whether a job in s is still open work of its batch.
+func (r *rules) live(s v1.JobState) bool { return r.jobs[s].GetLive() }

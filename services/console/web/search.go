@@ -130,14 +130,15 @@ type bulkView struct {
 	Filter      string // the filter in words
 	Matched     int32
 	Truncated   bool
-	JobIDs      []string // the first of them, on the confirmation
-	MoreIDs     int
-	Fields      []formField // the request again, for the confirmation's form
-	Results     []*v1.BulkJobResult
-	Done        bool
-	Succeeded   int32
-	Failed      int32
-	Back        string
+	// Jobs are the first jobs matched, on the confirmation, or every
+	// job's outcome; MoreJobs how many the confirmation leaves out.
+	Jobs      []bulkJob
+	MoreJobs  int
+	Fields    []formField // the request again, for the confirmation's form
+	Done      bool
+	Succeeded int32
+	Failed    int32
+	Back      string
 }
 
 // bulk counts (dry run) the jobs a bulk action would take and asks to
@@ -188,12 +189,16 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	bv := bulkView{Verb: verbName, Label: label, Filter: describeFilter(form), Matched: resp.GetMatched(),
 		Truncated: resp.GetTruncated(), Back: back}
+	for _, res := range resp.GetResults() {
+		bv.Jobs = append(bv.Jobs, newBulkJob(res))
+	}
 	if confirmed {
-		bv.Done, bv.Results, bv.Succeeded, bv.Failed = true, resp.GetResults(), resp.GetSucceeded(), resp.GetFailed()
+		bv.Done, bv.Succeeded, bv.Failed = true, resp.GetSucceeded(), resp.GetFailed()
 		c.log.InfoContext(r.Context(), "console action", "action", "jobs.bulk."+verbName, "filter", bv.Filter,
 			"remote", r.RemoteAddr, "matched", resp.GetMatched(), "succeeded", resp.GetSucceeded(), "failed", resp.GetFailed())
 	} else {
-		bv.JobIDs, bv.MoreIDs = firstN(resp.GetJobIds(), reportListMax, int(resp.GetMatched()))
+		bv.Jobs = bv.Jobs[:min(len(bv.Jobs), reportListMax)]
+		bv.MoreJobs = max(int(resp.GetMatched())-len(bv.Jobs), 0)
 		for _, k := range []string{"verb", "message", "force", "priority", "requeue_state"} {
 			if v := r.PostForm.Get(k); v != "" {
 				bv.Fields = append(bv.Fields, formField{k, v})
@@ -207,6 +212,18 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 	v := c.newView(r, label+" jobs", "jobs")
 	v.Data = bv
 	c.render(w, r, http.StatusOK, "bulk", v)
+}
+
+// bulkJob is one job of a bulk action: as it matched, or its outcome.
+type bulkJob struct {
+	ID, Batch, LocalIDs, State string
+	Done                       bool
+	Code, Error                string
+}
+
+func newBulkJob(r *v1.BulkJobResult) bulkJob {
+	return bulkJob{ID: r.GetJobId(), Batch: r.GetBatchId(), LocalIDs: strings.Join(r.GetLocalIds(), ", "),
+		State: stateName(r.GetState()), Done: r.GetOk(), Code: r.GetCode(), Error: r.GetError()}
 }
 
 // describeFilter says in words which jobs a filter takes.

@@ -85,21 +85,21 @@ func (c *Console) controlStage(ctx context.Context, worker *v1.WorkerInfo, actio
 		if _, err := stage.Pause(ctx, &v1.PauseRequest{}); err != nil {
 			return "", unanswered(ctx, at, action, wait, err)
 		}
-		return "Worker " + at + " is paused: it takes no new job; jobs in flight finish.", nil
+		return "The replica of worker " + at + " is paused: none of its stages takes a new job; jobs in flight finish.", nil
 	case "resume":
 		if _, err := stage.Resume(ctx, &v1.ResumeRequest{}); err != nil {
 			return "", unanswered(ctx, at, action, wait, err)
 		}
-		return "Worker " + at + " takes jobs again.", nil
+		return "The replica of worker " + at + " takes jobs again, in every stage it runs.", nil
 	}
 	resp, err := stage.Drain(ctx, &v1.DrainRequest{})
 	if err != nil {
 		return "", unanswered(ctx, at, action, wait, err)
 	}
 	if left := resp.GetInFlightLeft(); left > 0 {
-		return fmt.Sprintf("Worker %s is draining: it takes no job until it restarts; %d job(s) still in flight.", at, left), nil
+		return fmt.Sprintf("The replica of worker %s is draining: it takes no job until it restarts; %d job(s) still in flight.", at, left), nil
 	}
-	return "Worker " + at + " is drained: it takes no job until it restarts, and is idle.", nil
+	return "The replica of worker " + at + " is drained: it takes no job until it restarts, and is idle.", nil
 }
 
 // unanswered names the replica and the bound when a call to it ran out of

@@ -46,8 +46,13 @@
     return negate ? !value : value;
   }
 
-  function cell(row, text) {
+  // cell adds a cell with its column's label (the stacked layout of a
+  // narrow screen shows it) and its text, if any.
+  function cell(row, label, text) {
     var td = document.createElement('td');
+    if (label) {
+      td.setAttribute('data-label', label);
+    }
     if (text !== undefined) {
       td.textContent = text;
     }
@@ -74,13 +79,13 @@
     var rows = document.createDocumentFragment();
     workers.forEach(function (w) {
       var tr = document.createElement('tr');
-      cell(tr, w.stage);
-      var id = cell(tr, w.id);
+      cell(tr, 'Stage', w.stage);
+      var id = cell(tr, 'Worker', w.id);
       id.appendChild(document.createElement('br'));
       id.appendChild(small(w.service + ' ' + w.version));
-      cell(tr, w.host);
-      cell(tr, w.state);
-      var jobs = cell(tr);
+      cell(tr, 'Host', w.host);
+      cell(tr, 'State', w.shown);
+      var jobs = cell(tr, 'In flight');
       if (w.in_flight.length === 0) {
         jobs.textContent = '\u2014';
       }
@@ -92,10 +97,10 @@
         jobs.appendChild(small(' ' + j.since));
         jobs.appendChild(document.createElement('br'));
       });
-      cell(tr, w.heartbeat);
-      cell(tr, w.outcomes);
+      cell(tr, 'Heartbeat', w.heartbeat);
+      cell(tr, 'Handled', w.outcomes);
       if (controls) {
-        var td = cell(tr);
+        var td = cell(tr, 'Control');
         if (w.address) {
           var forms = controls.content.firstElementChild.cloneNode(true);
           Array.prototype.forEach.call(forms.querySelectorAll('form[data-verb]'), function (f) {
@@ -112,7 +117,7 @@
     if (workers.length === 0) {
       var tr = document.createElement('tr');
       tr.className = 'none';
-      cell(tr, 'no worker registered').colSpan = controls ? 8 : 7;
+      cell(tr, '', 'no worker registered').colSpan = controls ? 8 : 7;
       rows.appendChild(tr);
     }
     tbody.replaceChildren(rows);
@@ -214,7 +219,8 @@
       })
       .then(function (data) {
         apply(data);
-        show('live: updated ' + new Date().toLocaleTimeString(), false);
+        // UTC, as every time the pages show.
+        show('live: updated ' + new Date().toISOString().slice(11, 19) + ' UTC', false);
       }, function (err) {
         show('live updates failing: ' + err.message, true);
       })
