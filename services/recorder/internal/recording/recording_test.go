@@ -121,8 +121,13 @@ func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
 	if err != nil || renewed.GetExpires().AsTime().Before(renewing.Add(time.Hour)) {
 		t.Fatalf("Renew = %v, %v; want an hour", renewed, err)
 	}
-	if _, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
+	done, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The answer says the state it produced.
+	if done.GetLeaseId() != l.GetLeaseId() || done.GetState() != queue.Notify {
+		t.Errorf("Complete answers %v, want the lease and JOB_STATE_NOTIFY", done)
 	}
 	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Notify || !strings.Contains(st.GetMessage(), "recorded ark:/99999/fk4x") {
@@ -182,8 +187,12 @@ func TestFailMovesTheJobToFailedWithTheMessage(t *testing.T) {
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 	l := leaseFor(t, c, 10*time.Second, time.Minute)
 	const msg = "INV database: duplicate key on inv_versions (ark:/99999/fk4x, 3)"
-	if _, err := c.Fail(authed(), &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: msg}); err != nil {
+	failed, err := c.Fail(authed(), &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: msg})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if failed.GetLeaseId() != l.GetLeaseId() || failed.GetState() != queue.Failed {
+		t.Errorf("Fail answers %v, want the lease and JOB_STATE_FAILED", failed)
 	}
 	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Failed || st.GetMessage() != msg || st.GetLastSuccessfulStatus() != queue.Storing {
