@@ -2550,7 +2550,8 @@ type JobFilter struct {
 	// their last successful one; JOB_STATE_PENDING for a job that has none):
 	// JOB_STATE_DOWNLOADING for failed downloads.
 	FailingStage JobState `protobuf:"varint,4,opt,name=failing_stage,json=failingStage,proto3,enum=ingestq.v1.JobState" json:"failing_stage,omitempty"`
-	// message: jobs whose status message contains this text (case ignored).
+	// message: jobs whose status message, or the message of a state change
+	// in their history, contains this text (case ignored).
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// profile: jobs submitted with this profile.
 	Profile string `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`

@@ -155,8 +155,9 @@ func TestBulkVerbsTakeOnlyTheStatesTheirActionAccepts(t *testing.T) {
 	}
 }
 
-// TestSearchJobsByWhatTheyHold finds jobs by collection, message, profile,
-// state and time, pages through them, and refuses a malformed filter.
+// TestSearchJobsByWhatTheyHold finds jobs by collection, message (their
+// status's or one of their history's), profile, state and time, pages
+// through them, and refuses a malformed filter.
 func TestSearchJobsByWhatTheyHold(t *testing.T) {
 	f := newFixture(t)
 	_, demo := f.batch("demo", "demo_coll", 5)
@@ -198,6 +199,14 @@ func TestSearchJobsByWhatTheyHold(t *testing.T) {
 	}
 	if got := search(&v1.SearchJobsRequest{Filter: &v1.JobFilter{ModifiedAfter: failed.GetLastModified()}}); len(got) != 0 {
 		t.Errorf("changed after the last change: %v, want none", got)
+	}
+	// Requeued, the job's status says something else; the failure it was
+	// requeued from is in its history, and finds it.
+	if _, err := f.admin.RequeueJob(f.ctx, &v1.RequeueJobRequest{JobId: demo[3], Message: "the host is back"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := search(&v1.SearchJobsRequest{Filter: &v1.JobFilter{Message: "estimating BROKE"}}); !slices.Equal(got, demo[3:4]) {
+		t.Errorf("by a message of its history: %v, want %v", got, demo[3:4])
 	}
 	scan, err := f.admin.SearchJobs(f.ctx, &v1.SearchJobsRequest{Filter: &v1.JobFilter{Collection: "nope"}, MaxScan: 3})
 	if err != nil || scan.GetScanned() != 3 || scan.GetNextPageToken() == "" || len(scan.GetJobs()) != 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/checkm"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -704,6 +705,24 @@ func newManifestRef(mode string, version int32, url string, del bool) manifestRe
 	return manifestRef{Summary: strings.TrimSpace(s), URL: url}
 }
 
+// storeRef is the job's store node as its page shows it. Its manifest is
+// written in the job's working folder, which the notifier removes when the
+// job completes: a completed job's page says so instead of showing a URL
+// that leads nowhere (the stored version's manifest is Inventory's).
+func storeRef(j *v1.Job) manifestRef {
+	st := j.GetStore()
+	ref := newManifestRef(st.GetMode(), st.GetVersion(), st.GetManifestUrl(), st.GetDelete())
+	wd := j.GetConfiguration().GetWorkingDir()
+	if j.GetStatus().GetStatus() != v1.JobState_JOB_STATE_COMPLETED || wd == "" || ref.URL == "" {
+		return ref
+	}
+	if p, err := checkm.FilePath(ref.URL); err == nil && strings.HasPrefix(p, strings.TrimSuffix(wd, "/")+"/") {
+		ref.Summary += ": its manifest was in the working folder, removed when the job completed"
+		ref.URL = ""
+	}
+	return ref
+}
+
 // newJobLive is the job of a GetJob answer as its page shows it.
 func newJobLive(resp *v1.GetJobResponse) jobLive {
 	j := resp.GetJob()
@@ -718,7 +737,7 @@ func newJobLive(resp *v1.GetJobResponse) jobLive {
 		Modified: when(st.GetLastModified()), Locked: locked,
 		ARK:       cmp.Or(j.GetIdentifiers().GetPrimaryId(), "—"),
 		LocalIDs:  cmp.Or(strings.Join(j.GetIdentifiers().GetLocalId(), ", "), "—"),
-		Store:     newManifestRef(j.GetStore().GetMode(), j.GetStore().GetVersion(), j.GetStore().GetManifestUrl(), j.GetStore().GetDelete()),
+		Store:     storeRef(j),
 		Inventory: newManifestRef(j.GetInventory().GetMode(), j.GetInventory().GetVersion(), j.GetInventory().GetManifestUrl(), false),
 		Metadata: map[string]string{"who": j.GetMetadata().GetWho(), "what": j.GetMetadata().GetWhat(),
 			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()}}

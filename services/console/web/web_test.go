@@ -193,3 +193,32 @@ func TestNamesAreTheQueuesSpellingOfTheEnums(t *testing.T) {
 		t.Errorf("payload type %q", got)
 	}
 }
+
+// TestACompletedJobsPageDoesNotPointAtItsRemovedWorkingFolder: the store
+// node's manifest lies in the job's working folder; while the job is on its
+// way the page shows its URL, once the job completed (the folder removed)
+// it says where the manifest went instead. A manifest elsewhere stays.
+func TestACompletedJobsPageDoesNotPointAtItsRemovedWorkingFolder(t *testing.T) {
+	job := func(state v1.JobState, url string) *v1.Job {
+		return &v1.Job{Status: &v1.JobStatus{Status: state},
+			Configuration: &v1.JobConfiguration{WorkingDir: "/var/lib/ingestq/work/jid0000000001"},
+			Store:         &v1.Store{Mode: "add", ManifestUrl: url}}
+	}
+	inWork := "file:///var/lib/ingestq/work/jid0000000001/producer/manifest.checkm"
+	if got := storeRef(job(v1.JobState_JOB_STATE_RECORDING, inWork)); got.URL != inWork || got.Summary != "add" {
+		t.Errorf("recording: %+v, want the working folder's URL", got)
+	}
+	got := storeRef(job(v1.JobState_JOB_STATE_COMPLETED, inWork))
+	if got.URL != "" || !strings.Contains(got.Summary, "removed when the job completed") {
+		t.Errorf("completed: %+v, want no URL and why", got)
+	}
+	elsewhere := "https://store.example/manifest/ark:/99999/fk4c"
+	if got := storeRef(job(v1.JobState_JOB_STATE_COMPLETED, elsewhere)); got.URL != elsewhere {
+		t.Errorf("completed, manifest elsewhere: %+v, want its URL", got)
+	}
+	// A folder whose name begins as the working folder's is not in it.
+	sibling := "file:///var/lib/ingestq/work/jid00000000012/manifest.checkm"
+	if got := storeRef(job(v1.JobState_JOB_STATE_COMPLETED, sibling)); got.URL != sibling {
+		t.Errorf("completed, manifest in a sibling folder: %+v, want its URL", got)
+	}
+}
