@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 
 // storedVersion writes a version manifest as the local object store does
 // (…/ark_…/v<n>/manifest.checkm) and returns its URL.
-func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) string {
+func storedVersion(t testing.TB, root string, n string, entries []checkm.Entry) string {
 	t.Helper()
 	dir := filepath.Join(root, "ark_99999_fk4x", n)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
