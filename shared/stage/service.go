@@ -9,8 +9,8 @@ import (
 	"github.com/ingestq/ingestq/shared/service"
 )
 
-// Worker is what StageService controls in a replica: a Runner, or a
-// worker that hands its jobs out by other means (the recorder's leases).
+// Worker is what StageService controls in a replica: a Runner, or what
+// wraps one (the recorder's lease manager).
 type Worker interface {
 	// Status reports the worker: its state, jobs in flight, outcomes.
 	Status() *v1.WorkerInfo
@@ -119,7 +119,7 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 		if cfg.Version == "" {
 			cfg.Version = env.Version
 		}
-		if cfg.Concurrency == 0 {
+		if cfg.Concurrency == 0 && !cfg.OnDemand {
 			cfg.Concurrency = env.Config.Concurrency
 		}
 		if cfg.Address == "" {
