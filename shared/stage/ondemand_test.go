@@ -234,6 +234,7 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEnded(t *testing.T) {
 				inFlight int
 			}
 			ended := make(chan end, 1)
+			spansWhenOver := make(chan int, 1)
 			// The handler reads r: r is set before it runs.
 			var r *Runner
 			var first atomic.Bool
@@ -249,6 +250,11 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEnded(t *testing.T) {
 						w := r.Status()
 						ended <- end{step, err, w.GetOutcomes()[string(step)], len(w.GetInFlight())}
 						trace.SpanFromContext(ctx).SetAttributes(attribute.String("test.learned", string(step)))
+						if ctx.Err() != nil {
+							spansWhenOver <- -1 // ended with the job, before the step was over
+							return
+						}
+						context.AfterFunc(ctx, func() { spansWhenOver <- len(exp.GetSpans()) })
 					})
 				}})
 			if err != nil {
@@ -277,6 +283,9 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEnded(t *testing.T) {
 			}
 			if s := queuetest.Status(t, c, jid).GetStatus(); s != tt.state {
 				t.Errorf("job in %s, want %s", queue.JobStateName(s), queue.JobStateName(tt.state))
+			}
+			if n := <-spansWhenOver; n != 1 && n != -1 {
+				t.Errorf("%d spans exported when the handler's context ended, want the step's: it ends once the step is over", n)
 			}
 			queuetest.Eventually(t, "the step's span exported", func() bool { return len(exp.GetSpans()) >= 1 })
 			found := false

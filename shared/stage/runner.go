@@ -24,7 +24,8 @@ import (
 
 // Handler does one stage's work on one claimed job. ctx ends when the job's
 // lock or session is lost, or when a drain runs out of time; the handler
-// should stop then (its outcome will not be committed). The job's data is
+// should stop then (its outcome will not be committed). It also ends once
+// the step is over, after its span. The job's data is
 // claim.Data(); claim.Update writes data that must land before the step
 // ends (an ARK, say).
 type Handler func(ctx context.Context, claim Claim) Outcome

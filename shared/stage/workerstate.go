@@ -19,9 +19,7 @@ import (
 // or draining, the jobs it has in flight and how the jobs it finished
 // ended. It is the worker's entry in the worker registry (kept current
 // once Register is called), its StageService status, and its step
-// metrics. A Runner keeps one; so does a worker that hands jobs out by
-// other means (the recorder's lease manager). Its methods are safe for
-// concurrent use.
+// metrics. A Runner keeps one. Its methods are safe for concurrent use.
 type WorkerState struct {
 	base    *v1.WorkerInfo // what does not change: id, host, service, stage, started...
 	step    string         // the stage in metrics ("estimating")

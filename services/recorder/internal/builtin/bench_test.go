@@ -2,8 +2,10 @@ package builtin
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,21 +23,22 @@ import (
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
-// requestsSent is how many requests s sent to ZooKeeper (a multi or a
-// multiRead counts once, whatever it holds).
-func requestsSent(s *session.Session) int64 {
-	var n int64
+// requestCounts is what s sent to ZooKeeper by operation and node, and in
+// all: a multi or a multiRead is one request, whatever it holds.
+func requestCounts(s *session.Session) (map[string]int64, int64) {
+	byOp, sent := map[string]int64{}, int64(0)
 	for _, r := range s.Requests() {
+		byOp[r.Op+" "+r.Node] += r.Count
 		if !strings.Contains(r.Op, ".") {
-			n += r.Count
+			sent += r.Count
 		}
 	}
-	return n
+	return byOp, sent
 }
 
 // BenchmarkBuiltInRecorder records rounds of 40 one-file versions with the
 // built-in recorder, 4 at once, and reports the ZooKeeper requests the
-// recorder's session sent per job.
+// recorder's session sent per job (-v lists them by operation).
 func BenchmarkBuiltInRecorder(b *testing.B) {
 	const jobsPerRound, concurrency = 40, 4
 	root := zktest.Root(b)
@@ -55,9 +58,10 @@ func BenchmarkBuiltInRecorder(b *testing.B) {
 		news[i] = batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4b" + strings.Repeat("x", i)}}
 	}
 	var sent, done int64
+	ops := map[string]int64{}
 	for b.Loop() {
 		b.StopTimer()
-		before := requestsSent(rec)
+		opsBefore, sentBefore := requestCounts(rec)
 		b.StartTimer()
 		for _, jid := range queuetest.SpawnN(b, q, news, queue.Storing) {
 			queuetest.Move(b, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: manifest, Mode: "add"}})
@@ -73,30 +77,42 @@ func BenchmarkBuiltInRecorder(b *testing.B) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		b.StopTimer()
-		sent += requestsSent(rec) - before
+		opsAfter, sentAfter := requestCounts(rec)
+		sent += sentAfter - sentBefore
+		for k, v := range opsAfter {
+			ops[k] += v - opsBefore[k]
+		}
 		done += jobsPerRound
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(sent)/float64(done), "zk-requests/job")
+	if testing.Verbose() {
+		var lines []string
+		for k, v := range ops {
+			if v > 0 {
+				lines = append(lines, fmt.Sprintf("%s %.2f", k, float64(v)/float64(done)))
+			}
+		}
+		slices.Sort(lines)
+		b.Logf("ZooKeeper operations per job:\n%s", strings.Join(lines, "\n"))
+	}
 }
 
 // startBuiltIn runs a built-in recorder on q recording into db, concurrency
 // leases at once, until the returned stop.
 func startBuiltIn(b *testing.B, q *session.Session, db *inventory.DB, concurrency int) (stop func()) {
-	m := lease.New(jobs.New(q), lease.Options{Concurrency: concurrency})
-	r := &Recorder{Leases: m, DB: db, Logger: slog.New(slog.DiscardHandler)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, concurrency)
-	for range concurrency {
-		go func() { r.Run(ctx); done <- struct{}{} }()
+	m, err := lease.New(jobs.New(q), lease.Options{Recorder: &Recorder{DB: db, Logger: slog.New(slog.DiscardHandler)}, Concurrency: concurrency})
+	if err != nil {
+		b.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
 	return func() {
 		stopCtx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
 		m.Drain(stopCtx)
 		cancel()
-		for range concurrency {
-			<-done
-		}
+		<-done
 	}
 }

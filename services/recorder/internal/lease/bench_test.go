@@ -85,5 +85,5 @@ func BenchmarkLeaseAndComplete(b *testing.B) {
 }
 
 func benchManager(b *testing.B, q *session.Session) *Manager {
-	return New(jobs.New(q), Options{})
+	return start(b, q, Options{})
 }

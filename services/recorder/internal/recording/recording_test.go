@@ -48,13 +48,21 @@ func serveWith(t *testing.T, q *session.Session, opts lease.Options, store *vers
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := lease.New(jobs.New(q), opts)
+	m, err := lease.New(jobs.New(q), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); m.Run(runCtx) }()
 	v1.RegisterRecordingServiceServer(srv, Server{Leases: m, Versions: store})
 	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		m.Drain(ctx) // ends waiting Lease calls before the server stops
+		stop()
+		<-ran
 	})
 	return v1.NewRecordingServiceClient(conn)
 }
