@@ -530,7 +530,7 @@ func (r *Runner) handleOnly(claim *jobs.Claim, handler Handler) handled {
 // finish commits a handled job's outcome, and hands the job to the next
 // stage's runner when it took it over.
 func (r *Runner) finish(h handled) {
-	result, err, next := r.commit(h.ctx, h.claim, h.outcome)
+	result, next, err := r.commit(h.ctx, h.claim, h.outcome)
 	h.end(result, err)
 	if next != nil {
 		next.handle(h.claim, next.cfg.Handler)
@@ -597,11 +597,11 @@ func collectionOf(job *v1.Job) string {
 // drain ran out of time: the job is given back untouched.
 var ErrDrainDeadline = errors.New("stage draining: out of time")
 
-// commit applies an outcome and says how it ended, what kept it from
-// being written as decided (nil: nothing), and which runner took the job
-// over (nil: none). The object locks the outcome names (Change.Unlock) are
+// commit applies an outcome and says how it ended, which runner took the
+// job over (nil: none), and what kept it from being written as decided
+// (nil: nothing). The object locks the outcome names (Change.Unlock) are
 // released by the commit, or after it when it did not happen.
-func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.Outcome, _ error, next *Runner) {
+func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.Outcome, next *Runner, _ error) {
 	// Commits must go through even if the drain deadline passed while the
 	// handler returned; only a lost lock (claim context) stops them.
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -624,12 +624,12 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 				r.log.WarnContext(ctx, "releasing job at drain", "error", err)
 			}
 			r.log.InfoContext(ctx, "job released untouched: drain ran out of time")
-			return telemetry.OutcomeReleased, cause, nil
+			return telemetry.OutcomeReleased, nil, cause
 		}
 		r.log.WarnContext(ctx, "job lost while working on it; not committing", "cause", cause)
 		// If the session comes back after all, so does the lock: give it up.
 		claim.Release(commitCtx)
-		return telemetry.OutcomeFenced, fmt.Errorf("%w: the job was lost before its outcome was committed: %v", queue.ErrFenced, cause), nil
+		return telemetry.OutcomeFenced, nil, fmt.Errorf("%w: the job was lost before its outcome was committed: %v", queue.ErrFenced, cause)
 	}
 	var err error
 	var result telemetry.Outcome
@@ -673,7 +673,7 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 		if out.committed != nil && wrote {
 			out.committed()
 		}
-		return result, nil, next
+		return result, next, nil
 	}
 	switch result = CommitOutcome(err, result); result {
 	case telemetry.OutcomeFenced:
@@ -685,7 +685,7 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 		r.log.ErrorContext(ctx, "commit failed; releasing the job", "error", err)
 		claim.Release(commitCtx)
 	}
-	return result, err, nil
+	return result, nil, err
 }
 
 // Status reports this replica.
