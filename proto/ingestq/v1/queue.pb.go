@@ -1164,12 +1164,15 @@ func (x *Identifiers) GetLocalId() []string {
 }
 
 // Store is /jobs/JID/store, written by processing: what storing stores
-// (manifest_url names the storage manifest in the job's working folder).
+// (manifest_url names the storage manifest in the job's working folder, or,
+// for Merritt's storage service, the add manifest it fetches).
 type Store struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
-	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
-	Delete      bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`                             // delete
+	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode: add or update, or <add|update>/<node>/<ARK> for Merritt's storage service
+	// The file ids an update removes from the object's current version: the
+	// node's "delete", one file id a line.
+	Deletions []string `protobuf:"bytes,5,rep,name=deletions,proto3" json:"deletions,omitempty"` // delete
 	// The number of a version stored (ingestq's own key, written only when
 	// not 0; the Merritt library ignores it). ingestq's processing leaves it
 	// 0: the inventory node says which version was stored.
@@ -1222,11 +1225,11 @@ func (x *Store) GetMode() string {
 	return ""
 }
 
-func (x *Store) GetDelete() bool {
+func (x *Store) GetDeletions() []string {
 	if x != nil {
-		return x.Delete
+		return x.Deletions
 	}
-	return false
+	return nil
 }
 
 func (x *Store) GetVersion() int32 {
@@ -1865,12 +1868,12 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\vIdentifiers\x12\x1d\n" +
 	"\n" +
 	"primary_id\x18\x01 \x01(\tR\tprimaryId\x12\x19\n" +
-	"\blocal_id\x18\x02 \x03(\tR\alocalId\"p\n" +
+	"\blocal_id\x18\x02 \x03(\tR\alocalId\"\x84\x01\n" +
 	"\x05Store\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
-	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x16\n" +
-	"\x06delete\x18\x03 \x01(\bR\x06delete\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x05R\aversion\"\\\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x1c\n" +
+	"\tdeletions\x18\x05 \x03(\tR\tdeletions\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversionJ\x04\b\x03\x10\x04R\x06delete\"\\\n" +
 	"\tInventory\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x18\n" +
