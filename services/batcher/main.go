@@ -166,6 +166,14 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		}
 		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
 	}
+	if s.store.Kind == "merritt" {
+		// Merritt's storage service keeps, replicates and audits its
+		// objects: nothing of them is read back here.
+		adminServer.Store = fixity.Location{}
+		if *s.auditInterval > 0 {
+			return fmt.Errorf("INGESTQ_FIXITY_AUDIT_INTERVAL must be 0 with INGESTQ_STORE=merritt: Merritt's storage service audits the objects it keeps")
+		}
+	}
 	// The console is the last thing that can fail, so that nothing started
 	// before it is left running when it does.
 	if err := s.serveConsole(env, adminServer, tools.Sessions); err != nil {

@@ -261,6 +261,24 @@ func (s Settings) Client() (*Client, error) {
 	case *s.Timeout <= 0:
 		return nil, fmt.Errorf("INGESTQ_MERRITT_TIMEOUT: %s must be positive", *s.Timeout)
 	}
+	return s.client(base, node)
+}
+
+// Reader returns a client that reads the configured service's objects on
+// any node (its manifests and content), or nil when no service is
+// configured: what a reader of stored versions needs, which is no node.
+func (s Settings) Reader() (*Client, error) {
+	base := strings.TrimSuffix(strings.TrimSpace(*s.URL), "/")
+	switch {
+	case base == "":
+		return nil, nil
+	case *s.Timeout <= 0:
+		return nil, fmt.Errorf("INGESTQ_MERRITT_TIMEOUT: %s must be positive", *s.Timeout)
+	}
+	return s.client(base, *s.Node)
+}
+
+func (s Settings) client(base string, node int) (*Client, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("INGESTQ_MERRITT_STORAGE_URL: %q is not an http(s) base URL", base)

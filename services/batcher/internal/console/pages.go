@@ -587,7 +587,7 @@ func newManifestRef(mode string, version int32, url string, del bool) manifestRe
 		s += fmt.Sprintf(" version %d", version)
 	}
 	if del {
-		s += " (delete)"
+		s += " (with deletions)"
 	}
 	return manifestRef{Summary: strings.TrimSpace(s), URL: url}
 }
@@ -604,7 +604,7 @@ func newJobLive(j *v1.Job) jobLive {
 		Modified: when(st.GetLastModified()), Locked: locked,
 		ARK:       cmp.Or(j.GetIdentifiers().GetPrimaryId(), "—"),
 		LocalIDs:  cmp.Or(strings.Join(j.GetIdentifiers().GetLocalId(), ", "), "—"),
-		Store:     newManifestRef(j.GetStore().GetMode(), j.GetStore().GetVersion(), j.GetStore().GetManifestUrl(), j.GetStore().GetDelete()),
+		Store:     newManifestRef(j.GetStore().GetMode(), j.GetStore().GetVersion(), j.GetStore().GetManifestUrl(), len(j.GetStore().GetDeletions()) > 0),
 		Inventory: newManifestRef(j.GetInventory().GetMode(), j.GetInventory().GetVersion(), j.GetInventory().GetManifestUrl(), false),
 		Metadata: map[string]string{"who": j.GetMetadata().GetWho(), "what": j.GetMetadata().GetWhat(),
 			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()}}
