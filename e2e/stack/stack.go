@@ -102,6 +102,10 @@ type Proc struct {
 	Addr    string // gRPC
 	Metrics string // Prometheus /metrics
 	Console string // the batcher's operator console (HTTP); "" for the other services and a disabled console
+	// Serve is where a processor serves the versions it prepares for
+	// Merritt's storage service (INGESTQ_MERRITT_SERVE_LISTEN; used only
+	// with a Merritt node); "" for the other services.
+	Serve   string
 	bin     string
 	netns   string // network namespace to start in; "" for this one
 	env     []string
@@ -164,7 +168,8 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-// portsPerProc: gRPC, metrics, and the batcher's console.
+// portsPerProc: gRPC, metrics, and the batcher's console or the
+// processor's server of versions for Merritt's storage service.
 const portsPerProc = 3
 
 // plan makes every process of the stack, each with ports of its own. The
@@ -227,11 +232,17 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 		"INGESTQ_PROVISION_MAX_USAGE":             "1",
 		"INGESTQ_PROVISION_UNESTIMATED_MAX_USAGE": "1",
 	}
-	if name == "batcher" {
+	switch name {
+	case "batcher":
 		// Each batcher gets a console port of its own: the default would
 		// collide between replicas and between stacks running at once.
 		p.Console = addrs[2].String()
 		env["INGESTQ_CONSOLE_LISTEN"] = p.Console
+	case "processor":
+		// Each processor its own address to serve versions on, for a
+		// stack whose versions go to Merritt's storage service.
+		p.Serve = addrs[2].String()
+		env["INGESTQ_MERRITT_SERVE_LISTEN"] = p.Serve
 	}
 	for k, v := range s.opts.Env {
 		env[k] = v
