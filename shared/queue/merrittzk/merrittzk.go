@@ -790,7 +790,9 @@ func (l *Locks) Inventory(ark string) (bool, error) {
 }
 
 // UnlockInventory releases an inventory lock.
-func (l *Locks) UnlockInventory(ark string) error { return l.p.remove("/locks/inventory/" + LockName(ark)) }
+func (l *Locks) UnlockInventory(ark string) error {
+	return l.p.remove("/locks/inventory/" + LockName(ark))
+}
 
 func (l *Locks) take(folder, id string, flags int32) (bool, error) {
 	if err := l.p.createIfMissing(folder); err != nil {
