@@ -54,6 +54,33 @@ func Connect(t testing.TB, servers []string, root string) *Peer {
 	return &Peer{conn: conn, root: root}
 }
 
+// InitNodes creates the queue's folders as the library's initNodes and
+// initLocks do, each only when missing: /batches, /batch-uuids, /jobs,
+// /jobs/states with a folder per job state, and the lock folders; and
+// first the root itself, which a chroot assumes.
+func (p *Peer) InitNodes() error {
+	for i := 1; p.root != "" && i <= len(p.root); i++ {
+		if i < len(p.root) && p.root[i] != '/' {
+			continue
+		}
+		if _, err := p.conn.Create(p.root[:i], nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("merrittzk: create %s: %w", p.root[:i], err)
+		}
+	}
+	folders := []string{"/batches", "/batch-uuids", "/jobs", "/jobs/states", "/locks", "/locks/queue", "/locks/localid",
+		"/locks/storage", "/locks/inventory", "/locks/collections"}
+	for _, s := range []string{"pending", "held", "estimating", "provisioning", "downloading", "processing", "storing",
+		"recording", "notify", "failed", "deleted", "completed"} {
+		folders = append(folders, "/jobs/states/"+s)
+	}
+	for _, f := range folders {
+		if err := p.createIfMissing(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close ends the peer's session: its ephemeral locks go with it.
 func (p *Peer) Close() { p.conn.Close() }
 
