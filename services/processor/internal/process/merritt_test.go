@@ -72,7 +72,8 @@ func names(files map[string][]byte) []string {
 
 func TestAJobStoredThroughMerrittsStorageServiceReachesRecordingNamingTheObjectsManifest(t *testing.T) {
 	e, svc := startMerritt(t, true, time.Minute)
-	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha", "sub/b.txt": "beta"}})
+	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha", "sub/b.txt": "beta"},
+		ids: &v1.Identifiers{LocalId: []string{"loc-a", "loc-b"}}})
 	job := e.ended(t, jid)
 	if st := job.GetStatus(); st.GetStatus() != queue.Recording {
 		t.Fatalf("job %s: %q", queue.JobStateName(st.GetStatus()), st.GetMessage())
@@ -104,8 +105,9 @@ func TestAJobStoredThroughMerrittsStorageServiceReachesRecordingNamingTheObjects
 		t.Errorf("inventory %v: the inventory service reads object %q (%v), want %s", inv, got, err, ark)
 	}
 	calls := svc.Calls()
-	if len(calls) != 1 || calls[0].Form.Get("url") != st.GetManifestUrl() || calls[0].Form.Get("digestValue") == "" || calls[0].Form.Get("size") == "" {
-		t.Errorf("calls %+v, want one add naming the add manifest with its size and digest", calls)
+	if len(calls) != 1 || calls[0].Form.Get("url") != st.GetManifestUrl() || calls[0].Form.Get("digestValue") == "" || calls[0].Form.Get("size") == "" ||
+		calls[0].Form.Get("localIdentifier") != "loc-a;loc-b" {
+		t.Errorf("calls %+v, want one add naming the add manifest with its size and digest, and the local ids", calls)
 	}
 	// The version is served only while its call is in flight.
 	if code, _ := get(t, st.GetManifestUrl()); code != http.StatusNotFound {

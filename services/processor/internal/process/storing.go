@@ -79,7 +79,8 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 			p.unlock(ctx, []*jobs.ObjectLock{lock})
 		}
 	}()
-	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest, Deletions: st.GetDeletions()})
+	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest,
+		Deletions: st.GetDeletions(), LocalIDs: job.GetIdentifiers().GetLocalId()})
 	if err != nil {
 		return stage.Outcome{}, failf("%v", err)
 	}

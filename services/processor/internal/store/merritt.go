@@ -89,7 +89,10 @@ func (m Merritt) store(ctx context.Context, req Request) (Version, error) {
 	if err != nil {
 		return Version{}, err
 	}
-	call := merrittstore.Request{ManifestURL: am.URL, ManifestSize: am.Size, ManifestDigest: am.SHA256}
+	// The object's local ids, as Merritt's ingest service spells a job's
+	// several: joined with ';'.
+	call := merrittstore.Request{ManifestURL: am.URL, ManifestSize: am.Size, ManifestDigest: am.SHA256,
+		LocalID: strings.Join(req.LocalIDs, ";")}
 	var vs merrittstore.VersionState
 	if req.Mode == merrittstore.ActionUpdate {
 		call.Delete = req.Deletions

@@ -28,6 +28,9 @@ type Request struct {
 	// Deletions are the files an update removes from the object's current
 	// version (a store that keeps whole versions has none to remove).
 	Deletions []string
+	// LocalIDs are the object's local identifiers, for a store that keeps
+	// them with the object.
+	LocalIDs []string
 }
 
 // Version is a stored version.
