@@ -278,7 +278,7 @@ func (s *Service) node(nodeS string) (int, *exception) {
 // of names.
 func form(r *http.Request) (fields url.Values, form string, raw url.Values, err error) {
 	ct := r.Header.Get("Content-Type")
-	names := map[string]string{}
+	var names map[string]string
 	switch {
 	case strings.HasPrefix(ct, "multipart/form-data"):
 		if err := r.ParseMultipartForm(32 << 20); err != nil {
