@@ -86,14 +86,32 @@ func main() {
 				return err
 			}
 			p.Logger = env.Logger
-			if err := s.serve(env, p); err != nil {
+			srv, err := s.serve(env, p)
+			if err != nil {
 				return err
 			}
 			if !*s.storing {
 				env.Logger.Info("storing step off: processed jobs wait in Storing for another consumer")
 			}
-			_, err = stage.Start(ctx, env, p.StageConfigs(*s.storing)...)
-			return err
+			runners, err := stage.Start(ctx, env, p.StageConfigs(*s.storing)...)
+			if err != nil {
+				return err
+			}
+			if srv != nil {
+				// The storing calls in flight when the service stops fetch
+				// until they end: the versions are served until the stages
+				// have drained.
+				env.Server.OnShutdown(func(ctx context.Context) error {
+					for _, r := range runners {
+						select {
+						case <-r.Done():
+						case <-ctx.Done():
+						}
+					}
+					return srv.Shutdown(ctx)
+				})
+			}
+			return nil
 		},
 	})
 }
@@ -189,15 +207,15 @@ func (s settings) merrittTarget() (*process.Merritt, error) {
 	return &process.Merritt{Storage: client, Serving: srv}, nil
 }
 
-// serve serves the versions prepared for Merritt's storage service until
-// the service stops.
-func (s settings) serve(env *service.Env, p *process.Processor) error {
+// serve starts serving the versions prepared for Merritt's storage
+// service (nil: none are prepared); the caller shuts it down.
+func (s settings) serve(env *service.Env, p *process.Processor) (*http.Server, error) {
 	if p.Merritt == nil {
-		return nil
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", *s.serveListen)
 	if err != nil {
-		return fmt.Errorf("INGESTQ_MERRITT_SERVE_LISTEN: %w", err)
+		return nil, fmt.Errorf("INGESTQ_MERRITT_SERVE_LISTEN: %w", err)
 	}
 	srv := &http.Server{Handler: p.Merritt.Serving, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -205,10 +223,9 @@ func (s settings) serve(env *service.Env, p *process.Processor) error {
 			env.Logger.Error("serving versions to Merritt's storage service", "error", err)
 		}
 	}()
-	env.Server.OnShutdown(srv.Shutdown)
 	env.Logger.Info("serving prepared versions to Merritt's storage service", "listen", ln.Addr().String(),
 		"storage", p.Merritt.Storage.BaseURL, "node", p.Merritt.Storage.Node)
-	return nil
+	return srv, nil
 }
 
 // storage is the object store the settings choose.
