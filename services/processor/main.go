@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -224,7 +225,13 @@ func (s settings) serve(env *service.Env, p *process.Processor) (*http.Server, e
 		}
 	}()
 	env.Logger.Info("serving prepared versions to Merritt's storage service", "listen", ln.Addr().String(),
-		"storage", p.Merritt.Storage.BaseURL, "node", p.Merritt.Storage.Node)
+		"url", p.Merritt.Serving.BaseURL(), "storage", p.Merritt.Storage.BaseURL, "node", p.Merritt.Storage.Node)
+	if u, err := url.Parse(p.Merritt.Serving.BaseURL()); err == nil {
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback()) {
+			env.Logger.Warn("the versions are served at a loopback address: a storage service on another host cannot fetch them (INGESTQ_MERRITT_SERVE_URL)",
+				"url", p.Merritt.Serving.BaseURL())
+		}
+	}
 	return srv, nil
 }
 

@@ -57,6 +57,9 @@ func New(workRoot, baseURL string, everyPrepared bool) (*Server, error) {
 	return &Server{root: filepath.Clean(workRoot), base: strings.TrimSuffix(baseURL, "/"), whenever: everyPrepared, open: map[string]int{}}, nil
 }
 
+// BaseURL is the base URL the versions are served at.
+func (s *Server) BaseURL() string { return s.base }
+
 // relative is a working folder's path under the root, slash-separated:
 // <bid>/<jid>.
 func (s *Server) relative(wd string) (string, error) {
