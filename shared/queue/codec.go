@@ -1106,7 +1106,8 @@ func DecodeMetadata(path string, data []byte) (*v1.Metadata, error) {
 // (setStore, storeDelete()): the file ids an update removes, one a line,
 // each ended by a newline, as Merritt's ingest service writes them and its
 // storage service reads them; "" for none. A lone "true" or "false", and a
-// JSON boolean, which other writers put there, read as none.
+// JSON boolean, which other writers put there, list none (a "true" is kept
+// in Store.delete and written back).
 type storeJSON struct {
 	ManifestURL string `json:"manifest_url"`
 	Mode        string `json:"mode"`
@@ -1118,6 +1119,10 @@ func EncodeStore(s *v1.Store) []byte {
 	var del strings.Builder
 	for _, f := range s.GetDeletions() {
 		del.WriteString(f + "\n")
+	}
+	//lint:ignore SA1019 a "true" another writer put there is carried forward
+	if del.Len() == 0 && s.GetDelete() {
+		del.WriteString("true")
 	}
 	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: del.String(), Version: s.GetVersion()})
 }
@@ -1134,7 +1139,13 @@ func DecodeStore(path string, data []byte) (*v1.Store, error) {
 	}
 	s := &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Version: w.Version}
 	var del string
-	if json.Unmarshal(w.Delete, &del) == nil && !strings.EqualFold(del, "true") && !strings.EqualFold(del, "false") {
+	if json.Unmarshal(w.Delete, &del) != nil {
+		del = string(w.Delete) // a JSON boolean, or nothing
+	}
+	word := strings.EqualFold(del, "true")
+	//lint:ignore SA1019 the word "true" reads as it always did
+	s.Delete = word
+	if !word && !strings.EqualFold(del, "false") {
 		for line := range strings.SplitSeq(strings.ReplaceAll(del, "\r\n", "\n"), "\n") {
 			if line = strings.TrimSpace(line); line != "" {
 				s.Deletions = append(s.Deletions, line)

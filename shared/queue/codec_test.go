@@ -104,6 +104,10 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 			if err != nil || !slices.Equal(s.GetDeletions(), want) {
 				t.Errorf("delete %s: %v, %v; want %q", raw, s.GetDeletions(), err, want)
 			}
+			// A "true" another writer put there is written back as it was.
+			if written := string(EncodeStore(s)); strings.EqualFold(strings.Trim(raw, `"`), "true") != strings.Contains(written, `"delete":"true"`) {
+				t.Errorf("delete %s written back as %s", raw, written)
+			}
 		}
 	})
 	t.Run("store and inventory without a version read as version 0", func(t *testing.T) {

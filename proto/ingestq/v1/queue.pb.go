@@ -1170,8 +1170,10 @@ type Store struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
 	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode: add or update, or <add|update>/<node>/<ARK> for Merritt's storage service
-	// Always false: the node's "delete" is the list in deletions (a lone
-	// "true" or "false", which some writers put there, lists nothing).
+	// True when the node's "delete" is the word "true" (or a JSON true),
+	// which some writers put there: it names no file, and ingestq writes it
+	// back as it found it and never sets it. The files an update removes are
+	// deletions.
 	//
 	// Deprecated: Marked as deprecated in ingestq/v1/queue.proto.
 	Delete bool `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
