@@ -6,7 +6,7 @@ SHELL := bash
 
 # Every module of the workspace (go.work), as absolute directories.
 MODULES := $(shell go list -m -f '{{.Dir}}')
-SERVICES := batcher estimator provisioner downloader processor recorder notifier
+SERVICES := batcher estimator provisioner downloader processor recorder notifier console
 BIN := $(CURDIR)/bin
 
 # Code generators, pinned; `make proto` installs them into ./bin.
@@ -31,9 +31,9 @@ VERSITYGW := $(BIN)/.tools/versitygw@$(VERSITYGW_VERSION)
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
-	@echo "make up            start ZooKeeper and the seven services and keep them running (Ctrl-C stops)"
-	@echo "                   (STORE=s3: both store into a bucket of a versitygw server they start;"
-	@echo "                   STORE=merritt: into a node of a stand-in for Merritt's storage service they start)"
+	@echo "make up            start ZooKeeper, the seven services and the console, and keep them running (Ctrl-C stops)"
+	@echo "                   (demo and up with STORE=s3 store into a bucket of a versitygw server they start;"
+	@echo "                   with STORE=merritt into a node of a stand-in for Merritt's storage service they start)"
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
@@ -73,10 +73,11 @@ test: deps $(VERSITYGW)
 
 # The race detector over shared/ and the services: the code that runs
 # concurrently in production (the stage runner, the queue's consumers and
-# sessions, the services' handlers). Each module is tested within the
-# workspace (go.work), as make test does. -short leaves out the tests of
-# sheer volume (tens of thousands of jobs), which make test runs and which
-# the detector would slow tenfold without exercising more interleavings.
+# sessions, the services' and the console's handlers). Each module is
+# tested within the workspace (go.work), as make test does. -short leaves
+# out the tests of sheer volume (tens of thousands of jobs), which make test
+# runs and which the detector would slow tenfold without exercising more
+# interleavings.
 RACE_MODULES := $(CURDIR)/shared $(addprefix $(CURDIR)/services/,$(SERVICES))
 race: deps $(VERSITYGW)
 	@failed=""; for m in $(RACE_MODULES); do \
@@ -109,9 +110,10 @@ chaos: deps
 bench: deps
 	cd e2e && go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 
-# The whole pipeline on this machine: ZooKeeper and the seven services as
-# separate processes, the example deposit submitted, progress, the report,
-# then everything stopped. Data and logs stay under run/.
+# The whole pipeline on this machine: ZooKeeper, the seven services and the
+# console (http://127.0.0.1:8401/) as separate processes, the example
+# deposit submitted, progress, the report, then everything stopped. Data
+# and logs stay under run/.
 # STORE=s3 stores into a bucket of a versitygw server of the run (the
 # S3-compatible server the tests use) instead of a folder (docs/s3.md);
 # STORE=merritt into a node of a stand-in for Merritt's storage service
@@ -182,8 +184,9 @@ build:
 	@for s in $(SERVICES); do (cd services/$$s && go build -o $(BIN)/$$s .); done
 	@cd tools/ingestq-backup && go build -o $(BIN)/ingestq-backup .
 
-# Every service's variables in one table: rows are kept the first time a
-# variable appears, so listen addresses show the batcher's defaults.
+# Every service's variables in one table, the console's last: rows are kept
+# the first time a variable appears, so listen addresses show the batcher's
+# defaults.
 config-table: build
 	@for s in $(SERVICES); do $(BIN)/$$s -print-env-table; done | \
 		awk -F'|' '/^\| Variable |^\|---/ { if (!seen[$$0]++) print; next } !seen[$$2]++'

@@ -86,7 +86,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		ceiling := ceilingTx / transitionsPerJob
 		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through %d transitions, %d consumers per state, one session per state; the best of 3 runs)\n", lifecycle, len(pipeline), perState)
-		fmt.Printf("           %.0f jobs/s with every multi and multiRead a request of its own (queue.Options.Ungrouped)\n", ungrouped)
+		fmt.Printf("           %.0f jobs/s with every multi and multiRead a request of its own (session.Options.Ungrouped)\n", ungrouped)
 		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at %d transitions/job (the best of 3 runs of 5 s)\n", ceilingTx, ceiling, len(pipeline))
 		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (%d bare transitions)\n",
 			float64(cpu2-cpu1)/1e6/(lifecycleJobs*lifecycleRuns), float64(cpu1-cpu0)/1e6/(float64(ceilingN)/transitionsPerJob), len(pipeline))

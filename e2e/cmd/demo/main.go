@@ -1,5 +1,7 @@
 // Command demo runs the whole pipeline on this machine: a ZooKeeper of its
-// own and the seven services as separate processes, a depositor's web server
+// own, the seven services and the operator console (on 127.0.0.1:8401
+// unless INGESTQ_CONSOLE_LISTEN says otherwise) as separate processes, a
+// depositor's web server
 // serving examples/demo, one submission, live progress, the batch report, and
 // a clean stop (`make demo`). With -up it starts the same stack and keeps it
 // running until Ctrl-C, printing each service's address and grpcurl examples
@@ -86,7 +88,7 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 	}
 	absBin, _ := filepath.Abs(bin)
 	profiles, _ := filepath.Abs(filepath.Join(examples, "profiles"))
-	fmt.Fprintf(out, "Starting ZooKeeper and the seven services (data and logs in %s) ...\n", dir)
+	fmt.Fprintf(out, "Starting ZooKeeper, the seven services and the console (data and logs in %s) ...\n", dir)
 	opts.Dir, opts.BinDir, opts.ProfilesDir = dir, absBin, profiles
 	s, err := stack.Start(ctx, opts)
 	if err != nil {
@@ -114,6 +116,9 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 		printAddresses(out, s, dep, tokenWord(opts.Env, token))
 		<-ctx.Done()
 		return nil
+	}
+	if addr := s.ConsoleAddr(); addr != "" {
+		fmt.Fprintf(out, "The operator console shows it at http://%s/ while the demo runs.\n", addr)
 	}
 	return demo(ctx, out, s, dep, token, stored)
 }
@@ -182,14 +187,20 @@ func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server, token 
 			fmt.Fprintf(out, "  %-12s gRPC %-21s metrics http://%s/metrics\n", name, p.Addr, p.Metrics)
 		}
 	}
+	for _, p := range s.Procs(stack.Console) {
+		fmt.Fprintf(out, "  %-12s gRPC %-21s metrics http://%s/metrics\n", p.Service, p.Addr, p.Metrics)
+	}
 	fmt.Fprintf(out, "  ZooKeeper    %v (root %s)\n  depositor    %s (serves examples/demo)\n", s.Servers, s.Root, dep.URL)
-	fmt.Fprint(out, consoleLines(s.Procs("batcher")[0].Console, token))
+	fmt.Fprint(out, consoleLines(s.ConsoleAddr(), token))
 	b := s.Addr("batcher")
 	auth := ""
 	if token != "" {
 		auth = `-H "authorization: Bearer ` + token + `" `
 	}
 	fmt.Fprintf(out, "Try:\n")
+	if token == "$INGESTQ_ADMIN_TOKEN" {
+		fmt.Fprintf(out, "  (in a shell where INGESTQ_ADMIN_TOKEN holds the token this stack was started with)\n")
+	}
 	fmt.Fprintf(out, "  grpcurl -plaintext -d '{\"submitter\":\"me\",\"profile\":\"demo\",\"payload_url\":\"%s/batch.checkm\",\"payload_type\":\"PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS\"}' %s ingestq.v1.BatchService/Submit\n", dep.URL, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s%s ingestq.v1.AdminService/GetQueue\n", auth, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s-d '{\"state\":\"JOB_STATE_FAILED\"}' %s ingestq.v1.AdminService/ListJobs\n", auth, b)

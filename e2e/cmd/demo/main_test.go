@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/merrittstore"
+	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,7 +39,9 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "s3cret-of-the-caller"
-	environ := []string{"INGESTQ_ADMIN_TOKEN=" + token, "INGESTQ_LISTEN=127.0.0.1:1", "INGESTQ_LOG_LEVEL=debug"}
+	// A console port of its own: 127.0.0.1:8401, the default, may be taken.
+	environ := []string{"INGESTQ_ADMIN_TOKEN=" + token, "INGESTQ_LISTEN=127.0.0.1:1", "INGESTQ_LOG_LEVEL=debug",
+		"INGESTQ_CONSOLE_LISTEN=" + servicetest.FreeAddr(t)}
 	pr, pw := io.Pipe()
 	upCtx, stopUp := context.WithCancel(ctx)
 	ran := make(chan error, 1)
@@ -67,6 +70,7 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	for _, want := range []string{
 		"Ignoring INGESTQ_LISTEN",
 		"/signin with the admin token ($INGESTQ_ADMIN_TOKEN)",
+		"in a shell where INGESTQ_ADMIN_TOKEN holds the token this stack was started with",
 		`-H "authorization: Bearer $INGESTQ_ADMIN_TOKEN" `,
 	} {
 		if !strings.Contains(out, want) {

@@ -1465,6 +1465,11 @@ type Job struct {
 	Status        *JobStatus             `protobuf:"bytes,10,opt,name=status,proto3" json:"status,omitempty"`
 	Manifest      *Manifest              `protobuf:"bytes,11,opt,name=manifest,proto3" json:"manifest,omitempty"`
 	Locked        bool                   `protobuf:"varint,12,opt,name=locked,proto3" json:"locked,omitempty"` // a consumer holds /jobs/JID/lock
+	// failing_stage is, for a failed job, the state it failed in (the one it
+	// left for Failed; JobFilter.failing_stage matches it). Not stored: the
+	// batcher's AdminService fills it from the status in every job it
+	// answers.
+	FailingStage  JobState `protobuf:"varint,13,opt,name=failing_stage,json=failingStage,proto3,enum=ingestq.v1.JobState" json:"failing_stage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1581,6 +1586,13 @@ func (x *Job) GetLocked() bool {
 		return x.Locked
 	}
 	return false
+}
+
+func (x *Job) GetFailingStage() JobState {
+	if x != nil {
+		return x.FailingStage
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
 }
 
 // InFlightJob is a job a worker is working on now.
@@ -1903,7 +1915,7 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\rlast_modified\x18\x05 \x01(\tR\flastModified\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\":\n" +
 	"\bManifest\x12.\n" +
-	"\x05files\x18\x01 \x03(\v2\x18.ingestq.v1.ManifestFileR\x05files\"\xee\x03\n" +
+	"\x05files\x18\x01 \x03(\v2\x18.ingestq.v1.ManifestFileR\x05files\"\xa9\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03bid\x18\x02 \x01(\tR\x03bid\x12\x1a\n" +
@@ -1917,7 +1929,8 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x06status\x18\n" +
 	" \x01(\v2\x15.ingestq.v1.JobStatusR\x06status\x120\n" +
 	"\bmanifest\x18\v \x01(\v2\x14.ingestq.v1.ManifestR\bmanifest\x12\x16\n" +
-	"\x06locked\x18\f \x01(\bR\x06locked\"q\n" +
+	"\x06locked\x18\f \x01(\bR\x06locked\x129\n" +
+	"\rfailing_stage\x18\r \x01(\x0e2\x14.ingestq.v1.JobStateR\ffailingStage\"q\n" +
 	"\vInFlightJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x120\n" +
@@ -2049,16 +2062,17 @@ var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	15, // 26: ingestq.v1.Job.inventory:type_name -> ingestq.v1.Inventory
 	10, // 27: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
 	17, // 28: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
-	22, // 29: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
-	22, // 30: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
-	22, // 31: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
-	19, // 32: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
-	21, // 33: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	0,  // 29: ingestq.v1.Job.failing_stage:type_name -> ingestq.v1.JobState
+	22, // 30: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
+	22, // 31: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
+	22, // 32: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
+	19, // 33: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
+	21, // 34: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_queue_proto_init() }

@@ -563,17 +563,26 @@ func (c *Client) WaitUnpaused(ctx context.Context) error {
 	}
 }
 
+// pauseBeforeRewatch waits a moment before a watch that failed is set
+// again; false when the session has ended and the follower should stop.
+func (c *Client) pauseBeforeRewatch() bool {
+	select {
+	case <-c.s.Life().Done():
+		return false
+	case <-time.After(200 * time.Millisecond):
+		return true
+	}
+}
+
 func (c *Client) followPause() {
 	ps := &c.pause
 	for {
 		ok, _, ev, err := c.z.WatchExists(c.s.Life(), c.p.Locks().IngestPause())
 		if err != nil {
-			select {
-			case <-c.s.Life().Done():
+			if !c.pauseBeforeRewatch() {
 				return
-			case <-time.After(200 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		ps.mu.Lock()
 		if !ps.known || ps.paused != ok {
