@@ -32,7 +32,8 @@ VERSITYGW := $(BIN)/.tools/versitygw@$(VERSITYGW_VERSION)
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
 	@echo "make up            start ZooKeeper, the seven services and the console, and keep them running (Ctrl-C stops)"
-	@echo "                   (demo and up with STORE=s3 store into a bucket of a versitygw server they start)"
+	@echo "                   (demo and up with STORE=s3 store into a bucket of a versitygw server they start;"
+	@echo "                   with STORE=merritt into a node of a stand-in for Merritt's storage service they start)"
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
@@ -114,7 +115,9 @@ bench: deps
 # deposit submitted, progress, the report, then everything stopped. Data
 # and logs stay under run/.
 # STORE=s3 stores into a bucket of a versitygw server of the run (the
-# S3-compatible server the tests use) instead of a folder (docs/s3.md).
+# S3-compatible server the tests use) instead of a folder (docs/s3.md);
+# STORE=merritt into a node of a stand-in for Merritt's storage service
+# the run starts (the one the tests use; docs/merritt.md).
 STORE ?= local
 STORE_DEPS := $(if $(filter s3,$(STORE)),$(VERSITYGW))
 demo: deps build $(STORE_DEPS)

@@ -113,6 +113,10 @@ type Proc struct {
 	Addr    string // gRPC
 	Metrics string // Prometheus /metrics
 	Console string // the console's HTTP address; "" for the services
+	// Serve is where a processor serves the versions it prepares for
+	// Merritt's storage service (INGESTQ_MERRITT_SERVE_LISTEN; used only
+	// with a Merritt node); "" for the other processes.
+	Serve   string
 	bin     string
 	netns   string // network namespace to start in; "" for this one
 	env     []string
@@ -178,7 +182,8 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-// portsPerProc: gRPC, metrics, and the console's HTTP port.
+// portsPerProc: gRPC, metrics, and the console's HTTP port or the
+// processor's server of versions for Merritt's storage service.
 const portsPerProc = 3
 
 // plan makes every process of the stack, each with ports of its own. The
@@ -244,11 +249,17 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 		"INGESTQ_PROVISION_MAX_USAGE":             "1",
 		"INGESTQ_PROVISION_UNESTIMATED_MAX_USAGE": "1",
 	}
-	if name == Console {
+	switch name {
+	case Console:
 		// A port of its own: the default would collide between stacks
 		// running at once. It reads and acts through the first batcher.
 		env["INGESTQ_CONSOLE_LISTEN"] = addrs[2].String()
 		env["INGESTQ_BATCHER_ADDR"] = s.procs["batcher"][0].Addr
+	case "processor":
+		// Each processor its own address to serve versions on, for a
+		// stack whose versions go to Merritt's storage service.
+		p.Serve = addrs[2].String()
+		env["INGESTQ_MERRITT_SERVE_LISTEN"] = p.Serve
 	}
 	for k, v := range s.opts.Env {
 		env[k] = v

@@ -141,6 +141,14 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		}
 		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
 	}
+	if s.store.Kind == "merritt" {
+		// Merritt's storage service keeps, replicates and audits its
+		// objects: nothing of them is read back here.
+		adminServer.Store = fixity.Location{}
+		if *s.auditInterval > 0 {
+			return fmt.Errorf("INGESTQ_FIXITY_AUDIT_INTERVAL must be 0 with INGESTQ_STORE=merritt: Merritt's storage service audits the objects it keeps")
+		}
+	}
 	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
 

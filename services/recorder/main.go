@@ -24,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
 	"github.com/ingestq/ingestq/services/recorder/internal/versions"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/merrittstore"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -36,6 +37,7 @@ func main() {
 		leaseDuration *time.Duration
 		maxWait       *time.Duration
 		storeSettings *s3store.StoreSettings
+		merritt       *merrittstore.Settings
 		versionsAddr  *string
 		publicURL     *string
 		presignExpiry *time.Duration
@@ -61,6 +63,7 @@ func main() {
 			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", time.Minute,
 				"longest a Lease call waits for a job, whatever it asks")
 			storeSettings = s3store.RegisterStore(r)
+			merritt = merrittstore.Register(r)
 			versionsAddr = r.String("versions-listen", "INGESTQ_VERSIONS_LISTEN", "",
 				"HTTP address the recorder serves the local store's versions on, behind the admin token, for inventories on other hosts (empty: not served)")
 			publicURL = r.String("versions-public-url", "INGESTQ_VERSIONS_PUBLIC_URL", "",
@@ -78,6 +81,14 @@ func main() {
 			store, err := versionStore(ctx, env, *storeSettings, *versionsAddr, *publicURL, *presignExpiry)
 			if err != nil {
 				return err
+			}
+			// Versions stored in Merritt's storage service (by ingestq's
+			// processor or by Merritt's storage consumer) are read from it.
+			if store.Merritt, err = merritt.Reader(); err != nil {
+				return err
+			}
+			if storeSettings.Kind == "merritt" && store.Merritt == nil {
+				return fmt.Errorf("INGESTQ_STORE=merritt needs INGESTQ_MERRITT_STORAGE_URL to read the versions stored there")
 			}
 			opts := lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
 				Tracer:  env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),

@@ -277,10 +277,10 @@ type StoreSettings struct {
 func RegisterStore(r *config.Registry) *StoreSettings {
 	s := &StoreSettings{}
 	r.Func("store", "INGESTQ_STORE", "local",
-		"where versions are stored: local (a folder, INGESTQ_STORE_ROOT) or s3 (a bucket, INGESTQ_S3_*)", func(v string) error {
+		"where versions are stored: local (a folder, INGESTQ_STORE_ROOT), s3 (a bucket, INGESTQ_S3_*) or merritt (a node of Merritt's storage service, INGESTQ_MERRITT_*)", func(v string) error {
 			v = strings.TrimSpace(v)
-			if v != "local" && v != "s3" {
-				return fmt.Errorf("%q is neither local nor s3", v)
+			if v != "local" && v != "s3" && v != "merritt" {
+				return fmt.Errorf("%q is not local, s3 or merritt", v)
 			}
 			s.Kind = v
 			return nil

@@ -1164,16 +1164,26 @@ func (x *Identifiers) GetLocalId() []string {
 }
 
 // Store is /jobs/JID/store, written by processing: what storing stores
-// (manifest_url names the storage manifest in the job's working folder).
+// (manifest_url names the storage manifest in the job's working folder, or,
+// for Merritt's storage service, the add manifest it fetches).
 type Store struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
-	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
-	Delete      bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`                             // delete
+	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode: add or update, or <add|update>/<node>/<ARK> for Merritt's storage service
+	// True when the node's "delete" is the word "true" (or a JSON true),
+	// which some writers put there: it names no file, and ingestq writes it
+	// back as it found it and never sets it. The files an update removes are
+	// deletions.
+	//
+	// Deprecated: Marked as deprecated in ingestq/v1/queue.proto.
+	Delete bool `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
 	// The number of a version stored (ingestq's own key, written only when
 	// not 0; the Merritt library ignores it). ingestq's processing leaves it
 	// 0: the inventory node says which version was stored.
-	Version       int32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"` // version
+	Version int32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"` // version
+	// The file ids an update removes from the object's current version: the
+	// node's "delete", one file id a line.
+	Deletions     []string `protobuf:"bytes,5,rep,name=deletions,proto3" json:"deletions,omitempty"` // delete
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1222,6 +1232,7 @@ func (x *Store) GetMode() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in ingestq/v1/queue.proto.
 func (x *Store) GetDelete() bool {
 	if x != nil {
 		return x.Delete
@@ -1234,6 +1245,13 @@ func (x *Store) GetVersion() int32 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *Store) GetDeletions() []string {
+	if x != nil {
+		return x.Deletions
+	}
+	return nil
 }
 
 // Inventory is /jobs/JID/inventory, written by storing: the version stored.
@@ -1877,12 +1895,13 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\vIdentifiers\x12\x1d\n" +
 	"\n" +
 	"primary_id\x18\x01 \x01(\tR\tprimaryId\x12\x19\n" +
-	"\blocal_id\x18\x02 \x03(\tR\alocalId\"p\n" +
+	"\blocal_id\x18\x02 \x03(\tR\alocalId\"\x92\x01\n" +
 	"\x05Store\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
-	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x16\n" +
-	"\x06delete\x18\x03 \x01(\bR\x06delete\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x05R\aversion\"\\\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x1a\n" +
+	"\x06delete\x18\x03 \x01(\bB\x02\x18\x01R\x06delete\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1c\n" +
+	"\tdeletions\x18\x05 \x03(\tR\tdeletions\"\\\n" +
 	"\tInventory\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x18\n" +

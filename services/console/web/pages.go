@@ -700,7 +700,7 @@ func newManifestRef(mode string, version int32, url string, del bool) manifestRe
 		s += fmt.Sprintf(" version %d", version)
 	}
 	if del {
-		s += " (delete)"
+		s += " (with deletions)"
 	}
 	return manifestRef{Summary: strings.TrimSpace(s), URL: url}
 }
@@ -711,7 +711,7 @@ func newManifestRef(mode string, version int32, url string, del bool) manifestRe
 // that leads nowhere (the stored version's manifest is Inventory's).
 func storeRef(j *v1.Job) manifestRef {
 	st := j.GetStore()
-	ref := newManifestRef(st.GetMode(), st.GetVersion(), st.GetManifestUrl(), st.GetDelete())
+	ref := newManifestRef(st.GetMode(), st.GetVersion(), st.GetManifestUrl(), len(st.GetDeletions()) > 0)
 	wd := j.GetConfiguration().GetWorkingDir()
 	if j.GetStatus().GetStatus() != v1.JobState_JOB_STATE_COMPLETED || wd == "" || ref.URL == "" {
 		return ref

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,8 +135,8 @@ func TestEveryJobNodeIngestqWritesLoadsWithThePeerLibrarysTypes(t *testing.T) {
 			}
 		}
 	}
-	if del, err := j.StoreDelete(); err != nil || del != "false" {
-		t.Errorf("the peer library's storeDelete() = %q, %v; want \"false\"", del, err)
+	if del, err := j.StoreDelete(); err != nil || del != "" {
+		t.Errorf("the peer library's storeDelete() = %q, %v; want \"\" (nothing to delete)", del, err)
 	}
 	if id, err := j.JobID(); err != nil || id != jid {
 		t.Errorf("the peer library's jid() = %q, %v; want %s", id, err, jid)
@@ -145,7 +146,7 @@ func TestEveryJobNodeIngestqWritesLoadsWithThePeerLibrarysTypes(t *testing.T) {
 	}
 }
 
-func TestAStoreWithDeleteTrueIsTheStringTheLibraryReadsAndReadsBack(t *testing.T) {
+func TestAStoresDeletionsAreTheStringTheLibraryReadsAndReadsBack(t *testing.T) {
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
@@ -153,26 +154,27 @@ func TestAStoreWithDeleteTrueIsTheStringTheLibraryReadsAndReadsBack(t *testing.T
 	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing} {
 		queuetest.Move(t, c.s, jid, jobs.Change{To: to})
 	}
-	queuetest.Move(t, c.s, jid, jobs.Change{To: queue.Storing, Store: &v1.Store{ManifestUrl: "file:///s/m", Mode: "update", Delete: true}})
+	queuetest.Move(t, c.s, jid, jobs.Change{To: queue.Storing, Store: &v1.Store{ManifestUrl: "file:///s/m", Mode: "update", Deletions: []string{"producer/a.txt"}}})
 	j, err := peer.LoadJob(jid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if del, err := j.StoreDelete(); err != nil || del != "true" {
-		t.Fatalf("storeDelete() = %q, %v; want \"true\"", del, err)
+	if del, err := j.StoreDelete(); err != nil || del != "producer/a.txt\n" {
+		t.Fatalf("storeDelete() = %q, %v; want the file a line", del, err)
 	}
-	// The peer writes it back its way; ingestq reads both forms.
-	if err := j.SetStore("file:///s/m2", "update", "false"); err != nil {
+	// The peer writes it back its way, as Merritt's ingest service writes
+	// an update's deletions; ingestq reads it.
+	if err := j.SetStore("file:///s/m2", "update", "producer/b.txt\nproducer/c.txt\n"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.GetJob(ctx, jid)
-	if err != nil || got.GetStore().GetDelete() || got.GetStore().GetManifestUrl() != "file:///s/m2" {
+	if err != nil || !slices.Equal(got.GetStore().GetDeletions(), []string{"producer/b.txt", "producer/c.txt"}) || got.GetStore().GetManifestUrl() != "file:///s/m2" {
 		t.Errorf("store as the peer wrote it reads %v, %v", got.GetStore(), err)
 	}
 	if err := peer.Set("/jobs/"+jid+"/store", []byte(`{"manifest_url":"u","mode":"add","delete":true}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.GetJob(ctx, jid); err != nil || !got.GetStore().GetDelete() {
+	if got, err := c.GetJob(ctx, jid); err != nil || len(got.GetStore().GetDeletions()) != 0 {
 		t.Errorf("a boolean delete reads %v, %v", got.GetStore(), err)
 	}
 }

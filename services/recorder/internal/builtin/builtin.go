@@ -88,14 +88,14 @@ func (r *Recorder) renew(ctx context.Context, leases *lease.Manager, id string) 
 }
 
 func (r *Recorder) record(ctx context.Context, l *lease.Lease) (int, error) {
-	m, err := r.Versions.Manifest(ctx, l.ManifestURL)
+	entries, number, err := r.Versions.Version(ctx, l.ManifestURL, l.Version, l.JobID)
 	if err != nil {
 		return 0, err
 	}
-	entries := m.Entries
 	// A job a peer processed does not say its version: the inventory gives
-	// it the number after the object's last.
-	v := inventory.Version{ARK: l.ARK, Number: l.Version, ManifestURL: l.ManifestURL, Mode: l.Mode,
+	// it the number after the object's last (an object of Merritt's storage
+	// service says which is the job's).
+	v := inventory.Version{ARK: l.ARK, Number: number, ManifestURL: l.ManifestURL, Mode: l.Mode,
 		JobID: l.JobID, LocalIDs: l.LocalIDs}
 	for _, e := range entries {
 		v.Files = append(v.Files, inventory.File{Name: e.FileName, Size: e.FileSize, DigestAlg: e.HashAlgorithm, Digest: e.HashValue})

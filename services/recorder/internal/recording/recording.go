@@ -53,7 +53,7 @@ func (s Server) Lease(ctx context.Context, req *v1.LeaseRequest) (*v1.LeaseRespo
 	if s.Versions != nil {
 		// The lease stands without them: the inventory still has the
 		// manifest URL, and may Fail the lease if it cannot use it.
-		info, err := s.Versions.Describe(ctx, l.ManifestURL)
+		info, err := s.Versions.Describe(ctx, l.ManifestURL, l.Version, l.JobID)
 		if err != nil {
 			s.logger().WarnContext(ctx, "describing the leased version", "lease", l.ID, "manifest_url", l.ManifestURL, "error", err)
 		} else {
