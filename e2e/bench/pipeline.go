@@ -65,6 +65,9 @@ type PipelineResult struct {
 	// CPUByProcess is that CPU time split by who spent it: ZooKeeper, each
 	// service, the benchmark (the depositor's web server) and the rest.
 	CPUByProcess string
+	// ServerCPU is the ZooKeeper servers' CPU time per job (ServerPIDs),
+	// ServerJIT the part of it their JIT compilers spent.
+	ServerCPU, ServerJIT time.Duration
 	Stack        *stack.Stack // still running: the caller stops it
 }
 
@@ -137,7 +140,7 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 			return res, err
 		}
 	}
-	meter := cpuMeter{groups: map[string][]int{"bench": {os.Getpid()}}}
+	meter := cpuMeter{groups: map[string][]int{"bench": {os.Getpid()}}, java: map[string]bool{"zookeeper": true}}
 	if len(o.ServerPIDs) > 0 {
 		meter.groups["zookeeper"] = o.ServerPIDs
 	}
@@ -171,6 +174,7 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	if cpuAfter, err := meter.read(); err == nil && cpuErr == nil {
 		split := splitCPU(cpuBefore, cpuAfter, o.Jobs)
 		res.CPUPerJob, res.CPUByProcess = split.Machine, split.String()
+		res.ServerCPU, res.ServerJIT = split.Groups["zookeeper"], split.JIT["zookeeper"]
 	}
 	if len(o.Servers) == 1 {
 		serverAfter, err := ReadServerCounters(o.Servers[0])
