@@ -68,7 +68,7 @@ type PipelineResult struct {
 	// ServerCPU is the ZooKeeper servers' CPU time per job (ServerPIDs),
 	// ServerJIT the part of it their JIT compilers spent.
 	ServerCPU, ServerJIT time.Duration
-	Stack        *stack.Stack // still running: the caller stops it
+	Stack                *stack.Stack // still running: the caller stops it
 }
 
 // Pipeline runs the seven services as processes against servers, submits
