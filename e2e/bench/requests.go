@@ -84,7 +84,9 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 		}
 		// "multi.set", "multiread.get": operations inside a request, not requests.
 		if _, op, inside := strings.Cut(k.Op, "."); inside {
-			ops[op] += d
+			if !strings.HasPrefix(op, "refused-") { // counted among the operations already
+				ops[op] += d
+			}
 			inner = append(inner, row{k, d})
 			continue
 		}
