@@ -24,7 +24,9 @@ import (
 // INGESTQ_BENCH_CONCURRENCY (INGESTQ_CONCURRENCY of every service in the
 // end-to-end run, default benchConcurrency),
 // INGESTQ_BENCH_TIMELINE=1 (jobs per state every second of the end-to-end
-// run).
+// run), INGESTQ_BENCH_S3_JOBS, INGESTQ_BENCH_S3_WARMUP and
+// INGESTQ_BENCH_S3_FILE_BYTES (the run storing into S3: default 1000 jobs
+// of 1 KB after 500).
 func BenchmarkPipeline(b *testing.B) {
 	dir := b.TempDir()
 	ctx, srv := startZooKeeper(b, dir, 45*time.Minute, "2g")
@@ -158,13 +160,13 @@ func BenchmarkPipeline(b *testing.B) {
 		// and processor's mkdir, link, sync) waits for the runtime to hand
 		// its only P to another thread: on balance it costs more here.
 		pr1, err := e2e("e2e-gomaxprocs1", 1)
-		if pr1 != nil && pr1.Stack != nil {
-			pr1.Stack.StopServices(context.WithoutCancel(ctx))
+		if pr1 != nil {
+			pr1.Stop(context.WithoutCancel(ctx))
 		}
 		must(err)
 		pr, err := e2e("e2e", 0)
-		if pr != nil && pr.Stack != nil {
-			defer pr.Stack.StopServices(context.WithoutCancel(ctx))
+		if pr != nil {
+			defer pr.Stop(context.WithoutCancel(ctx))
 		}
 		must(err)
 		e2eRatio := pr.JobsPerSecond / ceiling
@@ -186,14 +188,34 @@ func BenchmarkPipeline(b *testing.B) {
 		rss, err := stageRSSAt100k(ctx, pr.Stack)
 		must(err)
 		fmt.Printf("memory:    estimator peak RSS %.0f MB while 100,000 jobs wait in Pending\n", rss)
+		// Stopped before the next run: it is still working through the
+		// 100,000 jobs.
+		pr.Stop(context.WithoutCancel(ctx))
+
+		// The whole pipeline again, storing into S3: a versitygw server on
+		// this machine, its posix backend on the same disk.
+		s3Jobs, s3Warmup, s3Bytes := envInt("INGESTQ_BENCH_S3_JOBS", 1000), envInt("INGESTQ_BENCH_S3_WARMUP", 500), envInt("INGESTQ_BENCH_S3_FILE_BYTES", 1024)
+		ps3, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, "e2e-s3"), BinDir: bin,
+			Jobs: s3Jobs, Warmup: s3Warmup, FileBytes: s3Bytes, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency),
+			ServerPIDs: []int{srv.PID()}, S3: true})
+		if ps3 != nil {
+			ps3.Stop(context.WithoutCancel(ctx))
+		}
+		must(err)
+		fmt.Printf("e2e on S3: %.0f jobs/s = %.0f deposits an hour; %.1f ms of machine CPU per job (%d single-file jobs of %d bytes after %d of warm-up,\n"+
+			"           stored into a bucket of versitygw on this machine, its posix backend on the same disk)\n",
+			ps3.JobsPerSecond, 3600*ps3.JobsPerSecond, ms(ps3.CPUPerJob), s3Jobs, s3Bytes, s3Warmup)
+		fmt.Printf("           CPU ms per job by process: %s\n", ps3.CPUByProcess)
 
 		fmt.Printf("BENCH lifecycle_jobs_per_s=%.0f ceiling_jobs_per_s=%.0f lifecycle_ratio=%.2f create_jobs_per_s=%.0f pickup_p99_ms=%.2f"+
 			" e2e_jobs_per_s=%.0f e2e_ratio=%.2f e2e_cpu_ms_per_job=%.1f e2e_gomaxprocs1_jobs_per_s=%.0f"+
 			" zk_cpu_per_job_ratio=%.2f zk_serving_cpu_per_job_ratio=%.2f lifecycle_zk_cpu_per_job_ratio=%.2f"+
+			" s3_e2e_deposits_per_h=%.0f s3_e2e_cpu_ms_per_job=%.1f"+
 			" depth_pickup_ratio=%.2f batch100k_create_s=%.1f rss_mb_at_100k=%.0f cleanup_batches_per_s=%.1f\n",
 			lifecycle, ceiling, lifecycle/ceiling, create, ms(p99),
 			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), pr1.JobsPerSecond,
 			zkRatio, zkServingRatio, lifecycleCPU/ceilingCPU,
+			3600*ps3.JobsPerSecond, ms(ps3.CPUPerJob),
 			depthRatio, batch100k.Seconds(), rss, cleanup)
 	}
 }
@@ -341,7 +363,8 @@ func BenchmarkDepth(b *testing.B) {
 // go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs
 // of INGESTQ_BENCH_E2E_FILE_BYTES each, default 1024;
 // INGESTQ_BENCH_GOMAXPROCS, default Go's own (0);
-// INGESTQ_BENCH_PROFILE_DIR keeps the profiles).
+// INGESTQ_BENCH_PROFILE_DIR keeps the profiles; INGESTQ_BENCH_STORE=s3
+// stores into a versitygw server's bucket).
 func BenchmarkEndToEnd(b *testing.B) {
 	dir := b.TempDir()
 	ctx, srv := startZooKeeper(b, dir, 20*time.Minute, "1g")
@@ -376,9 +399,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
 			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: envInt("INGESTQ_BENCH_E2E_FILE_BYTES", 1024),
 			Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency), GoMaxProcs: goMaxProcs(), Profiles: profiles,
-			ServerPIDs: []int{srv.PID()}, Timeline: timelineOut()})
-		if pr != nil && pr.Stack != nil {
-			pr.Stack.StopServices(context.WithoutCancel(ctx))
+			ServerPIDs: []int{srv.PID()}, Timeline: timelineOut(), S3: os.Getenv("INGESTQ_BENCH_STORE") == "s3"})
+		if pr != nil {
+			pr.Stop(context.WithoutCancel(ctx))
 		}
 		if err != nil {
 			b.Fatal(err)
