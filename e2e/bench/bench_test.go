@@ -462,8 +462,16 @@ func BenchmarkServerHeap(b *testing.B) {
 		perPending := float64(pending.Total-completed.Total) / float64(n)
 		fmt.Printf("heap:      %.2f KB per completed job (bound 3 KB), %.2f KB per pending job (bound 2 KB); %d jobs each\n",
 			perCompleted/1000, perPending/1000, n)
-		fmt.Printf("           completed, bytes per job by class: %s\n", HeapGrowth(base, completed, n, 9))
-		fmt.Printf("           pending, bytes per job by class:   %s\n", HeapGrowth(completed, pending, n, 9))
+		for _, h := range []struct {
+			what          string
+			before, after Histogram
+		}{{"completed", base, completed}, {"pending", completed, pending}} {
+			nodes, arrays, structures := NodeGrowth(h.before, h.after, n)
+			fmt.Printf("           %-9s %.1f nodes a job: %.2f KB of ZooKeeper's structures for them (%.0f bytes a node), %.2f KB of byte arrays (paths, names, data)\n",
+				h.what, nodes, structures/1000, structures/nodes, arrays/1000)
+			fmt.Printf("                     bytes a job by class: %s\n", HeapGrowth(h.before, h.after, n, 9))
+		}
+		fmt.Printf("BENCH heap_kb_per_completed_job=%.2f heap_kb_per_pending_job=%.2f\n", perCompleted/1000, perPending/1000)
 		b.ReportMetric(perCompleted/1000, "KB/completed_job")
 		b.ReportMetric(perPending/1000, "KB/pending_job")
 	}

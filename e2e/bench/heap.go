@@ -27,7 +27,8 @@ func LiveHeap(ctx context.Context, pid int) (int64, error) {
 // class.
 type Histogram struct {
 	Total   int64
-	ByClass map[string]int64
+	ByClass map[string]int64 // bytes
+	Count   map[string]int64 // instances
 }
 
 // LiveHeapByClass is LiveHeap with the bytes of each class.
@@ -49,7 +50,7 @@ func histogramTotal(histogram string) (int64, error) {
 // parseHistogram reads a class histogram: rows "<n>: <instances> <bytes>
 // <class> [(module)]" and the last line, "Total <instances> <bytes>".
 func parseHistogram(histogram string) (Histogram, error) {
-	h := Histogram{Total: -1, ByClass: map[string]int64{}}
+	h := Histogram{Total: -1, ByClass: map[string]int64{}, Count: map[string]int64{}}
 	for line := range strings.Lines(histogram) {
 		f := strings.Fields(line)
 		switch {
@@ -63,12 +64,35 @@ func parseHistogram(histogram string) (Histogram, error) {
 			if n, err := strconv.ParseInt(f[2], 10, 64); err == nil {
 				h.ByClass[f[3]] += n
 			}
+			if n, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				h.Count[f[3]] += n
+			}
 		}
 	}
 	if h.Total < 0 {
 		return h, fmt.Errorf("class histogram without a Total line: %.200q", histogram)
 	}
 	return h, nil
+}
+
+// ZooKeeper keeps a node as a DataNode with its StatPersisted, so the
+// growth of their count is the nodes made; byte arrays hold the nodes'
+// paths, names and data, everything else is the structures around them.
+const (
+	classStat  = "org.apache.zookeeper.data.StatPersisted"
+	classBytes = "[B"
+)
+
+// NodeGrowth is what a heap grew by per job, from before to after:
+// ZooKeeper nodes, bytes of byte arrays (the nodes' paths, names and
+// data), and bytes of everything else (the nodes' structures: DataNode,
+// StatPersisted, map entries, String headers, the parents' child sets).
+func NodeGrowth(before, after Histogram, jobs int) (nodes, arrays, structures float64) {
+	per := func(d int64) float64 { return float64(d) / float64(jobs) }
+	nodes = per(after.Count[classStat] - before.Count[classStat])
+	arrays = per(after.ByClass[classBytes] - before.ByClass[classBytes])
+	structures = per(after.Total-before.Total) - arrays
+	return nodes, arrays, structures
 }
 
 // HeapGrowth is what the classes of a heap grew by from one histogram to

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,6 +153,7 @@ func stageLarge(b *testing.B, size int64) string {
 // weighs on each alike.
 func BenchmarkDeposits(b *testing.B) {
 	srv := s3test.Start(b)
+	var bench []string // the machine-readable figures, printed last
 	for _, size := range []int{1 << 20, 16 << 20} {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			manifest, files := stageSized(b, b.TempDir(), size)
@@ -205,8 +207,10 @@ func BenchmarkDeposits(b *testing.B) {
 			b.ReportMetric(rate("s3")/sdk, "s3_sdk_ratio")
 			fmt.Printf("s3, %d MiB: %.0f deposits/h = %.2f of the SDK's own %.0f (local store %.0f)\n",
 				size>>20, rate("s3"), rate("s3")/sdk, sdk, rate("local"))
+			bench = append(bench, fmt.Sprintf("s3_deposits_per_h_%dmib=%.0f s3_sdk_ratio_%dmib=%.2f", size>>20, rate("s3"), size>>20, rate("s3")/sdk))
 		})
 	}
+	fmt.Println("BENCH " + strings.Join(bench, " "))
 }
 
 // depositsAtOnce makes n deposits, at most at once at a time, and returns
