@@ -103,12 +103,17 @@ chaos: deps
 	cd e2e && INGESTQ_CHAOS_JOBS=$(INGESTQ_CHAOS_JOBS) go test -count=1 -v -timeout 90m \
 		-run '$(CHAOS_RUN)' ./chaos/
 
-# The benchmarks, in one run against a ZooKeeper they start themselves:
-# the queue library (create, lifecycle, pick-up, depth, cleanup), the
-# seven services end to end, and the server's ceiling, measured on the same
-# server. The last line is machine-readable (BENCH ...); see BENCHMARKS.md.
-bench: deps
-	cd e2e && go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
+# The benchmarks: storing into S3 against the AWS SDK's own uploads to the
+# same server; then, in one run against a ZooKeeper they start themselves,
+# the queue library (create, lifecycle, pick-up, depth, cleanup), the seven
+# services end to end (storing into a folder, then into S3) and the
+# server's ceiling, measured on the same server; then ZooKeeper's heap per
+# job, on a server of its own. Each part ends with a machine-readable line
+# (BENCH ...); see BENCHMARKS.md.
+BENCH_FILTER := grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
+bench: deps $(VERSITYGW)
+	cd services/processor && go test -run '^$$' -bench 'BenchmarkDeposits$$' -benchtime 1x -timeout 30m ./internal/store/ | $(BENCH_FILTER)
+	cd e2e && go test -run '^$$' -bench 'BenchmarkPipeline$$|BenchmarkServerHeap$$' -benchtime 1x -timeout 90m ./bench/ | $(BENCH_FILTER)
 
 # The whole pipeline on this machine: ZooKeeper, the seven services and the
 # console (http://127.0.0.1:8401/) as separate processes, the example

@@ -170,6 +170,12 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 		cl, err := co.c.claimEntry(ctx, co.state, *e, co.opts.Parts, checkLock)
 		co.mu.Lock()
 		delete(co.trying, e.Name)
+		if err == nil {
+			// Held before it stops being tried, in one step: a listing
+			// meanwhile would offer the job again, to be found locked by
+			// this very claim.
+			co.held[cl.ID()] = cl
+		}
 		co.busyRate *= 0.9
 		if errors.Is(err, errBusy) {
 			co.busyRate += 0.1
