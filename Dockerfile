@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The image of one service, chosen by build arguments; build from the
-# repository root (docs/deploy.md). `docker compose build` builds all seven
-# with the arguments docker-compose.yml gives each, or one by hand:
+# repository root (docs/deploy.md). `docker compose build` builds all eight
+# (the seven services and the console) with the arguments
+# docker-compose.yml gives each, or one by hand:
 #   docker build --build-arg SERVICE=batcher --build-arg GRPC_PORT=7401 \
 #     --build-arg METRICS_PORT=9401 -t ingestq/batcher:latest .
 

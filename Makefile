@@ -6,7 +6,7 @@ SHELL := bash
 
 # Every module of the workspace (go.work), as absolute directories.
 MODULES := $(shell go list -m -f '{{.Dir}}')
-SERVICES := batcher estimator provisioner downloader processor recorder notifier
+SERVICES := batcher estimator provisioner downloader processor recorder notifier console
 BIN := $(CURDIR)/bin
 
 # Code generators, pinned; `make proto` installs them into ./bin.
@@ -34,8 +34,9 @@ GOFAIL := $(BIN)/.tools/gofail@$(GOFAIL_VERSION)
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
-	@echo "make up            start ZooKeeper and the seven services and keep them running (Ctrl-C stops)"
-	@echo "                   (STORE=s3: both store into a bucket of a versitygw server they start)"
+	@echo "make up            start ZooKeeper, the seven services and the console, and keep them running (Ctrl-C stops)"
+	@echo "                   (demo and up with STORE=s3 store into a bucket of a versitygw server they start;"
+	@echo "                   with STORE=merritt into a node of a stand-in for Merritt's storage service they start)"
 	@echo "make test          install test dependencies, then test and vet every module"
 	@echo "make race          the tests of shared/ and of every service under the race detector"
 	@echo "make chaos         the chaos suite in full: each scenario with 500 jobs (CHAOS_RUN=<regexp> picks scenarios)"
@@ -78,10 +79,11 @@ test: deps $(VERSITYGW)
 
 # The race detector over shared/ and the services: the code that runs
 # concurrently in production (the stage runner, the queue's consumers and
-# sessions, the services' handlers). Each module is tested within the
-# workspace (go.work), as make test does. -short leaves out the tests of
-# sheer volume (tens of thousands of jobs), which make test runs and which
-# the detector would slow tenfold without exercising more interleavings.
+# sessions, the services' and the console's handlers). Each module is
+# tested within the workspace (go.work), as make test does. -short leaves
+# out the tests of sheer volume (tens of thousands of jobs), which make test
+# runs and which the detector would slow tenfold without exercising more
+# interleavings.
 RACE_MODULES := $(CURDIR)/shared $(addprefix $(CURDIR)/services/,$(SERVICES))
 race: deps $(VERSITYGW)
 	@failed=""; for m in $(RACE_MODULES); do \
@@ -132,18 +134,26 @@ $(GOFAIL):
 	GOBIN=$(@D) go install go.etcd.io/gofail@$(GOFAIL_VERSION)
 	mv $(@D)/gofail $@
 
-# The benchmarks, in one run against a ZooKeeper they start themselves:
-# the queue library (create, lifecycle, pick-up, depth, cleanup), the
-# seven services end to end, and the server's ceiling, measured on the same
-# server. The last line is machine-readable (BENCH ...); see BENCHMARKS.md.
-bench: deps
-	cd e2e && go test -run '^$$' -bench BenchmarkPipeline -benchtime 1x -timeout 60m ./bench/ | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
+# The benchmarks: storing into S3 against the AWS SDK's own uploads to the
+# same server; then, in one run against a ZooKeeper they start themselves,
+# the queue library (create, lifecycle, pick-up, depth, cleanup), the seven
+# services end to end (storing into a folder, then into S3) and the
+# server's ceiling, measured on the same server; then ZooKeeper's heap per
+# job, on a server of its own. Each part ends with a machine-readable line
+# (BENCH ...); see BENCHMARKS.md.
+BENCH_FILTER := grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
+bench: deps $(VERSITYGW)
+	cd services/processor && go test -run '^$$' -bench 'BenchmarkDeposits$$' -benchtime 1x -timeout 30m ./internal/store/ | $(BENCH_FILTER)
+	cd e2e && go test -run '^$$' -bench 'BenchmarkPipeline$$|BenchmarkServerHeap$$' -benchtime 1x -timeout 90m ./bench/ | $(BENCH_FILTER)
 
-# The whole pipeline on this machine: ZooKeeper and the seven services as
-# separate processes, the example deposit submitted, progress, the report,
-# then everything stopped. Data and logs stay under run/.
+# The whole pipeline on this machine: ZooKeeper, the seven services and the
+# console (http://127.0.0.1:8401/) as separate processes, the example
+# deposit submitted, progress, the report, then everything stopped. Data
+# and logs stay under run/.
 # STORE=s3 stores into a bucket of a versitygw server of the run (the
-# S3-compatible server the tests use) instead of a folder (docs/s3.md).
+# S3-compatible server the tests use) instead of a folder (docs/s3.md);
+# STORE=merritt into a node of a stand-in for Merritt's storage service
+# the run starts (the one the tests use; docs/merritt.md).
 STORE ?= local
 STORE_DEPS := $(if $(filter s3,$(STORE)),$(VERSITYGW))
 demo: deps build $(STORE_DEPS)
@@ -210,8 +220,9 @@ build:
 	@for s in $(SERVICES); do (cd services/$$s && go build -o $(BIN)/$$s .); done
 	@cd tools/ingestq-backup && go build -o $(BIN)/ingestq-backup .
 
-# Every service's variables in one table: rows are kept the first time a
-# variable appears, so listen addresses show the batcher's defaults.
+# Every service's variables in one table, the console's last: rows are kept
+# the first time a variable appears, so listen addresses show the batcher's
+# defaults.
 config-table: build
 	@for s in $(SERVICES); do $(BIN)/$$s -print-env-table; done | \
 		awk -F'|' '/^\| Variable |^\|---/ { if (!seen[$$0]++) print; next } !seen[$$2]++'

@@ -151,7 +151,7 @@ func fieldCases() map[string][]fieldCase {
 			{"payload_url over 8192 bytes", submit(func(r *v1.SubmitRequest) { r.PayloadUrl = "http://example.org/" + long(8192) }), "payload_url is 8211 bytes, at most 8192 allowed"},
 			{"payload_url without a host", submit(func(r *v1.SubmitRequest) { r.PayloadUrl = "http:///deposit.txt" }), `payload_url "http:///deposit.txt" has no host`},
 			{"payload_type missing", submit(func(r *v1.SubmitRequest) { r.PayloadType = 0 }), "payload_type is required"},
-			{"payload_type unknown", submit(func(r *v1.SubmitRequest) { r.PayloadType = 42 }), "payload_type 42 is not a known payload type"},
+			{"payload_type unknown", submit(func(r *v1.SubmitRequest) { r.PayloadType = 42 }), "payload_type 42 is not a payload type: want PAYLOAD_TYPE_FILE, PAYLOAD_TYPE_CONTAINER, PAYLOAD_TYPE_OBJECT_MANIFEST, PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS or PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS"},
 			{"submission_mode unknown", submit(func(r *v1.SubmitRequest) { r.SubmissionMode = 7 }), "submission_mode 7 is not add or update"},
 			{"batch_uuid over 128 bytes", submit(func(r *v1.SubmitRequest) { r.BatchUuid = long(129) }), "batch_uuid is 129 bytes, at most 128 allowed"},
 			{"batch_uuid with a slash", submit(func(r *v1.SubmitRequest) { r.BatchUuid = "a/b" }), `batch_uuid "a/b": character '/' at byte 1 is not allowed`},
@@ -253,7 +253,20 @@ func fieldCases() map[string][]fieldCase {
 		"/ingestq.v1.AdminService/VerifyObject": {
 			{"ark missing", &v1.VerifyObjectRequest{Version: 1}, "ark: required"},
 			{"ark over 512 bytes", &v1.VerifyObjectRequest{Ark: long(513), Version: 1}, "ark: longer than 512 bytes"},
-			{"version missing", &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4x"}, "version: 0 is not a version number (1 or more)"},
+			{"ark not an ARK", &v1.VerifyObjectRequest{Ark: "not-an-ark"}, `ark "not-an-ark" is not an ARK: want ark:/NAAN/name`},
+			{"version negative", &v1.VerifyObjectRequest{Ark: "ark:/99999/fk4x", Version: -1}, "version: -1 is not a version number (1 or more; 0: the latest)"},
+		},
+		"/ingestq.v1.AdminService/CreateConsoleSession": {
+			{"ttl missing", &v1.CreateConsoleSessionRequest{}, "ttl is required"},
+			{"ttl over 30 days", &v1.CreateConsoleSessionRequest{Ttl: durationpb.New(31 * 24 * time.Hour)}, "ttl 744h0m0s: want 1s to 720h0m0s"},
+		},
+		"/ingestq.v1.AdminService/GetConsoleSession": {
+			{"session_id missing", &v1.GetConsoleSessionRequest{}, "session_id: want 16 to 64 letters"},
+			{"session_id over 64 bytes", &v1.GetConsoleSessionRequest{SessionId: strings.Repeat("a", 65)}, "session_id: want 16 to 64 letters"},
+		},
+		"/ingestq.v1.AdminService/EndConsoleSession": {
+			{"session_id missing", &v1.EndConsoleSessionRequest{}, "session_id: want 16 to 64 letters"},
+			{"session_id over 64 bytes", &v1.EndConsoleSessionRequest{SessionId: strings.Repeat("a", 65)}, "session_id: want 16 to 64 letters"},
 		},
 		"/ingestq.v1.AdminService/BulkAction": {
 			{"verb missing", &v1.BulkActionRequest{Filter: &v1.JobFilter{Collection: "c"}}, "verb is required"},

@@ -24,7 +24,9 @@ import (
 // INGESTQ_BENCH_CONCURRENCY (INGESTQ_CONCURRENCY of every service in the
 // end-to-end run, default benchConcurrency),
 // INGESTQ_BENCH_TIMELINE=1 (jobs per state every second of the end-to-end
-// run).
+// run), INGESTQ_BENCH_S3_JOBS, INGESTQ_BENCH_S3_WARMUP and
+// INGESTQ_BENCH_S3_FILE_BYTES (the run storing into S3: default 1000 jobs
+// of 1 KB after 500).
 func BenchmarkPipeline(b *testing.B) {
 	dir := b.TempDir()
 	ctx, srv := startZooKeeper(b, dir, 45*time.Minute, "2g")
@@ -53,9 +55,11 @@ func BenchmarkPipeline(b *testing.B) {
 		// something of its own (a snapshot, a collection), and a low
 		// ceiling flatters every ratio.
 		perState := envInt("INGESTQ_BENCH_PER_STATE", 32)
-		serverCPU := func() time.Duration {
-			d, _ := ProcessCPU(srv.PID())
-			return d
+		type serverReading struct{ all, jit time.Duration }
+		serverCPU := func() serverReading {
+			all, jit, err := JavaCPU(srv.PID())
+			must(err)
+			return serverReading{all, jit}
 		}
 		cpu0 := serverCPU()
 		var ceilingTx float64
@@ -86,10 +90,15 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		ceiling := ceilingTx / transitionsPerJob
 		fmt.Printf("lifecycle: %.0f jobs/s (2,000 jobs through %d transitions, %d consumers per state, one session per state; the best of 3 runs)\n", lifecycle, len(pipeline), perState)
-		fmt.Printf("           %.0f jobs/s with every multi and multiRead a request of its own (queue.Options.Ungrouped)\n", ungrouped)
+		fmt.Printf("           %.0f jobs/s with every multi and multiRead a request of its own (session.Options.Ungrouped)\n", ungrouped)
 		fmt.Printf("ceiling:   %.0f transitions/s => %.0f jobs/s at %d transitions/job (the best of 3 runs of 5 s)\n", ceilingTx, ceiling, len(pipeline))
-		fmt.Printf("server CPU per job: lifecycle %.2f ms, ceiling %.2f ms (%d bare transitions)\n",
-			float64(cpu2-cpu1)/1e6/(lifecycleJobs*lifecycleRuns), float64(cpu1-cpu0)/1e6/(float64(ceilingN)/transitionsPerJob), len(pipeline))
+		ceilingJobs := float64(ceilingN) / transitionsPerJob
+		ceilingCPU, ceilingJIT := ms(cpu1.all-cpu0.all)/ceilingJobs, ms(cpu1.jit-cpu0.jit)/ceilingJobs
+		lifecycleCPU, lifecycleJIT := ms(cpu2.all-cpu1.all)/(lifecycleJobs*lifecycleRuns), ms(cpu2.jit-cpu1.jit)/(lifecycleJobs*lifecycleRuns)
+		fmt.Printf("server CPU per job: ceiling %.2f ms (%d bare transitions), lifecycle %.2f ms = %.2f of the ceiling's\n",
+			ceilingCPU, len(pipeline), lifecycleCPU, lifecycleCPU/ceilingCPU)
+		fmt.Printf("           of which compiling (the JIT compiler's threads): ceiling %.2f ms, lifecycle %.2f ms; without it %.2f and %.2f ms = %.2f\n",
+			ceilingJIT, lifecycleJIT, ceilingCPU-ceilingJIT, lifecycleCPU-lifecycleJIT, (lifecycleCPU-lifecycleJIT)/(ceilingCPU-ceilingJIT))
 
 		p50, p99, err := Pickup(ctx, servers, 300, 4)
 		must(err)
@@ -151,13 +160,13 @@ func BenchmarkPipeline(b *testing.B) {
 		// and processor's mkdir, link, sync) waits for the runtime to hand
 		// its only P to another thread: on balance it costs more here.
 		pr1, err := e2e("e2e-gomaxprocs1", 1)
-		if pr1 != nil && pr1.Stack != nil {
-			pr1.Stack.StopServices(context.WithoutCancel(ctx))
+		if pr1 != nil {
+			pr1.Stop(context.WithoutCancel(ctx))
 		}
 		must(err)
 		pr, err := e2e("e2e", 0)
-		if pr != nil && pr.Stack != nil {
-			defer pr.Stack.StopServices(context.WithoutCancel(ctx))
+		if pr != nil {
+			defer pr.Stop(context.WithoutCancel(ctx))
 		}
 		must(err)
 		e2eRatio := pr.JobsPerSecond / ceiling
@@ -166,6 +175,10 @@ func BenchmarkPipeline(b *testing.B) {
 			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), jobs, envInt("INGESTQ_BENCH_E2E_WARMUP", 1000),
 			envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency))
 		fmt.Printf("           CPU ms per job by process: %s\n", pr.CPUByProcess)
+		zkRatio := ms(pr.ServerCPU) / ceilingCPU
+		zkServingRatio := ms(pr.ServerCPU-pr.ServerJIT) / (ceilingCPU - ceilingJIT)
+		fmt.Printf("           ZooKeeper's CPU per job %.2f ms = %.2f of the ceiling's %.2f ms; without compiling %.2f ms = %.2f of %.2f ms\n",
+			ms(pr.ServerCPU), zkRatio, ceilingCPU, ms(pr.ServerCPU-pr.ServerJIT), zkServingRatio, ceilingCPU-ceilingJIT)
 		fmt.Printf("           %.0f jobs/s = %.2f of the ceiling; %.1f ms of machine CPU per job with GOMAXPROCS=1 in every service\n",
 			pr1.JobsPerSecond, pr1.JobsPerSecond/ceiling, ms(pr1.CPUPerJob))
 		fmt.Printf("           CPU ms per job by process: %s\n", pr1.CPUByProcess)
@@ -175,12 +188,35 @@ func BenchmarkPipeline(b *testing.B) {
 		rss, err := stageRSSAt100k(ctx, pr.Stack)
 		must(err)
 		fmt.Printf("memory:    estimator peak RSS %.0f MB while 100,000 jobs wait in Pending\n", rss)
+		// Stopped before the next run: it is still working through the
+		// 100,000 jobs.
+		pr.Stop(context.WithoutCancel(ctx))
 
-		fmt.Printf("BENCH lifecycle_jobs_per_s=%.0f ceiling_jobs_per_s=%.0f ratio=%.2f create_jobs_per_s=%.0f pickup_p99_ms=%.2f"+
+		// The whole pipeline again, storing into S3: a versitygw server on
+		// this machine, its posix backend on the same disk.
+		s3Jobs, s3Warmup, s3Bytes := envInt("INGESTQ_BENCH_S3_JOBS", 1000), envInt("INGESTQ_BENCH_S3_WARMUP", 500), envInt("INGESTQ_BENCH_S3_FILE_BYTES", 1024)
+		ps3, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, "e2e-s3"), BinDir: bin,
+			Jobs: s3Jobs, Warmup: s3Warmup, FileBytes: s3Bytes, Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency),
+			ServerPIDs: []int{srv.PID()}, S3: true})
+		if ps3 != nil {
+			ps3.Stop(context.WithoutCancel(ctx))
+		}
+		must(err)
+		fmt.Printf("e2e on S3: %.0f jobs/s = %.0f deposits an hour; %.1f ms of machine CPU per job (%d single-file jobs of %d bytes after %d of warm-up,\n"+
+			"           stored into a bucket of versitygw on this machine, its posix backend on the same disk)\n",
+			ps3.JobsPerSecond, 3600*ps3.JobsPerSecond, ms(ps3.CPUPerJob), s3Jobs, s3Bytes, s3Warmup)
+		fmt.Printf("           CPU ms per job by process: %s\n", ps3.CPUByProcess)
+
+		fmt.Printf("BENCH lifecycle_jobs_per_s=%.0f ceiling_jobs_per_s=%.0f lifecycle_ratio=%.2f create_jobs_per_s=%.0f pickup_p99_ms=%.2f"+
 			" e2e_jobs_per_s=%.0f e2e_ratio=%.2f e2e_cpu_ms_per_job=%.1f e2e_gomaxprocs1_jobs_per_s=%.0f"+
+			" zk_cpu_per_job_ratio=%.2f zk_serving_cpu_per_job_ratio=%.2f lifecycle_zk_cpu_per_job_ratio=%.2f"+
+			" s3_e2e_deposits_per_h=%.0f s3_e2e_cpu_ms_per_job=%.1f"+
 			" depth_pickup_ratio=%.2f batch100k_create_s=%.1f rss_mb_at_100k=%.0f cleanup_batches_per_s=%.1f\n",
 			lifecycle, ceiling, lifecycle/ceiling, create, ms(p99),
-			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), pr1.JobsPerSecond, depthRatio, batch100k.Seconds(), rss, cleanup)
+			pr.JobsPerSecond, e2eRatio, ms(pr.CPUPerJob), pr1.JobsPerSecond,
+			zkRatio, zkServingRatio, lifecycleCPU/ceilingCPU,
+			3600*ps3.JobsPerSecond, ms(ps3.CPUPerJob),
+			depthRatio, batch100k.Seconds(), rss, cleanup)
 	}
 }
 
@@ -234,7 +270,7 @@ func envInt(name string, def int) int {
 // startZooKeeper starts a ZooKeeper server with this heap in dir for the
 // benchmark, and a context bounding the benchmark's patience; both end
 // with the benchmark.
-func startZooKeeper(b *testing.B, dir string, patience time.Duration, heap string) (context.Context, *zktest.Server) {
+func startZooKeeper(b testing.TB, dir string, patience time.Duration, heap string) (context.Context, *zktest.Server) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	b.Cleanup(cancel)
@@ -327,7 +363,8 @@ func BenchmarkDepth(b *testing.B) {
 // go test -run '^$' -bench EndToEnd ./bench/ (INGESTQ_BENCH_E2E_JOBS jobs
 // of INGESTQ_BENCH_E2E_FILE_BYTES each, default 1024;
 // INGESTQ_BENCH_GOMAXPROCS, default Go's own (0);
-// INGESTQ_BENCH_PROFILE_DIR keeps the profiles).
+// INGESTQ_BENCH_PROFILE_DIR keeps the profiles; INGESTQ_BENCH_STORE=s3
+// stores into a versitygw server's bucket).
 func BenchmarkEndToEnd(b *testing.B) {
 	dir := b.TempDir()
 	ctx, srv := startZooKeeper(b, dir, 20*time.Minute, "1g")
@@ -343,18 +380,28 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range b.N {
-		ceilingTx, _, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
+		all0, jit0, err := JavaCPU(srv.PID())
 		if err != nil {
 			b.Fatal(err)
 		}
+		ceilingTx, ceilingN, err := Ceiling(ctx, servers, 4, 128, 5*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		all1, jit1, err := JavaCPU(srv.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		ceilingJobs := float64(ceilingN) / transitionsPerJob
+		ceilingCPU, ceilingJIT := ms(all1-all0)/ceilingJobs, ms(jit1-jit0)/ceilingJobs
 		// INGESTQ_BENCH_PROFILE_DIR keeps the services' CPU profiles.
 		profiles := filepath.Join(cmp.Or(os.Getenv("INGESTQ_BENCH_PROFILE_DIR"), dir), fmt.Sprint("profiles", i))
 		pr, err := Pipeline(ctx, PipelineOptions{Servers: servers, Dir: filepath.Join(dir, fmt.Sprint("e2e", i)), BinDir: bin,
 			Jobs: jobs, Warmup: envInt("INGESTQ_BENCH_E2E_WARMUP", 1000), FileBytes: envInt("INGESTQ_BENCH_E2E_FILE_BYTES", 1024),
 			Concurrency: envInt("INGESTQ_BENCH_CONCURRENCY", benchConcurrency), GoMaxProcs: goMaxProcs(), Profiles: profiles,
-			ServerPIDs: []int{srv.PID()}, Timeline: timelineOut()})
-		if pr != nil && pr.Stack != nil {
-			pr.Stack.StopServices(context.WithoutCancel(ctx))
+			ServerPIDs: []int{srv.PID()}, Timeline: timelineOut(), S3: os.Getenv("INGESTQ_BENCH_STORE") == "s3"})
+		if pr != nil {
+			pr.Stop(context.WithoutCancel(ctx))
 		}
 		if err != nil {
 			b.Fatal(err)
@@ -364,7 +411,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.ReportMetric(pr.ServerRequestsPerJob, "requests/job")
 		b.ReportMetric(pr.ServerFsyncsPerJob, "fsyncs/job")
 		b.ReportMetric(float64(pr.CPUPerJob)/1e6, "cpu-ms/job")
+		b.ReportMetric(ms(pr.ServerCPU)/ceilingCPU, "zk_cpu_per_job_ratio")
+		b.ReportMetric(ms(pr.ServerCPU-pr.ServerJIT)/(ceilingCPU-ceilingJIT), "zk_serving_cpu_per_job_ratio")
 		fmt.Printf("  CPU ms per job by process: %s\n", pr.CPUByProcess)
+		fmt.Printf("  ZooKeeper's CPU per job %.2f ms (%.2f compiling), the ceiling's %.2f ms (%.2f compiling)\n",
+			ms(pr.ServerCPU), ms(pr.ServerJIT), ceilingCPU, ceilingJIT)
 		fmt.Print(pr.Profile)
 		fmt.Print(ProfileTop(ctx, profiles, bin, 12))
 	}
@@ -373,46 +424,55 @@ func BenchmarkEndToEnd(b *testing.B) {
 // BenchmarkServerHeap is what a job costs ZooKeeper's heap, the figure the
 // bound on queued jobs (INGESTQ_MAX_QUEUED_JOBS) is sized by: the live heap
 // after INGESTQ_BENCH_HEAP_JOBS jobs (default 50,000) went through every
-// state to Completed, and after as many more were put in Pending:
+// state to Completed, and after as many more were put in Pending, on a
+// server of its own, the queue under no root prefix (INGESTQ_ZK_ROOT's
+// default):
 // go test -run '^$' -bench ServerHeap -benchtime 1x ./bench/
 func BenchmarkServerHeap(b *testing.B) {
 	ctx, srv := startZooKeeper(b, b.TempDir(), 20*time.Minute, "2g")
 	servers := []string{srv.Addr}
 	n := envInt("INGESTQ_BENCH_HEAP_JOBS", 50000)
-	// The server keeps its last 500 transactions in memory; a small
-	// lifecycle after the batch's creation replaces its large multis with
-	// small commits, so that the batch is measured, not its log.
-	const flush = 100
+	must := func(err error) {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Every histogram is taken with the server's in-memory log of its last
+	// transactions holding small ones only, so that the difference of two
+	// is the jobs.
+	heap := func() Histogram {
+		must(FlushCommittedLog(ctx, servers))
+		h, err := LiveHeapByClass(ctx, srv.PID())
+		must(err)
+		return h
+	}
 	for range b.N {
-		base, err := LiveHeap(ctx, srv.PID())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := Lifecycle(ctx, servers, n, 32, false); err != nil {
-			b.Fatal(err)
-		}
-		completed, err := LiveHeap(ctx, srv.PID())
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, err := Connect(ctx, servers, root("heap"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		base := heap()
+		_, err := lifecycleAt(ctx, servers, "", 0, n, 32, false)
+		must(err)
+		completed := heap()
+		c, err := Connect(ctx, servers, "")
+		must(err)
 		_, err = Spawn(ctx, c, n)
 		c.Close()
-		if err != nil {
-			b.Fatal(err)
+		must(err)
+		pending := heap()
+		perCompleted := float64(completed.Total-base.Total) / float64(n)
+		perPending := float64(pending.Total-completed.Total) / float64(n)
+		fmt.Printf("heap:      %.2f KB per completed job (bound 3 KB), %.2f KB per pending job (bound 2 KB); %d jobs each\n",
+			perCompleted/1000, perPending/1000, n)
+		for _, h := range []struct {
+			what          string
+			before, after Histogram
+		}{{"completed", base, completed}, {"pending", completed, pending}} {
+			nodes, arrays, structures := NodeGrowth(h.before, h.after, n)
+			fmt.Printf("           %-9s %.1f nodes a job: %.2f KB of ZooKeeper's structures for them (%.0f bytes a node), %.2f KB of byte arrays (paths, names, data)\n",
+				h.what, nodes, structures/1000, structures/nodes, arrays/1000)
+			fmt.Printf("                     bytes a job by class: %s\n", HeapGrowth(h.before, h.after, n, 9))
 		}
-		if _, err := Lifecycle(ctx, servers, flush, 4, false); err != nil {
-			b.Fatal(err)
-		}
-		pending, err := LiveHeap(ctx, srv.PID())
-		if err != nil {
-			b.Fatal(err)
-		}
-		perCompleted := float64(completed-base) / float64(n)
+		fmt.Printf("BENCH heap_kb_per_completed_job=%.2f heap_kb_per_pending_job=%.2f\n", perCompleted/1000, perPending/1000)
 		b.ReportMetric(perCompleted/1000, "KB/completed_job")
-		b.ReportMetric((float64(pending-completed)-flush*perCompleted)/float64(n)/1000, "KB/pending_job")
+		b.ReportMetric(perPending/1000, "KB/pending_job")
 	}
 }

@@ -22,21 +22,60 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The fields after the command name (which may hold spaces) start at ")".
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	_, d, err := parseStat(data)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	fields := strings.Fields(string(data[i+1:]))
+	return d, nil
+}
+
+// JavaCPU is ProcessCPU of a Java process pid, with the part its JIT
+// compiler's threads spent (/proc/<pid>/task: the threads named "C1
+// CompilerThread…" and "C2 CompilerThread…"). Compiling is what a JVM pays
+// while it warms up to the work it is given, not for each request.
+func JavaCPU(pid int) (total, jit time.Duration, err error) {
+	total, err = ProcessCPU(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		name, d, err := parseStat(data)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/task/%s/stat: %w", pid, t.Name(), err)
+		}
+		if strings.HasPrefix(name, "C1 CompilerThre") || strings.HasPrefix(name, "C2 CompilerThre") {
+			jit += d
+		}
+	}
+	return total, jit, nil
+}
+
+// parseStat reads the command name and the CPU time (user + system) of a
+// /proc stat file, a process's or a thread's.
+func parseStat(data []byte) (string, time.Duration, error) {
+	// The command name may hold spaces and parentheses: it ends at the last ")".
+	open, end := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+	if open < 0 || end < open {
+		return "", 0, errors.New("no command name")
+	}
+	fields := strings.Fields(string(data[end+1:]))
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+		return "", 0, fmt.Errorf("%d fields", len(fields))
 	}
 	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
 	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		return "", 0, err
 	}
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
+	return string(data[open+1 : end]), time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
 }
 
 // machineBusy is the CPU time the machine has spent busy since it booted
@@ -69,27 +108,39 @@ func machineBusy() (time.Duration, error) {
 // machine as a whole, so that a run's CPU can be split by who spent it.
 type cpuMeter struct {
 	groups map[string][]int // name → pids
+	// java are the groups of Java processes, whose JIT compiling is told
+	// apart (JavaCPU).
+	java map[string]bool
 }
 
 // cpuReading is one reading of a cpuMeter.
 type cpuReading struct {
 	machine time.Duration
 	groups  map[string]time.Duration
+	jit     map[string]time.Duration // of the java groups
 }
 
 func (m cpuMeter) read() (cpuReading, error) {
-	r := cpuReading{groups: map[string]time.Duration{}}
+	r := cpuReading{groups: map[string]time.Duration{}, jit: map[string]time.Duration{}}
 	var err error
 	if r.machine, err = machineBusy(); err != nil {
 		return r, err
 	}
 	for name, pids := range m.groups {
 		for _, pid := range pids {
-			d, err := ProcessCPU(pid)
+			var d, jit time.Duration
+			if m.java[name] {
+				d, jit, err = JavaCPU(pid)
+			} else {
+				d, err = ProcessCPU(pid)
+			}
 			if err != nil {
 				return r, fmt.Errorf("%s: %w", name, err)
 			}
 			r.groups[name] += d
+			if m.java[name] {
+				r.jit[name] += jit
+			}
 		}
 	}
 	return r, nil
@@ -99,12 +150,18 @@ func (m cpuMeter) read() (cpuReading, error) {
 type cpuSplit struct {
 	Machine time.Duration
 	Groups  map[string]time.Duration
+	// JIT is what the JIT compiler took of a Java group's time.
+	JIT map[string]time.Duration
 }
 
 func splitCPU(before, after cpuReading, jobs int) cpuSplit {
-	s := cpuSplit{Machine: (after.machine - before.machine) / time.Duration(jobs), Groups: map[string]time.Duration{}}
+	s := cpuSplit{Machine: (after.machine - before.machine) / time.Duration(jobs), Groups: map[string]time.Duration{},
+		JIT: map[string]time.Duration{}}
 	for name, d := range after.groups {
 		s.Groups[name] = (d - before.groups[name]) / time.Duration(jobs)
+	}
+	for name, d := range after.jit {
+		s.JIT[name] = (d - before.jit[name]) / time.Duration(jobs)
 	}
 	return s
 }
@@ -126,7 +183,11 @@ func (s cpuSplit) String() string {
 	})
 	var b strings.Builder
 	for _, name := range names {
-		fmt.Fprintf(&b, " %s %.2f,", name, ms(s.Groups[name]))
+		fmt.Fprintf(&b, " %s %.2f", name, ms(s.Groups[name]))
+		if jit, ok := s.JIT[name]; ok {
+			fmt.Fprintf(&b, " (%.2f of it compiling)", ms(jit))
+		}
+		b.WriteString(",")
 	}
 	fmt.Fprintf(&b, " other %.2f", ms(s.Machine-sum))
 	return strings.TrimPrefix(b.String(), " ")

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ingestq/ingestq/e2e/depositor"
@@ -20,6 +22,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/s3test"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -46,6 +49,10 @@ type PipelineOptions struct {
 	// Timeline, if set, receives the jobs waiting in each state once a
 	// second while the batch runs: where the pipeline queues up.
 	Timeline io.Writer
+	// S3 stores into a bucket of an S3-compatible server the run starts
+	// (versitygw, serving a folder of Dir), not into a folder: its CPU
+	// counts as the process "s3".
+	S3 bool
 }
 
 // PipelineResult is what the end-to-end run measured.
@@ -65,7 +72,25 @@ type PipelineResult struct {
 	// CPUByProcess is that CPU time split by who spent it: ZooKeeper, each
 	// service, the benchmark (the depositor's web server) and the rest.
 	CPUByProcess string
-	Stack        *stack.Stack // still running: the caller stops it
+	// ServerCPU is the ZooKeeper servers' CPU time per job (ServerPIDs),
+	// ServerJIT the part of it their JIT compilers spent.
+	ServerCPU, ServerJIT time.Duration
+	Stack                *stack.Stack // still running: the caller stops it (Stop)
+	stopStore            func()       // the S3 server's, when the run has one
+	stopped              sync.Once
+}
+
+// Stop stops the run's services, then its S3 server if it has one; again,
+// it does nothing.
+func (r *PipelineResult) Stop(ctx context.Context) {
+	r.stopped.Do(func() {
+		if r.Stack != nil {
+			r.Stack.StopServices(ctx)
+		}
+		if r.stopStore != nil {
+			r.stopStore()
+		}
+	})
 }
 
 // Pipeline runs the seven services as processes against servers, submits
@@ -101,13 +126,24 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	if o.GoMaxProcs > 0 {
 		env["GOMAXPROCS"] = strconv.Itoa(o.GoMaxProcs)
 	}
+	var s3 *s3test.Server
+	var stopStore func()
+	if o.S3 {
+		if s3, stopStore, err = startS3(ctx, o.Dir, env); err != nil {
+			dep.Close()
+			return nil, err
+		}
+	}
 	s, err := stack.Start(ctx, stack.Options{Dir: o.Dir, BinDir: o.BinDir, ProfilesDir: profiles, ZooKeeper: o.Servers,
 		Root: root("e2e"), Env: env})
 	if err != nil {
 		dep.Close()
+		if stopStore != nil {
+			stopStore()
+		}
 		return nil, err
 	}
-	res := &PipelineResult{Stack: s}
+	res := &PipelineResult{Stack: s, stopStore: stopStore}
 	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return res, err
@@ -137,9 +173,12 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 			return res, err
 		}
 	}
-	meter := cpuMeter{groups: map[string][]int{"bench": {os.Getpid()}}}
+	meter := cpuMeter{groups: map[string][]int{"bench": {os.Getpid()}}, java: map[string]bool{"zookeeper": true}}
 	if len(o.ServerPIDs) > 0 {
 		meter.groups["zookeeper"] = o.ServerPIDs
+	}
+	if s3 != nil {
+		meter.groups["s3"] = []int{s3.PID}
 	}
 	for _, service := range stack.Services {
 		for _, p := range s.Procs(service) {
@@ -171,6 +210,7 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	if cpuAfter, err := meter.read(); err == nil && cpuErr == nil {
 		split := splitCPU(cpuBefore, cpuAfter, o.Jobs)
 		res.CPUPerJob, res.CPUByProcess = split.Machine, split.String()
+		res.ServerCPU, res.ServerJIT = split.Groups["zookeeper"], split.JIT["zookeeper"]
 	}
 	if len(o.Servers) == 1 {
 		serverAfter, err := ReadServerCounters(o.Servers[0])
@@ -189,6 +229,29 @@ func Pipeline(ctx context.Context, o PipelineOptions) (*PipelineResult, error) {
 	}
 	res.Profile = Profile(before, after, o.Jobs)
 	return res, nil
+}
+
+// s3Bucket is the bucket of an S3 run's store.
+const s3Bucket = "ingestq"
+
+// startS3 starts the S3-compatible server the tests use, serving a folder
+// of dir, makes the store's bucket there and sets env so that the stack
+// stores into it; stop ends the server.
+func startS3(ctx context.Context, dir string, env map[string]string) (*s3test.Server, func(), error) {
+	srv, stop, err := s3test.Run(ctx, filepath.Join(dir, "s3"), filepath.Join(dir, "s3.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := srv.MakeBucket(ctx, s3Bucket); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	maps.Copy(env, map[string]string{
+		"INGESTQ_STORE": "s3", "INGESTQ_S3_ENDPOINT": srv.Endpoint, "INGESTQ_S3_BUCKET": s3Bucket,
+		"INGESTQ_S3_REGION": srv.Region, "INGESTQ_S3_PATH_STYLE": "true",
+		"AWS_ACCESS_KEY_ID": srv.Access, "AWS_SECRET_ACCESS_KEY": srv.Secret,
+	})
+	return srv, stop, nil
 }
 
 // submit submits a manifest of manifests and returns its batch id.

@@ -117,8 +117,12 @@ type LifecycleResult struct {
 // LifecycleCPU is Lifecycle measuring the CPU per job of the server whose
 // process is serverPID (none with 0) and of this process.
 func LifecycleCPU(ctx context.Context, servers []string, serverPID, n, perState int, ungrouped bool) (LifecycleResult, error) {
+	return lifecycleAt(ctx, servers, root("life"), serverPID, n, perState, ungrouped)
+}
+
+// lifecycleAt is LifecycleCPU with the queue under root r.
+func lifecycleAt(ctx context.Context, servers []string, r string, serverPID, n, perState int, ungrouped bool) (LifecycleResult, error) {
 	var res LifecycleResult
-	r := root("life")
 	admin, err := Connect(ctx, servers, r)
 	if err != nil {
 		return res, err

@@ -74,7 +74,7 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 		k RequestKind
 		n float64
 	}
-	var rows []row
+	var rows, inner []row
 	perService := map[string]float64{}
 	ops := map[string]float64{} // operations inside requests, by kind
 	for k, n := range after {
@@ -84,13 +84,16 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 		}
 		// "multi.set", "multiread.get": operations inside a request, not requests.
 		if _, op, inside := strings.Cut(k.Op, "."); inside {
-			ops[op] += d
+			if !strings.HasPrefix(op, "refused-") { // counted among the operations already
+				ops[op] += d
+			}
+			inner = append(inner, row{k, d})
 			continue
 		}
 		rows = append(rows, row{k, d})
 		perService[k.Service] += d
 	}
-	slices.SortFunc(rows, func(a, b row) int {
+	byCount := func(a, b row) int {
 		if a.n != b.n {
 			if a.n > b.n {
 				return -1
@@ -98,7 +101,9 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 			return 1
 		}
 		return strings.Compare(fmt.Sprint(a.k), fmt.Sprint(b.k))
-	})
+	}
+	slices.SortFunc(rows, byCount)
+	slices.SortFunc(inner, byCount)
 	var b strings.Builder
 	b.WriteString("  operations per job inside multis and multiReads:")
 	for _, op := range slices.Sorted(maps.Keys(ops)) {
@@ -110,6 +115,10 @@ func requestProfile(before, after map[RequestKind]float64, jobs int) string {
 	}
 	for _, r := range rows[:min(len(rows), 40)] {
 		fmt.Fprintf(&b, "    %-11s %-9s %-28s %5.2f\n", r.k.Service, r.k.Op, r.k.Node, r.n)
+	}
+	b.WriteString("  operations per job inside multis and multiReads, by service and node:\n")
+	for _, r := range inner[:min(len(inner), 200)] {
+		fmt.Fprintf(&b, "    %-11s %-15s %-28s %5.2f\n", r.k.Service, r.k.Op, r.k.Node, r.n)
 	}
 	return b.String()
 }

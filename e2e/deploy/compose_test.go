@@ -201,8 +201,8 @@ func checkCompose(t *testing.T, repo string, cf *composeFile, services []*servic
 			s3Servers = append(s3Servers, name)
 		case strings.HasPrefix(svc.Image, "busybox:"):
 			bucketMakers = append(bucketMakers, name)
-		case !slices.Contains(stack.Services, name):
-			t.Errorf("service %s is neither a ZooKeeper node, the trace backend, the S3 store nor a stage (%v)", name, stack.Services)
+		case !slices.Contains(stack.Binaries, name):
+			t.Errorf("service %s is neither a ZooKeeper node, the trace backend, the S3 store nor a program of services/ (%v)", name, stack.Binaries)
 		}
 	}
 
@@ -219,7 +219,7 @@ func checkCompose(t *testing.T, repo string, cf *composeFile, services []*servic
 			t.Errorf("%s: ports %v, want its UI on 127.0.0.1:16686", traceBackends[0], backend.Ports)
 		}
 		want := "${OTEL_EXPORTER_OTLP_ENDPOINT:-http://" + traceBackends[0] + ":4317}"
-		for _, name := range stack.Services {
+		for _, name := range stack.Binaries {
 			if got := cf.Services[name].Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; got != want {
 				t.Errorf("%s: OTEL_EXPORTER_OTLP_ENDPOINT %q, want %q", name, got, want)
 			}
@@ -265,9 +265,25 @@ func checkCompose(t *testing.T, repo string, cf *composeFile, services []*servic
 		{"sets only variables the binary reads", func(s *service, svc composeService) error {
 			return envCheck(s, svc.Environment)
 		}},
-		{"connects to every ZooKeeper node", func(s *service, svc composeService) error {
+		{"connects to every ZooKeeper node, or (the console) to none", func(s *service, svc composeService) error {
+			if !s.readsQueue() {
+				return nil // its environment holds only what it reads
+			}
 			if got, want := svc.Environment["INGESTQ_ZK_SERVERS"], strings.Join(zkServers, ","); got != want {
 				return fmt.Errorf("INGESTQ_ZK_SERVERS %q, want %q", got, want)
+			}
+			return nil
+		}},
+		{"reaches the batcher's gRPC port by its service name", func(s *service, svc composeService) error {
+			addr, ok := svc.Environment["INGESTQ_BATCHER_ADDR"]
+			if _, reads := s.reads["INGESTQ_BATCHER_ADDR"]; !reads {
+				return nil
+			}
+			if batcher := byName(services, "batcher"); !ok || addr != "batcher:"+batcher.defaultPort("INGESTQ_LISTEN") {
+				return fmt.Errorf("INGESTQ_BATCHER_ADDR %q, want the batcher's service and gRPC port", addr)
+			}
+			if svc.DependsOn["batcher"].Condition != "service_healthy" {
+				return errors.New("starts before the batcher is healthy")
 			}
 			return nil
 		}},
@@ -282,7 +298,10 @@ func checkCompose(t *testing.T, repo string, cf *composeFile, services []*servic
 			}
 			return listenCheck(s, env)
 		}},
-		{"starts once every ZooKeeper node is healthy", func(s *service, svc composeService) error {
+		{"starts once every ZooKeeper node is healthy, if it connects to them", func(s *service, svc composeService) error {
+			if !s.readsQueue() {
+				return nil
+			}
 			for _, n := range zkNodes {
 				if svc.DependsOn[n].Condition != "service_healthy" {
 					return fmt.Errorf("depends_on %s: want condition service_healthy", n)

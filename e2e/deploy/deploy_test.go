@@ -40,6 +40,18 @@ type service struct {
 	exposed []string
 }
 
+// readsQueue reports whether the service works on the queue itself (every
+// one but the console): it reads the ZooKeeper settings.
+func (s *service) readsQueue() bool {
+	_, ok := s.reads["INGESTQ_ZK_SERVERS"]
+	return ok
+}
+
+// byName is the service of that name among services.
+func byName(services []*service, name string) *service {
+	return services[slices.IndexFunc(services, func(s *service) bool { return s.name == name })]
+}
+
 // defaultPort is the port of a listen variable's built-in default.
 func (s *service) defaultPort(variable string) string {
 	_, port, _ := net.SplitHostPort(s.reads[variable])
@@ -76,9 +88,9 @@ func TestDeploymentFilesMatchTheServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	services := make([]*service, len(stack.Services))
+	services := make([]*service, len(stack.Binaries))
 	t.Run("every image builds from what the Dockerfile copies, with the arguments docker-compose.yml gives it", func(t *testing.T) {
-		for i, name := range stack.Services {
+		for i, name := range stack.Binaries {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				svc, ok := cf.Services[name]

@@ -247,6 +247,26 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 			}
 			return nil
 		}},
+		{"reaches the batcher's gRPC port through the batcher's Service", func(s *service, d *appsv1.Deployment, c corev1.Container, env map[string]string) error {
+			if _, reads := s.reads["INGESTQ_BATCHER_ADDR"]; !reads {
+				return nil
+			}
+			batcher := byName(services, "batcher")
+			bd, bc, err := stageDeployment(m, batcher)
+			if err != nil {
+				return err
+			}
+			host, port, err := net.SplitHostPort(env["INGESTQ_BATCHER_ADDR"])
+			if err != nil || !slices.ContainsFunc(m.services, func(svc *corev1.Service) bool {
+				return (host == svc.Name || host == svc.Name+"."+svc.Namespace) && selects(svc.Spec.Selector, bd.Spec.Template.Labels) &&
+					slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool {
+						return strconv.Itoa(int(sp.Port)) == port && routed(sp, bc, batcher.defaultPort("INGESTQ_LISTEN"))
+					})
+			}) {
+				return fmt.Errorf("INGESTQ_BATCHER_ADDR %q: no Service of that name routes that port to the batcher's gRPC port", env["INGESTQ_BATCHER_ADDR"])
+			}
+			return nil
+		}},
 		{"gRPC startup, readiness and liveness probes ask the gRPC port", func(s *service, d *appsv1.Deployment, c corev1.Container, env map[string]string) error {
 			var errs []error
 			for name, p := range map[string]*corev1.Probe{"startupProbe": c.StartupProbe, "readinessProbe": c.ReadinessProbe, "livenessProbe": c.LivenessProbe} {
@@ -263,7 +283,10 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 			}
 			return nil
 		}},
-		{"connects to ZooKeeper through its client Service", func(s *service, d *appsv1.Deployment, c corev1.Container, env map[string]string) error {
+		{"connects to ZooKeeper through its client Service, or (the console) not at all", func(s *service, d *appsv1.Deployment, c corev1.Container, env map[string]string) error {
+			if !s.readsQueue() {
+				return nil // it is given only what it reads
+			}
 			host, port, err := net.SplitHostPort(env["INGESTQ_ZK_SERVERS"])
 			if zkClient == nil || err != nil || port != "2181" || host != zkClient.Name && host != zkClient.Name+"."+zkClient.Namespace {
 				return fmt.Errorf("INGESTQ_ZK_SERVERS %q, want the ZooKeeper client Service on 2181 (its address stays when ZooKeeper pods move)", env["INGESTQ_ZK_SERVERS"])
@@ -324,9 +347,9 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 		})
 	}
 
-	t.Run("deploy/k8s-console-ingress routes its host to the batcher's console", func(t *testing.T) {
+	t.Run("deploy/k8s-console-ingress routes its host to the console", func(t *testing.T) {
 		withIngress := render(t, repo, "deploy/k8s-console-ingress")
-		s := services[slices.IndexFunc(services, func(s *service) bool { return s.name == "batcher" })]
+		s := byName(services, "console")
 		d, c, err := stageDeployment(withIngress, s)
 		if err != nil {
 			t.Fatal(err)
@@ -343,7 +366,7 @@ func checkKubernetes(t *testing.T, repo string, services []*service) {
 							return (sp.Name == b.Port.Name && b.Port.Name != "" || sp.Port == b.Port.Number) && routed(sp, c, s.defaultPort("INGESTQ_CONSOLE_LISTEN"))
 						})
 				}) {
-					t.Errorf("Ingress host %s path %s: backend %+v is not the batcher's console port %s", r.Host, p.Path, b, s.defaultPort("INGESTQ_CONSOLE_LISTEN"))
+					t.Errorf("Ingress host %s path %s: backend %+v is not the console's port %s", r.Host, p.Path, b, s.defaultPort("INGESTQ_CONSOLE_LISTEN"))
 				}
 			}
 		}

@@ -26,15 +26,15 @@ const (
 
 // TestConfigurationDocIsTheServicesTable builds the services and checks that
 // docs/configuration.md holds exactly what `make config-table` makes of their
-// -print-env-table output: every service's rows, in the order of
-// stack.Services, a variable kept the first time it appears.
+// -print-env-table output: every program's rows, in the order of
+// stack.Binaries, a variable kept the first time it appears.
 func TestConfigurationDocIsTheServicesTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bin := builtServices(t)
 	var want []string
 	seen := map[string]bool{}
-	for _, name := range stack.Services {
+	for _, name := range stack.Binaries {
 		out, err := exec.CommandContext(ctx, filepath.Join(bin, name), "-print-env-table").Output()
 		if err != nil {
 			t.Fatalf("%s -print-env-table: %v", name, err)

@@ -129,7 +129,7 @@ func TestTheDocsNameOnlyMetricsAlertsSettingsRPCsAndMakeTargetsThatExist(t *test
 	for _, a := range alertList {
 		alerts[a.Name] = true
 	}
-	settings, err := names.Settings(ctx, builtServices(t), stack.Services)
+	settings, err := names.Settings(ctx, builtServices(t), stack.Binaries)
 	if err != nil {
 		t.Fatal(err)
 	}

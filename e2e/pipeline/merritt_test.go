@@ -130,7 +130,7 @@ func TestBatchesAndJobsMerrittsProgramsMakeCompleteOrFailClearly(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the peer library cannot load %s: %v", j.GetId(), err)
 			}
-			if del, err := pj.StoreDelete(); err != nil || del != "false" {
+			if del, err := pj.StoreDelete(); err != nil || del != "" {
 				t.Errorf("%s: storeDelete() = %q, %v", j.GetId(), del, err)
 			}
 		}

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 )
 
-// Build compiles the service binaries of the repository at repo into bin.
+// Build compiles the binaries of the repository at repo (Binaries) into bin.
 func Build(ctx context.Context, repo, bin string) error {
-	for _, name := range Services {
+	for _, name := range Binaries {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, name), ".")
 		cmd.Dir = filepath.Join(repo, "services", name)
 		if out, err := cmd.CombinedOutput(); err != nil {

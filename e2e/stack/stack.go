@@ -1,8 +1,9 @@
 // Package stack runs the whole ingestq pipeline on one machine: a ZooKeeper
-// (started here, or an ensemble given), and the seven services as separate
-// processes from their built binaries, each on its own loopback ports, with
-// every working directory under one run directory. `make demo`, `make up`,
-// the end-to-end tests and the chaos suite all start it the same way.
+// (started here, or an ensemble given), the seven services and the
+// operator console as separate processes from their built binaries, each on
+// its own loopback ports, with every working directory under one run
+// directory. `make demo`, `make up`, the end-to-end tests and the chaos
+// suite all start it the same way.
 package stack
 
 import (
@@ -32,6 +33,14 @@ import (
 // Services are the seven stage services, in pipeline order.
 var Services = []string{"batcher", "estimator", "provisioner", "downloader", "processor", "recorder", "notifier"}
 
+// Console is the operator console: a client of the batcher's API, started
+// once the services serve.
+const Console = "console"
+
+// Binaries are the programs of services/: the seven services, then the
+// console.
+var Binaries = append(slices.Clone(Services), Console)
+
 // Options configure a stack.
 type Options struct {
 	// Dir holds everything the stack writes: ZooKeeper data, logs, working
@@ -47,7 +56,9 @@ type Options struct {
 	Root string
 	// Replicas per service (default 1).
 	Replicas map[string]int
-	// Env is added to every service's environment (it wins over the stack's).
+	// Env is added to every process's environment (it wins over the
+	// stack's). INGESTQ_CONSOLE_LISTEN set there is the console's address
+	// (empty: no console); unset, the console gets a free port.
 	// The stack allows payload, manifest and callback URLs on loopback
 	// (INGESTQ_FETCH_ALLOW, INGESTQ_CALLBACK_ALLOW), where its depositors
 	// serve; set them empty here for the services' default refusal.
@@ -108,7 +119,11 @@ type Proc struct {
 	Index   int
 	Addr    string // gRPC
 	Metrics string // Prometheus /metrics
-	Console string // the batcher's operator console (HTTP); "" for the other services and a disabled console
+	Console string // the console's HTTP address; "" for the services
+	// Serve is where a processor serves the versions it prepares for
+	// Merritt's storage service (INGESTQ_MERRITT_SERVE_LISTEN; used only
+	// with a Merritt node); "" for the other processes.
+	Serve   string
 	bin     string
 	netns   string // network namespace to start in; "" for this one
 	env     []string
@@ -152,26 +167,30 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		s.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	for _, name := range Services {
-		for _, p := range s.procs[name] {
-			if err := p.start(); err != nil {
-				s.Stop(context.WithoutCancel(ctx))
-				return nil, err
+	// The console, a client of the batcher, starts once the services serve.
+	for _, group := range [][]string{Services, {Console}} {
+		for _, name := range group {
+			for _, p := range s.procs[name] {
+				if err := p.start(); err != nil {
+					s.Stop(context.WithoutCancel(ctx))
+					return nil, err
+				}
 			}
 		}
-	}
-	for _, name := range Services {
-		for _, p := range s.procs[name] {
-			if err := p.WaitServing(ctx); err != nil {
-				s.Stop(context.WithoutCancel(ctx))
-				return nil, err
+		for _, name := range group {
+			for _, p := range s.procs[name] {
+				if err := p.WaitServing(ctx); err != nil {
+					s.Stop(context.WithoutCancel(ctx))
+					return nil, err
+				}
 			}
 		}
 	}
 	return s, nil
 }
 
-// portsPerProc: gRPC, metrics, and the batcher's console.
+// portsPerProc: gRPC, metrics, and the console's HTTP port or the
+// processor's server of versions for Merritt's storage service.
 const portsPerProc = 3
 
 // plan makes every process of the stack, each with ports of its own. The
@@ -180,7 +199,7 @@ const portsPerProc = 3
 // process's search could be found again for another, and the second to
 // start would not bind it.
 func (s *Stack) plan() error {
-	total := 0
+	total := 1 // the console
 	for _, name := range Services {
 		total += max(1, s.opts.Replicas[name])
 	}
@@ -193,6 +212,9 @@ func (s *Stack) plan() error {
 			s.procs[name] = append(s.procs[name], s.newProc(name, i, addrs[:portsPerProc]))
 			addrs = addrs[portsPerProc:]
 		}
+	}
+	if console := s.newProc(Console, 0, addrs[:portsPerProc]); console.Console != "" {
+		s.procs[Console] = []*Proc{console}
 	}
 	return nil
 }
@@ -238,11 +260,17 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 		"INGESTQ_PROVISION_MAX_USAGE":             "1",
 		"INGESTQ_PROVISION_UNESTIMATED_MAX_USAGE": "1",
 	}
-	if name == "batcher" {
-		// Each batcher gets a console port of its own: the default would
-		// collide between replicas and between stacks running at once.
-		p.Console = addrs[2].String()
-		env["INGESTQ_CONSOLE_LISTEN"] = p.Console
+	switch name {
+	case Console:
+		// A port of its own: the default would collide between stacks
+		// running at once. It reads and acts through the first batcher.
+		env["INGESTQ_CONSOLE_LISTEN"] = addrs[2].String()
+		env["INGESTQ_BATCHER_ADDR"] = s.procs["batcher"][0].Addr
+	case "processor":
+		// Each processor its own address to serve versions on, for a
+		// stack whose versions go to Merritt's storage service.
+		p.Serve = addrs[2].String()
+		env["INGESTQ_MERRITT_SERVE_LISTEN"] = p.Serve
 	}
 	for k, v := range s.opts.Env {
 		env[k] = v
@@ -250,7 +278,7 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 	for k, v := range s.opts.ReplicaEnv[Replica{name, i}] {
 		env[k] = v
 	}
-	if name == "batcher" {
+	if name == Console {
 		// A console address given in Env is where the console is (empty:
 		// none), so that what the stack reports is what was started.
 		p.Console = env["INGESTQ_CONSOLE_LISTEN"]
@@ -279,6 +307,14 @@ func (s *Stack) InventoryReadOnly() string {
 // Addr is the gRPC address of a service's first replica.
 func (s *Stack) Addr(service string) string { return s.Procs(service)[0].Addr }
 
+// ConsoleAddr is the console's HTTP address, "" when the stack runs none.
+func (s *Stack) ConsoleAddr() string {
+	if ps := s.Procs(Console); len(ps) > 0 {
+		return ps[0].Console
+	}
+	return ""
+}
+
 // Stop stops every service, then the ZooKeeper the stack started.
 func (s *Stack) Stop(ctx context.Context) error {
 	err := s.StopServices(ctx)
@@ -288,13 +324,14 @@ func (s *Stack) Stop(ctx context.Context) error {
 	return err
 }
 
-// StopServices stops every service (SIGTERM: they drain and release their
-// locks) and returns those that did not exit cleanly.
+// StopServices stops every process, the console and the services
+// (SIGTERM: they drain and release their locks), and returns those that
+// did not exit cleanly.
 func (s *Stack) StopServices(ctx context.Context) error {
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, name := range slices.Backward(Services) {
+	for _, name := range slices.Backward(Binaries) {
 		for _, p := range s.Procs(name) {
 			wg.Add(1)
 			go func() {

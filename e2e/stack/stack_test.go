@@ -3,7 +3,10 @@ package stack
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,9 +14,10 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
-// TestStackStartsEveryServiceAndStopsWithoutLeftovers builds the seven
-// binaries, runs them against a ZooKeeper of their own, and stops them: each
-// exits 0 and leaves no worker entry behind.
+// TestStackStartsEveryServiceAndStopsWithoutLeftovers builds the eight
+// binaries, runs them against a ZooKeeper of their own, finds the console
+// showing the queue through the batcher, and stops them: each exits 0 and
+// leaves no worker entry behind.
 func TestStackStartsEveryServiceAndStopsWithoutLeftovers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -33,6 +37,15 @@ func TestStackStartsEveryServiceAndStopsWithoutLeftovers(t *testing.T) {
 	}
 	defer q.Close()
 	defer s.Stop(ctx)
+	resp, err := http.Get("http://" + s.ConsoleAddr() + "/api/queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"paused":false`) {
+		t.Errorf("the console's GET /api/queue: %d %v\n%s", resp.StatusCode, err, body)
+	}
 	if err := s.StopServices(ctx); err != nil {
 		t.Fatalf("stopping the services: %v", err)
 	}
@@ -59,10 +72,10 @@ func TestEveryProcessOfAStackGetsPortsOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := map[string]string{} // address → the process given it
-	for _, name := range Services {
+	for _, name := range Binaries {
 		procs := s.Procs(name)
-		if len(procs) != replicas {
-			t.Fatalf("%s: %d processes, want %d", name, len(procs), replicas)
+		if want := map[bool]int{true: 1, false: replicas}[name == Console]; len(procs) != want {
+			t.Fatalf("%s: %d processes, want %d", name, len(procs), want)
 		}
 		for _, p := range procs {
 			id := fmt.Sprintf("%s-%d", p.Service, p.Index)

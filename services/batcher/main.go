@@ -1,24 +1,21 @@
 // Command batcher is ingestq's front door: it serves BatchService (a
 // depositor's submission becomes a Pending batch) and AdminService (the
-// operators' actions), the operator console (the same actions in a
-// browser), turns pending batches into jobs, reports on batches whose jobs
-// have all ended, and cleans up completed batches after their retention.
+// operators' actions, which the operator console calls too), turns pending
+// batches into jobs, reports on batches whose jobs have all ended, and
+// cleans up completed batches after their retention.
 package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/internal/admin"
+	"github.com/ingestq/ingestq/services/batcher/admin"
 	"github.com/ingestq/ingestq/services/batcher/internal/audit"
 	batchrun "github.com/ingestq/ingestq/services/batcher/internal/batches"
-	"github.com/ingestq/ingestq/services/batcher/internal/console"
 	"github.com/ingestq/ingestq/services/batcher/internal/figures"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
@@ -33,11 +30,8 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
-	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/workdir"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // settings are the batcher's own configuration.
@@ -57,8 +51,6 @@ type settings struct {
 	addresses        *fetch.AddressSettings
 	merrittQueueURL  *string
 	traceURL         *string
-	consoleListen    string
-	consoleKeyFile   *string
 	store            *s3store.StoreSettings
 	auditInterval    *time.Duration
 	auditSample      *int
@@ -95,24 +87,7 @@ func (s *settings) register(r *config.Registry) {
 	s.merrittQueueURL = r.String("merritt-queue-url", "INGESTQ_MERRITT_QUEUE_URL", "",
 		"URL Merritt's ingest queue folder (<ingest home>/queue) is served from: a batch Merritt's ingest service submitted names its payload by batchID and filename only, fetched from <url>/<batchID>/<filename>; empty: such batches fail, saying so")
 	s.traceURL = r.String("trace-url", "INGESTQ_TRACE_URL", "",
-		"link to a trace in a tracing backend, {trace_id} replaced by the trace id (e.g. https://tracing.example/trace/{trace_id}): GetBatchStatus, GetJob and the console give it; empty: trace ids only")
-	s.consoleKeyFile = r.String("console-key-file", "INGESTQ_CONSOLE_KEY_FILE", "",
-		"file (a mounted secret, say) holding the key the console signs its sessions with, 32 bytes or more (openssl rand -base64 48); batchers given the same file accept each other's sign-ins, across restarts; empty: a random key per process, whose sign-ins hold on it alone until it restarts")
-	r.Func("console-listen", "INGESTQ_CONSOLE_LISTEN", "127.0.0.1:8401",
-		"operator console (HTTP) listen address; empty disables; read-only without an admin token", setOptionalAddress(&s.consoleListen))
-}
-
-// setOptionalAddress accepts host:port or empty.
-func setOptionalAddress(p *string) func(string) error {
-	return func(v string) error {
-		if v != "" {
-			if _, _, err := net.SplitHostPort(v); err != nil {
-				return fmt.Errorf("%q is not host:port", v)
-			}
-		}
-		*p = v
-		return nil
-	}
+		"link to a trace in a tracing backend, {trace_id} replaced by the trace id (e.g. https://tracing.example/trace/{trace_id}): GetBatchStatus, GetBatch and GetJob give it, and so the console; empty: trace ids only")
 }
 
 func main() {
@@ -166,10 +141,13 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		}
 		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
 	}
-	// The console is the last thing that can fail, so that nothing started
-	// before it is left running when it does.
-	if err := s.serveConsole(env, adminServer, tools.Sessions); err != nil {
-		return err
+	if s.store.Kind == "merritt" {
+		// Merritt's storage service keeps, replicates and audits its
+		// objects: nothing of them is read back here.
+		adminServer.Store = fixity.Location{}
+		if *s.auditInterval > 0 {
+			return fmt.Errorf("INGESTQ_FIXITY_AUDIT_INTERVAL must be 0 with INGESTQ_STORE=merritt: Merritt's storage service audits the objects it keeps")
+		}
 	}
 	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
@@ -241,39 +219,6 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	return nil
 }
 
-// serveConsole serves the operator console on its own port, calling the
-// same AdminService implementation as the gRPC server, until the drain.
-func (s *settings) serveConsole(env *service.Env, adminServer *admin.Server, sessions *qadmin.ConsoleSessions) error {
-	if s.consoleListen == "" {
-		return nil
-	}
-	var key []byte
-	if *s.consoleKeyFile != "" {
-		k, err := console.ReadSessionKey(*s.consoleKeyFile)
-		if err != nil {
-			return fmt.Errorf("INGESTQ_CONSOLE_KEY_FILE: %w", err)
-		}
-		key = k
-	}
-	creds, err := stageCredentials(env.Config.TLS)
-	if err != nil {
-		return err
-	}
-	con, err := console.New(console.Options{Admin: adminServer, Token: env.Config.AdminToken, Sessions: sessions, Logger: env.Logger,
-		SessionKey: key, StageCredentials: creds, TraceURL: *s.traceURL})
-	if err != nil {
-		return err
-	}
-	srv, err := console.Listen(s.consoleListen, con, env.Logger)
-	if err != nil {
-		return fmt.Errorf("INGESTQ_CONSOLE_LISTEN: %w", err)
-	}
-	env.Server.OnShutdown(srv.Shutdown)
-	env.Logger.Info("serving the operator console", "url", "http://"+srv.Addr()+"/", "read_only", con.ReadOnly(),
-		"shared_session_key", key != nil)
-	return nil
-}
-
 // mailSender is SMTP when a server is configured, otherwise the outbox.
 func (s *settings) mailSender(root workdir.Root) (mail.Sender, error) {
 	if *s.smtpAddr == "" {
@@ -306,28 +251,4 @@ func absolute(p string) string {
 		return a
 	}
 	return p
-}
-
-// stageCredentials is how the console dials the stage replicas for the
-// workers table's controls: as the services speak. Plaintext without TLS;
-// with TLS it trusts the CA bundle of INGESTQ_TLS_CLIENT_CA (the
-// deployment's own CA, which signs every service's certificate) or else the
-// system's, and with mutual TLS presents the batcher's own certificate.
-func stageCredentials(files config.TLSFiles) (credentials.TransportCredentials, error) {
-	if files.Cert == "" {
-		return insecure.NewCredentials(), nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if files.ClientCA != "" {
-		pool, err := server.LoadCertPool(files.ClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("console stage controls: %w", err)
-		}
-		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
-		if err != nil {
-			return nil, fmt.Errorf("console stage controls: %w", err)
-		}
-		cfg.RootCAs, cfg.Certificates = pool, []tls.Certificate{cert}
-	}
-	return credentials.NewTLS(cfg), nil
 }

@@ -40,8 +40,6 @@ func examplesProfiles(t *testing.T) string {
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	t.Setenv("INGESTQ_PROFILES_DIR", examplesProfiles(t))
 	t.Setenv("INGESTQ_WORK_ROOT", t.TempDir())
-	// Not the console's default port, which another batcher may hold.
-	t.Setenv("INGESTQ_CONSOLE_LISTEN", servicetest.FreeAddr(t))
 	servicetest.CheckBinary(t, "batcher")
 }
 
@@ -65,17 +63,12 @@ func runToExit(t *testing.T, bin string, env ...string) ([]byte, error) {
 
 func TestBinaryRefusesUnusableSettingsSayingWhich(t *testing.T) {
 	bin := servicetest.Build(t, ".")
-	shortKey := filepath.Join(t.TempDir(), "console-key")
-	if err := os.WriteFile(shortKey, []byte("short\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct{ env, want string }{
 		{"INGESTQ_MAX_QUEUED_JOBS=-1", "INGESTQ_MAX_QUEUED_JOBS -1: want 0 (no bound) or more"},
 		{"INGESTQ_RETENTION=0s", "INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive"},
-		{"INGESTQ_CONSOLE_KEY_FILE=" + shortKey, "INGESTQ_CONSOLE_KEY_FILE: " + shortKey + " holds 5 bytes: a session key needs at least 32"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
-			out, err := runToExit(t, bin, "INGESTQ_CONSOLE_LISTEN="+servicetest.FreeAddr(t), "INGESTQ_ADMIN_TOKEN=t", tc.env)
+			out, err := runToExit(t, bin, "INGESTQ_ADMIN_TOKEN=t", tc.env)
 			if err == nil || !strings.Contains(string(out), tc.want) {
 				t.Errorf("exit %v, output:\n%s\nwant a failure saying %q", err, out, tc.want)
 			}

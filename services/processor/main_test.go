@@ -14,12 +14,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/merrittstore"
+	"github.com/ingestq/ingestq/shared/merritttest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/s3test"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -203,5 +206,59 @@ func TestBuiltProcessorStoresIntoAnS3BucketWithCredentialsFromTheEnvironment(t *
 	defer out.Body.Close()
 	if data, err := io.ReadAll(out.Body); err != nil || string(data) != "hello" {
 		t.Errorf("stored file: %q, %v", data, err)
+	}
+}
+
+func TestBuiltProcessorStoresThroughMerrittsStorageService(t *testing.T) {
+	svc := merritttest.Start(t, 3)
+	bin := servicetest.Build(t, ".")
+	zkRoot := zktest.Root(t)
+	workRoot := t.TempDir()
+	servicetest.Start(t, bin, zkRoot, "INGESTQ_PROFILES_DIR="+servicetest.ExampleProfiles(t), "INGESTQ_WORK_ROOT="+workRoot,
+		"INGESTQ_STORE=merritt", "INGESTQ_MERRITT_STORAGE_URL="+svc.URL, "INGESTQ_MERRITT_NODE=3",
+		"INGESTQ_MERRITT_SERVE_LISTEN="+servicetest.FreeAddr(t))
+	q := queuetest.Connect(t, zkRoot)
+	jid := helloJob(t, q, workRoot)
+	var job *v1.Job
+	queuetest.Eventually(t, "the processor is done with the job", func() bool {
+		var err error
+		job, err = jobs.NewReader(q).GetJob(context.Background(), jid)
+		st := job.GetStatus().GetStatus()
+		return err == nil && st != queue.Processing && st != queue.Storing
+	})
+	if st := job.GetStatus(); st.GetStatus() != queue.Recording {
+		t.Fatalf("job %s %q, want Recording", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	ark := job.GetIdentifiers().GetPrimaryId()
+	if string(svc.Files(3, ark, 1)["producer/hello.txt"]) != "hello" || job.GetInventory().GetManifestUrl() != svc.URL+"/manifest/3/"+merrittstore.Encode(ark) {
+		t.Errorf("node 3 holds %v of %s; inventory %v", svc.Files(3, ark, 1), ark, job.GetInventory())
+	}
+}
+
+func TestMerrittSettingsThatCannotWorkAreRefused(t *testing.T) {
+	work := t.TempDir()
+	for _, c := range []struct {
+		name, store, url, listen, serveURL string
+		node                               int
+		storing                            bool
+		want                               string
+	}{
+		{"the store without a node", "merritt", "", "127.0.0.1:1", "", 0, true, "INGESTQ_STORE=merritt needs"},
+		{"a node with versions stored elsewhere", "local", "http://s:1", "127.0.0.1:1", "", 3, true, "INGESTQ_STORE=merritt"},
+		{"no address to serve versions on", "merritt", "http://s:1", "", "", 3, true, "INGESTQ_MERRITT_SERVE_LISTEN is needed"},
+		{"an address no other host reaches", "local", "http://s:1", ":7415", "", 3, false, "INGESTQ_MERRITT_SERVE_URL is needed"},
+		{"a node without the service", "merritt", "", "127.0.0.1:1", "", 3, true, "go together"},
+		{"handed over", "local", "http://s:1", ":7415", "http://processor.example.org:7415", 3, false, ""},
+	} {
+		timeout := time.Minute
+		s := settings{workRoot: &work, storing: &c.storing, store: &s3store.StoreSettings{Kind: c.store},
+			merritt: &merrittstore.Settings{URL: &c.url, Node: &c.node, Timeout: &timeout}, serveListen: &c.listen, serveURL: &c.serveURL}
+		m, err := s.merrittTarget()
+		switch {
+		case c.want == "" && (err != nil || m == nil):
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -25,6 +24,7 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
 	"github.com/ingestq/ingestq/services/recorder/internal/versions"
 	"github.com/ingestq/ingestq/shared/config"
+	"github.com/ingestq/ingestq/shared/merrittstore"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -37,6 +37,7 @@ func main() {
 		leaseDuration *time.Duration
 		maxWait       *time.Duration
 		storeSettings *s3store.StoreSettings
+		merritt       *merrittstore.Settings
 		versionsAddr  *string
 		publicURL     *string
 		presignExpiry *time.Duration
@@ -62,6 +63,7 @@ func main() {
 			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", time.Minute,
 				"longest a Lease call waits for a job, whatever it asks")
 			storeSettings = s3store.RegisterStore(r)
+			merritt = merrittstore.Register(r)
 			versionsAddr = r.String("versions-listen", "INGESTQ_VERSIONS_LISTEN", "",
 				"HTTP address the recorder serves the local store's versions on, behind the admin token, for inventories on other hosts (empty: not served)")
 			publicURL = r.String("versions-public-url", "INGESTQ_VERSIONS_PUBLIC_URL", "",
@@ -76,27 +78,21 @@ func main() {
 			if *maxWait <= 0 || *maxWait > v1.MaxLeaseWait {
 				return fmt.Errorf("INGESTQ_LEASE_MAX_WAIT: %s is outside 0..%s", *maxWait, v1.MaxLeaseWait)
 			}
-			// The worker registry shows the recorder like a stage replica:
-			// its leases are its jobs in flight.
-			concurrency := 0
-			if builtinOn {
-				concurrency = env.Config.Concurrency
-			}
-			leases := lease.New(env.Jobs, lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
-				Tracer:      env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),
-				Metrics:     env.Telemetry.Metrics,
-				Concurrency: concurrency, Address: env.Config.AdvertiseAddr(), Version: env.Version})
-			if err := leases.Register(ctx); err != nil {
-				return fmt.Errorf("registering the recorder: %w", err)
-			}
 			store, err := versionStore(ctx, env, *storeSettings, *versionsAddr, *publicURL, *presignExpiry)
 			if err != nil {
 				return err
 			}
-			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases, Versions: &store, Logger: env.Logger})
-			v1.RegisterStageServiceServer(env.Server, stage.NewService(leases))
-
-			stopped := make(chan struct{})
+			// Versions stored in Merritt's storage service (by ingestq's
+			// processor or by Merritt's storage consumer) are read from it.
+			if store.Merritt, err = merritt.Reader(); err != nil {
+				return err
+			}
+			if storeSettings.Kind == "merritt" && store.Merritt == nil {
+				return fmt.Errorf("INGESTQ_STORE=merritt needs INGESTQ_MERRITT_STORAGE_URL to read the versions stored there")
+			}
+			opts := lease.Options{DefaultDuration: *leaseDuration, MaxWait: *maxWait, Logger: env.Logger,
+				Tracer:  env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/services/recorder"),
+				Metrics: env.Telemetry.Metrics, Address: env.Config.AdvertiseAddr(), Version: env.Version}
 			var db *inventory.DB
 			if builtinOn {
 				if !filepath.IsAbs(*inventoryDB) {
@@ -105,31 +101,40 @@ func main() {
 				if db, err = inventory.Open(ctx, *inventoryDB); err != nil {
 					return err
 				}
-				rec := &builtin.Recorder{Leases: leases, DB: db, Logger: env.Logger, Versions: store}
-				// INGESTQ_CONCURRENCY loops lease at once: each lease costs
-				// round trips to ZooKeeper that overlap, while the
-				// inventory's one connection takes their rows in turn.
-				var loops sync.WaitGroup
-				for range env.Config.Concurrency {
-					loops.Go(func() { rec.Run(ctx) })
-				}
-				go func() {
-					defer close(stopped)
-					loops.Wait()
-				}()
-				env.Logger.Info("built-in recorder running", "inventory_db", *inventoryDB, "concurrency", env.Config.Concurrency)
-			} else {
-				close(stopped)
+				// The recorder's runner takes jobs for the built-in recorder,
+				// INGESTQ_CONCURRENCY at once: each lease costs round trips
+				// to ZooKeeper that overlap, while the inventory's one
+				// connection takes their rows in turn.
+				opts.Recorder = &builtin.Recorder{DB: db, Logger: env.Logger, Versions: store}
+				opts.Concurrency = env.Config.Concurrency
 			}
-			env.Server.OnShutdown(func(ctx context.Context) error {
-				// No new lease from here on: the built-in loop ends after
-				// the version it is recording.
-				left := leases.Drain(ctx)
-				<-stopped
+			leases, err := lease.New(env.Jobs, opts)
+			if err != nil {
 				if db != nil {
 					db.Close()
 				}
-				leases.Unregister(ctx)
+				return err
+			}
+			v1.RegisterRecordingServiceServer(env.Server, recording.Server{Leases: leases, Versions: &store, Logger: env.Logger})
+			v1.RegisterStageServiceServer(env.Server, stage.NewService(leases))
+			// The worker registry shows the recorder like a stage replica:
+			// its leases are its jobs in flight.
+			go func() {
+				if err := leases.Run(ctx); err != nil {
+					env.Logger.Error("recorder stopped", "error", err)
+				}
+			}()
+			if builtinOn {
+				env.Logger.Info("built-in recorder running", "inventory_db", *inventoryDB, "concurrency", env.Config.Concurrency)
+			}
+			env.Server.OnShutdown(func(ctx context.Context) error {
+				// No new lease from here on; the leases out, the built-in
+				// recorder's among them, end or are given back by the
+				// drain's deadline.
+				left := leases.Drain(ctx)
+				if db != nil {
+					db.Close()
+				}
 				if left > 0 {
 					return fmt.Errorf("recorder: %d lease(s) given back at the drain deadline", left)
 				}

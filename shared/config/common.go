@@ -17,8 +17,9 @@ type Defaults struct {
 	MetricsListen string // metrics listen address, e.g. "127.0.0.1:9401"
 }
 
-// Common is the configuration every ingestq service reads. Its fields are
-// set by Registry.Parse.
+// Common is the configuration every ingestq program reads (RegisterCommon)
+// and, for one that works on the queue, the queue's (RegisterQueue). Its
+// fields are set by Registry.Parse.
 type Common struct {
 	ZooKeeper ZooKeeper
 	// Listen is the gRPC listen address (health, reflection, PingService and
@@ -57,29 +58,17 @@ type TLSFiles struct {
 	Cert, Key, ClientCA string
 }
 
-// RegisterCommon defines the settings every service reads. The returned
-// Common is filled in by r.Parse, which also applies the rules that span
-// several settings (key with certificate, token or token file).
+// RegisterCommon defines the settings every ingestq program reads: its
+// listen addresses, admin token, TLS, drain timeout and logging. The
+// returned Common is filled in by r.Parse, which also applies the rules
+// that span several settings (key with certificate, token or token file).
+// A program that works on the queue itself adds RegisterQueue's.
 func RegisterCommon(r *Registry, d Defaults) *Common {
 	c := &Common{}
-	r.Func("zk-servers", "INGESTQ_ZK_SERVERS", "127.0.0.1:2181",
-		"ZooKeeper servers, comma-separated host:port", setServers(&c.ZooKeeper.Servers))
-	r.Func("zk-root", "INGESTQ_ZK_ROOT", "",
-		"prefix every queue path hangs under, e.g. /ingestq (empty: /)", setRoot(&c.ZooKeeper.Root))
-	r.Func("zk-session-timeout", "INGESTQ_ZK_SESSION_TIMEOUT", "10s",
-		"ZooKeeper session timeout: how long a lost service keeps its locks", SetPositiveDuration(&c.ZooKeeper.SessionTimeout))
-	r.Func("zk-auth", "INGESTQ_ZK_AUTH", "",
-		"ZooKeeper digest credential user:password; nodes created get an ACL that only this identity may change",
-		setDigestAuth(&c.ZooKeeper.Auth))
 	r.Func("listen", "INGESTQ_LISTEN", d.Listen,
 		"gRPC listen address (health, reflection, PingService, the stage's API)", setAddress(&c.Listen, false))
-	r.Func("advertise-addr", "INGESTQ_ADVERTISE_ADDR", "",
-		"host:port other processes reach the gRPC server at, written to the worker registry for the console's stage controls (in Kubernetes: the pod's IP and port); empty: the listen address, or this host's name and the listen port when it listens on every interface",
-		setOptionalHostPort(&c.Advertise))
 	r.Func("metrics-listen", "INGESTQ_METRICS_LISTEN", d.MetricsListen,
 		"Prometheus /metrics listen address; empty disables", setAddress(&c.MetricsListen, true))
-	r.Func("concurrency", "INGESTQ_CONCURRENCY", "4",
-		"jobs a stage works on at once", SetPositiveInt(&c.Concurrency))
 	r.Func("admin-token", "INGESTQ_ADMIN_TOKEN", "",
 		"bearer token that admin methods require; empty leaves them open (a flag shows in ps: prefer the variable or the file)", setString(&c.AdminToken))
 	var tokenFile string
@@ -122,6 +111,28 @@ func RegisterCommon(r *Registry, d Defaults) *Common {
 		return nil
 	})
 	return c
+}
+
+// RegisterQueue defines into c the settings of a program that works on
+// the queue itself (every service but the console, which reaches the
+// queue through the batcher's API): the ZooKeeper to connect to, the
+// address other processes reach its gRPC server at, and how many jobs a
+// stage works on at once.
+func (c *Common) RegisterQueue(r *Registry) {
+	r.Func("zk-servers", "INGESTQ_ZK_SERVERS", "127.0.0.1:2181",
+		"ZooKeeper servers, comma-separated host:port", setServers(&c.ZooKeeper.Servers))
+	r.Func("zk-root", "INGESTQ_ZK_ROOT", "",
+		"prefix every queue path hangs under, e.g. /ingestq (empty: /)", setRoot(&c.ZooKeeper.Root))
+	r.Func("zk-session-timeout", "INGESTQ_ZK_SESSION_TIMEOUT", "10s",
+		"ZooKeeper session timeout: how long a lost service keeps its locks", SetPositiveDuration(&c.ZooKeeper.SessionTimeout))
+	r.Func("zk-auth", "INGESTQ_ZK_AUTH", "",
+		"ZooKeeper digest credential user:password; nodes created get an ACL that only this identity may change",
+		setDigestAuth(&c.ZooKeeper.Auth))
+	r.Func("advertise-addr", "INGESTQ_ADVERTISE_ADDR", "",
+		"host:port other processes reach the gRPC server at, written to the worker registry for the console's stage controls (in Kubernetes: the pod's IP and port); empty: the listen address, or this host's name and the listen port when it listens on every interface",
+		setOptionalHostPort(&c.Advertise))
+	r.Func("concurrency", "INGESTQ_CONCURRENCY", "4",
+		"jobs a stage works on at once", SetPositiveInt(&c.Concurrency))
 }
 
 // ReadAdminToken reads the admin token from the file INGESTQ_ADMIN_TOKEN_FILE

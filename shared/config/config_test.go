@@ -25,6 +25,7 @@ func parse(t *testing.T, env map[string]string, args ...string) (*Common, error)
 		return v, ok
 	})
 	c := RegisterCommon(r, testDefaults)
+	c.RegisterQueue(r)
 	return c, r.Parse(args)
 }
 
@@ -169,7 +170,7 @@ func TestServiceVariablesJoinTheTableWithBuiltInDefaults(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	// The environment's value must not leak into the table (it may be a secret).
 	r := New(fs, func(name string) (string, bool) { return "from-env", name == "INGESTQ_WORK_ROOT" })
-	RegisterCommon(r, testDefaults)
+	RegisterCommon(r, testDefaults).RegisterQueue(r)
 	workRoot := r.String("work-root", "INGESTQ_WORK_ROOT", "/var/lib/ingestq/work", "where downloads go | per job")
 	if err := r.Parse(nil); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,10 @@ package fixity
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -50,6 +53,10 @@ func (r Reader) Open(ctx context.Context, raw string) (io.ReadCloser, error) {
 			return nil, err
 		}
 		out, err := r.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+		var missing *types.NoSuchKey
+		if errors.As(err, &missing) {
+			return nil, fmt.Errorf("%s: %w", raw, fs.ErrNotExist)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", raw, err)
 		}
@@ -141,15 +148,71 @@ type Location struct {
 // ManifestURL is the URL of a version's manifest, laid out as the
 // processor's stores lay it out: <object>/v<N>/manifest.checkm.
 func (l Location) ManifestURL(ark string, version int) (string, error) {
-	name := queue.LockName(ark)
-	if ark == "" || name == "." || name == ".." || !filepath.IsLocal(name) || filepath.Base(name) != name {
-		return "", fmt.Errorf("ARK %q cannot name an object in the store", ark)
+	name, err := objectName(ark)
+	if err != nil {
+		return "", err
 	}
 	rel := name + "/v" + strconv.Itoa(version) + "/manifest.checkm"
 	if l.Bucket != "" {
 		return s3store.URL(l.Bucket, rel), nil
 	}
 	return checkm.FileURL(filepath.Join(l.Root, filepath.FromSlash(rel))), nil
+}
+
+// objectName is the folder (or key prefix) of an object in the store.
+func objectName(ark string) (string, error) {
+	name := queue.LockName(ark)
+	if ark == "" || name == "." || name == ".." || !filepath.IsLocal(name) || filepath.Base(name) != name {
+		return "", fmt.Errorf("ARK %q cannot name an object in the store", ark)
+	}
+	return name, nil
+}
+
+// LatestVersion is the number of the latest complete version of the
+// object ark names (its highest v<N> that has a manifest); an error
+// wrapping fs.ErrNotExist when the store holds none.
+func (l Location) LatestVersion(ctx context.Context, r Reader, ark string) (int, error) {
+	name, err := objectName(ark)
+	if err != nil {
+		return 0, err
+	}
+	latest := 0
+	if l.Bucket != "" {
+		if r.S3 == nil {
+			return 0, fmt.Errorf("no S3 store is configured (INGESTQ_S3_*) to read %s from", ark)
+		}
+		in := s3.ListObjectsV2Input{Bucket: aws.String(l.Bucket), Prefix: aws.String(name + "/")}
+		for page, err := range s3store.ListObjects(ctx, r.S3, in) {
+			if err != nil {
+				return 0, fmt.Errorf("listing the versions of %s: %w", ark, err)
+			}
+			for _, o := range page.Contents {
+				parts := strings.Split(aws.ToString(o.Key), "/")
+				if len(parts) == 3 && parts[2] == "manifest.checkm" && isVersion(parts[1]) {
+					n, _ := strconv.Atoi(parts[1][1:])
+					latest = max(latest, n)
+				}
+			}
+		}
+	} else {
+		vs, err := os.ReadDir(filepath.Join(l.Root, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("listing the versions of %s: %w", ark, err)
+		}
+		for _, v := range vs {
+			if !v.IsDir() || !isVersion(v.Name()) {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(l.Root, name, v.Name(), "manifest.checkm")); err == nil {
+				n, _ := strconv.Atoi(v.Name()[1:])
+				latest = max(latest, n)
+			}
+		}
+	}
+	if latest == 0 {
+		return 0, fmt.Errorf("%s: no version in the store: %w", ark, fs.ErrNotExist)
+	}
+	return latest, nil
 }
 
 // Sample picks up to n complete versions of the store at random (each

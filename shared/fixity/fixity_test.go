@@ -5,6 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,5 +67,43 @@ func TestVerifyReadsAnS3VersionBackAndReportsEachMismatch(t *testing.T) {
 	}
 	if _, err := (Reader{}).Verify(ctx, manifestURL); err == nil || !strings.Contains(err.Error(), "no S3 store is configured") {
 		t.Errorf("without a client: %v", err)
+	}
+
+	// The latest version is the highest with a manifest; a version the
+	// bucket lacks is fs.ErrNotExist, as in a local store.
+	if v, err := loc.LatestVersion(ctx, r, "ark:/99999/fk4s"); err != nil || v != 2 {
+		t.Errorf("latest version: %d, %v; want 2", v, err)
+	}
+	put("ark_99999_fk4s/v3/producer/a", "alpha") // no manifest yet: not complete
+	if v, err := loc.LatestVersion(ctx, r, "ark:/99999/fk4s"); err != nil || v != 2 {
+		t.Errorf("latest version beside an incomplete one: %d, %v; want 2", v, err)
+	}
+	if _, err := loc.LatestVersion(ctx, r, "ark:/99999/fk4none"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("latest version of an object not stored: %v, want fs.ErrNotExist", err)
+	}
+	missing, _ := loc.ManifestURL("ark:/99999/fk4s", 9)
+	if _, err := r.Verify(ctx, missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a version not stored: %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestTheLatestVersionOfALocalObjectIsItsHighestComplete(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{"ark_99999_fk4l/v1/manifest.checkm", "ark_99999_fk4l/v10/manifest.checkm", "ark_99999_fk4l/v11/producer/a",
+		"ark_99999_fk4l/v9/manifest.checkm", "ark_99999_fk4l/vx/manifest.checkm"} {
+		p := filepath.Join(root, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loc := Location{Root: root}
+	if v, err := loc.LatestVersion(context.Background(), Reader{}, "ark:/99999/fk4l"); err != nil || v != 10 {
+		t.Errorf("latest version: %d, %v; want 10", v, err)
+	}
+	if _, err := loc.LatestVersion(context.Background(), Reader{}, "ark:/99999/fk4none"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an object not stored: %v, want fs.ErrNotExist", err)
 	}
 }

@@ -1102,9 +1102,12 @@ func DecodeMetadata(path string, data []byte) (*v1.Metadata, error) {
 
 // storeJSON and inventoryJSON carry "version", ingestq's own key: written
 // only when known, so a node without it reads as it did before (version 0).
-// The store's "delete" is the text "true" or "false", as the peer library
-// writes and reads it (its storeDelete() reads a string); a JSON boolean,
-// as other writers put it, reads too.
+// The store's "delete" is a string, as the peer library writes and reads it
+// (setStore, storeDelete()): the file ids an update removes, one a line,
+// each ended by a newline, as Merritt's ingest service writes them and its
+// storage service reads them; "" for none. A lone "true" or "false", and a
+// JSON boolean, which other writers put there, list none (a "true" is kept
+// in Store.delete and written back).
 type storeJSON struct {
 	ManifestURL string `json:"manifest_url"`
 	Mode        string `json:"mode"`
@@ -1113,7 +1116,15 @@ type storeJSON struct {
 }
 
 func EncodeStore(s *v1.Store) []byte {
-	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: strconv.FormatBool(s.GetDelete()), Version: s.GetVersion()})
+	var del strings.Builder
+	for _, f := range s.GetDeletions() {
+		del.WriteString(f + "\n")
+	}
+	//lint:ignore SA1019 a "true" another writer put there is carried forward
+	if del.Len() == 0 && s.GetDelete() {
+		del.WriteString("true")
+	}
+	return marshal(storeJSON{ManifestURL: s.GetManifestUrl(), Mode: s.GetMode(), Delete: del.String(), Version: s.GetVersion()})
 }
 
 func DecodeStore(path string, data []byte) (*v1.Store, error) {
@@ -1126,8 +1137,22 @@ func DecodeStore(path string, data []byte) (*v1.Store, error) {
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
 	}
-	del := strings.Trim(string(w.Delete), `"`)
-	return &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Delete: strings.EqualFold(del, "true"), Version: w.Version}, nil
+	s := &v1.Store{ManifestUrl: w.ManifestURL, Mode: w.Mode, Version: w.Version}
+	var del string
+	if json.Unmarshal(w.Delete, &del) != nil {
+		del = string(w.Delete) // a JSON boolean, or nothing
+	}
+	word := strings.EqualFold(del, "true")
+	//lint:ignore SA1019 the word "true" reads as it always did
+	s.Delete = word
+	if !word && !strings.EqualFold(del, "false") {
+		for line := range strings.SplitSeq(strings.ReplaceAll(del, "\r\n", "\n"), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				s.Deletions = append(s.Deletions, line)
+			}
+		}
+	}
+	return s, nil
 }
 
 type inventoryJSON struct {

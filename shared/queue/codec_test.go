@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,10 +41,13 @@ func TestCodecWritesTheSpecsJSON(t *testing.T) {
 			`{"erc_who":"Smith & Jones","erc_what":"<Letters>","erc_when":"1921","erc_where":""}`},
 		{"store without a version is the Merritt library's",
 			EncodeStore(&v1.Store{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
-			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":"false"}`},
+			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add","delete":""}`},
+		{"store of an update with deletions, one file id a line",
+			EncodeStore(&v1.Store{ManifestUrl: "http://h/m", Mode: "update/7/ark%3A%2F1%2Fx", Deletions: []string{"producer/a.txt", "producer/b c.txt"}}),
+			`{"manifest_url":"http://h/m","mode":"update/7/ark%3A%2F1%2Fx","delete":"producer/a.txt\nproducer/b c.txt\n"}`},
 		{"store with its version",
 			EncodeStore(&v1.Store{ManifestUrl: "file:///s/v2/manifest.checkm", Mode: "update", Version: 2}),
-			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":"false","version":2}`},
+			`{"manifest_url":"file:///s/v2/manifest.checkm","mode":"update","delete":"","version":2}`},
 		{"inventory without a version is the Merritt library's",
 			EncodeInventory(&v1.Inventory{ManifestUrl: "file:///s/v1/manifest.checkm", Mode: "add"}),
 			`{"manifest_url":"file:///s/v1/manifest.checkm","mode":"add"}`},
@@ -91,10 +95,19 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 			}
 		}
 	})
-	t.Run("store with delete as a string", func(t *testing.T) {
-		s, err := DecodeStore("/x", []byte(`{"manifest_url":"u","mode":"add","delete":"true"}`))
-		if err != nil || !s.GetDelete() {
-			t.Errorf("got %v, %v", s, err)
+	t.Run("store's delete: a list of file ids, or a word or a boolean that lists none", func(t *testing.T) {
+		for raw, want := range map[string][]string{
+			`"producer/a.txt\r\n\nproducer/b.txt"`: {"producer/a.txt", "producer/b.txt"},
+			`"true"`:                               nil, `"False"`: nil, `true`: nil, `""`: nil,
+		} {
+			s, err := DecodeStore("/x", []byte(`{"manifest_url":"u","mode":"update","delete":`+raw+`}`))
+			if err != nil || !slices.Equal(s.GetDeletions(), want) {
+				t.Errorf("delete %s: %v, %v; want %q", raw, s.GetDeletions(), err, want)
+			}
+			// A "true" another writer put there is written back as it was.
+			if written := string(EncodeStore(s)); strings.EqualFold(strings.Trim(raw, `"`), "true") != strings.Contains(written, `"delete":"true"`) {
+				t.Errorf("delete %s written back as %s", raw, written)
+			}
 		}
 	})
 	t.Run("store and inventory without a version read as version 0", func(t *testing.T) {
@@ -119,7 +132,7 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 		if err != nil || !proto.Equal(gotM, m) {
 			t.Errorf("manifest: %v, %v", gotM, err)
 		}
-		st := &v1.Store{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Delete: true, Version: 3}
+		st := &v1.Store{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Deletions: []string{"producer/x"}, Version: 3}
 		gotS, err := DecodeStore("/x", EncodeStore(st))
 		if err != nil || !proto.Equal(gotS, st) {
 			t.Errorf("store: %v, %v", gotS, err)
@@ -194,12 +207,12 @@ func TestARewriteKeepsTheKeysOfAnotherWriterAndDropsNoneOfItsOwn(t *testing.T) {
 	}{
 		{"another writer's keys follow ingestq's, in their order",
 			`{"manifest_url":"u1","node":9501,"mode":"add/9501/ark%3A","extra":{"a": [1, 2]}}`,
-			`{"manifest_url":"u2","mode":"add","delete":"false","node":9501,"extra":{"a":[1,2]}}`},
+			`{"manifest_url":"u2","mode":"add","delete":"","node":9501,"extra":{"a":[1,2]}}`},
 		{"ingestq's own keys are not brought back", `{"version":3,"delete":true}`, string(written)},
 		{"a node that is not an object adds nothing", `["x"]`, string(written)},
 		{"an empty node adds nothing", ``, string(written)},
 		{"a key given twice is kept once", `{"k":1,"k":2}`,
-			`{"manifest_url":"u2","mode":"add","delete":"false","k":1}`},
+			`{"manifest_url":"u2","mode":"add","delete":"","k":1}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,14 @@ const (
 	NodeLock   = "lock"
 )
 
+// WrittenOnce reports whether a job's node name is written only when the
+// job is created, by every writer the contract knows (ingestq, the peer
+// library, Merritt's ingest service): a reader that has it need not check
+// that it is still as read.
+func WrittenOnce(name string) bool {
+	return name == NodeBid || name == NodeConfig
+}
+
 // JobDataNodes are a job's data nodes but its manifest, in the order they
 // are read.
 func JobDataNodes() []string {

@@ -150,6 +150,10 @@ func Client(ctx context.Context, s Settings) (*s3.Client, error) {
 		o.HTTPClient = boundedAnswers{timeout: timeout,
 			client: awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 				t.ResponseHeaderTimeout = timeout
+				// Every request goes to the one store: as many connections
+				// kept for it as a busy stage has requests at once, or
+				// each burst dials (and the store accepts) anew.
+				t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 				dial := t.DialContext
 				if dial == nil {
 					dial = (&net.Dialer{}).DialContext
@@ -172,6 +176,12 @@ type backoff retrypolicy.Policy
 func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
 	return retrypolicy.Policy(b).Wait(attempt), nil
 }
+
+// maxIdleConns is how many idle connections to the store a client keeps:
+// a stage working on 64 jobs at once (INGESTQ_CONCURRENCY) with requests
+// of its own beside (a multipart upload's parts, a listing) reuses its
+// connections instead of dialing again; the SDK keeps 10 to a host.
+const maxIdleConns = 256
 
 // DefaultResponseTimeout is how long a request waits for its answer by
 // default: long, as a server may assemble a whole multipart object before
@@ -277,10 +287,10 @@ type StoreSettings struct {
 func RegisterStore(r *config.Registry) *StoreSettings {
 	s := &StoreSettings{}
 	r.Func("store", "INGESTQ_STORE", "local",
-		"where versions are stored: local (a folder, INGESTQ_STORE_ROOT) or s3 (a bucket, INGESTQ_S3_*)", func(v string) error {
+		"where versions are stored: local (a folder, INGESTQ_STORE_ROOT), s3 (a bucket, INGESTQ_S3_*) or merritt (a node of Merritt's storage service, INGESTQ_MERRITT_*)", func(v string) error {
 			v = strings.TrimSpace(v)
-			if v != "local" && v != "s3" {
-				return fmt.Errorf("%q is neither local nor s3", v)
+			if v != "local" && v != "s3" && v != "merritt" {
+				return fmt.Errorf("%q is not local, s3 or merritt", v)
 			}
 			s.Kind = v
 			return nil

@@ -40,6 +40,8 @@ type Server struct {
 	Region   string
 	// Dir is the folder it serves: a bucket is a folder in it.
 	Dir string
+	// PID is the gateway's process (what it costs is measured by it).
+	PID int
 }
 
 // Binary finds the versitygw binary: EnvBinary, or bin/.tools/versitygw@*
@@ -111,8 +113,11 @@ func Run(ctx context.Context, dir, logPath string) (*Server, func(), error) {
 		return nil, nil, err
 	}
 	defer logFile.Close()
+	// --keep-alive: the gateway closes every connection after its answer
+	// otherwise, so each request connects anew, as no S3 service makes its
+	// clients do.
 	cmd := exec.Command(bin, "--access", s.Access, "--secret", s.Secret, "--region", s.Region,
-		"--port", addrs[0].String(), "--quiet", "posix", s.Dir)
+		"--port", addrs[0].String(), "--quiet", "--keep-alive", "posix", s.Dir)
 	// The root credentials go on the command line, not in the environment:
 	// the gateway would also read AWS variables a developer has set.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.Dir}
@@ -120,6 +125,7 @@ func Run(ctx context.Context, dir, logPath string) (*Server, func(), error) {
 	if err := cmd.Start(); err != nil {
 		return nil, nil, fmt.Errorf("s3test: starting %s: %w", bin, err)
 	}
+	s.PID = cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {

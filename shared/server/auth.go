@@ -11,6 +11,7 @@ import (
 	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -48,6 +49,10 @@ func (a *adminAuth) authorize(ctx context.Context) (context.Context, error) {
 	if !a.admin(method) {
 		return ctx, nil
 	}
+	if emptyBearer(ctx) {
+		return nil, status.Error(codes.Unauthenticated,
+			"admin method: the bearer token sent is empty (a shell variable not set where the command ran?): send authorization: Bearer <admin token>")
+	}
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
 		return nil, status.Error(codes.Unauthenticated, "admin method: send metadata authorization: Bearer <admin token>")
@@ -57,6 +62,14 @@ func (a *adminAuth) authorize(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(codes.PermissionDenied, "admin method: the token is not the admin token")
 	}
 	return ctx, nil
+}
+
+// emptyBearer reports whether the call's authorization names the Bearer
+// scheme with no token ("Bearer", "Bearer "): what -H "authorization:
+// Bearer $TOKEN" sends when TOKEN is not set.
+func emptyBearer(ctx context.Context) bool {
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
+	return len(vals) == 1 && strings.EqualFold(strings.TrimSpace(vals[0]), "bearer")
 }
 
 // admin reports whether fullMethod ("/pkg.Service/Method") is marked admin,

@@ -1,38 +1,26 @@
-// Package service is the main of every ingestq service: it reads the
-// configuration, opens the JSON logger, connects to ZooKeeper, serves the
-// shared gRPC server (health following the ZooKeeper session, reflection,
-// PingService and the stage's own API) and stops gracefully on SIGTERM or
-// SIGINT. A stage plugs its work in through Spec.Setup.
+// Package service is the main of every ingestq stage service: the program
+// of package process (configuration, logging, telemetry, the shared gRPC
+// server, a graceful stop on SIGTERM or SIGINT) with a ZooKeeper session,
+// which the server's health follows. A stage plugs its work in through
+// Spec.Setup.
 package service
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
-	"os/signal"
-	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 
 	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
-	"github.com/ingestq/ingestq/shared/ping"
+	"github.com/ingestq/ingestq/shared/process"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
-
-// stopGrace is how long in-flight gRPC calls may run on after the drain
-// timeout before they are cut off.
-const stopGrace = 5 * time.Second
 
 // Spec describes one ingestq service.
 type Spec struct {
@@ -77,99 +65,36 @@ type Env struct {
 // after a clean stop, 1 after an error (logged as JSON on stderr). With
 // -check-health it probes the running service instead (the container
 // health check of an image without a shell): 0 if it is SERVING, 1 if not.
-func Main(spec Spec) {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	// After the first signal, a second one kills the process at once.
-	context.AfterFunc(ctx, stop)
-	err := run(ctx, spec, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("service failed", "service", spec.Name, "error", err.Error())
-		os.Exit(1)
-	}
-}
+func Main(spec Spec) { process.Main(spec.program()) }
 
 // run is Main without the process: it returns when ctx ends and the service
 // has stopped, or on an error.
 func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupEnv, stdout, stderr io.Writer) error {
-	flags := flag.NewFlagSet(spec.Name, flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	registry := config.New(flags, lookupEnv)
-	cfg := config.RegisterCommon(registry, spec.Defaults)
-	printTable := flags.Bool("print-env-table", false, "print the environment variables as a Markdown table and exit")
-	probe := flags.Bool("check-health", false,
-		"ask the service at -listen (on loopback if unspecified, with its TLS settings) for its grpc.health.v1 status, print it and exit: 0 if SERVING, 1 otherwise")
-	if spec.Config != nil {
-		spec.Config(registry)
-	}
-	if err := registry.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("configuration: %w", err)
-	}
-	if *printTable {
-		return registry.WriteMarkdownTable(stdout)
-	}
-	if *probe {
-		return checkHealth(ctx, cfg, stdout)
-	}
-	log := telemetry.NewLogger(stderr, cfg.LogLevel).With("service", spec.Name)
-	for _, d := range registry.Deprecated() {
-		log.Warn("deprecated setting", "setting", d)
-	}
-	return serve(ctx, spec, cfg, log)
+	return process.Run(ctx, spec.program(), args, lookupEnv, stdout, stderr)
 }
 
-// serve runs the configured service until ctx ends.
-func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger) (err error) {
-	tel, err := telemetry.Setup(ctx, spec.Name, version())
-	if err != nil {
-		return err
+// program is the service as a program: the queue's settings beside the
+// service's own, and a ZooKeeper session before its Setup.
+func (spec Spec) program() process.Spec {
+	return process.Spec{
+		Name:     spec.Name,
+		Defaults: spec.Defaults,
+		Config: func(r *config.Registry, c *config.Common) {
+			c.RegisterQueue(r)
+			if spec.Config != nil {
+				spec.Config(r)
+			}
+		},
+		Setup: spec.setup,
 	}
-	// otelgrpc in the shared server reads the otel globals.
-	tel.SetGlobal()
-	defer func() {
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
-		defer cancel()
-		err = errors.Join(err, tel.Shutdown(flushCtx))
-	}()
-	// Metrics are served from the start (ZooKeeper may keep the service
-	// waiting) until the very end (a drain is worth watching). If they
-	// cannot be served, the service stops as it would on SIGTERM.
-	ctx, stopService := context.WithCancel(ctx)
-	defer stopService()
-	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
-	metricsDone := make(chan error, 1)
-	go func() {
-		var opts []telemetry.ServeOption
-		if cfg.Pprof {
-			opts = append(opts, telemetry.WithPprof())
-		}
-		err := tel.ServeMetrics(metricsCtx, cfg.MetricsListen, opts...)
-		if err != nil {
-			stopService()
-		}
-		metricsDone <- err
-	}()
-	defer func() {
-		stopMetrics()
-		err = errors.Join(err, <-metricsDone)
-	}()
+}
 
-	srv, err := server.New(server.Options{
-		Logger:       log,
-		AdminToken:   cfg.AdminToken,
-		TLS:          server.TLSFiles{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, ClientCAFile: cfg.TLS.ClientCA},
-		DrainTimeout: cfg.DrainTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	ingestqv1.RegisterPingServiceServer(srv, ping.New(spec.Name))
-
+// setup connects to ZooKeeper, makes the server's health follow the
+// session, and runs the service's own Setup.
+func (spec Spec) setup(ctx context.Context, penv *process.Env) error {
+	cfg, log, tel := penv.Config, penv.Logger, penv.Telemetry
 	log.Info("connecting to ZooKeeper", "servers", cfg.ZooKeeper.Servers, "root", cfg.ZooKeeper.Root)
-	q, err := session.Connect(ctx, session.Options{
+	q, err := session.Connect(penv.Starting, session.Options{
 		Servers:        cfg.ZooKeeper.Servers,
 		Root:           cfg.ZooKeeper.Root,
 		SessionTimeout: cfg.ZooKeeper.SessionTimeout,
@@ -197,12 +122,12 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	defer q.Close() // after the drain: ephemeral locks must outlive it
+	penv.AfterStop(q.Close) // after the drain: ephemeral locks must outlive it
 	sessionGauge, err := tel.Metrics.ObserveZooKeeperSession(q.Connected)
 	if err != nil {
 		return err
 	}
-	defer sessionGauge.Unregister()
+	penv.AfterStop(func() { sessionGauge.Unregister() })
 	requestCounter, err := tel.Metrics.ObserveZooKeeperRequests(func(observe func(op, node string, count int64)) {
 		for _, r := range q.Requests() {
 			observe(r.Op, r.Node, r.Count)
@@ -211,52 +136,16 @@ func serve(ctx context.Context, spec Spec, cfg *config.Common, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	defer requestCounter.Unregister()
-
-	// Work started by Setup must survive the signal until it has drained.
-	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
-	defer endLife()
+	penv.AfterStop(func() { requestCounter.Unregister() })
 	if spec.Setup != nil {
-		env := &Env{Name: spec.Name, Version: version(), Config: cfg, Logger: log, Session: q, Jobs: jobs.New(q), Server: srv, Telemetry: tel}
-		if err := spec.Setup(life, env); err != nil {
-			return fmt.Errorf("setting up %s: %w", spec.Name, err)
+		env := &Env{Name: penv.Name, Version: penv.Version, Config: cfg, Logger: log, Session: q, Jobs: jobs.New(q), Server: penv.Server, Telemetry: tel}
+		if err := spec.Setup(ctx, env); err != nil {
+			return err
 		}
 	}
 	// Notifications may arrive out of order, so each one reads the session's
 	// state now instead of trusting its argument.
-	unsubscribe := q.OnSession(func(bool) { srv.SetServing(q.Connected()) })
-	defer unsubscribe()
-
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening for gRPC: %w", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	log.Info("serving gRPC", "addr", lis.Addr().String(), "tls", cfg.TLS.Cert != "", "mutual_tls", cfg.TLS.ClientCA != "")
-
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("stopping", "drain_timeout", cfg.DrainTimeout.String())
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.DrainTimeout+stopGrace)
-	defer cancel()
-	err = srv.Shutdown(stopCtx)
-	err = errors.Join(err, <-served)
-	if err != nil {
-		return fmt.Errorf("stopping: %w", err)
-	}
-	log.Info("stopped")
+	srv := penv.Server
+	penv.AfterStop(q.OnSession(func(bool) { srv.SetServing(q.Connected()) }))
 	return nil
-}
-
-// version is the service's module version as the Go toolchain recorded it
-// ("(devel)" for a build from a work tree).
-func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		return info.Main.Version
-	}
-	return "unknown"
 }

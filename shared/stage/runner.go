@@ -24,7 +24,8 @@ import (
 
 // Handler does one stage's work on one claimed job. ctx ends when the job's
 // lock or session is lost, or when a drain runs out of time; the handler
-// should stop then (its outcome will not be committed). The job's data is
+// should stop then (its outcome will not be committed). It also ends once
+// the step is over, after its span. The job's data is
 // claim.Data(); claim.Update writes data that must land before the step
 // ends (an ARK, say).
 type Handler func(ctx context.Context, claim Claim) Outcome
@@ -64,12 +65,27 @@ type Outcome struct {
 	change    jobs.Change
 	after     time.Duration
 	committed func()
+	ended     func(telemetry.Outcome, error)
 }
 
 // OnCommitted returns the outcome with f to be called once its change is
 // committed (not after a release, a lost job or a failed commit).
 func (o Outcome) OnCommitted(f func()) Outcome {
 	o.committed = f
+	return o
+}
+
+// OnEnd returns the outcome with f to be called once the runner is done
+// with it, however that went, so that the handler can tell someone how its
+// decision ended: f gets how the step ended, as the stage's metrics count
+// it, and the error that kept the outcome from being written as decided
+// (nil when it was): the commit's or the release's error, an error
+// wrapping queue.ErrFenced when the job was lost first, ErrDrainDeadline
+// when a drain ran out of time first. f runs after the step was counted
+// and left the jobs in flight, and before the step's span (the handler's
+// context's) ends, so f may add to the span what it learned.
+func (o Outcome) OnEnd(f func(step telemetry.Outcome, err error)) Outcome {
+	o.ended = f
 	return o
 }
 
@@ -159,6 +175,13 @@ type Config struct {
 	// were picked from the queue (the provisioner weighs jobs in queue
 	// order); their claims and commits still overlap, Concurrency at once.
 	InOrder bool
+	// OnDemand makes a stage that takes a job only when asked, one for
+	// each Runner.Take call (the recorder's, for the inventories that ask
+	// for jobs): it runs no workers of its own, so Concurrency must be 0,
+	// and its registry entry says 0, and Handler may be nil. Take serves a
+	// stage with workers too, beside them.
+	OnDemand bool
+
 	Handler Handler
 	Logger  *slog.Logger
 	Tracer  trace.Tracer       // default: no spans
@@ -181,20 +204,28 @@ type Runner struct {
 	// this stage moves on goes straight to it, its lock kept (chain).
 	then *Runner
 
-	mu         sync.Mutex
-	stopTaking context.CancelFunc // ends the wait for the next job
-	abort      context.CancelFunc // ends every job in flight
-	abortCtx   context.Context
-	wg         sync.WaitGroup
-	done       chan struct{}
+	taking     context.Context    // ends when the runner takes no more jobs (Drain, Run's end)
+	stopTaking context.CancelFunc // ends taking, and the waits for the next job
+
+	mu       sync.Mutex
+	stopped  bool               // Run waits for the jobs in flight: Take adds none
+	abort    context.CancelFunc // ends every job in flight
+	abortCtx context.Context
+	wg       sync.WaitGroup
+	done     chan struct{}
 }
 
 // New prepares a runner; Run starts it.
 func New(q *jobs.Client, cfg Config) (*Runner, error) {
-	if cfg.Handler == nil || cfg.From == 0 || cfg.To == 0 || cfg.Name == "" || cfg.Service == "" {
+	if (cfg.Handler == nil && !cfg.OnDemand) || cfg.From == 0 || cfg.To == 0 || cfg.Name == "" || cfg.Service == "" {
 		return nil, errors.New("stage: Config needs Service, Name, From, To and Handler")
 	}
-	if cfg.Concurrency <= 0 {
+	switch {
+	case cfg.OnDemand && cfg.Concurrency != 0:
+		return nil, fmt.Errorf("stage %s: a stage that takes jobs on demand has no workers of its own (Concurrency %d)", cfg.Name, cfg.Concurrency)
+	case cfg.OnDemand && cfg.InOrder:
+		return nil, fmt.Errorf("stage %s: a stage that takes jobs on demand hands them over as they are asked for, not InOrder", cfg.Name)
+	case cfg.Concurrency <= 0 && !cfg.OnDemand:
 		cfg.Concurrency = 4
 	}
 	if cfg.HoldCollections {
@@ -222,6 +253,7 @@ func New(q *jobs.Client, cfg Config) (*Runner, error) {
 		done: make(chan struct{}),
 	}
 	r.abortCtx, r.abort = context.WithCancel(context.Background())
+	r.taking, r.stopTaking = context.WithCancel(context.Background())
 	return r, nil
 }
 
@@ -233,6 +265,8 @@ func (r *Runner) WorkerID() string { return r.state.ID() }
 // or released.
 func (r *Runner) Run(ctx context.Context) error {
 	defer close(r.done)
+	// Taking ends with ctx, or at Drain; the workers' waits with it.
+	defer r.stopTaking()
 	if err := r.state.Register(ctx, r.q); err != nil {
 		return fmt.Errorf("stage %s: %w", r.cfg.Name, err)
 	}
@@ -241,15 +275,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		defer cancel()
 		r.state.Unregister(closeCtx)
 	}()
-	takeCtx, stopTaking := context.WithCancel(ctx)
-	r.mu.Lock()
-	r.stopTaking = stopTaking
-	r.mu.Unlock()
-	if r.state.Draining() {
-		stopTaking()
-	}
-	defer stopTaking()
-	r.log.Info("stage running", "worker", r.state.ID(), "from", queue.JobStateName(r.cfg.From), "to", queue.JobStateName(r.cfg.To), "concurrency", r.cfg.Concurrency)
+	stopWithCtx := context.AfterFunc(ctx, r.stopTaking)
+	defer stopWithCtx()
+	takeCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	stopWithTaking := context.AfterFunc(r.taking, stopWork)
+	defer stopWithTaking()
+	r.log.Info("stage running", "worker", r.state.ID(), "from", queue.JobStateName(r.cfg.From), "to", queue.JobStateName(r.cfg.To),
+		"concurrency", r.cfg.Concurrency, "on_demand", r.cfg.OnDemand)
 
 	// Each of Concurrency workers takes a job and handles it, then the
 	// next: claims overlap (a claim is two round trips to ZooKeeper), so a
@@ -261,6 +294,12 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.work(takeCtx)
 		}()
 	}
+	// The workers stop taking when takeCtx ends; so do Take calls, whose
+	// jobs are waited for with the workers'.
+	<-r.taking.Done()
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
 	r.wg.Wait()
 	r.log.Info("stage stopped", "worker", r.state.ID())
 	return nil
@@ -276,7 +315,7 @@ func (r *Runner) work(takeCtx context.Context) {
 		switch {
 		case takeCtx.Err() != nil:
 			if err == nil {
-				r.handle(claim) // taken as the drain began: finish it
+				r.handle(claim, r.cfg.Handler) // taken as the drain began: finish it
 			}
 			return
 		case errors.Is(err, errPaused):
@@ -289,7 +328,7 @@ func (r *Runner) work(takeCtx context.Context) {
 			}
 			continue
 		}
-		r.handle(claim)
+		r.handle(claim, r.cfg.Handler)
 	}
 }
 
@@ -307,18 +346,142 @@ func (r *Runner) next(ctx context.Context) (*jobs.Claim, error) {
 	return claim, err
 }
 
-// handle runs the handler on one claim and commits its outcome.
-func (r *Runner) handle(claim *jobs.Claim) {
+// ErrNotRunning: Take was called while the runner takes no jobs: it
+// drains, or it has stopped.
+var ErrNotRunning = errors.New("stage not running")
+
+// Take takes one job on demand, for its caller: beside the runner's own
+// workers, if it has any, it waits for a job as they do, and hands the job
+// it takes to h, which stands for the stage's Handler for that job (h
+// learns whom the job is for from what it was made with, and may hand the
+// job on to them). The runner's rules, span, in-flight count and commit
+// are around h as around the stage's Handler.
+//
+// Take waits up to wait for a job (0: it takes one only if one is free
+// now), and returns true as soon as h has the job; false and no error when
+// no job came in time or the runner stayed paused (Pause) for the whole
+// wait; ErrNotRunning when the runner does not take jobs; ctx's error when
+// ctx ended. A job the runner's rules decide without a handler (unreadable
+// data fails it; a held collection holds it) is not h's: Take goes on
+// waiting for another.
+func (r *Runner) Take(ctx context.Context, wait time.Duration, h Handler) (bool, error) {
+	r.mu.Lock()
+	if r.stopped || r.taking.Err() != nil || r.state.Draining() {
+		r.mu.Unlock()
+		return false, ErrNotRunning
+	}
+	// Counted from here, so that Run, which stops taking before it waits,
+	// waits for this call and its job.
+	r.wg.Add(1)
+	r.mu.Unlock()
+	defer r.wg.Done()
+
+	callCtx := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.taking, cancel)
+	defer stop()
+	waitCtx := ctx
+	if wait > 0 {
+		var cancelWait context.CancelFunc
+		waitCtx, cancelWait = context.WithTimeout(ctx, wait)
+		defer cancelWait()
+	}
+	for {
+		claim, err := r.takeOne(waitCtx, wait > 0)
+		switch {
+		case claim != nil && r.state.Draining():
+			// Taken as the drain began: the job stays free.
+			r.releaseUntouched(claim)
+			return false, ErrNotRunning
+		case claim != nil:
+			if r.handOver(claim, h) {
+				return true, nil
+			}
+		case r.taking.Err() != nil || r.state.Draining():
+			return false, ErrNotRunning
+		case callCtx.Err() != nil:
+			return false, context.Cause(callCtx)
+		case err == nil || waitCtx.Err() != nil:
+			return false, nil
+		default:
+			return false, err
+		}
+	}
+}
+
+// takeOne waits for a job until ctx ends, as a worker does, or only
+// tries to take one now (wait false). It returns no job and no error when
+// the runner is paused or draining for the whole wait.
+func (r *Runner) takeOne(ctx context.Context, wait bool) (*jobs.Claim, error) {
+	if !wait {
+		if !r.state.Taking() {
+			return nil, nil
+		}
+		if paused, err := r.q.Paused(ctx); err != nil || paused {
+			return nil, err
+		}
+		claim, _, err := r.consumer.TryNext(ctx)
+		return claim, err
+	}
+	for {
+		if err := r.state.WaitRunnable(ctx); err != nil || r.state.Draining() {
+			return nil, nil
+		}
+		claim, err := r.next(ctx)
+		if !errors.Is(err, errPaused) {
+			return claim, err
+		}
+	}
+}
+
+// handOver handles a job taken for Take with h in a job slot of its own,
+// and reports whether h got the job (false: the runner's rules decided).
+func (r *Runner) handOver(claim *jobs.Claim, h Handler) bool {
+	started, ended := make(chan struct{}), make(chan struct{})
+	r.wg.Add(1) // Take's own count keeps the group above zero meanwhile
+	go func() {
+		defer r.wg.Done()
+		defer close(ended)
+		r.handle(claim, func(ctx context.Context, cl Claim) Outcome {
+			close(started)
+			return h(ctx, cl)
+		})
+	}()
+	select {
+	case <-started:
+	case <-ended:
+	}
+	select {
+	case <-started:
+		return true
+	default:
+		return false
+	}
+}
+
+// releaseUntouched gives back a job no handler has seen.
+func (r *Runner) releaseUntouched(claim *jobs.Claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := claim.Release(ctx); err != nil {
+		r.log.Warn("giving back a job taken as the drain began", "job", claim.ID(), "error", err)
+	}
+}
+
+// handle runs h (the stage's Handler, or a Take call's) on one claim and
+// commits its outcome.
+func (r *Runner) handle(claim *jobs.Claim, h Handler) {
 	if !r.cfg.InOrder {
-		r.finish(r.handleOnly(claim))
+		r.finish(r.handleOnly(claim, h))
 		return
 	}
 	// A job lost while it waits is dealt with as any lost job: its
 	// handler sees its context ended and nothing is committed.
 	r.consumer.WaitTurn(claim.Context(), claim)
-	h := r.handleOnly(claim)
+	handled := r.handleOnly(claim, h)
 	r.consumer.PassTurn(claim)
-	r.finish(h)
+	r.finish(handled)
 }
 
 // handled is a job whose handler has returned and whose outcome is not
@@ -327,11 +490,11 @@ type handled struct {
 	claim   *jobs.Claim
 	ctx     context.Context
 	outcome Outcome
-	end     func(telemetry.Outcome) // ends the step's span, metrics and tracking
+	end     func(telemetry.Outcome, error) // ends the step's span, metrics and tracking
 }
 
-// handleOnly runs the handler on one claim; finish commits its outcome.
-func (r *Runner) handleOnly(claim *jobs.Claim) handled {
+// handleOnly runs handler on one claim; finish commits its outcome.
+func (r *Runner) handleOnly(claim *jobs.Claim, handler Handler) handled {
 	job := claim.Job
 	jid, bid := job.GetId(), job.GetBid()
 	if bid == "" {
@@ -339,7 +502,7 @@ func (r *Runner) handleOnly(claim *jobs.Claim) handled {
 	}
 	// The job's context ends with its lock or session, or on an aborted drain.
 	jobCtx, cancel := context.WithCancelCause(claim.Context())
-	stopAbort := context.AfterFunc(r.abortCtx, func() { cancel(errors.New("stage draining: out of time")) })
+	stopAbort := context.AfterFunc(r.abortCtx, func() { cancel(ErrDrainDeadline) })
 	jobCtx = telemetry.WithJob(jobCtx, jid, bid)
 	traceparent := job.GetStatus().GetTraceparent()
 	if traceparent == "" {
@@ -348,11 +511,14 @@ func (r *Runner) handleOnly(claim *jobs.Claim) handled {
 	jobCtx, span := telemetry.StartJobSpan(jobCtx, r.cfg.Tracer, r.cfg.Name, jid, bid, traceparent)
 	flight := r.state.Begin(jobCtx, jid, bid)
 	h := handled{claim: claim, ctx: jobCtx}
-	h.outcome = r.decide(jobCtx, claim)
-	h.end = func(result telemetry.Outcome) {
+	h.outcome = r.decide(jobCtx, claim, handler)
+	h.end = func(result telemetry.Outcome, err error) {
 		flight.End(jobCtx, result)
 		if result == telemetry.OutcomeFailed {
 			span.SetStatus(codes.Error, h.outcome.change.Message)
+		}
+		if h.outcome.ended != nil {
+			h.outcome.ended(result, err)
 		}
 		span.End()
 		stopAbort()
@@ -364,10 +530,10 @@ func (r *Runner) handleOnly(claim *jobs.Claim) handled {
 // finish commits a handled job's outcome, and hands the job to the next
 // stage's runner when it took it over.
 func (r *Runner) finish(h handled) {
-	result, next := r.commit(h.ctx, h.claim, h.outcome)
-	h.end(result)
+	result, next, err := r.commit(h.ctx, h.claim, h.outcome)
+	h.end(result, err)
 	if next != nil {
-		next.handle(h.claim)
+		next.handle(h.claim, next.cfg.Handler)
 	}
 }
 
@@ -389,11 +555,11 @@ func (r *Runner) Chain(next *Runner) error {
 
 // takesHandOver reports whether the runner takes a job handed over now.
 func (r *Runner) takesHandOver() bool {
-	return r != nil && !r.cfg.InOrder && r.state.Taking()
+	return r != nil && !r.cfg.InOrder && !r.cfg.OnDemand && r.state.Taking()
 }
 
 // decide runs the rules that come before the handler, then the handler.
-func (r *Runner) decide(ctx context.Context, claim *jobs.Claim) (out Outcome) {
+func (r *Runner) decide(ctx context.Context, claim *jobs.Claim, handler Handler) (out Outcome) {
 	if claim.LoadErr != nil {
 		r.log.ErrorContext(ctx, "job data unreadable", "error", claim.LoadErr)
 		return Failf("job data unreadable: %v", claim.LoadErr)
@@ -415,7 +581,7 @@ func (r *Runner) decide(ctx context.Context, claim *jobs.Claim) (out Outcome) {
 			out = Failf("internal error in %s: %v", r.cfg.Name, p)
 		}
 	}()
-	return r.cfg.Handler(ctx, claim)
+	return handler(ctx, claim)
 }
 
 // collectionOf is the hold key of a job: the collection written by the
@@ -427,11 +593,15 @@ func collectionOf(job *v1.Job) string {
 	return job.GetConfiguration().GetProfileName()
 }
 
-// commit applies an outcome and says how it ended, and which runner took
-// the job over (nil: none). The object locks the outcome names
-// (Change.Unlock) are released by the commit, or after it when it did not
-// happen.
-func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.Outcome, next *Runner) {
+// ErrDrainDeadline is the cause of a handler's context ended because a
+// drain ran out of time: the job is given back untouched.
+var ErrDrainDeadline = errors.New("stage draining: out of time")
+
+// commit applies an outcome and says how it ended, which runner took the
+// job over (nil: none), and what kept it from being written as decided
+// (nil: nothing). The object locks the outcome names (Change.Unlock) are
+// released by the commit, or after it when it did not happen.
+func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.Outcome, next *Runner, _ error) {
 	// Commits must go through even if the drain deadline passed while the
 	// handler returned; only a lost lock (claim context) stops them.
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -454,12 +624,12 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 				r.log.WarnContext(ctx, "releasing job at drain", "error", err)
 			}
 			r.log.InfoContext(ctx, "job released untouched: drain ran out of time")
-			return telemetry.OutcomeReleased, nil
+			return telemetry.OutcomeReleased, nil, cause
 		}
 		r.log.WarnContext(ctx, "job lost while working on it; not committing", "cause", cause)
 		// If the session comes back after all, so does the lock: give it up.
 		claim.Release(commitCtx)
-		return telemetry.OutcomeFenced, nil
+		return telemetry.OutcomeFenced, nil, fmt.Errorf("%w: the job was lost before its outcome was committed: %v", queue.ErrFenced, cause)
 	}
 	var err error
 	var result telemetry.Outcome
@@ -503,7 +673,7 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 		if out.committed != nil && wrote {
 			out.committed()
 		}
-		return result, next
+		return result, next, nil
 	}
 	switch result = CommitOutcome(err, result); result {
 	case telemetry.OutcomeFenced:
@@ -515,7 +685,7 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 		r.log.ErrorContext(ctx, "commit failed; releasing the job", "error", err)
 		claim.Release(commitCtx)
 	}
-	return result, nil
+	return result, nil, err
 }
 
 // Status reports this replica.
@@ -533,11 +703,7 @@ func (r *Runner) Resume() { r.state.Resume() }
 // when ctx ended (0: all finished in time).
 func (r *Runner) Drain(ctx context.Context) int {
 	r.state.SetDraining()
-	r.mu.Lock()
-	if r.stopTaking != nil {
-		r.stopTaking()
-	}
-	r.mu.Unlock()
+	r.stopTaking()
 	select {
 	case <-r.done:
 		return 0

@@ -9,8 +9,8 @@ import (
 	"github.com/ingestq/ingestq/shared/service"
 )
 
-// Worker is what StageService controls in a replica: a Runner, or a
-// worker that hands its jobs out by other means (the recorder's leases).
+// Worker is what StageService controls in a replica: a Runner, or what
+// wraps one (the recorder's lease manager).
 type Worker interface {
 	// Status reports the worker: its state, jobs in flight, outcomes.
 	Status() *v1.WorkerInfo
@@ -60,14 +60,14 @@ func (s stageService) Pause(context.Context, *v1.PauseRequest) (*v1.PauseRespons
 	for _, w := range s.workers {
 		w.Pause()
 	}
-	return &v1.PauseResponse{Workers: s.statuses()}, nil
+	return &v1.PauseResponse{Workers: s.statuses(), Paused: new(true)}, nil
 }
 
 func (s stageService) Resume(context.Context, *v1.ResumeRequest) (*v1.ResumeResponse, error) {
 	for _, w := range s.workers {
 		w.Resume()
 	}
-	return &v1.ResumeResponse{Workers: s.statuses()}, nil
+	return &v1.ResumeResponse{Workers: s.statuses(), Paused: new(false)}, nil
 }
 
 // Drain stops taking jobs for good and waits for the jobs in flight until
@@ -84,7 +84,7 @@ func (s stageService) Drain(ctx context.Context, _ *v1.DrainRequest) (*v1.DrainR
 	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-margin))
 	defer cancel()
 	left := drainAll(waitCtx, s.workers)
-	return &v1.DrainResponse{Workers: s.statuses(), InFlightLeft: int32(left)}, nil
+	return &v1.DrainResponse{Workers: s.statuses(), InFlightLeft: new(int32(left))}, nil
 }
 
 // drainAll drains workers in parallel and sums the jobs left in flight.
@@ -119,7 +119,7 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 		if cfg.Version == "" {
 			cfg.Version = env.Version
 		}
-		if cfg.Concurrency == 0 {
+		if cfg.Concurrency == 0 && !cfg.OnDemand {
 			cfg.Concurrency = env.Config.Concurrency
 		}
 		if cfg.Address == "" {

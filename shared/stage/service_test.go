@@ -64,6 +64,10 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The state produced is in the JSON (the field is set) even when false.
+	if p.Paused == nil || !*p.Paused {
+		t.Errorf("Pause answers paused %v, want true", p.Paused)
+	}
 	for _, w := range p.GetWorkers() {
 		if !w.GetPaused() {
 			t.Errorf("%s not paused", w.GetId())
@@ -74,16 +78,20 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	if s := queuetest.Status(t, q, jids[0]).GetStatus(); s != queue.Pending {
 		t.Fatalf("paused replica moved the job to %s", queue.JobStateName(s))
 	}
-	if _, err := client.Resume(admin, &v1.ResumeRequest{}); err != nil {
+	r, err := client.Resume(admin, &v1.ResumeRequest{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Paused == nil || *r.Paused {
+		t.Errorf("Resume answers paused %v, want false, set", r.Paused)
 	}
 	queuetest.Eventually(t, "job through both runners", func() bool { s := queuetest.Status(t, q, jids[0]).GetStatus(); return s == queue.Provisioning })
 	d, err := client.Drain(admin, &v1.DrainRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.GetInFlightLeft() != 0 {
-		t.Errorf("drain left %d jobs", d.GetInFlightLeft())
+	if d.GetInFlightLeft() != 0 || d.InFlightLeft == nil {
+		t.Errorf("drain left %d jobs (said: %t)", d.GetInFlightLeft(), d.InFlightLeft != nil)
 	}
 	for _, r := range runners {
 		<-r.Done()

@@ -19,9 +19,7 @@ import (
 // or draining, the jobs it has in flight and how the jobs it finished
 // ended. It is the worker's entry in the worker registry (kept current
 // once Register is called), its StageService status, and its step
-// metrics. A Runner keeps one; so does a worker that hands jobs out by
-// other means (the recorder's lease manager). Its methods are safe for
-// concurrent use.
+// metrics. A Runner keeps one. Its methods are safe for concurrent use.
 type WorkerState struct {
 	base    *v1.WorkerInfo // what does not change: id, host, service, stage, started...
 	step    string         // the stage in metrics ("estimating")
@@ -63,13 +61,18 @@ func (s *WorkerState) ID() string { return s.base.GetId() }
 // Register creates the worker's registry entry; from then on every change
 // of the state is written to it (at most once a second) until Unregister.
 func (s *WorkerState) Register(ctx context.Context, q *jobs.Client) error {
-	reg, err := q.RegisterWorker(ctx, s.Status())
+	registered := s.Status()
+	reg, err := q.RegisterWorker(ctx, registered)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.reg = reg
 	s.mu.Unlock()
+	// A change made while the entry was being created is written now.
+	if !proto.Equal(registered, s.Status()) {
+		s.update()
+	}
 	return nil
 }
 

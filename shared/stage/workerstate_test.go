@@ -207,3 +207,33 @@ func TestTheRegistryEntryFollowsTheState(t *testing.T) {
 		t.Errorf("after Unregister: %v, %v", ws, err)
 	}
 }
+
+func TestAPauseWhileTheEntryIsBeingCreatedReachesTheEntry(t *testing.T) {
+	root := zktest.Root(t)
+	slow, proxy := queuetest.ConnectThroughProxy(t, root, 10*time.Second)
+	q := queuetest.Connect(t, root)
+	s := newTestState(nil)
+	ctx := context.Background()
+	proxy.SetDelay(zktest.Delay{Min: 500 * time.Millisecond}, zktest.Delay{})
+	registered := make(chan error, 1)
+	go func() { registered <- s.Register(ctx, jobs.New(slow)) }()
+	queuetest.Eventually(t, "the entry being written", func() bool {
+		for _, r := range slow.Requests() {
+			if r.Node == "workers/*" {
+				return true
+			}
+		}
+		return false
+	})
+	s.Pause()
+	if err := <-registered; err != nil {
+		t.Fatal(err)
+	}
+	queuetest.Eventually(t, "the entry shows the pause", func() bool {
+		ws, err := admin.New(q).Queue.ListWorkers(ctx)
+		return err == nil && len(ws) == 1 && ws[0].GetPaused()
+	})
+	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s.Unregister(closeCtx)
+}

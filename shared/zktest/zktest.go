@@ -212,7 +212,7 @@ func (s *Server) launch() error {
 		// jute.maxbuffer is left at its default (1 MiB), as on a production
 		// server: what ingestq writes must fit it. (Responses are not held
 		// to it by the server; a listing of 100,000 children, ~2 MB, goes
-		// through, and the client's own limit is queue.Options.MaxResponseBytes.)
+		// through, and the client's own limit is session.Options.MaxResponseBytes.)
 		"-Dzookeeper.admin.enableServer=false",
 		"-cp", classpath(),
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", s.cfg)

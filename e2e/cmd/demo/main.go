@@ -1,11 +1,15 @@
 // Command demo runs the whole pipeline on this machine: a ZooKeeper of its
-// own and the seven services as separate processes, a depositor's web server
+// own, the seven services and the operator console (on 127.0.0.1:8401
+// unless INGESTQ_CONSOLE_LISTEN says otherwise) as separate processes, a
+// depositor's web server
 // serving examples/demo, one submission, live progress, the batch report, and
 // a clean stop (`make demo`). With -up it starts the same stack and keeps it
 // running until Ctrl-C, printing each service's address and grpcurl examples
 // (`make up`). With -store s3 the stack stores into a bucket of a versitygw
 // server of its own, the S3-compatible server the tests use (`make up
-// STORE=s3`, `make demo STORE=s3`).
+// STORE=s3`, `make demo STORE=s3`); with -store merritt into a node of a
+// stand-in for Merritt's storage service that the run starts, the one the
+// tests use (`make demo STORE=merritt`).
 package main
 
 import (
@@ -18,11 +22,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/ingestq/ingestq/e2e/depositor"
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/merritttest"
 	"github.com/ingestq/ingestq/shared/s3test"
 )
 
@@ -31,7 +37,7 @@ func main() {
 	examples := flag.String("examples", "examples", "the examples directory (profiles and the demo deposit)")
 	runDir := flag.String("run", "run", "directory for the run's data (a new subdirectory per run)")
 	up := flag.Bool("up", false, "start the stack and keep it running until Ctrl-C")
-	store := flag.String("store", "local", "the object store: local (a folder of the run) or s3 (a bucket of a versitygw server the run starts; make versitygw installs it)")
+	store := flag.String("store", "local", "the object store: local (a folder of the run), s3 (a bucket of a versitygw server the run starts; make versitygw installs it) or merritt (a node of a stand-in for Merritt's storage service the run starts)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -42,8 +48,8 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer, environ []string, bin, examples, runRoot string, up bool, store string) (err error) {
-	if store != "local" && store != "s3" {
-		return fmt.Errorf("-store %q: want local or s3", store)
+	if store != "local" && store != "s3" && store != "merritt" {
+		return fmt.Errorf("-store %q: want local, s3 or merritt", store)
 	}
 	opts, token, ignored, err := callerSettings(environ)
 	if err != nil {
@@ -59,19 +65,30 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	storeDir := ""
-	if store == "s3" {
+	var stored storedObjects
+	switch store {
+	case "s3":
 		s3, stop, err := startS3(ctx, dir, opts.Env)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		fmt.Fprintf(out, "S3 store: versitygw at %s, bucket %s (its folder %s)\n", s3.Endpoint, s3Bucket, filepath.Join(s3.Dir, s3Bucket))
-		storeDir = filepath.Join(s3.Dir, s3Bucket)
+		stored = storedIn(filepath.Join(s3.Dir, s3Bucket))
+	case "merritt":
+		svc, err := startMerritt(opts.Env)
+		if err != nil {
+			return err
+		}
+		defer svc.Close()
+		fmt.Fprintf(out, "Merritt store: node %d of a stand-in for Merritt's storage service at %s\n", merrittNode, svc.URL)
+		stored = func() (string, int) {
+			return fmt.Sprintf("node %d of the storage service at %s", merrittNode, svc.URL), len(svc.Objects(merrittNode))
+		}
 	}
 	absBin, _ := filepath.Abs(bin)
 	profiles, _ := filepath.Abs(filepath.Join(examples, "profiles"))
-	fmt.Fprintf(out, "Starting ZooKeeper and the seven services (data and logs in %s) ...\n", dir)
+	fmt.Fprintf(out, "Starting ZooKeeper, the seven services and the console (data and logs in %s) ...\n", dir)
 	opts.Dir, opts.BinDir, opts.ProfilesDir = dir, absBin, profiles
 	s, err := stack.Start(ctx, opts)
 	if err != nil {
@@ -92,15 +109,36 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 		return err
 	}
 	defer dep.Close()
-	if storeDir == "" {
-		storeDir = s.StoreRoot
+	if stored == nil {
+		stored = storedIn(s.StoreRoot)
 	}
 	if up {
 		printAddresses(out, s, dep, tokenWord(opts.Env, token))
 		<-ctx.Done()
 		return nil
 	}
-	return demo(ctx, out, s, dep, token, storeDir)
+	if addr := s.ConsoleAddr(); addr != "" {
+		fmt.Fprintf(out, "The operator console shows it at http://%s/ while the demo runs.\n", addr)
+	}
+	return demo(ctx, out, s, dep, token, stored)
+}
+
+// merrittNode is the storage node of the stack's Merritt store.
+const merrittNode = 9501
+
+// startMerritt starts the stand-in for Merritt's storage service the
+// tests use and points every service's store at one of its nodes (env:
+// the stack's settings; the caller's INGESTQ_STORE and INGESTQ_MERRITT_*
+// give way). Each processor serves the versions it prepares on an address
+// of its own (stack.Proc.Serve).
+func startMerritt(env map[string]string) (*merritttest.Service, error) {
+	svc, err := merritttest.Run(merrittNode)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(env, map[string]string{"INGESTQ_STORE": "merritt", "INGESTQ_MERRITT_STORAGE_URL": svc.URL,
+		"INGESTQ_MERRITT_NODE": strconv.Itoa(merrittNode)})
+	return svc, nil
 }
 
 // s3Bucket is the bucket of the stack's S3 store.
@@ -149,14 +187,20 @@ func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server, token 
 			fmt.Fprintf(out, "  %-12s gRPC %-21s metrics http://%s/metrics\n", name, p.Addr, p.Metrics)
 		}
 	}
+	for _, p := range s.Procs(stack.Console) {
+		fmt.Fprintf(out, "  %-12s gRPC %-21s metrics http://%s/metrics\n", p.Service, p.Addr, p.Metrics)
+	}
 	fmt.Fprintf(out, "  ZooKeeper    %v (root %s)\n  depositor    %s (serves examples/demo)\n", s.Servers, s.Root, dep.URL)
-	fmt.Fprint(out, consoleLines(s.Procs("batcher")[0].Console, token))
+	fmt.Fprint(out, consoleLines(s.ConsoleAddr(), token))
 	b := s.Addr("batcher")
 	auth := ""
 	if token != "" {
 		auth = `-H "authorization: Bearer ` + token + `" `
 	}
 	fmt.Fprintf(out, "Try:\n")
+	if token == "$INGESTQ_ADMIN_TOKEN" {
+		fmt.Fprintf(out, "  (in a shell where INGESTQ_ADMIN_TOKEN holds the token this stack was started with)\n")
+	}
 	fmt.Fprintf(out, "  grpcurl -plaintext -d '{\"submitter\":\"me\",\"profile\":\"demo\",\"payload_url\":\"%s/batch.checkm\",\"payload_type\":\"PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS\"}' %s ingestq.v1.BatchService/Submit\n", dep.URL, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s%s ingestq.v1.AdminService/GetQueue\n", auth, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s-d '{\"state\":\"JOB_STATE_FAILED\"}' %s ingestq.v1.AdminService/ListJobs\n", auth, b)

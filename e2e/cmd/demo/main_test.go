@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"net/url"
@@ -13,11 +14,14 @@ import (
 
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/merrittstore"
+	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	_ "modernc.org/sqlite"
 )
 
 // TestUpHonoursTheCallersSettings runs what `make up` runs with an admin
@@ -35,7 +39,9 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "s3cret-of-the-caller"
-	environ := []string{"INGESTQ_ADMIN_TOKEN=" + token, "INGESTQ_LISTEN=127.0.0.1:1", "INGESTQ_LOG_LEVEL=debug"}
+	// A console port of its own: 127.0.0.1:8401, the default, may be taken.
+	environ := []string{"INGESTQ_ADMIN_TOKEN=" + token, "INGESTQ_LISTEN=127.0.0.1:1", "INGESTQ_LOG_LEVEL=debug",
+		"INGESTQ_CONSOLE_LISTEN=" + servicetest.FreeAddr(t)}
 	pr, pw := io.Pipe()
 	upCtx, stopUp := context.WithCancel(ctx)
 	ran := make(chan error, 1)
@@ -64,6 +70,7 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	for _, want := range []string{
 		"Ignoring INGESTQ_LISTEN",
 		"/signin with the admin token ($INGESTQ_ADMIN_TOKEN)",
+		"in a shell where INGESTQ_ADMIN_TOKEN holds the token this stack was started with",
 		`-H "authorization: Bearer $INGESTQ_ADMIN_TOKEN" `,
 	} {
 		if !strings.Contains(out, want) {
@@ -143,9 +150,68 @@ func TestTheDemoRunsOnTheS3Store(t *testing.T) {
 	}
 }
 
-func TestAStoreOtherThanLocalOrS3IsRefused(t *testing.T) {
+// TestTheDemoRunsOnMerrittsStorageService runs what `make demo
+// STORE=merritt` runs: the sample deposit goes through the whole stack
+// storing into a node of the stand-in for Merritt's storage service the run
+// starts, the three good objects end Completed, stored there, and the
+// inventory records the versions the service's manifests list.
+func TestTheDemoRunsOnMerrittsStorageService(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	repo := filepath.Join("..", "..", "..")
+	bin := filepath.Join(dir, "bin")
+	if err := stack.Build(ctx, repo, bin); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run(ctx, &out, nil, bin, filepath.Join(repo, "examples"), filepath.Join(dir, "run"), false, "merritt"); err != nil {
+		t.Fatalf("make demo STORE=merritt: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"Merritt store: node 9501 of a stand-in for Merritt's storage service at http://127.0.0.1:",
+		"status-report: 3 successful, 1 failed", "(3 objects)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the printout lacks %q", want)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^  jid\d+  Completed `).FindAllString(out.String(), -1)); n != 3 {
+		t.Errorf("%d jobs Completed, want 3", n)
+	}
+	dbs, _ := filepath.Glob(filepath.Join(dir, "run", "*", "inventory.db"))
+	if len(dbs) != 1 {
+		t.Fatalf("inventories %v", dbs)
+	}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: dbs[0], RawQuery: "mode=ro"}).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT ark, number, manifest_url FROM versions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var ark, manifest string
+		var number int
+		if err := rows.Scan(&ark, &number, &manifest); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if got, err := merrittstore.ObjectFromManifestURL(manifest); err != nil || got != ark || number != 1 || !strings.Contains(manifest, "/manifest/9501/") {
+			t.Errorf("version %d of %s recorded from %s (its object %q, %v)", number, ark, manifest, got, err)
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d versions recorded, want 3", n)
+	}
+}
+
+func TestAStoreOtherThanLocalS3OrMerrittIsRefused(t *testing.T) {
 	err := run(context.Background(), io.Discard, nil, "bin", "examples", t.TempDir(), false, "nfs")
-	if err == nil || !strings.Contains(err.Error(), "want local or s3") {
+	if err == nil || !strings.Contains(err.Error(), "want local, s3 or merritt") {
 		t.Errorf("-store nfs: %v", err)
 	}
 }

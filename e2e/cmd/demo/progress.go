@@ -32,7 +32,7 @@ func bearer(token string) grpc.UnaryClientInterceptor {
 }
 
 // demo submits the example deposit, shows its progress and prints the report.
-func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Server, token, storeDir string) error {
+func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Server, token string, stored storedObjects) error {
 	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(bearer(token)))
 	if err != nil {
@@ -77,7 +77,7 @@ func demo(ctx context.Context, out io.Writer, s *stack.Stack, dep *depositor.Ser
 		}
 	}
 	bar.done()
-	printReport(out, s, batch, jobs, storeDir)
+	printReport(out, s, batch, jobs, stored)
 	return nil
 }
 
@@ -162,10 +162,17 @@ func (p *progress) done() {
 	}
 }
 
-// printReport says how the batch ended and where everything went; storeDir
-// is the folder holding the stored objects (the local store's, or the S3
-// server's folder of the bucket).
-func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job, storeDir string) {
+// storedObjects says where the stored objects are, and how many.
+type storedObjects func() (where string, n int)
+
+// storedIn counts the objects of a folder holding one folder each (the
+// local store's, or the S3 server's folder of the bucket).
+func storedIn(dir string) storedObjects {
+	return func() (string, int) { return dir, countDirs(dir) }
+}
+
+// printReport says how the batch ended and where everything went.
+func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job, stored storedObjects) {
 	fmt.Fprintf(out, "\nBatch %s: %s", b.GetId(), queue.BatchStateName(b.GetStatus().GetStatus()))
 	if m := b.GetStatus().GetMessage(); m != "" {
 		fmt.Fprintf(out, " (%s)", m)
@@ -182,7 +189,8 @@ func printReport(out io.Writer, s *stack.Stack, b *v1.Batch, jobs []*v1.Job, sto
 	}
 	emails, _ := filepath.Glob(filepath.Join(s.OutboxDir, "*"))
 	fmt.Fprintf(out, "\nWhere things are:\n")
-	fmt.Fprintf(out, "  stored objects   %s (%d objects)\n", storeDir, countDirs(storeDir))
+	where, n := stored()
+	fmt.Fprintf(out, "  stored objects   %s (%d objects)\n", where, n)
 	fmt.Fprintf(out, "  inventory        %s (SQLite; e.g. sqlite3 %s 'select * from versions')\n", s.InventoryDB, s.InventoryDB)
 	fmt.Fprintf(out, "  emails           %s (%d messages)\n", s.OutboxDir, len(emails))
 	fmt.Fprintf(out, "  service logs     %s\n", s.LogDir)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/services/console/web"
 	"github.com/ingestq/ingestq/shared/config"
 )
 
@@ -33,6 +34,11 @@ func callerSettings(environ []string) (opts stack.Options, token string, ignored
 		opts.Env[k] = v
 	}
 	slices.Sort(ignored)
+	// The console is where its docs say it is, unless the caller says
+	// (the stack would give it a free port).
+	if _, set := opts.Env["INGESTQ_CONSOLE_LISTEN"]; !set {
+		opts.Env["INGESTQ_CONSOLE_LISTEN"] = web.DefaultListen
+	}
 	if zk := opts.Env["INGESTQ_ZK_SERVERS"]; zk != "" {
 		opts.ZooKeeper = strings.Split(zk, ",")
 	}

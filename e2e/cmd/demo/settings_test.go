@@ -32,3 +32,22 @@ func TestTheAdminTokenFileIsReadAsTheServicesReadIt(t *testing.T) {
 		t.Error("a missing token file: no error")
 	}
 }
+
+// TestTheConsoleIsAt8401UnlessTheCallerSaysOtherwise: make demo and make
+// up put the console at its documented default address; a caller's
+// INGESTQ_CONSOLE_LISTEN moves it, empty turns it off.
+func TestTheConsoleIsAt8401UnlessTheCallerSaysOtherwise(t *testing.T) {
+	for _, tt := range []struct {
+		environ []string
+		want    string
+	}{
+		{nil, "127.0.0.1:8401"},
+		{[]string{"INGESTQ_CONSOLE_LISTEN=127.0.0.1:9999"}, "127.0.0.1:9999"},
+		{[]string{"INGESTQ_CONSOLE_LISTEN="}, ""},
+	} {
+		opts, _, _, err := callerSettings(tt.environ)
+		if got, set := opts.Env["INGESTQ_CONSOLE_LISTEN"]; err != nil || !set || got != tt.want {
+			t.Errorf("callerSettings(%q): the console at %q (set %t), %v; want %q", tt.environ, got, set, err, tt.want)
+		}
+	}
+}

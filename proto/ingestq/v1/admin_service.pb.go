@@ -92,6 +92,62 @@ func (BulkVerb) EnumDescriptor() ([]byte, []int) {
 	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{0}
 }
 
+// BatchAction is an operator's action on a batch.
+type BatchAction int32
+
+const (
+	BatchAction_BATCH_ACTION_UNSPECIFIED BatchAction = 0
+	// BATCH_ACTION_RELEASE: ReleaseBatch.
+	BatchAction_BATCH_ACTION_RELEASE BatchAction = 1
+	// BATCH_ACTION_UPDATE_REPORT: UpdateReportBatch.
+	BatchAction_BATCH_ACTION_UPDATE_REPORT BatchAction = 2
+	// BATCH_ACTION_DELETE: DeleteBatch.
+	BatchAction_BATCH_ACTION_DELETE BatchAction = 3
+)
+
+// Enum value maps for BatchAction.
+var (
+	BatchAction_name = map[int32]string{
+		0: "BATCH_ACTION_UNSPECIFIED",
+		1: "BATCH_ACTION_RELEASE",
+		2: "BATCH_ACTION_UPDATE_REPORT",
+		3: "BATCH_ACTION_DELETE",
+	}
+	BatchAction_value = map[string]int32{
+		"BATCH_ACTION_UNSPECIFIED":   0,
+		"BATCH_ACTION_RELEASE":       1,
+		"BATCH_ACTION_UPDATE_REPORT": 2,
+		"BATCH_ACTION_DELETE":        3,
+	}
+)
+
+func (x BatchAction) Enum() *BatchAction {
+	p := new(BatchAction)
+	*p = x
+	return p
+}
+
+func (x BatchAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BatchAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_ingestq_v1_admin_service_proto_enumTypes[1].Descriptor()
+}
+
+func (BatchAction) Type() protoreflect.EnumType {
+	return &file_ingestq_v1_admin_service_proto_enumTypes[1]
+}
+
+func (x BatchAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BatchAction.Descriptor instead.
+func (BatchAction) EnumDescriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
 type PauseQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -128,9 +184,11 @@ func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{0}
 }
 
+// PauseQueueResponse: paused is the queue's state after the call (true),
+// always in the answer's JSON.
 type PauseQueueResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Paused        bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused        *bool                  `protobuf:"varint,1,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,8 +224,8 @@ func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
 }
 
 func (x *PauseQueueResponse) GetPaused() bool {
-	if x != nil {
-		return x.Paused
+	if x != nil && x.Paused != nil {
+		return *x.Paused
 	}
 	return false
 }
@@ -208,9 +266,11 @@ func (*UnpauseQueueRequest) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{2}
 }
 
+// UnpauseQueueResponse: paused is the queue's state after the call
+// (false), always in the answer's JSON.
 type UnpauseQueueResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Paused        bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused        *bool                  `protobuf:"varint,1,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,8 +306,8 @@ func (*UnpauseQueueResponse) Descriptor() ([]byte, []int) {
 }
 
 func (x *UnpauseQueueResponse) GetPaused() bool {
-	if x != nil {
-		return x.Paused
+	if x != nil && x.Paused != nil {
+		return *x.Paused
 	}
 	return false
 }
@@ -289,16 +349,23 @@ func (*GetQueueRequest) Descriptor() ([]byte, []int) {
 }
 
 type GetQueueResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Paused bool                   `protobuf:"varint,1,opt,name=paused,proto3" json:"paused,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// paused: no stage takes new work (PauseQueue); always in the JSON.
+	Paused *bool `protobuf:"varint,1,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
 	// jobs_by_state counts jobs per state, keyed by the state's name as
-	// written in ZooKeeper ("Pending", "Failed").
+	// written in ZooKeeper ("Pending", "Failed"), every state present.
 	JobsByState map[string]int32 `protobuf:"bytes,2,rep,name=jobs_by_state,json=jobsByState,proto3" json:"jobs_by_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// held_collections are the mnemonics on hold.
 	HeldCollections []string      `protobuf:"bytes,3,rep,name=held_collections,json=heldCollections,proto3" json:"held_collections,omitempty"`
 	Workers         []*WorkerInfo `protobuf:"bytes,4,rep,name=workers,proto3" json:"workers,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// batches_by_state counts batches per state, keyed by the state's name
+	// ("Held", "UpdateReporting"), every state present.
+	BatchesByState map[string]int32 `protobuf:"bytes,5,rep,name=batches_by_state,json=batchesByState,proto3" json:"batches_by_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// stages: each state a stage takes jobs from, in pipeline order, with
+	// what waits there and who takes it.
+	Stages        []*StageHealth `protobuf:"bytes,6,rep,name=stages,proto3" json:"stages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetQueueResponse) Reset() {
@@ -332,8 +399,8 @@ func (*GetQueueResponse) Descriptor() ([]byte, []int) {
 }
 
 func (x *GetQueueResponse) GetPaused() bool {
-	if x != nil {
-		return x.Paused
+	if x != nil && x.Paused != nil {
+		return *x.Paused
 	}
 	return false
 }
@@ -359,6 +426,123 @@ func (x *GetQueueResponse) GetWorkers() []*WorkerInfo {
 	return nil
 }
 
+func (x *GetQueueResponse) GetBatchesByState() map[string]int32 {
+	if x != nil {
+		return x.BatchesByState
+	}
+	return nil
+}
+
+func (x *GetQueueResponse) GetStages() []*StageHealth {
+	if x != nil {
+		return x.Stages
+	}
+	return nil
+}
+
+// StageHealth is one stage at a glance: the jobs of the state it takes jobs
+// from and the workers that take them. Its counts are always in the JSON.
+type StageHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is the state the stage takes jobs from (JOB_STATE_DOWNLOADING).
+	State JobState `protobuf:"varint,1,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// waiting: jobs in the state no worker is working on now.
+	Waiting *int32 `protobuf:"varint,2,opt,name=waiting,proto3,oneof" json:"waiting,omitempty"`
+	// in_flight: jobs of the state workers are working on now.
+	InFlight *int32 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3,oneof" json:"in_flight,omitempty"`
+	// workers: the replicas registered for the stage; active_workers those
+	// of them neither paused nor draining.
+	Workers       *int32 `protobuf:"varint,4,opt,name=workers,proto3,oneof" json:"workers,omitempty"`
+	ActiveWorkers *int32 `protobuf:"varint,5,opt,name=active_workers,json=activeWorkers,proto3,oneof" json:"active_workers,omitempty"`
+	// oldest: when the job longest in the state entered it; unset when the
+	// state holds none.
+	Oldest *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=oldest,proto3" json:"oldest,omitempty"`
+	// stalled: jobs wait and no active worker takes them (a paused queue is
+	// GetQueueResponse.paused, apart).
+	Stalled       *bool `protobuf:"varint,7,opt,name=stalled,proto3,oneof" json:"stalled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageHealth) Reset() {
+	*x = StageHealth{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageHealth) ProtoMessage() {}
+
+func (x *StageHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageHealth.ProtoReflect.Descriptor instead.
+func (*StageHealth) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StageHealth) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *StageHealth) GetWaiting() int32 {
+	if x != nil && x.Waiting != nil {
+		return *x.Waiting
+	}
+	return 0
+}
+
+func (x *StageHealth) GetInFlight() int32 {
+	if x != nil && x.InFlight != nil {
+		return *x.InFlight
+	}
+	return 0
+}
+
+func (x *StageHealth) GetWorkers() int32 {
+	if x != nil && x.Workers != nil {
+		return *x.Workers
+	}
+	return 0
+}
+
+func (x *StageHealth) GetActiveWorkers() int32 {
+	if x != nil && x.ActiveWorkers != nil {
+		return *x.ActiveWorkers
+	}
+	return 0
+}
+
+func (x *StageHealth) GetOldest() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Oldest
+	}
+	return nil
+}
+
+func (x *StageHealth) GetStalled() bool {
+	if x != nil && x.Stalled != nil {
+		return *x.Stalled
+	}
+	return false
+}
+
 // HoldCollectionRequest names a collection by its mnemonic (1..200 bytes,
 // no '/' or control characters).
 type HoldCollectionRequest struct {
@@ -370,7 +554,7 @@ type HoldCollectionRequest struct {
 
 func (x *HoldCollectionRequest) Reset() {
 	*x = HoldCollectionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[6]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +566,7 @@ func (x *HoldCollectionRequest) String() string {
 func (*HoldCollectionRequest) ProtoMessage() {}
 
 func (x *HoldCollectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[6]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +579,7 @@ func (x *HoldCollectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldCollectionRequest.ProtoReflect.Descriptor instead.
 func (*HoldCollectionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HoldCollectionRequest) GetCollection() string {
@@ -414,7 +598,7 @@ type HoldCollectionResponse struct {
 
 func (x *HoldCollectionResponse) Reset() {
 	*x = HoldCollectionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[7]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +610,7 @@ func (x *HoldCollectionResponse) String() string {
 func (*HoldCollectionResponse) ProtoMessage() {}
 
 func (x *HoldCollectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[7]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +623,7 @@ func (x *HoldCollectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldCollectionResponse.ProtoReflect.Descriptor instead.
 func (*HoldCollectionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HoldCollectionResponse) GetCollection() string {
@@ -458,7 +642,7 @@ type ReleaseCollectionRequest struct {
 
 func (x *ReleaseCollectionRequest) Reset() {
 	*x = ReleaseCollectionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +654,7 @@ func (x *ReleaseCollectionRequest) String() string {
 func (*ReleaseCollectionRequest) ProtoMessage() {}
 
 func (x *ReleaseCollectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +667,7 @@ func (x *ReleaseCollectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCollectionRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseCollectionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseCollectionRequest) GetCollection() string {
@@ -509,7 +693,7 @@ type ReleaseCollectionResponse struct {
 
 func (x *ReleaseCollectionResponse) Reset() {
 	*x = ReleaseCollectionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +705,7 @@ func (x *ReleaseCollectionResponse) String() string {
 func (*ReleaseCollectionResponse) ProtoMessage() {}
 
 func (x *ReleaseCollectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +718,7 @@ func (x *ReleaseCollectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseCollectionResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseCollectionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseCollectionResponse) GetCollection() string {
@@ -574,7 +758,7 @@ type ReleaseBatchRequest struct {
 
 func (x *ReleaseBatchRequest) Reset() {
 	*x = ReleaseBatchRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +770,7 @@ func (x *ReleaseBatchRequest) String() string {
 func (*ReleaseBatchRequest) ProtoMessage() {}
 
 func (x *ReleaseBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +783,7 @@ func (x *ReleaseBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseBatchRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseBatchRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseBatchRequest) GetBatchId() string {
@@ -618,7 +802,7 @@ type ReleaseBatchResponse struct {
 
 func (x *ReleaseBatchResponse) Reset() {
 	*x = ReleaseBatchResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +814,7 @@ func (x *ReleaseBatchResponse) String() string {
 func (*ReleaseBatchResponse) ProtoMessage() {}
 
 func (x *ReleaseBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +827,7 @@ func (x *ReleaseBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseBatchResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseBatchResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseBatchResponse) GetBatch() *Batch {
@@ -662,7 +846,7 @@ type UpdateReportBatchRequest struct {
 
 func (x *UpdateReportBatchRequest) Reset() {
 	*x = UpdateReportBatchRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +858,7 @@ func (x *UpdateReportBatchRequest) String() string {
 func (*UpdateReportBatchRequest) ProtoMessage() {}
 
 func (x *UpdateReportBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +871,7 @@ func (x *UpdateReportBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateReportBatchRequest.ProtoReflect.Descriptor instead.
 func (*UpdateReportBatchRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UpdateReportBatchRequest) GetBatchId() string {
@@ -706,7 +890,7 @@ type UpdateReportBatchResponse struct {
 
 func (x *UpdateReportBatchResponse) Reset() {
 	*x = UpdateReportBatchResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +902,7 @@ func (x *UpdateReportBatchResponse) String() string {
 func (*UpdateReportBatchResponse) ProtoMessage() {}
 
 func (x *UpdateReportBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +915,7 @@ func (x *UpdateReportBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateReportBatchResponse.ProtoReflect.Descriptor instead.
 func (*UpdateReportBatchResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateReportBatchResponse) GetBatch() *Batch {
@@ -750,7 +934,7 @@ type DeleteBatchRequest struct {
 
 func (x *DeleteBatchRequest) Reset() {
 	*x = DeleteBatchRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +946,7 @@ func (x *DeleteBatchRequest) String() string {
 func (*DeleteBatchRequest) ProtoMessage() {}
 
 func (x *DeleteBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +959,7 @@ func (x *DeleteBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBatchRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBatchRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteBatchRequest) GetBatchId() string {
@@ -796,7 +980,7 @@ type DeleteBatchResponse struct {
 
 func (x *DeleteBatchResponse) Reset() {
 	*x = DeleteBatchResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +992,7 @@ func (x *DeleteBatchResponse) String() string {
 func (*DeleteBatchResponse) ProtoMessage() {}
 
 func (x *DeleteBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1005,7 @@ func (x *DeleteBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBatchResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBatchResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteBatchResponse) GetBatchId() string {
@@ -849,7 +1033,7 @@ type CleanupBatchesRequest struct {
 
 func (x *CleanupBatchesRequest) Reset() {
 	*x = CleanupBatchesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1045,7 @@ func (x *CleanupBatchesRequest) String() string {
 func (*CleanupBatchesRequest) ProtoMessage() {}
 
 func (x *CleanupBatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1058,7 @@ func (x *CleanupBatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CleanupBatchesRequest.ProtoReflect.Descriptor instead.
 func (*CleanupBatchesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CleanupBatchesRequest) GetOlderThan() *durationpb.Duration {
@@ -904,7 +1088,7 @@ type CleanupBatchesResponse struct {
 
 func (x *CleanupBatchesResponse) Reset() {
 	*x = CleanupBatchesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1100,7 @@ func (x *CleanupBatchesResponse) String() string {
 func (*CleanupBatchesResponse) ProtoMessage() {}
 
 func (x *CleanupBatchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1113,7 @@ func (x *CleanupBatchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CleanupBatchesResponse.ProtoReflect.Descriptor instead.
 func (*CleanupBatchesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CleanupBatchesResponse) GetBatchIds() []string {
@@ -967,7 +1151,7 @@ type GetBatchRequest struct {
 
 func (x *GetBatchRequest) Reset() {
 	*x = GetBatchRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1163,7 @@ func (x *GetBatchRequest) String() string {
 func (*GetBatchRequest) ProtoMessage() {}
 
 func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1176,7 @@ func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBatchRequest.ProtoReflect.Descriptor instead.
 func (*GetBatchRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetBatchRequest) GetBatch() isGetBatchRequest_Batch {
@@ -1037,15 +1221,22 @@ func (*GetBatchRequest_BatchId) isGetBatchRequest_Batch() {}
 func (*GetBatchRequest_BatchUuid) isGetBatchRequest_Batch() {}
 
 type GetBatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// batch's status_report, when it has one, gives its totals
+	// (failed_jobs_total, successful_jobs_total) even when its lists are
+	// whole.
+	Batch *Batch `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	// trace_id is the batch's trace (its submission's), empty when unknown.
+	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
+	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetBatchResponse) Reset() {
 	*x = GetBatchResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1248,7 @@ func (x *GetBatchResponse) String() string {
 func (*GetBatchResponse) ProtoMessage() {}
 
 func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1261,7 @@ func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBatchResponse.ProtoReflect.Descriptor instead.
 func (*GetBatchResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetBatchResponse) GetBatch() *Batch {
@@ -1078,6 +1269,20 @@ func (x *GetBatchResponse) GetBatch() *Batch {
 		return x.Batch
 	}
 	return nil
+}
+
+func (x *GetBatchResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *GetBatchResponse) GetTraceUrl() string {
+	if x != nil {
+		return x.TraceUrl
+	}
+	return ""
 }
 
 type ListBatchesRequest struct {
@@ -1096,7 +1301,7 @@ type ListBatchesRequest struct {
 
 func (x *ListBatchesRequest) Reset() {
 	*x = ListBatchesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1313,7 @@ func (x *ListBatchesRequest) String() string {
 func (*ListBatchesRequest) ProtoMessage() {}
 
 func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1326,7 @@ func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesRequest.ProtoReflect.Descriptor instead.
 func (*ListBatchesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListBatchesRequest) GetStatus() BatchState {
@@ -1163,7 +1368,7 @@ type ListBatchesResponse struct {
 
 func (x *ListBatchesResponse) Reset() {
 	*x = ListBatchesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1380,7 @@ func (x *ListBatchesResponse) String() string {
 func (*ListBatchesResponse) ProtoMessage() {}
 
 func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1393,7 @@ func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesResponse.ProtoReflect.Descriptor instead.
 func (*ListBatchesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListBatchesResponse) GetBatches() []*Batch {
@@ -1216,7 +1421,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1433,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1446,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -1265,14 +1470,17 @@ type GetJobResponse struct {
 	// trace), empty when unknown.
 	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
-	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	TraceUrl string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	// resume_state is where RequeueJob without a state would resume the
+	// job: the state after its last successful one.
+	ResumeState   JobState `protobuf:"varint,4,opt,name=resume_state,json=resumeState,proto3,enum=ingestq.v1.JobState" json:"resume_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1492,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1505,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1321,6 +1529,13 @@ func (x *GetJobResponse) GetTraceUrl() string {
 	return ""
 }
 
+func (x *GetJobResponse) GetResumeState() JobState {
+	if x != nil {
+		return x.ResumeState
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
 // ListJobsRequest selects jobs by state or by batch (not both); with
 // neither, every job is listed by jid.
 type ListJobsRequest struct {
@@ -1336,7 +1551,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1563,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1576,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListJobsRequest) GetState() JobState {
@@ -1402,7 +1617,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1629,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1642,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1456,7 +1671,7 @@ type HoldJobRequest struct {
 
 func (x *HoldJobRequest) Reset() {
 	*x = HoldJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1683,7 @@ func (x *HoldJobRequest) String() string {
 func (*HoldJobRequest) ProtoMessage() {}
 
 func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1696,7 @@ func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobRequest.ProtoReflect.Descriptor instead.
 func (*HoldJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HoldJobRequest) GetJobId() string {
@@ -1507,7 +1722,7 @@ type HoldJobResponse struct {
 
 func (x *HoldJobResponse) Reset() {
 	*x = HoldJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1734,7 @@ func (x *HoldJobResponse) String() string {
 func (*HoldJobResponse) ProtoMessage() {}
 
 func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1747,7 @@ func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobResponse.ProtoReflect.Descriptor instead.
 func (*HoldJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HoldJobResponse) GetJob() *Job {
@@ -1552,7 +1767,7 @@ type ReleaseJobRequest struct {
 
 func (x *ReleaseJobRequest) Reset() {
 	*x = ReleaseJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1779,7 @@ func (x *ReleaseJobRequest) String() string {
 func (*ReleaseJobRequest) ProtoMessage() {}
 
 func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1792,7 @@ func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseJobRequest) GetJobId() string {
@@ -1603,7 +1818,7 @@ type ReleaseJobResponse struct {
 
 func (x *ReleaseJobResponse) Reset() {
 	*x = ReleaseJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1830,7 @@ func (x *ReleaseJobResponse) String() string {
 func (*ReleaseJobResponse) ProtoMessage() {}
 
 func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1843,7 @@ func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReleaseJobResponse) GetJob() *Job {
@@ -1648,7 +1863,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1875,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1888,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FailJobRequest) GetJobId() string {
@@ -1699,7 +1914,7 @@ type FailJobResponse struct {
 
 func (x *FailJobResponse) Reset() {
 	*x = FailJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1926,7 @@ func (x *FailJobResponse) String() string {
 func (*FailJobResponse) ProtoMessage() {}
 
 func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1939,7 @@ func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobResponse.ProtoReflect.Descriptor instead.
 func (*FailJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FailJobResponse) GetJob() *Job {
@@ -1746,7 +1961,7 @@ type RequeueJobRequest struct {
 
 func (x *RequeueJobRequest) Reset() {
 	*x = RequeueJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1973,7 @@ func (x *RequeueJobRequest) String() string {
 func (*RequeueJobRequest) ProtoMessage() {}
 
 func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1986,7 @@ func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobRequest.ProtoReflect.Descriptor instead.
 func (*RequeueJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RequeueJobRequest) GetJobId() string {
@@ -1804,7 +2019,7 @@ type RequeueJobResponse struct {
 
 func (x *RequeueJobResponse) Reset() {
 	*x = RequeueJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2031,7 @@ func (x *RequeueJobResponse) String() string {
 func (*RequeueJobResponse) ProtoMessage() {}
 
 func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2044,7 @@ func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobResponse.ProtoReflect.Descriptor instead.
 func (*RequeueJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RequeueJobResponse) GetJob() *Job {
@@ -1850,7 +2065,7 @@ type ReprioritizeJobRequest struct {
 
 func (x *ReprioritizeJobRequest) Reset() {
 	*x = ReprioritizeJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2077,7 @@ func (x *ReprioritizeJobRequest) String() string {
 func (*ReprioritizeJobRequest) ProtoMessage() {}
 
 func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2090,7 @@ func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobRequest.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReprioritizeJobRequest) GetJobId() string {
@@ -1901,7 +2116,7 @@ type ReprioritizeJobResponse struct {
 
 func (x *ReprioritizeJobResponse) Reset() {
 	*x = ReprioritizeJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2128,7 @@ func (x *ReprioritizeJobResponse) String() string {
 func (*ReprioritizeJobResponse) ProtoMessage() {}
 
 func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2141,7 @@ func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobResponse.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReprioritizeJobResponse) GetJob() *Job {
@@ -1948,7 +2163,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2175,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2188,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteJobRequest) GetJobId() string {
@@ -2001,7 +2216,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2228,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2241,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteJobResponse) GetJobId() string {
@@ -2051,7 +2266,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2278,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2291,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 type ListWorkersResponse struct {
@@ -2088,7 +2303,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2315,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2328,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2133,7 +2348,7 @@ type FsckRequest struct {
 
 func (x *FsckRequest) Reset() {
 	*x = FsckRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2360,7 @@ func (x *FsckRequest) String() string {
 func (*FsckRequest) ProtoMessage() {}
 
 func (x *FsckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2373,7 @@ func (x *FsckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckRequest.ProtoReflect.Descriptor instead.
 func (*FsckRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FsckRequest) GetRepair() bool {
@@ -2189,7 +2404,7 @@ type FsckDamage struct {
 
 func (x *FsckDamage) Reset() {
 	*x = FsckDamage{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2416,7 @@ func (x *FsckDamage) String() string {
 func (*FsckDamage) ProtoMessage() {}
 
 func (x *FsckDamage) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2429,7 @@ func (x *FsckDamage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckDamage.ProtoReflect.Descriptor instead.
 func (*FsckDamage) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FsckDamage) GetKind() string {
@@ -2265,7 +2480,7 @@ type FsckResponse struct {
 
 func (x *FsckResponse) Reset() {
 	*x = FsckResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2492,7 @@ func (x *FsckResponse) String() string {
 func (*FsckResponse) ProtoMessage() {}
 
 func (x *FsckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2505,7 @@ func (x *FsckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckResponse.ProtoReflect.Descriptor instead.
 func (*FsckResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FsckResponse) GetJobsChecked() int32 {
@@ -2335,7 +2550,8 @@ type JobFilter struct {
 	// their last successful one; JOB_STATE_PENDING for a job that has none):
 	// JOB_STATE_DOWNLOADING for failed downloads.
 	FailingStage JobState `protobuf:"varint,4,opt,name=failing_stage,json=failingStage,proto3,enum=ingestq.v1.JobState" json:"failing_stage,omitempty"`
-	// message: jobs whose status message contains this text (case ignored).
+	// message: jobs whose status message, or the message of a state change
+	// in their history, contains this text (case ignored).
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// profile: jobs submitted with this profile.
 	Profile string `protobuf:"bytes,6,opt,name=profile,proto3" json:"profile,omitempty"`
@@ -2355,7 +2571,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2583,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2596,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *JobFilter) GetBatchId() string {
@@ -2476,7 +2692,7 @@ type SearchJobsRequest struct {
 
 func (x *SearchJobsRequest) Reset() {
 	*x = SearchJobsRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2704,7 @@ func (x *SearchJobsRequest) String() string {
 func (*SearchJobsRequest) ProtoMessage() {}
 
 func (x *SearchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2717,7 @@ func (x *SearchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchJobsRequest.ProtoReflect.Descriptor instead.
 func (*SearchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SearchJobsRequest) GetFilter() *JobFilter {
@@ -2547,7 +2763,7 @@ type SearchJobsResponse struct {
 
 func (x *SearchJobsResponse) Reset() {
 	*x = SearchJobsResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2775,7 @@ func (x *SearchJobsResponse) String() string {
 func (*SearchJobsResponse) ProtoMessage() {}
 
 func (x *SearchJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2788,7 @@ func (x *SearchJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchJobsResponse.ProtoReflect.Descriptor instead.
 func (*SearchJobsResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SearchJobsResponse) GetJobs() []*Job {
@@ -2624,7 +2840,7 @@ type BulkActionRequest struct {
 
 func (x *BulkActionRequest) Reset() {
 	*x = BulkActionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2852,7 @@ func (x *BulkActionRequest) String() string {
 func (*BulkActionRequest) ProtoMessage() {}
 
 func (x *BulkActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2865,7 @@ func (x *BulkActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkActionRequest.ProtoReflect.Descriptor instead.
 func (*BulkActionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{46}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BulkActionRequest) GetVerb() BulkVerb {
@@ -2708,22 +2924,30 @@ func (x *BulkActionRequest) GetMaxJobs() int32 {
 	return 0
 }
 
-// BulkJobResult is one job's outcome.
+// BulkJobResult is one job: on a dry run, as the filter matched it (ok
+// absent, state its state then); after the action, its outcome (ok always
+// in the JSON, state the one the job went to, unset for a refused job).
 type BulkJobResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Ok    bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// ok: the job moved.
+	Ok *bool `protobuf:"varint,2,opt,name=ok,proto3,oneof" json:"ok,omitempty"`
 	// code is the gRPC code's name of the refusal ("FailedPrecondition"),
 	// empty when ok.
-	Code          string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
-	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Code  string   `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error string   `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	State JobState `protobuf:"varint,5,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// batch_id and local_ids say which deposit the job is; unset for a
+	// refused job.
+	BatchId       string   `protobuf:"bytes,6,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	LocalIds      []string `protobuf:"bytes,7,rep,name=local_ids,json=localIds,proto3" json:"local_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BulkJobResult) Reset() {
 	*x = BulkJobResult{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2959,7 @@ func (x *BulkJobResult) String() string {
 func (*BulkJobResult) ProtoMessage() {}
 
 func (x *BulkJobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2972,7 @@ func (x *BulkJobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobResult.ProtoReflect.Descriptor instead.
 func (*BulkJobResult) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{47}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BulkJobResult) GetJobId() string {
@@ -2759,8 +2983,8 @@ func (x *BulkJobResult) GetJobId() string {
 }
 
 func (x *BulkJobResult) GetOk() bool {
-	if x != nil {
-		return x.Ok
+	if x != nil && x.Ok != nil {
+		return *x.Ok
 	}
 	return false
 }
@@ -2779,25 +3003,48 @@ func (x *BulkJobResult) GetError() string {
 	return ""
 }
 
+func (x *BulkJobResult) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *BulkJobResult) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *BulkJobResult) GetLocalIds() []string {
+	if x != nil {
+		return x.LocalIds
+	}
+	return nil
+}
+
+// BulkActionResponse: its counts and flags are always in the JSON, 0 and
+// false included.
 type BulkActionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// matched counts the jobs the filter took (at most max_jobs).
-	Matched int32 `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	Matched *int32 `protobuf:"varint,1,opt,name=matched,proto3,oneof" json:"matched,omitempty"`
 	// job_ids are those jobs.
 	JobIds []string `protobuf:"bytes,2,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
 	// truncated: more jobs matched than max_jobs.
-	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
-	// results: one per job (none on a dry run).
+	Truncated *bool `protobuf:"varint,3,opt,name=truncated,proto3,oneof" json:"truncated,omitempty"`
+	// results: one per job of job_ids, in that order.
 	Results       []*BulkJobResult `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`
-	Succeeded     int32            `protobuf:"varint,5,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
-	Failed        int32            `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	Succeeded     *int32           `protobuf:"varint,5,opt,name=succeeded,proto3,oneof" json:"succeeded,omitempty"`
+	Failed        *int32           `protobuf:"varint,6,opt,name=failed,proto3,oneof" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BulkActionResponse) Reset() {
 	*x = BulkActionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +3056,7 @@ func (x *BulkActionResponse) String() string {
 func (*BulkActionResponse) ProtoMessage() {}
 
 func (x *BulkActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,12 +3069,12 @@ func (x *BulkActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkActionResponse.ProtoReflect.Descriptor instead.
 func (*BulkActionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{48}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BulkActionResponse) GetMatched() int32 {
-	if x != nil {
-		return x.Matched
+	if x != nil && x.Matched != nil {
+		return *x.Matched
 	}
 	return 0
 }
@@ -2840,8 +3087,8 @@ func (x *BulkActionResponse) GetJobIds() []string {
 }
 
 func (x *BulkActionResponse) GetTruncated() bool {
-	if x != nil {
-		return x.Truncated
+	if x != nil && x.Truncated != nil {
+		return *x.Truncated
 	}
 	return false
 }
@@ -2854,15 +3101,15 @@ func (x *BulkActionResponse) GetResults() []*BulkJobResult {
 }
 
 func (x *BulkActionResponse) GetSucceeded() int32 {
-	if x != nil {
-		return x.Succeeded
+	if x != nil && x.Succeeded != nil {
+		return *x.Succeeded
 	}
 	return 0
 }
 
 func (x *BulkActionResponse) GetFailed() int32 {
-	if x != nil {
-		return x.Failed
+	if x != nil && x.Failed != nil {
+		return *x.Failed
 	}
 	return 0
 }
@@ -2871,7 +3118,8 @@ type GetAggregatesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// hours: how many hours back the hourly counts go (default 48, at most 336).
 	Hours int32 `protobuf:"varint,1,opt,name=hours,proto3" json:"hours,omitempty"`
-	// days: how many days back the daily counts go (default 30, at most 366).
+	// days: how many days back the daily counts go (default: the days the
+	// batcher keeps completed batches, INGESTQ_RETENTION; at most 366).
 	Days          int32 `protobuf:"varint,2,opt,name=days,proto3" json:"days,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2879,7 +3127,7 @@ type GetAggregatesRequest struct {
 
 func (x *GetAggregatesRequest) Reset() {
 	*x = GetAggregatesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3139,7 @@ func (x *GetAggregatesRequest) String() string {
 func (*GetAggregatesRequest) ProtoMessage() {}
 
 func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3152,7 @@ func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAggregatesRequest.ProtoReflect.Descriptor instead.
 func (*GetAggregatesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetAggregatesRequest) GetHours() int32 {
@@ -2934,7 +3182,7 @@ type StateTally struct {
 
 func (x *StateTally) Reset() {
 	*x = StateTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2946,7 +3194,7 @@ func (x *StateTally) String() string {
 func (*StateTally) ProtoMessage() {}
 
 func (x *StateTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2959,7 +3207,7 @@ func (x *StateTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateTally.ProtoReflect.Descriptor instead.
 func (*StateTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StateTally) GetState() string {
@@ -2996,7 +3244,7 @@ type BatchTally struct {
 
 func (x *BatchTally) Reset() {
 	*x = BatchTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3256,7 @@ func (x *BatchTally) String() string {
 func (*BatchTally) ProtoMessage() {}
 
 func (x *BatchTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3269,7 @@ func (x *BatchTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTally.ProtoReflect.Descriptor instead.
 func (*BatchTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *BatchTally) GetBatchId() string {
@@ -3068,7 +3316,7 @@ type CollectionTally struct {
 
 func (x *CollectionTally) Reset() {
 	*x = CollectionTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3328,7 @@ func (x *CollectionTally) String() string {
 func (*CollectionTally) ProtoMessage() {}
 
 func (x *CollectionTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3341,7 @@ func (x *CollectionTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionTally.ProtoReflect.Descriptor instead.
 func (*CollectionTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CollectionTally) GetCollection() string {
@@ -3144,7 +3392,7 @@ type EndedTally struct {
 
 func (x *EndedTally) Reset() {
 	*x = EndedTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3404,7 @@ func (x *EndedTally) String() string {
 func (*EndedTally) ProtoMessage() {}
 
 func (x *EndedTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3417,7 @@ func (x *EndedTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndedTally.ProtoReflect.Descriptor instead.
 func (*EndedTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EndedTally) GetStart() *timestamppb.Timestamp {
@@ -3201,15 +3449,18 @@ type GetAggregatesResponse struct {
 	Hours []*EndedTally `protobuf:"bytes,2,rep,name=hours,proto3" json:"hours,omitempty"`
 	Days  []*EndedTally `protobuf:"bytes,3,rep,name=days,proto3" json:"days,omitempty"`
 	// jobs_read counts the jobs read.
-	JobsRead      int32                  `protobuf:"varint,4,opt,name=jobs_read,json=jobsRead,proto3" json:"jobs_read,omitempty"`
-	AsOf          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	JobsRead int32                  `protobuf:"varint,4,opt,name=jobs_read,json=jobsRead,proto3" json:"jobs_read,omitempty"`
+	AsOf     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	// retention is how long the batcher keeps a completed batch (and its
+	// jobs, which the counts read) before it cleans it up.
+	Retention     *durationpb.Duration `protobuf:"bytes,6,opt,name=retention,proto3" json:"retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetAggregatesResponse) Reset() {
 	*x = GetAggregatesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3472,7 @@ func (x *GetAggregatesResponse) String() string {
 func (*GetAggregatesResponse) ProtoMessage() {}
 
 func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3485,7 @@ func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAggregatesResponse.ProtoReflect.Descriptor instead.
 func (*GetAggregatesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetAggregatesResponse) GetCollections() []*CollectionTally {
@@ -3272,8 +3523,16 @@ func (x *GetAggregatesResponse) GetAsOf() *timestamppb.Timestamp {
 	return nil
 }
 
-// VerifyObjectRequest names a stored version: the object's ARK and the
-// version's number (1 or more).
+func (x *GetAggregatesResponse) GetRetention() *durationpb.Duration {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+// VerifyObjectRequest names a stored version: the object's ARK
+// (ark:/NAAN/name) and the version's number (1 or more; 0 or none: the
+// latest version stored).
 type VerifyObjectRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ark           string                 `protobuf:"bytes,1,opt,name=ark,proto3" json:"ark,omitempty"`
@@ -3284,7 +3543,7 @@ type VerifyObjectRequest struct {
 
 func (x *VerifyObjectRequest) Reset() {
 	*x = VerifyObjectRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3555,7 @@ func (x *VerifyObjectRequest) String() string {
 func (*VerifyObjectRequest) ProtoMessage() {}
 
 func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3568,7 @@ func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyObjectRequest.ProtoReflect.Descriptor instead.
 func (*VerifyObjectRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{55}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *VerifyObjectRequest) GetArk() string {
@@ -3339,7 +3598,7 @@ type FixityMismatch struct {
 
 func (x *FixityMismatch) Reset() {
 	*x = FixityMismatch{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3610,7 @@ func (x *FixityMismatch) String() string {
 func (*FixityMismatch) ProtoMessage() {}
 
 func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3623,7 @@ func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FixityMismatch.ProtoReflect.Descriptor instead.
 func (*FixityMismatch) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{56}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FixityMismatch) GetFile() string {
@@ -3389,15 +3648,17 @@ type VerifyObjectResponse struct {
 	Files      int32             `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
 	Bytes      int64             `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	Mismatches []*FixityMismatch `protobuf:"bytes,4,rep,name=mismatches,proto3" json:"mismatches,omitempty"`
-	// ok: every file matched.
-	Ok            bool `protobuf:"varint,5,opt,name=ok,proto3" json:"ok,omitempty"`
+	// ok: every file matched; always in the JSON.
+	Ok *bool `protobuf:"varint,5,opt,name=ok,proto3,oneof" json:"ok,omitempty"`
+	// version is the version checked (the latest when none was asked for).
+	Version       int32 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VerifyObjectResponse) Reset() {
 	*x = VerifyObjectResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3670,7 @@ func (x *VerifyObjectResponse) String() string {
 func (*VerifyObjectResponse) ProtoMessage() {}
 
 func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3683,7 @@ func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyObjectResponse.ProtoReflect.Descriptor instead.
 func (*VerifyObjectResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{57}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *VerifyObjectResponse) GetManifestUrl() string {
@@ -3454,10 +3715,544 @@ func (x *VerifyObjectResponse) GetMismatches() []*FixityMismatch {
 }
 
 func (x *VerifyObjectResponse) GetOk() bool {
-	if x != nil {
-		return x.Ok
+	if x != nil && x.Ok != nil {
+		return *x.Ok
 	}
 	return false
+}
+
+func (x *VerifyObjectResponse) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type GetStateRulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStateRulesRequest) Reset() {
+	*x = GetStateRulesRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStateRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStateRulesRequest) ProtoMessage() {}
+
+func (x *GetStateRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStateRulesRequest.ProtoReflect.Descriptor instead.
+func (*GetStateRulesRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{59}
+}
+
+// JobStateRule is what the operators' methods accept for a job in one state.
+type JobStateRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State JobState               `protobuf:"varint,1,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// actions are the operators' actions that take a job in this state, each
+	// named by the BulkAction verb that does it (BULK_VERB_HOLD: HoldJob).
+	Actions []BulkVerb `protobuf:"varint,2,rep,packed,name=actions,proto3,enum=ingestq.v1.BulkVerb" json:"actions,omitempty"`
+	// requeue_target: RequeueJob may resume a failed job in this state, if
+	// the job got that far (its refusal names the states a job may take).
+	RequeueTarget bool `protobuf:"varint,3,opt,name=requeue_target,json=requeueTarget,proto3" json:"requeue_target,omitempty"`
+	// failing_stage: a job can fail in this state; JobFilter.failing_stage
+	// and Job.failing_stage name such states.
+	FailingStage bool `protobuf:"varint,4,opt,name=failing_stage,json=failingStage,proto3" json:"failing_stage,omitempty"`
+	// live: a job in this state is still open work of its batch (not
+	// Completed, Failed or Deleted).
+	Live          bool `protobuf:"varint,5,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStateRule) Reset() {
+	*x = JobStateRule{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStateRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStateRule) ProtoMessage() {}
+
+func (x *JobStateRule) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStateRule.ProtoReflect.Descriptor instead.
+func (*JobStateRule) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *JobStateRule) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobStateRule) GetActions() []BulkVerb {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *JobStateRule) GetRequeueTarget() bool {
+	if x != nil {
+		return x.RequeueTarget
+	}
+	return false
+}
+
+func (x *JobStateRule) GetFailingStage() bool {
+	if x != nil {
+		return x.FailingStage
+	}
+	return false
+}
+
+func (x *JobStateRule) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+// BatchStateRule is what the operators' methods accept for a batch in one
+// state.
+type BatchStateRule struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	State   BatchState             `protobuf:"varint,1,opt,name=state,proto3,enum=ingestq.v1.BatchState" json:"state,omitempty"`
+	Actions []BatchAction          `protobuf:"varint,2,rep,packed,name=actions,proto3,enum=ingestq.v1.BatchAction" json:"actions,omitempty"`
+	// open: a batch in this state has yet to report to its depositor, so
+	// deleting one of its jobs needs DeleteJob's force (the depositor would
+	// never hear of the job).
+	Open          bool `protobuf:"varint,3,opt,name=open,proto3" json:"open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchStateRule) Reset() {
+	*x = BatchStateRule{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchStateRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchStateRule) ProtoMessage() {}
+
+func (x *BatchStateRule) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchStateRule.ProtoReflect.Descriptor instead.
+func (*BatchStateRule) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *BatchStateRule) GetState() BatchState {
+	if x != nil {
+		return x.State
+	}
+	return BatchState_BATCH_STATE_UNSPECIFIED
+}
+
+func (x *BatchStateRule) GetActions() []BatchAction {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *BatchStateRule) GetOpen() bool {
+	if x != nil {
+		return x.Open
+	}
+	return false
+}
+
+type GetStateRulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// jobs: every job state, in pipeline order.
+	Jobs []*JobStateRule `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// batches: every batch state, in the order of BatchState's values.
+	Batches       []*BatchStateRule `protobuf:"bytes,2,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStateRulesResponse) Reset() {
+	*x = GetStateRulesResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStateRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStateRulesResponse) ProtoMessage() {}
+
+func (x *GetStateRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStateRulesResponse.ProtoReflect.Descriptor instead.
+func (*GetStateRulesResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetStateRulesResponse) GetJobs() []*JobStateRule {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *GetStateRulesResponse) GetBatches() []*BatchStateRule {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// CreateConsoleSessionRequest: ttl, how long the sign-in lasts, is
+// required: 1s to 30 days.
+type CreateConsoleSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,1,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConsoleSessionRequest) Reset() {
+	*x = CreateConsoleSessionRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConsoleSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConsoleSessionRequest) ProtoMessage() {}
+
+func (x *CreateConsoleSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConsoleSessionRequest.ProtoReflect.Descriptor instead.
+func (*CreateConsoleSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *CreateConsoleSessionRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type CreateConsoleSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session_id names the sign-in: 32 characters of [A-Za-z0-9_-].
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// expire_time is when it ends unless it is ended first.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateConsoleSessionResponse) Reset() {
+	*x = CreateConsoleSessionResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateConsoleSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateConsoleSessionResponse) ProtoMessage() {}
+
+func (x *CreateConsoleSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateConsoleSessionResponse.ProtoReflect.Descriptor instead.
+func (*CreateConsoleSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *CreateConsoleSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CreateConsoleSessionResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+// GetConsoleSessionRequest: session_id is 16 to 64 characters of
+// [A-Za-z0-9_-].
+type GetConsoleSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsoleSessionRequest) Reset() {
+	*x = GetConsoleSessionRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsoleSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsoleSessionRequest) ProtoMessage() {}
+
+func (x *GetConsoleSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsoleSessionRequest.ProtoReflect.Descriptor instead.
+func (*GetConsoleSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *GetConsoleSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type GetConsoleSessionResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// live: the sign-in is recorded, not ended and not expired.
+	Live          bool `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsoleSessionResponse) Reset() {
+	*x = GetConsoleSessionResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsoleSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsoleSessionResponse) ProtoMessage() {}
+
+func (x *GetConsoleSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsoleSessionResponse.ProtoReflect.Descriptor instead.
+func (*GetConsoleSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *GetConsoleSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetConsoleSessionResponse) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+type EndConsoleSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndConsoleSessionRequest) Reset() {
+	*x = EndConsoleSessionRequest{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndConsoleSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndConsoleSessionRequest) ProtoMessage() {}
+
+func (x *EndConsoleSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndConsoleSessionRequest.ProtoReflect.Descriptor instead.
+func (*EndConsoleSessionRequest) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *EndConsoleSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+type EndConsoleSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndConsoleSessionResponse) Reset() {
+	*x = EndConsoleSessionResponse{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndConsoleSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndConsoleSessionResponse) ProtoMessage() {}
+
+func (x *EndConsoleSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndConsoleSessionResponse.ProtoReflect.Descriptor instead.
+func (*EndConsoleSessionResponse) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *EndConsoleSessionResponse) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 var File_ingestq_v1_admin_service_proto protoreflect.FileDescriptor
@@ -3466,21 +4261,46 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1eingestq/v1/admin_service.proto\x12\n" +
 	"ingestq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18ingestq/v1/options.proto\x1a\x16ingestq/v1/queue.proto\"\x13\n" +
-	"\x11PauseQueueRequest\",\n" +
-	"\x12PauseQueueResponse\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06paused\"\x15\n" +
-	"\x13UnpauseQueueRequest\".\n" +
-	"\x14UnpauseQueueResponse\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06paused\"\x11\n" +
-	"\x0fGetQueueRequest\"\x9a\x02\n" +
-	"\x10GetQueueResponse\x12\x16\n" +
-	"\x06paused\x18\x01 \x01(\bR\x06paused\x12Q\n" +
+	"\x11PauseQueueRequest\"<\n" +
+	"\x12PauseQueueResponse\x12\x1b\n" +
+	"\x06paused\x18\x01 \x01(\bH\x00R\x06paused\x88\x01\x01B\t\n" +
+	"\a_paused\"\x15\n" +
+	"\x13UnpauseQueueRequest\">\n" +
+	"\x14UnpauseQueueResponse\x12\x1b\n" +
+	"\x06paused\x18\x01 \x01(\bH\x00R\x06paused\x88\x01\x01B\t\n" +
+	"\a_paused\"\x11\n" +
+	"\x0fGetQueueRequest\"\xfa\x03\n" +
+	"\x10GetQueueResponse\x12\x1b\n" +
+	"\x06paused\x18\x01 \x01(\bH\x00R\x06paused\x88\x01\x01\x12Q\n" +
 	"\rjobs_by_state\x18\x02 \x03(\v2-.ingestq.v1.GetQueueResponse.JobsByStateEntryR\vjobsByState\x12)\n" +
 	"\x10held_collections\x18\x03 \x03(\tR\x0fheldCollections\x120\n" +
-	"\aworkers\x18\x04 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\x1a>\n" +
+	"\aworkers\x18\x04 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\x12Z\n" +
+	"\x10batches_by_state\x18\x05 \x03(\v20.ingestq.v1.GetQueueResponse.BatchesByStateEntryR\x0ebatchesByState\x12/\n" +
+	"\x06stages\x18\x06 \x03(\v2\x17.ingestq.v1.StageHealthR\x06stages\x1a>\n" +
 	"\x10JobsByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"7\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1aA\n" +
+	"\x13BatchesByStateEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\t\n" +
+	"\a_paused\"\xdd\x02\n" +
+	"\vStageHealth\x12*\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x1d\n" +
+	"\awaiting\x18\x02 \x01(\x05H\x00R\awaiting\x88\x01\x01\x12 \n" +
+	"\tin_flight\x18\x03 \x01(\x05H\x01R\binFlight\x88\x01\x01\x12\x1d\n" +
+	"\aworkers\x18\x04 \x01(\x05H\x02R\aworkers\x88\x01\x01\x12*\n" +
+	"\x0eactive_workers\x18\x05 \x01(\x05H\x03R\ractiveWorkers\x88\x01\x01\x122\n" +
+	"\x06oldest\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06oldest\x12\x1d\n" +
+	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01B\n" +
+	"\n" +
+	"\b_waitingB\f\n" +
+	"\n" +
+	"_in_flightB\n" +
+	"\n" +
+	"\b_workersB\x11\n" +
+	"\x0f_active_workersB\n" +
+	"\n" +
+	"\b_stalled\"7\n" +
 	"\x15HoldCollectionRequest\x12\x1e\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\tR\n" +
@@ -3526,9 +4346,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\bbatch_id\x18\x01 \x01(\tH\x00R\abatchId\x12\x1f\n" +
 	"\n" +
 	"batch_uuid\x18\x02 \x01(\tH\x00R\tbatchUuidB\a\n" +
-	"\x05batch\";\n" +
+	"\x05batch\"s\n" +
 	"\x10GetBatchResponse\x12'\n" +
-	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\"\x9e\x01\n" +
+	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\x12\x19\n" +
+	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\"\x9e\x01\n" +
 	"\x12ListBatchesRequest\x12.\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x06status\x12\x1c\n" +
 	"\tsubmitter\x18\x02 \x01(\tR\tsubmitter\x12\x1b\n" +
@@ -3540,11 +4362,12 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
-	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"k\n" +
+	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"\xa4\x01\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.ingestq.v1.JobR\x03job\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
-	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\"\x94\x01\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\x127\n" +
+	"\fresume_state\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\vresumeState\"\x94\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x1b\n" +
@@ -3639,19 +4462,30 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\bpriority\x18\x06 \x01(\x05H\x00R\bpriority\x88\x01\x01\x12\x14\n" +
 	"\x05force\x18\a \x01(\bR\x05force\x12\x19\n" +
 	"\bmax_jobs\x18\b \x01(\x05R\amaxJobsB\v\n" +
-	"\t_priority\"`\n" +
+	"\t_priority\"\xd0\x01\n" +
 	"\rBulkJobResult\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x0e\n" +
-	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x12\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x13\n" +
+	"\x02ok\x18\x02 \x01(\bH\x00R\x02ok\x88\x01\x01\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xd0\x01\n" +
-	"\x12BulkActionResponse\x12\x18\n" +
-	"\amatched\x18\x01 \x01(\x05R\amatched\x12\x17\n" +
-	"\ajob_ids\x18\x02 \x03(\tR\x06jobIds\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x123\n" +
-	"\aresults\x18\x04 \x03(\v2\x19.ingestq.v1.BulkJobResultR\aresults\x12\x1c\n" +
-	"\tsucceeded\x18\x05 \x01(\x05R\tsucceeded\x12\x16\n" +
-	"\x06failed\x18\x06 \x01(\x05R\x06failed\"@\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12*\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x19\n" +
+	"\bbatch_id\x18\x06 \x01(\tR\abatchId\x12\x1b\n" +
+	"\tlocal_ids\x18\a \x03(\tR\blocalIdsB\x05\n" +
+	"\x03_ok\"\x97\x02\n" +
+	"\x12BulkActionResponse\x12\x1d\n" +
+	"\amatched\x18\x01 \x01(\x05H\x00R\amatched\x88\x01\x01\x12\x17\n" +
+	"\ajob_ids\x18\x02 \x03(\tR\x06jobIds\x12!\n" +
+	"\ttruncated\x18\x03 \x01(\bH\x01R\ttruncated\x88\x01\x01\x123\n" +
+	"\aresults\x18\x04 \x03(\v2\x19.ingestq.v1.BulkJobResultR\aresults\x12!\n" +
+	"\tsucceeded\x18\x05 \x01(\x05H\x02R\tsucceeded\x88\x01\x01\x12\x1b\n" +
+	"\x06failed\x18\x06 \x01(\x05H\x03R\x06failed\x88\x01\x01B\n" +
+	"\n" +
+	"\b_matchedB\f\n" +
+	"\n" +
+	"_truncatedB\f\n" +
+	"\n" +
+	"_succeededB\t\n" +
+	"\a_failed\"@\n" +
 	"\x14GetAggregatesRequest\x12\x14\n" +
 	"\x05hours\x18\x01 \x01(\x05R\x05hours\x12\x12\n" +
 	"\x04days\x18\x02 \x01(\x05R\x04days\"Y\n" +
@@ -3678,27 +4512,64 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"EndedTally\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12\x1c\n" +
 	"\tcompleted\x18\x02 \x01(\x05R\tcompleted\x12\x16\n" +
-	"\x06failed\x18\x03 \x01(\x05R\x06failed\"\xfe\x01\n" +
+	"\x06failed\x18\x03 \x01(\x05R\x06failed\"\xb7\x02\n" +
 	"\x15GetAggregatesResponse\x12=\n" +
 	"\vcollections\x18\x01 \x03(\v2\x1b.ingestq.v1.CollectionTallyR\vcollections\x12,\n" +
 	"\x05hours\x18\x02 \x03(\v2\x16.ingestq.v1.EndedTallyR\x05hours\x12*\n" +
 	"\x04days\x18\x03 \x03(\v2\x16.ingestq.v1.EndedTallyR\x04days\x12\x1b\n" +
 	"\tjobs_read\x18\x04 \x01(\x05R\bjobsRead\x12/\n" +
-	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"A\n" +
+	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x127\n" +
+	"\tretention\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tretention\"A\n" +
 	"\x13VerifyObjectRequest\x12\x10\n" +
 	"\x03ark\x18\x01 \x01(\tR\x03ark\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x05R\aversion\">\n" +
 	"\x0eFixityMismatch\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x18\n" +
-	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xb1\x01\n" +
+	"\aproblem\x18\x02 \x01(\tR\aproblem\"\xd7\x01\n" +
 	"\x14VerifyObjectResponse\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x14\n" +
 	"\x05files\x18\x02 \x01(\x05R\x05files\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12:\n" +
 	"\n" +
 	"mismatches\x18\x04 \x03(\v2\x1a.ingestq.v1.FixityMismatchR\n" +
-	"mismatches\x12\x0e\n" +
-	"\x02ok\x18\x05 \x01(\bR\x02ok*\xad\x01\n" +
+	"mismatches\x12\x13\n" +
+	"\x02ok\x18\x05 \x01(\bH\x00R\x02ok\x88\x01\x01\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x05R\aversionB\x05\n" +
+	"\x03_ok\"\x16\n" +
+	"\x14GetStateRulesRequest\"\xca\x01\n" +
+	"\fJobStateRule\x12*\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12.\n" +
+	"\aactions\x18\x02 \x03(\x0e2\x14.ingestq.v1.BulkVerbR\aactions\x12%\n" +
+	"\x0erequeue_target\x18\x03 \x01(\bR\rrequeueTarget\x12#\n" +
+	"\rfailing_stage\x18\x04 \x01(\bR\ffailingStage\x12\x12\n" +
+	"\x04live\x18\x05 \x01(\bR\x04live\"\x85\x01\n" +
+	"\x0eBatchStateRule\x12,\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x05state\x121\n" +
+	"\aactions\x18\x02 \x03(\x0e2\x17.ingestq.v1.BatchActionR\aactions\x12\x12\n" +
+	"\x04open\x18\x03 \x01(\bR\x04open\"{\n" +
+	"\x15GetStateRulesResponse\x12,\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x18.ingestq.v1.JobStateRuleR\x04jobs\x124\n" +
+	"\abatches\x18\x02 \x03(\v2\x1a.ingestq.v1.BatchStateRuleR\abatches\"J\n" +
+	"\x1bCreateConsoleSessionRequest\x12+\n" +
+	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"z\n" +
+	"\x1cCreateConsoleSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12;\n" +
+	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\"9\n" +
+	"\x18GetConsoleSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"N\n" +
+	"\x19GetConsoleSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\bR\x04live\"9\n" +
+	"\x18EndConsoleSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\":\n" +
+	"\x19EndConsoleSessionResponse\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId*\xad\x01\n" +
 	"\bBulkVerb\x12\x19\n" +
 	"\x15BULK_VERB_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BULK_VERB_REQUEUE\x10\x01\x12\x12\n" +
@@ -3706,7 +4577,12 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x11BULK_VERB_RELEASE\x10\x03\x12\x12\n" +
 	"\x0eBULK_VERB_FAIL\x10\x04\x12\x14\n" +
 	"\x10BULK_VERB_DELETE\x10\x05\x12\x1a\n" +
-	"\x16BULK_VERB_REPRIORITIZE\x10\x062\xd9\x10\n" +
+	"\x16BULK_VERB_REPRIORITIZE\x10\x06*~\n" +
+	"\vBatchAction\x12\x1c\n" +
+	"\x18BATCH_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14BATCH_ACTION_RELEASE\x10\x01\x12\x1e\n" +
+	"\x1aBATCH_ACTION_UPDATE_REPORT\x10\x02\x12\x17\n" +
+	"\x13BATCH_ACTION_DELETE\x10\x032\xf6\x13\n" +
 	"\fAdminService\x12Q\n" +
 	"\n" +
 	"PauseQueue\x12\x1d.ingestq.v1.PauseQueueRequest\x1a\x1e.ingestq.v1.PauseQueueResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
@@ -3737,7 +4613,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\rGetAggregates\x12 .ingestq.v1.GetAggregatesRequest\x1a!.ingestq.v1.GetAggregatesResponse\"\x04\x88\xb5\x18\x01\x12T\n" +
 	"\vListWorkers\x12\x1e.ingestq.v1.ListWorkersRequest\x1a\x1f.ingestq.v1.ListWorkersResponse\"\x04\x88\xb5\x18\x01\x12?\n" +
 	"\x04Fsck\x12\x17.ingestq.v1.FsckRequest\x1a\x18.ingestq.v1.FsckResponse\"\x04\x88\xb5\x18\x01\x12W\n" +
-	"\fVerifyObject\x12\x1f.ingestq.v1.VerifyObjectRequest\x1a .ingestq.v1.VerifyObjectResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
+	"\fVerifyObject\x12\x1f.ingestq.v1.VerifyObjectRequest\x1a .ingestq.v1.VerifyObjectResponse\"\x04\x88\xb5\x18\x01\x12Z\n" +
+	"\rGetStateRules\x12 .ingestq.v1.GetStateRulesRequest\x1a!.ingestq.v1.GetStateRulesResponse\"\x04\x88\xb5\x18\x01\x12o\n" +
+	"\x14CreateConsoleSession\x12'.ingestq.v1.CreateConsoleSessionRequest\x1a(.ingestq.v1.CreateConsoleSessionResponse\"\x04\x88\xb5\x18\x01\x12f\n" +
+	"\x11GetConsoleSession\x12$.ingestq.v1.GetConsoleSessionRequest\x1a%.ingestq.v1.GetConsoleSessionResponse\"\x04\x88\xb5\x18\x01\x12f\n" +
+	"\x11EndConsoleSession\x12$.ingestq.v1.EndConsoleSessionRequest\x1a%.ingestq.v1.EndConsoleSessionResponse\"\x04\x88\xb5\x18\x01B7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
 
 var (
 	file_ingestq_v1_admin_service_proto_rawDescOnce sync.Once
@@ -3751,171 +4631,207 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_ingestq_v1_admin_service_proto_rawDescData
 }
 
-var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
-	(BulkVerb)(0),                     // 0: ingestq.v1.BulkVerb
-	(*PauseQueueRequest)(nil),         // 1: ingestq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),        // 2: ingestq.v1.PauseQueueResponse
-	(*UnpauseQueueRequest)(nil),       // 3: ingestq.v1.UnpauseQueueRequest
-	(*UnpauseQueueResponse)(nil),      // 4: ingestq.v1.UnpauseQueueResponse
-	(*GetQueueRequest)(nil),           // 5: ingestq.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),          // 6: ingestq.v1.GetQueueResponse
-	(*HoldCollectionRequest)(nil),     // 7: ingestq.v1.HoldCollectionRequest
-	(*HoldCollectionResponse)(nil),    // 8: ingestq.v1.HoldCollectionResponse
-	(*ReleaseCollectionRequest)(nil),  // 9: ingestq.v1.ReleaseCollectionRequest
-	(*ReleaseCollectionResponse)(nil), // 10: ingestq.v1.ReleaseCollectionResponse
-	(*ReleaseBatchRequest)(nil),       // 11: ingestq.v1.ReleaseBatchRequest
-	(*ReleaseBatchResponse)(nil),      // 12: ingestq.v1.ReleaseBatchResponse
-	(*UpdateReportBatchRequest)(nil),  // 13: ingestq.v1.UpdateReportBatchRequest
-	(*UpdateReportBatchResponse)(nil), // 14: ingestq.v1.UpdateReportBatchResponse
-	(*DeleteBatchRequest)(nil),        // 15: ingestq.v1.DeleteBatchRequest
-	(*DeleteBatchResponse)(nil),       // 16: ingestq.v1.DeleteBatchResponse
-	(*CleanupBatchesRequest)(nil),     // 17: ingestq.v1.CleanupBatchesRequest
-	(*CleanupBatchesResponse)(nil),    // 18: ingestq.v1.CleanupBatchesResponse
-	(*GetBatchRequest)(nil),           // 19: ingestq.v1.GetBatchRequest
-	(*GetBatchResponse)(nil),          // 20: ingestq.v1.GetBatchResponse
-	(*ListBatchesRequest)(nil),        // 21: ingestq.v1.ListBatchesRequest
-	(*ListBatchesResponse)(nil),       // 22: ingestq.v1.ListBatchesResponse
-	(*GetJobRequest)(nil),             // 23: ingestq.v1.GetJobRequest
-	(*GetJobResponse)(nil),            // 24: ingestq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),           // 25: ingestq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),          // 26: ingestq.v1.ListJobsResponse
-	(*HoldJobRequest)(nil),            // 27: ingestq.v1.HoldJobRequest
-	(*HoldJobResponse)(nil),           // 28: ingestq.v1.HoldJobResponse
-	(*ReleaseJobRequest)(nil),         // 29: ingestq.v1.ReleaseJobRequest
-	(*ReleaseJobResponse)(nil),        // 30: ingestq.v1.ReleaseJobResponse
-	(*FailJobRequest)(nil),            // 31: ingestq.v1.FailJobRequest
-	(*FailJobResponse)(nil),           // 32: ingestq.v1.FailJobResponse
-	(*RequeueJobRequest)(nil),         // 33: ingestq.v1.RequeueJobRequest
-	(*RequeueJobResponse)(nil),        // 34: ingestq.v1.RequeueJobResponse
-	(*ReprioritizeJobRequest)(nil),    // 35: ingestq.v1.ReprioritizeJobRequest
-	(*ReprioritizeJobResponse)(nil),   // 36: ingestq.v1.ReprioritizeJobResponse
-	(*DeleteJobRequest)(nil),          // 37: ingestq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),         // 38: ingestq.v1.DeleteJobResponse
-	(*ListWorkersRequest)(nil),        // 39: ingestq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),       // 40: ingestq.v1.ListWorkersResponse
-	(*FsckRequest)(nil),               // 41: ingestq.v1.FsckRequest
-	(*FsckDamage)(nil),                // 42: ingestq.v1.FsckDamage
-	(*FsckResponse)(nil),              // 43: ingestq.v1.FsckResponse
-	(*JobFilter)(nil),                 // 44: ingestq.v1.JobFilter
-	(*SearchJobsRequest)(nil),         // 45: ingestq.v1.SearchJobsRequest
-	(*SearchJobsResponse)(nil),        // 46: ingestq.v1.SearchJobsResponse
-	(*BulkActionRequest)(nil),         // 47: ingestq.v1.BulkActionRequest
-	(*BulkJobResult)(nil),             // 48: ingestq.v1.BulkJobResult
-	(*BulkActionResponse)(nil),        // 49: ingestq.v1.BulkActionResponse
-	(*GetAggregatesRequest)(nil),      // 50: ingestq.v1.GetAggregatesRequest
-	(*StateTally)(nil),                // 51: ingestq.v1.StateTally
-	(*BatchTally)(nil),                // 52: ingestq.v1.BatchTally
-	(*CollectionTally)(nil),           // 53: ingestq.v1.CollectionTally
-	(*EndedTally)(nil),                // 54: ingestq.v1.EndedTally
-	(*GetAggregatesResponse)(nil),     // 55: ingestq.v1.GetAggregatesResponse
-	(*VerifyObjectRequest)(nil),       // 56: ingestq.v1.VerifyObjectRequest
-	(*FixityMismatch)(nil),            // 57: ingestq.v1.FixityMismatch
-	(*VerifyObjectResponse)(nil),      // 58: ingestq.v1.VerifyObjectResponse
-	nil,                               // 59: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	(*WorkerInfo)(nil),                // 60: ingestq.v1.WorkerInfo
-	(*Batch)(nil),                     // 61: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),       // 62: google.protobuf.Duration
-	(BatchState)(0),                   // 63: ingestq.v1.BatchState
-	(*Job)(nil),                       // 64: ingestq.v1.Job
-	(JobState)(0),                     // 65: ingestq.v1.JobState
-	(*timestamppb.Timestamp)(nil),     // 66: google.protobuf.Timestamp
+	(BulkVerb)(0),                        // 0: ingestq.v1.BulkVerb
+	(BatchAction)(0),                     // 1: ingestq.v1.BatchAction
+	(*PauseQueueRequest)(nil),            // 2: ingestq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),           // 3: ingestq.v1.PauseQueueResponse
+	(*UnpauseQueueRequest)(nil),          // 4: ingestq.v1.UnpauseQueueRequest
+	(*UnpauseQueueResponse)(nil),         // 5: ingestq.v1.UnpauseQueueResponse
+	(*GetQueueRequest)(nil),              // 6: ingestq.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),             // 7: ingestq.v1.GetQueueResponse
+	(*StageHealth)(nil),                  // 8: ingestq.v1.StageHealth
+	(*HoldCollectionRequest)(nil),        // 9: ingestq.v1.HoldCollectionRequest
+	(*HoldCollectionResponse)(nil),       // 10: ingestq.v1.HoldCollectionResponse
+	(*ReleaseCollectionRequest)(nil),     // 11: ingestq.v1.ReleaseCollectionRequest
+	(*ReleaseCollectionResponse)(nil),    // 12: ingestq.v1.ReleaseCollectionResponse
+	(*ReleaseBatchRequest)(nil),          // 13: ingestq.v1.ReleaseBatchRequest
+	(*ReleaseBatchResponse)(nil),         // 14: ingestq.v1.ReleaseBatchResponse
+	(*UpdateReportBatchRequest)(nil),     // 15: ingestq.v1.UpdateReportBatchRequest
+	(*UpdateReportBatchResponse)(nil),    // 16: ingestq.v1.UpdateReportBatchResponse
+	(*DeleteBatchRequest)(nil),           // 17: ingestq.v1.DeleteBatchRequest
+	(*DeleteBatchResponse)(nil),          // 18: ingestq.v1.DeleteBatchResponse
+	(*CleanupBatchesRequest)(nil),        // 19: ingestq.v1.CleanupBatchesRequest
+	(*CleanupBatchesResponse)(nil),       // 20: ingestq.v1.CleanupBatchesResponse
+	(*GetBatchRequest)(nil),              // 21: ingestq.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),             // 22: ingestq.v1.GetBatchResponse
+	(*ListBatchesRequest)(nil),           // 23: ingestq.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),          // 24: ingestq.v1.ListBatchesResponse
+	(*GetJobRequest)(nil),                // 25: ingestq.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 26: ingestq.v1.GetJobResponse
+	(*ListJobsRequest)(nil),              // 27: ingestq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 28: ingestq.v1.ListJobsResponse
+	(*HoldJobRequest)(nil),               // 29: ingestq.v1.HoldJobRequest
+	(*HoldJobResponse)(nil),              // 30: ingestq.v1.HoldJobResponse
+	(*ReleaseJobRequest)(nil),            // 31: ingestq.v1.ReleaseJobRequest
+	(*ReleaseJobResponse)(nil),           // 32: ingestq.v1.ReleaseJobResponse
+	(*FailJobRequest)(nil),               // 33: ingestq.v1.FailJobRequest
+	(*FailJobResponse)(nil),              // 34: ingestq.v1.FailJobResponse
+	(*RequeueJobRequest)(nil),            // 35: ingestq.v1.RequeueJobRequest
+	(*RequeueJobResponse)(nil),           // 36: ingestq.v1.RequeueJobResponse
+	(*ReprioritizeJobRequest)(nil),       // 37: ingestq.v1.ReprioritizeJobRequest
+	(*ReprioritizeJobResponse)(nil),      // 38: ingestq.v1.ReprioritizeJobResponse
+	(*DeleteJobRequest)(nil),             // 39: ingestq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),            // 40: ingestq.v1.DeleteJobResponse
+	(*ListWorkersRequest)(nil),           // 41: ingestq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),          // 42: ingestq.v1.ListWorkersResponse
+	(*FsckRequest)(nil),                  // 43: ingestq.v1.FsckRequest
+	(*FsckDamage)(nil),                   // 44: ingestq.v1.FsckDamage
+	(*FsckResponse)(nil),                 // 45: ingestq.v1.FsckResponse
+	(*JobFilter)(nil),                    // 46: ingestq.v1.JobFilter
+	(*SearchJobsRequest)(nil),            // 47: ingestq.v1.SearchJobsRequest
+	(*SearchJobsResponse)(nil),           // 48: ingestq.v1.SearchJobsResponse
+	(*BulkActionRequest)(nil),            // 49: ingestq.v1.BulkActionRequest
+	(*BulkJobResult)(nil),                // 50: ingestq.v1.BulkJobResult
+	(*BulkActionResponse)(nil),           // 51: ingestq.v1.BulkActionResponse
+	(*GetAggregatesRequest)(nil),         // 52: ingestq.v1.GetAggregatesRequest
+	(*StateTally)(nil),                   // 53: ingestq.v1.StateTally
+	(*BatchTally)(nil),                   // 54: ingestq.v1.BatchTally
+	(*CollectionTally)(nil),              // 55: ingestq.v1.CollectionTally
+	(*EndedTally)(nil),                   // 56: ingestq.v1.EndedTally
+	(*GetAggregatesResponse)(nil),        // 57: ingestq.v1.GetAggregatesResponse
+	(*VerifyObjectRequest)(nil),          // 58: ingestq.v1.VerifyObjectRequest
+	(*FixityMismatch)(nil),               // 59: ingestq.v1.FixityMismatch
+	(*VerifyObjectResponse)(nil),         // 60: ingestq.v1.VerifyObjectResponse
+	(*GetStateRulesRequest)(nil),         // 61: ingestq.v1.GetStateRulesRequest
+	(*JobStateRule)(nil),                 // 62: ingestq.v1.JobStateRule
+	(*BatchStateRule)(nil),               // 63: ingestq.v1.BatchStateRule
+	(*GetStateRulesResponse)(nil),        // 64: ingestq.v1.GetStateRulesResponse
+	(*CreateConsoleSessionRequest)(nil),  // 65: ingestq.v1.CreateConsoleSessionRequest
+	(*CreateConsoleSessionResponse)(nil), // 66: ingestq.v1.CreateConsoleSessionResponse
+	(*GetConsoleSessionRequest)(nil),     // 67: ingestq.v1.GetConsoleSessionRequest
+	(*GetConsoleSessionResponse)(nil),    // 68: ingestq.v1.GetConsoleSessionResponse
+	(*EndConsoleSessionRequest)(nil),     // 69: ingestq.v1.EndConsoleSessionRequest
+	(*EndConsoleSessionResponse)(nil),    // 70: ingestq.v1.EndConsoleSessionResponse
+	nil,                                  // 71: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	nil,                                  // 72: ingestq.v1.GetQueueResponse.BatchesByStateEntry
+	(*WorkerInfo)(nil),                   // 73: ingestq.v1.WorkerInfo
+	(JobState)(0),                        // 74: ingestq.v1.JobState
+	(*timestamppb.Timestamp)(nil),        // 75: google.protobuf.Timestamp
+	(*Batch)(nil),                        // 76: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),          // 77: google.protobuf.Duration
+	(BatchState)(0),                      // 78: ingestq.v1.BatchState
+	(*Job)(nil),                          // 79: ingestq.v1.Job
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	59, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	60, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	61, // 2: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	61, // 3: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	62, // 4: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	61, // 5: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	63, // 6: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	61, // 7: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	64, // 8: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	65, // 9: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	64, // 10: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	64, // 11: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	64, // 12: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	64, // 13: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	65, // 14: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	64, // 15: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	64, // 16: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	60, // 17: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	42, // 18: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	65, // 19: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	65, // 20: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	66, // 21: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	66, // 22: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
-	44, // 23: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	64, // 24: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
-	0,  // 25: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
-	44, // 26: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	65, // 27: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
-	48, // 28: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
-	51, // 29: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
-	51, // 30: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
-	52, // 31: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
-	66, // 32: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
-	53, // 33: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
-	54, // 34: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
-	54, // 35: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
-	66, // 36: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
-	57, // 37: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
-	1,  // 38: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	3,  // 39: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	5,  // 40: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	7,  // 41: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	9,  // 42: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	11, // 43: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	13, // 44: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	15, // 45: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	17, // 46: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	19, // 47: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	21, // 48: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	23, // 49: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	25, // 50: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	27, // 51: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	29, // 52: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	31, // 53: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	33, // 54: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	35, // 55: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	37, // 56: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	45, // 57: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	47, // 58: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	50, // 59: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
-	39, // 60: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	41, // 61: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	56, // 62: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
-	2,  // 63: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	4,  // 64: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	6,  // 65: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	8,  // 66: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	10, // 67: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	12, // 68: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	14, // 69: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	16, // 70: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	18, // 71: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	20, // 72: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	22, // 73: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	24, // 74: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	26, // 75: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	28, // 76: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	30, // 77: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	32, // 78: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	34, // 79: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	36, // 80: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	38, // 81: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	46, // 82: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	49, // 83: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	55, // 84: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
-	40, // 85: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	43, // 86: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	58, // 87: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
-	63, // [63:88] is the sub-list for method output_type
-	38, // [38:63] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	71, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	73, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	72, // 2: ingestq.v1.GetQueueResponse.batches_by_state:type_name -> ingestq.v1.GetQueueResponse.BatchesByStateEntry
+	8,  // 3: ingestq.v1.GetQueueResponse.stages:type_name -> ingestq.v1.StageHealth
+	74, // 4: ingestq.v1.StageHealth.state:type_name -> ingestq.v1.JobState
+	75, // 5: ingestq.v1.StageHealth.oldest:type_name -> google.protobuf.Timestamp
+	76, // 6: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	76, // 7: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	77, // 8: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	76, // 9: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	78, // 10: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	76, // 11: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	79, // 12: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	74, // 13: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
+	74, // 14: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	79, // 15: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	79, // 16: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	79, // 17: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	79, // 18: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	74, // 19: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	79, // 20: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	79, // 21: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	73, // 22: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	44, // 23: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	74, // 24: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	74, // 25: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	75, // 26: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	75, // 27: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	46, // 28: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
+	79, // 29: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	0,  // 30: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
+	46, // 31: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
+	74, // 32: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	74, // 33: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
+	50, // 34: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
+	53, // 35: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	53, // 36: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	54, // 37: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	75, // 38: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	55, // 39: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	56, // 40: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	56, // 41: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	75, // 42: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	77, // 43: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
+	59, // 44: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	74, // 45: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
+	0,  // 46: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
+	78, // 47: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
+	1,  // 48: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
+	62, // 49: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
+	63, // 50: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
+	77, // 51: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
+	75, // 52: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 53: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	4,  // 54: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	6,  // 55: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	9,  // 56: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	11, // 57: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	13, // 58: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	15, // 59: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	17, // 60: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	19, // 61: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	21, // 62: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	23, // 63: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	25, // 64: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	27, // 65: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	29, // 66: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	31, // 67: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	33, // 68: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	35, // 69: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	37, // 70: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	39, // 71: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	47, // 72: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	49, // 73: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	52, // 74: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	41, // 75: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	43, // 76: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	58, // 77: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	61, // 78: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
+	65, // 79: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
+	67, // 80: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
+	69, // 81: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
+	3,  // 82: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	5,  // 83: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	7,  // 84: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	10, // 85: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	12, // 86: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	14, // 87: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	16, // 88: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	18, // 89: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	20, // 90: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	22, // 91: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	24, // 92: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	26, // 93: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	28, // 94: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	30, // 95: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	32, // 96: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	34, // 97: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	36, // 98: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	38, // 99: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	40, // 100: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	48, // 101: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	51, // 102: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	57, // 103: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	42, // 104: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	45, // 105: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	60, // 106: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	64, // 107: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
+	66, // 108: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
+	68, // 109: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
+	70, // 110: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
+	82, // [82:111] is the sub-list for method output_type
+	53, // [53:82] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -3925,19 +4841,26 @@ func file_ingestq_v1_admin_service_proto_init() {
 	}
 	file_ingestq_v1_options_proto_init()
 	file_ingestq_v1_queue_proto_init()
-	file_ingestq_v1_admin_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_ingestq_v1_admin_service_proto_msgTypes[1].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[3].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[5].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[6].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*GetBatchRequest_BatchId)(nil),
 		(*GetBatchRequest_BatchUuid)(nil),
 	}
-	file_ingestq_v1_admin_service_proto_msgTypes[34].OneofWrappers = []any{}
-	file_ingestq_v1_admin_service_proto_msgTypes[46].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[35].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[47].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[48].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[49].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[58].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   59,
+			NumEnums:      2,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,31 +19,35 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_PauseQueue_FullMethodName        = "/ingestq.v1.AdminService/PauseQueue"
-	AdminService_UnpauseQueue_FullMethodName      = "/ingestq.v1.AdminService/UnpauseQueue"
-	AdminService_GetQueue_FullMethodName          = "/ingestq.v1.AdminService/GetQueue"
-	AdminService_HoldCollection_FullMethodName    = "/ingestq.v1.AdminService/HoldCollection"
-	AdminService_ReleaseCollection_FullMethodName = "/ingestq.v1.AdminService/ReleaseCollection"
-	AdminService_ReleaseBatch_FullMethodName      = "/ingestq.v1.AdminService/ReleaseBatch"
-	AdminService_UpdateReportBatch_FullMethodName = "/ingestq.v1.AdminService/UpdateReportBatch"
-	AdminService_DeleteBatch_FullMethodName       = "/ingestq.v1.AdminService/DeleteBatch"
-	AdminService_CleanupBatches_FullMethodName    = "/ingestq.v1.AdminService/CleanupBatches"
-	AdminService_GetBatch_FullMethodName          = "/ingestq.v1.AdminService/GetBatch"
-	AdminService_ListBatches_FullMethodName       = "/ingestq.v1.AdminService/ListBatches"
-	AdminService_GetJob_FullMethodName            = "/ingestq.v1.AdminService/GetJob"
-	AdminService_ListJobs_FullMethodName          = "/ingestq.v1.AdminService/ListJobs"
-	AdminService_HoldJob_FullMethodName           = "/ingestq.v1.AdminService/HoldJob"
-	AdminService_ReleaseJob_FullMethodName        = "/ingestq.v1.AdminService/ReleaseJob"
-	AdminService_FailJob_FullMethodName           = "/ingestq.v1.AdminService/FailJob"
-	AdminService_RequeueJob_FullMethodName        = "/ingestq.v1.AdminService/RequeueJob"
-	AdminService_ReprioritizeJob_FullMethodName   = "/ingestq.v1.AdminService/ReprioritizeJob"
-	AdminService_DeleteJob_FullMethodName         = "/ingestq.v1.AdminService/DeleteJob"
-	AdminService_SearchJobs_FullMethodName        = "/ingestq.v1.AdminService/SearchJobs"
-	AdminService_BulkAction_FullMethodName        = "/ingestq.v1.AdminService/BulkAction"
-	AdminService_GetAggregates_FullMethodName     = "/ingestq.v1.AdminService/GetAggregates"
-	AdminService_ListWorkers_FullMethodName       = "/ingestq.v1.AdminService/ListWorkers"
-	AdminService_Fsck_FullMethodName              = "/ingestq.v1.AdminService/Fsck"
-	AdminService_VerifyObject_FullMethodName      = "/ingestq.v1.AdminService/VerifyObject"
+	AdminService_PauseQueue_FullMethodName           = "/ingestq.v1.AdminService/PauseQueue"
+	AdminService_UnpauseQueue_FullMethodName         = "/ingestq.v1.AdminService/UnpauseQueue"
+	AdminService_GetQueue_FullMethodName             = "/ingestq.v1.AdminService/GetQueue"
+	AdminService_HoldCollection_FullMethodName       = "/ingestq.v1.AdminService/HoldCollection"
+	AdminService_ReleaseCollection_FullMethodName    = "/ingestq.v1.AdminService/ReleaseCollection"
+	AdminService_ReleaseBatch_FullMethodName         = "/ingestq.v1.AdminService/ReleaseBatch"
+	AdminService_UpdateReportBatch_FullMethodName    = "/ingestq.v1.AdminService/UpdateReportBatch"
+	AdminService_DeleteBatch_FullMethodName          = "/ingestq.v1.AdminService/DeleteBatch"
+	AdminService_CleanupBatches_FullMethodName       = "/ingestq.v1.AdminService/CleanupBatches"
+	AdminService_GetBatch_FullMethodName             = "/ingestq.v1.AdminService/GetBatch"
+	AdminService_ListBatches_FullMethodName          = "/ingestq.v1.AdminService/ListBatches"
+	AdminService_GetJob_FullMethodName               = "/ingestq.v1.AdminService/GetJob"
+	AdminService_ListJobs_FullMethodName             = "/ingestq.v1.AdminService/ListJobs"
+	AdminService_HoldJob_FullMethodName              = "/ingestq.v1.AdminService/HoldJob"
+	AdminService_ReleaseJob_FullMethodName           = "/ingestq.v1.AdminService/ReleaseJob"
+	AdminService_FailJob_FullMethodName              = "/ingestq.v1.AdminService/FailJob"
+	AdminService_RequeueJob_FullMethodName           = "/ingestq.v1.AdminService/RequeueJob"
+	AdminService_ReprioritizeJob_FullMethodName      = "/ingestq.v1.AdminService/ReprioritizeJob"
+	AdminService_DeleteJob_FullMethodName            = "/ingestq.v1.AdminService/DeleteJob"
+	AdminService_SearchJobs_FullMethodName           = "/ingestq.v1.AdminService/SearchJobs"
+	AdminService_BulkAction_FullMethodName           = "/ingestq.v1.AdminService/BulkAction"
+	AdminService_GetAggregates_FullMethodName        = "/ingestq.v1.AdminService/GetAggregates"
+	AdminService_ListWorkers_FullMethodName          = "/ingestq.v1.AdminService/ListWorkers"
+	AdminService_Fsck_FullMethodName                 = "/ingestq.v1.AdminService/Fsck"
+	AdminService_VerifyObject_FullMethodName         = "/ingestq.v1.AdminService/VerifyObject"
+	AdminService_GetStateRules_FullMethodName        = "/ingestq.v1.AdminService/GetStateRules"
+	AdminService_CreateConsoleSession_FullMethodName = "/ingestq.v1.AdminService/CreateConsoleSession"
+	AdminService_GetConsoleSession_FullMethodName    = "/ingestq.v1.AdminService/GetConsoleSession"
+	AdminService_EndConsoleSession_FullMethodName    = "/ingestq.v1.AdminService/EndConsoleSession"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -144,6 +148,22 @@ type AdminServiceClient interface {
 	// every file against its manifest's size and digest, reporting each
 	// mismatch (fixity).
 	VerifyObject(ctx context.Context, in *VerifyObjectRequest, opts ...grpc.CallOption) (*VerifyObjectResponse, error)
+	// GetStateRules describes every job and batch state and what the
+	// operators' methods accept for a job or batch in it: the queue's own
+	// state machine, for a client that offers only the actions that apply
+	// (the console). It reads nothing from the queue.
+	GetStateRules(ctx context.Context, in *GetStateRulesRequest, opts ...grpc.CallOption) (*GetStateRulesResponse, error)
+	// CreateConsoleSession records an operator's sign-in to the console for
+	// ttl, where every console of the queue finds it (ZooKeeper,
+	// under the queue's root), and answers its new session_id. At most 1000
+	// sign-ins are live at once; past that it answers ResourceExhausted.
+	CreateConsoleSession(ctx context.Context, in *CreateConsoleSessionRequest, opts ...grpc.CallOption) (*CreateConsoleSessionResponse, error)
+	// GetConsoleSession says whether a sign-in is live: recorded, not ended
+	// and not expired. One that is not answers live false, not an error.
+	GetConsoleSession(ctx context.Context, in *GetConsoleSessionRequest, opts ...grpc.CallOption) (*GetConsoleSessionResponse, error)
+	// EndConsoleSession ends a sign-in (signing out) on every console at
+	// once; one already ended or expired is no error.
+	EndConsoleSession(ctx context.Context, in *EndConsoleSessionRequest, opts ...grpc.CallOption) (*EndConsoleSessionResponse, error)
 }
 
 type adminServiceClient struct {
@@ -404,6 +424,46 @@ func (c *adminServiceClient) VerifyObject(ctx context.Context, in *VerifyObjectR
 	return out, nil
 }
 
+func (c *adminServiceClient) GetStateRules(ctx context.Context, in *GetStateRulesRequest, opts ...grpc.CallOption) (*GetStateRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetStateRulesResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetStateRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CreateConsoleSession(ctx context.Context, in *CreateConsoleSessionRequest, opts ...grpc.CallOption) (*CreateConsoleSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateConsoleSessionResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateConsoleSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetConsoleSession(ctx context.Context, in *GetConsoleSessionRequest, opts ...grpc.CallOption) (*GetConsoleSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConsoleSessionResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetConsoleSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) EndConsoleSession(ctx context.Context, in *EndConsoleSessionRequest, opts ...grpc.CallOption) (*EndConsoleSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndConsoleSessionResponse)
+	err := c.cc.Invoke(ctx, AdminService_EndConsoleSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -502,6 +562,22 @@ type AdminServiceServer interface {
 	// every file against its manifest's size and digest, reporting each
 	// mismatch (fixity).
 	VerifyObject(context.Context, *VerifyObjectRequest) (*VerifyObjectResponse, error)
+	// GetStateRules describes every job and batch state and what the
+	// operators' methods accept for a job or batch in it: the queue's own
+	// state machine, for a client that offers only the actions that apply
+	// (the console). It reads nothing from the queue.
+	GetStateRules(context.Context, *GetStateRulesRequest) (*GetStateRulesResponse, error)
+	// CreateConsoleSession records an operator's sign-in to the console for
+	// ttl, where every console of the queue finds it (ZooKeeper,
+	// under the queue's root), and answers its new session_id. At most 1000
+	// sign-ins are live at once; past that it answers ResourceExhausted.
+	CreateConsoleSession(context.Context, *CreateConsoleSessionRequest) (*CreateConsoleSessionResponse, error)
+	// GetConsoleSession says whether a sign-in is live: recorded, not ended
+	// and not expired. One that is not answers live false, not an error.
+	GetConsoleSession(context.Context, *GetConsoleSessionRequest) (*GetConsoleSessionResponse, error)
+	// EndConsoleSession ends a sign-in (signing out) on every console at
+	// once; one already ended or expired is no error.
+	EndConsoleSession(context.Context, *EndConsoleSessionRequest) (*EndConsoleSessionResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -586,6 +662,18 @@ func (UnimplementedAdminServiceServer) Fsck(context.Context, *FsckRequest) (*Fsc
 }
 func (UnimplementedAdminServiceServer) VerifyObject(context.Context, *VerifyObjectRequest) (*VerifyObjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyObject not implemented")
+}
+func (UnimplementedAdminServiceServer) GetStateRules(context.Context, *GetStateRulesRequest) (*GetStateRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetStateRules not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateConsoleSession(context.Context, *CreateConsoleSessionRequest) (*CreateConsoleSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateConsoleSession not implemented")
+}
+func (UnimplementedAdminServiceServer) GetConsoleSession(context.Context, *GetConsoleSessionRequest) (*GetConsoleSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConsoleSession not implemented")
+}
+func (UnimplementedAdminServiceServer) EndConsoleSession(context.Context, *EndConsoleSessionRequest) (*EndConsoleSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndConsoleSession not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1058,6 +1146,78 @@ func _AdminService_VerifyObject_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetStateRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetStateRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetStateRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetStateRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetStateRules(ctx, req.(*GetStateRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CreateConsoleSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateConsoleSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateConsoleSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateConsoleSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateConsoleSession(ctx, req.(*CreateConsoleSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetConsoleSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConsoleSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetConsoleSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetConsoleSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetConsoleSession(ctx, req.(*GetConsoleSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_EndConsoleSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndConsoleSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).EndConsoleSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_EndConsoleSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).EndConsoleSession(ctx, req.(*EndConsoleSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1164,6 +1324,22 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VerifyObject",
 			Handler:    _AdminService_VerifyObject_Handler,
+		},
+		{
+			MethodName: "GetStateRules",
+			Handler:    _AdminService_GetStateRules_Handler,
+		},
+		{
+			MethodName: "CreateConsoleSession",
+			Handler:    _AdminService_CreateConsoleSession_Handler,
+		},
+		{
+			MethodName: "GetConsoleSession",
+			Handler:    _AdminService_GetConsoleSession_Handler,
+		},
+		{
+			MethodName: "EndConsoleSession",
+			Handler:    _AdminService_EndConsoleSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

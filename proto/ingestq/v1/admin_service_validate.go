@@ -3,6 +3,9 @@ package ingestqv1
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
+	"time"
 )
 
 // Limits of admin requests.
@@ -182,16 +185,57 @@ func validPaging(size, max int32, token string) error {
 	return optionalText("page_token", token, MaxPageTokenBytes)
 }
 
-// Validate checks that a version is named.
+// Validate checks that an ARK is named, and a version number if any.
 func (r *VerifyObjectRequest) Validate() error {
-	if r.GetArk() == "" {
+	switch ark := r.GetArk(); {
+	case ark == "":
 		return errors.New("ark: required")
-	}
-	if len(r.GetArk()) > 512 {
+	case len(ark) > 512:
 		return errors.New("ark: longer than 512 bytes")
+	case !arkPattern.MatchString(ark):
+		return fmt.Errorf("ark %q is not an ARK: want ark:/NAAN/name (ark:/99999/fk4abc)", clip(ark))
 	}
-	if r.GetVersion() < 1 {
-		return fmt.Errorf("version: %d is not a version number (1 or more)", r.GetVersion())
+	if r.GetVersion() < 0 {
+		return fmt.Errorf("version: %d is not a version number (1 or more; 0: the latest)", r.GetVersion())
+	}
+	return nil
+}
+
+// arkPattern matches an ARK: "ark:", an optional "/", the NAAN, "/" and
+// the name (no white space, no control character).
+var arkPattern = regexp.MustCompile(`^ark:/?[0-9a-zA-Z]+/[^\s/][^\s]*$`)
+
+// Validate accepts every request: GetStateRules has no fields.
+func (r *GetStateRulesRequest) Validate() error { return nil }
+
+// MaxConsoleSessionTTL is the longest a console sign-in may last.
+const MaxConsoleSessionTTL = 30 * 24 * time.Hour
+
+// Validate requires a ttl of 1s to MaxConsoleSessionTTL.
+func (r *CreateConsoleSessionRequest) Validate() error {
+	d := r.GetTtl()
+	switch {
+	case d == nil:
+		return errors.New("ttl is required: how long the sign-in lasts (43200s: 12 hours)")
+	case d.CheckValid() != nil || d.AsDuration() < time.Second || d.AsDuration() > MaxConsoleSessionTTL:
+		return fmt.Errorf("ttl %v: want 1s to %s", d.AsDuration(), MaxConsoleSessionTTL)
+	}
+	return nil
+}
+
+// Validate checks the session id.
+func (r *GetConsoleSessionRequest) Validate() error { return validSessionID(r.GetSessionId()) }
+
+// Validate checks the session id.
+func (r *EndConsoleSessionRequest) Validate() error { return validSessionID(r.GetSessionId()) }
+
+// validSessionID accepts what CreateConsoleSession makes: 16 to 64 letters,
+// digits, '-' or '_'.
+func validSessionID(id string) error {
+	if len(id) < 16 || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) >= 0 {
+		return errors.New("session_id: want 16 to 64 letters, digits, '-' or '_'")
 	}
 	return nil
 }

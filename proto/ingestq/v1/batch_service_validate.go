@@ -48,7 +48,7 @@ func (r *SubmitRequest) Validate() error {
 	case PayloadType_PAYLOAD_TYPE_UNSPECIFIED:
 		return errors.New("payload_type is required: PAYLOAD_TYPE_FILE, PAYLOAD_TYPE_CONTAINER, PAYLOAD_TYPE_OBJECT_MANIFEST, PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS or PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS")
 	default:
-		return fmt.Errorf("payload_type %d is not a known payload type", r.GetPayloadType())
+		return fmt.Errorf("payload_type %d is not a payload type: want PAYLOAD_TYPE_FILE, PAYLOAD_TYPE_CONTAINER, PAYLOAD_TYPE_OBJECT_MANIFEST, PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS or PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS", r.GetPayloadType())
 	}
 	switch r.GetSubmissionMode() {
 	case SubmissionMode_SUBMISSION_MODE_UNSPECIFIED, SubmissionMode_SUBMISSION_MODE_ADD, SubmissionMode_SUBMISSION_MODE_UPDATE:

@@ -1164,16 +1164,26 @@ func (x *Identifiers) GetLocalId() []string {
 }
 
 // Store is /jobs/JID/store, written by processing: what storing stores
-// (manifest_url names the storage manifest in the job's working folder).
+// (manifest_url names the storage manifest in the job's working folder, or,
+// for Merritt's storage service, the add manifest it fetches).
 type Store struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ManifestUrl string                 `protobuf:"bytes,1,opt,name=manifest_url,json=manifestUrl,proto3" json:"manifest_url,omitempty"` // manifest_url
-	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode
-	Delete      bool                   `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`                             // delete
+	Mode        string                 `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`                                  // mode: add or update, or <add|update>/<node>/<ARK> for Merritt's storage service
+	// True when the node's "delete" is the word "true" (or a JSON true),
+	// which some writers put there: it names no file, and ingestq writes it
+	// back as it found it and never sets it. The files an update removes are
+	// deletions.
+	//
+	// Deprecated: Marked as deprecated in ingestq/v1/queue.proto.
+	Delete bool `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
 	// The number of a version stored (ingestq's own key, written only when
 	// not 0; the Merritt library ignores it). ingestq's processing leaves it
 	// 0: the inventory node says which version was stored.
-	Version       int32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"` // version
+	Version int32 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"` // version
+	// The file ids an update removes from the object's current version: the
+	// node's "delete", one file id a line.
+	Deletions     []string `protobuf:"bytes,5,rep,name=deletions,proto3" json:"deletions,omitempty"` // delete
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1222,6 +1232,7 @@ func (x *Store) GetMode() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in ingestq/v1/queue.proto.
 func (x *Store) GetDelete() bool {
 	if x != nil {
 		return x.Delete
@@ -1234,6 +1245,13 @@ func (x *Store) GetVersion() int32 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *Store) GetDeletions() []string {
+	if x != nil {
+		return x.Deletions
+	}
+	return nil
 }
 
 // Inventory is /jobs/JID/inventory, written by storing: the version stored.
@@ -1447,6 +1465,11 @@ type Job struct {
 	Status        *JobStatus             `protobuf:"bytes,10,opt,name=status,proto3" json:"status,omitempty"`
 	Manifest      *Manifest              `protobuf:"bytes,11,opt,name=manifest,proto3" json:"manifest,omitempty"`
 	Locked        bool                   `protobuf:"varint,12,opt,name=locked,proto3" json:"locked,omitempty"` // a consumer holds /jobs/JID/lock
+	// failing_stage is, for a failed job, the state it failed in (the one it
+	// left for Failed; JobFilter.failing_stage matches it). Not stored: the
+	// batcher's AdminService fills it from the status in every job it
+	// answers.
+	FailingStage  JobState `protobuf:"varint,13,opt,name=failing_stage,json=failingStage,proto3,enum=ingestq.v1.JobState" json:"failing_stage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1563,6 +1586,13 @@ func (x *Job) GetLocked() bool {
 		return x.Locked
 	}
 	return false
+}
+
+func (x *Job) GetFailingStage() JobState {
+	if x != nil {
+		return x.FailingStage
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
 }
 
 // InFlightJob is a job a worker is working on now.
@@ -1865,12 +1895,13 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\vIdentifiers\x12\x1d\n" +
 	"\n" +
 	"primary_id\x18\x01 \x01(\tR\tprimaryId\x12\x19\n" +
-	"\blocal_id\x18\x02 \x03(\tR\alocalId\"p\n" +
+	"\blocal_id\x18\x02 \x03(\tR\alocalId\"\x92\x01\n" +
 	"\x05Store\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
-	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x16\n" +
-	"\x06delete\x18\x03 \x01(\bR\x06delete\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x05R\aversion\"\\\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x1a\n" +
+	"\x06delete\x18\x03 \x01(\bB\x02\x18\x01R\x06delete\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x05R\aversion\x12\x1c\n" +
+	"\tdeletions\x18\x05 \x03(\tR\tdeletions\"\\\n" +
 	"\tInventory\x12!\n" +
 	"\fmanifest_url\x18\x01 \x01(\tR\vmanifestUrl\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x18\n" +
@@ -1884,7 +1915,7 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\rlast_modified\x18\x05 \x01(\tR\flastModified\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\":\n" +
 	"\bManifest\x12.\n" +
-	"\x05files\x18\x01 \x03(\v2\x18.ingestq.v1.ManifestFileR\x05files\"\xee\x03\n" +
+	"\x05files\x18\x01 \x03(\v2\x18.ingestq.v1.ManifestFileR\x05files\"\xa9\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03bid\x18\x02 \x01(\tR\x03bid\x12\x1a\n" +
@@ -1898,7 +1929,8 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x06status\x18\n" +
 	" \x01(\v2\x15.ingestq.v1.JobStatusR\x06status\x120\n" +
 	"\bmanifest\x18\v \x01(\v2\x14.ingestq.v1.ManifestR\bmanifest\x12\x16\n" +
-	"\x06locked\x18\f \x01(\bR\x06locked\"q\n" +
+	"\x06locked\x18\f \x01(\bR\x06locked\x129\n" +
+	"\rfailing_stage\x18\r \x01(\x0e2\x14.ingestq.v1.JobStateR\ffailingStage\"q\n" +
 	"\vInFlightJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x120\n" +
@@ -2030,16 +2062,17 @@ var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	15, // 26: ingestq.v1.Job.inventory:type_name -> ingestq.v1.Inventory
 	10, // 27: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
 	17, // 28: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
-	22, // 29: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
-	22, // 30: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
-	22, // 31: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
-	19, // 32: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
-	21, // 33: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	0,  // 29: ingestq.v1.Job.failing_stage:type_name -> ingestq.v1.JobState
+	22, // 30: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
+	22, // 31: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
+	22, // 32: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
+	19, // 33: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
+	21, // 34: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_queue_proto_init() }

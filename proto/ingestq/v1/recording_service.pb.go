@@ -412,8 +412,12 @@ func (x *CompleteRequest) GetLeaseId() string {
 	return ""
 }
 
+// CompleteResponse: the job the lease held is now in state
+// (JOB_STATE_NOTIFY).
 type CompleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	State         JobState               `protobuf:"varint,2,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +450,20 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_recording_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CompleteResponse) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *CompleteResponse) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
 }
 
 type FailRequest struct {
@@ -501,8 +519,11 @@ func (x *FailRequest) GetMessage() string {
 	return ""
 }
 
+// FailResponse: the job the lease held is now in state (JOB_STATE_FAILED).
 type FailResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	State         JobState               `protobuf:"varint,2,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +556,20 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
 	return file_ingestq_v1_recording_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FailResponse) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *FailResponse) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
 }
 
 var File_ingestq_v1_recording_service_proto protoreflect.FileDescriptor
@@ -574,12 +609,16 @@ const file_ingestq_v1_recording_service_proto_rawDesc = "" +
 	"\rRenewResponse\x124\n" +
 	"\aexpires\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\",\n" +
 	"\x0fCompleteRequest\x12\x19\n" +
-	"\blease_id\x18\x01 \x01(\tR\aleaseId\"\x12\n" +
-	"\x10CompleteResponse\"B\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\"Y\n" +
+	"\x10CompleteResponse\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\"B\n" +
 	"\vFailRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x0e\n" +
-	"\fFailResponse2\xa8\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"U\n" +
+	"\fFailResponse\x12\x19\n" +
+	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state2\xa8\x02\n" +
 	"\x10RecordingService\x12B\n" +
 	"\x05Lease\x12\x18.ingestq.v1.LeaseRequest\x1a\x19.ingestq.v1.LeaseResponse\"\x04\x88\xb5\x18\x01\x12B\n" +
 	"\x05Renew\x12\x18.ingestq.v1.RenewRequest\x1a\x19.ingestq.v1.RenewResponse\"\x04\x88\xb5\x18\x01\x12K\n" +
@@ -611,6 +650,7 @@ var file_ingestq_v1_recording_service_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 	(*Metadata)(nil),              // 10: ingestq.v1.Metadata
+	(JobState)(0),                 // 11: ingestq.v1.JobState
 }
 var file_ingestq_v1_recording_service_proto_depIdxs = []int32{
 	8,  // 0: ingestq.v1.LeaseRequest.wait:type_name -> google.protobuf.Duration
@@ -620,19 +660,21 @@ var file_ingestq_v1_recording_service_proto_depIdxs = []int32{
 	10, // 4: ingestq.v1.LeaseResponse.erc:type_name -> ingestq.v1.Metadata
 	8,  // 5: ingestq.v1.RenewRequest.lease_duration:type_name -> google.protobuf.Duration
 	9,  // 6: ingestq.v1.RenewResponse.expires:type_name -> google.protobuf.Timestamp
-	0,  // 7: ingestq.v1.RecordingService.Lease:input_type -> ingestq.v1.LeaseRequest
-	2,  // 8: ingestq.v1.RecordingService.Renew:input_type -> ingestq.v1.RenewRequest
-	4,  // 9: ingestq.v1.RecordingService.Complete:input_type -> ingestq.v1.CompleteRequest
-	6,  // 10: ingestq.v1.RecordingService.Fail:input_type -> ingestq.v1.FailRequest
-	1,  // 11: ingestq.v1.RecordingService.Lease:output_type -> ingestq.v1.LeaseResponse
-	3,  // 12: ingestq.v1.RecordingService.Renew:output_type -> ingestq.v1.RenewResponse
-	5,  // 13: ingestq.v1.RecordingService.Complete:output_type -> ingestq.v1.CompleteResponse
-	7,  // 14: ingestq.v1.RecordingService.Fail:output_type -> ingestq.v1.FailResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	11, // 7: ingestq.v1.CompleteResponse.state:type_name -> ingestq.v1.JobState
+	11, // 8: ingestq.v1.FailResponse.state:type_name -> ingestq.v1.JobState
+	0,  // 9: ingestq.v1.RecordingService.Lease:input_type -> ingestq.v1.LeaseRequest
+	2,  // 10: ingestq.v1.RecordingService.Renew:input_type -> ingestq.v1.RenewRequest
+	4,  // 11: ingestq.v1.RecordingService.Complete:input_type -> ingestq.v1.CompleteRequest
+	6,  // 12: ingestq.v1.RecordingService.Fail:input_type -> ingestq.v1.FailRequest
+	1,  // 13: ingestq.v1.RecordingService.Lease:output_type -> ingestq.v1.LeaseResponse
+	3,  // 14: ingestq.v1.RecordingService.Renew:output_type -> ingestq.v1.RenewResponse
+	5,  // 15: ingestq.v1.RecordingService.Complete:output_type -> ingestq.v1.CompleteResponse
+	7,  // 16: ingestq.v1.RecordingService.Fail:output_type -> ingestq.v1.FailResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_recording_service_proto_init() }

@@ -138,8 +138,10 @@ func (*PauseRequest) Descriptor() ([]byte, []int) {
 }
 
 type PauseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Workers []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	// paused: the replica's workers are paused (true); always in the JSON.
+	Paused        *bool `protobuf:"varint,2,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +183,13 @@ func (x *PauseResponse) GetWorkers() []*WorkerInfo {
 	return nil
 }
 
+func (x *PauseResponse) GetPaused() bool {
+	if x != nil && x.Paused != nil {
+		return *x.Paused
+	}
+	return false
+}
+
 type ResumeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -218,8 +227,11 @@ func (*ResumeRequest) Descriptor() ([]byte, []int) {
 }
 
 type ResumeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Workers []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	// paused: the replica's workers are paused (false after a Resume);
+	// always in the JSON.
+	Paused        *bool `protobuf:"varint,2,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -259,6 +271,13 @@ func (x *ResumeResponse) GetWorkers() []*WorkerInfo {
 		return x.Workers
 	}
 	return nil
+}
+
+func (x *ResumeResponse) GetPaused() bool {
+	if x != nil && x.Paused != nil {
+		return *x.Paused
+	}
+	return false
 }
 
 type DrainRequest struct {
@@ -301,8 +320,8 @@ type DrainResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Workers []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	// in_flight_left counts jobs still running when the call's deadline came
-	// (0: the replica is idle).
-	InFlightLeft  int32 `protobuf:"varint,2,opt,name=in_flight_left,json=inFlightLeft,proto3" json:"in_flight_left,omitempty"`
+	// (0: the replica is idle); always in the JSON.
+	InFlightLeft  *int32 `protobuf:"varint,2,opt,name=in_flight_left,json=inFlightLeft,proto3,oneof" json:"in_flight_left,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -345,8 +364,8 @@ func (x *DrainResponse) GetWorkers() []*WorkerInfo {
 }
 
 func (x *DrainResponse) GetInFlightLeft() int32 {
-	if x != nil {
-		return x.InFlightLeft
+	if x != nil && x.InFlightLeft != nil {
+		return *x.InFlightLeft
 	}
 	return 0
 }
@@ -360,16 +379,21 @@ const file_ingestq_v1_stage_service_proto_rawDesc = "" +
 	"\x10GetStatusRequest\"E\n" +
 	"\x11GetStatusResponse\x120\n" +
 	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\"\x0e\n" +
-	"\fPauseRequest\"A\n" +
+	"\fPauseRequest\"i\n" +
 	"\rPauseResponse\x120\n" +
-	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\"\x0f\n" +
-	"\rResumeRequest\"B\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\x12\x1b\n" +
+	"\x06paused\x18\x02 \x01(\bH\x00R\x06paused\x88\x01\x01B\t\n" +
+	"\a_paused\"\x0f\n" +
+	"\rResumeRequest\"j\n" +
 	"\x0eResumeResponse\x120\n" +
-	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\"\x0e\n" +
-	"\fDrainRequest\"g\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\x12\x1b\n" +
+	"\x06paused\x18\x02 \x01(\bH\x00R\x06paused\x88\x01\x01B\t\n" +
+	"\a_paused\"\x0e\n" +
+	"\fDrainRequest\"\x7f\n" +
 	"\rDrainResponse\x120\n" +
-	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\x12$\n" +
-	"\x0ein_flight_left\x18\x02 \x01(\x05R\finFlightLeft2\xa7\x02\n" +
+	"\aworkers\x18\x01 \x03(\v2\x16.ingestq.v1.WorkerInfoR\aworkers\x12)\n" +
+	"\x0ein_flight_left\x18\x02 \x01(\x05H\x00R\finFlightLeft\x88\x01\x01B\x11\n" +
+	"\x0f_in_flight_left2\xa7\x02\n" +
 	"\fStageService\x12H\n" +
 	"\tGetStatus\x12\x1c.ingestq.v1.GetStatusRequest\x1a\x1d.ingestq.v1.GetStatusResponse\x12B\n" +
 	"\x05Pause\x12\x18.ingestq.v1.PauseRequest\x1a\x19.ingestq.v1.PauseResponse\"\x04\x88\xb5\x18\x01\x12E\n" +
@@ -427,6 +451,9 @@ func file_ingestq_v1_stage_service_proto_init() {
 	}
 	file_ingestq_v1_options_proto_init()
 	file_ingestq_v1_queue_proto_init()
+	file_ingestq_v1_stage_service_proto_msgTypes[3].OneofWrappers = []any{}
+	file_ingestq_v1_stage_service_proto_msgTypes[5].OneofWrappers = []any{}
+	file_ingestq_v1_stage_service_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -16,7 +16,7 @@ import (
 // collection and state with the space they need, each collection's by
 // batch, and the jobs that completed and failed in each of the last hours
 // and days (UTC, by their status's last change), newest first. It reads
-// every job as SearchJobs does.
+// every job as Jobs.Search does.
 func (t *Queue) Aggregates(ctx context.Context, now time.Time, hours, days int) (*v1.GetAggregatesResponse, error) {
 	jids, err := t.searchCandidates(ctx, "", nil)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
 
-// JobSearch is one call of SearchJobs.
+// JobSearch is one call of Jobs.Search (the SearchJobs RPC).
 type JobSearch struct {
 	// Filter: every field it sets must match (nil matches every job).
 	Filter *v1.JobFilter
@@ -160,6 +160,18 @@ func newJobMatcher(f *v1.JobFilter, states []queue.JobState) jobMatcher {
 	return jobMatcher{f: f, states: states, message: strings.ToLower(f.GetMessage())}
 }
 
+// saidBy reports whether the job's status message, or the message of a
+// state change in its history, contains the text looked for: a requeued
+// job is found by the error it failed with.
+func (m jobMatcher) saidBy(st *v1.JobStatus) bool {
+	if strings.Contains(strings.ToLower(st.GetMessage()), m.message) {
+		return true
+	}
+	return slices.ContainsFunc(st.GetHistory(), func(h *v1.JobStateChange) bool {
+		return strings.Contains(strings.ToLower(h.GetMessage()), m.message)
+	})
+}
+
 func (m jobMatcher) matches(j *v1.Job) bool {
 	f, st, conf := m.f, j.GetStatus(), j.GetConfiguration()
 	switch {
@@ -172,7 +184,7 @@ func (m jobMatcher) matches(j *v1.Job) bool {
 		f.GetSubmitter() != "" && conf.GetSubmitter() != f.GetSubmitter(),
 		f.GetArk() != "" && j.GetIdentifiers().GetPrimaryId() != f.GetArk(),
 		f.GetLocalId() != "" && !slices.Contains(j.GetIdentifiers().GetLocalId(), f.GetLocalId()),
-		m.message != "" && !strings.Contains(strings.ToLower(st.GetMessage()), m.message),
+		m.message != "" && !m.saidBy(st),
 		f.GetModifiedAfter() != nil && !st.GetLastModified().AsTime().After(f.GetModifiedAfter().AsTime()),
 		f.GetModifiedBefore() != nil && !st.GetLastModified().AsTime().Before(f.GetModifiedBefore().AsTime()):
 		return false

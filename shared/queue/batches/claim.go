@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/session"
 )

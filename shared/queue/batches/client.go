@@ -9,12 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"log/slog"
 	"path"
 	"slices"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"math/rand/v2"
 	"path"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/session"
 )

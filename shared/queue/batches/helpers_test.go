@@ -2,9 +2,7 @@ package batches_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -12,10 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	"github.com/ingestq/ingestq/shared/queue/batches"
-	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -33,94 +28,6 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func sampleSubmission() *v1.Submission {
-	return &v1.Submission{
-		ProfileName:    "demo_profile",
-		Submitter:      "dana",
-		PayloadUrl:     "http://127.0.0.1:1/manifest.checkm",
-		Type:           v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
-		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
-		Metadata:       &v1.Metadata{Who: "Dana", What: "Letters", When: "1921", Where: ""},
-	}
-}
-
-// spawn creates a batch, takes it to Processing and creates n jobs of the
-// given priority, then finishes spawning. It returns the bid and jids.
-func spawn(t testing.TB, s *session.Session, n int, priority int32) (string, []string) {
-	t.Helper()
-	ctx := testCtx(t)
-	c := batches.New(s)
-	bid, err := c.CreateBatch(ctx, sampleSubmission())
-	if err != nil {
-		t.Fatalf("create batch: %v", err)
-	}
-	bc, err := c.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatalf("claim batch: %v", err)
-	}
-	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatalf("batch → Processing: %v", err)
-	}
-	news := make([]batches.NewJob, n)
-	for i := range news {
-		news[i] = batches.NewJob{Priority: priority, Configuration: &v1.JobConfiguration{
-			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
-			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
-			WorkingDir: "/tmp/work", BatchEntry: int32(i)}}
-	}
-	jids, err := bc.CreateJobs(ctx, news)
-	if err != nil {
-		t.Fatalf("create jobs: %v", err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatalf("finish spawning: %v", err)
-	}
-	return bid, jids
-}
-
-// spawnWithUUID creates a batch submitted under uuid with one job and takes
-// it to Processing, fully spawned.
-func spawnWithUUID(t *testing.T, s *session.Session, uuid string) (string, string) {
-	t.Helper()
-	ctx := testCtx(t)
-	c := batches.New(s)
-	sub := sampleSubmission()
-	sub.BatchId = uuid
-	bid, err := c.CreateBatch(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := c.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
-	jids, err := bc.CreateJobs(ctx, []batches.NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: "demo_profile",
-		PayloadUrl: "http://127.0.0.1:1/a.txt", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, WorkingDir: "/tmp/work/x"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return bid, jids[0]
-}
-
-// step claims the job jid in its current state and commits ch.
-func step(t testing.TB, s *session.Session, jid string, ch jobs.Change) {
-	t.Helper()
-	ctx := testCtx(t)
-	cl, err := jobs.New(s).ClaimJob(ctx, jid)
-	if err != nil {
-		t.Fatalf("claim %s: %v", jid, err)
-	}
-	if err := cl.Commit(ctx, ch); err != nil {
-		t.Fatalf("commit %s → %s: %v", jid, queue.JobStateName(ch.To), err)
-	}
 }
 
 // pathTo is how a test job reaches each state from Pending.
@@ -160,30 +67,6 @@ func jids(first, n int) []string {
 		out[i] = fmt.Sprintf("jid%010d", first+i)
 	}
 	return out
-}
-
-// nodeData reads one node (absolute path).
-func nodeData(t testing.TB, s *session.Session, p string) string {
-	t.Helper()
-	data, _, err := s.Nodes().Get(testCtx(t), p)
-	if err != nil {
-		t.Fatalf("get %s: %v", p, err)
-	}
-	return string(data)
-}
-
-// jsonField reads one field of a JSON node as raw JSON text.
-func jsonField(t testing.TB, data, field string) string {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(data), &m); err != nil {
-		t.Fatalf("node is not JSON: %q: %v", data, err)
-	}
-	v, ok := m[field]
-	if !ok {
-		t.Fatalf("field %q missing in %s (keys %v)", field, data, slices.Sorted(maps.Keys(m)))
-	}
-	return string(v)
 }
 
 // answerCutter stands between a session and the server for its multis

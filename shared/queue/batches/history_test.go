@@ -12,6 +12,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -31,8 +32,8 @@ func topRequests(s *session.Session) int64 {
 func TestEachStateChangeIsKeptInTheJobsStatusHistory(t *testing.T) {
 	s := connect(t)
 	ctx := testCtx(t)
-	_, jid := spawnWithUUID(t, s, "history-uuid")
-	step(t, s, jid, jobs.Change{To: queue.Estimating, By: "estimator-w1", Message: "taken"})
+	_, jid := queuetest.SpawnWithUUID(t, s, "history-uuid")
+	queuetest.Move(t, s, jid, jobs.Change{To: queue.Estimating, By: "estimator-w1", Message: "taken"})
 
 	// The history costs no request: a commit is still one multi.
 	cl, err := jobs.New(s).ClaimJob(ctx, jid)
@@ -46,7 +47,7 @@ func TestEachStateChangeIsKeptInTheJobsStatusHistory(t *testing.T) {
 	if n := topRequests(s) - before; n != 1 {
 		t.Errorf("a commit sent %d requests, want 1 (its multi)", n)
 	}
-	step(t, s, jid, jobs.Change{To: queue.Failed, By: "provisioner-w2", Message: "no room on the work volume"})
+	queuetest.Move(t, s, jid, jobs.Change{To: queue.Failed, By: "provisioner-w2", Message: "no room on the work volume"})
 	// An operator's move: the requeue of the failed job to a named state.
 	if _, err := admin.New(s).Jobs.Requeue(ctx, jid, queue.Provisioning, "room made"); err != nil {
 		t.Fatal(err)
@@ -98,13 +99,13 @@ func TestAHistoryKeepsTheLast64ChangesAndCountsTheDropped(t *testing.T) {
 	s := connect(t)
 	r := jobs.NewReader(s)
 	ctx := testCtx(t)
-	_, jid := spawnWithUUID(t, s, "bounded-uuid")
+	_, jid := queuetest.SpawnWithUUID(t, s, "bounded-uuid")
 	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning} {
-		step(t, s, jid, jobs.Change{To: to})
+		queuetest.Move(t, s, jid, jobs.Change{To: to})
 	}
 	// A step retried with the same message adds nothing.
 	for range 3 {
-		step(t, s, jid, jobs.Change{To: queue.Provisioning, Message: "waiting for room"})
+		queuetest.Move(t, s, jid, jobs.Change{To: queue.Provisioning, Message: "waiting for room"})
 	}
 	st, err := r.JobStatus(ctx, jid)
 	if err != nil {
@@ -114,7 +115,7 @@ func TestAHistoryKeepsTheLast64ChangesAndCountsTheDropped(t *testing.T) {
 		t.Fatalf("%d entries after the same message three times, want 4", n)
 	}
 	for i := range 70 {
-		step(t, s, jid, jobs.Change{To: queue.Provisioning, Message: fmt.Sprintf("waiting for room (%d)", i)})
+		queuetest.Move(t, s, jid, jobs.Change{To: queue.Provisioning, Message: fmt.Sprintf("waiting for room (%d)", i)})
 	}
 	if st, err = r.JobStatus(ctx, jid); err != nil {
 		t.Fatal(err)
@@ -132,8 +133,8 @@ func TestThePeerLibraryReadsAStatusWithAHistoryAndCarriesIt(t *testing.T) {
 	s := connect(t)
 	peer := merrittzk.Connect(t, zktest.Servers(t), s.Paths().Root())
 	ctx := testCtx(t)
-	_, jid := spawnWithUUID(t, s, "peer-history-uuid")
-	step(t, s, jid, jobs.Change{To: queue.Estimating, Message: "by ingestq"})
+	_, jid := queuetest.SpawnWithUUID(t, s, "peer-history-uuid")
+	queuetest.Move(t, s, jid, jobs.Change{To: queue.Estimating, Message: "by ingestq"})
 	j, err := peer.LoadJob(jid)
 	if err != nil {
 		t.Fatalf("the peer library cannot read a status with a history: %v", err)
@@ -162,7 +163,7 @@ func TestThePeerLibraryReadsAStatusWithAHistoryAndCarriesIt(t *testing.T) {
 	if err := peer.Set(path, data); err != nil {
 		t.Fatal(err)
 	}
-	step(t, s, jid, jobs.Change{To: queue.Downloading, Message: "by ingestq again"})
+	queuetest.Move(t, s, jid, jobs.Change{To: queue.Downloading, Message: "by ingestq again"})
 	st, err := jobs.NewReader(s).JobStatus(ctx, jid)
 	if err != nil {
 		t.Fatal(err)

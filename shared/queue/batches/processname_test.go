@@ -8,6 +8,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
 // TestProcessNameNamesWorkersAndHistory: one name for this process, made
@@ -33,7 +34,7 @@ func TestProcessNameNamesWorkersAndHistory(t *testing.T) {
 	if id := jobs.New(s).NewWorkerID("estimator"); !strings.HasPrefix(id, queue.ProcessName("estimator")+"-") {
 		t.Errorf("worker id %q does not start with ProcessName(estimator)", id)
 	}
-	_, jids := spawn(t, s, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, s, 1, queue.DefaultPriority)
 	st, err := jobs.NewReader(s).JobStatus(testCtx(t), jids[0])
 	if err != nil {
 		t.Fatal(err)

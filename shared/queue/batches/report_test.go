@@ -11,6 +11,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -29,8 +30,8 @@ func TestAReportOfAHundredThousandJobsFitsItsNode(t *testing.T) {
 		{"80,000 failed, 20,000 successful", 80000, 20000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bid, spawned := spawn(t, s, 1, 5)
-			step(t, s, spawned[0], jobs.Change{To: queue.Failed, Message: "bad digest"})
+			bid, spawned := queuetest.SpawnBatch(t, s, 1, 5)
+			queuetest.Move(t, s, spawned[0], jobs.Change{To: queue.Failed, Message: "bad digest"})
 			bc, err := c.ClaimBatch(ctx, bid)
 			if err != nil {
 				t.Fatal(err)
@@ -48,7 +49,7 @@ func TestAReportOfAHundredThousandJobsFitsItsNode(t *testing.T) {
 				t.Error("Commit changed the caller's report")
 			}
 
-			raw := nodeData(t, s, s.Paths().Batch(bid).Node(queue.NodeStatusReport))
+			raw := queuetest.NodeData(t, s, s.Paths().Batch(bid).Node(queue.NodeStatusReport))
 			if len(raw) > queue.MaxNodeBytes {
 				t.Errorf("status-report takes %d bytes, over %d", len(raw), queue.MaxNodeBytes)
 			}
@@ -103,14 +104,14 @@ func TestCompletedAfterReportComparesTheReferencesWithTheReport(t *testing.T) {
 	s := connect(t)
 	c := batches.New(s)
 	ctx := testCtx(t)
-	bid, js := spawn(t, s, 3, 5)
+	bid, js := queuetest.SpawnBatch(t, s, 3, 5)
 	done := []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing,
 		queue.Recording, queue.Notify, queue.Completed}
 	for _, to := range done {
-		step(t, s, js[0], jobs.Change{To: to})
+		queuetest.Move(t, s, js[0], jobs.Change{To: to})
 	}
-	step(t, s, js[1], jobs.Change{To: queue.Failed, Message: "bad digest"})
-	step(t, s, js[2], jobs.Change{To: queue.Failed, Message: "bad digest"})
+	queuetest.Move(t, s, js[1], jobs.Change{To: queue.Failed, Message: "bad digest"})
+	queuetest.Move(t, s, js[2], jobs.Change{To: queue.Failed, Message: "bad digest"})
 	// No report yet: every completed job counts.
 	got, err := c.CompletedAfterReport(ctx, bid, js)
 	if err != nil || !slices.Equal(got, js[:1]) {
@@ -132,7 +133,7 @@ func TestCompletedAfterReportComparesTheReferencesWithTheReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, to := range done[1:] {
-		step(t, s, js[2], jobs.Change{To: to})
+		queuetest.Move(t, s, js[2], jobs.Change{To: to})
 	}
 	got, err = c.CompletedAfterReport(ctx, bid, js)
 	if err != nil || !slices.Equal(got, js[2:]) {

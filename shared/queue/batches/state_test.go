@@ -10,6 +10,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -26,7 +27,7 @@ func TestEveryJobTableRowAgainstZooKeeper(t *testing.T) {
 	ctx := testCtx(t)
 	froms := []queue.JobState{queue.Pending, queue.Held, queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 		queue.Storing, queue.Recording, queue.Notify, queue.Completed, queue.Failed}
-	_, jids := spawn(t, s, len(froms)*len(queue.JobStates()), queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, s, len(froms)*len(queue.JobStates()), queue.DefaultPriority)
 	i := 0
 	for _, from := range froms {
 		for _, to := range queue.JobStates() {
@@ -34,10 +35,10 @@ func TestEveryJobTableRowAgainstZooKeeper(t *testing.T) {
 			i++
 			t.Run(fmt.Sprintf("%s→%s", queue.JobStateName(from), queue.JobStateName(to)), func(t *testing.T) {
 				for _, st := range pathTo[from] {
-					step(t, s, jid, jobs.Change{To: st})
+					queuetest.Move(t, s, jid, jobs.Change{To: st})
 				}
 				status := s.Paths().Job(jid).Status()
-				before := nodeData(t, s, status)
+				before := queuetest.NodeData(t, s, status)
 				cl, err := c.ClaimJob(ctx, jid)
 				if err != nil {
 					t.Fatal(err)
@@ -47,7 +48,7 @@ func TestEveryJobTableRowAgainstZooKeeper(t *testing.T) {
 					if err != nil {
 						t.Fatalf("allowed move refused: %v", err)
 					}
-					if got := jsonField(t, nodeData(t, s, status), "status"); got != `"`+queue.JobStateName(to)+`"` {
+					if got := queuetest.JSONField(t, queuetest.NodeData(t, s, status), "status"); got != `"`+queue.JobStateName(to)+`"` {
 						t.Errorf("status = %s", got)
 					}
 					return
@@ -62,8 +63,8 @@ func TestEveryJobTableRowAgainstZooKeeper(t *testing.T) {
 				if err := cl.Release(ctx); err != nil {
 					t.Fatal(err)
 				}
-				after := nodeData(t, s, status)
-				if jsonField(t, after, "status") != jsonField(t, before, "status") {
+				after := queuetest.NodeData(t, s, status)
+				if queuetest.JSONField(t, after, "status") != queuetest.JSONField(t, before, "status") {
 					t.Errorf("a refused move changed the status: %s → %s", before, after)
 				}
 			})
@@ -75,7 +76,7 @@ func TestStoringJobLeftByAPeerIsReadAndMovable(t *testing.T) {
 	s := connect(t)
 	raw := zktest.RawConn(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, s, 1, 7)
+	_, jids := queuetest.SpawnBatch(t, s, 1, 7)
 	jid := jids[0]
 	p := s.Paths()
 	// A peer writes Storing the way the Merritt library does: status, then entries.
@@ -95,8 +96,8 @@ func TestStoringJobLeftByAPeerIsReadAndMovable(t *testing.T) {
 	if counts := jobCounts(t, s); counts[queue.Storing] != 1 {
 		t.Fatalf("counts %v", counts)
 	}
-	step(t, s, jid, jobs.Change{To: queue.Recording})
-	if got := jsonField(t, nodeData(t, s, p.Job(jid).Status()), "last_successful_status"); got != `"Storing"` {
+	queuetest.Move(t, s, jid, jobs.Change{To: queue.Recording})
+	if got := queuetest.JSONField(t, queuetest.NodeData(t, s, p.Job(jid).Status()), "last_successful_status"); got != `"Storing"` {
 		t.Errorf("last_successful_status = %s", got)
 	}
 }
@@ -107,11 +108,11 @@ func TestStoringJobLeftByAPeerIsReadAndMovable(t *testing.T) {
 func TestAProcessedJobGoesToRecordingOnlyThroughStoring(t *testing.T) {
 	s := connect(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, s, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, s, 1, queue.DefaultPriority)
 	jid := jids[0]
 	status := s.Paths().Job(jid).Status()
 	for _, st := range pathTo[queue.Processing] {
-		step(t, s, jid, jobs.Change{To: st})
+		queuetest.Move(t, s, jid, jobs.Change{To: st})
 	}
 	cl, err := jobs.New(s).ClaimJob(ctx, jid)
 	if err != nil {
@@ -124,13 +125,13 @@ func TestAProcessedJobGoesToRecordingOnlyThroughStoring(t *testing.T) {
 	if err := cl.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := jsonField(t, nodeData(t, s, status), "status"); got != `"Processing"` {
+	if got := queuetest.JSONField(t, queuetest.NodeData(t, s, status), "status"); got != `"Processing"` {
 		t.Fatalf("after the refusal the job is %s", got)
 	}
-	step(t, s, jid, jobs.Change{To: queue.Storing})
-	step(t, s, jid, jobs.Change{To: queue.Recording})
-	st := nodeData(t, s, status)
-	if got, last := jsonField(t, st, "status"), jsonField(t, st, "last_successful_status"); got != `"Recording"` || last != `"Storing"` {
+	queuetest.Move(t, s, jid, jobs.Change{To: queue.Storing})
+	queuetest.Move(t, s, jid, jobs.Change{To: queue.Recording})
+	st := queuetest.NodeData(t, s, status)
+	if got, last := queuetest.JSONField(t, st, "status"), queuetest.JSONField(t, st, "last_successful_status"); got != `"Recording"` || last != `"Storing"` {
 		t.Errorf("status %s, last_successful_status %s; want Recording after Storing", got, last)
 	}
 }
@@ -154,7 +155,7 @@ func TestEveryBatchTableRowAgainstZooKeeper(t *testing.T) {
 		queue.BatchUpdateReporting, queue.BatchCompleted, queue.BatchFailed} {
 		for _, to := range batchStates {
 			t.Run(fmt.Sprintf("%s→%s", queue.BatchStateName(from), queue.BatchStateName(to)), func(t *testing.T) {
-				bid, err := c.CreateBatch(ctx, sampleSubmission())
+				bid, err := c.CreateBatch(ctx, queuetest.SampleSubmission())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -198,7 +199,7 @@ func TestEveryBatchTableRowAgainstZooKeeper(t *testing.T) {
 // waits for, written with the release of its lock.
 func TestABatchWhoseJobsAreAllCreatedSaysSo(t *testing.T) {
 	s := connect(t)
-	bid, _ := spawn(t, s, 2, queue.DefaultPriority)
+	bid, _ := queuetest.SpawnBatch(t, s, 2, queue.DefaultPriority)
 	b, err := batches.New(s).GetBatch(testCtx(t), bid)
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,10 @@ type Claim struct {
 	batchVersion int32
 	noBatch      bool
 	byOperator   bool
+	// bidUnread: the claim read the job's data but not its bid node, and
+	// its configuration names no batch (a peer's job): a commit reads the
+	// bid node first, to check the batch.
+	bidUnread bool
 	// statusData and raw are the status and the data nodes as read: a
 	// rewrite carries forward the keys other writers put there.
 	statusData []byte
@@ -183,6 +187,7 @@ func (cl *Claim) bid(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("reading %s: %w", p, err)
 	}
 	cl.Job.Bid = string(data)
+	cl.bidUnread = false
 	return cl.Job.Bid, nil
 }
 

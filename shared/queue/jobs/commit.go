@@ -53,6 +53,13 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	if ch.Priority != nil {
 		prio = *ch.Priority
 	}
+	if cl.bidUnread && !cl.noBatch {
+		// Its commits check the batch the bid node names. A job without
+		// a readable one goes on unchecked until it changes batch folder.
+		if _, err := cl.bid(ctx); err != nil && !errors.Is(err, queue.ErrCorrupt) {
+			return err
+		}
+	}
 	bid := ""
 	if queue.BatchFolderOf(ch.To) != queue.BatchFolderOf(cl.from) && !cl.noBatch {
 		var err error

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -23,7 +24,7 @@ func TestClosedSessionFreesItsJobAndItsLateCommitFails(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, a, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, a.s, 1, queue.DefaultPriority)
 	cl, err := a.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func TestExpiredSessionLosesItsJobAndItsLateCommitFails(t *testing.T) {
 	a, proxy := proxiedClient(t, root, 2*time.Second)
 	ctx := testCtx(t)
 	b := newClientAt(t, root)
-	_, jids := spawn(t, b, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, b.s, 1, queue.DefaultPriority)
 	cl, err := a.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestStolenLockFencesTheFormerOwner(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, a, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, a.s, 1, queue.DefaultPriority)
 	clA, err := a.ClaimJob(ctx, jids[0])
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -23,7 +24,7 @@ func TestReleaseDuringAConnectionLossFreesTheJobOnceReconnected(t *testing.T) {
 	a, proxy := proxiedClient(t, root, 20*time.Second)
 	b := newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, b, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, b.s, 1, queue.DefaultPriority)
 	cl, err := a.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
 			root := zktest.Root(t)
 			c := newClientAt(t, root)
 			ctx := testCtx(t)
-			spawn(t, c, 1, queue.DefaultPriority)
+			queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 			cl, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -157,7 +158,7 @@ func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
 				t.Errorf("the job's identifiers say %q, minting said %q", got, id)
 			}
 			// The next job gets the next number: the lost answer used none.
-			spawn(t, c, 1, queue.DefaultPriority)
+			queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 			next, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -178,7 +179,7 @@ func TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept(t *testing.T) {
 	root := zktest.Root(t)
 	c := newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	cut := false
 	c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
 		claiming := writes(ops, c.p.Job(jids[0]).Lock())
@@ -216,7 +217,7 @@ func TestClaimTakesTheDataAsItIsWhenTheLockIsTaken(t *testing.T) {
 	root := zktest.Root(t)
 	c, other := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	changed := false
 	c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
 		claiming := writes(ops, c.p.Job(jids[0]).Lock())

@@ -170,6 +170,12 @@ func (co *Consumer) TryNext(ctx context.Context) (*Claim, <-chan struct{}, error
 		cl, err := co.c.claimEntry(ctx, co.state, *e, co.opts.Parts, checkLock)
 		co.mu.Lock()
 		delete(co.trying, e.Name)
+		if err == nil {
+			// Held before it stops being tried, in one step: a listing
+			// meanwhile would offer the job again, to be found locked by
+			// this very claim.
+			co.held[cl.ID()] = cl
+		}
 		co.busyRate *= 0.9
 		if errors.Is(err, errBusy) {
 			co.busyRate += 0.1
@@ -563,17 +569,26 @@ func (c *Client) WaitUnpaused(ctx context.Context) error {
 	}
 }
 
+// pauseBeforeRewatch waits a moment before a watch that failed is set
+// again; false when the session has ended and the follower should stop.
+func (c *Client) pauseBeforeRewatch() bool {
+	select {
+	case <-c.s.Life().Done():
+		return false
+	case <-time.After(200 * time.Millisecond):
+		return true
+	}
+}
+
 func (c *Client) followPause() {
 	ps := &c.pause
 	for {
 		ok, _, ev, err := c.z.WatchExists(c.s.Life(), c.p.Locks().IngestPause())
 		if err != nil {
-			select {
-			case <-c.s.Life().Done():
+			if !c.pauseBeforeRewatch() {
 				return
-			case <-time.After(200 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		ps.mu.Lock()
 		if !ps.known || ps.paused != ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -29,7 +30,7 @@ func TestConsumerWakesOnANewJobWithoutPolling(t *testing.T) {
 		}
 		got <- cl
 	}()
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	select {
 	case cl := <-got:
 		if cl.ID() != jids[0] {
@@ -43,11 +44,11 @@ func TestConsumerWakesOnANewJobWithoutPolling(t *testing.T) {
 func TestConsumerTakesJobsByPriorityThenAge(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, low := spawn(t, c, 2, 9)
-	_, high := spawn(t, c, 2, 1)
-	_, mid := spawn(t, c, 1, 5)
+	_, low := queuetest.SpawnBatch(t, c.s, 2, 9)
+	_, high := queuetest.SpawnBatch(t, c.s, 2, 1)
+	_, mid := queuetest.SpawnBatch(t, c.s, 1, 5)
 	// A peer writer's three-digit priority must sort after 99, not after 1.
-	_, peer := spawn(t, c, 1, 99)
+	_, peer := queuetest.SpawnBatch(t, c.s, 1, 99)
 	if err := c.z.Delete(ctx, c.p.Entry(queue.Pending, 99, peer[0]), -1); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestPausedQueueGivesNoWorkUntilUnpaused(t *testing.T) {
 	if p, _ := c.Paused(ctx); !p {
 		t.Fatal("Paused() = false after Pause")
 	}
-	spawn(t, c, 1, queue.DefaultPriority)
+	queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if cl, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(short); err == nil {
@@ -90,7 +91,7 @@ func TestPausedQueueGivesNoWorkUntilUnpaused(t *testing.T) {
 	// Admin tools may still take work while paused.
 	pause(t, c)
 	defer unpause(t, c)
-	spawn(t, c, 1, queue.DefaultPriority)
+	queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	if _, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{IgnorePause: true}).Next(ctx); err != nil {
 		t.Fatalf("IgnorePause consumer: %v", err)
 	}
@@ -100,7 +101,7 @@ func TestReleasedJobWakesAWaitingConsumer(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, a, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, a.s, 1, queue.DefaultPriority)
 	clA, err := a.ClaimJob(ctx, jids[0])
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestReleasedJobWakesAWaitingConsumer(t *testing.T) {
 func TestAJobReleasedByItsConsumersClaimIsTakenAgainByThatConsumerAfterAPause(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 2, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 2, queue.DefaultPriority)
 	co := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{Spread: 1})
 	var claims []*jobs.Claim
 	for range jids {
@@ -170,7 +171,7 @@ func TestAReleasedJobGoesToTheOtherWaitingConsumerFirst(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, a, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, a.s, 1, queue.DefaultPriority)
 	for range 5 {
 		coA := a.NewConsumer(queue.Pending, jobs.ConsumerOptions{})
 		// A leaves the job it gave back alone for far longer than B needs
@@ -249,7 +250,7 @@ func TestBatchFeedReportsEachStepOfABatchesLife(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	feed := c.b.WatchBatches(ctx)
-	bid, err := c.b.CreateBatch(ctx, sampleSubmission())
+	bid, err := c.b.CreateBatch(ctx, queuetest.SampleSubmission())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +279,7 @@ func TestBatchFeedReportsEachStepOfABatchesLife(t *testing.T) {
 	}
 	bc.FinishSpawning(ctx)
 	for _, p := range pipeline {
-		step(t, c, jids[0], jobs.Change{To: p.to})
+		queuetest.Move(t, c.s, jids[0], jobs.Change{To: p.to})
 	}
 	next(func(w batches.BatchWork) bool { return w.Status == queue.BatchProcessing && w.Done })
 	bc, err = c.b.ClaimBatch(ctx, bid)
@@ -298,7 +299,7 @@ func TestHalfSpawnedBatchIsFinishedWithoutDuplicates(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	bid, err := a.b.CreateBatch(ctx, sampleSubmission())
+	bid, err := a.b.CreateBatch(ctx, queuetest.SampleSubmission())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +365,7 @@ func TestAPayloadRecordWrittenWithTheTakeIsReadByTheNextClaimAndKeepsWhySpawning
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	bid, err := a.b.CreateBatch(ctx, sampleSubmission())
+	bid, err := a.b.CreateBatch(ctx, queuetest.SampleSubmission())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func TestAPayloadRecordWrittenWithTheTakeIsReadByTheNextClaimAndKeepsWhySpawning
 	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing, Payload: rec}); err != nil {
 		t.Fatal(err)
 	}
-	if got := nodeData(t, a, a.p.Batch(bid).Node(queue.NodePayload)); got != `{"sha256":"`+rec.SHA256+`","size":1234}` {
+	if got := queuetest.NodeData(t, a.s, a.p.Batch(bid).Node(queue.NodePayload)); got != `{"sha256":"`+rec.SHA256+`","size":1234}` {
 		t.Errorf("payload node %s", got)
 	}
 	if _, err := bc.CreateJobs(ctx, []batches.NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 0}}}); err != nil {
@@ -487,7 +488,7 @@ func TestMintFromCounterRecordsTheIDAtomicallyAndOnce(t *testing.T) {
 	root := zktest.Root(t)
 	a, b := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, a, 2, 5)
+	_, jids := queuetest.SpawnBatch(t, a.s, 2, 5)
 	mk := func(n int64) string { return "ark:/99999/fk4" + strconv.FormatInt(n, 10) }
 	cl1, _ := a.ClaimJob(ctx, jids[0])
 	cl2, _ := b.ClaimJob(ctx, jids[1])
@@ -526,7 +527,7 @@ func TestMintFromCounterRecordsTheIDAtomicallyAndOnce(t *testing.T) {
 func TestAConsumerDoesNotTryTheJobsItsOwnClaimsHold(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, held := spawn(t, c, 2, queue.DefaultPriority)
+	_, held := queuetest.SpawnBatch(t, c.s, 2, queue.DefaultPriority)
 	co := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{Spread: 1})
 	for range held {
 		if _, err := co.Next(ctx); err != nil {
@@ -543,7 +544,7 @@ func TestAConsumerDoesNotTryTheJobsItsOwnClaimsHold(t *testing.T) {
 	}
 	before := statusReads()
 	// A new job relists the folder; the two held jobs come first in it.
-	_, fresh := spawn(t, c, 1, queue.DefaultPriority)
+	_, fresh := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	cl, err := co.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -561,7 +562,7 @@ func TestConcurrentMintsOfTwoClientsNeverShareANumberAndWriteTheCounterPerBlock(
 	ctx := testCtx(t)
 	clients := []*client{newClientAt(t, root), newClientAt(t, root)}
 	const perClient = 40
-	_, jids := spawn(t, clients[0], 2*perClient, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, clients[0].s, 2*perClient, queue.DefaultPriority)
 	var mu sync.Mutex
 	minted := map[string]string{} // id → jid
 	var wg sync.WaitGroup
@@ -619,7 +620,7 @@ func TestConcurrentMintsOfTwoClientsNeverShareANumberAndWriteTheCounterPerBlock(
 func TestTakeOverMovesAJobToTheNextStateKeepingItsLock(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	pending := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{Parts: queue.PartConfiguration})
 	estimating := c.NewConsumer(queue.Estimating, jobs.ConsumerOptions{Parts: queue.PartConfiguration | queue.PartSpaceNeeded})
 	cl, err := pending.Next(ctx)
@@ -659,7 +660,7 @@ func TestTakeOverMovesAJobToTheNextStateKeepingItsLock(t *testing.T) {
 func TestTakeOverCommitsWithoutKeepingWhileTheQueueIsPaused(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	pending := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{})
 	cl, err := pending.Next(ctx)
 	if err != nil {
@@ -683,7 +684,7 @@ func TestTakeOverCommitsWithoutKeepingWhileTheQueueIsPaused(t *testing.T) {
 func TestTakeOverOfAJobChangedByAnotherWriterIsRefused(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	cl, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -702,7 +703,7 @@ func TestInOrderTurnsFollowPicksAndAFailedPickPassesItsTurn(t *testing.T) {
 	root := zktest.Root(t)
 	c, other := newClientAt(t, root), newClientAt(t, root)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 3, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 3, queue.DefaultPriority)
 	// The first job is another consumer's: picking it fails.
 	if _, err := other.ClaimJob(ctx, jids[0]); err != nil {
 		t.Fatal(err)
@@ -737,7 +738,7 @@ func TestInOrderTurnsFollowPicksAndAFailedPickPassesItsTurn(t *testing.T) {
 func TestClaimLoadReadsOnlyWhatItHasNotReadOrWritten(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	spawn(t, c, 1, queue.DefaultPriority)
+	queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	cl, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{Parts: queue.PartConfiguration}).Next(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -781,7 +782,7 @@ func TestAManifestReadWithTheClaimIsNotReadAgainAndABrokenOneIsTheStagesToReport
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t)
 			ctx := testCtx(t)
-			_, jids := spawn(t, c, 1, queue.DefaultPriority)
+			_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 			if tc.node != nil {
 				if _, err := c.z.Create(ctx, c.p.Job(jids[0]).Node(queue.NodeManifest), tc.node, 0); err != nil {
 					t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -33,7 +34,7 @@ func TestAJobLockNoSessionHoldsIsFailedWhenTheClaimFindsItByItsWrite(t *testing.
 	// without looking first: the failed create leads to the same end.
 	c := newClient(t)
 	raw := zktest.RawConn(t)
-	_, jids := spawn(t, c, 1, 5)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, 5)
 	zktest.WriteNode(t, raw, c.p.Job(jids[0]).Lock(), "")
 	_, err := c.ClaimEntry(testCtx(t), queue.Pending, queue.Entry{Name: queue.EntryName(5, jids[0]), Priority: 5, JID: jids[0]}, 0, false)
 	if !errors.Is(err, jobs.ErrStale) {

@@ -2,10 +2,8 @@ package jobs_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -287,16 +286,6 @@ func tree(t testing.TB, c *client) map[string]string {
 	return out
 }
 
-// nodeData reads one node (absolute path).
-func nodeData(t testing.TB, c *client, p string) string {
-	t.Helper()
-	data, _, err := c.z.Get(testCtx(t), p)
-	if err != nil {
-		t.Fatalf("get %s: %v", p, err)
-	}
-	return string(data)
-}
-
 // under lists the node paths below prefix (exclusive), sorted.
 func under(tr map[string]string, prefix string) []string {
 	var out []string
@@ -309,64 +298,6 @@ func under(tr map[string]string, prefix string) []string {
 	return out
 }
 
-// jsonField reads one field of a JSON node as raw JSON text.
-func jsonField(t testing.TB, data, field string) string {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(data), &m); err != nil {
-		t.Fatalf("node is not JSON: %q: %v", data, err)
-	}
-	v, ok := m[field]
-	if !ok {
-		t.Fatalf("field %q missing in %s (keys %v)", field, data, slices.Sorted(maps.Keys(m)))
-	}
-	return string(v)
-}
-
-func sampleSubmission() *v1.Submission {
-	return &v1.Submission{
-		ProfileName:    "demo_profile",
-		Submitter:      "dana",
-		PayloadUrl:     "http://127.0.0.1:1/manifest.checkm",
-		Type:           v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
-		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
-		Metadata:       &v1.Metadata{Who: "Dana", What: "Letters", When: "1921", Where: ""},
-	}
-}
-
-// spawn creates a batch, takes it to Processing and creates n jobs of the
-// given priority, then finishes spawning. It returns the bid and jids.
-func spawn(t testing.TB, c *client, n int, priority int32) (string, []string) {
-	t.Helper()
-	ctx := testCtx(t)
-	bid, err := c.b.CreateBatch(ctx, sampleSubmission())
-	if err != nil {
-		t.Fatalf("create batch: %v", err)
-	}
-	bc, err := c.b.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatalf("claim batch: %v", err)
-	}
-	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatalf("batch → Processing: %v", err)
-	}
-	news := make([]batches.NewJob, n)
-	for i := range news {
-		news[i] = batches.NewJob{Priority: priority, Configuration: &v1.JobConfiguration{
-			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
-			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
-			WorkingDir: "/tmp/work", BatchEntry: int32(i)}}
-	}
-	jids, err := bc.CreateJobs(ctx, news)
-	if err != nil {
-		t.Fatalf("create jobs: %v", err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatalf("finish spawning: %v", err)
-	}
-	return bid, jids
-}
-
 // completeBatch takes the batch's jobs from Pending to Completed, then the
 // batch through Reporting to Completed.
 func completeBatch(t testing.TB, c *client, bid string, jids []string) {
@@ -374,7 +305,7 @@ func completeBatch(t testing.TB, c *client, bid string, jids []string) {
 	for _, jid := range jids {
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing,
 			queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
-			step(t, c, jid, jobs.Change{To: to})
+			queuetest.Move(t, c.s, jid, jobs.Change{To: to})
 		}
 	}
 	ctx := testCtx(t)
@@ -386,19 +317,6 @@ func completeBatch(t testing.TB, c *client, bid string, jids []string) {
 		if err := bc.Commit(ctx, ch); err != nil {
 			t.Fatalf("batch %s → %s: %v", bid, queue.BatchStateName(ch.To), err)
 		}
-	}
-}
-
-// step claims the job jid in its current state and commits ch.
-func step(t testing.TB, c *client, jid string, ch jobs.Change) {
-	t.Helper()
-	ctx := testCtx(t)
-	cl, err := c.ClaimJob(ctx, jid)
-	if err != nil {
-		t.Fatalf("claim %s: %v", jid, err)
-	}
-	if err := cl.Commit(ctx, ch); err != nil {
-		t.Fatalf("commit %s → %s: %v", jid, queue.JobStateName(ch.To), err)
 	}
 }
 

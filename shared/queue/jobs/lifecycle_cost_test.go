@@ -11,6 +11,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -31,7 +32,7 @@ var stageSteps = []struct{ from, to queue.JobState }{
 func TestAJobsStepsCostTheOperationsTheContractNeedsAndNoMore(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	counts := func() map[string]int64 {
 		m := map[string]int64{}
 		for _, r := range c.Requests() {
@@ -99,11 +100,11 @@ func TestAJobsStepsCostTheOperationsTheContractNeedsAndNoMore(t *testing.T) {
 func TestACommitWritesTheHistoryAsEncodingItWould(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, jid := spawnWithUUID(t, c, "history-bytes")
+	_, jid := queuetest.SpawnWithUUID(t, c.s, "history-bytes")
 	statusPath := c.p.Job(jid).Status()
 	canonical := func(when string) *v1.JobStatus {
 		t.Helper()
-		data := nodeData(t, c, statusPath)
+		data := queuetest.NodeData(t, c.s, statusPath)
 		st, err := queue.DecodeJobStatus(statusPath, []byte(data))
 		if err != nil {
 			t.Fatal(err)
@@ -114,13 +115,13 @@ func TestACommitWritesTheHistoryAsEncodingItWould(t *testing.T) {
 		return st
 	}
 	for _, s := range stageSteps[:3] {
-		step(t, c, jid, jobs.Change{To: s.to, Message: "step to " + queue.JobStateName(s.to)})
+		queuetest.Move(t, c.s, jid, jobs.Change{To: s.to, Message: "step to " + queue.JobStateName(s.to)})
 		canonical("after the step to " + queue.JobStateName(s.to))
 	}
 	// The claim keeps the entries as read, for its commit to write back.
 	canonical("before another writer")
 	// Each entry as encoding writes it, which the status is.
-	entries := historyEntries(t, nodeData(t, c, statusPath))
+	entries := historyEntries(t, queuetest.NodeData(t, c.s, statusPath))
 	cl, err := c.ClaimJob(ctx, jid)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func TestACommitWritesTheHistoryAsEncodingItWould(t *testing.T) {
 	if err := cl.Commit(ctx, jobs.Change{To: queue.Processing}); err != nil {
 		t.Fatal(err)
 	}
-	data := nodeData(t, c, statusPath)
+	data := queuetest.NodeData(t, c.s, statusPath)
 	after, err := queue.DecodeJobStatus(statusPath, []byte(data))
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func TestACommitWritesTheHistoryAsEncodingItWould(t *testing.T) {
 func historyEntries(t *testing.T, data string) []json.RawMessage {
 	t.Helper()
 	var hs []json.RawMessage
-	if err := json.Unmarshal([]byte(jsonField(t, data, "history")), &hs); err != nil {
+	if err := json.Unmarshal([]byte(queuetest.JSONField(t, data, "history")), &hs); err != nil {
 		t.Fatalf("history of %s: %v", data, err)
 	}
 	return hs

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
 // TestAClaimFencedByAStatusWrittenWithoutTheLockRemovesTheLock: a writer
@@ -29,7 +30,7 @@ func TestAClaimFencedByAStatusWrittenWithoutTheLockRemovesTheLock(t *testing.T) 
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClient(t)
 			ctx := testCtx(t)
-			_, jids := spawn(t, c, 1, queue.DefaultPriority)
+			_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 			jid := jids[0]
 			cl, err := c.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
 			if err != nil {
@@ -68,9 +69,9 @@ func TestAClaimFencedByAStatusWrittenWithoutTheLockRemovesTheLock(t *testing.T) 
 func TestAJobFreedWithoutAnyChangeToItsFolderIsTakenWithinTheBackstop(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	_, jids := spawn(t, c, 1, queue.DefaultPriority)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	jid := jids[0]
-	pending := nodeData(t, c, c.p.Job(jid).Status())
+	pending := queuetest.NodeData(t, c.s, c.p.Job(jid).Status())
 	moving := `{"status":"Estimating","last_modified":"2026-11-22 03:51:07 +0000","last_successful_status":"Pending","retry_count":0}`
 	if _, err := c.z.Set(ctx, c.p.Job(jid).Status(), []byte(moving), -1); err != nil {
 		t.Fatal(err)

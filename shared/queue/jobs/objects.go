@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -46,12 +45,10 @@ func (c *Client) followHolds() {
 	for {
 		names, _, ev, err := c.z.WatchChildren(c.s.Life(), c.p.Locks().Collections())
 		if err != nil {
-			select {
-			case <-c.s.Life().Done():
+			if !c.pauseBeforeRewatch() {
 				return
-			case <-time.After(200 * time.Millisecond):
-				continue
 			}
+			continue
 		}
 		held := make(map[string]bool, len(names))
 		for _, n := range names {

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -39,40 +41,11 @@ func peerBatch(t *testing.T, peer *merrittzk.Peer) string {
 	return b.ID
 }
 
-// spawnWithUUID creates a batch submitted under uuid with one job and takes
-// it to Processing, fully spawned.
-func spawnWithUUID(t *testing.T, c *client, uuid string) (string, string) {
-	t.Helper()
-	ctx := testCtx(t)
-	sub := sampleSubmission()
-	sub.BatchId = uuid
-	bid, err := c.b.CreateBatch(ctx, sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bc, err := c.b.ClaimBatch(ctx, bid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
-		t.Fatal(err)
-	}
-	jids, err := bc.CreateJobs(ctx, []batches.NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: "demo_profile",
-		PayloadUrl: "http://127.0.0.1:1/a.txt", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, WorkingDir: "/tmp/work/x"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.FinishSpawning(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return bid, jids[0]
-}
-
 func TestTheSubmittersUUIDIsTheBatchIDThePeerLibraryReadsAndCleansUp(t *testing.T) {
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
-	bid, jid := spawnWithUUID(t, c, "4f1c0a2e-uuid-of-the-submitter")
+	bid, jid := queuetest.SpawnWithUUID(t, c.s, "4f1c0a2e-uuid-of-the-submitter")
 
 	b, err := peer.LoadBatch(bid)
 	if err != nil {
@@ -94,7 +67,7 @@ func TestTheSubmittersUUIDIsTheBatchIDThePeerLibraryReadsAndCleansUp(t *testing.
 	if _, err := c.b.BatchByUUID(ctx, "4f1c0a2e-uuid-of-the-submitter"); !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("BatchByUUID after the peer's cleanup: %v, want ErrNotFound", err)
 	}
-	sub := sampleSubmission()
+	sub := queuetest.SampleSubmission()
 	sub.BatchId = "4f1c0a2e-uuid-of-the-submitter"
 	if _, err := c.b.CreateBatch(ctx, sub); err != nil {
 		t.Errorf("the uuid cannot be submitted again after the peer's cleanup: %v", err)
@@ -129,7 +102,7 @@ func walkTo(t *testing.T, c *client, jid string, to queue.JobState) {
 		{To: queue.Storing, Identifiers: ids, Store: &v1.Store{ManifestUrl: "file:///work/m.checkm", Mode: "add"}},
 		{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///store/m.checkm", Mode: "add", Version: 1}},
 		{To: queue.Notify}, {To: queue.Completed}} {
-		step(t, c, jid, ch)
+		queuetest.Move(t, c.s, jid, ch)
 		if ch.To == to {
 			return
 		}
@@ -139,7 +112,7 @@ func walkTo(t *testing.T, c *client, jid string, to queue.JobState) {
 func TestEveryJobNodeIngestqWritesLoadsWithThePeerLibrarysTypes(t *testing.T) {
 	c := newClient(t)
 	peer := newPeer(t, c)
-	_, jid := spawnWithUUID(t, c, "types-uuid")
+	_, jid := queuetest.SpawnWithUUID(t, c.s, "types-uuid")
 	walkTo(t, c, jid, queue.Notify)
 
 	j, err := peer.LoadJob(jid)
@@ -162,8 +135,8 @@ func TestEveryJobNodeIngestqWritesLoadsWithThePeerLibrarysTypes(t *testing.T) {
 			}
 		}
 	}
-	if del, err := j.StoreDelete(); err != nil || del != "false" {
-		t.Errorf("the peer library's storeDelete() = %q, %v; want \"false\"", del, err)
+	if del, err := j.StoreDelete(); err != nil || del != "" {
+		t.Errorf("the peer library's storeDelete() = %q, %v; want \"\" (nothing to delete)", del, err)
 	}
 	if id, err := j.JobID(); err != nil || id != jid {
 		t.Errorf("the peer library's jid() = %q, %v; want %s", id, err, jid)
@@ -173,34 +146,35 @@ func TestEveryJobNodeIngestqWritesLoadsWithThePeerLibrarysTypes(t *testing.T) {
 	}
 }
 
-func TestAStoreWithDeleteTrueIsTheStringTheLibraryReadsAndReadsBack(t *testing.T) {
+func TestAStoresDeletionsAreTheStringTheLibraryReadsAndReadsBack(t *testing.T) {
 	c := newClient(t)
 	peer := newPeer(t, c)
 	ctx := testCtx(t)
-	_, jid := spawnWithUUID(t, c, "delete-uuid")
+	_, jid := queuetest.SpawnWithUUID(t, c.s, "delete-uuid")
 	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing} {
-		step(t, c, jid, jobs.Change{To: to})
+		queuetest.Move(t, c.s, jid, jobs.Change{To: to})
 	}
-	step(t, c, jid, jobs.Change{To: queue.Storing, Store: &v1.Store{ManifestUrl: "file:///s/m", Mode: "update", Delete: true}})
+	queuetest.Move(t, c.s, jid, jobs.Change{To: queue.Storing, Store: &v1.Store{ManifestUrl: "file:///s/m", Mode: "update", Deletions: []string{"producer/a.txt"}}})
 	j, err := peer.LoadJob(jid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if del, err := j.StoreDelete(); err != nil || del != "true" {
-		t.Fatalf("storeDelete() = %q, %v; want \"true\"", del, err)
+	if del, err := j.StoreDelete(); err != nil || del != "producer/a.txt\n" {
+		t.Fatalf("storeDelete() = %q, %v; want the file a line", del, err)
 	}
-	// The peer writes it back its way; ingestq reads both forms.
-	if err := j.SetStore("file:///s/m2", "update", "false"); err != nil {
+	// The peer writes it back its way, as Merritt's ingest service writes
+	// an update's deletions; ingestq reads it.
+	if err := j.SetStore("file:///s/m2", "update", "producer/b.txt\nproducer/c.txt\n"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.GetJob(ctx, jid)
-	if err != nil || got.GetStore().GetDelete() || got.GetStore().GetManifestUrl() != "file:///s/m2" {
+	if err != nil || !slices.Equal(got.GetStore().GetDeletions(), []string{"producer/b.txt", "producer/c.txt"}) || got.GetStore().GetManifestUrl() != "file:///s/m2" {
 		t.Errorf("store as the peer wrote it reads %v, %v", got.GetStore(), err)
 	}
 	if err := peer.Set("/jobs/"+jid+"/store", []byte(`{"manifest_url":"u","mode":"add","delete":true}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.GetJob(ctx, jid); err != nil || !got.GetStore().GetDelete() {
+	if got, err := c.GetJob(ctx, jid); err != nil || len(got.GetStore().GetDeletions()) != 0 {
 		t.Errorf("a boolean delete reads %v, %v", got.GetStore(), err)
 	}
 }
@@ -314,7 +288,7 @@ func TestAJobThePeerLibraryCreatedWithoutWorkingDirHasOneUnderTheWorkRoot(t *tes
 		t.Fatalf("working folder %q, %v; want %s", wd, err, want)
 	}
 	// A job that names its own keeps it.
-	_, jid := spawnWithUUID(t, c, "wd-uuid")
+	_, jid := queuetest.SpawnWithUUID(t, c.s, "wd-uuid")
 	got, err := c.GetJob(ctx, jid)
 	if err != nil {
 		t.Fatal(err)

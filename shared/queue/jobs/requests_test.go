@@ -8,6 +8,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
 
 // TestCommitsGuessWhichDataNodesExistAndCorrectAWrongGuess: a commit
@@ -50,7 +51,7 @@ func TestCommitsGuessWhichDataNodesExistAndCorrectAWrongGuess(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, jids := spawn(t, c, 1, queue.DefaultPriority)
+			_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 			jid := jids[0]
 			tc.prepare(jid)
 			// Claimed as a stage claims it, reading no data node.
@@ -62,7 +63,7 @@ func TestCommitsGuessWhichDataNodesExistAndCorrectAWrongGuess(t *testing.T) {
 			if err := cl.Commit(ctx, tc.change); err != nil {
 				t.Fatal(err)
 			}
-			if got := nodeData(t, c, c.p.Job(jid).Node(tc.node)); !strings.Contains(got, tc.want) {
+			if got := queuetest.NodeData(t, c.s, c.p.Job(jid).Node(tc.node)); !strings.Contains(got, tc.want) {
 				t.Errorf("%s holds %s, want %s", tc.node, got, tc.want)
 			}
 			if n := count("multi") - multis; n != tc.multis {
@@ -89,7 +90,7 @@ func TestACommitReleasesTheObjectLocksItIsGiven(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ark := fmt.Sprintf("ark:/99999/fk4unlock%d", i)
-			_, jids := spawn(t, c, 1, queue.DefaultPriority)
+			_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 			cl, err := c.ClaimJob(ctx, jids[0])
 			if err != nil {
 				t.Fatal(err)

@@ -45,11 +45,16 @@ func (c *Client) claimEntry(ctx context.Context, state queue.JobState, e entry, 
 	}
 	nodes := parts.Nodes()
 	if parts != queue.PartsStatusOnly {
-		// Every claim reads the job's bid and priority too (two small
-		// nodes, in the same request): its commits check that the batch
-		// still exists, and a priority another writer garbled is written
-		// anew with the job's next move.
-		for _, n := range []string{queue.NodeBid, queue.NodePriority} {
+		// Every claim reads the job's priority too (a small node, in the
+		// same request), so that a priority another writer garbled is
+		// written anew with the job's next move; and its bid, which its
+		// commits need to check that the batch still exists, unless the
+		// configuration read names it (batch_id, written with the job).
+		extra := []string{queue.NodePriority}
+		if !slices.Contains(nodes, queue.NodeConfig) {
+			extra = append(extra, queue.NodeBid)
+		}
+		for _, n := range extra {
 			if !slices.Contains(nodes, n) {
 				nodes = append(nodes, n)
 			}
@@ -106,10 +111,12 @@ func (c *Client) tryClaim(ctx context.Context, state queue.JobState, e entry, no
 
 	// Taking the lock rewrites the status unchanged: its version becomes
 	// this claim's fencing token, so a consumer that lost the job cannot
-	// commit. The data nodes read must still be as read.
+	// commit. The data nodes read must still be as read: all but those
+	// written only with the job, and the priority, which is read only to
+	// mend it (the entry's priority orders the job).
 	var checks []any
 	for i, r := range read[1:] {
-		if r.Stat != nil {
+		if r.Stat != nil && !queue.WrittenOnce(nodes[i]) && nodes[i] != queue.NodePriority {
 			checks = append(checks, session.CheckOp(c.p.Job(jid).Node(nodes[i]), r.Stat.Version))
 		}
 	}
@@ -166,6 +173,15 @@ func (c *Client) loadClaim(hold *session.Hold, e entry, state queue.JobState, st
 	}
 	// The entry's priority is what orders the job; keep it authoritative.
 	cl.Job.Priority = e.Priority
+	if len(nodes) > 0 && !slices.Contains(nodes, queue.NodeBid) {
+		if bid := cl.Job.GetConfiguration().GetBatchId(); queue.ValidBatchID(bid) {
+			// Written with the job, as its bid node is.
+			cl.Job.Bid = bid
+		} else {
+			// A peer's job: its commits read the bid node.
+			cl.bidUnread = true
+		}
+	}
 	cl.Job.Locked = true
 	return cl
 }

@@ -36,17 +36,17 @@ func assertJob(t *testing.T, c *client, bid, jid string, w jobWant) {
 	if !ok {
 		t.Fatalf("%s: no status node", jid)
 	}
-	if got := jsonField(t, st, "status"); got != `"`+w.status+`"` {
+	if got := queuetest.JSONField(t, st, "status"); got != `"`+w.status+`"` {
 		t.Errorf("%s status = %s, want %q", jid, got, w.status)
 	}
-	if got := jsonField(t, st, "last_successful_status"); got != w.lastSuccessful {
+	if got := queuetest.JSONField(t, st, "last_successful_status"); got != w.lastSuccessful {
 		t.Errorf("%s last_successful_status = %s, want %s", jid, got, w.lastSuccessful)
 	}
-	if got := jsonField(t, st, "retry_count"); got != w.retry {
+	if got := queuetest.JSONField(t, st, "retry_count"); got != w.retry {
 		t.Errorf("%s retry_count = %s, want %s", jid, got, w.retry)
 	}
 	for _, f := range []string{"last_modified", "message"} {
-		jsonField(t, st, f) // present
+		queuetest.JSONField(t, st, f) // present
 	}
 	// Exactly one state entry, the expected one.
 	var entries []string
@@ -159,10 +159,10 @@ func TestJobTransitionsWriteTheContractTree(t *testing.T) {
 	c := newClient(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bid, jids := spawn(t, c, 1, queue.DefaultPriority)
+			bid, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 			jid := jids[0]
 			for _, ch := range tt.setup {
-				step(t, c, jid, queuetest.WithProducts(ch))
+				queuetest.Move(t, c.s, jid, queuetest.WithProducts(ch))
 			}
 			if tt.move.admin != 0 {
 				// Resume with no named state: the state after last_successful_status.
@@ -174,12 +174,12 @@ func TestJobTransitionsWriteTheContractTree(t *testing.T) {
 					t.Fatalf("resumed to %s, want %s", queue.JobStateName(job.GetStatus().GetStatus()), queue.JobStateName(tt.move.admin))
 				}
 			} else {
-				step(t, c, jid, tt.move.ch)
+				queuetest.Move(t, c.s, jid, tt.move.ch)
 			}
 			assertJob(t, c, bid, jid, tt.want)
 			if tt.move.ch.Message != "" {
 				st := tree(t, c)["/jobs/"+jid+"/status"]
-				if got := jsonField(t, st, "message"); got != fmt.Sprintf("%q", tt.move.ch.Message) {
+				if got := queuetest.JSONField(t, st, "message"); got != fmt.Sprintf("%q", tt.move.ch.Message) {
 					t.Errorf("message = %s, want %q", got, tt.move.ch.Message)
 				}
 			}
@@ -193,7 +193,7 @@ func TestJobTransitionsWriteTheContractTree(t *testing.T) {
 func TestJobCreationWritesThreePlaces(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	bid, err := c.b.CreateBatch(ctx, sampleSubmission())
+	bid, err := c.b.CreateBatch(ctx, queuetest.SampleSubmission())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestJobCreationWritesThreePlaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := tree(t, c)
-	if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Processing"` {
+	if got := queuetest.JSONField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Processing"` {
 		t.Errorf("batch status = %s", got)
 	}
 	for _, p := range []string{"/batches/" + bid + "/lock", "/batches/" + bid + "/spawning"} {
@@ -234,15 +234,15 @@ func TestJobCreationWritesThreePlaces(t *testing.T) {
 			t.Errorf("bid node = %q", got)
 		}
 		conf := tr["/jobs/"+jid+"/configuration"]
-		if got := jsonField(t, conf, "payload_type"); got != `"object_manifest"` {
+		if got := queuetest.JSONField(t, conf, "payload_type"); got != `"object_manifest"` {
 			t.Errorf("payload_type = %s", got)
 		}
-		if got := jsonField(t, conf, "batch_id"); got != `"`+bid+`"` {
+		if got := queuetest.JSONField(t, conf, "batch_id"); got != `"`+bid+`"` {
 			t.Errorf("batch_id = %s", got)
 		}
 		ids := tr["/jobs/"+jid+"/identifiers"]
 		wantPrimary := []string{`""`, `"ark123"`}[i]
-		if got := jsonField(t, ids, "primary_id"); got != wantPrimary {
+		if got := queuetest.JSONField(t, ids, "primary_id"); got != wantPrimary {
 			t.Errorf("primary_id = %s, want %s", got, wantPrimary)
 		}
 	}
@@ -254,7 +254,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 	ctx := testCtx(t)
 
 	t.Run("submission writes submission, Pending status and uuid", func(t *testing.T) {
-		sub := sampleSubmission()
+		sub := queuetest.SampleSubmission()
 		sub.BatchId = "6b1e6c8e-0a0e-4e54-9a8b-1f2e3d4c5b6a"
 		bid, err := c.b.CreateBatch(ctx, sub)
 		if err != nil {
@@ -265,11 +265,11 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		for field, want := range map[string]string{"profile_name": `"demo_profile"`, "submitter": `"dana"`,
 			"erc_what": `"Letters"`, "erc_who": `"Dana"`, "erc_when": `"1921"`, "erc_where": `""`,
 			"type": `"manifest_of_manifests"`, "submission_mode": `"add"`} {
-			if got := jsonField(t, s, field); got != want {
+			if got := queuetest.JSONField(t, s, field); got != want {
 				t.Errorf("submission %s = %s, want %s", field, got, want)
 			}
 		}
-		if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
+		if got := queuetest.JSONField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
 			t.Errorf("status = %s", got)
 		}
 		if got := tr["/batch-uuids/"+sub.BatchId]; got != bid {
@@ -287,7 +287,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 	})
 
 	t.Run("Pending → Held → Pending", func(t *testing.T) {
-		bid, _ := c.b.CreateBatch(ctx, sampleSubmission())
+		bid, _ := c.b.CreateBatch(ctx, queuetest.SampleSubmission())
 		bc, err := c.b.ClaimBatch(ctx, bid)
 		if err != nil {
 			t.Fatal(err)
@@ -296,7 +296,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr := tree(t, c)
-		if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Held"` {
+		if got := queuetest.JSONField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Held"` {
 			t.Errorf("status = %s", got)
 		}
 		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
@@ -305,17 +305,17 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if _, err := admin.New(c.s).Batches.Release(ctx, bid); err != nil {
 			t.Fatal(err)
 		}
-		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
+		if got := queuetest.JSONField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Pending"` {
 			t.Errorf("status after release = %s", got)
 		}
 	})
 
 	t.Run("Processing → Reporting → Failed → UpdateReporting → Completed", func(t *testing.T) {
-		bid, jids := spawn(t, c, 2, 5)
+		bid, jids := queuetest.SpawnBatch(t, c.s, 2, 5)
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
-			step(t, c, jids[0], jobs.Change{To: to})
+			queuetest.Move(t, c.s, jids[0], jobs.Change{To: to})
 		}
-		step(t, c, jids[1], jobs.Change{To: queue.Failed, Message: "bad digest"})
+		queuetest.Move(t, c.s, jids[1], jobs.Change{To: queue.Failed, Message: "bad digest"})
 		tr := tree(t, c)
 		if n := len(under(tr, "/batches/"+bid+"/states/batch-processing")); n != 0 {
 			t.Fatalf("batch-processing still has %d refs", n)
@@ -335,13 +335,13 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr = tree(t, c)
-		if got := jsonField(t, tr["/batches/"+bid+"/status-report"], "failed_jobs"); got != `["`+jids[1]+`"]` {
+		if got := queuetest.JSONField(t, tr["/batches/"+bid+"/status-report"], "failed_jobs"); got != `["`+jids[1]+`"]` {
 			t.Errorf("failed_jobs = %s", got)
 		}
-		if got := jsonField(t, tr["/batches/"+bid+"/status-report"], "successful_jobs"); got != `["`+jids[0]+`"]` {
+		if got := queuetest.JSONField(t, tr["/batches/"+bid+"/status-report"], "successful_jobs"); got != `["`+jids[0]+`"]` {
 			t.Errorf("successful_jobs = %s", got)
 		}
-		if got := jsonField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Failed"` {
+		if got := queuetest.JSONField(t, tr["/batches/"+bid+"/status"], "status"); got != `"Failed"` {
 			t.Errorf("status = %s", got)
 		}
 		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
@@ -350,7 +350,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if _, err := admin.New(c.s).Batches.UpdateReport(ctx, bid); err != nil {
 			t.Fatal(err)
 		}
-		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"UpdateReporting"` {
+		if got := queuetest.JSONField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"UpdateReporting"` {
 			t.Errorf("status = %s, want \"UpdateReporting\"", got)
 		}
 		bc, err = c.b.ClaimBatch(ctx, bid)
@@ -360,7 +360,7 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchCompleted, Report: &v1.StatusReport{LastModified: queue.NowStamp(), SuccessfulJobs: jids}}); err != nil {
 			t.Fatal(err)
 		}
-		if got := jsonField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Completed"` {
+		if got := queuetest.JSONField(t, tree(t, c)["/batches/"+bid+"/status"], "status"); got != `"Completed"` {
 			t.Errorf("status = %s", got)
 		}
 	})
@@ -374,9 +374,9 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 	ctx := testCtx(t)
 	for _, from := range []queue.JobState{queue.Failed, queue.Held} {
 		t.Run(queue.JobStateName(from), func(t *testing.T) {
-			bid, jids := spawn(t, c, 1, 5)
+			bid, jids := queuetest.SpawnBatch(t, c.s, 1, 5)
 			jid := jids[0]
-			step(t, c, jid, jobs.Change{To: from})
+			queuetest.Move(t, c.s, jid, jobs.Change{To: from})
 			if _, err := admin.New(c.s).Jobs.Delete(ctx, jid, false); !errors.Is(err, queue.ErrWrongState) || !strings.Contains(err.Error(), "Processing") {
 				t.Fatalf("delete without force in an open batch: %v, want a refusal naming the batch state", err)
 			}
@@ -405,9 +405,9 @@ func TestJobDeletionRemovesNodes(t *testing.T) {
 		})
 	}
 	t.Run("a completed job cannot be deleted", func(t *testing.T) {
-		_, jids := spawn(t, c, 1, 5)
+		_, jids := queuetest.SpawnBatch(t, c.s, 1, 5)
 		for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
-			step(t, c, jids[0], jobs.Change{To: to})
+			queuetest.Move(t, c.s, jids[0], jobs.Change{To: to})
 		}
 		if _, err := admin.New(c.s).Jobs.Delete(ctx, jids[0], true); !errors.Is(err, queue.ErrWrongState) {
 			t.Errorf("delete completed job: %v, want ErrWrongState", err)
@@ -422,7 +422,7 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 	ctx := testCtx(t)
 
 	t.Run("failed batch deleted with its jobs", func(t *testing.T) {
-		sub := sampleSubmission()
+		sub := queuetest.SampleSubmission()
 		sub.BatchId = "del-1"
 		bid, err := c.b.CreateBatch(ctx, sub)
 		if err != nil {
@@ -432,11 +432,11 @@ func TestBatchDeletionAndCleanup(t *testing.T) {
 		bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing})
 		jids, _ := bc.CreateJobs(ctx, []batches.NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{}}, {Priority: 5, Configuration: &v1.JobConfiguration{BatchEntry: 1}}})
 		bc.FinishSpawning(ctx)
-		step(t, c, jids[0], jobs.Change{To: queue.Failed})
+		queuetest.Move(t, c.s, jids[0], jobs.Change{To: queue.Failed})
 		if _, err := admin.New(c.s).Batches.Delete(ctx, bid); !errors.Is(err, queue.ErrWrongState) {
 			t.Fatalf("delete a Processing batch: %v, want ErrWrongState", err)
 		}
-		step(t, c, jids[1], jobs.Change{To: queue.Failed})
+		queuetest.Move(t, c.s, jids[1], jobs.Change{To: queue.Failed})
 		bc, _ = c.b.ClaimBatch(ctx, bid)
 		bc.Commit(ctx, batches.BatchChange{To: queue.BatchReporting, KeepLock: true})
 		bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed})
@@ -470,8 +470,8 @@ func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
 	if n := total(); n != 0 {
 		t.Fatalf("an empty queue holds %d jobs", n)
 	}
-	done, jids := spawn(t, c, 3, 5)
-	spawn(t, c, 2, 5)
+	done, jids := queuetest.SpawnBatch(t, c.s, 3, 5)
+	queuetest.SpawnBatch(t, c.s, 2, 5)
 	if n := total(); n != 5 {
 		t.Fatalf("%d jobs after two batches of 3 and 2, want 5", n)
 	}
@@ -495,7 +495,7 @@ func TestJobTotalCountsEveryJobUntilItsBatchIsCleanedUp(t *testing.T) {
 func TestReleaseWithMessageLeavesTheBatchInItsStateSayingWhy(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	bid, err := c.b.CreateBatch(ctx, sampleSubmission())
+	bid, err := c.b.CreateBatch(ctx, queuetest.SampleSubmission())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,13 +562,13 @@ func TestReleaseWithMessageLeavesTheBatchInItsStateSayingWhy(t *testing.T) {
 func TestABatchIDZooKeeperRefusesIsInvalidAndTakesNoBid(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t)
-	first, err := c.b.CreateBatch(ctx, sampleSubmission())
+	first, err := c.b.CreateBatch(ctx, queuetest.SampleSubmission())
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := tree(t, c)
 	for _, id := range []string{"a\ufff0b", "batch-\U0001F600", "\ue000", "a\u0085b", "a\xffb", "a\x00b", "..", "a/b"} {
-		sub := sampleSubmission()
+		sub := queuetest.SampleSubmission()
 		sub.BatchId = id
 		if _, err := c.b.CreateBatch(ctx, sub); !errors.Is(err, queue.ErrInvalid) {
 			t.Errorf("batch id %q: %v, want ErrInvalid", id, err)
@@ -580,7 +580,7 @@ func TestABatchIDZooKeeperRefusesIsInvalidAndTakesNoBid(t *testing.T) {
 	if after := tree(t, c); !maps.Equal(before, after) {
 		t.Errorf("refused batch ids changed the tree:\nbefore %v\nafter  %v", before, after)
 	}
-	next, err := c.b.CreateBatch(ctx, sampleSubmission())
+	next, err := c.b.CreateBatch(ctx, queuetest.SampleSubmission())
 	if err != nil {
 		t.Fatal(err)
 	}

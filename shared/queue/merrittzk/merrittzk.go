@@ -54,6 +54,33 @@ func Connect(t testing.TB, servers []string, root string) *Peer {
 	return &Peer{conn: conn, root: root}
 }
 
+// InitNodes creates the queue's folders as the library's initNodes and
+// initLocks do, each only when missing: /batches, /batch-uuids, /jobs,
+// /jobs/states with a folder per job state, and the lock folders; and
+// first the root itself, which a chroot assumes.
+func (p *Peer) InitNodes() error {
+	for i := 1; p.root != "" && i <= len(p.root); i++ {
+		if i < len(p.root) && p.root[i] != '/' {
+			continue
+		}
+		if _, err := p.conn.Create(p.root[:i], nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("merrittzk: create %s: %w", p.root[:i], err)
+		}
+	}
+	folders := []string{"/batches", "/batch-uuids", "/jobs", "/jobs/states", "/locks", "/locks/queue", "/locks/localid",
+		"/locks/storage", "/locks/inventory", "/locks/collections"}
+	for _, s := range []string{"pending", "held", "estimating", "provisioning", "downloading", "processing", "storing",
+		"recording", "notify", "failed", "deleted", "completed"} {
+		folders = append(folders, "/jobs/states/"+s)
+	}
+	for _, f := range folders {
+		if err := p.createIfMissing(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close ends the peer's session: its ephemeral locks go with it.
 func (p *Peer) Close() { p.conn.Close() }
 
@@ -150,6 +177,17 @@ func (p *Peer) Exists(rel string) (bool, error) {
 
 // Get reads the node rel (below the root).
 func (p *Peer) Get(rel string) ([]byte, error) { return p.get(rel) }
+
+// Children lists the children of rel (below the root), sorted; none when
+// rel does not exist.
+func (p *Peer) Children(rel string) ([]string, error) {
+	names, _, err := p.conn.Children(p.abs(rel))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	slices.Sort(names)
+	return names, err
+}
 
 // Set overwrites the node rel (below the root), as a peer's setData does.
 func (p *Peer) Set(rel string, data []byte) error { return p.set(rel, data) }
@@ -680,6 +718,25 @@ func (j *Job) SetStore(manifestURL, mode, deleteFlag string) error {
 	return j.p.createOrSet(j.path()+"/store", encode(j.Store))
 }
 
+// SetInventory writes the inventory node as the library's setInventory
+// does: the inventory object read with the job, its two keys set.
+func (j *Job) SetInventory(manifestURL, mode string) error {
+	if j.Inventory == nil {
+		j.Inventory = map[string]any{}
+	}
+	j.Inventory["manifest_url"] = manifestURL
+	j.Inventory["mode"] = mode
+	return j.p.createOrSet(j.path()+"/inventory", encode(j.Inventory))
+}
+
+// successor is the library's success() of each job state.
+var successor = map[string]string{"Pending": "Estimating", "Estimating": "Provisioning", "Provisioning": "Downloading",
+	"Downloading": "Processing", "Processing": "Storing", "Storing": "Recording", "Recording": "Notify", "Notify": "Completed"}
+
+// Success is the state the library's status().success() moves the job to
+// ("" from a state it has none for).
+func (j *Job) Success() string { return successor[j.State()] }
+
 // Delete removes the job as the library does: its state entry, its batch
 // reference, then its tree.
 func (j *Job) Delete() error {
@@ -734,6 +791,41 @@ func (l *Locks) IngestQueue() (bool, error) {
 		return false, err
 	}
 	_, err := p.create("/locks/queue/ingest", nil, 0)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// IngestQueueHeld is the library's checkLockIngestQueue.
+func (l *Locks) IngestQueueHeld() (bool, error) { return l.p.Exists("/locks/queue/ingest") }
+
+// Storage takes /locks/storage/<ark> as the Java library's
+// lockObjectStorage does: a persistent, empty node, there until
+// UnlockStorage (the Ruby library's is ephemeral). False: it is held.
+func (l *Locks) Storage(ark string) (bool, error) {
+	return l.take("/locks/storage", ark, 0)
+}
+
+// UnlockStorage releases a storage lock.
+func (l *Locks) UnlockStorage(ark string) error { return l.p.remove("/locks/storage/" + LockName(ark)) }
+
+// Inventory takes /locks/inventory/<ark> as the library's
+// lockObjectInventory does: an ephemeral, empty node. False: it is held.
+func (l *Locks) Inventory(ark string) (bool, error) {
+	return l.take("/locks/inventory", ark, zk.FlagEphemeral)
+}
+
+// UnlockInventory releases an inventory lock.
+func (l *Locks) UnlockInventory(ark string) error {
+	return l.p.remove("/locks/inventory/" + LockName(ark))
+}
+
+func (l *Locks) take(folder, id string, flags int32) (bool, error) {
+	if err := l.p.createIfMissing(folder); err != nil {
+		return false, err
+	}
+	_, err := l.p.create(folder+"/"+LockName(id), nil, flags)
 	if errors.Is(err, zk.ErrNodeExists) {
 		return false, nil
 	}

@@ -6,8 +6,11 @@ package queuetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,4 +309,98 @@ func SpawningBatch(t testing.TB, q *session.Session, n int) (*batches.BatchClaim
 			BatchEntry: int32(i)}}
 	}
 	return bc, news
+}
+
+// SampleSubmission is a deposit as a depositor makes it: a manifest of
+// manifests of the demo profile, with its ERC metadata.
+func SampleSubmission() *v1.Submission {
+	return &v1.Submission{
+		ProfileName:    "demo_profile",
+		Submitter:      "dana",
+		PayloadUrl:     "http://127.0.0.1:1/manifest.checkm",
+		Type:           v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS,
+		SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
+		Metadata:       &v1.Metadata{Who: "Dana", What: "Letters", When: "1921", Where: ""},
+	}
+}
+
+// SpawnBatch makes a batch of SampleSubmission with n Pending object
+// manifests of the given priority, fully spawned, as the batcher would. It
+// returns the batch's id and the jobs' ids, in order.
+func SpawnBatch(t testing.TB, q *session.Session, n int, priority int32) (string, []string) {
+	t.Helper()
+	news := make([]batches.NewJob, n)
+	for i := range news {
+		news[i] = batches.NewJob{Priority: priority, Configuration: &v1.JobConfiguration{
+			ProfileName: "demo_profile", Submitter: "dana", PayloadUrl: "http://127.0.0.1:1/f.checkm",
+			PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, SubmissionMode: v1.SubmissionMode_SUBMISSION_MODE_ADD,
+			WorkingDir: "/tmp/work", BatchEntry: int32(i)}}
+	}
+	return spawnBatch(t, q, SampleSubmission(), news)
+}
+
+// SpawnWithUUID makes a batch submitted under the depositor's uuid with one
+// Pending file, fully spawned. It returns the batch's id and the job's.
+func SpawnWithUUID(t testing.TB, q *session.Session, uuid string) (string, string) {
+	t.Helper()
+	sub := SampleSubmission()
+	sub.BatchId = uuid
+	bid, jids := spawnBatch(t, q, sub, []batches.NewJob{{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: "demo_profile",
+		PayloadUrl: "http://127.0.0.1:1/a.txt", PayloadType: v1.PayloadType_PAYLOAD_TYPE_FILE, WorkingDir: "/tmp/work/x"}}})
+	return bid, jids[0]
+}
+
+// spawnBatch creates a batch of sub, takes it to Processing, creates news
+// in it and finishes spawning.
+func spawnBatch(t testing.TB, q *session.Session, sub *v1.Submission, news []batches.NewJob) (string, []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	c := batches.New(q)
+	bid, err := c.CreateBatch(ctx, sub)
+	if err != nil {
+		t.Fatalf("create batch: %v", err)
+	}
+	bc, err := c.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatalf("claim batch: %v", err)
+	}
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchProcessing}); err != nil {
+		t.Fatalf("batch → Processing: %v", err)
+	}
+	jids, err := bc.CreateJobs(ctx, news)
+	if err != nil {
+		t.Fatalf("create jobs: %v", err)
+	}
+	if err := bc.FinishSpawning(ctx); err != nil {
+		t.Fatalf("finish spawning: %v", err)
+	}
+	return bid, jids
+}
+
+// NodeData reads the node at the absolute path p.
+func NodeData(t testing.TB, q *session.Session, p string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	data, _, err := q.Nodes().Get(ctx, p)
+	if err != nil {
+		t.Fatalf("get %s: %v", p, err)
+	}
+	return string(data)
+}
+
+// JSONField reads one field of a JSON node as raw JSON text, failing the
+// test when the node is not JSON or has no such field.
+func JSONField(t testing.TB, data, field string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(data), &m); err != nil {
+		t.Fatalf("node is not JSON: %q: %v", data, err)
+	}
+	v, ok := m[field]
+	if !ok {
+		t.Fatalf("field %q missing in %s (keys %v)", field, data, slices.Sorted(maps.Keys(m)))
+	}
+	return string(v)
 }

@@ -14,7 +14,9 @@ import (
 // states and lock names written as "*" ("jobs/*/status", "jobs/states/*/*").
 // A multi counts once as Op "multi" (Node "*") and once per operation inside
 // it as Op "multi.<op>", a multiRead once as "multiread" (Node "*") and once per node
-// as "multiread.get": what costs the server is mostly the request.
+// as "multiread.get": what costs the server is mostly the request. A multi
+// the server refused also counts its failing operation as
+// "multi.refused-<op>".
 type RequestCount struct {
 	Op, Node string
 	Count    int64
@@ -170,18 +172,45 @@ func (c *countingConn) Delete(path string, version int32) error {
 func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	c.stats.add("multi", manyNodes)
 	for _, op := range ops {
-		switch op := op.(type) {
-		case *zk.CreateRequest:
-			c.stats.add("multi.create", op.Path)
-		case *zk.SetDataRequest:
-			c.stats.add("multi.set", op.Path)
-		case *zk.DeleteRequest:
-			c.stats.add("multi.delete", op.Path)
-		case *zk.CheckVersionRequest:
-			c.stats.add("multi.check", op.Path)
-		}
+		c.stats.add("multi."+opName(op), opPath(op))
 	}
-	return c.wire.multiWrite(ops)
+	res, err := c.wire.multiWrite(ops)
+	if i := FailedOp(multiError(res, err)); i >= 0 && i < len(ops) {
+		// A multi refused costs the server about what one applied does (it
+		// is logged, its operations as errors), and a grouped one is sent
+		// again: what made it fail is worth counting.
+		c.stats.add("multi.refused-"+opName(ops[i]), opPath(ops[i]))
+	}
+	return res, err
+}
+
+// opName names a multi's operation as the counts do.
+func opName(op any) string {
+	switch op.(type) {
+	case *zk.CreateRequest:
+		return "create"
+	case *zk.SetDataRequest:
+		return "set"
+	case *zk.DeleteRequest:
+		return "delete"
+	case *zk.CheckVersionRequest:
+		return "check"
+	}
+	return "other"
+}
+
+func opPath(op any) string {
+	switch op := op.(type) {
+	case *zk.CreateRequest:
+		return op.Path
+	case *zk.SetDataRequest:
+		return op.Path
+	case *zk.DeleteRequest:
+		return op.Path
+	case *zk.CheckVersionRequest:
+		return op.Path
+	}
+	return manyNodes
 }
 
 // MultiRead reads paths in one request (see multiRead); it counts once as

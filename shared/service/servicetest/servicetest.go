@@ -234,10 +234,12 @@ type Process struct {
 // Start runs bin against the test ZooKeeper under root with env added to
 // this process's environment after what Start sets (INGESTQ_ZK_SERVERS,
 // INGESTQ_ZK_ROOT, INGESTQ_LISTEN on a free loopback port, no metrics
-// listener, a 5 s drain), so env may override them. It returns once the
-// server's health is SERVING. When the test ends the process is stopped
-// (see Stop), the test fails unless it exited 0, and its output is logged
-// if the test failed. Call zktest.Main from TestMain.
+// listener, a 5 s drain), so env may override them. A root of "" runs a
+// program without the queue (the console): no ZooKeeper is set. It
+// returns once the server's health is SERVING. When the test ends the
+// process is stopped (see Stop), the test fails unless it exited 0, and
+// its output is logged if the test failed. Call zktest.Main from TestMain
+// for a service of the queue.
 //
 // The port was free when it was picked, but another test's server may
 // bind it before this one does: such a start is tried again on another.
@@ -271,15 +273,13 @@ func Start(t testing.TB, bin, root string, env ...string) *Process {
 func launch(t testing.TB, bin, root string, env []string) *Process {
 	t.Helper()
 	addr := FreeAddr(t)
+	own := []string{"INGESTQ_LISTEN=" + addr, "INGESTQ_METRICS_LISTEN=", "INGESTQ_DRAIN_TIMEOUT=5s"}
+	if root != "" {
+		own = append(own, "INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","), "INGESTQ_ZK_ROOT="+root)
+	}
 	p := &Process{
-		Addr: addr,
-		Env: append(append(os.Environ(),
-			"INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","),
-			"INGESTQ_ZK_ROOT="+root,
-			"INGESTQ_LISTEN="+addr,
-			"INGESTQ_METRICS_LISTEN=",
-			"INGESTQ_DRAIN_TIMEOUT=5s",
-		), env...),
+		Addr:   addr,
+		Env:    append(append(os.Environ(), own...), env...),
 		name:   filepath.Base(bin),
 		out:    &lockedBuffer{},
 		exited: make(chan struct{}),
@@ -365,10 +365,17 @@ func (p *Process) Output() string { return p.out.String() }
 // service under test), runs it against the test ZooKeeper and checks that
 // it turns SERVING, answers Ping as name, guards AdminPing with the admin
 // token, and exits 0 soon after SIGTERM. Call zktest.Main from TestMain.
-func CheckBinary(t *testing.T, name string) {
+func CheckBinary(t *testing.T, name string) { checkBinary(t, name, zktest.Root(t)) }
+
+// CheckProgram is CheckBinary for a program without the queue (the
+// console): it runs without ZooKeeper.
+func CheckProgram(t *testing.T, name string) { checkBinary(t, name, "") }
+
+func checkBinary(t *testing.T, name, root string) {
+	t.Helper()
 	bin := Build(t, ".")
 	const token = "servicetest-admin-token"
-	p := Start(t, bin, zktest.Root(t), "INGESTQ_ADMIN_TOKEN="+token)
+	p := Start(t, bin, root, "INGESTQ_ADMIN_TOKEN="+token)
 	if out, code := probeHealth(t, bin, p.Env); code != 0 || out != p.Addr+" SERVING\n" {
 		t.Errorf("-check-health of a serving %s: exit %d, printed %q; want 0 and %q", name, code, out, p.Addr+" SERVING\n")
 	}

@@ -199,7 +199,7 @@ func TestSubmitRefusesEachBadFieldNamingIt(t *testing.T) {
 		{"a metadata address of the cloud", func(r *v1.SubmitRequest) { r.PayloadUrl = "http://169.254.169.254/latest" }, "denied"},
 		{"a url too long", func(r *v1.SubmitRequest) { r.PayloadUrl = "https://example.org/" + long(8192) }, "payload_url is 8212 bytes, at most 8192 allowed"},
 		{"no payload type", func(r *v1.SubmitRequest) { r.PayloadType = 0 }, "payload_type is required"},
-		{"an unknown payload type", func(r *v1.SubmitRequest) { r.PayloadType = 42 }, "payload_type 42 is not a known payload type"},
+		{"an unknown payload type", func(r *v1.SubmitRequest) { r.PayloadType = 42 }, "payload_type 42 is not a payload type: want PAYLOAD_TYPE_FILE, PAYLOAD_TYPE_CONTAINER, PAYLOAD_TYPE_OBJECT_MANIFEST, PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS or PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS"},
 		{"an unknown mode", func(r *v1.SubmitRequest) { r.SubmissionMode = 9 }, "submission_mode 9 is not add or update"},
 		{"a title too long", func(r *v1.SubmitRequest) { r.Metadata.What = long(4097) }, "metadata.what is 4097 bytes, at most 4096 allowed"},
 		{"a creator with a line break", func(r *v1.SubmitRequest) { r.Metadata.Who = "a\nBcc: x" }, "metadata.who contains control character U+000A"},

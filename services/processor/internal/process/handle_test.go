@@ -163,7 +163,7 @@ func TestProcessingMintsBindsWritesSystemFilesAndStores(t *testing.T) {
 	// The store node names what was stored, the inventory node the version.
 	storageURL := checkm.FileURL(filepath.Join(wd, StorageManifest))
 	wantURL := checkm.FileURL(filepath.Join(e.storeRoot, queue.LockName(ark), "v1", store.VersionManifest))
-	if s := job.GetStore(); s.GetManifestUrl() != storageURL || s.GetMode() != "add" || s.GetDelete() {
+	if s := job.GetStore(); s.GetManifestUrl() != storageURL || s.GetMode() != "add" || len(s.GetDeletions()) != 0 {
 		t.Errorf("store %v; want the storage manifest %s in add mode", s, storageURL)
 	}
 	if inv := job.GetInventory(); inv.GetManifestUrl() != wantURL || inv.GetMode() != "add" || inv.GetVersion() != 1 {

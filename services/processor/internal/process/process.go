@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,9 +21,11 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/filelist"
 	"github.com/ingestq/ingestq/services/processor/internal/mint"
+	"github.com/ingestq/ingestq/services/processor/internal/serving"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/services/processor/internal/sysfiles"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/merrittstore"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
@@ -47,11 +51,23 @@ type Queue interface {
 
 var _ Queue = (*jobs.Client)(nil)
 
+// Merritt is a node of Merritt's storage service that versions go to.
+// Processing prepares each version for it: the files it fetches served by
+// Serving, the store node as Merritt's storage consumer reads it, the
+// inventory node naming the object's manifest on the node, as Merritt's
+// inventory service reads it. Storing, when it is ingestq's own, makes the
+// call (store.Merritt).
+type Merritt struct {
+	Storage *merrittstore.Client
+	Serving *serving.Server
+}
+
 // Processor handles jobs in Processing and in Storing.
 type Processor struct {
 	Queue    Queue
 	Minter   mint.Minter
 	Storage  store.Storage
+	Merritt  *Merritt     // nil: versions go to Storage alone
 	Profiles *profile.Set // binds local ids per profile owner; nil: per collection
 	// WorkRoot is the shared working storage: a job's working folder must
 	// lie inside it.
@@ -191,7 +207,7 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 	obj := sysfiles.Object{ARK: ark, LocalIDs: localIDs, Metadata: job.GetMetadata()}
 	// An attempt that died while writing the system files left their
 	// temporary files in system/, which is stored whole.
-	for _, name := range []string{sysfiles.ERCName, sysfiles.DublinCoreName} {
+	for _, name := range []string{sysfiles.ERCName, sysfiles.DublinCoreName, sysfiles.IngestName, sysfiles.DeleteName} {
 		if err := store.RemoveTemps(filepath.Join(wd, filelist.System, name)); err != nil {
 			return stage.Outcome{}, failf("system files of %s: %v", ark, err)
 		}
@@ -200,6 +216,19 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 		return stage.Outcome{}, failf("system files of %s: %v", ark, err)
 	}
 	// gofail: var processorERCWritten struct{}
+	mode := submissionMode(conf)
+	var deletions []string
+	if p.Merritt != nil {
+		var err error
+		if deletions, err = updateDeletions(wd, mode); err != nil {
+			return stage.Outcome{}, failf("the files %s deletes: %v", ark, err)
+		}
+		rec := merrittstore.IngestRecord{Batch: job.GetBid(), Job: claim.ID(), Object: ark, Profile: conf.GetProfileName(),
+			StorageService: p.Merritt.Storage.BaseURL, StorageNode: p.Merritt.Storage.Node}
+		if err := sysfiles.WriteMerritt(filepath.Join(wd, filelist.System), rec.Bytes(), deletions); err != nil {
+			return stage.Outcome{}, failf("system files of %s: %v", ark, err)
+		}
+	}
 	if conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER {
 		declared = nil // it names the archive, which the downloader unpacked
 	}
@@ -207,19 +236,68 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 	if err != nil {
 		return stage.Outcome{}, failf("checking the files of %s: %v", ark, err)
 	}
+	if deletions != nil {
+		// The deletion list is the update's instruction, kept in system/,
+		// not a file of the object.
+		entries = slices.DeleteFunc(entries, func(e checkm.Entry) bool { return e.FileName == deleteListFile })
+	}
 	manifest := filepath.Join(wd, StorageManifest)
 	if err := store.WriteManifest(manifest, entries); err != nil {
 		return stage.Outcome{}, failf("storage manifest of %s: %v", ark, err)
 	}
 	// gofail: var processorManifestWritten struct{}
-	p.logger().InfoContext(ctx, "object processed", "ark", ark, "files", len(entries))
-	return stage.Next(jobs.Change{
+	change := jobs.Change{
 		Message: fmt.Sprintf("processed %s (%d files): to be stored", ark, len(entries)),
 		// What the storing step stores, as the peer library's store node
 		// says it: the storage manifest, and the version's mode.
-		Store:  &v1.Store{ManifestUrl: checkm.FileURL(manifest), Mode: submissionMode(conf)},
+		Store:  &v1.Store{ManifestUrl: checkm.FileURL(manifest), Mode: mode},
 		Unlock: unlock,
-	}), nil
+	}
+	if p.Merritt != nil {
+		// As Merritt's storage consumer reads the store node: the add
+		// manifest it passes to the service, where the service fetches it,
+		// and "<add|update>/<node>/<ARK>"; as Merritt's inventory service
+		// reads the inventory node: the object's manifest on the node.
+		am, err := p.Merritt.Serving.WriteAddManifest(wd, entries)
+		if err != nil {
+			return stage.Outcome{}, failf("add manifest of %s: %v", ark, err)
+		}
+		change.Store = &v1.Store{ManifestUrl: am.URL, Mode: merrittstore.Mode(mode, p.Merritt.Storage.Node, ark), Deletions: deletions}
+		change.Inventory = &v1.Inventory{ManifestUrl: p.Merritt.Storage.ManifestURL(ark), Mode: mode}
+	}
+	p.logger().InfoContext(ctx, "object processed", "ark", ark, "files", len(entries))
+	return stage.Next(change), nil
+}
+
+// deleteListFile is where a depositor lists the files an update removes,
+// one a line, as Merritt's ingest service reads it.
+var deleteListFile = filelist.Producer + "/" + sysfiles.DeleteName
+
+// updateDeletions reads an update's list of files to remove: each line of
+// producer/mrt-delete.txt names a file of the object, "producer/" added
+// where the line leaves it out, as Merritt's ingest service reads it. It is
+// nil for an add and for an update without the file.
+func updateDeletions(wd, mode string) ([]string, error) {
+	if mode != merrittstore.ActionUpdate {
+		return nil, nil
+	}
+	data, err := os.ReadFile(filepath.Join(wd, filepath.FromSlash(deleteListFile)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, line := range merrittstore.ParseDeleteList(string(data)) {
+		if !strings.HasPrefix(line, filelist.Producer+"/") {
+			line = filelist.Producer + "/" + line
+		}
+		if !slices.Contains(out, line) {
+			out = append(out, line)
+		}
+	}
+	return out, nil
 }
 
 // submissionMode is the job's mode as the store and inventory nodes spell it.

@@ -65,7 +65,8 @@ type env struct {
 	zkRoot  string
 	storing bool                     // the storing step runs
 	minter  mint.Minter              // nil: mint.Local
-	storage store.Storage            // nil: store.Local at storeRoot
+	storage store.Storage            // nil: store.Local at storeRoot (store.Merritt with merritt)
+	merritt *Merritt                 // nil: versions go to storage alone
 	runners map[string]*stage.Runner // by stage name
 }
 
@@ -98,11 +99,14 @@ func (e *env) run(t *testing.T, q *session.Session, storing bool) map[string]*st
 		m = e.minter
 	}
 	var st store.Storage = store.Local{Root: e.storeRoot}
+	if e.merritt != nil {
+		st = store.Merritt{Client: e.merritt.Storage, Serving: e.merritt.Serving}
+	}
 	if e.storage != nil {
 		st = e.storage
 	}
 	jc := jobs.New(q)
-	p := &Processor{Queue: jc, Minter: m, Storage: st,
+	p := &Processor{Queue: jc, Minter: m, Storage: st, Merritt: e.merritt,
 		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6}
 	runners := map[string]*stage.Runner{}
 	var prev *stage.Runner
@@ -146,10 +150,14 @@ func md5hex(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToStrin
 func sha(s string) string    { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 
 // newJob writes the object's producer files into a fresh working folder
-// and returns its job.
+// (<work root>/<batch>/<job>, as the work root lays them out) and returns
+// its job.
 func (f files) newJob(t *testing.T, o object) (job batches.NewJob, wd string) {
 	t.Helper()
-	wd, err := os.MkdirTemp(f.workRoot, "job")
+	if err := os.MkdirAll(filepath.Join(f.workRoot, "batch"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.MkdirTemp(filepath.Join(f.workRoot, "batch"), "job")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/services/processor/internal/serving"
 	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/merrittstore"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
@@ -45,13 +47,17 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	// folder is stored: a store node cannot lead the store elsewhere.
 	manifest := checkm.FileURL(filepath.Join(wd, StorageManifest))
 	st := job.GetStore()
-	switch {
-	case st == nil:
+	if st == nil {
 		return stage.Outcome{}, failf("the job has no store node naming what to store: processing writes it (requeue it to Processing)")
-	case st.GetManifestUrl() != manifest:
-		return stage.Outcome{}, failf("the store node names %q, not the job's storage manifest %s", st.GetManifestUrl(), manifest)
 	}
 	mode := st.GetMode()
+	if p.Merritt != nil {
+		if mode, err = p.merrittStoreNode(st, wd, ark); err != nil {
+			return stage.Outcome{}, err
+		}
+	} else if st.GetManifestUrl() != manifest {
+		return stage.Outcome{}, failf("the store node names %q, not the job's storage manifest %s", st.GetManifestUrl(), manifest)
+	}
 	if mode == "" {
 		mode = submissionMode(job.GetConfiguration())
 	}
@@ -73,7 +79,8 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 			p.unlock(ctx, []*jobs.ObjectLock{lock})
 		}
 	}()
-	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest})
+	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest,
+		Deletions: st.GetDeletions(), LocalIDs: job.GetIdentifiers().GetLocalId()})
 	if err != nil {
 		return stage.Outcome{}, failf("%v", err)
 	}
@@ -87,4 +94,23 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
 		Unlock:    []*jobs.ObjectLock{lock},
 	}), nil
+}
+
+// merrittStoreNode checks a store node written for Merritt's storage
+// service: its mode names this processor's node and the job's ARK, and it
+// names the job's add manifest. It returns the mode's action.
+func (p *Processor) merrittStoreNode(st *v1.Store, wd, ark string) (string, error) {
+	action, node, object, err := merrittstore.ParseMode(st.GetMode())
+	switch {
+	case err != nil:
+		return "", failf("the store node's %v; processing for Merritt's storage service writes <add|update>/<node>/<ARK> (requeue it to Processing)", err)
+	case node != p.Merritt.Storage.Node:
+		return "", failf("the store node names storage node %d; this processor stores to node %d (INGESTQ_MERRITT_NODE): requeue it to Processing to store it there", node, p.Merritt.Storage.Node)
+	case object != ark:
+		return "", failf("the store node names object %q, not the job's ARK %s", object, ark)
+	}
+	if !p.Merritt.Serving.Names(wd, serving.AddManifest, st.GetManifestUrl()) {
+		return "", failf("the store node names %q, not the job's add manifest %s", st.GetManifestUrl(), serving.AddManifest)
+	}
+	return action, nil
 }

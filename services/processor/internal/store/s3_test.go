@@ -38,7 +38,7 @@ func s3Store(t *testing.T, srv *s3test.Server, endpoint string) S3 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return S3{Client: c, Bucket: bucket, PartSize: 5 << 20, Concurrency: 2}
+	return S3{Client: c, Bucket: bucket, MultipartThreshold: 5 << 20, PartSize: 5 << 20, Concurrency: 2}
 }
 
 func keys(t *testing.T, s S3, prefix string) []string {
@@ -102,8 +102,7 @@ func TestS3StoresVersionsLaidOutAsLocalAndARetriedJobGetsItsOwnBack(t *testing.T
 	big := bigContent(12<<20 + 17) // three parts
 	v2 := storeTwiceAndRetry(ctx, t, s, ark, map[string]string{"producer/a.txt": "second", "producer/sub/big.bin": big})
 	want := []string{"ark_99999_fk4x/v1/manifest.checkm", "ark_99999_fk4x/v1/producer/a.txt", "ark_99999_fk4x/v1/system/mrt-erc.txt",
-		"ark_99999_fk4x/v1/version.json", "ark_99999_fk4x/v2/manifest.checkm", "ark_99999_fk4x/v2/producer/a.txt",
-		"ark_99999_fk4x/v2/producer/sub/big.bin", "ark_99999_fk4x/v2/version.json"}
+		"ark_99999_fk4x/v2/manifest.checkm", "ark_99999_fk4x/v2/producer/a.txt", "ark_99999_fk4x/v2/producer/sub/big.bin"}
 	if got := keys(t, s, ""); !slices.Equal(got, want) {
 		t.Errorf("bucket holds\n%v\nwant\n%v", got, want)
 	}
@@ -131,6 +130,39 @@ func TestS3StoresVersionsLaidOutAsLocalAndARetriedJobGetsItsOwnBack(t *testing.T
 	}
 	if got := uploads(t, s); len(got) != 0 {
 		t.Errorf("unfinished multipart uploads left: %v", got)
+	}
+}
+
+func TestS3ReadsWhichJobStoredAVersionFromItsVersionJSON(t *testing.T) {
+	srv := s3test.Start(t)
+	s := s3Store(t, srv, "")
+	ctx := context.Background()
+	// Version 1 as recorded by a version.json beside a manifest without
+	// the record in its metadata.
+	for key, body := range map[string]string{
+		"ark_99999_fk4x/v1/producer/a":      "1",
+		"ark_99999_fk4x/v1/version.json":    `{"ark":"ark:/99999/fk4x","jid":"jid0000000001","mode":"add"}`,
+		"ark_99999_fk4x/v1/manifest.checkm": "#%checkm_0.7\n#%eof\n",
+	} {
+		if _, err := s.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
+			Body: strings.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, err := s.Store(ctx, Request{ARK: "ark:/99999/fk4x", JobID: "jid0000000001", Mode: "add", ManifestURL: stage(t, map[string]string{"producer/a": "1"})})
+	if err != nil || again.Number != 1 {
+		t.Fatalf("the job that stored version 1 stored again: %+v, %v; want version 1 back", again, err)
+	}
+	next, err := s.Store(ctx, Request{ARK: "ark:/99999/fk4x", JobID: "jid0000000002", Mode: "update", ManifestURL: stage(t, map[string]string{"producer/a": "2"})})
+	if err != nil || next.Number != 2 {
+		t.Fatalf("another job stored: %+v, %v; want version 2", next, err)
+	}
+	head, err := s.Client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String("ark_99999_fk4x/v2/manifest.checkm")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Metadata[metaJobID] != "jid0000000002" || head.Metadata[metaMode] != "update" {
+		t.Errorf("version 2's manifest records %v, want job jid0000000002 and mode update", head.Metadata)
 	}
 }
 
@@ -166,7 +198,7 @@ func TestS3RemovesWhatACrashLeftAndAbortsItsMultipartUpload(t *testing.T) {
 	if v.Number != 2 {
 		t.Errorf("stored as version %d, want 2 (the incomplete one replaced)", v.Number)
 	}
-	want := []string{"ark_99999_fk4x/v2/manifest.checkm", "ark_99999_fk4x/v2/producer/b", "ark_99999_fk4x/v2/version.json"}
+	want := []string{"ark_99999_fk4x/v2/manifest.checkm", "ark_99999_fk4x/v2/producer/b"}
 	if got := keys(t, s, "ark_99999_fk4x/v2/"); !slices.Equal(got, want) {
 		t.Errorf("version 2 holds %v, want %v", got, want)
 	}
@@ -231,7 +263,7 @@ func TestS3RetriesServerErrorsAndThrottling(t *testing.T) {
 	if f.answered.Load() == 0 {
 		t.Fatal("no request was refused: the test tested nothing")
 	}
-	if v.Number != 1 || len(keys(t, s, "ark_99999_fk4r/v1/")) != 5 {
+	if v.Number != 1 || len(keys(t, s, "ark_99999_fk4r/v1/")) != 4 {
 		t.Errorf("version %d holds %v", v.Number, keys(t, s, ""))
 	}
 	if data := getObject(t, s, "ark_99999_fk4r/v1/producer/big"); string(data) != big {

@@ -1,6 +1,7 @@
 // Package store keeps object versions: the Storage interface the processor
 // hands a version to; Local, a versioned object store on a local file
-// system; and S3, the same in a bucket of an S3-compatible object store.
+// system; S3, the same in a bucket of an S3-compatible object store; and
+// Merritt, a node of Merritt's storage service.
 package store
 
 import (
@@ -24,6 +25,12 @@ type Request struct {
 	// ManifestURL is the storage manifest (checkm): every file of the
 	// version with its URL (file://), name, size and SHA-256.
 	ManifestURL string
+	// Deletions are the files an update removes from the object's current
+	// version (a store that keeps whole versions has none to remove).
+	Deletions []string
+	// LocalIDs are the object's local identifiers, for a store that keeps
+	// them with the object.
+	LocalIDs []string
 }
 
 // Version is a stored version.

@@ -118,6 +118,40 @@ func Write(dir string, o Object) error {
 	return nil
 }
 
+// Names of the system files of a version for Merritt's storage service.
+const (
+	// IngestName names the job that made the version
+	// (merrittstore.IngestRecord).
+	IngestName = "mrt-ingest.txt"
+	// DeleteName lists the files an update removes, one a line, as
+	// Merritt's ingest service keeps it.
+	DeleteName = "mrt-delete.txt"
+)
+
+// WriteMerritt writes the system files a version for Merritt's storage
+// service has beside the others: the ingest record, and an update's list of
+// files it deletes (none: no such file). It replaces what an earlier
+// attempt wrote, as Write does.
+func WriteMerritt(dir string, ingest []byte, deletions []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if err := replaceFile(filepath.Join(dir, IngestName), ingest); err != nil {
+		return fmt.Errorf("writing system file: %w", err)
+	}
+	del := filepath.Join(dir, DeleteName)
+	if len(deletions) == 0 {
+		if err := os.Remove(del); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("removing %s: %w", del, err)
+		}
+		return nil
+	}
+	if err := replaceFile(del, []byte(strings.Join(deletions, "\n")+"\n")); err != nil {
+		return fmt.Errorf("writing system file: %w", err)
+	}
+	return nil
+}
+
 // replaceFile writes path under a temporary name beside it and renames it
 // into place; the processor removes the temporary files of an attempt that
 // died in between (store.RemoveTemps) before it writes again.

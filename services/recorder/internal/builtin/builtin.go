@@ -1,11 +1,11 @@
-// Package builtin is the recorder's own inventory client: it leases jobs
-// through the same lease manager as RecordingService, reads each stored
-// version's manifest and records it in the SQLite inventory.
+// Package builtin is the recorder's own inventory client: the lease
+// manager hands it the jobs its stage runner takes (lease.Recorder), under
+// leases like those of RecordingService; it reads each stored version's
+// manifest and records it in the SQLite inventory.
 package builtin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,8 +18,7 @@ import (
 
 // Recorder records leased versions into an inventory database.
 type Recorder struct {
-	Leases *lease.Manager
-	DB     *inventory.DB
+	DB *inventory.DB
 	// LeaseDuration is each lease's length; it is renewed at a third of it
 	// while a version is being recorded (default 1 min).
 	LeaseDuration time.Duration
@@ -29,30 +28,10 @@ type Recorder struct {
 	Versions versions.Store
 }
 
-// Run leases and records jobs until ctx ends.
-func (r *Recorder) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		l, err := r.Leases.Lease(ctx, time.Minute, r.duration())
-		if errors.Is(err, lease.ErrStopping) {
-			return
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				r.Logger.Warn("leasing a job", "error", err)
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
-			continue
-		}
-		if l != nil {
-			r.Record(ctx, l)
-		}
-	}
-}
+var _ lease.Recorder = (*Recorder)(nil)
 
-func (r *Recorder) duration() time.Duration {
+// LeaseLength is LeaseDuration, or its default.
+func (r *Recorder) LeaseLength() time.Duration {
 	if r.LeaseDuration > 0 {
 		return r.LeaseDuration
 	}
@@ -61,14 +40,14 @@ func (r *Recorder) duration() time.Duration {
 
 // Record records one leased version and completes the lease, or fails it
 // with what went wrong.
-func (r *Recorder) Record(ctx context.Context, l *lease.Lease) {
+func (r *Recorder) Record(ctx context.Context, leases *lease.Manager, l *lease.Lease) {
 	// Its work continues the lease's span in the job's trace.
 	ctx = telemetry.WithJob(telemetry.Extract(ctx, l.Traceparent), l.JobID, l.BatchID)
 	workCtx, stop := context.WithCancel(ctx)
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		r.renew(workCtx, l.ID)
+		r.renew(workCtx, leases, l.ID)
 	}()
 	number, err := r.record(workCtx, l)
 	// gofail: var recorderRowWritten struct{}
@@ -80,12 +59,12 @@ func (r *Recorder) Record(ctx context.Context, l *lease.Lease) {
 	if err != nil {
 		msg := fmt.Sprintf("recording %s in the inventory: %v", l.ARK, err)
 		r.Logger.WarnContext(ctx, "recording failed", "lease", l.ID, "error", err)
-		if ferr := r.Leases.Fail(outCtx, l.ID, msg); ferr != nil {
+		if ferr := leases.Fail(outCtx, l.ID, msg); ferr != nil {
 			r.Logger.WarnContext(ctx, "failing the lease", "lease", l.ID, "error", ferr)
 		}
 		return
 	}
-	if err := r.Leases.Complete(outCtx, l.ID); err != nil {
+	if err := leases.Complete(outCtx, l.ID); err != nil {
 		r.Logger.WarnContext(ctx, "completing the lease", "lease", l.ID, "error", err)
 		return
 	}
@@ -93,15 +72,15 @@ func (r *Recorder) Record(ctx context.Context, l *lease.Lease) {
 }
 
 // renew keeps the lease alive until ctx ends.
-func (r *Recorder) renew(ctx context.Context, id string) {
-	t := time.NewTicker(r.duration() / 3)
+func (r *Recorder) renew(ctx context.Context, leases *lease.Manager, id string) {
+	t := time.NewTicker(r.LeaseLength() / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.Leases.Renew(ctx, id, r.duration()); err != nil {
+			if _, err := leases.Renew(ctx, id, r.LeaseLength()); err != nil {
 				r.Logger.WarnContext(ctx, "renewing the lease", "lease", id, "error", err)
 				return
 			}
@@ -110,14 +89,14 @@ func (r *Recorder) renew(ctx context.Context, id string) {
 }
 
 func (r *Recorder) record(ctx context.Context, l *lease.Lease) (int, error) {
-	m, err := r.Versions.Manifest(ctx, l.ManifestURL)
+	entries, number, err := r.Versions.Version(ctx, l.ManifestURL, l.Version, l.JobID)
 	if err != nil {
 		return 0, err
 	}
-	entries := m.Entries
 	// A job a peer processed does not say its version: the inventory gives
-	// it the number after the object's last.
-	v := inventory.Version{ARK: l.ARK, Number: l.Version, ManifestURL: l.ManifestURL, Mode: l.Mode,
+	// it the number after the object's last (an object of Merritt's storage
+	// service says which is the job's).
+	v := inventory.Version{ARK: l.ARK, Number: number, ManifestURL: l.ManifestURL, Mode: l.Mode,
 		JobID: l.JobID, LocalIDs: l.LocalIDs}
 	for _, e := range entries {
 		v.Files = append(v.Files, inventory.File{Name: e.FileName, Size: e.FileSize, DigestAlg: e.HashAlgorithm, Digest: e.HashValue})

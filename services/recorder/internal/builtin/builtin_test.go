@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 
 // storedVersion writes a version manifest as the local object store does
 // (…/ark_…/v<n>/manifest.checkm) and returns its URL.
-func storedVersion(t *testing.T, root string, n string, entries []checkm.Entry) string {
+func storedVersion(t testing.TB, root string, n string, entries []checkm.Entry) string {
 	t.Helper()
 	dir := filepath.Join(root, "ark_99999_fk4x", n)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -66,11 +66,14 @@ func run(t *testing.T, q *session.Session, dbPath string) *lease.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := lease.New(jobs.New(q), lease.Options{})
-	r := &Recorder{Leases: m, DB: db, LeaseDuration: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	r := &Recorder{DB: db, LeaseDuration: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	m, err := lease.New(jobs.New(q), lease.Options{Recorder: r})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx) }()
+	go func() { defer close(done); m.Run(ctx) }()
 	t.Cleanup(func() {
 		stopCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		defer stop()

@@ -4,10 +4,14 @@
 // to the next caller. The RecordingService and the built-in recorder share
 // one Manager.
 //
-// The Manager is the recorder's stage.Worker: its leases are its jobs in
-// flight, in the worker registry and in StageService (stage.NewService),
-// which pauses, resumes and drains it as it does a stage runner, with the
-// same bookkeeping (stage.WorkerState).
+// A lease is a step of the recording stage: the Manager is the handler of
+// one stage.Runner (Recording → Notify), which takes the jobs, fails those
+// whose data is unreadable, starts each step's span in the job's trace,
+// keeps the jobs in flight in the worker registry and commits what the
+// lease ends with. The runner takes a job for each Lease call (on demand),
+// and, with the built-in recorder on, for the built-in recorder, as many
+// at once as its concurrency. The Manager is the replica's stage.Worker:
+// StageService pauses, resumes and drains it as any stage runner.
 package lease
 
 import (
@@ -66,6 +70,15 @@ type Lease struct {
 	ERC        *v1.Metadata
 }
 
+// Recorder records leased versions itself: the built-in recorder.
+type Recorder interface {
+	// LeaseLength is how long its leases last before it renews them.
+	LeaseLength() time.Duration
+	// Record records l's version and ends l with m.Complete or m.Fail,
+	// renewing it meanwhile. ctx ends when the lease's job is given back.
+	Record(ctx context.Context, m *Manager, l *Lease)
+}
+
 // Options tune a Manager.
 type Options struct {
 	// DefaultDuration is a lease's duration when the caller gives none
@@ -81,24 +94,25 @@ type Options struct {
 	// trace, from lease to completion; Metrics counts leases like a stage's steps.
 	Tracer  trace.Tracer
 	Metrics *telemetry.Metrics
-	// Concurrency and Address are the manager's in its worker entry: how
-	// many leases the built-in recorder holds at once (0: it is off), and
-	// where its StageService is reached.
+	// Recorder, if set, records jobs without being asked: the manager
+	// takes jobs for it, Concurrency at once (default 4), besides those
+	// Lease calls ask for. Without it the manager takes a job only for a
+	// Lease call, and its worker entry says concurrency 0.
+	Recorder    Recorder
 	Concurrency int
-	Address     string
+	// Address is where the manager's StageService is reached, for its
+	// worker entry.
+	Address string
 	// Version is the recorder's build version, for its registry entry.
 	Version string
 }
 
 // Manager hands out leases on the jobs of one queue client.
 type Manager struct {
-	q        *jobs.Client
-	consumer *jobs.Consumer
-	opts     Options
-	log      *slog.Logger
-	// state is paused, draining, the leases out (from lease to commit)
-	// and how they ended, as the worker registry and StageService show them.
-	state *stage.WorkerState
+	q      *jobs.Client
+	runner *stage.Runner // takes the jobs and commits how their leases end
+	opts   Options
+	log    *slog.Logger
 
 	mu     sync.Mutex
 	leases map[string]*held
@@ -110,12 +124,39 @@ var _ stage.Worker = (*Manager)(nil)
 // held is a live lease with what it holds.
 type held struct {
 	Lease
-	claim     *jobs.Claim
-	lock      *jobs.ObjectLock
-	timer     *time.Timer
-	stopWatch func() bool // stops watching the claim's context
-	span      trace.Span
-	flight    *stage.Flight
+	ctx   context.Context // the job's step: its span; ends when the job is lost or the drain runs out of time
+	lock  *jobs.ObjectLock
+	timer *time.Timer
+	// end receives how the lease ended, once, from whoever took it out of
+	// the table (endLease); the step's handler waits for it.
+	end chan ending
+}
+
+// ending is how a lease ended: what the runner commits, and who waits for
+// the commit.
+type ending struct {
+	outcome stage.Outcome
+	why     string // the tombstone's
+	expired bool
+	// Complete and Fail wait on reply for the commit's result (nil: no
+	// one waits), intended being how the step ends if it succeeds.
+	reply    chan error
+	intended telemetry.Outcome
+}
+
+// asker is whom a job is leased to: a Lease call, or the built-in
+// recorder when answer is nil.
+type asker struct {
+	d    time.Duration
+	link trace.Link // the Lease call's span
+	// answer gets the lease, or, with none, why (nil: the job was not
+	// leasable; the call takes another).
+	answer chan leased
+}
+
+type leased struct {
+	lease *Lease
+	err   error
 }
 
 type tombstone struct {
@@ -130,8 +171,14 @@ const (
 	maxTombstones = 10000
 )
 
-// New returns a Manager taking jobs in Recording from q.
-func New(q *jobs.Client, opts Options) *Manager {
+// Why a lease whose job's step ended under it is over.
+const (
+	lostReason    = "the job's lock was lost (ZooKeeper session or lock node gone)"
+	stoppedReason = "the recorder stopped"
+)
+
+// New returns a Manager taking jobs in Recording from q; Run starts it.
+func New(q *jobs.Client, opts Options) (*Manager, error) {
 	if opts.DefaultDuration <= 0 {
 		opts.DefaultDuration = 5 * time.Minute
 	}
@@ -147,179 +194,189 @@ func New(q *jobs.Client, opts Options) *Manager {
 	if opts.Tracer == nil {
 		opts.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	return &Manager{
-		q: q,
-		consumer: q.NewConsumer(queue.Recording, jobs.ConsumerOptions{
-			Parts: queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid | queue.PartMetadata}),
-		opts: opts,
-		log:  opts.Logger,
-		state: stage.NewWorkerState(&v1.WorkerInfo{Id: q.NewWorkerID("recorder"), Service: "recorder",
-			Stage: queue.JobStateName(queue.Recording), Concurrency: int32(opts.Concurrency), Address: opts.Address, Version: opts.Version}, "recording", opts.Metrics),
-		leases: map[string]*held{},
-		ended:  map[string]tombstone{},
+	m := &Manager{q: q, opts: opts, log: opts.Logger, leases: map[string]*held{}, ended: map[string]tombstone{}}
+	cfg := stage.Config{Service: "recorder", Name: "recording", From: queue.Recording, To: queue.Notify,
+		Parts:  queue.PartConfiguration | queue.PartIdentifiers | queue.PartInventory | queue.PartBid | queue.PartMetadata,
+		Logger: opts.Logger, Tracer: opts.Tracer, Metrics: opts.Metrics, Version: opts.Version, Address: opts.Address}
+	if opts.Recorder != nil {
+		cfg.Concurrency = opts.Concurrency
+		builtin := asker{d: opts.Recorder.LeaseLength()}
+		cfg.Handler = func(ctx context.Context, claim stage.Claim) stage.Outcome { return m.hold(ctx, claim, builtin) }
+	} else {
+		cfg.OnDemand = true
 	}
+	r, err := stage.New(q, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m.runner = r
+	return m, nil
 }
 
-// Register creates the manager's entry in the worker registry, kept
-// current until Unregister.
-func (m *Manager) Register(ctx context.Context) error { return m.state.Register(ctx, m.q) }
-
-// Unregister removes the manager's registry entry.
-func (m *Manager) Unregister(ctx context.Context) error { return m.state.Unregister(ctx) }
+// Run registers the manager in the worker registry and takes jobs, for the
+// built-in recorder and for Lease calls, until Drain (or ctx ending) stops
+// it; it returns when every lease has ended and its job is committed or
+// given back.
+func (m *Manager) Run(ctx context.Context) error { return m.runner.Run(ctx) }
 
 // Status reports the manager as a worker: its leases out, the leases ended
 // since start by outcome, paused and draining.
-func (m *Manager) Status() *v1.WorkerInfo { return m.state.Status() }
+func (m *Manager) Status() *v1.WorkerInfo { return m.runner.Status() }
 
 // Lease waits up to wait (capped by MaxWait and ctx) for a job in Recording
 // and leases it for d (0: the default). With no job in time it returns nil
 // and no error; so it does while the manager is paused, as when the whole
-// queue is.
+// queue is. With no wait it takes a job only if one is free now.
 func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, error) {
 	if d <= 0 {
 		d = m.opts.DefaultDuration
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, min(wait, m.opts.MaxWait))
-	defer cancel()
+	wait = min(wait, m.opts.MaxWait)
+	deadline := time.Now().Add(wait)
+	// The Lease call's own span (the caller's trace) is linked, not parent.
+	a := asker{d: d, link: trace.LinkFromContext(ctx), answer: make(chan leased, 1)}
+	handler := func(ctx context.Context, claim stage.Claim) stage.Outcome { return m.hold(ctx, claim, a) }
 	for {
-		m.state.WaitRunnable(waitCtx)
-		if m.state.Draining() {
+		left := time.Until(deadline)
+		if wait > 0 && left <= 0 {
+			return nil, nil
+		}
+		took, err := m.runner.Take(ctx, max(left, 0), handler)
+		switch {
+		case errors.Is(err, stage.ErrNotRunning):
 			return nil, ErrStopping
-		}
-		if m.state.Paused() {
-			return nil, nil // paused for the whole wait: nothing to record
-		}
-		// A pause or drain ends the wait for a job at once.
-		nextCtx, stopNext := m.state.UntilChanged(waitCtx)
-		claim, err := m.next(nextCtx, wait)
-		changed := errors.Is(context.Cause(nextCtx), stage.ErrStateChanged)
-		stopNext()
-		if m.state.Draining() {
-			if claim != nil {
-				claim.Release(context.WithoutCancel(ctx))
-			}
-			return nil, ErrStopping
-		}
-		if claim != nil && m.state.Paused() {
-			// Paused as this call took a job: the job stays free.
-			claim.Release(context.WithoutCancel(ctx))
-			continue
-		}
-		if claim == nil {
-			if changed && waitCtx.Err() == nil {
-				continue
-			}
-			if err == nil || (waitCtx.Err() != nil && ctx.Err() == nil) {
-				return nil, nil // nothing to record within the wait
-			}
+		case err != nil:
 			return nil, err
+		case !took:
+			return nil, nil // nothing to record within the wait
 		}
-		l, err := m.hold(ctx, claim, d)
-		if errors.Is(err, errSkipped) {
-			continue
+		select {
+		case got := <-a.answer:
+			if got.lease != nil || got.err != nil {
+				return got.lease, got.err
+			}
+			// The job was failed or left for later: take another.
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		return l, err
 	}
 }
 
-// next claims a job: waiting for one, or, with no wait, only if one is
-// free now and the queue is not paused.
-func (m *Manager) next(ctx context.Context, wait time.Duration) (*jobs.Claim, error) {
-	if wait > 0 {
-		return m.consumer.Next(ctx)
-	}
-	if paused, err := m.q.Paused(ctx); err != nil || paused {
-		return nil, err
-	}
-	claim, _, err := m.consumer.TryNext(ctx)
-	return claim, err
-}
-
-// errSkipped: the claimed job was not leased (failed or left for later).
-var errSkipped = errors.New("job skipped")
-
-// hold turns a claim into a lease: the object's inventory lock is taken
-// and the expiry armed.
-func (m *Manager) hold(ctx context.Context, claim *jobs.Claim, d time.Duration) (*Lease, error) {
-	job := claim.Job
-	logCtx := telemetry.WithJob(ctx, claim.ID(), job.GetBid())
+// hold is the stage's handler for a job taken for a: it leases the job,
+// hands the lease to a, and waits for the lease to end; then it returns
+// what the runner commits.
+func (m *Manager) hold(ctx context.Context, claim stage.Claim, a asker) stage.Outcome {
+	job := claim.Data()
 	ark, manifest := job.GetIdentifiers().GetPrimaryId(), job.GetInventory().GetManifestUrl()
-	var problem string
 	switch {
-	case claim.LoadErr != nil:
-		problem = fmt.Sprintf("job data unreadable: %v", claim.LoadErr)
 	case ark == "":
-		problem = "cannot record: the job has no ARK (identifiers.primary_id); processing did not finish"
+		return a.skipped(stage.Fail("cannot record: the job has no ARK (identifiers.primary_id); processing did not finish"), nil)
 	case manifest == "":
-		problem = "cannot record: the job has no inventory manifest_url; processing did not finish"
-	}
-	if problem != "" {
-		// The recorder's step of the job, though no lease: counted as any.
-		flight := m.state.Begin(logCtx, claim.ID(), job.GetBid())
-		m.log.WarnContext(logCtx, "job cannot be recorded", "message", problem)
-		err := claim.Commit(ctx, jobs.Change{To: queue.Failed, Message: problem})
-		if err != nil {
-			m.log.WarnContext(logCtx, "failing the job", "error", err)
-			claim.Release(context.WithoutCancel(ctx))
-		}
-		flight.End(logCtx, stage.CommitOutcome(err, telemetry.OutcomeFailed))
-		return nil, errSkipped
+		return a.skipped(stage.Fail("cannot record: the job has no inventory manifest_url; processing did not finish"), nil)
 	}
 	lock, err := m.q.LockInventory(ctx, ark)
-	if err != nil {
-		claim.Release(context.WithoutCancel(ctx))
-		if errors.Is(err, queue.ErrLocked) {
-			// Another recorder (ours or a Merritt Inventory) is recording
-			// this object; other jobs go first meanwhile.
-			m.consumer.Defer(claim.ID(), time.Now().Add(m.opts.LockRetry))
-			return nil, errSkipped
-		}
-		return nil, fmt.Errorf("locking the inventory of %s: %w", ark, err)
+	switch {
+	case errors.Is(err, queue.ErrLocked):
+		// Another recorder (ours or a Merritt Inventory) is recording
+		// this object; other jobs go first meanwhile.
+		return a.skipped(stage.Wait(m.opts.LockRetry, jobs.Change{}), nil)
+	case err != nil:
+		return a.skipped(stage.Release(), fmt.Errorf("locking the inventory of %s: %w", ark, err))
 	}
 	id, err := newID()
 	if err != nil {
-		unlockAndRelease(ctx, claim, lock)
-		return nil, err
+		unlock(ctx, lock)
+		return a.skipped(stage.Release(), err)
 	}
 	h := &held{
-		Lease: Lease{ID: id, Expires: time.Now().Add(d), JobID: claim.ID(), BatchID: job.GetBid(), ARK: ark,
+		Lease: Lease{ID: id, Expires: time.Now().Add(a.d), JobID: claim.ID(), BatchID: job.GetBid(), ARK: ark,
 			ManifestURL: manifest, Version: int(job.GetInventory().GetVersion()), Mode: job.GetInventory().GetMode(),
 			LocalIDs: job.GetIdentifiers().GetLocalId(), Collection: job.GetConfiguration().GetCollection(),
 			Profile: job.GetConfiguration().GetProfileName(), ERC: job.GetMetadata()},
-		claim: claim,
-		lock:  lock,
+		ctx:  ctx,
+		lock: lock,
+		end:  make(chan ending, 1),
 	}
-	// Drain sets draining under m.mu, then waits for the leases in flight:
-	// a lease begins before that, or not at all.
+	// The lease is the step's span in the job's trace, which the runner
+	// started.
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String("ingestq.lease.id", id), attribute.String("ingestq.ark", ark))
+	if a.link.SpanContext.IsValid() {
+		span.AddLink(a.link)
+	}
+	h.Traceparent = telemetry.Inject(ctx)
 	m.mu.Lock()
-	if m.state.Draining() {
-		m.mu.Unlock()
-		unlockAndRelease(ctx, claim, lock)
-		return nil, ErrStopping
-	}
-	// The lease is the recording stage's step of the job: its span joins the
-	// job's trace (the trace context rides in the status).
-	traceparent := job.GetStatus().GetTraceparent()
-	if traceparent == "" {
-		traceparent = job.GetConfiguration().GetTraceparent()
-	}
-	var spanCtx context.Context
-	spanCtx, h.span = telemetry.StartJobSpan(context.WithoutCancel(ctx), m.opts.Tracer, "recording", claim.ID(), job.GetBid(), traceparent)
-	h.span.SetAttributes(attribute.String("ingestq.lease.id", id), attribute.String("ingestq.ark", ark))
-	// The Lease call's own span (the caller's trace) is linked, not parent.
-	h.span.AddLink(trace.LinkFromContext(ctx))
-	h.Traceparent = telemetry.Inject(spanCtx)
-	h.flight = m.state.Begin(spanCtx, claim.ID(), job.GetBid())
 	m.leases[id] = h
-	h.timer = time.AfterFunc(d, func() { m.expire(id) })
-	h.stopWatch = context.AfterFunc(claim.Context(), func() {
-		m.end(id, lostReason, telemetry.OutcomeFenced)
-	})
+	h.timer = time.AfterFunc(a.d, func() { m.expire(id) })
 	out := h.Lease
 	m.mu.Unlock()
 	// gofail: var recorderLeased struct{}
-	m.log.InfoContext(logCtx, "job leased", "lease", id, "ark", ark, "expires", out.Expires)
-	return &out, nil
+	m.log.InfoContext(ctx, "job leased", "lease", id, "ark", ark, "expires", out.Expires)
+
+	recording, stopRecording := m.handOver(ctx, a, &out)
+	var e ending
+	select {
+	case e = <-h.end:
+	case <-ctx.Done():
+		m.endLease(id, ending{outcome: stage.Release(), why: cutReason(ctx)})
+		e = <-h.end // ours, or a Complete's that came first
+	}
+	if e.reply == nil {
+		// Expired, lost or stopped: the job goes back (the runner gives it
+		// back), the object to other recorders; the built-in recorder
+		// stops recording it. A Complete or Fail releases the object with
+		// its commit (Change.Unlock).
+		m.log.InfoContext(ctx, "lease ended; job given back", "lease", id, "reason", e.why)
+		unlock(ctx, lock)
+		stopRecording()
+		<-recording
+	}
+	return e.outcome.OnEnd(func(step telemetry.Outcome, err error) { m.settle(h, e, step, err) })
+}
+
+// skipped is the outcome of a job not leased, told to a Lease call once
+// the runner is done with the job, so that the call takes another job
+// after it, or answers err.
+func (a asker) skipped(out stage.Outcome, err error) stage.Outcome {
+	if a.answer == nil {
+		return out
+	}
+	return out.OnEnd(func(telemetry.Outcome, error) { a.answer <- leased{err: err} })
+}
+
+// handOver gives lease l to a: a Lease call's answer, or the built-in
+// recorder, which records under ctx in a goroutine of its own; recording
+// is closed when it has returned (at once for a Lease call), stop cancels
+// its ctx.
+func (m *Manager) handOver(ctx context.Context, a asker, l *Lease) (recording <-chan struct{}, stop context.CancelFunc) {
+	done := make(chan struct{})
+	if a.answer != nil {
+		a.answer <- leased{lease: l}
+		close(done)
+		return done, func() {}
+	}
+	ctx, stop = context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		m.opts.Recorder.Record(ctx, m, l)
+	}()
+	return done, stop
+}
+
+// cutReason is why a lease is over whose job's step ctx ended under it.
+func cutReason(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), stage.ErrDrainDeadline) {
+		return stoppedReason
+	}
+	return lostReason
+}
+
+// unlock releases an object lock whatever ctx: the object goes to other
+// recorders.
+func unlock(ctx context.Context, lock *jobs.ObjectLock) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	lock.Unlock(ctx)
 }
 
 func newID() (string, error) {
@@ -338,38 +395,79 @@ func (m *Manager) expire(id string) {
 		m.mu.Unlock()
 		return
 	}
-	why := fmt.Sprintf("it expired at %s", h.Expires.UTC().Format(time.RFC3339))
-	m.removeLocked(id, h, why)
+	e := ending{outcome: stage.Release(), why: fmt.Sprintf("it expired at %s", h.Expires.UTC().Format(time.RFC3339)), expired: true}
+	m.removeLocked(id, h, e.why)
 	m.mu.Unlock()
-	m.giveBack(h, why)
-	m.settle(h, why, telemetry.OutcomeReleased, "expired")
+	h.end <- e
 }
 
-// end ends a live lease for the reason given, giving its job back.
-func (m *Manager) end(id, why string, outcome telemetry.Outcome) {
-	if h := m.take(id, why); h != nil {
-		m.giveBack(h, why)
-		m.settle(h, why, outcome, leaseOutcome(outcome))
-	}
-}
-
-// giveBack returns what an ended lease held: the job to the queue, the
-// object to other recorders.
-func (m *Manager) giveBack(h *held, why string) {
-	m.log.InfoContext(telemetry.WithJob(context.Background(), h.JobID, h.BatchID), "lease ended; job given back", "lease", h.ID, "reason", why)
-	unlockAndRelease(context.Background(), h.claim, h.lock)
-}
-
-// take removes a live lease from the table, leaving a tombstone saying
-// why; its job is in flight until settle.
-func (m *Manager) take(id, why string) *held {
+// endLease ends live lease id as e says; false if it is not live.
+func (m *Manager) endLease(id string, e ending) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	h, ok := m.leases[id]
 	if ok {
-		m.removeLocked(id, h, why)
+		m.removeLocked(id, h, e.why)
 	}
-	return h
+	m.mu.Unlock()
+	if ok {
+		h.end <- e
+	}
+	return ok
+}
+
+// removeLocked takes lease id out of the table, leaving a tombstone
+// saying why: no call acts on it from here on.
+func (m *Manager) removeLocked(id string, h *held, why string) {
+	delete(m.leases, id)
+	h.timer.Stop()
+	m.buryLocked(id, why)
+}
+
+// settle says how a lease ended once the runner is done with its job: step
+// is how the job's step ended, err what kept the lease's outcome from
+// being written. It counts the lease in ingestq_leases_total (completed,
+// failed, expired, lost, released), marks its span, and answers the
+// Complete or Fail that ended it.
+func (m *Manager) settle(h *held, e ending, step telemetry.Outcome, err error) {
+	why, result := e.why, leaseOutcome(step)
+	if e.expired && step == telemetry.OutcomeReleased {
+		result = "expired"
+	}
+	var answer error
+	if e.reply != nil {
+		switch step {
+		case e.intended:
+		case telemetry.OutcomeFenced:
+			why = "the job's lock was lost before it was " + e.why
+		case telemetry.OutcomeFailed:
+			why = fmt.Sprintf("the job was failed: %v", err)
+		default:
+			why = "the job was given back: committing it failed"
+		}
+		switch {
+		case step == telemetry.OutcomeFenced:
+			answer = fmt.Errorf("lease %s: %w: the job's lock was lost: %w", h.ID, ErrEnded, err)
+		case err != nil:
+			answer = fmt.Errorf("lease %s: committing job %s: %w", h.ID, h.JobID, err)
+		}
+		if answer != nil {
+			m.bury(h.ID, why)
+		} else {
+			m.log.InfoContext(h.ctx, "lease "+why, "lease", h.ID)
+		}
+	}
+	if m.opts.Metrics != nil {
+		m.opts.Metrics.Lease(h.ctx, result)
+	}
+	span := trace.SpanFromContext(h.ctx)
+	if step != telemetry.OutcomeAdvanced {
+		span.SetStatus(codes.Error, why)
+	}
+	span.SetAttributes(attribute.String("ingestq.outcome", string(step)))
+	if e.reply != nil {
+		// Answered once the step is over, its span ended too.
+		context.AfterFunc(h.ctx, func() { e.reply <- answer })
+	}
 }
 
 // leaseOutcome names how a lease ended that did not expire, for
@@ -384,31 +482,6 @@ func leaseOutcome(o telemetry.Outcome) string {
 		return "lost"
 	}
 	return "released" // given back: the recorder stopped
-}
-
-// removeLocked takes lease id out of the table: no call acts on it from
-// here on.
-func (m *Manager) removeLocked(id string, h *held, why string) {
-	delete(m.leases, id)
-	h.timer.Stop()
-	h.stopWatch()
-	m.buryLocked(id, why)
-}
-
-// settle counts an ended lease, once its job is committed or given back:
-// outcome is how the job's step ended, result how the lease did, for
-// ingestq_leases_total (completed, failed, expired, lost, released).
-func (m *Manager) settle(h *held, why string, outcome telemetry.Outcome, result string) {
-	ctx := trace.ContextWithSpan(context.Background(), h.span)
-	if m.opts.Metrics != nil {
-		m.opts.Metrics.Lease(ctx, result)
-	}
-	if outcome != telemetry.OutcomeAdvanced {
-		h.span.SetStatus(codes.Error, why)
-	}
-	h.span.SetAttributes(attribute.String("ingestq.outcome", string(outcome)))
-	h.span.End()
-	h.flight.End(ctx, outcome)
 }
 
 // bury records why a lease ended.
@@ -430,20 +503,6 @@ func (m *Manager) buryLocked(id, why string) {
 	m.ended[id] = tombstone{why: why, at: now}
 }
 
-// unlockAndRelease gives back what a lease held, whatever the caller's
-// context: the job to the queue, the object to other recorders.
-func unlockAndRelease(ctx context.Context, claim *jobs.Claim, lock *jobs.ObjectLock) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	claim.Release(ctx) // refused harmlessly if the claim was lost or committed
-	if lock != nil {
-		lock.Unlock(ctx)
-	}
-}
-
-// lostReason is why a lease whose claim's context ended is over.
-const lostReason = "the job's lock was lost (ZooKeeper session or lock node gone)"
-
 // live finds a lease that may still be acted on, or says why not.
 func (m *Manager) live(id string) (*held, error) {
 	for {
@@ -453,8 +512,9 @@ func (m *Manager) live(id string) (*held, error) {
 		expired := ok && !time.Now().Before(h.Expires)
 		m.mu.Unlock()
 		switch {
-		case ok && h.claim.Context().Err() != nil:
-			m.end(id, lostReason, telemetry.OutcomeFenced)
+		case ok && h.ctx.Err() != nil:
+			// The step's handler ends it too; whoever comes first.
+			m.endLease(id, ending{outcome: stage.Release(), why: cutReason(h.ctx)})
 		case expired:
 			m.expire(id)
 		case ok:
@@ -492,10 +552,11 @@ func (m *Manager) Renew(ctx context.Context, id string, d time.Duration) (time.T
 // the job's trace, as a child of the lease's span; the call's own span, when
 // the caller did not continue the job's trace, is linked.
 func (m *Manager) callSpan(ctx context.Context, h *held, name string) (context.Context, trace.Span) {
-	parent := trace.ContextWithSpan(telemetry.WithJob(context.WithoutCancel(ctx), h.JobID, h.BatchID), h.span)
+	leaseSpan := trace.SpanFromContext(h.ctx)
+	parent := trace.ContextWithSpan(telemetry.WithJob(context.WithoutCancel(ctx), h.JobID, h.BatchID), leaseSpan)
 	opts := []trace.SpanStartOption{trace.WithAttributes(telemetry.AttrJobID.String(h.JobID), telemetry.AttrBatchID.String(h.BatchID),
 		telemetry.AttrStage.String("recording"), attribute.String("ingestq.lease.id", h.ID))}
-	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() && caller.TraceID() != h.span.SpanContext().TraceID() {
+	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() && caller.TraceID() != leaseSpan.SpanContext().TraceID() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
 	}
 	return m.opts.Tracer.Start(parent, name+" "+h.JobID, opts...)
@@ -503,61 +564,37 @@ func (m *Manager) callSpan(ctx context.Context, h *held, name string) (context.C
 
 // Complete ends a lease with success: the job goes to Notify.
 func (m *Manager) Complete(ctx context.Context, id string) error {
-	return m.finish(ctx, id, jobs.Change{To: queue.Notify}, "completed")
+	return m.finish(ctx, id, "complete", "completed")
 }
 
 // Fail ends a lease with failure: the job goes to Failed with message.
 func (m *Manager) Fail(ctx context.Context, id, message string) error {
-	return m.finish(ctx, id, jobs.Change{To: queue.Failed, Message: message}, "failed: "+message)
+	return m.finish(ctx, id, "fail", message)
 }
 
-func (m *Manager) finish(ctx context.Context, id string, ch jobs.Change, why string) error {
+// finish ends a lease with the call name (complete or fail) and answers
+// with the commit's result: a commit, once started, runs to its end
+// whatever ctx, or the caller would not know what happened.
+func (m *Manager) finish(ctx context.Context, id, name, message string) error {
 	h, err := m.live(id)
 	if err != nil {
 		return err
 	}
-	intended, name := telemetry.OutcomeAdvanced, "complete"
-	if ch.To == queue.Failed {
-		intended, name = telemetry.OutcomeFailed, "fail"
-	}
-	var span trace.Span
-	ctx, span = m.callSpan(ctx, h, name)
+	_, span := m.callSpan(ctx, h, name)
 	defer span.End()
-	if m.take(id, why) != h {
+	e := ending{why: "completed", reply: make(chan error, 1), intended: telemetry.OutcomeAdvanced}
+	// The object's lock is released with the commit.
+	unlockWith := []*jobs.ObjectLock{h.lock}
+	if name == "complete" {
+		e.outcome = stage.Next(jobs.Change{Message: fmt.Sprintf("recorded %s (%s)", h.ARK, h.ManifestURL), Unlock: unlockWith})
+	} else {
+		e.why, e.intended = "failed: "+message, telemetry.OutcomeFailed
+		e.outcome = stage.To(queue.Failed, jobs.Change{Message: message, Unlock: unlockWith})
+	}
+	if !m.endLease(id, e) {
 		return fmt.Errorf("lease %s: %w: %s", id, ErrEnded, m.whyEnded(id))
 	}
-	logCtx := telemetry.WithJob(ctx, h.JobID, h.BatchID)
-	if ch.To == queue.Notify {
-		ch.Message = fmt.Sprintf("recorded %s (%s)", h.ARK, h.ManifestURL)
-	}
-	// A commit the caller gave up on midway would leave it unsure what
-	// happened: once started, it runs to its end.
-	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	ch.Unlock = []*jobs.ObjectLock{h.lock} // released with the commit
-	err = h.claim.Commit(commitCtx, ch)
-	unlockAndRelease(ctx, h.claim, h.lock) // what the commit did not
-	// Counted as the commit ended, as a stage runner counts its steps.
-	outcome := stage.CommitOutcome(err, intended)
-	switch outcome {
-	case telemetry.OutcomeFenced:
-		why = "the job's lock was lost before it was " + why
-		m.settle(h, why, outcome, leaseOutcome(outcome))
-		m.bury(id, why)
-		return fmt.Errorf("lease %s: %w: the job's lock was lost: %w", id, ErrEnded, err)
-	case intended:
-	case telemetry.OutcomeFailed:
-		why = fmt.Sprintf("the job was failed: %v", err)
-	default:
-		why = "the job was given back: committing it failed"
-	}
-	m.settle(h, why, outcome, leaseOutcome(outcome))
-	if err != nil {
-		m.bury(id, why)
-		return fmt.Errorf("lease %s: committing job %s: %w", id, h.JobID, err)
-	}
-	m.log.InfoContext(logCtx, "lease "+why, "lease", id, "to", queue.JobStateName(ch.To))
-	return nil
+	return <-e.reply
 }
 
 func (m *Manager) whyEnded(id string) string {
@@ -571,33 +608,14 @@ func (m *Manager) whyEnded(id string) string {
 // answers empty after its wait, as it does when the whole queue is paused,
 // so an inventory's loop keeps polling without taking the pause for a
 // failure.
-func (m *Manager) Pause() { m.state.Pause() }
+func (m *Manager) Pause() { m.runner.Pause() }
 
 // Resume ends a pause: waiting Lease calls take jobs again.
-func (m *Manager) Resume() { m.state.Resume() }
+func (m *Manager) Resume() { m.runner.Resume() }
 
 // Drain hands out no more leases (Lease answers ErrStopping, waiting calls
 // at once) and waits, until ctx ends, for the leases out to be completed,
 // failed or to expire, their commits included; then it gives back the jobs
 // of those left. It returns how many were given back. Resume does not undo
-// it; the manager's entry says it is draining until Unregister.
-func (m *Manager) Drain(ctx context.Context) int {
-	m.mu.Lock()
-	m.state.SetDraining()
-	m.mu.Unlock()
-	select {
-	case <-m.state.Idle():
-		return 0
-	case <-ctx.Done():
-	}
-	m.mu.Lock()
-	ids := make([]string, 0, len(m.leases))
-	for id := range m.leases {
-		ids = append(ids, id)
-	}
-	m.mu.Unlock()
-	for _, id := range ids {
-		m.end(id, "the recorder stopped", telemetry.OutcomeReleased)
-	}
-	return len(ids)
-}
+// it; Run returns once it is done, and the manager's registry entry goes.
+func (m *Manager) Drain(ctx context.Context) int { return m.runner.Drain(ctx) }

@@ -43,6 +43,28 @@ func leaseOne(t *testing.T, m *Manager, q *session.Session) *Lease {
 	return l
 }
 
+// start runs a manager on q until the test ends.
+func start(t testing.TB, q *session.Session, opts Options) *Manager {
+	t.Helper()
+	m, err := New(jobs.New(q), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		drainCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		m.Drain(drainCtx)
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return m
+}
+
 // meteredManager is a manager on q whose metrics the test reads with
 // metricsText; its spans stay in memory.
 func meteredManager(t *testing.T, q *session.Session) (*Manager, *telemetry.Telemetry) {
@@ -52,12 +74,12 @@ func meteredManager(t *testing.T, q *session.Session) (*Manager, *telemetry.Tele
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tel.Shutdown(context.Background()) })
-	return New(jobs.New(q), Options{Metrics: tel.Metrics}), tel
+	return start(t, q, Options{Metrics: tel.Metrics}), tel
 }
 
 func TestDrainEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
-	m := New(jobs.New(q), Options{})
+	m := start(t, q, Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
 	l, err := m.Lease(context.Background(), 10*time.Second, time.Hour)
 	if err != nil || l == nil || l.JobID != jid {
@@ -95,9 +117,22 @@ func TestDrainEndsWaitingCallsAndGivesBackLeasesAtTheDeadline(t *testing.T) {
 	}
 }
 
+func TestALeaseThatDoesNotWaitTakesAJobFreeNow(t *testing.T) {
+	q := queuetest.Connect(t, zktest.Root(t))
+	m := start(t, q, Options{})
+	jid := recordingJob(t, q, "ark:/99999/fk4x", &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"})
+	l, err := m.Lease(context.Background(), 0, time.Minute)
+	if err != nil || l == nil || l.JobID != jid {
+		t.Fatalf("Lease without waiting = %v, %v; want the free job %s", l, err, jid)
+	}
+	if l, err := m.Lease(context.Background(), 0, time.Minute); err != nil || l != nil {
+		t.Errorf("Lease without waiting on a queue with no free job = %v, %v; want none at once", l, err)
+	}
+}
+
 func TestAJobProcessingDidNotFinishIsFailedNotLeased(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
-	m := New(jobs.New(q), Options{})
+	m := start(t, q, Options{})
 	jid := recordingJob(t, q, "ark:/99999/fk4x", nil)
 	l, err := m.Lease(context.Background(), 500*time.Millisecond, time.Minute)
 	if err != nil || l != nil {
@@ -155,7 +190,7 @@ func TestALeaseIsTheRecordingSpanOfItsJobsTrace(t *testing.T) {
 	q := queuetest.Connect(t, zktest.Root(t))
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	m := New(jobs.New(q), Options{Tracer: tp.Tracer("test")})
+	m := start(t, q, Options{Tracer: tp.Tracer("test")})
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	jid := queuetest.Spawn(t, q, batches.NewJob{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4t"},
 		Configuration: &v1.JobConfiguration{Traceparent: traceparent}}, queue.Storing)
@@ -280,7 +315,7 @@ func TestDrainWaitsForTheCommitOfACompletedLease(t *testing.T) {
 	root := zktest.Root(t)
 	slow, proxy := queuetest.ConnectThroughProxy(t, root, 10*time.Second)
 	q := queuetest.Connect(t, root)
-	m := New(jobs.New(slow), Options{})
+	m := start(t, slow, Options{})
 	l := leaseOne(t, m, q)
 	jid := l.JobID
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -27,7 +27,7 @@ import (
 
 const token = "stage-service-test-token"
 
-// replica is a recorder replica as main wires it: a registered lease
+// replica is a recorder replica as main wires it: a running lease
 // manager serving StageService and RecordingService on a loopback port of
 // the shared server.
 type replica struct {
@@ -40,10 +40,13 @@ type replica struct {
 func start(t *testing.T) *replica {
 	t.Helper()
 	q := queuetest.Connect(t, zktest.Root(t))
-	m := lease.New(jobs.New(q), lease.Options{Address: "127.0.0.1:7406"})
-	if err := m.Register(context.Background()); err != nil {
+	m, err := lease.New(jobs.New(q), lease.Options{Address: "127.0.0.1:7406"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); m.Run(runCtx) }()
 	srv, err := server.New(server.Options{AdminToken: token})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +58,8 @@ func start(t *testing.T) *replica {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		m.Drain(ctx) // ends waiting Lease calls before the server stops
-		m.Unregister(ctx)
+		stop()
+		<-ran
 	})
 	return &replica{q: q, id: m.Status().GetId(), stages: v1.NewStageServiceClient(conn), leases: v1.NewRecordingServiceClient(conn)}
 }

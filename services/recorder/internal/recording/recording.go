@@ -53,7 +53,7 @@ func (s Server) Lease(ctx context.Context, req *v1.LeaseRequest) (*v1.LeaseRespo
 	if s.Versions != nil {
 		// The lease stands without them: the inventory still has the
 		// manifest URL, and may Fail the lease if it cannot use it.
-		info, err := s.Versions.Describe(ctx, l.ManifestURL)
+		info, err := s.Versions.Describe(ctx, l.ManifestURL, l.Version, l.JobID)
 		if err != nil {
 			s.logger().WarnContext(ctx, "describing the leased version", "lease", l.ID, "manifest_url", l.ManifestURL, "error", err)
 		} else {
@@ -91,7 +91,7 @@ func (s Server) Complete(ctx context.Context, req *v1.CompleteRequest) (*v1.Comp
 	if err := s.Leases.Complete(ctx, req.GetLeaseId()); err != nil {
 		return nil, toStatus(ctx, err)
 	}
-	return &v1.CompleteResponse{}, nil
+	return &v1.CompleteResponse{LeaseId: req.GetLeaseId(), State: v1.JobState_JOB_STATE_NOTIFY}, nil
 }
 
 // Fail moves the leased job to Failed with the caller's message.
@@ -99,7 +99,7 @@ func (s Server) Fail(ctx context.Context, req *v1.FailRequest) (*v1.FailResponse
 	if err := s.Leases.Fail(ctx, req.GetLeaseId(), req.GetMessage()); err != nil {
 		return nil, toStatus(ctx, err)
 	}
-	return &v1.FailResponse{}, nil
+	return &v1.FailResponse{LeaseId: req.GetLeaseId(), State: v1.JobState_JOB_STATE_FAILED}, nil
 }
 
 // toStatus maps the lease manager's errors to gRPC codes, keeping the

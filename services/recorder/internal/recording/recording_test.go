@@ -48,13 +48,21 @@ func serveWith(t *testing.T, q *session.Session, opts lease.Options, store *vers
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := lease.New(jobs.New(q), opts)
+	m, err := lease.New(jobs.New(q), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); m.Run(runCtx) }()
 	v1.RegisterRecordingServiceServer(srv, Server{Leases: m, Versions: store})
 	conn := servicetest.Serve(t, srv)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		m.Drain(ctx) // ends waiting Lease calls before the server stops
+		stop()
+		<-ran
 	})
 	return v1.NewRecordingServiceClient(conn)
 }
@@ -121,8 +129,13 @@ func TestLeaseRenewCompleteMovesTheJobToNotify(t *testing.T) {
 	if err != nil || renewed.GetExpires().AsTime().Before(renewing.Add(time.Hour)) {
 		t.Fatalf("Renew = %v, %v; want an hour", renewed, err)
 	}
-	if _, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
+	done, err := c.Complete(authed(), &v1.CompleteRequest{LeaseId: l.GetLeaseId()})
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The answer says the state it produced.
+	if done.GetLeaseId() != l.GetLeaseId() || done.GetState() != queue.Notify {
+		t.Errorf("Complete answers %v, want the lease and JOB_STATE_NOTIFY", done)
 	}
 	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Notify || !strings.Contains(st.GetMessage(), "recorded ark:/99999/fk4x") {
@@ -182,8 +195,12 @@ func TestFailMovesTheJobToFailedWithTheMessage(t *testing.T) {
 	jid := recordingJob(t, q, "ark:/99999/fk4x")
 	l := leaseFor(t, c, 10*time.Second, time.Minute)
 	const msg = "INV database: duplicate key on inv_versions (ark:/99999/fk4x, 3)"
-	if _, err := c.Fail(authed(), &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: msg}); err != nil {
+	failed, err := c.Fail(authed(), &v1.FailRequest{LeaseId: l.GetLeaseId(), Message: msg})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if failed.GetLeaseId() != l.GetLeaseId() || failed.GetState() != queue.Failed {
+		t.Errorf("Fail answers %v, want the lease and JOB_STATE_FAILED", failed)
 	}
 	st := queuetest.Status(t, q, jid)
 	if st.GetStatus() != queue.Failed || st.GetMessage() != msg || st.GetLastSuccessfulStatus() != queue.Storing {

@@ -1,8 +1,10 @@
 // Package versions reads stored versions for the recorder, wherever the
 // processor stored them (a local folder, file:// URLs; a bucket, s3://
-// URLs), and hands them to an inventory on another host: a presigned URL
-// of the object store, or, for the local store, the recorder's own HTTP
-// endpoint behind the admin token.
+// URLs; a node of Merritt's storage service, the URL of the object's
+// manifest there), and hands them to an inventory on another host: a
+// presigned URL of the object store, or, for the local store, the
+// recorder's own HTTP endpoint behind the admin token, or the storage
+// service's manifest.
 package versions
 
 import (
@@ -23,6 +25,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fixity"
+	"github.com/ingestq/ingestq/shared/merrittstore"
 	"github.com/ingestq/ingestq/shared/s3store"
 )
 
@@ -43,6 +46,9 @@ type Store struct {
 	// e.g. http://recorder.example.org:7416 (empty: no fetch URL for the
 	// local store).
 	PublicURL string
+	// Merritt reads the object manifests of Merritt's storage service at
+	// its base URL, of any node (nil: none can be read).
+	Merritt *merrittstore.Client
 }
 
 // Info is what a lease says of a version beyond its manifest URL.
@@ -58,9 +64,90 @@ func (s Store) Manifest(ctx context.Context, manifestURL string) (*checkm.Manife
 	return fixity.Reader{S3: s.S3}.Manifest(ctx, manifestURL)
 }
 
+// Version reads the files of a stored version: the version manifest's, or,
+// for an object of Merritt's storage service, those of the object's
+// version number (0: the version whose ingest record names job, as when
+// Merritt's storage consumer stored it). It returns the version's number
+// (number itself, or 0 where it does not say, outside Merritt's service).
+func (s Store) Version(ctx context.Context, manifestURL string, number int, job string) ([]checkm.Entry, int, error) {
+	if !merrittManifest(manifestURL) {
+		m, err := s.Manifest(ctx, manifestURL)
+		if err != nil {
+			return nil, 0, err
+		}
+		return m.Entries, number, nil
+	}
+	if s.Merritt == nil || !s.Merritt.Serves(manifestURL) {
+		return nil, 0, fmt.Errorf("%s is not a manifest of the storage service this recorder reads (INGESTQ_MERRITT_STORAGE_URL)", manifestURL)
+	}
+	obj, found, err := s.Merritt.ReadManifest(ctx, manifestURL)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !found {
+		return nil, 0, fmt.Errorf("%s: the storage service holds no such object", manifestURL)
+	}
+	if number == 0 {
+		if number, err = s.versionOfJob(ctx, manifestURL, obj, job); err != nil {
+			return nil, 0, err
+		}
+	}
+	v, ok := obj.Version(number)
+	if !ok {
+		return nil, 0, fmt.Errorf("%s: the object has no version %d (it has %d)", manifestURL, number, obj.Current)
+	}
+	entries := make([]checkm.Entry, 0, len(v.Files))
+	for _, f := range v.Files {
+		entries = append(entries, checkm.Entry{FileURL: manifestURL, FileName: f.Name, FileSize: f.Size, HashAlgorithm: f.HashAlgorithm, HashValue: f.HashValue})
+	}
+	return entries, number, nil
+}
+
+// merrittManifest reports whether raw is an http(s) URL, which only an
+// object manifest of Merritt's storage service is among stored versions.
+func merrittManifest(raw string) bool {
+	return strings.HasPrefix(raw, "http://") || strings.HasPrefix(raw, "https://")
+}
+
+// maxIngestRecord bounds the ingest record read of a version.
+const maxIngestRecord = 64 << 10
+
+// versionOfJob finds the version of obj whose ingest record names job,
+// newest first.
+func (s Store) versionOfJob(ctx context.Context, manifestURL string, obj merrittstore.Object, job string) (int, error) {
+	for i := len(obj.Versions) - 1; i >= 0; i-- {
+		v := obj.Versions[i]
+		if _, ok := v.File(merrittstore.IngestRecordFile); !ok {
+			continue
+		}
+		data, err := s.Merritt.Content(ctx, manifestURL, v.Number, merrittstore.IngestRecordFile, maxIngestRecord)
+		if err != nil {
+			return 0, err
+		}
+		if merrittstore.JobOfIngestRecord(data) == job {
+			return v.Number, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no version's %s names job %s", manifestURL, merrittstore.IngestRecordFile, job)
+}
+
 // Describe reads a version's manifest for its size and file count, and
-// gives the URL another host fetches it at.
-func (s Store) Describe(ctx context.Context, manifestURL string) (Info, error) {
+// gives the URL another host fetches it at. number and job say which
+// version of an object of Merritt's storage service (see Version).
+func (s Store) Describe(ctx context.Context, manifestURL string, number int, job string) (Info, error) {
+	if merrittManifest(manifestURL) {
+		entries, _, err := s.Version(ctx, manifestURL, number, job)
+		if err != nil {
+			return Info{}, err
+		}
+		// The storage service's manifest, which any host that reaches the
+		// service fetches as Merritt's inventory service does.
+		info := Info{FileCount: len(entries), FetchURL: manifestURL}
+		for _, e := range entries {
+			info.TotalSize += max(e.FileSize, 0)
+		}
+		return info, nil
+	}
 	m, err := s.Manifest(ctx, manifestURL)
 	if err != nil {
 		return Info{}, err

@@ -82,7 +82,7 @@ func TestTheLocalStoreIsServedBehindTheAdminTokenWithFileURLsOnTheEndpoint(t *te
 	store.PublicURL = srv.URL
 	mux.Handle(Prefix, store.Handler(token))
 
-	info, err := store.Describe(context.Background(), manifestURL)
+	info, err := store.Describe(context.Background(), manifestURL, 1, "jid1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestAnS3VersionIsDescribedWithAPresignedURLAnyHostCanFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := Store{S3: c}
-	info, err := store.Describe(context.Background(), s3store.URL(bucket, key))
+	info, err := store.Describe(context.Background(), s3store.URL(bucket, key), 1, "jid1")
 	if err != nil {
 		t.Fatal(err)
 	}
