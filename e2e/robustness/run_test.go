@@ -205,6 +205,9 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 			"INGESTQ_DOWNLOAD_BACKOFF":     "200ms",
 			"INGESTQ_DOWNLOAD_BACKOFF_MAX": "2s",
 			"INGESTQ_CALLBACK_BACKOFF":     "200ms",
+			// No console: the suite's traffic goes through the APIs, and
+			// neither the failpoint builds nor the baseline's build have one.
+			"INGESTQ_CONSOLE_LISTEN": "",
 		},
 	})
 	if err != nil {
