@@ -3,6 +3,8 @@ package robustness
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -54,6 +56,32 @@ func requireViolation(t *testing.T, rep *validate.Report, check, replay string) 
 		t.Fatalf("the checker missed the broken promise %q (violations: %v); replay: %s", check, rep.Violations, replay)
 	}
 	t.Logf("caught: %s\nreplay: %s", rep.Violations[i], replay)
+}
+
+// TestEveryBrokenBuildsPatchAppliesToTheTree: the broken builds run only
+// in the full suite; a change to the code a patch breaks must show in
+// make test, not first in make robustness.
+func TestEveryBrokenBuildsPatchAppliesToTheTree(t *testing.T) {
+	patches, err := filepath.Glob(filepath.Join("broken", "*.patch"))
+	if err != nil || len(patches) == 0 {
+		t.Fatalf("no patch in broken/ (%v)", err)
+	}
+	root, err := filepath.Abs(repoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range patches {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As build-failpoints.sh applies them to its copy of the tree.
+		cmd := exec.Command("git", "apply", "--check", "--unsafe-paths", "--directory=.", abs)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s does not apply to the tree: %v\n%s", p, err, out)
+		}
+	}
 }
 
 // TestTheCheckerCatchesACommitBeforeTheStoreWrite: the storing step's

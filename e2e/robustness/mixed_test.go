@@ -54,7 +54,9 @@ func buildBaseline(ctx context.Context, commit, dir string) error {
 		return err
 	}
 	defer git("worktree", "remove", "--force", tree)
-	return stack.Build(ctx, tree, dir)
+	// The services only: the runs start no console (the baseline's is
+	// inside its batcher).
+	return stack.BuildPrograms(ctx, tree, dir, stack.Services)
 }
 
 // TestMixedVersionsKeepTheQueuesPromisesWhileRolled runs half of each

@@ -9,7 +9,12 @@ import (
 
 // Build compiles the binaries of the repository at repo (Binaries) into bin.
 func Build(ctx context.Context, repo, bin string) error {
-	for _, name := range Binaries {
+	return BuildPrograms(ctx, repo, bin, Binaries)
+}
+
+// BuildPrograms compiles the named programs of services/ into bin.
+func BuildPrograms(ctx context.Context, repo, bin string, names []string) error {
+	for _, name := range names {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, name), ".")
 		cmd.Dir = filepath.Join(repo, "services", name)
 		if out, err := cmd.CombinedOutput(); err != nil {
