@@ -404,3 +404,16 @@ func JSONField(t testing.TB, data, field string) string {
 	}
 	return string(v)
 }
+
+// RequestCounts is what s sent to ZooKeeper by operation and node, and in
+// all: a multi or a multiRead is one request, whatever it holds.
+func RequestCounts(s *session.Session) (map[string]int64, int64) {
+	byOp, sent := map[string]int64{}, int64(0)
+	for _, r := range s.Requests() {
+		byOp[r.Op+" "+r.Node] += r.Count
+		if !strings.Contains(r.Op, ".") {
+			sent += r.Count
+		}
+	}
+	return byOp, sent
+}

@@ -23,19 +23,6 @@ import (
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
-// requestCounts is what s sent to ZooKeeper by operation and node, and in
-// all: a multi or a multiRead is one request, whatever it holds.
-func requestCounts(s *session.Session) (map[string]int64, int64) {
-	byOp, sent := map[string]int64{}, int64(0)
-	for _, r := range s.Requests() {
-		byOp[r.Op+" "+r.Node] += r.Count
-		if !strings.Contains(r.Op, ".") {
-			sent += r.Count
-		}
-	}
-	return byOp, sent
-}
-
 // BenchmarkBuiltInRecorder records rounds of 40 one-file versions with the
 // built-in recorder, 4 at once, and reports the ZooKeeper requests the
 // recorder's session sent per job (-v lists them by operation).
@@ -61,7 +48,7 @@ func BenchmarkBuiltInRecorder(b *testing.B) {
 	ops := map[string]int64{}
 	for b.Loop() {
 		b.StopTimer()
-		opsBefore, sentBefore := requestCounts(rec)
+		opsBefore, sentBefore := queuetest.RequestCounts(rec)
 		b.StartTimer()
 		for _, jid := range queuetest.SpawnN(b, q, news, queue.Storing) {
 			queuetest.Move(b, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: manifest, Mode: "add"}})
@@ -77,7 +64,7 @@ func BenchmarkBuiltInRecorder(b *testing.B) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		b.StopTimer()
-		opsAfter, sentAfter := requestCounts(rec)
+		opsAfter, sentAfter := queuetest.RequestCounts(rec)
 		sent += sentAfter - sentBefore
 		for k, v := range opsAfter {
 			ops[k] += v - opsBefore[k]

@@ -17,19 +17,6 @@ import (
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
-// requestCounts is what s sent to ZooKeeper by operation and node, and in
-// all: a multi or a multiRead is one request, whatever it holds.
-func requestCounts(s *session.Session) (map[string]int64, int64) {
-	byOp, sent := map[string]int64{}, int64(0)
-	for _, r := range s.Requests() {
-		byOp[r.Op+" "+r.Node] += r.Count
-		if !strings.Contains(r.Op, ".") {
-			sent += r.Count
-		}
-	}
-	return byOp, sent
-}
-
 // BenchmarkLeaseAndComplete leases rounds of 20 jobs in Recording one after
 // the other through Lease and completes each, as an inventory does, and
 // reports the ZooKeeper requests the recorder's session sent per job (-v
@@ -51,7 +38,7 @@ func BenchmarkLeaseAndComplete(b *testing.B) {
 		for _, jid := range queuetest.SpawnN(b, q, news, queue.Storing) {
 			queuetest.Move(b, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: "file:///m", Mode: "add"}})
 		}
-		opsBefore, sentBefore := requestCounts(rec)
+		opsBefore, sentBefore := queuetest.RequestCounts(rec)
 		b.StartTimer()
 		for range jobsPerRound {
 			l, err := m.Lease(context.Background(), 10*time.Second, time.Minute)
@@ -63,7 +50,7 @@ func BenchmarkLeaseAndComplete(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		opsAfter, sentAfter := requestCounts(rec)
+		opsAfter, sentAfter := queuetest.RequestCounts(rec)
 		sent += sentAfter - sentBefore
 		for k, v := range opsAfter {
 			ops[k] += v - opsBefore[k]
