@@ -191,7 +191,7 @@ func TestADrainWaitsForTheJobsTakenOnDemandThenGivesThemBack(t *testing.T) {
 	}
 }
 
-func TestOnEndTellsTheHandlerHowItsOutcomeEnded(t *testing.T) {
+func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *testing.T) {
 	tests := []struct {
 		name    string
 		outcome Outcome
@@ -250,12 +250,10 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEnded(t *testing.T) {
 						w := r.Status()
 						ended <- end{step, err, w.GetOutcomes()[string(step)], len(w.GetInFlight())}
 						trace.SpanFromContext(ctx).SetAttributes(attribute.String("test.learned", string(step)))
-						if ctx.Err() != nil {
-							spansWhenOver <- -1 // ended with the job, before the step was over
-							return
+						if n := len(exp.GetSpans()); n != 0 {
+							t.Errorf("%d spans exported when told how the step ended, want none: the step's span ends after", n)
 						}
-						context.AfterFunc(ctx, func() { spansWhenOver <- len(exp.GetSpans()) })
-					})
+					}).AfterEnd(func() { spansWhenOver <- len(exp.GetSpans()) })
 				}})
 			if err != nil {
 				t.Fatal(err)
@@ -284,10 +282,9 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEnded(t *testing.T) {
 			if s := queuetest.Status(t, c, jid).GetStatus(); s != tt.state {
 				t.Errorf("job in %s, want %s", queue.JobStateName(s), queue.JobStateName(tt.state))
 			}
-			if n := <-spansWhenOver; n != 1 && n != -1 {
-				t.Errorf("%d spans exported when the handler's context ended, want the step's: it ends once the step is over", n)
+			if n := <-spansWhenOver; n != 1 {
+				t.Errorf("%d spans exported when the step was over, want the step's", n)
 			}
-			queuetest.Eventually(t, "the step's span exported", func() bool { return len(exp.GetSpans()) >= 1 })
 			found := false
 			for _, kv := range exp.GetSpans()[0].Attributes {
 				found = found || kv.Key == "test.learned" && kv.Value.AsString() == string(tt.step)

@@ -66,6 +66,7 @@ type Outcome struct {
 	after     time.Duration
 	committed func()
 	ended     func(telemetry.Outcome, error)
+	over      func()
 }
 
 // OnCommitted returns the outcome with f to be called once its change is
@@ -86,6 +87,16 @@ func (o Outcome) OnCommitted(f func()) Outcome {
 // context's) ends, so f may add to the span what it learned.
 func (o Outcome) OnEnd(f func(step telemetry.Outcome, err error)) Outcome {
 	o.ended = f
+	return o
+}
+
+// AfterEnd returns the outcome with f to be called once the step is over
+// entirely: after OnEnd's function, and after the step's span ended, so
+// that whoever f tells finds the step's trace complete. (The handler's
+// context may end before: it ends with the job's lock, which a commit can
+// release.)
+func (o Outcome) AfterEnd(f func()) Outcome {
+	o.over = f
 	return o
 }
 
@@ -523,6 +534,9 @@ func (r *Runner) handleOnly(claim *jobs.Claim, handler Handler) handled {
 		span.End()
 		stopAbort()
 		cancel(nil)
+		if h.outcome.over != nil {
+			h.outcome.over()
+		}
 	}
 	return h
 }

@@ -331,7 +331,13 @@ func (m *Manager) hold(ctx context.Context, claim stage.Claim, a asker) stage.Ou
 		stopRecording()
 		<-recording
 	}
-	return e.outcome.OnEnd(func(step telemetry.Outcome, err error) { m.settle(h, e, step, err) })
+	var answer error
+	ended := e.outcome.OnEnd(func(step telemetry.Outcome, err error) { answer = m.settle(h, e, step, err) })
+	if e.reply == nil {
+		return ended
+	}
+	// A Complete or Fail is answered once the step is over, its span ended.
+	return ended.AfterEnd(func() { e.reply <- answer })
 }
 
 // skipped is the outcome of a job not leased, told to a Lease call once
@@ -426,9 +432,9 @@ func (m *Manager) removeLocked(id string, h *held, why string) {
 // settle says how a lease ended once the runner is done with its job: step
 // is how the job's step ended, err what kept the lease's outcome from
 // being written. It counts the lease in ingestq_leases_total (completed,
-// failed, expired, lost, released), marks its span, and answers the
-// Complete or Fail that ended it.
-func (m *Manager) settle(h *held, e ending, step telemetry.Outcome, err error) {
+// failed, expired, lost, released), marks its span, and returns the answer
+// to the Complete or Fail that ended it.
+func (m *Manager) settle(h *held, e ending, step telemetry.Outcome, err error) error {
 	why, result := e.why, leaseOutcome(step)
 	if e.expired && step == telemetry.OutcomeReleased {
 		result = "expired"
@@ -464,10 +470,7 @@ func (m *Manager) settle(h *held, e ending, step telemetry.Outcome, err error) {
 		span.SetStatus(codes.Error, why)
 	}
 	span.SetAttributes(attribute.String("ingestq.outcome", string(step)))
-	if e.reply != nil {
-		// Answered once the step is over, its span ended too.
-		context.AfterFunc(h.ctx, func() { e.reply <- answer })
-	}
+	return answer
 }
 
 // leaseOutcome names how a lease ended that did not expire, for
