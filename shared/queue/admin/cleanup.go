@@ -57,13 +57,9 @@ func (t *Batches) Cleanup(ctx context.Context, retention time.Duration, limit in
 // removeCompleted removes a completed batch and its jobs under the batch's
 // lock.
 func (t *Batches) removeCompleted(ctx context.Context, bid string) ([]*v1.Job, error) {
-	bc, err := t.batches.ClaimBatch(ctx, bid)
+	bc, err := t.batches.ClaimBatch(ctx, bid, queue.BatchCompleted)
 	if err != nil {
 		return nil, err
-	}
-	if bc.State() != queue.BatchCompleted {
-		bc.Release(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("batch %s is %s: %w", bid, queue.BatchStateName(bc.State()), queue.ErrWrongState)
 	}
 	return bc.Remove(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -53,7 +54,10 @@ func (bc *BatchClaim) State() queue.BatchState { return bc.from }
 func (bc *BatchClaim) Context() context.Context { return bc.hold.Context() }
 
 // ClaimBatch takes a batch's lock. ErrLocked: another consumer has it.
-func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error) {
+// Given states, it takes the lock only of a batch in one of them, and
+// otherwise answers ErrWrongState without touching it: a batch that moved
+// on is not locked, even briefly, by a consumer with nothing to do on it.
+func (c *Client) ClaimBatch(ctx context.Context, bid string, states ...queue.BatchState) (*BatchClaim, error) {
 	if !queue.ValidBatchID(bid) {
 		return nil, fmt.Errorf("%w: %q is not a batch id (bidNNNNNNNNNN)", queue.ErrInvalid, bid)
 	}
@@ -68,6 +72,9 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string) (*BatchClaim, error
 	st, err := queue.DecodeBatchStatus(statusPath, data)
 	if err != nil {
 		return nil, err
+	}
+	if len(states) > 0 && !slices.Contains(states, st.GetStatus()) {
+		return nil, fmt.Errorf("batch %s is %s: %w", bid, queue.BatchStateName(st.GetStatus()), queue.ErrWrongState)
 	}
 	hold, err := c.s.Locks().Take(ctx, "batch "+bid, c.p.Batch(bid).Lock(), statusPath, data, stat.Version)
 	switch {

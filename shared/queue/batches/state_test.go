@@ -208,3 +208,42 @@ func TestABatchWhoseJobsAreAllCreatedSaysSo(t *testing.T) {
 		t.Errorf("batch after its jobs were created: %v, locked %v; want Processing, %q, free", b.GetStatus(), b.GetLocked(), batches.SpawnedMessage)
 	}
 }
+
+// TestAClaimForOtherStatesLeavesTheBatchUnlocked: a claim given the states
+// it works on answers ErrWrongState for a batch in another one and never
+// takes its lock, so that an operator's claim of that batch meets none.
+func TestAClaimForOtherStatesLeavesTheBatchUnlocked(t *testing.T) {
+	s := connect(t)
+	c := batches.New(s)
+	ctx := testCtx(t)
+	bid, _ := queuetest.SpawnBatch(t, s, 1, queue.DefaultPriority)
+	bc, err := c.ClaimBatch(ctx, bid, queue.BatchProcessing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Commit(ctx, batches.BatchChange{To: queue.BatchFailed, Message: "failed by the test"}); err != nil {
+		t.Fatal(err)
+	}
+	// The batch node's children version changes with every lock taken
+	// and given back.
+	lockVersion := func() int32 {
+		_, st, err := s.Nodes().Exists(ctx, s.Paths().Batch(bid).Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Cversion
+	}
+	before := lockVersion()
+	if _, err := c.ClaimBatch(ctx, bid, queue.BatchPending, queue.BatchProcessing, queue.BatchReporting); !errors.Is(err, queue.ErrWrongState) ||
+		!strings.Contains(err.Error(), "Failed") {
+		t.Fatalf("claim of a Failed batch for other states: %v, want ErrWrongState naming Failed", err)
+	}
+	if after := lockVersion(); after != before {
+		t.Errorf("the batch's lock was taken and given back (children version %d → %d), want it never taken", before, after)
+	}
+	bc, err = c.ClaimBatch(ctx, bid, queue.BatchFailed)
+	if err != nil {
+		t.Fatalf("claim of the Failed batch for Failed: %v", err)
+	}
+	bc.Release(ctx)
+}

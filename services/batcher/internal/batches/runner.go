@@ -212,9 +212,12 @@ func (r *Runner) settle(bid string, err error) {
 // handle claims one batch and does what its state asks. An error means the
 // attempt failed and the batch is left for a later one.
 func (r *Runner) handle(w batches.BatchWork) error {
-	bc, err := r.batches.ClaimBatch(r.work, w.Bid)
+	// A batch that moved on since the feed saw it (Failed, Held,
+	// Completed) is left unlocked: an operator's DeleteBatch or
+	// UpdateReport on it must not meet a batcher's passing claim.
+	bc, err := r.batches.ClaimBatch(r.work, w.Bid, queue.BatchPending, queue.BatchProcessing, queue.BatchReporting, queue.BatchUpdateReporting)
 	switch {
-	case errors.Is(err, queue.ErrLocked), errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, queue.ErrLocked), errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrWrongState):
 		return nil
 	case err != nil:
 		r.log.Warn("claiming batch", "batch_id", w.Bid, "error", err.Error())
@@ -242,7 +245,7 @@ func (r *Runner) handle(w batches.BatchWork) error {
 	case queue.BatchReporting, queue.BatchUpdateReporting:
 		err = b.report(ctx)
 	default:
-		// Moved on since the feed saw it.
+		// Not a state claimed for above.
 		err = bc.Release(context.WithoutCancel(ctx))
 	}
 	if err != nil && !errors.Is(err, errNoRoom) {
