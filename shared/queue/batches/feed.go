@@ -95,8 +95,8 @@ func (c *Client) followBatch(ctx context.Context, bid string, out chan<- BatchWo
 	// onlyFolder: since the last full look, only the batch-processing
 	// folder changed (a job ended) while the batch was Processing, unlocked
 	// and fully spawned. Status and lock have watches of their own, so
-	// looking at the folder alone is enough: one request per job that ends
-	// instead of five.
+	// looking at the folder alone is enough: one request per look instead
+	// of five, and a look for the jobs that ended within folderSettle.
 	var watchingFolder, onlyFolder bool
 	for {
 		var work *BatchWork
@@ -130,19 +130,46 @@ func (c *Client) followBatch(ctx context.Context, bid string, out chan<- BatchWo
 		case p := <-fw.fired:
 			delete(fw.armed, p)
 			onlyFolder = watchingFolder && err == nil && p == folder
-		drain:
-			for {
-				select {
-				case p := <-fw.fired:
-					delete(fw.armed, p)
-					onlyFolder = onlyFolder && p == folder
-				default:
-					break drain
-				}
+			if onlyFolder && !settle(ctx) {
+				timer.Stop()
+				return
 			}
+			onlyFolder = fw.drain(onlyFolder, folder)
 		case <-timer.C:
 		}
 		timer.Stop()
+	}
+}
+
+// folderSettle is how long the feed waits, after a job left a batch's
+// batch-processing folder, before it looks at the folder again: the jobs
+// that end meanwhile cost that one look, not one each. A batch's report
+// starts at most this much later.
+const folderSettle = 100 * time.Millisecond
+
+// settle waits folderSettle; false if ctx ended first.
+func settle(ctx context.Context) bool {
+	t := time.NewTimer(folderSettle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// drain takes the watches that fired and are not taken yet; onlyFolder
+// stays true only if the folder's was the only one.
+func (fw *feedWatches) drain(onlyFolder bool, folder string) bool {
+	for {
+		select {
+		case p := <-fw.fired:
+			delete(fw.armed, p)
+			onlyFolder = onlyFolder && p == folder
+		default:
+			return onlyFolder
+		}
 	}
 }
 
