@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/retry"
 )
 
 // BatchWork is a batch that needs a batcher now.
@@ -130,7 +131,7 @@ func (c *Client) followBatch(ctx context.Context, bid string, out chan<- BatchWo
 		case p := <-fw.fired:
 			delete(fw.armed, p)
 			onlyFolder = watchingFolder && err == nil && p == folder
-			if onlyFolder && !settle(ctx) {
+			if onlyFolder && retry.Sleep(ctx, folderSettle) != nil {
 				timer.Stop()
 				return
 			}
@@ -146,18 +147,6 @@ func (c *Client) followBatch(ctx context.Context, bid string, out chan<- BatchWo
 // that end meanwhile cost that one look, not one each. A batch's report
 // starts at most this much later.
 const folderSettle = 100 * time.Millisecond
-
-// settle waits folderSettle; false if ctx ended first.
-func settle(ctx context.Context) bool {
-	t := time.NewTimer(folderSettle)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // drain takes the watches that fired and are not taken yet; onlyFolder
 // stays true only if the folder's was the only one.
