@@ -89,6 +89,7 @@ type run struct {
 	proxies  map[string][]*zktest.Proxy
 	deposits *depositor.Server
 	stack    *stack.Stack
+	ports    *freeport.Reservation // the stack's and the failpoints' endpoints'
 	watch    *watch.Recorder
 	conn     *zk.Conn         // the checker's own session
 	q        *session.Session // for the shared end checks (leftovers)
@@ -164,7 +165,10 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	replicas := map[string]int{}
 	replicaEnv := map[stack.Replica]map[string]string{}
 	replicaBin := map[stack.Replica]string{}
-	ports, err := freeport.Loopback(len(stack.Services) * 2)
+	// The failpoints' endpoints and the stack's ports come from one
+	// reservation: none is given twice.
+	r.ports = freeport.Reserve()
+	ports, err := r.ports.Take(len(stack.Services) * 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +199,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	}
 	r.stack, err = stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: opts.bins, ProfilesDir: profiles, ZooKeeper: r.ens.Addrs(), Root: "/robust",
-		Replicas: replicas, AdminToken: adminToken, ReplicaEnv: replicaEnv, ReplicaBinDir: replicaBin,
+		Replicas: replicas, AdminToken: adminToken, ReplicaEnv: replicaEnv, ReplicaBinDir: replicaBin, Ports: r.ports,
 		Env: map[string]string{
 			"INGESTQ_ZK_SESSION_TIMEOUT":   sessionTimeout.String(),
 			"INGESTQ_CONCURRENCY":          "2",
@@ -272,6 +276,9 @@ func (r *run) close() {
 	defer cancel()
 	if r.stack != nil {
 		r.stack.Stop(ctx)
+	}
+	if r.ports != nil {
+		r.ports.Close()
 	}
 	for _, ps := range r.proxies {
 		for _, p := range ps {

@@ -74,6 +74,11 @@ type Options struct {
 	// ReplicaBinDir runs chosen replicas from binaries of another build
 	// (another version of the code); the others run BinDir's.
 	ReplicaBinDir map[Replica]string
+	// Ports is where the stack takes its processes' ports from: a caller
+	// that gives its own (and closes it after Stop) can take ports of its
+	// own beside the stack's, such as the failpoints' endpoints, and no port
+	// is given twice. Nil: the stack reserves its own, given back by Stop.
+	Ports *freeport.Reservation
 	// ClientTLS is how the stack's own health checks dial the services when
 	// Env turns on TLS (INGESTQ_TLS_CERT, INGESTQ_TLS_KEY and, for mutual
 	// TLS, INGESTQ_TLS_CLIENT_CA): the CA to trust and, for mutual TLS, a
@@ -104,6 +109,9 @@ type Stack struct {
 	Root    string
 	// Directories the services share.
 	WorkRoot, StoreRoot, OutboxDir, InventoryDB, LogDir string
+
+	ports     *freeport.Reservation
+	ownsPorts bool
 
 	mu    sync.Mutex
 	procs map[string][]*Proc
@@ -148,9 +156,14 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		InventoryDB: filepath.Join(opts.Dir, "inventory.db"),
 		LogDir:      filepath.Join(opts.Dir, "logs"),
 		procs:       map[string][]*Proc{},
+		ports:       opts.Ports,
+	}
+	if s.ports == nil {
+		s.ports, s.ownsPorts = freeport.Reserve(), true
 	}
 	for _, d := range []string{s.WorkRoot, s.StoreRoot, s.OutboxDir, s.LogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
+			s.Stop(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("stack: %w", err)
 		}
 	}
@@ -158,6 +171,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if len(s.Servers) == 0 {
 		zk, err := zktest.Start(ctx, filepath.Join(opts.Dir, "zookeeper"), zktest.Options{})
 		if err != nil {
+			s.Stop(context.WithoutCancel(ctx))
 			return nil, err
 		}
 		s.ZK = zk
@@ -193,17 +207,15 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 // processor's server of versions for Merritt's storage service.
 const portsPerProc = 3
 
-// plan makes every process of the stack, each with ports of its own. The
-// ports of all of them are found in one call, which holds each port until
-// it has found the last: found process by process, a port freed after one
-// process's search could be found again for another, and the second to
-// start would not bind it.
+// plan makes every process of the stack, each with ports of its own, held
+// by the stack's reservation while it lives (a killed process restarts on
+// its ports).
 func (s *Stack) plan() error {
 	total := 1 // the console
 	for _, name := range Services {
 		total += max(1, s.opts.Replicas[name])
 	}
-	addrs, err := freeport.Loopback(portsPerProc * total)
+	addrs, err := s.ports.Take(portsPerProc * total)
 	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
@@ -315,11 +327,15 @@ func (s *Stack) ConsoleAddr() string {
 	return ""
 }
 
-// Stop stops every service, then the ZooKeeper the stack started.
+// Stop stops every service, then the ZooKeeper the stack started, and
+// gives back the ports it reserved.
 func (s *Stack) Stop(ctx context.Context) error {
 	err := s.StopServices(ctx)
 	if s.ZK != nil {
 		s.ZK.Stop()
+	}
+	if s.ownsPorts {
+		s.ports.Close()
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/session"
 )
@@ -67,11 +68,22 @@ func TestEveryProcessOfAStackGetsPortsOfItsOwn(t *testing.T) {
 	for _, name := range Services {
 		opts.Replicas[name] = replicas
 	}
-	s := &Stack{opts: opts, procs: map[string][]*Proc{}}
+	// The caller takes ports of its own from the reservation it gives the
+	// stack (as the robustness suite does for the failpoints' endpoints).
+	opts.Ports = freeport.Reserve()
+	defer opts.Ports.Close()
+	callers, err := opts.Ports.Take(2 * len(Services))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Stack{opts: opts, procs: map[string][]*Proc{}, ports: opts.Ports}
 	if err := s.plan(); err != nil {
 		t.Fatal(err)
 	}
 	owner := map[string]string{} // address → the process given it
+	for _, a := range callers {
+		owner[a.String()] = "the caller"
+	}
 	for _, name := range Binaries {
 		procs := s.Procs(name)
 		if want := map[bool]int{true: 1, false: replicas}[name == Console]; len(procs) != want {

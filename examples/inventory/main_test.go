@@ -11,7 +11,6 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
-	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
@@ -30,12 +29,8 @@ const token = "inventory-example-token"
 func recorder(t *testing.T, zkRoot, storeRoot string) string {
 	t.Helper()
 	bin := servicetest.Build(t, filepath.Join("..", "..", "services", "recorder"))
-	addrs, err := freeport.Loopback(1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return servicetest.Start(t, bin, zkRoot, "INGESTQ_RECORDER_BUILTIN=false", "INGESTQ_ADMIN_TOKEN="+token,
-		"INGESTQ_STORE_ROOT="+storeRoot, "INGESTQ_VERSIONS_LISTEN="+addrs[0].String()).Addr
+		"INGESTQ_STORE_ROOT="+storeRoot, "INGESTQ_VERSIONS_LISTEN="+servicetest.FreeAddr(t)).Addr
 }
 
 // recordingJob puts a job in Recording whose version manifest is at manifest.

@@ -99,7 +99,15 @@ func Run(ctx context.Context, dir, logPath string) (*Server, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	addrs, err := freeport.Loopback(1)
+	// The gateway's port stays reserved until it is stopped.
+	reserved := freeport.Reserve()
+	serving := false
+	defer func() {
+		if !serving {
+			reserved.Close()
+		}
+	}()
+	addrs, err := reserved.Take(1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -132,6 +140,7 @@ func Run(ctx context.Context, dir, logPath string) (*Server, func(), error) {
 		cmd.Process.Kill()
 		err := <-exited
 		exited <- err
+		reserved.Close()
 	}
 	// Up once it accepts connections: the listener opens after the
 	// backend is ready.
@@ -140,6 +149,7 @@ func Run(ctx context.Context, dir, logPath string) (*Server, func(), error) {
 		c, err := net.DialTimeout("tcp", addrs[0].String(), time.Second)
 		if err == nil {
 			c.Close()
+			serving = true
 			return s, stop, nil
 		}
 		select {

@@ -184,10 +184,10 @@ func TestServeMetricsServesUntilContextEnds(t *testing.T) {
 		t.Fatalf("Setup: %v", err)
 	}
 	defer shutdown(t, tel)
-	// A port that was free a moment ago: ServeMetrics takes an address.
-	// freeport draws it below the ephemeral range, where no outgoing
-	// connection of a busy machine takes it meanwhile.
-	ports, err := freeport.Loopback(1)
+	// ServeMetrics takes an address: a port freeport holds for this test.
+	reserved := freeport.Reserve()
+	defer reserved.Close()
+	ports, err := reserved.Take(1)
 	if err != nil {
 		t.Fatal(err)
 	}

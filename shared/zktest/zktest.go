@@ -66,6 +66,9 @@ type Server struct {
 	cmd        *exec.Cmd
 	exited     chan struct{}
 	peer, elec int
+	// ports holds the ports of a standalone server (nil in an ensemble,
+	// whose Stop gives them back) until Stop.
+	ports *freeport.Reservation
 }
 
 // Start starts a standalone server with its data under dir.
@@ -74,12 +77,16 @@ func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.Servers[0].ports = e.ports
 	return e.Servers[0], nil
 }
 
 // Ensemble is a quorum of servers on loopback.
 type Ensemble struct {
 	Servers []*Server
+	// ports are the servers' ports, held from every other test (freeport)
+	// while they live, through a kill and restart too; Stop gives them back.
+	ports *freeport.Reservation
 }
 
 // Addrs are the client addresses of every server.
@@ -91,11 +98,12 @@ func (e *Ensemble) Addrs() []string {
 	return out
 }
 
-// Stop stops every server.
+// Stop stops every server and gives back their ports.
 func (e *Ensemble) Stop() {
 	for _, s := range e.Servers {
 		s.Stop()
 	}
+	e.ports.Close()
 }
 
 // Leader returns the index of the server that reports "Mode: leader", or -1.
@@ -123,11 +131,12 @@ func StartEnsemble(ctx context.Context, dir string, n int, opts Options) (*Ensem
 	if !opts.ClientHost.IsValid() {
 		opts.ClientHost = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
-	ports, err := freeport.Loopback(3 * n)
+	e := &Ensemble{ports: freeport.Reserve()}
+	ports, err := e.ports.Take(3 * n)
 	if err != nil {
+		e.ports.Close()
 		return nil, fmt.Errorf("zktest: %w", err)
 	}
-	e := &Ensemble{}
 	for i := 0; i < n; i++ {
 		s := &Server{ID: i + 1, Addr: netip.AddrPortFrom(opts.ClientHost, ports[3*i].Port()).String(), opts: opts,
 			peer: int(ports[3*i+1].Port()), elec: int(ports[3*i+2].Port()), dir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1))}
@@ -135,6 +144,7 @@ func StartEnsemble(ctx context.Context, dir string, n int, opts Options) (*Ensem
 	}
 	for _, s := range e.Servers {
 		if err := s.writeConfig(e.Servers); err != nil {
+			e.Stop()
 			return nil, err
 		}
 		if err := s.launch(); err != nil {
@@ -330,11 +340,15 @@ func (s *Server) Kill() {
 	s.wait(10 * time.Second)
 }
 
-// Stop stops the server: SIGTERM, then SIGKILL after 5 seconds.
+// Stop stops the server: SIGTERM, then SIGKILL after 5 seconds. A
+// standalone server's ports go back too (Kill keeps them, for a Restart).
 func (s *Server) Stop() {
 	s.signal(syscall.SIGTERM)
 	if !s.wait(5 * time.Second) {
 		s.Kill()
+	}
+	if s.ports != nil {
+		s.ports.Close()
 	}
 }
 

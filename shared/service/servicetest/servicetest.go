@@ -31,10 +31,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// FreeAddr returns a loopback address whose port was free a moment ago.
+// FreeAddr returns a free loopback address that no other test is given
+// while this one runs (freeport holds it until the test ends).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	addrs, err := freeport.Loopback(1)
+	reserved := freeport.Reserve()
+	t.Cleanup(reserved.Close)
+	addrs, err := reserved.Take(1)
 	if err != nil {
 		t.Fatal(err)
 	}
