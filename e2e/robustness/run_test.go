@@ -89,7 +89,7 @@ type run struct {
 	proxies  map[string][]*zktest.Proxy
 	deposits *depositor.Server
 	stack    *stack.Stack
-	ports    *freeport.Reservation // the stack's and the failpoints' endpoints'
+	ports    *freeport.Reservation // the failpoints' endpoints'
 	watch    *watch.Recorder
 	conn     *zk.Conn         // the checker's own session
 	q        *session.Session // for the shared end checks (leftovers)
@@ -165,8 +165,8 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	replicas := map[string]int{}
 	replicaEnv := map[stack.Replica]map[string]string{}
 	replicaBin := map[stack.Replica]string{}
-	// The failpoints' endpoints and the stack's ports come from one
-	// reservation: none is given twice.
+	// Held until the run ends: no other reservation, the stack's
+	// included, is given these ports.
 	r.ports = freeport.Reserve()
 	ports, err := r.ports.Take(len(stack.Services) * 2)
 	if err != nil {
@@ -199,7 +199,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	}
 	r.stack, err = stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: opts.bins, ProfilesDir: profiles, ZooKeeper: r.ens.Addrs(), Root: "/robust",
-		Replicas: replicas, AdminToken: adminToken, ReplicaEnv: replicaEnv, ReplicaBinDir: replicaBin, Ports: r.ports,
+		Replicas: replicas, AdminToken: adminToken, ReplicaEnv: replicaEnv, ReplicaBinDir: replicaBin,
 		Env: map[string]string{
 			"INGESTQ_ZK_SESSION_TIMEOUT":   sessionTimeout.String(),
 			"INGESTQ_CONCURRENCY":          "2",

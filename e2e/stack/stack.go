@@ -74,11 +74,6 @@ type Options struct {
 	// ReplicaBinDir runs chosen replicas from binaries of another build
 	// (another version of the code); the others run BinDir's.
 	ReplicaBinDir map[Replica]string
-	// Ports is where the stack takes its processes' ports from: a caller
-	// that gives its own (and closes it after Stop) can take ports of its
-	// own beside the stack's, such as the failpoints' endpoints, and no port
-	// is given twice. Nil: the stack reserves its own, given back by Stop.
-	Ports *freeport.Reservation
 	// ClientTLS is how the stack's own health checks dial the services when
 	// Env turns on TLS (INGESTQ_TLS_CERT, INGESTQ_TLS_KEY and, for mutual
 	// TLS, INGESTQ_TLS_CLIENT_CA): the CA to trust and, for mutual TLS, a
@@ -110,8 +105,7 @@ type Stack struct {
 	// Directories the services share.
 	WorkRoot, StoreRoot, OutboxDir, InventoryDB, LogDir string
 
-	ports     *freeport.Reservation
-	ownsPorts bool
+	ports *freeport.Reservation // its processes' ports, given back by Stop
 
 	mu    sync.Mutex
 	procs map[string][]*Proc
@@ -156,10 +150,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 		InventoryDB: filepath.Join(opts.Dir, "inventory.db"),
 		LogDir:      filepath.Join(opts.Dir, "logs"),
 		procs:       map[string][]*Proc{},
-		ports:       opts.Ports,
-	}
-	if s.ports == nil {
-		s.ports, s.ownsPorts = freeport.Reserve(), true
+		ports:       freeport.Reserve(),
 	}
 	for _, d := range []string{s.WorkRoot, s.StoreRoot, s.OutboxDir, s.LogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -334,9 +325,7 @@ func (s *Stack) Stop(ctx context.Context) error {
 	if s.ZK != nil {
 		s.ZK.Stop()
 	}
-	if s.ownsPorts {
-		s.ports.Close()
-	}
+	s.ports.Close()
 	return err
 }
 

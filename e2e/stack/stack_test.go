@@ -68,15 +68,16 @@ func TestEveryProcessOfAStackGetsPortsOfItsOwn(t *testing.T) {
 	for _, name := range Services {
 		opts.Replicas[name] = replicas
 	}
-	// The caller takes ports of its own from the reservation it gives the
-	// stack (as the robustness suite does for the failpoints' endpoints).
-	opts.Ports = freeport.Reserve()
-	defer opts.Ports.Close()
-	callers, err := opts.Ports.Take(2 * len(Services))
+	// The caller holds ports of its own beside the stack's (as the
+	// robustness suite does for the failpoints' endpoints).
+	callersPorts := freeport.Reserve()
+	defer callersPorts.Close()
+	callers, err := callersPorts.Take(2 * len(Services))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Stack{opts: opts, procs: map[string][]*Proc{}, ports: opts.Ports}
+	s := &Stack{opts: opts, procs: map[string][]*Proc{}, ports: freeport.Reserve()}
+	defer s.ports.Close()
 	if err := s.plan(); err != nil {
 		t.Fatal(err)
 	}
