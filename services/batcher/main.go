@@ -74,7 +74,7 @@ func (s *settings) register(r *config.Registry) {
 	s.retention = r.Duration("retention", "INGESTQ_RETENTION", 7*24*time.Hour,
 		"how long a completed batch is kept before it is cleaned up")
 	s.auditInterval = r.Duration("fixity-audit-interval", "INGESTQ_FIXITY_AUDIT_INTERVAL", 0,
-		"how often a sample of stored versions is read back and checked against their manifests (0: never); failures count in ingestq.fixity.failures")
+		"how often a sample of stored versions is read back and checked against their manifests (0: never); failures count in ingestq_fixity_failures_total")
 	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
