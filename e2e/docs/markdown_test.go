@@ -72,9 +72,7 @@ func proseUnits(text string) []string {
 			if strings.Trim(trimmed, "|-: ") == "" {
 				continue // a table's separator row
 			}
-			for _, cell := range splitRow(trimmed) {
-				units = append(units, cell)
-			}
+			units = append(units, splitRow(trimmed)...)
 		case strings.HasPrefix(trimmed, "#"):
 			flush()
 			units = append(units, strings.TrimLeft(trimmed, "# "))
