@@ -67,7 +67,9 @@ func TestTheSwitchOversDrainCheckShowsWhatIsLive(t *testing.T) {
 			}
 		}
 	}
-	status := func(s string) string { return `{"status":"` + s + `","last_modified":"2026-11-22 03:51:07 +0000","message":""}` }
+	status := func(s string) string {
+		return `{"status":"` + s + `","last_modified":"2026-11-22 03:51:07 +0000","message":""}`
+	}
 	for _, s := range []string{"pending", "estimating", "provisioning", "downloading", "processing", "storing", "recording", "notify", "completed"} {
 		put("/jobs/states/"+s, "")
 	}
