@@ -95,3 +95,31 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// internalWords are the words of ingestq's own the pages use in a sense a
+// newcomer cannot guess; each has its entry in docs/glossary.md.
+var internalWords = []string{"claim", "fenced", "spawn", "relist", "ceiling", "floor", "lease", "drain",
+	"fsck", "hold", "requeue", "queue bound", "retention", "multi", "working storage", "update report"}
+
+// TestTheGlossaryExplainsTheInternalWords: docs/glossary.md has an entry
+// for every internal word the pages use.
+func TestTheGlossaryExplainsTheInternalWords(t *testing.T) {
+	pages := docFiles(t)
+	entries := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\| ([^|]+?) \|`).FindAllStringSubmatch(pages["docs/glossary.md"], -1) {
+		for _, w := range strings.Split(m[1], ", ") {
+			entries[strings.ToLower(w)] = true
+		}
+	}
+	for _, w := range internalWords {
+		used := false
+		for name, text := range pages {
+			if name != "docs/glossary.md" && regexp.MustCompile(`(?i)\b`+w).MatchString(text) {
+				used = true
+			}
+		}
+		if used && !entries[w] {
+			t.Errorf("docs/glossary.md has no entry for %q, which the pages use", w)
+		}
+	}
+}
