@@ -89,6 +89,7 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) (ids []stri
 		return nil, fmt.Errorf("allocating job ids for batch %s: %w", bc.ID(), err)
 	}
 	// gofail: var batcherJobIDsReserved struct{}
+
 	// Then write the jobs, grouped into multis of bounded size, a few in flight.
 	type group struct {
 		ops  []any
