@@ -474,6 +474,9 @@ func TestABatcherKilledAtEachPointOfSpawningLeavesOneJobPerRowAndNoNodeBehind(t 
 					t.Fatal(err)
 				}
 				r.waitSpawned(ctx, bid)
+				if _, removed := reclaimsLogged([]string{first.log}); removed != len(left) {
+					t.Errorf("the batcher finishing the batch logged %d job ids removed, want the %d left", removed, len(left))
+				}
 			case failpoint.Stall:
 				// Frozen past its session: another batcher takes the batch
 				// and finishes it. Then the frozen one goes on from the
