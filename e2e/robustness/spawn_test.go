@@ -468,7 +468,7 @@ func TestABatcherKilledAtEachPointOfSpawningLeavesOneJobPerRowAndNoNodeBehind(t 
 				left := r.withoutStatus(ctx)
 				t.Logf("killed at %s: %d job node(s) left without status", c.point.Name, len(left))
 				if (c.point.Name == "batcherJobIDsReserved" || c.point.Name == "batcherJobsWritten") && len(left) == 0 {
-					t.Fatalf("killed at %s, the batcher left no job id unwritten: the test no longer kills where it means to", c.point.Name)
+					t.Fatalf("killed at %s, the batcher left no job id unwritten: the test does not kill where it means to", c.point.Name)
 				}
 				if err := first.start(ctx); err != nil {
 					t.Fatal(err)

@@ -239,7 +239,7 @@ func (f *fsck) checkBatches(ctx context.Context) error {
 			}
 			f.repair(Damage{Kind: DamageBatchRemnant, Item: bid, Reclaimable: true, Detail: fmt.Sprintf(
 				"batch node without status, unchanged for %s (children: %v): its creation or deletion was cut short and no writer finishes it. "+
-					"Nothing in it is a batch any consumer takes: the janitor removes it after INGESTQ_RECLAIM_GRACE, Fsck with repair now",
+					"Nothing in it is a batch any consumer takes: the janitor removes it after INGESTQ_RECLAIM_GRACE, Fsck with repair at once",
 				age.Round(time.Second), children)},
 				func() error { return f.t.batches.RemoveBatchTree(ctx, bid, "") })
 			continue

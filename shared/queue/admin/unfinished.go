@@ -24,7 +24,7 @@ type unfinished struct {
 	// liveLock: a "lock" child that a live session holds (ephemeral):
 	// Merritt's Java library holds the job's lock while it creates the job.
 	liveLock bool
-	done     bool // it has a status now: its writer finished it
+	done     bool // it has a status: its writer finished it
 }
 
 // readUnfinished reads the node dir, listed with children and stat, and
@@ -90,7 +90,7 @@ func (t *base) jobWithoutStatus(ctx context.Context, jid string, opts FsckOption
 		return Damage{}, false
 	}
 	d := Damage{Kind: DamageJobNoStatus, Item: jid, Reclaimable: true}
-	const remove = "the janitor removes it once unchanged for INGESTQ_RECLAIM_GRACE; to remove it now, run Fsck with repair"
+	const remove = "the janitor removes it once unchanged for INGESTQ_RECLAIM_GRACE; to remove it at once, run Fsck with repair"
 	if bid, ok := queue.JobReservationBatch(ev.data); ok && len(children) == 0 {
 		read, err := t.z.Read(ctx, []string{t.p.Batch(bid).Node(queue.NodeSpawning), t.p.Batch(bid).Lock()})
 		if err != nil {
@@ -134,7 +134,7 @@ func (t *base) removeUnfinished(ctx context.Context, jid string, ents []entryLoc
 		return err
 	}
 	if slices.Contains(children, queue.NodeStatus) {
-		return fmt.Errorf("job %s has a status now: its writer finished it", jid)
+		return fmt.Errorf("job %s has a status: its writer finished it", jid)
 	}
 	if slices.Contains(children, queue.NodeLock) {
 		if _, st, err := t.z.Get(ctx, dir+"/"+queue.NodeLock); err == nil && st.EphemeralOwner != 0 {

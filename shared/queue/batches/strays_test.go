@@ -115,7 +115,7 @@ func TestAFinishedSpawnLeavesNoJobIDACrashedBatcherReservedAndNeverWrote(t *test
 				}
 			}
 			if strays == 0 {
-				t.Fatal("the dead batcher left no job id unwritten: the test no longer crashes where it means to")
+				t.Fatal("the dead batcher left no job id unwritten: the test does not crash where it means to")
 			}
 			t.Logf("the dead batcher left %d job ids reserved and unwritten", strays)
 
