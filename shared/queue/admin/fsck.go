@@ -74,8 +74,10 @@ type FsckOptions struct {
 	// Now is the time ages are measured to (default: the clock's).
 	Now time.Time
 	// Reclaim, when set, limits the repairs to reclaimable damage
-	// (Damage.Reclaimable) that it accepts; everything else is reported
-	// and left. The janitor's unattended runs set it.
+	// (Damage.Reclaimable) that it accepts, and the checks to what may be
+	// garbage: jobs with a status are not read one by one (their damage
+	// is for an operator), which keeps the janitor's rounds cheap. What
+	// is found and not accepted is reported and left.
 	Reclaim func(Damage) bool
 }
 
@@ -295,11 +297,20 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 	return nil
 }
 
-// checkJobs checks (and repairs) each listed job, several at a time.
+// checkJobs checks (and repairs) each listed job, several at a time. A run
+// that only reclaims garbage looks only at the jobs without a status: the
+// damage of one with a status is never garbage.
 func (f *fsck) checkJobs(ctx context.Context) {
+	jids := f.jids
+	if f.opts.Reclaim != nil {
+		jids = slices.DeleteFunc(slices.Clone(jids), func(jid string) bool {
+			_, ok := f.before[jid]
+			return ok
+		})
+	}
 	var mu sync.Mutex
-	session.EachAtMost(len(f.jids), 32, func(i int) {
-		jid := f.jids[i]
+	session.EachAtMost(len(jids), 32, func(i int) {
+		jid := jids[i]
 		v, ok := f.before[jid]
 		ds := f.t.fsckJob(ctx, jid, v, ok, f.entries[jid], f.refs[jid], f.opts)
 		mu.Lock()
