@@ -189,7 +189,7 @@ func (r *spawnRun) submit(ctx context.Context, b *batcherProc) string {
 }
 
 // waitSpawned waits until the batch's jobs are all created: Processing, no
-// spawning marker, no lock.
+// spawning marker, no lock (a Pending batch is still to be taken).
 func (r *spawnRun) waitSpawned(ctx context.Context, bid string) {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -200,14 +200,14 @@ func (r *spawnRun) waitSpawned(ctx context.Context, bid string) {
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		if read[0].Stat != nil && read[1].Stat == nil && read[2].Stat == nil {
-			st, err := queue.DecodeBatchStatus("", read[0].Data)
-			if err != nil {
-				r.t.Fatal(err)
-			}
-			if st.GetStatus() != queue.BatchProcessing {
-				r.t.Fatalf("batch %s is %s (%q), want Processing with its jobs", bid, queue.BatchStateName(st.GetStatus()), st.GetMessage())
-			}
+		st, err := queue.DecodeBatchStatus("", read[0].Data)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		switch {
+		case st.GetStatus() != queue.BatchPending && st.GetStatus() != queue.BatchProcessing:
+			r.t.Fatalf("batch %s is %s (%q), want Processing with its jobs", bid, queue.BatchStateName(st.GetStatus()), st.GetMessage())
+		case st.GetStatus() == queue.BatchProcessing && read[1].Stat == nil && read[2].Stat == nil:
 			return
 		}
 		select {
