@@ -231,8 +231,13 @@ func TestSettingsGoTogetherAndMustBeAnHTTPBase(t *testing.T) {
 func TestAStorageURLWithoutAPortIsRefusedSayingWhy(t *testing.T) {
 	u, n, timeout := "http://store.example.org/store", 0, time.Minute
 	for _, make := range []func() (*merrittstore.Client, error){
-		func() (*merrittstore.Client, error) { n = 3; return merrittstore.Settings{URL: &u, Node: &n, Timeout: &timeout}.Client() },
-		func() (*merrittstore.Client, error) { return merrittstore.Settings{URL: &u, Node: &n, Timeout: &timeout}.Reader() },
+		func() (*merrittstore.Client, error) {
+			n = 3
+			return merrittstore.Settings{URL: &u, Node: &n, Timeout: &timeout}.Client()
+		},
+		func() (*merrittstore.Client, error) {
+			return merrittstore.Settings{URL: &u, Node: &n, Timeout: &timeout}.Reader()
+		},
 	} {
 		if _, err := make(); err == nil || !strings.Contains(err.Error(), "names no port") || !strings.Contains(err.Error(), "http://store.example.org:80/store") ||
 			!strings.Contains(err.Error(), ":-1") {
