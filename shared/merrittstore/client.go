@@ -212,10 +212,35 @@ func (c *Client) failure(call string, err error) error {
 		status, detail := parseException(se.Body)
 		return &AnswerError{Call: call, Code: se.Code, Status: status, Detail: detail}
 	}
-	if errors.Is(err, fetch.ErrTimeout) {
-		return fmt.Errorf("the storage service did not answer %s in time: %w", call, err)
+	return &CallError{Call: call, Err: err}
+}
+
+// CallError is a call that got no answer: the service could not be
+// reached, did not answer in time, or the connection broke.
+type CallError struct {
+	Call string
+	Err  error
+}
+
+func (e *CallError) Error() string {
+	if errors.Is(e.Err, fetch.ErrTimeout) {
+		return fmt.Sprintf("the storage service did not answer %s in time: %v", e.Call, e.Err)
 	}
-	return fmt.Errorf("calling the storage service (%s): %w", call, err)
+	return fmt.Sprintf("calling the storage service (%s): %v", e.Call, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// MayPass reports whether the call may get an answer later: the network
+// or the service failed, or it was slow; not when ingestq's own policy
+// refused the address.
+func (e *CallError) MayPass() bool { return fetch.Retryable(e.Err) }
+
+// MayPass reports whether err, a call's failure, may pass if the call is
+// made again later (AnswerError.MayPass, CallError.MayPass).
+func MayPass(err error) bool {
+	var p interface{ MayPass() bool }
+	return errors.As(err, &p) && p.MayPass()
 }
 
 func readAll(resp *http.Response) ([]byte, error) {

@@ -212,9 +212,10 @@ func (s *Service) answerError(w http.ResponseWriter, respForm string, e *excepti
 
 // versionState is a version to answer with.
 type versionState struct {
-	node int
-	id   string
-	v    version
+	node      int
+	id        string
+	v         version
+	overwrote int // versions the call that made it dropped
 }
 
 // stateDoc is a state answer before it is formatted: its root element,

@@ -38,10 +38,12 @@
 // A test can make the next calls fail (Refuse), wait before they begin or
 // before they commit whatever their caller does (Hold, HoldCommit), answer
 // late (Delay) or store and then lose the answer (LoseAnswer); take the
-// service down and up again; and count the versions of an object. Calls
-// on one object are made one at a time, so a call that overlaps another
-// shows as a version more (the service itself would let the later one
-// overwrite the earlier's version map).
+// service down and up again; and count the versions of an object.
+//
+// As the service, a call reads the object's versions once it has its
+// manifest and writes them back with its own added when it is done: of two
+// calls on one object that overlap so, the later to finish drops the
+// version the other made (Call.Overwrote counts them).
 package merritttest
 
 import (
@@ -84,9 +86,6 @@ type key struct {
 }
 
 type object struct {
-	// write is held through an add or update call: calls on one object
-	// are made one at a time.
-	write sync.Mutex
 	// mu guards the fields below, held briefly: a state or manifest read
 	// does not wait for a call in flight, as the service's do not.
 	mu       sync.Mutex
@@ -121,6 +120,9 @@ type Call struct {
 	Code int
 	// Version is the version the call made, 0 for none.
 	Version int
+	// Overwrote is how many versions the call's commit dropped: versions
+	// another call made after this one read the object's.
+	Overwrote int
 	// CallerGone says the caller had hung up before the call ended.
 	CallerGone bool
 }

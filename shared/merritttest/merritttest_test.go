@@ -432,3 +432,36 @@ func TestARestartEndsTheCallsInFlightWithNothingStored(t *testing.T) {
 		t.Errorf("after the restart: state %d, %d versions, want 200 and 1", code, svc.Versions(7, ark))
 	}
 }
+
+// TestOfTwoOverlappingCallsTheLaterDropsTheVersionOfTheOther follows
+// mrt-store's AddVersionContentAbs: a call reads the object's version map
+// when it begins its work (the constructor's getVersionMapAdd, once
+// JerseyBase has the manifest) and writes the whole map back when it is
+// done (writeVersionMap), so a version another call made in between is
+// lost from it.
+func TestOfTwoOverlappingCallsTheLaterDropsTheVersionOfTheOther(t *testing.T) {
+	svc := merritttest.Start(t, 7)
+	fs := serveFiles(t)
+	first := fs.manifest("first", map[string]string{"producer/a.txt": "first"}, nil)
+	second := fs.manifest("second", map[string]string{"producer/a.txt": "second"}, nil)
+	svc.Next(merritttest.Fault{HoldCommit: 500 * time.Millisecond})
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := call(t, context.Background(), svc, "add", 7, ark, map[string]string{"url": first})
+		done <- code
+	}()
+	for fs.count("/first/f1") == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, _, err := call(t, context.Background(), svc, "add", 7, ark, map[string]string{"url": second}); err != nil || code != 200 {
+		t.Fatal(code, err)
+	}
+	if code := <-done; code != 200 {
+		t.Fatalf("the first call: %d", code)
+	}
+	calls := svc.Calls()
+	if svc.Versions(7, ark) != 1 || string(svc.Files(7, ark, 1)["producer/a.txt"]) != "first" ||
+		calls[0].Version != 1 || calls[0].Overwrote != 0 || calls[1].Version != 1 || calls[1].Overwrote != 1 {
+		t.Errorf("%d versions, version 1 holds %q; calls %+v", svc.Versions(7, ark), svc.Files(7, ark, 1)["producer/a.txt"], calls)
+	}
+}

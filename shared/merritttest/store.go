@@ -141,7 +141,7 @@ func (s *Service) store(w http.ResponseWriter, r *http.Request, action, nodeS, i
 		answerError(e)
 		return
 	}
-	call.Version = vs.v.number
+	call.Version, call.Overwrote = vs.v.number, vs.overwrote
 	if fault.LoseAnswer {
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {
@@ -171,7 +171,7 @@ func wait(ctx context.Context, d time.Duration) bool {
 }
 
 // makeVersion fetches and checks the manifest and the files the object
-// does not hold, then makes the version under the object's lock.
+// does not hold, then makes the version.
 func (s *Service) makeVersion(ctx context.Context, action string, node int, id string, fields url.Values, holdCommit time.Duration) (versionState, *exception) {
 	if id == "" || !strings.Contains(id, ":") {
 		return versionState{}, fail("REQUEST_INVALID", "JerseyBase", "getObjectID", "object identifier invalid: %q", id)
@@ -195,10 +195,8 @@ func (s *Service) makeVersion(ctx context.Context, action string, node int, id s
 		s.objects[key{node, id}] = o
 	}
 	s.mu.Unlock()
-	// Calls on one object are made one at a time (see the package doc);
-	// the object's state is read as the call begins.
-	o.write.Lock()
-	defer o.write.Unlock()
+	// The object's versions, read once as the call begins its work and
+	// written back with the new one when it ends (see the package doc).
 	o.mu.Lock()
 	held := slices.Clone(o.versions)
 	o.mu.Unlock()
@@ -250,8 +248,9 @@ func (s *Service) makeVersion(ctx context.Context, action string, node int, id s
 	if lid := fields.Get("localIdentifier"); lid != "" {
 		o.localID = lid
 	}
-	o.versions = append(o.versions, v)
-	return versionState{node: node, id: id, v: v}, nil
+	overwrote := len(o.versions) - len(held)
+	o.versions = append(held, v)
+	return versionState{node: node, id: id, v: v, overwrote: overwrote}, nil
 }
 
 const maxManifest = 64 << 20
