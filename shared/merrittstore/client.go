@@ -236,12 +236,6 @@ func (e *CallError) Unwrap() error { return e.Err }
 // refused the address.
 func (e *CallError) MayPass() bool { return fetch.Retryable(e.Err) }
 
-// MayPass reports whether err, a call's failure, may pass if the call is
-// made again later (AnswerError.MayPass, CallError.MayPass).
-func MayPass(err error) bool {
-	var p interface{ MayPass() bool }
-	return errors.As(err, &p) && p.MayPass()
-}
 
 func readAll(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
