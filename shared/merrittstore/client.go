@@ -236,7 +236,6 @@ func (e *CallError) Unwrap() error { return e.Err }
 // refused the address.
 func (e *CallError) MayPass() bool { return fetch.Retryable(e.Err) }
 
-
 func readAll(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))

@@ -78,7 +78,7 @@ type Processor struct {
 	// StoreRetry is how the storing step tries a version again after a
 	// failure that may pass (its zero value: it does not).
 	StoreRetry StoreRetry
-	Logger    *slog.Logger
+	Logger     *slog.Logger
 }
 
 // StageConfigs are the processor's stages: processing, and storing unless
