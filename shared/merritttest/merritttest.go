@@ -78,6 +78,9 @@ type Service struct {
 	faults  []Fault
 	ended   []Call
 	changed chan struct{} // closed and replaced when a call ends
+	// fetched is closed and replaced when a call on the object has
+	// fetched its files (HoldForNext).
+	fetched map[key]chan struct{}
 }
 
 type key struct {
@@ -136,6 +139,11 @@ type Fault struct {
 	// Hold keeps the call waiting this long before it fetches its
 	// manifest, whatever its caller does, as a call queued in the service.
 	Hold time.Duration
+	// HoldForNext keeps the call waiting, whatever its caller does, until
+	// a later call on the same object has fetched its files (and waits to
+	// commit for that call's HoldCommit): a stale call woken while
+	// another attempt is under way, whatever the timing.
+	HoldForNext bool
 	// HoldCommit keeps the call waiting this long once it has fetched
 	// every file, before it writes the version, whatever its caller does.
 	HoldCommit time.Duration
@@ -170,7 +178,7 @@ func Run(nodes ...int) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{URL: "http://" + ln.Addr().String(), addr: ln.Addr().String(), nodes: nodes, objects: map[key]*object{},
-		fetch: &http.Client{Timeout: 5 * time.Minute}, changed: make(chan struct{})}
+		fetch: &http.Client{Timeout: 5 * time.Minute}, changed: make(chan struct{}), fetched: map[key]chan struct{}{}}
 	s.serve(ln)
 	return s, nil
 }
@@ -341,4 +349,24 @@ func (s *Service) running() (context.Context, bool) {
 	}
 	s.calls.Add(1)
 	return s.run, true
+}
+
+// nextFetch is closed when the next call on k has fetched its files.
+func (s *Service) nextFetch(k key) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fetched[k] == nil {
+		s.fetched[k] = make(chan struct{})
+	}
+	return s.fetched[k]
+}
+
+// didFetch says a call on k has fetched its files.
+func (s *Service) didFetch(k key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.fetched[k]; ch != nil {
+		close(ch)
+		delete(s.fetched, k)
+	}
 }

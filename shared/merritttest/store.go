@@ -119,6 +119,13 @@ func (s *Service) store(w http.ResponseWriter, r *http.Request, action, nodeS, i
 	if !wait(run, fault.Hold) {
 		panic(http.ErrAbortHandler) // the service went down: no answer goes out
 	}
+	if fault.HoldForNext {
+		select {
+		case <-s.nextFetch(key{call.Node, id}):
+		case <-run.Done():
+			panic(http.ErrAbortHandler)
+		}
+	}
 	if fault.Refuse != 0 {
 		e := &exception{status: fault.Status, code: fault.Refuse, detail: fault.Detail, class: "JerseyBase", method: "addVersion"}
 		if e.status == "" {
@@ -205,6 +212,7 @@ func (s *Service) makeVersion(ctx context.Context, action string, node int, id s
 	if e != nil {
 		return versionState{}, e
 	}
+	s.didFetch(key{node, id})
 	if !wait(ctx, holdCommit) {
 		return versionState{}, fail("GENERAL_EXCEPTION", "AddVersionContentAbs", "writeContent", "the service stopped")
 	}
