@@ -226,12 +226,13 @@ func TestAnAnswerThatCannotPassFailsTheJobAtOnceNamingTheServicesReason(t *testi
 
 // TestACallThatTimesOutAndCommitsWhileTheNextAttemptRunsMakesNoSecondVersion:
 // the service holds the first add past INGESTQ_MERRITT_TIMEOUT and goes on
-// with it once the next attempt's add has fetched its files; that add is
-// slow to commit. The first call's fetch is refused: one call makes a
-// version, the object has one, and the inventory records it for the job.
+// with it once the next attempt's add has fetched its files, which waits
+// for it before it commits. The first call's fetch is refused: one call
+// makes a version, the object has one, and the inventory records it for
+// the job.
 func TestACallThatTimesOutAndCommitsWhileTheNextAttemptRunsMakesNoSecondVersion(t *testing.T) {
 	s := newSite(t).startStoring(t, map[string]string{"INGESTQ_MERRITT_TIMEOUT": "3s", "INGESTQ_MERRITT_RETRY_BACKOFF": "200ms"})
-	s.storage.Next(merritttest.Fault{HoldForNext: true}, merritttest.Fault{HoldCommit: time.Second})
+	s.storage.Next(merritttest.Fault{HoldForNext: true})
 	js := s.ended(t, s.submit(t, s.object(t, "stale", map[string]string{"a.txt": "alpha", "b.txt": "beta"}), v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST))
 	if len(js) != 1 || !completedOnce(js[0]) {
 		t.Fatalf("jobs %v", js)

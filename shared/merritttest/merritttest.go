@@ -78,9 +78,9 @@ type Service struct {
 	faults  []Fault
 	ended   []Call
 	changed chan struct{} // closed and replaced when a call ends
-	// fetched is closed and replaced when a call on the object has
-	// fetched its files (HoldForNext).
-	fetched map[key]chan struct{}
+	// stale are the calls held for the next call on their object
+	// (HoldForNext).
+	stale map[key]*staleCall
 }
 
 type key struct {
@@ -140,9 +140,9 @@ type Fault struct {
 	// manifest, whatever its caller does, as a call queued in the service.
 	Hold time.Duration
 	// HoldForNext keeps the call waiting, whatever its caller does, until
-	// a later call on the same object has fetched its files (and waits to
-	// commit for that call's HoldCommit): a stale call woken while
-	// another attempt is under way, whatever the timing.
+	// a later call on the same object has fetched its files; that call
+	// then waits for this one to end before it commits: a stale call woken
+	// while another attempt is under way, whatever the timing.
 	HoldForNext bool
 	// HoldCommit keeps the call waiting this long once it has fetched
 	// every file, before it writes the version, whatever its caller does.
@@ -178,7 +178,7 @@ func Run(nodes ...int) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{URL: "http://" + ln.Addr().String(), addr: ln.Addr().String(), nodes: nodes, objects: map[key]*object{},
-		fetch: &http.Client{Timeout: 5 * time.Minute}, changed: make(chan struct{}), fetched: map[key]chan struct{}{}}
+		fetch: &http.Client{Timeout: 5 * time.Minute}, changed: make(chan struct{}), stale: map[key]*staleCall{}}
 	s.serve(ln)
 	return s, nil
 }
@@ -240,6 +240,22 @@ func (s *Service) Next(faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, faults...)
+}
+
+// Pending is how many faults queued by Next no call has taken yet.
+func (s *Service) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.faults)
+}
+
+// DropFaults drops the faults no call has taken, and says how many.
+func (s *Service) DropFaults() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.faults)
+	s.faults = nil
+	return n
 }
 
 // Calls returns the add and update calls that have ended, in the order
@@ -314,6 +330,21 @@ func (s *Service) Files(node int, id string, number int) map[string][]byte {
 	return out
 }
 
+// Created is when version number of an object was made (its call's
+// commit), false when there is no such version.
+func (s *Service) Created(node int, id string, number int) (time.Time, bool) {
+	o := s.lookup(node, id)
+	if o == nil {
+		return time.Time{}, false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if number < 1 || number > len(o.versions) {
+		return time.Time{}, false
+	}
+	return o.versions[number-1].created, true
+}
+
 func (s *Service) lookup(node int, id string) *object {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -351,22 +382,37 @@ func (s *Service) running() (context.Context, bool) {
 	return s.run, true
 }
 
-// nextFetch is closed when the next call on k has fetched its files.
-func (s *Service) nextFetch(k key) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fetched[k] == nil {
-		s.fetched[k] = make(chan struct{})
-	}
-	return s.fetched[k]
+// staleCall is a call held until the next call on its object has fetched
+// its files (woken), which then waits for it to end (done).
+type staleCall struct {
+	woken, done chan struct{}
 }
 
-// didFetch says a call on k has fetched its files.
-func (s *Service) didFetch(k key) {
+// holdForNext registers a call on k held for the next one.
+func (s *Service) holdForNext(k key) *staleCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch := s.fetched[k]; ch != nil {
-		close(ch)
-		delete(s.fetched, k)
+	c := &staleCall{woken: make(chan struct{}), done: make(chan struct{})}
+	s.stale[k] = c
+	return c
+}
+
+// didFetch says a call on k has fetched its files: a call held for it
+// goes on, and this one waits until it ended (at most a minute).
+func (s *Service) didFetch(ctx context.Context, k key) {
+	s.mu.Lock()
+	c := s.stale[k]
+	delete(s.stale, k)
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	close(c.woken)
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

@@ -120,8 +120,10 @@ func (s *Service) store(w http.ResponseWriter, r *http.Request, action, nodeS, i
 		panic(http.ErrAbortHandler) // the service went down: no answer goes out
 	}
 	if fault.HoldForNext {
+		held := s.holdForNext(key{call.Node, id})
+		defer close(held.done)
 		select {
-		case <-s.nextFetch(key{call.Node, id}):
+		case <-held.woken:
 		case <-run.Done():
 			panic(http.ErrAbortHandler)
 		}
@@ -212,7 +214,7 @@ func (s *Service) makeVersion(ctx context.Context, action string, node int, id s
 	if e != nil {
 		return versionState{}, e
 	}
-	s.didFetch(key{node, id})
+	s.didFetch(ctx, key{node, id})
 	if !wait(ctx, holdCommit) {
 		return versionState{}, fail("GENERAL_EXCEPTION", "AddVersionContentAbs", "writeContent", "the service stopped")
 	}

@@ -300,12 +300,13 @@ func stays(job *v1.Job) []string {
 
 // TestAStaleCallOfAnAttemptThatTimedOutStoresNothing: the service holds
 // the first call past its timeout and goes on with it once the job's next
-// attempt's call has fetched its files and waits to commit. When the first
-// call wakes, its attempt is over: its fetch is refused and it stores
-// nothing, so the object has one version, made by one call.
+// attempt's call has fetched its files, which waits for it before it
+// commits. When the first call wakes, its attempt is over: its fetch is
+// refused and it stores nothing, so the object has one version, made by
+// one call.
 func TestAStaleCallOfAnAttemptThatTimedOutStoresNothing(t *testing.T) {
 	e, svc := startMerritt(t, true, time.Second, StoreRetry{For: time.Minute, Backoff: 100 * time.Millisecond})
-	svc.Next(merritttest.Fault{HoldForNext: true}, merritttest.Fault{HoldCommit: 500 * time.Millisecond})
+	svc.Next(merritttest.Fault{HoldForNext: true})
 	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
 	job := e.ended(t, jid)
 	ark := job.GetIdentifiers().GetPrimaryId()
