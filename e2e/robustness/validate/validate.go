@@ -74,9 +74,9 @@ type Input struct {
 	// the run stored into, on node MerrittNode, in place of StoreRoot.
 	Merritt     *merritttest.Service
 	MerrittNode int
-	Inventory string // the SQLite file
-	OutboxDir string
-	Callbacks []depositor.Callback
+	Inventory   string // the SQLite file
+	OutboxDir   string
+	Callbacks   []depositor.Callback
 	// Shoulder is the mint counter's name (INGESTQ_MINT_SHOULDER).
 	Shoulder string
 	// Replicas names the replica of each session, as its log says it
