@@ -29,6 +29,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/merritttest"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
@@ -560,17 +561,61 @@ func (r *run) replicaSessions() map[int64]string {
 	return out
 }
 
+// checkFsck runs fsck over the tree at rest, with no grace: every node a
+// writer left half-made is damage, however fresh (the janitor's grace is
+// far longer than a run, so what it would reclaim is still there).
 func (r *run) checkFsck(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(adminCtx(ctx), time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	resp, err := r.clients.Admins[0].Fsck(cctx, &v1.FsckRequest{})
+	rep, err := qadmin.New(r.q).Queue.Fsck(cctx, qadmin.FsckOptions{Grace: time.Nanosecond})
 	if err != nil {
-		return fmt.Errorf("AdminService/Fsck: %w", err)
+		return fmt.Errorf("fsck: %w", err)
 	}
-	if len(resp.GetDamages()) > 0 {
-		return fmt.Errorf("fsck found damage: %v", resp.GetDamages())
+	if !rep.Clean() {
+		var ds []string
+		for _, d := range rep.Damages {
+			ds = append(ds, fmt.Sprintf("%s %s: %s", d.Kind, d.Item, d.Detail))
+		}
+		return fmt.Errorf("fsck found damage: %d finding(s): %s", len(ds), strings.Join(ds[:min(10, len(ds))], "; "))
 	}
 	return nil
+}
+
+// reclaims counts, in the replicas' logs, what was removed as garbage: by
+// the janitor (nodes, by kind), and by batchers ending a batch's spawning
+// (job ids an earlier batcher reserved and never wrote).
+func (r *run) reclaims() (janitor map[string]int, strays int) {
+	logs, _ := filepath.Glob(filepath.Join(r.stack.LogDir, "batcher-*.log"))
+	return reclaimsLogged(logs)
+}
+
+// reclaimsLogged counts what the batchers whose logs are at paths logged
+// as removed: see run.reclaims.
+func reclaimsLogged(paths []string) (janitor map[string]int, strays int) {
+	janitor = map[string]int{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var l struct {
+				Msg  string `json:"msg"`
+				Kind string `json:"kind"`
+				Jobs int    `json:"jobs"`
+			}
+			if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &l) != nil {
+				continue
+			}
+			switch l.Msg {
+			case "queue garbage reclaimed":
+				janitor[l.Kind]++
+			case "job ids reserved and never written removed":
+				strays += l.Jobs
+			}
+		}
+	}
+	return janitor, strays
 }
 
 // logReport logs a run's figures, faults and violations, with the command
@@ -611,10 +656,21 @@ func (r *run) logReport(res result) {
 			fmt.Fprintf(&b, "    %s\n", v)
 		}
 	}
+	janitor, strays := r.reclaims()
+	fmt.Fprintf(&b, "  reclaims:    %d job id(s) reserved and never written removed by batchers ending a spawn; by the janitor: %d %v\n",
+		strays, sumCounts(janitor), janitor)
 	if res.err != nil {
 		fmt.Fprintf(&b, "  run error:   %v\n", res.err)
 	}
 	r.t.Log(b.String())
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func batchKinds(bs []*traffic.Batch) string {
