@@ -182,9 +182,12 @@ func (p *Processor) storeLater(attempt int, first time.Time, err error, lock *jo
 	// The history keeps the start of a message: the store's own words,
 	// without what the job's state says already, come before its end.
 	var reason error = err
-	var inner interface{ MayPass() bool }
+	var inner interface {
+		error
+		MayPass() bool
+	}
 	if errors.As(err, &inner) {
-		reason = inner.(error)
+		reason = inner
 	}
 	return stage.Wait(d, jobs.Change{
 		Message: fmt.Sprintf("storing attempt %d failed; again in %s, until %s: %v", attempt, roundWait(d),
