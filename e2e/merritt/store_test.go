@@ -224,13 +224,13 @@ func TestAnAnswerThatCannotPassFailsTheJobAtOnceNamingTheServicesReason(t *testi
 	}
 }
 
-// TestACallThatTimesOutAndCommitsWhileTheNextAttemptRunsMakesNoSecondVersion:
+// TestACallThatTimesOutAndGoesOnWhileTheNextAttemptRunsMakesNoSecondVersion:
 // the service holds the first add past INGESTQ_MERRITT_TIMEOUT and goes on
 // with it once the next attempt's add has fetched its files, which waits
 // for it before it commits. The first call's fetch is refused: one call
 // makes a version, the object has one, and the inventory records it for
 // the job.
-func TestACallThatTimesOutAndCommitsWhileTheNextAttemptRunsMakesNoSecondVersion(t *testing.T) {
+func TestACallThatTimesOutAndGoesOnWhileTheNextAttemptRunsMakesNoSecondVersion(t *testing.T) {
 	s := newSite(t).startStoring(t, map[string]string{"INGESTQ_MERRITT_TIMEOUT": "3s", "INGESTQ_MERRITT_RETRY_BACKOFF": "200ms"})
 	s.storage.Next(merritttest.Fault{HoldForNext: true})
 	js := s.ended(t, s.submit(t, s.object(t, "stale", map[string]string{"a.txt": "alpha", "b.txt": "beta"}), v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST))
