@@ -133,7 +133,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	}
 	tools := qadmin.New(env.Session)
 	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
-		Store: fixity.Location{Root: absolute(s.store.Root)}}
+		Store: fixity.Location{Root: absolute(s.store.Root)}, Retention: *s.retention}
 	if s.store.Kind == "s3" {
 		c, err := s3store.Client(ctx, *s.store.S3)
 		if err != nil {
