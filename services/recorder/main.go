@@ -60,7 +60,7 @@ func main() {
 				"the built-in recorder's SQLite inventory file")
 			leaseDuration = r.Duration("lease-duration", "INGESTQ_LEASE_DURATION", 5*time.Minute,
 				"a lease's length when the caller gives none")
-			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", time.Minute,
+			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", v1.LeaseInterval,
 				"longest a Lease call waits for a job, whatever it asks")
 			storeSettings = s3store.RegisterStore(r)
 			merritt = merrittstore.Register(r)
