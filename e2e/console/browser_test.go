@@ -244,7 +244,7 @@ func TestBrowserRequeuesAFailedJobAndSeesItMoveOn(t *testing.T) {
 	if !requeueHidden {
 		t.Error("the requeue form is still offered for a completed job")
 	}
-	noAction, err := chromedp.Run(b, chromedp.Evaluate[bool](`!document.querySelector("p.note[data-states]").hidden`))
+	noAction, err := chromedp.Run(b, chromedp.Evaluate[bool](`!document.querySelector('p.note[data-if="no_action"]').hidden`))
 	if err != nil {
 		t.Fatal(err)
 	}

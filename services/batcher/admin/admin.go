@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,8 +185,15 @@ func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInf
 	case registered == 0:
 		h.Reason = fmt.Sprintf("%d job(s) wait in %s and no replica taking jobs from it is registered: start one", waiting, name)
 	case active == 0:
-		h.Reason = fmt.Sprintf("%d job(s) wait in %s and every replica taking jobs from it is paused (%d) or draining (%d): resume one (Resume in the workers table)",
-			waiting, name, paused, draining)
+		var idle []string
+		if paused > 0 {
+			idle = append(idle, fmt.Sprintf("%d paused", paused))
+		}
+		if draining > 0 {
+			idle = append(idle, fmt.Sprintf("%d draining", draining))
+		}
+		h.Reason = fmt.Sprintf("%d job(s) wait in %s and none of its %d replica(s) takes them (%s): resume one (StageService/Resume, or the console's workers table), or start one",
+			waiting, name, registered, strings.Join(idle, ", "))
 	case onDemand == active && inFlight == 0 && hasOldest && now.Sub(oldest) > v1.LeaseInterval:
 		h.Reason = fmt.Sprintf("%d job(s) wait in %s and none has been leased for over %s: no inventory is leasing them (RecordingService/Lease); "+
 			"the built-in recorder is off (INGESTQ_RECORDER_BUILTIN=false), so start the inventory's client, or turn the built-in recorder on",

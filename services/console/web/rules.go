@@ -15,6 +15,8 @@ type rules struct {
 	jobs    map[v1.JobState]*v1.JobStateRule
 	batches map[v1.BatchState]*v1.BatchStateRule
 	order   []v1.JobState // the job states, in pipeline order
+	// verify: VerifyObject reads stored versions at this batcher.
+	verify bool
 }
 
 // rules asks the batcher for its rules.
@@ -23,7 +25,7 @@ func (c *Console) rules(ctx context.Context) (*rules, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &rules{jobs: map[v1.JobState]*v1.JobStateRule{}, batches: map[v1.BatchState]*v1.BatchStateRule{}}
+	r := &rules{jobs: map[v1.JobState]*v1.JobStateRule{}, batches: map[v1.BatchState]*v1.BatchStateRule{}, verify: resp.GetVerifyObjects()}
 	for _, j := range resp.GetJobs() {
 		r.jobs[j.GetState()] = j
 		r.order = append(r.order, j.GetState())
