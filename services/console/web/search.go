@@ -171,13 +171,13 @@ type bulkView struct {
 	Truncated   bool
 	// Jobs are the first jobs matched, on the confirmation, or every
 	// job's outcome; MoreJobs how many the confirmation leaves out.
-	Jobs      []bulkJob
-	MoreJobs  int
-	Fields    []formField // the request again, for the confirmation's form
+	Jobs     []bulkJob
+	MoreJobs int
+	Fields   []formField // the request again, for the confirmation's form
 	// Settings are what the action will do besides its verb, in words
 	// (the message, where a requeue resumes), on the confirmation.
-	Settings []formField
-	Done     bool
+	Settings  []formField
+	Done      bool
 	Succeeded int32
 	Failed    int32
 	Back      string
