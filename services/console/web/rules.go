@@ -52,11 +52,6 @@ func (r *rules) jobStatesWhere(keep func(*v1.JobStateRule) bool) string {
 	return strings.Join(names, " ")
 }
 
-// jobStatesFor names the job states that take action.
-func (r *rules) jobStatesFor(action v1.BulkVerb) string {
-	return r.jobStatesWhere(func(j *v1.JobStateRule) bool { return slices.Contains(j.GetActions(), action) })
-}
-
 // requeueTargets are the states a failed job may be requeued to.
 func (r *rules) requeueTargets() []string {
 	return strings.Fields(r.jobStatesWhere((*v1.JobStateRule).GetRequeueTarget))
@@ -65,17 +60,6 @@ func (r *rules) requeueTargets() []string {
 // batchAllows reports whether a batch in s takes action.
 func (r *rules) batchAllows(s v1.BatchState, action v1.BatchAction) bool {
 	return slices.Contains(r.batches[s].GetActions(), action)
-}
-
-// batchStatesFor names, space-separated, the batch states that take action.
-func (r *rules) batchStatesFor(action v1.BatchAction) string {
-	var names []string
-	for _, s := range batchStates() {
-		if r.batchAllows(s, action) {
-			names = append(names, batchStateName(s))
-		}
-	}
-	return strings.Join(names, " ")
 }
 
 // batchOpen reports whether a batch in s has yet to report: deleting one
