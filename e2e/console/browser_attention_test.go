@@ -151,7 +151,6 @@ func TestBrowserEveryButtonOfferedIsOneTheAdminServiceTakes(t *testing.T) {
 	defer cancel()
 	b := browser(ctx, t)
 	acceptDialogs(b)
-	startReplica(t, f)
 
 	heldBid := f.heldBatch()
 	heldJobBid, held := f.batch("jdoe", 1)
@@ -182,7 +181,9 @@ func TestBrowserEveryButtonOfferedIsOneTheAdminServiceTakes(t *testing.T) {
 	f.move(mixed[1], "notified", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing,
 		queue.Recording, queue.Notify, queue.Completed)
 	f.move(mixed[2], "", queue.Estimating, queue.Provisioning, queue.Downloading)
-	// mixed[3] stays Pending.
+	// mixed[3] stays Pending. A replica for the workers' controls; it
+	// takes jobs from Estimating, which the jobs above have left.
+	startReplica(t, f)
 
 	signInAt(b, t, f, "/", `#attention`)
 
