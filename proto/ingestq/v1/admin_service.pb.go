@@ -3115,8 +3115,10 @@ func (x *BulkActionRequest) GetMaxJobs() int32 {
 }
 
 // BulkJobResult is one job: on a dry run, as the filter matched it (ok
-// absent, state its state then); after the action, its outcome (ok always
-// in the JSON, state the one the job went to, unset for a refused job).
+// absent, state its state then; code and error set when the action would
+// be refused for it now, as far as the batcher can tell: a held job whose
+// collection is held); after the action, its outcome (ok always in the
+// JSON, state the one the job went to, unset for a refused job).
 type BulkJobResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`

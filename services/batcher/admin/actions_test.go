@@ -135,6 +135,19 @@ func TestActionsTheAnswersWithholdAreThoseTheMethodsRefuse(t *testing.T) {
 		}
 	}
 
+	// A bulk release's count says the same of the held job, which the
+	// release then refuses.
+	filter := &v1.JobFilter{State: queue.Held, Collection: "demo_coll"}
+	dry, err := f.admin.BulkAction(f.ctx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_RELEASE, Filter: filter, DryRun: true})
+	if err != nil || len(dry.GetResults()) != 1 || dry.GetResults()[0].GetCode() != "FailedPrecondition" ||
+		!strings.Contains(dry.GetResults()[0].GetError(), "its collection demo_coll is held") {
+		t.Errorf("bulk release's count: %v (%v); want the held job marked as refused, saying why", dry.GetResults(), err)
+	}
+	done, err := f.admin.BulkAction(f.ctx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_RELEASE, Filter: filter})
+	if err != nil || done.GetFailed() != 1 || done.GetResults()[0].GetCode() != "FailedPrecondition" {
+		t.Errorf("bulk release: %v (%v); want the held job refused", done.GetResults(), err)
+	}
+
 	// Offered: deleting the held batch and the held job, requeueing the
 	// failed job (to the states it got that far), and, the collection
 	// released, releasing.

@@ -176,7 +176,10 @@ type bulkView struct {
 	Fields   []formField // the request again, for the confirmation's form
 	// Settings are what the action will do besides its verb, in words
 	// (the message, where a requeue resumes), on the confirmation.
-	Settings  []formField
+	Settings []formField
+	// Refused counts the jobs matched that the action would refuse now
+	// (each says why), on the confirmation.
+	Refused   int
 	Done      bool
 	Succeeded int32
 	Failed    int32
@@ -249,6 +252,11 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 		c.log.InfoContext(r.Context(), "console action", "action", "jobs.bulk."+verbName, "filter", bv.Filter,
 			"remote", r.RemoteAddr, "matched", resp.GetMatched(), "succeeded", resp.GetSucceeded(), "failed", resp.GetFailed())
 	} else {
+		for _, j := range bv.Jobs {
+			if j.Error != "" {
+				bv.Refused++
+			}
+		}
 		bv.Jobs = bv.Jobs[:min(len(bv.Jobs), reportListMax)]
 		bv.MoreJobs = max(int(resp.GetMatched())-len(bv.Jobs), 0)
 		bv.Fields = append(bv.Fields, formField{"verb", verbName})
