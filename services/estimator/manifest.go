@@ -35,10 +35,10 @@ func jobErrorf(format string, args ...any) error { return &jobError{msg: fmt.Spr
 
 // fileList returns the file list a job is to have, and says in a line
 // what it read: the object manifest at its payload URL, fetched and parsed
-// (a job spawned from a manifest of manifests has none yet, a job
-// requeued to read it again none any more), or the payload itself as the
-// one file of a file or container job (jobs a peer created without a file
-// list).
+// (a job spawned from a manifest of manifests has no list, nor one whose
+// requeue dropped it to read the manifest again), or the payload itself
+// as the one file of a file or container job (jobs a peer created without
+// a file list).
 func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v1.Manifest, string, error) {
 	raw := conf.GetPayloadUrl()
 	if raw == "" {
