@@ -17,7 +17,10 @@
 //     ZooKeeper past its session timeout by taking its link down, then
 //     healed;
 //   - every service reaching ZooKeeper through a proxy that delays each
-//     direction, under the main scenario's faults.
+//     direction, under the main scenario's faults;
+//   - a ZooKeeper server hung (SIGSTOP) for many session timeouts, the
+//     leader, then a follower: no service may lose its session or stop
+//     serving while the two others make a quorum (hang_test.go).
 //
 // At the end every job must be Completed, each object stored and recorded
 // once, each batch reported once, fsck clean and no lock left; the run logs
@@ -103,6 +106,10 @@ type scenario struct {
 	// latency: every service reaches each ZooKeeper server through a proxy
 	// that holds each direction this long.
 	latency zktest.Delay
+	// serverHangs: once the ZooKeeper leader, then a follower, frozen
+	// (SIGSTOP) for hangFor, with Submits made meanwhile; every service's
+	// health is followed all through the run.
+	serverHangs bool
 }
 
 // settings size one run.
@@ -345,8 +352,17 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(set.seed, 1))
-	if r.batches, err = writeDeposits(filepath.Join(dir, "deposits"), r.deposits.URL, set, rng); err != nil {
+	if r.batches, err = writeDeposits(filepath.Join(dir, "deposits"), r.deposits.URL, set, 0, rng); err != nil {
 		t.Fatal(err)
+	}
+	if sc.serverHangs {
+		// One-object batches, submitted while a server hangs.
+		probes := settings{jobs: 2 * probesPerHang, batches: 2 * probesPerHang, seed: set.seed}
+		more, err := writeDeposits(filepath.Join(dir, "deposits"), r.deposits.URL, probes, set.batches, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.batches = append(r.batches, more...)
 	}
 	r.deposits.SetDelay(set.depositDelay)
 	profiles := filepath.Join(dir, "profiles")
@@ -421,6 +437,9 @@ func (r *run) layout() string {
 	}
 	if d := r.sc.latency; d != (zktest.Delay{}) {
 		s += fmt.Sprintf(", ZooKeeper %s–%s away each way", d.Min, max(d.Min, d.Max))
+	}
+	if r.sc.serverHangs {
+		s += fmt.Sprintf(", %d probe batches of one object for the ZooKeeper server hangs", len(r.batches)-r.set.batches)
 	}
 	return s
 }
