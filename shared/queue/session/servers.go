@@ -34,10 +34,20 @@ import (
 //   - While the session may still be kept (a session timeout from the
 //     first failed attempt), attempts come every quickPace at most; after
 //     that, a round of every server a second, as go-zookeeper paces them.
+//   - An idle connection is pinged every 20th of the session timeout
+//     (wire.keepAlive; go-zookeeper pings every third): when its server
+//     hangs, the last word from it is that recent, and the client, which
+//     gives up on it two thirds of a session timeout after that word,
+//     counts its session lost a session timeout later still (Session's
+//     watchSession). That leaves a frozen leader's followers about 5/3 of
+//     a session timeout to notice and elect another, which gives every
+//     session a whole timeout afresh.
 //
 // A client that was on the hung server, or whose server dropped it for an
 // election, is thus on a server that answers within a handshake bound or
-// two of one serving again, well within its session timeout.
+// two of one serving again. On a frozen follower it has a third of the
+// session timeout for that, as the leader expires a session a session
+// timeout after the follower last passed on word of it.
 const (
 	minHandshake = 100 * time.Millisecond
 	quickPace    = 100 * time.Millisecond

@@ -172,6 +172,7 @@ func Connect(ctx context.Context, opts Options) (*Session, error) {
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
 	go s.locks.tidy()
+	go w.keepAlive(s.life, max(opts.SessionTimeout/20, 50*time.Millisecond))
 	select {
 	case <-ready:
 	case <-ctx.Done():

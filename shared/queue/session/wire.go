@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ const sideXidTop = -1 << 16
 
 // ZooKeeper's operation codes the wire looks for in go-zookeeper's frames.
 const (
+	opCodePing    = 11
 	opCodeSetAuth = 100
 	// codeRuntimeInconsistency is what an operation of a failed multi that
 	// did not fail itself answers.
@@ -98,6 +100,7 @@ func (w *wire) attach(conn net.Conn) *wireConn {
 	wc := &wireConn{Conn: conn, w: w, r: bufio.NewReaderSize(conn, 64<<10), ready: make(chan struct{}),
 		ended: make(chan struct{}), pending: map[int32]*sideCall{}}
 	wc.cond = sync.NewCond(&wc.wmu)
+	wc.heard.Store(time.Now().UnixNano())
 	w.mu.Lock()
 	old := w.cur
 	w.cur = wc
@@ -222,6 +225,8 @@ type wireConn struct {
 	// span is how long go-zookeeper's last read deadline ran: reading one
 	// of our answers while it waits for its own renews it.
 	span atomic.Int64
+	// heard is when a frame last came (unix nanoseconds).
+	heard atomic.Int64
 }
 
 // send writes a request of ours, once the connection is ready.
@@ -407,6 +412,7 @@ func (wc *wireConn) nextFrame() error {
 	if err != nil {
 		return err
 	}
+	wc.heard.Store(time.Now().UnixNano())
 	length := int(binary.BigEndian.Uint32(head))
 	xid := int32(binary.BigEndian.Uint32(head[4:]))
 	if !wc.answered || xid > sideXidTop || length < 16 {
@@ -445,6 +451,52 @@ func (wc *wireConn) nextFrame() error {
 		wc.Conn.SetReadDeadline(time.Now().Add(span))
 	}
 	return nil
+}
+
+// keepAlive pings the server every period while the connection is idle,
+// until ctx ends. go-zookeeper pings every third of the session timeout;
+// more often, the last word from a server that hangs is more recent, and
+// the session is presumed lost that much later (servers.go). The answer,
+// xid -2 as every ping's, is go-zookeeper's to read, and it ignores it.
+func (w *wire) keepAlive(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if wc := w.current(); wc != nil {
+			wc.ping(period / 2)
+		}
+	}
+}
+
+// ping pings the server if nothing came from it for idle, once
+// go-zookeeper's send loop has begun.
+func (wc *wireConn) ping(idle time.Duration) {
+	select {
+	case <-wc.ready:
+	default:
+		return
+	}
+	if time.Since(time.Unix(0, wc.heard.Load())) < idle {
+		return
+	}
+	frame := binary.BigEndian.AppendUint32(nil, 8)
+	frame = binary.BigEndian.AppendUint32(frame, 0xfffffffe) // xid -2
+	frame = binary.BigEndian.AppendUint32(frame, opCodePing)
+	wc.wmu.Lock()
+	for wc.left > 0 {
+		wc.cond.Wait()
+	}
+	_, err := wc.Conn.Write(frame)
+	wc.wmu.Unlock()
+	if err != nil {
+		wc.fail(zk.ErrConnectionClosed)
+		wc.Conn.Close()
+	}
 }
 
 // ioReadFull reads exactly len(buf) bytes.
