@@ -131,6 +131,8 @@ func StateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
 // jobTransitions is the spec's job table. Estimating → Failed is an ingestq
 // addition: estimating never fails for its own reasons, but a job whose nodes
 // another writer made unreadable must still leave the pipeline with a message.
+// So are the stays in Provisioning (while space is short) and in Notify
+// (while a callback is not delivered yet).
 var jobTransitions = map[JobState][]JobState{
 	Pending:      {Estimating, Held, Failed},
 	Held:         {Pending, Deleted},
@@ -140,7 +142,7 @@ var jobTransitions = map[JobState][]JobState{
 	Processing:   {Storing, Failed},
 	Storing:      {Recording, Failed},
 	Recording:    {Notify, Failed},
-	Notify:       {Completed, Failed},
+	Notify:       {Completed, Notify, Failed},
 	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},
 }
 
