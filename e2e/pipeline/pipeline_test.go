@@ -54,8 +54,8 @@ type env struct {
 	// test brings it up.
 	outage  *outageReceiver
 	spans   *otlpsink.Sink
-	batches   v1.BatchServiceClient
-	admin     v1.AdminServiceClient
+	batches v1.BatchServiceClient
+	admin   v1.AdminServiceClient
 }
 
 var shared *env // set once by TestMain, read by the tests
