@@ -44,8 +44,10 @@ type Poster struct {
 	Timeout time.Duration
 }
 
-// ErrRefused is a receiver's answer refusing the call as it is (4xx other
-// than 408 and 429): posting it again would be refused again.
+// ErrRefused is a call that would be refused again as it is: the
+// receiver's answer refused it (4xx other than 408 and 429), or the
+// callbacks' address policy does not allow its URL (INGESTQ_CALLBACK_ALLOW,
+// _DENY).
 var ErrRefused = errors.New("refused, not retried")
 
 // Post delivers r to url. It returns nil once the receiver answered 2xx;
@@ -64,15 +66,23 @@ func (p Poster) Post(ctx context.Context, url string, r Result) error {
 		return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
 	case errors.As(err, &se) && !fetch.RetryableStatus(se.Code):
 		return fmt.Errorf("callback %s: HTTP %d %s (%w)", url, se.Code, http.StatusText(se.Code), ErrRefused)
+	case notAllowed(err):
+		return fmt.Errorf("callback %s: %s (%w)", url, reason(err), ErrRefused)
 	}
 	return fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
 }
 
 // mayPass reports whether a failed POST is worth another attempt: any
-// failure but an answer refusing the call as it is.
+// failure but an answer refusing the call as it is, or a URL the policy
+// does not allow.
 func mayPass(err error) bool {
 	var se *fetch.StatusError
-	return !errors.As(err, &se) || fetch.RetryableStatus(se.Code)
+	return (!errors.As(err, &se) || fetch.RetryableStatus(se.Code)) && !notAllowed(err)
+}
+
+// notAllowed reports whether the callbacks' policy refused the URL.
+func notAllowed(err error) bool {
+	return errors.Is(err, fetch.ErrDenied) || errors.Is(err, fetch.ErrScheme)
 }
 
 func (p Poster) attempt(ctx context.Context, url string, r Result) error {
