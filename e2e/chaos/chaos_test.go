@@ -110,6 +110,17 @@ type scenario struct {
 	// (SIGSTOP) for hangFor, with Submits made meanwhile; every service's
 	// health is followed all through the run.
 	serverHangs bool
+	// sessionTimeout, when set, is the services' session timeout in place
+	// of the package's.
+	sessionTimeout time.Duration
+}
+
+// timeout is the services' session timeout in this scenario.
+func (sc scenario) timeout() time.Duration {
+	if sc.sessionTimeout > 0 {
+		return sc.sessionTimeout
+	}
+	return sessionTimeout
 }
 
 // settings size one run.
@@ -391,7 +402,7 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 		placements = map[stack.Replica]stack.Placement{{Service: "downloader", Index: 0}: {NetNS: l.ns, Addr: l.nsAddr}}
 	}
 	env := map[string]string{
-		"INGESTQ_ZK_SESSION_TIMEOUT": sessionTimeout.String(),
+		"INGESTQ_ZK_SESSION_TIMEOUT": sc.timeout().String(),
 		// Two jobs at a time per replica: replicas stay busy, so a
 		// kill finds jobs in flight more often than not.
 		"INGESTQ_CONCURRENCY": "2",
@@ -440,6 +451,9 @@ func (r *run) layout() string {
 	}
 	if r.sc.serverHangs {
 		s += fmt.Sprintf(", %d probe batches of one object for the ZooKeeper server hangs", len(r.batches)-r.set.batches)
+	}
+	if r.sc.sessionTimeout > 0 {
+		s += fmt.Sprintf(", session timeout %s", r.sc.sessionTimeout)
 	}
 	return s
 }

@@ -32,19 +32,22 @@ import (
 // every few seconds while a server hangs is answered within two session
 // timeouts (Unavailable only while the client moves to another server),
 // and every job completes once.
+//
+// The session timeout is the stack's (4 s), against the ensemble's 2.5 s
+// (syncLimit × tickTime) for followers to notice their leader hung, and an
+// election (docs/zookeeper.md says how the two must compare).
 func TestEveryServiceKeepsItsSessionWhileAZooKeeperServerHangs(t *testing.T) {
-	runScenario(t, scenario{shortJobs: 30, replicas: 1, serverHangs: true})
+	runScenario(t, scenario{shortJobs: 30, replicas: 1, serverHangs: true, sessionTimeout: 4 * time.Second})
 }
 
 // hangFor is how long a hung server stays frozen: many session timeouts.
 const hangFor = 20 * time.Second
 
 // A Submit is made every probeEvery while a server hangs, each of a batch
-// of its own; each call must be answered within probeAnswerWithin.
+// of its own; each call must be answered within two session timeouts.
 const (
-	probesPerHang     = 8
-	probeEvery        = hangFor / probesPerHang
-	probeAnswerWithin = 2 * sessionTimeout
+	probesPerHang = 8
+	probeEvery    = hangFor / probesPerHang
 )
 
 // When the hangs come, as the fraction of jobs completed.
@@ -134,11 +137,12 @@ func (m *monkey) hangServer(ctx context.Context, role string) error {
 	}
 	var errs []error
 	errs = append(errs, probeErrs...)
+	within := 2 * m.r.sc.timeout()
 	for _, c := range h.calls {
 		switch {
-		case c.took > probeAnswerWithin:
+		case c.took > within:
 			errs = append(errs, fmt.Errorf("a Submit made %s into the hang answered after %s (%s: %s), over %s",
-				c.at.Round(time.Millisecond), c.took.Round(time.Millisecond), c.code, c.err, probeAnswerWithin))
+				c.at.Round(time.Millisecond), c.took.Round(time.Millisecond), c.code, c.err, within))
 		case c.code != codes.OK && c.code != codes.Unavailable && c.code != codes.AlreadyExists:
 			errs = append(errs, fmt.Errorf("a Submit made %s into the hang answered %s: %s", c.at.Round(time.Millisecond), c.code, c.err))
 		}
