@@ -32,8 +32,11 @@ import (
 //     session timeout, with a ping every third) is passed over for a
 //     session timeout, unless every server is.
 //   - While the session may still be kept (a session timeout from the
-//     first failed attempt), attempts come every quickPace at most; after
-//     that, a round of every server a second, as go-zookeeper paces them.
+//     first failed attempt), attempts come every quickPace at most, and a
+//     request made meanwhile waits for the connection. After that
+//     go-zookeeper paces them, as it does alone: each round of every
+//     server begins a second after the last, and answers the requests
+//     waiting with zk.ErrNoServer.
 //   - An idle connection is pinged every 20th of the session timeout
 //     (wire.keepAlive; go-zookeeper pings every third): when its server
 //     hangs, the last word from it is that recent, and the client, which
@@ -51,7 +54,6 @@ import (
 const (
 	minHandshake = 100 * time.Millisecond
 	quickPace    = 100 * time.Millisecond
-	slowRound    = time.Second
 )
 
 // serverRing hands go-zookeeper the server to try next, and the dialer how
@@ -65,8 +67,9 @@ type serverRing struct {
 	servers []*ringServer
 	base    time.Duration // the handshake bound of a server not found hung
 	cur     int           // the server handed out last (-1: none yet)
-	// attempts is how many connections were begun since the last session
-	// was opened; first and last are when the first and last of them began.
+	// attempts is how many servers were handed out since the last session
+	// was opened, the first at first; last is when the last connection
+	// attempt began.
 	attempts    int
 	first, last time.Time
 }
@@ -126,9 +129,11 @@ func (r *serverRing) Len() int {
 }
 
 // Next is the server after the last one handed out that is not passed
-// over; when every one is, the one whose pass ends first. It says to
-// start a round again (go-zookeeper then looks whether it was closed) only
-// once the ring is closed.
+// over; when every one is, the one whose pass ends first. It says a round
+// begins (go-zookeeper then answers the requests waiting with
+// zk.ErrNoServer, pauses a second and looks whether it was closed) once
+// the ring is closed, and at each round once the session could no longer
+// be kept.
 func (r *serverRing) Next() (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,6 +144,11 @@ func (r *serverRing) Next() (string, bool) {
 	}
 	now := time.Now()
 	n := len(r.servers)
+	if r.attempts == 0 {
+		r.first = now
+	}
+	round := r.slowLocked(now) && r.attempts%n == 0
+	r.attempts++
 	pick := -1
 	for k := 1; k <= n; k++ {
 		if i := (r.cur + k) % n; !now.Before(r.servers[i].passUntil) {
@@ -155,7 +165,13 @@ func (r *serverRing) Next() (string, bool) {
 		}
 	}
 	r.cur = pick
-	return r.servers[pick].addr, false
+	return r.servers[pick].addr, round
+}
+
+// slowLocked reports whether the attempts have gone on for a session
+// timeout: the session could not be kept.
+func (r *serverRing) slowLocked(now time.Time) bool {
+	return r.attempts > 0 && now.Sub(r.first) >= r.timeout
 }
 
 // Connected is told that a session was opened with the server handed out
@@ -177,16 +193,9 @@ func (r *serverRing) begin(addr string) (time.Duration, error) {
 	r.mu.Lock()
 	now := time.Now()
 	var wait time.Duration
-	if r.attempts == 0 {
-		r.first = now
-	} else {
-		pace := quickPace
-		if now.Sub(r.first) >= r.timeout {
-			pace = max(quickPace, slowRound/time.Duration(len(r.servers)))
-		}
-		wait = r.last.Add(pace).Sub(now)
+	if r.attempts > 1 && !r.slowLocked(now) {
+		wait = r.last.Add(quickPace).Sub(now)
 	}
-	r.attempts++
 	bound := r.base
 	if s := r.server(addr); s != nil {
 		bound = s.bound

@@ -123,15 +123,23 @@ func TestAServerSilentOnOpeningIsWaitedForTwiceAsLongNextTime(t *testing.T) {
 	})
 }
 
-// Attempts come quickly while the session may still be kept, then a
-// round a second; a session opened starts the pace afresh.
-func TestAttemptsComeQuicklyForASessionTimeoutThenARoundASecond(t *testing.T) {
+// Attempts come quickly while the session may still be kept; then
+// go-zookeeper paces them as it does alone, told where each round of
+// servers begins (it answers the requests waiting, and pauses a second).
+// A session opened starts the pace afresh.
+func TestAttemptsComeQuicklyForASessionTimeoutThenInGoZookeepersRounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, order := ring(t, time.Second)
+		r, _ := ring(t, time.Second)
 		start := time.Now()
 		var at []time.Duration
-		for range 14 {
-			if _, err := r.begin(order[0]); err != nil {
+		var rounds []int
+		for i := range 16 {
+			addr, round := r.Next()
+			if round {
+				rounds = append(rounds, i)
+				time.Sleep(time.Second) // go-zookeeper's pause before a round
+			}
+			if _, err := r.begin(addr); err != nil {
 				t.Fatal(err)
 			}
 			at = append(at, time.Since(start))
@@ -140,16 +148,18 @@ func TestAttemptsComeQuicklyForASessionTimeoutThenARoundASecond(t *testing.T) {
 		for i := range 11 { // 0 to 1s, 100ms apart
 			want = append(want, time.Duration(i)*quickPace)
 		}
-		for i := 1; i <= 3; i++ { // then a third of a second apart among three
-			want = append(want, time.Second+time.Duration(i)*(time.Second/3))
-		}
+		want = append(want, time.Second, 2*time.Second, 2*time.Second, 2*time.Second, 3*time.Second)
 		if !slices.Equal(at, want) {
-			t.Fatalf("attempts began at %v, want %v", at, want)
+			t.Errorf("attempts began at %v, want %v", at, want)
+		}
+		if !slices.Equal(rounds, []int{12, 15}) {
+			t.Errorf("rounds began at attempts %v, want [12 15]", rounds)
 		}
 		r.Connected()
 		before := time.Now()
-		if _, err := r.begin(order[0]); err != nil || time.Since(before) != 0 {
-			t.Fatalf("the first attempt after a session waited %s (%v), want none", time.Since(before), err)
+		addr, round := r.Next()
+		if _, err := r.begin(addr); err != nil || round || time.Since(before) != 0 {
+			t.Fatalf("the first attempt after a session waited %s, round %v (%v); want no wait", time.Since(before), round, err)
 		}
 	})
 }
@@ -158,11 +168,13 @@ func TestAttemptsComeQuicklyForASessionTimeoutThenARoundASecond(t *testing.T) {
 // look whether it was closed (it looks only at the start of a round).
 func TestAClosedRingEndsItsWaitAndTheAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, order := ring(t, 4*time.Second)
-		r.begin(order[0])
+		r, _ := ring(t, 4*time.Second)
+		addr, _ := r.Next()
+		r.begin(addr)
+		addr, _ = r.Next()
 		errc := make(chan error, 1)
 		go func() {
-			_, err := r.begin(order[1])
+			_, err := r.begin(addr)
 			errc <- err
 		}()
 		synctest.Wait()
