@@ -51,7 +51,7 @@ func TestACallbackEndpointDownFor20sGetsItsCallbackOnceBackAndTheJobCompletes(t 
 	}
 	jid := job.GetId()
 	stay := pendingStay(job)
-	if !strings.Contains(stay.GetMessage(), "connection refused") || !strings.Contains(stay.GetMessage(), "not delivered yet") {
+	if !strings.Contains(stay.GetMessage(), "connection refused") || !strings.Contains(stay.GetMessage(), "pending: tried again") {
 		t.Errorf("the job's stay in Notify says %q, want the refused connection and that it is tried again", stay.GetMessage())
 	}
 	time.Sleep(time.Until(down.Add(outageFor))) // the rest of the outage itself; nothing is awaited
@@ -88,7 +88,7 @@ func TestACallbackEndpointDownFor20sGetsItsCallbackOnceBackAndTheJobCompletes(t 
 }
 
 // pendingStay is the job's last history entry when it is a stay in
-// Notify (a callback not delivered yet), else nil.
+// Notify (a callback pending), else nil.
 func pendingStay(j *v1.Job) *v1.JobStateChange {
 	hs := j.GetStatus().GetHistory()
 	if j.GetStatus().GetStatus() != queue.Notify || len(hs) == 0 {

@@ -132,7 +132,7 @@ func StateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
 // addition: estimating never fails for its own reasons, but a job whose nodes
 // another writer made unreadable must still leave the pipeline with a message.
 // So are the stays in Provisioning (while space is short) and in Notify
-// (while a callback is not delivered yet).
+// (while its callback has not been delivered).
 var jobTransitions = map[JobState][]JobState{
 	Pending:      {Estimating, Held, Failed},
 	Held:         {Pending, Deleted},

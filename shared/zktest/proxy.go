@@ -24,7 +24,7 @@ type Proxy struct {
 	toServer Delay
 	toClient Delay
 	// hung is closed by Resume; nil while the proxy forwards. held are the
-	// connections taken meanwhile, not yet forwarded.
+	// connections taken meanwhile, to forward on Resume.
 	hung   chan struct{}
 	held   []net.Conn
 	closed chan struct{}

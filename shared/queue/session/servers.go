@@ -66,7 +66,7 @@ type serverRing struct {
 	mu      sync.Mutex
 	servers []*ringServer
 	base    time.Duration // the handshake bound of a server not found hung
-	cur     int           // the server handed out last (-1: none yet)
+	cur     int           // the server handed out last (-1: none)
 	// attempts is how many servers were handed out since the last session
 	// was opened, the first at first; last is when the last connection
 	// attempt began.

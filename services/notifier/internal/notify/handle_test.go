@@ -69,7 +69,7 @@ func TestACallbackThatKeepsFailingWaitsInNotifyToBeTriedAgain(t *testing.T) {
 	n := newNotifier(t, root, srv.URL+"/cb")
 	n.Now = func() time.Time { return t0 }
 	out := n.Handle(context.Background(), claim)
-	want := "wait 200ms: callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts; not delivered yet: tried again for 1h0m0s from the first failure"
+	want := "wait 200ms: callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts; pending: tried again for 1h0m0s from the first failure"
 	if out.String() != want || rcv.calls() != 3 {
 		t.Errorf("outcome %q after %d calls, want %q after 3", out, rcv.calls(), want)
 	}

@@ -1,6 +1,6 @@
 // Package notify is the notifier's stage handler: it calls the collection
 // profile's callback with the job's result, removes the job's working
-// folder and completes the job. A callback that cannot be delivered yet
+// folder and completes the job. A callback that cannot be delivered
 // is tried again for hours (Redelivery), the job waiting in Notify
 // meanwhile: the object is stored, and only the news of it is late.
 package notify
@@ -176,7 +176,7 @@ func (n *Notifier) callBack(ctx context.Context, claim stage.Claim, url string) 
 	}
 	n.count(ctx, "pending")
 	due := n.Redelivery.due(since, now)
-	n.Logger.WarnContext(ctx, "callback not delivered yet; tried again later", "url", url, "since", since,
+	n.Logger.WarnContext(ctx, "callback pending; tried again later", "url", url, "since", since,
 		"next_attempt", due, "error", err)
 	// The object is stored: its working folder is not needed while the
 	// news of it waits.
@@ -188,7 +188,7 @@ func (n *Notifier) callBack(ctx context.Context, claim stage.Claim, url string) 
 	// The message stays the same from attempt to attempt while the
 	// receiver fails the same way: the job's history gets one entry, not
 	// one an attempt.
-	msg := fmt.Sprintf("%v; not delivered yet: tried again for %s from the first failure", err, n.Redelivery.For)
+	msg := fmt.Sprintf("%v; pending: tried again for %s from the first failure", err, n.Redelivery.For)
 	return "", stage.Wait(due.Sub(now), jobs.Change{Message: msg}), false
 }
 

@@ -239,7 +239,7 @@ func TestACallbackNotDeliveredYetWaitsInNotifyAndIsDeliveredOnceTheReceiverAnswe
 			path = append(path, queue.JobStateName(h.GetFrom())+"→"+queue.JobStateName(h.GetTo())+": "+h.GetMessage())
 		}
 	}
-	pending := "; not delivered yet: tried again for 1h0m0s from the first failure"
+	pending := "; pending: tried again for 1h0m0s from the first failure"
 	want := []string{"Recording→Notify: ",
 		"Notify→Notify: callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts" + pending,
 		"Notify→Notify: callback " + srv.URL + "/cb: HTTP 503 Service Unavailable after 3 attempts" + pending,

@@ -64,7 +64,7 @@ func TestAJobTakenBeforeItsNextAttemptWaitsUntilThenUnchanged(t *testing.T) {
 	defer srv.Close()
 	root := t.TempDir()
 	claim, _ := notifyJob(t, root, "demo")
-	msg := "callback x: connection refused after 3 attempts; not delivered yet"
+	msg := "callback x: connection refused after 3 attempts; pending"
 	// First failure at t0, retried at t0+200ms, t0+600ms; now t0+1s: the
 	// next is due at t0+1.4s.
 	claim.Job.Status = stays(t0, t0.Add(600*time.Millisecond), msg)
@@ -89,7 +89,7 @@ func TestACallbackStillNotDeliveredWhenTheTimeIsUpCompletesTheJobSayingSo(t *tes
 	defer srv.Close()
 	root := t.TempDir()
 	claim, _ := notifyJob(t, root, "demo")
-	claim.Job.Status = stays(t0, t0.Add(59*time.Minute), "callback x: HTTP 503 after 3 attempts; not delivered yet")
+	claim.Job.Status = stays(t0, t0.Add(59*time.Minute), "callback x: HTTP 503 after 3 attempts; pending")
 	n := newNotifier(t, root, srv.URL+"/cb")
 	n.Now = func() time.Time { return t0.Add(time.Hour) }
 	out := n.Handle(context.Background(), claim)
