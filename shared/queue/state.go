@@ -131,8 +131,9 @@ func StateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
 // jobTransitions is the spec's job table. Estimating → Failed is an ingestq
 // addition: estimating never fails for its own reasons, but a job whose nodes
 // another writer made unreadable must still leave the pipeline with a message.
-// So are the stays in Provisioning (while space is short) and in Notify
-// (while its callback has not been delivered).
+// Storing → Storing is another: the storing step stays, saying why, while the
+// store is unavailable, as Provisioning stays while space is short; and so is
+// Notify → Notify, while a job's callback has not been delivered.
 var jobTransitions = map[JobState][]JobState{
 	Pending:      {Estimating, Held, Failed},
 	Held:         {Pending, Deleted},
@@ -140,7 +141,7 @@ var jobTransitions = map[JobState][]JobState{
 	Provisioning: {Downloading, Provisioning, Failed},
 	Downloading:  {Processing, Failed},
 	Processing:   {Storing, Failed},
-	Storing:      {Recording, Failed},
+	Storing:      {Recording, Storing, Failed},
 	Recording:    {Notify, Failed},
 	Notify:       {Completed, Notify, Failed},
 	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},
