@@ -139,14 +139,12 @@ func (n *Notifier) callBack(ctx context.Context, claim stage.Claim, url string) 
 		if lm := job.GetStatus().GetLastModified(); lm != nil && lm.AsTime().After(last) {
 			last = lm.AsTime()
 		}
-		// The schedule is read in commit times (the history's, the
-		// status's), a moment after the decisions they record: a take
-		// that early counts as on time.
-		early := min(n.Redelivery.Backoff/4, time.Second)
-		if due := n.Redelivery.due(since, last); due.Sub(now) > early {
-			// Taken before its time (by another replica, or a notifier
-			// started again): it waits on, its status unchanged.
-			return "", stage.Wait(due.Sub(now), jobs.Change{Message: job.GetStatus().GetMessage()}), false
+		if due := n.Redelivery.due(since, last); now.Before(due) {
+			// Taken before its time (by another replica, a notifier
+			// started again, or a moment early, the times read being
+			// those of commits): it is given back untouched until then,
+			// its status, and so the time of its last attempt, unchanged.
+			return "", stage.Wait(due.Sub(now), jobs.Change{}), false
 		}
 	}
 	result := callback.Result{JobID: claim.ID(), BatchID: job.GetBid(), ARK: job.GetIdentifiers().GetPrimaryId(),

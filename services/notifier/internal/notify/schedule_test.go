@@ -56,8 +56,8 @@ func stays(since, last time.Time, msg string) *v1.JobStatus {
 
 // The schedule is read from the job itself, its first failure from its
 // history: a notifier started again (or another replica) that takes the
-// job before its next attempt is due puts it back to wait until then,
-// posting nothing and changing nothing.
+// job before its next attempt is due gives it back until then, posting
+// nothing and writing nothing (stage.Wait without a message).
 func TestAJobTakenBeforeItsNextAttemptWaitsUntilThenUnchanged(t *testing.T) {
 	rcv := &receiver{script: []int{200}}
 	srv := httptest.NewServer(rcv)
@@ -70,8 +70,8 @@ func TestAJobTakenBeforeItsNextAttemptWaitsUntilThenUnchanged(t *testing.T) {
 	claim.Job.Status = stays(t0, t0.Add(600*time.Millisecond), msg)
 	n := newNotifier(t, root, srv.URL+"/cb") // a notifier that knows nothing of the job
 	n.Now = func() time.Time { return t0.Add(time.Second) }
-	if out := n.Handle(context.Background(), claim); out.String() != "wait 400ms: "+msg || rcv.calls() != 0 {
-		t.Errorf("outcome %q after %d calls, want %q after none", out, rcv.calls(), "wait 400ms: "+msg)
+	if out := n.Handle(context.Background(), claim); out.String() != "wait 400ms" || out.Change().Message != "" || rcv.calls() != 0 {
+		t.Errorf("outcome %q after %d calls, want a wait of 400ms writing nothing, after none", out, rcv.calls())
 	}
 	// At its time it is posted.
 	n.Now = func() time.Time { return t0.Add(1400 * time.Millisecond) }
