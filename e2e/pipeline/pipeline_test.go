@@ -51,9 +51,12 @@ type env struct {
 	deposits  *depositor.Server
 	depDir    string
 	callbacks *callbackReceiver
-	spans     *otlpsink.Sink
-	batches   v1.BatchServiceClient
-	admin     v1.AdminServiceClient
+	// outage is the callback endpoint of profile "outage", down until a
+	// test brings it up.
+	outage  *outageReceiver
+	spans   *otlpsink.Sink
+	batches v1.BatchServiceClient
+	admin   v1.AdminServiceClient
 }
 
 var shared *env // set once by TestMain, read by the tests
@@ -99,6 +102,9 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		return nil, nil, err
 	}
 	var err error
+	if e.outage, err = newOutageReceiver(); err != nil {
+		return nil, nil, err
+	}
 	if e.deposits, err = depositor.Start(e.depDir); err != nil {
 		return nil, nil, err
 	}
@@ -106,7 +112,7 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		return nil, nil, err
 	}
 	profiles := filepath.Join(dir, "profiles")
-	if err := writeProfiles(profiles, e.callbacks.URL); err != nil {
+	if err := writeProfiles(profiles, e.callbacks.URL, e.outage.URL); err != nil {
 		return nil, nil, err
 	}
 	e.stack, err = stack.Start(ctx, stack.Options{
@@ -117,6 +123,10 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 			"OTEL_BSP_SCHEDULE_DELAY":     "100",
 			// Merritt's ingest service's queue folder, as a web server serves it.
 			"INGESTQ_MERRITT_QUEUE_URL": e.deposits.URL + "/" + merrittQueueFolder,
+			// A callback not delivered is tried again within seconds, not
+			// minutes: the outage's callback arrives soon after it ends.
+			"INGESTQ_CALLBACK_RETRY_BACKOFF":     "1s",
+			"INGESTQ_CALLBACK_RETRY_BACKOFF_MAX": "4s",
 		},
 	})
 	if err != nil {
@@ -143,6 +153,7 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		e.deposits.Close()
 		e.spans.Stop()
 		e.callbacks.Close()
+		e.outage.Close()
 		return err
 	}
 	return e, stop, nil
@@ -153,7 +164,7 @@ func adminCtx(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+adminToken)
 }
 
-func writeProfiles(dir, callbackURL string) error {
+func writeProfiles(dir, callbackURL, outageURL string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -162,6 +173,8 @@ func writeProfiles(dir, callbackURL string) error {
 		"callback.yaml": fmt.Sprintf("name: callback\ncollection: cb\nnotification_addresses: [cb@example.org]\ncallback_url: %s/done\n",
 			callbackURL),
 		"held.yaml": "name: held\ncollection: heldcoll\nnotification_addresses: [held@example.org]\n",
+		"outage.yaml": fmt.Sprintf("name: outage\ncollection: outage\nnotification_addresses: [outage@example.org]\ncallback_url: %s/done\n",
+			outageURL),
 	}
 	for name, body := range profiles {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {

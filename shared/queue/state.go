@@ -132,7 +132,8 @@ func StateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
 // addition: estimating never fails for its own reasons, but a job whose nodes
 // another writer made unreadable must still leave the pipeline with a message.
 // Storing → Storing is another: the storing step stays, saying why, while the
-// store is unavailable, as Provisioning stays while space is short.
+// store is unavailable, as Provisioning stays while space is short; and so is
+// Notify → Notify, while a job's callback has not been delivered.
 var jobTransitions = map[JobState][]JobState{
 	Pending:      {Estimating, Held, Failed},
 	Held:         {Pending, Deleted},
@@ -142,7 +143,7 @@ var jobTransitions = map[JobState][]JobState{
 	Processing:   {Storing, Failed},
 	Storing:      {Recording, Storing, Failed},
 	Recording:    {Notify, Failed},
-	Notify:       {Completed, Failed},
+	Notify:       {Completed, Notify, Failed},
 	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},
 }
 

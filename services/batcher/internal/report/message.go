@@ -75,8 +75,30 @@ func (r *Report) whatToDo(sub *v1.Submission) string {
 }
 
 // jobsSummary says how the batch's jobs ended. It says completed only when
-// every job that was not deleted completed, and one did at least.
+// every job that was not deleted completed, and one did at least; and how
+// many of the completed ones had their callback given up.
 func (r *Report) jobsSummary() string {
+	s := r.outcomes()
+	if n := r.callbacksNotDelivered(); n > 0 && r.anyCompleted() {
+		s += fmt.Sprintf("; %d callback(s) not delivered", n)
+	}
+	return s
+}
+
+// callbacksNotDelivered counts the completed jobs listed whose callback
+// the notifier gave up (queue.CallbackNotDelivered).
+func (r *Report) callbacksNotDelivered() int {
+	n := 0
+	for _, l := range r.Completed.Lines {
+		if strings.HasPrefix(l.Message, queue.CallbackNotDelivered) {
+			n++
+		}
+	}
+	return n
+}
+
+// outcomes says how the batch's jobs ended.
+func (r *Report) outcomes() string {
 	switch {
 	case !r.anyCompleted() && r.Failed.Total == 0 && r.InProgress.Total == 0:
 		return "failed: no object completed"
@@ -128,6 +150,10 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 		}
 		b.WriteString("\n")
 		switch {
+		case strings.HasPrefix(l.Message, queue.CallbackNotDelivered):
+			// A completed job: its object is stored, the news of it did
+			// not reach the collection's receiver.
+			fmt.Fprintf(b, "      %s\n", oneLine(strings.Split(l.Message, "; ")[0]))
 		case messages && l.FailedIn != "":
 			fmt.Fprintf(b, "      failed in %s: %s\n", l.FailedIn, oneLine(l.Message))
 		case messages && l.Message != "":

@@ -184,3 +184,27 @@ func TestAReportNamesTheVersionEachObjectGot(t *testing.T) {
 		t.Errorf("a report of first versions only speaks of versions stored before:\n%s", m.Body)
 	}
 }
+
+// A job completed without its callback (the notifier gave it up) is a
+// completed object: the report says completed, and says which callback
+// was not delivered.
+func TestAJobCompletedWithoutItsCallbackIsReportedCompletedSayingSo(t *testing.T) {
+	prof := &profile.Profile{Name: "demo", Collection: "demo_coll"}
+	sub := &v1.Submission{ProfileName: "demo", PayloadUrl: "https://example.org/b.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS}
+	msg := queue.CallbackNotDelivered + " to https://cb.example.org/x in 24h0m0s of attempts (callback https://cb.example.org/x: HTTP 503 Service Unavailable after 3 attempts); working folder removed"
+	r := &Report{Bid: "bid0000000042", Key: "bid0000000042-report", AllCompleted: 2,
+		Completed: Section{Total: 2, Lines: []Line{{JobID: "jid0000000001", ARK: "ark:/99999/fk4a", Message: msg},
+			{JobID: "jid0000000002", ARK: "ark:/99999/fk4b", Message: "callback https://cb.example.org/x delivered; working folder removed"}}}}
+	if r.Final() != queue.BatchCompleted {
+		t.Errorf("Final() = %s", r.Final())
+	}
+	m := r.Mail(sub, prof)
+	if want := "ingestq batch bid0000000042: completed: all 2 object(s) completed; 1 callback(s) not delivered"; m.Subject != want {
+		t.Errorf("subject %q, want %q", m.Subject, want)
+	}
+	want := "Completed (2):\n  jid0000000001  ark:/99999/fk4a\n      " + queue.CallbackNotDelivered +
+		" to https://cb.example.org/x in 24h0m0s of attempts (callback https://cb.example.org/x: HTTP 503 Service Unavailable after 3 attempts)\n  jid0000000002  ark:/99999/fk4b\n"
+	if !strings.Contains(m.Body, want) {
+		t.Errorf("body lacks\n%s\nin\n%s", want, m.Body)
+	}
+}
