@@ -99,7 +99,7 @@ func (d *Downloader) StageConfig() stage.Config {
 // with a message naming the file, its URL and the reason.
 func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
 	conf := claim.Data().GetConfiguration()
-	m, err := claim.LoadManifest(ctx)
+	m, err := d.fileList(ctx, claim)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
 		return stage.Failf("file list of the job unreadable: %v", err)
@@ -147,6 +147,20 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 	}
 	d.Logger.InfoContext(ctx, "job downloaded", "space_needed", total, "detail", msg)
 	return stage.Next(jobs.Change{SpaceNeeded: &total, Message: msg})
+}
+
+// fileList is the job's file list: its manifest node's, or the one kept in
+// its working folder that the node names (a list too long for a node).
+func (d *Downloader) fileList(ctx context.Context, claim stage.Claim) (*v1.Manifest, error) {
+	m, err := claim.LoadManifest(ctx)
+	if err != nil || m.GetKept() == nil {
+		return m, err
+	}
+	wd, err := claim.WorkingDir(ctx, d.WorkRoot.Dir())
+	if err != nil {
+		return nil, err
+	}
+	return d.WorkRoot.FileList(wd, m)
 }
 
 // openWorkingDir opens the job's working directory, creating it, after

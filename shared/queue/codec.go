@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -24,8 +25,8 @@ import (
 // a node holds less than 1 MB (the server's jute.maxbuffer, 1 MiB by
 // default, bounds a whole request, and a server that receives a larger one
 // drops the connection), and the rest of the write shares the request. A
-// job's file list (its manifest node) is refused past it; a batch's
-// status-report is trimmed to it (see FitStatusReport).
+// batch's status-report is trimmed to it (see FitStatusReport); a job's
+// file list is kept in its node only far below it (MaxInlineFileListBytes).
 const MaxNodeBytes = 900 << 10
 
 // TimeLayout is the spec's last_modified format: "2026-11-22 03:51:07 +0000".
@@ -1182,25 +1183,53 @@ type manifestFileJSON struct {
 	Name          string `json:"name"`
 }
 
+// MaxInlineFileListBytes bounds a file list kept in the job's manifest
+// node. A longer one is kept in a file of the job's working folder, the
+// node naming it (v1.Manifest.Kept): ZooKeeper holds every node in its
+// heap, and an object of 100,000 files would list ~20 MB there, past what a
+// node holds. At 8 KiB (some 40 files) a job still costs the server about
+// what docs/sizing.md sizes it for.
+const MaxInlineFileListBytes = 8 << 10
+
 // ManifestNodeSize is the size of a job's file list as the queue stores it
-// (its manifest node), to hold against MaxNodeBytes before the job exists.
+// (its manifest node, or the file it is kept in).
 func ManifestNodeSize(m *v1.Manifest) int { return len(EncodeManifest(m)) }
 
-func EncodeManifest(m *v1.Manifest) []byte {
-	files := make([]manifestFileJSON, 0, len(m.GetFiles()))
-	for _, f := range m.GetFiles() {
-		files = append(files, manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
-			HashValue: f.GetHashValue(), Size: f.GetSize(), LastModified: f.GetLastModified(), Name: f.GetName()})
-	}
-	return marshal(struct {
-		Files []manifestFileJSON `json:"files"`
-	}{files})
+// FileListFitsNode says whether m's files may be kept in the job's
+// manifest node (MaxInlineFileListBytes).
+func FileListFitsNode(m *v1.Manifest) bool { return ManifestNodeSize(m) <= MaxInlineFileListBytes }
+
+type keptFileListJSON struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+	Files  int64  `json:"files"`
 }
 
-func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
-	var w struct {
-		Files []manifestFileJSON `json:"files"`
+type manifestJSON struct {
+	Files []manifestFileJSON `json:"files"`
+	Kept  *keptFileListJSON  `json:"kept,omitempty"`
+}
+
+// EncodeManifest is a job's manifest node: its files, or (m.Kept) the file
+// of its working folder that lists them. The same encoding of the files
+// alone is what that file holds.
+func EncodeManifest(m *v1.Manifest) []byte {
+	w := manifestJSON{Files: make([]manifestFileJSON, 0, len(m.GetFiles()))}
+	for _, f := range m.GetFiles() {
+		w.Files = append(w.Files, manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
+			HashValue: f.GetHashValue(), Size: f.GetSize(), LastModified: f.GetLastModified(), Name: f.GetName()})
 	}
+	if k := m.GetKept(); k != nil {
+		w.Kept = &keptFileListJSON{Name: k.GetName(), SHA256: k.GetSha256(), Bytes: k.GetBytes(), Files: k.GetFiles()}
+	}
+	return marshal(w)
+}
+
+// DecodeManifest reads a manifest node (or a kept file list: see
+// EncodeManifest).
+func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
+	var w manifestJSON
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
 	}
@@ -1208,6 +1237,12 @@ func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
 	for _, f := range w.Files {
 		out.Files = append(out.Files, &v1.ManifestFile{Url: f.URL, HashAlgorithm: f.HashAlgorithm,
 			HashValue: f.HashValue, Size: f.Size, LastModified: f.LastModified, Name: f.Name})
+	}
+	if k := w.Kept; k != nil {
+		if len(w.Files) > 0 {
+			return nil, &CorruptError{Path: path, Err: errors.New("lists files and names a kept file list too")}
+		}
+		out.Kept = &v1.KeptFileList{Name: k.Name, Sha256: k.SHA256, Bytes: k.Bytes, Files: k.Files}
 	}
 	return out, nil
 }

@@ -132,6 +132,17 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 		if err != nil || !proto.Equal(gotM, m) {
 			t.Errorf("manifest: %v, %v", gotM, err)
 		}
+		kept := &v1.Manifest{Kept: &v1.KeptFileList{Name: "file-list.json", Sha256: "ab", Bytes: 20 << 20, Files: 100000}}
+		if data := string(EncodeManifest(kept)); data != `{"files":[],"kept":{"name":"file-list.json","sha256":"ab","bytes":20971520,"files":100000}}` {
+			t.Errorf("kept manifest written %s", data)
+		}
+		gotK, err := DecodeManifest("/x", EncodeManifest(kept))
+		if err != nil || !proto.Equal(gotK, &v1.Manifest{Files: []*v1.ManifestFile{}, Kept: kept.Kept}) {
+			t.Errorf("kept manifest: %v, %v", gotK, err)
+		}
+		if _, err := DecodeManifest("/x", []byte(`{"files":[{"url":"u","name":"a","size":1}],"kept":{"name":"file-list.json"}}`)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a node with files and a kept list: %v; want it corrupt", err)
+		}
 		st := &v1.Store{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Deletions: []string{"producer/x"}, Version: 3}
 		gotS, err := DecodeStore("/x", EncodeStore(st))
 		if err != nil || !proto.Equal(gotS, st) {

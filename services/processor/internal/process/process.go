@@ -167,7 +167,10 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 	if err != nil {
 		return stage.Outcome{}, nil, failf("working folder: %v", err)
 	}
-	declared, err := claim.LoadManifest(ctx)
+	declared, err := p.fileList(ctx, claim, dir)
+	if errors.Is(err, queue.ErrCorrupt) {
+		return stage.Outcome{}, nil, failf("the job's file list: %v", err)
+	}
 	if err != nil {
 		return stage.Outcome{}, nil, fmt.Errorf("reading the job's manifest: %w", err)
 	}
@@ -196,6 +199,20 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 	out, err := p.describe(ctx, claim, wd, ark, declared, held)
 	carried = true
 	return out, held, err
+}
+
+// fileList is the job's file list: its manifest node's, or the one kept in
+// its working folder dir that the node names (a list too long for a node).
+func (p *Processor) fileList(ctx context.Context, claim stage.Claim, dir string) (*v1.Manifest, error) {
+	m, err := claim.LoadManifest(ctx)
+	if err != nil || m.GetKept() == nil {
+		return m, err
+	}
+	root, err := workdir.At(p.WorkRoot)
+	if err != nil {
+		return nil, err
+	}
+	return root.FileList(dir, m)
 }
 
 // describe writes the system files of the job's object, named ark by
