@@ -47,4 +47,3 @@ func TestOversizedSubmissionsAndUnknownProfilesAreRefused(t *testing.T) {
 		})
 	}
 }
-
