@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -1191,13 +1193,100 @@ type manifestFileJSON struct {
 // what docs/sizing.md sizes it for.
 const MaxInlineFileListBytes = 8 << 10
 
-// ManifestNodeSize is the size of a job's file list as the queue stores it
-// (its manifest node, or the file it is kept in).
-func ManifestNodeSize(m *v1.Manifest) int { return len(EncodeManifest(m)) }
-
 // FileListFitsNode says whether m's files may be kept in the job's
-// manifest node (MaxInlineFileListBytes).
-func FileListFitsNode(m *v1.Manifest) bool { return ManifestNodeSize(m) <= MaxInlineFileListBytes }
+// manifest node (MaxInlineFileListBytes). It encodes no more of the list
+// than the bound: a list of 100,000 files is refused after some 40.
+func FileListFitsNode(m *v1.Manifest) bool {
+	n := len(`{"files":[]}`)
+	for _, f := range m.GetFiles() {
+		if n += len(encodeManifestFile(f)) + 1; n > MaxInlineFileListBytes {
+			return false
+		}
+	}
+	return true
+}
+
+func encodeManifestFile(f *v1.ManifestFile) []byte {
+	return marshal(manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
+		HashValue: f.GetHashValue(), Size: f.GetSize(), LastModified: f.GetLastModified(), Name: f.GetName()})
+}
+
+// WriteFileList writes files as a kept file list holds them: the bytes
+// EncodeManifest makes of a manifest of these files, written file by file,
+// so that a list of 100,000 files is never in memory as one document.
+func WriteFileList(w io.Writer, files []*v1.ManifestFile) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString(`{"files":[`)
+	for i, f := range files {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.Write(encodeManifestFile(f))
+	}
+	bw.WriteString(`]}`)
+	return bw.Flush()
+}
+
+// ReadFileList reads a kept file list (WriteFileList) from r, file by file:
+// the document is never in memory whole. Reading stops at the list's end;
+// path names it in errors.
+func ReadFileList(path string, r io.Reader) (*v1.Manifest, error) {
+	corrupt := func(err error) error { return &CorruptError{Path: path, Err: fmt.Errorf("invalid file list: %w", err)} }
+	d := json.NewDecoder(r)
+	expect := func(want json.Delim) error {
+		tok, err := d.Token()
+		if err != nil {
+			return err
+		}
+		if tok != want {
+			return fmt.Errorf("%v where %v was expected", tok, want)
+		}
+		return nil
+	}
+	if err := expect('{'); err != nil {
+		return nil, corrupt(err)
+	}
+	out := &v1.Manifest{}
+	listed := false
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, corrupt(err)
+		}
+		switch tok {
+		case "files":
+			if err := expect('['); err != nil {
+				return nil, corrupt(err)
+			}
+			for d.More() {
+				var f manifestFileJSON
+				if err := d.Decode(&f); err != nil {
+					return nil, corrupt(err)
+				}
+				out.Files = append(out.Files, &v1.ManifestFile{Url: f.URL, HashAlgorithm: f.HashAlgorithm,
+					HashValue: f.HashValue, Size: f.Size, LastModified: f.LastModified, Name: f.Name})
+			}
+			if err := expect(']'); err != nil {
+				return nil, corrupt(err)
+			}
+			listed = true
+		case "kept":
+			return nil, corrupt(errors.New("a kept file list names another"))
+		default:
+			var skip json.RawMessage
+			if err := d.Decode(&skip); err != nil {
+				return nil, corrupt(err)
+			}
+		}
+	}
+	if err := expect('}'); err != nil {
+		return nil, corrupt(err)
+	}
+	if !listed {
+		return nil, corrupt(errors.New("no files key"))
+	}
+	return out, nil
+}
 
 type keptFileListJSON struct {
 	Name   string `json:"name"`
@@ -1212,8 +1301,7 @@ type manifestJSON struct {
 }
 
 // EncodeManifest is a job's manifest node: its files, or (m.Kept) the file
-// of its working folder that lists them. The same encoding of the files
-// alone is what that file holds.
+// of its working folder that lists them (WriteFileList).
 func EncodeManifest(m *v1.Manifest) []byte {
 	w := manifestJSON{Files: make([]manifestFileJSON, 0, len(m.GetFiles()))}
 	for _, f := range m.GetFiles() {
@@ -1226,8 +1314,7 @@ func EncodeManifest(m *v1.Manifest) []byte {
 	return marshal(w)
 }
 
-// DecodeManifest reads a manifest node (or a kept file list: see
-// EncodeManifest).
+// DecodeManifest reads a manifest node.
 func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
 	var w manifestJSON
 	if err := unmarshal(path, data, &w); err != nil {

@@ -35,8 +35,6 @@ func (r Root) KeepFileList(wd string, m *v1.Manifest) (*v1.Manifest, error) {
 	if m.GetKept() != nil {
 		return nil, errors.New("keeping a file list: the list given is a reference to a kept one")
 	}
-	data := queue.EncodeManifest(&v1.Manifest{Files: m.GetFiles()})
-	sum := sha256.Sum256(data)
 	dir, err := r.openJob(wd, true)
 	if err != nil {
 		return nil, err
@@ -47,7 +45,9 @@ func (r Root) KeepFileList(wd string, m *v1.Manifest) (*v1.Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keeping the file list in %s: %w", wd, err)
 	}
-	_, err = f.Write(data)
+	h := sha256.New()
+	count := &countingWriter{w: io.MultiWriter(f, h)}
+	err = queue.WriteFileList(count, m.GetFiles())
 	if err == nil {
 		err = f.Sync()
 	}
@@ -64,8 +64,8 @@ func (r Root) KeepFileList(wd string, m *v1.Manifest) (*v1.Manifest, error) {
 		dir.Remove(tmp)
 		return nil, fmt.Errorf("keeping the file list in %s: %w", wd, err)
 	}
-	return &v1.Manifest{Kept: &v1.KeptFileList{Name: FileListName, Sha256: hex.EncodeToString(sum[:]),
-		Bytes: int64(len(data)), Files: int64(len(m.GetFiles()))}}, nil
+	return &v1.Manifest{Kept: &v1.KeptFileList{Name: FileListName, Sha256: hex.EncodeToString(h.Sum(nil)),
+		Bytes: count.n, Files: int64(len(m.GetFiles()))}}, nil
 }
 
 // FileList is the job's file list: m itself, or, when m names a list kept
@@ -101,23 +101,47 @@ func (r Root) FileList(wd string, m *v1.Manifest) (*v1.Manifest, error) {
 		return nil, fmt.Errorf("reading the file list kept in %s: %w", wd, err)
 	}
 	defer f.Close()
+	// Read as it is decoded, the list is never in memory as one document;
+	// what follows the list is read too, for the digest.
 	h := sha256.New()
-	data, err := io.ReadAll(io.TeeReader(io.LimitReader(f, min(k.GetBytes(), maxFileListBytes)+1), h))
-	if err != nil {
+	count := &countingReader{r: io.TeeReader(io.LimitReader(f, min(k.GetBytes(), maxFileListBytes)+1), h)}
+	out, derr := queue.ReadFileList(path, count)
+	if _, err := io.Copy(io.Discard, count); err != nil {
 		return nil, fmt.Errorf("reading the file list kept in %s: %w", wd, err)
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); int64(len(data)) != k.GetBytes() || sum != k.GetSha256() {
+	if sum := hex.EncodeToString(h.Sum(nil)); count.n != k.GetBytes() || sum != k.GetSha256() {
 		return nil, corrupt("the kept file list is not the one the job's manifest names (%d bytes, sha256 %s; the manifest says %d bytes, %s)",
-			len(data), sum, k.GetBytes(), k.GetSha256())
+			count.n, sum, k.GetBytes(), k.GetSha256())
 	}
-	out, err := queue.DecodeManifest(path, data)
-	if err != nil {
-		return nil, err
+	if derr != nil {
+		return nil, derr
 	}
-	if out.GetKept() != nil || int64(len(out.GetFiles())) != k.GetFiles() {
+	if int64(len(out.GetFiles())) != k.GetFiles() {
 		return nil, corrupt("the kept file list lists %d files, the job's manifest says %d", len(out.GetFiles()), k.GetFiles())
 	}
 	return out, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // openJob opens the job's working folder wd through the work root, so no

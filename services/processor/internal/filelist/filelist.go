@@ -43,11 +43,13 @@ func (e *MismatchError) Error() string { return e.File + ": " + e.Msg }
 // of the declared size and digest where one is given; a difference is a
 // *MismatchError. Symbolic links and other non-regular files are refused.
 func List(ctx context.Context, workDir string, declared *v1.Manifest) ([]checkm.Entry, error) {
-	want := map[string]*v1.ManifestFile{}
+	want := make(map[string]*v1.ManifestFile, len(declared.GetFiles()))
 	for _, f := range declared.GetFiles() {
 		want[path.Join(Producer, f.GetName())] = f
 	}
-	var entries []checkm.Entry
+	// The system files, a handful, come beside the declared ones.
+	entries := make([]checkm.Entry, 0, len(want)+8)
+	found := 0 // declared files found
 	for _, top := range []string{Producer, System} {
 		root := filepath.Join(workDir, top)
 		if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
@@ -77,6 +79,9 @@ func List(ctx context.Context, workDir string, declared *v1.Manifest) ([]checkm.
 			if declared != nil && decl == nil && top == Producer {
 				return &MismatchError{File: name, Msg: "is not in the job's manifest"}
 			}
+			if decl != nil {
+				found++
+			}
 			e, err := describe(ctx, p, name, decl)
 			if err != nil {
 				return err
@@ -88,10 +93,8 @@ func List(ctx context.Context, workDir string, declared *v1.Manifest) ([]checkm.
 			return nil, fmt.Errorf("listing %s: %w", root, err)
 		}
 	}
-	if declared != nil {
-		if err := allPresent(entries, want); err != nil {
-			return nil, err
-		}
+	if declared != nil && found < len(want) {
+		return nil, missing(entries, want)
 	}
 	if !slices.ContainsFunc(entries, func(e checkm.Entry) bool { return strings.HasPrefix(e.FileName, Producer+"/") }) {
 		return nil, fmt.Errorf("%s holds no file", filepath.Join(workDir, Producer))
@@ -122,8 +125,8 @@ func describe(ctx context.Context, p, name string, decl *v1.ManifestFile) (check
 	return checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: Algorithm, HashValue: sums[Algorithm], FileSize: n, FileName: name}, nil
 }
 
-// allPresent reports the first declared file that is not in entries.
-func allPresent(entries []checkm.Entry, want map[string]*v1.ManifestFile) error {
+// missing reports the first declared file that is not in entries.
+func missing(entries []checkm.Entry, want map[string]*v1.ManifestFile) error {
 	have := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		have[e.FileName] = true

@@ -306,11 +306,13 @@ func updateDeletions(wd, mode string) ([]string, error) {
 		return nil, err
 	}
 	out := []string{}
+	seen := map[string]bool{} // an update may remove 100,000 files
 	for _, line := range merrittstore.ParseDeleteList(string(data)) {
 		if !strings.HasPrefix(line, filelist.Producer+"/") {
 			line = filelist.Producer + "/" + line
 		}
-		if !slices.Contains(out, line) {
+		if !seen[line] {
+			seen[line] = true
 			out = append(out, line)
 		}
 	}
