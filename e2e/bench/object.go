@@ -206,11 +206,9 @@ func Object(ctx context.Context, o ObjectOptions) (*ObjectResult, error) {
 		}
 	}
 	if res.JobID == "" {
-		names, _, err := c.Nodes().Children(ctx, c.Paths().Batch(res.BatchID).Folder(queue.FolderCompleted))
-		if err != nil || len(names) != 1 {
-			return res, fmt.Errorf("the job of batch %s: %v, %w", res.BatchID, names, err)
+		if res.JobID, err = completedJob(ctx, c, res.BatchID); err != nil {
+			return res, err
 		}
-		res.JobID = names[0]
 	}
 	for _, service := range stack.Services {
 		for _, p := range res.Stack.Procs(service) {
@@ -222,6 +220,24 @@ func Object(ctx context.Context, o ObjectOptions) (*ObjectResult, error) {
 		}
 	}
 	return res, res.readSteps(ctx, c.Nodes(), c.Paths())
+}
+
+// WaitBatchJob waits until the one job of batch bid is Completed, or fails
+// as soon as it fails (its message and logs named), and returns its id.
+func WaitBatchJob(ctx context.Context, batches v1.BatchServiceClient, c *session.Session, bid, logs string) (string, error) {
+	if err := waitCompleted(ctx, batches, bid, 1, logs); err != nil {
+		return "", err
+	}
+	return completedJob(ctx, c, bid)
+}
+
+// completedJob is the one job of a batch whose jobs all completed.
+func completedJob(ctx context.Context, c *session.Session, bid string) (string, error) {
+	names, _, err := c.Nodes().Children(ctx, c.Paths().Batch(bid).Folder(queue.FolderCompleted))
+	if err != nil || len(names) != 1 {
+		return "", fmt.Errorf("the job of batch %s: %v, %v", bid, names, err)
+	}
+	return names[0], nil
 }
 
 // watchNodes reads the sizes of every node of the job and its batch twice
