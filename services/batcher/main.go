@@ -45,6 +45,7 @@ type settings struct {
 	smtpPasswordFile *string
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
+	staleUploadAge   *time.Duration
 	maxManifestBytes *int
 	payloadRetry     *retry.Policy
 	maxQueuedJobs    *int
@@ -78,6 +79,8 @@ func (s *settings) register(r *config.Registry) {
 	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
+	s.staleUploadAge = r.Duration("s3-stale-upload-age", "INGESTQ_S3_STALE_UPLOAD_AGE", 24*time.Hour,
+		"with an S3 store: age past which the cleanup aborts an unfinished multipart upload of an object not being stored (one a crashed processor left and no job came back for)")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
 	s.payloadRetry = retry.Register(r, "payload", "a batch's payload is fetched", spawn.DefaultRetry())
@@ -134,12 +137,17 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	tools := qadmin.New(env.Session)
 	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
 		Store: fixity.Location{Root: absolute(s.store.Root)}}
+	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	if s.store.Kind == "s3" {
 		c, err := s3store.Client(ctx, *s.store.S3)
 		if err != nil {
 			return err
 		}
 		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
+		if *s.staleUploadAge <= 0 {
+			return fmt.Errorf("INGESTQ_S3_STALE_UPLOAD_AGE %s: want a positive duration", *s.staleUploadAge)
+		}
+		jan.Uploads, jan.Bucket, jan.UploadAge = c, s.store.S3.Bucket, *s.staleUploadAge
 	}
 	if s.store.Kind == "merritt" {
 		// Merritt's storage service keeps, replicates and audits its
@@ -192,7 +200,6 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		defer close(ran)
 		runner.Run(taking)
 	}()
-	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	janCtx, stopJanitor := context.WithCancel(ctx)
 	go jan.Run(janCtx)
 	if aud != nil {
