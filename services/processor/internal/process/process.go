@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -76,12 +77,65 @@ type Processor struct {
 	// another job (default 3 s).
 	LockRetry time.Duration
 	Logger    *slog.Logger
+
+	storing  bool     // this process stores the versions it processes (StageConfigs)
+	digested handOver // what processing saw of the files, for storing after it
+}
+
+// handOver hands what the processing step saw of a job's files (as it
+// digested them) to the storing step that follows it in this process on
+// the same claim, a job the runner chains on with its lock kept: the
+// store links those files without reading them again (store.Seen). A job
+// stored by another claim or process is read again, whatever happened to
+// its working folder in between.
+type handOver struct {
+	mu   sync.Mutex
+	jobs map[stage.Claim]digestedFiles
+}
+
+type digestedFiles struct {
+	manifest string // the storage manifest's URL
+	seen     map[string]store.Seen
+	at       time.Time
+}
+
+// handOverFor is how long a hand-over waits for its storing step: a
+// chained one comes at once; one that never comes (the job went on alone,
+// to another replica) is dropped.
+const handOverFor = 10 * time.Minute
+
+func (h *handOver) put(claim stage.Claim, manifest string, seen map[string]store.Seen) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.jobs == nil {
+		h.jobs = map[stage.Claim]digestedFiles{}
+	}
+	for c, d := range h.jobs {
+		if time.Since(d.at) > handOverFor {
+			delete(h.jobs, c)
+		}
+	}
+	h.jobs[claim] = digestedFiles{manifest: manifest, seen: seen, at: time.Now()}
+}
+
+// take returns (and forgets) what processing on this claim saw of the files
+// of the storage manifest at manifest; nil if it was another claim's.
+func (h *handOver) take(claim stage.Claim, manifest string) map[string]store.Seen {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.jobs[claim]
+	delete(h.jobs, claim)
+	if !ok || d.manifest != manifest {
+		return nil
+	}
+	return d.seen
 }
 
 // StageConfigs are the processor's stages: processing, and storing unless
 // another consumer (Merritt's storage service) owns Storing; then processed
 // jobs wait in Storing for it.
 func (p *Processor) StageConfigs(storing bool) []stage.Config {
+	p.storing = storing
 	cfgs := []stage.Config{{
 		Name:    "processing",
 		From:    queue.Processing,
@@ -249,7 +303,7 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 	if conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER {
 		declared = nil // it names the archive, which the downloader unpacked
 	}
-	entries, err := filelist.List(ctx, wd, declared)
+	entries, seen, err := filelist.List(ctx, wd, declared)
 	if err != nil {
 		return stage.Outcome{}, failf("checking the files of %s: %v", ark, err)
 	}
@@ -281,6 +335,9 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 		}
 		change.Store = &v1.Store{ManifestUrl: am.URL, Mode: merrittstore.Mode(mode, p.Merritt.Storage.Node, ark), Deletions: deletions}
 		change.Inventory = &v1.Inventory{ManifestUrl: p.Merritt.Storage.ManifestURL(ark), Mode: mode}
+	}
+	if p.storing && p.Merritt == nil {
+		p.digested.put(claim, change.Store.GetManifestUrl(), seen)
 	}
 	p.logger().InfoContext(ctx, "object processed", "ark", ark, "files", len(entries))
 	return stage.Next(change), nil

@@ -80,7 +80,7 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 		}
 	}()
 	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest,
-		Deletions: st.GetDeletions(), LocalIDs: job.GetIdentifiers().GetLocalId()})
+		Deletions: st.GetDeletions(), LocalIDs: job.GetIdentifiers().GetLocalId(), Digested: p.digested.take(claim, manifest)})
 	if err != nil {
 		return stage.Outcome{}, failf("%v", err)
 	}
