@@ -27,6 +27,26 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
+// DepositOptions configure the run of one deposit through the pipeline.
+type DepositOptions struct {
+	Dir    string // run directory
+	BinDir string // built service binaries
+	// Deposits is the folder the depositor serves; Payload the path of the
+	// payload in it, of PayloadType.
+	Deposits    string
+	Payload     string
+	PayloadType v1.PayloadType
+	// S3 stores into a bucket of an S3-compatible server the run starts
+	// (versitygw), not into a folder.
+	S3 bool
+	// Env is added to every service's environment.
+	Env map[string]string
+	// Profiles, if set, is where a CPU profile of every service, taken
+	// while the deposit goes through, is written (<service>.pprof), and
+	// at its end a heap profile (<service>.heap).
+	Profiles string
+}
+
 // ObjectOptions configure the run of one object of many files.
 type ObjectOptions struct {
 	Dir    string // run directory
@@ -34,19 +54,14 @@ type ObjectOptions struct {
 	// Files of FileBytes each make the object, listed in one object
 	// manifest with their sizes and SHA-256 digests.
 	Files, FileBytes int
-	// S3 stores into a bucket of an S3-compatible server the run starts
-	// (versitygw), not into a folder.
-	S3 bool
-	// Env is added to every service's environment.
-	Env map[string]string
-	// Profiles, if set, is where a CPU profile of every service, taken
-	// while the object goes through, is written (<service>.pprof).
-	Profiles string
+	S3               bool
+	Env              map[string]string
+	Profiles         string
 }
 
-// ObjectResult is what the run of one object measured. The stack is left
+// Result is what the run of one deposit measured. The stack is left
 // running for the caller to look at what it stored (Stop ends it).
-type ObjectResult struct {
+type Result struct {
 	Elapsed  time.Duration // from the submission to the job Completed
 	BatchID  string
 	JobID    string
@@ -73,7 +88,7 @@ type Step struct {
 
 // Stop stops the services, the depositor and the S3 server; again, it does
 // nothing.
-func (r *ObjectResult) Stop(ctx context.Context) {
+func (r *Result) Stop(ctx context.Context) {
 	r.once.Do(func() {
 		if r.Stack != nil {
 			r.Stack.Stop(ctx)
@@ -116,15 +131,22 @@ func ObjectDeposit(dir string, n, size int) error {
 	return os.WriteFile(filepath.Join(dir, "object.checkm"), []byte(m.String()), 0o644)
 }
 
-// Object runs the seven services as processes (with a ZooKeeper of their
-// own), submits one object manifest of o.Files files served from loopback
-// and waits for its job to complete, watching the sizes of its ZooKeeper
-// nodes meanwhile.
-func Object(ctx context.Context, o ObjectOptions) (*ObjectResult, error) {
-	res := &ObjectResult{Deposits: filepath.Join(o.Dir, "deposits"), PeakRSSMB: map[string]float64{}, NodeBytes: map[string]int{}}
-	if err := ObjectDeposit(res.Deposits, o.Files, o.FileBytes); err != nil {
+// Object writes an object of o.Files files (ObjectDeposit) and sends its
+// object manifest through the pipeline (Deposit).
+func Object(ctx context.Context, o ObjectOptions) (*Result, error) {
+	deposits := filepath.Join(o.Dir, "deposits")
+	if err := ObjectDeposit(deposits, o.Files, o.FileBytes); err != nil {
 		return nil, err
 	}
+	return Deposit(ctx, DepositOptions{Dir: o.Dir, BinDir: o.BinDir, Deposits: deposits, Payload: "object.checkm",
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, S3: o.S3, Env: o.Env, Profiles: o.Profiles})
+}
+
+// Deposit runs the seven services as processes (with a ZooKeeper of their
+// own), submits one payload served from loopback and waits for its one job
+// to complete, watching the sizes of its ZooKeeper nodes meanwhile.
+func Deposit(ctx context.Context, o DepositOptions) (*Result, error) {
+	res := &Result{Deposits: o.Deposits, PeakRSSMB: map[string]float64{}, NodeBytes: map[string]int{}}
 	dep, err := depositor.Start(res.Deposits)
 	if err != nil {
 		return nil, err
@@ -169,9 +191,9 @@ func Object(ctx context.Context, o ObjectOptions) (*ObjectResult, error) {
 
 	start := time.Now()
 	sub, err := batches.Submit(ctx, &v1.SubmitRequest{Submitter: "bench", Profile: "bench",
-		PayloadUrl: dep.URL + "/object.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST})
+		PayloadUrl: dep.URL + "/" + o.Payload, PayloadType: o.PayloadType})
 	if err != nil {
-		return res, fmt.Errorf("submitting the object: %w", err)
+		return res, fmt.Errorf("submitting %s: %w", o.Payload, err)
 	}
 	res.BatchID = sub.GetBatchId()
 	profiled := make(chan error, 1)
@@ -242,7 +264,7 @@ func completedJob(ctx context.Context, c *session.Session, bid string) (string, 
 
 // watchNodes reads the sizes of every node of the job and its batch twice
 // a second, keeping the largest of each, until ctx ends.
-func (r *ObjectResult) watchNodes(ctx context.Context, z *session.Nodes, p queue.Paths) error {
+func (r *Result) watchNodes(ctx context.Context, z *session.Nodes, p queue.Paths) error {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -269,7 +291,7 @@ func (r *ObjectResult) watchNodes(ctx context.Context, z *session.Nodes, p queue
 }
 
 // nodeSizes records the size of each node under dir, by its path below it.
-func (r *ObjectResult) nodeSizes(ctx context.Context, z *session.Nodes, dir, prefix string) error {
+func (r *Result) nodeSizes(ctx context.Context, z *session.Nodes, dir, prefix string) error {
 	var walk func(string, string) error
 	walk = func(node, name string) error {
 		_, st, err := z.Get(ctx, node)
@@ -301,7 +323,7 @@ func (r *ObjectResult) nodeSizes(ctx context.Context, z *session.Nodes, dir, pre
 }
 
 // readSteps reads the time the job spent in each state from its history.
-func (r *ObjectResult) readSteps(ctx context.Context, z *session.Nodes, p queue.Paths) error {
+func (r *Result) readSteps(ctx context.Context, z *session.Nodes, p queue.Paths) error {
 	data, _, err := z.Get(ctx, p.Job(r.JobID).Status())
 	if err != nil {
 		return fmt.Errorf("reading the job's status: %w", err)

@@ -141,17 +141,40 @@ func (s S3) write(ctx context.Context, req Request, entries []checkm.Entry, vpre
 	if err != nil {
 		return err
 	}
-	// The version manifest lists the entries at their stored keys
-	// (rewritten in place: a version of 100,000 files keeps one list).
+	// The files go up Concurrency at once (a large one's parts are sent
+	// that many at once besides): a version of 100,000 small files is that
+	// many requests, each waiting for its answer. The version manifest
+	// lists the entries at their stored keys (rewritten in place: a
+	// version of 100,000 files keeps one list).
 	stored := entries
+	sending, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, s.concurrency())
+	var wg sync.WaitGroup
 	for i, e := range entries {
-		key := vprefix + e.FileName
-		if err := s.upload(ctx, e, key, left[key]); err != nil {
-			return err
+		select {
+		case sem <- struct{}{}:
+		case <-sending.Done():
 		}
+		if sending.Err() != nil {
+			break
+		}
+		key := vprefix + e.FileName
+		begun := left[key]
 		delete(left, key)
 		stored[i].FileURL = s3store.URL(s.Bucket, key)
 		stored[i].Line = 0
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := s.upload(sending, e, key, begun); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(sending); err != nil {
+		return err
 	}
 	// Uploads a crashed Store began under the version for files this one
 	// does not have: none may outlive the version.
