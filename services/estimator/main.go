@@ -1,8 +1,10 @@
 // Command estimator works on jobs in Pending and Estimating.
 //
 // Pending → Estimating: a job of a held collection goes to Held instead; a
-// job spawned from a manifest of manifests gets its object manifest
-// fetched, parsed and kept with it (a corrupt one fails the job, naming the
+// job spawned from a manifest of manifests (or whose object manifest lists
+// too many files to keep in its ZooKeeper node) gets its object manifest
+// fetched, parsed and kept with it, a list past 8 KiB in the job's working
+// folder under INGESTQ_WORK_ROOT (a corrupt one fails the job, naming the
 // URL and the line).
 //
 // Estimating → Provisioning: a HEAD request for every file of the job (a

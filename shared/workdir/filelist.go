@@ -151,6 +151,12 @@ func (r Root) openJob(wd string, create bool) (*os.Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("working folder %w", err)
 	}
+	if create {
+		// The stages share the root; whichever writes first creates it.
+		if err := os.MkdirAll(r.dir, 0o750); err != nil {
+			return nil, fmt.Errorf("creating work root: %w", err)
+		}
+	}
 	root, err := os.OpenRoot(r.dir)
 	if err != nil {
 		return nil, fmt.Errorf("opening work root: %w", err)
