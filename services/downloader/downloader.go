@@ -386,7 +386,8 @@ func (d *Downloader) roomToUnpack(ctx context.Context, claim stage.Claim, archiv
 	need := archive + decl.Bytes
 	if need > claim.Data().GetSpaceNeeded() {
 		if err := claim.Update(ctx, jobs.Change{SpaceNeeded: &need}); err != nil {
-			return fmt.Errorf("booking the space to unpack: %w", err)
+			// Nothing is unpacked unbooked: the job waits and tries again.
+			return &roomError{msg: fmt.Sprintf("waiting to book the space to unpack (%s): %v", workdir.FormatBytes(need), err)}
 		}
 	}
 	u, err := workdir.DiskUsage(d.WorkRoot.Dir())
