@@ -30,10 +30,10 @@ func ForcedZip64(files map[string]string, names []string) []byte {
 	var b []byte
 	le := binary.LittleEndian
 	type placed struct {
-		name      string
-		crc, size uint32
-		n         uint64
-		offset    uint64
+		name   string
+		crc    uint32
+		n      uint64
+		offset uint64
 	}
 	var done []placed
 	for _, name := range names {

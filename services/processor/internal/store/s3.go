@@ -451,18 +451,6 @@ func (s S3) concurrency() int {
 	return DefaultConcurrency
 }
 
-// countingReader counts what is read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // objectPrefix is the object's key prefix, named as its lock is.
 func objectPrefix(ark string) (string, error) {
 	name := queue.LockName(ark)
