@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/bench"
 	"github.com/ingestq/ingestq/e2e/stack"
 	"github.com/ingestq/ingestq/shared/fixity"
+	"github.com/ingestq/ingestq/shared/merritttest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/testenv"
@@ -80,22 +82,49 @@ const (
 // no node of the job or its batch grew with the files, and no service's
 // memory did either.
 func TestAnObjectOfManyFilesIsStoredLocallyWithNothingPerFileInZooKeeper(t *testing.T) {
-	sendObject(t, false)
+	sendObject(t, storeLocal)
 }
 
 // TestAnObjectOfManyFilesIsStoredInS3: the same object into a bucket of a
 // real S3-compatible server.
 func TestAnObjectOfManyFilesIsStoredInS3(t *testing.T) {
-	sendObject(t, true)
+	sendObject(t, storeS3)
 }
 
-func sendObject(t *testing.T, s3 bool) {
+// TestAnObjectOfManyFilesIsStoredInMerrittsStorageService: the same object
+// into a node of the stand-in for Merritt's storage service, which fetches
+// each file from the processor; the inventory records each file as the
+// service's manifest of the object gives it.
+func TestAnObjectOfManyFilesIsStoredInMerrittsStorageService(t *testing.T) {
+	sendObject(t, storeMerritt)
+}
+
+type storeKind int
+
+const (
+	storeLocal storeKind = iota
+	storeS3
+	storeMerritt
+)
+
+func sendObject(t *testing.T, kind storeKind) {
 	n := objectFiles(t)
 	const size = 256
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	res, err := bench.Object(ctx, bench.ObjectOptions{Dir: t.TempDir(), BinDir: binDir, Files: n, FileBytes: size, S3: s3,
-		Env: map[string]string{"INGESTQ_LOG_LEVEL": "info"}})
+	env := map[string]string{"INGESTQ_LOG_LEVEL": "info"}
+	if kind == storeMerritt {
+		const node = 9501
+		svc, err := merritttest.Run(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer svc.Close()
+		maps.Copy(env, map[string]string{"INGESTQ_STORE": "merritt", "INGESTQ_MERRITT_STORAGE_URL": svc.URL,
+			"INGESTQ_MERRITT_NODE": strconv.Itoa(node)})
+	}
+	res, err := bench.Object(ctx, bench.ObjectOptions{Dir: t.TempDir(), BinDir: binDir, Files: n, FileBytes: size, S3: kind == storeS3,
+		Env: env})
 	if res != nil {
 		defer res.Stop(context.WithoutCancel(ctx))
 	}
@@ -124,6 +153,45 @@ func sendObject(t *testing.T, s3 bool) {
 		t.Errorf("the job's manifest node was never seen (nodes %v)", res.NodeBytes)
 	}
 
+	db, err := sql.Open("sqlite", res.Stack.InventoryReadOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	recorded := map[string]string{}
+	rows, err := db.QueryContext(ctx, `SELECT name, digest FROM files WHERE name LIKE 'producer/%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, digest string
+		if err := rows.Scan(&name, &digest); err != nil {
+			t.Fatal(err)
+		}
+		recorded[name] = digest
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	wrong := 0
+	for i := range n {
+		name, body := bench.ObjectFile(i, size)
+		sum := sha256.Sum256(body)
+		if got := recorded["producer/"+name]; got != hex.EncodeToString(sum[:]) {
+			if wrong++; wrong <= 3 {
+				t.Errorf("the inventory records producer/%s with digest %q, want %s", name, got, hex.EncodeToString(sum[:]))
+			}
+		}
+	}
+	if wrong > 0 || len(recorded) != n {
+		t.Fatalf("the inventory records %d producer files, %d of the %d deposited not as deposited", len(recorded), wrong, n)
+	}
+	if kind == storeMerritt {
+		// The stored version is the service's to keep and check.
+		return
+	}
+
 	c, err := bench.Connect(ctx, res.Stack.Servers, res.Stack.Root)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +206,7 @@ func sendObject(t *testing.T, s3 bool) {
 		t.Fatal(err)
 	}
 	var reader fixity.Reader
-	if s3 {
+	if kind == storeS3 {
 		want := "s3://"
 		if !strings.HasPrefix(inv.GetManifestUrl(), want) {
 			t.Fatalf("stored version %s; want it in the bucket", inv.GetManifestUrl())
@@ -176,18 +244,5 @@ func sendObject(t *testing.T, s3 bool) {
 	}
 	if rep.Files != len(m.Entries) || len(rep.Mismatches) > 0 {
 		t.Errorf("read back: %d files, %d mismatches (first: %v)", rep.Files, len(rep.Mismatches), rep.Mismatches[:min(3, len(rep.Mismatches))])
-	}
-
-	db, err := sql.Open("sqlite", res.Stack.InventoryReadOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var rows int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM files WHERE name LIKE 'producer/%'`).Scan(&rows); err != nil {
-		t.Fatal(err)
-	}
-	if rows != n {
-		t.Errorf("the inventory records %d producer files; want %d", rows, n)
 	}
 }
