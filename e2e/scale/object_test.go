@@ -1,7 +1,8 @@
 // Package scale tests deposits past the sizes most tests use, end to end:
 // the seven services as processes on a ZooKeeper of their own, a depositor
-// on loopback, the store (a folder, or a bucket of a real S3-compatible
-// server) read back and checked.
+// on loopback, the store (a folder, a bucket of a real S3-compatible
+// server, or a node of the stand-in for Merritt's storage service) read
+// back and checked.
 package scale
 
 import (
