@@ -11,7 +11,9 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,6 +190,13 @@ func sendObject(t *testing.T, kind storeKind) {
 	if wrong > 0 || len(recorded) != n {
 		t.Fatalf("the inventory records %d producer files, %d of the %d deposited not as deposited", len(recorded), wrong, n)
 	}
+	if kind == storeLocal {
+		// The console's job page says where the list is, and how long.
+		page := consolePage(t, ctx, res.Stack.ConsoleAddr(), "/jobs/"+res.JobID)
+		if want := fmt.Sprintf("%d files, listed in the working folder's <code>file-list.json</code>", n); !strings.Contains(page, want) {
+			t.Errorf("the console's job page does not say %q", want)
+		}
+	}
 	if kind == storeMerritt {
 		// The stored version is the service's to keep and check.
 		return
@@ -246,4 +255,23 @@ func sendObject(t *testing.T, kind storeKind) {
 	if rep.Files != len(m.Entries) || len(rep.Mismatches) > 0 {
 		t.Errorf("read back: %d files, %d mismatches (first: %v)", rep.Files, len(rep.Mismatches), rep.Mismatches[:min(3, len(rep.Mismatches))])
 	}
+}
+
+// consolePage is a page of the console, as a browser gets it.
+func consolePage(t *testing.T, ctx context.Context, addr, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", path, resp.Status, err)
+	}
+	return string(body)
 }
