@@ -102,23 +102,26 @@ func Write(w io.Writer, profile string, fields []string, entries []Entry) error 
 	return nil
 }
 
-// holdsPipe reports whether a value of e that Write would spell encoded
-// holds a '|': any but the URL and the size, the file name taken from the
-// URL when e has none.
+// holdsPipe reports whether e holds a '|' that only a marked manifest can
+// say: in its file name (taken from the URL when e has none, as Parse
+// takes it when the manifest has no name column) or in a value Write
+// would spell encoded, any but the URL and the size.
 func holdsPipe(e Entry, cols []field) bool {
-	for _, f := range cols {
-		v := e.get(f)
-		switch f {
-		case fieldUnknown, fieldFileURL, fieldFileSize:
-			continue
-		case fieldFileName:
-			if v == "" {
-				if u, err := url.Parse(e.FileURL); err == nil {
-					v = urlFileName(u)
-				}
-			}
+	name := e.FileName
+	if name == "" {
+		if u, err := url.Parse(e.FileURL); err == nil {
+			name = urlFileName(u)
 		}
-		if strings.ContainsRune(v, '|') {
+	}
+	if strings.ContainsRune(name, '|') {
+		return true
+	}
+	for _, f := range cols {
+		switch f {
+		case fieldUnknown, fieldFileURL, fieldFileSize, fieldFileName:
+			continue
+		}
+		if strings.ContainsRune(e.get(f), '|') {
 			return true
 		}
 	}
