@@ -61,15 +61,16 @@ func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v
 	}
 }
 
-// objectManifest fetches, parses and checks the object manifest at raw. A
-// manifest that is wrong fails the job with a message naming the URL and
-// the line; one that cannot be fetched is tried e.Retry.Attempts times first.
+// objectManifest fetches, parses and checks the object manifest at raw, a
+// depositor's, where "%7c" is a '|' (checkm.ParseDeposited). A manifest that
+// is wrong fails the job with a message naming the URL and the line; one
+// that cannot be fetched is tried e.Retry.Attempts times first.
 func (e *Estimator) objectManifest(ctx context.Context, raw string) (*v1.Manifest, error) {
 	data, err := e.fetchManifest(ctx, raw)
 	if err != nil {
 		return nil, err
 	}
-	m, err := checkm.Parse(bytes.NewReader(data), e.Limits)
+	m, err := checkm.ParseDeposited(bytes.NewReader(data), e.Limits)
 	if err != nil {
 		return nil, jobErrorf("manifest %s: %v", raw, err)
 	}
