@@ -458,10 +458,17 @@ type StageHealth struct {
 	// state holds none.
 	Oldest *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=oldest,proto3" json:"oldest,omitempty"`
 	// stalled: jobs wait and no active worker takes them (a paused queue is
-	// GetQueueResponse.paused, apart).
-	Stalled       *bool `protobuf:"varint,7,opt,name=stalled,proto3,oneof" json:"stalled,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// GetQueueResponse.paused, apart), or a job in flight reports progress
+	// that has not moved for not_moving_after. A job whose bytes keep
+	// moving, however slowly, does not stall its stage.
+	Stalled *bool `protobuf:"varint,7,opt,name=stalled,proto3,oneof" json:"stalled,omitempty"`
+	// not_moving: jobs in flight whose progress has not moved for
+	// not_moving_after (5 minutes: longer than any wait a moving transfer
+	// makes between its bytes: the idle timeout, a retry's backoff).
+	NotMoving      *int32               `protobuf:"varint,8,opt,name=not_moving,json=notMoving,proto3,oneof" json:"not_moving,omitempty"`
+	NotMovingAfter *durationpb.Duration `protobuf:"bytes,9,opt,name=not_moving_after,json=notMovingAfter,proto3" json:"not_moving_after,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StageHealth) Reset() {
@@ -541,6 +548,20 @@ func (x *StageHealth) GetStalled() bool {
 		return *x.Stalled
 	}
 	return false
+}
+
+func (x *StageHealth) GetNotMoving() int32 {
+	if x != nil && x.NotMoving != nil {
+		return *x.NotMoving
+	}
+	return 0
+}
+
+func (x *StageHealth) GetNotMovingAfter() *durationpb.Duration {
+	if x != nil {
+		return x.NotMovingAfter
+	}
+	return nil
 }
 
 // HoldCollectionRequest names a collection by its mnemonic (1..200 bytes,
@@ -4283,7 +4304,7 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x13BatchesByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\t\n" +
-	"\a_paused\"\xdd\x02\n" +
+	"\a_paused\"\xd5\x03\n" +
 	"\vStageHealth\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x1d\n" +
 	"\awaiting\x18\x02 \x01(\x05H\x00R\awaiting\x88\x01\x01\x12 \n" +
@@ -4291,7 +4312,10 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\aworkers\x18\x04 \x01(\x05H\x02R\aworkers\x88\x01\x01\x12*\n" +
 	"\x0eactive_workers\x18\x05 \x01(\x05H\x03R\ractiveWorkers\x88\x01\x01\x122\n" +
 	"\x06oldest\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06oldest\x12\x1d\n" +
-	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01B\n" +
+	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"not_moving\x18\b \x01(\x05H\x05R\tnotMoving\x88\x01\x01\x12C\n" +
+	"\x10not_moving_after\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0enotMovingAfterB\n" +
 	"\n" +
 	"\b_waitingB\f\n" +
 	"\n" +
@@ -4300,7 +4324,8 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\b_workersB\x11\n" +
 	"\x0f_active_workersB\n" +
 	"\n" +
-	"\b_stalled\"7\n" +
+	"\b_stalledB\r\n" +
+	"\v_not_moving\"7\n" +
 	"\x15HoldCollectionRequest\x12\x1e\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\tR\n" +
@@ -4710,8 +4735,8 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*WorkerInfo)(nil),                   // 73: ingestq.v1.WorkerInfo
 	(JobState)(0),                        // 74: ingestq.v1.JobState
 	(*timestamppb.Timestamp)(nil),        // 75: google.protobuf.Timestamp
-	(*Batch)(nil),                        // 76: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),          // 77: google.protobuf.Duration
+	(*durationpb.Duration)(nil),          // 76: google.protobuf.Duration
+	(*Batch)(nil),                        // 77: ingestq.v1.Batch
 	(BatchState)(0),                      // 78: ingestq.v1.BatchState
 	(*Job)(nil),                          // 79: ingestq.v1.Job
 }
@@ -4722,116 +4747,117 @@ var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
 	8,  // 3: ingestq.v1.GetQueueResponse.stages:type_name -> ingestq.v1.StageHealth
 	74, // 4: ingestq.v1.StageHealth.state:type_name -> ingestq.v1.JobState
 	75, // 5: ingestq.v1.StageHealth.oldest:type_name -> google.protobuf.Timestamp
-	76, // 6: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	76, // 7: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	77, // 8: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	76, // 9: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	78, // 10: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	76, // 11: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	79, // 12: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	74, // 13: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
-	74, // 14: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	79, // 15: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	79, // 16: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 17: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 18: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	74, // 19: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	79, // 20: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 21: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	73, // 22: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	44, // 23: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	74, // 24: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	74, // 25: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	75, // 26: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	75, // 27: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
-	46, // 28: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	79, // 29: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
-	0,  // 30: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
-	46, // 31: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	74, // 32: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
-	74, // 33: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
-	50, // 34: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
-	53, // 35: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
-	53, // 36: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
-	54, // 37: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
-	75, // 38: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
-	55, // 39: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
-	56, // 40: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
-	56, // 41: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
-	75, // 42: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
-	77, // 43: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
-	59, // 44: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
-	74, // 45: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
-	0,  // 46: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
-	78, // 47: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
-	1,  // 48: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
-	62, // 49: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
-	63, // 50: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
-	77, // 51: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
-	75, // 52: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
-	2,  // 53: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	4,  // 54: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	6,  // 55: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	9,  // 56: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	11, // 57: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	13, // 58: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	15, // 59: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	17, // 60: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	19, // 61: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	21, // 62: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	23, // 63: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	25, // 64: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	27, // 65: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	29, // 66: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	31, // 67: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	33, // 68: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	35, // 69: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	37, // 70: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	39, // 71: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	47, // 72: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	49, // 73: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	52, // 74: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
-	41, // 75: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	43, // 76: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	58, // 77: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
-	61, // 78: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
-	65, // 79: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
-	67, // 80: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
-	69, // 81: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
-	3,  // 82: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	5,  // 83: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	7,  // 84: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	10, // 85: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	12, // 86: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	14, // 87: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	16, // 88: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	18, // 89: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	20, // 90: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	22, // 91: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	24, // 92: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	26, // 93: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	28, // 94: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	30, // 95: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	32, // 96: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	34, // 97: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	36, // 98: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	38, // 99: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	40, // 100: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	48, // 101: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	51, // 102: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	57, // 103: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
-	42, // 104: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	45, // 105: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	60, // 106: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
-	64, // 107: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
-	66, // 108: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
-	68, // 109: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
-	70, // 110: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
-	82, // [82:111] is the sub-list for method output_type
-	53, // [53:82] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	76, // 6: ingestq.v1.StageHealth.not_moving_after:type_name -> google.protobuf.Duration
+	77, // 7: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	77, // 8: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	76, // 9: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	77, // 10: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	78, // 11: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	77, // 12: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	79, // 13: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	74, // 14: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
+	74, // 15: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	79, // 16: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	79, // 17: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	79, // 18: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	79, // 19: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	74, // 20: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	79, // 21: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	79, // 22: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	73, // 23: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	44, // 24: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	74, // 25: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	74, // 26: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	75, // 27: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	75, // 28: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	46, // 29: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
+	79, // 30: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	0,  // 31: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
+	46, // 32: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
+	74, // 33: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	74, // 34: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
+	50, // 35: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
+	53, // 36: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	53, // 37: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	54, // 38: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	75, // 39: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	55, // 40: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	56, // 41: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	56, // 42: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	75, // 43: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	76, // 44: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
+	59, // 45: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	74, // 46: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
+	0,  // 47: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
+	78, // 48: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
+	1,  // 49: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
+	62, // 50: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
+	63, // 51: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
+	76, // 52: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
+	75, // 53: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 54: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	4,  // 55: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	6,  // 56: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	9,  // 57: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	11, // 58: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	13, // 59: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	15, // 60: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	17, // 61: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	19, // 62: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	21, // 63: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	23, // 64: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	25, // 65: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	27, // 66: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	29, // 67: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	31, // 68: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	33, // 69: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	35, // 70: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	37, // 71: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	39, // 72: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	47, // 73: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	49, // 74: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	52, // 75: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	41, // 76: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	43, // 77: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	58, // 78: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	61, // 79: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
+	65, // 80: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
+	67, // 81: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
+	69, // 82: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
+	3,  // 83: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	5,  // 84: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	7,  // 85: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	10, // 86: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	12, // 87: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	14, // 88: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	16, // 89: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	18, // 90: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	20, // 91: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	22, // 92: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	24, // 93: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	26, // 94: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	28, // 95: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	30, // 96: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	32, // 97: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	34, // 98: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	36, // 99: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	38, // 100: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	40, // 101: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	48, // 102: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	51, // 103: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	57, // 104: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	42, // 105: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	45, // 106: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	60, // 107: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	64, // 108: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
+	66, // 109: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
+	68, // 110: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
+	70, // 111: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
+	83, // [83:112] is the sub-list for method output_type
+	54, // [54:83] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
