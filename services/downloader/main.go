@@ -56,6 +56,7 @@ type settings struct {
 	rateWindow       *time.Duration
 	perHost          *int
 	syncLinger       *time.Duration
+	syncEvery        *int
 }
 
 func (s *settings) register(r *config.Registry) {
@@ -83,6 +84,8 @@ func (s *settings) register(r *config.Registry) {
 		"time over which INGESTQ_FETCH_MIN_RATE is measured; the first window is a download's grace to get going")
 	s.perHost = r.Int("download-per-host", "INGESTQ_DOWNLOAD_PER_HOST", 0,
 		"most jobs a replica downloads from one host at once, so one slow host cannot hold every worker (0: half of INGESTQ_CONCURRENCY, at least 1)")
+	s.syncEvery = r.Int("download-sync-bytes", "INGESTQ_DOWNLOAD_SYNC_BYTES", 64<<20,
+		"bytes of a file written between two syncs of its partial file and digest state: a downloader that dies resumes the file from the last (0: never, a file is fetched again whole; a smaller file is never synced before it is complete)")
 	s.syncLinger = r.Duration("sync-linger", "INGESTQ_SYNC_LINGER", durable.DefaultLinger,
 		"how long a file system sync waits for other jobs' writes to share it (0: none)")
 }
@@ -120,8 +123,10 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 		Files: &download.Fetcher{
 			Client:   fetch.New(policy),
 			Retry:    *s.retry,
-			MaxBytes: int64(*s.maxFileBytes),
-			TempDir:  stagingDir,
+			MaxBytes:  int64(*s.maxFileBytes),
+			TempDir:   stagingDir,
+			SyncEvery: int64(*s.syncEvery),
+			Logger:    env.Logger,
 		},
 		WorkRoot:    root,
 		Concurrency: *s.concurrency,

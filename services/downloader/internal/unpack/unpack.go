@@ -34,6 +34,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/ctxio"
+	"github.com/ingestq/ingestq/shared/stage"
 )
 
 // Limits bound what one archive may expand to.
@@ -108,6 +109,9 @@ func Extract(ctx context.Context, archive *os.File, dst *os.Root, lim Limits) (S
 	if err := x.survey(entries); err != nil {
 		return x.stats, err
 	}
+	// The unpacking is the job step's progress now (its bytes written).
+	x.meter = stage.MeterOf(ctx)
+	x.meter.Phase("unpacking", x.declared)
 	return x.stats, entries(x.entry)
 }
 
@@ -131,10 +135,24 @@ type archiveEntry struct {
 type entryList func(visit func(archiveEntry) error) error
 
 type extractor struct {
-	ctx   context.Context
-	dst   *os.Root
-	lim   Limits
-	stats Stats
+	ctx      context.Context
+	dst      *os.Root
+	lim      Limits
+	stats    Stats
+	declared int64        // bytes the headers declare, all files together
+	meter    *stage.Meter // the job step's progress
+}
+
+// meteredReader tells the meter of the bytes read through it.
+type meteredReader struct {
+	r     io.Reader
+	meter *stage.Meter
+}
+
+func (m meteredReader) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	m.meter.Advance(int64(n))
+	return n, err
 }
 
 // survey judges every entry from its header, writing nothing: too many,
@@ -142,7 +160,6 @@ type extractor struct {
 // limit refuse the archive before its first file is written.
 func (x *extractor) survey(entries entryList) error {
 	count := 0
-	var declared int64
 	files := map[string]bool{}
 	return entries(func(e archiveEntry) error {
 		if err := x.ctx.Err(); err != nil {
@@ -159,7 +176,7 @@ func (x *extractor) survey(entries entryList) error {
 			return &EntryError{Entry: e.name, Err: ErrDuplicate}
 		}
 		files[p] = true
-		if declared += max(e.size, 0); declared > x.lim.MaxBytes {
+		if x.declared += max(e.size, 0); x.declared > x.lim.MaxBytes {
 			return &EntryError{Entry: e.name, Err: fmt.Errorf("%w: more than %d bytes in all", ErrTooLarge, x.lim.MaxBytes)}
 		}
 		return nil
@@ -355,7 +372,7 @@ func (x *extractor) entry(e archiveEntry) error {
 		return fail(err)
 	}
 	left := x.lim.MaxBytes - x.stats.Bytes
-	r := ctxio.Reader(x.ctx, rc)
+	r := meteredReader{ctxio.Reader(x.ctx, rc), x.meter}
 	n, err := io.Copy(out, io.LimitReader(r, left))
 	x.stats.Bytes += n
 	if err == nil && n == left {
