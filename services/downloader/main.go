@@ -121,8 +121,8 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 	}
 	d := &Downloader{
 		Files: &download.Fetcher{
-			Client:   fetch.New(policy),
-			Retry:    *s.retry,
+			Client:    fetch.New(policy),
+			Retry:     *s.retry,
 			MaxBytes:  int64(*s.maxFileBytes),
 			TempDir:   stagingDir,
 			SyncEvery: int64(*s.syncEvery),
