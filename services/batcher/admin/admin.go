@@ -29,6 +29,7 @@ import (
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -133,10 +134,19 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 	return resp, nil
 }
 
+// notMovingAfter is how long a job in flight may report progress that
+// does not move before its stage is stalled: longer than any wait a
+// moving transfer makes between its bytes (an idle timeout, a retry's
+// backoff, a response's headers), so a slow download that moves never
+// stalls its stage.
+const notMovingAfter = 5 * time.Minute
+
 // stageHealth is the stage taking jobs from st at a glance: a stage with
-// jobs waiting and no worker to take them is stalled.
+// jobs waiting and no worker to take them is stalled, and so is one with a
+// job in flight whose bytes have not moved for notMovingAfter.
 func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInfo) *v1.StageHealth {
-	var registered, active, inFlight int32
+	var registered, active, inFlight, notMoving int32
+	now := time.Now()
 	for _, w := range workers {
 		if w.GetStage() != queue.JobStateName(st) {
 			continue
@@ -146,10 +156,16 @@ func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInf
 		if !w.GetPaused() && !w.GetDraining() {
 			active++
 		}
+		for _, j := range w.GetInFlight() {
+			if p := j.GetProgress(); p.GetMoved() != nil && now.Sub(p.GetMoved().AsTime()) > notMovingAfter {
+				notMoving++
+			}
+		}
 	}
 	waiting := max(int32(fig.Jobs[st])-inFlight, 0)
 	h := &v1.StageHealth{State: st, Waiting: new(waiting), InFlight: new(inFlight), Workers: new(registered),
-		ActiveWorkers: new(active), Stalled: new(waiting > 0 && active == 0)}
+		ActiveWorkers: new(active), Stalled: new((waiting > 0 && active == 0) || notMoving > 0),
+		NotMoving: new(notMoving), NotMovingAfter: durationpb.New(notMovingAfter)}
 	if t, ok := fig.Oldest[st]; ok {
 		h.Oldest = timestamppb.New(t)
 	}
@@ -384,6 +400,9 @@ func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobR
 			return nil, rpcerr.FromQueue(err)
 		}
 	}
+	if err := s.withProgress(ctx, []*v1.Job{j}); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
 	tp := cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
 	return &v1.GetJobResponse{Job: answer(j), TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp),
 		ResumeState: queue.ResumeState(j.GetStatus().GetLastSuccessfulStatus())}, nil
@@ -396,7 +415,41 @@ func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.Lis
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
+	if err := s.withProgress(ctx, jobs); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
 	return &v1.ListJobsResponse{Jobs: answerAll(jobs), NextPageToken: next}, nil
+}
+
+// withProgress gives the jobs of js a replica works on now the progress
+// its registry entry reports. The entries are read only when one of the
+// jobs is in a state a stage works on.
+func (s *Server) withProgress(ctx context.Context, js []*v1.Job) error {
+	if !slices.ContainsFunc(js, func(j *v1.Job) bool {
+		st := j.GetStatus().GetStatus()
+		return queue.IsLive(st) && st != queue.Held
+	}) {
+		return nil
+	}
+	workers, err := s.q().tools.Queue.ListWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	byJob := map[string]*v1.Progress{}
+	for _, w := range workers {
+		for _, f := range w.GetInFlight() {
+			p := f.GetProgress()
+			// A job given back by one replica and taken by another may
+			// be in two entries for a moment: the latest measure wins.
+			if old := byJob[f.GetJobId()]; p != nil && (old == nil || p.GetUpdated().AsTime().After(old.GetUpdated().AsTime())) {
+				byJob[f.GetJobId()] = p
+			}
+		}
+	}
+	for _, j := range js {
+		j.Progress = byJob[j.GetId()]
+	}
+	return nil
 }
 
 // HoldJob moves a pending job to Held.
