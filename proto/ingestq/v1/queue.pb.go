@@ -1633,8 +1633,12 @@ type Progress struct {
 	// connection, or from the partial file of a replica that died);
 	// restarts, files started again from their first byte (the server
 	// ignored the range or changed the file).
-	Resumes       int32 `protobuf:"varint,8,opt,name=resumes,proto3" json:"resumes,omitempty"`
-	Restarts      int32 `protobuf:"varint,9,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Resumes  int32 `protobuf:"varint,8,opt,name=resumes,proto3" json:"resumes,omitempty"`
+	Restarts int32 `protobuf:"varint,9,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// not_moving: moved lies further back than StageHealth.not_moving_after,
+	// so the step counts as stuck. Not reported by the replica: the
+	// batcher's AdminService sets it in the jobs it answers.
+	NotMoving     bool `protobuf:"varint,10,opt,name=not_moving,json=notMoving,proto3" json:"not_moving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1730,6 +1734,13 @@ func (x *Progress) GetRestarts() int32 {
 		return x.Restarts
 	}
 	return 0
+}
+
+func (x *Progress) GetNotMoving() bool {
+	if x != nil {
+		return x.NotMoving
+	}
+	return false
 }
 
 // InFlightJob is a job a worker is working on now.
@@ -2078,7 +2089,7 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\bmanifest\x18\v \x01(\v2\x14.ingestq.v1.ManifestR\bmanifest\x12\x16\n" +
 	"\x06locked\x18\f \x01(\bR\x06locked\x129\n" +
 	"\rfailing_stage\x18\r \x01(\x0e2\x14.ingestq.v1.JobStateR\ffailingStage\x120\n" +
-	"\bprogress\x18\x0e \x01(\v2\x14.ingestq.v1.ProgressR\bprogress\"\xe7\x02\n" +
+	"\bprogress\x18\x0e \x01(\v2\x14.ingestq.v1.ProgressR\bprogress\"\x86\x03\n" +
 	"\bProgress\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1d\n" +
 	"\n" +
@@ -2089,7 +2100,10 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\aupdated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x120\n" +
 	"\x05moved\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05moved\x12\x18\n" +
 	"\aresumes\x18\b \x01(\x05R\aresumes\x12\x1a\n" +
-	"\brestarts\x18\t \x01(\x05R\brestarts\"\xa3\x01\n" +
+	"\brestarts\x18\t \x01(\x05R\brestarts\x12\x1d\n" +
+	"\n" +
+	"not_moving\x18\n" +
+	" \x01(\bR\tnotMoving\"\xa3\x01\n" +
 	"\vInFlightJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x120\n" +

@@ -141,6 +141,12 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 // stalls its stage.
 const notMovingAfter = 5 * time.Minute
 
+// notMovingAt reports whether p's bytes have not moved for notMovingAfter
+// at now.
+func notMovingAt(p *v1.Progress, now time.Time) bool {
+	return p.GetMoved() != nil && now.Sub(p.GetMoved().AsTime()) > notMovingAfter
+}
+
 // stageHealth is the stage taking jobs from st at a glance: a stage with
 // jobs waiting and no worker to take them is stalled, and so is one with a
 // job in flight whose bytes have not moved for notMovingAfter.
@@ -157,7 +163,7 @@ func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInf
 			active++
 		}
 		for _, j := range w.GetInFlight() {
-			if p := j.GetProgress(); p.GetMoved() != nil && now.Sub(p.GetMoved().AsTime()) > notMovingAfter {
+			if notMovingAt(j.GetProgress(), now) {
 				notMoving++
 			}
 		}
@@ -446,8 +452,12 @@ func (s *Server) withProgress(ctx context.Context, js []*v1.Job) error {
 			}
 		}
 	}
+	now := time.Now()
 	for _, j := range js {
 		j.Progress = byJob[j.GetId()]
+		if j.Progress != nil {
+			j.Progress.NotMoving = notMovingAt(j.Progress, now)
+		}
 	}
 	return nil
 }

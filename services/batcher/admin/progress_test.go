@@ -95,4 +95,10 @@ func TestADownloadThatMovesNeverStallsItsStageAndOneThatStoppedDoes(t *testing.T
 	if h := health(); !h.GetStalled() || h.GetNotMoving() != 1 || h.GetInFlight() != 2 || h.GetWaiting() != 0 {
 		t.Errorf("a download that stopped moving: %v", h)
 	}
+	for i, want := range []bool{false, true} {
+		got, err := f.admin.GetJob(f.ctx, &v1.GetJobRequest{JobId: jids[i]})
+		if err != nil || got.GetJob().GetProgress().GetNotMoving() != want {
+			t.Errorf("job %d: progress %v, %v; want not_moving %v", i, got.GetJob().GetProgress(), err, want)
+		}
+	}
 }

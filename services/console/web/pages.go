@@ -96,6 +96,9 @@ func newStageView(h *v1.StageHealth, now time.Time) stageView {
 	if v.Oldest != "—" {
 		v.Summary += ", oldest " + v.Oldest
 	}
+	if n := h.GetNotMoving(); n > 0 {
+		v.Summary += fmt.Sprintf(", %d whose bytes have not moved for %s", n, age(h.GetNotMovingAfter().AsDuration()))
+	}
 	return v
 }
 
@@ -477,6 +480,8 @@ type jobRow struct {
 	FailedIn string
 	LocalIDs string
 	ARK      string
+	// Progress is what the step working on the job has moved.
+	Progress transferView
 }
 
 func newJobRow(j *v1.Job) jobRow {
@@ -484,7 +489,8 @@ func newJobRow(j *v1.Job) jobRow {
 		LastSuccessful: stateName(j.GetStatus().GetLastSuccessfulStatus()), Priority: j.GetPriority(),
 		Size: humanBytes(j.GetSpaceNeeded()), Retries: j.GetStatus().GetRetryCount(), Message: j.GetStatus().GetMessage(),
 		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked(),
-		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", "), ARK: j.GetIdentifiers().GetPrimaryId()}
+		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", "), ARK: j.GetIdentifiers().GetPrimaryId(),
+		Progress: newTransfer(j.GetProgress(), time.Now())}
 	if s := j.GetFailingStage(); s != v1.JobState_JOB_STATE_UNSPECIFIED {
 		r.FailedIn = jobStateName(s)
 	}
@@ -682,6 +688,8 @@ type jobLive struct {
 	Store     manifestRef       `json:"store"`
 	Inventory manifestRef       `json:"inventory"`
 	Metadata  map[string]string `json:"metadata"`
+	// Progress is what the step working on the job has moved.
+	Progress transferView `json:"progress"`
 }
 
 // manifestRef is a store or inventory node as the job page shows it: its
@@ -740,7 +748,8 @@ func newJobLive(resp *v1.GetJobResponse) jobLive {
 		Store:     storeRef(j),
 		Inventory: newManifestRef(j.GetInventory().GetMode(), j.GetInventory().GetVersion(), j.GetInventory().GetManifestUrl(), false),
 		Metadata: map[string]string{"who": j.GetMetadata().GetWho(), "what": j.GetMetadata().GetWhat(),
-			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()}}
+			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()},
+		Progress: newTransfer(j.GetProgress(), time.Now())}
 }
 
 // jobDeleteWarning is the warning for deleting a job of an open batch (its
