@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,26 @@ func (m *Meter) Add(n int64) {
 	if m.metrics != nil {
 		m.metrics.BytesMoved(context.Background(), m.stage, n)
 	}
+}
+
+// Reader returns r counting the bytes read through it as moved (Add): a
+// step's meter over the file it stores. A nil Meter returns r.
+func (m *Meter) Reader(r io.Reader) io.Reader {
+	if m == nil {
+		return r
+	}
+	return meterReader{r: r, m: m}
+}
+
+type meterReader struct {
+	r io.Reader
+	m *Meter
+}
+
+func (mr meterReader) Read(p []byte) (int, error) {
+	n, err := mr.r.Read(p)
+	mr.m.Add(int64(n))
+	return n, err
 }
 
 // Advance counts n bytes done without moving them over the network: a

@@ -2,6 +2,8 @@ package stage
 
 import (
 	"context"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +98,14 @@ func TestProgressIsReportedOnlyForStepsThatLastAnIntervalAndMoveBytes(t *testing
 	}
 }
 
+func TestAMeteredReaderCountsWhatIsReadThroughIt(t *testing.T) {
+	m := NewMeter("storing", nil)
+	m.Expect(11)
+	if data, err := io.ReadAll(m.Reader(strings.NewReader("eleven byte"))); err != nil || len(data) != 11 || m.Done() != 11 {
+		t.Errorf("read %q, %v; done %d", data, err, m.Done())
+	}
+}
+
 func TestANilMeterIsAMeterNobodyReads(t *testing.T) {
 	var m *Meter
 	m.Expect(1)
@@ -105,7 +115,8 @@ func TestANilMeterIsAMeterNobodyReads(t *testing.T) {
 	m.Resumed(context.Background())
 	m.Restarted(context.Background())
 	m.Phase("x", 1)
-	if MeterOf(context.Background()) != nil || m.Done() != 0 {
+	r := strings.NewReader("x")
+	if MeterOf(context.Background()) != nil || m.Done() != 0 || m.Reader(r) != io.Reader(r) {
 		t.Error("no meter outside a step")
 	}
 }

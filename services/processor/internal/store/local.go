@@ -87,6 +87,7 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 	if err := os.Mkdir(vdir, 0o755); err != nil {
 		return Version{}, fmt.Errorf("creating version %d: %w", number, err)
 	}
+	expectBytes(ctx, entries)
 	stored := make([]checkm.Entry, 0, len(entries))
 	// What is synced where paths are synced one by one (package durable).
 	var files []string
@@ -255,11 +256,11 @@ func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
 	}
 	switch {
 	case err == nil:
-		if n, sums, err = digest.Copy(ctx, io.Discard, in, e.HashAlgorithm); err != nil {
+		if n, sums, err = digest.Copy(ctx, io.Discard, meter(ctx).Reader(in), e.HashAlgorithm); err != nil {
 			return fmt.Errorf("reading %s: %w", e.FileName, err)
 		}
 	case linkRefused(err):
-		if n, sums, err = copyFile(ctx, in, dst, e.HashAlgorithm); err != nil {
+		if n, sums, err = copyFile(ctx, meter(ctx).Reader(in), dst, e.HashAlgorithm); err != nil {
 			return fmt.Errorf("copying %s: %w", e.FileName, err)
 		}
 	default:

@@ -106,6 +106,7 @@ func (s S3) store(ctx context.Context, req Request) (Version, error) {
 	if existing {
 		return Version{Number: number, ManifestURL: s3store.URL(s.Bucket, manifestKey)}, nil
 	}
+	expectBytes(ctx, entries)
 	if err := s.write(ctx, req, entries, vprefix); err != nil {
 		// Removed at once so that no half version lingers until the
 		// object's next Store; a crash here leaves it to that Store.
@@ -176,13 +177,17 @@ func (s S3) upload(ctx context.Context, tm *transfermanager.Client, e checkm.Ent
 		return fmt.Errorf("%s: the working file has %d bytes, the storage manifest says %d", e.FileName, size, e.FileSize)
 	}
 	if digest, ok := sha256Of(e); ok && size < s.multipartThreshold() {
-		return s.putFile(ctx, in, size, digest, e.FileName, key)
+		if err := s.putFile(ctx, in, size, digest, e.FileName, key); err != nil {
+			return err
+		}
+		meter(ctx).Add(size)
+		return nil
 	}
 	h, err := checkm.NewHash(e.HashAlgorithm)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.FileName, err)
 	}
-	counted := &countingReader{r: io.TeeReader(in, h)}
+	counted := &countingReader{r: meter(ctx).Reader(io.TeeReader(in, h))}
 	input := &transfermanager.UploadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
 		Body: counted, ContentLength: aws.Int64(size), ChecksumAlgorithm: tmtypes.ChecksumAlgorithmSha256}
 	if _, err := tm.UploadObject(ctx, input); err != nil {
