@@ -5,9 +5,13 @@
 // Files are fetched INGESTQ_DOWNLOAD_CONCURRENCY at once, streamed to disk
 // and hashed on the way; a declared size or digest (md5, sha1, sha256,
 // sha512) that does not match fails the job, naming the file, its URL and
-// both values. Failures that may pass are tried up to INGESTQ_DOWNLOAD_ATTEMPTS
-// times with a jittered exponential backoff. A file already complete from
-// an earlier attempt (right size and digest) is not fetched again.
+// both values. A transfer cut short resumes where it stopped (Range,
+// If-Range), and a file's partial file and digest state are synced every
+// INGESTQ_DOWNLOAD_SYNC_BYTES, so the next replica resumes the file of one
+// that died; failures that may pass are tried again with a jittered
+// exponential backoff, up to INGESTQ_DOWNLOAD_ATTEMPTS attempts in a row
+// that take the file no further. A file already complete from an earlier
+// attempt (right size and digest) is not fetched again.
 //
 // A container (zip, tar, tar.gz, recognised by its bytes) is downloaded,
 // unpacked into producer/ within INGESTQ_UNPACK_MAX_ENTRIES entries and
