@@ -29,6 +29,7 @@ type Server struct {
 	override map[string][]byte
 	requests atomic.Int64
 	delay    atomic.Int64 // time.Duration before each answer
+	cut      atomic.Int64 // bytes of a body after which its answer is closed (0: never)
 	calls    []Callback   // callbacks received, in order (under mu)
 }
 
@@ -83,6 +84,11 @@ func (s *Server) Set(urlPath string, data []byte) {
 // freeze to catch a stage in the middle of them.
 func (s *Server) SetDelay(d time.Duration) { s.delay.Store(int64(d)) }
 
+// SetCutAfter closes every answer after n bytes of its body (0: never),
+// as a proxy that cuts long transfers does: a download of a larger file
+// goes on with ranges from where each answer stopped.
+func (s *Server) SetCutAfter(n int64) { s.cut.Store(n) }
+
 // Requests counts the requests served so far.
 func (s *Server) Requests() int64 { return s.requests.Load() }
 
@@ -123,6 +129,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(p, ".checkm") {
 		data = bytes.ReplaceAll(data, []byte("{{base}}"), []byte(s.URL))
 	}
+	if n := s.cut.Load(); n > 0 && r.Method == http.MethodGet {
+		w = &cutter{ResponseWriter: w, left: n}
+	}
 	// A fixed Last-Modified: responses must not depend on checkout times.
 	http.ServeContent(w, r, path.Base(p), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), bytes.NewReader(data))
+}
+
+// cutter closes its answer after left bytes of body.
+type cutter struct {
+	http.ResponseWriter
+	left int64
+}
+
+func (c *cutter) Write(p []byte) (int, error) {
+	if int64(len(p)) < c.left {
+		c.left -= int64(len(p))
+		return c.ResponseWriter.Write(p)
+	}
+	c.ResponseWriter.Write(p[:c.left])
+	c.ResponseWriter.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler) // the connection closes mid-body
 }

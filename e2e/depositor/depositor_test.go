@@ -3,6 +3,7 @@ package depositor
 import (
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,41 @@ func TestSetDelayHoldsEveryAnswerBack(t *testing.T) {
 	}
 	if took := time.Since(start); took < delay {
 		t.Errorf("answered after %v, before the delay of %v", took, delay)
+	}
+}
+
+func TestSetCutAfterClosesEachAnswerAfterSoManyBytesAndRangesGoOn(t *testing.T) {
+	s, err := Start("../../examples/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	whole, err := os.ReadFile("../../examples/demo/batch.checkm")
+	if err != nil || len(whole) < 100 {
+		t.Fatalf("the demo's batch manifest: %d bytes, %v", len(whole), err)
+	}
+	s.SetCutAfter(40)
+	resp, err := http.Get(s.URL + "/batch.checkm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || len(first) != 40 {
+		t.Fatalf("the cut answer: %d bytes, %v; want 40 and an error", len(first), err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/batch.checkm", nil)
+	req.Header.Set("Range", "bytes=40-79")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// A manifest is served with {{base}} filled in: the demo's has none
+	// in its first bytes.
+	if err != nil || resp.StatusCode != http.StatusPartialContent || string(next) != string(whole[40:80]) {
+		t.Errorf("the next range: HTTP %d, %q, %v", resp.StatusCode, next, err)
 	}
 }
 
