@@ -29,7 +29,8 @@ type Server struct {
 	override map[string][]byte
 	requests atomic.Int64
 	delay    atomic.Int64 // time.Duration before each answer
-	cut      atomic.Int64 // bytes of a body after which its answer is closed (0: never)
+	cut      atomic.Int64    // bytes of a body after which a path's first answer is closed (0: never)
+	answered map[string]bool // paths answered, with cut set (under mu)
 	calls    []Callback   // callbacks received, in order (under mu)
 }
 
@@ -63,7 +64,7 @@ func StartOn(dir, host string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), dir: dir, override: map[string][]byte{}}
+	s := &Server{URL: "http://" + ln.Addr().String(), dir: dir, override: map[string][]byte{}, answered: map[string]bool{}}
 	s.srv = &http.Server{Handler: s}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -84,10 +85,10 @@ func (s *Server) Set(urlPath string, data []byte) {
 // freeze to catch a stage in the middle of them.
 func (s *Server) SetDelay(d time.Duration) { s.delay.Store(int64(d)) }
 
-// SetCutAfter closes every answer after n bytes of its body (0: never),
-// as a proxy that cuts long transfers does: a download of a larger file
-// goes on with ranges from where each answer stopped.
-func (s *Server) SetCutAfter(n int64) { s.cut.Store(n) }
+// SetCutFirst closes the first answer for each path after n bytes of its
+// body (0: never), as a flaky link does: a download of a larger file goes
+// on with a range from where that answer stopped.
+func (s *Server) SetCutFirst(n int64) { s.cut.Store(n) }
 
 // Requests counts the requests served so far.
 func (s *Server) Requests() int64 { return s.requests.Load() }
@@ -129,8 +130,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(p, ".checkm") {
 		data = bytes.ReplaceAll(data, []byte("{{base}}"), []byte(s.URL))
 	}
-	if n := s.cut.Load(); n > 0 && r.Method == http.MethodGet {
-		w = &cutter{ResponseWriter: w, left: n}
+	if n := s.cut.Load(); n > 0 && r.Method == http.MethodGet && int64(len(data)) > n {
+		s.mu.Lock()
+		first := !s.answered[p]
+		s.answered[p] = true
+		s.mu.Unlock()
+		if first {
+			w = &cutter{ResponseWriter: w, left: n}
+		}
 	}
 	// A fixed Last-Modified: responses must not depend on checkout times.
 	http.ServeContent(w, r, path.Base(p), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), bytes.NewReader(data))

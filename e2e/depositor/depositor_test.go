@@ -64,18 +64,18 @@ func TestSetDelayHoldsEveryAnswerBack(t *testing.T) {
 	}
 }
 
-func TestSetCutAfterClosesEachAnswerAfterSoManyBytesAndRangesGoOn(t *testing.T) {
+func TestSetCutFirstClosesAPathsFirstAnswerAfterSoManyBytesAndARangeGoesOn(t *testing.T) {
 	s, err := Start("../../examples/demo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	whole, err := os.ReadFile("../../examples/demo/batch.checkm")
+	whole, err := os.ReadFile("../../examples/demo/README.md")
 	if err != nil || len(whole) < 100 {
-		t.Fatalf("the demo's batch manifest: %d bytes, %v", len(whole), err)
+		t.Fatalf("the demo's README: %d bytes, %v", len(whole), err)
 	}
-	s.SetCutAfter(40)
-	resp, err := http.Get(s.URL + "/batch.checkm")
+	s.SetCutFirst(40)
+	resp, err := http.Get(s.URL + "/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,18 +84,20 @@ func TestSetCutAfterClosesEachAnswerAfterSoManyBytesAndRangesGoOn(t *testing.T) 
 	if err == nil || len(first) != 40 {
 		t.Fatalf("the cut answer: %d bytes, %v; want 40 and an error", len(first), err)
 	}
-	req, _ := http.NewRequest(http.MethodGet, s.URL+"/batch.checkm", nil)
-	req.Header.Set("Range", "bytes=40-79")
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/README.md", nil)
+	req.Header.Set("Range", "bytes=40-")
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	// A manifest is served with {{base}} filled in: the demo's has none
-	// in its first bytes.
-	if err != nil || resp.StatusCode != http.StatusPartialContent || string(next) != string(whole[40:80]) {
+	if err != nil || resp.StatusCode != http.StatusPartialContent || string(next) != string(whole[40:]) {
 		t.Errorf("the next range: HTTP %d, %q, %v", resp.StatusCode, next, err)
+	}
+	// The path's later answers are whole.
+	if code, again := get(t, s.URL+"/README.md"); code != http.StatusOK || again != string(whole) {
+		t.Errorf("a later answer: HTTP %d, %d bytes", code, len(again))
 	}
 }
 
