@@ -28,10 +28,10 @@ type Server struct {
 	mu       sync.Mutex
 	override map[string][]byte
 	requests atomic.Int64
-	delay    atomic.Int64 // time.Duration before each answer
+	delay    atomic.Int64    // time.Duration before each answer
 	cut      atomic.Int64    // bytes of a body after which a path's first answer is closed (0: never)
 	answered map[string]bool // paths answered, with cut set (under mu)
-	calls    []Callback   // callbacks received, in order (under mu)
+	calls    []Callback      // callbacks received, in order (under mu)
 }
 
 // CallbackPath is where the server takes callbacks: a profile's
