@@ -392,6 +392,10 @@ func (t *transfer) request(ctx context.Context) (*http.Response, error) {
 	if resp.StatusCode == http.StatusPartialContent {
 		why := t.misfit(resp)
 		if why == "" {
+			if _, _, complete, _ := fetch.ContentRange(resp); t.f.Size < 0 && complete > 0 && !t.expected {
+				t.meter.Expect(complete) // a file of undeclared size resumed by a replica that did not see it begin
+				t.expected = true
+			}
 			p.spliced = true
 			t.res.Resumes++
 			t.meter.Resumed(ctx)
