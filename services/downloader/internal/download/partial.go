@@ -29,7 +29,9 @@ import (
 // file. An attempt holds an exclusive lock on the partial file it writes,
 // so a replica that lost the job and still writes cannot share it: an
 // attempt that finds it locked writes a one-off <key>.<random>.tmp,
-// which no later attempt resumes.
+// which no later attempt resumes. So does an attempt at a file declared
+// smaller than SyncEvery: it is never synced before it is complete, so no
+// other attempt could resume it.
 const (
 	partSuffix  = ".part"
 	stateSuffix = ".state"
@@ -98,20 +100,19 @@ func (fe *Fetcher) openPartial(root *os.Root, dst string, f File) (*partial, err
 	h, _ := checkm.NewHash(f.HashAlgorithm)
 	k := key(dst)
 	p := &partial{root: root, name: path.Join(fe.TempDir, k+partSuffix), stateName: path.Join(fe.TempDir, k+stateSuffix), hash: h, total: -1}
+	if fe.SyncEvery <= 0 || (f.Size >= 0 && f.Size < fe.SyncEvery) {
+		// Never synced, so never resumed by another attempt: a file of
+		// this attempt's own, at no cost beyond the one it had always.
+		return p.oneOff(fe.TempDir, k)
+	}
 	file, fi, err := openLocked(root, p.name)
 	if err != nil {
 		return nil, err
 	}
-	locked := file != nil
-	if !locked {
+	if file == nil {
 		// Another attempt writes it still (a replica that lost the job
 		// and has not noticed yet): leave it, write a file of our own.
-		p.name = path.Join(fe.TempDir, k+"."+strings.ToLower(cryptorand.Text())+tmpSuffix)
-		p.stateName = ""
-		if p.file, err = root.OpenFile(p.name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
-			return nil, &localError{err}
-		}
-		return p, nil
+		return p.oneOff(fe.TempDir, k)
 	}
 	p.file = file
 	if fi.Size() == 0 {
@@ -121,6 +122,19 @@ func (fe *Fetcher) openPartial(root *os.Root, dst string, f File) (*partial, err
 		p.discard()
 		return nil, err
 	}
+	return p, nil
+}
+
+// oneOff makes p a partial file of this attempt's own, which no later
+// attempt resumes.
+func (p *partial) oneOff(dir, k string) (*partial, error) {
+	p.name = path.Join(dir, k+"."+strings.ToLower(cryptorand.Text())+tmpSuffix)
+	p.stateName = ""
+	f, err := p.root.OpenFile(p.name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, &localError{err}
+	}
+	p.file = f
 	return p, nil
 }
 
