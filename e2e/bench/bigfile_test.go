@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/bigfile"
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -70,7 +71,7 @@ func BenchmarkBigFile(b *testing.B) {
 	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	must(err)
 	defer conn.Close()
-	batches := v1.NewBatchServiceClient(conn)
+	batches, admin := v1.NewBatchServiceClient(conn), v1.NewAdminServiceClient(conn)
 
 	for range b.N {
 		// The limit, on the disk of the stack's working storage, its file
@@ -87,12 +88,14 @@ func BenchmarkBigFile(b *testing.B) {
 		}
 		limit := float64(size) / (1 << 20) / secs
 
-		took, err := bigFileRun(ctx, batches, files, "whole", size, sum, s.LogDir)
+		took, bid, err := bigFileRun(ctx, batches, files, "whole", size, sum, s.LogDir)
+		must(err)
+		states, err := timeInStates(ctx, admin, bid)
 		must(err)
 		pipeline := float64(size) / (1 << 20) / took.Seconds()
 
 		sentBefore := files.Sent()
-		if _, err := bigFileRun(ctx, batches, files, "cut", size, sum, s.LogDir); err != nil {
+		if _, _, err := bigFileRun(ctx, batches, files, "cut", size, sum, s.LogDir); err != nil {
 			b.Fatal(err)
 		}
 		overhead := float64(files.Sent()-sentBefore) / float64(size)
@@ -100,6 +103,7 @@ func BenchmarkBigFile(b *testing.B) {
 		fmt.Printf("big file:  %.0f MiB/s end to end = %.2f of the single-pass limit, %.0f MiB/s (one file of %d MiB, submitted to Completed,\n"+
 			"           local store; the limit: the same bytes from the same server written once and digested with SHA-256, synced)\n",
 			pipeline, pipeline/limit, limit, size>>20)
+		fmt.Printf("           time in each state: %s\n", states)
 		fmt.Printf("resume:    the server sent %.3f of the file's bytes with every answer cut after %d MiB\n", overhead, cut>>20)
 		fmt.Printf("BENCH big_file_mib_per_s=%.0f big_file_limit_mib_per_s=%.0f big_file_ratio=%.2f resume_overhead=%.3f\n",
 			pipeline, limit, pipeline/limit, overhead)
@@ -108,8 +112,8 @@ func BenchmarkBigFile(b *testing.B) {
 
 // bigFileRun submits an object manifest of the one file the server has at
 // /<name>/big.bin, declaring its size and SHA-256, and returns how long it
-// took from the submission to Completed.
-func bigFileRun(ctx context.Context, batches v1.BatchServiceClient, files *bigfile.Server, name string, size int64, sum, logs string) (time.Duration, error) {
+// took from the submission to Completed, and the batch's id.
+func bigFileRun(ctx context.Context, batches v1.BatchServiceClient, files *bigfile.Server, name string, size int64, sum, logs string) (time.Duration, string, error) {
 	manifest := fmt.Sprintf("#%%checkm_0.7\n#%%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n"+
 		"%s/%s/big.bin | sha256 | %s | %d | | big.bin\n#%%eof\n", files.URL, name, sum, size)
 	files.PutDoc("/"+name+"/object.checkm", []byte(manifest))
@@ -117,12 +121,31 @@ func bigFileRun(ctx context.Context, batches v1.BatchServiceClient, files *bigfi
 	resp, err := batches.Submit(ctx, &v1.SubmitRequest{Submitter: "bench", Profile: "bench",
 		PayloadUrl: files.URL + "/" + name + "/object.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if err := waitCompleted(ctx, batches, resp.GetBatchId(), 1, logs); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return time.Since(start), nil
+	return time.Since(start), resp.GetBatchId(), nil
+}
+
+// timeInStates says how long the batch's one job spent in each state it
+// went through, from its history: where the time of a big file goes.
+func timeInStates(ctx context.Context, admin v1.AdminServiceClient, bid string) (string, error) {
+	resp, err := admin.ListJobs(ctx, &v1.ListJobsRequest{BatchId: bid})
+	if err != nil {
+		return "", err
+	}
+	if len(resp.GetJobs()) != 1 {
+		return "", fmt.Errorf("batch %s has %d jobs, want 1", bid, len(resp.GetJobs()))
+	}
+	var parts []string
+	for _, h := range resp.GetJobs()[0].GetStatus().GetHistory() {
+		if h.GetFrom() != v1.JobState_JOB_STATE_UNSPECIFIED {
+			parts = append(parts, fmt.Sprintf("%s %.1f s", queue.JobStateName(h.GetFrom()), h.GetInState().AsDuration().Seconds()))
+		}
+	}
+	return strings.Join(parts, ", "), nil
 }
 
 func envInt64(name string, def int64) int64 {
