@@ -10,5 +10,7 @@
 // the faults; make robustness runs a fixed list of seeds with every
 // failpoint and fault each, the deliberately broken builds the checker
 // must catch, and a run of mixed versions rolled to the current one.
-// ROBUSTNESS_SEED=<n> replays a run.
+// ROBUSTNESS_SEED=<n> replays a run. The same build's batcher also runs
+// alone, killed at each failpoint of a 1,000-row batch's spawning
+// (spawn_test.go).
 package robustness

@@ -28,6 +28,8 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/freeport"
+	"github.com/ingestq/ingestq/shared/merritttest"
+	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
@@ -72,6 +74,9 @@ type runOpts struct {
 	// mixed, when set, is a second build: half of each service's replicas
 	// (index 1) start from it, then every replica is rolled to bins.
 	mixed string
+	// merritt: the stack stores into a node of Merritt's storage service
+	// (the stand-in, shared/merritttest) rather than a folder.
+	merritt bool
 	// scenario, when set, replaces the seeded schedule (the broken builds'
 	// targeted faults).
 	scenario func(ctx context.Context, r *run) error
@@ -88,6 +93,7 @@ type run struct {
 	ens      *zktest.Ensemble
 	proxies  map[string][]*zktest.Proxy
 	deposits *depositor.Server
+	merritt  *merritttest.Service // the storage service stored into, when opts.merritt
 	stack    *stack.Stack
 	ports    *freeport.Reservation // the failpoints' endpoints'
 	watch    *watch.Recorder
@@ -201,10 +207,20 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 			}
 		}
 	}
+	env := map[string]string{}
+	if opts.merritt {
+		if r.merritt, err = merritttest.Run(merrittNode); err != nil {
+			t.Fatal(err)
+		}
+		// A call held past its timeout ends soon, and is tried again soon.
+		env = map[string]string{"INGESTQ_STORE": "merritt", "INGESTQ_MERRITT_STORAGE_URL": r.merritt.URL,
+			"INGESTQ_MERRITT_NODE": strconv.Itoa(merrittNode), "INGESTQ_MERRITT_TIMEOUT": "5s",
+			"INGESTQ_MERRITT_RETRY_BACKOFF": "200ms", "INGESTQ_FIXITY_AUDIT_INTERVAL": "0"}
+	}
 	r.stack, err = stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: opts.bins, ProfilesDir: profiles, ZooKeeper: r.ens.Addrs(), Root: "/robust",
 		Replicas: replicas, AdminToken: adminToken, ReplicaEnv: replicaEnv, ReplicaBinDir: replicaBin,
-		Env: map[string]string{
+		Env: withEnv(env, map[string]string{
 			"INGESTQ_ZK_SESSION_TIMEOUT":   sessionTimeout.String(),
 			"INGESTQ_CONCURRENCY":          "2",
 			"INGESTQ_MINT_SHOULDER":        shoulder,
@@ -217,7 +233,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 			// No console: the suite's traffic goes through the APIs, and
 			// neither the failpoint builds nor the baseline's build have one.
 			"INGESTQ_CONSOLE_LISTEN": "",
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +267,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	}
 	r.traffic = traffic.New(r.clients, batches, r.deposits.URL, r.peer, r.stack.InventoryDB, opts.seed, r.logf)
 	r.env = &fault.Env{Stack: r.stack, Ensemble: r.ens, Proxies: r.proxies, Failpoints: r.fps, SessionTimeout: sessionTimeout,
-		Logf: r.logf, Nudge: func() {
+		Merritt: r.merritt, Logf: r.logf, Nudge: func() {
 			select {
 			case r.nudge <- struct{}{}:
 			default:
@@ -296,6 +312,21 @@ func (r *run) close() {
 	if r.deposits != nil {
 		r.deposits.Close()
 	}
+	if r.merritt != nil {
+		r.merritt.Close()
+	}
+}
+
+// merrittNode is the storage node a run storing into Merritt's storage
+// service stores into.
+const merrittNode = 9501
+
+// withEnv is base with extra's settings added (extra's win).
+func withEnv(extra, base map[string]string) map[string]string {
+	for k, v := range extra {
+		base[k] = v
+	}
+	return base
 }
 
 // schedule makes the run's faults one after another, as the seed ordered
@@ -493,7 +524,7 @@ func (r *run) do(ctx context.Context) result {
 		res.err = errors.Join(res.err, err)
 	}
 	rep, err := validate.Check(ctx, validate.Input{Traffic: r.traffic, Watch: r.watch, Conn: r.conn, Root: r.stack.Root,
-		StoreRoot: r.stack.StoreRoot, Inventory: r.stack.InventoryDB, OutboxDir: r.stack.OutboxDir, Callbacks: r.deposits.Callbacks(),
+		StoreRoot: r.stack.StoreRoot, Merritt: r.merritt, MerrittNode: merrittNode, Inventory: r.stack.InventoryDB, OutboxDir: r.stack.OutboxDir, Callbacks: r.deposits.Callbacks(),
 		Shoulder: shoulder, PorcupineDir: r.dir, Replicas: r.replicaSessions()})
 	if err != nil {
 		res.err = errors.Join(res.err, fmt.Errorf("the checker could not read: %w", err))
@@ -535,17 +566,61 @@ func (r *run) replicaSessions() map[int64]string {
 	return out
 }
 
+// checkFsck runs fsck over the tree at rest, with no grace: every node a
+// writer left half-made is damage, however fresh (the janitor's grace is
+// far longer than a run, so what it would reclaim is still there).
 func (r *run) checkFsck(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(adminCtx(ctx), time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	resp, err := r.clients.Admins[0].Fsck(cctx, &v1.FsckRequest{})
+	rep, err := qadmin.New(r.q).Queue.Fsck(cctx, qadmin.FsckOptions{Grace: time.Nanosecond})
 	if err != nil {
-		return fmt.Errorf("AdminService/Fsck: %w", err)
+		return fmt.Errorf("fsck: %w", err)
 	}
-	if len(resp.GetDamages()) > 0 {
-		return fmt.Errorf("fsck found damage: %v", resp.GetDamages())
+	if !rep.Clean() {
+		var ds []string
+		for _, d := range rep.Damages {
+			ds = append(ds, fmt.Sprintf("%s %s: %s", d.Kind, d.Item, d.Detail))
+		}
+		return fmt.Errorf("fsck found damage: %d finding(s): %s", len(ds), strings.Join(ds[:min(10, len(ds))], "; "))
 	}
 	return nil
+}
+
+// reclaims counts, in the replicas' logs, what was removed as garbage: by
+// the janitor (nodes, by kind), and by batchers ending a batch's spawning
+// (job ids an earlier batcher reserved and never wrote).
+func (r *run) reclaims() (janitor map[string]int, strays int) {
+	logs, _ := filepath.Glob(filepath.Join(r.stack.LogDir, "batcher-*.log"))
+	return reclaimsLogged(logs)
+}
+
+// reclaimsLogged counts what the batchers whose logs are at paths logged
+// as removed: see run.reclaims.
+func reclaimsLogged(paths []string) (janitor map[string]int, strays int) {
+	janitor = map[string]int{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var l struct {
+				Msg  string `json:"msg"`
+				Kind string `json:"kind"`
+				Jobs int    `json:"jobs"`
+			}
+			if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &l) != nil {
+				continue
+			}
+			switch l.Msg {
+			case "queue garbage reclaimed":
+				janitor[l.Kind]++
+			case "job ids reserved and never written removed":
+				strays += l.Jobs
+			}
+		}
+	}
+	return janitor, strays
 }
 
 // logReport logs a run's figures, faults and violations, with the command
@@ -586,10 +661,21 @@ func (r *run) logReport(res result) {
 			fmt.Fprintf(&b, "    %s\n", v)
 		}
 	}
+	janitor, strays := r.reclaims()
+	fmt.Fprintf(&b, "  reclaims:    %d job id(s) reserved and never written removed by batchers ending a spawn; by the janitor: %d %v\n",
+		strays, sumCounts(janitor), janitor)
 	if res.err != nil {
 		fmt.Fprintf(&b, "  run error:   %v\n", res.err)
 	}
 	r.t.Log(b.String())
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func batchKinds(bs []*traffic.Batch) string {

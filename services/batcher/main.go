@@ -45,6 +45,7 @@ type settings struct {
 	smtpPasswordFile *string
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
+	reclaimGrace     *time.Duration
 	maxManifestBytes *int
 	payloadRetry     *retry.Policy
 	maxQueuedJobs    *int
@@ -78,6 +79,8 @@ func (s *settings) register(r *config.Registry) {
 	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
+	s.reclaimGrace = r.Duration("reclaim-grace", "INGESTQ_RECLAIM_GRACE", janitor.DefaultReclaimGrace,
+		"how long the queue's garbage stands unchanged before the janitor removes it, each INGESTQ_CLEANUP_INTERVAL: a job or batch node a writer left without status (no live session holding its lock), an entry or reference whose job is gone, a batch uuid pointing nowhere; long past any creation under way, a Merritt producer's included (at least 1m)")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
 	s.payloadRetry = retry.Register(r, "payload", "a batch's payload is fetched", spawn.DefaultRetry())
@@ -117,6 +120,9 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	policy := s.addresses.Apply(fetch.Policy{})
 	if *s.retention <= 0 || *s.cleanupInterval <= 0 {
 		return fmt.Errorf("INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive")
+	}
+	if *s.reclaimGrace < time.Minute {
+		return fmt.Errorf("INGESTQ_RECLAIM_GRACE %s: want 1m or more, long past any creation under way (a node younger than that may be one)", *s.reclaimGrace)
 	}
 	if u := *s.merrittQueueURL; u != "" {
 		// Its files are payloads: the payload policy holds for them too.
@@ -176,6 +182,10 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		return err
 	}
 	go fig.Run(ctx, figures.Every)
+	reclaims, err := janitor.NewReclaimsCounter(env.Telemetry.MeterProvider.Meter("github.com/ingestq/ingestq/services/batcher"))
+	if err != nil {
+		return err
+	}
 	var aud *audit.Auditor
 	if *s.auditInterval > 0 {
 		if *s.auditSample < 1 {
@@ -192,7 +202,8 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		defer close(ran)
 		runner.Run(taking)
 	}()
-	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
+	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log,
+		ReclaimGrace: *s.reclaimGrace, Reclaims: reclaims}
 	janCtx, stopJanitor := context.WithCancel(ctx)
 	go jan.Run(janCtx)
 	if aud != nil {

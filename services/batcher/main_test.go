@@ -66,6 +66,7 @@ func TestBinaryRefusesUnusableSettingsSayingWhich(t *testing.T) {
 	for _, tc := range []struct{ env, want string }{
 		{"INGESTQ_MAX_QUEUED_JOBS=-1", "INGESTQ_MAX_QUEUED_JOBS -1: want 0 (no bound) or more"},
 		{"INGESTQ_RETENTION=0s", "INGESTQ_RETENTION and INGESTQ_CLEANUP_INTERVAL must be positive"},
+		{"INGESTQ_RECLAIM_GRACE=30s", "INGESTQ_RECLAIM_GRACE 30s: want 1m or more"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			out, err := runToExit(t, bin, "INGESTQ_ADMIN_TOKEN=t", tc.env)

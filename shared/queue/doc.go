@@ -43,8 +43,14 @@
 //     ReportTotals, batches.Client.CompletedAfterReport.
 //
 //   - A batch's spawning. While its jobs are being created a Processing
-//     batch has an empty "spawning" node; a batcher that finds it unlocked
-//     finishes the batch. A batch whose payload is a fetched document
+//     batch has a "spawning" node holding /jobs's child version (decimal)
+//     as it was before any job id was reserved for the batch; a batcher that
+//     finds it unlocked finishes the batch. Job ids are reserved as job
+//     nodes holding "<bid> <mark>" (EncodeJobReservation), each job written
+//     into its node later: the end of the spawning removes the nodes
+//     holding the batch's bid that have no child, numbered from that
+//     version, which a batcher stopped in between left
+//     (batches.BatchClaim.FinishSpawning). A batch whose payload is a fetched document
 //     (object manifest, manifest of manifests or of containers) also gets,
 //     with its move to Processing and so before any job exists, a "payload"
 //     node: {"sha256":"<hex>","size":N}, the digest and length of the one

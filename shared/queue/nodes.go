@@ -221,3 +221,22 @@ func ValidWorkerID(id string) bool {
 	}
 	return true
 }
+
+// EncodeJobReservation is the data of a job node ingestq reserves for a
+// batch's job (a sequential create under /jobs, whose children are written
+// after it): "<bid> <mark>", the batch it is for and a mark of the one
+// request that reserved it. A node so made says whose it is from its first
+// moment, so that one left unwritten (its writer stopped between the two)
+// is found and removed by the batch's next batcher. Merritt's queue library
+// creates a job node with no data and never reads it.
+func EncodeJobReservation(bid, mark string) []byte { return []byte(bid + " " + mark) }
+
+// JobReservationBatch is the batch a job node's data reserves it for ("" and
+// false when the data is not a reservation: a Merritt job node holds none).
+func JobReservationBatch(data []byte) (string, bool) {
+	bid, _, ok := strings.Cut(string(data), " ")
+	if !ok || !ValidBatchID(bid) {
+		return "", false
+	}
+	return bid, true
+}

@@ -61,7 +61,9 @@ func (p Point) Actions() []Action {
 // against the failpoints the robustness build compiled in.
 var All = []Point{
 	{Name: "batcherPayloadKept", Service: "batcher", Effect: "the payload's reading kept in the work root; the batch not yet Processing, no job"},
+	{Name: "batcherJobIDsReserved", Service: "batcher", Effect: "a batch's job ids reserved under /jobs; none of its jobs written"},
 	{Name: "batcherJobsWritten", Service: "batcher", Effect: "one multi of a batch's jobs written; the others and the end of spawning not yet"},
+	{Name: "batcherJobsCreated", Service: "batcher", Effect: "every job of a batch created; the end of its spawning not yet"},
 	{Name: "batcherReportMailed", Service: "batcher", Effect: "the batch's report mailed; its final state not yet committed"},
 	// The downloads of a job run in goroutines of their own, which
 	// recover a panic as the runner does.

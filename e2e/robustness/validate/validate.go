@@ -1,6 +1,7 @@
 // Package validate is the robustness suite's independent checker. Once a
 // run is over it reads what each effect's own system recorded: the
-// store's version folders, the inventory's rows, the batcher's outbox, the
+// store's version folders (or what Merritt's storage service, the
+// stand-in, made and kept), the inventory's rows, the batcher's outbox, the
 // callbacks the depositor's server received, the mint counter and the
 // local-id bindings in ZooKeeper, each job's nodes, and what the watcher
 // saw of every job while the run went on. It holds them to the model
@@ -33,6 +34,8 @@ import (
 	"github.com/ingestq/ingestq/e2e/robustness/traffic"
 	"github.com/ingestq/ingestq/e2e/robustness/watch"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/merrittstore"
+	"github.com/ingestq/ingestq/shared/merritttest"
 	_ "modernc.org/sqlite"
 )
 
@@ -68,9 +71,13 @@ type Input struct {
 	Conn      *zk.Conn // its own session
 	Root      string
 	StoreRoot string
-	Inventory string // the SQLite file
-	OutboxDir string
-	Callbacks []depositor.Callback
+	// Merritt, when set, is the stand-in for Merritt's storage service
+	// the run stored into, on node MerrittNode, in place of StoreRoot.
+	Merritt     *merritttest.Service
+	MerrittNode int
+	Inventory   string // the SQLite file
+	OutboxDir   string
+	Callbacks   []depositor.Callback
 	// Shoulder is the mint counter's name (INGESTQ_MINT_SHOULDER).
 	Shoulder string
 	// Replicas names the replica of each session, as its log says it
@@ -113,7 +120,11 @@ func Check(ctx context.Context, in Input) (*Report, error) {
 	}
 	completed := r.checkRows(in, byBid)
 	r.checkHistories(in)
-	r.checkStore(in, completed)
+	if in.Merritt != nil {
+		r.checkMerrittStore(in, completed)
+	} else {
+		r.checkStore(in, completed)
+	}
 	if err := r.checkInventory(ctx, in, completed); err != nil {
 		return nil, err
 	}
@@ -464,14 +475,14 @@ func (r *Report) checkStore(in Input, completed []completedJob) {
 			continue
 		}
 		r.Figures["versions stored"]++
-		r.checkWhole(j, vdir, stored)
+		r.checkWhole(j, "version "+vdir, stored)
 	}
 }
 
-// checkWhole holds the files of a job's stored version to the deposit's:
-// every deposited file stored with its size and digest, none else. A file
-// stored shorter than deposited is a partial one.
-func (r *Report) checkWhole(j completedJob, vdir string, stored map[string]storedFile) {
+// checkWhole holds the files of a job's stored version (where says which)
+// to the deposit's: every deposited file stored with its size and digest,
+// none else. A file stored shorter than deposited is a partial one.
+func (r *Report) checkWhole(j completedJob, where string, stored map[string]storedFile) {
 	want := map[string]string{} // name → sha256
 	for sum, name := range j.obj.Files {
 		want[name] = sum
@@ -480,19 +491,19 @@ func (r *Report) checkWhole(j completedJob, vdir string, stored map[string]store
 		f, ok := stored[name]
 		switch size := j.obj.Sizes[name]; {
 		case !ok:
-			r.violate(CheckStoredWhole, j.id, "version %s does not store %s", vdir, name)
+			r.violate(CheckStoredWhole, j.id, "%s does not store %s", where, name)
 		case f.size < size:
-			r.violate(CheckStoredWhole, j.id, "version %s stores %s partial: %d bytes of %d", vdir, name, f.size, size)
+			r.violate(CheckStoredWhole, j.id, "%s stores %s partial: %d bytes of %d", where, name, f.size, size)
 		case f.size != size || f.sha256 != want[name]:
-			r.violate(CheckStoredWhole, j.id, "version %s stores %s of %d bytes, sha256 %s; the deposit's is %d bytes, sha256 %s",
-				vdir, name, f.size, f.sha256, size, want[name])
+			r.violate(CheckStoredWhole, j.id, "%s stores %s of %d bytes, sha256 %s; the deposit's is %d bytes, sha256 %s",
+				where, name, f.size, f.sha256, size, want[name])
 		default:
 			r.Figures["files stored whole"]++
 		}
 	}
 	for _, name := range slices.Sorted(mapKeys(stored)) {
 		if _, ok := want[name]; !ok {
-			r.violate(CheckStoredWhole, j.id, "version %s stores %s, which the deposit has not", vdir, name)
+			r.violate(CheckStoredWhole, j.id, "%s stores %s, which the deposit has not", where, name)
 		}
 	}
 }
@@ -504,6 +515,51 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 				return
 			}
 		}
+	}
+}
+
+// checkMerrittStore: each completed job's object has exactly one version
+// in Merritt's storage service, made by exactly one call that dropped no
+// other's version, whose ingest record names the job, with the deposited
+// files. (The service writes back an object's versions as a call read
+// them when it began: an overlapping call shows as a call more, not
+// always as a version more.)
+func (r *Report) checkMerrittStore(in Input, completed []completedJob) {
+	made := map[string]int{}
+	for _, c := range in.Merritt.Calls() {
+		if c.Node != in.MerrittNode {
+			continue
+		}
+		r.Figures["storage calls"]++
+		if c.CallerGone {
+			r.Figures["storage calls whose caller gave up"]++
+		}
+		if c.Version > 0 {
+			made[c.Object]++
+		}
+		if c.Overwrote > 0 {
+			r.violate(CheckStoredOnce, c.Object, "a call's version %d dropped %d versions made while it ran", c.Version, c.Overwrote)
+		}
+	}
+	for _, j := range completed {
+		n := in.Merritt.Versions(in.MerrittNode, j.ark)
+		if n != 1 || made[j.ark] != 1 {
+			r.violate(CheckStoredOnce, j.id, "object %s: %d versions in the storage service, made by %d calls", j.ark, n, made[j.ark])
+			continue
+		}
+		files := in.Merritt.Files(in.MerrittNode, j.ark, 1)
+		if got := merrittstore.JobOfIngestRecord(files[merrittstore.IngestRecordFile]); got != j.id {
+			r.violate(CheckStoredOnce, j.id, "object %s's version 1 names job %q", j.ark, got)
+		}
+		stored := map[string]storedFile{}
+		for name, data := range files {
+			if name, ok := strings.CutPrefix(name, "producer/"); ok {
+				sum := sha256.Sum256(data)
+				stored[name] = storedFile{size: int64(len(data)), sha256: hex.EncodeToString(sum[:])}
+			}
+		}
+		r.Figures["versions stored"]++
+		r.checkWhole(j, fmt.Sprintf("object %s's version 1 in the storage service", j.ark), stored)
 	}
 }
 
@@ -775,13 +831,22 @@ func (r *Report) checkEffectsFirst(in Input, completed []completedJob) {
 		for _, m := range moves {
 			switch {
 			case m.From == model.Storing && m.To == model.Recording:
-				fi, err := os.Stat(filepath.Join(in.StoreRoot, lockName(j.ark), "v"+strconv.Itoa(j.invVersion), "manifest.checkm"))
-				if err != nil {
-					continue // checkStore names it
+				var done time.Time
+				if in.Merritt != nil {
+					var ok bool
+					if done, ok = in.Merritt.Created(in.MerrittNode, j.ark, j.invVersion); !ok {
+						continue // checkMerrittStore names it
+					}
+				} else {
+					fi, err := os.Stat(filepath.Join(in.StoreRoot, lockName(j.ark), "v"+strconv.Itoa(j.invVersion), "manifest.checkm"))
+					if err != nil {
+						continue // checkStore names it
+					}
+					done = fi.ModTime()
 				}
-				if fi.ModTime().After(m.At.Add(slack)) {
+				if done.After(m.At.Add(slack)) {
 					r.violate(CheckEffectFirst, j.id, "moved to Recording by %s at %s, its version completed in the store at %s",
-						m.Worker, m.At.Format("15:04:05.000"), fi.ModTime().Format("15:04:05.000"))
+						m.Worker, m.At.Format("15:04:05.000"), done.Format("15:04:05.000"))
 				}
 				r.Figures["effects checked before their commit"]++
 			case m.From == model.Notify && m.To == model.Completed:

@@ -40,7 +40,7 @@ func TestAStoredFileThatIsPartialOrNotTheDepositsIsAViolation(t *testing.T) {
 		"e.txt": {size: 1, sha256: "eee"},  // not deposited
 	}
 	r := &Report{Figures: map[string]int{}}
-	r.checkWhole(completedJob{job: &job{id: "jid1"}, obj: obj}, "v1", stored)
+	r.checkWhole(completedJob{job: &job{id: "jid1"}, obj: obj}, "version v1", stored)
 	var got []string
 	for _, v := range r.Violations {
 		if v.Check != CheckStoredWhole || v.Item != "jid1" {

@@ -55,14 +55,38 @@ type Damage struct {
 	Detail   string
 	Repaired bool
 	Error    string // why a repair failed or was skipped
+	// Reclaimable: the damage is garbage no writer will finish, and its
+	// repair removes only it (a job or batch node without status left
+	// unchanged past the grace, an entry or reference whose job is gone,
+	// a batch uuid pointing nowhere). The janitor repairs such damage
+	// unattended (FsckOptions.Reclaim); the rest waits for an operator.
+	Reclaimable bool
 }
 
 // FsckOptions configure Fsck.
 type FsckOptions struct {
 	Repair bool
-	// Grace protects items being created right now: a node without status
-	// younger than this is not damage yet (default 1 minute).
+	// Grace protects items being created right now: a job or batch node
+	// without status is damage only once neither it nor any of its
+	// children has changed for this long, and no live session holds its
+	// lock (default 1 minute).
 	Grace time.Duration
+	// Now is the time ages are measured to (default: the clock's).
+	Now time.Time
+	// Reclaim, when set, limits the repairs to reclaimable damage
+	// (Damage.Reclaimable) that it accepts, and the checks to what may be
+	// garbage: jobs with a status are not read one by one (their damage
+	// is for an operator), which keeps the janitor's rounds cheap. What
+	// is found and not accepted is reported and left.
+	Reclaim func(Damage) bool
+}
+
+// repairs says whether a run with these options repairs d.
+func (o FsckOptions) repairs(d Damage) bool {
+	if !o.Repair {
+		return false
+	}
+	return o.Reclaim == nil || (d.Reclaimable && o.Reclaim(d))
 }
 
 // FsckReport is what Fsck found (and repaired).
@@ -95,6 +119,9 @@ type entryLoc struct {
 func (t *Queue) Fsck(ctx context.Context, opts FsckOptions) (*FsckReport, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = time.Minute
+	}
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
 	}
 	f := &fsck{t: t.base, opts: opts, rep: &FsckReport{}}
 	// Status versions first, entries and references next, status versions
@@ -136,9 +163,9 @@ type fsck struct {
 
 func (f *fsck) add(d Damage) { f.rep.Damages = append(f.rep.Damages, d) }
 
-// repair runs fn on d when repairing, and adds d to the report.
+// repair runs fn on d when the run repairs it, and adds d to the report.
 func (f *fsck) repair(d Damage, fn func() error) {
-	if f.opts.Repair {
+	if f.opts.repairs(d) {
 		f.t.repair(&d, fn)
 	}
 	f.add(d)
@@ -201,10 +228,21 @@ func (f *fsck) checkBatches(ctx context.Context) error {
 			return err
 		}
 		if !slices.Contains(children, queue.NodeStatus) {
-			if time.Since(time.UnixMilli(stat.Ctime)) < f.opts.Grace && len(children) == 0 {
+			// A batch being created (the library writes its node, its
+			// uuid, its submission, then its status) or deleted changes;
+			// one left half-done does not.
+			ev, err := f.t.readUnfinished(ctx, f.t.p.Batch(bid).Dir(), children, stat)
+			if err != nil {
+				return err
+			}
+			age := f.opts.Now.Sub(ev.newest)
+			if ev.done || ev.liveLock || age < f.opts.Grace {
 				continue
 			}
-			f.repair(Damage{Kind: DamageBatchRemnant, Item: bid, Detail: fmt.Sprintf("batch node without status (children: %v)", children)},
+			f.repair(Damage{Kind: DamageBatchRemnant, Item: bid, Reclaimable: true, Detail: fmt.Sprintf(
+				"batch node without status, unchanged for %s (children: %v): its creation or deletion was cut short and no writer finishes it. "+
+					"Nothing in it is a batch any consumer takes: the janitor removes it after INGESTQ_RECLAIM_GRACE, Fsck with repair at once",
+				age.Round(time.Second), children)},
 				func() error { return f.t.batches.RemoveBatchTree(ctx, bid, "") })
 			continue
 		}
@@ -237,7 +275,19 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 			return err
 		}
 		if !f.batchExists[string(data)] {
-			f.repair(Damage{Kind: DamageUUIDDangling, Item: u, Detail: fmt.Sprintf("points to %q, which does not exist", data)},
+			// A batch node without status is one being created (the
+			// library writes the uuid before the status) or a remnant,
+			// which is reported on its own: the uuid waits for it.
+			if queue.ValidBatchID(string(data)) {
+				ok, _, err := f.t.z.Exists(ctx, f.t.p.Batch(string(data)).Dir())
+				if err != nil {
+					return err
+				}
+				if ok {
+					continue
+				}
+			}
+			f.repair(Damage{Kind: DamageUUIDDangling, Item: u, Reclaimable: true, Detail: fmt.Sprintf("points to %q, which does not exist", data)},
 				func() error {
 					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.BatchUUID(u), -1))
 					return err
@@ -247,11 +297,20 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 	return nil
 }
 
-// checkJobs checks (and repairs) each listed job, several at a time.
+// checkJobs checks (and repairs) each listed job, several at a time. A run
+// that only reclaims garbage looks only at the jobs without a status: the
+// damage of one with a status is never garbage.
 func (f *fsck) checkJobs(ctx context.Context) {
+	jids := f.jids
+	if f.opts.Reclaim != nil {
+		jids = slices.DeleteFunc(slices.Clone(jids), func(jid string) bool {
+			_, ok := f.before[jid]
+			return ok
+		})
+	}
 	var mu sync.Mutex
-	session.EachAtMost(len(f.jids), 32, func(i int) {
-		jid := f.jids[i]
+	session.EachAtMost(len(jids), 32, func(i int) {
+		jid := jids[i]
 		v, ok := f.before[jid]
 		ds := f.t.fsckJob(ctx, jid, v, ok, f.entries[jid], f.refs[jid], f.opts)
 		mu.Lock()
@@ -278,7 +337,7 @@ func (f *fsck) checkEntriesWithoutJob(ctx context.Context) {
 			continue
 		}
 		for _, l := range locs {
-			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Detail: "/jobs/states/" + queue.StateSegment(l.state) + "/" + l.name},
+			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Reclaimable: true, Detail: "/jobs/states/" + queue.StateSegment(l.state) + "/" + l.name},
 				func() error {
 					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.StateDir(l.state)+"/"+l.name, -1))
 					return err
@@ -298,7 +357,7 @@ func (f *fsck) checkRefsWithoutJob(ctx context.Context) {
 			if l.folder == queue.FolderDeleted {
 				continue
 			}
-			f.repair(Damage{Kind: DamageRefNoJob, Item: jid, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)},
+			f.repair(Damage{Kind: DamageRefNoJob, Item: jid, Reclaimable: true, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)},
 				func() error {
 					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.Batch(l.bid).Ref(l.folder, jid), -1))
 					return err
@@ -345,7 +404,9 @@ func (t *base) fsckJob(ctx context.Context, jid string, before int32, hadStatus 
 		j.refOK = len(j.refWrong) == 0
 	}
 	j.find()
-	if !opts.Repair {
+	// What remains is damage to a job some writer may finish, or that an
+	// operator decides: never reclaimed unattended.
+	if !opts.Repair || opts.Reclaim != nil {
 		return j.damages()
 	}
 	// A lock no session holds comes first: every other repair needs the
@@ -405,16 +466,12 @@ func (j *jobCheck) read(ctx context.Context, before int32, hadStatus bool, opts 
 		return nil, true // it moved while fsck listed: not damage
 	}
 	if errors.Is(err, zk.ErrNoNode) {
-		_, jstat, err := t.z.Exists(ctx, t.p.Job(jid).Dir())
-		if err != nil || jstat == nil || time.Since(time.UnixMilli(jstat.Ctime)) < opts.Grace {
+		d, ok := t.jobWithoutStatus(ctx, jid, opts)
+		if !ok {
 			return nil, true
 		}
-		d := Damage{Kind: DamageJobNoStatus, Item: jid, Detail: "job node without status (its creation was cut short)"}
-		if opts.Repair {
-			t.repair(&d, func() error {
-				_, err := t.jobs.RemoveJobs(ctx, []string{jid})
-				return err
-			})
+		if opts.repairs(d) {
+			t.repair(&d, func() error { return t.removeUnfinished(ctx, jid, j.ents) })
 		}
 		return []Damage{d}, true
 	}

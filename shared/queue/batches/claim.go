@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/go-zookeeper/zk"
@@ -20,6 +21,10 @@ type BatchClaim struct {
 	// Spawning is true while the batch's jobs are still being created (a
 	// batcher died half-way if it is set when the batch is claimed).
 	Spawning bool
+	// StraysRemoved are the job ids reserved for the batch and never
+	// written (a spawn cut short between the two) that this claim removed
+	// when it ended the batch's spawning.
+	StraysRemoved []string
 	// Payload is the record of the reading its jobs are made from (nil: the
 	// payload is not a fetched document, or the batch was taken without
 	// one).
@@ -42,6 +47,14 @@ type BatchClaim struct {
 	// batch-processing folder since LiveJobs read it (nil: not read, or
 	// the batch has no such folder).
 	liveGuard *zk.CheckVersionRequest
+	// spawnFrom is the child version /jobs had when the batch's spawning
+	// began (-1: not recorded): every job id reserved for the batch is
+	// numbered from there.
+	spawnFrom int32
+	// strays says that job ids reserved for the batch may be left
+	// unwritten: the batch was claimed half spawned, or a creation of its
+	// jobs failed. The end of its spawning looks for them (removeStrays).
+	strays bool
 }
 
 // ID is the claimed batch's bid.
@@ -92,13 +105,20 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string, states ...queue.Bat
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	ps := []string{c.p.Batch(bid).Node(queue.NodeSubmission), c.p.Batch(bid).Node(queue.NodeStatusReport), c.p.Batch(bid).Node(queue.NodePayload)}
-	datas, err := readDatas(ctx, c.z, ps)
+	ps := []string{c.p.Batch(bid).Node(queue.NodeSubmission), c.p.Batch(bid).Node(queue.NodeStatusReport), c.p.Batch(bid).Node(queue.NodePayload),
+		c.p.Batch(bid).Node(queue.NodeSpawning)}
+	read, err := c.z.Read(ctx, ps)
 	if err != nil {
 		return release(err)
 	}
-	if bc.Spawning, _, err = c.z.Exists(ctx, c.p.Batch(bid).Node(queue.NodeSpawning)); err != nil {
-		return release(err)
+	datas := session.Datas(read)
+	bc.Spawning, bc.spawnFrom = read[3].Stat != nil, -1
+	if bc.Spawning {
+		// An earlier holder may have reserved job ids it never wrote.
+		bc.strays = true
+		if n, err := queue.DecodeInt(ps[3], datas[3]); err == nil && n >= 0 && n <= math.MaxInt32 {
+			bc.spawnFrom = int32(n)
+		}
 	}
 	bc.Batch = &v1.Batch{Id: bid, Status: st, Locked: true}
 	if datas[0] != nil {
@@ -179,6 +199,7 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 		ops = append(ops, guard) // index 2, after fencedMulti's own checks
 	}
 	keep := ch.KeepLock
+	spawnFrom := int32(-1)
 	if ch.To == queue.BatchProcessing {
 		keep = true
 		ok, _, err := bc.c.z.Exists(ctx, bc.c.p.Batch(bc.ID()).States())
@@ -191,12 +212,27 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 				ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Folder(f), nil, 0))
 			}
 		}
-		ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), nil, 0))
+		// The spawning marker holds /jobs's child version as it is before
+		// any job id is reserved for the batch: every id reserved for it,
+		// by this batcher or one that finishes the batch, is numbered from
+		// there, which is where removeStrays looks.
+		_, jobsStat, err := bc.c.z.Exists(ctx, bc.c.p.Jobs())
+		if err != nil {
+			return err
+		}
+		spawnFrom = 0
+		if jobsStat != nil {
+			spawnFrom = jobsStat.Cversion
+		}
+		ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), queue.EncodeInt(int64(spawnFrom)), 0))
 		if ch.Payload != nil {
 			ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Node(queue.NodePayload), queue.EncodePayloadRecord(*ch.Payload), 0))
 		}
 	}
 	if bc.Spawning && ch.To != queue.BatchProcessing {
+		if err := bc.removeStrays(ctx); err != nil {
+			return err
+		}
 		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
 	}
 	// The report as the node keeps it: trimmed to what a node holds, with
@@ -233,6 +269,9 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	bc.Batch.Status = next
 	bc.statusData = statusData
 	bc.Spawning = ch.To == queue.BatchProcessing
+	if spawnFrom >= 0 {
+		bc.spawnFrom = spawnFrom
+	}
 	if ch.Payload != nil {
 		rec := *ch.Payload
 		bc.Payload = &rec
@@ -277,6 +316,9 @@ func (bc *BatchClaim) FinishSpawning(ctx context.Context) error {
 	}
 	var ops []any
 	if bc.Spawning {
+		if err := bc.removeStrays(ctx); err != nil {
+			return err
+		}
 		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
 	}
 	ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1))
@@ -313,6 +355,9 @@ func (bc *BatchClaim) StopSpawning(ctx context.Context, reason, msg string) erro
 	}
 	if reason == "" {
 		return fmt.Errorf("%w: batch %s: stopping its spawning needs a reason", queue.ErrInvalid, bc.ID())
+	}
+	if err := bc.removeStrays(ctx); err != nil {
+		return err
 	}
 	rec := queue.PayloadRecord{SpawnStopped: reason}
 	recPath := bc.c.p.Batch(bc.ID()).Node(queue.NodePayload)

@@ -56,10 +56,13 @@ const jobResends = 5
 // order of the slice; it returns their ids.
 //
 // Job ids are reserved first (sequential creates under /jobs, each holding
-// the bid), then written. A write whose answer is lost is checked and sent
-// again; when creation fails, the ids reserved and not written are
-// deleted before it returns, so no job node is left without a status.
-func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, error) {
+// the bid, fenced by the claim), then written. A write whose answer is lost
+// is checked and sent again; when creation fails, the ids reserved and not
+// written are deleted before it returns. Ids a batcher reserved and never
+// wrote because it stopped in between (a crash) are removed by whoever
+// ends the batch's spawning (removeStrays), so no job node is left without
+// a status once the batch is spawned.
+func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) (ids []string, err error) {
 	if err := bc.hold.Finish(); err != nil {
 		return nil, err
 	}
@@ -74,10 +77,19 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) ([]string, 
 			return nil, err
 		}
 	}
-	ids, err := bc.reserveJobIDs(ctx, len(jobs))
+	defer func() {
+		if err != nil {
+			// What it reserved may not all be deleted (or known, after a
+			// lost answer): the end of the spawning looks.
+			bc.strays = true
+		}
+	}()
+	ids, err = bc.reserveJobIDs(ctx, len(jobs))
 	if err != nil {
 		return nil, fmt.Errorf("allocating job ids for batch %s: %w", bc.ID(), err)
 	}
+	// gofail: var batcherJobIDsReserved struct{}
+
 	// Then write the jobs, grouped into multis of bounded size, a few in flight.
 	type group struct {
 		ops  []any
@@ -183,26 +195,36 @@ func (bc *BatchClaim) reserveJobIDs(ctx context.Context, n int) ([]string, error
 // their own, so that after a lost answer they can be found among the nodes
 // made meanwhile: found, they are the answer; absent, the multi is sent
 // again.
+//
+// The multi is fenced by the claim, as every write of a batch's jobs is: a
+// batcher that lost the batch reserves nothing more, so the ids its next
+// holder looks through when it ends the spawning (removeStrays) are all
+// there is.
 func (bc *BatchClaim) reserveSome(ctx context.Context, n int) ([]string, error) {
 	c := bc.c
-	mark := []byte(bc.ID() + " " + strconv.FormatUint(rand.Uint64(), 36))
-	ops := make([]any, n)
-	for i := range ops {
-		ops[i] = c.z.CreateOp(c.p.JobSeq(), mark, zk.FlagSequence)
+	mark := queue.EncodeJobReservation(bc.ID(), strconv.FormatUint(rand.Uint64(), 36))
+	fences := bc.hold.Fences(nil)
+	ops := fences
+	for range n {
+		ops = append(ops, c.z.CreateOp(c.p.JobSeq(), mark, zk.FlagSequence))
 	}
 	for attempt := 0; ; attempt++ {
-		_, before, err := c.z.Exists(ctx, path.Dir(c.p.JobSeq()))
+		_, before, err := c.z.Exists(ctx, c.p.Jobs())
 		if err != nil {
 			return nil, err
 		}
 		// Sent alone, not grouped: it is a large request already.
 		res, err := c.z.MultiAlone(ctx, ops...)
 		if err == nil {
-			ids := make([]string, len(res))
-			for i, r := range res {
-				ids[i] = path.Base(r.String)
+			ids := make([]string, 0, n)
+			for _, r := range res[len(fences):] {
+				ids = append(ids, path.Base(r.String))
 			}
 			return ids, nil
+		}
+		if idx := session.FailedOp(err); idx >= 0 && idx < len(fences) {
+			bc.hold.Fenced(ctx)
+			return nil, fmt.Errorf("batch %s: %w (%v)", bc.ID(), queue.ErrFenced, err)
 		}
 		if !session.Retryable(err) {
 			return nil, err
@@ -223,7 +245,8 @@ func (bc *BatchClaim) reserveSome(ctx context.Context, n int) ([]string, error) 
 }
 
 // maxMarkedScan bounds how many sequence numbers findMarked reads: past
-// that, fsck removes what was left (job-without-status).
+// that, what was left is removed when the batch's spawning ends
+// (removeStrays).
 const maxMarkedScan = 20000
 
 // findMarked returns the job nodes holding mark whose sequence number is
@@ -231,7 +254,7 @@ const maxMarkedScan = 20000
 // number, so nodes made after /jobs was read at version from are numbered
 // from there to its present child version.
 func (c *Client) findMarked(ctx context.Context, from int32, mark []byte) ([]string, error) {
-	jobs := path.Dir(c.p.JobSeq())
+	jobs := c.p.Jobs()
 	if err := c.z.Sync(ctx, jobs); err != nil {
 		return nil, fmt.Errorf("syncing %s: %w", jobs, err)
 	}
@@ -264,7 +287,7 @@ func (c *Client) findMarked(ctx context.Context, from int32, mark []byte) ([]str
 // fails); a write still on its way after the delete fails as a whole (its
 // job node is gone), so a job is either whole or absent. It runs after the
 // caller's ctx ended too, within a bound of its own: what it cannot delete
-// fsck reports (job-without-status) and removes.
+// is removed when the batch's spawning ends (removeStrays).
 func (c *Client) dropReservedJobIDs(ctx context.Context, jids []string) {
 	if len(jids) == 0 {
 		return
@@ -280,7 +303,7 @@ func (c *Client) dropReservedJobIDs(ctx context.Context, jids []string) {
 		}
 	})
 	if n := left.Load(); n > 0 {
-		c.log.WarnContext(ctx, "reserved job ids not deleted; fsck removes them", "jobs", n, "first", jids[0])
+		c.log.WarnContext(ctx, "reserved job ids not deleted; the end of the batch's spawning removes them", "jobs", n, "first", jids[0])
 	}
 }
 
@@ -366,3 +389,93 @@ const (
 	idsPerMulti      = 100
 	idMultisInFlight = 4
 )
+
+// strayPage is how many sequence numbers removeStrays reads at once.
+const strayPage = 1000
+
+// removeStrays deletes the job ids reserved for the batch that no job was
+// written into, before its spawning ends: a batcher that stopped between
+// reserving ids and writing its jobs (a crash, a lost session) left them,
+// and nothing else would ever write them. It looks only when there may be
+// some (bc.strays): the batch was claimed half spawned, or a creation of
+// its jobs failed. The ids are found among the job nodes numbered from
+// where the batch's spawning began (bc.spawnFrom; all of /jobs for a batch
+// whose spawning began without that record), by the batch their data
+// names and the children they lack. Only this claim writes jobs of the
+// batch, and every write is fenced by it, so none is on its way into an id
+// found; each is deleted under the claim's fences too.
+func (bc *BatchClaim) removeStrays(ctx context.Context) error {
+	if !bc.strays {
+		return nil
+	}
+	c := bc.c
+	jobs := c.p.Jobs()
+	if err := c.z.Sync(ctx, jobs); err != nil {
+		return fmt.Errorf("batch %s: syncing %s: %w", bc.ID(), jobs, err)
+	}
+	// The job nodes to look at, a page at a time: from where the
+	// spawning began to the present, or all of them.
+	var names []string
+	from, to := int64(0), int64(0)
+	if bc.spawnFrom < 0 {
+		all, _, err := c.z.Children(ctx, jobs)
+		if err != nil {
+			return fmt.Errorf("batch %s: listing %s: %w", bc.ID(), jobs, err)
+		}
+		names = slices.DeleteFunc(all, func(n string) bool { return !queue.ValidJobID(n) })
+		to = int64(len(names))
+	} else {
+		_, now, err := c.z.Exists(ctx, jobs)
+		if err != nil {
+			return fmt.Errorf("batch %s: reading %s: %w", bc.ID(), jobs, err)
+		}
+		if now != nil {
+			from, to = int64(bc.spawnFrom), int64(now.Cversion)
+		}
+	}
+	var strays []string
+	for start := from; start < to; start += strayPage {
+		var page []string
+		for n := start; n < min(start+strayPage, to); n++ {
+			if names != nil {
+				page = append(page, names[n])
+			} else {
+				page = append(page, path.Base(fmt.Sprintf("%s%010d", c.p.JobSeq(), n)))
+			}
+		}
+		ps := make([]string, len(page))
+		for i, n := range page {
+			ps[i] = c.p.Job(n).Dir()
+		}
+		read, err := c.z.Read(ctx, ps)
+		if err != nil {
+			return fmt.Errorf("batch %s: reading the job ids reserved for it: %w", bc.ID(), err)
+		}
+		for i, r := range read {
+			if r.Stat == nil || r.Stat.NumChildren > 0 {
+				continue
+			}
+			if bid, ok := queue.JobReservationBatch(r.Data); ok && bid == bc.ID() {
+				strays = append(strays, page[i])
+			}
+		}
+	}
+	errs := make([]error, len(strays))
+	session.EachAtMost(len(strays), 16, func(i int) {
+		err := bc.fencedMulti(ctx, nil, session.DeleteOp(c.p.Job(strays[i]).Dir(), -1))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			errs[i] = err
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("batch %s: removing the job ids reserved for it and never written: %w", bc.ID(), err)
+	}
+	bc.strays = false
+	if len(strays) > 0 {
+		bc.StraysRemoved = append(bc.StraysRemoved, strays...)
+		c.log.InfoContext(ctx, "job ids reserved and never written removed", "batch_id", bc.ID(), "jobs", len(strays),
+			"first", strays[0], "last", strays[len(strays)-1],
+			"why", "a batcher stopped between reserving them and writing the batch's jobs; the batch's rows without a job are created anew")
+	}
+	return nil
+}

@@ -486,38 +486,77 @@ func (j *Job) State() string { s, _ := String(j.Status, "status"); return s }
 // priority, space_needed 0, configuration, identifiers and metadata when
 // not empty, the status, its state entry and its batch reference.
 func (p *Peer) CreateJob(bid string, priority int, configuration, identifiers, metadata map[string]any) (*Job, error) {
+	c, err := p.BeginJob(bid, priority, configuration, identifiers, metadata, true)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		done, err := c.Step()
+		if err != nil || done {
+			return c.Job, err
+		}
+	}
+}
+
+// JobCreation is a job being written as the library's createJob writes
+// it: its node first, with no data (as createId makes it), then one node
+// at each Step. A test stops between steps to leave what a producer that
+// died there leaves, or to look at a creation under way.
+type JobCreation struct {
+	Job   *Job
+	steps []func() error
+}
+
+// BeginJob creates the node of a new Pending job of batch bid and, when
+// locked, its lock, which the Java library holds through the creation (the
+// Ruby library takes none). Step writes the rest.
+func (p *Peer) BeginJob(bid string, priority int, configuration, identifiers, metadata map[string]any, locked bool) (*JobCreation, error) {
 	created, err := p.create("/jobs/jid", nil, zk.FlagSequence)
 	if err != nil {
 		return nil, err
 	}
 	j := &Job{p: p, ID: path.Base(created), Bid: bid, Priority: priority, Configuration: configuration,
 		Identifiers: identifiers, Metadata: metadata}
-	if _, err := p.create(j.path()+"/lock", nil, zk.FlagEphemeral); err != nil {
-		return nil, err
-	}
-	for _, n := range []struct {
-		name string
-		data []byte
-	}{{"bid", []byte(bid)}, {"priority", []byte(strconv.Itoa(priority))}, {"space_needed", []byte("0")},
-		{"configuration", encode(configuration)}} {
-		if _, err := p.create(j.path()+"/"+n.name, n.data, 0); err != nil {
+	if locked {
+		if _, err := p.create(j.path()+"/lock", nil, zk.FlagEphemeral); err != nil {
 			return nil, err
 		}
 	}
+	c := &JobCreation{Job: j}
+	write := func(name string, data []byte) func() error {
+		return func() error {
+			_, err := p.create(j.path()+"/"+name, data, 0)
+			return err
+		}
+	}
+	c.steps = append(c.steps, write("bid", []byte(bid)), write("priority", []byte(strconv.Itoa(priority))),
+		write("space_needed", []byte("0")), write("configuration", encode(configuration)))
 	if len(identifiers) > 0 {
-		if _, err := p.create(j.path()+"/identifiers", encode(identifiers), 0); err != nil {
-			return nil, err
-		}
+		c.steps = append(c.steps, write("identifiers", encode(identifiers)))
 	}
 	if len(metadata) > 0 {
-		if _, err := p.create(j.path()+"/metadata", encode(metadata), 0); err != nil {
-			return nil, err
-		}
+		c.steps = append(c.steps, write("metadata", encode(metadata)))
 	}
-	if err := j.SetStatus("Pending", ""); err != nil {
-		return nil, err
+	c.steps = append(c.steps, func() error { return j.SetStatus("Pending", "") })
+	if locked {
+		c.steps = append(c.steps, j.Unlock)
 	}
-	return j, j.Unlock()
+	return c, nil
+}
+
+// Step writes the job's next node (bid, priority, space_needed,
+// configuration, identifiers and metadata when not empty, then its status
+// with its state entry and batch reference, then the lock removed) and
+// reports whether the job is whole.
+func (c *JobCreation) Step() (done bool, err error) {
+	if len(c.steps) == 0 {
+		return true, nil
+	}
+	if err := c.steps[0](); err != nil {
+		return false, err
+	}
+	c.steps = c.steps[1:]
+	return len(c.steps) == 0, nil
 }
 
 // LoadJob reads a job as the library's load does, with its types: the

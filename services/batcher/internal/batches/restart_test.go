@@ -172,6 +172,37 @@ func (h *harness) checkEachRowOnce(bid string, rows []int) map[string][]string {
 	return byURL
 }
 
+// checkNoJobWithoutStatus fails unless every job node has a status: the
+// ids a crashed batcher reserved and never wrote went when the batch's
+// spawning ended.
+func (h *harness) checkNoJobWithoutStatus() {
+	h.t.Helper()
+	ctx := context.Background()
+	names, _, err := h.q.Nodes().Children(ctx, h.q.Paths().Jobs())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var ps []string
+	for _, n := range names {
+		if queue.ValidJobID(n) {
+			ps = append(ps, h.q.Paths().Job(n).Status())
+		}
+	}
+	read, err := h.q.Nodes().Read(ctx, ps)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var left []string
+	for i, r := range read {
+		if r.Stat == nil {
+			left = append(left, ps[i])
+		}
+	}
+	if len(left) > 0 {
+		h.t.Errorf("%d job node(s) without status: %v", len(left), left[:min(5, len(left))])
+	}
+}
+
 // waitSpawned waits until the batch is Processing with n jobs and its lock
 // released: the batcher finished creating them.
 func (h *harness) waitSpawned(bid string, n int) {
@@ -275,6 +306,7 @@ func restartMidSpawn(t *testing.T, change func(h *harness, path string)) {
 	h.start()
 	h.waitSpawned(bid, n)
 	byURL := h.checkEachRowOnce(bid, all)
+	h.checkNoJobWithoutStatus()
 	if got := h.dep.fetches(path); got != 1 {
 		t.Errorf("the payload was fetched %d times, want once: the restarted batcher works from the copy kept", got)
 	}
@@ -483,6 +515,7 @@ func TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedA
 		all[i] = i
 	}
 	h.checkEachRowOnce(bid, all)
+	h.checkNoJobWithoutStatus()
 	if got := h.dep.fetches(path); got != 2 {
 		t.Errorf("the payload was fetched %d times, want twice (taken, then the damaged copy replaced)", got)
 	}

@@ -548,6 +548,7 @@ func (b *batch) spawn(ctx context.Context, prof *profile.Profile, jobs []batches
 			return fmt.Errorf("created %d of %d jobs: %w", len(existing)+start, len(jobs), err)
 		}
 	}
+	// gofail: var batcherJobsCreated struct{}
 	if prof.NotifyOnQueue && len(prof.NotificationAddresses) > 0 {
 		// Sent before the batch is released: a crash in between sends it
 		// again under the same Message-ID, never loses it.

@@ -1,6 +1,7 @@
 // Package janitor removes completed batches once their retention has
 // passed: their ZooKeeper nodes (through the queue) and the working
-// directories of their jobs; and the console sign-ins that have expired.
+// directories of their jobs; the console sign-ins that have expired; and
+// the queue's garbage no writer will finish (Reclaim).
 package janitor
 
 import (
@@ -10,6 +11,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/ingestq/ingestq/shared/queue"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/workdir"
@@ -18,7 +21,7 @@ import (
 // batchesPerRun bounds one run's work; the next run goes on.
 const batchesPerRun = 100
 
-// Janitor cleans up completed batches.
+// Janitor cleans up completed batches and the queue's garbage.
 type Janitor struct {
 	// Tools are the operators' tools over the batcher's session.
 	Tools     qadmin.Tools
@@ -26,6 +29,14 @@ type Janitor struct {
 	Retention time.Duration
 	Interval  time.Duration
 	Logger    *slog.Logger
+	// ReclaimGrace is how long garbage stands unchanged before Reclaim
+	// removes it (default DefaultReclaimGrace).
+	ReclaimGrace time.Duration
+	// Reclaims, when set, counts what Reclaim removes
+	// (NewReclaimsCounter).
+	Reclaims metric.Int64Counter
+
+	seen sightings
 }
 
 // Result says what one run removed.
@@ -67,7 +78,7 @@ func Clean(ctx context.Context, b *qadmin.Batches, root workdir.Root, olderThan 
 	return out, err
 }
 
-// Run runs RunOnce now and every Interval until ctx ends.
+// Run runs RunOnce and Reclaim now and every Interval until ctx ends.
 func (j *Janitor) Run(ctx context.Context) {
 	t := time.NewTicker(j.Interval)
 	defer t.Stop()
@@ -75,6 +86,9 @@ func (j *Janitor) Run(ctx context.Context) {
 		res, err := j.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			j.Logger.Warn("cleaning up the queue", "error", err.Error())
+		}
+		if _, err := j.Reclaim(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			j.Logger.Warn("reclaiming the queue's garbage", "error", err.Error())
 		}
 		if len(res.Batches) > 0 {
 			j.Logger.Info("completed batches cleaned up", "batches", len(res.Batches), "jobs", res.Jobs)
