@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime/quotedprintable"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -461,7 +462,7 @@ func TestAPayloadThatCannotBeUsedIsMailedToItsDepositorAndStaysFailed(t *testing
 	if b.GetStatus().GetStatus() != queue.BatchFailed || !strings.Contains(b.GetStatus().GetMessage(), "404") {
 		t.Fatalf("batch %s: %s %q, want Failed naming the 404", bid, queue.BatchStateName(b.GetStatus().GetStatus()), b.GetStatus().GetMessage())
 	}
-	report := emails(t, bid)[bid+"-report.eml"]
+	report := decoded(t, emails(t, bid)[bid+"-report.eml"])
 	for _, want := range []string{"/no-such-manifest.checkm", "404", "What to do:", "submit it again as a new batch"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report mail lacks %q:\n%s", want, report)
@@ -628,4 +629,185 @@ func (c *callbackReceiver) For(jid string) map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bodies[jid]
+}
+
+// objectManifest is an object manifest of one file served by the
+// depositor, declaring digest as its sha256.
+func objectManifest(path, name, digest string, size int) []byte {
+	return fmt.Appendf(nil, "#%%checkm_0.7\n#%%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-ingest-manifest\n"+
+		"#%%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n"+
+		"{{base}}%s | sha256 | %s | %d | | %s\n#%%eof\n", path, digest, size, name)
+}
+
+// decoded is a mail's text, its quoted-printable lines joined.
+func decoded(t *testing.T, mail string) string {
+	t.Helper()
+	text, err := io.ReadAll(quotedprintable.NewReader(strings.NewReader(mail)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(text)
+}
+
+// objectOf is the object of a batch's status with local id loc.
+func objectOf(t *testing.T, st *v1.GetBatchStatusResponse, loc string) *v1.ObjectStatus {
+	t.Helper()
+	for _, o := range st.GetObjects() {
+		if slices.Contains(o.GetLocalIds(), loc) {
+			return o
+		}
+	}
+	t.Fatalf("batch status lists no object with local id %s: %v", loc, st.GetObjects())
+	return nil
+}
+
+// TestACorrectedObjectManifestIsReadAgainOnARequeue: a depositor's object
+// manifest declares a wrong digest; its job fails in Downloading and the
+// report says so, as GetBatchStatus does per object (local id, state,
+// reason; the completed one's ARK and version, which the report mail
+// names). An update report with nothing new is refused. The depositor
+// corrects the manifest; the job, requeued at Estimating, reads it again
+// (its history names the new manifest's sha256) and completes with the
+// corrected file: the same job and local id, one version stored. The
+// update report is then taken and names the version; asked once more,
+// with nothing new since, it is refused.
+func TestACorrectedObjectManifestIsReadAgainOnARequeue(t *testing.T) {
+	t.Parallel()
+	ctx := adminCtx(context.Background())
+	d := shared.deposits
+	letter := []byte("Dear Margaret, the corrected letter.\n")
+	sum := sha256.Sum256(letter)
+	good := hex.EncodeToString(sum[:])
+	wrong := strings.Repeat("0", 64)
+	d.Set("/corrected/letter.txt", letter)
+	d.Set("/corrected/object.checkm", objectManifest("/corrected/letter.txt", "letter.txt", wrong, len(letter)))
+	d.Set("/corrected/kept.txt", []byte("kept\n"))
+	keptSum := sha256.Sum256([]byte("kept\n"))
+	d.Set("/corrected/kept.checkm", objectManifest("/corrected/kept.txt", "kept.txt", hex.EncodeToString(keptSum[:]), 5))
+	d.Set("/corrected/broken.checkm", objectManifest("/corrected/no-such-file.txt", "gone.txt", wrong, 3))
+	d.Set("/corrected/batch.checkm", []byte("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n"+
+		"#%fields | nfo:fileUrl | nfo:fileName | mrt:localIdentifier | mrt:title\n"+
+		"{{base}}/corrected/object.checkm | object.checkm | loc-corrected | The corrected letter\n"+
+		"{{base}}/corrected/kept.checkm | kept.checkm | loc-kept | Kept\n"+
+		"{{base}}/corrected/broken.checkm | broken.checkm | loc-broken | Broken\n#%eof\n"))
+
+	bid := submit(t, "demo", "/corrected/batch.checkm", v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	waitBatch(t, bid, queue.BatchFailed, queue.BatchCompleted)
+	st, err := shared.batches.GetBatchStatus(context.Background(), &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetBatch().GetStatus().GetStatus() != queue.BatchFailed || len(st.GetObjects()) != 3 || st.GetNextPageToken() != "" {
+		t.Fatalf("batch %s after its report: %v, objects %v", bid, st.GetBatch().GetStatus(), st.GetObjects())
+	}
+	failed, kept := objectOf(t, st, "loc-corrected"), objectOf(t, st, "loc-kept")
+	if failed.GetState() != queue.Failed || failed.GetFailedIn() != queue.Downloading || !strings.Contains(failed.GetReason(), "letter.txt") ||
+		!strings.Contains(failed.GetReason(), good) || failed.GetArk() != "" || failed.GetVersion() != 0 {
+		t.Errorf("the failed object: %v; want Failed in Downloading, its reason naming the file and its digest, no ARK", failed)
+	}
+	if kept.GetState() != queue.Completed || !strings.HasPrefix(kept.GetArk(), "ark:/") || kept.GetVersion() != 1 || kept.GetReason() != "" {
+		t.Errorf("the completed object: %v; want Completed with its ARK and version 1", kept)
+	}
+	report := decoded(t, emails(t, bid)[bid+"-report.eml"])
+	if !strings.Contains(report, kept.GetJobId()+"  "+kept.GetArk()+"  version 1  local id loc-kept") {
+		t.Errorf("the report does not name the version stored:\n%s", report)
+	}
+
+	// Nothing moved since the report: an update report is refused.
+	_, err = shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "nothing new to report") {
+		t.Errorf("update report with nothing new: %v, want FailedPrecondition saying so", err)
+	}
+
+	// The depositor corrects the manifest; the job is requeued at Estimating.
+	d.Set("/corrected/object.checkm", objectManifest("/corrected/letter.txt", "letter.txt", good, len(letter)))
+	served := strings.ReplaceAll(string(objectManifest("/corrected/letter.txt", "letter.txt", good, len(letter))), "{{base}}", d.URL)
+	servedSum := sha256.Sum256([]byte(served))
+	rq, err := shared.admin.RequeueJob(ctx, &v1.RequeueJobRequest{JobId: failed.GetJobId(), State: queue.Estimating})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := rq.GetJob().GetStatus().GetMessage(); !strings.Contains(msg, "its file list is dropped: Estimating reads the object manifest "+d.URL+"/corrected/object.checkm again") {
+		t.Errorf("the requeue says %q", msg)
+	}
+	var done *v1.Job
+	for deadline := time.Now().Add(2 * time.Minute); done == nil; time.Sleep(100 * time.Millisecond) {
+		j, err := shared.admin.GetJob(ctx, &v1.GetJobRequest{JobId: failed.GetJobId(), IncludeManifest: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch s := j.GetJob().GetStatus().GetStatus(); {
+		case s == queue.Completed:
+			done = j.GetJob()
+		case s == queue.Failed || time.Now().After(deadline):
+			t.Fatalf("the requeued job: %v", j.GetJob().GetStatus())
+		}
+	}
+	var read bool
+	for _, h := range done.GetStatus().GetHistory() {
+		read = read || (h.GetFrom() == queue.Estimating &&
+			strings.HasPrefix(h.GetMessage(), fmt.Sprintf("object manifest %s/corrected/object.checkm read (sha256 %s): 1 files", d.URL, hex.EncodeToString(servedSum[:]))))
+	}
+	if !read {
+		t.Errorf("the history does not say the corrected manifest was read: %v", done.GetStatus().GetHistory())
+	}
+	if got := done.GetIdentifiers().GetLocalId(); !slices.Equal(got, []string{"loc-corrected"}) {
+		t.Errorf("local ids after the requeue: %v", got)
+	}
+	if f := done.GetManifest().GetFiles(); len(f) != 1 || f[0].GetHashValue() != good {
+		t.Errorf("file list after the requeue: %v", f)
+	}
+	checkStoredAndRecorded(t, done)
+	if v := done.GetInventory().GetVersion(); v != 1 {
+		t.Errorf("the object was stored as version %d, want 1", v)
+	}
+	// The one version stored holds the corrected file.
+	path, err := checkm.FilePath(done.GetInventory().GetManifestUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mf.Close()
+	m, err := checkm.Parse(mf, checkm.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	for _, e := range m.Entries {
+		if strings.HasSuffix(e.FileName, "letter.txt") {
+			if p, err := checkm.FilePath(e.FileURL); err == nil {
+				stored, _ = os.ReadFile(p)
+			}
+		}
+	}
+	if string(stored) != string(letter) {
+		t.Errorf("the stored letter.txt is %q, want the corrected file", stored)
+	}
+	versions, err := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(path)), "v*"))
+	if err != nil || len(versions) != 1 {
+		t.Errorf("the object's folder in the store holds versions %v (%v), want v1 alone", versions, err)
+	}
+
+	// The update report is taken, names the version, and once sent an
+	// update report with nothing new is refused again.
+	if _, err := shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid}); err != nil {
+		t.Fatal(err)
+	}
+	waitBatch(t, bid, queue.BatchFailed)
+	var update string
+	for name, body := range emails(t, bid) {
+		if strings.Contains(name, "report-after") {
+			update = decoded(t, body)
+		}
+	}
+	if !strings.Contains(update, done.GetId()+"  "+done.GetIdentifiers().GetPrimaryId()+"  version 1  local id loc-corrected") {
+		t.Errorf("the update report does not name the corrected object's version:\n%s", update)
+	}
+	_, err = shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "nothing new to report") {
+		t.Errorf("a second update report with nothing new: %v, want FailedPrecondition saying so", err)
+	}
 }

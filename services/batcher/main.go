@@ -28,6 +28,7 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
@@ -139,7 +140,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	}
 	tools := qadmin.New(env.Session)
 	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
-		Store: fixity.Location{Root: absolute(s.store.Root)}}
+		Store: fixity.Location{Root: absolute(s.store.Root)}, Retention: *s.retention}
 	if s.store.Kind == "s3" {
 		c, err := s3store.Client(ctx, *s.store.S3)
 		if err != nil {
@@ -155,7 +156,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 			return fmt.Errorf("INGESTQ_FIXITY_AUDIT_INTERVAL must be 0 with INGESTQ_STORE=merritt: Merritt's storage service audits the objects it keeps")
 		}
 	}
-	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
+	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Jobs: jobs.NewReader(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
 
 	runner := batchrun.New(batchrun.Config{

@@ -97,46 +97,51 @@ func (e *Estimator) StageConfigs() []stage.Config {
 }
 
 // Pending makes sure the job has its file list before it goes on: a job
-// spawned from a manifest of manifests gets its object manifest fetched and
-// parsed here, and fails (naming the URL and line) if it is corrupt.
+// spawned from a manifest of manifests (or requeued to Pending, which
+// drops the list of a job whose payload is an object manifest) gets its
+// object manifest fetched and parsed here, and fails (naming the URL and
+// line) if it is corrupt. The job's history says which manifest was read:
+// its URL, its sha256 and its files.
 func (e *Estimator) Pending(ctx context.Context, claim stage.Claim) stage.Outcome {
-	m, fresh, out, ok := e.ensureFileList(ctx, claim)
+	m, read, out, ok := e.ensureFileList(ctx, claim)
 	if !ok {
 		return out
 	}
 	ch := jobs.Change{}
-	if fresh {
+	if read != "" {
 		ch.Manifest = m
-		ch.Message = fmt.Sprintf("manifest %s: %d files", claim.Data().GetConfiguration().GetPayloadUrl(), len(m.GetFiles()))
+		ch.Message = read
 	}
 	return stage.Next(ch)
 }
 
 // ensureFileList loads the job's file list, or builds it when the job has
-// none. fresh says it was built now (and must be written with the job).
-// When ok is false, out is what to do with the job instead.
-func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim) (m *v1.Manifest, fresh bool, out stage.Outcome, ok bool) {
+// none. read says what it was built from, when it was built now (and must
+// be written with the job); "" when the job had it. When ok is false, out
+// is what to do with the job instead.
+func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim) (m *v1.Manifest, read string, out stage.Outcome, ok bool) {
 	m, err := claim.LoadManifest(ctx)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
-		return nil, false, stage.Failf("file list of the job unreadable: %v", err), false
+		return nil, "", stage.Failf("file list of the job unreadable: %v", err), false
 	case err != nil:
 		e.Logger.WarnContext(ctx, "reading the job's file list", "error", err)
-		return nil, false, stage.Release(), false
+		return nil, "", stage.Release(), false
 	case len(m.GetFiles()) > 0:
-		return m, false, out, true
+		return m, "", out, true
 	}
-	m, err = e.fileList(ctx, claim.Data().GetConfiguration())
+	m, read, err = e.fileList(ctx, claim.Data().GetConfiguration())
 	var je *jobError
 	switch {
 	case errors.As(err, &je):
-		return nil, false, stage.Fail(je.msg), false
+		return nil, "", stage.Fail(je.msg), false
 	case err != nil:
 		// The job's context ended: nothing will be committed.
-		return nil, false, stage.Release(), false
+		return nil, "", stage.Release(), false
 	}
-	e.Logger.InfoContext(ctx, "file list built", "payload_url", claim.Data().GetConfiguration().GetPayloadUrl(), "files", len(m.GetFiles()))
-	return m, true, out, true
+	e.Logger.InfoContext(ctx, "file list built", "payload_url", claim.Data().GetConfiguration().GetPayloadUrl(), "files", len(m.GetFiles()),
+		"read", read)
+	return m, read, out, true
 }
 
 // Estimate sizes the job's files with HEAD requests (a bounded number at
@@ -155,7 +160,7 @@ func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim) (m *v
 // it expands to is known only once the downloader unpacks it (and then
 // writes the real space_needed).
 func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outcome {
-	m, fresh, out, ok := e.ensureFileList(ctx, claim)
+	m, read, out, ok := e.ensureFileList(ctx, claim)
 	if !ok {
 		return out
 	}
@@ -202,8 +207,9 @@ func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outco
 	if prio != old {
 		ch.Priority = &prio
 	}
-	if fresh {
+	if read != "" {
 		ch.Manifest = m
+		ch.Message = read + "; " + msg
 	}
 	return stage.Next(ch)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -409,5 +411,56 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 				t.Errorf("Validate: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestARequeueToEstimatingReadsTheCorrectedObjectManifest: a job whose
+// object manifest declared a wrong digest failed; the depositor corrects
+// the manifest, an operator requeues the job to Estimating, and the
+// estimator reads the manifest again: the job goes on with the corrected
+// digest, and its history says the file list was dropped and which
+// manifest was read, by its sha256.
+func TestARequeueToEstimatingReadsTheCorrectedObjectManifest(t *testing.T) {
+	d := newDepositor(t)
+	q := queuetest.Connect(t, zktest.Root(t))
+	allow, err := fetch.ParseAllow("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: allow}))
+	entry := checkm.Entry{FileURL: d.URL + "/sized/5", HashAlgorithm: "md5", HashValue: "00000000000000000000000000000000", FileSize: 5, FileName: "a.txt"}
+	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, entry)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url,
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	queuetest.WaitState(t, q, jid, queue.Provisioning)
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Downloading})
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Failed, Message: "a.txt: md5 digest mismatch"})
+
+	entry.HashValue = "d41d8cd98f00b204e9800998ecf8427e"
+	fixed := d.putManifest(t, "object.checkm", checkm.ProfileObject, entry)
+	var b bytes.Buffer
+	if err := checkm.Write(&b, checkm.ProfileObject, nil, []checkm.Entry{entry}); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	if _, err := admin.New(q).Jobs.Requeue(context.Background(), jid, queue.Estimating, ""); err != nil {
+		t.Fatal(err)
+	}
+	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
+	m, err := jobs.NewReader(q).GetManifest(context.Background(), jid)
+	if err != nil || len(m.GetFiles()) != 1 || m.GetFiles()[0].GetHashValue() != entry.HashValue {
+		t.Fatalf("file list after the requeue: %v (%v), want the corrected digest", m, err)
+	}
+	hist := job.GetStatus().GetHistory()
+	requeued, read := hist[len(hist)-2], hist[len(hist)-1]
+	if requeued.GetTo() != queue.Estimating ||
+		requeued.GetMessage() != "requeued by an operator to Estimating; its file list is dropped: Estimating reads the object manifest "+fixed+" again" {
+		t.Errorf("the requeue's history entry: %v", requeued)
+	}
+	if want := fmt.Sprintf("object manifest %s read (sha256 %s): 1 files; estimated 5 bytes for 1 files", fixed, hex.EncodeToString(sum[:])); read.GetTo() != queue.Provisioning || read.GetMessage() != want {
+		t.Errorf("the estimate's history entry: %v\nwant the message %q", read, want)
+	}
+	if n := d.count("GET /manifests/object.checkm"); n != 2 {
+		t.Errorf("the manifest was fetched %d times, want twice (first, then after the requeue)", n)
 	}
 }

@@ -283,6 +283,18 @@ func RequeueStates(lastSuccessful JobState, hasStore, hasInventory bool) []JobSt
 	return out
 }
 
+// RereadsManifest reports whether a requeue to `to` drops a job's file
+// list, so that the stage there reads the job's object manifest again: a
+// depositor's corrected manifest is then the one the job goes on with.
+// It does for a job whose payload is an object manifest (a manifest of
+// manifests' row, or a batch of one object) requeued to Pending or
+// Estimating, whose stages read a file list the job lacks; a requeue
+// further on keeps the list the job has.
+func RereadsManifest(conf *v1.JobConfiguration, to JobState) bool {
+	return conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST && conf.GetPayloadUrl() != "" &&
+		(to == Pending || to == Estimating)
+}
+
 // HasWhatItNeeds reports whether a job in s has the nodes the steps
 // before s write: processing writes its store (a job in Storing has it),
 // storing its inventory (a job in Recording or later has both).

@@ -458,15 +458,21 @@ type StageHealth struct {
 	// state holds none.
 	Oldest *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=oldest,proto3" json:"oldest,omitempty"`
 	// stalled: jobs wait and no active worker takes them (a paused queue is
-	// GetQueueResponse.paused, apart), or a job in flight reports progress
-	// that has not moved for not_moving_after. A job whose bytes keep
-	// moving, however slowly, does not stall its stage.
+	// GetQueueResponse.paused, apart); or, for a stage whose replicas take
+	// jobs only when asked (the recorder's leases, the built-in recorder
+	// off), jobs wait, none is leased, and the oldest has waited longer than
+	// the lease interval (LeaseInterval): no inventory is leasing; or a job
+	// in flight reports progress that has not moved for not_moving_after. A
+	// job whose bytes keep moving, however slowly, does not stall its stage.
 	Stalled *bool `protobuf:"varint,7,opt,name=stalled,proto3,oneof" json:"stalled,omitempty"`
+	// reason says why a stalled stage is stalled and what to do; empty
+	// when it is not.
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	// not_moving: jobs in flight whose progress has not moved for
 	// not_moving_after (5 minutes: longer than any wait a moving transfer
 	// makes between its bytes: the idle timeout, a retry's backoff).
-	NotMoving      *int32               `protobuf:"varint,8,opt,name=not_moving,json=notMoving,proto3,oneof" json:"not_moving,omitempty"`
-	NotMovingAfter *durationpb.Duration `protobuf:"bytes,9,opt,name=not_moving_after,json=notMovingAfter,proto3" json:"not_moving_after,omitempty"`
+	NotMoving      *int32               `protobuf:"varint,9,opt,name=not_moving,json=notMoving,proto3,oneof" json:"not_moving,omitempty"`
+	NotMovingAfter *durationpb.Duration `protobuf:"bytes,10,opt,name=not_moving_after,json=notMovingAfter,proto3" json:"not_moving_after,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -548,6 +554,13 @@ func (x *StageHealth) GetStalled() bool {
 		return *x.Stalled
 	}
 	return false
+}
+
+func (x *StageHealth) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 func (x *StageHealth) GetNotMoving() int32 {
@@ -1250,7 +1263,12 @@ type GetBatchResponse struct {
 	// trace_id is the batch's trace (its submission's), empty when unknown.
 	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
-	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	TraceUrl string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	// actions are the operator's actions the state rules admit for the
+	// batch's state, each saying whether it takes the batch now and, when
+	// not, why (a held collection, no job, nothing new to report, jobs
+	// still live).
+	Actions       []*BatchActionState `protobuf:"bytes,4,rep,name=actions,proto3" json:"actions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1306,6 +1324,77 @@ func (x *GetBatchResponse) GetTraceUrl() string {
 	return ""
 }
 
+func (x *GetBatchResponse) GetActions() []*BatchActionState {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+// BatchActionState is one operator action on a batch, as it stands now.
+type BatchActionState struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action BatchAction            `protobuf:"varint,1,opt,name=action,proto3,enum=ingestq.v1.BatchAction" json:"action,omitempty"`
+	// applies: the method would take the batch now; always in the JSON.
+	Applies *bool `protobuf:"varint,2,opt,name=applies,proto3,oneof" json:"applies,omitempty"`
+	// reason says why it does not apply yet, and what to do first; empty
+	// when it applies.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchActionState) Reset() {
+	*x = BatchActionState{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchActionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchActionState) ProtoMessage() {}
+
+func (x *BatchActionState) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchActionState.ProtoReflect.Descriptor instead.
+func (*BatchActionState) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BatchActionState) GetAction() BatchAction {
+	if x != nil {
+		return x.Action
+	}
+	return BatchAction_BATCH_ACTION_UNSPECIFIED
+}
+
+func (x *BatchActionState) GetApplies() bool {
+	if x != nil && x.Applies != nil {
+		return *x.Applies
+	}
+	return false
+}
+
+func (x *BatchActionState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type ListBatchesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// status keeps only batches in this state (unspecified: every state).
@@ -1322,7 +1411,7 @@ type ListBatchesRequest struct {
 
 func (x *ListBatchesRequest) Reset() {
 	*x = ListBatchesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1423,7 @@ func (x *ListBatchesRequest) String() string {
 func (*ListBatchesRequest) ProtoMessage() {}
 
 func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1436,7 @@ func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesRequest.ProtoReflect.Descriptor instead.
 func (*ListBatchesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListBatchesRequest) GetStatus() BatchState {
@@ -1389,7 +1478,7 @@ type ListBatchesResponse struct {
 
 func (x *ListBatchesResponse) Reset() {
 	*x = ListBatchesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1490,7 @@ func (x *ListBatchesResponse) String() string {
 func (*ListBatchesResponse) ProtoMessage() {}
 
 func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1503,7 @@ func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesResponse.ProtoReflect.Descriptor instead.
 func (*ListBatchesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListBatchesResponse) GetBatches() []*Batch {
@@ -1442,7 +1531,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1543,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1556,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -1494,14 +1583,26 @@ type GetJobResponse struct {
 	TraceUrl string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	// resume_state is where RequeueJob without a state would resume the
 	// job: the state after its last successful one.
-	ResumeState   JobState `protobuf:"varint,4,opt,name=resume_state,json=resumeState,proto3,enum=ingestq.v1.JobState" json:"resume_state,omitempty"`
+	ResumeState JobState `protobuf:"varint,4,opt,name=resume_state,json=resumeState,proto3,enum=ingestq.v1.JobState" json:"resume_state,omitempty"`
+	// actions are the operator's actions the state rules admit for the
+	// job's state (GetStateRules), each saying whether it takes the job now
+	// and, when not, why and what to do first.
+	Actions []*JobActionState `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
+	// requeue_states are the states RequeueJob takes this job to, in
+	// pipeline order (empty unless it failed).
+	RequeueStates []JobState `protobuf:"varint,11,rep,packed,name=requeue_states,json=requeueStates,proto3,enum=ingestq.v1.JobState" json:"requeue_states,omitempty"`
+	// waiting says why no stage works on the job although it waits in a
+	// stage's state: the queue is paused, every replica of the stage is
+	// paused or draining, none is registered, or no inventory is leasing.
+	// Empty when a stage takes it, or it waits in no stage's state.
+	Waiting       string `protobuf:"bytes,12,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1614,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1627,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1557,6 +1658,95 @@ func (x *GetJobResponse) GetResumeState() JobState {
 	return JobState_JOB_STATE_UNSPECIFIED
 }
 
+func (x *GetJobResponse) GetActions() []*JobActionState {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *GetJobResponse) GetRequeueStates() []JobState {
+	if x != nil {
+		return x.RequeueStates
+	}
+	return nil
+}
+
+func (x *GetJobResponse) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+// JobActionState is one operator action on a job, as it stands now.
+type JobActionState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// verb names the action by the BulkAction verb that does it
+	// (BULK_VERB_RELEASE: ReleaseJob).
+	Verb BulkVerb `protobuf:"varint,1,opt,name=verb,proto3,enum=ingestq.v1.BulkVerb" json:"verb,omitempty"`
+	// applies: the method would take the job now, as far as the batcher
+	// can tell (a stage may hold the job at that moment: Aborted); always
+	// in the JSON.
+	Applies *bool `protobuf:"varint,2,opt,name=applies,proto3,oneof" json:"applies,omitempty"`
+	// reason says why it does not apply yet, and what to do first; empty
+	// when it applies.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobActionState) Reset() {
+	*x = JobActionState{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobActionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobActionState) ProtoMessage() {}
+
+func (x *JobActionState) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobActionState.ProtoReflect.Descriptor instead.
+func (*JobActionState) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *JobActionState) GetVerb() BulkVerb {
+	if x != nil {
+		return x.Verb
+	}
+	return BulkVerb_BULK_VERB_UNSPECIFIED
+}
+
+func (x *JobActionState) GetApplies() bool {
+	if x != nil && x.Applies != nil {
+		return *x.Applies
+	}
+	return false
+}
+
+func (x *JobActionState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ListJobsRequest selects jobs by state or by batch (not both); with
 // neither, every job is listed by jid.
 type ListJobsRequest struct {
@@ -1572,7 +1762,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1774,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1787,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListJobsRequest) GetState() JobState {
@@ -1638,7 +1828,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1840,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1853,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1692,7 +1882,7 @@ type HoldJobRequest struct {
 
 func (x *HoldJobRequest) Reset() {
 	*x = HoldJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1894,7 @@ func (x *HoldJobRequest) String() string {
 func (*HoldJobRequest) ProtoMessage() {}
 
 func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1907,7 @@ func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobRequest.ProtoReflect.Descriptor instead.
 func (*HoldJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HoldJobRequest) GetJobId() string {
@@ -1743,7 +1933,7 @@ type HoldJobResponse struct {
 
 func (x *HoldJobResponse) Reset() {
 	*x = HoldJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1945,7 @@ func (x *HoldJobResponse) String() string {
 func (*HoldJobResponse) ProtoMessage() {}
 
 func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1958,7 @@ func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobResponse.ProtoReflect.Descriptor instead.
 func (*HoldJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HoldJobResponse) GetJob() *Job {
@@ -1788,7 +1978,7 @@ type ReleaseJobRequest struct {
 
 func (x *ReleaseJobRequest) Reset() {
 	*x = ReleaseJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1990,7 @@ func (x *ReleaseJobRequest) String() string {
 func (*ReleaseJobRequest) ProtoMessage() {}
 
 func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +2003,7 @@ func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReleaseJobRequest) GetJobId() string {
@@ -1839,7 +2029,7 @@ type ReleaseJobResponse struct {
 
 func (x *ReleaseJobResponse) Reset() {
 	*x = ReleaseJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +2041,7 @@ func (x *ReleaseJobResponse) String() string {
 func (*ReleaseJobResponse) ProtoMessage() {}
 
 func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +2054,7 @@ func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReleaseJobResponse) GetJob() *Job {
@@ -1884,7 +2074,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2086,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2099,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FailJobRequest) GetJobId() string {
@@ -1935,7 +2125,7 @@ type FailJobResponse struct {
 
 func (x *FailJobResponse) Reset() {
 	*x = FailJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2137,7 @@ func (x *FailJobResponse) String() string {
 func (*FailJobResponse) ProtoMessage() {}
 
 func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2150,7 @@ func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobResponse.ProtoReflect.Descriptor instead.
 func (*FailJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FailJobResponse) GetJob() *Job {
@@ -1982,7 +2172,7 @@ type RequeueJobRequest struct {
 
 func (x *RequeueJobRequest) Reset() {
 	*x = RequeueJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2184,7 @@ func (x *RequeueJobRequest) String() string {
 func (*RequeueJobRequest) ProtoMessage() {}
 
 func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2197,7 @@ func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobRequest.ProtoReflect.Descriptor instead.
 func (*RequeueJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RequeueJobRequest) GetJobId() string {
@@ -2040,7 +2230,7 @@ type RequeueJobResponse struct {
 
 func (x *RequeueJobResponse) Reset() {
 	*x = RequeueJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2242,7 @@ func (x *RequeueJobResponse) String() string {
 func (*RequeueJobResponse) ProtoMessage() {}
 
 func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2255,7 @@ func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobResponse.ProtoReflect.Descriptor instead.
 func (*RequeueJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RequeueJobResponse) GetJob() *Job {
@@ -2086,7 +2276,7 @@ type ReprioritizeJobRequest struct {
 
 func (x *ReprioritizeJobRequest) Reset() {
 	*x = ReprioritizeJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2288,7 @@ func (x *ReprioritizeJobRequest) String() string {
 func (*ReprioritizeJobRequest) ProtoMessage() {}
 
 func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2301,7 @@ func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobRequest.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReprioritizeJobRequest) GetJobId() string {
@@ -2137,7 +2327,7 @@ type ReprioritizeJobResponse struct {
 
 func (x *ReprioritizeJobResponse) Reset() {
 	*x = ReprioritizeJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2339,7 @@ func (x *ReprioritizeJobResponse) String() string {
 func (*ReprioritizeJobResponse) ProtoMessage() {}
 
 func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2352,7 @@ func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobResponse.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReprioritizeJobResponse) GetJob() *Job {
@@ -2184,7 +2374,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2386,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2399,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteJobRequest) GetJobId() string {
@@ -2237,7 +2427,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2439,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2452,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteJobResponse) GetJobId() string {
@@ -2287,7 +2477,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2489,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2502,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 type ListWorkersResponse struct {
@@ -2324,7 +2514,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2526,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2539,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2369,7 +2559,7 @@ type FsckRequest struct {
 
 func (x *FsckRequest) Reset() {
 	*x = FsckRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2571,7 @@ func (x *FsckRequest) String() string {
 func (*FsckRequest) ProtoMessage() {}
 
 func (x *FsckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2584,7 @@ func (x *FsckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckRequest.ProtoReflect.Descriptor instead.
 func (*FsckRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FsckRequest) GetRepair() bool {
@@ -2425,7 +2615,7 @@ type FsckDamage struct {
 
 func (x *FsckDamage) Reset() {
 	*x = FsckDamage{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2627,7 @@ func (x *FsckDamage) String() string {
 func (*FsckDamage) ProtoMessage() {}
 
 func (x *FsckDamage) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2640,7 @@ func (x *FsckDamage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckDamage.ProtoReflect.Descriptor instead.
 func (*FsckDamage) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FsckDamage) GetKind() string {
@@ -2501,7 +2691,7 @@ type FsckResponse struct {
 
 func (x *FsckResponse) Reset() {
 	*x = FsckResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2703,7 @@ func (x *FsckResponse) String() string {
 func (*FsckResponse) ProtoMessage() {}
 
 func (x *FsckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2716,7 @@ func (x *FsckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckResponse.ProtoReflect.Descriptor instead.
 func (*FsckResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FsckResponse) GetJobsChecked() int32 {
@@ -2592,7 +2782,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +2794,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +2807,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *JobFilter) GetBatchId() string {
@@ -2713,7 +2903,7 @@ type SearchJobsRequest struct {
 
 func (x *SearchJobsRequest) Reset() {
 	*x = SearchJobsRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2915,7 @@ func (x *SearchJobsRequest) String() string {
 func (*SearchJobsRequest) ProtoMessage() {}
 
 func (x *SearchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2928,7 @@ func (x *SearchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchJobsRequest.ProtoReflect.Descriptor instead.
 func (*SearchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SearchJobsRequest) GetFilter() *JobFilter {
@@ -2784,7 +2974,7 @@ type SearchJobsResponse struct {
 
 func (x *SearchJobsResponse) Reset() {
 	*x = SearchJobsResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2986,7 @@ func (x *SearchJobsResponse) String() string {
 func (*SearchJobsResponse) ProtoMessage() {}
 
 func (x *SearchJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2999,7 @@ func (x *SearchJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchJobsResponse.ProtoReflect.Descriptor instead.
 func (*SearchJobsResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{46}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SearchJobsResponse) GetJobs() []*Job {
@@ -2861,7 +3051,7 @@ type BulkActionRequest struct {
 
 func (x *BulkActionRequest) Reset() {
 	*x = BulkActionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +3063,7 @@ func (x *BulkActionRequest) String() string {
 func (*BulkActionRequest) ProtoMessage() {}
 
 func (x *BulkActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +3076,7 @@ func (x *BulkActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkActionRequest.ProtoReflect.Descriptor instead.
 func (*BulkActionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{47}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BulkActionRequest) GetVerb() BulkVerb {
@@ -2946,8 +3136,10 @@ func (x *BulkActionRequest) GetMaxJobs() int32 {
 }
 
 // BulkJobResult is one job: on a dry run, as the filter matched it (ok
-// absent, state its state then); after the action, its outcome (ok always
-// in the JSON, state the one the job went to, unset for a refused job).
+// absent, state its state then; code and error set when the action would
+// be refused for it now, as far as the batcher can tell: a held job whose
+// collection is held); after the action, its outcome (ok always in the
+// JSON, state the one the job went to, unset for a refused job).
 type BulkJobResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2968,7 +3160,7 @@ type BulkJobResult struct {
 
 func (x *BulkJobResult) Reset() {
 	*x = BulkJobResult{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2980,7 +3172,7 @@ func (x *BulkJobResult) String() string {
 func (*BulkJobResult) ProtoMessage() {}
 
 func (x *BulkJobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2993,7 +3185,7 @@ func (x *BulkJobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobResult.ProtoReflect.Descriptor instead.
 func (*BulkJobResult) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{48}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BulkJobResult) GetJobId() string {
@@ -3065,7 +3257,7 @@ type BulkActionResponse struct {
 
 func (x *BulkActionResponse) Reset() {
 	*x = BulkActionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3269,7 @@ func (x *BulkActionResponse) String() string {
 func (*BulkActionResponse) ProtoMessage() {}
 
 func (x *BulkActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3282,7 @@ func (x *BulkActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkActionResponse.ProtoReflect.Descriptor instead.
 func (*BulkActionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BulkActionResponse) GetMatched() int32 {
@@ -3148,7 +3340,7 @@ type GetAggregatesRequest struct {
 
 func (x *GetAggregatesRequest) Reset() {
 	*x = GetAggregatesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3352,7 @@ func (x *GetAggregatesRequest) String() string {
 func (*GetAggregatesRequest) ProtoMessage() {}
 
 func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3365,7 @@ func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAggregatesRequest.ProtoReflect.Descriptor instead.
 func (*GetAggregatesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetAggregatesRequest) GetHours() int32 {
@@ -3203,7 +3395,7 @@ type StateTally struct {
 
 func (x *StateTally) Reset() {
 	*x = StateTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3407,7 @@ func (x *StateTally) String() string {
 func (*StateTally) ProtoMessage() {}
 
 func (x *StateTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3420,7 @@ func (x *StateTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateTally.ProtoReflect.Descriptor instead.
 func (*StateTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StateTally) GetState() string {
@@ -3265,7 +3457,7 @@ type BatchTally struct {
 
 func (x *BatchTally) Reset() {
 	*x = BatchTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3277,7 +3469,7 @@ func (x *BatchTally) String() string {
 func (*BatchTally) ProtoMessage() {}
 
 func (x *BatchTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3290,7 +3482,7 @@ func (x *BatchTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTally.ProtoReflect.Descriptor instead.
 func (*BatchTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BatchTally) GetBatchId() string {
@@ -3337,7 +3529,7 @@ type CollectionTally struct {
 
 func (x *CollectionTally) Reset() {
 	*x = CollectionTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3541,7 @@ func (x *CollectionTally) String() string {
 func (*CollectionTally) ProtoMessage() {}
 
 func (x *CollectionTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3554,7 @@ func (x *CollectionTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionTally.ProtoReflect.Descriptor instead.
 func (*CollectionTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CollectionTally) GetCollection() string {
@@ -3413,7 +3605,7 @@ type EndedTally struct {
 
 func (x *EndedTally) Reset() {
 	*x = EndedTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3617,7 @@ func (x *EndedTally) String() string {
 func (*EndedTally) ProtoMessage() {}
 
 func (x *EndedTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3630,7 @@ func (x *EndedTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndedTally.ProtoReflect.Descriptor instead.
 func (*EndedTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EndedTally) GetStart() *timestamppb.Timestamp {
@@ -3481,7 +3673,7 @@ type GetAggregatesResponse struct {
 
 func (x *GetAggregatesResponse) Reset() {
 	*x = GetAggregatesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3685,7 @@ func (x *GetAggregatesResponse) String() string {
 func (*GetAggregatesResponse) ProtoMessage() {}
 
 func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3698,7 @@ func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAggregatesResponse.ProtoReflect.Descriptor instead.
 func (*GetAggregatesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{55}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetAggregatesResponse) GetCollections() []*CollectionTally {
@@ -3564,7 +3756,7 @@ type VerifyObjectRequest struct {
 
 func (x *VerifyObjectRequest) Reset() {
 	*x = VerifyObjectRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3768,7 @@ func (x *VerifyObjectRequest) String() string {
 func (*VerifyObjectRequest) ProtoMessage() {}
 
 func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3781,7 @@ func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyObjectRequest.ProtoReflect.Descriptor instead.
 func (*VerifyObjectRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{56}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *VerifyObjectRequest) GetArk() string {
@@ -3619,7 +3811,7 @@ type FixityMismatch struct {
 
 func (x *FixityMismatch) Reset() {
 	*x = FixityMismatch{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3631,7 +3823,7 @@ func (x *FixityMismatch) String() string {
 func (*FixityMismatch) ProtoMessage() {}
 
 func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,7 +3836,7 @@ func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FixityMismatch.ProtoReflect.Descriptor instead.
 func (*FixityMismatch) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{57}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FixityMismatch) GetFile() string {
@@ -3679,7 +3871,7 @@ type VerifyObjectResponse struct {
 
 func (x *VerifyObjectResponse) Reset() {
 	*x = VerifyObjectResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3883,7 @@ func (x *VerifyObjectResponse) String() string {
 func (*VerifyObjectResponse) ProtoMessage() {}
 
 func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3896,7 @@ func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyObjectResponse.ProtoReflect.Descriptor instead.
 func (*VerifyObjectResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{58}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *VerifyObjectResponse) GetManifestUrl() string {
@@ -3757,7 +3949,7 @@ type GetStateRulesRequest struct {
 
 func (x *GetStateRulesRequest) Reset() {
 	*x = GetStateRulesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3769,7 +3961,7 @@ func (x *GetStateRulesRequest) String() string {
 func (*GetStateRulesRequest) ProtoMessage() {}
 
 func (x *GetStateRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3782,7 +3974,7 @@ func (x *GetStateRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStateRulesRequest.ProtoReflect.Descriptor instead.
 func (*GetStateRulesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{59}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{61}
 }
 
 // JobStateRule is what the operators' methods accept for a job in one state.
@@ -3807,7 +3999,7 @@ type JobStateRule struct {
 
 func (x *JobStateRule) Reset() {
 	*x = JobStateRule{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +4011,7 @@ func (x *JobStateRule) String() string {
 func (*JobStateRule) ProtoMessage() {}
 
 func (x *JobStateRule) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +4024,7 @@ func (x *JobStateRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStateRule.ProtoReflect.Descriptor instead.
 func (*JobStateRule) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{60}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobStateRule) GetState() JobState {
@@ -3886,7 +4078,7 @@ type BatchStateRule struct {
 
 func (x *BatchStateRule) Reset() {
 	*x = BatchStateRule{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +4090,7 @@ func (x *BatchStateRule) String() string {
 func (*BatchStateRule) ProtoMessage() {}
 
 func (x *BatchStateRule) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +4103,7 @@ func (x *BatchStateRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchStateRule.ProtoReflect.Descriptor instead.
 func (*BatchStateRule) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{61}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *BatchStateRule) GetState() BatchState {
@@ -3940,14 +4132,18 @@ type GetStateRulesResponse struct {
 	// jobs: every job state, in pipeline order.
 	Jobs []*JobStateRule `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// batches: every batch state, in the order of BatchState's values.
-	Batches       []*BatchStateRule `protobuf:"bytes,2,rep,name=batches,proto3" json:"batches,omitempty"`
+	Batches []*BatchStateRule `protobuf:"bytes,2,rep,name=batches,proto3" json:"batches,omitempty"`
+	// verify_objects: VerifyObject reads stored versions here (the batcher
+	// has an object store it reads: a folder or a bucket, not Merritt's
+	// storage service).
+	VerifyObjects bool `protobuf:"varint,3,opt,name=verify_objects,json=verifyObjects,proto3" json:"verify_objects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStateRulesResponse) Reset() {
 	*x = GetStateRulesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3959,7 +4155,7 @@ func (x *GetStateRulesResponse) String() string {
 func (*GetStateRulesResponse) ProtoMessage() {}
 
 func (x *GetStateRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3972,7 +4168,7 @@ func (x *GetStateRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStateRulesResponse.ProtoReflect.Descriptor instead.
 func (*GetStateRulesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{62}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetStateRulesResponse) GetJobs() []*JobStateRule {
@@ -3989,6 +4185,13 @@ func (x *GetStateRulesResponse) GetBatches() []*BatchStateRule {
 	return nil
 }
 
+func (x *GetStateRulesResponse) GetVerifyObjects() bool {
+	if x != nil {
+		return x.VerifyObjects
+	}
+	return false
+}
+
 // CreateConsoleSessionRequest: ttl, how long the sign-in lasts, is
 // required: 1s to 30 days.
 type CreateConsoleSessionRequest struct {
@@ -4000,7 +4203,7 @@ type CreateConsoleSessionRequest struct {
 
 func (x *CreateConsoleSessionRequest) Reset() {
 	*x = CreateConsoleSessionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4012,7 +4215,7 @@ func (x *CreateConsoleSessionRequest) String() string {
 func (*CreateConsoleSessionRequest) ProtoMessage() {}
 
 func (x *CreateConsoleSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4025,7 +4228,7 @@ func (x *CreateConsoleSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConsoleSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateConsoleSessionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{63}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateConsoleSessionRequest) GetTtl() *durationpb.Duration {
@@ -4047,7 +4250,7 @@ type CreateConsoleSessionResponse struct {
 
 func (x *CreateConsoleSessionResponse) Reset() {
 	*x = CreateConsoleSessionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4059,7 +4262,7 @@ func (x *CreateConsoleSessionResponse) String() string {
 func (*CreateConsoleSessionResponse) ProtoMessage() {}
 
 func (x *CreateConsoleSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4072,7 +4275,7 @@ func (x *CreateConsoleSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConsoleSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateConsoleSessionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{64}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateConsoleSessionResponse) GetSessionId() string {
@@ -4100,7 +4303,7 @@ type GetConsoleSessionRequest struct {
 
 func (x *GetConsoleSessionRequest) Reset() {
 	*x = GetConsoleSessionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4112,7 +4315,7 @@ func (x *GetConsoleSessionRequest) String() string {
 func (*GetConsoleSessionRequest) ProtoMessage() {}
 
 func (x *GetConsoleSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4125,7 +4328,7 @@ func (x *GetConsoleSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsoleSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetConsoleSessionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{65}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetConsoleSessionRequest) GetSessionId() string {
@@ -4146,7 +4349,7 @@ type GetConsoleSessionResponse struct {
 
 func (x *GetConsoleSessionResponse) Reset() {
 	*x = GetConsoleSessionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4361,7 @@ func (x *GetConsoleSessionResponse) String() string {
 func (*GetConsoleSessionResponse) ProtoMessage() {}
 
 func (x *GetConsoleSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4374,7 @@ func (x *GetConsoleSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsoleSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetConsoleSessionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{66}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetConsoleSessionResponse) GetSessionId() string {
@@ -4197,7 +4400,7 @@ type EndConsoleSessionRequest struct {
 
 func (x *EndConsoleSessionRequest) Reset() {
 	*x = EndConsoleSessionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4209,7 +4412,7 @@ func (x *EndConsoleSessionRequest) String() string {
 func (*EndConsoleSessionRequest) ProtoMessage() {}
 
 func (x *EndConsoleSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4222,7 +4425,7 @@ func (x *EndConsoleSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndConsoleSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndConsoleSessionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{67}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *EndConsoleSessionRequest) GetSessionId() string {
@@ -4241,7 +4444,7 @@ type EndConsoleSessionResponse struct {
 
 func (x *EndConsoleSessionResponse) Reset() {
 	*x = EndConsoleSessionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4253,7 +4456,7 @@ func (x *EndConsoleSessionResponse) String() string {
 func (*EndConsoleSessionResponse) ProtoMessage() {}
 
 func (x *EndConsoleSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4266,7 +4469,7 @@ func (x *EndConsoleSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndConsoleSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndConsoleSessionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{68}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *EndConsoleSessionResponse) GetSessionId() string {
@@ -4304,7 +4507,7 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x13BatchesByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\t\n" +
-	"\a_paused\"\xd5\x03\n" +
+	"\a_paused\"\xed\x03\n" +
 	"\vStageHealth\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x1d\n" +
 	"\awaiting\x18\x02 \x01(\x05H\x00R\awaiting\x88\x01\x01\x12 \n" +
@@ -4312,10 +4515,12 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\aworkers\x18\x04 \x01(\x05H\x02R\aworkers\x88\x01\x01\x12*\n" +
 	"\x0eactive_workers\x18\x05 \x01(\x05H\x03R\ractiveWorkers\x88\x01\x01\x122\n" +
 	"\x06oldest\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06oldest\x12\x1d\n" +
-	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01\x12\"\n" +
+	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
 	"\n" +
-	"not_moving\x18\b \x01(\x05H\x05R\tnotMoving\x88\x01\x01\x12C\n" +
-	"\x10not_moving_after\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0enotMovingAfterB\n" +
+	"not_moving\x18\t \x01(\x05H\x05R\tnotMoving\x88\x01\x01\x12C\n" +
+	"\x10not_moving_after\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0enotMovingAfterB\n" +
 	"\n" +
 	"\b_waitingB\f\n" +
 	"\n" +
@@ -4371,11 +4576,18 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\bbatch_id\x18\x01 \x01(\tH\x00R\abatchId\x12\x1f\n" +
 	"\n" +
 	"batch_uuid\x18\x02 \x01(\tH\x00R\tbatchUuidB\a\n" +
-	"\x05batch\"s\n" +
+	"\x05batch\"\xab\x01\n" +
 	"\x10GetBatchResponse\x12'\n" +
 	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
-	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\"\x9e\x01\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\x126\n" +
+	"\aactions\x18\x04 \x03(\v2\x1c.ingestq.v1.BatchActionStateR\aactions\"\x86\x01\n" +
+	"\x10BatchActionState\x12/\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x17.ingestq.v1.BatchActionR\x06action\x12\x1d\n" +
+	"\aapplies\x18\x02 \x01(\bH\x00R\aapplies\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reasonB\n" +
+	"\n" +
+	"\b_applies\"\x9e\x01\n" +
 	"\x12ListBatchesRequest\x12.\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x06status\x12\x1c\n" +
 	"\tsubmitter\x18\x02 \x01(\tR\tsubmitter\x12\x1b\n" +
@@ -4387,12 +4599,22 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
-	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"\xa4\x01\n" +
+	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"\xb1\x02\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.ingestq.v1.JobR\x03job\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
 	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\x127\n" +
-	"\fresume_state\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\vresumeState\"\x94\x01\n" +
+	"\fresume_state\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\vresumeState\x124\n" +
+	"\aactions\x18\n" +
+	" \x03(\v2\x1a.ingestq.v1.JobActionStateR\aactions\x12;\n" +
+	"\x0erequeue_states\x18\v \x03(\x0e2\x14.ingestq.v1.JobStateR\rrequeueStates\x12\x18\n" +
+	"\awaiting\x18\f \x01(\tR\awaiting\"}\n" +
+	"\x0eJobActionState\x12(\n" +
+	"\x04verb\x18\x01 \x01(\x0e2\x14.ingestq.v1.BulkVerbR\x04verb\x12\x1d\n" +
+	"\aapplies\x18\x02 \x01(\bH\x00R\aapplies\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reasonB\n" +
+	"\n" +
+	"\b_applies\"\x94\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x1b\n" +
@@ -4571,10 +4793,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0eBatchStateRule\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x05state\x121\n" +
 	"\aactions\x18\x02 \x03(\x0e2\x17.ingestq.v1.BatchActionR\aactions\x12\x12\n" +
-	"\x04open\x18\x03 \x01(\bR\x04open\"{\n" +
+	"\x04open\x18\x03 \x01(\bR\x04open\"\xa2\x01\n" +
 	"\x15GetStateRulesResponse\x12,\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x18.ingestq.v1.JobStateRuleR\x04jobs\x124\n" +
-	"\abatches\x18\x02 \x03(\v2\x1a.ingestq.v1.BatchStateRuleR\abatches\"J\n" +
+	"\abatches\x18\x02 \x03(\v2\x1a.ingestq.v1.BatchStateRuleR\abatches\x12%\n" +
+	"\x0everify_objects\x18\x03 \x01(\bR\rverifyObjects\"J\n" +
 	"\x1bCreateConsoleSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"z\n" +
 	"\x1cCreateConsoleSessionResponse\x12\x1d\n" +
@@ -4657,7 +4880,7 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(BulkVerb)(0),                        // 0: ingestq.v1.BulkVerb
 	(BatchAction)(0),                     // 1: ingestq.v1.BatchAction
@@ -4682,182 +4905,189 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*CleanupBatchesResponse)(nil),       // 20: ingestq.v1.CleanupBatchesResponse
 	(*GetBatchRequest)(nil),              // 21: ingestq.v1.GetBatchRequest
 	(*GetBatchResponse)(nil),             // 22: ingestq.v1.GetBatchResponse
-	(*ListBatchesRequest)(nil),           // 23: ingestq.v1.ListBatchesRequest
-	(*ListBatchesResponse)(nil),          // 24: ingestq.v1.ListBatchesResponse
-	(*GetJobRequest)(nil),                // 25: ingestq.v1.GetJobRequest
-	(*GetJobResponse)(nil),               // 26: ingestq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),              // 27: ingestq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),             // 28: ingestq.v1.ListJobsResponse
-	(*HoldJobRequest)(nil),               // 29: ingestq.v1.HoldJobRequest
-	(*HoldJobResponse)(nil),              // 30: ingestq.v1.HoldJobResponse
-	(*ReleaseJobRequest)(nil),            // 31: ingestq.v1.ReleaseJobRequest
-	(*ReleaseJobResponse)(nil),           // 32: ingestq.v1.ReleaseJobResponse
-	(*FailJobRequest)(nil),               // 33: ingestq.v1.FailJobRequest
-	(*FailJobResponse)(nil),              // 34: ingestq.v1.FailJobResponse
-	(*RequeueJobRequest)(nil),            // 35: ingestq.v1.RequeueJobRequest
-	(*RequeueJobResponse)(nil),           // 36: ingestq.v1.RequeueJobResponse
-	(*ReprioritizeJobRequest)(nil),       // 37: ingestq.v1.ReprioritizeJobRequest
-	(*ReprioritizeJobResponse)(nil),      // 38: ingestq.v1.ReprioritizeJobResponse
-	(*DeleteJobRequest)(nil),             // 39: ingestq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),            // 40: ingestq.v1.DeleteJobResponse
-	(*ListWorkersRequest)(nil),           // 41: ingestq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),          // 42: ingestq.v1.ListWorkersResponse
-	(*FsckRequest)(nil),                  // 43: ingestq.v1.FsckRequest
-	(*FsckDamage)(nil),                   // 44: ingestq.v1.FsckDamage
-	(*FsckResponse)(nil),                 // 45: ingestq.v1.FsckResponse
-	(*JobFilter)(nil),                    // 46: ingestq.v1.JobFilter
-	(*SearchJobsRequest)(nil),            // 47: ingestq.v1.SearchJobsRequest
-	(*SearchJobsResponse)(nil),           // 48: ingestq.v1.SearchJobsResponse
-	(*BulkActionRequest)(nil),            // 49: ingestq.v1.BulkActionRequest
-	(*BulkJobResult)(nil),                // 50: ingestq.v1.BulkJobResult
-	(*BulkActionResponse)(nil),           // 51: ingestq.v1.BulkActionResponse
-	(*GetAggregatesRequest)(nil),         // 52: ingestq.v1.GetAggregatesRequest
-	(*StateTally)(nil),                   // 53: ingestq.v1.StateTally
-	(*BatchTally)(nil),                   // 54: ingestq.v1.BatchTally
-	(*CollectionTally)(nil),              // 55: ingestq.v1.CollectionTally
-	(*EndedTally)(nil),                   // 56: ingestq.v1.EndedTally
-	(*GetAggregatesResponse)(nil),        // 57: ingestq.v1.GetAggregatesResponse
-	(*VerifyObjectRequest)(nil),          // 58: ingestq.v1.VerifyObjectRequest
-	(*FixityMismatch)(nil),               // 59: ingestq.v1.FixityMismatch
-	(*VerifyObjectResponse)(nil),         // 60: ingestq.v1.VerifyObjectResponse
-	(*GetStateRulesRequest)(nil),         // 61: ingestq.v1.GetStateRulesRequest
-	(*JobStateRule)(nil),                 // 62: ingestq.v1.JobStateRule
-	(*BatchStateRule)(nil),               // 63: ingestq.v1.BatchStateRule
-	(*GetStateRulesResponse)(nil),        // 64: ingestq.v1.GetStateRulesResponse
-	(*CreateConsoleSessionRequest)(nil),  // 65: ingestq.v1.CreateConsoleSessionRequest
-	(*CreateConsoleSessionResponse)(nil), // 66: ingestq.v1.CreateConsoleSessionResponse
-	(*GetConsoleSessionRequest)(nil),     // 67: ingestq.v1.GetConsoleSessionRequest
-	(*GetConsoleSessionResponse)(nil),    // 68: ingestq.v1.GetConsoleSessionResponse
-	(*EndConsoleSessionRequest)(nil),     // 69: ingestq.v1.EndConsoleSessionRequest
-	(*EndConsoleSessionResponse)(nil),    // 70: ingestq.v1.EndConsoleSessionResponse
-	nil,                                  // 71: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	nil,                                  // 72: ingestq.v1.GetQueueResponse.BatchesByStateEntry
-	(*WorkerInfo)(nil),                   // 73: ingestq.v1.WorkerInfo
-	(JobState)(0),                        // 74: ingestq.v1.JobState
-	(*timestamppb.Timestamp)(nil),        // 75: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),          // 76: google.protobuf.Duration
-	(*Batch)(nil),                        // 77: ingestq.v1.Batch
-	(BatchState)(0),                      // 78: ingestq.v1.BatchState
-	(*Job)(nil),                          // 79: ingestq.v1.Job
+	(*BatchActionState)(nil),             // 23: ingestq.v1.BatchActionState
+	(*ListBatchesRequest)(nil),           // 24: ingestq.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),          // 25: ingestq.v1.ListBatchesResponse
+	(*GetJobRequest)(nil),                // 26: ingestq.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 27: ingestq.v1.GetJobResponse
+	(*JobActionState)(nil),               // 28: ingestq.v1.JobActionState
+	(*ListJobsRequest)(nil),              // 29: ingestq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 30: ingestq.v1.ListJobsResponse
+	(*HoldJobRequest)(nil),               // 31: ingestq.v1.HoldJobRequest
+	(*HoldJobResponse)(nil),              // 32: ingestq.v1.HoldJobResponse
+	(*ReleaseJobRequest)(nil),            // 33: ingestq.v1.ReleaseJobRequest
+	(*ReleaseJobResponse)(nil),           // 34: ingestq.v1.ReleaseJobResponse
+	(*FailJobRequest)(nil),               // 35: ingestq.v1.FailJobRequest
+	(*FailJobResponse)(nil),              // 36: ingestq.v1.FailJobResponse
+	(*RequeueJobRequest)(nil),            // 37: ingestq.v1.RequeueJobRequest
+	(*RequeueJobResponse)(nil),           // 38: ingestq.v1.RequeueJobResponse
+	(*ReprioritizeJobRequest)(nil),       // 39: ingestq.v1.ReprioritizeJobRequest
+	(*ReprioritizeJobResponse)(nil),      // 40: ingestq.v1.ReprioritizeJobResponse
+	(*DeleteJobRequest)(nil),             // 41: ingestq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),            // 42: ingestq.v1.DeleteJobResponse
+	(*ListWorkersRequest)(nil),           // 43: ingestq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),          // 44: ingestq.v1.ListWorkersResponse
+	(*FsckRequest)(nil),                  // 45: ingestq.v1.FsckRequest
+	(*FsckDamage)(nil),                   // 46: ingestq.v1.FsckDamage
+	(*FsckResponse)(nil),                 // 47: ingestq.v1.FsckResponse
+	(*JobFilter)(nil),                    // 48: ingestq.v1.JobFilter
+	(*SearchJobsRequest)(nil),            // 49: ingestq.v1.SearchJobsRequest
+	(*SearchJobsResponse)(nil),           // 50: ingestq.v1.SearchJobsResponse
+	(*BulkActionRequest)(nil),            // 51: ingestq.v1.BulkActionRequest
+	(*BulkJobResult)(nil),                // 52: ingestq.v1.BulkJobResult
+	(*BulkActionResponse)(nil),           // 53: ingestq.v1.BulkActionResponse
+	(*GetAggregatesRequest)(nil),         // 54: ingestq.v1.GetAggregatesRequest
+	(*StateTally)(nil),                   // 55: ingestq.v1.StateTally
+	(*BatchTally)(nil),                   // 56: ingestq.v1.BatchTally
+	(*CollectionTally)(nil),              // 57: ingestq.v1.CollectionTally
+	(*EndedTally)(nil),                   // 58: ingestq.v1.EndedTally
+	(*GetAggregatesResponse)(nil),        // 59: ingestq.v1.GetAggregatesResponse
+	(*VerifyObjectRequest)(nil),          // 60: ingestq.v1.VerifyObjectRequest
+	(*FixityMismatch)(nil),               // 61: ingestq.v1.FixityMismatch
+	(*VerifyObjectResponse)(nil),         // 62: ingestq.v1.VerifyObjectResponse
+	(*GetStateRulesRequest)(nil),         // 63: ingestq.v1.GetStateRulesRequest
+	(*JobStateRule)(nil),                 // 64: ingestq.v1.JobStateRule
+	(*BatchStateRule)(nil),               // 65: ingestq.v1.BatchStateRule
+	(*GetStateRulesResponse)(nil),        // 66: ingestq.v1.GetStateRulesResponse
+	(*CreateConsoleSessionRequest)(nil),  // 67: ingestq.v1.CreateConsoleSessionRequest
+	(*CreateConsoleSessionResponse)(nil), // 68: ingestq.v1.CreateConsoleSessionResponse
+	(*GetConsoleSessionRequest)(nil),     // 69: ingestq.v1.GetConsoleSessionRequest
+	(*GetConsoleSessionResponse)(nil),    // 70: ingestq.v1.GetConsoleSessionResponse
+	(*EndConsoleSessionRequest)(nil),     // 71: ingestq.v1.EndConsoleSessionRequest
+	(*EndConsoleSessionResponse)(nil),    // 72: ingestq.v1.EndConsoleSessionResponse
+	nil,                                  // 73: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	nil,                                  // 74: ingestq.v1.GetQueueResponse.BatchesByStateEntry
+	(*WorkerInfo)(nil),                   // 75: ingestq.v1.WorkerInfo
+	(JobState)(0),                        // 76: ingestq.v1.JobState
+	(*timestamppb.Timestamp)(nil),        // 77: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),          // 78: google.protobuf.Duration
+	(*Batch)(nil),                        // 79: ingestq.v1.Batch
+	(BatchState)(0),                      // 80: ingestq.v1.BatchState
+	(*Job)(nil),                          // 81: ingestq.v1.Job
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	71, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	73, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	72, // 2: ingestq.v1.GetQueueResponse.batches_by_state:type_name -> ingestq.v1.GetQueueResponse.BatchesByStateEntry
+	73, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	75, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	74, // 2: ingestq.v1.GetQueueResponse.batches_by_state:type_name -> ingestq.v1.GetQueueResponse.BatchesByStateEntry
 	8,  // 3: ingestq.v1.GetQueueResponse.stages:type_name -> ingestq.v1.StageHealth
-	74, // 4: ingestq.v1.StageHealth.state:type_name -> ingestq.v1.JobState
-	75, // 5: ingestq.v1.StageHealth.oldest:type_name -> google.protobuf.Timestamp
-	76, // 6: ingestq.v1.StageHealth.not_moving_after:type_name -> google.protobuf.Duration
-	77, // 7: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	77, // 8: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	76, // 9: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	77, // 10: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	78, // 11: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	77, // 12: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	79, // 13: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	74, // 14: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
-	74, // 15: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	79, // 16: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	79, // 17: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 18: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 19: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	74, // 20: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	79, // 21: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 22: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	73, // 23: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	44, // 24: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	74, // 25: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	74, // 26: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	75, // 27: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	75, // 28: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
-	46, // 29: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	79, // 30: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
-	0,  // 31: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
-	46, // 32: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	74, // 33: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
-	74, // 34: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
-	50, // 35: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
-	53, // 36: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
-	53, // 37: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
-	54, // 38: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
-	75, // 39: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
-	55, // 40: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
-	56, // 41: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
-	56, // 42: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
-	75, // 43: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
-	76, // 44: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
-	59, // 45: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
-	74, // 46: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
-	0,  // 47: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
-	78, // 48: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
-	1,  // 49: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
-	62, // 50: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
-	63, // 51: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
-	76, // 52: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
-	75, // 53: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
-	2,  // 54: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	4,  // 55: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	6,  // 56: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	9,  // 57: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	11, // 58: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	13, // 59: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	15, // 60: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	17, // 61: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	19, // 62: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	21, // 63: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	23, // 64: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	25, // 65: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	27, // 66: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	29, // 67: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	31, // 68: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	33, // 69: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	35, // 70: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	37, // 71: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	39, // 72: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	47, // 73: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	49, // 74: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	52, // 75: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
-	41, // 76: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	43, // 77: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	58, // 78: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
-	61, // 79: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
-	65, // 80: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
-	67, // 81: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
-	69, // 82: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
-	3,  // 83: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	5,  // 84: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	7,  // 85: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	10, // 86: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	12, // 87: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	14, // 88: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	16, // 89: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	18, // 90: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	20, // 91: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	22, // 92: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	24, // 93: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	26, // 94: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	28, // 95: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	30, // 96: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	32, // 97: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	34, // 98: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	36, // 99: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	38, // 100: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	40, // 101: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	48, // 102: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	51, // 103: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	57, // 104: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
-	42, // 105: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	45, // 106: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	60, // 107: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
-	64, // 108: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
-	66, // 109: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
-	68, // 110: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
-	70, // 111: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
-	83, // [83:112] is the sub-list for method output_type
-	54, // [54:83] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	76, // 4: ingestq.v1.StageHealth.state:type_name -> ingestq.v1.JobState
+	77, // 5: ingestq.v1.StageHealth.oldest:type_name -> google.protobuf.Timestamp
+	78, // 6: ingestq.v1.StageHealth.not_moving_after:type_name -> google.protobuf.Duration
+	79, // 7: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	79, // 8: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	78, // 9: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	79, // 10: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	23, // 11: ingestq.v1.GetBatchResponse.actions:type_name -> ingestq.v1.BatchActionState
+	1,  // 12: ingestq.v1.BatchActionState.action:type_name -> ingestq.v1.BatchAction
+	80, // 13: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	79, // 14: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	81, // 15: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 16: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
+	28, // 17: ingestq.v1.GetJobResponse.actions:type_name -> ingestq.v1.JobActionState
+	76, // 18: ingestq.v1.GetJobResponse.requeue_states:type_name -> ingestq.v1.JobState
+	0,  // 19: ingestq.v1.JobActionState.verb:type_name -> ingestq.v1.BulkVerb
+	76, // 20: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	81, // 21: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	81, // 22: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 23: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 24: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 25: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	81, // 26: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 27: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	75, // 28: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	46, // 29: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	76, // 30: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	76, // 31: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	77, // 32: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	77, // 33: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	48, // 34: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
+	81, // 35: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	0,  // 36: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
+	48, // 37: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
+	76, // 38: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	76, // 39: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
+	52, // 40: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
+	55, // 41: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	55, // 42: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	56, // 43: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	77, // 44: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	57, // 45: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	58, // 46: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	58, // 47: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	77, // 48: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	78, // 49: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
+	61, // 50: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	76, // 51: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
+	0,  // 52: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
+	80, // 53: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
+	1,  // 54: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
+	64, // 55: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
+	65, // 56: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
+	78, // 57: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
+	77, // 58: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 59: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	4,  // 60: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	6,  // 61: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	9,  // 62: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	11, // 63: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	13, // 64: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	15, // 65: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	17, // 66: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	19, // 67: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	21, // 68: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	24, // 69: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	26, // 70: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	29, // 71: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	31, // 72: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	33, // 73: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	35, // 74: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	37, // 75: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	39, // 76: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	41, // 77: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	49, // 78: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	51, // 79: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	54, // 80: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	43, // 81: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	45, // 82: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	60, // 83: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	63, // 84: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
+	67, // 85: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
+	69, // 86: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
+	71, // 87: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
+	3,  // 88: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	5,  // 89: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	7,  // 90: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	10, // 91: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	12, // 92: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	14, // 93: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	16, // 94: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	18, // 95: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	20, // 96: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	22, // 97: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	25, // 98: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	27, // 99: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	30, // 100: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	32, // 101: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	34, // 102: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	36, // 103: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	38, // 104: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	40, // 105: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	42, // 106: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	50, // 107: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	53, // 108: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	59, // 109: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	44, // 110: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	47, // 111: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	62, // 112: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	66, // 113: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
+	68, // 114: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
+	70, // 115: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
+	72, // 116: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
+	88, // [88:117] is the sub-list for method output_type
+	59, // [59:88] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -4875,18 +5105,20 @@ func file_ingestq_v1_admin_service_proto_init() {
 		(*GetBatchRequest_BatchId)(nil),
 		(*GetBatchRequest_BatchUuid)(nil),
 	}
-	file_ingestq_v1_admin_service_proto_msgTypes[35].OneofWrappers = []any{}
-	file_ingestq_v1_admin_service_proto_msgTypes[47].OneofWrappers = []any{}
-	file_ingestq_v1_admin_service_proto_msgTypes[48].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[21].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[26].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[37].OneofWrappers = []any{}
 	file_ingestq_v1_admin_service_proto_msgTypes[49].OneofWrappers = []any{}
-	file_ingestq_v1_admin_service_proto_msgTypes[58].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[50].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[51].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   71,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

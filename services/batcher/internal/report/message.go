@@ -30,6 +30,9 @@ func (r *Report) Mail(sub *v1.Submission, prof *profile.Profile) mail.Message {
 	if r.Deleted > 0 {
 		fmt.Fprintf(&b, "Deleted:     %d job(s) deleted by an operator are not listed\n", r.Deleted)
 	}
+	if n := r.Completed.newVersions(); n > 0 {
+		fmt.Fprintf(&b, "Versions:    %d completed object(s) had been stored before: each got a new version, whose number is listed below\n", n)
+	}
 	completedTitle := "Completed"
 	if r.Update {
 		completedTitle = "Completed since the last report"
@@ -114,6 +117,9 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 			ark = "(no ARK)"
 		}
 		fmt.Fprintf(b, "  %s  %s", l.JobID, ark)
+		if l.Version > 0 {
+			fmt.Fprintf(b, "  version %d", l.Version)
+		}
 		if len(l.LocalIDs) > 0 {
 			fmt.Fprintf(b, "  local id %s", strings.Join(l.LocalIDs, ", "))
 		}
@@ -133,6 +139,18 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 		// what a node holds; the batch's job list always does.
 		fmt.Fprintf(b, "  … and %d more (not listed here; ingestq's job list of the batch has every one)\n", more)
 	}
+}
+
+// newVersions counts the listed jobs that stored a version after the
+// first of their object.
+func (s Section) newVersions() int {
+	n := 0
+	for _, l := range s.Lines {
+		if l.Version > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // oneLine keeps a stored message from breaking the report's layout.
