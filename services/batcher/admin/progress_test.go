@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,12 +88,13 @@ func TestADownloadThatMovesNeverStallsItsStageAndOneThatStoppedDoes(t *testing.T
 		t.Fatal("no Downloading stage")
 		return nil
 	}
-	if h := health(); h.GetStalled() || h.GetNotMoving() != 0 || h.GetNotMovingAfter().AsDuration() != notMovingAfter {
+	if h := health(); h.GetStalled() || h.GetReason() != "" || h.GetNotMoving() != 0 || h.GetNotMovingAfter().AsDuration() != notMovingAfter {
 		t.Errorf("a slow download that moves: %v", h)
 	}
 	registerDownloader(t, f, "downloader-b-1",
 		&v1.InFlightJob{JobId: jids[1], Since: hoursAgo, Progress: downloading(3<<30, time.Now().Add(-notMovingAfter-time.Minute))})
-	if h := health(); !h.GetStalled() || h.GetNotMoving() != 1 || h.GetInFlight() != 2 || h.GetWaiting() != 0 {
+	if h := health(); !h.GetStalled() || h.GetNotMoving() != 1 || h.GetInFlight() != 2 || h.GetWaiting() != 0 ||
+		!strings.Contains(h.GetReason(), "1 job(s) in flight in Downloading report bytes that have not moved for 5m0s") {
 		t.Errorf("a download that stopped moving: %v", h)
 	}
 	for i, want := range []bool{false, true} {
