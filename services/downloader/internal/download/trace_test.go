@@ -36,7 +36,7 @@ func TestEachResumeAndRestartIsAnEventOfTheJobsSpan(t *testing.T) {
 	for _, e := range spans.Ended()[0].Events() {
 		s := e.Name
 		for _, a := range e.Attributes {
-			s += fmt.Sprintf(" %s=%s", a.Key, a.Value.Emit())
+			s += fmt.Sprintf(" %s=%s", a.Key, a.Value.String())
 		}
 		got = append(got, s)
 	}
