@@ -67,7 +67,7 @@ func (s *settings) register(r *config.Registry) {
 	s.workRoot = config.RegisterWorkRoot(r)
 	s.concurrency = r.Int("download-concurrency", "INGESTQ_DOWNLOAD_CONCURRENCY", 4,
 		"files of one job fetched at once")
-	s.retry = retry.Register(r, "download", "a file is fetched (network, HTTP 5xx, 408 and 429 failures, timeouts)",
+	s.retry = retry.Register(r, "download", "a file is fetched without the file moving a MiB further (network, HTTP 5xx, 408 and 429 failures, timeouts; counted in a row: an attempt that moves it further starts the count again)",
 		retry.Policy{Attempts: 4, Backoff: time.Second, Max: 30 * time.Second, Jitter: 0.5})
 	r.Renamed("download-retries", "INGESTQ_DOWNLOAD_RETRIES", "download-attempts", retry.RetriesToAttempts)
 	r.Renamed("download-max-backoff", "INGESTQ_DOWNLOAD_MAX_BACKOFF", "download-backoff-max", nil)
