@@ -150,12 +150,15 @@ $(GOFAIL):
 # the queue library (create, lifecycle, pick-up, depth, cleanup), the seven
 # services end to end (storing into a folder, then into S3) and the
 # server's ceiling, measured on the same server; then ZooKeeper's heap per
-# job, on a server of its own. Each part ends with a machine-readable line
-# (BENCH ...); see BENCHMARKS.md.
+# job, on a server of its own; then big deposits (an object of 100,000
+# files, into a folder and into S3; a zip of 4.5 GiB; a tar.gz holding a
+# file of 8.5 GiB), each on a stack of its own. Each part ends with a
+# machine-readable line (BENCH ...); see BENCHMARKS.md.
 BENCH_FILTER := grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 bench: deps $(VERSITYGW)
 	cd services/processor && go test -run '^$$' -bench 'BenchmarkDeposits$$' -benchtime 1x -timeout 30m ./internal/store/ | $(BENCH_FILTER)
-	cd e2e && go test -run '^$$' -bench 'BenchmarkPipeline$$|BenchmarkServerHeap$$' -benchtime 1x -timeout 90m ./bench/ | $(BENCH_FILTER)
+	cd e2e && go test -run '^$$' -bench 'BenchmarkPipeline$$|BenchmarkServerHeap$$|BenchmarkBigFile$$' -benchtime 1x -timeout 90m ./bench/ | $(BENCH_FILTER)
+	cd e2e && go test -run '^$$' -bench 'BenchmarkBigDeposits$$' -benchtime 1x -timeout 60m ./bench/ | $(BENCH_FILTER)
 
 # The whole pipeline on this machine: ZooKeeper, the seven services and the
 # console (http://127.0.0.1:8401/) as separate processes, the example

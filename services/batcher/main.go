@@ -46,6 +46,7 @@ type settings struct {
 	smtpPasswordFile *string
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
+	staleUploadAge   *time.Duration
 	reclaimGrace     *time.Duration
 	maxManifestBytes *int
 	payloadRetry     *retry.Policy
@@ -80,6 +81,8 @@ func (s *settings) register(r *config.Registry) {
 	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
+	s.staleUploadAge = r.Duration("s3-stale-upload-age", "INGESTQ_S3_STALE_UPLOAD_AGE", 24*time.Hour,
+		"with an S3 store: age past which the cleanup aborts an unfinished multipart upload of an object not being stored (one a crashed processor left and no job came back for)")
 	s.reclaimGrace = r.Duration("reclaim-grace", "INGESTQ_RECLAIM_GRACE", janitor.DefaultReclaimGrace,
 		"how long the queue's garbage stands unchanged before the janitor removes it, each INGESTQ_CLEANUP_INTERVAL: a job or batch node a writer left without status (no live session holding its lock), an entry or reference whose job is gone, a batch uuid pointing nowhere; long past any creation under way, a Merritt producer's included (at least 1m)")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
@@ -141,12 +144,17 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	tools := qadmin.New(env.Session)
 	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
 		Store: fixity.Location{Root: absolute(s.store.Root)}, Retention: *s.retention}
+	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	if s.store.Kind == "s3" {
 		c, err := s3store.Client(ctx, *s.store.S3)
 		if err != nil {
 			return err
 		}
 		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
+		if *s.staleUploadAge <= 0 {
+			return fmt.Errorf("INGESTQ_S3_STALE_UPLOAD_AGE %s: want a positive duration", *s.staleUploadAge)
+		}
+		jan.Uploads, jan.Bucket, jan.UploadAge = c, s.store.S3.Bucket, *s.staleUploadAge
 	}
 	if s.store.Kind == "merritt" {
 		// Merritt's storage service keeps, replicates and audits its
@@ -203,8 +211,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		defer close(ran)
 		runner.Run(taking)
 	}()
-	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log,
-		ReclaimGrace: *s.reclaimGrace, Reclaims: reclaims}
+	jan.ReclaimGrace, jan.Reclaims = *s.reclaimGrace, reclaims
 	janCtx, stopJanitor := context.WithCancel(ctx)
 	go jan.Run(janCtx)
 	if aud != nil {

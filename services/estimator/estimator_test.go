@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -127,6 +129,10 @@ func testEstimator(t *testing.T, policy fetch.Policy) *Estimator {
 		LargeJobBytes:   1 << 20,
 		LargeJobPenalty: 20,
 		Logger:          slog.Default(),
+	}
+	var err error
+	if e.WorkRoot, err = workdir.At(t.TempDir()); err != nil {
+		t.Fatal(err)
 	}
 	if err := e.Validate(); err != nil {
 		t.Fatal(err)
@@ -292,6 +298,71 @@ func TestADepositorsManifestNamesAFileWithAPipeAsMerrittSpellsIt(t *testing.T) {
 	}
 }
 
+// TestAFileListTooLongForTheJobsNodeIsKeptInItsWorkingFolder: an object
+// manifest whose list would take more than a job's manifest node may hold
+// is kept in the job's working folder, the node naming it with its digest:
+// ZooKeeper holds nothing per file. Estimating reads it back and asks for
+// every file; a list changed under the job fails it, saying so.
+func TestAFileListTooLongForTheJobsNodeIsKeptInItsWorkingFolder(t *testing.T) {
+	d := newDepositor(t)
+	q := queuetest.Connect(t, zktest.Root(t))
+	e := testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()})
+	startEstimator(t, q, e)
+	const n = 300
+	var entries []checkm.Entry
+	for i := range n {
+		entries = append(entries, checkm.Entry{FileURL: fmt.Sprintf("%s/sized/%d", d.URL, i), FileSize: -1, FileName: fmt.Sprintf("data/file-%04d.txt", i)})
+	}
+	url := d.putManifest(t, "big.checkm", checkm.ProfileObject, entries...)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+
+	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
+	if want := int64(n * (n - 1) / 2); job.GetSpaceNeeded() != want {
+		t.Errorf("space_needed %d, want %d (every file sized)", job.GetSpaceNeeded(), want)
+	}
+	node, err := jobs.NewReader(q).GetManifest(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.GetFiles()) != 0 || node.GetKept().GetFiles() != n || node.GetKept().GetName() != workdir.FileListName {
+		t.Fatalf("manifest node lists %d files and keeps %v; want none listed, %d kept in %s", len(node.GetFiles()), node.GetKept(), n, workdir.FileListName)
+	}
+	if size := len(queue.EncodeManifest(node)); size > 200 {
+		t.Errorf("the manifest node takes %d bytes: more than a reference", size)
+	}
+	wd := e.WorkRoot.Job(job.GetBid(), jid)
+	files, err := e.WorkRoot.FileList(wd, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files.GetFiles()) != n || files.GetFiles()[n-1].GetName() != fmt.Sprintf("data/file-%04d.txt", n-1) {
+		t.Errorf("kept list has %d files (last %v); want %d, in the manifest's order", len(files.GetFiles()), files.GetFiles()[len(files.GetFiles())-1], n)
+	}
+	if got := d.count("HEAD /sized/299"); got != 1 {
+		t.Errorf("HEAD /sized/299 sent %d times, want 1", got)
+	}
+	if got := d.count("GET /manifests/big.checkm"); got != 1 {
+		t.Errorf("manifest fetched %d times, want 1", got)
+	}
+
+	// The list in the working folder changed under a job: Estimating
+	// fails it rather than sizing other files.
+	wd2 := filepath.Join(e.WorkRoot.Dir(), "bid-other", "job")
+	ref, err := e.WorkRoot.KeepFileList(wd2, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WorkRoot.KeepFileList(wd2, &v1.Manifest{Files: files.GetFiles()[1:]}); err != nil {
+		t.Fatal(err)
+	}
+	other := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, WorkingDir: wd2,
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: ref}, queue.Estimating)
+	failed := queuetest.WaitState(t, q, other, queue.Failed)
+	if msg := failed.GetStatus().GetMessage(); !strings.Contains(msg, "file list of the job unreadable") || !strings.Contains(msg, "not the one the job's manifest names") {
+		t.Errorf("message %q; want it to say the kept list is not the one named", msg)
+	}
+}
+
 func TestPendingJobFailsWithAMessageSayingWhatIsWrong(t *testing.T) {
 	d := newDepositor(t)
 	q := queuetest.Connect(t, zktest.Root(t))
@@ -435,6 +506,7 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		{"no concurrency", func(e *Estimator) { e.Concurrency = 0 }, "estimate concurrency 0 must be at least 1"},
 		{"penalty past the last priority", func(e *Estimator) { e.UnsizedPenalty = 100 }, "unsized penalty 100 must be in 0..99"},
 		{"negative penalty", func(e *Estimator) { e.LargeJobPenalty = -1 }, "large job penalty -1 must be in 0..99"},
+		{"no work root", func(e *Estimator) { e.WorkRoot = workdir.Root{} }, "estimator: no work root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()})

@@ -15,11 +15,6 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 )
 
-// maxManifestNodeBytes bounds the file list kept beside a job: what the
-// queue writes into one ZooKeeper node at most (a node holds less than
-// 1 MB, and the job's status shares the request).
-const maxManifestNodeBytes = queue.MaxNodeBytes
-
 // Fetcher is the HTTP the estimator needs; *fetch.Client is one.
 type Fetcher interface {
 	Fetch(ctx context.Context, url string, maxBytes int64) ([]byte, error)
@@ -99,12 +94,7 @@ func (e *Estimator) objectManifest(raw string, data []byte) (*v1.Manifest, error
 		files[i] = &v1.ManifestFile{Url: en.FileURL, HashAlgorithm: en.HashAlgorithm, HashValue: en.HashValue,
 			Size: en.FileSize, LastModified: en.FileLastModified, Name: en.FileName}
 	}
-	out := &v1.Manifest{Files: files}
-	if n := queue.ManifestNodeSize(out); n > maxManifestNodeBytes {
-		return nil, jobErrorf("manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
-			raw, len(files), n, maxManifestNodeBytes)
-	}
-	return out, nil
+	return &v1.Manifest{Files: files}, nil
 }
 
 // fetchManifest gets a manifest, retrying what may pass.
