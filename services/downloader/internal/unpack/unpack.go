@@ -4,8 +4,8 @@
 // ".." segment, a backslash or a NUL are refused, and so are links of any
 // kind (a preserved object is its files; a link could only point somewhere
 // the object does not own), device or pipe entries, and names a manifest
-// cannot carry (checkm.CheckFileName: a '|', a control character, a
-// trailing space). Tar's pax headers are metadata, not entries, and are
+// cannot carry (checkm.CheckFileName: "%7c", which a manifest reads as '|',
+// a control character, a trailing space). Tar's pax headers are metadata, not entries, and are
 // skipped.
 //
 // Every entry is judged from its header before anything is written: the
