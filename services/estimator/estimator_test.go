@@ -355,8 +355,11 @@ func TestAFileListTooLongForTheJobsNodeIsKeptInItsWorkingFolder(t *testing.T) {
 	if _, err := e.WorkRoot.KeepFileList(wd2, &v1.Manifest{Files: files.GetFiles()[1:]}); err != nil {
 		t.Fatal(err)
 	}
+	// Spawned Pending, as the batcher makes jobs: the running estimator
+	// takes it there (a walk to Estimating would race its Pending stage).
+	// Pending passes a kept list on unread; Estimating reads it.
 	other := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, WorkingDir: wd2,
-		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: ref}, queue.Estimating)
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: ref}, queue.Pending)
 	failed := queuetest.WaitState(t, q, other, queue.Failed)
 	if msg := failed.GetStatus().GetMessage(); !strings.Contains(msg, "file list of the job unreadable") || !strings.Contains(msg, "not the one the job's manifest names") {
 		t.Errorf("message %q; want it to say the kept list is not the one named", msg)
