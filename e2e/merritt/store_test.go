@@ -6,11 +6,15 @@ package merritt
 // its caller gave up, the names it reads, an outage.
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"crypto/md5"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -261,9 +265,13 @@ func TestACallThatTimesOutAndGoesOnWhileTheNextAttemptRunsMakesNoSecondVersion(t
 
 // TestNamesAreStoredAsTheyAreOrRefusedBeforeAnythingIsStored: names the
 // service reads back exactly once written for it are stored and recorded
-// under them; a name it would read otherwise ("%20" is a space to it, and
-// "%7c", as a Merritt manifest spells "a|b.txt", a '|') fails its job in
-// Processing, before any call.
+// under them: "a|b.txt" from a manifest (which spells it "a%7cb.txt", as
+// Merritt's manifests do), from a container's entry and from a single
+// file's URL (".../a%7Cb.txt"). A name the service would read otherwise
+// ("%20" is a space to it) fails its job in Processing, before any call;
+// one holding "%7c", which no manifest can carry, fails where it is first
+// known: a container's entry in Downloading, a single file's URL before
+// its batch has a job.
 func TestNamesAreStoredAsTheyAreOrRefusedBeforeAnythingIsStored(t *testing.T) {
 	s := newSite(t).startStoring(t, nil)
 	exact := map[string]string{"100% off.txt": "1", "x%7Cy.txt": "2", "50%25.txt": "3", "two  spaces.txt": "4", "plain.txt": "5"}
@@ -274,21 +282,33 @@ func TestNamesAreStoredAsTheyAreOrRefusedBeforeAnythingIsStored(t *testing.T) {
 	if len(js) != 3 {
 		t.Fatalf("%d jobs", len(js))
 	}
+	// stored checks that a job completed and its version holds, and the
+	// inventory records, exactly the files named.
+	stored := func(what string, j *v1.Job, files map[string]string) {
+		t.Helper()
+		if !completedOnce(j) {
+			t.Fatalf("%s: %s (%q)", what, queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage())
+		}
+		ark := j.GetIdentifiers().GetPrimaryId()
+		got := s.storage.Files(node, ark, 1)
+		_, names := s.recorded(t, ark, j.GetId())
+		for name, body := range files {
+			if string(got["producer/"+name]) != body || !slices.Contains(names, "producer/"+name) {
+				t.Errorf("%s: %q: stored %q, recorded %v", what, name, got["producer/"+name], names)
+			}
+		}
+		if n := len(slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !strings.HasPrefix(n, "producer/") })); n != len(files) {
+			t.Errorf("%s: recorded %v", what, names)
+		}
+	}
 	for _, j := range js {
 		ark := j.GetIdentifiers().GetPrimaryId()
 		st := j.GetStatus()
 		switch title := j.GetMetadata().GetWhat(); title {
 		case "exact":
-			if !completedOnce(j) {
-				t.Fatalf("%s: %s (%q)", title, queue.JobStateName(st.GetStatus()), st.GetMessage())
-			}
-			files := s.storage.Files(node, ark, 1)
-			_, names := s.recorded(t, ark, j.GetId())
-			for name, body := range exact {
-				if string(files["producer/"+name]) != body || !slices.Contains(names, "producer/"+name) {
-					t.Errorf("%q: stored %q, recorded %v", name, files["producer/"+name], names)
-				}
-			}
+			stored(title, j, exact)
+		case "pipe":
+			stored(title, j, map[string]string{"a|b.txt": "pipe"})
 		default:
 			if st.GetStatus() != queue.Failed || st.GetLastSuccessfulStatus() != queue.Downloading ||
 				!strings.Contains(st.GetMessage(), "cannot be stored in Merritt's storage service under its own name") {
@@ -300,9 +320,81 @@ func TestNamesAreStoredAsTheyAreOrRefusedBeforeAnythingIsStored(t *testing.T) {
 			}
 		}
 	}
-	if n := len(s.storage.Calls()); n != 1 {
-		t.Errorf("%d calls, want the one of the object whose names can be stored", n)
+
+	// A container and a single file, each named with a '|'.
+	container := s.zip(t, "pipe.zip", map[string]string{"scans/a|b.txt": "entry", "x%7Cy.txt": "upper"})
+	js = s.ended(t, s.submit(t, container, v1.PayloadType_PAYLOAD_TYPE_CONTAINER))
+	if len(js) != 1 {
+		t.Fatalf("%d jobs", len(js))
 	}
+	stored("container", js[0], map[string]string{"scans/a|b.txt": "entry", "x%7Cy.txt": "upper"})
+	single := s.file(t, "a|b.txt", "single")
+	if !strings.HasSuffix(single, "/a%7Cb.txt") {
+		t.Fatalf("the file's URL %s", single)
+	}
+	js = s.ended(t, s.submit(t, single, v1.PayloadType_PAYLOAD_TYPE_FILE))
+	if len(js) != 1 {
+		t.Fatalf("%d jobs", len(js))
+	}
+	stored("single file", js[0], map[string]string{"a|b.txt": "single"})
+
+	// "%7c" in a container's entry, and in a single file's name.
+	calls := len(s.storage.Calls())
+	escaped := s.zip(t, "escaped.zip", map[string]string{"ok.txt": "fine", "x%7cy.txt": "x"})
+	js = s.ended(t, s.submit(t, escaped, v1.PayloadType_PAYLOAD_TYPE_CONTAINER))
+	want := `entry "x%7cy.txt": name cannot be listed in a manifest: contains "%7c", which a manifest reads as '|'`
+	if len(js) != 1 || js[0].GetStatus().GetStatus() != queue.Failed || js[0].GetStatus().GetLastSuccessfulStatus() != queue.Provisioning ||
+		!strings.Contains(js[0].GetStatus().GetMessage(), want) || js[0].GetIdentifiers().GetPrimaryId() != "" {
+		t.Errorf("the container with \"x%%7cy.txt\": %v, want it Failed in Downloading, no ARK minted, saying %q", js, want)
+	}
+	bid := s.submit(t, s.file(t, "x%7cy.txt", "x"), v1.PayloadType_PAYLOAD_TYPE_FILE)
+	b := waitBatch(t, s.q, bid, queue.BatchFailed, queue.BatchCompleted)
+	if msg := b.GetStatus().GetMessage(); b.GetStatus().GetStatus() != queue.BatchFailed || len(batchJobs(t, s.q, bid)) != 0 ||
+		!strings.Contains(msg, `file name "x%7cy.txt" contains "%7c", which a manifest reads as '|'`) {
+		t.Errorf("the file named \"x%%7cy.txt\": batch %s %q with %d jobs, want Failed with none", queue.BatchStateName(b.GetStatus().GetStatus()),
+			msg, len(batchJobs(t, s.q, bid)))
+	}
+	if n := len(s.storage.Calls()); n != calls {
+		t.Errorf("%d calls for the names that cannot be carried", n-calls)
+	}
+	if n := len(s.storage.Calls()); n != 4 {
+		t.Errorf("%d calls, want the four of the objects whose names can be stored", n)
+	}
+}
+
+// zip writes a zip of files into the deposits and returns its URL.
+func (s *site) zip(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		w, err := zw.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, files[n])
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.depDir, name), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s.dep.URL + "/" + name
+}
+
+// file writes a single file into the deposits under its name and returns
+// its URL.
+func (s *site) file(t *testing.T, name, body string) string {
+	t.Helper()
+	dir := filepath.Join(s.depDir, "files")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s.dep.URL + (&url.URL{Path: "/files/" + name}).EscapedPath()
 }
 
 // TestTheServiceDownForThirtySecondsThenUpEveryJobCompletesOnce: the

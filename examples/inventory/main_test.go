@@ -54,7 +54,8 @@ func TestTheExampleRecordsAVersionAndCompletesItsLease(t *testing.T) {
 	os.MkdirAll(filepath.Dir(manifest), 0o755)
 	f, _ := os.Create(manifest)
 	err := checkm.Write(f, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "file:///store/v1/producer/a.txt", HashAlgorithm: "sha256",
-		HashValue: strings.Repeat("ab", 32), FileSize: 7, FileName: "producer/a.txt"}})
+		HashValue: strings.Repeat("ab", 32), FileSize: 7, FileName: "producer/a.txt"},
+		{FileURL: "file:///store/v1/producer/b%7Cc.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("cd", 32), FileSize: 3, FileName: "producer/b|c.txt"}})
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -65,8 +66,9 @@ func TestTheExampleRecordsAVersionAndCompletesItsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("recorded:\n%s", out.String())
-	if want := "ark:/99999/fk4x version 1 (demo, demo_profile, \"Hello\"): 1 files, 7 bytes\n" +
-		"ark:/99999/fk4x add producer/a.txt 7 sha256:" + strings.Repeat("ab", 32) + "\n"; out.String() != want {
+	if want := "ark:/99999/fk4x version 1 (demo, demo_profile, \"Hello\"): 2 files, 10 bytes\n" +
+		"ark:/99999/fk4x add producer/a.txt 7 sha256:" + strings.Repeat("ab", 32) + "\n" +
+		"ark:/99999/fk4x add producer/b|c.txt 3 sha256:" + strings.Repeat("cd", 32) + "\n"; out.String() != want {
 		t.Errorf("recorded %q, want %q", out.String(), want)
 	}
 	if st, _ := jobs.NewReader(q).JobStatus(ctx, good); st.GetStatus() != queue.Notify {

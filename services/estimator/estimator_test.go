@@ -266,6 +266,38 @@ func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
 	}
 }
 
+// TestADepositorsManifestNamesAFileWithAPipeAsMerrittSpellsIt: "%7c" in a
+// row's file name is a '|', as Merritt's ingest service reads it; "%20"
+// and "%7C" are kept as written. A name taken from a URL that holds
+// "%7c" itself cannot be carried: the job fails here, naming the line.
+func TestADepositorsManifestNamesAFileWithAPipeAsMerrittSpellsIt(t *testing.T) {
+	d := newDepositor(t)
+	q := queuetest.Connect(t, zktest.Root(t))
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()}))
+	head := "#%checkm_0.7\n#%profile | " + checkm.ProfileObject + "\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName\n"
+	pipe := d.putRaw("pipe.checkm", []byte(head+d.URL+"/sized/1 | | | 1 | scans/a%7cb.txt\n"+d.URL+"/sized/2 | | | 2 | 100%20off%7C.txt\n#%eof\n"))
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: pipe, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	queuetest.WaitState(t, q, jid, queue.Provisioning)
+	m, err := jobs.NewReader(q).GetManifest(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.GetFiles()) != 2 || m.GetFiles()[0].GetName() != "scans/a|b.txt" || m.GetFiles()[1].GetName() != "100%20off%7C.txt" {
+		t.Errorf("file list %v", m.GetFiles())
+	}
+
+	escaped := d.putRaw("escaped.checkm", []byte(head+d.URL+"/sized/1 | | | 1 | a.txt\n"+d.URL+"/files/x%257cy.txt | | | 1 |\n"))
+	jid = queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: escaped, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	job := queuetest.WaitState(t, q, jid, queue.Failed)
+	want := "manifest " + escaped + `: line 5: no nfo:fileName and the URL's file name "x%7cy.txt" contains "%7c", which a manifest reads as '|'`
+	if got := job.GetStatus().GetMessage(); got != want {
+		t.Errorf("message\n %q\nwant\n %q", got, want)
+	}
+	if n := d.count("HEAD /sized/1"); n != 1 { // the first job's
+		t.Errorf("%d HEADs of /sized/1: the failed job's files were asked for", n)
+	}
+}
+
 // TestAFileListTooLongForTheJobsNodeIsKeptInItsWorkingFolder: an object
 // manifest whose list would take more than a job's manifest node may hold
 // is kept in the job's working folder, the node naming it with its digest:
@@ -323,8 +355,11 @@ func TestAFileListTooLongForTheJobsNodeIsKeptInItsWorkingFolder(t *testing.T) {
 	if _, err := e.WorkRoot.KeepFileList(wd2, &v1.Manifest{Files: files.GetFiles()[1:]}); err != nil {
 		t.Fatal(err)
 	}
+	// Spawned Pending, as the batcher makes jobs: the running estimator
+	// takes it there (a walk to Estimating would race its Pending stage).
+	// Pending passes a kept list on unread; Estimating reads it.
 	other := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, WorkingDir: wd2,
-		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: ref}, queue.Estimating)
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: ref}, queue.Pending)
 	failed := queuetest.WaitState(t, q, other, queue.Failed)
 	if msg := failed.GetStatus().GetMessage(); !strings.Contains(msg, "file list of the job unreadable") || !strings.Contains(msg, "not the one the job's manifest names") {
 		t.Errorf("message %q; want it to say the kept list is not the one named", msg)

@@ -71,10 +71,11 @@ func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v
 
 // objectManifest parses and checks the object manifest data fetched from
 // raw (fetchManifest: one that cannot be fetched is tried e.Retry.Attempts
-// times first). A manifest that is wrong fails the job with a message
-// naming the URL and the line.
+// times first), a depositor's, where "%7c" is a '|' (checkm.ParseDeposited).
+// A manifest that is wrong fails the job with a message naming the URL and
+// the line.
 func (e *Estimator) objectManifest(raw string, data []byte) (*v1.Manifest, error) {
-	m, err := checkm.Parse(bytes.NewReader(data), e.Limits)
+	m, err := checkm.ParseDeposited(bytes.NewReader(data), e.Limits)
 	if err != nil {
 		return nil, jobErrorf("manifest %s: %v", raw, err)
 	}

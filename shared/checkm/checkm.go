@@ -14,6 +14,16 @@
 // The #%fields line decides the column order. Parse checks every row as it
 // streams through, under Limits, so a hostile manifest is refused before it
 // is read whole.
+//
+// A value cannot hold the column separator '|': a manifest spells it "%7c",
+// as Merritt's do (mrt-core2's Checkm.enc and Checkm.dec), in every value but
+// the file URL. Write spells a manifest so only when one of its values holds
+// a '|', and marks it with the line "#%encoded | %7c" before #%fields; Parse
+// decodes the marked manifests alone, so a manifest written without the mark
+// (every one whose names hold no '|') reads back as written, "%7c" and all.
+// ParseDeposited reads "%7c" as '|' in every manifest, as Merritt's ingest
+// service reads its depositors'. A name holding "%7c" itself cannot be
+// carried in a marked manifest: CheckFileName refuses it.
 package checkm
 
 import (
@@ -24,6 +34,13 @@ import (
 
 // Header is the first line of every checkm 0.7 manifest.
 const Header = "#%checkm_0.7"
+
+// pipeEscape is how a value spells '|'; encodedDirective the header line's
+// name that marks a manifest whose values Parse decodes.
+const (
+	pipeEscape       = "%7c"
+	encodedDirective = "#%encoded"
+)
 
 // Profiles of Merritt's manifests (the #%profile line).
 const (

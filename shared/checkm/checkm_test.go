@@ -98,6 +98,9 @@ func TestParseAcceptsManifests(t *testing.T) {
 
 const head = "#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName\n"
 
+// marked is head marked as Write marks a manifest whose values spell '|'.
+const marked = "#%checkm_0.7\n#%encoded | %7c\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName\n"
+
 func TestParseRefusesBadManifests(t *testing.T) {
 	short := "#%checkm_0.7\n#%fields | nfo:fileUrl\n"
 	long := "http://127.0.0.1/" + strings.Repeat("x", 200) + "\n"
@@ -143,7 +146,10 @@ func TestParseRefusesBadManifests(t *testing.T) {
 		{name: "invalid UTF-8 in file name", in: head + "http://127.0.0.1/a | | | | a\xffb\n", line: 3, reason: `file name "a\xffb" is not valid UTF-8`},
 		{name: "URL without a file name and no fileName", in: head + "http://127.0.0.1/dir/ | | | |\n", line: 3, reason: `no nfo:fileName and the URL "http://127.0.0.1/dir/" has no file name`},
 		{name: "URL whose name decodes to a leading space", in: head + "http://127.0.0.1/%20a | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name " a" has leading or trailing spaces`},
-		{name: "URL whose name decodes to a '|'", in: head + "http://127.0.0.1/a%7Cb | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name "a|b" contains '|', the manifest's column separator`},
+		{name: "URL whose name decodes to \"%7c\", in a marked manifest", in: marked + "http://127.0.0.1/a%257cb | | | |\n", line: 4, reason: `no nfo:fileName and the URL's file name "a%7cb" contains "%7c", which a manifest reads as '|'`},
+		{name: "encoded mark repeated", in: marked + "#%encoded | %7c\n", line: 4, reason: "#%encoded repeated (first on line 2)"},
+		{name: "encoded mark after a row", in: head + "http://127.0.0.1/a | | | | a\n#%encoded | %7c\n", line: 4, reason: "#%encoded after the first row: it must come before the rows it applies to"},
+		{name: "encoded mark naming another escape", in: "#%checkm_0.7\n#%encoded | %25\n", line: 2, reason: `#%encoded "%25": the only encoding known is "%7c" (a '|')`},
 		{name: "URL whose name decodes to ..", in: head + "http://127.0.0.1/%2e%2e | | | |\n", line: 3, reason: `no nfo:fileName and the URL's file name ".." has a ".." segment`},
 		{name: "too many lines", in: head + "http://127.0.0.1/a\nhttp://127.0.0.1/b\n", limits: checkm.Limits{MaxLines: 3}, line: 4, reason: "manifest has more than 3 lines (MaxLines)", limit: true},
 		{name: "too many bytes", in: head + "http://127.0.0.1/a\nhttp://127.0.0.1/b\n", limits: checkm.Limits{MaxBytes: int64(len(head)) + 20}, line: 4, reason: fmt.Sprintf("manifest is larger than %d bytes (MaxBytes)", len(head)+20), limit: true},
@@ -273,8 +279,11 @@ func TestWriteRefusesWhatCannotReadBack(t *testing.T) {
 		{name: "fields without fileUrl", fields: []string{"nfo:fileName"}, entries: []checkm.Entry{ok}, reason: "checkm: fields: no nfo:fileUrl field"},
 		{name: "field name with a bar", fields: []string{"nfo:fileUrl", "a|b"}, entries: []checkm.Entry{ok}, reason: `checkm: field name: "a|b" contains '|' or a line break`},
 		{name: "profile with a line break", profile: "p\nq", entries: []checkm.Entry{ok}, reason: `checkm: profile: "p\nq" contains '|' or a line break`},
-		{name: "value with a bar", entries: []checkm.Entry{{FileURL: "http://127.0.0.1/a", FileSize: -1, MimeType: "text/plain|x"}},
-			reason: `checkm: entry 1 ("http://127.0.0.1/a"): mrt:mimeType: "text/plain|x" contains '|' or a line break`},
+		{name: "URL with a bar", entries: []checkm.Entry{{FileURL: "http://127.0.0.1/a|b", FileSize: -1, FileName: "a"}},
+			reason: `checkm: entry 1 ("http://127.0.0.1/a|b"): nfo:fileUrl: "http://127.0.0.1/a|b" contains '|' or a line break`},
+		{name: "value with the escape in a manifest a bar marks", entries: []checkm.Entry{{FileURL: "http://127.0.0.1/a", FileSize: -1, MimeType: "text/plain%7cx"},
+			{FileURL: "http://127.0.0.1/b", FileSize: -1, FileName: "b|c"}},
+			reason: `checkm: entry 1 ("http://127.0.0.1/a"): mrt:mimeType: "text/plain%7cx" holds "%7c", which reads back as '|' in a manifest that spells '|' so (another value holds one)`},
 		{name: "value with surrounding spaces", entries: []checkm.Entry{ok, {FileURL: "http://127.0.0.1/b", FileSize: -1, MimeType: " text/plain"}},
 			reason: `checkm: entry 2 ("http://127.0.0.1/b"): mrt:mimeType: " text/plain" has leading or trailing spaces`},
 		{name: "bad digest", entries: []checkm.Entry{{FileURL: "http://127.0.0.1/a", FileSize: -1, HashAlgorithm: "md5", HashValue: "abc"}},
@@ -307,13 +316,13 @@ type failingWriter struct{ err error }
 
 func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
 
-// TestCheckFileNameRefusesWhatAManifestCannotCarry: a name with the column
-// separator, a control character or a trailing space is refused, with a
-// reason that does not repeat the name; every name it accepts, Write writes
-// and Parse reads back unchanged.
+// TestCheckFileNameRefusesWhatAManifestCannotCarry: a name holding "%7c"
+// (how a manifest spells a '|'), a control character or a trailing space is
+// refused, with a reason that does not repeat the name; every name it
+// accepts, a '|' included, Write writes and Parse reads back unchanged.
 func TestCheckFileNameRefusesWhatAManifestCannotCarry(t *testing.T) {
 	for _, tc := range []struct{ name, reason string }{
-		{"a|b.txt", "contains '|', the manifest's column separator"},
+		{"a%7cb.txt", `contains "%7c", which a manifest reads as '|'`},
 		{"a\tb.txt", "contains a control character"},
 		{"a\nb.txt", "contains a control character"},
 		{"a\x1b[31mb.txt", "contains a control character"},
@@ -329,11 +338,14 @@ func TestCheckFileNameRefusesWhatAManifestCannotCarry(t *testing.T) {
 		if strings.Count(err.Error(), fmt.Sprintf("%q", tc.name)) != 1 {
 			t.Errorf("CheckFileName(%q): %q names the file other than once", tc.name, err)
 		}
-		if werr := checkm.Write(io.Discard, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "http://127.0.0.1/x", FileSize: -1, FileName: tc.name}}); werr == nil {
+		// Beside a name with a '|', which marks the manifest.
+		if werr := checkm.Write(io.Discard, checkm.ProfileObject, nil, []checkm.Entry{{FileURL: "http://127.0.0.1/x", FileSize: -1, FileName: tc.name},
+			{FileURL: "http://127.0.0.1/y", FileSize: -1, FileName: "y|z"}}); werr == nil {
 			t.Errorf("Write accepted the file name %q", tc.name)
 		}
 	}
-	for _, name := range []string{"a b/c d.txt", "d/naïve #1 (copy).txt", "a,b;c=d&e.txt", "日本語/ファイル.txt"} {
+	for _, name := range []string{"a b/c d.txt", "d/naïve #1 (copy).txt", "a,b;c=d&e.txt", "日本語/ファイル.txt",
+		"a|b.txt", "|", "a||b/|c|", "x%7Cy.txt", "100%20off.txt", "%7|c", "%|7c"} {
 		if err := checkm.CheckFileName(name); err != nil {
 			t.Errorf("CheckFileName(%q): %v", name, err)
 			continue

@@ -144,6 +144,20 @@ func BenchmarkParseMillionLines(b *testing.B) {
 	}
 }
 
+// BenchmarkParseDepositedMillionLines is BenchmarkParseMillionLines read
+// as a depositor's manifest, each value looked at for "%7c".
+func BenchmarkParseDepositedMillionLines(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		r, finished := streamManifest()
+		m, err := checkm.ParseDeposited(r, checkm.Limits{MaxLines: millionLines})
+		if err != nil || len(m.Entries) != millionRows {
+			b.Fatalf("ParseDeposited: %v", err)
+		}
+		<-finished
+	}
+}
+
 // BenchmarkParseRefusedAtMaxLines measures what a 1,000,000-line manifest
 // costs when MaxLines (1,000) refuses it: the memory stays that of the first
 // thousand lines.

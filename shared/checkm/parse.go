@@ -15,9 +15,29 @@ import (
 // Parse reads a manifest. It streams: each line is checked as it arrives
 // and the limits stop a manifest that is too large without reading the rest.
 // Every error is a *ParseError naming the line.
+//
+// Values are read as written, but in a manifest marked "#%encoded | %7c"
+// (Write marks the manifests that hold a '|'), where "%7c" in any value but
+// the file URL is a '|'. A file name of an unmarked manifest may hold
+// "%7c" itself, as ingestq's manifests of names without a '|' always could.
 func Parse(r io.Reader, lim Limits) (*Manifest, error) {
+	return parse(r, lim, false)
+}
+
+// ParseDeposited reads a depositor's manifest as Merritt's ingest service
+// reads one (mrt-core2's Checkm.dec) in one respect: "%7c" in any value but
+// the file URL is a '|', marked or not, so that a manifest can name a file
+// whose name holds one. Merritt also reads "%20" as a space; ingestq does
+// not, so that the files depositors' manifests name with "%20" keep those
+// names. A file name taken from the URL is not decoded, and one holding
+// "%7c" is refused (CheckFileName).
+func ParseDeposited(r io.Reader, lim Limits) (*Manifest, error) {
+	return parse(r, lim, true)
+}
+
+func parse(r io.Reader, lim Limits, deposited bool) (*Manifest, error) {
 	lim = lim.withDefaults()
-	p := &parser{lim: lim, m: &Manifest{}}
+	p := &parser{lim: lim, m: &Manifest{}, deposited: deposited}
 	sc := bufio.NewScanner(r)
 	// Room for the longest allowed line plus "\r\n" and one byte more, so a
 	// longer line is caught here or by the length check below.
@@ -58,6 +78,10 @@ type parser struct {
 
 	profileLine int
 	fieldsLine  int
+	// deposited: "%7c" is a '|' whatever the manifest says (ParseDeposited);
+	// encodedLine: the line of "#%encoded | %7c", which says so too.
+	deposited   bool
+	encodedLine int
 	cols        []field // the known field of each column
 	eofLine     int
 	// Entries gather in chunks and are joined once at the end: growing one
@@ -138,6 +162,8 @@ func (p *parser) directive(n int, text string) error {
 		p.m.Profile = parts[1]
 	case "#%fields":
 		return p.fields(n, parts[1:])
+	case encodedDirective:
+		return p.encoded(n, parts[1:])
 	case "#%eof":
 		p.eofLine = n
 	}
@@ -145,6 +171,25 @@ func (p *parser) directive(n int, text string) error {
 	// its field names by their local part.
 	return nil
 }
+
+// encoded reads the line that marks the values as encoded: it must come
+// before the rows and name the one escape Parse knows, so that no reader
+// takes a value for what it does not say.
+func (p *parser) encoded(n int, values []string) error {
+	switch {
+	case p.encodedLine != 0:
+		return p.errf(n, "%s repeated (first on line %d)", encodedDirective, p.encodedLine)
+	case p.entries > 0:
+		return p.errf(n, "%s after the first row: it must come before the rows it applies to", encodedDirective)
+	case len(values) != 1 || values[0] != pipeEscape:
+		return p.errf(n, "%s %s: the only encoding known is %q (a '|')", encodedDirective, quoteShort(strings.Join(values, " | ")), pipeEscape)
+	}
+	p.encodedLine = n
+	return nil
+}
+
+// decoding reports whether "%7c" in a value is a '|'.
+func (p *parser) decoding() bool { return p.deposited || p.encodedLine != 0 }
 
 func (p *parser) fields(n int, names []string) error {
 	if p.fieldsLine != 0 {
@@ -196,9 +241,13 @@ func (p *parser) row(n int, text string) error {
 		return p.errf(n, "row has %d columns but #%%fields (line %d) declares %d", len(values), p.fieldsLine, len(p.cols))
 	}
 	e := Entry{Line: n, FileSize: -1}
+	decode := p.decoding()
 	for i, v := range values {
 		v = strings.TrimSpace(v)
 		if p.cols[i] != fieldFileSize {
+			if decode && p.cols[i] != fieldFileURL {
+				v = strings.ReplaceAll(v, pipeEscape, "|")
+			}
 			e.set(p.cols[i], v)
 			continue
 		}
@@ -211,7 +260,9 @@ func (p *parser) row(n int, text string) error {
 		}
 		e.FileSize = size
 	}
-	if err := normalize(&e); err != nil {
+	// An unmarked manifest's names are as written, "%7c" and all, and a
+	// name taken from its URL may not hold the '|' it could not write.
+	if err := normalize(&e, !decode); err != nil {
 		return p.errf(n, "%s", err.Error())
 	}
 	if len(p.chunks) == 0 {
@@ -284,7 +335,8 @@ func normalizeAlgorithm(alg string) string {
 // normalize checks one entry and puts it in canonical form: digest
 // algorithm and value lower-cased, the file name taken from the URL when
 // missing. Parse and Write share it, so whatever Write emits Parse accepts.
-func normalize(e *Entry) error {
+// With literalNames, a file name may hold "%7c" (an unmarked manifest's).
+func normalize(e *Entry, literalNames bool) error {
 	if e.FileURL == "" {
 		return fmt.Errorf("nfo:fileUrl is empty")
 	}
@@ -302,17 +354,23 @@ func normalize(e *Entry) error {
 		return fmt.Errorf("nfo:fileSize %d is negative", e.FileSize)
 	}
 	if e.FileName == "" {
-		name := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+		name := urlFileName(u)
 		if name == "" {
 			return fmt.Errorf("no nfo:fileName and the URL %s has no file name", quoteShort(e.FileURL))
 		}
-		if err := CheckFileName(name); err != nil {
+		if err := checkFileName(name, literalNames); err != nil {
 			return fmt.Errorf("no nfo:fileName and the URL's %w", err)
 		}
 		e.FileName = name
 		return nil
 	}
-	return CheckFileName(e.FileName)
+	return checkFileName(e.FileName, literalNames)
+}
+
+// urlFileName is the last segment of a URL's path, decoded: the file name
+// of a row that gives none.
+func urlFileName(u *url.URL) string {
+	return u.Path[strings.LastIndexByte(u.Path, '/')+1:]
 }
 
 func normalizeDigest(e *Entry) error {
@@ -346,7 +404,7 @@ func normalizeDigest(e *Entry) error {
 // archive's entry) can say why alone.
 type FileNameError struct {
 	Name   string
-	Reason string // "contains '|'"
+	Reason string // "contains a backslash"
 }
 
 func (e *FileNameError) Error() string {
@@ -357,20 +415,27 @@ func (e *FileNameError) Error() string {
 }
 
 // CheckFileName accepts a clean relative path that a manifest can carry:
-// valid UTF-8, no control characters, no '|' (the column separator), no
-// backslash, not absolute, no empty, "." or ".." segment, no leading or
-// trailing spaces (a manifest column cannot carry them). A file name is
-// where a file lands under the job's producer/ folder, so anything that
-// could step outside it or mean something else is refused. Every error is
-// a *FileNameError.
+// valid UTF-8, no control characters, no "%7c" (how a manifest spells a
+// '|', which a name may hold), no backslash, not absolute, no empty, "."
+// or ".." segment, no leading or trailing spaces (a manifest column cannot
+// carry them). A file name is where a file lands under the job's producer/
+// folder, so anything that could step outside it or mean something else is
+// refused. Every error is a *FileNameError.
 func CheckFileName(name string) error {
-	if reason := fileNameProblem(name); reason != "" {
+	return checkFileName(name, false)
+}
+
+// checkFileName is CheckFileName, but with literal it checks a name as an
+// unmarked manifest holds it: "%7c" as written, and no '|', which such a
+// manifest cannot say.
+func checkFileName(name string, literal bool) error {
+	if reason := fileNameProblem(name, literal); reason != "" {
 		return &FileNameError{Name: name, Reason: reason}
 	}
 	return nil
 }
 
-func fileNameProblem(name string) string {
+func fileNameProblem(name string, literal bool) string {
 	switch {
 	case name == "":
 		return "is empty"
@@ -378,8 +443,10 @@ func fileNameProblem(name string) string {
 		return "is not valid UTF-8"
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
 		return "contains a control character"
-	case strings.ContainsRune(name, '|'):
-		return "contains '|', the manifest's column separator"
+	case !literal && strings.Contains(name, pipeEscape):
+		return fmt.Sprintf("contains %q, which a manifest reads as '|'", pipeEscape)
+	case literal && strings.ContainsRune(name, '|'):
+		return fmt.Sprintf("contains '|', which only a manifest marked \"%s | %s\" holds", encodedDirective, pipeEscape)
 	case strings.ContainsRune(name, '\\'):
 		return "contains a backslash"
 	case strings.HasPrefix(name, "/"):

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -12,9 +14,12 @@ import (
 // and entries (Line aside; an empty FileName comes back as the URL's base
 // name). fields decide the column order; with none, Write uses BatchFields
 // for the batch profiles and ObjectFields otherwise. Entries are checked as
-// Parse checks them, and values that the format cannot carry (a '|', a line
-// break, surrounding spaces) are refused, so Write never emits a manifest
-// that reads back differently.
+// Parse checks them. When a value other than a file URL holds a '|', the
+// manifest is marked "#%encoded | %7c" and every '|' of those values is
+// written "%7c"; a manifest without one is written as is. Values that the
+// format cannot carry (a line break, surrounding spaces, a '|' in a URL or
+// a header, "%7c" in a marked manifest) are refused, so Write never emits a
+// manifest that reads back differently.
 func Write(w io.Writer, profile string, fields []string, entries []Entry) error {
 	if len(fields) == 0 {
 		fields = ObjectFields()
@@ -37,6 +42,7 @@ func Write(w io.Writer, profile string, fields []string, entries []Entry) error 
 	if len(entries) == 0 {
 		return fmt.Errorf("checkm: manifest has no entries")
 	}
+	encode := slices.ContainsFunc(entries, func(e Entry) bool { return holdsPipe(e, cols) })
 
 	// bufio.Writer keeps the first write error; Flush returns it.
 	bw := bufio.NewWriter(w)
@@ -46,11 +52,14 @@ func Write(w io.Writer, profile string, fields []string, entries []Entry) error 
 	}
 	bw.WriteString("#%prefix | mrt: | " + PrefixMRT + "\n")
 	bw.WriteString("#%prefix | nfo: | " + PrefixNFO + "\n")
+	if encode {
+		bw.WriteString(encodedDirective + " | " + pipeEscape + "\n")
+	}
 	bw.WriteString("#%fields | " + strings.Join(fields, " | ") + "\n")
 	values := make([]string, len(cols))
 	for i := range entries {
 		e := entries[i]
-		if err := normalize(&e); err != nil {
+		if err := normalize(&e, !encode); err != nil {
 			return fmt.Errorf("checkm: entry %d (%s): %w", i+1, quoteShort(e.FileURL), err)
 		}
 		for c, f := range cols {
@@ -62,8 +71,17 @@ func Write(w io.Writer, profile string, fields []string, entries []Entry) error 
 				if e.FileSize >= 0 {
 					values[c] = strconv.FormatInt(e.FileSize, 10)
 				}
+			case fieldFileURL:
+				values[c] = e.FileURL
 			default:
 				values[c] = e.get(f)
+				if encode {
+					if strings.Contains(values[c], pipeEscape) {
+						return fmt.Errorf("checkm: entry %d (%s): %s: %s holds %q, which reads back as '|' in a manifest that spells '|' so (another value holds one)",
+							i+1, quoteShort(e.FileURL), fields[c], quoteShort(values[c]), pipeEscape)
+					}
+					values[c] = strings.ReplaceAll(values[c], "|", pipeEscape)
+				}
 			}
 			if err := writable(values[c]); err != nil {
 				return fmt.Errorf("checkm: entry %d (%s): %s: %w", i+1, quoteShort(e.FileURL), fields[c], err)
@@ -82,6 +100,32 @@ func Write(w io.Writer, profile string, fields []string, entries []Entry) error 
 		return fmt.Errorf("checkm: writing the manifest: %w", err)
 	}
 	return nil
+}
+
+// holdsPipe reports whether e holds a '|' that only a marked manifest can
+// say: in its file name (taken from the URL when e has none, as Parse
+// takes it when the manifest has no name column) or in a value Write
+// would spell encoded, any but the URL and the size.
+func holdsPipe(e Entry, cols []field) bool {
+	name := e.FileName
+	if name == "" {
+		if u, err := url.Parse(e.FileURL); err == nil {
+			name = urlFileName(u)
+		}
+	}
+	if strings.ContainsRune(name, '|') {
+		return true
+	}
+	for _, f := range cols {
+		switch f {
+		case fieldUnknown, fieldFileURL, fieldFileSize, fieldFileName:
+			continue
+		}
+		if strings.ContainsRune(e.get(f), '|') {
+			return true
+		}
+	}
+	return false
 }
 
 // writable reports why a value cannot be one column of a manifest line.

@@ -107,3 +107,45 @@ func TestTheLatestVersionOfALocalObjectIsItsHighestComplete(t *testing.T) {
 		t.Errorf("an object not stored: %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestAStoredVersionWhoseNamesHoldEscapesAuditsCleanUnderThoseNames: a
+// version stored with names holding "%20", "%7c" and "%7C", its manifest
+// as ingestq writes one whose names hold no '|' (../checkm/testdata, with
+// the store's folder put in), is read back under those names and every
+// file checks out.
+func TestAStoredVersionWhoseNamesHoldEscapesAuditsCleanUnderThoseNames(t *testing.T) {
+	stored, err := os.ReadFile(filepath.Join("..", "checkm", "testdata", "unmarked-version.checkm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	files := map[string]string{"producer/100%20off.txt": "3", "producer/x%7cy.txt": "2", "producer/x%7Cy.txt": "3", "system/mrt-erc.txt": "2"}
+	for name, content := range files {
+		p := filepath.Join(root, "ark_99999_fk4old", "v1", filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	manifest := filepath.Join(root, "ark_99999_fk4old", "v1", "manifest.checkm")
+	text := strings.ReplaceAll(string(stored), "file:///store/", checkm.FileURL(root)+"/")
+	if err := os.WriteFile(manifest, []byte(text), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	r := Reader{}
+	rep, err := r.Verify(context.Background(), checkm.FileURL(manifest))
+	if err != nil || rep.Files != 4 || len(rep.Mismatches) != 0 {
+		t.Fatalf("audit: %+v, %v", rep, err)
+	}
+	m, err := r.Manifest(context.Background(), checkm.FileURL(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range m.Entries {
+		if _, ok := files[e.FileName]; !ok {
+			t.Errorf("read back the name %q", e.FileName)
+		}
+	}
+}

@@ -28,7 +28,7 @@ const objectManifest = `#%checkm_0.7
 #%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#
 #%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName
 {{base}}/files/a.txt | md5 | 0cc175b9c0f1b6a831c399e269772661 | 1 | 2026-01-02T03:04:05Z | a.txt
-{{base}}/files/b.txt | | | | | sub/b.txt
+{{base}}/files/b.txt | | | | | sub/b%7cc.txt
 #%eof
 `
 
@@ -145,7 +145,7 @@ func TestEachPayloadTypeBecomesItsJobs(t *testing.T) {
 			t.Errorf("manifest %v, want object.zip", files)
 		}
 	})
-	t.Run("an object manifest is one job keeping every file, size and digest", func(t *testing.T) {
+	t.Run("an object manifest is one job keeping every file, size and digest; %7c in a name is a '|'", func(t *testing.T) {
 		u := base + "/object.checkm"
 		bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
 		h.waitBatch(bid, queue.BatchProcessing)
@@ -157,7 +157,7 @@ func TestEachPayloadTypeBecomesItsJobs(t *testing.T) {
 		files := jobs[0].GetManifest().GetFiles()
 		want := []*v1.ManifestFile{
 			{Url: base + "/files/a.txt", HashAlgorithm: "md5", HashValue: "0cc175b9c0f1b6a831c399e269772661", Size: 1, LastModified: "2026-01-02T03:04:05Z", Name: "a.txt"},
-			{Url: base + "/files/b.txt", Size: -1, Name: "sub/b.txt"},
+			{Url: base + "/files/b.txt", Size: -1, Name: "sub/b|c.txt"},
 		}
 		if fmt.Sprint(files) != fmt.Sprint(want) {
 			t.Errorf("manifest\n%v\nwant\n%v", files, want)
@@ -253,7 +253,7 @@ func TestAnUnusablePayloadFailsTheBatchWithAMessageNamingWhatIsWrong(t *testing.
 			v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, []string{"mrt-container-batch-manifest", "manifest_of_containers"}},
 		{"a manifest the server does not have", "/missing.checkm", "", v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
 			[]string{"/missing.checkm", "404"}},
-		{"two rows writing the same file", "/twice.checkm", strings.Replace(objectManifest, "| sub/b.txt", "| a.txt", 1),
+		{"two rows writing the same file", "/twice.checkm", strings.Replace(objectManifest, "| sub/b%7cc.txt", "| a.txt", 1),
 			v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, []string{"line 7", "a.txt", "line 6"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

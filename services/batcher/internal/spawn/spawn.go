@@ -323,9 +323,10 @@ func fileNameOf(raw string) (string, error) {
 	return name, nil
 }
 
-// manifest parses the manifest read, at raw.
+// manifest parses the manifest read, at raw: a depositor's, where "%7c"
+// is a '|' (checkm.ParseDeposited).
 func (b *builder) manifest(raw, what string) (*checkm.Manifest, error) {
-	m, err := checkm.Parse(bytes.NewReader(b.rd.Data), b.p.Limits)
+	m, err := checkm.ParseDeposited(bytes.NewReader(b.rd.Data), b.p.Limits)
 	if err != nil {
 		return nil, payloadErrorf(err, "%s %s: %v", what, raw, err)
 	}

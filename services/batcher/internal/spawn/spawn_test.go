@@ -16,6 +16,11 @@ func TestFileNameOfASingleFilePayloadIsTheBaseNameOfItsPath(t *testing.T) {
 		{"https://example.org/..", ""},
 		{"https://example.org/a/%2e%2e", ""},
 		{"https://example.org/nul%00name", ""},
+		// A '|' is a name's; "%7c" is how a manifest spells one, which the
+		// name cannot hold.
+		{"https://example.org/a%7Cb.txt", "a|b.txt"},
+		{"https://example.org/x%257cy.txt", ""},
+		{"https://example.org/x%257Cy.txt", "x%7Cy.txt"},
 	} {
 		got, err := fileNameOf(tc.url)
 		if got != tc.want || (tc.want == "") != (err != nil) {

@@ -356,7 +356,7 @@ func TestAGitArchiveTarballUnpacks(t *testing.T) {
 // even though good entries come first.
 func TestEntryNamesAManifestCannotCarryAreRefusedNamingTheEntryOnce(t *testing.T) {
 	for _, tc := range []struct{ name, reason string }{
-		{"data/a|b.txt", "contains '|', the manifest's column separator"},
+		{"data/a%7cb.txt", `contains "%7c", which a manifest reads as '|'`},
 		{"data/tab\there.txt", "contains a control character"},
 		{"data/line\nbreak.txt", "contains a control character"},
 		{"data/\x1b[31mred.txt", "contains a control character"},
@@ -389,6 +389,32 @@ func TestEntryNamesAManifestCannotCarryAreRefusedNamingTheEntryOnce(t *testing.T
 				}
 			})
 		}
+	}
+}
+
+// TestAnEntryNamedWithAPipeIsUnpackedUnderThatName: a '|' is as much a
+// name's as any other character a manifest can spell, in every format.
+func TestAnEntryNamedWithAPipeIsUnpackedUnderThatName(t *testing.T) {
+	for _, format := range []string{"zip", "tar", "tar.gz"} {
+		t.Run(format, func(t *testing.T) {
+			var data []byte
+			switch format {
+			case "zip":
+				data = zipOf(t, zipEntry{name: "scans/a|b.txt", body: "pipe"}, zipEntry{name: "x%7Cy.txt", body: "escaped"})
+			default:
+				data = tarOf(t, tarEntry{name: "scans/a|b.txt", body: "pipe"}, tarEntry{name: "x%7Cy.txt", body: "escaped"})
+				if format == "tar.gz" {
+					data = gzipOf(data)
+				}
+			}
+			dst, _, err := extract(t, data, generous)
+			if err != nil {
+				t.Fatalf("Extract: %v", err)
+			}
+			if got, _ := tree(t, dst); !maps.Equal(got, map[string]string{"scans/": "", "scans/a|b.txt": "pipe", "x%7Cy.txt": "escaped"}) {
+				t.Errorf("expanded to %v", got)
+			}
+		})
 	}
 }
 

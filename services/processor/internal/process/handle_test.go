@@ -239,8 +239,8 @@ func TestProcessingFailsWithTheReason(t *testing.T) {
 				declared: []*v1.ManifestFile{{Name: "a.txt", HashAlgorithm: "sha256", HashValue: sha("ALPHA"), Size: -1}}}
 		}, "producer/a.txt: sha256 is " + sha("alpha") + ", the manifest says " + sha("ALPHA")},
 		{"a file name the storage manifest cannot carry", func(t *testing.T, e *memEnv) object {
-			return object{files: map[string]string{"ok.txt": "ok", "a|b.txt": "x"}}
-		}, `file name "producer/a|b.txt" contains '|', the manifest's column separator`},
+			return object{files: map[string]string{"ok.txt": "ok", "a%7cb.txt": "x"}}
+		}, `file name "producer/a%7cb.txt" contains "%7c", which a manifest reads as '|'`},
 		{"store root blocked by a file", func(t *testing.T, e *memEnv) object {
 			os.Remove(e.storeRoot)
 			os.WriteFile(e.storeRoot, []byte("not a folder"), 0o644)

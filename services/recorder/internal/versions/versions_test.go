@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,7 +75,7 @@ func get(t *testing.T, url, bearer string) (int, string) {
 
 func TestTheLocalStoreIsServedBehindTheAdminTokenWithFileURLsOnTheEndpoint(t *testing.T) {
 	root := t.TempDir()
-	manifestURL := localVersion(t, root, map[string]string{"producer/a b.txt": "alpha", "system/mrt-erc.txt": "erc:\n"})
+	manifestURL := localVersion(t, root, map[string]string{"producer/a b.txt": "alpha", "producer/c|d.txt": "pipe", "system/mrt-erc.txt": "erc:\n"})
 	mux := http.NewServeMux()
 	store := Store{Root: root}
 	srv := httptest.NewServer(mux)
@@ -86,8 +87,8 @@ func TestTheLocalStoreIsServedBehindTheAdminTokenWithFileURLsOnTheEndpoint(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := srv.URL + "/versions/ark_99999_fk4x/v1/manifest.checkm"; info.FetchURL != want || info.TotalSize != 10 || info.FileCount != 2 {
-		t.Errorf("info %+v, want %s, 10 bytes, 2 files", info, want)
+	if want := srv.URL + "/versions/ark_99999_fk4x/v1/manifest.checkm"; info.FetchURL != want || info.TotalSize != 14 || info.FileCount != 3 {
+		t.Errorf("info %+v, want %s, 14 bytes, 3 files", info, want)
 	}
 	if code, _ := get(t, info.FetchURL, ""); code != http.StatusUnauthorized {
 		t.Errorf("without the token: %d, want 401", code)
@@ -103,8 +104,9 @@ func TestTheLocalStoreIsServedBehindTheAdminTokenWithFileURLsOnTheEndpoint(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Entries) != 2 {
-		t.Fatalf("served manifest lists %d files", len(m.Entries))
+	if len(m.Entries) != 3 || !slices.ContainsFunc(m.Entries, func(e checkm.Entry) bool { return e.FileName == "producer/c|d.txt" }) ||
+		!strings.Contains(body, "\n#%encoded | %7c\n") {
+		t.Fatalf("served manifest, not 3 files with producer/c|d.txt, marked:\n%s", body)
 	}
 	for _, e := range m.Entries {
 		if !strings.HasPrefix(e.FileURL, srv.URL+"/versions/ark_99999_fk4x/v1/") {
