@@ -396,8 +396,8 @@ func waitLeader(ctx context.Context, r *run, not int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
-		if idx := r.ens.Leader(); idx >= 0 && idx != not {
-			return idx, nil
+		if leader := r.ens.Leader(); leader >= 0 && leader != not {
+			return leader, nil
 		}
 		select {
 		case <-ctx.Done():

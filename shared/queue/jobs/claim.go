@@ -254,25 +254,23 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 	newEntry := cl.entry
 	for {
 		data, guessed := cl.dataOps(ch)
-		ops := append(cl.hold.Fences(nil), data...)
+		txn := cl.hold.Txn(nil).Then(data...)
 		if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
 			newEntry = queue.EntryName(*ch.Priority, cl.ID())
-			ops = append(ops,
-				session.DeleteOp(cl.c.p.StateDir(cl.from)+"/"+cl.entry, -1),
-				cl.c.z.CreateOp(cl.c.p.StateDir(cl.from)+"/"+newEntry, nil, 0))
+			txn.Then(session.Delete(opEntry, cl.c.p.StateDir(cl.from)+"/"+cl.entry, -1),
+				session.Create(opEntry, cl.c.p.StateDir(cl.from)+"/"+newEntry, nil, 0))
 		}
-		if len(ops) == 2 {
+		if txn.Len() == 0 {
 			return nil
 		}
-		_, err := cl.c.z.Multi(ctx, ops...)
+		err := txn.Commit(ctx)
 		if err == nil {
 			break
 		}
-		idx := session.FailedOp(err)
-		if idx == 0 || idx == 1 {
-			return fmt.Errorf("job %s: %w (%v)", cl.ID(), queue.ErrFenced, err)
+		if errors.Is(err, queue.ErrFenced) {
+			return err
 		}
-		if !cl.learnFrom(ctx, ch, guessed, idx-2, err) {
+		if !cl.learnFrom(ctx, ch, guessed, err) {
 			return fmt.Errorf("updating job %s: %w", cl.ID(), err)
 		}
 	}
@@ -299,10 +297,10 @@ func (cl *Claim) Release(ctx context.Context) error {
 }
 
 // ownLocks are the object locks among locks that this claim's session
-// holds and has not released: a commit releases them with a delete each
-// (unlockOps), as the claim's fence (its job lock, also this session's)
-// proves the session alive, and with it each lock still its own. Locks of
-// another session are left to their own Unlock.
+// holds and has not released: a commit releases them with a delete each,
+// as the claim's fence (its job lock, also this session's) proves the
+// session alive, and with it each lock still its own. Locks of another
+// session are left to their own Unlock.
 func (cl *Claim) ownLocks(locks []*ObjectLock) []*ObjectLock {
 	var own []*ObjectLock
 	for _, l := range locks {
@@ -311,12 +309,4 @@ func (cl *Claim) ownLocks(locks []*ObjectLock) []*ObjectLock {
 		}
 	}
 	return own
-}
-
-func unlockOps(locks []*ObjectLock) []any {
-	ops := make([]any, len(locks))
-	for i, l := range locks {
-		ops[i] = session.DeleteOp(l.path, -1)
-	}
-	return ops
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -12,13 +13,65 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
+// Names of a job commit's guards and operations, as a refusal
+// (session.Refused) gives them. The data nodes a commit writes go under
+// their own names (queue.NodeIdentifiers…), the object locks it releases
+// under their paths.
+const (
+	// guardBatch: the job's batch exists, or is at the version an
+	// operator's move read (RelyOnBatch). Gone: the job has no batch;
+	// changed: someone is at the batch.
+	guardBatch = "batch"
+	// guardData: a data node read with the claim is as read.
+	guardData = "data as read"
+	opEntry   = "state entry"
+	opRef     = "batch reference"
+	opRemove  = "job node"
+)
+
 // Commit moves the job to ch.To and writes ch's data, releasing the lock, in
 // one atomic operation guarded by the claim's fencing version.
 func (cl *Claim) Commit(ctx context.Context, ch Change) error { return cl.commit(ctx, ch, false) }
 
 // commit is Commit; with keep, the lock stays and the claim goes on holding
 // the job in its new state (Consumer.TakeOver).
+//
+// A job whose batch does not exist (deleted under it, or never written by
+// its writer) is moved with nothing of the batch touched when the change
+// ends it (Failed, Deleted). Any other change is not made: a stage's step
+// is failed instead, with a message saying why (the job would otherwise
+// fail its every commit, for ever), and an operator's move is refused.
+// Either way the answer is a NoBatchError.
 func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
+	err := cl.move(ctx, ch, keep)
+	var nb *queue.NoBatchError
+	if !errors.As(err, &nb) || cl.noBatch {
+		return err
+	}
+	cl.noBatch = true
+	switch {
+	case ch.To == queue.Failed || ch.To == queue.Deleted:
+		return cl.move(ctx, ch, keep)
+	case cl.byOperator || !queue.CanMoveJob(cl.from, queue.Failed):
+		return nb
+	}
+	fail := Change{To: queue.Failed, Unlock: ch.Unlock,
+		Message: fmt.Sprintf("%s: the job cannot go on to %s", nb.Reason(), queue.JobStateName(ch.To))}
+	if ch.Message != "" {
+		fail.Message += " (its step said: " + ch.Message + ")"
+	}
+	if err := cl.move(ctx, fail, false); err != nil {
+		return err
+	}
+	nb.Failed = true
+	return nb
+}
+
+// move writes ch as one Txn fenced by the claim: the status with its
+// history, ch's data, the state entry renamed, the batch reference moved,
+// the object locks ch names released and, unless keep, the job's lock.
+// A job whose batch is missing is a NoBatchError.
+func (cl *Claim) move(ctx context.Context, ch Change, keep bool) error {
 	if err := queue.CheckJobMove(cl.ID(), cl.from, ch.To); err != nil {
 		return err
 	}
@@ -60,11 +113,11 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 			return err
 		}
 	}
-	bid := ""
-	if queue.BatchFolderOf(ch.To) != queue.BatchFolderOf(cl.from) && !cl.noBatch {
-		var err error
-		if bid, err = cl.bid(ctx); errors.Is(err, queue.ErrCorrupt) {
-			return cl.commitWithoutBatch(ctx, ch, keep, "")
+	// The batch reference moves when the job changes batch folder.
+	moveRef := queue.BatchFolderOf(ch.To) != queue.BatchFolderOf(cl.from) && !cl.noBatch
+	if moveRef {
+		if _, err := cl.bid(ctx); errors.Is(err, queue.ErrCorrupt) {
+			return &queue.NoBatchError{Job: cl.ID()}
 		} else if err != nil {
 			return err
 		}
@@ -73,48 +126,56 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 		return err
 	}
 	statusData := queue.RewriteJobStatus(cl.statusData, next, cl.history.Entries(cl.statusData, old, next))
-	statusOp := session.SetOp(cl.c.p.Job(cl.ID()).Status(), statusData, cl.hold.Version())
-	var guessed map[int]string
 	locks := cl.ownLocks(ch.Unlock)
-	unlocks, unlockAt := unlockOps(locks), 0
-	entry := cl.entry
-	err := cl.commitOps(ctx, statusOp, keep, func(ref refPlace) []any {
-		var ops []any
-		ops, guessed = cl.dataOps(ch)
-		if cl.priorityBad && ch.Priority == nil {
-			ops = append(ops, session.SetOp(cl.c.p.Job(cl.ID()).Node(queue.NodePriority), queue.EncodeInt(int64(prio)), -1))
-		}
-		if ch.To != cl.from || prio != cl.Job.Priority {
-			entry = queue.EntryName(prio, cl.ID())
-			ops = append(ops,
-				session.DeleteOp(cl.c.p.StateDir(cl.from)+"/"+cl.entry, -1),
-				cl.c.z.CreateOp(cl.c.p.Entry(ch.To, prio, cl.ID()), nil, 0))
-		}
-		if bid != "" {
-			ops = append(ops, cl.c.refOps(bid, cl.ID(), ref, queue.BatchFolderOf(ch.To))...)
-		}
-		unlockAt = len(ops)
-		return append(ops, unlocks...)
-	}, nil, func(data []byte) bool {
-		st, err := queue.DecodeJobStatus("", data)
-		return err == nil && st.GetStatus() == ch.To && st.GetMessage() == ch.Message
-	}, func(i int, err error) bool {
-		if len(unlocks) > 0 && i >= unlockAt && i < unlockAt+len(unlocks) && errors.Is(err, zk.ErrNoNode) {
-			unlocks = nil // a lock gone already: nothing to release
-			return true
-		}
-		return cl.learnFrom(ctx, ch, guessed, i, err)
-	})
-	var nb *queue.NoBatchError
-	if errors.As(err, &nb) && !cl.noBatch {
-		return cl.commitWithoutBatch(ctx, ch, keep, nb.Batch)
+	entry, moveEntry := cl.entry, ch.To != cl.from || prio != cl.Job.Priority
+	if moveEntry {
+		entry = queue.EntryName(prio, cl.ID())
 	}
-	if err != nil {
-		return err
+	ref := refPlace{folder: queue.BatchFolderOf(cl.from), known: true}
+	for attempt := 0; ; attempt++ {
+		txn := cl.hold.Txn(statusData)
+		if !keep {
+			txn.ReleaseLock()
+		}
+		if err := cl.guardBatch(txn); err != nil {
+			return err
+		}
+		data, guessed := cl.dataOps(ch)
+		txn.Then(data...)
+		if cl.priorityBad && ch.Priority == nil {
+			txn.Then(session.Set(queue.NodePriority, cl.c.p.Job(cl.ID()).Node(queue.NodePriority), queue.EncodeInt(int64(prio)), -1))
+		}
+		if moveEntry {
+			txn.Then(session.Delete(opEntry, cl.c.p.StateDir(cl.from)+"/"+cl.entry, -1),
+				session.Create(opEntry, cl.c.p.Entry(ch.To, prio, cl.ID()), nil, 0))
+		}
+		if moveRef {
+			txn.Then(cl.c.refOps(cl.Job.Bid, cl.ID(), ref, queue.BatchFolderOf(ch.To))...)
+		}
+		for _, l := range locks {
+			txn.Then(session.Delete(l.path, l.path, -1))
+		}
+		err := txn.Commit(ctx)
+		if err == nil {
+			break
+		}
+		if i := goneLock(locks, err); i >= 0 {
+			// An object lock gone already: nothing to release.
+			locks[i].gone()
+			locks = slices.Delete(locks, i, i+1)
+			attempt--
+			continue
+		}
+		if cl.learnFrom(ctx, ch, guessed, err) {
+			attempt-- // a corrected guess; each can be corrected once
+			continue
+		}
+		if ref, err = cl.refused(ctx, err, attempt); err != nil {
+			return err
+		}
 	}
 	for _, l := range locks {
-		l.released.Store(true)
-		cl.c.s.Locks().Forget(l.own)
+		l.gone()
 	}
 	cl.priorityBad = false
 	cl.applyData(ch)
@@ -127,39 +188,58 @@ func (cl *Claim) commit(ctx context.Context, ch Change, keep bool) error {
 	cl.Job.Priority = prio
 	if keep {
 		cl.from, cl.entry = ch.To, entry
-		cl.hold.Moved()
 		return nil
 	}
 	cl.Job.Locked = false
-	cl.hold.Settle()
 	return nil
 }
 
-// commitWithoutBatch is commit for a job whose batch does not exist (bid,
-// or none when the job names none): nothing of the batch is touched. A
-// change that ends the job (Failed, Deleted) is made as asked. Any other
-// is not: a stage's step is failed instead, with a message saying why (the
-// job would otherwise fail its every commit, for ever), and an operator's
-// move is refused. Either way the answer is a NoBatchError.
-func (cl *Claim) commitWithoutBatch(ctx context.Context, ch Change, keep bool, bid string) error {
-	cl.noBatch = true
-	nb := &queue.NoBatchError{Job: cl.ID(), Batch: bid}
-	if ch.To == queue.Failed || ch.To == queue.Deleted {
-		return cl.commit(ctx, ch, keep)
+// goneLock is which of locks a commit's Txn was refused by (err) for it
+// being gone already (-1: none).
+func goneLock(locks []*ObjectLock, err error) int {
+	return slices.IndexFunc(locks, func(l *ObjectLock) bool {
+		r, ok := session.RefusedBy(err, l.path)
+		return ok && r.Gone()
+	})
+}
+
+// guardBatch adds to txn the guard on the job's batch: it must exist (or
+// be as an operator's move read it), for a job must never go on without
+// it. A job whose batch is known missing has none.
+func (cl *Claim) guardBatch(txn *session.Txn) error {
+	bid := cl.Job.GetBid()
+	switch {
+	case bid == "" || cl.noBatch:
+		return nil
+	case !queue.ValidBatchID(bid):
+		return &queue.NoBatchError{Job: cl.ID(), Batch: bid}
+	case cl.batchPinned:
+		txn.If(session.IfVersion(guardBatch, cl.c.p.Batch(bid).Status(), cl.batchVersion))
+	default:
+		txn.If(session.IfExists(guardBatch, cl.c.p.Batch(bid).Status()))
 	}
-	if cl.byOperator || !queue.CanMoveJob(cl.from, queue.Failed) {
-		return nb
+	return nil
+}
+
+// refused says what the refusal err of a claim's commit means, for what
+// every commit may meet: the fence lost, the batch gone or changed, or a
+// batch reference or folder not where the contract puts it (a peer writer
+// or a crash left it so), which is looked for: where the reference is, to
+// try again (up to attempt 2); else the error to return.
+func (cl *Claim) refused(ctx context.Context, err error, attempt int) (refPlace, error) {
+	var r *session.Refused
+	switch {
+	case !errors.As(err, &r) || r.Fence():
+		return refPlace{}, err
+	case r.Name == guardBatch && r.Gone():
+		return refPlace{}, &queue.NoBatchError{Job: cl.ID(), Batch: cl.Job.GetBid()}
+	case r.Name == guardBatch:
+		return refPlace{}, fmt.Errorf("job %s: its batch %s changed while the job was being moved (an operator or the batcher is at it): %w",
+			cl.ID(), cl.Job.GetBid(), queue.ErrLocked)
+	case attempt >= 2 || !(r.Gone() || r.Exists()):
+		return refPlace{}, fmt.Errorf("committing job %s: %w", cl.ID(), err)
 	}
-	fail := Change{To: queue.Failed, Unlock: ch.Unlock,
-		Message: fmt.Sprintf("%s: the job cannot go on to %s", nb.Reason(), queue.JobStateName(ch.To))}
-	if ch.Message != "" {
-		fail.Message += " (its step said: " + ch.Message + ")"
-	}
-	if err := cl.commit(ctx, fail, false); err != nil {
-		return err
-	}
-	nb.Failed = true
-	return nb
+	return cl.c.locateRef(ctx, cl.Job.Bid, cl.ID())
 }
 
 // refPlace is where a job's batch reference was found: its folder, or ""
@@ -169,111 +249,24 @@ type refPlace struct {
 	known  bool
 }
 
-// refOps moves a job's batch reference to the folder `to`, touching the
+// refOps move a job's batch reference to the folder `to`, touching the
 // batch-processing folder whenever a job leaves or enters it so that a
 // batcher watching that node (a data watch: O(1), whatever the batch size)
 // learns that the batch may be done.
-func (c *Client) refOps(bid, jid string, ref refPlace, to string) []any {
+func (c *Client) refOps(bid, jid string, ref refPlace, to string) []session.Op {
 	from := ref.folder
 	if from == to && ref.known {
 		return nil
 	}
-	var ops []any
+	var ops []session.Op
 	if ref.known && from != "" {
-		ops = append(ops, session.DeleteOp(c.p.Batch(bid).Ref(from, jid), -1))
+		ops = append(ops, session.Delete(opRef, c.p.Batch(bid).Ref(from, jid), -1))
 	}
-	ops = append(ops, c.z.CreateOp(c.p.Batch(bid).Ref(to, jid), nil, 0))
+	ops = append(ops, session.Create(opRef, c.p.Batch(bid).Ref(to, jid), nil, 0))
 	if from == queue.FolderProcessing || to == queue.FolderProcessing || !ref.known {
-		ops = append(ops, session.SetOp(c.p.Batch(bid).Folder(queue.FolderProcessing), nil, -1))
+		ops = append(ops, session.Set(opRef, c.p.Batch(bid).Folder(queue.FolderProcessing), nil, -1))
 	}
 	return ops
-}
-
-// commitOps runs one multi: the fenced status operation, the operations
-// built by build, the deletion of the lock (which fails if the lock is gone:
-// a second fence; with keepLock a check that it is there), then tail. Beside fencing it copes with two things a peer writer
-// or a crash can leave: a batch reference in an unexpected folder (it is
-// found and moved), and a lost connection that hides whether the multi was
-// applied (the status node tells: applied(data) says whether it holds what
-// the multi wrote).
-//
-// learn, if not nil, is told of an operation that failed for a reason other
-// than fencing (its index among build's); when it returns true the multi is
-// built and tried again. A batch that does not exist is a NoBatchError.
-func (cl *Claim) commitOps(ctx context.Context, statusOp any, keepLock bool, build func(refPlace) []any, tail []any, applied func([]byte) bool, learn func(idx int, err error) bool) error {
-	ref := refPlace{folder: queue.BatchFolderOf(cl.from), known: true}
-	lockOp := any(session.DeleteOp(cl.c.p.Job(cl.ID()).Lock(), -1))
-	if keepLock {
-		lockOp = session.CheckOp(cl.c.p.Job(cl.ID()).Lock(), -1)
-	}
-	// The batch the job belongs to must exist (or be as an admin move read
-	// it): a job must never go on without it.
-	var guard []any
-	bid := cl.Job.GetBid()
-	if bid != "" && !cl.noBatch {
-		if !queue.ValidBatchID(bid) {
-			return &queue.NoBatchError{Job: cl.ID(), Batch: bid}
-		}
-		v := int32(-1)
-		if cl.batchPinned {
-			v = cl.batchVersion
-		}
-		guard = append(guard, session.CheckOp(cl.c.p.Batch(bid).Status(), v))
-	}
-	for attempt := 0; ; attempt++ {
-		ops := append([]any{statusOp}, guard...)
-		first := len(ops)
-		ops = append(ops, build(ref)...)
-		lockIdx := len(ops)
-		ops = append(append(ops, lockOp), tail...)
-		_, err := cl.c.z.Multi(ctx, ops...)
-		if err == nil {
-			return nil
-		}
-		if session.Retryable(err) {
-			data, stat, gerr := cl.c.z.Get(ctx, cl.c.p.Job(cl.ID()).Status())
-			switch {
-			case gerr != nil:
-				return fmt.Errorf("job %s: commit outcome unknown after %v: %w", cl.ID(), err, gerr)
-			case stat.Version == cl.hold.Version()+1 && applied(data):
-				return nil
-			case stat.Version == cl.hold.Version() && attempt < 3:
-				continue
-			}
-			cl.hold.Fenced(ctx)
-			return fmt.Errorf("job %s: %w: connection lost during commit", cl.ID(), queue.ErrFenced)
-		}
-		idx := session.FailedOp(err)
-		if idx == 0 || idx == lockIdx {
-			// The status moved on, or our lock is gone.
-			fenced := fmt.Errorf("job %s: %w (%v)", cl.ID(), queue.ErrFenced, err)
-			if idx == lockIdx {
-				cl.hold.Lost(fenced)
-				cl.hold.End()
-			} else {
-				cl.hold.Fenced(ctx)
-			}
-			return fenced
-		}
-		if len(guard) > 0 && idx == 1 {
-			if errors.Is(err, zk.ErrNoNode) {
-				return &queue.NoBatchError{Job: cl.ID(), Batch: bid}
-			}
-			return fmt.Errorf("job %s: its batch %s changed while the job was being moved (an operator or the batcher is at it): %w",
-				cl.ID(), bid, queue.ErrLocked)
-		}
-		if learn != nil && learn(idx-first, err) {
-			attempt-- // a corrected guess; each can be corrected once
-			continue
-		}
-		if attempt >= 2 || !(errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNodeExists)) {
-			return fmt.Errorf("committing job %s: %w", cl.ID(), err)
-		}
-		// A reference or folder is not where the contract puts it.
-		if ref, err = cl.c.locateRef(ctx, cl.Job.Bid, cl.ID()); err != nil {
-			return err
-		}
-	}
 }
 
 // locateRef finds which batch folder references jid, creating the folders
@@ -313,12 +306,12 @@ func likelyPresent(name string) bool {
 }
 
 // dataOps writes the data fields of ch: existing nodes are set, new ones
-// created. Whether a node the claim did not read exists is not looked up
-// (a request per node, on every step): it is guessed, and guessed names
-// the operations built on a guess, by their index in ops. A wrong guess
-// fails the multi on that operation; learnFrom corrects it for the next
-// try.
-func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
+// created, each operation named by its node. Whether a node the claim did
+// not read exists is not looked up (a request per node, on every step):
+// it is guessed, and guessed names the nodes written on a guess. A wrong
+// guess gets the Txn refused by that node; learnFrom corrects it for the
+// next try.
+func (cl *Claim) dataOps(ch Change) (ops []session.Op, guessed map[string]bool) {
 	put := func(name string, data []byte) {
 		p := cl.c.p.Job(cl.ID()).Node(name)
 		data = queue.RewriteData(name, cl.raw[name], data)
@@ -326,14 +319,14 @@ func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 		if !cl.known(name) {
 			present = likelyPresent(name)
 			if guessed == nil {
-				guessed = map[int]string{}
+				guessed = map[string]bool{}
 			}
-			guessed[len(ops)] = name
+			guessed[name] = true
 		}
 		if present {
-			ops = append(ops, session.SetOp(p, data, -1))
+			ops = append(ops, session.Set(name, p, data, -1))
 		} else {
-			ops = append(ops, cl.c.z.CreateOp(p, data, 0))
+			ops = append(ops, session.Create(name, p, data, 0))
 		}
 	}
 	if ch.Priority != nil && (*ch.Priority != cl.Job.Priority || cl.priorityBad) {
@@ -360,19 +353,18 @@ func (cl *Claim) dataOps(ch Change) (ops []any, guessed map[int]string) {
 	return ops, guessed
 }
 
-// learnFrom corrects a wrong guess of dataOps: err failed the operation at
-// index i of the data operations. It reports whether it learned something
-// (and trying again is worth it). A node found to exist is read, for the
-// keys its rewrite carries forward.
-func (cl *Claim) learnFrom(ctx context.Context, ch Change, guessed map[int]string, i int, err error) bool {
-	name, ok := guessed[i]
+// learnFrom corrects a wrong guess of dataOps that got a Txn refused (err).
+// It reports whether it learned something (and trying again is worth it).
+// A node found to exist is read, for the keys its rewrite carries forward.
+func (cl *Claim) learnFrom(ctx context.Context, ch Change, guessed map[string]bool, err error) bool {
+	var r *session.Refused
 	switch {
-	case !ok:
+	case !errors.As(err, &r) || r.Guard || !guessed[r.Name]:
 		return false
-	case errors.Is(err, zk.ErrNoNode):
-		cl.learn(name, false)
-	case errors.Is(err, zk.ErrNodeExists):
-		cl.learn(name, true)
+	case r.Gone():
+		cl.learn(r.Name, false)
+	case r.Exists():
+		cl.learn(r.Name, true)
 	default:
 		return false
 	}

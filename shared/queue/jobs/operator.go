@@ -145,33 +145,49 @@ func (cl *Claim) Delete(ctx context.Context) error {
 	if err := cl.hold.Finish(); err != nil {
 		return err
 	}
-	commit := func() error {
-		return cl.commitOps(ctx, session.CheckOp(c.p.Job(jid).Status(), cl.hold.Version()), false, func(ref refPlace) []any {
-			var ops []any
-			for _, n := range children {
-				if n != queue.NodeLock {
-					ops = append(ops, session.DeleteOp(c.p.Job(jid).Node(n), -1))
-				}
-			}
-			ops = append(ops, session.DeleteOp(c.p.StateDir(cl.from)+"/"+cl.entry, -1))
-			if cl.Job.Bid != "" && !cl.noBatch {
-				ops = append(ops, c.refOps(cl.Job.Bid, jid, ref, queue.FolderDeleted)...)
-			}
-			return ops
-		}, []any{session.DeleteOp(c.p.Job(jid).Dir(), -1)}, func([]byte) bool { return false }, nil)
-	}
-	err = commit()
-	var nb *queue.NoBatchError
-	if errors.As(err, &nb) && !cl.noBatch {
-		cl.noBatch = true // gone since it was read: nothing of it to move
-		err = commit()
-	}
-	if err != nil {
-		if errors.Is(err, zk.ErrNotEmpty) {
-			return fmt.Errorf("job %s changed while being deleted: %w", jid, queue.ErrLocked)
+	ref := refPlace{folder: queue.BatchFolderOf(cl.from), known: true}
+	for attempt := 0; ; attempt++ {
+		txn := cl.hold.Txn(nil).ReleaseLock()
+		if err := cl.guardBatch(txn); err != nil {
+			return err
 		}
-		return err
+		for _, n := range children {
+			if n != queue.NodeLock {
+				txn.Then(session.Delete(opRemove, c.p.Job(jid).Node(n), -1))
+			}
+		}
+		txn.Then(session.Delete(opEntry, c.p.StateDir(cl.from)+"/"+cl.entry, -1))
+		if cl.Job.Bid != "" && !cl.noBatch {
+			txn.Then(c.refOps(cl.Job.Bid, jid, ref, queue.FolderDeleted)...)
+		}
+		txn.Then(session.Delete(opRemove, c.p.Job(jid).Dir(), -1))
+		err := txn.Commit(ctx)
+		if err == nil {
+			return nil
+		}
+		if session.Retryable(err) {
+			// The status goes with the job: still there as the claim owns
+			// it, the deletion was not applied.
+			_, stat, gerr := c.z.Get(ctx, c.p.Job(jid).Status())
+			switch {
+			case gerr != nil:
+				return fmt.Errorf("job %s: deletion outcome unknown after %v: %w", jid, err, gerr)
+			case stat.Version == cl.hold.Version() && attempt < 3:
+				continue
+			}
+			cl.hold.Fenced(ctx)
+			return fmt.Errorf("job %s: %w: connection lost during its deletion", jid, queue.ErrFenced)
+		}
+		ref, err = cl.refused(ctx, err, attempt)
+		var nb *queue.NoBatchError
+		switch {
+		case errors.As(err, &nb) && !cl.noBatch:
+			cl.noBatch = true // gone since it was read: nothing of it to move
+			attempt = -1
+		case errors.Is(err, zk.ErrNotEmpty):
+			return fmt.Errorf("job %s changed while being deleted: %w", jid, queue.ErrLocked)
+		case err != nil:
+			return err
+		}
 	}
-	cl.hold.Settle()
-	return nil
 }

@@ -114,25 +114,29 @@ func (c *Client) tryClaim(ctx context.Context, state queue.JobState, e entry, no
 	// commit. The data nodes read must still be as read: all but those
 	// written only with the job, and the priority, which is read only to
 	// mend it (the entry's priority orders the job).
-	var checks []any
+	var asRead []session.Guard
 	for i, r := range read[1:] {
 		if r.Stat != nil && !queue.WrittenOnce(nodes[i]) && nodes[i] != queue.NodePriority {
-			checks = append(checks, session.CheckOp(c.p.Job(jid).Node(nodes[i]), r.Stat.Version))
+			asRead = append(asRead, session.IfVersion(guardData, c.p.Job(jid).Node(nodes[i]), r.Stat.Version))
 		}
 	}
-	hold, err := c.s.Locks().Take(ctx, "job "+jid, lockPath, statusPath, data, stat.Version, checks...)
-	switch idx := session.FailedOp(err); {
-	case errors.Is(err, zk.ErrNodeExists):
+	hold, err := c.s.Locks().Take(ctx, "job "+jid, lockPath, statusPath, data, stat.Version, asRead...)
+	var refused *session.Refused
+	switch {
+	case err == nil:
+	case !errors.As(err, &refused):
+		return nil, fmt.Errorf("locking job %s: %w", jid, err)
+	case refused.Name == session.LockStep && refused.Exists():
 		ok, ls, lerr := c.z.Exists(ctx, lockPath)
 		if lerr != nil || !ok {
 			return nil, errBusy
 		}
 		return nil, c.busy(ctx, state, e, status, loadErr, stat, nodes, read, ls)
-	case idx >= 2 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+	case refused.Name == guardData:
 		return nil, errDataChanged
-	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+	case refused.Name == session.StatusStep:
 		return nil, errStale
-	case err != nil:
+	default:
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
 	}
 	cl := c.loadClaim(hold, e, state, status, loadErr, nodes, read)
@@ -214,11 +218,14 @@ func (c *Client) busy(ctx context.Context, state queue.JobState, e entry, status
 		next := proto.Clone(status).(*v1.JobStatus)
 		next.Message = queue.ForeignLockMessage + ": the lock was removed"
 		next.LastModified = queue.NowStamp()
-		_, err = c.z.Multi(ctx, session.SetOp(c.p.Job(e.JID).Status(), queue.RewriteJobStatus(read[0].Data, next, nil), stat.Version),
-			session.DeleteOp(c.p.Job(e.JID).Lock(), lockStat.Version))
+		err = c.z.Txn().Then(
+			session.Set(session.StatusStep, c.p.Job(e.JID).Status(), queue.RewriteJobStatus(read[0].Data, next, nil), stat.Version),
+			session.Delete(session.LockStep, c.p.Job(e.JID).Lock(), lockStat.Version)).Commit(ctx)
 	}
 	if err != nil {
-		if errors.Is(err, queue.ErrFenced) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+		_, byStatus := session.RefusedBy(err, session.StatusStep)
+		_, byLock := session.RefusedBy(err, session.LockStep)
+		if errors.Is(err, queue.ErrFenced) || byStatus || byLock {
 			return errStale // the job changed meanwhile: look again
 		}
 		c.log.ErrorContext(ctx, "a job's lock is not a session's, and failing the job did not work", "job_id", e.JID, "error", err)

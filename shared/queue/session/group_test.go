@@ -66,7 +66,7 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 	g, open, requests := gatedGroup(s)
 	first := make(chan error, 1)
 	go func() {
-		_, err := g.do(ctx, []any{s.nodes.CreateOp(base+"/first", nil, 0)})
+		_, err := g.do(ctx, []any{createReq(s, base+"/first", nil, 0)})
 		first <- err
 	}()
 	for requests.Load() == 0 {
@@ -80,8 +80,8 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			res[i], errs[i] = g.do(ctx, []any{
-				s.nodes.CreateOp(base+"/"+name+"-x", nil, 0),
-				s.nodes.CreateOp(base+"/"+name, nil, 0),
+				createReq(s, base+"/"+name+"-x", nil, 0),
+				createReq(s, base+"/"+name, nil, 0),
 			})
 		}()
 	}
@@ -97,8 +97,8 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 		case name == "taken":
 			// Its own answer: the second of its operations failed, and
 			// nothing of it was applied.
-			if !errors.Is(multiError(res[i], errs[i]), zk.ErrNodeExists) || FailedOp(multiError(res[i], errs[i])) != 1 {
-				t.Errorf("%s: %v (operation %d), want %v at operation 1", name, errs[i], FailedOp(multiError(res[i], errs[i])), zk.ErrNodeExists)
+			if !errors.Is(errs[i], zk.ErrNodeExists) || failedAt(res[i], errs[i]) != 1 {
+				t.Errorf("%s: %v (operation %d), want %v at operation 1", name, errs[i], failedAt(res[i], errs[i]), zk.ErrNodeExists)
 			}
 			if ok, _, _ := s.conn.Exists(base + "/taken-x"); ok {
 				t.Errorf("%s: the failed call's first operation was applied", name)
@@ -124,14 +124,14 @@ func TestAMultiWithdrawnBeforeItIsSentIsNeverApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, open, requests := gatedGroup(s)
-	go g.do(ctx, []any{s.nodes.CreateOp(base+"/first", nil, 0)})
+	go g.do(ctx, []any{createReq(s, base+"/first", nil, 0)})
 	for requests.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	callCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := g.do(callCtx, []any{s.nodes.CreateOp(base+"/withdrawn", nil, 0)})
+		_, err := g.do(callCtx, []any{createReq(s, base+"/withdrawn", nil, 0)})
 		done <- err
 	}()
 	waitQueued(t, g, 1)
@@ -141,7 +141,7 @@ func TestAMultiWithdrawnBeforeItIsSentIsNeverApplied(t *testing.T) {
 	}
 	open()
 	// A later call is answered only after the queue was worked through.
-	if _, err := g.do(ctx, []any{s.nodes.CreateOp(base+"/after", nil, 0)}); err != nil {
+	if _, err := g.do(ctx, []any{createReq(s, base+"/after", nil, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, _ := s.conn.Exists(base + "/withdrawn"); ok {
@@ -170,7 +170,7 @@ func TestGroupingKeepsEachRequestUnderItsLimits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g, open, requests := gatedGroup(s)
-			go g.do(ctx, []any{s.nodes.CreateOp(fmt.Sprintf("%s/%d-first", base, tc.calls), nil, 0)})
+			go g.do(ctx, []any{createReq(s, fmt.Sprintf("%s/%d-first", base, tc.calls), nil, 0)})
 			for requests.Load() == 0 {
 				time.Sleep(time.Millisecond)
 			}
@@ -180,7 +180,7 @@ func TestGroupingKeepsEachRequestUnderItsLimits(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, errs[i] = g.do(ctx, []any{s.nodes.CreateOp(fmt.Sprintf("%s/%d-%d", base, tc.calls, i), make([]byte, tc.dataBytes), 0)})
+					_, errs[i] = g.do(ctx, []any{createReq(s, fmt.Sprintf("%s/%d-%d", base, tc.calls, i), make([]byte, tc.dataBytes), 0)})
 				}()
 			}
 			if tc.calls > 1 {
@@ -198,4 +198,9 @@ func TestGroupingKeepsEachRequestUnderItsLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// createReq is a multi's creation of path with the session's ACL.
+func createReq(s *Session, path string, data []byte, flags int32) *zk.CreateRequest {
+	return &zk.CreateRequest{Path: path, Data: data, Acl: s.nodes.acl, Flags: flags}
 }
