@@ -3,7 +3,8 @@
 // inventory service, and a running Merritt site switched from Merritt's
 // ingest service to ingestq as docs/merritt.md says, against a stand-in for
 // Merritt's storage service (shared/merritttest) and Merritt's consumers
-// played through merrittzk (site_test.go).
+// played through merrittzk (site_test.go); and ingestq storing into the
+// service itself as it really fails (store_test.go).
 package merritt
 
 import (

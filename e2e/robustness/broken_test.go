@@ -3,6 +3,7 @@ package robustness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -155,5 +156,31 @@ func overlappingSteps(ctx context.Context, r *run) error {
 		return err
 	}
 	r.logf("processor-%d is inside the step; processor-%d continued", b.Index, a.Index)
+	return nil
+}
+
+// TestTheCheckerCatchesAStaleStorageCall: every storing attempt of a job
+// is served under the same URLs. Merritt's storage service goes on with a
+// call whose caller gave up, woken while the job's next attempt is served:
+// it fetches that attempt's files and stores the version too.
+func TestTheCheckerCatchesAStaleStorageCall(t *testing.T) {
+	opts := runOpts{batches: 2, merritt: true, scenario: staleCalls}
+	rep := runBroken(t, "shared-attempt-urls.patch", opts)
+	requireViolation(t, rep, validate.CheckStoredOnce, brokenReplay(t.Name(), seeds(t)[0]))
+}
+
+// staleCalls makes three storing calls stale, one after another.
+func staleCalls(ctx context.Context, r *run) error {
+	rng := rand.New(rand.NewPCG(r.opts.seed, 17))
+	for range 3 {
+		out, err := r.env.Make(ctx, rng, fault.Fault{Kind: fault.StaleCall})
+		r.mu.Lock()
+		r.outcomes = append(r.outcomes, out)
+		r.mu.Unlock()
+		r.logf("fault: %s: %s", out.Fault, out.Detail)
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }

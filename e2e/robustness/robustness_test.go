@@ -130,3 +130,63 @@ func TestEverySeedKeepsTheQueuesPromises(t *testing.T) {
 		t.Errorf("failpoints never reached in the full run: %v", never)
 	}
 }
+
+// merrittPoints are the failpoints a run storing into Merritt's storage
+// service reaches: the version stored by the service and the job not yet
+// in Recording, and the recorder's, reading the version there.
+var merrittPoints = []string{"storingVersionStored", "processorManifestWritten", "recorderLeased", "recorderRowWritten"}
+
+// merrittPlan is a seed's faults storing into Merritt's storage service:
+// the failpoints between the storage call and its commit (each action in
+// the full run; the seed picks one point in the short one), stale calls
+// and restarts of the service, and kills.
+func merrittPlan(seed uint64) fault.Plan {
+	var pts []failpoint.Point
+	for _, n := range merrittPoints {
+		p, ok := failpoint.Named(n)
+		if !ok {
+			panic("no failpoint " + n)
+		}
+		pts = append(pts, p)
+	}
+	if full() {
+		return fault.Plan{Points: pts, Kills: 2, Freeze: true, Leader: true, Merritt: true}
+	}
+	return fault.Plan{Points: pts[:1], Kills: 1, Merritt: true}
+}
+
+// TestASeedStoringThroughMerrittsStorageServiceKeepsTheQueuesPromises runs
+// the stack storing into a node of Merritt's storage service (the
+// stand-in answering as mrt-store does) under the seed's traffic and the
+// faults of merrittPlan, then the checker, which holds the service's own
+// record to one version per object, made by one call.
+func TestASeedStoringThroughMerrittsStorageServiceKeepsTheQueuesPromises(t *testing.T) {
+	ctx := context.Background()
+	bins, err := build(ctx, "failpoints", func(ctx context.Context, dir string) error { return buildFailpoints(ctx, dir) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range seeds(t) {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			batches := 4
+			if full() {
+				batches = 8
+			}
+			replay := strings.Replace(replayCommand(seed), "TestEverySeedKeepsTheQueuesPromises", "TestASeedStoringThroughMerrittsStorageServiceKeepsTheQueuesPromises", 1)
+			r := startRun(ctx, t, runOpts{seed: seed, plan: merrittPlan(seed), batches: batches, bins: bins, failpoints: true,
+				merritt: true, replay: replay})
+			t.Logf("robustness through Merritt's storage service: seed %d; data and logs in %s", seed, r.dir)
+			res := r.do(ctx)
+			r.logReport(res)
+			if res.err != nil {
+				t.Errorf("seed %d: the run failed: %v\nreplay: %s", seed, res.err, replay)
+			}
+			if res.report != nil && len(res.report.Violations) > 0 {
+				t.Errorf("seed %d: the checker found %d violations (above)\nreplay: %s", seed, len(res.report.Violations), replay)
+			}
+			if res.report != nil && res.report.Figures["storage calls"] == 0 {
+				t.Errorf("seed %d: no call reached the storage service", seed)
+			}
+		})
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/freeport"
+	"github.com/ingestq/ingestq/shared/merritttest"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -73,6 +74,9 @@ type runOpts struct {
 	// mixed, when set, is a second build: half of each service's replicas
 	// (index 1) start from it, then every replica is rolled to bins.
 	mixed string
+	// merritt: the stack stores into a node of Merritt's storage service
+	// (the stand-in, shared/merritttest) rather than a folder.
+	merritt bool
 	// scenario, when set, replaces the seeded schedule (the broken builds'
 	// targeted faults).
 	scenario func(ctx context.Context, r *run) error
@@ -89,6 +93,7 @@ type run struct {
 	ens      *zktest.Ensemble
 	proxies  map[string][]*zktest.Proxy
 	deposits *depositor.Server
+	merritt  *merritttest.Service // the storage service stored into, when opts.merritt
 	stack    *stack.Stack
 	ports    *freeport.Reservation // the failpoints' endpoints'
 	watch    *watch.Recorder
@@ -198,10 +203,20 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 			}
 		}
 	}
+	env := map[string]string{}
+	if opts.merritt {
+		if r.merritt, err = merritttest.Run(merrittNode); err != nil {
+			t.Fatal(err)
+		}
+		// A call held past its timeout ends soon, and is tried again soon.
+		env = map[string]string{"INGESTQ_STORE": "merritt", "INGESTQ_MERRITT_STORAGE_URL": r.merritt.URL,
+			"INGESTQ_MERRITT_NODE": strconv.Itoa(merrittNode), "INGESTQ_MERRITT_TIMEOUT": "5s",
+			"INGESTQ_MERRITT_RETRY_BACKOFF": "200ms", "INGESTQ_FIXITY_AUDIT_INTERVAL": "0"}
+	}
 	r.stack, err = stack.Start(ctx, stack.Options{
 		Dir: dir, BinDir: opts.bins, ProfilesDir: profiles, ZooKeeper: r.ens.Addrs(), Root: "/robust",
 		Replicas: replicas, AdminToken: adminToken, ReplicaEnv: replicaEnv, ReplicaBinDir: replicaBin,
-		Env: map[string]string{
+		Env: withEnv(env, map[string]string{
 			"INGESTQ_ZK_SESSION_TIMEOUT":   sessionTimeout.String(),
 			"INGESTQ_CONCURRENCY":          "2",
 			"INGESTQ_MINT_SHOULDER":        shoulder,
@@ -213,7 +228,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 			// No console: the suite's traffic goes through the APIs, and
 			// neither the failpoint builds nor the baseline's build have one.
 			"INGESTQ_CONSOLE_LISTEN": "",
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +262,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	}
 	r.traffic = traffic.New(r.clients, batches, r.deposits.URL, r.peer, r.stack.InventoryDB, opts.seed, r.logf)
 	r.env = &fault.Env{Stack: r.stack, Ensemble: r.ens, Proxies: r.proxies, Failpoints: r.fps, SessionTimeout: sessionTimeout,
-		Logf: r.logf, Nudge: func() {
+		Merritt: r.merritt, Logf: r.logf, Nudge: func() {
 			select {
 			case r.nudge <- struct{}{}:
 			default:
@@ -292,6 +307,21 @@ func (r *run) close() {
 	if r.deposits != nil {
 		r.deposits.Close()
 	}
+	if r.merritt != nil {
+		r.merritt.Close()
+	}
+}
+
+// merrittNode is the storage node a run storing into Merritt's storage
+// service stores into.
+const merrittNode = 9501
+
+// withEnv is base with extra's settings added (extra's win).
+func withEnv(extra, base map[string]string) map[string]string {
+	for k, v := range extra {
+		base[k] = v
+	}
+	return base
 }
 
 // schedule makes the run's faults one after another, as the seed ordered
@@ -489,7 +519,7 @@ func (r *run) do(ctx context.Context) result {
 		res.err = errors.Join(res.err, err)
 	}
 	rep, err := validate.Check(ctx, validate.Input{Traffic: r.traffic, Watch: r.watch, Conn: r.conn, Root: r.stack.Root,
-		StoreRoot: r.stack.StoreRoot, Inventory: r.stack.InventoryDB, OutboxDir: r.stack.OutboxDir, Callbacks: r.deposits.Callbacks(),
+		StoreRoot: r.stack.StoreRoot, Merritt: r.merritt, MerrittNode: merrittNode, Inventory: r.stack.InventoryDB, OutboxDir: r.stack.OutboxDir, Callbacks: r.deposits.Callbacks(),
 		Shoulder: shoulder, PorcupineDir: r.dir, Replicas: r.replicaSessions()})
 	if err != nil {
 		res.err = errors.Join(res.err, fmt.Errorf("the checker could not read: %w", err))

@@ -46,6 +46,7 @@ type settings struct {
 	store                          *s3store.StoreSettings
 	merritt                        *merrittstore.Settings
 	serveListen, serveURL          *string
+	retryFor, retryBackoff         *time.Duration
 }
 
 func main() {
@@ -80,6 +81,10 @@ func main() {
 				"HTTP address the versions prepared for Merritt's storage service are served on, for it to fetch (needed with INGESTQ_MERRITT_NODE)")
 			s.serveURL = r.String("merritt-serve-url", "INGESTQ_MERRITT_SERVE_URL", "",
 				"base URL Merritt's storage service reaches INGESTQ_MERRITT_SERVE_LISTEN at (empty: http://<INGESTQ_MERRITT_SERVE_LISTEN>, which needs a host in it)")
+			s.retryFor = r.Duration("merritt-retry-for", "INGESTQ_MERRITT_RETRY_FOR", 30*time.Minute,
+				"how long the storing step tries again a version whose call to Merritt's storage service failed in a way that may pass (unreachable, 502/503/504, no answer in time, a file it could not fetch), from the first failed attempt; then the job fails (0: at once)")
+			s.retryBackoff = r.Duration("merritt-retry-backoff", "INGESTQ_MERRITT_RETRY_BACKOFF", 10*time.Second,
+				"wait after the first failed attempt to store a version in Merritt's storage service, doubled after each further one up to 5m")
 		},
 		Setup: func(ctx context.Context, env *service.Env) error {
 			p, err := s.processor(ctx, env.Jobs)
@@ -129,6 +134,9 @@ func (s settings) processor(ctx context.Context, q *jobs.Client) (*process.Proce
 	if *s.syncLinger < 0 {
 		return nil, fmt.Errorf("INGESTQ_SYNC_LINGER: %v must not be negative", *s.syncLinger)
 	}
+	if *s.retryFor < 0 || *s.retryBackoff <= 0 {
+		return nil, fmt.Errorf("INGESTQ_MERRITT_RETRY_FOR (%v) must not be negative, INGESTQ_MERRITT_RETRY_BACKOFF (%v) must be positive", *s.retryFor, *s.retryBackoff)
+	}
 	merritt, err := s.merrittTarget()
 	if err != nil {
 		return nil, err
@@ -163,7 +171,8 @@ func (s settings) processor(ctx context.Context, q *jobs.Client) (*process.Proce
 	default:
 		return nil, fmt.Errorf("INGESTQ_MINTER: %q is neither local nor ezid", *s.minter)
 	}
-	return &process.Processor{Queue: q, Minter: minter, Storage: storage, Merritt: merritt, Profiles: profiles, WorkRoot: *s.workRoot}, nil
+	return &process.Processor{Queue: q, Minter: minter, Storage: storage, Merritt: merritt, Profiles: profiles, WorkRoot: *s.workRoot,
+		StoreRetry: process.StoreRetry{For: *s.retryFor, Backoff: *s.retryBackoff}}, nil
 }
 
 // merrittTarget is the node of Merritt's storage service versions go to,

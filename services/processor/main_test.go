@@ -248,6 +248,7 @@ func TestMerrittSettingsThatCannotWorkAreRefused(t *testing.T) {
 		{"no address to serve versions on", "merritt", "http://s:1", "", "", 3, true, "INGESTQ_MERRITT_SERVE_LISTEN is needed"},
 		{"an address no other host reaches", "local", "http://s:1", ":7415", "", 3, false, "INGESTQ_MERRITT_SERVE_URL is needed"},
 		{"a node without the service", "merritt", "", "127.0.0.1:1", "", 3, true, "go together"},
+		{"a storage URL without its port", "merritt", "http://store.example.org/store", "127.0.0.1:1", "", 3, true, "names no port"},
 		{"handed over", "local", "http://s:1", ":7415", "http://processor.example.org:7415", 3, false, ""},
 	} {
 		timeout := time.Minute

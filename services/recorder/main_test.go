@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +33,24 @@ func TestMain(m *testing.M) { zktest.Main(m) }
 func TestBinaryServesWhileConnectedAndStopsOnSIGTERM(t *testing.T) {
 	t.Setenv("INGESTQ_INVENTORY_DB", filepath.Join(t.TempDir(), "inventory.db"))
 	servicetest.CheckBinary(t, "recorder")
+}
+
+// TestBinaryRefusesAStorageURLWithoutItsPortSayingWhy: Merritt's inventory
+// service rebuilds the storage service's address from the manifest URLs
+// as protocol://host:port, so the recorder, which reads those manifests,
+// refuses a storage URL that leaves its port out.
+func TestBinaryRefusesAStorageURLWithoutItsPortSayingWhy(t *testing.T) {
+	bin := servicetest.Build(t, ".")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(), "INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","), "INGESTQ_ZK_ROOT="+zktest.Root(t),
+		"INGESTQ_LISTEN="+servicetest.FreeAddr(t), "INGESTQ_METRICS_LISTEN=", "INGESTQ_INVENTORY_DB="+filepath.Join(t.TempDir(), "inventory.db"),
+		"INGESTQ_MERRITT_STORAGE_URL=http://store.example.org/store")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "INGESTQ_MERRITT_STORAGE_URL") || !strings.Contains(string(out), "names no port") {
+		t.Errorf("exit %v, output:\n%s\nwant a refusal of the URL without its port", err, out)
+	}
 }
 
 // recordingJob puts a job in Recording whose stored version manifest lists

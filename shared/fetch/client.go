@@ -31,12 +31,13 @@ type StatusError struct {
 	Method string // "GET", "HEAD", "POST"
 	URL    string // the requested URL, credentials redacted
 	Code   int
-	// Body is the start of the answer (at most MaxStatusBody bytes): some
-	// services say there why they refused.
+	// Body is the start of the answer (at most the policy's StatusBody
+	// bytes): some services say there why they refused.
 	Body []byte
 }
 
-// MaxStatusBody bounds what a StatusError keeps of the answer's body.
+// MaxStatusBody bounds what a StatusError keeps of the answer's body
+// unless the policy says otherwise (Policy.StatusBody).
 const MaxStatusBody = 4 << 10
 
 func (e *StatusError) Error() string {
@@ -238,7 +239,7 @@ func (c *Client) do(ctx context.Context, method, rawURL string, body []byte, con
 		// Keep a little (it also lets the connection be reused), not more,
 		// read under the bounds of any body: a refusal that stalls must
 		// not hold a caller that has no deadline.
-		start, _ := io.ReadAll(io.LimitReader(bounded, MaxStatusBody))
+		start, _ := io.ReadAll(io.LimitReader(bounded, c.policy.StatusBody))
 		bounded.Close()
 		return nil, &StatusError{Method: method, URL: name, Code: resp.StatusCode, Body: start}
 	}

@@ -878,6 +878,11 @@ func TestAStatusErrorKeepsTheStartOfTheAnswer(t *testing.T) {
 			t.Errorf("POST %s: %v (body %d bytes); want HTTP %d with the first %d bytes of the answer", tc.path, err, len(se.Body), tc.code, len(tc.body))
 		}
 	}
+	// A policy that keeps more keeps the whole of a longer refusal.
+	_, err := fetch.New(local(fetch.Policy{StatusBody: 4 * fetch.MaxStatusBody})).Post(t.Context(), s.URL+"/long", "text/plain", []byte("x"), nil)
+	if se := (*fetch.StatusError)(nil); !errors.As(err, &se) || string(se.Body) != long {
+		t.Errorf("POST /long with a StatusBody of %d: %v, want the whole answer", 4*fetch.MaxStatusBody, err)
+	}
 }
 
 func TestPostRedirectedElsewhereLeavesItsCredentialsBehind(t *testing.T) {

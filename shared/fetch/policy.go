@@ -57,6 +57,10 @@ type Policy struct {
 	// bounded (size/MinRate plus a window), however it trickles. Default
 	// 1024; negative for no least rate.
 	MinRate int64
+	// StatusBody bounds how much of a refusal's body a StatusError keeps;
+	// default MaxStatusBody. A service that says at length why it refused
+	// (a stack trace before the reason) needs more.
+	StatusBody int64
 	// RateWindow is the time over which MinRate is measured; the first
 	// window is also the grace a transfer gets to get going. Only time
 	// spent waiting for data counts, so a caller slow to read is not cut
@@ -131,6 +135,9 @@ func (p Policy) withDefaults() Policy {
 	p.IdleTimeout = orDefault(p.IdleTimeout, DefaultIdleTimeout)
 	p.FetchTimeout = orDefault(p.FetchTimeout, DefaultFetchTimeout)
 	p.RateWindow = orDefault(p.RateWindow, DefaultRateWindow)
+	if p.StatusBody <= 0 {
+		p.StatusBody = MaxStatusBody
+	}
 	if p.MinRate == 0 {
 		p.MinRate = DefaultMinRate
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -46,8 +47,11 @@ type ObjectState struct {
 type AnswerError struct {
 	Call   string // "add/7/ark%3A…", "state/7/ark%3A…"
 	Code   int
-	Status string // the service's exception name ("REQUEST_INVALID"), "" when it gave none
-	Detail string // the service's words, or the start of its answer
+	Status string // the service's exception status ("REQUEST_INVALID"), "" when it gave none
+	// Detail is the service's reason: its exception's detail (or, without
+	// one, its error or description), never its stack trace; the start of
+	// the answer when it is no exception of the service's.
+	Detail string
 }
 
 func (e *AnswerError) Error() string {
@@ -60,6 +64,26 @@ func (e *AnswerError) Error() string {
 		b.WriteString(": " + e.Detail)
 	}
 	return b.String()
+}
+
+// MayPass reports whether the same call may succeed later: the service,
+// or what stands in front of it, is unavailable (502, 503, 504, and 408
+// and 429), or it failed in its own work (500 GENERAL_EXCEPTION: mrt-store
+// raises it for a manifest or file it could not fetch, "Object Fails",
+// and for a write to its cloud store that failed; a 500 that is no
+// exception of the service's is its container's). Every other answer
+// will be the same however often the call is made: the request is wrong
+// (4xx), or what it names is (INVALID_DATA_FORMAT, FIXITY_CHECK_FAILS,
+// INVALID_OR_MISSING_PARM, 501).
+func (e *AnswerError) MayPass() bool {
+	switch e.Code {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+		http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	case http.StatusInternalServerError:
+		return e.Status == "" || e.Status == "GENERAL_EXCEPTION"
+	}
+	return false
 }
 
 // decodeJSON reads an answer as an object keeping numbers as written.
@@ -176,51 +200,78 @@ func lastSegment(raw string) (string, error) {
 }
 
 // parseException reads what the service said of a failure: its exception
-// formatted in any of its forms (JSON: "exc:…" keys; XML: "exc:" elements),
-// or else the start of the answer.
-func parseException(body []byte) (status, detail string) {
+// (mrt-core2's TException) in the JSON form (one "exc:…" key whose object
+// holds "exc:statusName", "exc:status", "exc:detail", "exc:error",
+// "exc:description", …) or the XML form (the same as elements of the
+// root), or else the start of the answer. The reason is the detail, else
+// the error, else the description; the exception's trace is left out.
+func parseException(body []byte) (status, reason string) {
+	fields := map[string]string{}
 	if obj, err := decodeJSON(body); err == nil {
 		for k, v := range obj {
 			if e, ok := v.(map[string]any); ok && strings.HasPrefix(k, "exc:") {
-				status = text(e["exc:statusName"])
-				if status == "" {
-					status = text(e["exc:status"])
+				for name, value := range e {
+					if local, ok := strings.CutPrefix(name, "exc:"); ok {
+						fields[local] = text(value)
+					}
 				}
-				detail = text(e["exc:detail"])
-				if detail == "" {
-					detail = text(e["exc:error"])
-				}
-				return status, detail
+				break
 			}
 		}
+	} else {
+		fields = exceptionXML(body)
 	}
+	status = fields["statusName"]
+	if status == "" {
+		status = fields["status"]
+	}
+	for _, name := range []string{"detail", "error", "description"} {
+		if reason = strings.TrimSpace(fields[name]); reason != "" {
+			break
+		}
+	}
+	if status == "" && reason == "" {
+		reason = strings.Join(strings.Fields(string(body)), " ")
+		if len(reason) > 300 {
+			reason = reason[:300] + "…"
+		}
+	}
+	return status, reason
+}
+
+// exceptionXML reads the elements directly under an XML exception's root
+// (one whose name begins "tException"), by local name.
+func exceptionXML(body []byte) map[string]string {
+	fields := map[string]string{}
 	dec := xml.NewDecoder(bytes.NewReader(body))
-	var key string
+	depth, name := 0, ""
+	var value strings.Builder
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			break
+			return fields
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
-			key = t.Name.Local
-		case xml.CharData:
-			switch v := strings.TrimSpace(string(t)); {
-			case v == "":
-			case key == "statusName" || (key == "status" && status == ""):
-				status = v
-			case key == "detail" || (key == "error" && detail == ""):
-				detail = v
+			depth++
+			if depth == 1 && !strings.HasPrefix(t.Name.Local, "tException") {
+				return fields
 			}
+			if depth == 2 {
+				name = t.Name.Local
+				value.Reset()
+			}
+		case xml.CharData:
+			if depth == 2 {
+				value.Write(t)
+			}
+		case xml.EndElement:
+			if depth == 2 {
+				fields[name] = value.String()
+			}
+			depth--
 		}
 	}
-	if status == "" && detail == "" {
-		detail = strings.Join(strings.Fields(string(body)), " ")
-		if len(detail) > 300 {
-			detail = detail[:300] + "…"
-		}
-	}
-	return status, detail
 }
 
 // Object is an object as the storage service's manifest of it lists it:
@@ -355,7 +406,8 @@ type AddFile struct {
 
 // WriteAddManifest writes the manifest of a version to store in the form
 // the storage service reads: checkm 0.7, the add manifest's profile, its
-// namespace prefixes and seven columns, one row a file.
+// namespace prefixes and seven columns, one row a file, each file's name
+// spelled by ManifestName.
 func WriteAddManifest(w io.Writer, files []AddFile) error {
 	var b bytes.Buffer
 	b.WriteString("#%checkm_0.7\n")
@@ -369,7 +421,11 @@ func WriteAddManifest(w io.Writer, files []AddFile) error {
 		if !f.Modified.IsZero() {
 			modified = f.Modified.Format(time.RFC3339)
 		}
-		row := []string{f.URL, f.HashAlgorithm, f.HashValue, strconv.FormatInt(f.Size, 10), modified, f.Name, f.MimeType}
+		name, err := ManifestName(f.Name)
+		if err != nil {
+			return fmt.Errorf("add manifest: %w", err)
+		}
+		row := []string{f.URL, f.HashAlgorithm, f.HashValue, strconv.FormatInt(f.Size, 10), modified, name, f.MimeType}
 		for _, v := range row {
 			if strings.ContainsAny(v, "|\r\n") || strings.TrimSpace(v) != v {
 				return fmt.Errorf("add manifest: %s: the value %q cannot be written in a manifest row", f.Name, v)
@@ -383,4 +439,28 @@ func WriteAddManifest(w io.Writer, files []AddFile) error {
 	b.WriteString("#%eof\n")
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// ManifestName spells a file's name in an add manifest so that the storage
+// service reads back exactly that name. It reads a row's values but the URL
+// through mrt-core2's Checkm.dec, which makes "%20" a space and then "%7c"
+// a '|' and decodes nothing else, and it splits the row at each '|' with
+// the blanks around it: every space is written "%20" and every '|' "%7c".
+// A name with "%20" or "%7c" in it cannot be written at all (the service
+// would read a space or a '|' there: there is no escape for '%'), nor one
+// that breaks a line or begins or ends with other blanks (lost at the
+// split); the error says so.
+func ManifestName(name string) (string, error) {
+	switch {
+	case strings.Contains(name, "%20") || strings.Contains(name, "%7c"):
+		return "", fmt.Errorf("%q cannot be stored in Merritt's storage service under its own name: the service reads %q in a manifest's file name as a space and %q as '|', and has no way to write them otherwise (rename the file)",
+			name, "%20", "%7c")
+	case strings.ContainsAny(name, "\r\n"):
+		return "", fmt.Errorf("%q cannot be stored in Merritt's storage service: its manifest holds one file a line", name)
+	}
+	enc := strings.NewReplacer(" ", "%20", "|", "%7c").Replace(name)
+	if strings.TrimSpace(enc) != enc {
+		return "", fmt.Errorf("%q cannot be stored in Merritt's storage service under its own name: the service drops the blanks a manifest value begins or ends with", name)
+	}
+	return enc, nil
 }

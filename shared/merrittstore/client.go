@@ -51,6 +51,10 @@ type Request struct {
 // maxAnswer bounds a state or version answer read whole.
 const maxAnswer = 64 << 20
 
+// maxRefusal bounds a refusal read whole: the service's exception, its
+// Java stack trace included (several KiB), before the reason.
+const maxRefusal = 1 << 20
+
 // ManifestURL is the URL of the object's manifest on the client's node:
 // what an inventory node names for Merritt's inventory service.
 func (c *Client) ManifestURL(ark string) string {
@@ -208,11 +212,29 @@ func (c *Client) failure(call string, err error) error {
 		status, detail := parseException(se.Body)
 		return &AnswerError{Call: call, Code: se.Code, Status: status, Detail: detail}
 	}
-	if errors.Is(err, fetch.ErrTimeout) {
-		return fmt.Errorf("the storage service did not answer %s in time: %w", call, err)
-	}
-	return fmt.Errorf("calling the storage service (%s): %w", call, err)
+	return &CallError{Call: call, Err: err}
 }
+
+// CallError is a call that got no answer: the service could not be
+// reached, did not answer in time, or the connection broke.
+type CallError struct {
+	Call string
+	Err  error
+}
+
+func (e *CallError) Error() string {
+	if errors.Is(e.Err, fetch.ErrTimeout) {
+		return fmt.Sprintf("the storage service did not answer %s in time: %v", e.Call, e.Err)
+	}
+	return fmt.Sprintf("calling the storage service (%s): %v", e.Call, e.Err)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// MayPass reports whether the call may get an answer later: the network
+// or the service failed, or it was slow; not when ingestq's own policy
+// refused the address.
+func (e *CallError) MayPass() bool { return fetch.Retryable(e.Err) }
 
 func readAll(resp *http.Response) ([]byte, error) {
 	defer resp.Body.Close()
@@ -283,9 +305,16 @@ func (s Settings) client(base string, node int) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("INGESTQ_MERRITT_STORAGE_URL: %q is not an http(s) base URL", base)
 	}
+	if u.Port() == "" {
+		// mrt-inventory's SaveObject rebuilds the service's base from an
+		// inventory node's manifest URL as protocol://host:port, and Java's
+		// URL gives -1 for a port the URL leaves out.
+		return nil, fmt.Errorf("INGESTQ_MERRITT_STORAGE_URL: %q names no port: write it (%s://%s:%s%s); Merritt's inventory service reads the storage service's address from the manifest URLs ingestq writes as protocol://host:port, and without a port it would call %s://%s:-1",
+			base, u.Scheme, u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme], u.EscapedPath(), u.Scheme, u.Hostname())
+	}
 	// The service answers an add or an update once it has fetched every
 	// file: the wait for its answer's headers is the call's own bound.
 	httpc := fetch.New(fetch.Policy{Allow: fetch.InternalRanges(), AllowSetting: "INGESTQ_MERRITT_STORAGE_URL",
-		HeaderTimeout: *s.Timeout, FetchTimeout: *s.Timeout, MaxRedirects: -1})
+		HeaderTimeout: *s.Timeout, FetchTimeout: *s.Timeout, MaxRedirects: -1, StatusBody: maxRefusal})
 	return &Client{BaseURL: base, Node: node, HTTP: httpc}, nil
 }

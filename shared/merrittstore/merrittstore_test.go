@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func (d *deposit) version(t *testing.T, prefix string, files map[string]string) 
 	var rows []merrittstore.AddFile
 	for _, name := range slices.Sorted(mapKeys(files)) {
 		d.files["/"+prefix+"/"+name] = files[name]
-		rows = append(rows, merrittstore.AddFile{URL: d.srv.URL + "/" + prefix + "/" + name, HashAlgorithm: "sha256",
+		rows = append(rows, merrittstore.AddFile{URL: d.srv.URL + (&url.URL{Path: "/" + prefix + "/" + name}).EscapedPath(), HashAlgorithm: "sha256",
 			HashValue: sha(files[name]), Size: int64(len(files[name])), Name: name, MimeType: "text/plain",
 			Modified: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
 	}
@@ -145,11 +146,12 @@ func TestARefusalNamesTheServicesAnswer(t *testing.T) {
 	d := newDeposit(t)
 	req := d.version(t, "v1", map[string]string{"producer/a.txt": "alpha"})
 
-	// A file whose digest the manifest gets wrong.
+	// A file whose digest the manifest gets wrong: the service names no
+	// file, and its failure may pass.
 	d.files["/v1/producer/a.txt"] = "alpha!"
 	_, err := c.Add(ctx, "ark:/99999/fk4bad", req)
 	var ae *merrittstore.AnswerError
-	if !errors.As(err, &ae) || ae.Code != 500 || ae.Status != "INVALID_DATA_FORMAT" || !strings.Contains(ae.Detail, "producer/a.txt") {
+	if !errors.As(err, &ae) || ae.Code != 500 || ae.Status != "GENERAL_EXCEPTION" || !strings.HasPrefix(ae.Detail, "Object Fails") || !ae.MayPass() {
 		t.Errorf("a file that is not what the manifest says: %v", err)
 	}
 	// A deletion of a file the object does not hold.
@@ -159,8 +161,14 @@ func TestARefusalNamesTheServicesAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Update(ctx, "ark:/99999/fk4x", req)
-	if !errors.As(err, &ae) || ae.Code != 400 || !strings.Contains(err.Error(), "producer/none.txt") || !strings.Contains(err.Error(), "update/7/ark%3A%2F99999%2Ffk4x") {
+	if !errors.As(err, &ae) || ae.Code != 400 || ae.MayPass() || !strings.Contains(err.Error(), "update/7/ark%3A%2F99999%2Ffk4x") ||
+		!strings.HasSuffix(err.Error(), "HTTP 400 REQUEST_INVALID: VersionMap: Delete list component not found:producer/none.txt") {
 		t.Errorf("a deletion of a file not held: %v", err)
+	}
+	// The service's exception carries its Java stack, several KiB before
+	// its reason: the reason is read whole, the trace left out.
+	if strings.Contains(err.Error(), "at org.") || strings.Contains(err.Error(), "exc:") {
+		t.Errorf("the error holds the answer's trace or its markup: %v", err)
 	}
 	// A node the service does not have.
 	if _, err := client(t, svc, 8).Add(ctx, "ark:/99999/fk4y", merrittstore.Request{ManifestURL: req.ManifestURL}); !errors.As(err, &ae) || ae.Code != 404 {
@@ -207,11 +215,89 @@ func TestSettingsGoTogetherAndMustBeAnHTTPBase(t *testing.T) {
 		url  string
 		node int
 		ok   bool
-	}{{"", 0, true}, {"http://s:1", 3, true}, {"http://s:1", 0, false}, {"", 3, false}, {"ftp://s", 3, false}, {"http://s?x=1", 3, false}} {
+	}{{"", 0, true}, {"http://s:1", 3, true}, {"http://s:1", 0, false}, {"", 3, false}, {"ftp://s", 3, false}, {"http://s:1?x=1", 3, false},
+		{"http://s", 3, false}, {"https://s/store", 3, false}, {"https://s:443/store", 3, true}} {
 		u, n, timeout := c.url, c.node, time.Minute
 		_, err := merrittstore.Settings{URL: &u, Node: &n, Timeout: &timeout}.Client()
 		if (err == nil) != c.ok {
 			t.Errorf("URL %q node %d: %v", c.url, c.node, err)
+		}
+	}
+}
+
+// A storage URL without a port is refused, saying why: Merritt's inventory
+// service (mrt-inventory's SaveObject) rebuilds the service's address from
+// a manifest URL as protocol://host:port, -1 where the port is left out.
+func TestAStorageURLWithoutAPortIsRefusedSayingWhy(t *testing.T) {
+	u, n, timeout := "http://store.example.org/store", 0, time.Minute
+	for _, make := range []func() (*merrittstore.Client, error){
+		func() (*merrittstore.Client, error) {
+			n = 3
+			return merrittstore.Settings{URL: &u, Node: &n, Timeout: &timeout}.Client()
+		},
+		func() (*merrittstore.Client, error) {
+			return merrittstore.Settings{URL: &u, Node: &n, Timeout: &timeout}.Reader()
+		},
+	} {
+		if _, err := make(); err == nil || !strings.Contains(err.Error(), "names no port") || !strings.Contains(err.Error(), "http://store.example.org:80/store") ||
+			!strings.Contains(err.Error(), ":-1") {
+			t.Errorf("%v", err)
+		}
+	}
+}
+
+// Which answers may pass if the call is made again, and which never will.
+func TestAnAnswerMayPassWhenTheServiceIsUnavailableOrFailedInItsOwnWork(t *testing.T) {
+	for _, c := range []struct {
+		code   int
+		status string
+		may    bool
+	}{
+		{502, "", true}, {503, "EXTERNAL_SERVICE_UNAVAILABLE", true}, {504, "", true}, {429, "", true}, {408, "", true},
+		{500, "GENERAL_EXCEPTION", true}, {500, "", true},
+		{500, "INVALID_DATA_FORMAT", false}, {500, "INVALID_OR_MISSING_PARM", false}, {500, "FIXITY_CHECK_FAILS", false},
+		{400, "REQUEST_INVALID", false}, {404, "REQUESTED_ITEM_NOT_FOUND", false}, {403, "REQUEST_ITEM_EXISTS", false}, {501, "", false},
+	} {
+		if got := (&merrittstore.AnswerError{Code: c.code, Status: c.status}).MayPass(); got != c.may {
+			t.Errorf("HTTP %d %s: MayPass %v, want %v", c.code, c.status, got, c.may)
+		}
+	}
+}
+
+// A file's name is written in the add manifest so that the service reads
+// back exactly that name (mrt-core2's Checkm.dec); a name it cannot read
+// back is refused before anything is sent.
+func TestFileNamesAreStoredUnderExactlyTheirNames(t *testing.T) {
+	ctx := context.Background()
+	svc := merritttest.Start(t, 7)
+	c := client(t, svc, 7)
+	d := newDeposit(t)
+	names := []string{"producer/a|b.txt", "producer/ lead.txt", "producer/trail .txt", "producer/two  spaces.txt",
+		"producer/x%7Cy.txt", "producer/p%25q.txt", "producer/%2.txt", "producer/a||b"}
+	files := map[string]string{}
+	for i, n := range names {
+		files[n] = strings.Repeat("x", i+1)
+	}
+	vs, err := c.Add(ctx, "ark:/99999/fk4names", d.version(t, "v1", files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.Files(7, "ark:/99999/fk4names", 1); len(got) != len(names) {
+		t.Errorf("stored %d files", len(got))
+	}
+	for _, n := range names {
+		if got := svc.Files(7, "ark:/99999/fk4names", 1)[n]; string(got) != files[n] {
+			t.Errorf("%q stored as %q", n, got)
+		}
+	}
+	if !slices.Equal(vs.Files, slices.Sorted(slices.Values(names))) {
+		t.Errorf("the answer names %q", vs.Files)
+	}
+	for _, bad := range []string{"producer/100%20off.txt", "producer/a%7cb.txt", "producer/tab\t", "producer/line\nbreak"} {
+		var b bytes.Buffer
+		err := merrittstore.WriteAddManifest(&b, []merrittstore.AddFile{{URL: "http://h:1/f", HashAlgorithm: "sha256", HashValue: sha("x"), Size: 1, Name: bad}})
+		if err == nil || !strings.Contains(err.Error(), "cannot be stored in Merritt's storage service") {
+			t.Errorf("%q: %v", bad, err)
 		}
 	}
 }

@@ -131,6 +131,8 @@ func StateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
 // jobTransitions is the spec's job table. Estimating → Failed is an ingestq
 // addition: estimating never fails for its own reasons, but a job whose nodes
 // another writer made unreadable must still leave the pipeline with a message.
+// Storing → Storing is another: the storing step stays, saying why, while the
+// store is unavailable, as Provisioning stays while space is short.
 var jobTransitions = map[JobState][]JobState{
 	Pending:      {Estimating, Held, Failed},
 	Held:         {Pending, Deleted},
@@ -138,7 +140,7 @@ var jobTransitions = map[JobState][]JobState{
 	Provisioning: {Downloading, Provisioning, Failed},
 	Downloading:  {Processing, Failed},
 	Processing:   {Storing, Failed},
-	Storing:      {Recording, Failed},
+	Storing:      {Recording, Storing, Failed},
 	Recording:    {Notify, Failed},
 	Notify:       {Completed, Failed},
 	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},

@@ -16,7 +16,7 @@ var specJobTable = map[string]string{
 	"Provisioning": "Downloading Provisioning Failed",
 	"Downloading":  "Processing Failed",
 	"Processing":   "Storing Failed",
-	"Storing":      "Recording Failed",
+	"Storing":      "Recording Storing Failed", // Storing: ingestq's addition, while the store is unavailable
 	"Recording":    "Notify Failed",
 	"Notify":       "Completed Failed",
 	"Failed":       "Pending Estimating Provisioning Downloading Processing Storing Recording Notify Deleted",

@@ -151,9 +151,10 @@ func Fail(message string) Outcome {
 // Failf is Fail with formatting.
 func Failf(format string, args ...any) Outcome { return Fail(fmt.Sprintf(format, args...)) }
 
-// Wait leaves the job in its state to be tried again after d; ch's data and
-// message are written if the state allows staying (Provisioning does),
-// otherwise the job is only released.
+// Wait leaves the job in its state to be tried again after d. When the
+// state allows staying (Provisioning, Storing do) and ch says why (a
+// Message), the stay is committed with ch's data, an entry of the job's
+// history; otherwise the job is only released.
 func Wait(d time.Duration, ch jobs.Change) Outcome {
 	return Outcome{kind: kindWait, change: ch, after: d}
 }
@@ -652,7 +653,7 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 	case kindRelease:
 		err, result, wrote = claim.Release(commitCtx), telemetry.OutcomeReleased, false
 	case kindWait:
-		if queue.CanMoveJob(claim.State(), claim.State()) {
+		if queue.CanMoveJob(claim.State(), claim.State()) && out.change.Message != "" {
 			ch := out.change
 			ch.To, ch.By = claim.State(), r.state.ID()
 			err = claim.Commit(commitCtx, ch)

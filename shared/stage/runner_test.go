@@ -494,12 +494,25 @@ func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			tries = append(tries, time.Now())
-			if len(tries) < 3 {
+			switch len(tries) {
+			case 1:
 				return Wait(200*time.Millisecond, jobs.Change{Message: "waiting for space"})
+			case 2:
+				return Wait(200*time.Millisecond, jobs.Change{}) // says nothing: released only
 			}
 			return Next(jobs.Change{})
 		}})
 	queuetest.Eventually(t, "job provisioned on the third try", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Downloading })
+	// The wait that says why is in the job's history; the other is not.
+	var stays []string
+	for _, h := range queuetest.Status(t, c, jids[0]).GetHistory() {
+		if h.GetFrom() == queue.Provisioning && h.GetTo() == queue.Provisioning {
+			stays = append(stays, h.GetMessage())
+		}
+	}
+	if len(stays) != 1 || stays[0] != "waiting for space" {
+		t.Errorf("the history's stays in Provisioning: %q, want the one that said why", stays)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 1; i < len(tries); i++ {

@@ -3,7 +3,9 @@
 // (crash, stall past the session timeout, error), processes killed
 // (kill -9) and frozen (SIGSTOP past the session timeout), the ZooKeeper
 // leader killed, the quorum lost, a replica cut off from ZooKeeper (a
-// partition: its proxies refuse it), and every link to ZooKeeper slowed.
+// partition: its proxies refuse it), every link to ZooKeeper slowed; and,
+// storing into Merritt's storage service, a call the service goes on with
+// after its caller gave up (stale), and the service restarted.
 // A seed gives the same schedule again (ROBUSTNESS_SEED), though not the
 // same timing.
 package fault
@@ -20,6 +22,7 @@ import (
 
 	"github.com/ingestq/ingestq/e2e/robustness/failpoint"
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/merritttest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -34,6 +37,13 @@ const (
 	Quorum    Kind = "quorum loss"
 	Partition Kind = "partition"
 	Slow      Kind = "slow links"
+	// StaleCall: Merritt's storage service holds the next add or update
+	// past its caller's timeout and goes on with it once the job's next
+	// attempt's call has fetched its files.
+	StaleCall Kind = "stale storage call"
+	// StorageRestart: Merritt's storage service goes down (connections
+	// refused, calls in flight ended storing nothing) and comes back.
+	StorageRestart Kind = "storage service restart"
 )
 
 // Fault is one entry of a schedule.
@@ -59,6 +69,9 @@ type Plan struct {
 	Points                                  []failpoint.Point // each armed once, with an action of its own
 	Kills                                   int
 	Freeze, Leader, Quorum, Partition, Slow bool
+	// Merritt: the run stores into Merritt's storage service; a stale
+	// call and a restart of the service each come twice.
+	Merritt bool
 }
 
 // Schedule orders the plan's faults, seeded: each failpoint once with an
@@ -85,6 +98,9 @@ func Schedule(seed uint64, p Plan) []Fault {
 			out = append(out, Fault{Kind: k})
 		}
 	}
+	if p.Merritt {
+		out = append(out, Fault{Kind: StaleCall}, Fault{Kind: StaleCall}, Fault{Kind: StorageRestart}, Fault{Kind: StorageRestart})
+	}
 	// Map order above is random: sort before the seeded shuffle.
 	slices.SortStableFunc(out, func(a, b Fault) int { return strings.Compare(a.String(), b.String()) })
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
@@ -105,6 +121,9 @@ type Env struct {
 	// Nudge, when set, brings the next deposit once a failpoint is armed:
 	// work that reaches it arrives whatever the rest of the traffic did.
 	Nudge func()
+	// Merritt is the stand-in for Merritt's storage service the stack
+	// stores into (nil: none).
+	Merritt *merritttest.Service
 }
 
 // Outcome is how one fault went.
@@ -157,6 +176,16 @@ func (e *Env) Make(ctx context.Context, rng *rand.Rand, f Fault) (Outcome, error
 		err = e.killLeader(ctx, &out)
 	case Quorum:
 		err = e.loseQuorum(ctx, rng, &out)
+	case StaleCall:
+		err = e.staleCall(ctx, &out)
+	case StorageRestart:
+		if e.Merritt == nil {
+			return out, errors.New("a storage service restart in a run that stores elsewhere")
+		}
+		e.Merritt.Down()
+		time.Sleep(e.cutFor()) // how long it stays down
+		err = e.Merritt.Up()
+		out.Detail = fmt.Sprintf("down for %s", e.cutFor())
 	case Slow:
 		d := zktest.Delay{Min: 20 * time.Millisecond, Max: 50 * time.Millisecond}
 		for _, ps := range e.Proxies {
@@ -341,4 +370,33 @@ func (e *Env) loseQuorum(ctx context.Context, rng *rand.Rand, out *Outcome) erro
 	next, err := e.waitLeader(ctx, -1)
 	out.Detail = fmt.Sprintf("servers %d and %d stopped for %s; server %d leads", stopped[0]+1, stopped[1]+1, e.cutFor(), next+1)
 	return err
+}
+
+// staleCall makes the service's next add or update a stale call: held
+// past its caller's timeout until the job's next attempt has fetched its
+// files. It waits for a call to take it, a deposit nudged to come; one
+// not taken in time is dropped.
+func (e *Env) staleCall(ctx context.Context, out *Outcome) error {
+	if e.Merritt == nil {
+		return errors.New("a stale storage call in a run that stores elsewhere")
+	}
+	e.Merritt.Next(merritttest.Fault{HoldForNext: true})
+	if e.Nudge != nil {
+		e.Nudge()
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, reachWithin)
+	defer cancel()
+	for e.Merritt.Pending() > 0 && waitCtx.Err() == nil {
+		select {
+		case <-waitCtx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if e.Merritt.DropFaults() > 0 {
+		out.Detail = "no call within " + reachWithin.String()
+		return nil
+	}
+	out.Reached = true
+	out.Detail = "the next call held until its object's next call fetched its files"
+	return nil
 }

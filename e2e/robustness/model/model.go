@@ -40,7 +40,7 @@ var moves = map[string][]string{
 	Provisioning: {Downloading, Provisioning, Failed},
 	Downloading:  {Processing, Failed},
 	Processing:   {Storing, Failed},
-	Storing:      {Recording, Failed},
+	Storing:      {Recording, Storing, Failed}, // stays while Merritt's storage service is unavailable
 	Recording:    {Notify, Failed},
 	Notify:       {Completed, Failed},
 	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},

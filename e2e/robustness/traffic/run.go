@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/merrittstore"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -354,16 +357,7 @@ func (t *Traffic) Record(ctx context.Context) {
 
 // record writes a leased version into the inventory, once per ARK and job.
 func record(ctx context.Context, db *sql.DB, l *v1.LeaseResponse) error {
-	path, err := checkm.FilePath(l.GetManifestUrl())
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	m, err := checkm.Parse(f, checkm.Limits{})
-	f.Close()
+	entries, err := leasedFiles(ctx, l)
 	if err != nil {
 		return err
 	}
@@ -388,13 +382,64 @@ func record(ctx context.Context, db *sql.DB, l *v1.LeaseResponse) error {
 		l.GetArk(), l.GetVersion(), l.GetManifestUrl(), l.GetMode(), l.GetJobId(), now); err != nil {
 		return err
 	}
-	for _, e := range m.Entries {
+	for _, e := range entries {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO files (ark, version, name, size, digest_alg, digest) VALUES (?, ?, ?, ?, ?, ?)`,
 			l.GetArk(), l.GetVersion(), e.FileName, e.FileSize, e.HashAlgorithm, e.HashValue); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
+}
+
+// leasedFiles reads the files of a leased version where the lease says:
+// a version manifest on the shared file system (file://), or the object's
+// manifest in Merritt's storage service (http://…/manifest/<node>/<ARK>),
+// read as Merritt's inventory service reads it.
+func leasedFiles(ctx context.Context, l *v1.LeaseResponse) ([]checkm.Entry, error) {
+	u := l.GetManifestUrl()
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		path, err := checkm.FilePath(u)
+		if err != nil {
+			return nil, err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		m, err := checkm.Parse(f, checkm.Limits{})
+		if err != nil {
+			return nil, err
+		}
+		return m.Entries, nil
+	}
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(gctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
+	}
+	obj, err := merrittstore.ParseObjectInfo(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := obj.Version(int(l.GetVersion()))
+	if !ok {
+		return nil, fmt.Errorf("%s has no version %d", u, l.GetVersion())
+	}
+	out := make([]checkm.Entry, 0, len(v.Files))
+	for _, f := range v.Files {
+		out = append(out, checkm.Entry{FileName: f.Name, FileSize: f.Size, HashAlgorithm: f.HashAlgorithm, HashValue: f.HashValue})
+	}
+	return out, nil
 }
 
 // UpdateReports is how many update reports the operator asked for batch bid.

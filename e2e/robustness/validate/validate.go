@@ -1,6 +1,7 @@
 // Package validate is the robustness suite's independent checker. Once a
 // run is over it reads what each effect's own system recorded: the
-// store's version folders, the inventory's rows, the batcher's outbox, the
+// store's version folders (or what Merritt's storage service, the
+// stand-in, made and kept), the inventory's rows, the batcher's outbox, the
 // callbacks the depositor's server received, the mint counter and the
 // local-id bindings in ZooKeeper, each job's nodes, and what the watcher
 // saw of every job while the run went on. It holds them to the model
@@ -33,6 +34,8 @@ import (
 	"github.com/ingestq/ingestq/e2e/robustness/traffic"
 	"github.com/ingestq/ingestq/e2e/robustness/watch"
 	"github.com/ingestq/ingestq/shared/checkm"
+	"github.com/ingestq/ingestq/shared/merrittstore"
+	"github.com/ingestq/ingestq/shared/merritttest"
 	_ "modernc.org/sqlite"
 )
 
@@ -67,9 +70,13 @@ type Input struct {
 	Conn      *zk.Conn // its own session
 	Root      string
 	StoreRoot string
-	Inventory string // the SQLite file
-	OutboxDir string
-	Callbacks []depositor.Callback
+	// Merritt, when set, is the stand-in for Merritt's storage service
+	// the run stored into, on node MerrittNode, in place of StoreRoot.
+	Merritt     *merritttest.Service
+	MerrittNode int
+	Inventory   string // the SQLite file
+	OutboxDir   string
+	Callbacks   []depositor.Callback
 	// Shoulder is the mint counter's name (INGESTQ_MINT_SHOULDER).
 	Shoulder string
 	// Replicas names the replica of each session, as its log says it
@@ -112,7 +119,11 @@ func Check(ctx context.Context, in Input) (*Report, error) {
 	}
 	completed := r.checkRows(in, byBid)
 	r.checkHistories(in)
-	r.checkStore(in, completed)
+	if in.Merritt != nil {
+		r.checkMerrittStore(in, completed)
+	} else {
+		r.checkStore(in, completed)
+	}
 	if err := r.checkInventory(ctx, in, completed); err != nil {
 		return nil, err
 	}
@@ -480,6 +491,54 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
+// checkMerrittStore: each completed job's object has exactly one version
+// in Merritt's storage service, made by exactly one call that dropped no
+// other's version, whose ingest record names the job, with the deposited
+// files. (The service writes back an object's versions as a call read
+// them when it began: an overlapping call shows as a call more, not
+// always as a version more.)
+func (r *Report) checkMerrittStore(in Input, completed []completedJob) {
+	made := map[string]int{}
+	for _, c := range in.Merritt.Calls() {
+		if c.Node != in.MerrittNode {
+			continue
+		}
+		r.Figures["storage calls"]++
+		if c.CallerGone {
+			r.Figures["storage calls whose caller gave up"]++
+		}
+		if c.Version > 0 {
+			made[c.Object]++
+		}
+		if c.Overwrote > 0 {
+			r.violate(CheckStoredOnce, c.Object, "a call's version %d dropped %d versions made while it ran", c.Version, c.Overwrote)
+		}
+	}
+	for _, j := range completed {
+		n := in.Merritt.Versions(in.MerrittNode, j.ark)
+		if n != 1 || made[j.ark] != 1 {
+			r.violate(CheckStoredOnce, j.id, "object %s: %d versions in the storage service, made by %d calls", j.ark, n, made[j.ark])
+			continue
+		}
+		files := in.Merritt.Files(in.MerrittNode, j.ark, 1)
+		if got := merrittstore.JobOfIngestRecord(files[merrittstore.IngestRecordFile]); got != j.id {
+			r.violate(CheckStoredOnce, j.id, "object %s's version 1 names job %q", j.ark, got)
+		}
+		var got []string
+		for name, data := range files {
+			if strings.HasPrefix(name, "producer/") {
+				sum := sha256.Sum256(data)
+				got = append(got, hex.EncodeToString(sum[:]))
+			}
+		}
+		slices.Sort(got)
+		if want := slices.Sorted(mapKeys(j.obj.Files)); !slices.Equal(got, want) {
+			r.violate(CheckStoredOnce, j.id, "object %s's version 1 holds files with digests %v, the deposit %v", j.ark, got, want)
+		}
+		r.Figures["versions stored"]++
+	}
+}
+
 // producerDigests are the sha256 digests of the files a version folder's
 // manifest lists under producer/, each read and digested again.
 func producerDigests(vdir string) ([]string, error) {
@@ -742,13 +801,22 @@ func (r *Report) checkEffectsFirst(in Input, completed []completedJob) {
 		for _, m := range moves {
 			switch {
 			case m.From == model.Storing && m.To == model.Recording:
-				fi, err := os.Stat(filepath.Join(in.StoreRoot, lockName(j.ark), "v"+strconv.Itoa(j.invVersion), "manifest.checkm"))
-				if err != nil {
-					continue // checkStore names it
+				var done time.Time
+				if in.Merritt != nil {
+					var ok bool
+					if done, ok = in.Merritt.Created(in.MerrittNode, j.ark, j.invVersion); !ok {
+						continue // checkMerrittStore names it
+					}
+				} else {
+					fi, err := os.Stat(filepath.Join(in.StoreRoot, lockName(j.ark), "v"+strconv.Itoa(j.invVersion), "manifest.checkm"))
+					if err != nil {
+						continue // checkStore names it
+					}
+					done = fi.ModTime()
 				}
-				if fi.ModTime().After(m.At.Add(slack)) {
+				if done.After(m.At.Add(slack)) {
 					r.violate(CheckEffectFirst, j.id, "moved to Recording by %s at %s, its version completed in the store at %s",
-						m.Worker, m.At.Format("15:04:05.000"), fi.ModTime().Format("15:04:05.000"))
+						m.Worker, m.At.Format("15:04:05.000"), done.Format("15:04:05.000"))
 				}
 				r.Figures["effects checked before their commit"]++
 			case m.From == model.Notify && m.To == model.Completed:

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -23,30 +24,40 @@ const merrittNode = 7
 
 // startMerritt runs a processor whose versions go to node 7 of a stand-in
 // for Merritt's storage service, served to it over HTTP on loopback; with
-// storing off, Storing is handed over. timeout bounds one call.
-func startMerritt(t *testing.T, storing bool, timeout time.Duration) (*env, *merritttest.Service) {
+// storing off, Storing is handed over. timeout bounds one call; retry says
+// how failures that may pass are tried again (none: the job fails).
+func startMerritt(t *testing.T, storing bool, timeout time.Duration, retry ...StoreRetry) (*env, *merritttest.Service) {
 	t.Helper()
 	svc := merritttest.Start(t, merrittNode)
 	e := newEnv(t, "", storing)
+	if len(retry) > 0 {
+		e.retry = retry[0]
+	}
 	u, node := svc.URL, merrittNode
 	client, err := merrittstore.Settings{URL: &u, Node: &node, Timeout: &timeout}.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.merritt = &Merritt{Storage: client, Serving: serve(t, e.workRoot, !storing)}
+	e.runners = e.run(t, e.q, storing)
+	return e, svc
+}
+
+// serve serves the versions prepared under workRoot on loopback.
+func serve(t *testing.T, workRoot string, everyPrepared bool) *serving.Server {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := serving.New(e.workRoot, "http://"+ln.Addr().String(), !storing)
+	srv, err := serving.New(workRoot, "http://"+ln.Addr().String(), everyPrepared)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: srv}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
-	e.merritt = &Merritt{Storage: client, Serving: srv}
-	e.runners = e.run(t, e.q, storing)
-	return e, svc
+	return srv
 }
 
 // get fetches a URL as the storage service does: status and body.
@@ -104,14 +115,21 @@ func TestAJobStoredThroughMerrittsStorageServiceReachesRecordingNamingTheObjects
 		inv.GetManifestUrl() != svc.URL+"/manifest/7/"+merrittstore.Encode(ark) || inv.GetVersion() != 1 || inv.GetMode() != "add" {
 		t.Errorf("inventory %v: the inventory service reads object %q (%v), want %s", inv, got, err, ark)
 	}
+	// The call names the storing attempt's own add manifest: the job's,
+	// under a path of the attempt's.
 	calls := svc.Calls()
-	if len(calls) != 1 || calls[0].Form.Get("url") != st.GetManifestUrl() || calls[0].Form.Get("digestValue") == "" || calls[0].Form.Get("size") == "" ||
+	base := strings.TrimSuffix(e.merritt.Serving.BaseURL(), "/")
+	attempt := strings.TrimPrefix(strings.TrimPrefix(st.GetManifestUrl(), base), "/")
+	if len(calls) != 1 || !strings.HasPrefix(calls[0].Form.Get("url"), base+"/") || !strings.HasSuffix(calls[0].Form.Get("url"), "/"+attempt) ||
+		calls[0].Form.Get("url") == st.GetManifestUrl() || calls[0].Form.Get("digestValue") == "" || calls[0].Form.Get("size") == "" ||
 		calls[0].Form.Get("localIdentifier") != "loc-a;loc-b" {
-		t.Errorf("calls %+v, want one add naming the add manifest with its size and digest, and the local ids", calls)
+		t.Errorf("calls %+v, want one add naming an attempt's add manifest with its size and digest, and the local ids", calls)
 	}
 	// The version is served only while its call is in flight.
-	if code, _ := get(t, st.GetManifestUrl()); code != http.StatusNotFound {
-		t.Errorf("the add manifest is served after the call: %d", code)
+	for _, u := range []string{st.GetManifestUrl(), calls[0].Form.Get("url")} {
+		if code, _ := get(t, u); code != http.StatusNotFound {
+			t.Errorf("the add manifest is served after the call at %s: %d", u, code)
+		}
 	}
 }
 
@@ -253,5 +271,185 @@ func TestWithStoringHandedOverTheStoreNodeIsMerrittsAndTheVersionIsServed(t *tes
 	vs, err := e.merritt.Storage.Add(context.Background(), u, merrittstore.Request{ManifestURL: job.GetStore().GetManifestUrl()})
 	if err != nil || vs.Number != 1 || vs.NumFiles != 4 {
 		t.Errorf("the service stores the served version: %+v, %v", vs, err)
+	}
+}
+
+// commits is how many calls made a version of the object: exactly one
+// for a job stored once, whatever the object's versions show (a call
+// that overlaps another drops its version).
+func commits(svc *merritttest.Service, ark string) int {
+	n := 0
+	for _, c := range svc.Calls() {
+		if c.Object == ark && c.Version > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// stays are the job's stays in Storing, each a failed attempt, by message.
+func stays(job *v1.Job) []string {
+	var out []string
+	for _, h := range job.GetStatus().GetHistory() {
+		if h.GetFrom() == queue.Storing && h.GetTo() == queue.Storing {
+			out = append(out, h.GetMessage())
+		}
+	}
+	return out
+}
+
+// TestAStaleCallOfAnAttemptThatTimedOutStoresNothing: the service holds
+// the first call past its timeout and goes on with it once the job's next
+// attempt's call has fetched its files, which waits for it before it
+// commits. When the first call wakes, its attempt is over: its fetch is
+// refused and it stores nothing, so the object has one version, made by
+// one call.
+func TestAStaleCallOfAnAttemptThatTimedOutStoresNothing(t *testing.T) {
+	e, svc := startMerritt(t, true, time.Second, StoreRetry{For: time.Minute, Backoff: 100 * time.Millisecond})
+	svc.Next(merritttest.Fault{HoldForNext: true})
+	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
+	job := e.ended(t, jid)
+	ark := job.GetIdentifiers().GetPrimaryId()
+	if st := job.GetStatus(); st.GetStatus() != queue.Recording || job.GetInventory().GetVersion() != 1 {
+		t.Fatalf("job %s (%q) at version %d, want Recording at 1", queue.JobStateName(st.GetStatus()), st.GetMessage(), job.GetInventory().GetVersion())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	calls, err := svc.WaitCalls(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := commits(svc, ark); n != 1 || svc.Versions(merrittNode, ark) != 1 {
+		t.Errorf("%d calls made a version, the object has %d versions; want 1 and 1: %+v", n, svc.Versions(merrittNode, ark), calls)
+	}
+	if s := stays(job); len(s) != 1 || !strings.Contains(s[0], "did not answer") {
+		t.Errorf("the job's failed attempts: %q", s)
+	}
+}
+
+// TestAStoreThatMayPassIsTriedAgainEachAttemptInTheJobsHistory: the
+// service unavailable, then failing a fetch, then losing its answer; the
+// job stays in Storing, each attempt in its history with the service's
+// reason, and is stored once.
+func TestAStoreThatMayPassIsTriedAgainEachAttemptInTheJobsHistory(t *testing.T) {
+	e, svc := startMerritt(t, true, time.Minute, StoreRetry{For: time.Minute, Backoff: 50 * time.Millisecond})
+	svc.Next(merritttest.Fault{Refuse: 503, Detail: "the cloud store is down"},
+		merritttest.Fault{Refuse: 500, Status: "GENERAL_EXCEPTION", Detail: "Object Fails: - objectID=x - version=1"},
+		merritttest.Fault{LoseAnswer: true})
+	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
+	job := e.ended(t, jid)
+	ark := job.GetIdentifiers().GetPrimaryId()
+	if st := job.GetStatus(); st.GetStatus() != queue.Recording || job.GetInventory().GetVersion() != 1 || !strings.HasSuffix(st.GetMessage(), "(attempt 4)") {
+		t.Fatalf("job %s (%q) at version %d, want Recording at 1 on the fourth attempt", queue.JobStateName(st.GetStatus()), st.GetMessage(), job.GetInventory().GetVersion())
+	}
+	s := stays(job)
+	want := []string{"storing attempt 1 failed", "HTTP 503 EXTERNAL_SERVICE_UNAVAILABLE: the cloud store is down",
+		"storing attempt 2 failed", "HTTP 500 GENERAL_EXCEPTION: Object Fails: - objectID=x - version=1", "storing attempt 3 failed", "calling the storage service"}
+	if len(s) != 3 {
+		t.Fatalf("the job's failed attempts: %q", s)
+	}
+	for i, w := range want {
+		if !strings.Contains(s[i/2], w) {
+			t.Errorf("attempt %d: %q lacks %q", i/2+1, s[i/2], w)
+		}
+	}
+	if n := commits(svc, ark); n != 1 || svc.Versions(merrittNode, ark) != 1 {
+		t.Errorf("%d calls made a version, %d versions", n, svc.Versions(merrittNode, ark))
+	}
+}
+
+// TestWhatCannotPassFailsAtOnceNamingTheServicesReason: a 4xx, and a 500
+// that is not the service's failure to fetch or write, fail the job at
+// once, its message the service's reason, not its trace.
+func TestWhatCannotPassFailsAtOnceNamingTheServicesReason(t *testing.T) {
+	for _, f := range []merritttest.Fault{
+		{Refuse: 400, Detail: "VersionMap: Delete list component not found:producer/nope.txt"},
+		{Refuse: 500, Status: "INVALID_DATA_FORMAT", Detail: "validateManifest - Fixity fails."},
+	} {
+		e, svc := startMerritt(t, true, time.Minute, StoreRetry{For: time.Minute, Backoff: 50 * time.Millisecond})
+		svc.Next(f)
+		jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
+		job := e.ended(t, jid)
+		st := job.GetStatus()
+		if st.GetStatus() != queue.Failed || !strings.HasSuffix(st.GetMessage(), ": "+f.Detail) || strings.Contains(st.GetMessage(), "at org.") ||
+			len(stays(job)) != 0 || len(svc.Calls()) != 1 {
+			t.Errorf("HTTP %d: job %s (%q), %d stays in Storing, %d calls", f.Refuse, queue.JobStateName(st.GetStatus()), st.GetMessage(), len(stays(job)), len(svc.Calls()))
+		}
+	}
+}
+
+// TestStoringTriesAgainForItsTimeAndThenFailsWithTheLastReason.
+func TestStoringTriesAgainForItsTimeAndThenFailsWithTheLastReason(t *testing.T) {
+	e, svc := startMerritt(t, true, time.Minute, StoreRetry{For: 500 * time.Millisecond, Backoff: 50 * time.Millisecond})
+	for range 100 {
+		svc.Next(merritttest.Fault{Refuse: 503, Detail: "down for maintenance"})
+	}
+	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
+	job := e.ended(t, jid)
+	st := job.GetStatus()
+	if st.GetStatus() != queue.Failed || st.GetLastSuccessfulStatus() != queue.Processing || !strings.Contains(st.GetMessage(), "down for maintenance") ||
+		!strings.Contains(st.GetMessage(), "INGESTQ_MERRITT_RETRY_FOR") || len(stays(job)) < 2 {
+		t.Errorf("job %s (%q) after %d attempts", queue.JobStateName(st.GetStatus()), st.GetMessage(), len(stays(job))+1)
+	}
+}
+
+// TestFileNamesAreStoredExactlyOrRefusedInProcessing: a name the service
+// reads back exactly is stored under it; one it cannot ("%20" reads as a
+// space) fails the job in Processing, before anything is stored.
+func TestFileNamesAreStoredExactlyOrRefusedInProcessing(t *testing.T) {
+	e, svc := startMerritt(t, true, time.Minute)
+	exact := map[string]string{"100% off.txt": "1", "x%7Cy.txt": "2", "50%25.txt": "3", "two  spaces.txt": "4"}
+	jid, _ := e.spawn(t, object{files: exact})
+	job := e.ended(t, jid)
+	ark := job.GetIdentifiers().GetPrimaryId()
+	if job.GetStatus().GetStatus() != queue.Recording {
+		t.Fatalf("job %s (%q)", queue.JobStateName(job.GetStatus().GetStatus()), job.GetStatus().GetMessage())
+	}
+	files := svc.Files(merrittNode, ark, 1)
+	for name, body := range exact {
+		if string(files["producer/"+name]) != body {
+			t.Errorf("%q not stored under its name: %q", name, names(files))
+		}
+	}
+	jid, _ = e.spawn(t, object{files: map[string]string{"100%20off.txt": "sale"}})
+	job = e.ended(t, jid)
+	if st := job.GetStatus(); st.GetStatus() != queue.Failed || st.GetLastSuccessfulStatus() != queue.Downloading ||
+		!strings.Contains(st.GetMessage(), `"producer/100%20off.txt" cannot be stored in Merritt's storage service under its own name`) {
+		t.Errorf("job %s after %s (%q), want Failed in Processing", queue.JobStateName(st.GetStatus()), queue.JobStateName(st.GetLastSuccessfulStatus()), st.GetMessage())
+	}
+	if len(svc.Calls()) != 1 {
+		t.Errorf("%d calls, want the first job's only", len(svc.Calls()))
+	}
+}
+
+// TestAVersionStoredAlreadyIsHeldToTheFilesAFreshStoreHolds: the object
+// holds a version with the job's ingest record whose files are not the
+// job's (a file renamed by the service); storing the job finds it and,
+// as it would hold a fresh store's answer, fails saying so rather than
+// recording it.
+func TestAVersionStoredAlreadyIsHeldToTheFilesAFreshStoreHolds(t *testing.T) {
+	e, svc := startMerritt(t, false, time.Minute)
+	jid, _ := e.spawn(t, object{files: map[string]string{"a.txt": "alpha"}})
+	job := e.ended(t, jid)
+	ark := job.GetIdentifiers().GetPrimaryId()
+	// The job's version, one file renamed, stored from its served files.
+	_, manifest := get(t, job.GetStore().GetManifestUrl())
+	renamed := strings.Replace(manifest, " | producer/a.txt | ", " | producer/A.txt | ", 1)
+	ms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, renamed) }))
+	defer ms.Close()
+	if _, err := e.merritt.Storage.Add(context.Background(), ark, merrittstore.Request{ManifestURL: ms.URL + "/mrt-manifest.txt"}); err != nil {
+		t.Fatal(err)
+	}
+	// Storing taken over by ingestq's processor.
+	e.merritt = &Merritt{Storage: e.merritt.Storage, Serving: serve(t, e.workRoot, false)}
+	e.storing = true
+	e.run(t, e.q, true)
+	job = e.ended(t, jid)
+	if st := job.GetStatus(); st.GetStatus() != queue.Failed || !strings.Contains(st.GetMessage(), "stored already") ||
+		!strings.Contains(st.GetMessage(), "producer/A.txt") {
+		t.Errorf("job %s (%q), want Failed naming the version's files", queue.JobStateName(st.GetStatus()), st.GetMessage())
+	}
+	if n := svc.Versions(merrittNode, ark); n != 1 {
+		t.Errorf("%d versions", n)
 	}
 }

@@ -75,7 +75,10 @@ type Processor struct {
 	// LockRetry is how long a job waits when its object is being stored by
 	// another job (default 3 s).
 	LockRetry time.Duration
-	Logger    *slog.Logger
+	// StoreRetry is how the storing step tries a version again after a
+	// failure that may pass (its zero value: it does not).
+	StoreRetry StoreRetry
+	Logger     *slog.Logger
 }
 
 // StageConfigs are the processor's stages: processing, and storing unless

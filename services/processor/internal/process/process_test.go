@@ -67,6 +67,7 @@ type env struct {
 	minter  mint.Minter              // nil: mint.Local
 	storage store.Storage            // nil: store.Local at storeRoot (store.Merritt with merritt)
 	merritt *Merritt                 // nil: versions go to storage alone
+	retry   StoreRetry               // the zero value: a store's failure fails the job at once
 	runners map[string]*stage.Runner // by stage name
 }
 
@@ -107,7 +108,7 @@ func (e *env) run(t *testing.T, q *session.Session, storing bool) map[string]*st
 	}
 	jc := jobs.New(q)
 	p := &Processor{Queue: jc, Minter: m, Storage: st, Merritt: e.merritt,
-		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6}
+		Profiles: e.profiles, WorkRoot: e.workRoot, LockRetry: 100e6, StoreRetry: e.retry}
 	runners := map[string]*stage.Runner{}
 	var prev *stage.Runner
 	for _, cfg := range p.StageConfigs(storing) {

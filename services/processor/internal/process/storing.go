@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/serving"
@@ -13,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/merrittstore"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
 )
 
@@ -20,7 +22,11 @@ import (
 // job's store node names, under the object's storage lock, and hands the
 // job to Recording with the version manifest in its inventory node. A job
 // stored again (a crash before the commit, an admin requeue to Storing)
-// gets the version it stored before: storage is idempotent per job.
+// gets the version it stored before: storage is idempotent per job. A
+// failure that may pass (store.MayPass) leaves the job in Storing, the
+// attempt in its history and the lock released, to be tried again after a
+// backoff for as long as StoreRetry allows; counted from the history, the
+// attempts survive a restart of the processor.
 func (p *Processor) HandleStoring(ctx context.Context, claim stage.Claim) stage.Outcome {
 	out, err := p.storeVersion(ctx, claim)
 	return p.outcome(ctx, "storing", out, err, nil)
@@ -49,6 +55,13 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	st := job.GetStore()
 	if st == nil {
 		return stage.Outcome{}, failf("the job has no store node naming what to store: processing writes it (requeue it to Processing)")
+	}
+	retries, first, last := storingAttempts(job.GetStatus())
+	if retries > 0 {
+		// Another replica gave the job back to wait: its wait is not over.
+		if early := last.Add(p.StoreRetry.wait(retries) / 2); time.Now().Before(early) {
+			return stage.Wait(time.Until(early), jobs.Change{}), nil
+		}
 	}
 	mode := st.GetMode()
 	if p.Merritt != nil {
@@ -81,6 +94,10 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	}()
 	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest,
 		Deletions: st.GetDeletions(), LocalIDs: job.GetIdentifiers().GetLocalId()})
+	if err != nil && ctx.Err() == nil && store.MayPass(err) {
+		carried = true
+		return p.storeLater(retries+1, first, err, lock), nil
+	}
 	if err != nil {
 		return stage.Outcome{}, failf("%v", err)
 	}
@@ -89,8 +106,12 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 	// gofail: var storingVersionStored struct{}
 	carried = true
 	p.logger().InfoContext(ctx, "object stored", "ark", ark, "version", v.Number, "manifest_url", v.ManifestURL)
+	message := fmt.Sprintf("stored %s version %d", ark, v.Number)
+	if retries > 0 {
+		message += fmt.Sprintf(" (attempt %d)", retries+1)
+	}
 	return stage.Next(jobs.Change{
-		Message:   fmt.Sprintf("stored %s version %d", ark, v.Number),
+		Message:   message,
 		Inventory: &v1.Inventory{ManifestUrl: v.ManifestURL, Mode: mode, Version: int32(v.Number)},
 		Unlock:    []*jobs.ObjectLock{lock},
 	}), nil
@@ -113,4 +134,87 @@ func (p *Processor) merrittStoreNode(st *v1.Store, wd, ark string) (string, erro
 		return "", failf("the store node names %q, not the job's add manifest %s", st.GetManifestUrl(), serving.AddManifest)
 	}
 	return action, nil
+}
+
+// StoreRetry is how the storing step tries a version again after a
+// failure that may pass.
+type StoreRetry struct {
+	// For is how long, from the first failed attempt, the version is tried
+	// again; 0: it is not, and the job fails at once.
+	For time.Duration
+	// Backoff is the wait after the first failed attempt, doubled after
+	// each further one up to MaxStoreBackoff (default 10 s).
+	Backoff time.Duration
+}
+
+// MaxStoreBackoff caps the wait between two attempts to store a version
+// (a larger StoreRetry.Backoff is its own cap).
+const MaxStoreBackoff = 5 * time.Minute
+
+// wait is the wait after the n-th failed attempt, before jitter: a wait
+// lies between half of it and all of it.
+func (r StoreRetry) wait(n int) time.Duration {
+	b := r.Backoff
+	if b <= 0 {
+		b = 10 * time.Second
+	}
+	return retry.Policy{Backoff: b, Max: max(MaxStoreBackoff, b)}.Wait(n)
+}
+
+// storeLater is the outcome of the attempt-th attempt to store a version,
+// failed with err, which may pass: the job stays in Storing with the
+// attempt in its history and the storage lock released, to be tried again
+// after a wait, unless the attempts began StoreRetry.For ago (first, zero
+// for this attempt's own start) and it fails saying so.
+func (p *Processor) storeLater(attempt int, first time.Time, err error, lock *jobs.ObjectLock) stage.Outcome {
+	now := time.Now()
+	if first.IsZero() {
+		first = now
+	}
+	if p.StoreRetry.For <= 0 || now.Sub(first) >= p.StoreRetry.For {
+		tried := ""
+		if attempt > 1 {
+			tried = fmt.Sprintf(" (attempt %d, tried since %s, INGESTQ_MERRITT_RETRY_FOR %s)", attempt, first.UTC().Format(time.RFC3339), p.StoreRetry.For)
+		}
+		return stage.To(queue.Failed, jobs.Change{Message: fmt.Sprintf("%v%s", err, tried), Unlock: []*jobs.ObjectLock{lock}})
+	}
+	d := retry.Jittered(p.StoreRetry.wait(attempt), 0.5)
+	// The history keeps the start of a message: the store's own words,
+	// without what the job's state says already, come before its end.
+	var reason error = err
+	var inner interface {
+		error
+		MayPass() bool
+	}
+	if errors.As(err, &inner) {
+		reason = inner
+	}
+	return stage.Wait(d, jobs.Change{
+		Message: fmt.Sprintf("storing attempt %d failed; again in %s, until %s: %v", attempt, roundWait(d),
+			first.Add(p.StoreRetry.For).UTC().Format(time.RFC3339), reason),
+		Unlock: []*jobs.ObjectLock{lock},
+	})
+}
+
+// roundWait rounds a wait for a message.
+func roundWait(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+// storingAttempts reads the job's history for the failed attempts to store
+// it since it last came into Storing: how many, when the first and the
+// last ended (each one a stay in Storing).
+func storingAttempts(st *v1.JobStatus) (n int, first, last time.Time) {
+	h := st.GetHistory()
+	for i := len(h) - 1; i >= 0 && h[i].GetFrom() == queue.Storing && h[i].GetTo() == queue.Storing; i-- {
+		n++
+		first = h[i].GetAt().AsTime()
+		if last.IsZero() {
+			last = first
+		}
+	}
+	return n, first, last
 }

@@ -52,7 +52,10 @@ func fetch(t *testing.T, u string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func TestAVersionIsServedWhileItsCallIsOpenAndNothingElseIs(t *testing.T) {
+// Each storing attempt is served under URLs of its own while it is open,
+// and only what its manifest lists: a call of an attempt that ended,
+// which the storage service may still be running, fetches nothing.
+func TestAnAttemptIsServedUnderURLsOfItsOwnUntilItIsClosed(t *testing.T) {
 	root, wd, entries := prepared(t)
 	hs := httptest.NewUnstartedServer(nil)
 	base := "http://" + hs.Listener.Addr().String()
@@ -71,33 +74,51 @@ func TestAVersionIsServedWhileItsCallIsOpenAndNothingElseIs(t *testing.T) {
 		t.Errorf("add manifest at %s", am.URL)
 	}
 	if code, _ := fetch(t, am.URL); code != http.StatusNotFound {
-		t.Errorf("served before its call opened it: %d", code)
+		t.Errorf("the prepared version is served outside any attempt: %d", code)
 	}
-	release, err := s.Open(wd)
+	first, err := s.Open(wd, entries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, manifest := fetch(t, am.URL)
-	if code != http.StatusOK || int64(len(manifest)) != am.Size || !strings.Contains(manifest, base+"/bid1/jid1/producer/a%20b.txt | sha256 | ") {
-		t.Fatalf("the add manifest while open: %d %q", code, manifest)
+	second, err := s.Open(wd, entries)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code, body := fetch(t, base+"/bid1/jid1/producer/a%20b.txt"); code != http.StatusOK || body != "alpha" {
+	prefix := base + "/" + first.ID() + "/bid1/jid1/"
+	if first.ID() == second.ID() || first.Manifest.URL != prefix+AddManifest {
+		t.Fatalf("attempts %s and %s; the first's manifest at %s", first.ID(), second.ID(), first.Manifest.URL)
+	}
+	code, manifest := fetch(t, first.Manifest.URL)
+	if code != http.StatusOK || int64(len(manifest)) != first.Manifest.Size || !strings.Contains(manifest, prefix+"producer/a%20b.txt | sha256 | ") ||
+		!strings.Contains(manifest, " | producer/a%20b.txt | ") {
+		t.Fatalf("the attempt's add manifest: %d %q", code, manifest)
+	}
+	if code, body := fetch(t, prefix+"producer/a%20b.txt"); code != http.StatusOK || body != "alpha" {
 		t.Errorf("a listed file: %d %q", code, body)
 	}
-	for _, p := range []string{"/bid1/jid1/storage-manifest.checkm", "/bid1/jid1/producer/link.txt", "/bid1/jid1/producer/../../../x",
-		"/bid1/jid2/producer/a%20b.txt", "/bid1/jid1/producer"} {
-		if code, body := fetch(t, base+p); code == http.StatusOK {
+	for _, p := range []string{"storage-manifest.checkm", "producer/link.txt", "producer/../../../x", "producer", "system/other.txt"} {
+		if code, body := fetch(t, prefix+p); code == http.StatusOK {
 			t.Errorf("%s served: %q", p, body)
 		}
 	}
-	release()
-	if code, _ := fetch(t, base+"/bid1/jid1/producer/a%20b.txt"); code != http.StatusNotFound {
-		t.Errorf("served after its call ended: %d", code)
+	if code, _ := fetch(t, base+"/"+first.ID()+"/bid1/jid2/producer/a%20b.txt"); code == http.StatusOK {
+		t.Error("an attempt serves another job's folder")
 	}
+	first.Close()
+	if code, _ := fetch(t, prefix+"producer/a%20b.txt"); code != http.StatusNotFound {
+		t.Errorf("served after its attempt ended: %d", code)
+	}
+	if code, _ := fetch(t, first.Manifest.URL); code != http.StatusNotFound {
+		t.Errorf("the manifest served after its attempt ended: %d", code)
+	}
+	if code, _ := fetch(t, second.Manifest.URL); code != http.StatusOK {
+		t.Errorf("the other attempt is no longer served: %d", code)
+	}
+	second.Close()
 	if !s.Names(wd, AddManifest, "http://replica.example.org:9/bid1/jid1/"+AddManifest) || s.Names(wd, AddManifest, "http://h/bid1/jid2/"+AddManifest) {
 		t.Error("Names does not tell the job's add manifest by its path")
 	}
-	if _, err := s.Open(filepath.Join(root, "bid1")); err == nil {
+	if _, err := s.Open(filepath.Join(root, "bid1"), entries); err == nil {
 		t.Error("a folder that is not a job's was opened")
 	}
 }

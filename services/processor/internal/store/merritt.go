@@ -20,6 +20,12 @@ import (
 // which names the job, makes Store idempotent per job: the object's
 // versions are looked at first, and one holding the job's record is the
 // job's, stored by an attempt whose answer or commit was lost.
+//
+// Each call is one attempt, served under URLs of its own that are closed
+// when Store returns: the service goes on with a call whose caller gave
+// up, and that call, fetching later, is refused and stores nothing, so a
+// later attempt's look at the object is not overtaken by an earlier one.
+// A failure that may pass (merrittstore's MayPass) says so to MayPass.
 type Merritt struct {
 	Client  *merrittstore.Client
 	Serving *serving.Server
@@ -52,7 +58,8 @@ func (m Merritt) store(ctx context.Context, req Request) (Version, error) {
 			merrittstore.IngestRecordFile)
 	}
 
-	// What the object holds: a version with the job's record is the job's.
+	// What the object holds: a version with the job's record is the job's,
+	// held to what a fresh store's answer is held to.
 	var current []merrittstore.File
 	previous := 0
 	st, found, err := m.Client.State(ctx, req.ARK)
@@ -69,10 +76,18 @@ func (m Merritt) store(ctx context.Context, req Request) (Version, error) {
 		}
 		for i := len(obj.Versions) - 1; i >= 0; i-- {
 			v := obj.Versions[i]
-			if f, ok := v.File(merrittstore.IngestRecordFile); ok && f.HashAlgorithm == record.HashAlgorithm && f.HashValue == record.HashValue {
-				m.logger().InfoContext(ctx, "the job's version is stored already", "ark", req.ARK, "version", v.Number)
-				return Version{Number: v.Number, ManifestURL: m.Client.ManifestURL(req.ARK)}, nil
+			if f, ok := v.File(merrittstore.IngestRecordFile); !ok || f.HashAlgorithm != record.HashAlgorithm || f.HashValue != record.HashValue {
+				continue
 			}
+			var before []merrittstore.File
+			if prior, ok := obj.Version(v.Number - 1); ok {
+				before = prior.Files
+			}
+			if err := holds(v.Number, names(v.Files), expected(req, entries, before)); err != nil {
+				return Version{}, fmt.Errorf("the job's version is stored already, but %w", err)
+			}
+			m.logger().InfoContext(ctx, "the job's version is stored already", "ark", req.ARK, "version", v.Number)
+			return Version{Number: v.Number, ManifestURL: m.Client.ManifestURL(req.ARK)}, nil
 		}
 		previous = obj.Current
 		if cur, ok := obj.Version(obj.Current); ok {
@@ -80,19 +95,15 @@ func (m Merritt) store(ctx context.Context, req Request) (Version, error) {
 		}
 	}
 
-	release, err := m.Serving.Open(wd)
+	attempt, err := m.Serving.Open(wd, entries)
 	if err != nil {
 		return Version{}, err
 	}
-	defer release()
-	am, err := m.Serving.WriteAddManifest(wd, entries)
-	if err != nil {
-		return Version{}, err
-	}
+	defer attempt.Close()
 	// The object's local ids, as Merritt's ingest service spells a job's
 	// several: joined with ';'.
-	call := merrittstore.Request{ManifestURL: am.URL, ManifestSize: am.Size, ManifestDigest: am.SHA256,
-		LocalID: strings.Join(req.LocalIDs, ";")}
+	call := merrittstore.Request{ManifestURL: attempt.Manifest.URL, ManifestSize: attempt.Manifest.Size,
+		ManifestDigest: attempt.Manifest.SHA256, LocalID: strings.Join(req.LocalIDs, ";")}
 	var vs merrittstore.VersionState
 	if req.Mode == merrittstore.ActionUpdate {
 		call.Delete = req.Deletions
@@ -107,6 +118,14 @@ func (m Merritt) store(ctx context.Context, req Request) (Version, error) {
 		return Version{}, fmt.Errorf("the service's answer: %w", err)
 	}
 	return Version{Number: vs.Number, ManifestURL: m.Client.ManifestURL(req.ARK)}, nil
+}
+
+func names(files []merrittstore.File) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Name
+	}
+	return out
 }
 
 // expected are the files the new version must hold: an add's, or an
@@ -147,10 +166,16 @@ func check(vs merrittstore.VersionState, req Request, previous int, want []strin
 		return fmt.Errorf("version %d holds %d files, not the %d sent", vs.Number, vs.NumFiles, len(want))
 	}
 	if vs.Files != nil {
-		got := slices.Sorted(slices.Values(vs.Files))
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("version %d holds %s, not %s", vs.Number, strings.Join(got, ", "), strings.Join(want, ", "))
-		}
+		return holds(vs.Number, vs.Files, want)
+	}
+	return nil
+}
+
+// holds checks that version number holds exactly the files want (sorted).
+func holds(number int, files, want []string) error {
+	got := slices.Sorted(slices.Values(files))
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("version %d holds %q, not %q", number, got, want)
 	}
 	return nil
 }

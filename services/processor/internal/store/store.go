@@ -43,9 +43,18 @@ type Version struct {
 
 // Storage stores object versions. Store is idempotent per (ARK, JobID): a
 // job that stores again after a crash gets the version it stored before.
-// The caller holds the object's storage lock.
+// The caller holds the object's storage lock. An error that may pass if
+// the version is stored again later says so (MayPass).
 type Storage interface {
 	Store(ctx context.Context, req Request) (Version, error)
+}
+
+// MayPass reports whether a Store's error may pass if the version is
+// stored again later: an error in its chain says so with a method
+// MayPass() bool (the store unavailable, no answer in time).
+func MayPass(err error) bool {
+	var p interface{ MayPass() bool }
+	return errors.As(err, &p) && p.MayPass()
 }
 
 // ManifestFields are the columns of the storage and version manifests.
