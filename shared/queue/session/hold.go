@@ -33,8 +33,8 @@ type Hold struct {
 	// settled: the hold ended with its item committed or given back, not
 	// lost (whoever handed it out need not look for the item again).
 	settled bool
-	// lost is why a change under the hold was refused by its fence: what
-	// a change tried after it is told.
+	// lost is why the hold lost its item (a change refused by its fence,
+	// its lock node removed): what a change tried after it is told.
 	lost error
 }
 
@@ -120,27 +120,13 @@ func (h *Hold) Moved() {
 	h.mu.Unlock()
 }
 
-// Txn begins a transaction fenced by the hold (see Txn.Commit): it opens
-// with the status at the version the hold owns, written as status when
-// not nil and checked otherwise (StatusStep), then the lock's presence
-// (LockStep). A Txn refused by either lost the item.
-func (h *Hold) Txn(status []byte) *Txn {
-	return &Txn{n: h.b.s.nodes, hold: h, status: status}
-}
-
-// ReleaseLock makes a fenced Txn delete the hold's lock (its LockStep)
-// instead of checking it: the change ends the hold, which Commit settles.
-func (t *Txn) ReleaseLock() *Txn {
-	t.release = true
-	return t
-}
-
-// Finish refuses a change under a hold that has ended, or whose session
-// is gone (ErrFenced).
+// Finish refuses a change under a hold that is lost (ErrFenced: its lock
+// or session gone, or a change refused by its fence), or that has ended:
+// a change tried then would be refused, and need not be sent.
 func (h *Hold) Finish() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.done && h.lost != nil {
+	if h.lost != nil {
 		return h.lost
 	}
 	if h.done {

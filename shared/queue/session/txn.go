@@ -121,6 +121,14 @@ func (o Op) Size() int {
 // Txn begins a transaction of the session's, fenced by nothing.
 func (n *Nodes) Txn() *Txn { return &Txn{n: n} }
 
+// Txn begins a transaction fenced by the hold (see Txn.Commit): it opens
+// with the status at the version the hold owns, written as status when
+// not nil and checked otherwise (StatusStep), then the lock's presence
+// (LockStep). A Txn refused by either lost the item.
+func (h *Hold) Txn(status []byte) *Txn {
+	return &Txn{n: h.b.s.nodes, hold: h, status: status}
+}
+
 // If adds guards, in order.
 func (t *Txn) If(guards ...Guard) *Txn {
 	for _, g := range guards {
@@ -144,6 +152,13 @@ func (t *Txn) Then(ops ...Op) *Txn {
 		}
 		t.steps = append(t.steps, step{name: o.name, req: o.req})
 	}
+	return t
+}
+
+// ReleaseLock makes a fenced Txn delete the hold's lock (its LockStep)
+// instead of checking it: the change ends the hold, which Commit settles.
+func (t *Txn) ReleaseLock() *Txn {
+	t.release = true
 	return t
 }
 
