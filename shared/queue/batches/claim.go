@@ -99,7 +99,8 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string, states ...queue.Bat
 		return nil, fmt.Errorf("batch %s (%s): %w", bid, queue.BatchStateName(st.GetStatus()), queue.ErrLocked)
 	case refused.Name == session.StatusStep && refused.Changed():
 		return nil, fmt.Errorf("batch %s changed while being claimed: %w", bid, queue.ErrLocked)
-	case refused.Name == session.StatusStep && refused.Gone():
+	case refused.Gone():
+		// Its status or its node is gone: the batch with them.
 		return nil, fmt.Errorf("batch %s: %w", bid, queue.ErrNotFound)
 	default:
 		return nil, fmt.Errorf("locking batch %s: %w", bid, err)

@@ -135,7 +135,8 @@ func (c *Client) tryClaim(ctx context.Context, state queue.JobState, e entry, no
 		return nil, c.busy(ctx, state, e, status, loadErr, stat, nodes, read, ls)
 	case refused.Name == guardData:
 		return nil, errDataChanged
-	case refused.Name == session.StatusStep:
+	case refused.Name == session.StatusStep, refused.Name == session.LockStep && refused.Gone():
+		// The job moved on, or is gone (and its node with it).
 		return nil, errStale
 	default:
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
@@ -224,9 +225,8 @@ func (c *Client) busy(ctx context.Context, state queue.JobState, e entry, status
 			session.Delete(session.LockStep, c.p.Job(e.JID).Lock(), lockStat.Version)).Commit(ctx)
 	}
 	if err != nil {
-		_, byStatus := session.RefusedBy(err, session.StatusStep)
-		_, byLock := session.RefusedBy(err, session.LockStep)
-		if errors.Is(err, queue.ErrFenced) || byStatus || byLock {
+		var refused *session.Refused
+		if errors.Is(err, queue.ErrFenced) || errors.As(err, &refused) && (refused.Gone() || refused.Changed()) {
 			return errStale // the job changed meanwhile: look again
 		}
 		c.log.ErrorContext(ctx, "a job's lock is not a session's, and failing the job did not work", "job_id", e.JID, "error", err)
