@@ -36,15 +36,6 @@ func New(s *session.Session) *Client {
 	return &Client{s: s, z: s.Nodes(), p: s.Paths(), log: s.Logger(), r: jobs.NewReader(s), j: jobs.New(s)}
 }
 
-// readDatas reads several nodes at once; a missing node's data is nil.
-func readDatas(ctx context.Context, z *session.Nodes, paths []string) ([][]byte, error) {
-	read, err := z.Read(ctx, paths)
-	if err != nil {
-		return nil, err
-	}
-	return session.Datas(read), nil
-}
-
 // CreateBatch writes a new Pending batch (and its /batch-uuids entry when the
 // submission has a batch id) and returns its bid.
 func (c *Client) CreateBatch(ctx context.Context, sub *v1.Submission) (string, error) {

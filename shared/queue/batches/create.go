@@ -360,7 +360,7 @@ func (bc *BatchClaim) SpawnedEntries(ctx context.Context) (map[int32]SpawnedJob,
 	for i, jid := range jids {
 		ps[i] = bc.c.p.Job(jid).Node(queue.NodeConfig)
 	}
-	datas, err := readDatas(ctx, bc.c.z, ps)
+	datas, err := bc.c.z.ReadData(ctx, ps)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
@@ -29,13 +30,12 @@ type Nodes struct {
 	ensured sync.Map
 }
 
-func newNodes(s *Session, acl []zk.ACL, maxResponse int, ungrouped bool,
-	sendMulti func([]any, func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error)) *Nodes {
+func newNodes(s *Session, acl []zk.ACL, maxResponse int, ungrouped bool, hook multihook.Hook) *Nodes {
 	n := &Nodes{s: s, conn: s.conn, acl: acl}
 	send := func(ops []any) ([]zk.MultiResponse, error) { return n.conn.Multi(ops...) }
-	if sendMulti != nil {
+	if hook != nil {
 		own := send
-		send = func(ops []any) ([]zk.MultiResponse, error) { return sendMulti(ops, own) }
+		send = func(ops []any) ([]zk.MultiResponse, error) { return hook(ops, own) }
 	}
 	n.group = newMultiGroup(send)
 	n.reads = newReadGroup(n.conn.MultiRead, maxResponse)
@@ -192,6 +192,16 @@ func (n *Nodes) readEach(ctx context.Context, paths []string) ([]Node, error) {
 		}
 	}
 	return out, nil
+}
+
+// ReadData reads several nodes at once, as Read does, and returns their
+// data (nil where a node is missing).
+func (n *Nodes) ReadData(ctx context.Context, paths []string) ([][]byte, error) {
+	read, err := n.Read(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	return Datas(read), nil
 }
 
 // Datas are the data of read (nil where a node is missing).
