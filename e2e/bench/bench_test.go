@@ -231,6 +231,8 @@ func stageRSSAt100k(ctx context.Context, s *stack.Stack) (float64, error) {
 	if _, err := Spawn(ctx, c, 100000); err != nil {
 		return 0, err
 	}
+	// The window the estimator's peak memory is measured over, working
+	// through the jobs: a measure's length, nothing to wait for.
 	time.Sleep(20 * time.Second)
 	return ResidentMB(s.Procs("estimator")[0].PID())
 }

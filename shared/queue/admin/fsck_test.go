@@ -70,8 +70,8 @@ func TestFsckFindsAndRepairsEveryKindOfDamage(t *testing.T) {
 				t.Fatalf("fsck before damage: %+v, %v", rep, err)
 			}
 			item := tt.plant(t, a, bid, jids)
-			time.Sleep(5 * time.Millisecond) // older than the grace below
-			opts := FsckOptions{Grace: time.Millisecond}
+			// Its ages measured to a moment after now: older than the grace.
+			opts := FsckOptions{Grace: time.Millisecond, Now: time.Now().Add(time.Second)}
 			rep, err := a.Queue.Fsck(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -89,7 +89,7 @@ func TestFsckFindsAndRepairsEveryKindOfDamage(t *testing.T) {
 					t.Errorf("not repaired: %+v", d)
 				}
 			}
-			rep, err = a.Queue.Fsck(ctx, FsckOptions{Grace: time.Millisecond})
+			rep, err = a.Queue.Fsck(ctx, FsckOptions{Grace: time.Millisecond, Now: time.Now().Add(time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}
