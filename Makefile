@@ -30,7 +30,7 @@ VERSITYGW := $(BIN)/.tools/versitygw@$(VERSITYGW_VERSION)
 GOFAIL_VERSION := v0.2.0
 GOFAIL := $(BIN)/.tools/gofail@$(GOFAIL_VERSION)
 
-.PHONY: help deps versitygw test race chaos robustness bench demo up proto proto-check lint build build-failpoints config-table
+.PHONY: help deps stack-deps versitygw test race chaos robustness bench demo up proto proto-check lint build build-failpoints config-table
 
 help:
 	@echo "make demo          run the whole pipeline on one machine on the example deposit, print the report"
@@ -49,10 +49,15 @@ help:
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
 	@echo "make deps          install ZooKeeper, Java, Chromium, git, promtool (Debian) and kustomize (./bin) for the tests"
+	@echo "make stack-deps    install only what make demo and make up run on: ZooKeeper and Java"
 	@echo "make versitygw     install the S3-compatible server the object store's tests use into bin/.tools"
 
 deps: $(KUSTOMIZE)
 	@scripts/install-deps.sh
+
+# What make demo and make up run on, and no more: ZooKeeper and Java.
+stack-deps:
+	@scripts/install-deps.sh stack
 
 versitygw: $(VERSITYGW)
 
@@ -145,12 +150,15 @@ $(GOFAIL):
 # the queue library (create, lifecycle, pick-up, depth, cleanup), the seven
 # services end to end (storing into a folder, then into S3) and the
 # server's ceiling, measured on the same server; then ZooKeeper's heap per
-# job, on a server of its own. Each part ends with a machine-readable line
-# (BENCH ...); see BENCHMARKS.md.
+# job, on a server of its own; then big deposits (an object of 100,000
+# files, into a folder and into S3; a zip of 4.5 GiB; a tar.gz holding a
+# file of 8.5 GiB), each on a stack of its own. Each part ends with a
+# machine-readable line (BENCH ...); see BENCHMARKS.md.
 BENCH_FILTER := grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 bench: deps $(VERSITYGW)
 	cd services/processor && go test -run '^$$' -bench 'BenchmarkDeposits$$' -benchtime 1x -timeout 30m ./internal/store/ | $(BENCH_FILTER)
 	cd e2e && go test -run '^$$' -bench 'BenchmarkPipeline$$|BenchmarkServerHeap$$' -benchtime 1x -timeout 90m ./bench/ | $(BENCH_FILTER)
+	cd e2e && go test -run '^$$' -bench 'BenchmarkBigDeposits$$' -benchtime 1x -timeout 60m ./bench/ | $(BENCH_FILTER)
 
 # The whole pipeline on this machine: ZooKeeper, the seven services and the
 # console (http://127.0.0.1:8401/) as separate processes, the example
@@ -162,13 +170,13 @@ bench: deps $(VERSITYGW)
 # the run starts (the one the tests use; docs/merritt.md).
 STORE ?= local
 STORE_DEPS := $(if $(filter s3,$(STORE)),$(VERSITYGW))
-demo: deps build $(STORE_DEPS)
+demo: stack-deps build $(STORE_DEPS)
 	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
 	@$(BIN)/ingestq-demo -bin $(BIN) -examples examples -run run -store $(STORE)
 
 # The same stack, kept running until Ctrl-C.
 # Built, not `go run`: go run would answer Ctrl-C with exit status 1.
-up: deps build $(STORE_DEPS)
+up: stack-deps build $(STORE_DEPS)
 	@go build -o $(BIN)/ingestq-demo ./e2e/cmd/demo
 	@$(BIN)/ingestq-demo -up -bin $(BIN) -examples examples -run run -store $(STORE)
 

@@ -5,7 +5,15 @@
 # console test drives, Debian's prometheus package, whose promtool checks
 # the alert rules in deploy/monitoring, and git, which makes the archives of
 # two unpacking tests. Does nothing when they are already there.
+#
+# `install-deps.sh stack` installs only what the stack of make demo and
+# make up runs on: ZooKeeper and Java.
 set -euo pipefail
+
+only_stack=false
+if [ "${1:-}" = stack ]; then
+  only_stack=true
+fi
 
 zookeeper_jar=/usr/share/java/zookeeper.jar
 
@@ -36,6 +44,12 @@ fi
 if ! command -v java >/dev/null 2>&1; then
   echo "install-deps: installing a Java runtime for ZooKeeper"
   apt_install default-jre-headless
+fi
+
+if $only_stack; then
+  java -version 2>&1 | head -n 1 | sed 's/^/install-deps: /'
+  echo "install-deps: ZooKeeper jar at $zookeeper_jar"
+  exit 0
 fi
 
 if ! command -v chromium >/dev/null 2>&1; then

@@ -1,12 +1,10 @@
 package badinput
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc/codes"
 )
 
@@ -48,40 +46,4 @@ func TestOversizedSubmissionsAndUnknownProfilesAreRefused(t *testing.T) {
 			shared.main.refuseSubmission(t, tc.req, tc.code, tc.want...)
 		})
 	}
-}
-
-// hugeObjectManifest lists rows files, each with a long name, so that the
-// job's file list would take more than a ZooKeeper node holds.
-func hugeObjectManifest(rows int) string {
-	var b strings.Builder
-	b.WriteString(objectHead)
-	for i := range rows {
-		fmt.Fprintf(&b, "{{base}}/good/report.txt | | | | | folder-%06d/%s.txt\n", i, strings.Repeat("n", 120))
-	}
-	return b.String()
-}
-
-// TestFileListsTooLargeForAZooKeeperNodeFailNamingTheLimit: an object
-// manifest whose file list would not fit the job's node fails its batch
-// (or, listed in a manifest of manifests, its job) saying how many files,
-// how many bytes and what the limit is, instead of a write ZooKeeper would
-// refuse half-way.
-func TestFileListsTooLargeForAZooKeeperNodeFailNamingTheLimit(t *testing.T) {
-	t.Parallel()
-	const rows = 8000
-	object := serve("/huge/object.checkm", hugeObjectManifest(rows))
-	want := fmt.Sprintf("lists %d files: kept with the job they take", rows)
-	limit := fmt.Sprintf("more than the %d a ZooKeeper node holds; split the object or submit a container", queue.MaxNodeBytes)
-
-	t.Run("object manifest", func(t *testing.T) {
-		t.Parallel()
-		shared.main.expectFailure(t, shared.main.submit(t, object, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST),
-			outcome{batch: []string{"object manifest " + object + " " + want, limit}})
-	})
-	t.Run("object manifest of a manifest of manifests", func(t *testing.T) {
-		t.Parallel()
-		u := serve("/huge/batch.checkm", batchHead+object+" | | | | | object.checkm | | | \n")
-		shared.main.expectFailure(t, shared.main.submit(t, u, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS),
-			outcome{failed: 1, job: []string{"manifest " + object + " " + want, limit}})
-	})
 }

@@ -17,7 +17,10 @@
 //     ZooKeeper past its session timeout by taking its link down, then
 //     healed;
 //   - every service reaching ZooKeeper through a proxy that delays each
-//     direction, under the main scenario's faults.
+//     direction, under the main scenario's faults;
+//   - a ZooKeeper server hung (SIGSTOP) for many session timeouts, the
+//     leader, then a follower: no service may lose its session or stop
+//     serving while the two others make a quorum (hang_test.go).
 //
 // At the end every job must be Completed, each object stored and recorded
 // once, each batch reported once, fsck clean and no lock left; the run logs
@@ -103,6 +106,21 @@ type scenario struct {
 	// latency: every service reaches each ZooKeeper server through a proxy
 	// that holds each direction this long.
 	latency zktest.Delay
+	// serverHangs: once the ZooKeeper leader, then a follower, frozen
+	// (SIGSTOP) for hangFor, with Submits made meanwhile; every service's
+	// health is followed all through the run.
+	serverHangs bool
+	// sessionTimeout, when set, is the services' session timeout in place
+	// of the package's.
+	sessionTimeout time.Duration
+}
+
+// timeout is the services' session timeout in this scenario.
+func (sc scenario) timeout() time.Duration {
+	if sc.sessionTimeout > 0 {
+		return sc.sessionTimeout
+	}
+	return sessionTimeout
 }
 
 // settings size one run.
@@ -345,8 +363,17 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(set.seed, 1))
-	if r.batches, err = writeDeposits(filepath.Join(dir, "deposits"), r.deposits.URL, set, rng); err != nil {
+	if r.batches, err = writeDeposits(filepath.Join(dir, "deposits"), r.deposits.URL, set, 0, rng); err != nil {
 		t.Fatal(err)
+	}
+	if sc.serverHangs {
+		// One-object batches, submitted while a server hangs.
+		probes := settings{jobs: 2 * probesPerHang, batches: 2 * probesPerHang, seed: set.seed}
+		more, err := writeDeposits(filepath.Join(dir, "deposits"), r.deposits.URL, probes, set.batches, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.batches = append(r.batches, more...)
 	}
 	r.deposits.SetDelay(set.depositDelay)
 	profiles := filepath.Join(dir, "profiles")
@@ -375,7 +402,7 @@ func startRun(ctx context.Context, t *testing.T, sc scenario, set settings) *run
 		placements = map[stack.Replica]stack.Placement{{Service: "downloader", Index: 0}: {NetNS: l.ns, Addr: l.nsAddr}}
 	}
 	env := map[string]string{
-		"INGESTQ_ZK_SESSION_TIMEOUT": sessionTimeout.String(),
+		"INGESTQ_ZK_SESSION_TIMEOUT": sc.timeout().String(),
 		// Two jobs at a time per replica: replicas stay busy, so a
 		// kill finds jobs in flight more often than not.
 		"INGESTQ_CONCURRENCY": "2",
@@ -421,6 +448,12 @@ func (r *run) layout() string {
 	}
 	if d := r.sc.latency; d != (zktest.Delay{}) {
 		s += fmt.Sprintf(", ZooKeeper %s–%s away each way", d.Min, max(d.Min, d.Max))
+	}
+	if r.sc.serverHangs {
+		s += fmt.Sprintf(", %d probe batches of one object for the ZooKeeper server hangs", len(r.batches)-r.set.batches)
+	}
+	if r.sc.sessionTimeout > 0 {
+		s += fmt.Sprintf(", session timeout %s", r.sc.sessionTimeout)
 	}
 	return s
 }

@@ -615,6 +615,13 @@ func (r *run) logFigures(m *monkey, mon *monitor) {
 		fmt.Fprintf(&b, "  quorum loss:       servers %d (leader) and %d stopped at %s for %s; quorum back after %s, server %d leads\n",
 			q.stopped[0]+1, q.stopped[1]+1, q.at.Round(time.Second), cutFor, q.outage.Round(time.Millisecond), q.leader+1)
 	}
+	for _, h := range m.hangs {
+		fmt.Fprintf(&b, "  ZooKeeper hang:    %s\n", h.figures())
+	}
+	if m.serving != nil {
+		fmt.Fprintf(&b, "  serving:           %d statuses other than SERVING seen; %d services lost or replaced their ZooKeeper session\n",
+			len(m.serving.failures()), len(sessionsLost(r.stack)))
+	}
 	var changes []string
 	for _, c := range mon.leaderChanges {
 		changes = append(changes, fmt.Sprintf("%d→%d at %s", c.from+1, c.to+1, c.at.Round(time.Second)))

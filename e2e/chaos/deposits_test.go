@@ -43,12 +43,13 @@ type depositObject struct {
 }
 
 // writeDeposits writes set.jobs objects of one to three files each, in
-// set.batches manifests of manifests, under dir as served from base.
-func writeDeposits(dir, base string, set settings, rng *rand.Rand) ([]*depositBatch, error) {
+// set.batches manifests of manifests numbered from first, under dir as
+// served from base.
+func writeDeposits(dir, base string, set settings, first int, rng *rand.Rand) ([]*depositBatch, error) {
 	var out []*depositBatch
-	for b := range set.batches {
+	for b := first; b < first+set.batches; b++ {
 		n := set.jobs / set.batches
-		if b == set.batches-1 {
+		if b == first+set.batches-1 {
 			n = set.jobs - n*(set.batches-1)
 		}
 		db := &depositBatch{index: b, uuid: fmt.Sprintf("chaos-%d-batch-%d", set.seed, b), path: fmt.Sprintf("/batches/b%d.checkm", b)}
@@ -119,10 +120,11 @@ func writeProfile(dir string) error {
 // submitAll submits the batches one after the other, set.spacing apart.
 // The last one waits for the faults (faultsMade: the one-off faults, and
 // every service killed), unless every job submitted before it has ended:
-// those faults need work going on, and then they get it.
+// those faults need work going on, and then they get it. (The probes of a
+// hung ZooKeeper server, after them in r.batches, are its own.)
 func (r *run) submitAll(ctx context.Context, faultsMade <-chan struct{}, mon *monitor) error {
 	submitted := 0
-	for i, b := range r.batches {
+	for i, b := range r.batches[:r.set.batches] {
 		if i > 0 {
 			select {
 			case <-ctx.Done():
@@ -130,7 +132,7 @@ func (r *run) submitAll(ctx context.Context, faultsMade <-chan struct{}, mon *mo
 			case <-time.After(r.set.spacing):
 			}
 		}
-		if i == len(r.batches)-1 {
+		if i == r.set.batches-1 {
 			for mon.ended() < submitted {
 				select {
 				case <-ctx.Done():

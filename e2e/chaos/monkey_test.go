@@ -69,6 +69,9 @@ type monkey struct {
 	freeze    *cutOff
 	partition *cutOff
 	missed    int // freezes and partitions tried whose jobs had moved on before the cut landed
+	hangs     []*serverHang
+	// serving follows every service's health (the ZooKeeper server hangs).
+	serving *servingWatch
 	// faultsMade is closed once every one-off fault is done and every
 	// service has been killed.
 	faultsMade chan struct{}
@@ -133,6 +136,9 @@ func newMonkey(r *run, mon *monitor) *monkey {
 // undone (a replica or server that would not start again) or a broken
 // promise seen during a one-off fault.
 func (m *monkey) run(ctx context.Context) error {
+	if m.r.sc.serverHangs {
+		m.serving = watchServing(ctx, m.r)
+	}
 	if !m.r.sc.kills {
 		return m.oneOffs(ctx)
 	}
@@ -202,6 +208,15 @@ func (m *monkey) plan() []oneOff {
 		out = append(out, oneOff{at: leaderKillAt, name: "the ZooKeeper leader killed", make: m.killLeader,
 			done: func() bool { return m.leader != nil }})
 	}
+	if m.r.sc.serverHangs {
+		out = append(out,
+			oneOff{at: leaderHangAt, name: "the ZooKeeper leader hung",
+				make: func(ctx context.Context) error { return m.hangServer(ctx, "leader") },
+				done: func() bool { return len(m.hangs) >= 1 }},
+			oneOff{at: followerHangAt, name: "a ZooKeeper follower hung",
+				make: func(ctx context.Context) error { return m.hangServer(ctx, "follower") },
+				done: func() bool { return len(m.hangs) >= 2 }})
+	}
 	return out
 }
 
@@ -245,6 +260,11 @@ func (m *monkey) checkAllDone() error {
 				errs = append(errs, fmt.Errorf("the run ended before %s was killed", s))
 			}
 		}
+	}
+	if m.serving != nil {
+		// All through the run, not only while a server hung.
+		errs = append(errs, m.serving.failures()...)
+		errs = append(errs, sessionsLost(m.r.stack)...)
 	}
 	return errors.Join(errs...)
 }

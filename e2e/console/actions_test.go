@@ -224,14 +224,16 @@ func TestActionsChangeTheQueueThroughTheAdminService(t *testing.T) {
 }
 
 // TestAFailedJobIsRequeuedAtStoringFromItsPage: Storing is among the
-// states a failed job's page offers, and the requeue lands there.
+// states a failed job's page offers (and no state past it, which the
+// requeue would refuse: the job has no inventory), and the requeue lands
+// there.
 func TestAFailedJobIsRequeuedAtStoringFromItsPage(t *testing.T) {
 	f := newFixture(t, testToken)
 	f.signIn()
 	_, jids := f.batch("jdoe", 1)
 	f.move(jids[0], "store full", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Failed)
 	wantBody(t, f.get("/jobs/"+jids[0]), `<option value="" data-field="resume">Storing</option>`,
-		"<option>Processing</option><option>Storing</option><option>Recording</option>")
+		"<option>Processing</option><option>Storing</option></select>")
 	a := f.act("/jobs/"+jids[0]+"/requeue", url.Values{"state": {"Storing"}})
 	if a.code != http.StatusSeeOther {
 		t.Fatalf("POST requeue at Storing: %d\n%s", a.code, a.body)

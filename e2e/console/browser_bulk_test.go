@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,9 @@ import (
 
 // TestBrowserBulkRequeueAtDesktopAndNarrowWidths drives the jobs page in
 // headless Chromium: a filter by message text lists the failed jobs, the
-// bulk form counts them first (nothing moves), the confirmation shows the
-// count, and confirming requeues them all; the collections page counts
+// bulk form shows the fields of the action chosen and counts the jobs
+// first (nothing moves), the confirmation shows the count, the message
+// and where the requeue resumes, and confirming requeues them all; the collections page counts
 // them. At a phone's width neither page widens past the screen (their
 // tables scroll in their box).
 // Screenshots of both widths are kept as artifacts.
@@ -55,6 +57,24 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 		t.Fatalf("filtering the jobs: %v", err)
 	}
 	shoot("console-jobs-filter.png")
+	// The form shows the fields of the action chosen, and only those.
+	fields := func(verb string) []string {
+		t.Helper()
+		shown, err := chromedp.Run(b, chromedp.Evaluate[[]string](`(function(){var v=document.querySelector('#bulk-form select[name="verb"]');
+			v.value=`+strconv.Quote(verb)+`; v.dispatchEvent(new Event("change"));
+			return Array.from(document.querySelectorAll("#bulk-form [name]")).filter(e => e.type !== "hidden" && e.offsetParent !== null).map(e => e.name);})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shown
+	}
+	for verb, want := range map[string]string{"requeue": "verb message requeue_state", "reprioritize": "verb priority",
+		"delete": "verb force", "hold": "verb message"} {
+		if got := strings.Join(fields(verb), " "); got != want {
+			t.Errorf("the bulk form for %s shows %s, want %s", verb, got, want)
+		}
+	}
+	fields("requeue")
 	err = chromedp.Do(b,
 		chromedp.SetValue(`#bulk-form select[name="verb"]`, "requeue"),
 		chromedp.SendKeys(`#bulk-form input[name="message"]`, "fixed upstream"),
@@ -65,6 +85,11 @@ func TestBrowserBulkRequeueAtDesktopAndNarrowWidths(t *testing.T) {
 		t.Fatalf("counting: %v", err)
 	}
 	waitText(b, t, `#bulk-count`, "3 job(s) match. Requeue them?")
+	// The confirmation says what the action will do besides its verb.
+	settings, err := chromedp.Run(b, chromedp.Evaluate[string](`document.getElementById("bulk-settings").innerText.replace(/\s+/g, " ").trim()`))
+	if err != nil || settings != "Message fixed upstream Requeue at after each job's last successful state" {
+		t.Errorf("the confirmation's settings say %q (%v), want the message and where the requeue resumes", settings, err)
+	}
 	// The jobs it would take, each with its batch, local id and state.
 	matched, err := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#bulk-matched tbody tr")).map(r => r.textContent.replace(/\s+/g, " ").trim())`))
 	if err != nil {

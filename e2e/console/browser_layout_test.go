@@ -190,7 +190,7 @@ func TestBrowserNoPageIsWiderThanTheScreen(t *testing.T) {
 		status            []string // its status columns
 	}{
 		{"queue", "/", `#workers td[data-label="Stage"]`, []string{"Status", "State", "Control"}},
-		{"batches", "/batches", `table.batches`, []string{"Status", "Actions"}},
+		{"batches", "/batches", `table.batches`, []string{"Status", "Jobs"}},
 		{"batch", "/batches/" + bid, `#live-counts`, []string{"State"}},
 		{"reported-batch", "/batches/" + reported, `#report-counts`, []string{"State"}},
 		{"jobs", "/jobs", `table.jobs`, []string{"State"}},

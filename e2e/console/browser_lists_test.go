@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,54 @@ func TestBrowserListsNameTheARKAndAJobIsVerifiedFromItsPage(t *testing.T) {
 			noColumnOffScreen(b, t, "collections", width)
 		}
 		screenshot(b, t, fmt.Sprintf("console-collections-days-%d.png", width))
+	}
+}
+
+// TestBrowserListsKeepARKsOnOneLineAndNumbersUnderTheirHeaders: at a
+// desktop width, beside a long message, a job list's ARKs stay on one line
+// and each numeric column's header sits over its numbers, right-aligned
+// as they are; a batch's page lists its jobs without a column repeating
+// the batch's id.
+func TestBrowserListsKeepARKsOnOneLineAndNumbersUnderTheirHeaders(t *testing.T) {
+	f := newFixture(t, testToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	b := browser(ctx, t)
+	bid, jids := f.batch("jdoe", 2)
+	f.move(jids[0], "", queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording)
+	queuetest.Move(t, f.q, jids[0], jobs.Change{To: queue.Notify, Message: "recorded " + strings.Repeat("with a long story to tell ", 12),
+		Identifiers: &v1.Identifiers{PrimaryId: "ark:/13030/m5z60m5kqz3x", LocalId: []string{"loc-0"}}})
+	f.fail(jids[1], "digest mismatch on "+strings.Repeat("a-very-long-file-name-", 8)+"txt")
+	signInAt(b, t, f, "/jobs?batch="+bid, `table.jobs`)
+	if err := chromedp.Do(b, chromedp.EmulateViewport(desktopWidth, 900)); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"/jobs?batch=" + bid, "/batches/" + bid} {
+		if err := chromedp.Do(b, chromedp.Navigate(f.srv.URL+page), chromedp.WaitVisible(`table.jobs`)); err != nil {
+			t.Fatal(err)
+		}
+		lines, err := chromedp.Run(b, chromedp.Evaluate[float64](`(function(){var td=document.querySelector("table.jobs td.ark");
+			var r=document.createRange(); r.selectNodeContents(td); return r.getClientRects().length;})()`))
+		if err != nil || lines != 1 {
+			t.Errorf("%s: the ARK takes %v line(s) (%v), want 1", page, lines, err)
+		}
+		// Each numeric header's right edge is its numbers' (both right-aligned in one column).
+		off, err := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("table.jobs thead th")).map((th, i) => {
+			var td = document.querySelector("table.jobs tbody tr td:nth-child(" + (i + 1) + ")");
+			if (!td || !td.classList.contains("num")) { return ""; }
+			var text = r => { var g = document.createRange(); g.selectNodeContents(r); var rs = g.getClientRects(); return rs[rs.length - 1].right; };
+			return Math.abs(text(th) - text(td)) > 1 || getComputedStyle(th).textAlign !== "right" ? th.textContent : "";
+		}).filter(s => s)`))
+		if err != nil || len(off) != 0 {
+			t.Errorf("%s: numeric headers not over their numbers: %v (%v)", page, off, err)
+		}
+		headers, err := chromedp.Run(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("table.jobs thead th")).map(th => th.textContent)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inBatch := strings.HasPrefix(page, "/batches/"); inBatch == slices.Contains(headers, "Batch") {
+			t.Errorf("%s: the job list's columns %v (a batch's page repeats no batch id; the jobs list names each job's batch)", page, headers)
+		}
+		screenshot(b, t, "console-lists-"+strings.Trim(strings.NewReplacer("/", "-", "?", "-", "=", "-").Replace(page), "-")+".png")
 	}
 }

@@ -131,8 +131,8 @@ func marker(ctx context.Context, t *testing.T) string {
 // headless Chromium like an operator: sign in, watch the queue page count
 // a job that fails, follow the Failed bar to the job, requeue it with a
 // click (accepting the confirmation), and watch the job page follow it to
-// Completed as the stages (played by a consumer here) take it on, without
-// a reload. Screenshots are kept as artifacts.
+// Completed as the stages (played by a consumer here) take it on, its
+// history row by row, without a reload. Screenshots are kept as artifacts.
 func TestBrowserRequeuesAFailedJobAndSeesItMoveOn(t *testing.T) {
 	f := newFixture(t, testToken)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -226,14 +226,26 @@ func TestBrowserRequeuesAFailedJobAndSeesItMoveOn(t *testing.T) {
 		t.Errorf("confirmation dialogs: %q", asked)
 	}
 
-	// The stages take it on; the job page follows without a reload.
-	if err := chromedp.Do(b, chromedp.Evaluate[chromedp.Void](`window.consoleMarker = "job page"`)); err != nil {
+	// The stages take it on; the job page follows without a reload, at a
+	// phone's width now.
+	if err := chromedp.Do(b, chromedp.EmulateViewport(narrowWidth, 844), chromedp.Evaluate[chromedp.Void](`window.consoleMarker = "job page"`)); err != nil {
 		t.Fatal(err)
 	}
 	close(proceed)
 	waitText(b, t, `[data-field="state"]`, "Completed")
 	waitText(b, t, `[data-field="last_successful_status"]`, "Notify")
 	waitText(b, t, `[data-field="message"]`, "notified")
+	// The history follows: the requeue, then each step, to Completed.
+	waitText(b, t, `#history tbody tr:last-child td[data-label="To"]`, "Completed")
+	steps, err := chromedp.Run(b, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll("#history tbody tr")).slice(-6).map(tr => tr.querySelector('[data-label="From"]').textContent + " → " + tr.querySelector('[data-label="To"]').textContent + ": " + tr.querySelector('[data-label="Message"]').textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Failed → Downloading: requeued by an operator to Downloading", "Downloading → Processing: downloaded",
+		"Processing → Storing: processed", "Storing → Recording: stored", "Recording → Notify: recorded", "Notify → Completed: notified"}; strings.Join(steps, "|") != strings.Join(want, "|") {
+		t.Errorf("the history's last rows: %q, want %q", steps, want)
+	}
 	if m := marker(b, t); m != "job page" {
 		t.Fatalf("the job page was reloaded (marker %q)", m)
 	}
@@ -244,7 +256,7 @@ func TestBrowserRequeuesAFailedJobAndSeesItMoveOn(t *testing.T) {
 	if !requeueHidden {
 		t.Error("the requeue form is still offered for a completed job")
 	}
-	noAction, err := chromedp.Run(b, chromedp.Evaluate[bool](`!document.querySelector("p.note[data-states]").hidden`))
+	noAction, err := chromedp.Run(b, chromedp.Evaluate[bool](`!document.querySelector('p.note[data-if="no_action"]').hidden`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,6 +265,10 @@ func TestBrowserRequeuesAFailedJobAndSeesItMoveOn(t *testing.T) {
 	}
 	if err := <-played; err != nil {
 		t.Fatalf("stages: %v", err)
+	}
+	noOverflow(b, t, "job", narrowWidth)
+	if err := chromedp.Do(b, chromedp.EmulateViewport(desktopWidth, 1100)); err != nil {
+		t.Fatal(err)
 	}
 
 	dir := artifactDir(t)

@@ -81,3 +81,23 @@ func TestBulkRequeueShowsTheCountThenActsOnConfirmation(t *testing.T) {
 	wantBody(t, again, `id="bulk-count">0 job(s) match.`)
 	wantNot(t, again, `name="confirmed"`)
 }
+
+// TestBulkReleaseCountSaysWhichJobsItWouldRefuse: the count of a bulk
+// release of held jobs whose collection is held says that the release
+// would refuse them, and why, beside each.
+func TestBulkReleaseCountSaysWhichJobsItWouldRefuse(t *testing.T) {
+	f := newFixture(t, testToken)
+	f.signIn()
+	_, jids := f.batch("jdoe", 2)
+	for _, jid := range jids {
+		if _, err := f.admin.HoldJob(f.ctx, &v1.HoldJobRequest{JobId: jid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.admin.HoldCollection(f.ctx, &v1.HoldCollectionRequest{Collection: "demo_coll"}); err != nil {
+		t.Fatal(err)
+	}
+	dry := f.act("/bulk", url.Values{"verb": {"release"}, "state": {"Held"}, "collection": {"demo_coll"}})
+	wantBody(t, dry, `id="bulk-count">2 job(s) match. Release them? 2 of them would be refused now: each says why below.</p>`,
+		`would be refused: its collection demo_coll is held: release the collection first, which releases the job with it`)
+}

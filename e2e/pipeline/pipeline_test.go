@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime/quotedprintable"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -51,9 +52,12 @@ type env struct {
 	deposits  *depositor.Server
 	depDir    string
 	callbacks *callbackReceiver
-	spans     *otlpsink.Sink
-	batches   v1.BatchServiceClient
-	admin     v1.AdminServiceClient
+	// outage is the callback endpoint of profile "outage", down until a
+	// test brings it up.
+	outage  *outageReceiver
+	spans   *otlpsink.Sink
+	batches v1.BatchServiceClient
+	admin   v1.AdminServiceClient
 }
 
 var shared *env // set once by TestMain, read by the tests
@@ -99,6 +103,9 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		return nil, nil, err
 	}
 	var err error
+	if e.outage, err = newOutageReceiver(); err != nil {
+		return nil, nil, err
+	}
 	if e.deposits, err = depositor.Start(e.depDir); err != nil {
 		return nil, nil, err
 	}
@@ -106,7 +113,7 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		return nil, nil, err
 	}
 	profiles := filepath.Join(dir, "profiles")
-	if err := writeProfiles(profiles, e.callbacks.URL); err != nil {
+	if err := writeProfiles(profiles, e.callbacks.URL, e.outage.URL); err != nil {
 		return nil, nil, err
 	}
 	e.stack, err = stack.Start(ctx, stack.Options{
@@ -117,6 +124,10 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 			"OTEL_BSP_SCHEDULE_DELAY":     "100",
 			// Merritt's ingest service's queue folder, as a web server serves it.
 			"INGESTQ_MERRITT_QUEUE_URL": e.deposits.URL + "/" + merrittQueueFolder,
+			// A callback not delivered is tried again within seconds, not
+			// minutes: the outage's callback arrives soon after it ends.
+			"INGESTQ_CALLBACK_RETRY_BACKOFF":     "1s",
+			"INGESTQ_CALLBACK_RETRY_BACKOFF_MAX": "4s",
 		},
 	})
 	if err != nil {
@@ -143,6 +154,7 @@ func start(ctx context.Context, dir string) (*env, func() error, error) {
 		e.deposits.Close()
 		e.spans.Stop()
 		e.callbacks.Close()
+		e.outage.Close()
 		return err
 	}
 	return e, stop, nil
@@ -153,7 +165,7 @@ func adminCtx(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+adminToken)
 }
 
-func writeProfiles(dir, callbackURL string) error {
+func writeProfiles(dir, callbackURL, outageURL string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -162,6 +174,8 @@ func writeProfiles(dir, callbackURL string) error {
 		"callback.yaml": fmt.Sprintf("name: callback\ncollection: cb\nnotification_addresses: [cb@example.org]\ncallback_url: %s/done\n",
 			callbackURL),
 		"held.yaml": "name: held\ncollection: heldcoll\nnotification_addresses: [held@example.org]\n",
+		"outage.yaml": fmt.Sprintf("name: outage\ncollection: outage\nnotification_addresses: [outage@example.org]\ncallback_url: %s/done\n",
+			outageURL),
 	}
 	for name, body := range profiles {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -460,7 +474,7 @@ func TestAPayloadThatCannotBeUsedIsMailedToItsDepositorAndStaysFailed(t *testing
 	if b.GetStatus().GetStatus() != queue.BatchFailed || !strings.Contains(b.GetStatus().GetMessage(), "404") {
 		t.Fatalf("batch %s: %s %q, want Failed naming the 404", bid, queue.BatchStateName(b.GetStatus().GetStatus()), b.GetStatus().GetMessage())
 	}
-	report := emails(t, bid)[bid+"-report.eml"]
+	report := decoded(t, emails(t, bid)[bid+"-report.eml"])
 	for _, want := range []string{"/no-such-manifest.checkm", "404", "What to do:", "submit it again as a new batch"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report mail lacks %q:\n%s", want, report)
@@ -630,4 +644,185 @@ func (c *callbackReceiver) For(jid string) map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bodies[jid]
+}
+
+// objectManifest is an object manifest of one file served by the
+// depositor, declaring digest as its sha256.
+func objectManifest(path, name, digest string, size int) []byte {
+	return fmt.Appendf(nil, "#%%checkm_0.7\n#%%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-ingest-manifest\n"+
+		"#%%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName\n"+
+		"{{base}}%s | sha256 | %s | %d | | %s\n#%%eof\n", path, digest, size, name)
+}
+
+// decoded is a mail's text, its quoted-printable lines joined.
+func decoded(t *testing.T, mail string) string {
+	t.Helper()
+	text, err := io.ReadAll(quotedprintable.NewReader(strings.NewReader(mail)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(text)
+}
+
+// objectOf is the object of a batch's status with local id loc.
+func objectOf(t *testing.T, st *v1.GetBatchStatusResponse, loc string) *v1.ObjectStatus {
+	t.Helper()
+	for _, o := range st.GetObjects() {
+		if slices.Contains(o.GetLocalIds(), loc) {
+			return o
+		}
+	}
+	t.Fatalf("batch status lists no object with local id %s: %v", loc, st.GetObjects())
+	return nil
+}
+
+// TestACorrectedObjectManifestIsReadAgainOnARequeue: a depositor's object
+// manifest declares a wrong digest; its job fails in Downloading and the
+// report says so, as GetBatchStatus does per object (local id, state,
+// reason; the completed one's ARK and version, which the report mail
+// names). An update report with nothing new is refused. The depositor
+// corrects the manifest; the job, requeued at Estimating, reads it again
+// (its history names the new manifest's sha256) and completes with the
+// corrected file: the same job and local id, one version stored. The
+// update report is then taken and names the version; asked once more,
+// with nothing new since, it is refused.
+func TestACorrectedObjectManifestIsReadAgainOnARequeue(t *testing.T) {
+	t.Parallel()
+	ctx := adminCtx(context.Background())
+	d := shared.deposits
+	letter := []byte("Dear Margaret, the corrected letter.\n")
+	sum := sha256.Sum256(letter)
+	good := hex.EncodeToString(sum[:])
+	wrong := strings.Repeat("0", 64)
+	d.Set("/corrected/letter.txt", letter)
+	d.Set("/corrected/object.checkm", objectManifest("/corrected/letter.txt", "letter.txt", wrong, len(letter)))
+	d.Set("/corrected/kept.txt", []byte("kept\n"))
+	keptSum := sha256.Sum256([]byte("kept\n"))
+	d.Set("/corrected/kept.checkm", objectManifest("/corrected/kept.txt", "kept.txt", hex.EncodeToString(keptSum[:]), 5))
+	d.Set("/corrected/broken.checkm", objectManifest("/corrected/no-such-file.txt", "gone.txt", wrong, 3))
+	d.Set("/corrected/batch.checkm", []byte("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n"+
+		"#%fields | nfo:fileUrl | nfo:fileName | mrt:localIdentifier | mrt:title\n"+
+		"{{base}}/corrected/object.checkm | object.checkm | loc-corrected | The corrected letter\n"+
+		"{{base}}/corrected/kept.checkm | kept.checkm | loc-kept | Kept\n"+
+		"{{base}}/corrected/broken.checkm | broken.checkm | loc-broken | Broken\n#%eof\n"))
+
+	bid := submit(t, "demo", "/corrected/batch.checkm", v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
+	waitBatch(t, bid, queue.BatchFailed, queue.BatchCompleted)
+	st, err := shared.batches.GetBatchStatus(context.Background(), &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetBatch().GetStatus().GetStatus() != queue.BatchFailed || len(st.GetObjects()) != 3 || st.GetNextPageToken() != "" {
+		t.Fatalf("batch %s after its report: %v, objects %v", bid, st.GetBatch().GetStatus(), st.GetObjects())
+	}
+	failed, kept := objectOf(t, st, "loc-corrected"), objectOf(t, st, "loc-kept")
+	if failed.GetState() != queue.Failed || failed.GetFailedIn() != queue.Downloading || !strings.Contains(failed.GetReason(), "letter.txt") ||
+		!strings.Contains(failed.GetReason(), good) || failed.GetArk() != "" || failed.GetVersion() != 0 {
+		t.Errorf("the failed object: %v; want Failed in Downloading, its reason naming the file and its digest, no ARK", failed)
+	}
+	if kept.GetState() != queue.Completed || !strings.HasPrefix(kept.GetArk(), "ark:/") || kept.GetVersion() != 1 || kept.GetReason() != "" {
+		t.Errorf("the completed object: %v; want Completed with its ARK and version 1", kept)
+	}
+	report := decoded(t, emails(t, bid)[bid+"-report.eml"])
+	if !strings.Contains(report, kept.GetJobId()+"  "+kept.GetArk()+"  version 1  local id loc-kept") {
+		t.Errorf("the report does not name the version stored:\n%s", report)
+	}
+
+	// Nothing moved since the report: an update report is refused.
+	_, err = shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "nothing new to report") {
+		t.Errorf("update report with nothing new: %v, want FailedPrecondition saying so", err)
+	}
+
+	// The depositor corrects the manifest; the job is requeued at Estimating.
+	d.Set("/corrected/object.checkm", objectManifest("/corrected/letter.txt", "letter.txt", good, len(letter)))
+	served := strings.ReplaceAll(string(objectManifest("/corrected/letter.txt", "letter.txt", good, len(letter))), "{{base}}", d.URL)
+	servedSum := sha256.Sum256([]byte(served))
+	rq, err := shared.admin.RequeueJob(ctx, &v1.RequeueJobRequest{JobId: failed.GetJobId(), State: queue.Estimating})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := rq.GetJob().GetStatus().GetMessage(); !strings.Contains(msg, "its file list is dropped: Estimating reads the object manifest "+d.URL+"/corrected/object.checkm again") {
+		t.Errorf("the requeue says %q", msg)
+	}
+	var done *v1.Job
+	for deadline := time.Now().Add(2 * time.Minute); done == nil; time.Sleep(100 * time.Millisecond) {
+		j, err := shared.admin.GetJob(ctx, &v1.GetJobRequest{JobId: failed.GetJobId(), IncludeManifest: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch s := j.GetJob().GetStatus().GetStatus(); {
+		case s == queue.Completed:
+			done = j.GetJob()
+		case s == queue.Failed || time.Now().After(deadline):
+			t.Fatalf("the requeued job: %v", j.GetJob().GetStatus())
+		}
+	}
+	var read bool
+	for _, h := range done.GetStatus().GetHistory() {
+		read = read || (h.GetFrom() == queue.Estimating &&
+			strings.HasPrefix(h.GetMessage(), fmt.Sprintf("object manifest %s/corrected/object.checkm read (sha256 %s): 1 files", d.URL, hex.EncodeToString(servedSum[:]))))
+	}
+	if !read {
+		t.Errorf("the history does not say the corrected manifest was read: %v", done.GetStatus().GetHistory())
+	}
+	if got := done.GetIdentifiers().GetLocalId(); !slices.Equal(got, []string{"loc-corrected"}) {
+		t.Errorf("local ids after the requeue: %v", got)
+	}
+	if f := done.GetManifest().GetFiles(); len(f) != 1 || f[0].GetHashValue() != good {
+		t.Errorf("file list after the requeue: %v", f)
+	}
+	checkStoredAndRecorded(t, done)
+	if v := done.GetInventory().GetVersion(); v != 1 {
+		t.Errorf("the object was stored as version %d, want 1", v)
+	}
+	// The one version stored holds the corrected file.
+	path, err := checkm.FilePath(done.GetInventory().GetManifestUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mf.Close()
+	m, err := checkm.Parse(mf, checkm.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	for _, e := range m.Entries {
+		if strings.HasSuffix(e.FileName, "letter.txt") {
+			if p, err := checkm.FilePath(e.FileURL); err == nil {
+				stored, _ = os.ReadFile(p)
+			}
+		}
+	}
+	if string(stored) != string(letter) {
+		t.Errorf("the stored letter.txt is %q, want the corrected file", stored)
+	}
+	versions, err := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(path)), "v*"))
+	if err != nil || len(versions) != 1 {
+		t.Errorf("the object's folder in the store holds versions %v (%v), want v1 alone", versions, err)
+	}
+
+	// The update report is taken, names the version, and once sent an
+	// update report with nothing new is refused again.
+	if _, err := shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid}); err != nil {
+		t.Fatal(err)
+	}
+	waitBatch(t, bid, queue.BatchFailed)
+	var update string
+	for name, body := range emails(t, bid) {
+		if strings.Contains(name, "report-after") {
+			update = decoded(t, body)
+		}
+	}
+	if !strings.Contains(update, done.GetId()+"  "+done.GetIdentifiers().GetPrimaryId()+"  version 1  local id loc-corrected") {
+		t.Errorf("the update report does not name the corrected object's version:\n%s", update)
+	}
+	_, err = shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "nothing new to report") {
+		t.Errorf("a second update report with nothing new: %v, want FailedPrecondition saying so", err)
+	}
 }

@@ -74,6 +74,10 @@ type Options struct {
 	// ReplicaBinDir runs chosen replicas from binaries of another build
 	// (another version of the code); the others run BinDir's.
 	ReplicaBinDir map[Replica]string
+	// ServeVersions has the recorder serve the local store's versions over
+	// HTTP on a port of its own (INGESTQ_VERSIONS_LISTEN, Proc.Versions):
+	// a lease then carries a fetch_url, as make up's does.
+	ServeVersions bool
 	// ClientTLS is how the stack's own health checks dial the services when
 	// Env turns on TLS (INGESTQ_TLS_CERT, INGESTQ_TLS_KEY and, for mutual
 	// TLS, INGESTQ_TLS_CLIENT_CA): the CA to trust and, for mutual TLS, a
@@ -125,15 +129,18 @@ type Proc struct {
 	// Serve is where a processor serves the versions it prepares for
 	// Merritt's storage service (INGESTQ_MERRITT_SERVE_LISTEN; used only
 	// with a Merritt node); "" for the other processes.
-	Serve   string
-	bin     string
-	netns   string // network namespace to start in; "" for this one
-	env     []string
-	creds   credentials.TransportCredentials
-	logPath string
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	Serve string
+	// Versions is where the recorder serves the local store's versions
+	// (INGESTQ_VERSIONS_LISTEN, with Options.ServeVersions); "" otherwise.
+	Versions string
+	bin      string
+	netns    string // network namespace to start in; "" for this one
+	env      []string
+	creds    credentials.TransportCredentials
+	logPath  string
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{}
 }
 
 // Start brings the stack up and waits until every service reports SERVING.
@@ -194,8 +201,9 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-// portsPerProc: gRPC, metrics, and the console's HTTP port or the
-// processor's server of versions for Merritt's storage service.
+// portsPerProc: gRPC, metrics, and the console's HTTP port, the
+// processor's server of versions for Merritt's storage service or the
+// recorder's of the local store's versions.
 const portsPerProc = 3
 
 // plan makes every process of the stack, each with ports of its own, held
@@ -274,6 +282,11 @@ func (s *Stack) newProc(name string, i int, addrs []netip.AddrPort) *Proc {
 		// stack whose versions go to Merritt's storage service.
 		p.Serve = addrs[2].String()
 		env["INGESTQ_MERRITT_SERVE_LISTEN"] = p.Serve
+	case "recorder":
+		if s.opts.ServeVersions {
+			p.Versions = addrs[2].String()
+			env["INGESTQ_VERSIONS_LISTEN"] = p.Versions
+		}
 	}
 	for k, v := range s.opts.Env {
 		env[k] = v

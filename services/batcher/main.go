@@ -28,6 +28,7 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/service"
@@ -45,6 +46,7 @@ type settings struct {
 	smtpPasswordFile *string
 	retention        *time.Duration
 	cleanupInterval  *time.Duration
+	staleUploadAge   *time.Duration
 	reclaimGrace     *time.Duration
 	maxManifestBytes *int
 	payloadRetry     *retry.Policy
@@ -79,6 +81,8 @@ func (s *settings) register(r *config.Registry) {
 	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
+	s.staleUploadAge = r.Duration("s3-stale-upload-age", "INGESTQ_S3_STALE_UPLOAD_AGE", 24*time.Hour,
+		"with an S3 store: age past which the cleanup aborts an unfinished multipart upload of an object not being stored (one a crashed processor left and no job came back for)")
 	s.reclaimGrace = r.Duration("reclaim-grace", "INGESTQ_RECLAIM_GRACE", janitor.DefaultReclaimGrace,
 		"how long the queue's garbage stands unchanged before the janitor removes it, each INGESTQ_CLEANUP_INTERVAL: a job or batch node a writer left without status (no live session holding its lock), an entry or reference whose job is gone, a batch uuid pointing nowhere; long past any creation under way, a Merritt producer's included (at least 1m)")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
@@ -139,13 +143,18 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	}
 	tools := qadmin.New(env.Session)
 	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
-		Store: fixity.Location{Root: absolute(s.store.Root)}}
+		Store: fixity.Location{Root: absolute(s.store.Root)}, Retention: *s.retention}
+	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	if s.store.Kind == "s3" {
 		c, err := s3store.Client(ctx, *s.store.S3)
 		if err != nil {
 			return err
 		}
 		adminServer.Store, adminServer.Versions = fixity.Location{Bucket: s.store.S3.Bucket}, fixity.Reader{S3: c}
+		if *s.staleUploadAge <= 0 {
+			return fmt.Errorf("INGESTQ_S3_STALE_UPLOAD_AGE %s: want a positive duration", *s.staleUploadAge)
+		}
+		jan.Uploads, jan.Bucket, jan.UploadAge = c, s.store.S3.Bucket, *s.staleUploadAge
 	}
 	if s.store.Kind == "merritt" {
 		// Merritt's storage service keeps, replicates and audits its
@@ -155,7 +164,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 			return fmt.Errorf("INGESTQ_FIXITY_AUDIT_INTERVAL must be 0 with INGESTQ_STORE=merritt: Merritt's storage service audits the objects it keeps")
 		}
 	}
-	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
+	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Jobs: jobs.NewReader(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
 
 	runner := batchrun.New(batchrun.Config{
@@ -202,8 +211,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		defer close(ran)
 		runner.Run(taking)
 	}()
-	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log,
-		ReclaimGrace: *s.reclaimGrace, Reclaims: reclaims}
+	jan.ReclaimGrace, jan.Reclaims = *s.reclaimGrace, reclaims
 	janCtx, stopJanitor := context.WithCancel(ctx)
 	go jan.Run(janCtx)
 	if aud != nil {

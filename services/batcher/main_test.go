@@ -207,3 +207,26 @@ func deadline(t *testing.T, ctx context.Context) time.Time {
 	}
 	return d
 }
+
+// TestBuiltBatcherAnswersItsRetentionInTheAggregates runs the built
+// binary with a retention of its own: GetAggregates answers it, and its
+// daily counts go back as many days, which the console's collections page
+// says ("the last 3 days").
+func TestBuiltBatcherAnswersItsRetentionInTheAggregates(t *testing.T) {
+	bin := servicetest.Build(t, ".")
+	p := servicetest.Start(t, bin, zktest.Root(t),
+		"INGESTQ_CONSOLE_LISTEN=",
+		"INGESTQ_PROFILES_DIR="+examplesProfiles(t),
+		"INGESTQ_WORK_ROOT="+t.TempDir(),
+		"INGESTQ_RETENTION=72h",
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agg, err := v1.NewAdminServiceClient(servicetest.Dial(t, p.Addr)).GetAggregates(ctx, &v1.GetAggregatesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := agg.GetRetention().AsDuration(); got != 72*time.Hour || len(agg.GetDays()) != 3 {
+		t.Errorf("GetAggregates: retention %v, %d days; want 72h and 3 days", agg.GetRetention(), len(agg.GetDays()))
+	}
+}

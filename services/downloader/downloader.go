@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/downloader/internal/download"
@@ -99,7 +100,7 @@ func (d *Downloader) StageConfig() stage.Config {
 // with a message naming the file, its URL and the reason.
 func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
 	conf := claim.Data().GetConfiguration()
-	m, err := claim.LoadManifest(ctx)
+	m, err := d.fileList(ctx, claim)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
 		return stage.Failf("file list of the job unreadable: %v", err)
@@ -134,7 +135,7 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 	var total int64
 	var msg string
 	if conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER {
-		total, msg, err = d.container(ctx, root, m)
+		total, msg, err = d.container(ctx, claim, root, m)
 	} else {
 		total, msg, err = d.files(ctx, root, m)
 	}
@@ -142,11 +143,30 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 	if ctx.Err() != nil {
 		return stage.Release() // not committed: the lock is gone or a drain ran out
 	}
+	var room *roomError
+	if errors.As(err, &room) {
+		d.Logger.InfoContext(ctx, "waiting for room to unpack", "detail", room.msg)
+		return stage.Wait(unpackRoomRetry, jobs.Change{Message: room.msg})
+	}
 	if err != nil {
 		return stage.Fail(err.Error())
 	}
 	d.Logger.InfoContext(ctx, "job downloaded", "space_needed", total, "detail", msg)
 	return stage.Next(jobs.Change{SpaceNeeded: &total, Message: msg})
+}
+
+// fileList is the job's file list: its manifest node's, or the one kept in
+// its working folder that the node names (a list too long for a node).
+func (d *Downloader) fileList(ctx context.Context, claim stage.Claim) (*v1.Manifest, error) {
+	m, err := claim.LoadManifest(ctx)
+	if err != nil || m.GetKept() == nil {
+		return m, err
+	}
+	wd, err := claim.WorkingDir(ctx, d.WorkRoot.Dir())
+	if err != nil {
+		return nil, err
+	}
+	return d.WorkRoot.FileList(wd, m)
 }
 
 // openWorkingDir opens the job's working directory, creating it, after
@@ -274,8 +294,11 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 }
 
 // container fetches the job's one archive and unpacks it into producer/;
-// the archive is removed once unpacked.
-func (d *Downloader) container(ctx context.Context, root *os.Root, m *v1.Manifest) (int64, string, error) {
+// the archive is removed once unpacked. Before anything is unpacked, what
+// the archive's headers declare is booked as the job's space (archive and
+// files together), and a job whose container cannot fit the working storage
+// even empty fails saying so, one that cannot fit now waits (roomError).
+func (d *Downloader) container(ctx context.Context, claim stage.Claim, root *os.Root, m *v1.Manifest) (int64, string, error) {
 	if n := len(m.GetFiles()); n != 1 {
 		return 0, "", fmt.Errorf("a container job lists %d files; want its one archive", n)
 	}
@@ -290,8 +313,21 @@ func (d *Downloader) container(ctx context.Context, root *os.Root, m *v1.Manifes
 	fail := func(err error) (int64, string, error) {
 		return 0, "", fmt.Errorf("%s (%s): %v", f.GetName(), f.GetUrl(), err)
 	}
-	if _, err := d.Files.Fetch(ctx, root, archivePath, fileOf(f)); err != nil {
+	got, err := d.Files.Fetch(ctx, root, archivePath, fileOf(f))
+	if err != nil {
 		return fail(err)
+	}
+	archive, err := root.Open(archivePath)
+	if err != nil {
+		return fail(err)
+	}
+	defer archive.Close()
+	a, err := unpack.Open(ctx, archive, d.Unpack)
+	if err != nil {
+		return fail(fmt.Errorf("unpacking: %w", err))
+	}
+	if err := d.roomToUnpack(ctx, claim, got.Size, a.Declared()); err != nil {
+		return 0, "", fmt.Errorf("%s (%s): %w", f.GetName(), f.GetUrl(), err)
 	}
 	// A partial unpacking by an attempt that died is started over.
 	if err := root.RemoveAll(producerDir); err != nil {
@@ -305,18 +341,22 @@ func (d *Downloader) container(ctx context.Context, root *os.Root, m *v1.Manifes
 		return fail(err)
 	}
 	defer producer.Close()
-	archive, err := root.Open(archivePath)
-	if err != nil {
-		return fail(err)
-	}
-	defer archive.Close()
-	st, err := unpack.Extract(ctx, archive, producer, d.Unpack)
+	st, err := a.Extract(ctx, producer)
 	if err != nil {
 		// Nothing of a refused archive is kept as the object; the archive
 		// stays for an admin resume.
 		root.RemoveAll(producerDir)
 		root.Mkdir(producerDir, 0o755)
 		return fail(fmt.Errorf("unpacking: %w", err))
+	}
+	// Its files were written unsynced: made durable together, before the
+	// marker says they are all there.
+	files, dirs, err := producerTree(root)
+	if err == nil {
+		err = d.Durable.Sync(ctx, d.WorkRoot.Dir(), files, dirs)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("making the unpacked files durable: %w", err))
 	}
 	if err := writeMarker(root, st); err != nil {
 		return fail(err)
@@ -325,6 +365,64 @@ func (d *Downloader) container(ctx context.Context, root *os.Root, m *v1.Manifes
 		return fail(fmt.Errorf("removing the unpacked archive: %w", err))
 	}
 	return st.Bytes, fmt.Sprintf("unpacked %s container %s: %d files, %d folders, %d bytes", st.Format, f.GetName(), st.Files, st.Dirs, st.Bytes), nil
+}
+
+// unpackRoomRetry is how long a container that has no room to unpack yet
+// waits before it is looked at again.
+const unpackRoomRetry = 15 * time.Second
+
+// roomError is a container that cannot be unpacked now for want of room
+// on the working storage: the job waits, its space booked.
+type roomError struct{ msg string }
+
+func (e *roomError) Error() string { return e.msg }
+
+// roomToUnpack books the space a container takes while it is unpacked (its
+// archive, and the files its headers declare) as the job's space_needed,
+// which the provisioner counts for a job in Downloading, then checks that
+// the files fit the working storage: never (the job fails), not now (a
+// roomError), or now.
+func (d *Downloader) roomToUnpack(ctx context.Context, claim stage.Claim, archive int64, decl unpack.Stats) error {
+	need := archive + decl.Bytes
+	if need > claim.Data().GetSpaceNeeded() {
+		if err := claim.Update(ctx, jobs.Change{SpaceNeeded: &need}); err != nil {
+			// Nothing is unpacked unbooked: the job waits and tries again.
+			return &roomError{msg: fmt.Sprintf("waiting to book the space to unpack (%s): %v", workdir.FormatBytes(need), err)}
+		}
+	}
+	u, err := workdir.DiskUsage(d.WorkRoot.Dir())
+	if err != nil {
+		return fmt.Errorf("measuring the working storage: %w", err)
+	}
+	what := fmt.Sprintf("the %s container unpacks to %s in %d files; with its archive of %s it needs %s",
+		decl.Format, workdir.FormatBytes(decl.Bytes), decl.Files, workdir.FormatBytes(archive), workdir.FormatBytes(need))
+	switch {
+	case uint64(need) > u.Total:
+		return fmt.Errorf("%s, more than the working storage holds (%s)", what, workdir.FormatBytes(int64(u.Total)))
+	case uint64(decl.Bytes) > u.Free:
+		return &roomError{msg: fmt.Sprintf("waiting for room to unpack: %s, %s more than the archive, and the working storage has %s free of %s",
+			what, workdir.FormatBytes(decl.Bytes), workdir.FormatBytes(int64(u.Free)), workdir.FormatBytes(int64(u.Total)))}
+	}
+	return nil
+}
+
+// producerTree lists the files and folders under producer/, for a sync of
+// the platforms that sync path by path (package durable).
+func producerTree(root *os.Root) (files, dirs []string, err error) {
+	wd := root.Name()
+	err = fs.WalkDir(root.FS(), producerDir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		full := filepath.Join(wd, filepath.FromSlash(p))
+		if e.IsDir() {
+			dirs = append(dirs, full)
+		} else {
+			files = append(files, full)
+		}
+		return nil
+	})
+	return files, append(dirs, wd), err
 }
 
 // writeMarker records, durably, that producer/ holds the whole container.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/stage"
 	"github.com/ingestq/ingestq/shared/stage/stagetest"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // The handler's decisions, tried on jobs held in memory (stagetest): how
@@ -134,4 +137,70 @@ func TestAJobWhoseFileListCannotBeReadIsFailedOrReleased(t *testing.T) {
 	if n := d.requests("/files/a.txt"); n != 0 {
 		t.Errorf("the server got %d requests", n)
 	}
+}
+
+// TestAContainerBooksWhatItUnpacksToAndOneThatCanNeverFitFails: before a
+// container's files are written, the job's space_needed becomes its
+// archive's size and what its headers declare (the provisioner books that
+// for a job in Downloading); a container whose headers declare more than the
+// working storage holds fails, saying how much it needs and how much the
+// storage has, with nothing written.
+func TestAContainerBooksWhatItUnpacksToAndOneThatCanNeverFitFails(t *testing.T) {
+	d := newDepositor(t)
+	work := t.TempDir()
+	dl := testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()})
+	files := map[string]string{"a.txt": "alpha", "sub/b.txt": "beta beta"}
+	small := zipBytes(t, files)
+	d.put("small.zip", small)
+	job := &v1.Job{Id: "jid0000000001", Bid: "bid0000000001", SpaceNeeded: int64(len(small)),
+		Manifest:      &v1.Manifest{Files: []*v1.ManifestFile{declared(d.URL+"/files/small.zip", "small.zip", small)}},
+		Configuration: &v1.JobConfiguration{PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER, WorkingDir: filepath.Join(work, "bid0000000001", "jid0000000001")}}
+	claim := stagetest.New(job, queue.Downloading)
+	out := dl.Handle(context.Background(), claim)
+	if !strings.HasPrefix(out.String(), "next: unpacked zip container small.zip: 2 files") {
+		t.Fatalf("outcome %q", out)
+	}
+	ups := claim.Updates()
+	if len(ups) != 1 || ups[0].SpaceNeeded == nil || *ups[0].SpaceNeeded != int64(len(small))+14 {
+		t.Errorf("updates before unpacking %+v; want space_needed %d, the archive and its 14 bytes", ups, int64(len(small))+14)
+	}
+
+	// A header may declare what it likes: the declaration is what is
+	// booked, and one past the storage's size is refused before writing.
+	u, err := workdir.DiskUsage(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := zipDeclaring(t, "huge.bin", u.Total+1)
+	d.put("huge.zip", huge)
+	dl.Unpack.MaxBytes = 1 << 62
+	job = &v1.Job{Id: "jid0000000002", Bid: "bid0000000001",
+		Manifest:      &v1.Manifest{Files: []*v1.ManifestFile{declared(d.URL+"/files/huge.zip", "huge.zip", huge)}},
+		Configuration: &v1.JobConfiguration{PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER, WorkingDir: filepath.Join(work, "bid0000000001", "jid0000000002")}}
+	out = dl.Handle(context.Background(), stagetest.New(job, queue.Downloading))
+	want := fmt.Sprintf("the zip container unpacks to %s in 1 files; with its archive of %s it needs %s, more than the working storage holds (%s)",
+		workdir.FormatBytes(int64(u.Total+1)), workdir.FormatBytes(int64(len(huge))), workdir.FormatBytes(int64(u.Total+1)+int64(len(huge))), workdir.FormatBytes(int64(u.Total)))
+	if !strings.HasPrefix(out.String(), "to Failed: huge.zip (") || !strings.Contains(out.String(), want) {
+		t.Errorf("outcome\n %q\nwant it to say\n %q", out, want)
+	}
+	if got := producer(t, job.GetConfiguration().GetWorkingDir()); len(got) != 0 {
+		t.Errorf("producer/ holds %v", got)
+	}
+}
+
+// zipDeclaring is a zip of one stored entry whose header declares size
+// bytes, far more than it holds.
+func zipDeclaring(t *testing.T, name string, size uint64) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: name, Method: zip.Store, CompressedSize64: 5, UncompressedSize64: size, CRC32: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("short"))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

@@ -300,6 +300,7 @@ func (h *hostSlots) give(jid string, hosts []string) {
 // hostsOf lists the hosts a file list's URLs name, each once, in order. A
 // URL that does not parse names none: fetching it fails the job anyway.
 func hostsOf(m *v1.Manifest) []string {
+	seen := map[string]bool{} // an object's files may come from as many hosts
 	var hosts []string
 	for _, f := range m.GetFiles() {
 		u, err := url.Parse(f.GetUrl())
@@ -307,7 +308,8 @@ func hostsOf(m *v1.Manifest) []string {
 			continue
 		}
 		host := strings.ToLower(u.Hostname())
-		if !slices.Contains(hosts, host) {
+		if !seen[host] {
+			seen[host] = true
 			hosts = append(hosts, host)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // Estimator gives pending jobs their file list and estimates the space the
@@ -33,6 +34,9 @@ type Estimator struct {
 	Retry retry.Policy
 	// Concurrency bounds the HEAD requests of one job.
 	Concurrency int
+	// WorkRoot is the working storage: a file list too long for the job's
+	// manifest node is kept in the job's working folder.
+	WorkRoot workdir.Root
 	// Budget bounds the time one job's HEAD requests take in all: the
 	// files not sized by then keep their declared size (or none).
 	Budget time.Duration
@@ -71,6 +75,8 @@ func (e *Estimator) Validate() error {
 		return fmt.Errorf("large job penalty %d must be in 0..%d", e.LargeJobPenalty, queue.MaxPriority)
 	case e.LargeJobBytes < 0:
 		return fmt.Errorf("large job bytes %d must not be negative", e.LargeJobBytes)
+	case e.WorkRoot.Dir() == "":
+		return errors.New("estimator: no work root")
 	case e.Limits.MaxBytes <= 0:
 		return fmt.Errorf("manifest max bytes %d must be positive", e.Limits.MaxBytes)
 	}
@@ -97,46 +103,114 @@ func (e *Estimator) StageConfigs() []stage.Config {
 }
 
 // Pending makes sure the job has its file list before it goes on: a job
-// spawned from a manifest of manifests gets its object manifest fetched and
-// parsed here, and fails (naming the URL and line) if it is corrupt.
+// spawned from a manifest of manifests (or requeued to Pending, which
+// drops the list of a job whose payload is an object manifest) gets its
+// object manifest fetched and parsed here, and fails (naming the URL and
+// line) if it is corrupt. The job's history says which manifest was read:
+// its URL, its sha256 and its files.
 func (e *Estimator) Pending(ctx context.Context, claim stage.Claim) stage.Outcome {
-	m, fresh, out, ok := e.ensureFileList(ctx, claim)
+	l, out, ok := e.ensureFileList(ctx, claim, false)
 	if !ok {
 		return out
 	}
 	ch := jobs.Change{}
-	if fresh {
-		ch.Manifest = m
-		ch.Message = fmt.Sprintf("manifest %s: %d files", claim.Data().GetConfiguration().GetPayloadUrl(), len(m.GetFiles()))
+	if l.node != nil {
+		ch.Manifest = l.node
+		ch.Message = l.read
+		if l.node.GetKept() != nil {
+			ch.Message += " (listed in the working folder's " + l.node.GetKept().GetName() + ")"
+		}
 	}
 	return stage.Next(ch)
 }
 
+// fileList is a job's file list as a step has it.
+type fileList struct {
+	// files are the job's files; nil when the step did not need them and
+	// they are kept in the working folder.
+	files *v1.Manifest
+	// node is the manifest node to write with the step: the list built
+	// now (the files, or a reference to the file they are kept in); nil
+	// when the job has its list already.
+	node *v1.Manifest
+	// read says what the list was built from when it was built now (the
+	// manifest's URL, sha256 and files); "" when the job had it.
+	read string
+}
+
 // ensureFileList loads the job's file list, or builds it when the job has
-// none. fresh says it was built now (and must be written with the job).
-// When ok is false, out is what to do with the job instead.
-func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim) (m *v1.Manifest, fresh bool, out stage.Outcome, ok bool) {
+// none: kept in its manifest node when it fits (queue.FileListFitsNode),
+// else in a file of the job's working folder that the node names. need
+// says the step needs the files of a list kept so (Pending does not). When
+// ok is false, out is what to do with the job instead.
+func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim, need bool) (l fileList, out stage.Outcome, ok bool) {
 	m, err := claim.LoadManifest(ctx)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
-		return nil, false, stage.Failf("file list of the job unreadable: %v", err), false
+		return l, stage.Failf("file list of the job unreadable: %v", err), false
 	case err != nil:
 		e.Logger.WarnContext(ctx, "reading the job's file list", "error", err)
-		return nil, false, stage.Release(), false
+		return l, stage.Release(), false
 	case len(m.GetFiles()) > 0:
-		return m, false, out, true
+		return fileList{files: m}, out, true
+	case m.GetKept() != nil && !need:
+		return l, out, true
+	case m.GetKept() != nil:
+		wd, out, ok := e.workingDir(ctx, claim)
+		if !ok {
+			return l, out, false
+		}
+		files, err := e.WorkRoot.FileList(wd, m)
+		switch {
+		case errors.Is(err, queue.ErrCorrupt):
+			return l, stage.Failf("file list of the job unreadable: %v", err), false
+		case err != nil:
+			e.Logger.WarnContext(ctx, "reading the job's file list", "error", err)
+			return l, stage.Release(), false
+		}
+		return fileList{files: files}, out, true
 	}
-	m, err = e.fileList(ctx, claim.Data().GetConfiguration())
+	m, read, err := e.fileList(ctx, claim.Data().GetConfiguration())
 	var je *jobError
 	switch {
 	case errors.As(err, &je):
-		return nil, false, stage.Fail(je.msg), false
+		return l, stage.Fail(je.msg), false
 	case err != nil:
 		// The job's context ended: nothing will be committed.
-		return nil, false, stage.Release(), false
+		return l, stage.Release(), false
 	}
-	e.Logger.InfoContext(ctx, "file list built", "payload_url", claim.Data().GetConfiguration().GetPayloadUrl(), "files", len(m.GetFiles()))
-	return m, true, out, true
+	e.Logger.InfoContext(ctx, "file list built", "payload_url", claim.Data().GetConfiguration().GetPayloadUrl(), "files", len(m.GetFiles()),
+		"read", read)
+	l = fileList{files: m, node: m, read: read}
+	if !queue.FileListFitsNode(m) {
+		wd, out, ok := e.workingDir(ctx, claim)
+		if !ok {
+			return l, out, false
+		}
+		if l.node, err = e.WorkRoot.KeepFileList(wd, m); err != nil {
+			e.Logger.WarnContext(ctx, "keeping the job's file list in its working folder", "error", err)
+			return l, stage.Wait(fileListRetry, jobs.Change{Message: fmt.Sprintf("waiting: %v", err)}), false
+		}
+	}
+	return l, out, true
+}
+
+// fileListRetry is how long a job waits when its file list cannot be
+// written to the working storage (full, or unreachable for a moment).
+const fileListRetry = 15 * time.Second
+
+// workingDir is the job's working folder, which holds a file list too long
+// for its manifest node.
+func (e *Estimator) workingDir(ctx context.Context, claim stage.Claim) (string, stage.Outcome, bool) {
+	wd, err := claim.WorkingDir(ctx, e.WorkRoot.Dir())
+	switch {
+	case errors.Is(err, queue.ErrCorrupt):
+		return "", stage.Failf("working directory: %v", err), false
+	case err != nil:
+		e.Logger.WarnContext(ctx, "finding the job's working directory", "error", err)
+		return "", stage.Release(), false
+	}
+	return wd, stage.Outcome{}, true
 }
 
 // Estimate sizes the job's files with HEAD requests (a bounded number at
@@ -155,11 +229,11 @@ func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim) (m *v
 // it expands to is known only once the downloader unpacks it (and then
 // writes the real space_needed).
 func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outcome {
-	m, fresh, out, ok := e.ensureFileList(ctx, claim)
+	l, out, ok := e.ensureFileList(ctx, claim, true)
 	if !ok {
 		return out
 	}
-	est := e.sizes(ctx, m.GetFiles())
+	est := e.sizes(ctx, l.files.GetFiles())
 	if ctx.Err() != nil {
 		return stage.Release()
 	}
@@ -202,8 +276,9 @@ func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outco
 	if prio != old {
 		ch.Priority = &prio
 	}
-	if fresh {
-		ch.Manifest = m
+	ch.Manifest = l.node
+	if l.read != "" {
+		ch.Message = l.read + "; " + msg
 	}
 	return stage.Next(ch)
 }

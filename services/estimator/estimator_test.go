@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +27,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -125,6 +129,10 @@ func testEstimator(t *testing.T, policy fetch.Policy) *Estimator {
 		LargeJobBytes:   1 << 20,
 		LargeJobPenalty: 20,
 		Logger:          slog.Default(),
+	}
+	var err error
+	if e.WorkRoot, err = workdir.At(t.TempDir()); err != nil {
+		t.Fatal(err)
 	}
 	if err := e.Validate(); err != nil {
 		t.Fatal(err)
@@ -255,6 +263,71 @@ func TestPendingJobGetsItsObjectManifestFetchedAndKept(t *testing.T) {
 	}
 	if n := d.count("GET /manifests/object1.checkm"); n != 1 {
 		t.Errorf("manifest fetched %d times, want 1", n)
+	}
+}
+
+// TestAFileListTooLongForTheJobsNodeIsKeptInItsWorkingFolder: an object
+// manifest whose list would take more than a job's manifest node may hold
+// is kept in the job's working folder, the node naming it with its digest:
+// ZooKeeper holds nothing per file. Estimating reads it back and asks for
+// every file; a list changed under the job fails it, saying so.
+func TestAFileListTooLongForTheJobsNodeIsKeptInItsWorkingFolder(t *testing.T) {
+	d := newDepositor(t)
+	q := queuetest.Connect(t, zktest.Root(t))
+	e := testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()})
+	startEstimator(t, q, e)
+	const n = 300
+	var entries []checkm.Entry
+	for i := range n {
+		entries = append(entries, checkm.Entry{FileURL: fmt.Sprintf("%s/sized/%d", d.URL, i), FileSize: -1, FileName: fmt.Sprintf("data/file-%04d.txt", i)})
+	}
+	url := d.putManifest(t, "big.checkm", checkm.ProfileObject, entries...)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+
+	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
+	if want := int64(n * (n - 1) / 2); job.GetSpaceNeeded() != want {
+		t.Errorf("space_needed %d, want %d (every file sized)", job.GetSpaceNeeded(), want)
+	}
+	node, err := jobs.NewReader(q).GetManifest(context.Background(), jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.GetFiles()) != 0 || node.GetKept().GetFiles() != n || node.GetKept().GetName() != workdir.FileListName {
+		t.Fatalf("manifest node lists %d files and keeps %v; want none listed, %d kept in %s", len(node.GetFiles()), node.GetKept(), n, workdir.FileListName)
+	}
+	if size := len(queue.EncodeManifest(node)); size > 200 {
+		t.Errorf("the manifest node takes %d bytes: more than a reference", size)
+	}
+	wd := e.WorkRoot.Job(job.GetBid(), jid)
+	files, err := e.WorkRoot.FileList(wd, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files.GetFiles()) != n || files.GetFiles()[n-1].GetName() != fmt.Sprintf("data/file-%04d.txt", n-1) {
+		t.Errorf("kept list has %d files (last %v); want %d, in the manifest's order", len(files.GetFiles()), files.GetFiles()[len(files.GetFiles())-1], n)
+	}
+	if got := d.count("HEAD /sized/299"); got != 1 {
+		t.Errorf("HEAD /sized/299 sent %d times, want 1", got)
+	}
+	if got := d.count("GET /manifests/big.checkm"); got != 1 {
+		t.Errorf("manifest fetched %d times, want 1", got)
+	}
+
+	// The list in the working folder changed under a job: Estimating
+	// fails it rather than sizing other files.
+	wd2 := filepath.Join(e.WorkRoot.Dir(), "bid-other", "job")
+	ref, err := e.WorkRoot.KeepFileList(wd2, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WorkRoot.KeepFileList(wd2, &v1.Manifest{Files: files.GetFiles()[1:]}); err != nil {
+		t.Fatal(err)
+	}
+	other := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url, WorkingDir: wd2,
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}, Manifest: ref}, queue.Estimating)
+	failed := queuetest.WaitState(t, q, other, queue.Failed)
+	if msg := failed.GetStatus().GetMessage(); !strings.Contains(msg, "file list of the job unreadable") || !strings.Contains(msg, "not the one the job's manifest names") {
+		t.Errorf("message %q; want it to say the kept list is not the one named", msg)
 	}
 }
 
@@ -401,6 +474,7 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		{"no concurrency", func(e *Estimator) { e.Concurrency = 0 }, "estimate concurrency 0 must be at least 1"},
 		{"penalty past the last priority", func(e *Estimator) { e.UnsizedPenalty = 100 }, "unsized penalty 100 must be in 0..99"},
 		{"negative penalty", func(e *Estimator) { e.LargeJobPenalty = -1 }, "large job penalty -1 must be in 0..99"},
+		{"no work root", func(e *Estimator) { e.WorkRoot = workdir.Root{} }, "estimator: no work root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := testEstimator(t, fetch.Policy{Allow: fetch.LoopbackRanges()})
@@ -409,5 +483,56 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 				t.Errorf("Validate: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestARequeueToEstimatingReadsTheCorrectedObjectManifest: a job whose
+// object manifest declared a wrong digest failed; the depositor corrects
+// the manifest, an operator requeues the job to Estimating, and the
+// estimator reads the manifest again: the job goes on with the corrected
+// digest, and its history says the file list was dropped and which
+// manifest was read, by its sha256.
+func TestARequeueToEstimatingReadsTheCorrectedObjectManifest(t *testing.T) {
+	d := newDepositor(t)
+	q := queuetest.Connect(t, zktest.Root(t))
+	allow, err := fetch.ParseAllow("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startEstimator(t, q, testEstimator(t, fetch.Policy{Allow: allow}))
+	entry := checkm.Entry{FileURL: d.URL + "/sized/5", HashAlgorithm: "md5", HashValue: "00000000000000000000000000000000", FileSize: 5, FileName: "a.txt"}
+	url := d.putManifest(t, "object.checkm", checkm.ProfileObject, entry)
+	jid := queuetest.Spawn(t, q, batches.NewJob{Configuration: &v1.JobConfiguration{PayloadUrl: url,
+		PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}}, queue.Pending)
+	queuetest.WaitState(t, q, jid, queue.Provisioning)
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Downloading})
+	queuetest.Move(t, q, jid, jobs.Change{To: queue.Failed, Message: "a.txt: md5 digest mismatch"})
+
+	entry.HashValue = "d41d8cd98f00b204e9800998ecf8427e"
+	fixed := d.putManifest(t, "object.checkm", checkm.ProfileObject, entry)
+	var b bytes.Buffer
+	if err := checkm.Write(&b, checkm.ProfileObject, nil, []checkm.Entry{entry}); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	if _, err := admin.New(q).Jobs.Requeue(context.Background(), jid, queue.Estimating, ""); err != nil {
+		t.Fatal(err)
+	}
+	job := queuetest.WaitState(t, q, jid, queue.Provisioning)
+	m, err := jobs.NewReader(q).GetManifest(context.Background(), jid)
+	if err != nil || len(m.GetFiles()) != 1 || m.GetFiles()[0].GetHashValue() != entry.HashValue {
+		t.Fatalf("file list after the requeue: %v (%v), want the corrected digest", m, err)
+	}
+	hist := job.GetStatus().GetHistory()
+	requeued, read := hist[len(hist)-2], hist[len(hist)-1]
+	if requeued.GetTo() != queue.Estimating ||
+		requeued.GetMessage() != "requeued by an operator to Estimating; its file list is dropped: Estimating reads the object manifest "+fixed+" again" {
+		t.Errorf("the requeue's history entry: %v", requeued)
+	}
+	if want := fmt.Sprintf("object manifest %s read (sha256 %s): 1 files; estimated 5 bytes for 1 files", fixed, hex.EncodeToString(sum[:])); read.GetTo() != queue.Provisioning || read.GetMessage() != want {
+		t.Errorf("the estimate's history entry: %v\nwant the message %q", read, want)
+	}
+	if n := d.count("GET /manifests/object.checkm"); n != 2 {
+		t.Errorf("the manifest was fetched %d times, want twice (first, then after the requeue)", n)
 	}
 }

@@ -1,8 +1,10 @@
 // Command estimator works on jobs in Pending and Estimating.
 //
 // Pending → Estimating: a job of a held collection goes to Held instead; a
-// job spawned from a manifest of manifests gets its object manifest
-// fetched, parsed and kept with it (a corrupt one fails the job, naming the
+// job spawned from a manifest of manifests (or whose object manifest lists
+// too many files to keep in its ZooKeeper node) gets its object manifest
+// fetched, parsed and kept with it, a list past 8 KiB in the job's working
+// folder under INGESTQ_WORK_ROOT (a corrupt one fails the job, naming the
 // URL and the line).
 //
 // Estimating → Provisioning: a HEAD request for every file of the job (a
@@ -27,6 +29,7 @@ import (
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // settings are the estimator's own configuration.
@@ -41,9 +44,11 @@ type settings struct {
 	retry            *retry.Policy
 	addresses        *fetch.AddressSettings
 	headerTimeout    *time.Duration
+	workRoot         *string
 }
 
 func (s *settings) register(r *config.Registry) {
+	s.workRoot = config.RegisterWorkRoot(r)
 	s.concurrency = r.Int("estimate-concurrency", "INGESTQ_ESTIMATE_CONCURRENCY", 8,
 		"HEAD requests one job sends at once")
 	// Room for a healthy 20,000-file job (HEADs of ~100 ms, 8 at once);
@@ -81,6 +86,10 @@ func main() {
 
 // estimator builds the estimator the settings describe.
 func (s *settings) estimator(env *service.Env) (*Estimator, error) {
+	root, err := workdir.At(*s.workRoot)
+	if err != nil {
+		return nil, err
+	}
 	policy := s.addresses.Apply(fetch.Policy{HeaderTimeout: *s.headerTimeout})
 	e := &Estimator{
 		Client:          fetch.New(policy),
@@ -88,6 +97,7 @@ func (s *settings) estimator(env *service.Env) (*Estimator, error) {
 		Limits:          checkm.Limits{MaxBytes: int64(*s.maxManifestBytes)},
 		Retry:           *s.retry,
 		Concurrency:     *s.concurrency,
+		WorkRoot:        root,
 		Budget:          *s.budget,
 		HostFailures:    *s.hostFailures,
 		UnsizedPenalty:  int32(*s.unsizedPenalty),

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strings"
@@ -12,11 +14,6 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/queue"
 )
-
-// maxManifestNodeBytes bounds the file list kept beside a job: what the
-// queue writes into one ZooKeeper node at most (a node holds less than
-// 1 MB, and the job's status shares the request).
-const maxManifestNodeBytes = queue.MaxNodeBytes
 
 // Fetcher is the HTTP the estimator needs; *fetch.Client is one.
 type Fetcher interface {
@@ -31,44 +28,52 @@ func (e *jobError) Error() string { return e.msg }
 
 func jobErrorf(format string, args ...any) error { return &jobError{msg: fmt.Sprintf(format, args...)} }
 
-// fileList returns the file list a job is to have: the object manifest at
-// its payload URL, fetched and parsed (a job spawned from a manifest of
-// manifests has none yet), or the payload itself as the one file of a file
-// or container job (jobs a peer created without a file list).
-func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v1.Manifest, error) {
+// fileList returns the file list a job is to have, and says in a line
+// what it read: the object manifest at its payload URL, fetched and parsed
+// (a job spawned from a manifest of manifests has no list, nor one whose
+// requeue dropped it to read the manifest again), or the payload itself
+// as the one file of a file or container job (jobs a peer created without
+// a file list).
+func (e *Estimator) fileList(ctx context.Context, conf *v1.JobConfiguration) (*v1.Manifest, string, error) {
 	raw := conf.GetPayloadUrl()
 	if raw == "" {
 		// A job Merritt's ingest service made names only a file in that
 		// service's own queue folder (its configuration's filename).
-		return nil, jobErrorf("the job has neither a file list nor a payload_url to make one from (ingestq fetches every payload by URL; " +
+		return nil, "", jobErrorf("the job has neither a file list nor a payload_url to make one from (ingestq fetches every payload by URL; " +
 			"a job Merritt's ingest service made is Merritt's to process)")
 	}
 	switch t := conf.GetPayloadType(); t {
 	case v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST:
-		return e.objectManifest(ctx, raw)
+		data, err := e.fetchManifest(ctx, raw)
+		if err != nil {
+			return nil, "", err
+		}
+		m, err := e.objectManifest(raw, data)
+		if err != nil {
+			return nil, "", err
+		}
+		sum := sha256.Sum256(data)
+		return m, fmt.Sprintf("object manifest %s read (sha256 %s): %d files", raw, hex.EncodeToString(sum[:]), len(m.GetFiles())), nil
 	case v1.PayloadType_PAYLOAD_TYPE_FILE, v1.PayloadType_PAYLOAD_TYPE_CONTAINER:
 		u, err := url.Parse(raw)
 		if err != nil {
-			return nil, jobErrorf("payload_url %q is not a URL: %v", raw, err)
+			return nil, "", jobErrorf("payload_url %q is not a URL: %v", raw, err)
 		}
 		name := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
 		if err := checkm.CheckFileName(name); err != nil {
-			return nil, jobErrorf("payload %s: no usable file name: %v", raw, err)
+			return nil, "", jobErrorf("payload %s: no usable file name: %v", raw, err)
 		}
-		return &v1.Manifest{Files: []*v1.ManifestFile{{Url: raw, Size: -1, Name: name}}}, nil
+		return &v1.Manifest{Files: []*v1.ManifestFile{{Url: raw, Size: -1, Name: name}}}, "payload " + raw + " is the job's one file", nil
 	default:
-		return nil, jobErrorf("payload type %q of %s has no file list of its own (a batcher turns it into jobs)", queue.PayloadTypeName(t), raw)
+		return nil, "", jobErrorf("payload type %q of %s has no file list of its own (a batcher turns it into jobs)", queue.PayloadTypeName(t), raw)
 	}
 }
 
-// objectManifest fetches, parses and checks the object manifest at raw. A
-// manifest that is wrong fails the job with a message naming the URL and
-// the line; one that cannot be fetched is tried e.Retry.Attempts times first.
-func (e *Estimator) objectManifest(ctx context.Context, raw string) (*v1.Manifest, error) {
-	data, err := e.fetchManifest(ctx, raw)
-	if err != nil {
-		return nil, err
-	}
+// objectManifest parses and checks the object manifest data fetched from
+// raw (fetchManifest: one that cannot be fetched is tried e.Retry.Attempts
+// times first). A manifest that is wrong fails the job with a message
+// naming the URL and the line.
+func (e *Estimator) objectManifest(raw string, data []byte) (*v1.Manifest, error) {
 	m, err := checkm.Parse(bytes.NewReader(data), e.Limits)
 	if err != nil {
 		return nil, jobErrorf("manifest %s: %v", raw, err)
@@ -88,12 +93,7 @@ func (e *Estimator) objectManifest(ctx context.Context, raw string) (*v1.Manifes
 		files[i] = &v1.ManifestFile{Url: en.FileURL, HashAlgorithm: en.HashAlgorithm, HashValue: en.HashValue,
 			Size: en.FileSize, LastModified: en.FileLastModified, Name: en.FileName}
 	}
-	out := &v1.Manifest{Files: files}
-	if n := queue.ManifestNodeSize(out); n > maxManifestNodeBytes {
-		return nil, jobErrorf("manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
-			raw, len(files), n, maxManifestNodeBytes)
-	}
-	return out, nil
+	return &v1.Manifest{Files: files}, nil
 }
 
 // fetchManifest gets a manifest, retrying what may pass.

@@ -27,6 +27,10 @@ func (nothingDownloading) ListJobs(context.Context, jobs.JobFilter) ([]*v1.Job, 
 	return nil, "", nil
 }
 
+func (nothingDownloading) GetJobParts(context.Context, string, queue.Parts) (*v1.Job, error) {
+	return nil, queue.ErrNotFound
+}
+
 // The handler's decisions, job by job, from the disk and what it booked:
 // no ZooKeeper is needed to test them.
 func TestHandleBooksWhatItLetsThroughAndWeighsTheNextJobAgainstIt(t *testing.T) {

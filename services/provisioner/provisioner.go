@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"syscall"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/workdir"
 )
 
 // DiskUsage is the size of a filesystem and how much of it is used, in bytes.
@@ -26,23 +26,19 @@ type Disk interface {
 	Usage(ctx context.Context, dir string) (DiskUsage, error)
 }
 
-// statfsDisk reads filesystem statistics from the kernel.
+// statfsDisk reads filesystem statistics from the kernel
+// (workdir.DiskUsage).
 type statfsDisk struct{}
 
-// Usage counts as df does: used = blocks in use, total = used + what an
-// unprivileged writer may still use, so blocks reserved for root count as
-// neither (a downloader not running as root cannot fill them).
 func (statfsDisk) Usage(ctx context.Context, dir string) (DiskUsage, error) {
 	if err := ctx.Err(); err != nil {
 		return DiskUsage{}, err
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return DiskUsage{}, fmt.Errorf("statfs %s: %w", dir, err)
+	u, err := workdir.DiskUsage(dir)
+	if err != nil {
+		return DiskUsage{}, err
 	}
-	bs := uint64(st.Bsize)
-	used := (st.Blocks - st.Bfree) * bs
-	return DiskUsage{Total: used + st.Bavail*bs, Used: used}, nil
+	return DiskUsage{Total: u.Total, Used: u.Used}, nil
 }
 
 // QueueReader is what the provisioner reads of the queue: the jobs
@@ -52,6 +48,7 @@ type QueueReader interface {
 	JobIDsIn(ctx context.Context, state queue.JobState) (map[string]bool, error)
 	JobStatus(ctx context.Context, jid string) (*v1.JobStatus, error)
 	ListJobs(ctx context.Context, f jobs.JobFilter) ([]*v1.Job, string, error)
+	GetJobParts(ctx context.Context, jid string, parts queue.Parts) (*v1.Job, error)
 }
 
 // Limits are the provisioner's thresholds.
@@ -142,6 +139,10 @@ func (l *ledger) except(jid string) int64 {
 // booking is the space of a job let through.
 type booking struct {
 	bytes int64
+	// container: the job unpacks a container, whose files' size its
+	// downloader writes as the job's space_needed once the archive's
+	// headers tell it (more than the archive's, which was booked first).
+	container bool
 	// committed: the job's move to Downloading was committed, so a job
 	// no longer in Downloading has left it. Until then it may be on its way.
 	committed bool
@@ -169,7 +170,7 @@ func (p *Provisioner) StageConfig() stage.Config {
 		// Jobs are weighed in priority order: a waiting job is deferred, so
 		// smaller ones behind it still get their turn.
 		Spread:  1,
-		Parts:   queue.PartSpaceNeeded,
+		Parts:   queue.PartSpaceNeeded | queue.PartConfiguration,
 		Handler: p.Handle,
 	}
 }
@@ -177,7 +178,7 @@ func (p *Provisioner) StageConfig() stage.Config {
 // Seed books every job already in Downloading: after a restart, or beside
 // another replica, their downloads are still writing.
 func (p *Provisioner) Seed(ctx context.Context) error {
-	seeded := map[string]int64{}
+	seeded := map[string]*booking{}
 	token := ""
 	for {
 		jobs, next, err := p.jobs.ListJobs(ctx, jobs.JobFilter{State: queue.Downloading, PageSize: 500, PageToken: token})
@@ -185,7 +186,7 @@ func (p *Provisioner) Seed(ctx context.Context) error {
 			return fmt.Errorf("booking jobs already downloading: %w", err)
 		}
 		for _, j := range jobs {
-			seeded[j.GetId()] = j.GetSpaceNeeded()
+			seeded[j.GetId()] = bookingOf(j)
 		}
 		if next == "" {
 			break
@@ -194,8 +195,8 @@ func (p *Provisioner) Seed(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for jid, n := range seeded {
-		p.booked.book(jid, &booking{bytes: n, committed: true, at: time.Now()})
+	for jid, b := range seeded {
+		p.booked.book(jid, b)
 	}
 	p.log.InfoContext(ctx, "bookings seeded from jobs in Downloading", "jobs", len(seeded), "bytes", p.booked.total)
 	return nil
@@ -236,7 +237,7 @@ func (p *Provisioner) Handle(ctx context.Context, claim stage.Claim) stage.Outco
 		p.log.InfoContext(ctx, "job waits for space", "space_needed", need, "reason", d.reason)
 		return stage.Wait(p.limits.Retry, jobs.Change{Message: d.reason})
 	}
-	b := &booking{bytes: need, at: time.Now()}
+	b := &booking{bytes: need, at: time.Now(), container: isContainer(claim.Data())}
 	p.booked.book(jid, b)
 	p.log.InfoContext(ctx, "job let through", "space_needed", need, "booked_total", p.booked.total)
 	return stage.Next(jobs.Change{Message: d.reason}).OnCommitted(func() {
@@ -263,7 +264,7 @@ func (p *Provisioner) decideLocked(ctx context.Context, jid string, need int64) 
 	}
 	total, used := float64(u.Total), float64(u.Used)
 	booked := p.booked.except(jid)
-	state := fmt.Sprintf("disk %s, used %s, booked %s", formatBytes(int64(u.Total)), formatBytes(int64(u.Used)), formatBytes(booked))
+	state := fmt.Sprintf("disk %s, used %s, booked %s", workdir.FormatBytes(int64(u.Total)), workdir.FormatBytes(int64(u.Used)), workdir.FormatBytes(booked))
 	if need <= 0 {
 		limit := p.limits.UnestimatedMaxUsage * total
 		if used+float64(booked) > limit {
@@ -275,14 +276,14 @@ func (p *Provisioner) decideLocked(ctx context.Context, jid string, need int64) 
 	limit := p.limits.MaxUsage * total
 	if float64(need) > limit {
 		return decision{never: true, reason: fmt.Sprintf("needs %s, more than the working storage may ever hold (%s of %s)",
-			formatBytes(need), percent(limit, total), formatBytes(int64(u.Total)))}, nil
+			workdir.FormatBytes(need), percent(limit, total), workdir.FormatBytes(int64(u.Total)))}, nil
 	}
 	free := limit - used - float64(booked)
 	if float64(need) > free {
 		return decision{reason: fmt.Sprintf("waiting for space: needs %s, free %s under the %s limit (%s)",
-			formatBytes(need), formatBytes(int64(max(free, 0))), percent(limit, total), state)}, nil
+			workdir.FormatBytes(need), workdir.FormatBytes(int64(max(free, 0))), percent(limit, total), state)}, nil
 	}
-	return decision{proceed: true, reason: fmt.Sprintf("provisioned %s (%s)", formatBytes(need), state)}, nil
+	return decision{proceed: true, reason: fmt.Sprintf("provisioned %s (%s)", workdir.FormatBytes(need), state)}, nil
 }
 
 // sweepLocked drops the bookings of jobs whose download has ended: they
@@ -291,53 +292,105 @@ func (p *Provisioner) decideLocked(ctx context.Context, jid string, need int64) 
 // whose move is not known to be committed keeps its booking while the
 // commit may still be under way; after that its status tells (if it was
 // refused instead, deciding it again replaces the booking).
+//
+// The same listing shows jobs downloading that this replica did not let
+// through: a failed download requeued straight to Downloading, a job
+// another replica let through. Each is booked at its space_needed, read
+// once. And a container's booking is read again each sweep: its downloader
+// raises the job's space_needed to what the archive unpacks to before it
+// writes the files.
 func (p *Provisioner) sweepLocked(ctx context.Context) {
 	p.sweptAt = time.Now()
-	if len(p.booked.jobs) == 0 {
-		return
-	}
 	downloading, err := p.jobs.JobIDsIn(ctx, queue.Downloading)
 	if err != nil {
 		// Unknown: keep the bookings (the safe side) until the next sweep.
 		p.log.WarnContext(ctx, "listing the jobs downloading", "error", err)
 		return
 	}
-	var unsure []string
+	var unsure, read []string
 	for jid, b := range p.booked.jobs {
 		switch {
 		case downloading[jid]:
+			if b.container {
+				read = append(read, jid)
+			}
 		case b.committed:
 			p.booked.drop(jid)
 		case time.Since(b.at) > commitGrace:
 			unsure = append(unsure, jid)
 		}
 	}
-	done := make([]bool, len(unsure))
-	sem := make(chan struct{}, sweepParallel)
-	var wg sync.WaitGroup
-	for i, jid := range unsure {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			st, err := p.jobs.JobStatus(ctx, jid)
-			switch {
-			case errors.Is(err, queue.ErrNotFound):
-				done[i] = true
-			case err != nil:
-				p.log.WarnContext(ctx, "checking a booked job", "booked_job", jid, "error", err)
-			default:
-				s := st.GetStatus()
-				done[i] = s != queue.Provisioning && s != queue.Downloading
-			}
-		}()
+	for jid := range downloading {
+		if _, ok := p.booked.jobs[jid]; !ok {
+			read = append(read, jid)
+		}
 	}
-	wg.Wait()
+	done := make([]bool, len(unsure))
+	p.each(unsure, func(i int, jid string) {
+		st, err := p.jobs.JobStatus(ctx, jid)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+			done[i] = true
+		case err != nil:
+			p.log.WarnContext(ctx, "checking a booked job", "booked_job", jid, "error", err)
+		default:
+			s := st.GetStatus()
+			done[i] = s != queue.Provisioning && s != queue.Downloading
+		}
+	})
 	for i, jid := range unsure {
 		if done[i] {
 			p.booked.drop(jid)
 		}
 	}
+	found := make([]*booking, len(read))
+	p.each(read, func(i int, jid string) {
+		j, err := p.jobs.GetJobParts(ctx, jid, queue.PartSpaceNeeded|queue.PartConfiguration)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+		case err != nil:
+			p.log.WarnContext(ctx, "reading the space of a job downloading", "booked_job", jid, "error", err)
+		case j.GetStatus().GetStatus() == queue.Downloading:
+			found[i] = bookingOf(j)
+		}
+	})
+	for i, jid := range read {
+		b := found[i]
+		switch old, ok := p.booked.jobs[jid]; {
+		case b == nil:
+		case !ok:
+			p.log.InfoContext(ctx, "a job downloading that was not booked here is booked", "booked_job", jid, "space_needed", b.bytes)
+			p.booked.book(jid, b)
+		case b.bytes != old.bytes:
+			p.log.InfoContext(ctx, "a container's booking follows its space_needed", "booked_job", jid, "space_needed", b.bytes, "was", old.bytes)
+			p.booked.book(jid, b)
+		}
+	}
+}
+
+// each runs f for every job of jids, sweepParallel at once.
+func (p *Provisioner) each(jids []string, f func(i int, jid string)) {
+	sem := make(chan struct{}, sweepParallel)
+	var wg sync.WaitGroup
+	for i, jid := range jids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i, jid)
+		}()
+	}
+	wg.Wait()
+}
+
+// bookingOf is the booking of a job in Downloading, read from the queue.
+func bookingOf(j *v1.Job) *booking {
+	return &booking{bytes: j.GetSpaceNeeded(), committed: true, at: time.Now(), container: isContainer(j)}
+}
+
+// isContainer says whether the job unpacks a container.
+func isContainer(j *v1.Job) bool {
+	return j.GetConfiguration().GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER
 }
 
 // commitGrace is how long a booking's commit may take before the sweep
@@ -346,18 +399,4 @@ const commitGrace = 2 * sweepEvery
 
 func percent(part, whole float64) string {
 	return fmt.Sprintf("%.1f%%", 100*part/whole)
-}
-
-// formatBytes writes a size in binary units, e.g. "1.5 GiB".
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

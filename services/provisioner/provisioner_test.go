@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
@@ -45,6 +46,7 @@ func (d *smallDisk) setUsed(n uint64) {
 type jobSpec struct {
 	spaceNeeded int64
 	priority    int32
+	container   bool
 }
 
 // createJobs stands in for the batcher: one batch whose jobs are created in
@@ -54,6 +56,9 @@ func createJobs(t *testing.T, q *session.Session, state queue.JobState, specs ..
 	jobs := make([]batches.NewJob, len(specs))
 	for i, s := range specs {
 		jobs[i] = batches.NewJob{Priority: s.priority, SpaceNeeded: s.spaceNeeded}
+		if s.container {
+			jobs[i].Configuration = &v1.JobConfiguration{PayloadType: v1.PayloadType_PAYLOAD_TYPE_CONTAINER}
+		}
 	}
 	return queuetest.SpawnN(t, q, jobs, state)
 }
@@ -264,14 +269,6 @@ func TestLimitsThatContradictEachOtherAreRefused(t *testing.T) {
 	}
 }
 
-func TestFormatBytesUsesBinaryUnits(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 << 30: "5.0 GiB", 3 << 40: "3.0 TiB"} {
-		if got := formatBytes(n); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func TestSweepListsDownloadingInsteadOfReadingEachBookedJob(t *testing.T) {
 	root := zktest.Root(t)
 	q, pq := queuetest.Connect(t, root), queuetest.Connect(t, root)
@@ -309,6 +306,52 @@ func TestSweepListsDownloadingInsteadOfReadingEachBookedJob(t *testing.T) {
 	}
 	if listings == 0 {
 		t.Error("no listing of a state folder")
+	}
+}
+
+// TestAJobDownloadingThatWasNotLetThroughHereIsBooked: a failed download
+// requeued goes straight back to Downloading (as does a job another replica
+// let through): the next sweep books it at its space_needed, so the job
+// after it waits for its room.
+func TestAJobDownloadingThatWasNotLetThroughHereIsBooked(t *testing.T) {
+	root := zktest.Root(t)
+	q, pq := queuetest.Connect(t, root), queuetest.Connect(t, root)
+	requeued := createJobs(t, q, queue.Downloading, jobSpec{spaceNeeded: 600, priority: 5})[0]
+	queuetest.Move(t, q, requeued, jobs.Change{To: queue.Failed, Message: "the download failed"})
+	p := startProvisioner(t, pq, &smallDisk{total: 1000, used: 0})
+	queuetest.Move(t, q, requeued, jobs.Change{To: queue.Downloading, Message: "requeued"})
+	next := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 300, priority: 5})[0]
+	waiting(t, q, next, "waiting for space: needs 300 B, free 200 B")
+	if got := p.Booked(); got != 600 {
+		t.Errorf("booked %d bytes, want the requeued job's 600", got)
+	}
+	queuetest.Move(t, q, requeued, jobs.Change{To: queue.Processing})
+	queuetest.WaitState(t, q, next, queue.Downloading)
+}
+
+// TestAContainersBookingFollowsItsSpaceNeededWhileItDownloads: a container
+// is let through at its archive's size; its downloader raises space_needed
+// to what the archive unpacks to before writing the files, and the
+// provisioner books that from its next sweep on.
+func TestAContainersBookingFollowsItsSpaceNeededWhileItDownloads(t *testing.T) {
+	root := zktest.Root(t)
+	q, pq := queuetest.Connect(t, root), queuetest.Connect(t, root)
+	p := startProvisioner(t, pq, &smallDisk{total: 1000, used: 0})
+	c := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 100, priority: 5, container: true})[0]
+	queuetest.WaitState(t, q, c, queue.Downloading)
+	cl := queuetest.Claim(t, q, c)
+	unpacked := int64(700)
+	if err := cl.Update(context.Background(), jobs.Change{SpaceNeeded: &unpacked}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(sweepEvery) // the next decision sweeps
+	next := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 200, priority: 5})[0]
+	waiting(t, q, next, "waiting for space: needs 200 B, free 100 B")
+	if got := p.Booked(); got != 700 {
+		t.Errorf("booked %d bytes, want the container's 700", got)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -60,12 +61,12 @@ func main() {
 				"the built-in recorder's SQLite inventory file")
 			leaseDuration = r.Duration("lease-duration", "INGESTQ_LEASE_DURATION", 5*time.Minute,
 				"a lease's length when the caller gives none")
-			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", time.Minute,
+			maxWait = r.Duration("lease-max-wait", "INGESTQ_LEASE_MAX_WAIT", v1.LeaseInterval,
 				"longest a Lease call waits for a job, whatever it asks")
 			storeSettings = s3store.RegisterStore(r)
 			merritt = merrittstore.Register(r)
 			versionsAddr = r.String("versions-listen", "INGESTQ_VERSIONS_LISTEN", "",
-				"HTTP address the recorder serves the local store's versions on, behind the admin token, for inventories on other hosts (empty: not served)")
+				"HTTP address the recorder serves the local store's versions on, behind the admin token, for inventories on other hosts: a lease's fetch_url (empty: not served; without an admin token only a loopback address, served to whoever reaches it, as the admin methods are)")
 			publicURL = r.String("versions-public-url", "INGESTQ_VERSIONS_PUBLIC_URL", "",
 				"base URL other hosts reach INGESTQ_VERSIONS_LISTEN at (empty: http://<INGESTQ_VERSIONS_LISTEN>)")
 			presignExpiry = r.Duration("presign-expiry", "INGESTQ_PRESIGN_EXPIRY", time.Hour,
@@ -145,6 +146,20 @@ func main() {
 	})
 }
 
+// loopback reports whether addr (host:port) names a loopback address
+// (localhost, 127.0.0.0/8, ::1) alone.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // versionStore reads the stored versions: the local store's folder, and
 // the S3 store when one is configured; with versionsAddr set it serves the
 // local store over HTTP until the service stops.
@@ -164,8 +179,8 @@ func versionStore(ctx context.Context, env *service.Env, st s3store.StoreSetting
 	if versionsAddr == "" {
 		return store, nil
 	}
-	if env.Config.AdminToken == "" {
-		return versions.Store{}, fmt.Errorf("INGESTQ_VERSIONS_LISTEN needs INGESTQ_ADMIN_TOKEN: the versions are served to its holders only")
+	if env.Config.AdminToken == "" && !loopback(versionsAddr) {
+		return versions.Store{}, fmt.Errorf("INGESTQ_VERSIONS_LISTEN %s needs INGESTQ_ADMIN_TOKEN: the versions are served to its holders only (without a token, on a loopback address alone)", versionsAddr)
 	}
 	ln, err := net.Listen("tcp", versionsAddr)
 	if err != nil {

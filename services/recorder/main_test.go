@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"database/sql"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +59,13 @@ func TestBinaryRefusesAStorageURLWithoutItsPortSayingWhy(t *testing.T) {
 // one file.
 func recordingJob(t *testing.T, q *session.Session) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ark_99999_fk4x", "v1")
+	return recordingJobIn(t, q, t.TempDir())
+}
+
+// recordingJobIn is recordingJob with the version in the local store at root.
+func recordingJobIn(t *testing.T, q *session.Session, root string) string {
+	t.Helper()
+	dir := filepath.Join(root, "ark_99999_fk4x", "v1")
 	os.MkdirAll(dir, 0o755)
 	p := filepath.Join(dir, "manifest.checkm")
 	f, err := os.Create(p)
@@ -151,5 +159,50 @@ func TestBuiltRecorderLeasesToAnExternalInventory(t *testing.T) {
 	}
 	if st := queuetest.Status(t, q, jid); st.GetStatus() != queue.Notify {
 		t.Errorf("job %s, want Notify", queue.JobStateName(st.GetStatus()))
+	}
+}
+
+// TestBuiltRecorderServesVersionsOnLoopbackWithoutAToken: without an admin
+// token the recorder serves the local store's versions on a loopback
+// address (as make up runs it), and a lease's fetch_url there answers
+// without a token; on an address other hosts reach it refuses to start,
+// saying why.
+func TestBuiltRecorderServesVersionsOnLoopbackWithoutAToken(t *testing.T) {
+	bin := servicetest.Build(t, ".")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	refused := exec.CommandContext(ctx, bin)
+	refused.Env = append(os.Environ(), "INGESTQ_ZK_SERVERS="+strings.Join(zktest.Servers(t), ","), "INGESTQ_ZK_ROOT="+zktest.Root(t),
+		"INGESTQ_LISTEN="+servicetest.FreeAddr(t), "INGESTQ_METRICS_LISTEN=", "INGESTQ_RECORDER_BUILTIN=false",
+		"INGESTQ_VERSIONS_LISTEN=0.0.0.0:0")
+	if out, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(out), "INGESTQ_VERSIONS_LISTEN 0.0.0.0:0 needs INGESTQ_ADMIN_TOKEN") {
+		t.Errorf("serving versions to other hosts without a token: exit %v, output:\n%s", err, out)
+	}
+
+	zkRoot, store := zktest.Root(t), t.TempDir()
+	versions := servicetest.FreeAddr(t)
+	p := servicetest.Start(t, bin, zkRoot, "INGESTQ_RECORDER_BUILTIN=false", "INGESTQ_STORE_ROOT="+store, "INGESTQ_VERSIONS_LISTEN="+versions)
+	jid := recordingJobIn(t, queuetest.Connect(t, zkRoot), store)
+	c := v1.NewRecordingServiceClient(servicetest.Dial(t, p.Addr))
+	l, err := c.Lease(ctx, &v1.LeaseRequest{Wait: durationpb.New(10 * time.Second)})
+	if err != nil || l.GetJobId() != jid {
+		t.Fatalf("Lease = %v, %v; want %s", l, err, jid)
+	}
+	defer func() {
+		if _, err := c.Complete(ctx, &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
+			t.Errorf("completing the lease: %v", err)
+		}
+	}()
+	if want := "http://" + versions + "/versions/ark_99999_fk4x/v1/manifest.checkm"; l.GetFetchUrl() != want {
+		t.Errorf("fetch_url %q, want %q", l.GetFetchUrl(), want)
+	}
+	resp, err := http.Get(l.GetFetchUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "#%checkm") {
+		t.Errorf("GET fetch_url without a token: %s %q", resp.Status, body)
 	}
 }

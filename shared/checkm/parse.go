@@ -237,8 +237,9 @@ func (p *parser) finish() (*Manifest, error) {
 		return p.m, nil
 	}
 	p.m.Entries = make([]Entry, 0, p.entries)
-	for _, c := range p.chunks {
+	for i, c := range p.chunks {
 		p.m.Entries = append(p.m.Entries, c...)
+		p.chunks[i] = nil // copied: the collector may take it back at once
 	}
 	return p.m, nil
 }

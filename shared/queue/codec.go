@@ -1,9 +1,12 @@
 package queue
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -24,8 +27,8 @@ import (
 // a node holds less than 1 MB (the server's jute.maxbuffer, 1 MiB by
 // default, bounds a whole request, and a server that receives a larger one
 // drops the connection), and the rest of the write shares the request. A
-// job's file list (its manifest node) is refused past it; a batch's
-// status-report is trimmed to it (see FitStatusReport).
+// batch's status-report is trimmed to it (see FitStatusReport); a job's
+// file list is kept in its node only far below it (MaxInlineFileListBytes).
 const MaxNodeBytes = 900 << 10
 
 // TimeLayout is the spec's last_modified format: "2026-11-22 03:51:07 +0000".
@@ -1182,25 +1185,138 @@ type manifestFileJSON struct {
 	Name          string `json:"name"`
 }
 
-// ManifestNodeSize is the size of a job's file list as the queue stores it
-// (its manifest node), to hold against MaxNodeBytes before the job exists.
-func ManifestNodeSize(m *v1.Manifest) int { return len(EncodeManifest(m)) }
+// MaxInlineFileListBytes bounds a file list kept in the job's manifest
+// node. A longer one is kept in a file of the job's working folder, the
+// node naming it (v1.Manifest.Kept): ZooKeeper holds every node in its
+// heap, and an object of 100,000 files would list ~20 MB there, past what a
+// node holds. At 8 KiB (some 40 files) a job still costs the server about
+// what docs/sizing.md sizes it for.
+const MaxInlineFileListBytes = 8 << 10
 
-func EncodeManifest(m *v1.Manifest) []byte {
-	files := make([]manifestFileJSON, 0, len(m.GetFiles()))
+// FileListFitsNode says whether m's files may be kept in the job's
+// manifest node (MaxInlineFileListBytes). It encodes no more of the list
+// than the bound: a list of 100,000 files is refused after some 40.
+func FileListFitsNode(m *v1.Manifest) bool {
+	n := len(`{"files":[]}`)
 	for _, f := range m.GetFiles() {
-		files = append(files, manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
-			HashValue: f.GetHashValue(), Size: f.GetSize(), LastModified: f.GetLastModified(), Name: f.GetName()})
+		if n += len(encodeManifestFile(f)) + 1; n > MaxInlineFileListBytes {
+			return false
+		}
 	}
-	return marshal(struct {
-		Files []manifestFileJSON `json:"files"`
-	}{files})
+	return true
 }
 
-func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
-	var w struct {
-		Files []manifestFileJSON `json:"files"`
+func encodeManifestFile(f *v1.ManifestFile) []byte {
+	return marshal(manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
+		HashValue: f.GetHashValue(), Size: f.GetSize(), LastModified: f.GetLastModified(), Name: f.GetName()})
+}
+
+// WriteFileList writes files as a kept file list holds them: the bytes
+// EncodeManifest makes of a manifest of these files, written file by file,
+// so that a list of 100,000 files is never in memory as one document.
+func WriteFileList(w io.Writer, files []*v1.ManifestFile) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString(`{"files":[`)
+	for i, f := range files {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.Write(encodeManifestFile(f))
 	}
+	bw.WriteString(`]}`)
+	return bw.Flush()
+}
+
+// ReadFileList reads a kept file list (WriteFileList) from r, file by file:
+// the document is never in memory whole. Reading stops at the list's end;
+// path names it in errors.
+func ReadFileList(path string, r io.Reader) (*v1.Manifest, error) {
+	corrupt := func(err error) error { return &CorruptError{Path: path, Err: fmt.Errorf("invalid file list: %w", err)} }
+	d := json.NewDecoder(r)
+	expect := func(want json.Delim) error {
+		tok, err := d.Token()
+		if err != nil {
+			return err
+		}
+		if tok != want {
+			return fmt.Errorf("%v where %v was expected", tok, want)
+		}
+		return nil
+	}
+	if err := expect('{'); err != nil {
+		return nil, corrupt(err)
+	}
+	out := &v1.Manifest{}
+	listed := false
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, corrupt(err)
+		}
+		switch tok {
+		case "files":
+			if err := expect('['); err != nil {
+				return nil, corrupt(err)
+			}
+			for d.More() {
+				var f manifestFileJSON
+				if err := d.Decode(&f); err != nil {
+					return nil, corrupt(err)
+				}
+				out.Files = append(out.Files, &v1.ManifestFile{Url: f.URL, HashAlgorithm: f.HashAlgorithm,
+					HashValue: f.HashValue, Size: f.Size, LastModified: f.LastModified, Name: f.Name})
+			}
+			if err := expect(']'); err != nil {
+				return nil, corrupt(err)
+			}
+			listed = true
+		case "kept":
+			return nil, corrupt(errors.New("a kept file list names another"))
+		default:
+			var skip json.RawMessage
+			if err := d.Decode(&skip); err != nil {
+				return nil, corrupt(err)
+			}
+		}
+	}
+	if err := expect('}'); err != nil {
+		return nil, corrupt(err)
+	}
+	if !listed {
+		return nil, corrupt(errors.New("no files key"))
+	}
+	return out, nil
+}
+
+type keptFileListJSON struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+	Files  int64  `json:"files"`
+}
+
+type manifestJSON struct {
+	Files []manifestFileJSON `json:"files"`
+	Kept  *keptFileListJSON  `json:"kept,omitempty"`
+}
+
+// EncodeManifest is a job's manifest node: its files, or (m.Kept) the file
+// of its working folder that lists them (WriteFileList).
+func EncodeManifest(m *v1.Manifest) []byte {
+	w := manifestJSON{Files: make([]manifestFileJSON, 0, len(m.GetFiles()))}
+	for _, f := range m.GetFiles() {
+		w.Files = append(w.Files, manifestFileJSON{URL: f.GetUrl(), HashAlgorithm: f.GetHashAlgorithm(),
+			HashValue: f.GetHashValue(), Size: f.GetSize(), LastModified: f.GetLastModified(), Name: f.GetName()})
+	}
+	if k := m.GetKept(); k != nil {
+		w.Kept = &keptFileListJSON{Name: k.GetName(), SHA256: k.GetSha256(), Bytes: k.GetBytes(), Files: k.GetFiles()}
+	}
+	return marshal(w)
+}
+
+// DecodeManifest reads a manifest node.
+func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
+	var w manifestJSON
 	if err := unmarshal(path, data, &w); err != nil {
 		return nil, err
 	}
@@ -1208,6 +1324,12 @@ func DecodeManifest(path string, data []byte) (*v1.Manifest, error) {
 	for _, f := range w.Files {
 		out.Files = append(out.Files, &v1.ManifestFile{Url: f.URL, HashAlgorithm: f.HashAlgorithm,
 			HashValue: f.HashValue, Size: f.Size, LastModified: f.LastModified, Name: f.Name})
+	}
+	if k := w.Kept; k != nil {
+		if len(w.Files) > 0 {
+			return nil, &CorruptError{Path: path, Err: errors.New("lists files and names a kept file list too")}
+		}
+		out.Kept = &v1.KeptFileList{Name: k.Name, Sha256: k.SHA256, Bytes: k.Bytes, Files: k.Files}
 	}
 	return out, nil
 }

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +133,38 @@ func TestCodecReadsWhatPeersWrite(t *testing.T) {
 		gotM, err := DecodeManifest("/x", EncodeManifest(m))
 		if err != nil || !proto.Equal(gotM, m) {
 			t.Errorf("manifest: %v, %v", gotM, err)
+		}
+		kept := &v1.Manifest{Kept: &v1.KeptFileList{Name: "file-list.json", Sha256: "ab", Bytes: 20 << 20, Files: 100000}}
+		if data := string(EncodeManifest(kept)); data != `{"files":[],"kept":{"name":"file-list.json","sha256":"ab","bytes":20971520,"files":100000}}` {
+			t.Errorf("kept manifest written %s", data)
+		}
+		gotK, err := DecodeManifest("/x", EncodeManifest(kept))
+		if err != nil || !proto.Equal(gotK, &v1.Manifest{Files: []*v1.ManifestFile{}, Kept: kept.Kept}) {
+			t.Errorf("kept manifest: %v, %v", gotK, err)
+		}
+		if _, err := DecodeManifest("/x", []byte(`{"files":[{"url":"u","name":"a","size":1}],"kept":{"name":"file-list.json"}}`)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a node with files and a kept list: %v; want it corrupt", err)
+		}
+		many := &v1.Manifest{}
+		for i := range 300 {
+			many.Files = append(many.Files, &v1.ManifestFile{Url: fmt.Sprintf("http://h/<%d>&", i), Size: int64(i) - 1, Name: fmt.Sprint(i), LastModified: "x"})
+		}
+		var list bytes.Buffer
+		if err := WriteFileList(&list, many.Files); err != nil || list.String() != string(EncodeManifest(many)) {
+			t.Errorf("a kept list is not written as the node would be: %v", err)
+		}
+		if FileListFitsNode(many) || !FileListFitsNode(m) || !FileListFitsNode(&v1.Manifest{Files: many.Files[:40]}) {
+			t.Errorf("FileListFitsNode: 300 files %v, 1 %v, 40 %v (%d bytes); want false, true, true",
+				FileListFitsNode(many), FileListFitsNode(m), FileListFitsNode(&v1.Manifest{Files: many.Files[:40]}), len(EncodeManifest(&v1.Manifest{Files: many.Files[:40]})))
+		}
+		read, err := ReadFileList("/x", strings.NewReader(list.String()+"trailing"))
+		if err != nil || !proto.Equal(read, many) {
+			t.Errorf("kept list read back: %v", err)
+		}
+		for _, bad := range []string{``, `[]`, `{"files":{}}`, `{"kept":{}}`, `{"other":1}`, `{"files":[{"size":"x"}]}`, `{"files":[`} {
+			if _, err := ReadFileList("/x", strings.NewReader(bad)); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("kept list %q: %v; want it corrupt", bad, err)
+			}
 		}
 		st := &v1.Store{ManifestUrl: "file:///s/v3/manifest.checkm", Mode: "update", Deletions: []string{"producer/x"}, Version: 3}
 		gotS, err := DecodeStore("/x", EncodeStore(st))

@@ -42,6 +42,13 @@
 //     states/batch-failed references (jobs.Reader.BatchJobIDs). See FitStatusReport,
 //     ReportTotals, batches.Client.CompletedAfterReport.
 //
+//   - A job's file list past MaxInlineFileListBytes. The manifest node
+//     then holds {"files":[],"kept":{"name","sha256","bytes","files"}}: the
+//     list, in the node's own form, is the file of that name in the job's
+//     working folder (the estimator writes it, workdir.KeepFileList), and
+//     its readers check its size, digest and count (workdir.FileList).
+//     Nothing per file of a large object is kept in ZooKeeper.
+//
 //   - A batch's spawning. While its jobs are being created a Processing
 //     batch has a "spawning" node holding /jobs's child version (decimal)
 //     as it was before any job id was reserved for the batch; a batcher that

@@ -132,7 +132,8 @@ func StateSegment(s JobState) string { return strings.ToLower(JobStateName(s)) }
 // addition: estimating never fails for its own reasons, but a job whose nodes
 // another writer made unreadable must still leave the pipeline with a message.
 // Storing → Storing is another: the storing step stays, saying why, while the
-// store is unavailable, as Provisioning stays while space is short.
+// store is unavailable, as Provisioning stays while space is short; and so is
+// Notify → Notify, while a job's callback has not been delivered.
 var jobTransitions = map[JobState][]JobState{
 	Pending:      {Estimating, Held, Failed},
 	Held:         {Pending, Deleted},
@@ -142,7 +143,7 @@ var jobTransitions = map[JobState][]JobState{
 	Processing:   {Storing, Failed},
 	Storing:      {Recording, Storing, Failed},
 	Recording:    {Notify, Failed},
-	Notify:       {Completed, Failed},
+	Notify:       {Completed, Notify, Failed},
 	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},
 }
 
@@ -281,6 +282,18 @@ func RequeueStates(lastSuccessful JobState, hasStore, hasInventory bool) []JobSt
 		}
 	}
 	return out
+}
+
+// RereadsManifest reports whether a requeue to `to` drops a job's file
+// list, so that the stage there reads the job's object manifest again: a
+// depositor's corrected manifest is then the one the job goes on with.
+// It does for a job whose payload is an object manifest (a manifest of
+// manifests' row, or a batch of one object) requeued to Pending or
+// Estimating, whose stages read a file list the job lacks; a requeue
+// further on keeps the list the job has.
+func RereadsManifest(conf *v1.JobConfiguration, to JobState) bool {
+	return conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST && conf.GetPayloadUrl() != "" &&
+		(to == Pending || to == Estimating)
 }
 
 // HasWhatItNeeds reports whether a job in s has the nodes the steps

@@ -18,7 +18,7 @@ var specJobTable = map[string]string{
 	"Processing":   "Storing Failed",
 	"Storing":      "Recording Storing Failed", // Storing: ingestq's addition, while the store is unavailable
 	"Recording":    "Notify Failed",
-	"Notify":       "Completed Failed",
+	"Notify":       "Completed Notify Failed",
 	"Failed":       "Pending Estimating Provisioning Downloading Processing Storing Recording Notify Deleted",
 	"Completed":    "",
 	"Deleted":      "",

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -22,6 +23,7 @@ import (
 //	ErrInvalid                  InvalidArgument
 //	ErrExists                   AlreadyExists
 //	ErrNoSession                Unavailable
+//	ZooKeeper connection lost   Unavailable         "…: try again"
 //	context ended               Canceled / DeadlineExceeded
 //
 // Anything else is Internal. A status error passes through unchanged.
@@ -57,6 +59,10 @@ func FromQueue(err error) error {
 		return status.Error(codes.AlreadyExists, msg)
 	case errors.Is(err, queue.ErrNoSession):
 		return status.Error(codes.Unavailable, msg)
+	case session.Retryable(err):
+		// The session lives on; a request was cut off as its client moved
+		// to another server.
+		return status.Error(codes.Unavailable, msg+": try again")
 	}
 	return status.Error(codes.Internal, msg)
 }

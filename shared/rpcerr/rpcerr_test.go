@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,6 +30,8 @@ func TestFromQueueGivesEachQueueErrorItsCodeAndAPreciseMessage(t *testing.T) {
 		{"exists", fmt.Errorf("batch id u1 was already submitted as bid0000000001: %w", queue.ErrExists), codes.AlreadyExists,
 			"batch id u1 was already submitted as bid0000000001: already exists"},
 		{"no session", queue.ErrNoSession, codes.Unavailable, "no ZooKeeper session"},
+		{"a request cut off with its connection asks to retry", fmt.Errorf("allocating a batch id: %w", zk.ErrConnectionClosed),
+			codes.Unavailable, "allocating a batch id: zk: connection closed: try again"},
 		{"corrupt points at fsck", &queue.CorruptError{Path: "/jobs/jid0000000001/status", Err: errors.New("bad json")}, codes.FailedPrecondition,
 			"/jobs/jid0000000001/status: unreadable: bad json (run AdminService/Fsck)"},
 		{"deadline", fmt.Errorf("reading: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "reading: context deadline exceeded"},

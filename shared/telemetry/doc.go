@@ -46,7 +46,7 @@
 //	ingestq_job_state_duration_seconds{state}      histogram: time a job spent in a state, when it left it
 //	ingestq_job_latency_seconds{state}             histogram: a job's creation to its end (completed, failed, deleted)
 //	ingestq_job_failures_total{stage}              counter: jobs failed, by the state they failed in
-//	ingestq_callbacks_total{outcome}               counter: callbacks delivered, refused, failed
+//	ingestq_callbacks_total{outcome}               counter: callback rounds delivered, pending, refused, failed
 //	ingestq_mails_total{kind,outcome}              counter: depositor mails (report, queued) sent or failed
 //	ingestq_leases_total{outcome}                  counter: recording leases completed, failed, expired, lost, released
 //

@@ -146,7 +146,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	}
 	if m.callbacks, err = meter.Int64Counter("ingestq.callbacks",
 		metric.WithUnit("{callback}"),
-		metric.WithDescription("Callbacks to a collection's URL, by outcome: delivered, refused (4xx, not retried), failed (given up after retries).")); err != nil {
+		metric.WithDescription("Callbacks to a collection's URL, by outcome of each round of attempts: delivered, pending (not delivered: tried again later, the job waiting in Notify), refused (4xx, or a URL the policy denies; not retried), failed (given up: the job completed without it).")); err != nil {
 		return nil, fmt.Errorf("telemetry: creating ingestq.callbacks: %w", err)
 	}
 	if m.mails, err = meter.Int64Counter("ingestq.mails",
@@ -178,7 +178,8 @@ func (m *Metrics) StateChanged(ctx context.Context, from, to string, inState, la
 	}
 }
 
-// Callback counts a callback's outcome: delivered, refused or failed.
+// Callback counts the outcome of a round of a callback's attempts:
+// delivered, pending, refused or failed.
 func (m *Metrics) Callback(ctx context.Context, outcome string) {
 	m.callbacks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
 }

@@ -13,7 +13,7 @@ import (
 // a test can make a client lose its connection (and, held long enough, its
 // session) while the server and every other client carry on. It can also
 // hold what it forwards for a while in each direction, as a slow network
-// would (see SetDelay).
+// would (see SetDelay), or stand for a server that has hung (see Hang).
 type Proxy struct {
 	Addr     string
 	upstream string
@@ -23,7 +23,12 @@ type Proxy struct {
 	conns    map[net.Conn]bool
 	toServer Delay
 	toClient Delay
-	done     chan struct{}
+	// hung is closed by Resume; nil while the proxy forwards. held are the
+	// connections taken meanwhile, to forward on Resume.
+	hung   chan struct{}
+	held   []net.Conn
+	closed chan struct{}
+	done   chan struct{}
 }
 
 // Delay is how long one direction of a proxy holds what it forwards: each
@@ -48,7 +53,8 @@ func NewProxy(upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zktest: proxy: %w", err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, ln: ln, conns: map[net.Conn]bool{}, done: make(chan struct{})}
+	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, ln: ln, conns: map[net.Conn]bool{},
+		closed: make(chan struct{}), done: make(chan struct{})}
 	go p.accept()
 	return p, nil
 }
@@ -61,21 +67,75 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		if p.blocked {
-			p.mu.Unlock()
+		switch {
+		case p.blocked:
 			c.Close()
-			continue
+		case p.hung != nil:
+			// Taken, as a hung server's kernel takes it, and left unread.
+			p.conns[c] = true
+			p.held = append(p.held, c)
+		default:
+			p.forwardLocked(c)
 		}
-		up, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = true, true
 		p.mu.Unlock()
-		go p.pipe(c, up, false)
-		go p.pipe(up, c, true)
+	}
+}
+
+// forwardLocked connects c to the server and forwards both ways.
+func (p *Proxy) forwardLocked(c net.Conn) {
+	up, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		delete(p.conns, c)
+		c.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = true, true
+	go p.pipe(c, up, false)
+	go p.pipe(up, c, true)
+}
+
+// Hang makes the proxy stand for a server that has hung (a long GC pause,
+// a frozen process or VM): it takes new connections and answers nothing,
+// and forwards nothing more on those it has, until Resume.
+func (p *Proxy) Hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hung == nil {
+		p.hung = make(chan struct{})
+	}
+}
+
+// Resume ends a hang: what was held goes on, and the connections taken
+// meanwhile are forwarded.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hung == nil {
+		return
+	}
+	close(p.hung)
+	p.hung = nil
+	for _, c := range p.held {
+		if p.conns[c] { // not cut meanwhile
+			p.forwardLocked(c)
+		}
+	}
+	p.held = nil
+}
+
+// whileHung waits while the proxy is hung (false: it was closed).
+func (p *Proxy) whileHung() bool {
+	p.mu.Lock()
+	hung := p.hung
+	p.mu.Unlock()
+	if hung == nil {
+		return true
+	}
+	select {
+	case <-hung:
+		return true
+	case <-p.closed:
+		return false
 	}
 }
 
@@ -130,6 +190,9 @@ func (p *Proxy) pipe(dst, src net.Conn, toServer bool) {
 		if wait := time.Until(c.due); wait > 0 {
 			time.Sleep(wait) // at most Delay.Max: a cut connection fails the write after it
 		}
+		if !p.whileHung() {
+			break
+		}
 		if _, err := dst.Write(c.data); err != nil {
 			break
 		}
@@ -165,4 +228,11 @@ func (p *Proxy) Close() {
 	p.ln.Close()
 	p.Block()
 	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+	}
 }

@@ -147,3 +147,36 @@ func TestProxyBlockCutsDelayedConnectionsAndRefusesNewOnes(t *testing.T) {
 		t.Fatalf("after Unblock: read %q, %v", buf, err)
 	}
 }
+
+// A hung proxy stands for a frozen server: connections, old and new, are
+// taken and answered nothing; once it resumes, both are answered.
+func TestProxyHangTakesConnectionsAndAnswersNothingUntilResume(t *testing.T) {
+	p, err := NewProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	old := dialProxy(t, p)
+	p.Hang()
+	if _, err := old.Write([]byte("old!")); err != nil {
+		t.Fatal(err)
+	}
+	fresh := dialProxy(t, p) // taken, as a frozen server's kernel takes it
+	if _, err := fresh.Write([]byte("new!")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []net.Conn{old, fresh} {
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, err := c.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a hung proxy answered: read %d bytes, %v", n, err)
+		}
+	}
+	p.Resume()
+	for _, c := range []net.Conn{old, fresh} {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatalf("after Resume: read %q, %v", buf, err)
+		}
+	}
+}

@@ -90,6 +90,9 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 	profiles, _ := filepath.Abs(filepath.Join(examples, "profiles"))
 	fmt.Fprintf(out, "Starting ZooKeeper, the seven services and the console (data and logs in %s) ...\n", dir)
 	opts.Dir, opts.BinDir, opts.ProfilesDir = dir, absBin, profiles
+	// A lease carries a fetch_url: the recorder serves the local store's
+	// versions, as an inventory on another host would fetch them.
+	opts.ServeVersions = true
 	s, err := stack.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -114,6 +117,7 @@ func run(ctx context.Context, out io.Writer, environ []string, bin, examples, ru
 	}
 	if up {
 		printAddresses(out, s, dep, tokenWord(opts.Env, token))
+		printWhere(out, s, opts.Env, tokenWord(opts.Env, token), stored, store == "local")
 		<-ctx.Done()
 		return nil
 	}
@@ -206,6 +210,47 @@ func printAddresses(out io.Writer, s *stack.Stack, dep *depositor.Server, token 
 	fmt.Fprintf(out, "  grpcurl -plaintext %s-d '{\"state\":\"JOB_STATE_FAILED\"}' %s ingestq.v1.AdminService/ListJobs\n", auth, b)
 	fmt.Fprintf(out, "  grpcurl -plaintext %s ingestq.v1.StageService/GetStatus\n", s.Addr("downloader"))
 	fmt.Fprintf(out, "  grpcurl -plaintext %s list\n\n", b)
+}
+
+// printWhere says where the stack keeps what it makes (mail, store,
+// inventory, working storage, logs), whether the built-in recorder is on,
+// and how an inventory leases the jobs in Recording from this stack's
+// recorder, whose lease names where to fetch the version.
+func printWhere(out io.Writer, s *stack.Stack, env map[string]string, token string, stored storedObjects, local bool) {
+	where, _ := stored()
+	builtin := true
+	if v, err := strconv.ParseBool(env["INGESTQ_RECORDER_BUILTIN"]); err == nil {
+		builtin = v
+	}
+	fmt.Fprintf(out, "Where things are:\n")
+	fmt.Fprintf(out, "  outbox       %s (report mails, as .eml files)\n", s.OutboxDir)
+	fmt.Fprintf(out, "  store        %s (stored versions)\n", where)
+	if builtin {
+		fmt.Fprintf(out, "  inventory    %s (the built-in recorder's SQLite: sqlite3 %s 'select * from versions')\n", s.InventoryDB, s.InventoryDB)
+	}
+	fmt.Fprintf(out, "  work root    %s (jobs' working folders)\n  logs         %s\n\n", s.WorkRoot, s.LogDir)
+	rec := s.Procs("recorder")[0]
+	if builtin {
+		fmt.Fprintf(out, "Recording: the built-in recorder is on: it records every stored version into the inventory above.\n"+
+			"  (INGESTQ_RECORDER_BUILTIN=false make up leaves the jobs in Recording to an inventory's RecordingService client.)\n")
+	} else {
+		fmt.Fprintf(out, "Recording: the built-in recorder is off (INGESTQ_RECORDER_BUILTIN=false): jobs wait in Recording\n"+
+			"  until an inventory leases them from the recorder's RecordingService (examples/inventory is such a client).\n")
+	}
+	auth := ""
+	if token != "" {
+		auth = `-H "authorization: Bearer ` + token + `" `
+	}
+	fmt.Fprintf(out, "  lease one:  grpcurl -plaintext %s-d '{\"wait\":\"30s\",\"lease_duration\":\"120s\"}' %s ingestq.v1.RecordingService/Lease\n", auth, rec.Addr)
+	fmt.Fprintf(out, "  complete:   grpcurl -plaintext %s-d '{\"lease_id\":\"<lease_id>\"}' %s ingestq.v1.RecordingService/Complete\n", auth, rec.Addr)
+	if rec.Versions != "" && local {
+		fmt.Fprintf(out, "  versions    http://%s/versions/ (the local store's versions; a lease's fetch_url is here", rec.Versions)
+		if token != "" {
+			fmt.Fprintf(out, ", behind the admin token: curl %s<fetch_url>", auth)
+		}
+		fmt.Fprintf(out, ")\n")
+	}
+	fmt.Fprintln(out)
 }
 
 // consoleLines says where the console is and how to use it.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	_ "modernc.org/sqlite"
 )
 
@@ -28,7 +29,11 @@ import (
 // token and other INGESTQ_* settings in the caller's environment: every
 // service gets the caller's token (the admin API refuses a call without it
 // and a wrong one), the console signs in with it, and the printout says how
-// to sign in without printing the token.
+// to sign in without printing the token. With the built-in recorder off,
+// the printout says so, where the outbox, store and work root are, and how
+// to lease a job from the recorder at its address; a lease taken so
+// carries a fetch_url on the recorder's server of versions, which serves
+// the version's manifest to the token's holder.
 func TestUpHonoursTheCallersSettings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -41,7 +46,7 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	const token = "s3cret-of-the-caller"
 	// A console port of its own: 127.0.0.1:8401, the default, may be taken.
 	environ := []string{"INGESTQ_ADMIN_TOKEN=" + token, "INGESTQ_LISTEN=127.0.0.1:1", "INGESTQ_LOG_LEVEL=debug",
-		"INGESTQ_CONSOLE_LISTEN=" + servicetest.FreeAddr(t)}
+		"INGESTQ_CONSOLE_LISTEN=" + servicetest.FreeAddr(t), "INGESTQ_RECORDER_BUILTIN=false"}
 	pr, pw := io.Pipe()
 	upCtx, stopUp := context.WithCancel(ctx)
 	ran := make(chan error, 1)
@@ -57,7 +62,7 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	}()
 	var printed strings.Builder
 	buf := make([]byte, 4096)
-	for !strings.Contains(printed.String(), " list\n") {
+	for !strings.Contains(printed.String(), "<fetch_url>)\n") {
 		n, err := pr.Read(buf)
 		printed.Write(buf[:n])
 		if err != nil {
@@ -79,6 +84,22 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 	}
 	if strings.Contains(out, token) {
 		t.Error("the printout shows the token")
+	}
+	recorder := regexp.MustCompile(`recorder +gRPC (\S+)`).FindStringSubmatch(out)
+	versions := regexp.MustCompile(`versions +(http://\S+/versions/) `).FindStringSubmatch(out)
+	depositorURL := regexp.MustCompile(`depositor +(http://\S+) `).FindStringSubmatch(out)
+	if recorder == nil || versions == nil || depositorURL == nil {
+		t.Fatalf("no recorder, versions or depositor address in the printout")
+	}
+	for _, want := range []string{
+		"Recording: the built-in recorder is off (INGESTQ_RECORDER_BUILTIN=false)",
+		`lease one:  grpcurl -plaintext -H "authorization: Bearer $INGESTQ_ADMIN_TOKEN" -d '{"wait":"30s","lease_duration":"120s"}' ` +
+			recorder[1] + " ingestq.v1.RecordingService/Lease\n",
+		"  outbox       " + filepath.Join(dir, "run"), "  store        " + filepath.Join(dir, "run"), "  work root    ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the printout lacks %q", want)
+		}
 	}
 	batcher := regexp.MustCompile(`batcher +gRPC (\S+)`).FindStringSubmatch(out)
 	console := regexp.MustCompile(`console +(http://\S+/) `).FindStringSubmatch(out)
@@ -105,6 +126,45 @@ func TestUpHonoursTheCallersSettings(t *testing.T) {
 		if got := status.Code(err); got != c.want {
 			t.Errorf("GetQueue with %s: %v, want %v", c.name, err, c.want)
 		}
+	}
+
+	// A deposit reaches Recording, where the lease the printout shows
+	// takes it, with a fetch_url on the recorder's server of versions.
+	authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	if _, err := v1.NewBatchServiceClient(conn).Submit(ctx, &v1.SubmitRequest{Submitter: "me", Profile: "demo",
+		PayloadUrl: depositorURL[1] + "/batch.checkm", PayloadType: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS}); err != nil {
+		t.Fatal(err)
+	}
+	rconn, err := grpc.NewClient(recorder[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rconn.Close()
+	var lease *v1.LeaseResponse
+	for lease.GetLeaseId() == "" {
+		if lease, err = v1.NewRecordingServiceClient(rconn).Lease(authed, &v1.LeaseRequest{Wait: durationpb.New(30 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.HasPrefix(lease.GetFetchUrl(), versions[1]) {
+		t.Errorf("the lease's fetch_url %q is not on the recorder's server of versions %s", lease.GetFetchUrl(), versions[1])
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lease.GetFetchUrl(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	got, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, _ := io.ReadAll(got.Body)
+	got.Body.Close()
+	if got.StatusCode != http.StatusOK || !strings.HasPrefix(string(manifest), "#%checkm") {
+		t.Errorf("GET fetch_url: %s %.80q, want the version's manifest", got.Status, manifest)
+	}
+	if _, err := v1.NewRecordingServiceClient(rconn).Complete(authed, &v1.CompleteRequest{LeaseId: lease.GetLeaseId()}); err != nil {
+		t.Errorf("completing the lease: %v", err)
 	}
 
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -42,7 +42,7 @@ var moves = map[string][]string{
 	Processing:   {Storing, Failed},
 	Storing:      {Recording, Storing, Failed}, // stays while Merritt's storage service is unavailable
 	Recording:    {Notify, Failed},
-	Notify:       {Completed, Failed},
+	Notify:       {Completed, Notify, Failed},
 	Failed:       {Pending, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Deleted},
 }
 

@@ -458,8 +458,14 @@ type StageHealth struct {
 	// state holds none.
 	Oldest *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=oldest,proto3" json:"oldest,omitempty"`
 	// stalled: jobs wait and no active worker takes them (a paused queue is
-	// GetQueueResponse.paused, apart).
-	Stalled       *bool `protobuf:"varint,7,opt,name=stalled,proto3,oneof" json:"stalled,omitempty"`
+	// GetQueueResponse.paused, apart); or, for a stage whose replicas take
+	// jobs only when asked (the recorder's leases, the built-in recorder
+	// off), jobs wait, none is leased, and the oldest has waited longer than
+	// the lease interval (LeaseInterval): no inventory is leasing.
+	Stalled *bool `protobuf:"varint,7,opt,name=stalled,proto3,oneof" json:"stalled,omitempty"`
+	// reason says why a stalled stage is stalled and what to do; empty
+	// when it is not.
+	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +547,13 @@ func (x *StageHealth) GetStalled() bool {
 		return *x.Stalled
 	}
 	return false
+}
+
+func (x *StageHealth) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // HoldCollectionRequest names a collection by its mnemonic (1..200 bytes,
@@ -1229,7 +1242,12 @@ type GetBatchResponse struct {
 	// trace_id is the batch's trace (its submission's), empty when unknown.
 	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
-	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	TraceUrl string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	// actions are the operator's actions the state rules admit for the
+	// batch's state, each saying whether it takes the batch now and, when
+	// not, why (a held collection, no job, nothing new to report, jobs
+	// still live).
+	Actions       []*BatchActionState `protobuf:"bytes,4,rep,name=actions,proto3" json:"actions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1285,6 +1303,77 @@ func (x *GetBatchResponse) GetTraceUrl() string {
 	return ""
 }
 
+func (x *GetBatchResponse) GetActions() []*BatchActionState {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+// BatchActionState is one operator action on a batch, as it stands now.
+type BatchActionState struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action BatchAction            `protobuf:"varint,1,opt,name=action,proto3,enum=ingestq.v1.BatchAction" json:"action,omitempty"`
+	// applies: the method would take the batch now; always in the JSON.
+	Applies *bool `protobuf:"varint,2,opt,name=applies,proto3,oneof" json:"applies,omitempty"`
+	// reason says why it does not apply yet, and what to do first; empty
+	// when it applies.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchActionState) Reset() {
+	*x = BatchActionState{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchActionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchActionState) ProtoMessage() {}
+
+func (x *BatchActionState) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchActionState.ProtoReflect.Descriptor instead.
+func (*BatchActionState) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BatchActionState) GetAction() BatchAction {
+	if x != nil {
+		return x.Action
+	}
+	return BatchAction_BATCH_ACTION_UNSPECIFIED
+}
+
+func (x *BatchActionState) GetApplies() bool {
+	if x != nil && x.Applies != nil {
+		return *x.Applies
+	}
+	return false
+}
+
+func (x *BatchActionState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type ListBatchesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// status keeps only batches in this state (unspecified: every state).
@@ -1301,7 +1390,7 @@ type ListBatchesRequest struct {
 
 func (x *ListBatchesRequest) Reset() {
 	*x = ListBatchesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1402,7 @@ func (x *ListBatchesRequest) String() string {
 func (*ListBatchesRequest) ProtoMessage() {}
 
 func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1415,7 @@ func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesRequest.ProtoReflect.Descriptor instead.
 func (*ListBatchesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListBatchesRequest) GetStatus() BatchState {
@@ -1368,7 +1457,7 @@ type ListBatchesResponse struct {
 
 func (x *ListBatchesResponse) Reset() {
 	*x = ListBatchesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1469,7 @@ func (x *ListBatchesResponse) String() string {
 func (*ListBatchesResponse) ProtoMessage() {}
 
 func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1482,7 @@ func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBatchesResponse.ProtoReflect.Descriptor instead.
 func (*ListBatchesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListBatchesResponse) GetBatches() []*Batch {
@@ -1421,7 +1510,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1522,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1535,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -1473,14 +1562,26 @@ type GetJobResponse struct {
 	TraceUrl string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
 	// resume_state is where RequeueJob without a state would resume the
 	// job: the state after its last successful one.
-	ResumeState   JobState `protobuf:"varint,4,opt,name=resume_state,json=resumeState,proto3,enum=ingestq.v1.JobState" json:"resume_state,omitempty"`
+	ResumeState JobState `protobuf:"varint,4,opt,name=resume_state,json=resumeState,proto3,enum=ingestq.v1.JobState" json:"resume_state,omitempty"`
+	// actions are the operator's actions the state rules admit for the
+	// job's state (GetStateRules), each saying whether it takes the job now
+	// and, when not, why and what to do first.
+	Actions []*JobActionState `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
+	// requeue_states are the states RequeueJob takes this job to, in
+	// pipeline order (empty unless it failed).
+	RequeueStates []JobState `protobuf:"varint,11,rep,packed,name=requeue_states,json=requeueStates,proto3,enum=ingestq.v1.JobState" json:"requeue_states,omitempty"`
+	// waiting says why no stage works on the job although it waits in a
+	// stage's state: the queue is paused, every replica of the stage is
+	// paused or draining, none is registered, or no inventory is leasing.
+	// Empty when a stage takes it, or it waits in no stage's state.
+	Waiting       string `protobuf:"bytes,12,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1593,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1606,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1536,6 +1637,95 @@ func (x *GetJobResponse) GetResumeState() JobState {
 	return JobState_JOB_STATE_UNSPECIFIED
 }
 
+func (x *GetJobResponse) GetActions() []*JobActionState {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *GetJobResponse) GetRequeueStates() []JobState {
+	if x != nil {
+		return x.RequeueStates
+	}
+	return nil
+}
+
+func (x *GetJobResponse) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+// JobActionState is one operator action on a job, as it stands now.
+type JobActionState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// verb names the action by the BulkAction verb that does it
+	// (BULK_VERB_RELEASE: ReleaseJob).
+	Verb BulkVerb `protobuf:"varint,1,opt,name=verb,proto3,enum=ingestq.v1.BulkVerb" json:"verb,omitempty"`
+	// applies: the method would take the job now, as far as the batcher
+	// can tell (a stage may hold the job at that moment: Aborted); always
+	// in the JSON.
+	Applies *bool `protobuf:"varint,2,opt,name=applies,proto3,oneof" json:"applies,omitempty"`
+	// reason says why it does not apply yet, and what to do first; empty
+	// when it applies.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobActionState) Reset() {
+	*x = JobActionState{}
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobActionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobActionState) ProtoMessage() {}
+
+func (x *JobActionState) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobActionState.ProtoReflect.Descriptor instead.
+func (*JobActionState) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *JobActionState) GetVerb() BulkVerb {
+	if x != nil {
+		return x.Verb
+	}
+	return BulkVerb_BULK_VERB_UNSPECIFIED
+}
+
+func (x *JobActionState) GetApplies() bool {
+	if x != nil && x.Applies != nil {
+		return *x.Applies
+	}
+	return false
+}
+
+func (x *JobActionState) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ListJobsRequest selects jobs by state or by batch (not both); with
 // neither, every job is listed by jid.
 type ListJobsRequest struct {
@@ -1551,7 +1741,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1753,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1766,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListJobsRequest) GetState() JobState {
@@ -1617,7 +1807,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1819,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1832,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1671,7 +1861,7 @@ type HoldJobRequest struct {
 
 func (x *HoldJobRequest) Reset() {
 	*x = HoldJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1873,7 @@ func (x *HoldJobRequest) String() string {
 func (*HoldJobRequest) ProtoMessage() {}
 
 func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1886,7 @@ func (x *HoldJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobRequest.ProtoReflect.Descriptor instead.
 func (*HoldJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HoldJobRequest) GetJobId() string {
@@ -1722,7 +1912,7 @@ type HoldJobResponse struct {
 
 func (x *HoldJobResponse) Reset() {
 	*x = HoldJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1924,7 @@ func (x *HoldJobResponse) String() string {
 func (*HoldJobResponse) ProtoMessage() {}
 
 func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1937,7 @@ func (x *HoldJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldJobResponse.ProtoReflect.Descriptor instead.
 func (*HoldJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HoldJobResponse) GetJob() *Job {
@@ -1767,7 +1957,7 @@ type ReleaseJobRequest struct {
 
 func (x *ReleaseJobRequest) Reset() {
 	*x = ReleaseJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1969,7 @@ func (x *ReleaseJobRequest) String() string {
 func (*ReleaseJobRequest) ProtoMessage() {}
 
 func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1982,7 @@ func (x *ReleaseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReleaseJobRequest) GetJobId() string {
@@ -1818,7 +2008,7 @@ type ReleaseJobResponse struct {
 
 func (x *ReleaseJobResponse) Reset() {
 	*x = ReleaseJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +2020,7 @@ func (x *ReleaseJobResponse) String() string {
 func (*ReleaseJobResponse) ProtoMessage() {}
 
 func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +2033,7 @@ func (x *ReleaseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseJobResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReleaseJobResponse) GetJob() *Job {
@@ -1863,7 +2053,7 @@ type FailJobRequest struct {
 
 func (x *FailJobRequest) Reset() {
 	*x = FailJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2065,7 @@ func (x *FailJobRequest) String() string {
 func (*FailJobRequest) ProtoMessage() {}
 
 func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2078,7 @@ func (x *FailJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobRequest.ProtoReflect.Descriptor instead.
 func (*FailJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FailJobRequest) GetJobId() string {
@@ -1914,7 +2104,7 @@ type FailJobResponse struct {
 
 func (x *FailJobResponse) Reset() {
 	*x = FailJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2116,7 @@ func (x *FailJobResponse) String() string {
 func (*FailJobResponse) ProtoMessage() {}
 
 func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2129,7 @@ func (x *FailJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailJobResponse.ProtoReflect.Descriptor instead.
 func (*FailJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FailJobResponse) GetJob() *Job {
@@ -1961,7 +2151,7 @@ type RequeueJobRequest struct {
 
 func (x *RequeueJobRequest) Reset() {
 	*x = RequeueJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2163,7 @@ func (x *RequeueJobRequest) String() string {
 func (*RequeueJobRequest) ProtoMessage() {}
 
 func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2176,7 @@ func (x *RequeueJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobRequest.ProtoReflect.Descriptor instead.
 func (*RequeueJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RequeueJobRequest) GetJobId() string {
@@ -2019,7 +2209,7 @@ type RequeueJobResponse struct {
 
 func (x *RequeueJobResponse) Reset() {
 	*x = RequeueJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2221,7 @@ func (x *RequeueJobResponse) String() string {
 func (*RequeueJobResponse) ProtoMessage() {}
 
 func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2234,7 @@ func (x *RequeueJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueJobResponse.ProtoReflect.Descriptor instead.
 func (*RequeueJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RequeueJobResponse) GetJob() *Job {
@@ -2065,7 +2255,7 @@ type ReprioritizeJobRequest struct {
 
 func (x *ReprioritizeJobRequest) Reset() {
 	*x = ReprioritizeJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2267,7 @@ func (x *ReprioritizeJobRequest) String() string {
 func (*ReprioritizeJobRequest) ProtoMessage() {}
 
 func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2280,7 @@ func (x *ReprioritizeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobRequest.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReprioritizeJobRequest) GetJobId() string {
@@ -2116,7 +2306,7 @@ type ReprioritizeJobResponse struct {
 
 func (x *ReprioritizeJobResponse) Reset() {
 	*x = ReprioritizeJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2318,7 @@ func (x *ReprioritizeJobResponse) String() string {
 func (*ReprioritizeJobResponse) ProtoMessage() {}
 
 func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2331,7 @@ func (x *ReprioritizeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReprioritizeJobResponse.ProtoReflect.Descriptor instead.
 func (*ReprioritizeJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReprioritizeJobResponse) GetJob() *Job {
@@ -2163,7 +2353,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2365,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2378,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteJobRequest) GetJobId() string {
@@ -2216,7 +2406,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2418,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2431,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteJobResponse) GetJobId() string {
@@ -2266,7 +2456,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2468,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2481,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 type ListWorkersResponse struct {
@@ -2303,7 +2493,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2505,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2518,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2348,7 +2538,7 @@ type FsckRequest struct {
 
 func (x *FsckRequest) Reset() {
 	*x = FsckRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2550,7 @@ func (x *FsckRequest) String() string {
 func (*FsckRequest) ProtoMessage() {}
 
 func (x *FsckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2563,7 @@ func (x *FsckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckRequest.ProtoReflect.Descriptor instead.
 func (*FsckRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FsckRequest) GetRepair() bool {
@@ -2404,7 +2594,7 @@ type FsckDamage struct {
 
 func (x *FsckDamage) Reset() {
 	*x = FsckDamage{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2606,7 @@ func (x *FsckDamage) String() string {
 func (*FsckDamage) ProtoMessage() {}
 
 func (x *FsckDamage) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2619,7 @@ func (x *FsckDamage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckDamage.ProtoReflect.Descriptor instead.
 func (*FsckDamage) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FsckDamage) GetKind() string {
@@ -2480,7 +2670,7 @@ type FsckResponse struct {
 
 func (x *FsckResponse) Reset() {
 	*x = FsckResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2682,7 @@ func (x *FsckResponse) String() string {
 func (*FsckResponse) ProtoMessage() {}
 
 func (x *FsckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2695,7 @@ func (x *FsckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FsckResponse.ProtoReflect.Descriptor instead.
 func (*FsckResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FsckResponse) GetJobsChecked() int32 {
@@ -2571,7 +2761,7 @@ type JobFilter struct {
 
 func (x *JobFilter) Reset() {
 	*x = JobFilter{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2773,7 @@ func (x *JobFilter) String() string {
 func (*JobFilter) ProtoMessage() {}
 
 func (x *JobFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2786,7 @@ func (x *JobFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFilter.ProtoReflect.Descriptor instead.
 func (*JobFilter) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{44}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *JobFilter) GetBatchId() string {
@@ -2692,7 +2882,7 @@ type SearchJobsRequest struct {
 
 func (x *SearchJobsRequest) Reset() {
 	*x = SearchJobsRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2894,7 @@ func (x *SearchJobsRequest) String() string {
 func (*SearchJobsRequest) ProtoMessage() {}
 
 func (x *SearchJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2907,7 @@ func (x *SearchJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchJobsRequest.ProtoReflect.Descriptor instead.
 func (*SearchJobsRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{45}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SearchJobsRequest) GetFilter() *JobFilter {
@@ -2763,7 +2953,7 @@ type SearchJobsResponse struct {
 
 func (x *SearchJobsResponse) Reset() {
 	*x = SearchJobsResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2965,7 @@ func (x *SearchJobsResponse) String() string {
 func (*SearchJobsResponse) ProtoMessage() {}
 
 func (x *SearchJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2978,7 @@ func (x *SearchJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchJobsResponse.ProtoReflect.Descriptor instead.
 func (*SearchJobsResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{46}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SearchJobsResponse) GetJobs() []*Job {
@@ -2840,7 +3030,7 @@ type BulkActionRequest struct {
 
 func (x *BulkActionRequest) Reset() {
 	*x = BulkActionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3042,7 @@ func (x *BulkActionRequest) String() string {
 func (*BulkActionRequest) ProtoMessage() {}
 
 func (x *BulkActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3055,7 @@ func (x *BulkActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkActionRequest.ProtoReflect.Descriptor instead.
 func (*BulkActionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{47}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BulkActionRequest) GetVerb() BulkVerb {
@@ -2925,8 +3115,10 @@ func (x *BulkActionRequest) GetMaxJobs() int32 {
 }
 
 // BulkJobResult is one job: on a dry run, as the filter matched it (ok
-// absent, state its state then); after the action, its outcome (ok always
-// in the JSON, state the one the job went to, unset for a refused job).
+// absent, state its state then; code and error set when the action would
+// be refused for it now, as far as the batcher can tell: a held job whose
+// collection is held); after the action, its outcome (ok always in the
+// JSON, state the one the job went to, unset for a refused job).
 type BulkJobResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2947,7 +3139,7 @@ type BulkJobResult struct {
 
 func (x *BulkJobResult) Reset() {
 	*x = BulkJobResult{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3151,7 @@ func (x *BulkJobResult) String() string {
 func (*BulkJobResult) ProtoMessage() {}
 
 func (x *BulkJobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3164,7 @@ func (x *BulkJobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkJobResult.ProtoReflect.Descriptor instead.
 func (*BulkJobResult) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{48}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BulkJobResult) GetJobId() string {
@@ -3044,7 +3236,7 @@ type BulkActionResponse struct {
 
 func (x *BulkActionResponse) Reset() {
 	*x = BulkActionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3248,7 @@ func (x *BulkActionResponse) String() string {
 func (*BulkActionResponse) ProtoMessage() {}
 
 func (x *BulkActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3261,7 @@ func (x *BulkActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkActionResponse.ProtoReflect.Descriptor instead.
 func (*BulkActionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{49}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BulkActionResponse) GetMatched() int32 {
@@ -3127,7 +3319,7 @@ type GetAggregatesRequest struct {
 
 func (x *GetAggregatesRequest) Reset() {
 	*x = GetAggregatesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3139,7 +3331,7 @@ func (x *GetAggregatesRequest) String() string {
 func (*GetAggregatesRequest) ProtoMessage() {}
 
 func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3152,7 +3344,7 @@ func (x *GetAggregatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAggregatesRequest.ProtoReflect.Descriptor instead.
 func (*GetAggregatesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{50}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetAggregatesRequest) GetHours() int32 {
@@ -3182,7 +3374,7 @@ type StateTally struct {
 
 func (x *StateTally) Reset() {
 	*x = StateTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3386,7 @@ func (x *StateTally) String() string {
 func (*StateTally) ProtoMessage() {}
 
 func (x *StateTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3399,7 @@ func (x *StateTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateTally.ProtoReflect.Descriptor instead.
 func (*StateTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{51}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *StateTally) GetState() string {
@@ -3244,7 +3436,7 @@ type BatchTally struct {
 
 func (x *BatchTally) Reset() {
 	*x = BatchTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3448,7 @@ func (x *BatchTally) String() string {
 func (*BatchTally) ProtoMessage() {}
 
 func (x *BatchTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3461,7 @@ func (x *BatchTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchTally.ProtoReflect.Descriptor instead.
 func (*BatchTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{52}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BatchTally) GetBatchId() string {
@@ -3316,7 +3508,7 @@ type CollectionTally struct {
 
 func (x *CollectionTally) Reset() {
 	*x = CollectionTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3520,7 @@ func (x *CollectionTally) String() string {
 func (*CollectionTally) ProtoMessage() {}
 
 func (x *CollectionTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[53]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3533,7 @@ func (x *CollectionTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionTally.ProtoReflect.Descriptor instead.
 func (*CollectionTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{53}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CollectionTally) GetCollection() string {
@@ -3392,7 +3584,7 @@ type EndedTally struct {
 
 func (x *EndedTally) Reset() {
 	*x = EndedTally{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3596,7 @@ func (x *EndedTally) String() string {
 func (*EndedTally) ProtoMessage() {}
 
 func (x *EndedTally) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[54]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3609,7 @@ func (x *EndedTally) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndedTally.ProtoReflect.Descriptor instead.
 func (*EndedTally) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{54}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EndedTally) GetStart() *timestamppb.Timestamp {
@@ -3460,7 +3652,7 @@ type GetAggregatesResponse struct {
 
 func (x *GetAggregatesResponse) Reset() {
 	*x = GetAggregatesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3664,7 @@ func (x *GetAggregatesResponse) String() string {
 func (*GetAggregatesResponse) ProtoMessage() {}
 
 func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[55]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3677,7 @@ func (x *GetAggregatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAggregatesResponse.ProtoReflect.Descriptor instead.
 func (*GetAggregatesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{55}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetAggregatesResponse) GetCollections() []*CollectionTally {
@@ -3543,7 +3735,7 @@ type VerifyObjectRequest struct {
 
 func (x *VerifyObjectRequest) Reset() {
 	*x = VerifyObjectRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +3747,7 @@ func (x *VerifyObjectRequest) String() string {
 func (*VerifyObjectRequest) ProtoMessage() {}
 
 func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[56]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +3760,7 @@ func (x *VerifyObjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyObjectRequest.ProtoReflect.Descriptor instead.
 func (*VerifyObjectRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{56}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *VerifyObjectRequest) GetArk() string {
@@ -3598,7 +3790,7 @@ type FixityMismatch struct {
 
 func (x *FixityMismatch) Reset() {
 	*x = FixityMismatch{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3610,7 +3802,7 @@ func (x *FixityMismatch) String() string {
 func (*FixityMismatch) ProtoMessage() {}
 
 func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[57]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3623,7 +3815,7 @@ func (x *FixityMismatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FixityMismatch.ProtoReflect.Descriptor instead.
 func (*FixityMismatch) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{57}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FixityMismatch) GetFile() string {
@@ -3658,7 +3850,7 @@ type VerifyObjectResponse struct {
 
 func (x *VerifyObjectResponse) Reset() {
 	*x = VerifyObjectResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3862,7 @@ func (x *VerifyObjectResponse) String() string {
 func (*VerifyObjectResponse) ProtoMessage() {}
 
 func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[58]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +3875,7 @@ func (x *VerifyObjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyObjectResponse.ProtoReflect.Descriptor instead.
 func (*VerifyObjectResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{58}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *VerifyObjectResponse) GetManifestUrl() string {
@@ -3736,7 +3928,7 @@ type GetStateRulesRequest struct {
 
 func (x *GetStateRulesRequest) Reset() {
 	*x = GetStateRulesRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3748,7 +3940,7 @@ func (x *GetStateRulesRequest) String() string {
 func (*GetStateRulesRequest) ProtoMessage() {}
 
 func (x *GetStateRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[59]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3761,7 +3953,7 @@ func (x *GetStateRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStateRulesRequest.ProtoReflect.Descriptor instead.
 func (*GetStateRulesRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{59}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{61}
 }
 
 // JobStateRule is what the operators' methods accept for a job in one state.
@@ -3786,7 +3978,7 @@ type JobStateRule struct {
 
 func (x *JobStateRule) Reset() {
 	*x = JobStateRule{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3990,7 @@ func (x *JobStateRule) String() string {
 func (*JobStateRule) ProtoMessage() {}
 
 func (x *JobStateRule) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[60]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +4003,7 @@ func (x *JobStateRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStateRule.ProtoReflect.Descriptor instead.
 func (*JobStateRule) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{60}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobStateRule) GetState() JobState {
@@ -3865,7 +4057,7 @@ type BatchStateRule struct {
 
 func (x *BatchStateRule) Reset() {
 	*x = BatchStateRule{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +4069,7 @@ func (x *BatchStateRule) String() string {
 func (*BatchStateRule) ProtoMessage() {}
 
 func (x *BatchStateRule) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[61]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4082,7 @@ func (x *BatchStateRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchStateRule.ProtoReflect.Descriptor instead.
 func (*BatchStateRule) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{61}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *BatchStateRule) GetState() BatchState {
@@ -3919,14 +4111,18 @@ type GetStateRulesResponse struct {
 	// jobs: every job state, in pipeline order.
 	Jobs []*JobStateRule `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// batches: every batch state, in the order of BatchState's values.
-	Batches       []*BatchStateRule `protobuf:"bytes,2,rep,name=batches,proto3" json:"batches,omitempty"`
+	Batches []*BatchStateRule `protobuf:"bytes,2,rep,name=batches,proto3" json:"batches,omitempty"`
+	// verify_objects: VerifyObject reads stored versions here (the batcher
+	// has an object store it reads: a folder or a bucket, not Merritt's
+	// storage service).
+	VerifyObjects bool `protobuf:"varint,3,opt,name=verify_objects,json=verifyObjects,proto3" json:"verify_objects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStateRulesResponse) Reset() {
 	*x = GetStateRulesResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4134,7 @@ func (x *GetStateRulesResponse) String() string {
 func (*GetStateRulesResponse) ProtoMessage() {}
 
 func (x *GetStateRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[62]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4147,7 @@ func (x *GetStateRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStateRulesResponse.ProtoReflect.Descriptor instead.
 func (*GetStateRulesResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{62}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetStateRulesResponse) GetJobs() []*JobStateRule {
@@ -3968,6 +4164,13 @@ func (x *GetStateRulesResponse) GetBatches() []*BatchStateRule {
 	return nil
 }
 
+func (x *GetStateRulesResponse) GetVerifyObjects() bool {
+	if x != nil {
+		return x.VerifyObjects
+	}
+	return false
+}
+
 // CreateConsoleSessionRequest: ttl, how long the sign-in lasts, is
 // required: 1s to 30 days.
 type CreateConsoleSessionRequest struct {
@@ -3979,7 +4182,7 @@ type CreateConsoleSessionRequest struct {
 
 func (x *CreateConsoleSessionRequest) Reset() {
 	*x = CreateConsoleSessionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3991,7 +4194,7 @@ func (x *CreateConsoleSessionRequest) String() string {
 func (*CreateConsoleSessionRequest) ProtoMessage() {}
 
 func (x *CreateConsoleSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[63]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4004,7 +4207,7 @@ func (x *CreateConsoleSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConsoleSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateConsoleSessionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{63}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateConsoleSessionRequest) GetTtl() *durationpb.Duration {
@@ -4026,7 +4229,7 @@ type CreateConsoleSessionResponse struct {
 
 func (x *CreateConsoleSessionResponse) Reset() {
 	*x = CreateConsoleSessionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4038,7 +4241,7 @@ func (x *CreateConsoleSessionResponse) String() string {
 func (*CreateConsoleSessionResponse) ProtoMessage() {}
 
 func (x *CreateConsoleSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[64]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4051,7 +4254,7 @@ func (x *CreateConsoleSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConsoleSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateConsoleSessionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{64}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateConsoleSessionResponse) GetSessionId() string {
@@ -4079,7 +4282,7 @@ type GetConsoleSessionRequest struct {
 
 func (x *GetConsoleSessionRequest) Reset() {
 	*x = GetConsoleSessionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4091,7 +4294,7 @@ func (x *GetConsoleSessionRequest) String() string {
 func (*GetConsoleSessionRequest) ProtoMessage() {}
 
 func (x *GetConsoleSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[65]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4104,7 +4307,7 @@ func (x *GetConsoleSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsoleSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetConsoleSessionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{65}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetConsoleSessionRequest) GetSessionId() string {
@@ -4125,7 +4328,7 @@ type GetConsoleSessionResponse struct {
 
 func (x *GetConsoleSessionResponse) Reset() {
 	*x = GetConsoleSessionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4137,7 +4340,7 @@ func (x *GetConsoleSessionResponse) String() string {
 func (*GetConsoleSessionResponse) ProtoMessage() {}
 
 func (x *GetConsoleSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[66]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4150,7 +4353,7 @@ func (x *GetConsoleSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsoleSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetConsoleSessionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{66}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetConsoleSessionResponse) GetSessionId() string {
@@ -4176,7 +4379,7 @@ type EndConsoleSessionRequest struct {
 
 func (x *EndConsoleSessionRequest) Reset() {
 	*x = EndConsoleSessionRequest{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4391,7 @@ func (x *EndConsoleSessionRequest) String() string {
 func (*EndConsoleSessionRequest) ProtoMessage() {}
 
 func (x *EndConsoleSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[67]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4404,7 @@ func (x *EndConsoleSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndConsoleSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndConsoleSessionRequest) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{67}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *EndConsoleSessionRequest) GetSessionId() string {
@@ -4220,7 +4423,7 @@ type EndConsoleSessionResponse struct {
 
 func (x *EndConsoleSessionResponse) Reset() {
 	*x = EndConsoleSessionResponse{}
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4232,7 +4435,7 @@ func (x *EndConsoleSessionResponse) String() string {
 func (*EndConsoleSessionResponse) ProtoMessage() {}
 
 func (x *EndConsoleSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_admin_service_proto_msgTypes[68]
+	mi := &file_ingestq_v1_admin_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4448,7 @@ func (x *EndConsoleSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndConsoleSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndConsoleSessionResponse) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{68}
+	return file_ingestq_v1_admin_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *EndConsoleSessionResponse) GetSessionId() string {
@@ -4283,7 +4486,7 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x13BatchesByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\t\n" +
-	"\a_paused\"\xdd\x02\n" +
+	"\a_paused\"\xf5\x02\n" +
 	"\vStageHealth\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x1d\n" +
 	"\awaiting\x18\x02 \x01(\x05H\x00R\awaiting\x88\x01\x01\x12 \n" +
@@ -4291,7 +4494,8 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\aworkers\x18\x04 \x01(\x05H\x02R\aworkers\x88\x01\x01\x12*\n" +
 	"\x0eactive_workers\x18\x05 \x01(\x05H\x03R\ractiveWorkers\x88\x01\x01\x122\n" +
 	"\x06oldest\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06oldest\x12\x1d\n" +
-	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01B\n" +
+	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reasonB\n" +
 	"\n" +
 	"\b_waitingB\f\n" +
 	"\n" +
@@ -4346,11 +4550,18 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\bbatch_id\x18\x01 \x01(\tH\x00R\abatchId\x12\x1f\n" +
 	"\n" +
 	"batch_uuid\x18\x02 \x01(\tH\x00R\tbatchUuidB\a\n" +
-	"\x05batch\"s\n" +
+	"\x05batch\"\xab\x01\n" +
 	"\x10GetBatchResponse\x12'\n" +
 	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
-	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\"\x9e\x01\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\x126\n" +
+	"\aactions\x18\x04 \x03(\v2\x1c.ingestq.v1.BatchActionStateR\aactions\"\x86\x01\n" +
+	"\x10BatchActionState\x12/\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x17.ingestq.v1.BatchActionR\x06action\x12\x1d\n" +
+	"\aapplies\x18\x02 \x01(\bH\x00R\aapplies\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reasonB\n" +
+	"\n" +
+	"\b_applies\"\x9e\x01\n" +
 	"\x12ListBatchesRequest\x12.\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x06status\x12\x1c\n" +
 	"\tsubmitter\x18\x02 \x01(\tR\tsubmitter\x12\x1b\n" +
@@ -4362,12 +4573,22 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
-	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"\xa4\x01\n" +
+	"\x10include_manifest\x18\x02 \x01(\bR\x0fincludeManifest\"\xb1\x02\n" +
 	"\x0eGetJobResponse\x12!\n" +
 	"\x03job\x18\x01 \x01(\v2\x0f.ingestq.v1.JobR\x03job\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
 	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\x127\n" +
-	"\fresume_state\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\vresumeState\"\x94\x01\n" +
+	"\fresume_state\x18\x04 \x01(\x0e2\x14.ingestq.v1.JobStateR\vresumeState\x124\n" +
+	"\aactions\x18\n" +
+	" \x03(\v2\x1a.ingestq.v1.JobActionStateR\aactions\x12;\n" +
+	"\x0erequeue_states\x18\v \x03(\x0e2\x14.ingestq.v1.JobStateR\rrequeueStates\x12\x18\n" +
+	"\awaiting\x18\f \x01(\tR\awaiting\"}\n" +
+	"\x0eJobActionState\x12(\n" +
+	"\x04verb\x18\x01 \x01(\x0e2\x14.ingestq.v1.BulkVerbR\x04verb\x12\x1d\n" +
+	"\aapplies\x18\x02 \x01(\bH\x00R\aapplies\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reasonB\n" +
+	"\n" +
+	"\b_applies\"\x94\x01\n" +
 	"\x0fListJobsRequest\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x12\x1b\n" +
@@ -4546,10 +4767,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0eBatchStateRule\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.ingestq.v1.BatchStateR\x05state\x121\n" +
 	"\aactions\x18\x02 \x03(\x0e2\x17.ingestq.v1.BatchActionR\aactions\x12\x12\n" +
-	"\x04open\x18\x03 \x01(\bR\x04open\"{\n" +
+	"\x04open\x18\x03 \x01(\bR\x04open\"\xa2\x01\n" +
 	"\x15GetStateRulesResponse\x12,\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x18.ingestq.v1.JobStateRuleR\x04jobs\x124\n" +
-	"\abatches\x18\x02 \x03(\v2\x1a.ingestq.v1.BatchStateRuleR\abatches\"J\n" +
+	"\abatches\x18\x02 \x03(\v2\x1a.ingestq.v1.BatchStateRuleR\abatches\x12%\n" +
+	"\x0everify_objects\x18\x03 \x01(\bR\rverifyObjects\"J\n" +
 	"\x1bCreateConsoleSessionRequest\x12+\n" +
 	"\x03ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"z\n" +
 	"\x1cCreateConsoleSessionResponse\x12\x1d\n" +
@@ -4632,7 +4854,7 @@ func file_ingestq_v1_admin_service_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_admin_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_ingestq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(BulkVerb)(0),                        // 0: ingestq.v1.BulkVerb
 	(BatchAction)(0),                     // 1: ingestq.v1.BatchAction
@@ -4657,181 +4879,188 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*CleanupBatchesResponse)(nil),       // 20: ingestq.v1.CleanupBatchesResponse
 	(*GetBatchRequest)(nil),              // 21: ingestq.v1.GetBatchRequest
 	(*GetBatchResponse)(nil),             // 22: ingestq.v1.GetBatchResponse
-	(*ListBatchesRequest)(nil),           // 23: ingestq.v1.ListBatchesRequest
-	(*ListBatchesResponse)(nil),          // 24: ingestq.v1.ListBatchesResponse
-	(*GetJobRequest)(nil),                // 25: ingestq.v1.GetJobRequest
-	(*GetJobResponse)(nil),               // 26: ingestq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),              // 27: ingestq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),             // 28: ingestq.v1.ListJobsResponse
-	(*HoldJobRequest)(nil),               // 29: ingestq.v1.HoldJobRequest
-	(*HoldJobResponse)(nil),              // 30: ingestq.v1.HoldJobResponse
-	(*ReleaseJobRequest)(nil),            // 31: ingestq.v1.ReleaseJobRequest
-	(*ReleaseJobResponse)(nil),           // 32: ingestq.v1.ReleaseJobResponse
-	(*FailJobRequest)(nil),               // 33: ingestq.v1.FailJobRequest
-	(*FailJobResponse)(nil),              // 34: ingestq.v1.FailJobResponse
-	(*RequeueJobRequest)(nil),            // 35: ingestq.v1.RequeueJobRequest
-	(*RequeueJobResponse)(nil),           // 36: ingestq.v1.RequeueJobResponse
-	(*ReprioritizeJobRequest)(nil),       // 37: ingestq.v1.ReprioritizeJobRequest
-	(*ReprioritizeJobResponse)(nil),      // 38: ingestq.v1.ReprioritizeJobResponse
-	(*DeleteJobRequest)(nil),             // 39: ingestq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),            // 40: ingestq.v1.DeleteJobResponse
-	(*ListWorkersRequest)(nil),           // 41: ingestq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),          // 42: ingestq.v1.ListWorkersResponse
-	(*FsckRequest)(nil),                  // 43: ingestq.v1.FsckRequest
-	(*FsckDamage)(nil),                   // 44: ingestq.v1.FsckDamage
-	(*FsckResponse)(nil),                 // 45: ingestq.v1.FsckResponse
-	(*JobFilter)(nil),                    // 46: ingestq.v1.JobFilter
-	(*SearchJobsRequest)(nil),            // 47: ingestq.v1.SearchJobsRequest
-	(*SearchJobsResponse)(nil),           // 48: ingestq.v1.SearchJobsResponse
-	(*BulkActionRequest)(nil),            // 49: ingestq.v1.BulkActionRequest
-	(*BulkJobResult)(nil),                // 50: ingestq.v1.BulkJobResult
-	(*BulkActionResponse)(nil),           // 51: ingestq.v1.BulkActionResponse
-	(*GetAggregatesRequest)(nil),         // 52: ingestq.v1.GetAggregatesRequest
-	(*StateTally)(nil),                   // 53: ingestq.v1.StateTally
-	(*BatchTally)(nil),                   // 54: ingestq.v1.BatchTally
-	(*CollectionTally)(nil),              // 55: ingestq.v1.CollectionTally
-	(*EndedTally)(nil),                   // 56: ingestq.v1.EndedTally
-	(*GetAggregatesResponse)(nil),        // 57: ingestq.v1.GetAggregatesResponse
-	(*VerifyObjectRequest)(nil),          // 58: ingestq.v1.VerifyObjectRequest
-	(*FixityMismatch)(nil),               // 59: ingestq.v1.FixityMismatch
-	(*VerifyObjectResponse)(nil),         // 60: ingestq.v1.VerifyObjectResponse
-	(*GetStateRulesRequest)(nil),         // 61: ingestq.v1.GetStateRulesRequest
-	(*JobStateRule)(nil),                 // 62: ingestq.v1.JobStateRule
-	(*BatchStateRule)(nil),               // 63: ingestq.v1.BatchStateRule
-	(*GetStateRulesResponse)(nil),        // 64: ingestq.v1.GetStateRulesResponse
-	(*CreateConsoleSessionRequest)(nil),  // 65: ingestq.v1.CreateConsoleSessionRequest
-	(*CreateConsoleSessionResponse)(nil), // 66: ingestq.v1.CreateConsoleSessionResponse
-	(*GetConsoleSessionRequest)(nil),     // 67: ingestq.v1.GetConsoleSessionRequest
-	(*GetConsoleSessionResponse)(nil),    // 68: ingestq.v1.GetConsoleSessionResponse
-	(*EndConsoleSessionRequest)(nil),     // 69: ingestq.v1.EndConsoleSessionRequest
-	(*EndConsoleSessionResponse)(nil),    // 70: ingestq.v1.EndConsoleSessionResponse
-	nil,                                  // 71: ingestq.v1.GetQueueResponse.JobsByStateEntry
-	nil,                                  // 72: ingestq.v1.GetQueueResponse.BatchesByStateEntry
-	(*WorkerInfo)(nil),                   // 73: ingestq.v1.WorkerInfo
-	(JobState)(0),                        // 74: ingestq.v1.JobState
-	(*timestamppb.Timestamp)(nil),        // 75: google.protobuf.Timestamp
-	(*Batch)(nil),                        // 76: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),          // 77: google.protobuf.Duration
-	(BatchState)(0),                      // 78: ingestq.v1.BatchState
-	(*Job)(nil),                          // 79: ingestq.v1.Job
+	(*BatchActionState)(nil),             // 23: ingestq.v1.BatchActionState
+	(*ListBatchesRequest)(nil),           // 24: ingestq.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),          // 25: ingestq.v1.ListBatchesResponse
+	(*GetJobRequest)(nil),                // 26: ingestq.v1.GetJobRequest
+	(*GetJobResponse)(nil),               // 27: ingestq.v1.GetJobResponse
+	(*JobActionState)(nil),               // 28: ingestq.v1.JobActionState
+	(*ListJobsRequest)(nil),              // 29: ingestq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),             // 30: ingestq.v1.ListJobsResponse
+	(*HoldJobRequest)(nil),               // 31: ingestq.v1.HoldJobRequest
+	(*HoldJobResponse)(nil),              // 32: ingestq.v1.HoldJobResponse
+	(*ReleaseJobRequest)(nil),            // 33: ingestq.v1.ReleaseJobRequest
+	(*ReleaseJobResponse)(nil),           // 34: ingestq.v1.ReleaseJobResponse
+	(*FailJobRequest)(nil),               // 35: ingestq.v1.FailJobRequest
+	(*FailJobResponse)(nil),              // 36: ingestq.v1.FailJobResponse
+	(*RequeueJobRequest)(nil),            // 37: ingestq.v1.RequeueJobRequest
+	(*RequeueJobResponse)(nil),           // 38: ingestq.v1.RequeueJobResponse
+	(*ReprioritizeJobRequest)(nil),       // 39: ingestq.v1.ReprioritizeJobRequest
+	(*ReprioritizeJobResponse)(nil),      // 40: ingestq.v1.ReprioritizeJobResponse
+	(*DeleteJobRequest)(nil),             // 41: ingestq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),            // 42: ingestq.v1.DeleteJobResponse
+	(*ListWorkersRequest)(nil),           // 43: ingestq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),          // 44: ingestq.v1.ListWorkersResponse
+	(*FsckRequest)(nil),                  // 45: ingestq.v1.FsckRequest
+	(*FsckDamage)(nil),                   // 46: ingestq.v1.FsckDamage
+	(*FsckResponse)(nil),                 // 47: ingestq.v1.FsckResponse
+	(*JobFilter)(nil),                    // 48: ingestq.v1.JobFilter
+	(*SearchJobsRequest)(nil),            // 49: ingestq.v1.SearchJobsRequest
+	(*SearchJobsResponse)(nil),           // 50: ingestq.v1.SearchJobsResponse
+	(*BulkActionRequest)(nil),            // 51: ingestq.v1.BulkActionRequest
+	(*BulkJobResult)(nil),                // 52: ingestq.v1.BulkJobResult
+	(*BulkActionResponse)(nil),           // 53: ingestq.v1.BulkActionResponse
+	(*GetAggregatesRequest)(nil),         // 54: ingestq.v1.GetAggregatesRequest
+	(*StateTally)(nil),                   // 55: ingestq.v1.StateTally
+	(*BatchTally)(nil),                   // 56: ingestq.v1.BatchTally
+	(*CollectionTally)(nil),              // 57: ingestq.v1.CollectionTally
+	(*EndedTally)(nil),                   // 58: ingestq.v1.EndedTally
+	(*GetAggregatesResponse)(nil),        // 59: ingestq.v1.GetAggregatesResponse
+	(*VerifyObjectRequest)(nil),          // 60: ingestq.v1.VerifyObjectRequest
+	(*FixityMismatch)(nil),               // 61: ingestq.v1.FixityMismatch
+	(*VerifyObjectResponse)(nil),         // 62: ingestq.v1.VerifyObjectResponse
+	(*GetStateRulesRequest)(nil),         // 63: ingestq.v1.GetStateRulesRequest
+	(*JobStateRule)(nil),                 // 64: ingestq.v1.JobStateRule
+	(*BatchStateRule)(nil),               // 65: ingestq.v1.BatchStateRule
+	(*GetStateRulesResponse)(nil),        // 66: ingestq.v1.GetStateRulesResponse
+	(*CreateConsoleSessionRequest)(nil),  // 67: ingestq.v1.CreateConsoleSessionRequest
+	(*CreateConsoleSessionResponse)(nil), // 68: ingestq.v1.CreateConsoleSessionResponse
+	(*GetConsoleSessionRequest)(nil),     // 69: ingestq.v1.GetConsoleSessionRequest
+	(*GetConsoleSessionResponse)(nil),    // 70: ingestq.v1.GetConsoleSessionResponse
+	(*EndConsoleSessionRequest)(nil),     // 71: ingestq.v1.EndConsoleSessionRequest
+	(*EndConsoleSessionResponse)(nil),    // 72: ingestq.v1.EndConsoleSessionResponse
+	nil,                                  // 73: ingestq.v1.GetQueueResponse.JobsByStateEntry
+	nil,                                  // 74: ingestq.v1.GetQueueResponse.BatchesByStateEntry
+	(*WorkerInfo)(nil),                   // 75: ingestq.v1.WorkerInfo
+	(JobState)(0),                        // 76: ingestq.v1.JobState
+	(*timestamppb.Timestamp)(nil),        // 77: google.protobuf.Timestamp
+	(*Batch)(nil),                        // 78: ingestq.v1.Batch
+	(*durationpb.Duration)(nil),          // 79: google.protobuf.Duration
+	(BatchState)(0),                      // 80: ingestq.v1.BatchState
+	(*Job)(nil),                          // 81: ingestq.v1.Job
 }
 var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
-	71, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
-	73, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	72, // 2: ingestq.v1.GetQueueResponse.batches_by_state:type_name -> ingestq.v1.GetQueueResponse.BatchesByStateEntry
+	73, // 0: ingestq.v1.GetQueueResponse.jobs_by_state:type_name -> ingestq.v1.GetQueueResponse.JobsByStateEntry
+	75, // 1: ingestq.v1.GetQueueResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	74, // 2: ingestq.v1.GetQueueResponse.batches_by_state:type_name -> ingestq.v1.GetQueueResponse.BatchesByStateEntry
 	8,  // 3: ingestq.v1.GetQueueResponse.stages:type_name -> ingestq.v1.StageHealth
-	74, // 4: ingestq.v1.StageHealth.state:type_name -> ingestq.v1.JobState
-	75, // 5: ingestq.v1.StageHealth.oldest:type_name -> google.protobuf.Timestamp
-	76, // 6: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	76, // 7: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	77, // 8: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	76, // 9: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	78, // 10: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	76, // 11: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	79, // 12: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	74, // 13: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
-	74, // 14: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	79, // 15: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	79, // 16: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 17: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 18: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	74, // 19: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	79, // 20: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	79, // 21: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	73, // 22: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	44, // 23: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	74, // 24: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	74, // 25: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	75, // 26: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	75, // 27: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
-	46, // 28: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	79, // 29: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
-	0,  // 30: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
-	46, // 31: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	74, // 32: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
-	74, // 33: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
-	50, // 34: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
-	53, // 35: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
-	53, // 36: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
-	54, // 37: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
-	75, // 38: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
-	55, // 39: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
-	56, // 40: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
-	56, // 41: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
-	75, // 42: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
-	77, // 43: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
-	59, // 44: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
-	74, // 45: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
-	0,  // 46: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
-	78, // 47: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
-	1,  // 48: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
-	62, // 49: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
-	63, // 50: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
-	77, // 51: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
-	75, // 52: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
-	2,  // 53: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	4,  // 54: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	6,  // 55: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	9,  // 56: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	11, // 57: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	13, // 58: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	15, // 59: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	17, // 60: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	19, // 61: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	21, // 62: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	23, // 63: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	25, // 64: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	27, // 65: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	29, // 66: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	31, // 67: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	33, // 68: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	35, // 69: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	37, // 70: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	39, // 71: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	47, // 72: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	49, // 73: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	52, // 74: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
-	41, // 75: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	43, // 76: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	58, // 77: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
-	61, // 78: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
-	65, // 79: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
-	67, // 80: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
-	69, // 81: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
-	3,  // 82: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	5,  // 83: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	7,  // 84: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	10, // 85: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	12, // 86: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	14, // 87: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	16, // 88: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	18, // 89: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	20, // 90: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	22, // 91: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	24, // 92: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	26, // 93: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	28, // 94: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	30, // 95: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	32, // 96: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	34, // 97: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	36, // 98: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	38, // 99: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	40, // 100: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	48, // 101: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	51, // 102: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	57, // 103: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
-	42, // 104: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	45, // 105: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	60, // 106: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
-	64, // 107: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
-	66, // 108: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
-	68, // 109: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
-	70, // 110: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
-	82, // [82:111] is the sub-list for method output_type
-	53, // [53:82] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	76, // 4: ingestq.v1.StageHealth.state:type_name -> ingestq.v1.JobState
+	77, // 5: ingestq.v1.StageHealth.oldest:type_name -> google.protobuf.Timestamp
+	78, // 6: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	78, // 7: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	79, // 8: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	78, // 9: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	23, // 10: ingestq.v1.GetBatchResponse.actions:type_name -> ingestq.v1.BatchActionState
+	1,  // 11: ingestq.v1.BatchActionState.action:type_name -> ingestq.v1.BatchAction
+	80, // 12: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	78, // 13: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	81, // 14: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 15: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
+	28, // 16: ingestq.v1.GetJobResponse.actions:type_name -> ingestq.v1.JobActionState
+	76, // 17: ingestq.v1.GetJobResponse.requeue_states:type_name -> ingestq.v1.JobState
+	0,  // 18: ingestq.v1.JobActionState.verb:type_name -> ingestq.v1.BulkVerb
+	76, // 19: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	81, // 20: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	81, // 21: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 22: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 23: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 24: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	81, // 25: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 26: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	75, // 27: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	46, // 28: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	76, // 29: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	76, // 30: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	77, // 31: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	77, // 32: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	48, // 33: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
+	81, // 34: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	0,  // 35: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
+	48, // 36: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
+	76, // 37: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	76, // 38: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
+	52, // 39: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
+	55, // 40: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	55, // 41: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	56, // 42: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	77, // 43: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	57, // 44: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	58, // 45: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	58, // 46: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	77, // 47: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	79, // 48: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
+	61, // 49: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	76, // 50: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
+	0,  // 51: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
+	80, // 52: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
+	1,  // 53: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
+	64, // 54: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
+	65, // 55: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
+	79, // 56: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
+	77, // 57: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 58: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	4,  // 59: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	6,  // 60: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	9,  // 61: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	11, // 62: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	13, // 63: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	15, // 64: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	17, // 65: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	19, // 66: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	21, // 67: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	24, // 68: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	26, // 69: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	29, // 70: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	31, // 71: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	33, // 72: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	35, // 73: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	37, // 74: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	39, // 75: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	41, // 76: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	49, // 77: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	51, // 78: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	54, // 79: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	43, // 80: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	45, // 81: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	60, // 82: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	63, // 83: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
+	67, // 84: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
+	69, // 85: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
+	71, // 86: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
+	3,  // 87: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	5,  // 88: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	7,  // 89: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	10, // 90: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	12, // 91: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	14, // 92: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	16, // 93: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	18, // 94: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	20, // 95: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	22, // 96: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	25, // 97: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	27, // 98: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	30, // 99: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	32, // 100: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	34, // 101: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	36, // 102: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	38, // 103: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	40, // 104: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	42, // 105: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	50, // 106: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	53, // 107: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	59, // 108: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	44, // 109: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	47, // 110: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	62, // 111: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	66, // 112: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
+	68, // 113: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
+	70, // 114: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
+	72, // 115: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
+	87, // [87:116] is the sub-list for method output_type
+	58, // [58:87] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }
@@ -4849,18 +5078,20 @@ func file_ingestq_v1_admin_service_proto_init() {
 		(*GetBatchRequest_BatchId)(nil),
 		(*GetBatchRequest_BatchUuid)(nil),
 	}
-	file_ingestq_v1_admin_service_proto_msgTypes[35].OneofWrappers = []any{}
-	file_ingestq_v1_admin_service_proto_msgTypes[47].OneofWrappers = []any{}
-	file_ingestq_v1_admin_service_proto_msgTypes[48].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[21].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[26].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[37].OneofWrappers = []any{}
 	file_ingestq_v1_admin_service_proto_msgTypes[49].OneofWrappers = []any{}
-	file_ingestq_v1_admin_service_proto_msgTypes[58].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[50].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[51].OneofWrappers = []any{}
+	file_ingestq_v1_admin_service_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_admin_service_proto_rawDesc), len(file_ingestq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   71,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

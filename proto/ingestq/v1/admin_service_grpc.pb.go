@@ -81,7 +81,9 @@ type AdminServiceClient interface {
 	ReleaseBatch(ctx context.Context, in *ReleaseBatchRequest, opts ...grpc.CallOption) (*ReleaseBatchResponse, error)
 	// UpdateReportBatch moves a failed batch to UpdateReporting: the batcher
 	// then sends a second report (jobs completed since the last report, jobs
-	// still failed).
+	// still failed). A batch with nothing new to report (as many completed
+	// and failed jobs as its last report counted), with a live job, or with
+	// no job is FailedPrecondition, saying which.
 	UpdateReportBatch(ctx context.Context, in *UpdateReportBatchRequest, opts ...grpc.CallOption) (*UpdateReportBatchResponse, error)
 	// DeleteBatch removes a held or failed batch with its jobs and their
 	// working directories.
@@ -495,7 +497,9 @@ type AdminServiceServer interface {
 	ReleaseBatch(context.Context, *ReleaseBatchRequest) (*ReleaseBatchResponse, error)
 	// UpdateReportBatch moves a failed batch to UpdateReporting: the batcher
 	// then sends a second report (jobs completed since the last report, jobs
-	// still failed).
+	// still failed). A batch with nothing new to report (as many completed
+	// and failed jobs as its last report counted), with a live job, or with
+	// no job is FailedPrecondition, saying which.
 	UpdateReportBatch(context.Context, *UpdateReportBatchRequest) (*UpdateReportBatchResponse, error)
 	// DeleteBatch removes a held or failed batch with its jobs and their
 	// working directories.

@@ -198,7 +198,11 @@ type GetBatchStatusRequest struct {
 	//
 	//	*GetBatchStatusRequest_BatchId
 	//	*GetBatchStatusRequest_BatchUuid
-	Batch         isGetBatchStatusRequest_Batch `protobuf_oneof:"batch"`
+	Batch isGetBatchStatusRequest_Batch `protobuf_oneof:"batch"`
+	// page_size: the objects answered at most, 1..1000, default 100.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is next_page_token of the previous answer: its next objects.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +262,20 @@ func (x *GetBatchStatusRequest) GetBatchUuid() string {
 	return ""
 }
 
+func (x *GetBatchStatusRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetBatchStatusRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type isGetBatchStatusRequest_Batch interface {
 	isGetBatchStatusRequest_Batch()
 }
@@ -281,7 +299,11 @@ type GetBatchStatusResponse struct {
 	// trace_id is the batch's trace (its submission's), empty when unknown.
 	TraceId string `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// trace_url links to it when the batcher has INGESTQ_TRACE_URL.
-	TraceUrl      string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	TraceUrl string `protobuf:"bytes,3,opt,name=trace_url,json=traceUrl,proto3" json:"trace_url,omitempty"`
+	// objects: a page of the batch's objects, one per job, by job id.
+	Objects []*ObjectStatus `protobuf:"bytes,4,rep,name=objects,proto3" json:"objects,omitempty"`
+	// next_page_token asks for the next objects; empty after the last.
+	NextPageToken string `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -337,6 +359,131 @@ func (x *GetBatchStatusResponse) GetTraceUrl() string {
 	return ""
 }
 
+func (x *GetBatchStatusResponse) GetObjects() []*ObjectStatus {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *GetBatchStatusResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ObjectStatus is one object of a batch as its depositor follows it: its
+// job, what identifies it, where it is and, once stored, what it became.
+type ObjectStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// local_ids are the depositor's own ids of the object.
+	LocalIds []string `protobuf:"bytes,2,rep,name=local_ids,json=localIds,proto3" json:"local_ids,omitempty"`
+	// state is its job's state (JOB_STATE_COMPLETED: ingested).
+	State JobState `protobuf:"varint,3,opt,name=state,proto3,enum=ingestq.v1.JobState" json:"state,omitempty"`
+	// reason, for a failed object: why (its job's message), and failed_in
+	// the stage it failed in.
+	Reason   string   `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	FailedIn JobState `protobuf:"varint,5,opt,name=failed_in,json=failedIn,proto3,enum=ingestq.v1.JobState" json:"failed_in,omitempty"`
+	// ark and version: once its version is stored (the job reached
+	// Recording), the object's ARK and the number of the version this
+	// submission made (1 for a new object; more when the object had
+	// versions before). Empty and 0 until then.
+	Ark     string `protobuf:"bytes,6,opt,name=ark,proto3" json:"ark,omitempty"`
+	Version int32  `protobuf:"varint,7,opt,name=version,proto3" json:"version,omitempty"`
+	// payload_url is where its files (or its object manifest) came from.
+	PayloadUrl    string `protobuf:"bytes,8,opt,name=payload_url,json=payloadUrl,proto3" json:"payload_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectStatus) Reset() {
+	*x = ObjectStatus{}
+	mi := &file_ingestq_v1_batch_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectStatus) ProtoMessage() {}
+
+func (x *ObjectStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_batch_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectStatus.ProtoReflect.Descriptor instead.
+func (*ObjectStatus) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_batch_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ObjectStatus) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ObjectStatus) GetLocalIds() []string {
+	if x != nil {
+		return x.LocalIds
+	}
+	return nil
+}
+
+func (x *ObjectStatus) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *ObjectStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ObjectStatus) GetFailedIn() JobState {
+	if x != nil {
+		return x.FailedIn
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *ObjectStatus) GetArk() string {
+	if x != nil {
+		return x.Ark
+	}
+	return ""
+}
+
+func (x *ObjectStatus) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ObjectStatus) GetPayloadUrl() string {
+	if x != nil {
+		return x.PayloadUrl
+	}
+	return ""
+}
+
 var File_ingestq_v1_batch_service_proto protoreflect.FileDescriptor
 
 const file_ingestq_v1_batch_service_proto_rawDesc = "" +
@@ -357,16 +504,31 @@ const file_ingestq_v1_batch_service_proto_rawDesc = "" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1d\n" +
 	"\n" +
 	"batch_uuid\x18\x02 \x01(\tR\tbatchUuid\x12 \n" +
-	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\"^\n" +
+	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\"\x9a\x01\n" +
 	"\x15GetBatchStatusRequest\x12\x1b\n" +
 	"\bbatch_id\x18\x01 \x01(\tH\x00R\abatchId\x12\x1f\n" +
 	"\n" +
-	"batch_uuid\x18\x02 \x01(\tH\x00R\tbatchUuidB\a\n" +
-	"\x05batch\"y\n" +
+	"batch_uuid\x18\x02 \x01(\tH\x00R\tbatchUuid\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageTokenB\a\n" +
+	"\x05batch\"\xd5\x01\n" +
 	"\x16GetBatchStatusResponse\x12'\n" +
 	"\x05batch\x18\x01 \x01(\v2\x11.ingestq.v1.BatchR\x05batch\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\tR\atraceId\x12\x1b\n" +
-	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl2\xa8\x01\n" +
+	"\ttrace_url\x18\x03 \x01(\tR\btraceUrl\x122\n" +
+	"\aobjects\x18\x04 \x03(\v2\x18.ingestq.v1.ObjectStatusR\aobjects\x12&\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"\x86\x02\n" +
+	"\fObjectStatus\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tlocal_ids\x18\x02 \x03(\tR\blocalIds\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x121\n" +
+	"\tfailed_in\x18\x05 \x01(\x0e2\x14.ingestq.v1.JobStateR\bfailedIn\x12\x10\n" +
+	"\x03ark\x18\x06 \x01(\tR\x03ark\x12\x18\n" +
+	"\aversion\x18\a \x01(\x05R\aversion\x12\x1f\n" +
+	"\vpayload_url\x18\b \x01(\tR\n" +
+	"payloadUrl2\xa8\x01\n" +
 	"\fBatchService\x12?\n" +
 	"\x06Submit\x12\x19.ingestq.v1.SubmitRequest\x1a\x1a.ingestq.v1.SubmitResponse\x12W\n" +
 	"\x0eGetBatchStatus\x12!.ingestq.v1.GetBatchStatusRequest\x1a\".ingestq.v1.GetBatchStatusResponseB7Z5github.com/ingestq/ingestq/proto/ingestq/v1;ingestqv1b\x06proto3"
@@ -383,31 +545,36 @@ func file_ingestq_v1_batch_service_proto_rawDescGZIP() []byte {
 	return file_ingestq_v1_batch_service_proto_rawDescData
 }
 
-var file_ingestq_v1_batch_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_ingestq_v1_batch_service_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_ingestq_v1_batch_service_proto_goTypes = []any{
 	(*SubmitRequest)(nil),          // 0: ingestq.v1.SubmitRequest
 	(*SubmitResponse)(nil),         // 1: ingestq.v1.SubmitResponse
 	(*GetBatchStatusRequest)(nil),  // 2: ingestq.v1.GetBatchStatusRequest
 	(*GetBatchStatusResponse)(nil), // 3: ingestq.v1.GetBatchStatusResponse
-	(PayloadType)(0),               // 4: ingestq.v1.PayloadType
-	(*Metadata)(nil),               // 5: ingestq.v1.Metadata
-	(SubmissionMode)(0),            // 6: ingestq.v1.SubmissionMode
-	(*Batch)(nil),                  // 7: ingestq.v1.Batch
+	(*ObjectStatus)(nil),           // 4: ingestq.v1.ObjectStatus
+	(PayloadType)(0),               // 5: ingestq.v1.PayloadType
+	(*Metadata)(nil),               // 6: ingestq.v1.Metadata
+	(SubmissionMode)(0),            // 7: ingestq.v1.SubmissionMode
+	(*Batch)(nil),                  // 8: ingestq.v1.Batch
+	(JobState)(0),                  // 9: ingestq.v1.JobState
 }
 var file_ingestq_v1_batch_service_proto_depIdxs = []int32{
-	4, // 0: ingestq.v1.SubmitRequest.payload_type:type_name -> ingestq.v1.PayloadType
-	5, // 1: ingestq.v1.SubmitRequest.metadata:type_name -> ingestq.v1.Metadata
-	6, // 2: ingestq.v1.SubmitRequest.submission_mode:type_name -> ingestq.v1.SubmissionMode
-	7, // 3: ingestq.v1.GetBatchStatusResponse.batch:type_name -> ingestq.v1.Batch
-	0, // 4: ingestq.v1.BatchService.Submit:input_type -> ingestq.v1.SubmitRequest
-	2, // 5: ingestq.v1.BatchService.GetBatchStatus:input_type -> ingestq.v1.GetBatchStatusRequest
-	1, // 6: ingestq.v1.BatchService.Submit:output_type -> ingestq.v1.SubmitResponse
-	3, // 7: ingestq.v1.BatchService.GetBatchStatus:output_type -> ingestq.v1.GetBatchStatusResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 0: ingestq.v1.SubmitRequest.payload_type:type_name -> ingestq.v1.PayloadType
+	6, // 1: ingestq.v1.SubmitRequest.metadata:type_name -> ingestq.v1.Metadata
+	7, // 2: ingestq.v1.SubmitRequest.submission_mode:type_name -> ingestq.v1.SubmissionMode
+	8, // 3: ingestq.v1.GetBatchStatusResponse.batch:type_name -> ingestq.v1.Batch
+	4, // 4: ingestq.v1.GetBatchStatusResponse.objects:type_name -> ingestq.v1.ObjectStatus
+	9, // 5: ingestq.v1.ObjectStatus.state:type_name -> ingestq.v1.JobState
+	9, // 6: ingestq.v1.ObjectStatus.failed_in:type_name -> ingestq.v1.JobState
+	0, // 7: ingestq.v1.BatchService.Submit:input_type -> ingestq.v1.SubmitRequest
+	2, // 8: ingestq.v1.BatchService.GetBatchStatus:input_type -> ingestq.v1.GetBatchStatusRequest
+	1, // 9: ingestq.v1.BatchService.Submit:output_type -> ingestq.v1.SubmitResponse
+	3, // 10: ingestq.v1.BatchService.GetBatchStatus:output_type -> ingestq.v1.GetBatchStatusResponse
+	9, // [9:11] is the sub-list for method output_type
+	7, // [7:9] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_batch_service_proto_init() }
@@ -426,7 +593,7 @@ func file_ingestq_v1_batch_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_batch_service_proto_rawDesc), len(file_ingestq_v1_batch_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,7 +41,9 @@ type BatchServiceClient interface {
 	// submitted before is AlreadyExists.
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
 	// GetBatchStatus reports a batch, found by its bid or by the submitter's
-	// batch uuid: its state, its job counts and its last report.
+	// batch uuid: its state, its job counts, its last report, and a page of
+	// its objects (each job's local ids, state, why it failed, and once its
+	// version is stored its ARK and the version's number).
 	GetBatchStatus(ctx context.Context, in *GetBatchStatusRequest, opts ...grpc.CallOption) (*GetBatchStatusResponse, error)
 }
 
@@ -91,7 +93,9 @@ type BatchServiceServer interface {
 	// submitted before is AlreadyExists.
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
 	// GetBatchStatus reports a batch, found by its bid or by the submitter's
-	// batch uuid: its state, its job counts and its last report.
+	// batch uuid: its state, its job counts, its last report, and a page of
+	// its objects (each job's local ids, state, why it failed, and once its
+	// version is stored its ARK and the version's number).
 	GetBatchStatus(context.Context, *GetBatchStatusRequest) (*GetBatchStatusResponse, error)
 	mustEmbedUnimplementedBatchServiceServer()
 }

@@ -68,7 +68,10 @@ func (r *SubmitRequest) Validate() error {
 
 // Validate requires exactly one well-formed selector.
 func (r *GetBatchStatusRequest) Validate() error {
-	return validBatchSelector(r.GetBatchId(), r.GetBatchUuid(), r.GetBatch() != nil)
+	if err := validBatchSelector(r.GetBatchId(), r.GetBatchUuid(), r.GetBatch() != nil); err != nil {
+		return err
+	}
+	return validPaging(r.GetPageSize(), MaxJobPageSize, r.GetPageToken())
 }
 
 func validBatchSelector(bid, uuid string, set bool) error {

@@ -1405,10 +1405,14 @@ func (x *ManifestFile) GetName() string {
 
 // Manifest lists the files of one object. ingestq keeps it beside the job
 // (/jobs/JID/manifest, a node of ours that peers ignore) so that every later
-// stage knows each file, its size and its digest.
+// stage knows each file, its size and its digest. A list longer than a few
+// kilobytes is kept in a file of the job's working folder instead, which
+// the node names (kept, files empty): nothing per file of a large object
+// is kept in ZooKeeper.
 type Manifest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Files         []*ManifestFile        `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"` // files
+	Kept          *KeptFileList          `protobuf:"bytes,2,opt,name=kept,proto3" json:"kept,omitempty"`   // kept
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1450,6 +1454,83 @@ func (x *Manifest) GetFiles() []*ManifestFile {
 	return nil
 }
 
+func (x *Manifest) GetKept() *KeptFileList {
+	if x != nil {
+		return x.Kept
+	}
+	return nil
+}
+
+// KeptFileList is a job's file list kept in its working folder: the file
+// holds the list as the manifest node would ({"files":[…]}).
+type KeptFileList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`     // name: the file's name in the working folder
+	Sha256        string                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"` // sha256: of the file's bytes, lower-case hex
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`  // bytes: the file's size
+	Files         int64                  `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`  // files: how many files it lists
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeptFileList) Reset() {
+	*x = KeptFileList{}
+	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeptFileList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeptFileList) ProtoMessage() {}
+
+func (x *KeptFileList) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeptFileList.ProtoReflect.Descriptor instead.
+func (*KeptFileList) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *KeptFileList) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KeptFileList) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *KeptFileList) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *KeptFileList) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
 // Job is everything under /jobs/JID.
 type Job struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1476,7 +1557,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1569,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[14]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1582,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Job) GetId() string {
@@ -1607,7 +1688,7 @@ type InFlightJob struct {
 
 func (x *InFlightJob) Reset() {
 	*x = InFlightJob{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1700,7 @@ func (x *InFlightJob) String() string {
 func (*InFlightJob) ProtoMessage() {}
 
 func (x *InFlightJob) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[15]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1713,7 @@ func (x *InFlightJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InFlightJob.ProtoReflect.Descriptor instead.
 func (*InFlightJob) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InFlightJob) GetJobId() string {
@@ -1684,7 +1765,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1777,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1790,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1913,9 +1994,15 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"hash_value\x18\x03 \x01(\tR\thashValue\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x03R\x04size\x12#\n" +
 	"\rlast_modified\x18\x05 \x01(\tR\flastModified\x12\x12\n" +
-	"\x04name\x18\x06 \x01(\tR\x04name\":\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\"h\n" +
 	"\bManifest\x12.\n" +
-	"\x05files\x18\x01 \x03(\v2\x18.ingestq.v1.ManifestFileR\x05files\"\xa9\x04\n" +
+	"\x05files\x18\x01 \x03(\v2\x18.ingestq.v1.ManifestFileR\x05files\x12,\n" +
+	"\x04kept\x18\x02 \x01(\v2\x18.ingestq.v1.KeptFileListR\x04kept\"f\n" +
+	"\fKeptFileList\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12\x14\n" +
+	"\x05files\x18\x04 \x01(\x03R\x05files\"\xa9\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03bid\x18\x02 \x01(\tR\x03bid\x12\x1a\n" +
@@ -2005,7 +2092,7 @@ func file_ingestq_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_ingestq_v1_queue_proto_goTypes = []any{
 	(JobState)(0),                 // 0: ingestq.v1.JobState
 	(BatchState)(0),               // 1: ingestq.v1.BatchState
@@ -2025,54 +2112,56 @@ var file_ingestq_v1_queue_proto_goTypes = []any{
 	(*Inventory)(nil),             // 15: ingestq.v1.Inventory
 	(*ManifestFile)(nil),          // 16: ingestq.v1.ManifestFile
 	(*Manifest)(nil),              // 17: ingestq.v1.Manifest
-	(*Job)(nil),                   // 18: ingestq.v1.Job
-	(*InFlightJob)(nil),           // 19: ingestq.v1.InFlightJob
-	(*WorkerInfo)(nil),            // 20: ingestq.v1.WorkerInfo
-	nil,                           // 21: ingestq.v1.WorkerInfo.OutcomesEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*KeptFileList)(nil),          // 18: ingestq.v1.KeptFileList
+	(*Job)(nil),                   // 19: ingestq.v1.Job
+	(*InFlightJob)(nil),           // 20: ingestq.v1.InFlightJob
+	(*WorkerInfo)(nil),            // 21: ingestq.v1.WorkerInfo
+	nil,                           // 22: ingestq.v1.WorkerInfo.OutcomesEntry
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
 }
 var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	2,  // 0: ingestq.v1.Submission.type:type_name -> ingestq.v1.PayloadType
 	3,  // 1: ingestq.v1.Submission.submission_mode:type_name -> ingestq.v1.SubmissionMode
 	4,  // 2: ingestq.v1.Submission.metadata:type_name -> ingestq.v1.Metadata
-	22, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
+	23, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
 	1,  // 4: ingestq.v1.BatchStatus.status:type_name -> ingestq.v1.BatchState
-	22, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
-	22, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
+	23, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
+	23, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
 	5,  // 7: ingestq.v1.Batch.submission:type_name -> ingestq.v1.Submission
 	6,  // 8: ingestq.v1.Batch.status:type_name -> ingestq.v1.BatchStatus
 	7,  // 9: ingestq.v1.Batch.status_report:type_name -> ingestq.v1.StatusReport
 	8,  // 10: ingestq.v1.Batch.counts:type_name -> ingestq.v1.BatchJobCounts
 	0,  // 11: ingestq.v1.JobStatus.status:type_name -> ingestq.v1.JobState
-	22, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
+	23, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
 	0,  // 13: ingestq.v1.JobStatus.last_successful_status:type_name -> ingestq.v1.JobState
 	11, // 14: ingestq.v1.JobStatus.history:type_name -> ingestq.v1.JobStateChange
-	22, // 15: ingestq.v1.JobStateChange.at:type_name -> google.protobuf.Timestamp
+	23, // 15: ingestq.v1.JobStateChange.at:type_name -> google.protobuf.Timestamp
 	0,  // 16: ingestq.v1.JobStateChange.from:type_name -> ingestq.v1.JobState
 	0,  // 17: ingestq.v1.JobStateChange.to:type_name -> ingestq.v1.JobState
-	23, // 18: ingestq.v1.JobStateChange.in_state:type_name -> google.protobuf.Duration
+	24, // 18: ingestq.v1.JobStateChange.in_state:type_name -> google.protobuf.Duration
 	2,  // 19: ingestq.v1.JobConfiguration.payload_type:type_name -> ingestq.v1.PayloadType
 	3,  // 20: ingestq.v1.JobConfiguration.submission_mode:type_name -> ingestq.v1.SubmissionMode
 	16, // 21: ingestq.v1.Manifest.files:type_name -> ingestq.v1.ManifestFile
-	12, // 22: ingestq.v1.Job.configuration:type_name -> ingestq.v1.JobConfiguration
-	13, // 23: ingestq.v1.Job.identifiers:type_name -> ingestq.v1.Identifiers
-	4,  // 24: ingestq.v1.Job.metadata:type_name -> ingestq.v1.Metadata
-	14, // 25: ingestq.v1.Job.store:type_name -> ingestq.v1.Store
-	15, // 26: ingestq.v1.Job.inventory:type_name -> ingestq.v1.Inventory
-	10, // 27: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
-	17, // 28: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
-	0,  // 29: ingestq.v1.Job.failing_stage:type_name -> ingestq.v1.JobState
-	22, // 30: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
-	22, // 31: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
-	22, // 32: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
-	19, // 33: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
-	21, // 34: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	18, // 22: ingestq.v1.Manifest.kept:type_name -> ingestq.v1.KeptFileList
+	12, // 23: ingestq.v1.Job.configuration:type_name -> ingestq.v1.JobConfiguration
+	13, // 24: ingestq.v1.Job.identifiers:type_name -> ingestq.v1.Identifiers
+	4,  // 25: ingestq.v1.Job.metadata:type_name -> ingestq.v1.Metadata
+	14, // 26: ingestq.v1.Job.store:type_name -> ingestq.v1.Store
+	15, // 27: ingestq.v1.Job.inventory:type_name -> ingestq.v1.Inventory
+	10, // 28: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
+	17, // 29: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
+	0,  // 30: ingestq.v1.Job.failing_stage:type_name -> ingestq.v1.JobState
+	23, // 31: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
+	23, // 32: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
+	23, // 33: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
+	20, // 34: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
+	22, // 35: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_queue_proto_init() }
@@ -2086,7 +2175,7 @@ func file_ingestq_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_queue_proto_rawDesc), len(file_ingestq_v1_queue_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -17,6 +17,12 @@ const (
 	// MaxLeaseWait bounds how long one Lease call may wait; the server
 	// waits at most this long whatever the request says.
 	MaxLeaseWait = 10 * time.Minute
+	// LeaseInterval is the recorder's default INGESTQ_LEASE_MAX_WAIT, the
+	// longest one Lease call waits for a job: an inventory that leases
+	// asks again at least that often. Jobs that wait in Recording longer,
+	// none leased, while the recorder takes jobs only when asked, make
+	// GetQueue call the stage stalled: no inventory is leasing.
+	LeaseInterval = time.Minute
 	// MaxLeaseIDBytes bounds a lease id (ids handed out are 32 hex digits).
 	MaxLeaseIDBytes = 64
 	// MaxRecordingMessageBytes bounds a Fail message.

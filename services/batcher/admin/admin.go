@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,9 @@ type Server struct {
 	// Retention is how long a completed batch is kept (INGESTQ_RETENTION):
 	// GetAggregates' daily counts go that far back unless asked otherwise.
 	Retention time.Duration
+	// Now is the clock GetQueue tells how long jobs have waited by (nil:
+	// time.Now).
+	Now func() time.Time
 
 	once    sync.Once
 	clients clients
@@ -125,34 +129,77 @@ func (s *Server) GetQueue(ctx context.Context, _ *v1.GetQueueRequest) (*v1.GetQu
 	for _, st := range queue.BatchStates() {
 		resp.BatchesByState[queue.BatchStateName(st)] = int32(fig.Batches[st])
 	}
+	now := s.now()
 	for _, st := range queue.JobStates() {
 		if _, stage := fig.Workers[st]; stage {
-			resp.Stages = append(resp.Stages, stageHealth(st, fig, workers))
+			resp.Stages = append(resp.Stages, stageHealth(st, fig, workers, now))
 		}
 	}
 	return resp, nil
 }
 
-// stageHealth is the stage taking jobs from st at a glance: a stage with
-// jobs waiting and no worker to take them is stalled.
-func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInfo) *v1.StageHealth {
-	var registered, active, inFlight int32
+// now is the server's clock.
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// stageHealth is the stage taking jobs from st at a glance. A stage is
+// stalled when jobs wait and no active worker takes them; a stage whose
+// active replicas take jobs only when asked (the recorder's, for an
+// inventory's leases) is stalled too when jobs wait, none is leased, and
+// the oldest has waited longer than v1.LeaseInterval: no inventory asks.
+func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInfo, now time.Time) *v1.StageHealth {
+	name := queue.JobStateName(st)
+	var registered, active, onDemand, inFlight int32
+	var paused, draining int
 	for _, w := range workers {
-		if w.GetStage() != queue.JobStateName(st) {
+		if w.GetStage() != name {
 			continue
 		}
 		registered++
 		inFlight += int32(len(w.GetInFlight()))
-		if !w.GetPaused() && !w.GetDraining() {
+		switch {
+		case w.GetDraining():
+			draining++
+		case w.GetPaused():
+			paused++
+		default:
 			active++
+			if w.GetConcurrency() == 0 {
+				onDemand++
+			}
 		}
 	}
 	waiting := max(int32(fig.Jobs[st])-inFlight, 0)
 	h := &v1.StageHealth{State: st, Waiting: new(waiting), InFlight: new(inFlight), Workers: new(registered),
-		ActiveWorkers: new(active), Stalled: new(waiting > 0 && active == 0)}
-	if t, ok := fig.Oldest[st]; ok {
-		h.Oldest = timestamppb.New(t)
+		ActiveWorkers: new(active), Stalled: new(false)}
+	oldest, hasOldest := fig.Oldest[st]
+	if hasOldest {
+		h.Oldest = timestamppb.New(oldest)
 	}
+	switch {
+	case waiting == 0:
+	case registered == 0:
+		h.Reason = fmt.Sprintf("%d job(s) wait in %s and no replica taking jobs from it is registered: start one", waiting, name)
+	case active == 0:
+		var idle []string
+		if paused > 0 {
+			idle = append(idle, fmt.Sprintf("%d paused", paused))
+		}
+		if draining > 0 {
+			idle = append(idle, fmt.Sprintf("%d draining", draining))
+		}
+		h.Reason = fmt.Sprintf("%d job(s) wait in %s and none of its %d replica(s) takes them (%s): resume one (StageService/Resume, or the console's workers table), or start one",
+			waiting, name, registered, strings.Join(idle, ", "))
+	case onDemand == active && inFlight == 0 && hasOldest && now.Sub(oldest) > v1.LeaseInterval:
+		h.Reason = fmt.Sprintf("%d job(s) wait in %s and none has been leased for over %s: no inventory is leasing them (RecordingService/Lease); "+
+			"the built-in recorder is off (INGESTQ_RECORDER_BUILTIN=false), so start the inventory's client, or turn the built-in recorder on",
+			waiting, name, v1.LeaseInterval)
+	}
+	h.Stalled = new(h.Reason != "")
 	return h
 }
 
@@ -335,7 +382,11 @@ func (s *Server) GetBatch(ctx context.Context, req *v1.GetBatchRequest) (*v1.Get
 		r.FailedJobsTotal, r.SuccessfulJobsTotal = int32(failed), int32(successful)
 	}
 	tp := b.GetSubmission().GetTraceparent()
-	return &v1.GetBatchResponse{Batch: b, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp)}, nil
+	actions, err := s.batchActions(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return &v1.GetBatchResponse{Batch: b, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp), Actions: actions}, nil
 }
 
 // lookupBatch reads a batch by bid, or by batch uuid when bid is empty.
@@ -385,8 +436,18 @@ func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobR
 		}
 	}
 	tp := cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
-	return &v1.GetJobResponse{Job: answer(j), TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp),
-		ResumeState: queue.ResumeState(j.GetStatus().GetLastSuccessfulStatus())}, nil
+	resp := &v1.GetJobResponse{Job: answer(j), TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp),
+		ResumeState: queue.ResumeState(j.GetStatus().GetLastSuccessfulStatus())}
+	if j.GetStatus().GetStatus() == queue.Failed {
+		resp.RequeueStates = queue.RequeueStates(j.GetStatus().GetLastSuccessfulStatus(), j.GetStore() != nil, j.GetInventory() != nil)
+	}
+	if resp.Actions, err = s.jobActions(ctx, j, resp.GetRequeueStates()); err != nil {
+		return nil, err
+	}
+	if resp.Waiting, err = s.jobWaiting(ctx, j); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // ListJobs lists jobs by state or batch.

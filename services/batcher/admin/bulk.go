@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -88,8 +89,23 @@ func (s *Server) BulkAction(ctx context.Context, req *v1.BulkActionRequest) (*v1
 	}
 	resp.JobIds = jids
 	if req.GetDryRun() {
+		held := map[string]bool{} // by collection, read once
 		for _, j := range matched {
-			resp.Results = append(resp.Results, bulkResult(j))
+			r := bulkResult(j)
+			if m := j.GetConfiguration().GetCollection(); req.GetVerb() == v1.BulkVerb_BULK_VERB_RELEASE && m != "" {
+				h, ok := held[m]
+				if !ok {
+					if h, err = s.collectionHeld(ctx, m); err != nil {
+						return nil, err
+					}
+					held[m] = h
+				}
+				if h {
+					r.Code = codes.FailedPrecondition.String()
+					r.Error = fmt.Sprintf("its collection %s is held: release the collection first, which releases the job with it", m)
+				}
+			}
+			resp.Results = append(resp.Results, r)
 		}
 		return resp, nil
 	}

@@ -12,7 +12,7 @@ import (
 // GetStateRules describes each job and batch state by what the methods of
 // this server accept for an item in it, from the queue's state machine.
 func (s *Server) GetStateRules(context.Context, *v1.GetStateRulesRequest) (*v1.GetStateRulesResponse, error) {
-	resp := &v1.GetStateRulesResponse{}
+	resp := &v1.GetStateRulesResponse{VerifyObjects: s.Store.Root != "" || s.Store.Bucket != ""}
 	verbs := []v1.BulkVerb{v1.BulkVerb_BULK_VERB_REQUEUE, v1.BulkVerb_BULK_VERB_HOLD, v1.BulkVerb_BULK_VERB_RELEASE,
 		v1.BulkVerb_BULK_VERB_FAIL, v1.BulkVerb_BULK_VERB_DELETE, v1.BulkVerb_BULK_VERB_REPRIORITIZE}
 	for _, st := range queue.JobStates() {

@@ -35,6 +35,10 @@ type batchLive struct {
 	Segments map[string]segment `json:"segments"`
 	// ReportDiffers: the last report's figures are not the live counts.
 	ReportDiffers bool `json:"report_differs"`
+	// Actions are the batch's actions now, as its page's forms show them;
+	// NoAction: its state takes none.
+	Actions  actions `json:"actions"`
+	NoAction bool    `json:"no_action"`
 }
 
 func (c *Console) liveBatch(w http.ResponseWriter, r *http.Request) {
@@ -47,10 +51,11 @@ func (c *Console) liveBatch(w http.ResponseWriter, r *http.Request) {
 	segs, total := progress(b.GetCounts())
 	live := batchLive{ID: b.GetId(), State: batchStateName(b.GetStatus().GetStatus()), Message: b.GetStatus().GetMessage(),
 		Modified: when(b.GetStatus().GetLastModified()), Total: total, Segments: map[string]segment{},
-		ReportDiffers: reportDiffers(b.GetStatusReport(), b.GetCounts())}
+		ReportDiffers: reportDiffers(b.GetStatusReport(), b.GetCounts()), Actions: newBatchActionViews(resp.GetActions())}
 	for _, s := range segs {
 		live.Segments[s.Name] = s
 	}
+	live.NoAction = len(live.Actions) == 0
 	writeJSON(w, http.StatusOK, live)
 }
 

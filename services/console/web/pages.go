@@ -56,6 +56,12 @@ type queueView struct {
 	Held        []string         `json:"held_collections"`
 	Workers     []workerView     `json:"workers"`
 	AsOf        string           `json:"as_of"`
+	// Attention is what needs an operator, most pressing first: the
+	// strip at the top of the page; Attend says that it has any, Calm
+	// that the queue runs and nothing needs an operator.
+	Attention []attentionItem `json:"attention"`
+	Attend    bool            `json:"attend"`
+	Calm      bool            `json:"calm"`
 	// Controls: the console can reach the replicas (StageCredentials).
 	Controls bool `json:"-"`
 }
@@ -74,9 +80,70 @@ type stageView struct {
 	Workers  string `json:"workers"` // "1 of 2 active"
 	Oldest   string `json:"oldest"`  // the oldest job's age, "—" for none
 	// Status is "stalled" (jobs wait, no active worker), "working" or
-	// "idle"; Summary says it in a line.
+	// "idle"; Summary says it in a line; Stalled and Reason are the
+	// batcher's word on a stall (why, and what to do).
 	Status  string `json:"status"`
 	Summary string `json:"summary"`
+	Stalled bool   `json:"stalled"`
+	Reason  string `json:"reason"`
+	// registered and active count the stage's replicas.
+	registered, active int32
+}
+
+// attentionItem is one thing that needs an operator: what it is, and a
+// link to where it is dealt with.
+type attentionItem struct {
+	Kind string `json:"kind"` // stalled, held-collection, failed-batches, failed-jobs, held-batches, held-jobs, paused-replica
+	Text string `json:"text"`
+	Href string `json:"href"`
+	Do   string `json:"do"` // the link's words: what to do there
+}
+
+// attention lists what needs an operator in q, most pressing first:
+// stalled stages (nothing moves there), held collections, failed batches
+// and jobs (depositors told of failures), held batches and jobs, then
+// replicas paused or draining whose stage still works.
+func attention(q *queueView) []attentionItem {
+	items := []attentionItem{}
+	for _, st := range q.Stages {
+		if !st.Stalled {
+			continue
+		}
+		it := attentionItem{Kind: "stalled", Text: "Stalled: " + cmp.Or(st.Reason, st.Summary) + ".",
+			Href: "/jobs?state=" + url.QueryEscape(st.Name), Do: "See the jobs waiting"}
+		if st.registered > 0 && st.active == 0 {
+			it.Href, it.Do = "#workers", "Resume a replica in the workers table"
+		}
+		items = append(items, it)
+	}
+	for _, m := range q.Held {
+		items = append(items, attentionItem{Kind: "held-collection",
+			Text: "Held collection " + m + ": its pending batches and jobs go to Held and wait there.",
+			Href: "#held", Do: "Release it under Collections on hold"})
+	}
+	count := func(n int32, kind, text, href, do string) {
+		if n > 0 {
+			items = append(items, attentionItem{Kind: kind, Text: fmt.Sprintf(text, n), Href: href, Do: do})
+		}
+	}
+	count(q.BatchCounts["Failed"], "failed-batches", "%d batch(es) failed: their depositors were told.",
+		"/batches?status=Failed", "Troubleshoot their failed jobs, then send each batch an update report")
+	count(q.Counts["Failed"], "failed-jobs", "%d job(s) failed.",
+		"/jobs?state=Failed", "See why each failed; fix the cause and requeue, or delete")
+	count(q.BatchCounts["Held"], "held-batches", "%d batch(es) held.", "/batches?status=Held", "Release or delete them")
+	count(q.Counts["Held"], "held-jobs", "%d job(s) held.", "/jobs?state=Held", "Release or delete them")
+	stalled := map[string]bool{}
+	for _, st := range q.Stages {
+		stalled[st.Name] = st.Stalled
+	}
+	for _, w := range q.Workers {
+		if w.State != "working" && !stalled[w.Stage] {
+			items = append(items, attentionItem{Kind: "paused-replica",
+				Text: fmt.Sprintf("Replica %s (%s) is %s: it takes no new job.", w.ID, w.Stage, w.State),
+				Href: "#workers", Do: "Resume it in the workers table"})
+		}
+	}
+	return items
 }
 
 func newStageView(h *v1.StageHealth, now time.Time) stageView {
@@ -91,6 +158,8 @@ func newStageView(h *v1.StageHealth, now time.Time) stageView {
 	case h.GetWaiting()+h.GetInFlight() > 0:
 		v.Status = "working"
 	}
+	v.Stalled, v.Reason = h.GetStalled(), h.GetReason()
+	v.registered, v.active = h.GetWorkers(), h.GetActiveWorkers()
 	v.Summary = fmt.Sprintf("%s: %d waiting, %d in flight, %d active worker(s) of %d", v.Name, v.Waiting, v.InFlight,
 		h.GetActiveWorkers(), h.GetWorkers())
 	if v.Oldest != "—" {
@@ -158,6 +227,9 @@ func newQueueView(resp *v1.GetQueueResponse, r *rules, now time.Time) *queueView
 		q.BatchCounts[name] = resp.GetBatchesByState()[name]
 	}
 	q.Workers = workerViews(resp.GetWorkers(), q.Paused, now)
+	q.Attention = attention(q)
+	q.Attend = len(q.Attention) > 0
+	q.Calm = q.Running && !q.Attend
 	return q
 }
 
@@ -253,20 +325,28 @@ type batchView struct {
 	ReportDiffers bool
 	// Confirm is the warning the delete button asks the operator to accept.
 	Confirm string
-	// Actions say in which states each action's form applies.
-	Actions batchActions
+	// Actions are the batch's actions as GetBatch answers them (a list of
+	// batches has none); NoAction: its state takes none.
+	Actions  actions
+	NoAction bool
 }
 
-// batchActions name, space-separated, the batch states each action takes,
-// as the batcher's rules say.
-type batchActions struct {
-	Release, UpdateReport, Delete string
-}
+// batchActionNames are the batch page's actions by their form names.
+var batchActionNames = map[v1.BatchAction]string{v1.BatchAction_BATCH_ACTION_RELEASE: "release",
+	v1.BatchAction_BATCH_ACTION_UPDATE_REPORT: "update-report", v1.BatchAction_BATCH_ACTION_DELETE: "delete"}
 
-func newBatchActions(r *rules) batchActions {
-	return batchActions{Release: r.batchStatesFor(v1.BatchAction_BATCH_ACTION_RELEASE),
-		UpdateReport: r.batchStatesFor(v1.BatchAction_BATCH_ACTION_UPDATE_REPORT),
-		Delete:       r.batchStatesFor(v1.BatchAction_BATCH_ACTION_DELETE)}
+// batchActionLabels are the batch page's actions in the order its forms come.
+var batchActionLabels = []actionLabel{{"release", "Release"}, {"update-report", "Update report"}, {"delete", "Delete"}}
+
+// newBatchActionViews are the actions of a GetBatch answer.
+func newBatchActionViews(states []*v1.BatchActionState) actions {
+	out := actions{}
+	for _, a := range states {
+		if name, ok := batchActionNames[a.GetAction()]; ok {
+			out[name] = actionView{Applies: a.GetApplies(), Reason: a.GetReason()}
+		}
+	}
+	return out
 }
 
 type reportView struct {
@@ -293,7 +373,7 @@ func newBatchView(b *v1.Batch, r *rules) *batchView {
 		Collection: sub.GetCollection(), PayloadURL: sub.GetPayloadUrl(), PayloadType: payloadTypeName(sub.GetType()),
 		Metadata: sub.GetMetadata(), Submitted: when(sub.GetSubmissionDate()), Traceparent: sub.GetTraceparent(),
 		State: batchStateName(b.GetStatus().GetStatus()), Message: b.GetStatus().GetMessage(),
-		Modified: when(b.GetStatus().GetLastModified()), Locked: b.GetLocked(), Counts: b.GetCounts(), Actions: newBatchActions(r)}
+		Modified: when(b.GetStatus().GetLastModified()), Locked: b.GetLocked(), Counts: b.GetCounts()}
 	bv.Mode = submissionMode(sub.GetSubmissionMode())
 	bv.Segments, bv.Total = progress(b.GetCounts())
 	if rep := b.GetStatusReport(); rep != nil {
@@ -425,6 +505,8 @@ func (c *Console) batchesPage(w http.ResponseWriter, r *http.Request) {
 type batchPageView struct {
 	Batch *batchView
 	Jobs  jobListView
+	// ActionLabels name the batch's actions, for the reasons beside them.
+	ActionLabels []actionLabel
 }
 
 func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
@@ -453,8 +535,11 @@ func (c *Console) batchPage(w http.ResponseWriter, r *http.Request) {
 	v := c.pageView(w, r, "Batch "+bid, "batches")
 	bv := newBatchView(resp.GetBatch(), rules)
 	bv.TraceID, bv.TraceURL = resp.GetTraceId(), resp.GetTraceUrl()
-	v.Data = batchPageView{Batch: bv,
-		Jobs: newJobList(jobs, url.Values{"size": sizeParam(size)}, batchURL(bid), after)}
+	bv.Actions = newBatchActionViews(resp.GetActions())
+	bv.NoAction = len(bv.Actions) == 0
+	list := newJobList(jobs, url.Values{"size": sizeParam(size)}, batchURL(bid), after)
+	list.InBatch = true
+	v.Data = batchPageView{Batch: bv, Jobs: list, ActionLabels: batchActionLabels}
 	v.Live = "/api/batches/" + bid
 	c.render(w, r, http.StatusOK, "batch", v)
 }
@@ -505,6 +590,9 @@ type jobListView struct {
 	First string // this list's first page
 	Next  string // the next page, "" on the last
 	Paged bool   // this is not the first page
+	// InBatch: the list is one batch's, on its page: no column repeats
+	// its id.
+	InBatch bool
 }
 
 func newJobList(resp *v1.ListJobsResponse, params url.Values, base, after string) jobListView {
@@ -611,9 +699,10 @@ func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "jobs", v)
 }
 
-// pageActions are the actions the job page offers a form for.
-var pageActions = []v1.BulkVerb{v1.BulkVerb_BULK_VERB_HOLD, v1.BulkVerb_BULK_VERB_RELEASE, v1.BulkVerb_BULK_VERB_REQUEUE,
-	v1.BulkVerb_BULK_VERB_FAIL, v1.BulkVerb_BULK_VERB_DELETE}
+// pageActions are the actions the job page offers a form for, by the
+// form's name.
+var pageActions = map[v1.BulkVerb]string{v1.BulkVerb_BULK_VERB_HOLD: "hold", v1.BulkVerb_BULK_VERB_RELEASE: "release",
+	v1.BulkVerb_BULK_VERB_REQUEUE: "requeue", v1.BulkVerb_BULK_VERB_FAIL: "fail", v1.BulkVerb_BULK_VERB_DELETE: "delete"}
 
 // jobView is the job page: every node of the job.
 type jobView struct {
@@ -625,32 +714,66 @@ type jobView struct {
 	Raw         string // the Job message as protojson
 	BatchState  string // "" when the batch could not be read
 	BatchNote   string // why not
-	// Which states each action applies in, for the forms' data-states.
-	HoldIn, ReleaseIn, RequeueIn, FailIn, DeleteIn string
-	// NoActionIn are the states no action applies in.
-	NoActionIn string
-	// Current state, to render the applicable forms visible.
+	// State is the job's state now.
 	State         string
-	ResumeStates  []string
 	DeleteConfirm string
-	// History is the job's timeline, oldest first; HistoryDropped the
-	// older changes no longer kept.
-	History        []historyRow
-	HistoryDropped int32
+	// RereadsManifest: a requeue to Pending or Estimating reads the job's
+	// object manifest again.
+	RereadsManifest bool
+	// Verify: the batcher reads stored versions (VerifyObject applies);
 	// VerifyVersion is the version of the job's ARK its Verify button
 	// checks: its inventory's, "" for the latest.
+	Verify        bool
 	VerifyVersion string
+	// ActionLabels name the page's actions, for the reasons beside them.
+	ActionLabels []actionLabel
+}
+
+// actionLabel is an action's form name and its label.
+type actionLabel struct{ Name, Label string }
+
+// jobActionLabels are the job page's actions in the order its forms come.
+var jobActionLabels = []actionLabel{{"requeue", "Requeue"}, {"hold", "Hold"}, {"release", "Release"}, {"fail", "Fail"}, {"delete", "Delete"}}
+
+// actionView is one action on a job or batch as its page offers it: the
+// form is shown where it applies, the reason (when the batcher gives one)
+// beside where it does not yet.
+type actionView struct {
+	Applies bool   `json:"applies"`
+	Reason  string `json:"reason"`
+}
+
+// actions are an item's actions by form name ("release"): those its
+// state takes.
+type actions map[string]actionView
+
+// Offers reports whether the page offers the action named (its form shown).
+func (a actions) Offers(name string) bool { return a[name].Applies }
+
+// Why is why the action named does not apply yet ("" when it does, or
+// the item's state does not take it).
+func (a actions) Why(name string) string {
+	if v := a[name]; !v.Applies {
+		return v.Reason
+	}
+	return ""
 }
 
 // historyRow is one state change of a job's timeline.
 type historyRow struct {
-	At, From, To, Worker, InState, Message string
+	At      string `json:"at"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Worker  string `json:"worker"`
+	InState string `json:"in_state"`
+	Message string `json:"message"`
 }
 
 func newHistory(st *v1.JobStatus) []historyRow {
-	var rows []historyRow
+	rows := []historyRow{}
 	for _, h := range st.GetHistory() {
-		r := historyRow{At: when(h.GetAt()), From: "created", To: jobStateName(h.GetTo()), Worker: h.GetWorker(), Message: h.GetMessage()}
+		r := historyRow{At: when(h.GetAt()), From: "created", To: jobStateName(h.GetTo()), Worker: h.GetWorker(), Message: h.GetMessage(),
+			InState: "—"}
 		if h.GetFrom() != v1.JobState_JOB_STATE_UNSPECIFIED {
 			r.From = jobStateName(h.GetFrom())
 		}
@@ -682,6 +805,18 @@ type jobLive struct {
 	Store     manifestRef       `json:"store"`
 	Inventory manifestRef       `json:"inventory"`
 	Metadata  map[string]string `json:"metadata"`
+	// Actions are the page's actions the job's state takes, by form name;
+	// NoAction: it takes none. RequeueStates are where a requeue may
+	// resume it.
+	Actions       actions  `json:"actions"`
+	NoAction      bool     `json:"no_action"`
+	RequeueStates []string `json:"requeue_states"`
+	// Waiting says why no stage works on the job ("" when one does or may).
+	Waiting string `json:"waiting"`
+	// History is the job's timeline, oldest first; HistoryDropped the
+	// older changes no longer kept.
+	History        []historyRow `json:"history"`
+	HistoryDropped int32        `json:"history_dropped"`
 }
 
 // manifestRef is a store or inventory node as the job page shows it: its
@@ -731,7 +866,7 @@ func newJobLive(resp *v1.GetJobResponse) jobLive {
 	if j.GetLocked() {
 		locked = "yes: a stage is working on it"
 	}
-	return jobLive{ID: j.GetId(), State: stateName(st.GetStatus()), LastSuccessful: stateName(st.GetLastSuccessfulStatus()),
+	l := jobLive{ID: j.GetId(), State: stateName(st.GetStatus()), LastSuccessful: stateName(st.GetLastSuccessfulStatus()),
 		Resume: stateName(resp.GetResumeState()), RetryCount: st.GetRetryCount(),
 		Priority: j.GetPriority(), SpaceNeeded: humanBytes(j.GetSpaceNeeded()), Message: st.GetMessage(),
 		Modified: when(st.GetLastModified()), Locked: locked,
@@ -740,7 +875,19 @@ func newJobLive(resp *v1.GetJobResponse) jobLive {
 		Store:     storeRef(j),
 		Inventory: newManifestRef(j.GetInventory().GetMode(), j.GetInventory().GetVersion(), j.GetInventory().GetManifestUrl(), false),
 		Metadata: map[string]string{"who": j.GetMetadata().GetWho(), "what": j.GetMetadata().GetWhat(),
-			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()}}
+			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()},
+		Actions: actions{}, RequeueStates: []string{}, Waiting: resp.GetWaiting(),
+		History: newHistory(st), HistoryDropped: st.GetHistoryDropped()}
+	for _, a := range resp.GetActions() {
+		if name, ok := pageActions[a.GetVerb()]; ok {
+			l.Actions[name] = actionView{Applies: a.GetApplies(), Reason: a.GetReason()}
+		}
+	}
+	l.NoAction = len(l.Actions) == 0
+	for _, s := range resp.GetRequeueStates() {
+		l.RequeueStates = append(l.RequeueStates, jobStateName(s))
+	}
+	return l
 }
 
 // jobDeleteWarning is the warning for deleting a job of an open batch (its
@@ -767,22 +914,11 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := resp.GetJob()
-	jv := jobView{Job: j, Live: newJobLive(resp), State: stateName(j.GetStatus().GetStatus()),
-		HoldIn:       rules.jobStatesFor(v1.BulkVerb_BULK_VERB_HOLD),
-		ReleaseIn:    rules.jobStatesFor(v1.BulkVerb_BULK_VERB_RELEASE),
-		RequeueIn:    rules.jobStatesFor(v1.BulkVerb_BULK_VERB_REQUEUE),
-		FailIn:       rules.jobStatesFor(v1.BulkVerb_BULK_VERB_FAIL),
-		DeleteIn:     rules.jobStatesFor(v1.BulkVerb_BULK_VERB_DELETE),
-		ResumeStates: rules.requeueTargets(),
-	}
-	// The note that no action applies shows in the states no form takes.
-	jv.NoActionIn = rules.jobStatesWhere(func(s *v1.JobStateRule) bool {
-		return !slices.ContainsFunc(pageActions, func(a v1.BulkVerb) bool { return slices.Contains(s.GetActions(), a) })
-	})
+	jv := jobView{Job: j, Live: newJobLive(resp), State: stateName(j.GetStatus().GetStatus()), Verify: rules.verify, ActionLabels: jobActionLabels,
+		RereadsManifest: j.GetConfiguration().GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST}
 	if v := j.GetInventory().GetVersion(); v > 0 {
 		jv.VerifyVersion = strconv.Itoa(int(v))
 	}
-	jv.History, jv.HistoryDropped = newHistory(j.GetStatus()), j.GetStatus().GetHistoryDropped()
 	jv.Traceparent = cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
 	jv.TraceID, jv.TraceURL = resp.GetTraceId(), resp.GetTraceUrl()
 	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(j)

@@ -15,6 +15,8 @@ type rules struct {
 	jobs    map[v1.JobState]*v1.JobStateRule
 	batches map[v1.BatchState]*v1.BatchStateRule
 	order   []v1.JobState // the job states, in pipeline order
+	// verify: VerifyObject reads stored versions at this batcher.
+	verify bool
 }
 
 // rules asks the batcher for its rules.
@@ -23,7 +25,7 @@ func (c *Console) rules(ctx context.Context) (*rules, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &rules{jobs: map[v1.JobState]*v1.JobStateRule{}, batches: map[v1.BatchState]*v1.BatchStateRule{}}
+	r := &rules{jobs: map[v1.JobState]*v1.JobStateRule{}, batches: map[v1.BatchState]*v1.BatchStateRule{}, verify: resp.GetVerifyObjects()}
 	for _, j := range resp.GetJobs() {
 		r.jobs[j.GetState()] = j
 		r.order = append(r.order, j.GetState())
@@ -50,11 +52,6 @@ func (r *rules) jobStatesWhere(keep func(*v1.JobStateRule) bool) string {
 	return strings.Join(names, " ")
 }
 
-// jobStatesFor names the job states that take action.
-func (r *rules) jobStatesFor(action v1.BulkVerb) string {
-	return r.jobStatesWhere(func(j *v1.JobStateRule) bool { return slices.Contains(j.GetActions(), action) })
-}
-
 // requeueTargets are the states a failed job may be requeued to.
 func (r *rules) requeueTargets() []string {
 	return strings.Fields(r.jobStatesWhere((*v1.JobStateRule).GetRequeueTarget))
@@ -63,17 +60,6 @@ func (r *rules) requeueTargets() []string {
 // batchAllows reports whether a batch in s takes action.
 func (r *rules) batchAllows(s v1.BatchState, action v1.BatchAction) bool {
 	return slices.Contains(r.batches[s].GetActions(), action)
-}
-
-// batchStatesFor names, space-separated, the batch states that take action.
-func (r *rules) batchStatesFor(action v1.BatchAction) string {
-	var names []string
-	for _, s := range batchStates() {
-		if r.batchAllows(s, action) {
-			names = append(names, batchStateName(s))
-		}
-	}
-	return strings.Join(names, " ")
 }
 
 // batchOpen reports whether a batch in s has yet to report: deleting one

@@ -123,6 +123,45 @@ var bulkVerbs = []struct {
 	{"reprioritize", "Re-prioritise", v1.BulkVerb_BULK_VERB_REPRIORITIZE},
 }
 
+// verbField is a field of the bulk form an action takes, and how the
+// confirmation says its value.
+type verbField struct {
+	name, label string
+	words       func(v string) string
+}
+
+var (
+	messageField = verbField{"message", "Message", func(v string) string {
+		return cmp.Or(v, "(none: each job's message says an operator did it)")
+	}}
+	requeueField = verbField{"requeue_state", "Requeue at", func(v string) string {
+		if v == "" {
+			return "after each job's last successful state"
+		}
+		if st, err := parseJobState(v); err == nil && (st == v1.JobState_JOB_STATE_PENDING || st == v1.JobState_JOB_STATE_ESTIMATING) {
+			return v + " (each job whose payload is an object manifest reads it again)"
+		}
+		return v
+	}}
+	priorityField = verbField{"priority", "Priority", func(v string) string { return v }}
+	forceField    = verbField{"force", "Jobs of batches still open", func(v string) string {
+		if v == "1" {
+			return "deleted too (their depositors will never hear of them)"
+		}
+		return "left alone"
+	}}
+)
+
+// verbFields are the fields each bulk action takes.
+var verbFields = map[string][]verbField{
+	"requeue":      {messageField, requeueField},
+	"hold":         {messageField},
+	"release":      {messageField},
+	"fail":         {messageField},
+	"delete":       {forceField},
+	"reprioritize": {priorityField},
+}
+
 // bulkView is the bulk page: a dry run's count awaiting confirmation, or
 // the outcome per job.
 type bulkView struct {
@@ -132,9 +171,15 @@ type bulkView struct {
 	Truncated   bool
 	// Jobs are the first jobs matched, on the confirmation, or every
 	// job's outcome; MoreJobs how many the confirmation leaves out.
-	Jobs      []bulkJob
-	MoreJobs  int
-	Fields    []formField // the request again, for the confirmation's form
+	Jobs     []bulkJob
+	MoreJobs int
+	Fields   []formField // the request again, for the confirmation's form
+	// Settings are what the action will do besides its verb, in words
+	// (the message, where a requeue resumes), on the confirmation.
+	Settings []formField
+	// Refused counts the jobs matched that the action would refuse now
+	// (each says why), on the confirmation.
+	Refused   int
 	Done      bool
 	Succeeded int32
 	Failed    int32
@@ -146,13 +191,23 @@ type bulkView struct {
 func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 	form := readFilterForm(r.PostForm)
 	verbName := r.PostForm.Get("verb")
-	req := &v1.BulkActionRequest{Message: r.PostForm.Get("message"), Force: r.PostForm.Get("force") == "1"}
 	label := ""
+	var verb v1.BulkVerb
 	for _, v := range bulkVerbs {
 		if v.Name == verbName {
-			req.Verb, label = v.Verb, v.Label
+			verb, label = v.Verb, v.Label
 		}
 	}
+	// Only the fields of the action chosen count: a form sends every one.
+	field := func(name string) string {
+		for _, f := range verbFields[verbName] {
+			if f.name == name {
+				return strings.TrimSpace(r.PostForm.Get(name))
+			}
+		}
+		return ""
+	}
+	req := &v1.BulkActionRequest{Verb: verb, Message: field("message"), Force: field("force") == "1"}
 	back := withQuery("/jobs", form.values())
 	if label == "" {
 		c.refuse(w, r, http.StatusBadRequest, "No such bulk action", fmt.Sprintf("%q is not a bulk action of the console", verbName))
@@ -164,7 +219,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Filter = jf
-	if p := strings.TrimSpace(r.PostForm.Get("priority")); p != "" {
+	if p := field("priority"); p != "" {
 		n, err := strconv.ParseInt(p, 10, 32)
 		if err != nil {
 			c.finish(w, r, "jobs.bulk."+verbName, "", badRequest("priority %q is not a number", p), back, flash{})
@@ -172,7 +227,7 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Priority = new(int32(n))
 	}
-	if s := r.PostForm.Get("requeue_state"); s != "" {
+	if s := field("requeue_state"); s != "" {
 		st, err := parseJobState(s)
 		if err != nil {
 			c.finish(w, r, "jobs.bulk."+verbName, "", badRequest("requeue_state: %v", err), back, flash{})
@@ -197,11 +252,20 @@ func (c *Console) bulk(w http.ResponseWriter, r *http.Request) {
 		c.log.InfoContext(r.Context(), "console action", "action", "jobs.bulk."+verbName, "filter", bv.Filter,
 			"remote", r.RemoteAddr, "matched", resp.GetMatched(), "succeeded", resp.GetSucceeded(), "failed", resp.GetFailed())
 	} else {
+		for _, j := range bv.Jobs {
+			if j.Error != "" {
+				bv.Refused++
+			}
+		}
 		bv.Jobs = bv.Jobs[:min(len(bv.Jobs), reportListMax)]
 		bv.MoreJobs = max(int(resp.GetMatched())-len(bv.Jobs), 0)
-		for _, k := range []string{"verb", "message", "force", "priority", "requeue_state"} {
-			if v := r.PostForm.Get(k); v != "" {
-				bv.Fields = append(bv.Fields, formField{k, v})
+		bv.Fields = append(bv.Fields, formField{"verb", verbName})
+		for _, f := range verbFields[verbName] {
+			if v := r.PostForm.Get(f.name); v != "" {
+				bv.Fields = append(bv.Fields, formField{f.name, v})
+			}
+			if text := f.words(r.PostForm.Get(f.name)); text != "" {
+				bv.Settings = append(bv.Settings, formField{f.label, text})
 			}
 		}
 		vals := form.values()

@@ -27,23 +27,23 @@ func (t *Batches) Release(ctx context.Context, bid string) (*v1.Batch, error) {
 // UpdateReport is the admin action Failed → UpdateReporting: troubleshooting
 // is over, the batcher sends a second report. Every requeued job must have
 // ended (none left in batch-processing), checked in the same operation. A
-// batch that never had a job (its payload could not be used) has nothing
-// to report again: it is refused, and keeps its reason.
+// batch that never had a job (its payload could not be used), or whose
+// jobs have not moved since its last report, has nothing to report again:
+// it is refused, saying so (UpdateReportBlocked).
 func (t *Batches) UpdateReport(ctx context.Context, bid string) (*v1.Batch, error) {
 	bc, err := t.batches.ClaimBatch(ctx, bid)
 	if err != nil {
 		return nil, err
 	}
 	live, err := bc.LiveJobs(ctx)
-	if err == nil && bc.State() == queue.BatchFailed && live > 0 {
-		err = fmt.Errorf("batch %s still has %d live job(s) (requeued, not ended): update-report once they have completed or failed: %w",
-			bid, live, queue.ErrWrongState)
-	}
 	if err == nil && bc.State() == queue.BatchFailed {
 		var n *v1.BatchJobCounts
-		if n, err = t.batches.BatchCounts(ctx, bid); err == nil && n.GetCompleted()+n.GetFailed()+n.GetDeleted() == 0 {
-			err = fmt.Errorf("batch %s has no job (%s): an update report would have nothing to report; submit a corrected payload as a new batch: %w",
-				bid, bc.Batch.GetStatus().GetMessage(), queue.ErrWrongState)
+		if n, err = t.batches.BatchCounts(ctx, bid); err == nil {
+			n.Processing = live
+			var why string
+			if why, err = t.updateReportBlocker(ctx, bid, bc.Batch.GetStatus().GetMessage(), n); err == nil && why != "" {
+				err = fmt.Errorf("%s: %w", why, queue.ErrWrongState)
+			}
 		}
 	}
 	if err == nil {
@@ -54,6 +54,32 @@ func (t *Batches) UpdateReport(ctx context.Context, bid string) (*v1.Batch, erro
 		return nil, err
 	}
 	return bc.Batch, nil
+}
+
+// UpdateReportBlocked says why UpdateReport would refuse failed batch b
+// (as read, with its counts) now, and what to do first: "" when it would
+// take it. A client offers the action only where it applies.
+func (t *Batches) UpdateReportBlocked(ctx context.Context, b *v1.Batch) (string, error) {
+	return t.updateReportBlocker(ctx, b.GetId(), b.GetStatus().GetMessage(), b.GetCounts())
+}
+
+// updateReportBlocker is why a failed batch with the job counts n (its
+// message: the reason of a batch without jobs) cannot be update-reported.
+func (t *Batches) updateReportBlocker(ctx context.Context, bid, message string, n *v1.BatchJobCounts) (string, error) {
+	switch {
+	case n.GetProcessing() > 0:
+		return fmt.Sprintf("batch %s still has %d live job(s) (requeued, not ended): update-report once they have completed or failed",
+			bid, n.GetProcessing()), nil
+	case n.GetCompleted()+n.GetFailed()+n.GetDeleted() == 0:
+		return fmt.Sprintf("batch %s has no job (%s): an update report would have nothing to report; submit a corrected payload as a new batch",
+			bid, message), nil
+	}
+	moved, err := t.batches.JobsMovedSinceReport(ctx, bid)
+	if err != nil || moved {
+		return "", err
+	}
+	return fmt.Sprintf("batch %s has nothing new to report: none of its jobs completed, was requeued or deleted since its last report; "+
+		"fix the cause of its failed jobs, requeue them, and update-report once they have ended", bid), nil
 }
 
 // Delete removes a held or failed batch with all its jobs. It refuses a

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
@@ -89,5 +90,61 @@ func TestUpdateReportOfABatchThatNeverHadAJobIsRefusedAndKeepsItsReason(t *testi
 	got, err := batches.New(c).GetBatch(ctx, bid)
 	if err != nil || got.GetStatus().GetStatus() != queue.BatchFailed || got.GetStatus().GetMessage() != reason || got.GetLocked() {
 		t.Fatalf("after the refusal the batch is %v, locked %v (%v); want Failed with its reason, free", got.GetStatus(), got.GetLocked(), err)
+	}
+}
+
+// TestUpdateReportWithNothingNewIsRefusedSayingSo: a failed batch whose
+// jobs have not moved since its report has nothing new for its
+// depositor (the mail would say "0 more object(s) completed"): the update
+// report is refused, saying so and what to do, and UpdateReportBlocked
+// says the same beforehand. Once a failed job is requeued, even if it
+// fails again with the same counts, there is something new.
+func TestUpdateReportWithNothingNewIsRefusedSayingSo(t *testing.T) {
+	c, a := newTools(t)
+	ctx := testCtx(t)
+	bid, jids := spawn(t, c, 2, queue.DefaultPriority)
+	queuetest.Move(t, c, jids[0], jobs.Change{To: queue.Failed, Message: "bad digest"})
+	queuetest.Move(t, c, jids[1], jobs.Change{To: queue.Failed, Message: "bad digest"})
+	bc, err := batches.New(c).ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []batches.BatchChange{{To: queue.BatchReporting, KeepLock: true},
+		{To: queue.BatchFailed, Report: &v1.StatusReport{LastModified: queue.NowStamp(), FailedJobs: jids}}} {
+		if err := bc.Commit(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() *v1.Batch {
+		t.Helper()
+		b, err := batches.New(c).GetBatch(ctx, bid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Counts, err = batches.New(c).BatchCounts(ctx, bid); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	const nothingNew = "has nothing new to report: none of its jobs completed, was requeued or deleted since its last report"
+	if why, err := a.Batches.UpdateReportBlocked(ctx, read()); err != nil || !strings.Contains(why, nothingNew) {
+		t.Errorf("UpdateReportBlocked right after the report: %q (%v)", why, err)
+	}
+	_, err = a.Batches.UpdateReport(ctx, bid)
+	if !errors.Is(err, queue.ErrWrongState) || !strings.Contains(err.Error(), nothingNew) || !strings.Contains(err.Error(), "requeue them") {
+		t.Fatalf("update-report with nothing new: %v, want ErrWrongState saying so", err)
+	}
+	if got := read(); got.GetStatus().GetStatus() != queue.BatchFailed || got.GetLocked() {
+		t.Fatalf("after the refusal the batch is %v, locked %v; want Failed, free", got.GetStatus(), got.GetLocked())
+	}
+	if _, err := a.Jobs.Requeue(ctx, jids[0], 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.Move(t, c, jids[0], jobs.Change{To: queue.Failed, Message: "bad digest again"})
+	if why, err := a.Batches.UpdateReportBlocked(ctx, read()); err != nil || why != "" {
+		t.Errorf("UpdateReportBlocked after a requeue: %q (%v), want none", why, err)
+	}
+	if b, err := a.Batches.UpdateReport(ctx, bid); err != nil || b.GetStatus().GetStatus() != queue.BatchUpdateReporting {
+		t.Fatalf("update-report after a requeue: %v (%v), want UpdateReporting", b.GetStatus(), err)
 	}
 }

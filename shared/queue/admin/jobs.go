@@ -48,7 +48,10 @@ func (t *Jobs) Fail(ctx context.Context, jid, message string) (*v1.Job, error) {
 // Requeue resumes a failed job at `to`, or, when to is unspecified, at the
 // state after its last successful one. retry_count goes up by one. A state
 // past the job's progress is refused (ErrWrongState), naming the states the
-// job may take (queue.RequeueStates).
+// job may take (queue.RequeueStates). A job whose payload is an object
+// manifest, requeued to Pending or Estimating, loses its file list in the
+// same commit (queue.RereadsManifest): the stage there reads the manifest
+// again, and its history says so.
 func (t *Jobs) Requeue(ctx context.Context, jid string, to queue.JobState, message string) (*v1.Job, error) {
 	return t.move(ctx, jid, []queue.JobState{queue.Failed}, func(cl *jobs.Claim) (jobs.Change, error) {
 		last := cl.Job.GetStatus().GetLastSuccessfulStatus()
@@ -63,7 +66,12 @@ func (t *Jobs) Requeue(ctx context.Context, jid string, to queue.JobState, messa
 			return jobs.Change{}, fmt.Errorf("job %s cannot be requeued to %s: %w: %s", jid, queue.JobStateName(to), queue.ErrWrongState,
 				requeueRefusal(last, to, may))
 		}
-		return jobs.Change{To: to, Message: orDefault(message, "requeued by an operator to "+queue.JobStateName(to))}, nil
+		ch := jobs.Change{To: to, Message: orDefault(message, "requeued by an operator to "+queue.JobStateName(to))}
+		if conf := cl.Job.GetConfiguration(); queue.RereadsManifest(conf, to) {
+			ch.Manifest = &v1.Manifest{}
+			ch.Message += fmt.Sprintf("; its file list is dropped: %s reads the object manifest %s again", queue.JobStateName(to), conf.GetPayloadUrl())
+		}
+		return ch, nil
 	})
 }
 

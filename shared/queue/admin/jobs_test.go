@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 )
@@ -77,5 +79,45 @@ func TestRequeueWaitsUntilTheBatchsJobsAreAllCreated(t *testing.T) {
 	}
 	if _, err := a.Jobs.Requeue(ctx, ids[0], 0, ""); err != nil {
 		t.Fatalf("requeue once the batch's jobs are all created: %v", err)
+	}
+}
+
+// TestARequeueDropsTheFileListOnlyWhereTheManifestIsReadAgain: a job
+// whose payload is an object manifest loses its file list when requeued to
+// Pending or Estimating (their stage reads the manifest again) and keeps
+// it when requeued further on; a job whose payload is a file keeps its
+// list wherever it goes.
+func TestARequeueDropsTheFileListOnlyWhereTheManifestIsReadAgain(t *testing.T) {
+	c, a := newTools(t)
+	ctx := testCtx(t)
+	list := &v1.Manifest{Files: []*v1.ManifestFile{{Url: "http://127.0.0.1:1/a.txt", Name: "a.txt", Size: 1}}}
+	newJob := func(t v1.PayloadType, url string) batches.NewJob {
+		return batches.NewJob{Configuration: &v1.JobConfiguration{PayloadType: t, PayloadUrl: url}, Manifest: list}
+	}
+	for _, tc := range []struct {
+		job  batches.NewJob
+		to   queue.JobState
+		kept bool
+	}{
+		{newJob(v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, "http://127.0.0.1:1/o.checkm"), queue.Pending, false},
+		{newJob(v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, "http://127.0.0.1:1/o.checkm"), queue.Estimating, false},
+		{newJob(v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, "http://127.0.0.1:1/o.checkm"), queue.Downloading, true},
+		{newJob(v1.PayloadType_PAYLOAD_TYPE_FILE, "http://127.0.0.1:1/a.txt"), queue.Pending, true},
+	} {
+		jid := queuetest.Spawn(t, c, tc.job, queue.Downloading)
+		queuetest.Move(t, c, jid, jobs.Change{To: queue.Failed, Message: "a.txt: md5 digest mismatch"})
+		j, err := a.Jobs.Requeue(ctx, jid, tc.to, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := jobs.NewReader(c).GetManifest(ctx, jid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped := strings.Contains(j.GetStatus().GetMessage(), "its file list is dropped")
+		if kept := len(m.GetFiles()) == 1; kept != tc.kept || dropped == tc.kept {
+			t.Errorf("%s job requeued to %s: file list %v, message %q; want it kept: %v",
+				queue.PayloadTypeName(tc.job.Configuration.GetPayloadType()), queue.JobStateName(tc.to), m, j.GetStatus().GetMessage(), tc.kept)
+		}
 	}
 }

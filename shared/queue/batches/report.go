@@ -52,3 +52,26 @@ func (c *Client) CompletedAfterReport(ctx context.Context, bid string, jids []st
 	}
 	return out, nil
 }
+
+// JobsMovedSinceReport reports whether a job of batch bid entered or left
+// one of its folders of references after the batch's status-report was
+// last written: a job completed, was requeued (and perhaps failed again)
+// or was deleted since, so an update report has something to tell. A
+// batch without a report has. Like CompletedAfterReport it compares
+// ZooKeeper transaction ids (each folder's last change of children, the
+// report's last change), in one read of five nodes.
+func (c *Client) JobsMovedSinceReport(ctx context.Context, bid string) (bool, error) {
+	read, err := c.z.Read(ctx, append([]string{c.p.Batch(bid).Node(queue.NodeStatusReport)}, c.p.Batch(bid).RefFolders()...))
+	if err != nil {
+		return false, fmt.Errorf("reading the report and job references of batch %s: %w", bid, err)
+	}
+	if read[0].Stat == nil {
+		return true, nil
+	}
+	for _, folder := range read[1:] {
+		if folder.Stat != nil && folder.Stat.Pzxid > read[0].Stat.Mzxid {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -46,9 +46,12 @@ func TestRegisterWorkerStopsWhenItsContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(testCtx(t))
 	defer cancel(nil)
 	log := slog.New(cancelOnLog{prefix: "registering worker", cancel: cancel, cause: stopping})
-	c := connect(t, session.Options{Servers: []string{proxy.Addr}, Root: zktest.Root(t), SessionTimeout: 20 * time.Second, Logger: log})
-	// Every connection is refused: each write fails with ErrNoServer or
-	// ErrConnectionClosed, and the first failure logs, which stops ctx.
+	c := connect(t, session.Options{Servers: []string{proxy.Addr}, Root: zktest.Root(t), SessionTimeout: 2 * time.Second, Logger: log})
+	// Every connection is refused: for a session timeout the client tries
+	// the server quickly and a write waits for it; then each round of
+	// attempts answers the writes waiting with ErrNoServer (or a write
+	// fails with ErrConnectionClosed), and the first failure logs, which
+	// stops ctx.
 	proxy.Block()
 	reg, err := c.RegisterWorker(ctx, &v1.WorkerInfo{Id: c.NewWorkerID("estimator"), Service: "estimator", Stage: "Estimating"})
 	if err == nil {

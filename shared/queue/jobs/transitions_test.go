@@ -347,6 +347,13 @@ func TestBatchTransitionsWriteTheContractTree(t *testing.T) {
 		if _, ok := tr["/batches/"+bid+"/lock"]; ok {
 			t.Error("lock left after Failed")
 		}
+		// Troubleshooting: the failed job requeued, completed since the report.
+		if _, err := admin.New(c.s).Jobs.Requeue(ctx, jids[1], 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range []queue.JobState{queue.Provisioning, queue.Downloading, queue.Processing, queue.Storing, queue.Recording, queue.Notify, queue.Completed} {
+			queuetest.Move(t, c.s, jids[1], queuetest.WithProducts(jobs.Change{To: to}))
+		}
 		if _, err := admin.New(c.s).Batches.UpdateReport(ctx, bid); err != nil {
 			t.Fatal(err)
 		}

@@ -146,9 +146,11 @@ func Connect(ctx context.Context, opts Options) (*Session, error) {
 		acl = append(zk.DigestACL(zk.PermAll, user, opts.Auth[len(user)+1:]), zk.WorldACL(zk.PermRead)...)
 	}
 	w := newWire(opts.MaxResponseBytes)
+	w.ring = newServerRing(opts.SessionTimeout)
 	conn, events, err := zk.Connect(opts.Servers, opts.SessionTimeout,
 		zk.WithLogger(zkLogger{opts.Logger}),
 		zk.WithMaxBufferSize(opts.MaxResponseBytes),
+		zk.WithHostProvider(w.ring),
 		zk.WithDialer(w.dial),
 	)
 	if err != nil {
@@ -169,6 +171,7 @@ func Connect(ctx context.Context, opts Options) (*Session, error) {
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
 	go s.locks.tidy()
+	go w.keepAlive(s.life, max(opts.SessionTimeout/20, 50*time.Millisecond))
 	select {
 	case <-ready:
 	case <-ctx.Done():
@@ -217,6 +220,7 @@ func (s *Session) Close() {
 	}
 	close(s.closed)
 	s.stop()
+	s.conn.wire.ring.close()
 	s.conn.Close()
 	<-s.loopEnd
 	s.mu.Lock()

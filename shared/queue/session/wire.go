@@ -2,11 +2,13 @@ package session
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +40,7 @@ const sideXidTop = -1 << 16
 
 // ZooKeeper's operation codes the wire looks for in go-zookeeper's frames.
 const (
+	opCodePing    = 11
 	opCodeSetAuth = 100
 	// codeRuntimeInconsistency is what an operation of a failed multi that
 	// did not fail itself answers.
@@ -48,9 +51,12 @@ const (
 // current one.
 type wire struct {
 	maxResponse int
-	mu          sync.Mutex
-	cur         *wireConn // the connection go-zookeeper uses (nil: none yet)
-	xid         int32
+	// ring paces the connections and bounds their opening (servers.go);
+	// nil: go-zookeeper's own pace.
+	ring *serverRing
+	mu   sync.Mutex
+	cur  *wireConn // the connection go-zookeeper uses (nil: none yet)
+	xid  int32
 	// lastZxid is the highest zxid an answer of ours carried in this
 	// session (0 after it expired).
 	lastZxid atomic.Int64
@@ -59,14 +65,34 @@ type wire struct {
 func newWire(maxResponse int) *wire { return &wire{maxResponse: maxResponse, xid: sideXidTop + 1} }
 
 // dial is go-zookeeper's dialer: a connection whose reads are buffered (a
-// response arrives in one system call, not two) and which carries our
-// requests too.
+// response arrives in one system call, not two), which carries our
+// requests too, and whose opening answer is awaited no longer than the
+// ring's bound for its server (servers.go).
 func (w *wire) dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout(network, address, timeout)
+	bound := timeout
+	if w.ring != nil {
+		var err error
+		if bound, err = w.ring.begin(address); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := net.DialTimeout(network, address, min(timeout, bound))
 	if err != nil {
+		if w.ring != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				w.ring.silent(address, true)
+			} else {
+				w.ring.answered(address)
+			}
+		}
 		return nil, err
 	}
-	return w.attach(conn), nil
+	wc := w.attach(conn)
+	if w.ring != nil {
+		wc.addr = address
+		wc.openBy(time.Now().Add(bound))
+	}
+	return wc, nil
 }
 
 // attach makes conn the connection our requests go on.
@@ -74,6 +100,7 @@ func (w *wire) attach(conn net.Conn) *wireConn {
 	wc := &wireConn{Conn: conn, w: w, r: bufio.NewReaderSize(conn, 64<<10), ready: make(chan struct{}),
 		ended: make(chan struct{}), pending: map[int32]*sideCall{}}
 	wc.cond = sync.NewCond(&wc.wmu)
+	wc.heard.Store(time.Now().UnixNano())
 	w.mu.Lock()
 	old := w.cur
 	w.cur = wc
@@ -166,8 +193,12 @@ type sideCall struct {
 // wireConn is one connection of go-zookeeper's, carrying our requests too.
 type wireConn struct {
 	net.Conn
-	w *wire
-	r *bufio.Reader
+	w    *wire
+	r    *bufio.Reader
+	addr string // the server's, as the ring knows it ("" without a ring)
+	// opening, until the answer that opens the connection has been read,
+	// is when the wait for it ends: go-zookeeper's deadlines are held to it.
+	opening atomic.Pointer[time.Time]
 
 	// Writing: wmu keeps frames whole; a frame of go-zookeeper's written in
 	// parts holds our requests back until its last part (cond).
@@ -189,9 +220,13 @@ type wireConn struct {
 	// Reading, by go-zookeeper's receiving goroutine alone.
 	answered bool // the answer that opens the connection was read
 	pass     int  // bytes of go-zookeeper's current frame still to hand over
+	// told: the connection's end was told to the ring.
+	told bool
 	// span is how long go-zookeeper's last read deadline ran: reading one
 	// of our answers while it waits for its own renews it.
 	span atomic.Int64
+	// heard is when a frame last came (unix nanoseconds).
+	heard atomic.Int64
 }
 
 // send writes a request of ours, once the connection is ready.
@@ -305,23 +340,69 @@ func (wc *wireConn) SetReadDeadline(t time.Time) error {
 	} else {
 		wc.span.Store(int64(time.Until(t)))
 	}
-	return wc.Conn.SetReadDeadline(t)
+	return wc.Conn.SetReadDeadline(wc.heldTo(t))
+}
+
+// SetWriteDeadline is go-zookeeper's, held to the opening's bound.
+func (wc *wireConn) SetWriteDeadline(t time.Time) error {
+	return wc.Conn.SetWriteDeadline(wc.heldTo(t))
+}
+
+// openBy holds every deadline to by until the answer that opens the
+// connection has been read.
+func (wc *wireConn) openBy(by time.Time) {
+	wc.opening.Store(&by)
+	wc.Conn.SetDeadline(by)
+}
+
+// heldTo is the deadline t, or the opening's end if that comes first.
+func (wc *wireConn) heldTo(t time.Time) time.Time {
+	if by := wc.opening.Load(); by != nil && (t.IsZero() || t.After(*by)) {
+		return *by
+	}
+	return t
 }
 
 // Read hands go-zookeeper its frames, taking ours out of the stream.
 func (wc *wireConn) Read(p []byte) (int, error) {
 	for wc.pass == 0 {
 		if err := wc.nextFrame(); err != nil {
-			wc.fail(zk.ErrConnectionClosed)
+			wc.readFailed(err)
 			return 0, err
 		}
 	}
 	n, err := wc.r.Read(p[:min(len(p), wc.pass)])
 	wc.pass -= n
 	if err != nil {
-		wc.fail(zk.ErrConnectionClosed)
+		wc.readFailed(err)
+	} else if wc.pass == 0 && wc.opening.Load() != nil {
+		// The opening answer, whole: go-zookeeper's own deadlines apply
+		// from here (it cleared both while it read it).
+		wc.opening.Store(nil)
+		wc.Conn.SetDeadline(time.Time{})
+		if wc.w.ring != nil {
+			wc.w.ring.answered(wc.addr)
+		}
 	}
 	return n, err
+}
+
+// readFailed ends the calls of ours on the connection, and tells the ring
+// whether the server went silent (a read past its deadline: the opening's
+// bound, or go-zookeeper's read timeout) or answered by closing it.
+func (wc *wireConn) readFailed(err error) {
+	wc.fail(zk.ErrConnectionClosed)
+	if wc.w.ring == nil || wc.told {
+		return
+	}
+	wc.told = true
+	opening := wc.opening.Load() != nil
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		wc.w.ring.silent(wc.addr, opening)
+	case opening:
+		wc.w.ring.answered(wc.addr)
+	}
 }
 
 // nextFrame reads the next frame: an answer of ours is taken and handed
@@ -331,6 +412,7 @@ func (wc *wireConn) nextFrame() error {
 	if err != nil {
 		return err
 	}
+	wc.heard.Store(time.Now().UnixNano())
 	length := int(binary.BigEndian.Uint32(head))
 	xid := int32(binary.BigEndian.Uint32(head[4:]))
 	if !wc.answered || xid > sideXidTop || length < 16 {
@@ -369,6 +451,52 @@ func (wc *wireConn) nextFrame() error {
 		wc.Conn.SetReadDeadline(time.Now().Add(span))
 	}
 	return nil
+}
+
+// keepAlive pings the server every period while the connection is idle,
+// until ctx ends. go-zookeeper pings every third of the session timeout;
+// more often, the last word from a server that hangs is more recent, and
+// the session is presumed lost that much later (servers.go). The answer,
+// xid -2 as every ping's, is go-zookeeper's to read, and it ignores it.
+func (w *wire) keepAlive(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if wc := w.current(); wc != nil {
+			wc.ping(period / 2)
+		}
+	}
+}
+
+// ping pings the server if nothing came from it for idle, once
+// go-zookeeper's send loop has begun.
+func (wc *wireConn) ping(idle time.Duration) {
+	select {
+	case <-wc.ready:
+	default:
+		return
+	}
+	if time.Since(time.Unix(0, wc.heard.Load())) < idle {
+		return
+	}
+	frame := binary.BigEndian.AppendUint32(nil, 8)
+	frame = binary.BigEndian.AppendUint32(frame, 0xfffffffe) // xid -2
+	frame = binary.BigEndian.AppendUint32(frame, opCodePing)
+	wc.wmu.Lock()
+	for wc.left > 0 {
+		wc.cond.Wait()
+	}
+	_, err := wc.Conn.Write(frame)
+	wc.wmu.Unlock()
+	if err != nil {
+		wc.fail(zk.ErrConnectionClosed)
+		wc.Conn.Close()
+	}
 }
 
 // ioReadFull reads exactly len(buf) bytes.

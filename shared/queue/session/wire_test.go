@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -228,4 +229,49 @@ func TestRequestsOfOursEndWithTheirConnection(t *testing.T) {
 	if err := <-sideRead(w); !errors.Is(err, zk.ErrConnectionClosed) {
 		t.Errorf("a request on the closed connection: %v, want %v", err, zk.ErrConnectionClosed)
 	}
+}
+
+// An idle connection is pinged every period (go-zookeeper pings every
+// third of the session timeout only); one the server keeps busy is not.
+func TestAnIdleConnectionIsPingedEveryPeriodAndABusyOneNot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWire(1 << 20)
+		wc, server := opened(t, w)
+		go wc.Write(frame(1, 3, "/exists")) // go-zookeeper's send loop begins
+		readFrame(t, server)
+		go io.Copy(io.Discard, wc) // go-zookeeper's receiving loop
+		frames := make(chan []byte, 64)
+		go func() {
+			for {
+				f, err := readWhole(server)
+				if err != nil {
+					return
+				}
+				frames <- f
+			}
+		}()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go w.keepAlive(ctx, time.Second)
+		time.Sleep(3500 * time.Millisecond)
+		if n := len(frames); n != 3 {
+			t.Fatalf("%d frames in 3.5s of an idle connection, want 3 pings", n)
+		}
+		for range 3 {
+			f := <-frames
+			if xid, op := frameXid(f), int32(binary.BigEndian.Uint32(f[8:])); xid != -2 || op != opCodePing {
+				t.Fatalf("frame xid %d op %d, want a ping (xid -2, op %d)", xid, op, opCodePing)
+			}
+		}
+		// An answer of go-zookeeper's every 400ms: the connection is not idle.
+		for range 10 {
+			server.Write(answer(7, 50, 0, nil))
+			time.Sleep(400 * time.Millisecond)
+		}
+		if n := len(frames); n != 0 {
+			t.Fatalf("%d pings on a connection answering every 400ms, want none", n)
+		}
+		cancel()
+		server.Close()
+	})
 }

@@ -254,8 +254,6 @@ func TestAnUnusablePayloadFailsTheBatchWithAMessageNamingWhatIsWrong(t *testing.
 			v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, []string{"mrt-container-batch-manifest", "manifest_of_containers"}},
 		{"a manifest the server does not have", "/missing.checkm", "", v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST,
 			[]string{"/missing.checkm", "404"}},
-		{"an object with more files than a ZooKeeper node holds", "/huge.checkm", hugeObjectManifest(5000),
-			v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, []string{"lists 5000 files", "ZooKeeper node", "submit a container"}},
 		{"two rows writing the same file", "/twice.checkm", strings.Replace(objectManifest, "| sub/b.txt", "| a.txt", 1),
 			v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, []string{"line 7", "a.txt", "line 6"}},
 	} {
@@ -275,6 +273,34 @@ func TestAnUnusablePayloadFailsTheBatchWithAMessageNamingWhatIsWrong(t *testing.
 				t.Errorf("a failed payload left jobs: %v", n)
 			}
 		})
+	}
+}
+
+// TestAnObjectTooLongForAJobsNodeIsOneJobWithoutAFileList: an object
+// manifest whose file list would take more than a job's manifest node may
+// hold (queue.MaxInlineFileListBytes) is checked as any other, then becomes
+// one job with no file list in ZooKeeper: the estimator fetches it and keeps
+// it in the job's working folder. A bad row still fails the batch here.
+func TestAnObjectTooLongForAJobsNodeIsOneJobWithoutAFileList(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	bid := h.submit("demo", h.dep.put("/huge.checkm", hugeObjectManifest(5000)), v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	h.waitBatch(bid, queue.BatchProcessing)
+	js := h.jobs(bid)
+	if len(js) != 1 {
+		t.Fatalf("batch %s has %d jobs; want 1", bid, len(js))
+	}
+	if m := js[0].GetManifest(); m != nil {
+		t.Errorf("the job's manifest node holds %d files (kept: %v); want none, the list left to the estimator", len(m.GetFiles()), m.GetKept())
+	}
+	if got := js[0].GetConfiguration().GetPayloadType(); got != v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST {
+		t.Errorf("payload type %v; want an object manifest", got)
+	}
+
+	bad := strings.Replace(hugeObjectManifest(5000), "/004000.tif | page-004000.tif", "/004000.tif | ../page-004000.tif", 1)
+	bid = h.submit("demo", h.dep.put("/huge-bad.checkm", bad), v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
+	if msg := h.waitBatch(bid, queue.BatchFailed).GetStatus().GetMessage(); !strings.Contains(msg, "line 4003") {
+		t.Errorf("message %q does not name line 4003", msg)
 	}
 }
 

@@ -30,6 +30,9 @@ func (r *Report) Mail(sub *v1.Submission, prof *profile.Profile) mail.Message {
 	if r.Deleted > 0 {
 		fmt.Fprintf(&b, "Deleted:     %d job(s) deleted by an operator are not listed\n", r.Deleted)
 	}
+	if n := r.Completed.newVersions(); n > 0 {
+		fmt.Fprintf(&b, "Versions:    %d completed object(s) had been stored before: each got a new version, whose number is listed below\n", n)
+	}
 	completedTitle := "Completed"
 	if r.Update {
 		completedTitle = "Completed since the last report"
@@ -72,8 +75,30 @@ func (r *Report) whatToDo(sub *v1.Submission) string {
 }
 
 // jobsSummary says how the batch's jobs ended. It says completed only when
-// every job that was not deleted completed, and one did at least.
+// every job that was not deleted completed, and one did at least; and how
+// many of the completed ones had their callback given up.
 func (r *Report) jobsSummary() string {
+	s := r.outcomes()
+	if n := r.callbacksNotDelivered(); n > 0 && r.anyCompleted() {
+		s += fmt.Sprintf("; %d callback(s) not delivered", n)
+	}
+	return s
+}
+
+// callbacksNotDelivered counts the completed jobs listed whose callback
+// the notifier gave up (queue.CallbackNotDelivered).
+func (r *Report) callbacksNotDelivered() int {
+	n := 0
+	for _, l := range r.Completed.Lines {
+		if strings.HasPrefix(l.Message, queue.CallbackNotDelivered) {
+			n++
+		}
+	}
+	return n
+}
+
+// outcomes says how the batch's jobs ended.
+func (r *Report) outcomes() string {
 	switch {
 	case !r.anyCompleted() && r.Failed.Total == 0 && r.InProgress.Total == 0:
 		return "failed: no object completed"
@@ -114,6 +139,9 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 			ark = "(no ARK)"
 		}
 		fmt.Fprintf(b, "  %s  %s", l.JobID, ark)
+		if l.Version > 0 {
+			fmt.Fprintf(b, "  version %d", l.Version)
+		}
 		if len(l.LocalIDs) > 0 {
 			fmt.Fprintf(b, "  local id %s", strings.Join(l.LocalIDs, ", "))
 		}
@@ -122,6 +150,10 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 		}
 		b.WriteString("\n")
 		switch {
+		case strings.HasPrefix(l.Message, queue.CallbackNotDelivered):
+			// A completed job: its object is stored, the news of it did
+			// not reach the collection's receiver.
+			fmt.Fprintf(b, "      %s\n", oneLine(strings.Split(l.Message, "; ")[0]))
 		case messages && l.FailedIn != "":
 			fmt.Fprintf(b, "      failed in %s: %s\n", l.FailedIn, oneLine(l.Message))
 		case messages && l.Message != "":
@@ -133,6 +165,18 @@ func writeSection(b *strings.Builder, title string, s Section, messages bool) {
 		// what a node holds; the batch's job list always does.
 		fmt.Fprintf(b, "  … and %d more (not listed here; ingestq's job list of the batch has every one)\n", more)
 	}
+}
+
+// newVersions counts the listed jobs that stored a version after the
+// first of their object.
+func (s Section) newVersions() int {
+	n := 0
+	for _, l := range s.Lines {
+		if l.Version > 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // oneLine keeps a stored message from breaking the report's layout.

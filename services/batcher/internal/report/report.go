@@ -29,8 +29,11 @@ const readers = 16
 
 // Line is one job of a report.
 type Line struct {
-	JobID      string
-	ARK        string
+	JobID string
+	ARK   string
+	// Version is the number of the version the job stored (0 when none
+	// is known: not stored, or stored by a program that does not say).
+	Version    int32
 	LocalIDs   []string
 	PayloadURL string
 	Message    string // the job's last status message (why it failed)
@@ -233,7 +236,7 @@ func section(ctx context.Context, q Reads, jids []string) (Section, error) {
 }
 
 func line(ctx context.Context, q Reads, jid string) (Line, error) {
-	j, err := q.Jobs.GetJobParts(ctx, jid, queue.PartIdentifiers|queue.PartConfiguration)
+	j, err := q.Jobs.GetJobParts(ctx, jid, queue.PartIdentifiers|queue.PartConfiguration|queue.PartInventory)
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
 		return Line{JobID: jid, Message: "deleted while the report was written"}, nil
@@ -245,6 +248,7 @@ func line(ctx context.Context, q Reads, jid string) (Line, error) {
 	l := Line{
 		JobID:      jid,
 		ARK:        j.GetIdentifiers().GetPrimaryId(),
+		Version:    j.GetInventory().GetVersion(),
 		LocalIDs:   j.GetIdentifiers().GetLocalId(),
 		PayloadURL: j.GetConfiguration().GetPayloadUrl(),
 		Message:    j.GetStatus().GetMessage(),

@@ -156,3 +156,55 @@ func TestAPayloadThatCouldNotBeUsedIsReportedWithItsReasonAndWhatToDo(t *testing
 		t.Errorf("subject %q", m.Subject)
 	}
 }
+
+// TestAReportNamesTheVersionEachObjectGot: a completed object's line names
+// the version its job stored, and an object stored before (a version
+// after the first) is called out, so that a depositor who submitted it
+// again learns that it became a new version.
+func TestAReportNamesTheVersionEachObjectGot(t *testing.T) {
+	prof := &profile.Profile{Name: "demo", Collection: "demo_coll", NotificationAddresses: []string{"depositor@example.org"}}
+	sub := &v1.Submission{ProfileName: "demo", Submitter: "jdoe", PayloadUrl: "https://example.org/b.checkm",
+		Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS}
+	r := &Report{Bid: "bid0000000042", Key: "bid0000000042-report", AllCompleted: 2, Completed: Section{Total: 2, Lines: []Line{
+		{JobID: "jid0000000001", ARK: "ark:/99999/fk4a", Version: 1, LocalIDs: []string{"loc-a"}},
+		{JobID: "jid0000000002", ARK: "ark:/99999/fk4b", Version: 4, LocalIDs: []string{"loc-b"}},
+	}}}
+	m := r.Mail(sub, prof)
+	for _, want := range []string{
+		"  jid0000000001  ark:/99999/fk4a  version 1  local id loc-a\n",
+		"  jid0000000002  ark:/99999/fk4b  version 4  local id loc-b\n",
+		"Versions:    1 completed object(s) had been stored before: each got a new version, whose number is listed below\n",
+	} {
+		if !strings.Contains(m.Body, want) {
+			t.Errorf("body lacks %q:\n%s", want, m.Body)
+		}
+	}
+	r.Completed.Lines[1].Version = 1
+	if m := r.Mail(sub, prof); strings.Contains(m.Body, "Versions:") {
+		t.Errorf("a report of first versions only speaks of versions stored before:\n%s", m.Body)
+	}
+}
+
+// A job completed without its callback (the notifier gave it up) is a
+// completed object: the report says completed, and says which callback
+// was not delivered.
+func TestAJobCompletedWithoutItsCallbackIsReportedCompletedSayingSo(t *testing.T) {
+	prof := &profile.Profile{Name: "demo", Collection: "demo_coll"}
+	sub := &v1.Submission{ProfileName: "demo", PayloadUrl: "https://example.org/b.checkm", Type: v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS}
+	msg := queue.CallbackNotDelivered + " to https://cb.example.org/x in 24h0m0s of attempts (callback https://cb.example.org/x: HTTP 503 Service Unavailable after 3 attempts); working folder removed"
+	r := &Report{Bid: "bid0000000042", Key: "bid0000000042-report", AllCompleted: 2,
+		Completed: Section{Total: 2, Lines: []Line{{JobID: "jid0000000001", ARK: "ark:/99999/fk4a", Message: msg},
+			{JobID: "jid0000000002", ARK: "ark:/99999/fk4b", Message: "callback https://cb.example.org/x delivered; working folder removed"}}}}
+	if r.Final() != queue.BatchCompleted {
+		t.Errorf("Final() = %s", r.Final())
+	}
+	m := r.Mail(sub, prof)
+	if want := "ingestq batch bid0000000042: completed: all 2 object(s) completed; 1 callback(s) not delivered"; m.Subject != want {
+		t.Errorf("subject %q, want %q", m.Subject, want)
+	}
+	want := "Completed (2):\n  jid0000000001  ark:/99999/fk4a\n      " + queue.CallbackNotDelivered +
+		" to https://cb.example.org/x in 24h0m0s of attempts (callback https://cb.example.org/x: HTTP 503 Service Unavailable after 3 attempts)\n  jid0000000002  ark:/99999/fk4b\n"
+	if !strings.Contains(m.Body, want) {
+		t.Errorf("body lacks\n%s\nin\n%s", want, m.Body)
+	}
+}

@@ -1,6 +1,7 @@
 // Package spawn turns a batch's payload into its jobs: one job for a file
-// or a container, one for an object manifest (its files kept with the job),
-// one per row of a manifest of manifests or of containers. It fetches and
+// or a container, one for an object manifest (its files kept with the job;
+// a list too long for the job's manifest node is fetched again and kept by
+// the estimator, as a manifest of manifests' rows are), one per row of a manifest of manifests or of containers. It fetches and
 // parses what it needs and says precisely what is wrong with a payload that
 // cannot be used.
 //
@@ -35,11 +36,6 @@ import (
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/protobuf/proto"
 )
-
-// MaxManifestNodeBytes bounds the file list kept beside one job: what the
-// queue writes into one ZooKeeper node at most (a node holds less than
-// 1 MB, and the rest of the job's creation shares the request).
-const MaxManifestNodeBytes = queue.MaxNodeBytes
 
 // Fetcher fetches small documents (manifests); *fetch.Client is one.
 type Fetcher interface {
@@ -408,13 +404,13 @@ func (b *builder) objectManifest() ([]batches.NewJob, error) {
 		}
 		files[i] = manifestFile(e)
 	}
-	manifest := &v1.Manifest{Files: files}
-	if n := queue.ManifestNodeSize(manifest); n > MaxManifestNodeBytes {
-		return nil, payloadErrorf(nil, "object manifest %s lists %d files: kept with the job they take %d bytes, more than the %d a ZooKeeper node holds; split the object or submit a container",
-			raw, len(files), n, MaxManifestNodeBytes)
-	}
 	j := b.job(0, raw, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST)
-	j.Manifest = manifest
+	// A list too long for the job's manifest node is left to the
+	// estimator, which fetches it again and keeps it in the job's working
+	// folder (its files were checked here all the same).
+	if manifest := (&v1.Manifest{Files: files}); queue.FileListFitsNode(manifest) {
+		j.Manifest = manifest
+	}
 	j.Identifiers = objectIdentifiers(m.Entries)
 	if b.merritt != nil && j.Identifiers == nil {
 		j.Identifiers = merrittIdentifiers(b.merritt)

@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"github.com/ingestq/ingestq/shared/telemetry"
 	"google.golang.org/grpc/codes"
@@ -25,7 +26,9 @@ import (
 // Server implements BatchService.
 type Server struct {
 	v1.UnimplementedBatchServiceServer
-	Batches  *batches.Client
+	Batches *batches.Client
+	// Jobs reads a batch's jobs, the objects GetBatchStatus answers.
+	Jobs     *jobs.Reader
 	Profiles *profile.Set
 	Policy   fetch.Policy
 	Logger   *slog.Logger
@@ -77,7 +80,8 @@ func (s *Server) Submit(ctx context.Context, req *v1.SubmitRequest) (*v1.SubmitR
 	return &v1.SubmitResponse{BatchId: bid, BatchUuid: batchUUID, Traceparent: traceparent}, nil
 }
 
-// GetBatchStatus reads a batch by bid or batch uuid.
+// GetBatchStatus reads a batch by bid or batch uuid, with a page of its
+// objects.
 func (s *Server) GetBatchStatus(ctx context.Context, req *v1.GetBatchStatusRequest) (*v1.GetBatchStatusResponse, error) {
 	bid := req.GetBatchId()
 	if bid == "" {
@@ -90,6 +94,31 @@ func (s *Server) GetBatchStatus(ctx context.Context, req *v1.GetBatchStatusReque
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
+	list, next, err := s.Jobs.ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+	if err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
 	tp := b.GetSubmission().GetTraceparent()
-	return &v1.GetBatchStatusResponse{Batch: b, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp)}, nil
+	resp := &v1.GetBatchStatusResponse{Batch: b, TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp),
+		NextPageToken: next}
+	for _, j := range list {
+		resp.Objects = append(resp.Objects, objectStatus(j))
+	}
+	return resp, nil
+}
+
+// objectStatus is a job as its depositor follows it: the ARK and version
+// only once the version is stored (the storing step wrote the job's
+// inventory node), so that an ARK is never given for what is not kept.
+func objectStatus(j *v1.Job) *v1.ObjectStatus {
+	st := j.GetStatus()
+	o := &v1.ObjectStatus{JobId: j.GetId(), LocalIds: j.GetIdentifiers().GetLocalId(), State: st.GetStatus(),
+		PayloadUrl: j.GetConfiguration().GetPayloadUrl()}
+	if st.GetStatus() == queue.Failed {
+		o.Reason, o.FailedIn = st.GetMessage(), queue.FailedStage(st)
+	}
+	if j.GetInventory() != nil {
+		o.Ark, o.Version = j.GetIdentifiers().GetPrimaryId(), j.GetInventory().GetVersion()
+	}
+	return o
 }

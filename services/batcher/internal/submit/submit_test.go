@@ -3,6 +3,7 @@ package submit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -29,6 +32,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -81,7 +85,7 @@ func newFixture(t *testing.T, policy fetch.Policy) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1.RegisterBatchServiceServer(srv, &Server{Batches: batches.New(f.q), Profiles: profiles, Policy: policy, Logger: log,
+	v1.RegisterBatchServiceServer(srv, &Server{Batches: batches.New(f.q), Jobs: jobs.NewReader(f.q), Profiles: profiles, Policy: policy, Logger: log,
 		TraceURL: "https://tracing.example/trace/{trace_id}"})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -304,5 +308,86 @@ func TestTheLargestSubmissionFitsAZooKeeperNode(t *testing.T) {
 	req.BatchUuid = "other"
 	if _, err := f.client.Submit(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a submitter one byte over: %v, want InvalidArgument", err)
+	}
+}
+
+// TestGetBatchStatusTellsEachObjectWhereItIs: a depositor's status of a
+// batch lists each object, a page at a time: its local id and state; why
+// a failed one failed, and in which stage; the ARK and version number of
+// a stored one, and no ARK for one not stored yet, though processing gave
+// it one.
+func TestGetBatchStatusTellsEachObjectWhereItIs(t *testing.T) {
+	f := newFixture(t, fetch.Policy{})
+	ctx := context.Background()
+	news := make([]batches.NewJob, 3)
+	for i := range news {
+		news[i] = batches.NewJob{Priority: 5, Configuration: &v1.JobConfiguration{ProfileName: "demo",
+			PayloadUrl: fmt.Sprintf("http://127.0.0.1:1/%d.checkm", i), PayloadType: v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST},
+			Identifiers: &v1.Identifiers{LocalId: []string{fmt.Sprintf("loc-%d", i)}}}
+	}
+	bid, jids, err := queuetest.Submit(ctx, f.q, news)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(jid string, to queue.JobState, ch jobs.Change) {
+		t.Helper()
+		ch.To = to
+		queuetest.Move(t, f.q, jid, queuetest.WithProducts(ch))
+	}
+	// Stored as version 4 of an object ingested before, and completed.
+	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
+		step(jids[0], to, jobs.Change{})
+	}
+	step(jids[0], queue.Processing, jobs.Change{})
+	step(jids[0], queue.Storing, jobs.Change{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4old", LocalId: []string{"loc-0"}}})
+	step(jids[0], queue.Recording, jobs.Change{Inventory: &v1.Inventory{ManifestUrl: "file:///store/v4.checkm", Mode: "add", Version: 4}})
+	for _, to := range []queue.JobState{queue.Notify, queue.Completed} {
+		step(jids[0], to, jobs.Change{})
+	}
+	// Failed in Downloading.
+	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading} {
+		step(jids[1], to, jobs.Change{})
+	}
+	step(jids[1], queue.Failed, jobs.Change{Message: "a.txt: md5 digest mismatch"})
+	// Minted, not stored.
+	for _, to := range []queue.JobState{queue.Estimating, queue.Provisioning, queue.Downloading, queue.Processing} {
+		step(jids[2], to, jobs.Change{})
+	}
+	step(jids[2], queue.Storing, jobs.Change{Identifiers: &v1.Identifiers{PrimaryId: "ark:/99999/fk4new", LocalId: []string{"loc-2"}}})
+
+	first, err := f.client.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}, PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.GetObjects()) != 2 || first.GetNextPageToken() == "" {
+		t.Fatalf("first page: %v, next %q; want 2 objects and a token", first.GetObjects(), first.GetNextPageToken())
+	}
+	rest, err := f.client.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid},
+		PageSize: 2, PageToken: first.GetNextPageToken()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest.GetNextPageToken() != "" {
+		t.Errorf("the last page has a next page: %q", rest.GetNextPageToken())
+	}
+	got := map[string]*v1.ObjectStatus{}
+	for _, o := range append(first.GetObjects(), rest.GetObjects()...) {
+		got[o.GetJobId()] = o
+	}
+	want := []*v1.ObjectStatus{
+		{JobId: jids[0], LocalIds: []string{"loc-0"}, State: queue.Completed, Ark: "ark:/99999/fk4old", Version: 4,
+			PayloadUrl: "http://127.0.0.1:1/0.checkm"},
+		{JobId: jids[1], LocalIds: []string{"loc-1"}, State: queue.Failed, Reason: "a.txt: md5 digest mismatch",
+			FailedIn: queue.Downloading, PayloadUrl: "http://127.0.0.1:1/1.checkm"},
+		{JobId: jids[2], LocalIds: []string{"loc-2"}, State: queue.Storing, PayloadUrl: "http://127.0.0.1:1/2.checkm"},
+	}
+	for _, w := range want {
+		if !proto.Equal(got[w.GetJobId()], w) {
+			t.Errorf("object %s: %v, want %v", w.GetJobId(), got[w.GetJobId()], w)
+		}
+	}
+	_, err = f.client.GetBatchStatus(ctx, &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}, PageSize: 5000})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a page of 5000: %v, want InvalidArgument", err)
 	}
 }

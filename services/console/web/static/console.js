@@ -1,14 +1,29 @@
 // The console's only script; every page works without it. With it, a form
-// that carries data-confirm asks first (and then sends confirmed=1), and a
-// page whose body names a data-live endpoint refreshes its figures in place
-// every data-poll milliseconds: an element's data-field names the JSON value
-// it shows, data-bar and data-x the width and x of an SVG bar, data-if the
-// value that shows it, data-states the states (job or batch) it applies in.
+// that carries data-confirm asks first (and then sends confirmed=1), the
+// bulk form shows only the fields of the action chosen, and a page whose
+// body names a data-live endpoint refreshes its figures in place every
+// data-poll milliseconds: an element's data-field names the JSON value it
+// shows, data-bar and data-x the width and x of an SVG bar, data-if the
+// value that shows it, data-action the action (of the answer's actions) a
+// form does, shown where it applies, data-reason where the reason it does
+// not apply yet goes.
 (function () {
   'use strict';
 
   function each(selector, fn) {
     Array.prototype.forEach.call(document.querySelectorAll(selector), fn);
+  }
+
+  // The bulk form: a field marked data-verbs is for those actions only.
+  var verb = document.querySelector('#bulk-form select[name="verb"]');
+  function showVerbFields() {
+    each('#bulk-form [data-verbs]', function (el) {
+      el.hidden = el.getAttribute('data-verbs').split(' ').indexOf(verb.value) < 0;
+    });
+  }
+  if (verb) {
+    verb.addEventListener('change', showVerbFields);
+    showVerbFields();
   }
 
   document.addEventListener('submit', function (ev) {
@@ -157,6 +172,92 @@
     list.replaceChildren(items);
   }
 
+  // renderOptions keeps a select's first option (the default) and makes
+  // the others the names given, as the server renders them.
+  function renderOptions(select, names) {
+    if (!select) {
+      return;
+    }
+    var shown = Array.prototype.slice.call(select.options, 1).map(function (o) { return o.textContent; });
+    if (shown.join('\n') === names.join('\n')) {
+      return;
+    }
+    while (select.options.length > 1) {
+      select.remove(1);
+    }
+    names.forEach(function (name) {
+      var o = document.createElement('option');
+      o.textContent = name;
+      select.appendChild(o);
+    });
+  }
+
+  // renderHistory rebuilds the job page's timeline when it has changed.
+  function renderHistory(rows) {
+    var table = document.getElementById('history');
+    if (!table) {
+      return;
+    }
+    var tbody = table.tBodies[0];
+    var key = rows.map(function (h) { return h.at + ' ' + h.to; }).join('\n');
+    if (tbody.getAttribute('data-key') === key) {
+      return;
+    }
+    var items = document.createDocumentFragment();
+    rows.forEach(function (h) {
+      var tr = document.createElement('tr');
+      cell(tr, 'When', h.at).className = 'time';
+      cell(tr, 'From', h.from);
+      var to = document.createElement('span');
+      to.className = 'state s-' + h.to.toLowerCase();
+      to.textContent = h.to;
+      cell(tr, 'To').appendChild(to);
+      cell(tr, 'Time in the state left', h.in_state).className = 'num';
+      cell(tr, 'By', h.worker);
+      cell(tr, 'Message', h.message).className = 'msg';
+      items.appendChild(tr);
+    });
+    tbody.replaceChildren(items);
+    tbody.setAttribute('data-key', key);
+  }
+
+  // renderAttention rebuilds the queue page's strip of what needs an
+  // operator: each item says what it is and links to where it is dealt
+  // with.
+  function renderAttention(items) {
+    var list = document.getElementById('attention');
+    if (!list) {
+      return;
+    }
+    var key = items.map(function (it) { return it.kind + ' ' + it.text + ' ' + it.href; }).join('\n');
+    if (list.getAttribute('data-key') === key) {
+      return;
+    }
+    var lis = document.createDocumentFragment();
+    items.forEach(function (it) {
+      var li = document.createElement('li');
+      li.className = 'a-' + it.kind;
+      var text = document.createElement('span');
+      text.setAttribute('data-text', '');
+      text.textContent = it.text;
+      var a = document.createElement('a');
+      a.href = it.href;
+      a.textContent = it.do;
+      li.appendChild(text);
+      li.appendChild(document.createTextNode(' '));
+      li.appendChild(a);
+      lis.appendChild(li);
+    });
+    if (items.length === 0) {
+      var none = document.createElement('li');
+      none.className = 'none';
+      none.textContent = 'Nothing: no stage is stalled, no collection held, nothing failed.';
+      lis.appendChild(none);
+    }
+    list.replaceChildren(lis);
+    list.setAttribute('data-key', key);
+  }
+
   function apply(data) {
     each('[data-field]', function (el) {
       var value = lookup(data, el.getAttribute('data-field'));
@@ -183,10 +284,29 @@
     each('[data-if]', function (el) {
       el.hidden = !holds(data, el.getAttribute('data-if'));
     });
-    if (typeof data.state === 'string') {
-      each('[data-states]', function (el) {
-        el.hidden = el.getAttribute('data-states').split(' ').indexOf(data.state) < 0;
+    if (data.actions && typeof data.actions === 'object') {
+      each('[data-action]', function (el) {
+        var a = data.actions[el.getAttribute('data-action')];
+        el.hidden = !(a && a.applies);
       });
+      each('[data-reason]', function (el) {
+        var a = data.actions[el.getAttribute('data-reason')];
+        var why = a && !a.applies ? a.reason : '';
+        el.hidden = !why;
+        var text = el.querySelector('[data-reason-text]');
+        if (text && text.textContent !== why) {
+          text.textContent = why;
+        }
+      });
+    }
+    if (Array.isArray(data.requeue_states)) {
+      renderOptions(document.getElementById('requeue-state'), data.requeue_states);
+    }
+    if (Array.isArray(data.history)) {
+      renderHistory(data.history);
+    }
+    if (Array.isArray(data.attention)) {
+      renderAttention(data.attention);
     }
     if (Array.isArray(data.workers)) {
       renderWorkers(data.workers);

@@ -74,41 +74,80 @@ var (
 	ErrName = errors.New("name cannot be listed in a manifest")
 )
 
-// Extract expands archive into dst. dst should be empty: an entry that
-// names an existing file is refused as a duplicate. A refused archive has
-// written nothing, unless it lied in its headers; on any other error dst
-// may hold part of the archive; the caller removes it.
-func Extract(ctx context.Context, archive *os.File, dst *os.Root, lim Limits) (Stats, error) {
+// Archive is a container Open has read the headers of: its format and
+// entries, every entry judged, nothing written yet.
+type Archive struct {
+	format   string
+	entries  entryList
+	lim      Limits
+	declared Stats
+}
+
+// Open recognises archive's format and judges every entry from its header
+// (see survey), writing nothing: a refused archive is refused here. What
+// the headers declare (Declared) is known before anything is written, so
+// that the space it takes can be booked first.
+func Open(ctx context.Context, archive *os.File, lim Limits) (*Archive, error) {
 	head := make([]byte, 512)
 	n, err := archive.ReadAt(head, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return Stats{}, fmt.Errorf("reading the archive: %w", err)
+		return nil, fmt.Errorf("reading the archive: %w", err)
 	}
 	head = head[:n]
-	x := &extractor{ctx: ctx, dst: dst, lim: lim}
-	var entries entryList
+	a := &Archive{lim: lim}
 	switch {
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")), bytes.HasPrefix(head, []byte("PK\x05\x06")):
-		x.stats.Format = "zip"
-		entries, err = zipEntries(archive, lim)
+		a.format = "zip"
+		a.entries, err = zipEntries(archive, lim)
 	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
-		x.stats.Format = "tar.gz"
-		entries, err = gzipEntries(archive)
+		a.format = "tar.gz"
+		a.entries, err = gzipEntries(archive)
 	case isTar(head):
-		x.stats.Format = "tar"
-		entries = tarEntries(func() (io.Reader, func(), error) {
+		a.format = "tar"
+		a.entries = tarEntries(func() (io.Reader, func(), error) {
 			return io.NewSectionReader(archive, 0, 1<<62), func() {}, nil
 		})
 	default:
 		err = ErrFormat
 	}
 	if err != nil {
-		return x.stats, err
+		return a, err
 	}
-	if err := x.survey(entries); err != nil {
-		return x.stats, err
+	a.declared = Stats{Format: a.format}
+	return a, (&extractor{ctx: ctx, lim: lim}).survey(a.entries, &a.declared)
+}
+
+// Format is "zip", "tar" or "tar.gz"; "" when Open did not recognise it.
+func (a *Archive) Format() string {
+	if a == nil {
+		return ""
 	}
-	return x.stats, entries(x.entry)
+	return a.format
+}
+
+// Declared is what the entries' headers declare: files, folders and bytes
+// (an entry's declared size is not trusted while writing).
+func (a *Archive) Declared() Stats { return a.declared }
+
+// Extract expands the archive into dst, which should be empty: an entry
+// that names an existing file is refused as a duplicate. On an error dst
+// may hold part of the archive (an archive whose headers lied about its
+// sizes, or a failure while writing); the caller removes it. The files are
+// written, not synced: the caller makes them durable together.
+func (a *Archive) Extract(ctx context.Context, dst *os.Root) (Stats, error) {
+	x := &extractor{ctx: ctx, dst: dst, lim: a.lim, stats: Stats{Format: a.format}}
+	err := a.entries(x.entry)
+	return x.stats, err
+}
+
+// Extract opens archive (Open) and expands it into dst (Archive.Extract).
+// A refused archive has written nothing.
+func Extract(ctx context.Context, archive *os.File, dst *os.Root, lim Limits) (Stats, error) {
+	a, err := Open(ctx, archive, lim)
+	if err != nil {
+		return Stats{Format: a.Format()}, err
+	}
+	return a.Extract(ctx, dst)
 }
 
 // isTar recognises a POSIX (ustar, pax) or GNU tar header by its magic.
@@ -140,9 +179,8 @@ type extractor struct {
 // survey judges every entry from its header, writing nothing: too many,
 // a refused name or kind, a name twice, or more bytes declared than the
 // limit refuse the archive before its first file is written.
-func (x *extractor) survey(entries entryList) error {
+func (x *extractor) survey(entries entryList, declared *Stats) error {
 	count := 0
-	var declared int64
 	files := map[string]bool{}
 	return entries(func(e archiveEntry) error {
 		if err := x.ctx.Err(); err != nil {
@@ -152,14 +190,19 @@ func (x *extractor) survey(entries entryList) error {
 			return fmt.Errorf("%w: more than %d", ErrTooMany, x.lim.MaxEntries)
 		}
 		p, err := judge(e.name, e.kind)
-		if err != nil || p == "" || e.kind == kindDir {
+		if err != nil || p == "" {
 			return err
+		}
+		if e.kind == kindDir {
+			declared.Dirs++
+			return nil
 		}
 		if files[p] {
 			return &EntryError{Entry: e.name, Err: ErrDuplicate}
 		}
 		files[p] = true
-		if declared += max(e.size, 0); declared > x.lim.MaxBytes {
+		declared.Files++
+		if declared.Bytes += max(e.size, 0); declared.Bytes > x.lim.MaxBytes {
 			return &EntryError{Entry: e.name, Err: fmt.Errorf("%w: more than %d bytes in all", ErrTooLarge, x.lim.MaxBytes)}
 		}
 		return nil
@@ -368,9 +411,6 @@ func (x *extractor) entry(e archiveEntry) error {
 		case !errors.Is(perr, io.EOF):
 			err = perr
 		}
-	}
-	if err == nil {
-		err = out.Sync()
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr

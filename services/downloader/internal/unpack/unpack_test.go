@@ -438,3 +438,103 @@ func TestARefusedArchiveWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestAZipOfMoreEntriesThanItsEndRecordCountsUnpacks: past 65,535 entries a
+// zip's count (and past 4 GiB its sizes and offsets) are only in its zip64
+// records, which Go's writer adds; every entry is unpacked.
+func TestAZipOfMoreEntriesThanItsEndRecordCountsUnpacks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("70,000 files: a test of sheer volume")
+	}
+	const n = 70_000
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for i := range n {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("d%02d/f%05d", i/1000, i), Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprint(w, i)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b.Bytes(), []byte("PK\x06\x06")) {
+		t.Fatal("the zip has no zip64 end record")
+	}
+	dst, st, err := extract(t, b.Bytes(), Limits{MaxEntries: 100_000, MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != n {
+		t.Errorf("%d files unpacked, want %d", st.Files, n)
+	}
+	if data, err := os.ReadFile(filepath.Join(dst, "d69", "f69999")); err != nil || string(data) != "69999" {
+		t.Errorf("the last entry: %q, %v", data, err)
+	}
+}
+
+// TestATarWhoseSizesArePaxRecordsUnpacks: a file over 8 GiB has its size in
+// a pax extended header (its ustar size field cannot hold it); here every
+// size is only there, its ustar field 0, in a tar and in a tar.gz.
+func TestATarWhoseSizesArePaxRecordsUnpacks(t *testing.T) {
+	files := map[string]string{"a.txt": "sized by a pax record", "d/b.txt": "and so is this"}
+	raw := paxSizedTar(files, []string{"a.txt", "d/b.txt"})
+	for name, data := range map[string][]byte{"tar": raw, "tar.gz": gzipOf(raw)} {
+		t.Run(name, func(t *testing.T) {
+			dst, st, err := extract(t, data, generous)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := tree(t, dst)
+			if got["a.txt"] != files["a.txt"] || got["d/b.txt"] != files["d/b.txt"] || st.Format != name || st.Files != 2 {
+				t.Errorf("unpacked %v (%+v)", got, st)
+			}
+		})
+	}
+}
+
+// paxSizedTar is a tar of files whose every size is given in a pax
+// extended header only, the ustar header's size field saying 0.
+func paxSizedTar(files map[string]string, names []string) []byte {
+	var b []byte
+	header := func(name string, flag byte, size int) {
+		h := make([]byte, 512)
+		copy(h, name)
+		copy(h[100:], "0000644\x00")
+		copy(h[108:], "0000000\x00")
+		copy(h[116:], "0000000\x00")
+		copy(h[124:], fmt.Sprintf("%011o\x00", size))
+		copy(h[136:], "00000000000\x00")
+		h[156] = flag
+		copy(h[257:], "ustar\x0000")
+		copy(h[148:], "        ")
+		sum := 0
+		for _, c := range h {
+			sum += int(c)
+		}
+		copy(h[148:], fmt.Sprintf("%06o\x00 ", sum))
+		b = append(b, h...)
+	}
+	pad := func() {
+		if n := len(b) % 512; n != 0 {
+			b = append(b, make([]byte, 512-n)...)
+		}
+	}
+	for _, name := range names {
+		body := files[name]
+		rest := " size=" + strconv.Itoa(len(body)) + "\n"
+		n := len(rest) + 1
+		for len(strconv.Itoa(n))+len(rest) != n {
+			n++
+		}
+		rec := strconv.Itoa(n) + rest
+		header("PaxHeaders/"+name, tar.TypeXHeader, len(rec))
+		b = append(b, rec...)
+		pad()
+		header(name, tar.TypeReg, 0)
+		b = append(b, body...)
+		pad()
+	}
+	return append(b, make([]byte, 1024)...)
+}

@@ -42,25 +42,18 @@ type Poster struct {
 	Retry retry.Policy
 	// Timeout bounds one attempt, answer included.
 	Timeout time.Duration
-	// Metrics, if set, counts each callback's outcome.
-	Metrics *telemetry.Metrics
 }
+
+// ErrRefused is a call that would be refused again as it is: the
+// receiver's answer refused it (4xx other than 408 and 429), or the
+// callbacks' address policy does not allow its URL (INGESTQ_CALLBACK_ALLOW,
+// _DENY).
+var ErrRefused = errors.New("refused, not retried")
 
 // Post delivers r to url. It returns nil once the receiver answered 2xx;
 // otherwise an error saying what the last attempt met and how many were
-// made. Answers 4xx other than 408 and 429 are not retried: the receiver
-// refuses the call as it is.
+// made, wrapping ErrRefused for an answer not worth retrying.
 func (p Poster) Post(ctx context.Context, url string, r Result) error {
-	outcome, err := p.post(ctx, url, r)
-	if p.Metrics != nil {
-		p.Metrics.Callback(ctx, outcome)
-	}
-	return err
-}
-
-// post is Post, saying also how it ended: delivered, refused (an answer
-// not worth retrying) or failed.
-func (p Poster) post(ctx context.Context, url string, r Result) (string, error) {
 	if r.LocalIDs == nil {
 		r.LocalIDs = []string{} // a JSON array, not null
 	}
@@ -68,20 +61,28 @@ func (p Poster) post(ctx context.Context, url string, r Result) (string, error) 
 	var se *fetch.StatusError
 	switch {
 	case err == nil:
-		return "delivered", nil
+		return nil
 	case ctx.Err() != nil:
-		return "failed", fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
+		return fmt.Errorf("callback %s: %w", url, context.Cause(ctx))
 	case errors.As(err, &se) && !fetch.RetryableStatus(se.Code):
-		return "refused", fmt.Errorf("callback %s: HTTP %d %s (not retried)", url, se.Code, http.StatusText(se.Code))
+		return fmt.Errorf("callback %s: HTTP %d %s (%w)", url, se.Code, http.StatusText(se.Code), ErrRefused)
+	case notAllowed(err):
+		return fmt.Errorf("callback %s: %s (%w)", url, reason(err), ErrRefused)
 	}
-	return "failed", fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
+	return fmt.Errorf("callback %s: %s after %d attempts", url, reason(err), attempts)
 }
 
 // mayPass reports whether a failed POST is worth another attempt: any
-// failure but an answer refusing the call as it is.
+// failure but an answer refusing the call as it is, or a URL the policy
+// does not allow.
 func mayPass(err error) bool {
 	var se *fetch.StatusError
-	return !errors.As(err, &se) || fetch.RetryableStatus(se.Code)
+	return (!errors.As(err, &se) || fetch.RetryableStatus(se.Code)) && !notAllowed(err)
+}
+
+// notAllowed reports whether the callbacks' policy refused the URL.
+func notAllowed(err error) bool {
+	return errors.Is(err, fetch.ErrDenied) || errors.Is(err, fetch.ErrScheme)
 }
 
 func (p Poster) attempt(ctx context.Context, url string, r Result) error {

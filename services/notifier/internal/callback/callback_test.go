@@ -2,6 +2,7 @@ package callback
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/retry"
-	"github.com/ingestq/ingestq/shared/telemetry"
 	"github.com/ingestq/ingestq/shared/waittest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -94,25 +94,25 @@ func TestACallbackIsASpanOfTheJobsTraceAndCarriesItsTraceparent(t *testing.T) {
 	}
 }
 
-func TestCallbacksAreCountedByOutcome(t *testing.T) {
-	tel, err := telemetry.Setup(context.Background(), "notifier-test", "v0", telemetry.WithSpanExporter(tracetest.NewInMemoryExporter()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
-	codes := map[string]int{"/ok": http.StatusOK, "/gone": http.StatusGone, "/busy": http.StatusServiceUnavailable}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(codes[r.URL.Path]) }))
+// A receiver's answer refusing the call as it is (4xx) is told apart from
+// a failure that may pass: the first is not posted again.
+func TestARefusalIsToldApartFromAFailureThatMayPass(t *testing.T) {
+	codes := map[string]int{"/gone": http.StatusGone, "/busy": http.StatusServiceUnavailable}
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(codes[r.URL.Path])
+	}))
 	defer srv.Close()
-	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 2, Backoff: time.Millisecond, Max: time.Minute}, Metrics: tel.Metrics}
-	for path := range codes {
-		p.Post(context.Background(), srv.URL+path, Result{JobID: "jid0000000001"})
+	p := Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 2, Backoff: time.Millisecond, Max: time.Minute}}
+	err := p.Post(context.Background(), srv.URL+"/gone", Result{JobID: "jid0000000001"})
+	if !errors.Is(err, ErrRefused) || err.Error() != "callback "+srv.URL+"/gone: HTTP 410 Gone (refused, not retried)" || calls.Load() != 1 {
+		t.Errorf("a 410: %v after %d calls, want ErrRefused after 1", err, calls.Load())
 	}
-	rec := httptest.NewRecorder()
-	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, outcome := range []string{"delivered", "refused", "failed"} {
-		if want := `ingestq_callbacks_total{outcome="` + outcome + `"} 1`; !strings.Contains(rec.Body.String(), want) {
-			t.Errorf("no %s in\n%s", want, rec.Body.String())
-		}
+	calls.Store(0)
+	err = p.Post(context.Background(), srv.URL+"/busy", Result{JobID: "jid0000000001"})
+	if err == nil || errors.Is(err, ErrRefused) || calls.Load() != 2 {
+		t.Errorf("a 503: %v after %d calls, want a failure that may pass after 2", err, calls.Load())
 	}
 }
 

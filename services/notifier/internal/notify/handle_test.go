@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -56,18 +57,24 @@ func TestACallbackAnsweredWithServerErrorsIsPostedAgainUntilItIsDelivered(t *tes
 	}
 }
 
-func TestACallbackThatKeepsFailingFailsTheJobAndKeepsItsFolder(t *testing.T) {
+// A callback that keeps failing leaves the job waiting in Notify, to be
+// tried again after the first backoff, and its working folder goes: the
+// object is stored, only the news of it waits.
+func TestACallbackThatKeepsFailingWaitsInNotifyToBeTriedAgain(t *testing.T) {
 	rcv := &receiver{script: []int{500}}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	root := t.TempDir()
 	claim, wd := notifyJob(t, root, "demo")
-	out := newNotifier(t, root, srv.URL+"/cb").Handle(context.Background(), claim)
-	if want := "to Failed: callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts"; out.String() != want || rcv.calls() != 3 {
+	n := newNotifier(t, root, srv.URL+"/cb")
+	n.Now = func() time.Time { return t0 }
+	out := n.Handle(context.Background(), claim)
+	want := "wait 200ms: callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts; pending: tried again for 1h0m0s from the first failure"
+	if out.String() != want || rcv.calls() != 3 {
 		t.Errorf("outcome %q after %d calls, want %q after 3", out, rcv.calls(), want)
 	}
-	if !exists(wd) {
-		t.Error("the failed job's working folder is gone: a requeued job would need it")
+	if exists(wd) {
+		t.Error("the working folder of a job whose callback waits is still there")
 	}
 }
 
@@ -76,10 +83,13 @@ func TestACallbackRefusedWithAClientErrorIsNotRetried(t *testing.T) {
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	root := t.TempDir()
-	claim, _ := notifyJob(t, root, "demo")
+	claim, wd := notifyJob(t, root, "demo")
 	out := newNotifier(t, root, srv.URL+"/gone").Handle(context.Background(), claim)
-	if !strings.HasPrefix(out.String(), "to Failed: ") || !strings.HasSuffix(out.String(), "/gone: HTTP 404 Not Found (not retried)") || rcv.calls() != 1 {
-		t.Errorf("outcome %q after %d calls, want Failed, not retried, after 1", out, rcv.calls())
+	if want := "to Failed: callback " + srv.URL + "/gone: HTTP 404 Not Found (refused, not retried)"; out.String() != want || rcv.calls() != 1 {
+		t.Errorf("outcome %q after %d calls, want %q after 1", out, rcv.calls(), want)
+	}
+	if !exists(wd) {
+		t.Error("the failed job's working folder is gone: a requeued job would need it")
 	}
 }
 

@@ -42,6 +42,7 @@ type receiver struct {
 	script []int
 	bodies []map[string]any
 	types  []string
+	keys   []string // Idempotency-Key of each POST
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -55,6 +56,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.bodies = append(r.bodies, body)
 	r.types = append(r.types, req.Header.Get("Content-Type"))
+	r.keys = append(r.keys, req.Header.Get("Idempotency-Key"))
 	code := r.script[min(len(r.bodies), len(r.script))-1]
 	w.WriteHeader(code)
 }
@@ -103,7 +105,8 @@ func newNotifier(t *testing.T, workRoot, callbackURL string) *Notifier {
 		t.Fatal(err)
 	}
 	return &Notifier{Profiles: set, WorkRoot: mustRoot(t, workRoot), Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-		Callback: callback.Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 3, Backoff: 10 * time.Millisecond, Max: time.Minute}, Timeout: 5 * time.Second}}
+		Callback:   callback.Poster{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 3, Backoff: 10 * time.Millisecond, Max: time.Minute}, Timeout: 5 * time.Second},
+		Redelivery: Redelivery{For: time.Hour, Backoff: 200 * time.Millisecond, Max: time.Second}}
 }
 
 // run runs the notify stage (see start).
@@ -208,23 +211,63 @@ func TestACallbackLeavesOutAVersionTheJobDoesNotSay(t *testing.T) {
 	}
 }
 
-func TestACallbackThatKeepsFailingFailsTheJobAndAnAdminCanRetry(t *testing.T) {
-	rcv := &receiver{script: []int{500}}
+// A receiver that fails (here three series of three attempts) leaves the
+// job waiting in Notify, held by no notifier, its history saying why once;
+// once the receiver answers, the callback is delivered under the job's key
+// and the job completes.
+func TestACallbackNotDeliveredYetWaitsInNotifyAndIsDeliveredOnceTheReceiverAnswers(t *testing.T) {
+	rcv := &receiver{script: []int{500, 500, 500, 503, 503, 503, 500, 500, 500, 200}}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	e := start(t, srv.URL+"/cb")
 	jid, wd := e.spawn(t, "demo")
 	st := e.ended(t, jid)
-	want := "callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts"
-	if st.GetStatus() != queue.Failed || st.GetMessage() != want || rcv.calls() != 3 {
-		t.Fatalf("job %s %q after %d calls; want Failed %q after 3", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls(), want)
+	if st.GetStatus() != queue.Completed || rcv.calls() != 10 {
+		t.Fatalf("job %s %q after %d calls; want Completed after 10", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls())
 	}
-	if _, err := os.Stat(wd); err != nil {
-		t.Errorf("the failed job's working folder is gone: %v", err)
+	for _, k := range rcv.keys {
+		if k != jid {
+			t.Fatalf("Idempotency-Key of each post %v, want %s every time", rcv.keys, jid)
+		}
 	}
-	// The receiver is fixed; an admin resumes the job at Notify.
+	// Its history: into Notify, a stay for each way the receiver failed
+	// (500, then 503, then 500 again), none for an attempt that failed
+	// as the one before, then Completed.
+	var path []string
+	for _, h := range st.GetHistory() {
+		if h.GetFrom() == queue.Notify || h.GetTo() == queue.Notify {
+			path = append(path, queue.JobStateName(h.GetFrom())+"→"+queue.JobStateName(h.GetTo())+": "+h.GetMessage())
+		}
+	}
+	pending := "; pending: tried again for 1h0m0s from the first failure"
+	want := []string{"Recording→Notify: ",
+		"Notify→Notify: callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts" + pending,
+		"Notify→Notify: callback " + srv.URL + "/cb: HTTP 503 Service Unavailable after 3 attempts" + pending,
+		"Notify→Notify: callback " + srv.URL + "/cb: HTTP 500 Internal Server Error after 3 attempts" + pending,
+		"Notify→Completed: callback " + srv.URL + "/cb delivered; working folder removed"}
+	if strings.Join(path, "\n") != strings.Join(want, "\n") {
+		t.Errorf("history in and out of Notify:\n%s\nwant\n%s", strings.Join(path, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := os.Stat(wd); !os.IsNotExist(err) {
+		t.Errorf("working folder still there: %v", err)
+	}
+}
+
+// A receiver refusing the call as it is (a 4xx) fails the job; once the
+// receiver is fixed, an operator requeues it to Notify.
+func TestACallbackRefusedFailsTheJobAndAnAdminCanRetry(t *testing.T) {
+	rcv := &receiver{script: []int{404}}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	e := start(t, srv.URL+"/cb")
+	jid, _ := e.spawn(t, "demo")
+	st := e.ended(t, jid)
+	want := "callback " + srv.URL + "/cb: HTTP 404 Not Found (refused, not retried)"
+	if st.GetStatus() != queue.Failed || st.GetMessage() != want || rcv.calls() != 1 {
+		t.Fatalf("job %s %q after %d calls; want Failed %q after 1", queue.JobStateName(st.GetStatus()), st.GetMessage(), rcv.calls(), want)
+	}
 	rcv.mu.Lock()
-	rcv.script = []int{500, 500, 500, 200}
+	rcv.script = []int{404, 200}
 	rcv.mu.Unlock()
 	if _, err := admin.New(e.q).Jobs.Requeue(context.Background(), jid, 0, "receiver fixed"); err != nil {
 		t.Fatal(err)

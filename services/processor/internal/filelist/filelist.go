@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/services/processor/internal/digest"
+	"github.com/ingestq/ingestq/services/processor/internal/store"
 	"github.com/ingestq/ingestq/shared/checkm"
 )
 
@@ -42,12 +43,16 @@ func (e *MismatchError) Error() string { return e.File + ": " + e.Msg }
 // declared is not nil, producer/ must hold exactly its files (by name), each
 // of the declared size and digest where one is given; a difference is a
 // *MismatchError. Symbolic links and other non-regular files are refused.
-func List(ctx context.Context, workDir string, declared *v1.Manifest) ([]checkm.Entry, error) {
-	want := map[string]*v1.ManifestFile{}
+// seen is each file as it was read, by name (store.Request.Digested).
+func List(ctx context.Context, workDir string, declared *v1.Manifest) (entries []checkm.Entry, seen map[string]store.Seen, err error) {
+	want := make(map[string]*v1.ManifestFile, len(declared.GetFiles()))
 	for _, f := range declared.GetFiles() {
 		want[path.Join(Producer, f.GetName())] = f
 	}
-	var entries []checkm.Entry
+	// The system files, a handful, come beside the declared ones.
+	entries = make([]checkm.Entry, 0, len(want)+8)
+	seen = make(map[string]store.Seen, len(want)+8)
+	found := 0 // declared files found
 	for _, top := range []string{Producer, System} {
 		root := filepath.Join(workDir, top)
 		if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
@@ -77,53 +82,62 @@ func List(ctx context.Context, workDir string, declared *v1.Manifest) ([]checkm.
 			if declared != nil && decl == nil && top == Producer {
 				return &MismatchError{File: name, Msg: "is not in the job's manifest"}
 			}
-			e, err := describe(ctx, p, name, decl)
+			if decl != nil {
+				found++
+			}
+			e, fi, err := describe(ctx, p, name, decl)
 			if err != nil {
 				return err
 			}
 			entries = append(entries, e)
+			if s, ok := store.SeenOf(fi); ok {
+				seen[name] = s
+			}
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", root, err)
+			return nil, nil, fmt.Errorf("listing %s: %w", root, err)
 		}
 	}
-	if declared != nil {
-		if err := allPresent(entries, want); err != nil {
-			return nil, err
-		}
+	if declared != nil && found < len(want) {
+		return nil, nil, missing(entries, want)
 	}
 	if !slices.ContainsFunc(entries, func(e checkm.Entry) bool { return strings.HasPrefix(e.FileName, Producer+"/") }) {
-		return nil, fmt.Errorf("%s holds no file", filepath.Join(workDir, Producer))
+		return nil, nil, fmt.Errorf("%s holds no file", filepath.Join(workDir, Producer))
 	}
 	slices.SortFunc(entries, func(a, b checkm.Entry) int { return strings.Compare(a.FileName, b.FileName) })
-	return entries, nil
+	return entries, seen, nil
 }
 
-// describe digests one file and checks it against its declaration.
-func describe(ctx context.Context, p, name string, decl *v1.ManifestFile) (checkm.Entry, error) {
+// describe digests one file and checks it against its declaration; fi is
+// the file read, as it was once read.
+func describe(ctx context.Context, p, name string, decl *v1.ManifestFile) (checkm.Entry, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return checkm.Entry{}, err
+		return checkm.Entry{}, nil, err
 	}
 	defer f.Close()
 	n, sums, err := digest.Copy(ctx, io.Discard, f, Algorithm, decl.GetHashAlgorithm())
 	if err != nil {
-		return checkm.Entry{}, fmt.Errorf("reading %s: %w", name, err)
+		return checkm.Entry{}, nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return checkm.Entry{}, nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	if decl != nil {
 		if decl.GetSize() >= 0 && decl.GetSize() != n {
-			return checkm.Entry{}, &MismatchError{File: name, Msg: fmt.Sprintf("size is %d bytes, the manifest says %d", n, decl.GetSize())}
+			return checkm.Entry{}, nil, &MismatchError{File: name, Msg: fmt.Sprintf("size is %d bytes, the manifest says %d", n, decl.GetSize())}
 		}
 		if alg := decl.GetHashAlgorithm(); alg != "" && !strings.EqualFold(sums[alg], decl.GetHashValue()) {
-			return checkm.Entry{}, &MismatchError{File: name, Msg: fmt.Sprintf("%s is %s, the manifest says %s", alg, sums[alg], decl.GetHashValue())}
+			return checkm.Entry{}, nil, &MismatchError{File: name, Msg: fmt.Sprintf("%s is %s, the manifest says %s", alg, sums[alg], decl.GetHashValue())}
 		}
 	}
-	return checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: Algorithm, HashValue: sums[Algorithm], FileSize: n, FileName: name}, nil
+	return checkm.Entry{FileURL: checkm.FileURL(p), HashAlgorithm: Algorithm, HashValue: sums[Algorithm], FileSize: n, FileName: name}, fi, nil
 }
 
-// allPresent reports the first declared file that is not in entries.
-func allPresent(entries []checkm.Entry, want map[string]*v1.ManifestFile) error {
+// missing reports the first declared file that is not in entries.
+func missing(entries []checkm.Entry, want map[string]*v1.ManifestFile) error {
 	have := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		have[e.FileName] = true

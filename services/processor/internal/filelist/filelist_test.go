@@ -39,7 +39,7 @@ func TestListDigestsEveryFileAndChecksTheDeclaredOnes(t *testing.T) {
 		{Name: "a.txt", HashAlgorithm: "md5", HashValue: md("alpha"), Size: 5},
 		{Name: "d/b.bin", Size: -1}, // no digest, no size: nothing to check
 	}}
-	entries, err := List(context.Background(), wd, declared)
+	entries, _, err := List(context.Background(), wd, declared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestListRefusesWhatTheManifestDidNotDeclare(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wd := t.TempDir()
 			write(t, wd, tc.files)
-			_, err := List(context.Background(), wd, &v1.Manifest{Files: tc.decl})
+			_, _, err := List(context.Background(), wd, &v1.Manifest{Files: tc.decl})
 			var mm *MismatchError
 			if !errors.As(err, &mm) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("List error %v; want a mismatch %q", err, tc.want)
@@ -92,7 +92,7 @@ func TestListWithoutADeclarationTakesEveryFile(t *testing.T) {
 	// A container's manifest names the archive, not what it unpacked to.
 	wd := t.TempDir()
 	write(t, wd, map[string]string{"producer/x/1": "1", "producer/x/2": "2"})
-	entries, err := List(context.Background(), wd, nil)
+	entries, _, err := List(context.Background(), wd, nil)
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("List = %v, %v", entries, err)
 	}
@@ -104,12 +104,12 @@ func TestListRefusesLinksAndEmptyObjects(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(wd, "producer", "link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := List(context.Background(), wd, nil); err == nil || !strings.Contains(err.Error(), "producer/link is not a regular file") {
+	if _, _, err := List(context.Background(), wd, nil); err == nil || !strings.Contains(err.Error(), "producer/link is not a regular file") {
 		t.Errorf("List with a symlink: %v", err)
 	}
 	empty := t.TempDir()
 	os.MkdirAll(filepath.Join(empty, "producer"), 0o755)
-	if _, err := List(context.Background(), empty, nil); err == nil || !strings.Contains(err.Error(), "holds no file") {
+	if _, _, err := List(context.Background(), empty, nil); err == nil || !strings.Contains(err.Error(), "holds no file") {
 		t.Errorf("List of an empty producer folder: %v", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestListRefusesANameTheStorageManifestCannotCarry(t *testing.T) {
 	for _, name := range []string{"a|b.txt", "tab\there.txt", "esc\x1b.txt", "trailing.txt "} {
 		wd := t.TempDir()
 		write(t, wd, map[string]string{"producer/ok.txt": "ok", "producer/" + name: "x"})
-		_, err := List(context.Background(), wd, nil)
+		_, _, err := List(context.Background(), wd, nil)
 		var fe *checkm.FileNameError
 		if !errors.As(err, &fe) || fe.Name != "producer/"+name {
 			t.Errorf("List with producer/%q: %v; want a FileNameError", name, err)

@@ -458,3 +458,53 @@ func TestAnARKEZIDWillNotMintFailsTheJob(t *testing.T) {
 		t.Errorf("the store holds %v (%v), want nothing", des, err)
 	}
 }
+
+// requests keeps the requests a store is given, and passes them on.
+type requests struct {
+	store.Storage
+	got []store.Request
+}
+
+func (r *requests) Store(ctx context.Context, req store.Request) (store.Version, error) {
+	r.got = append(r.got, req)
+	return r.Storage.Store(ctx, req)
+}
+
+// TestStoringOnTheClaimProcessingHeldGetsWhatItDigested: a job the runner
+// chains from processing to storing (one claim, its lock kept) is stored
+// with what processing saw of each of its files as it digested them, so
+// that the store need not read them again; a job stored on another claim
+// (another process, a later attempt) is stored with nothing of the sort.
+func TestStoringOnTheClaimProcessingHeldGetsWhatItDigested(t *testing.T) {
+	e := newMem(t, "")
+	rec := &requests{Storage: e.p.Storage}
+	e.p.Storage = rec
+	e.p.StageConfigs(true)
+	ctx := context.Background()
+
+	job, _ := e.job(t, object{files: map[string]string{"a.txt": "alpha", "dir/b.txt": "beta"}})
+	claim := stagetest.New(job, queue.Processing)
+	claim.Counters = &e.counters
+	out := e.p.Handle(ctx, claim)
+	if err := claim.Update(ctx, out.Change()); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.p.HandleStoring(ctx, claim); !strings.HasPrefix(out.String(), "next: stored") {
+		t.Fatalf("storing: %q", out)
+	}
+	d := rec.got[0].Digested
+	if _, ok := d["producer/a.txt"]; !ok || len(d) < 3 {
+		t.Errorf("stored with %d files digested (%v); want every file of the version, producer/a.txt among them", len(d), d)
+	}
+
+	job, _ = e.job(t, object{files: map[string]string{"c.txt": "gamma"}})
+	if out := e.handle(t, job, queue.Processing); !strings.HasPrefix(out.String(), "next") {
+		t.Fatalf("processing: %q", out)
+	}
+	if out := e.handle(t, job, queue.Storing); !strings.HasPrefix(out.String(), "next: stored") {
+		t.Fatalf("storing: %q", out)
+	}
+	if d := rec.got[1].Digested; d != nil {
+		t.Errorf("a job stored on another claim than processing's was given %d files as digested", len(d))
+	}
+}

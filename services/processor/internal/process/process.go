@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -79,12 +80,65 @@ type Processor struct {
 	// failure that may pass (its zero value: it does not).
 	StoreRetry StoreRetry
 	Logger     *slog.Logger
+
+	storing  bool     // this process stores the versions it processes (StageConfigs)
+	digested handOver // what processing saw of the files, for storing after it
+}
+
+// handOver hands what the processing step saw of a job's files (as it
+// digested them) to the storing step that follows it in this process on
+// the same claim, a job the runner chains on with its lock kept: the
+// store links those files without reading them again (store.Seen). A job
+// stored by another claim or process is read again, whatever happened to
+// its working folder in between.
+type handOver struct {
+	mu   sync.Mutex
+	jobs map[stage.Claim]digestedFiles
+}
+
+type digestedFiles struct {
+	manifest string // the storage manifest's URL
+	seen     map[string]store.Seen
+	at       time.Time
+}
+
+// handOverFor is how long a hand-over waits for its storing step: a
+// chained one comes at once; one that never comes (the job went on alone,
+// to another replica) is dropped.
+const handOverFor = 10 * time.Minute
+
+func (h *handOver) put(claim stage.Claim, manifest string, seen map[string]store.Seen) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.jobs == nil {
+		h.jobs = map[stage.Claim]digestedFiles{}
+	}
+	for c, d := range h.jobs {
+		if time.Since(d.at) > handOverFor {
+			delete(h.jobs, c)
+		}
+	}
+	h.jobs[claim] = digestedFiles{manifest: manifest, seen: seen, at: time.Now()}
+}
+
+// take returns (and forgets) what processing on this claim saw of the files
+// of the storage manifest at manifest; nil if it was another claim's.
+func (h *handOver) take(claim stage.Claim, manifest string) map[string]store.Seen {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.jobs[claim]
+	delete(h.jobs, claim)
+	if !ok || d.manifest != manifest {
+		return nil
+	}
+	return d.seen
 }
 
 // StageConfigs are the processor's stages: processing, and storing unless
 // another consumer (Merritt's storage service) owns Storing; then processed
 // jobs wait in Storing for it.
 func (p *Processor) StageConfigs(storing bool) []stage.Config {
+	p.storing = storing
 	cfgs := []stage.Config{{
 		Name:    "processing",
 		From:    queue.Processing,
@@ -170,7 +224,10 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 	if err != nil {
 		return stage.Outcome{}, nil, failf("working folder: %v", err)
 	}
-	declared, err := claim.LoadManifest(ctx)
+	declared, err := p.fileList(ctx, claim, dir)
+	if errors.Is(err, queue.ErrCorrupt) {
+		return stage.Outcome{}, nil, failf("the job's file list: %v", err)
+	}
 	if err != nil {
 		return stage.Outcome{}, nil, fmt.Errorf("reading the job's manifest: %w", err)
 	}
@@ -199,6 +256,20 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 	out, err := p.describe(ctx, claim, wd, ark, declared, held)
 	carried = true
 	return out, held, err
+}
+
+// fileList is the job's file list: its manifest node's, or the one kept in
+// its working folder dir that the node names (a list too long for a node).
+func (p *Processor) fileList(ctx context.Context, claim stage.Claim, dir string) (*v1.Manifest, error) {
+	m, err := claim.LoadManifest(ctx)
+	if err != nil || m.GetKept() == nil {
+		return m, err
+	}
+	root, err := workdir.At(p.WorkRoot)
+	if err != nil {
+		return nil, err
+	}
+	return root.FileList(dir, m)
 }
 
 // describe writes the system files of the job's object, named ark by
@@ -235,7 +306,7 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 	if conf.GetPayloadType() == v1.PayloadType_PAYLOAD_TYPE_CONTAINER {
 		declared = nil // it names the archive, which the downloader unpacked
 	}
-	entries, err := filelist.List(ctx, wd, declared)
+	entries, seen, err := filelist.List(ctx, wd, declared)
 	if err != nil {
 		return stage.Outcome{}, failf("checking the files of %s: %v", ark, err)
 	}
@@ -268,6 +339,9 @@ func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark str
 		change.Store = &v1.Store{ManifestUrl: am.URL, Mode: merrittstore.Mode(mode, p.Merritt.Storage.Node, ark), Deletions: deletions}
 		change.Inventory = &v1.Inventory{ManifestUrl: p.Merritt.Storage.ManifestURL(ark), Mode: mode}
 	}
+	if p.storing && p.Merritt == nil {
+		p.digested.put(claim, change.Store.GetManifestUrl(), seen)
+	}
 	p.logger().InfoContext(ctx, "object processed", "ark", ark, "files", len(entries))
 	return stage.Next(change), nil
 }
@@ -292,11 +366,13 @@ func updateDeletions(wd, mode string) ([]string, error) {
 		return nil, err
 	}
 	out := []string{}
+	seen := map[string]bool{} // an update may remove 100,000 files
 	for _, line := range merrittstore.ParseDeleteList(string(data)) {
 		if !strings.HasPrefix(line, filelist.Producer+"/") {
 			line = filelist.Producer + "/" + line
 		}
-		if !slices.Contains(out, line) {
+		if !seen[line] {
+			seen[line] = true
 			out = append(out, line)
 		}
 	}

@@ -93,7 +93,7 @@ func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.
 		}
 	}()
 	v, err := p.Storage.Store(ctx, store.Request{ARK: ark, JobID: claim.ID(), Mode: mode, ManifestURL: manifest,
-		Deletions: st.GetDeletions(), LocalIDs: job.GetIdentifiers().GetLocalId()})
+		Deletions: st.GetDeletions(), LocalIDs: job.GetIdentifiers().GetLocalId(), Digested: p.digested.take(claim, manifest)})
 	if err != nil && ctx.Err() == nil && store.MayPass(err) {
 		carried = true
 		return p.storeLater(retries+1, first, err, lock), nil

@@ -87,11 +87,13 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 	if err := os.Mkdir(vdir, 0o755); err != nil {
 		return Version{}, fmt.Errorf("creating version %d: %w", number, err)
 	}
-	stored := make([]checkm.Entry, 0, len(entries))
+	// The version manifest lists the entries, each at its stored place
+	// (rewritten in place: a version of 100,000 files keeps one list).
+	stored := entries
 	// What is synced where paths are synced one by one (package durable).
 	var files []string
 	dirs := map[string]bool{vdir: true, objDir: true}
-	for _, e := range entries {
+	for i, e := range entries {
 		dst := filepath.Join(vdir, filepath.FromSlash(e.FileName))
 		for d := filepath.Dir(dst); d != vdir; d = filepath.Dir(d) {
 			dirs[d] = true
@@ -99,14 +101,13 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return Version{}, fmt.Errorf("%s: %w", e.FileName, err)
 		}
-		if err := storeFile(ctx, e, dst); err != nil {
+		if err := storeFile(ctx, e, dst, req.Digested); err != nil {
 			return Version{}, err
 		}
 		// gofail: var storingHalfStored struct{}
 		files = append(files, dst)
-		e.FileURL = checkm.FileURL(dst)
-		e.Line = 0
-		stored = append(stored, e)
+		stored[i].FileURL = checkm.FileURL(dst)
+		stored[i].Line = 0
 	}
 	info, err := json.Marshal(versionRecord{ARK: req.ARK, JobID: req.JobID, Mode: req.Mode})
 	if err != nil {
@@ -232,8 +233,10 @@ func readManifest(raw string) ([]checkm.Entry, error) {
 
 // storeFile puts one file of the storage manifest at dst: a read-only
 // hard link to it when both lie on one file system, a copy otherwise. What
-// is stored is checked against the manifest's size and digest.
-func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
+// is stored is checked against the manifest's size and digest: read again,
+// unless it is a link to the very file the processing step of this
+// process digested (digested), found as it was then.
+func storeFile(ctx context.Context, e checkm.Entry, dst string, digested map[string]Seen) error {
 	in, _, err := openSource(e)
 	if err != nil {
 		return err
@@ -242,6 +245,11 @@ func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
 	var n int64
 	var sums map[string]string
 	err = os.Link(in.Name(), dst)
+	if err == nil {
+		// The link is to the file opened, not to another put at its name
+		// since: what is checked below is what is stored.
+		err = sameFile(in, dst)
+	}
 	if err == nil {
 		// Read-only, so that nothing writing to the working copy (one
 		// inode with the stored file) can change the stored version; a
@@ -255,6 +263,9 @@ func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
 	}
 	switch {
 	case err == nil:
+		if seen, ok := digested[e.FileName]; ok && seen.Size == e.FileSize && unchanged(in, seen) {
+			return nil
+		}
 		if n, sums, err = digest.Copy(ctx, io.Discard, in, e.HashAlgorithm); err != nil {
 			return fmt.Errorf("reading %s: %w", e.FileName, err)
 		}
@@ -272,6 +283,34 @@ func storeFile(ctx context.Context, e checkm.Entry, dst string) error {
 		return fmt.Errorf("%s: %s of the stored file is %s, the storage manifest says %s", e.FileName, e.HashAlgorithm, sums[e.HashAlgorithm], e.HashValue)
 	}
 	return nil
+}
+
+// sameFile checks that dst, just linked, is the file in is.
+func sameFile(in *os.File, dst string) error {
+	a, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	b, err := os.Lstat(dst)
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(a, b) {
+		os.Remove(dst)
+		return fmt.Errorf("%s changed while it was linked into the store", in.Name())
+	}
+	return nil
+}
+
+// unchanged says whether in is the file seen, as it was: same inode, size
+// and modification time.
+func unchanged(in *os.File, seen Seen) bool {
+	fi, err := in.Stat()
+	if err != nil {
+		return false
+	}
+	now, ok := SeenOf(fi)
+	return ok && now.Dev == seen.Dev && now.Ino == seen.Ino && now.Size == seen.Size && now.ModTime.Equal(seen.ModTime)
 }
 
 // linkRefused reports a hard link the file systems cannot make (another

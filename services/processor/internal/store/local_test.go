@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -303,4 +304,58 @@ func sameDevice(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return ai.Sys().(*syscall.Stat_t).Dev == bi.Sys().(*syscall.Stat_t).Dev
+}
+
+// TestAFileDigestedJustBeforeInThisProcessIsLinkedWithoutBeingReadAgain: a
+// file the processing step of this process digested (Request.Digested),
+// found the same file with the same size and modification time, is linked
+// and not read again; one written since is read, and its bytes checked
+// against the storage manifest.
+func TestAFileDigestedJustBeforeInThisProcessIsLinkedWithoutBeingReadAgain(t *testing.T) {
+	u := stage(t, map[string]string{"producer/a.txt": "alpha", "producer/b.txt": "beta!"})
+	path, err := checkm.FilePath(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd := filepath.Dir(path)
+	seenOf := func(name string) Seen {
+		fi, err := os.Stat(filepath.Join(wd, filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok := SeenOf(fi)
+		if !ok {
+			t.Fatal("no inode numbers here")
+		}
+		return s
+	}
+	digested := map[string]Seen{"producer/a.txt": seenOf("producer/a.txt"), "producer/b.txt": seenOf("producer/b.txt")}
+	// Bytes that are not the manifest's, put where a.txt was seen without
+	// changing what was seen of it (its size, its time): only a read
+	// would tell, and none is made.
+	a := filepath.Join(wd, "producer", "a.txt")
+	if err := os.WriteFile(a, []byte("ALPHA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(a, time.Time{}, digested["producer/a.txt"].ModTime); err != nil {
+		t.Fatal(err)
+	}
+	s := Local{Root: t.TempDir()}
+	if _, err := s.Store(context.Background(), Request{ARK: "ark:/99999/fk4a", JobID: "jid0000000001", Mode: "add", ManifestURL: u, Digested: digested}); err != nil {
+		t.Fatalf("Store: %v; want the files digested just before linked unread", err)
+	}
+
+	// b.txt written since it was seen: read, and refused.
+	u = stage(t, map[string]string{"producer/b.txt": "beta!"})
+	path, _ = checkm.FilePath(u)
+	wd = filepath.Dir(path)
+	digested = map[string]Seen{"producer/b.txt": seenOf("producer/b.txt")}
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(filepath.Join(wd, "producer", "b.txt"), []byte("BETA!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Store(context.Background(), Request{ARK: "ark:/99999/fk4b", JobID: "jid0000000002", Mode: "add", ManifestURL: u, Digested: digested})
+	if err == nil || !strings.Contains(err.Error(), "producer/b.txt: sha256 of the stored file is") {
+		t.Errorf("Store of a file written since it was digested: %v; want its bytes read and refused", err)
+	}
 }

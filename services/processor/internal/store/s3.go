@@ -10,16 +10,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
-	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -46,13 +47,23 @@ import (
 // below MultipartThreshold goes up in one request streamed from the
 // working file, its SHA-256 the storage manifest's own (as checksum and as
 // the signed payload hash: the server refuses other bytes), so the
-// processor does not digest it again. A larger one goes up in parts of
-// PartSize, Concurrency at a time, read from the file as they are sent:
-// memory stays at about PartSize×(Concurrency+1) whatever the file's size,
-// and what is read is checked against the manifest's size and digest. A Store that fails
-// aborts its multipart uploads and removes what it wrote; one that a crash
-// cut short leaves a version without a manifest and perhaps an unfinished
-// multipart upload, which the object's next Store removes and aborts.
+// processor does not digest it again. A larger one goes up in a multipart
+// upload, in parts of PartSize (larger for a file of more than 10,000 of
+// them), Concurrency at a time, each part read once from the file, digested
+// (its own SHA-256 is its checksum) and sent: memory stays at about
+// PartSize×(Concurrency+1) whatever the file's size, and what is read is
+// checked against the manifest's size and digest before the upload is
+// completed.
+//
+// A Store that fails aborts its multipart uploads and removes what it
+// wrote. One that a crash cut short leaves a version without a manifest and
+// perhaps an unfinished multipart upload: the object's next Store removes
+// that version's objects and takes the same number, and an upload it finds
+// at a key it writes again is resumed: its parts (ListParts) are read back
+// from the working file, each kept if its size and SHA-256 are the file's,
+// and only the others are sent. Uploads under the object it does not resume
+// are aborted before its version is complete; one no Store comes back for
+// is aborted by the janitor's cleanup (s3store.AbortStaleUploads).
 type S3 struct {
 	Client *s3.Client
 	Bucket string
@@ -78,6 +89,10 @@ const (
 	DefaultPartSize           = 8 << 20
 	DefaultConcurrency        = 4
 )
+
+// maxParts is the most parts S3 takes in one upload: a file larger than
+// maxParts times the part size goes up in larger parts.
+const maxParts = 10_000
 
 // Store implements Storage.
 func (s S3) Store(ctx context.Context, req Request) (Version, error) {
@@ -122,22 +137,53 @@ func (s S3) store(ctx context.Context, req Request) (Version, error) {
 // write uploads the files, and last the manifest, which carries the
 // version's record.
 func (s S3) write(ctx context.Context, req Request, entries []checkm.Entry, vprefix string) error {
-	tm := transfermanager.New(s.Client, func(o *transfermanager.Options) {
-		o.PartSizeBytes = s.partSize()
-		o.MultipartUploadThreshold = s.multipartThreshold()
-		o.Concurrency = s.concurrency()
-		o.ChecksumAlgorithm = tmtypes.ChecksumAlgorithmSha256
-		o.FailTimeout = time.Minute // to abort a failed multipart upload after ctx ended
-	})
-	stored := make([]checkm.Entry, 0, len(entries))
-	for _, e := range entries {
-		key := vprefix + e.FileName
-		if err := s.upload(ctx, tm, e, key); err != nil {
-			return err
+	left, err := s.uploadsUnder(ctx, vprefix)
+	if err != nil {
+		return err
+	}
+	// The files go up Concurrency at once (a large one's parts are sent
+	// that many at once besides): a version of 100,000 small files is that
+	// many requests, each waiting for its answer. The version manifest
+	// lists the entries at their stored keys (rewritten in place: a
+	// version of 100,000 files keeps one list).
+	stored := entries
+	sending, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, s.concurrency())
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		select {
+		case sem <- struct{}{}:
+		case <-sending.Done():
 		}
-		e.FileURL = s3store.URL(s.Bucket, key)
-		e.Line = 0
-		stored = append(stored, e)
+		if sending.Err() != nil {
+			break
+		}
+		key := vprefix + e.FileName
+		begun := left[key]
+		delete(left, key)
+		stored[i].FileURL = s3store.URL(s.Bucket, key)
+		stored[i].Line = 0
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := s.upload(sending, e, key, begun); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(sending); err != nil {
+		return err
+	}
+	// Uploads a crashed Store began under the version for files this one
+	// does not have: none may outlive the version.
+	for key, ups := range left {
+		for _, id := range ups {
+			if err := s.abort(ctx, key, id); err != nil {
+				return err
+			}
+		}
 	}
 	var m bytes.Buffer
 	if err := checkm.Write(&m, checkm.ProfileObject, ManifestFields(), stored); err != nil {
@@ -146,7 +192,7 @@ func (s S3) write(ctx context.Context, req Request, entries []checkm.Entry, vpre
 	// This upload completes the version.
 	key := vprefix + VersionManifest
 	sum := sha256.Sum256(m.Bytes())
-	_, err := s.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
+	_, err = s.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
 		Body: bytes.NewReader(m.Bytes()), ContentLength: aws.Int64(int64(m.Len())),
 		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum[:])),
 		Metadata:       map[string]string{metaJobID: req.JobID, metaMode: req.Mode}},
@@ -166,7 +212,9 @@ const (
 
 // upload sends one file of the storage manifest to key, streaming it from
 // the working file and checking it against the manifest's size and digest.
-func (s S3) upload(ctx context.Context, tm *transfermanager.Client, e checkm.Entry, key string) error {
+// begun are the multipart uploads at key a crashed Store left, the newest
+// last: a large file resumes the newest, the others are aborted.
+func (s S3) upload(ctx context.Context, e checkm.Entry, key string, begun []string) error {
 	in, size, err := openSource(e)
 	if err != nil {
 		return err
@@ -176,25 +224,165 @@ func (s S3) upload(ctx context.Context, tm *transfermanager.Client, e checkm.Ent
 		return fmt.Errorf("%s: the working file has %d bytes, the storage manifest says %d", e.FileName, size, e.FileSize)
 	}
 	if digest, ok := sha256Of(e); ok && size < s.multipartThreshold() {
+		for _, id := range begun {
+			if err := s.abort(ctx, key, id); err != nil {
+				return err
+			}
+		}
 		return s.putFile(ctx, in, size, digest, e.FileName, key)
 	}
-	h, err := checkm.NewHash(e.HashAlgorithm)
+	var resume string
+	if len(begun) > 0 {
+		resume = begun[len(begun)-1]
+		for _, id := range begun[:len(begun)-1] {
+			if err := s.abort(ctx, key, id); err != nil {
+				return err
+			}
+		}
+	}
+	return s.multipart(ctx, in, size, e, key, resume)
+}
+
+// part is one part of a multipart upload, as sent or as found.
+type part struct {
+	number int32
+	size   int64
+	etag   string
+	sha256 string // base64, as S3 gives checksums
+}
+
+// multipart sends a large file in parts, resuming the upload resume ("":
+// a new one). The file is read once, in order, part by part: each part's
+// SHA-256 is its checksum, the whole file's is checked against the
+// manifest's before the upload is completed. A part the resumed upload
+// holds already, of the same size and SHA-256, is not sent again.
+func (s S3) multipart(ctx context.Context, in io.Reader, size int64, e checkm.Entry, key, resume string) error {
+	partSize := s.partSizeFor(size)
+	var have map[int32]part
+	if resume != "" {
+		var err error
+		if have, err = s.listParts(ctx, key, resume); err != nil {
+			return fmt.Errorf("uploading %s: resuming the upload a crashed store began: %w", e.FileName, err)
+		}
+	}
+	upload := resume
+	if upload == "" {
+		out, err := s.Client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
+			ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+		if err != nil {
+			return fmt.Errorf("uploading %s: %w", e.FileName, err)
+		}
+		upload = aws.ToString(out.UploadId)
+	}
+	whole, err := checkm.NewHash(e.HashAlgorithm)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.FileName, err)
 	}
-	counted := &countingReader{r: io.TeeReader(in, h)}
-	input := &transfermanager.UploadObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
-		Body: counted, ContentLength: aws.Int64(size), ChecksumAlgorithm: tmtypes.ChecksumAlgorithmSha256}
-	if _, err := tm.UploadObject(ctx, input); err != nil {
-		return fmt.Errorf("uploading %s: %w", e.FileName, err)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	n := int((size + partSize - 1) / partSize)
+	done := make([]part, n)
+	free := make(chan []byte, s.concurrency()+1)
+	for range cap(free) {
+		free <- make([]byte, partSize)
 	}
-	switch sum := hex.EncodeToString(h.Sum(nil)); {
-	case counted.n != e.FileSize:
-		return fmt.Errorf("%s: stored %d bytes, the storage manifest says %d", e.FileName, counted.n, e.FileSize)
+	var wg sync.WaitGroup
+	var read int64
+	resent := 0
+	for i := range n {
+		var buf []byte
+		select {
+		case buf = <-free:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		k, err := io.ReadFull(in, buf[:min(partSize, size-read)])
+		read += int64(k)
+		if err != nil {
+			cancel(fmt.Errorf("reading %s: %w", e.FileName, err))
+			break
+		}
+		whole.Write(buf[:k])
+		sum := sha256.Sum256(buf[:k])
+		p := part{number: int32(i + 1), size: int64(k), sha256: base64.StdEncoding.EncodeToString(sum[:])}
+		if old, ok := have[p.number]; ok && old.size == p.size && old.sha256 == p.sha256 {
+			done[i] = old
+			free <- buf
+			continue
+		}
+		resent++
+		wg.Add(1)
+		go func() {
+			defer func() { free <- buf; wg.Done() }()
+			out, err := s.Client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), UploadId: aws.String(upload),
+				PartNumber: aws.Int32(p.number), Body: bytes.NewReader(buf[:p.size]), ContentLength: aws.Int64(p.size),
+				ChecksumSHA256: aws.String(p.sha256)}, signedPayload(hex.EncodeToString(sum[:])))
+			if err != nil {
+				cancel(fmt.Errorf("uploading %s: part %d: %w", e.FileName, p.number, err))
+				return
+			}
+			p.etag = aws.ToString(out.ETag)
+			done[i] = p
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	switch sum := hex.EncodeToString(whole.Sum(nil)); {
+	case read != e.FileSize:
+		return fmt.Errorf("%s: stored %d bytes, the storage manifest says %d", e.FileName, read, e.FileSize)
 	case sum != e.HashValue:
 		return fmt.Errorf("%s: %s of the stored file is %s, the storage manifest says %s", e.FileName, e.HashAlgorithm, sum, e.HashValue)
 	}
+	completed := make([]types.CompletedPart, n)
+	for i, p := range done {
+		completed[i] = types.CompletedPart{PartNumber: aws.Int32(p.number), ETag: aws.String(p.etag), ChecksumSHA256: aws.String(p.sha256)}
+	}
+	if _, err := s.Client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
+		UploadId: aws.String(upload), MultipartUpload: &types.CompletedMultipartUpload{Parts: completed}}); err != nil {
+		return fmt.Errorf("uploading %s: completing the upload: %w", e.FileName, err)
+	}
+	if resume != "" {
+		// The log says what the resumption saved.
+		slog.InfoContext(ctx, "multipart upload resumed", "key", key, "parts", n, "parts_sent_again", resent)
+	}
 	return nil
+}
+
+// listParts lists the parts an unfinished upload holds, by number.
+func (s S3) listParts(ctx context.Context, key, upload string) (map[int32]part, error) {
+	have := map[int32]part{}
+	in := &s3.ListPartsInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), UploadId: aws.String(upload)}
+	for {
+		page, err := s.Client.ListParts(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range page.Parts {
+			n := aws.ToInt32(p.PartNumber)
+			have[n] = part{number: n, size: aws.ToInt64(p.Size), etag: aws.ToString(p.ETag), sha256: aws.ToString(p.ChecksumSHA256)}
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return have, nil
+		}
+		if aws.ToString(page.NextPartNumberMarker) == aws.ToString(in.PartNumberMarker) {
+			return nil, fmt.Errorf("listing the parts of %s: %w", key, s3store.ErrListingLoops)
+		}
+		in.PartNumberMarker = page.NextPartNumberMarker
+	}
+}
+
+// partSizeFor is the part size of a file of size bytes: PartSize, or as
+// much more as keeps it within maxParts parts (a whole MiB).
+func (s S3) partSizeFor(size int64) int64 {
+	p := s.partSize()
+	if least := (size + maxParts - 1) / maxParts; least > p {
+		p = (least + 1<<20 - 1) &^ (1<<20 - 1)
+	}
+	return p
 }
 
 // putFile sends a file whose SHA-256 the storage manifest gives in one
@@ -263,18 +451,6 @@ func (s S3) concurrency() int {
 	return DefaultConcurrency
 }
 
-// countingReader counts what is read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // objectPrefix is the object's key prefix, named as its lock is.
 func objectPrefix(ark string) (string, error) {
 	name := queue.LockName(ark)
@@ -318,11 +494,14 @@ func (s S3) nextVersion(ctx context.Context, prefix, jid string) (number int, ex
 			last = max(last, n)
 		}
 	}
-	if err := s.abortUploads(ctx, prefix); err != nil {
+	// The version this Store writes keeps its unfinished uploads, for it to
+	// resume (or abort): it takes the number of the incomplete one.
+	next := prefix + versionDir(last+1) + "/"
+	if err := s.abortUploads(ctx, prefix, next); err != nil {
 		return 0, false, err
 	}
 	for _, vprefix := range incomplete {
-		if err := s.removeIncomplete(ctx, vprefix); err != nil {
+		if err := s.removeObjects(ctx, vprefix); err != nil {
 			return 0, false, fmt.Errorf("removing incomplete version %s: %w", vprefix, err)
 		}
 	}
@@ -358,39 +537,69 @@ func (s S3) readVersion(ctx context.Context, vprefix string) (versionRecord, boo
 	return rec, true, nil
 }
 
-// abortUploads aborts the multipart uploads under prefix.
-func (s S3) abortUploads(ctx context.Context, prefix string) error {
-	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix)}
-	for {
-		page, err := s.Client.ListMultipartUploads(ctx, in)
+// abortUploads aborts the multipart uploads under prefix, but those under
+// keep ("": none kept).
+func (s S3) abortUploads(ctx context.Context, prefix, keep string) error {
+	for u, err := range s3store.ListUploads(ctx, s.Client, s.Bucket, prefix) {
 		if err != nil {
 			return fmt.Errorf("listing unfinished multipart uploads: %w", err)
 		}
-		for _, u := range page.Uploads {
-			_, err := s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: u.Key, UploadId: u.UploadId})
-			if err != nil && !notFound(err) {
-				return fmt.Errorf("aborting the unfinished upload of %s: %w", aws.ToString(u.Key), err)
-			}
+		if keep != "" && strings.HasPrefix(aws.ToString(u.Key), keep) {
+			continue
 		}
-		if !aws.ToBool(page.IsTruncated) {
-			return nil
+		if err := s.abort(ctx, aws.ToString(u.Key), aws.ToString(u.UploadId)); err != nil {
+			return err
 		}
-		// A next page from where this one began would be listed for ever.
-		key, id := page.NextKeyMarker, page.NextUploadIdMarker
-		if aws.ToString(key) == aws.ToString(in.KeyMarker) && aws.ToString(id) == aws.ToString(in.UploadIdMarker) {
-			return fmt.Errorf("listing unfinished multipart uploads under %s: %w", prefix, s3store.ErrListingLoops)
-		}
-		in.KeyMarker, in.UploadIdMarker = key, id
 	}
+	return nil
+}
+
+// uploadsUnder lists the unfinished uploads under prefix by key, the ids
+// at each key oldest first.
+func (s S3) uploadsUnder(ctx context.Context, prefix string) (map[string][]string, error) {
+	type begun struct {
+		id string
+		at time.Time
+	}
+	found := map[string][]begun{}
+	for u, err := range s3store.ListUploads(ctx, s.Client, s.Bucket, prefix) {
+		if err != nil {
+			return nil, fmt.Errorf("listing unfinished multipart uploads: %w", err)
+		}
+		found[aws.ToString(u.Key)] = append(found[aws.ToString(u.Key)], begun{aws.ToString(u.UploadId), aws.ToTime(u.Initiated)})
+	}
+	out := make(map[string][]string, len(found))
+	for key, bs := range found {
+		slices.SortStableFunc(bs, func(a, b begun) int { return a.at.Compare(b.at) })
+		for _, b := range bs {
+			out[key] = append(out[key], b.id)
+		}
+	}
+	return out, nil
+}
+
+// abort aborts one unfinished upload (one gone already is no error).
+func (s S3) abort(ctx context.Context, key, id string) error {
+	_, err := s.Client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), UploadId: aws.String(id)})
+	if err != nil && !notFound(err) {
+		return fmt.Errorf("aborting the unfinished upload of %s: %w", key, err)
+	}
+	return nil
 }
 
 // removeIncomplete removes a version that has no manifest: its unfinished
 // uploads, then its objects. The manifest, if one was written after all,
 // goes first, so the version is never complete with files missing.
 func (s S3) removeIncomplete(ctx context.Context, vprefix string) error {
-	if err := s.abortUploads(ctx, vprefix); err != nil {
+	if err := s.abortUploads(ctx, vprefix, ""); err != nil {
 		return err
 	}
+	return s.removeObjects(ctx, vprefix)
+}
+
+// removeObjects removes the objects of a version that has no manifest (its
+// manifest first, should one have been written after all).
+func (s S3) removeObjects(ctx context.Context, vprefix string) error {
 	if _, err := s.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(vprefix + VersionManifest)}); err != nil && !notFound(err) {
 		return err
 	}

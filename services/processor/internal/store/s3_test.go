@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"net/http"
@@ -14,11 +15,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/s3store"
@@ -324,5 +328,92 @@ func TestS3FailuresAbortTheMultipartUploadAndLeaveNoVersion(t *testing.T) {
 				t.Errorf("a failed Store left unfinished multipart uploads: %v", got)
 			}
 		})
+	}
+}
+
+// TestS3ResumesTheMultipartUploadACrashLeftSendingOnlyThePartsItLacks: a
+// Store cut short by a crash left version 1 without a manifest, a small
+// file, and a large file's upload holding parts 1 and 2 of 5, its part 3
+// holding other bytes. The Store that comes back takes version 1 again,
+// finds the upload (ListParts), keeps the parts whose size and SHA-256 are
+// the working file's and sends the others only: part 3 again, 4 and 5.
+// The file stored is the working file, and no upload is left.
+func TestS3ResumesTheMultipartUploadACrashLeftSendingOnlyThePartsItLacks(t *testing.T) {
+	srv := s3test.Start(t)
+	var mu sync.Mutex
+	var sent []string // the part numbers sent through the proxy
+	_, endpoint := startFaulty(t, srv, func(r *http.Request) int {
+		if n := r.URL.Query().Get("partNumber"); r.Method == http.MethodPut && n != "" {
+			mu.Lock()
+			sent = append(sent, n)
+			mu.Unlock()
+		}
+		return 0
+	})
+	s := s3Store(t, srv, endpoint)
+	direct := s3Store(t, srv, "")
+	direct.Bucket = s.Bucket
+	ctx := context.Background()
+	big := bigContent(23 << 20) // five parts of 5 MiB, the last of 3 MiB
+	u := stage(t, map[string]string{"producer/a": "A", "producer/big": big})
+	key := "ark_99999_fk4x/v1/producer/big"
+	if _, err := direct.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String("ark_99999_fk4x/v1/producer/a"),
+		Body: strings.NewReader("A")}); err != nil {
+		t.Fatal(err)
+	}
+	mp, err := direct.Client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: aws.String(key),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range []string{big[:5<<20], big[5<<20 : 10<<20], strings.Repeat("?", 5<<20)} {
+		sum := sha256.Sum256([]byte(body))
+		if _, err := direct.Client.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), UploadId: mp.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: strings.NewReader(body), ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum[:]))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	v, err := s.Store(ctx, Request{ARK: "ark:/99999/fk4x", JobID: "jid0000000001", Mode: "add", ManifestURL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Number != 1 {
+		t.Errorf("stored as version %d, want 1 (the incomplete one taken again)", v.Number)
+	}
+	if want := []string{"3", "4", "5"}; !slices.Equal(sent, want) {
+		t.Errorf("parts sent %v, want %v: the two found whole are kept", sent, want)
+	}
+	if data := getObject(t, s, key); string(data) != big {
+		t.Errorf("the large file stored is %d bytes, not the working file's %d", len(data), len(big))
+	}
+	if got := uploads(t, s); len(got) != 0 {
+		t.Errorf("unfinished uploads left: %v", got)
+	}
+}
+
+// TestStaleUploadsAreAbortedAndFreshOnesKept: the janitor's abort of
+// uploads nothing came back for spares those begun since its bound and
+// those at keys it is told are being stored.
+func TestStaleUploadsAreAbortedAndFreshOnesKept(t *testing.T) {
+	srv := s3test.Start(t)
+	s := s3Store(t, srv, "")
+	ctx := context.Background()
+	for _, key := range []string{"ark_1/v1/producer/old", "ark_2/v1/producer/storing"} {
+		if _, err := s.Client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s3store.AbortStaleUploads(ctx, s.Client, s.Bucket, time.Now().Add(-time.Hour), nil)
+	if err != nil || n != 0 || len(uploads(t, s)) != 2 {
+		t.Fatalf("uploads begun within the bound: %d aborted (%v), %v left; want none aborted", n, err, uploads(t, s))
+	}
+	n, err = s3store.AbortStaleUploads(ctx, s.Client, s.Bucket, time.Now().Add(time.Minute),
+		func(key string) bool { return strings.HasPrefix(key, "ark_2/") })
+	if err != nil || n != 1 {
+		t.Fatalf("%d aborted, %v; want 1", n, err)
+	}
+	if got := uploads(t, s); !slices.Equal(got, []string{"ark_2/v1/producer/storing"}) {
+		t.Errorf("left %v, want the one being stored", got)
 	}
 }

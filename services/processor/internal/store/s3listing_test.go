@@ -35,7 +35,7 @@ func TestUnfinishedUploadsListedForEverAreAnError(t *testing.T) {
 	}))
 	c := s3test.StandInClient(t, url, nil)
 	got := make(chan error, 1)
-	go func() { got <- S3{Client: c, Bucket: "b"}.abortUploads(t.Context(), "ark/") }()
+	go func() { got <- S3{Client: c, Bucket: "b"}.abortUploads(t.Context(), "ark/", "") }()
 	select {
 	case err := <-got:
 		if !errors.Is(err, s3store.ErrListingLoops) {

@@ -13,6 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/ingestq/ingestq/shared/checkm"
 )
@@ -31,6 +33,11 @@ type Request struct {
 	// LocalIDs are the object's local identifiers, for a store that keeps
 	// them with the object.
 	LocalIDs []string
+	// Digested are the files the processing step digested in this process
+	// just before, by name (nil: none, or another process processed the
+	// job): a store that links a file it finds as it was seen there has
+	// nothing to read it again for.
+	Digested map[string]Seen
 }
 
 // Version is a stored version.
@@ -124,4 +131,24 @@ func writeTemp(path string, write func(io.Writer) error) (string, error) {
 		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Name(), nil
+}
+
+// Seen is a file as the processing step saw it when it digested it, by
+// the file it read (its descriptor): the same file system, inode, size and
+// modification time at storing say that the bytes are those it digested,
+// in this process, moments ago.
+type Seen struct {
+	Dev, Ino uint64
+	Size     int64
+	ModTime  time.Time
+}
+
+// SeenOf is what fi says of a regular file (false: it says too little, on
+// a system without inode numbers).
+func SeenOf(fi fs.FileInfo) (Seen, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() {
+		return Seen{}, false
+	}
+	return Seen{Dev: uint64(st.Dev), Ino: uint64(st.Ino), Size: fi.Size(), ModTime: fi.ModTime()}, true
 }

@@ -97,7 +97,7 @@ func (r *Recorder) record(ctx context.Context, l *lease.Lease) (int, error) {
 	// it the number after the object's last (an object of Merritt's storage
 	// service says which is the job's).
 	v := inventory.Version{ARK: l.ARK, Number: number, ManifestURL: l.ManifestURL, Mode: l.Mode,
-		JobID: l.JobID, LocalIDs: l.LocalIDs}
+		JobID: l.JobID, LocalIDs: l.LocalIDs, Files: make([]inventory.File, 0, len(entries))}
 	for _, e := range entries {
 		v.Files = append(v.Files, inventory.File{Name: e.FileName, Size: e.FileSize, DigestAlg: e.HashAlgorithm, Digest: e.HashValue})
 	}

@@ -197,9 +197,10 @@ func (s Store) publicURL(rel string) string {
 }
 
 // Handler serves the local store's versions under Prefix to callers that
-// present token as a bearer token: a version manifest with its files'
-// URLs on this endpoint, and the files themselves. Only complete versions
-// are served (their manifest exists), and nothing outside Root.
+// present token as a bearer token (to any caller when token is empty: the
+// recorder then listens on loopback alone): a version manifest with its
+// files' URLs on this endpoint, and the files themselves. Only complete
+// versions are served (their manifest exists), and nothing outside Root.
 func (s Store) Handler(token string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -207,7 +208,7 @@ func (s Store) Handler(token string) http.Handler {
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if token == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		if token != "" && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "the admin token is needed", http.StatusUnauthorized)
 			return
