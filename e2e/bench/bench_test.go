@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -233,7 +234,9 @@ func stageRSSAt100k(ctx context.Context, s *stack.Stack) (float64, error) {
 	}
 	// The window the estimator's peak memory is measured over, working
 	// through the jobs: a measure's length, nothing to wait for.
-	time.Sleep(20 * time.Second)
+	if !waittest.For(ctx, 20*time.Second) {
+		return 0, ctx.Err()
+	}
 	return ResidentMB(s.Procs("estimator")[0].PID())
 }
 

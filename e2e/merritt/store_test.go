@@ -337,7 +337,7 @@ func TestTheServiceDownForThirtySecondsThenUpEveryJobCompletesOnce(t *testing.T)
 	})
 	// The outage lasts its 30 s, whatever the jobs do meanwhile: the
 	// length of the fault itself, nothing to wait for.
-	time.Sleep(time.Until(down.Add(30 * time.Second)))
+	waittest.For(t.Context(), time.Until(down.Add(30*time.Second)))
 	if err := s.storage.Up(); err != nil {
 		t.Fatal(err)
 	}

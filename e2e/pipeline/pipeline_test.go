@@ -746,18 +746,20 @@ func TestACorrectedObjectManifestIsReadAgainOnARequeue(t *testing.T) {
 		t.Errorf("the requeue says %q", msg)
 	}
 	var done *v1.Job
-	for deadline := time.Now().Add(2 * time.Minute); done == nil; time.Sleep(100 * time.Millisecond) {
+	waittest.Until(t, 2*time.Minute, func() error {
 		j, err := shared.admin.GetJob(ctx, &v1.GetJobRequest{JobId: failed.GetJobId(), IncludeManifest: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch s := j.GetJob().GetStatus().GetStatus(); {
-		case s == queue.Completed:
+		switch s := j.GetJob().GetStatus().GetStatus(); s {
+		case queue.Completed:
 			done = j.GetJob()
-		case s == queue.Failed || time.Now().After(deadline):
+			return nil
+		case queue.Failed:
 			t.Fatalf("the requeued job: %v", j.GetJob().GetStatus())
 		}
-	}
+		return fmt.Errorf("the requeued job: %v", j.GetJob().GetStatus())
+	})
 	var read bool
 	for _, h := range done.GetStatus().GetHistory() {
 		read = read || (h.GetFrom() == queue.Estimating &&

@@ -347,7 +347,10 @@ func TestAContainersBookingFollowsItsSpaceNeededWhileItDownloads(t *testing.T) {
 	if err := cl.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(sweepEvery) // the next decision sweeps
+	// The next decision sweeps, the last sweep long past.
+	p.mu.Lock()
+	p.sweptAt = time.Now().Add(-2 * sweepEvery)
+	p.mu.Unlock()
 	next := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 200, priority: 5})[0]
 	waiting(t, q, next, "waiting for space: needs 200 B, free 100 B")
 	if got := p.Booked(); got != 700 {

@@ -2,10 +2,12 @@
 // be told of (a state in ZooKeeper, a file, a server's answer): it looks
 // again and again, soon at first, then less often, until the condition
 // holds or the time allowed runs out. Stays is the other half: what must
-// not happen, looked at throughout a window, not once at its end.
+// not happen, looked at throughout a window, not once at its end. For is
+// what no condition stands for: a fault's or a measure's own length.
 package waittest
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -70,5 +72,22 @@ func Stays(t testing.TB, d time.Duration, cond func() error) {
 		}
 		timer := time.NewTimer(min(left, 10*time.Millisecond))
 		<-timer.C
+	}
+}
+
+// For lasts d, or until ctx ends (false): the length of something only
+// time ends, as a fault's (an outage, a stall) or a measure's, which no
+// condition could stand for. A test whose context ends stops waiting.
+func For(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
