@@ -157,7 +157,7 @@ $(GOFAIL):
 BENCH_FILTER := grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\|ok\|Benchmark\)'
 bench: deps $(VERSITYGW)
 	cd services/processor && go test -run '^$$' -bench 'BenchmarkDeposits$$' -benchtime 1x -timeout 30m ./internal/store/ | $(BENCH_FILTER)
-	cd e2e && go test -run '^$$' -bench 'BenchmarkPipeline$$|BenchmarkServerHeap$$' -benchtime 1x -timeout 90m ./bench/ | $(BENCH_FILTER)
+	cd e2e && go test -run '^$$' -bench 'BenchmarkPipeline$$|BenchmarkServerHeap$$|BenchmarkBigFile$$' -benchtime 1x -timeout 90m ./bench/ | $(BENCH_FILTER)
 	cd e2e && go test -run '^$$' -bench 'BenchmarkBigDeposits$$' -benchtime 1x -timeout 60m ./bench/ | $(BENCH_FILTER)
 
 # The whole pipeline on this machine: ZooKeeper, the seven services and the

@@ -229,9 +229,10 @@ func (p *pipeline) checkUnlocked(t *testing.T, bid string) {
 }
 
 // checkWorkingDir checks a failed job's working directory: none unless the
-// job got to Downloading; then no partial download and nothing in producer/.
-// (The downloader keeps a fetched container outside producer/ for an admin
-// resume; DeleteBatch and DeleteJob remove it.)
+// job got to Downloading; then no partial download but one kept for a
+// requeue to resume (a .part with its .state beside it), and nothing in
+// producer/. (The downloader keeps a fetched container outside producer/
+// for an admin resume; DeleteBatch and DeleteJob remove it.)
 func (p *pipeline) checkWorkingDir(t *testing.T, j *v1.Job) {
 	t.Helper()
 	dir := j.GetConfiguration().GetWorkingDir()
@@ -252,8 +253,12 @@ func (p *pipeline) checkWorkingDir(t *testing.T, j *v1.Job) {
 		case !reachedDownloading:
 			t.Errorf("job %s failed before Downloading, but %s exists", j.GetId(), path)
 			return filepath.SkipAll
-		case strings.HasSuffix(path, ".part"):
+		case strings.HasSuffix(path, ".tmp"):
 			t.Errorf("job %s: partial download left: %s", j.GetId(), rel)
+		case strings.HasSuffix(path, ".part"):
+			if _, err := os.Stat(strings.TrimSuffix(path, ".part") + ".state"); err != nil {
+				t.Errorf("job %s: partial download left without a state to resume it from: %s", j.GetId(), rel)
+			}
 		case strings.HasPrefix(rel, "producer"+string(filepath.Separator)) && !d.IsDir():
 			t.Errorf("job %s: %s kept in producer/ of a failed job", j.GetId(), rel)
 		}

@@ -28,8 +28,10 @@ type Server struct {
 	mu       sync.Mutex
 	override map[string][]byte
 	requests atomic.Int64
-	delay    atomic.Int64 // time.Duration before each answer
-	calls    []Callback   // callbacks received, in order (under mu)
+	delay    atomic.Int64    // time.Duration before each answer
+	cut      atomic.Int64    // bytes of a body after which a path's first answer is closed (0: never)
+	answered map[string]bool // paths answered, with cut set (under mu)
+	calls    []Callback      // callbacks received, in order (under mu)
 }
 
 // CallbackPath is where the server takes callbacks: a profile's
@@ -62,7 +64,7 @@ func StartOn(dir, host string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), dir: dir, override: map[string][]byte{}}
+	s := &Server{URL: "http://" + ln.Addr().String(), dir: dir, override: map[string][]byte{}, answered: map[string]bool{}}
 	s.srv = &http.Server{Handler: s}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -82,6 +84,11 @@ func (s *Server) Set(urlPath string, data []byte) {
 // slow server would: downloads then take long enough for a crash or a
 // freeze to catch a stage in the middle of them.
 func (s *Server) SetDelay(d time.Duration) { s.delay.Store(int64(d)) }
+
+// SetCutFirst closes the first answer for each path after n bytes of its
+// body (0: never), as a flaky link does: a download of a larger file goes
+// on with a range from where that answer stopped.
+func (s *Server) SetCutFirst(n int64) { s.cut.Store(n) }
 
 // Requests counts the requests served so far.
 func (s *Server) Requests() int64 { return s.requests.Load() }
@@ -123,6 +130,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(p, ".checkm") {
 		data = bytes.ReplaceAll(data, []byte("{{base}}"), []byte(s.URL))
 	}
+	if n := s.cut.Load(); n > 0 && r.Method == http.MethodGet && int64(len(data)) > n {
+		s.mu.Lock()
+		first := !s.answered[p]
+		s.answered[p] = true
+		s.mu.Unlock()
+		if first {
+			w = &cutter{ResponseWriter: w, left: n}
+		}
+	}
 	// A fixed Last-Modified: responses must not depend on checkout times.
 	http.ServeContent(w, r, path.Base(p), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), bytes.NewReader(data))
+}
+
+// cutter closes its answer after left bytes of body.
+type cutter struct {
+	http.ResponseWriter
+	left int64
+}
+
+func (c *cutter) Write(p []byte) (int, error) {
+	if int64(len(p)) < c.left {
+		c.left -= int64(len(p))
+		return c.ResponseWriter.Write(p)
+	}
+	c.ResponseWriter.Write(p[:c.left])
+	c.ResponseWriter.(http.Flusher).Flush()
+	panic(http.ErrAbortHandler) // the connection closes mid-body
 }

@@ -3,6 +3,7 @@ package depositor
 import (
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,43 @@ func TestSetDelayHoldsEveryAnswerBack(t *testing.T) {
 	}
 	if took := time.Since(start); took < delay {
 		t.Errorf("answered after %v, before the delay of %v", took, delay)
+	}
+}
+
+func TestSetCutFirstClosesAPathsFirstAnswerAfterSoManyBytesAndARangeGoesOn(t *testing.T) {
+	s, err := Start("../../examples/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	whole, err := os.ReadFile("../../examples/demo/README.md")
+	if err != nil || len(whole) < 100 {
+		t.Fatalf("the demo's README: %d bytes, %v", len(whole), err)
+	}
+	s.SetCutFirst(40)
+	resp, err := http.Get(s.URL + "/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || len(first) != 40 {
+		t.Fatalf("the cut answer: %d bytes, %v; want 40 and an error", len(first), err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/README.md", nil)
+	req.Header.Set("Range", "bytes=40-")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusPartialContent || string(next) != string(whole[40:]) {
+		t.Errorf("the next range: HTTP %d, %q, %v", resp.StatusCode, next, err)
+	}
+	// The path's later answers are whole.
+	if code, again := get(t, s.URL+"/README.md"); code != http.StatusOK || again != string(whole) {
+		t.Errorf("a later answer: HTTP %d, %d bytes", code, len(again))
 	}
 }
 

@@ -146,6 +146,10 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 		t.Fatal(err)
 	}
 	r.deposits.SetDelay(200 * time.Millisecond)
+	// A file's first answer is cut after 48 KiB, and downloads sync every
+	// 32 KiB: medium (64 KiB) and large (1 MiB) files resume, from a range
+	// or from a partial file, under every fault.
+	r.deposits.SetCutFirst(48 << 10)
 	rng := rand.New(rand.NewPCG(opts.seed, 1))
 	// The baseline does not report a refused payload to its depositor:
 	// the mixed run leaves the doomed batch out.
@@ -224,6 +228,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 			"INGESTQ_MANIFEST_BACKOFF":     "200ms",
 			"INGESTQ_DOWNLOAD_BACKOFF":     "200ms",
 			"INGESTQ_DOWNLOAD_BACKOFF_MAX": "2s",
+			"INGESTQ_DOWNLOAD_SYNC_BYTES":  "32768",
 			"INGESTQ_CALLBACK_BACKOFF":     "200ms",
 			// No console: the suite's traffic goes through the APIs, and
 			// neither the failpoint builds nor the baseline's build have one.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,8 @@ func (d *Downloader) Validate() error {
 		return fmt.Errorf("download retry: %w", d.Files.Retry.Validate())
 	case d.Files.MaxBytes <= 0:
 		return fmt.Errorf("download max file bytes %d must be positive", d.Files.MaxBytes)
+	case d.Files.SyncEvery < 0:
+		return fmt.Errorf("download sync bytes %d must not be negative", d.Files.SyncEvery)
 	case d.Durable.Linger < 0:
 		return fmt.Errorf("sync linger %v must not be negative", d.Durable.Linger)
 	case d.Unpack.MaxEntries < 1 || d.Unpack.MaxBytes < 1:
@@ -221,6 +224,10 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 		}
 		seen[f.GetName()] = i
 	}
+	meter := stage.MeterOf(ctx)
+	for _, f := range files {
+		meter.Expect(f.GetSize())
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	results := make([]download.Result, len(files))
@@ -256,7 +263,7 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, errSibling) {
-			return 0, "", fmt.Errorf("%s (%s): %v", files[i].GetName(), files[i].GetUrl(), err)
+			return 0, "", fmt.Errorf("%s (%s): %v%s", files[i].GetName(), files[i].GetUrl(), err, restartedBecause(results[i]))
 		}
 	}
 	if err := context.Cause(ctx); err != nil {
@@ -290,7 +297,11 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 	if reused > 0 {
 		msg += fmt.Sprintf(" (%d already complete from an earlier attempt)", reused)
 	}
-	return total, msg, nil
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.GetName()
+	}
+	return total, msg + resumeNotes(names, results), nil
 }
 
 // container fetches the job's one archive and unpacks it into producer/;
@@ -313,9 +324,11 @@ func (d *Downloader) container(ctx context.Context, claim stage.Claim, root *os.
 	fail := func(err error) (int64, string, error) {
 		return 0, "", fmt.Errorf("%s (%s): %v", f.GetName(), f.GetUrl(), err)
 	}
+	meter := stage.MeterOf(ctx)
+	meter.Expect(f.GetSize())
 	got, err := d.Files.Fetch(ctx, root, archivePath, fileOf(f))
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("%v%s", err, restartedBecause(got)))
 	}
 	archive, err := root.Open(archivePath)
 	if err != nil {
@@ -364,7 +377,54 @@ func (d *Downloader) container(ctx context.Context, claim stage.Claim, root *os.
 	if err := root.Remove(archivePath); err != nil {
 		return fail(fmt.Errorf("removing the unpacked archive: %w", err))
 	}
-	return st.Bytes, fmt.Sprintf("unpacked %s container %s: %d files, %d folders, %d bytes", st.Format, f.GetName(), st.Files, st.Dirs, st.Bytes), nil
+	return st.Bytes, fmt.Sprintf("unpacked %s container %s: %d files, %d folders, %d bytes", st.Format, f.GetName(), st.Files, st.Dirs, st.Bytes) +
+		resumeNotes([]string{f.GetName()}, []download.Result{got}), nil
+}
+
+// resumeNotes says, for the job's history, which files were resumed or
+// started again and why: the first few of them, and how many more.
+func resumeNotes(names []string, results []download.Result) string {
+	const most = 3
+	var notes []string
+	more := 0
+	for i, r := range results {
+		if r.Resumes == 0 && r.Kept == 0 && len(r.Restarts) == 0 {
+			continue
+		}
+		if len(notes) == most {
+			more++
+			continue
+		}
+		var parts []string
+		if r.Kept > 0 {
+			parts = append(parts, fmt.Sprintf("continued from byte %d of an earlier attempt's partial file", r.Kept))
+		}
+		if r.Resumes > 0 {
+			parts = append(parts, fmt.Sprintf("resumed %d times where a transfer stopped", r.Resumes))
+		}
+		for _, why := range r.Restarts {
+			parts = append(parts, "started again from its first byte: "+why)
+		}
+		notes = append(notes, names[i]+" "+strings.Join(parts, "; "))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	s := ". " + strings.Join(notes, ". ")
+	if more > 0 {
+		s += fmt.Sprintf(". %d more files resumed or started again", more)
+	}
+	return s
+}
+
+// restartedBecause says why a file that failed had been started again, if
+// it was: a digest that does not match after the file changed on the
+// server is the depositor's to fix.
+func restartedBecause(r download.Result) string {
+	if len(r.Restarts) == 0 {
+		return ""
+	}
+	return " (it was started again from its first byte: " + r.Restarts[len(r.Restarts)-1] + ")"
 }
 
 // unpackRoomRetry is how long a container that has no room to unpack yet

@@ -261,7 +261,7 @@ func TestACompleteFileIsNotFetchedAgainAfterARestart(t *testing.T) {
 	os.MkdirAll(filepath.Join(dirs[0], producerDir), 0o755)
 	os.WriteFile(filepath.Join(dirs[0], producerDir, "a.txt"), a, 0o644)
 	os.MkdirAll(filepath.Join(dirs[0], stagingDir), 0o755)
-	os.WriteFile(filepath.Join(dirs[0], stagingDir, "x"+download.TempSuffix), b[:4], 0o644)
+	os.WriteFile(filepath.Join(dirs[0], stagingDir, "x.part"), b[:4], 0o644) // no state: not resumed
 	startDownloader(t, q, testDownloader(work, fetch.Policy{Allow: fetch.LoopbackRanges()}))
 
 	j := queuetest.WaitState(t, q, jids[0], queue.Processing)
@@ -621,6 +621,10 @@ func TestAJobThePeerLibraryMadeWithoutWorkingDirDownloadsUnderTheWorkRoot(t *tes
 type panickingGetter struct{}
 
 func (panickingGetter) Get(context.Context, string) (*http.Response, error) {
+	panic("a bug on the download's path")
+}
+
+func (panickingGetter) GetFrom(context.Context, string, int64, string) (*http.Response, error) {
 	panic("a bug on the download's path")
 }
 

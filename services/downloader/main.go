@@ -5,9 +5,13 @@
 // Files are fetched INGESTQ_DOWNLOAD_CONCURRENCY at once, streamed to disk
 // and hashed on the way; a declared size or digest (md5, sha1, sha256,
 // sha512) that does not match fails the job, naming the file, its URL and
-// both values. Failures that may pass are tried up to INGESTQ_DOWNLOAD_ATTEMPTS
-// times with a jittered exponential backoff. A file already complete from
-// an earlier attempt (right size and digest) is not fetched again.
+// both values. A transfer cut short resumes where it stopped (Range,
+// If-Range), and a file's partial file and digest state are synced every
+// INGESTQ_DOWNLOAD_SYNC_BYTES, so the next replica resumes the file of one
+// that died; failures that may pass are tried again with a jittered
+// exponential backoff, up to INGESTQ_DOWNLOAD_ATTEMPTS attempts in a row
+// that take the file no further. A file already complete from an earlier
+// attempt (right size and digest) is not fetched again.
 //
 // A container (zip, tar, tar.gz, recognised by its bytes) is downloaded,
 // unpacked into producer/ within INGESTQ_UNPACK_MAX_ENTRIES entries and
@@ -56,13 +60,14 @@ type settings struct {
 	rateWindow       *time.Duration
 	perHost          *int
 	syncLinger       *time.Duration
+	syncEvery        *int
 }
 
 func (s *settings) register(r *config.Registry) {
 	s.workRoot = config.RegisterWorkRoot(r)
 	s.concurrency = r.Int("download-concurrency", "INGESTQ_DOWNLOAD_CONCURRENCY", 4,
 		"files of one job fetched at once")
-	s.retry = retry.Register(r, "download", "a file is fetched (network, HTTP 5xx, 408 and 429 failures, timeouts)",
+	s.retry = retry.Register(r, "download", "a file is fetched without the file moving a MiB further (network, HTTP 5xx, 408 and 429 failures, timeouts; counted in a row: an attempt that moves it further starts the count again)",
 		retry.Policy{Attempts: 4, Backoff: time.Second, Max: 30 * time.Second, Jitter: 0.5})
 	r.Renamed("download-retries", "INGESTQ_DOWNLOAD_RETRIES", "download-attempts", retry.RetriesToAttempts)
 	r.Renamed("download-max-backoff", "INGESTQ_DOWNLOAD_MAX_BACKOFF", "download-backoff-max", nil)
@@ -83,6 +88,8 @@ func (s *settings) register(r *config.Registry) {
 		"time over which INGESTQ_FETCH_MIN_RATE is measured; the first window is a download's grace to get going")
 	s.perHost = r.Int("download-per-host", "INGESTQ_DOWNLOAD_PER_HOST", 0,
 		"most jobs a replica downloads from one host at once, so one slow host cannot hold every worker (0: half of INGESTQ_CONCURRENCY, at least 1)")
+	s.syncEvery = r.Int("download-sync-bytes", "INGESTQ_DOWNLOAD_SYNC_BYTES", 64<<20,
+		"bytes of a file written between two syncs of its partial file and digest state: a downloader that dies resumes the file from the last (0: never, a file is fetched again whole; a smaller file is never synced before it is complete)")
 	s.syncLinger = r.Duration("sync-linger", "INGESTQ_SYNC_LINGER", durable.DefaultLinger,
 		"how long a file system sync waits for other jobs' writes to share it (0: none)")
 }
@@ -118,10 +125,12 @@ func (s *settings) downloader(env *service.Env) (*Downloader, error) {
 	}
 	d := &Downloader{
 		Files: &download.Fetcher{
-			Client:   fetch.New(policy),
-			Retry:    *s.retry,
-			MaxBytes: int64(*s.maxFileBytes),
-			TempDir:  stagingDir,
+			Client:    fetch.New(policy),
+			Retry:     *s.retry,
+			MaxBytes:  int64(*s.maxFileBytes),
+			TempDir:   stagingDir,
+			SyncEvery: int64(*s.syncEvery),
+			Logger:    env.Logger,
 		},
 		WorkRoot:    root,
 		Concurrency: *s.concurrency,

@@ -32,6 +32,9 @@ type Common struct {
 	MetricsListen string
 	// Concurrency is how many jobs a stage works on at once.
 	Concurrency int
+	// ProgressInterval is how often a stage measures the progress of its
+	// jobs in flight and, when it changed, rewrites its worker entry.
+	ProgressInterval time.Duration
 	// AdminToken guards admin methods; empty leaves them open.
 	AdminToken string
 	TLS        TLSFiles
@@ -133,6 +136,9 @@ func (c *Common) RegisterQueue(r *Registry) {
 		setOptionalHostPort(&c.Advertise))
 	r.Func("concurrency", "INGESTQ_CONCURRENCY", "4",
 		"jobs a stage works on at once", SetPositiveInt(&c.Concurrency))
+	r.Func("progress-interval", "INGESTQ_PROGRESS_INTERVAL", "5s",
+		"how often a stage measures the bytes its jobs in flight moved and, when they changed, rewrites its /workers entry with them (for a step that lasted that long: quick steps cost no write)",
+		SetPositiveDuration(&c.ProgressInterval))
 }
 
 // ReadAdminToken reads the admin token from the file INGESTQ_ADMIN_TOKEN_FILE

@@ -39,11 +39,12 @@ func TestBuiltInDefaultsApplyWithoutEnvOrFlags(t *testing.T) {
 			Servers:        []string{"127.0.0.1:2181"},
 			SessionTimeout: 10 * time.Second,
 		},
-		Listen:        "127.0.0.1:7401",
-		MetricsListen: "127.0.0.1:9401",
-		Concurrency:   4,
-		DrainTimeout:  30 * time.Second,
-		LogLevel:      slog.LevelInfo,
+		Listen:           "127.0.0.1:7401",
+		MetricsListen:    "127.0.0.1:9401",
+		Concurrency:      4,
+		ProgressInterval: 5 * time.Second,
+		DrainTimeout:     30 * time.Second,
+		LogLevel:         slog.LevelInfo,
 	}
 	if got := *c; !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)

@@ -202,6 +202,10 @@ type Config struct {
 	// Address is where other processes reach this replica's StageService,
 	// written to its registry entry ("": not known).
 	Address string
+	// ProgressInterval is how often the progress of the jobs in flight is
+	// measured and, when it changed, written to the registry entry
+	// (default DefaultProgressInterval).
+	ProgressInterval time.Duration
 }
 
 // Runner runs a stage against one queue client.
@@ -252,6 +256,9 @@ func New(q *jobs.Client, cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
+	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -287,6 +294,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		defer cancel()
 		r.state.Unregister(closeCtx)
 	}()
+	measureCtx, stopMeasuring := context.WithCancel(ctx)
+	defer stopMeasuring()
+	go r.state.MeasureProgress(measureCtx, r.cfg.ProgressInterval)
 	stopWithCtx := context.AfterFunc(ctx, r.stopTaking)
 	defer stopWithCtx()
 	takeCtx, stopWork := context.WithCancel(ctx)
@@ -522,6 +532,7 @@ func (r *Runner) handleOnly(claim *jobs.Claim, handler Handler) handled {
 	}
 	jobCtx, span := telemetry.StartJobSpan(jobCtx, r.cfg.Tracer, r.cfg.Name, jid, bid, traceparent)
 	flight := r.state.Begin(jobCtx, jid, bid)
+	jobCtx = WithMeter(jobCtx, flight.Meter())
 	h := handled{claim: claim, ctx: jobCtx}
 	h.outcome = r.decide(jobCtx, claim, handler)
 	h.end = func(result telemetry.Outcome, err error) {

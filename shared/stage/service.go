@@ -125,6 +125,9 @@ func Start(ctx context.Context, env *service.Env, cfgs ...Config) ([]*Runner, er
 		if cfg.Address == "" {
 			cfg.Address = env.Config.AdvertiseAddr()
 		}
+		if cfg.ProgressInterval == 0 {
+			cfg.ProgressInterval = env.Config.ProgressInterval
+		}
 		if env.Telemetry != nil {
 			if cfg.Tracer == nil {
 				cfg.Tracer = env.Telemetry.TracerProvider.Tracer("github.com/ingestq/ingestq/shared/stage")

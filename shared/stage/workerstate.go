@@ -102,7 +102,11 @@ func (s *WorkerState) fill(w *v1.WorkerInfo) {
 	w.Paused, w.Draining = s.paused, s.draining
 	w.InFlight = w.InFlight[:0]
 	for f := range s.inFlight {
-		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: f.jid, BatchId: f.bid, Since: timestamppb.New(f.since)})
+		j := &v1.InFlightJob{JobId: f.jid, BatchId: f.bid, Since: timestamppb.New(f.since)}
+		if f.gauge != nil {
+			j.Progress = f.gauge.progress
+		}
+		w.InFlight = append(w.InFlight, j)
 	}
 	w.Outcomes = make(map[string]int64, len(s.outcomes))
 	for k, v := range s.outcomes {
@@ -214,12 +218,19 @@ type Flight struct {
 	since    time.Time
 	step     telemetry.Step
 	ended    bool // under s.mu
+	// meter counts the bytes the step moves; gauge is its last measure
+	// (under s.mu), nil until the step has lasted a progress interval.
+	meter *Meter
+	gauge *gauge
 }
+
+// Meter is the meter of the job's step.
+func (f *Flight) Meter() *Meter { return f.meter }
 
 // Begin says the worker took job jid of batch bid: it is in flight, in the
 // registry and in the step metrics (ctx is the job's) until End.
 func (s *WorkerState) Begin(ctx context.Context, jid, bid string) *Flight {
-	f := &Flight{s: s, jid: jid, bid: bid, since: time.Now()}
+	f := &Flight{s: s, jid: jid, bid: bid, since: time.Now(), meter: NewMeter(s.step, s.metrics)}
 	if s.metrics != nil {
 		f.step = s.metrics.StartStep(ctx, s.step)
 	}
@@ -251,6 +262,42 @@ func (f *Flight) End(ctx context.Context, outcome telemetry.Outcome) {
 		f.step.End(ctx, outcome)
 	}
 	s.update()
+}
+
+// MeasureProgress measures the meters of the jobs in flight every
+// interval until ctx ends, and has the registry entry written when the
+// figures of a job in flight for an interval or longer changed: at most
+// one write an interval, none for quick steps or steps that move no bytes.
+func (s *WorkerState) MeasureProgress(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if s.measure(now, every) {
+				s.update()
+			}
+		}
+	}
+}
+
+// measure takes one measure of the meters of the jobs in flight for every
+// or longer; it reports whether any figure changed.
+func (s *WorkerState) measure(now time.Time, every time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	for f := range s.inFlight {
+		if now.Sub(f.since) < every || !f.meter.touched() {
+			continue
+		}
+		g, moved := f.meter.measure(now, f.gauge)
+		f.gauge = g
+		changed = changed || moved
+	}
+	return changed
 }
 
 // InFlight is how many jobs are in flight.

@@ -157,11 +157,18 @@ func TestStepsAreCountedInTheStagesMetrics(t *testing.T) {
 	s := newTestState(tel.Metrics)
 	ctx := context.Background()
 	s.Begin(ctx, "j1", "b1").End(ctx, telemetry.OutcomeAdvanced)
-	s.Begin(ctx, "j2", "b1")
+	f := s.Begin(ctx, "j2", "b1")
+	// The bytes a step moves, and its resumes, are the stage's too.
+	f.Meter().Add(1000)
+	f.Meter().Advance(5) // not moved: not counted
+	f.Meter().Resumed(ctx)
+	f.Meter().Restarted(ctx)
 	rec := httptest.NewRecorder()
 	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	text := rec.Body.String()
-	for _, want := range []string{`ingestq_jobs_handled_total{outcome="advanced",stage="estimating"} 1`, `ingestq_jobs_in_flight{stage="estimating"} 1`} {
+	for _, want := range []string{`ingestq_jobs_handled_total{outcome="advanced",stage="estimating"} 1`, `ingestq_jobs_in_flight{stage="estimating"} 1`,
+		`ingestq_download_bytes_total{stage="estimating"} 1000`, `ingestq_download_resumes_total{outcome="resumed",stage="estimating"} 1`,
+		`ingestq_download_resumes_total{outcome="restarted",stage="estimating"} 1`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %s in\n%s", want, text)
 		}

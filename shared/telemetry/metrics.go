@@ -66,6 +66,8 @@ type Metrics struct {
 	callbacks     metric.Int64Counter
 	mails         metric.Int64Counter
 	leases        metric.Int64Counter
+	bytesMoved    metric.Int64Counter
+	resumes       metric.Int64Counter
 }
 
 // jobBuckets go from a quick step (a tenth of a second) to a job waiting
@@ -159,6 +161,16 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		metric.WithDescription("Recording leases ended, by outcome: completed, failed, expired, lost, released.")); err != nil {
 		return nil, fmt.Errorf("telemetry: creating ingestq.leases: %w", err)
 	}
+	if m.bytesMoved, err = meter.Int64Counter("ingestq.download",
+		metric.WithUnit("By"),
+		metric.WithDescription("Bytes a step moved for its jobs, by stage: fetched from depositors' servers (downloading), written to the object store (storing). Bytes fetched twice count twice.")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.download: %w", err)
+	}
+	if m.resumes, err = meter.Int64Counter("ingestq.download.resumes",
+		metric.WithUnit("{resume}"),
+		metric.WithDescription("Transfers that went on after an attempt stopped, by stage and outcome: resumed (from where it stopped), restarted (from the first byte: the server ignored the range or the file changed).")); err != nil {
+		return nil, fmt.Errorf("telemetry: creating ingestq.download.resumes: %w", err)
+	}
 	return m, nil
 }
 
@@ -193,6 +205,17 @@ func (m *Metrics) Mail(ctx context.Context, kind, outcome string) {
 // expired, lost, released).
 func (m *Metrics) Lease(ctx context.Context, outcome string) {
 	m.leases.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+}
+
+// BytesMoved counts n bytes a step of stage moved (downloading, storing).
+func (m *Metrics) BytesMoved(ctx context.Context, stage string, n int64) {
+	m.bytesMoved.Add(ctx, n, metric.WithAttributes(attrStage.String(stage)))
+}
+
+// Resume counts a transfer of stage that went on after an attempt stopped:
+// outcome resumed or restarted.
+func (m *Metrics) Resume(ctx context.Context, stage, outcome string) {
+	m.resumes.Add(ctx, 1, metric.WithAttributes(attrStage.String(stage), attrOutcome.String(outcome)))
 }
 
 // QueueFigures are the queue's figures one process exports (see

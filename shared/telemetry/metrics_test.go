@@ -45,6 +45,12 @@ func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing
 	m.Callback(ctx, "delivered")
 	m.Mail(ctx, "report", "sent")
 	m.Lease(ctx, "expired")
+	m.BytesMoved(ctx, "downloading", 1000)
+	m.BytesMoved(ctx, "downloading", 24)
+	m.BytesMoved(ctx, "storing", 7)
+	m.Resume(ctx, "downloading", "resumed")
+	m.Resume(ctx, "downloading", "resumed")
+	m.Resume(ctx, "downloading", "restarted")
 	if _, err := m.ObserveZooKeeperSession(func() bool { return true }); err != nil {
 		t.Fatalf("ObserveZooKeeperSession: %v", err)
 	}
@@ -84,6 +90,10 @@ func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing
 		{"ingestq_callbacks_total", dto.MetricType_COUNTER, map[string]string{"outcome": "delivered"}, 1},
 		{"ingestq_mails_total", dto.MetricType_COUNTER, map[string]string{"kind": "report", "outcome": "sent"}, 1},
 		{"ingestq_leases_total", dto.MetricType_COUNTER, map[string]string{"outcome": "expired"}, 1},
+		{"ingestq_download_bytes_total", dto.MetricType_COUNTER, map[string]string{"stage": "downloading"}, 1024},
+		{"ingestq_download_bytes_total", dto.MetricType_COUNTER, map[string]string{"stage": "storing"}, 7},
+		{"ingestq_download_resumes_total", dto.MetricType_COUNTER, map[string]string{"stage": "downloading", "outcome": "resumed"}, 2},
+		{"ingestq_download_resumes_total", dto.MetricType_COUNTER, map[string]string{"stage": "downloading", "outcome": "restarted"}, 1},
 	}
 	// No series carries the instrumentation scope, nor a label without a value.
 	for name, family := range families {

@@ -68,6 +68,8 @@ var All = []Point{
 	// The downloads of a job run in goroutines of their own, which
 	// recover a panic as the runner does.
 	{Name: "downloaderMidFile", Service: "downloader", Effect: "part of a file written to its .part file", Handler: true},
+	{Name: "downloaderStateUnsynced", Service: "downloader", Effect: "a partial file's bytes synced; the digest state that vouches for them not yet saved", Handler: true},
+	{Name: "downloaderRangeAppended", Service: "downloader", Effect: "a file's rest, asked for with a range where an attempt stopped, appended to its partial file; no state saved for it, the file not yet in producer/", Handler: true},
 	{Name: "downloaderFilesWritten", Service: "downloader", Effect: "every file of the job written and synced; the job not yet in Processing", Handler: true},
 	{Name: "processorMinted", Service: "processor", Effect: "the ARK minted and in the job's identifiers; the local ids not yet bound", Handler: true},
 	{Name: "processorERCWritten", Service: "processor", Effect: "the ERC and Dublin Core written to system/; the files not yet listed", Handler: true},

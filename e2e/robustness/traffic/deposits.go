@@ -45,6 +45,16 @@ var sizeClasses = []struct {
 type Object struct {
 	LocalID string            // "" for a single-object batch, whose jobs have none
 	Files   map[string]string // sha256 → file name, of every file the object stores
+	Sizes   map[string]int64  // file name → size
+}
+
+// add records a file of the object.
+func (o *Object) add(name string, body []byte) {
+	if o.Files == nil {
+		o.Files, o.Sizes = map[string]string{}, map[string]int64{}
+	}
+	o.Files[digest(body)] = name
+	o.Sizes[name] = int64(len(body))
 }
 
 // Batch is one deposit.
@@ -145,7 +155,9 @@ func (b *Batch) write(dir, base string, rng *rand.Rand) error {
 	case v1.PayloadType_PAYLOAD_TYPE_FILE:
 		body := fileBody(rng, b.UUID, "single.txt", size)
 		b.URLPath = "/" + prefix + "/single.txt"
-		b.Objects = []Object{{Files: map[string]string{digest(body): "single.txt"}}}
+		var obj Object
+		obj.add("single.txt", body)
+		b.Objects = []Object{obj}
 		return writeFile(filepath.Join(dir, prefix, "single.txt"), body)
 	case v1.PayloadType_PAYLOAD_TYPE_CONTAINER:
 		obj, data, err := container(rng, b.UUID, size)
@@ -205,7 +217,7 @@ func (b *Batch) write(dir, base string, rng *rand.Rand) error {
 // objectManifest writes the files of one object and its manifest at
 // <dir>/<stem>.checkm.
 func objectManifest(dir, base, stem string, rng *rand.Rand, name string, size int, lid string) (Object, error) {
-	obj := Object{LocalID: lid, Files: map[string]string{}}
+	obj := Object{LocalID: lid}
 	var entries []checkm.Entry
 	for f := range 1 + rng.IntN(3) {
 		fname := fmt.Sprintf("part-%d.txt", f)
@@ -213,7 +225,7 @@ func objectManifest(dir, base, stem string, rng *rand.Rand, name string, size in
 		if err := writeFile(filepath.Join(dir, stem, fname), body); err != nil {
 			return Object{}, err
 		}
-		obj.Files[digest(body)] = fname
+		obj.add(fname, body)
 		entries = append(entries, checkm.Entry{FileURL: base + "/" + stem + "/" + fname, HashAlgorithm: "sha256",
 			HashValue: digest(body), FileSize: int64(len(body)), FileName: fname})
 	}
@@ -223,7 +235,7 @@ func objectManifest(dir, base, stem string, rng *rand.Rand, name string, size in
 
 // container is a zip of two files.
 func container(rng *rand.Rand, name string, size int) (Object, []byte, error) {
-	obj := Object{Files: map[string]string{}}
+	var obj Object
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	for _, fname := range []string{"data/a.txt", "data/b.txt"} {
@@ -235,7 +247,7 @@ func container(rng *rand.Rand, name string, size int) (Object, []byte, error) {
 		if _, err := w.Write(body); err != nil {
 			return Object{}, nil, err
 		}
-		obj.Files[digest(body)] = fname
+		obj.add(fname, body)
 	}
 	if err := zw.Close(); err != nil {
 		return Object{}, nil, err

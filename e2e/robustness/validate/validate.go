@@ -55,6 +55,7 @@ const (
 	CheckLinearizable    = "each job's state is linearizable (porcupine)"
 	CheckCompleted       = "each job completes"
 	CheckStoredOnce      = "each completed job has one stored version"
+	CheckStoredWhole     = "each stored file is the deposited file, whole"
 	CheckRecordedOnce    = "each completed job has one inventory row"
 	CheckOneARK          = "one ARK per local id, each minted once"
 	CheckCallback        = "each callback delivered at least once, under its job's key"
@@ -468,16 +469,42 @@ func (r *Report) checkStore(in Input, completed []completedJob) {
 			continue
 		}
 		vdir := filepath.Join(objDir, mine[0])
-		got, err := producerDigests(vdir)
+		stored, err := producerFiles(vdir)
 		if err != nil {
 			r.violate(CheckStoredOnce, j.id, "version %s: %v", vdir, err)
 			continue
 		}
-		want := slices.Sorted(mapKeys(j.obj.Files))
-		if !slices.Equal(got, want) {
-			r.violate(CheckStoredOnce, j.id, "version %s stores files with digests %v, the deposit %v", vdir, got, want)
-		}
 		r.Figures["versions stored"]++
+		r.checkWhole(j, "version "+vdir, stored)
+	}
+}
+
+// checkWhole holds the files of a job's stored version (where says which)
+// to the deposit's: every deposited file stored with its size and digest,
+// none else. A file stored shorter than deposited is a partial one.
+func (r *Report) checkWhole(j completedJob, where string, stored map[string]storedFile) {
+	want := map[string]string{} // name → sha256
+	for sum, name := range j.obj.Files {
+		want[name] = sum
+	}
+	for _, name := range slices.Sorted(mapKeys(want)) {
+		f, ok := stored[name]
+		switch size := j.obj.Sizes[name]; {
+		case !ok:
+			r.violate(CheckStoredWhole, j.id, "%s does not store %s", where, name)
+		case f.size < size:
+			r.violate(CheckStoredWhole, j.id, "%s stores %s partial: %d bytes of %d", where, name, f.size, size)
+		case f.size != size || f.sha256 != want[name]:
+			r.violate(CheckStoredWhole, j.id, "%s stores %s of %d bytes, sha256 %s; the deposit's is %d bytes, sha256 %s",
+				where, name, f.size, f.sha256, size, want[name])
+		default:
+			r.Figures["files stored whole"]++
+		}
+	}
+	for _, name := range slices.Sorted(mapKeys(stored)) {
+		if _, ok := want[name]; !ok {
+			r.violate(CheckStoredWhole, j.id, "%s stores %s, which the deposit has not", where, name)
+		}
 	}
 }
 
@@ -524,24 +551,27 @@ func (r *Report) checkMerrittStore(in Input, completed []completedJob) {
 		if got := merrittstore.JobOfIngestRecord(files[merrittstore.IngestRecordFile]); got != j.id {
 			r.violate(CheckStoredOnce, j.id, "object %s's version 1 names job %q", j.ark, got)
 		}
-		var got []string
+		stored := map[string]storedFile{}
 		for name, data := range files {
-			if strings.HasPrefix(name, "producer/") {
+			if name, ok := strings.CutPrefix(name, "producer/"); ok {
 				sum := sha256.Sum256(data)
-				got = append(got, hex.EncodeToString(sum[:]))
+				stored[name] = storedFile{size: int64(len(data)), sha256: hex.EncodeToString(sum[:])}
 			}
 		}
-		slices.Sort(got)
-		if want := slices.Sorted(mapKeys(j.obj.Files)); !slices.Equal(got, want) {
-			r.violate(CheckStoredOnce, j.id, "object %s's version 1 holds files with digests %v, the deposit %v", j.ark, got, want)
-		}
 		r.Figures["versions stored"]++
+		r.checkWhole(j, fmt.Sprintf("object %s's version 1 in the storage service", j.ark), stored)
 	}
 }
 
-// producerDigests are the sha256 digests of the files a version folder's
-// manifest lists under producer/, each read and digested again.
-func producerDigests(vdir string) ([]string, error) {
+// storedFile is a file of a stored version as read back.
+type storedFile struct {
+	size   int64
+	sha256 string
+}
+
+// producerFiles are the files a version folder's manifest lists under
+// producer/, by their names there, each read and digested again.
+func producerFiles(vdir string) (map[string]storedFile, error) {
 	f, err := os.Open(filepath.Join(vdir, "manifest.checkm"))
 	if err != nil {
 		return nil, err
@@ -551,9 +581,10 @@ func producerDigests(vdir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	out := map[string]storedFile{}
 	for _, e := range m.Entries {
-		if !strings.HasPrefix(e.FileName, "producer/") {
+		name, ok := strings.CutPrefix(e.FileName, "producer/")
+		if !ok {
 			continue
 		}
 		data, err := os.Open(filepath.Join(vdir, filepath.FromSlash(e.FileName)))
@@ -561,14 +592,13 @@ func producerDigests(vdir string) ([]string, error) {
 			return nil, err
 		}
 		h := sha256.New()
-		_, err = io.Copy(h, data)
+		n, err := io.Copy(h, data)
 		data.Close()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, hex.EncodeToString(h.Sum(nil)))
+		out[name] = storedFile{size: n, sha256: hex.EncodeToString(h.Sum(nil))}
 	}
-	slices.Sort(out)
 	return out, nil
 }
 

@@ -461,13 +461,20 @@ type StageHealth struct {
 	// GetQueueResponse.paused, apart); or, for a stage whose replicas take
 	// jobs only when asked (the recorder's leases, the built-in recorder
 	// off), jobs wait, none is leased, and the oldest has waited longer than
-	// the lease interval (LeaseInterval): no inventory is leasing.
+	// the lease interval (LeaseInterval): no inventory is leasing; or a job
+	// in flight reports progress that has not moved for not_moving_after. A
+	// job whose bytes keep moving, however slowly, does not stall its stage.
 	Stalled *bool `protobuf:"varint,7,opt,name=stalled,proto3,oneof" json:"stalled,omitempty"`
 	// reason says why a stalled stage is stalled and what to do; empty
 	// when it is not.
-	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// not_moving: jobs in flight whose progress has not moved for
+	// not_moving_after (5 minutes: longer than any wait a moving transfer
+	// makes between its bytes: the idle timeout, a retry's backoff).
+	NotMoving      *int32               `protobuf:"varint,9,opt,name=not_moving,json=notMoving,proto3,oneof" json:"not_moving,omitempty"`
+	NotMovingAfter *durationpb.Duration `protobuf:"bytes,10,opt,name=not_moving_after,json=notMovingAfter,proto3" json:"not_moving_after,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StageHealth) Reset() {
@@ -554,6 +561,20 @@ func (x *StageHealth) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *StageHealth) GetNotMoving() int32 {
+	if x != nil && x.NotMoving != nil {
+		return *x.NotMoving
+	}
+	return 0
+}
+
+func (x *StageHealth) GetNotMovingAfter() *durationpb.Duration {
+	if x != nil {
+		return x.NotMovingAfter
+	}
+	return nil
 }
 
 // HoldCollectionRequest names a collection by its mnemonic (1..200 bytes,
@@ -4486,7 +4507,7 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x13BatchesByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\t\n" +
-	"\a_paused\"\xf5\x02\n" +
+	"\a_paused\"\xed\x03\n" +
 	"\vStageHealth\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.ingestq.v1.JobStateR\x05state\x12\x1d\n" +
 	"\awaiting\x18\x02 \x01(\x05H\x00R\awaiting\x88\x01\x01\x12 \n" +
@@ -4495,7 +4516,11 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\x0eactive_workers\x18\x05 \x01(\x05H\x03R\ractiveWorkers\x88\x01\x01\x122\n" +
 	"\x06oldest\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x06oldest\x12\x1d\n" +
 	"\astalled\x18\a \x01(\bH\x04R\astalled\x88\x01\x01\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reasonB\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
+	"\n" +
+	"not_moving\x18\t \x01(\x05H\x05R\tnotMoving\x88\x01\x01\x12C\n" +
+	"\x10not_moving_after\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0enotMovingAfterB\n" +
 	"\n" +
 	"\b_waitingB\f\n" +
 	"\n" +
@@ -4504,7 +4529,8 @@ const file_ingestq_v1_admin_service_proto_rawDesc = "" +
 	"\b_workersB\x11\n" +
 	"\x0f_active_workersB\n" +
 	"\n" +
-	"\b_stalled\"7\n" +
+	"\b_stalledB\r\n" +
+	"\v_not_moving\"7\n" +
 	"\x15HoldCollectionRequest\x12\x1e\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\tR\n" +
@@ -4934,8 +4960,8 @@ var file_ingestq_v1_admin_service_proto_goTypes = []any{
 	(*WorkerInfo)(nil),                   // 75: ingestq.v1.WorkerInfo
 	(JobState)(0),                        // 76: ingestq.v1.JobState
 	(*timestamppb.Timestamp)(nil),        // 77: google.protobuf.Timestamp
-	(*Batch)(nil),                        // 78: ingestq.v1.Batch
-	(*durationpb.Duration)(nil),          // 79: google.protobuf.Duration
+	(*durationpb.Duration)(nil),          // 78: google.protobuf.Duration
+	(*Batch)(nil),                        // 79: ingestq.v1.Batch
 	(BatchState)(0),                      // 80: ingestq.v1.BatchState
 	(*Job)(nil),                          // 81: ingestq.v1.Job
 }
@@ -4946,121 +4972,122 @@ var file_ingestq_v1_admin_service_proto_depIdxs = []int32{
 	8,  // 3: ingestq.v1.GetQueueResponse.stages:type_name -> ingestq.v1.StageHealth
 	76, // 4: ingestq.v1.StageHealth.state:type_name -> ingestq.v1.JobState
 	77, // 5: ingestq.v1.StageHealth.oldest:type_name -> google.protobuf.Timestamp
-	78, // 6: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
-	78, // 7: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
-	79, // 8: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
-	78, // 9: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
-	23, // 10: ingestq.v1.GetBatchResponse.actions:type_name -> ingestq.v1.BatchActionState
-	1,  // 11: ingestq.v1.BatchActionState.action:type_name -> ingestq.v1.BatchAction
-	80, // 12: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
-	78, // 13: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
-	81, // 14: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
-	76, // 15: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
-	28, // 16: ingestq.v1.GetJobResponse.actions:type_name -> ingestq.v1.JobActionState
-	76, // 17: ingestq.v1.GetJobResponse.requeue_states:type_name -> ingestq.v1.JobState
-	0,  // 18: ingestq.v1.JobActionState.verb:type_name -> ingestq.v1.BulkVerb
-	76, // 19: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
-	81, // 20: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
-	81, // 21: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
-	81, // 22: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
-	81, // 23: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
-	76, // 24: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
-	81, // 25: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
-	81, // 26: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
-	75, // 27: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
-	46, // 28: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
-	76, // 29: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
-	76, // 30: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
-	77, // 31: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
-	77, // 32: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
-	48, // 33: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
-	81, // 34: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
-	0,  // 35: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
-	48, // 36: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
-	76, // 37: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
-	76, // 38: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
-	52, // 39: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
-	55, // 40: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
-	55, // 41: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
-	56, // 42: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
-	77, // 43: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
-	57, // 44: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
-	58, // 45: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
-	58, // 46: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
-	77, // 47: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
-	79, // 48: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
-	61, // 49: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
-	76, // 50: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
-	0,  // 51: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
-	80, // 52: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
-	1,  // 53: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
-	64, // 54: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
-	65, // 55: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
-	79, // 56: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
-	77, // 57: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
-	2,  // 58: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
-	4,  // 59: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
-	6,  // 60: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
-	9,  // 61: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
-	11, // 62: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
-	13, // 63: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
-	15, // 64: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
-	17, // 65: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
-	19, // 66: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
-	21, // 67: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
-	24, // 68: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
-	26, // 69: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
-	29, // 70: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
-	31, // 71: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
-	33, // 72: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
-	35, // 73: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
-	37, // 74: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
-	39, // 75: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
-	41, // 76: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
-	49, // 77: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
-	51, // 78: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
-	54, // 79: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
-	43, // 80: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
-	45, // 81: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
-	60, // 82: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
-	63, // 83: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
-	67, // 84: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
-	69, // 85: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
-	71, // 86: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
-	3,  // 87: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
-	5,  // 88: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
-	7,  // 89: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
-	10, // 90: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
-	12, // 91: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
-	14, // 92: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
-	16, // 93: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
-	18, // 94: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
-	20, // 95: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
-	22, // 96: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
-	25, // 97: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
-	27, // 98: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
-	30, // 99: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
-	32, // 100: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
-	34, // 101: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
-	36, // 102: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
-	38, // 103: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
-	40, // 104: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
-	42, // 105: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
-	50, // 106: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
-	53, // 107: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
-	59, // 108: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
-	44, // 109: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
-	47, // 110: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
-	62, // 111: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
-	66, // 112: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
-	68, // 113: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
-	70, // 114: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
-	72, // 115: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
-	87, // [87:116] is the sub-list for method output_type
-	58, // [58:87] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	78, // 6: ingestq.v1.StageHealth.not_moving_after:type_name -> google.protobuf.Duration
+	79, // 7: ingestq.v1.ReleaseBatchResponse.batch:type_name -> ingestq.v1.Batch
+	79, // 8: ingestq.v1.UpdateReportBatchResponse.batch:type_name -> ingestq.v1.Batch
+	78, // 9: ingestq.v1.CleanupBatchesRequest.older_than:type_name -> google.protobuf.Duration
+	79, // 10: ingestq.v1.GetBatchResponse.batch:type_name -> ingestq.v1.Batch
+	23, // 11: ingestq.v1.GetBatchResponse.actions:type_name -> ingestq.v1.BatchActionState
+	1,  // 12: ingestq.v1.BatchActionState.action:type_name -> ingestq.v1.BatchAction
+	80, // 13: ingestq.v1.ListBatchesRequest.status:type_name -> ingestq.v1.BatchState
+	79, // 14: ingestq.v1.ListBatchesResponse.batches:type_name -> ingestq.v1.Batch
+	81, // 15: ingestq.v1.GetJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 16: ingestq.v1.GetJobResponse.resume_state:type_name -> ingestq.v1.JobState
+	28, // 17: ingestq.v1.GetJobResponse.actions:type_name -> ingestq.v1.JobActionState
+	76, // 18: ingestq.v1.GetJobResponse.requeue_states:type_name -> ingestq.v1.JobState
+	0,  // 19: ingestq.v1.JobActionState.verb:type_name -> ingestq.v1.BulkVerb
+	76, // 20: ingestq.v1.ListJobsRequest.state:type_name -> ingestq.v1.JobState
+	81, // 21: ingestq.v1.ListJobsResponse.jobs:type_name -> ingestq.v1.Job
+	81, // 22: ingestq.v1.HoldJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 23: ingestq.v1.ReleaseJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 24: ingestq.v1.FailJobResponse.job:type_name -> ingestq.v1.Job
+	76, // 25: ingestq.v1.RequeueJobRequest.state:type_name -> ingestq.v1.JobState
+	81, // 26: ingestq.v1.RequeueJobResponse.job:type_name -> ingestq.v1.Job
+	81, // 27: ingestq.v1.ReprioritizeJobResponse.job:type_name -> ingestq.v1.Job
+	75, // 28: ingestq.v1.ListWorkersResponse.workers:type_name -> ingestq.v1.WorkerInfo
+	46, // 29: ingestq.v1.FsckResponse.damages:type_name -> ingestq.v1.FsckDamage
+	76, // 30: ingestq.v1.JobFilter.state:type_name -> ingestq.v1.JobState
+	76, // 31: ingestq.v1.JobFilter.failing_stage:type_name -> ingestq.v1.JobState
+	77, // 32: ingestq.v1.JobFilter.modified_after:type_name -> google.protobuf.Timestamp
+	77, // 33: ingestq.v1.JobFilter.modified_before:type_name -> google.protobuf.Timestamp
+	48, // 34: ingestq.v1.SearchJobsRequest.filter:type_name -> ingestq.v1.JobFilter
+	81, // 35: ingestq.v1.SearchJobsResponse.jobs:type_name -> ingestq.v1.Job
+	0,  // 36: ingestq.v1.BulkActionRequest.verb:type_name -> ingestq.v1.BulkVerb
+	48, // 37: ingestq.v1.BulkActionRequest.filter:type_name -> ingestq.v1.JobFilter
+	76, // 38: ingestq.v1.BulkActionRequest.state:type_name -> ingestq.v1.JobState
+	76, // 39: ingestq.v1.BulkJobResult.state:type_name -> ingestq.v1.JobState
+	52, // 40: ingestq.v1.BulkActionResponse.results:type_name -> ingestq.v1.BulkJobResult
+	55, // 41: ingestq.v1.BatchTally.states:type_name -> ingestq.v1.StateTally
+	55, // 42: ingestq.v1.CollectionTally.states:type_name -> ingestq.v1.StateTally
+	56, // 43: ingestq.v1.CollectionTally.batches:type_name -> ingestq.v1.BatchTally
+	77, // 44: ingestq.v1.EndedTally.start:type_name -> google.protobuf.Timestamp
+	57, // 45: ingestq.v1.GetAggregatesResponse.collections:type_name -> ingestq.v1.CollectionTally
+	58, // 46: ingestq.v1.GetAggregatesResponse.hours:type_name -> ingestq.v1.EndedTally
+	58, // 47: ingestq.v1.GetAggregatesResponse.days:type_name -> ingestq.v1.EndedTally
+	77, // 48: ingestq.v1.GetAggregatesResponse.as_of:type_name -> google.protobuf.Timestamp
+	78, // 49: ingestq.v1.GetAggregatesResponse.retention:type_name -> google.protobuf.Duration
+	61, // 50: ingestq.v1.VerifyObjectResponse.mismatches:type_name -> ingestq.v1.FixityMismatch
+	76, // 51: ingestq.v1.JobStateRule.state:type_name -> ingestq.v1.JobState
+	0,  // 52: ingestq.v1.JobStateRule.actions:type_name -> ingestq.v1.BulkVerb
+	80, // 53: ingestq.v1.BatchStateRule.state:type_name -> ingestq.v1.BatchState
+	1,  // 54: ingestq.v1.BatchStateRule.actions:type_name -> ingestq.v1.BatchAction
+	64, // 55: ingestq.v1.GetStateRulesResponse.jobs:type_name -> ingestq.v1.JobStateRule
+	65, // 56: ingestq.v1.GetStateRulesResponse.batches:type_name -> ingestq.v1.BatchStateRule
+	78, // 57: ingestq.v1.CreateConsoleSessionRequest.ttl:type_name -> google.protobuf.Duration
+	77, // 58: ingestq.v1.CreateConsoleSessionResponse.expire_time:type_name -> google.protobuf.Timestamp
+	2,  // 59: ingestq.v1.AdminService.PauseQueue:input_type -> ingestq.v1.PauseQueueRequest
+	4,  // 60: ingestq.v1.AdminService.UnpauseQueue:input_type -> ingestq.v1.UnpauseQueueRequest
+	6,  // 61: ingestq.v1.AdminService.GetQueue:input_type -> ingestq.v1.GetQueueRequest
+	9,  // 62: ingestq.v1.AdminService.HoldCollection:input_type -> ingestq.v1.HoldCollectionRequest
+	11, // 63: ingestq.v1.AdminService.ReleaseCollection:input_type -> ingestq.v1.ReleaseCollectionRequest
+	13, // 64: ingestq.v1.AdminService.ReleaseBatch:input_type -> ingestq.v1.ReleaseBatchRequest
+	15, // 65: ingestq.v1.AdminService.UpdateReportBatch:input_type -> ingestq.v1.UpdateReportBatchRequest
+	17, // 66: ingestq.v1.AdminService.DeleteBatch:input_type -> ingestq.v1.DeleteBatchRequest
+	19, // 67: ingestq.v1.AdminService.CleanupBatches:input_type -> ingestq.v1.CleanupBatchesRequest
+	21, // 68: ingestq.v1.AdminService.GetBatch:input_type -> ingestq.v1.GetBatchRequest
+	24, // 69: ingestq.v1.AdminService.ListBatches:input_type -> ingestq.v1.ListBatchesRequest
+	26, // 70: ingestq.v1.AdminService.GetJob:input_type -> ingestq.v1.GetJobRequest
+	29, // 71: ingestq.v1.AdminService.ListJobs:input_type -> ingestq.v1.ListJobsRequest
+	31, // 72: ingestq.v1.AdminService.HoldJob:input_type -> ingestq.v1.HoldJobRequest
+	33, // 73: ingestq.v1.AdminService.ReleaseJob:input_type -> ingestq.v1.ReleaseJobRequest
+	35, // 74: ingestq.v1.AdminService.FailJob:input_type -> ingestq.v1.FailJobRequest
+	37, // 75: ingestq.v1.AdminService.RequeueJob:input_type -> ingestq.v1.RequeueJobRequest
+	39, // 76: ingestq.v1.AdminService.ReprioritizeJob:input_type -> ingestq.v1.ReprioritizeJobRequest
+	41, // 77: ingestq.v1.AdminService.DeleteJob:input_type -> ingestq.v1.DeleteJobRequest
+	49, // 78: ingestq.v1.AdminService.SearchJobs:input_type -> ingestq.v1.SearchJobsRequest
+	51, // 79: ingestq.v1.AdminService.BulkAction:input_type -> ingestq.v1.BulkActionRequest
+	54, // 80: ingestq.v1.AdminService.GetAggregates:input_type -> ingestq.v1.GetAggregatesRequest
+	43, // 81: ingestq.v1.AdminService.ListWorkers:input_type -> ingestq.v1.ListWorkersRequest
+	45, // 82: ingestq.v1.AdminService.Fsck:input_type -> ingestq.v1.FsckRequest
+	60, // 83: ingestq.v1.AdminService.VerifyObject:input_type -> ingestq.v1.VerifyObjectRequest
+	63, // 84: ingestq.v1.AdminService.GetStateRules:input_type -> ingestq.v1.GetStateRulesRequest
+	67, // 85: ingestq.v1.AdminService.CreateConsoleSession:input_type -> ingestq.v1.CreateConsoleSessionRequest
+	69, // 86: ingestq.v1.AdminService.GetConsoleSession:input_type -> ingestq.v1.GetConsoleSessionRequest
+	71, // 87: ingestq.v1.AdminService.EndConsoleSession:input_type -> ingestq.v1.EndConsoleSessionRequest
+	3,  // 88: ingestq.v1.AdminService.PauseQueue:output_type -> ingestq.v1.PauseQueueResponse
+	5,  // 89: ingestq.v1.AdminService.UnpauseQueue:output_type -> ingestq.v1.UnpauseQueueResponse
+	7,  // 90: ingestq.v1.AdminService.GetQueue:output_type -> ingestq.v1.GetQueueResponse
+	10, // 91: ingestq.v1.AdminService.HoldCollection:output_type -> ingestq.v1.HoldCollectionResponse
+	12, // 92: ingestq.v1.AdminService.ReleaseCollection:output_type -> ingestq.v1.ReleaseCollectionResponse
+	14, // 93: ingestq.v1.AdminService.ReleaseBatch:output_type -> ingestq.v1.ReleaseBatchResponse
+	16, // 94: ingestq.v1.AdminService.UpdateReportBatch:output_type -> ingestq.v1.UpdateReportBatchResponse
+	18, // 95: ingestq.v1.AdminService.DeleteBatch:output_type -> ingestq.v1.DeleteBatchResponse
+	20, // 96: ingestq.v1.AdminService.CleanupBatches:output_type -> ingestq.v1.CleanupBatchesResponse
+	22, // 97: ingestq.v1.AdminService.GetBatch:output_type -> ingestq.v1.GetBatchResponse
+	25, // 98: ingestq.v1.AdminService.ListBatches:output_type -> ingestq.v1.ListBatchesResponse
+	27, // 99: ingestq.v1.AdminService.GetJob:output_type -> ingestq.v1.GetJobResponse
+	30, // 100: ingestq.v1.AdminService.ListJobs:output_type -> ingestq.v1.ListJobsResponse
+	32, // 101: ingestq.v1.AdminService.HoldJob:output_type -> ingestq.v1.HoldJobResponse
+	34, // 102: ingestq.v1.AdminService.ReleaseJob:output_type -> ingestq.v1.ReleaseJobResponse
+	36, // 103: ingestq.v1.AdminService.FailJob:output_type -> ingestq.v1.FailJobResponse
+	38, // 104: ingestq.v1.AdminService.RequeueJob:output_type -> ingestq.v1.RequeueJobResponse
+	40, // 105: ingestq.v1.AdminService.ReprioritizeJob:output_type -> ingestq.v1.ReprioritizeJobResponse
+	42, // 106: ingestq.v1.AdminService.DeleteJob:output_type -> ingestq.v1.DeleteJobResponse
+	50, // 107: ingestq.v1.AdminService.SearchJobs:output_type -> ingestq.v1.SearchJobsResponse
+	53, // 108: ingestq.v1.AdminService.BulkAction:output_type -> ingestq.v1.BulkActionResponse
+	59, // 109: ingestq.v1.AdminService.GetAggregates:output_type -> ingestq.v1.GetAggregatesResponse
+	44, // 110: ingestq.v1.AdminService.ListWorkers:output_type -> ingestq.v1.ListWorkersResponse
+	47, // 111: ingestq.v1.AdminService.Fsck:output_type -> ingestq.v1.FsckResponse
+	62, // 112: ingestq.v1.AdminService.VerifyObject:output_type -> ingestq.v1.VerifyObjectResponse
+	66, // 113: ingestq.v1.AdminService.GetStateRules:output_type -> ingestq.v1.GetStateRulesResponse
+	68, // 114: ingestq.v1.AdminService.CreateConsoleSession:output_type -> ingestq.v1.CreateConsoleSessionResponse
+	70, // 115: ingestq.v1.AdminService.GetConsoleSession:output_type -> ingestq.v1.GetConsoleSessionResponse
+	72, // 116: ingestq.v1.AdminService.EndConsoleSession:output_type -> ingestq.v1.EndConsoleSessionResponse
+	88, // [88:117] is the sub-list for method output_type
+	59, // [59:88] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_admin_service_proto_init() }

@@ -1550,7 +1550,12 @@ type Job struct {
 	// left for Failed; JobFilter.failing_stage matches it). Not stored: the
 	// batcher's AdminService fills it from the status in every job it
 	// answers.
-	FailingStage  JobState `protobuf:"varint,13,opt,name=failing_stage,json=failingStage,proto3,enum=ingestq.v1.JobState" json:"failing_stage,omitempty"`
+	FailingStage JobState `protobuf:"varint,13,opt,name=failing_stage,json=failingStage,proto3,enum=ingestq.v1.JobState" json:"failing_stage,omitempty"`
+	// progress is how far the step working on the job has got, for a job
+	// in flight in a step that moves bytes (Downloading, Storing); unset
+	// otherwise. Not stored with the job: the batcher's AdminService fills
+	// it from the worker registry entry of the replica working on it.
+	Progress      *Progress `protobuf:"bytes,14,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1676,19 +1681,165 @@ func (x *Job) GetFailingStage() JobState {
 	return JobState_JOB_STATE_UNSPECIFIED
 }
 
+func (x *Job) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// Progress is how far a job's step has got, as the replica working on it
+// last reported (its /workers entry carries it, rewritten at most every
+// INGESTQ_PROGRESS_INTERVAL, and only for a step that lasts longer than
+// that).
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// phase is what the step is doing: "downloading", "unpacking", "storing".
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// bytes_done of bytes_expected (0: not known yet). A file started again
+	// from its first byte takes its bytes off bytes_done.
+	BytesDone     int64 `protobuf:"varint,2,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	BytesExpected int64 `protobuf:"varint,3,opt,name=bytes_expected,json=bytesExpected,proto3" json:"bytes_expected,omitempty"`
+	// bytes_per_second is the rate over the last interval.
+	BytesPerSecond float64 `protobuf:"fixed64,4,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	// remaining is the time left at that rate; unset when it cannot be told
+	// (nothing moving, nothing expected).
+	Remaining *durationpb.Duration `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// updated is when these figures were measured; moved when bytes last
+	// arrived or were written. A step whose moved lags far behind updated
+	// is stuck, not slow.
+	Updated *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated,proto3" json:"updated,omitempty"`
+	Moved   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=moved,proto3" json:"moved,omitempty"`
+	// resumes counts ranges continued where an attempt stopped (after a cut
+	// connection, or from the partial file of a replica that died);
+	// restarts, files started again from their first byte (the server
+	// ignored the range or changed the file).
+	Resumes  int32 `protobuf:"varint,8,opt,name=resumes,proto3" json:"resumes,omitempty"`
+	Restarts int32 `protobuf:"varint,9,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// not_moving: moved lies further back than StageHealth.not_moving_after,
+	// so the step counts as stuck. Not reported by the replica: the
+	// batcher's AdminService sets it in the jobs it answers.
+	NotMoving     bool `protobuf:"varint,10,opt,name=not_moving,json=notMoving,proto3" json:"not_moving,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Progress) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *Progress) GetBytesDone() int64 {
+	if x != nil {
+		return x.BytesDone
+	}
+	return 0
+}
+
+func (x *Progress) GetBytesExpected() int64 {
+	if x != nil {
+		return x.BytesExpected
+	}
+	return 0
+}
+
+func (x *Progress) GetBytesPerSecond() float64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *Progress) GetRemaining() *durationpb.Duration {
+	if x != nil {
+		return x.Remaining
+	}
+	return nil
+}
+
+func (x *Progress) GetUpdated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Updated
+	}
+	return nil
+}
+
+func (x *Progress) GetMoved() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
+func (x *Progress) GetResumes() int32 {
+	if x != nil {
+		return x.Resumes
+	}
+	return 0
+}
+
+func (x *Progress) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *Progress) GetNotMoving() bool {
+	if x != nil {
+		return x.NotMoving
+	}
+	return false
+}
+
 // InFlightJob is a job a worker is working on now.
 type InFlightJob struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	BatchId       string                 `protobuf:"bytes,2,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	BatchId string                 `protobuf:"bytes,2,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	Since   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// progress of a step that moves bytes, once it has lasted one progress
+	// interval; unset otherwise.
+	Progress      *Progress `protobuf:"bytes,4,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InFlightJob) Reset() {
 	*x = InFlightJob{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1851,7 @@ func (x *InFlightJob) String() string {
 func (*InFlightJob) ProtoMessage() {}
 
 func (x *InFlightJob) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[16]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1864,7 @@ func (x *InFlightJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InFlightJob.ProtoReflect.Descriptor instead.
 func (*InFlightJob) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InFlightJob) GetJobId() string {
@@ -1733,6 +1884,13 @@ func (x *InFlightJob) GetBatchId() string {
 func (x *InFlightJob) GetSince() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Since
+	}
+	return nil
+}
+
+func (x *InFlightJob) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
 	}
 	return nil
 }
@@ -1765,7 +1923,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_ingestq_v1_queue_proto_msgTypes[17]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1935,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ingestq_v1_queue_proto_msgTypes[17]
+	mi := &file_ingestq_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1948,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_ingestq_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2002,7 +2160,7 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12\x14\n" +
-	"\x05files\x18\x04 \x01(\x03R\x05files\"\xa9\x04\n" +
+	"\x05files\x18\x04 \x01(\x03R\x05files\"\xdb\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03bid\x18\x02 \x01(\tR\x03bid\x12\x1a\n" +
@@ -2017,11 +2175,27 @@ const file_ingestq_v1_queue_proto_rawDesc = "" +
 	" \x01(\v2\x15.ingestq.v1.JobStatusR\x06status\x120\n" +
 	"\bmanifest\x18\v \x01(\v2\x14.ingestq.v1.ManifestR\bmanifest\x12\x16\n" +
 	"\x06locked\x18\f \x01(\bR\x06locked\x129\n" +
-	"\rfailing_stage\x18\r \x01(\x0e2\x14.ingestq.v1.JobStateR\ffailingStage\"q\n" +
+	"\rfailing_stage\x18\r \x01(\x0e2\x14.ingestq.v1.JobStateR\ffailingStage\x120\n" +
+	"\bprogress\x18\x0e \x01(\v2\x14.ingestq.v1.ProgressR\bprogress\"\x86\x03\n" +
+	"\bProgress\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1d\n" +
+	"\n" +
+	"bytes_done\x18\x02 \x01(\x03R\tbytesDone\x12%\n" +
+	"\x0ebytes_expected\x18\x03 \x01(\x03R\rbytesExpected\x12(\n" +
+	"\x10bytes_per_second\x18\x04 \x01(\x01R\x0ebytesPerSecond\x127\n" +
+	"\tremaining\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\tremaining\x124\n" +
+	"\aupdated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aupdated\x120\n" +
+	"\x05moved\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05moved\x12\x18\n" +
+	"\aresumes\x18\b \x01(\x05R\aresumes\x12\x1a\n" +
+	"\brestarts\x18\t \x01(\x05R\brestarts\x12\x1d\n" +
+	"\n" +
+	"not_moving\x18\n" +
+	" \x01(\bR\tnotMoving\"\xa3\x01\n" +
 	"\vInFlightJob\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\x120\n" +
-	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x8f\x04\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\bprogress\x18\x04 \x01(\v2\x14.ingestq.v1.ProgressR\bprogress\"\x8f\x04\n" +
 	"\n" +
 	"WorkerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -2092,7 +2266,7 @@ func file_ingestq_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_ingestq_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_ingestq_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_ingestq_v1_queue_proto_goTypes = []any{
 	(JobState)(0),                 // 0: ingestq.v1.JobState
 	(BatchState)(0),               // 1: ingestq.v1.BatchState
@@ -2114,32 +2288,33 @@ var file_ingestq_v1_queue_proto_goTypes = []any{
 	(*Manifest)(nil),              // 17: ingestq.v1.Manifest
 	(*KeptFileList)(nil),          // 18: ingestq.v1.KeptFileList
 	(*Job)(nil),                   // 19: ingestq.v1.Job
-	(*InFlightJob)(nil),           // 20: ingestq.v1.InFlightJob
-	(*WorkerInfo)(nil),            // 21: ingestq.v1.WorkerInfo
-	nil,                           // 22: ingestq.v1.WorkerInfo.OutcomesEntry
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*Progress)(nil),              // 20: ingestq.v1.Progress
+	(*InFlightJob)(nil),           // 21: ingestq.v1.InFlightJob
+	(*WorkerInfo)(nil),            // 22: ingestq.v1.WorkerInfo
+	nil,                           // 23: ingestq.v1.WorkerInfo.OutcomesEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
 }
 var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	2,  // 0: ingestq.v1.Submission.type:type_name -> ingestq.v1.PayloadType
 	3,  // 1: ingestq.v1.Submission.submission_mode:type_name -> ingestq.v1.SubmissionMode
 	4,  // 2: ingestq.v1.Submission.metadata:type_name -> ingestq.v1.Metadata
-	23, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
+	24, // 3: ingestq.v1.Submission.submission_date:type_name -> google.protobuf.Timestamp
 	1,  // 4: ingestq.v1.BatchStatus.status:type_name -> ingestq.v1.BatchState
-	23, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
-	23, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
+	24, // 5: ingestq.v1.BatchStatus.last_modified:type_name -> google.protobuf.Timestamp
+	24, // 6: ingestq.v1.StatusReport.last_modified:type_name -> google.protobuf.Timestamp
 	5,  // 7: ingestq.v1.Batch.submission:type_name -> ingestq.v1.Submission
 	6,  // 8: ingestq.v1.Batch.status:type_name -> ingestq.v1.BatchStatus
 	7,  // 9: ingestq.v1.Batch.status_report:type_name -> ingestq.v1.StatusReport
 	8,  // 10: ingestq.v1.Batch.counts:type_name -> ingestq.v1.BatchJobCounts
 	0,  // 11: ingestq.v1.JobStatus.status:type_name -> ingestq.v1.JobState
-	23, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
+	24, // 12: ingestq.v1.JobStatus.last_modified:type_name -> google.protobuf.Timestamp
 	0,  // 13: ingestq.v1.JobStatus.last_successful_status:type_name -> ingestq.v1.JobState
 	11, // 14: ingestq.v1.JobStatus.history:type_name -> ingestq.v1.JobStateChange
-	23, // 15: ingestq.v1.JobStateChange.at:type_name -> google.protobuf.Timestamp
+	24, // 15: ingestq.v1.JobStateChange.at:type_name -> google.protobuf.Timestamp
 	0,  // 16: ingestq.v1.JobStateChange.from:type_name -> ingestq.v1.JobState
 	0,  // 17: ingestq.v1.JobStateChange.to:type_name -> ingestq.v1.JobState
-	24, // 18: ingestq.v1.JobStateChange.in_state:type_name -> google.protobuf.Duration
+	25, // 18: ingestq.v1.JobStateChange.in_state:type_name -> google.protobuf.Duration
 	2,  // 19: ingestq.v1.JobConfiguration.payload_type:type_name -> ingestq.v1.PayloadType
 	3,  // 20: ingestq.v1.JobConfiguration.submission_mode:type_name -> ingestq.v1.SubmissionMode
 	16, // 21: ingestq.v1.Manifest.files:type_name -> ingestq.v1.ManifestFile
@@ -2152,16 +2327,21 @@ var file_ingestq_v1_queue_proto_depIdxs = []int32{
 	10, // 28: ingestq.v1.Job.status:type_name -> ingestq.v1.JobStatus
 	17, // 29: ingestq.v1.Job.manifest:type_name -> ingestq.v1.Manifest
 	0,  // 30: ingestq.v1.Job.failing_stage:type_name -> ingestq.v1.JobState
-	23, // 31: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
-	23, // 32: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
-	23, // 33: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
-	20, // 34: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
-	22, // 35: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	20, // 31: ingestq.v1.Job.progress:type_name -> ingestq.v1.Progress
+	25, // 32: ingestq.v1.Progress.remaining:type_name -> google.protobuf.Duration
+	24, // 33: ingestq.v1.Progress.updated:type_name -> google.protobuf.Timestamp
+	24, // 34: ingestq.v1.Progress.moved:type_name -> google.protobuf.Timestamp
+	24, // 35: ingestq.v1.InFlightJob.since:type_name -> google.protobuf.Timestamp
+	20, // 36: ingestq.v1.InFlightJob.progress:type_name -> ingestq.v1.Progress
+	24, // 37: ingestq.v1.WorkerInfo.started:type_name -> google.protobuf.Timestamp
+	24, // 38: ingestq.v1.WorkerInfo.heartbeat:type_name -> google.protobuf.Timestamp
+	21, // 39: ingestq.v1.WorkerInfo.in_flight:type_name -> ingestq.v1.InFlightJob
+	23, // 40: ingestq.v1.WorkerInfo.outcomes:type_name -> ingestq.v1.WorkerInfo.OutcomesEntry
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_ingestq_v1_queue_proto_init() }
@@ -2175,7 +2355,7 @@ func file_ingestq_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ingestq_v1_queue_proto_rawDesc), len(file_ingestq_v1_queue_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

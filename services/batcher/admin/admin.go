@@ -30,6 +30,7 @@ import (
 	"github.com/ingestq/ingestq/shared/workdir"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -146,14 +147,29 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
+// notMovingAfter is how long a job in flight may report progress that
+// does not move before its stage is stalled: longer than any wait a
+// moving transfer makes between its bytes (an idle timeout, a retry's
+// backoff, a response's headers), so a slow download that moves never
+// stalls its stage.
+const notMovingAfter = 5 * time.Minute
+
+// notMovingAt reports whether p's bytes have not moved for notMovingAfter
+// at now.
+func notMovingAt(p *v1.Progress, now time.Time) bool {
+	return p.GetMoved() != nil && now.Sub(p.GetMoved().AsTime()) > notMovingAfter
+}
+
 // stageHealth is the stage taking jobs from st at a glance. A stage is
 // stalled when jobs wait and no active worker takes them; a stage whose
 // active replicas take jobs only when asked (the recorder's, for an
 // inventory's leases) is stalled too when jobs wait, none is leased, and
-// the oldest has waited longer than v1.LeaseInterval: no inventory asks.
+// the oldest has waited longer than v1.LeaseInterval: no inventory asks;
+// and so is one with a job in flight whose bytes have not moved for
+// notMovingAfter (one whose bytes move, however slowly, is not).
 func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInfo, now time.Time) *v1.StageHealth {
 	name := queue.JobStateName(st)
-	var registered, active, onDemand, inFlight int32
+	var registered, active, onDemand, inFlight, notMoving int32
 	var paused, draining int
 	for _, w := range workers {
 		if w.GetStage() != name {
@@ -172,10 +188,15 @@ func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInf
 				onDemand++
 			}
 		}
+		for _, j := range w.GetInFlight() {
+			if notMovingAt(j.GetProgress(), now) {
+				notMoving++
+			}
+		}
 	}
 	waiting := max(int32(fig.Jobs[st])-inFlight, 0)
 	h := &v1.StageHealth{State: st, Waiting: new(waiting), InFlight: new(inFlight), Workers: new(registered),
-		ActiveWorkers: new(active), Stalled: new(false)}
+		ActiveWorkers: new(active), Stalled: new(false), NotMoving: new(notMoving), NotMovingAfter: durationpb.New(notMovingAfter)}
 	oldest, hasOldest := fig.Oldest[st]
 	if hasOldest {
 		h.Oldest = timestamppb.New(oldest)
@@ -198,6 +219,10 @@ func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInf
 		h.Reason = fmt.Sprintf("%d job(s) wait in %s and none has been leased for over %s: no inventory is leasing them (RecordingService/Lease); "+
 			"the built-in recorder is off (INGESTQ_RECORDER_BUILTIN=false), so start the inventory's client, or turn the built-in recorder on",
 			waiting, name, v1.LeaseInterval)
+	}
+	if h.Reason == "" && notMoving > 0 {
+		h.Reason = fmt.Sprintf("%d job(s) in flight in %s report bytes that have not moved for %s: see each job's progress and its replica's log; draining the replica gives its jobs back",
+			notMoving, name, notMovingAfter)
 	}
 	h.Stalled = new(h.Reason != "")
 	return h
@@ -435,6 +460,9 @@ func (s *Server) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobR
 			return nil, rpcerr.FromQueue(err)
 		}
 	}
+	if err := s.withProgress(ctx, []*v1.Job{j}); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
 	tp := cmp.Or(j.GetStatus().GetTraceparent(), j.GetConfiguration().GetTraceparent())
 	resp := &v1.GetJobResponse{Job: answer(j), TraceId: telemetry.TraceID(tp), TraceUrl: telemetry.TraceURL(s.TraceURL, tp),
 		ResumeState: queue.ResumeState(j.GetStatus().GetLastSuccessfulStatus())}
@@ -457,7 +485,45 @@ func (s *Server) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.Lis
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
+	if err := s.withProgress(ctx, jobs); err != nil {
+		return nil, rpcerr.FromQueue(err)
+	}
 	return &v1.ListJobsResponse{Jobs: answerAll(jobs), NextPageToken: next}, nil
+}
+
+// withProgress gives the jobs of js a replica works on now the progress
+// its registry entry reports. The entries are read only when one of the
+// jobs is in a state a stage works on.
+func (s *Server) withProgress(ctx context.Context, js []*v1.Job) error {
+	if !slices.ContainsFunc(js, func(j *v1.Job) bool {
+		st := j.GetStatus().GetStatus()
+		return queue.IsLive(st) && st != queue.Held
+	}) {
+		return nil
+	}
+	workers, err := s.q().tools.Queue.ListWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	byJob := map[string]*v1.Progress{}
+	for _, w := range workers {
+		for _, f := range w.GetInFlight() {
+			p := f.GetProgress()
+			// A job given back by one replica and taken by another may
+			// be in two entries for a moment: the latest measure wins.
+			if old := byJob[f.GetJobId()]; p != nil && (old == nil || p.GetUpdated().AsTime().After(old.GetUpdated().AsTime())) {
+				byJob[f.GetJobId()] = p
+			}
+		}
+	}
+	now := s.now()
+	for _, j := range js {
+		j.Progress = byJob[j.GetId()]
+		if j.Progress != nil {
+			j.Progress.NotMoving = notMovingAt(j.Progress, now)
+		}
+	}
+	return nil
 }
 
 // HoldJob moves a pending job to Held.

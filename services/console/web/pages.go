@@ -165,6 +165,9 @@ func newStageView(h *v1.StageHealth, now time.Time) stageView {
 	if v.Oldest != "—" {
 		v.Summary += ", oldest " + v.Oldest
 	}
+	if n := h.GetNotMoving(); n > 0 {
+		v.Summary += fmt.Sprintf(", %d whose bytes have not moved for %s", n, age(h.GetNotMovingAfter().AsDuration()))
+	}
 	return v
 }
 
@@ -562,6 +565,8 @@ type jobRow struct {
 	FailedIn string
 	LocalIDs string
 	ARK      string
+	// Progress is what the step working on the job has moved.
+	Progress transferView
 }
 
 func newJobRow(j *v1.Job) jobRow {
@@ -569,7 +574,8 @@ func newJobRow(j *v1.Job) jobRow {
 		LastSuccessful: stateName(j.GetStatus().GetLastSuccessfulStatus()), Priority: j.GetPriority(),
 		Size: humanBytes(j.GetSpaceNeeded()), Retries: j.GetStatus().GetRetryCount(), Message: j.GetStatus().GetMessage(),
 		Modified: when(j.GetStatus().GetLastModified()), Locked: j.GetLocked(),
-		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", "), ARK: j.GetIdentifiers().GetPrimaryId()}
+		LocalIDs: strings.Join(j.GetIdentifiers().GetLocalId(), ", "), ARK: j.GetIdentifiers().GetPrimaryId(),
+		Progress: newTransfer(j.GetProgress(), time.Now())}
 	if s := j.GetFailingStage(); s != v1.JobState_JOB_STATE_UNSPECIFIED {
 		r.FailedIn = jobStateName(s)
 	}
@@ -817,6 +823,8 @@ type jobLive struct {
 	// older changes no longer kept.
 	History        []historyRow `json:"history"`
 	HistoryDropped int32        `json:"history_dropped"`
+	// Progress is what the step working on the job has moved.
+	Progress transferView `json:"progress"`
 }
 
 // manifestRef is a store or inventory node as the job page shows it: its
@@ -877,7 +885,8 @@ func newJobLive(resp *v1.GetJobResponse) jobLive {
 		Metadata: map[string]string{"who": j.GetMetadata().GetWho(), "what": j.GetMetadata().GetWhat(),
 			"when": j.GetMetadata().GetWhen(), "where": j.GetMetadata().GetWhere()},
 		Actions: actions{}, RequeueStates: []string{}, Waiting: resp.GetWaiting(),
-		History: newHistory(st), HistoryDropped: st.GetHistoryDropped()}
+		History: newHistory(st), HistoryDropped: st.GetHistoryDropped(),
+		Progress: newTransfer(j.GetProgress(), time.Now())}
 	for _, a := range resp.GetActions() {
 		if name, ok := pageActions[a.GetVerb()]; ok {
 			l.Actions[name] = actionView{Applies: a.GetApplies(), Reason: a.GetReason()}

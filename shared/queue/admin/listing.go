@@ -29,7 +29,9 @@ func (t *Queue) ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error) {
 			continue // gone while listing
 		}
 		w := &v1.WorkerInfo{}
-		if err := protojson.Unmarshal(d, w); err != nil {
+		// A replica of a newer version may report more than this
+		// reader knows: what it knows is still read.
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(d, w); err != nil {
 			w = &v1.WorkerInfo{Id: names[i], Stage: "unreadable entry: " + err.Error()}
 		}
 		out = append(out, w)

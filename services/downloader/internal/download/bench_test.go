@@ -102,3 +102,30 @@ func BenchmarkDownloadLargeFile(b *testing.B) {
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(size)/(1<<30), "file-GiB")
 }
+
+// BenchmarkDownloadSmallFiles fetches 1 KiB files, each to a name of its
+// own, with their SHA-256 checked: what a deposit of many small files
+// costs the fetcher per file (no sync, no state saved: they are smaller
+// than the sync interval).
+func BenchmarkDownloadSmallFiles(b *testing.B) {
+	body := make([]byte, 1024)
+	rand.NewChaCha8([32]byte{2}).Read(body)
+	sum := sha256.Sum256(body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	defer srv.Close()
+	root, err := os.OpenRoot(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	fe := &Fetcher{Client: fetch.New(fetch.Policy{Allow: fetch.LoopbackRanges()}), Retry: retry.Policy{Attempts: 1},
+		MaxBytes: 1 << 20, TempDir: ".download", SyncEvery: 64 << 20}
+	f := File{URL: srv.URL + "/f", Size: int64(len(body)), HashAlgorithm: "sha256", HashValue: hex.EncodeToString(sum[:])}
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := fe.Fetch(context.Background(), root, "producer/f"+strconv.Itoa(i), f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

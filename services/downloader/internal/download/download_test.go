@@ -278,18 +278,24 @@ func TestACompleteFileIsNotFetchedAgain(t *testing.T) {
 	}
 }
 
-func TestPartialFilesOfDeadAttemptsAreRemoved(t *testing.T) {
+func TestPartialFilesKeptForResumingStayAndOthersOfDeadAttemptsAreRemoved(t *testing.T) {
 	root, dir := openRoot(t)
 	os.MkdirAll(filepath.Join(dir, ".download"), 0o755)
-	for _, n := range []string{"x1.part", "x2.part", "keep.me"} {
+	k, orphan := key("producer/a"), key("producer/b")
+	for _, n := range []string{"X1ABC.part", k + ".abc.tmp", k + ".state.tmp", k + ".part", k + ".state", orphan + ".state", "keep.me", "container"} {
 		os.WriteFile(filepath.Join(dir, ".download", n), []byte("partial"), 0o644)
 	}
 	if err := fetcher(fetch.Policy{}).RemovePartial(root); err != nil {
 		t.Fatal(err)
 	}
+	var left []string
 	entries, _ := os.ReadDir(filepath.Join(dir, ".download"))
-	if len(entries) != 1 || entries[0].Name() != "keep.me" {
-		t.Errorf("left %v, want keep.me only", entries)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{"container", k + ".part", k + ".state", "keep.me"}
+	if strings.Join(left, " ") != strings.Join(want, " ") {
+		t.Errorf("left %v, want %v: the resumable partial file with its state, and what is not a partial file", left, want)
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/ctxio"
+	"github.com/ingestq/ingestq/shared/stage"
 )
 
 // Limits bound what one archive may expand to.
@@ -136,6 +137,9 @@ func (a *Archive) Declared() Stats { return a.declared }
 // written, not synced: the caller makes them durable together.
 func (a *Archive) Extract(ctx context.Context, dst *os.Root) (Stats, error) {
 	x := &extractor{ctx: ctx, dst: dst, lim: a.lim, stats: Stats{Format: a.format}}
+	// The unpacking is the job step's progress now (its bytes written).
+	x.meter = stage.MeterOf(ctx)
+	x.meter.Phase("unpacking", a.declared.Bytes)
 	err := a.entries(x.entry)
 	return x.stats, err
 }
@@ -174,6 +178,19 @@ type extractor struct {
 	dst   *os.Root
 	lim   Limits
 	stats Stats
+	meter *stage.Meter // the job step's progress
+}
+
+// meteredReader tells the meter of the bytes read through it.
+type meteredReader struct {
+	r     io.Reader
+	meter *stage.Meter
+}
+
+func (m meteredReader) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	m.meter.Advance(int64(n))
+	return n, err
 }
 
 // survey judges every entry from its header, writing nothing: too many,
@@ -398,7 +415,7 @@ func (x *extractor) entry(e archiveEntry) error {
 		return fail(err)
 	}
 	left := x.lim.MaxBytes - x.stats.Bytes
-	r := ctxio.Reader(x.ctx, rc)
+	r := meteredReader{ctxio.Reader(x.ctx, rc), x.meter}
 	n, err := io.Copy(out, io.LimitReader(r, left))
 	x.stats.Bytes += n
 	if err == nil && n == left {

@@ -89,6 +89,7 @@ func (s Local) store(ctx context.Context, req Request) (Version, error) {
 	}
 	// The version manifest lists the entries, each at its stored place
 	// (rewritten in place: a version of 100,000 files keeps one list).
+	expectBytes(ctx, entries)
 	stored := entries
 	// What is synced where paths are synced one by one (package durable).
 	var files []string
@@ -264,13 +265,14 @@ func storeFile(ctx context.Context, e checkm.Entry, dst string, digested map[str
 	switch {
 	case err == nil:
 		if seen, ok := digested[e.FileName]; ok && seen.Size == e.FileSize && unchanged(in, seen) {
+			meter(ctx).Advance(e.FileSize)
 			return nil
 		}
-		if n, sums, err = digest.Copy(ctx, io.Discard, in, e.HashAlgorithm); err != nil {
+		if n, sums, err = digest.Copy(ctx, io.Discard, meter(ctx).Reader(in), e.HashAlgorithm); err != nil {
 			return fmt.Errorf("reading %s: %w", e.FileName, err)
 		}
 	case linkRefused(err):
-		if n, sums, err = copyFile(ctx, in, dst, e.HashAlgorithm); err != nil {
+		if n, sums, err = copyFile(ctx, meter(ctx).Reader(in), dst, e.HashAlgorithm); err != nil {
 			return fmt.Errorf("copying %s: %w", e.FileName, err)
 		}
 	default:

@@ -121,6 +121,7 @@ func (s S3) store(ctx context.Context, req Request) (Version, error) {
 	if existing {
 		return Version{Number: number, ManifestURL: s3store.URL(s.Bucket, manifestKey)}, nil
 	}
+	expectBytes(ctx, entries)
 	if err := s.write(ctx, req, entries, vprefix); err != nil {
 		// Removed at once so that no half version lingers until the
 		// object's next Store; a crash here leaves it to that Store.
@@ -229,7 +230,11 @@ func (s S3) upload(ctx context.Context, e checkm.Entry, key string, begun []stri
 				return err
 			}
 		}
-		return s.putFile(ctx, in, size, digest, e.FileName, key)
+		if err := s.putFile(ctx, in, size, digest, e.FileName, key); err != nil {
+			return err
+		}
+		meter(ctx).Add(size)
+		return nil
 	}
 	var resume string
 	if len(begun) > 0 {
@@ -309,6 +314,7 @@ func (s S3) multipart(ctx context.Context, in io.Reader, size int64, e checkm.En
 		p := part{number: int32(i + 1), size: int64(k), sha256: base64.StdEncoding.EncodeToString(sum[:])}
 		if old, ok := have[p.number]; ok && old.size == p.size && old.sha256 == p.sha256 {
 			done[i] = old
+			meter(ctx).Advance(p.size)
 			free <- buf
 			continue
 		}
@@ -325,6 +331,7 @@ func (s S3) multipart(ctx context.Context, in io.Reader, size int64, e checkm.En
 			}
 			p.etag = aws.ToString(out.ETag)
 			done[i] = p
+			meter(ctx).Add(p.size)
 		}()
 	}
 	wg.Wait()
