@@ -163,8 +163,17 @@ func TestABackupTakenUnderLoadRestoresOntoFreshServersWithEveryJobAccountedFor(t
 		}
 	}
 
-	// The system goes on after the backup, then everything is destroyed.
-	time.Sleep(3 * submitEvery)
+	// The system goes on after the backup (more jobs complete), then
+	// everything is destroyed.
+	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) {
+		q, err := admin.GetQueue(auth(ctx), &v1.GetQueueRequest{})
+		if err != nil {
+			return false, nil
+		}
+		return q.GetJobsByState()["Completed"] > m.JobsByState["Completed"], nil
+	}); err != nil {
+		t.Fatalf("no job completed after the backup: %v", err)
+	}
 	stopLoad()
 	<-loaded
 	for _, name := range stack.Services {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/e2e/stack"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -231,7 +232,11 @@ func stageRSSAt100k(ctx context.Context, s *stack.Stack) (float64, error) {
 	if _, err := Spawn(ctx, c, 100000); err != nil {
 		return 0, err
 	}
-	time.Sleep(20 * time.Second)
+	// The window the estimator's peak memory is measured over, working
+	// through the jobs: a measure's length, nothing to wait for.
+	if !waittest.For(ctx, 20*time.Second) {
+		return 0, ctx.Err()
+	}
 	return ResidentMB(s.Procs("estimator")[0].PID())
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/testenv"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -143,19 +144,19 @@ func deposit(t *testing.T, name string, f, declared bigfile.File) (string, strin
 // ended waits for the batch's one job to end and returns it.
 func ended(t *testing.T, bid string) *v1.Job {
 	t.Helper()
-	deadline := time.Now().Add(4 * time.Minute)
-	for time.Now().Before(deadline) {
+	var job *v1.Job
+	waittest.Until(t, 4*time.Minute, func() error {
 		resp, err := shared.admin.ListJobs(adminCtx(context.Background()), &v1.ListJobsRequest{BatchId: bid})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if js := resp.GetJobs(); len(js) == 1 && !queue.IsLive(js[0].GetStatus().GetStatus()) {
-			return js[0]
+			job = js[0]
+			return nil
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("batch %s's job never ended (logs in %s)", bid, shared.stack.LogDir)
-	return nil
+		return fmt.Errorf("batch %s's job never ended (logs in %s)", bid, shared.stack.LogDir)
+	})
+	return job
 }
 
 // storedDigest is the SHA-256 of big.bin as the local store holds it.
@@ -318,11 +319,7 @@ func TestADownloaderKilledMidFileResumesFromItsLastSyncPoint(t *testing.T) {
 	// While it downloads, GetJob shows it moving.
 	var seen *v1.Progress
 	var state string
-	deadline := time.Now().Add(2 * time.Minute)
-	for state == "" || seen == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress %v, or no state synced past 24 MiB %q, in time", seen, state)
-		}
+	waittest.Until(t, 2*time.Minute, func() error {
 		if resp, err := shared.admin.ListJobs(adminCtx(context.Background()), &v1.ListJobsRequest{BatchId: bid}); err == nil && len(resp.GetJobs()) == 1 {
 			if p := resp.GetJobs()[0].GetProgress(); p.GetBytesPerSecond() > 0 && p.GetBytesDone() > 0 {
 				seen = p
@@ -331,8 +328,11 @@ func TestADownloaderKilledMidFileResumesFromItsLastSyncPoint(t *testing.T) {
 		if p, off := savedState(t); off >= 24<<20 {
 			state = p
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if state == "" || seen == nil {
+			return fmt.Errorf("no progress %v, or no state synced past 24 MiB %q, in time", seen, state)
+		}
+		return nil
+	})
 	if seen.GetBytesExpected() != fileSize || seen.GetPhase() != "downloading" || seen.GetRemaining() == nil {
 		t.Errorf("progress while downloading: %v", seen)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -108,7 +109,7 @@ func (m *monkey) hangServer(ctx context.Context, role string) error {
 	var probeErrs []error
 	for i := range probesPerHang {
 		wg.Go(func() {
-			time.Sleep(probeEvery/2 + time.Duration(i)*probeEvery) // the probe's turn; nothing is awaited
+			waittest.For(ctx, probeEvery/2+time.Duration(i)*probeEvery) // the probe's turn: nothing to wait for
 			calls, err := m.r.probe(ctx, m.r.batches[first+i], frozen)
 			mu.Lock()
 			defer mu.Unlock()
@@ -126,7 +127,7 @@ func (m *monkey) hangServer(ctx context.Context, role string) error {
 		h.elected = time.Since(frozen)
 		m.r.logf("server %d hung; the others lead after %s", h.server+1, h.elected.Round(time.Millisecond))
 	}
-	time.Sleep(hangFor - time.Since(frozen)) // the length of the hang itself; nothing is awaited
+	waittest.For(ctx, hangFor-time.Since(frozen)) // the length of the hang itself: nothing to wait for
 	server.Resume()
 	m.r.logf("SIGCONT ZooKeeper server %d after %s", h.server+1, time.Since(frozen).Round(time.Millisecond))
 	wg.Wait()
@@ -181,8 +182,9 @@ func (r *run) probe(ctx context.Context, b *depositBatch, since time.Time) ([]pr
 			}
 		case codes.Unavailable, codes.Internal, codes.DeadlineExceeded:
 			if len(calls) < 50 {
-				time.Sleep(200 * time.Millisecond) // a client's pause before it tries again
-				continue
+				if waittest.For(ctx, 200*time.Millisecond) { // a client's pause before it tries again
+					continue
+				}
 			}
 			fallthrough
 		default:

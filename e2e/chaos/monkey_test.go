@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -309,7 +310,7 @@ func (m *monkey) killReplica(ctx context.Context) error {
 		close(m.everyKilled)
 	}
 	down := time.Duration(m.rng.Int64N(int64(1500 * time.Millisecond)))
-	time.Sleep(down) // how long the replica stays dead; not a wait for anything
+	waittest.For(ctx, down) // how long the replica stays dead: the fault itself, nothing to wait for
 	start := time.Now()
 	if err := m.restart(context.WithoutCancel(ctx), p); err != nil {
 		return fmt.Errorf("restarting %s-%d after kill -9: %w", service, p.Index, err)
@@ -416,8 +417,8 @@ func waitLeader(ctx context.Context, r *run, not int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
-		if idx := r.ens.Leader(); idx >= 0 && idx != not {
-			return idx, nil
+		if leader := r.ens.Leader(); leader >= 0 && leader != not {
+			return leader, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -450,7 +451,7 @@ func (m *monkey) loseQuorum(ctx context.Context) error {
 	wg.Wait()
 	stopped := time.Now()
 	m.r.logf("ZooKeeper servers %d (leader) and %d stopped: no quorum", ql.stopped[0]+1, ql.stopped[1]+1)
-	time.Sleep(cutFor) // the length of the outage itself; nothing is awaited
+	waittest.For(ctx, cutFor) // the length of the outage itself: nothing to wait for
 	// Started one after the other: the first makes a quorum with the one
 	// left, and serves once it has joined it.
 	for _, i := range ql.stopped {
@@ -595,7 +596,7 @@ func (m *monkey) cutReplica(ctx context.Context, c cutter, result **cutOff) erro
 	}
 	// Cut off well past the session timeout either way.
 	if rest := cutFor - time.Since(cutAt); rest > 0 {
-		time.Sleep(rest) // the length of the cut itself; nothing is awaited
+		waittest.For(ctx, rest) // the length of the cut itself: nothing to wait for
 	}
 	healed = true
 	if err := c.heal(p); err != nil {

@@ -10,6 +10,7 @@ package merritt
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -116,16 +118,14 @@ func (s *site) merrittEnv() map[string]string {
 func waitBatch(t *testing.T, q *session.Session, bid string, states ...queue.BatchState) *v1.Batch {
 	t.Helper()
 	var b *v1.Batch
-	deadline := time.Now().Add(4 * time.Minute)
-	for time.Now().Before(deadline) {
+	waittest.Until(t, 4*time.Minute, func() error {
 		var err error
-		if b, err = batches.New(q).GetBatch(context.Background(), bid); err == nil && slices.Contains(states, b.GetStatus().GetStatus()) {
-			return b
+		if b, err = batches.New(q).GetBatch(context.Background(), bid); err != nil || !slices.Contains(states, b.GetStatus().GetStatus()) {
+			return fmt.Errorf("batch %s never reached %v: %v (%v)", bid, states, b.GetStatus(), err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("batch %s never reached %v: %v", bid, states, b.GetStatus())
-	return nil
+		return nil
+	})
+	return b
 }
 
 // batchJobs reads every job of a batch.
@@ -310,20 +310,16 @@ func TestASiteSwitchesFromMerrittsIngestToIngestqWithNothingLost(t *testing.T) {
 
 	// 2. Drain: Merritt's ingest consumers finish every job it made, and
 	// report its batch, the storage and inventory services working on.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	waittest.Until(t, 2*time.Minute, func() error {
 		b, err := peer.LoadBatch(merrittBid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.Status == "Completed" {
-			break
+		if b.Status != "Completed" {
+			return fmt.Errorf("Merritt's batch %s is %s after the drain's time", merrittBid, b.Status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Merritt's batch %s is %s after the drain's time", merrittBid, b.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	// 3. Stop Merritt's ingest service's consumers.
 	stopJobs()
 	stopReports()

@@ -30,6 +30,7 @@ import (
 	"github.com/ingestq/ingestq/shared/merritttest"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -410,8 +411,7 @@ func TestTheServiceDownForThirtySecondsThenUpEveryJobCompletesOnce(t *testing.T)
 	s.storage.Down()
 	bid := s.submit(t, s.batchOf(t, "outage", "outage-0", "outage-1", "outage-2"), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
 	// Every job tries, and stays in Storing.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	waittest.Until(t, 2*time.Minute, func() error {
 		js := batchJobs(t, s.q, bid)
 		waiting := 0
 		for _, j := range js {
@@ -422,15 +422,14 @@ func TestTheServiceDownForThirtySecondsThenUpEveryJobCompletesOnce(t *testing.T)
 				t.Fatalf("%s failed while the service was down: %q", j.GetId(), j.GetStatus().GetMessage())
 			}
 		}
-		if len(js) == 3 && waiting == 3 {
-			break
+		if len(js) != 3 || waiting != 3 {
+			return fmt.Errorf("%d of %d jobs waiting in Storing", waiting, len(js))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs waiting in Storing", waiting, len(js))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	time.Sleep(time.Until(down.Add(30 * time.Second)))
+		return nil
+	})
+	// The outage lasts its 30 s, whatever the jobs do meanwhile: the
+	// length of the fault itself, nothing to wait for.
+	waittest.For(t.Context(), time.Until(down.Add(30*time.Second)))
 	if err := s.storage.Up(); err != nil {
 		t.Fatal(err)
 	}

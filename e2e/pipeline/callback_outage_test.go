@@ -15,6 +15,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 // outageFor is how long the outage profile's callback endpoint is down.
@@ -34,27 +35,24 @@ func TestACallbackEndpointDownFor20sGetsItsCallbackOnceBackAndTheJobCompletes(t 
 	// The job reaches Notify and its callback is not delivered: it waits
 	// there, a stay in Notify in its history.
 	var job *v1.Job
-	for deadline := time.Now().Add(outageFor); ; {
+	waittest.Until(t, outageFor, func() error {
 		if js := batchJobs(t, bid); len(js) == 1 {
 			resp, err := shared.admin.GetJob(adminCtx(context.Background()), &v1.GetJobRequest{JobId: js[0].GetId()})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if job = resp.GetJob(); pendingStay(job) != nil {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no callback pending %s into the outage: job %v (logs in %s)", outageFor, job.GetStatus(), shared.stack.LogDir)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("no callback pending %s into the outage: job %v (logs in %s)", outageFor, job.GetStatus(), shared.stack.LogDir)
+	})
 	jid := job.GetId()
 	stay := pendingStay(job)
 	if !strings.Contains(stay.GetMessage(), "connection refused") || !strings.Contains(stay.GetMessage(), "pending: tried again") {
 		t.Errorf("the job's stay in Notify says %q, want the refused connection and that it is tried again", stay.GetMessage())
 	}
-	time.Sleep(time.Until(down.Add(outageFor))) // the rest of the outage itself; nothing is awaited
+	waittest.For(t.Context(), time.Until(down.Add(outageFor))) // the rest of the outage itself: nothing to wait for
 	up, err := shared.outage.Up()
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -257,21 +258,18 @@ func submit(t *testing.T, profile, path string, typ v1.PayloadType) string {
 // waitBatch waits until the batch is in one of states and returns it.
 func waitBatch(t *testing.T, bid string, states ...queue.BatchState) *v1.Batch {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
 	var last *v1.Batch
-	for time.Now().Before(deadline) {
+	waittest.Until(t, 3*time.Minute, func() error {
 		resp, err := shared.batches.GetBatchStatus(context.Background(), &v1.GetBatchStatusRequest{Batch: &v1.GetBatchStatusRequest_BatchId{BatchId: bid}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = resp.GetBatch()
-		if slices.Contains(states, last.GetStatus().GetStatus()) {
-			return last
+		if last = resp.GetBatch(); !slices.Contains(states, last.GetStatus().GetStatus()) {
+			return fmt.Errorf("batch %s never reached %v; last seen %v (logs in %s)", bid, states, last, shared.stack.LogDir)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("batch %s never reached %v; last seen %v (logs in %s)", bid, states, last, shared.stack.LogDir)
-	return nil
+		return nil
+	})
+	return last
 }
 
 func batchJobs(t *testing.T, bid string) []*v1.Job {
@@ -431,20 +429,21 @@ func TestBadDigestFailsThenFixedRequeuedAndUpdateReported(t *testing.T) {
 	if rq.GetJob().GetStatus().GetStatus() != queue.Downloading || rq.GetJob().GetStatus().GetRetryCount() != 1 {
 		t.Errorf("requeued to %v", rq.GetJob().GetStatus())
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var requeued *v1.Job
+	waittest.Until(t, 2*time.Minute, func() error {
 		j, err := shared.admin.GetJob(ctx, &v1.GetJobRequest{JobId: failed.GetId()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := j.GetJob().GetStatus().GetStatus(); s == queue.Completed {
-			checkStoredAndRecorded(t, j.GetJob())
-			break
-		} else if s == queue.Failed || time.Now().After(deadline) {
-			t.Fatalf("requeued job: %v", j.GetJob().GetStatus())
+		switch requeued = j.GetJob(); requeued.GetStatus().GetStatus() {
+		case queue.Completed:
+			return nil
+		case queue.Failed:
+			t.Fatalf("requeued job: %v", requeued.GetStatus())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("requeued job: %v", requeued.GetStatus())
+	})
+	checkStoredAndRecorded(t, requeued)
 	if _, err := shared.admin.UpdateReportBatch(ctx, &v1.UpdateReportBatchRequest{BatchId: bid}); err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +554,9 @@ func TestABatchIsOneTraceAndEachJobATraceOfItsOwn(t *testing.T) {
 		"downloading", "recording", "storing"}
 	slices.Sort(want)
 	got := map[string][]string{}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	// Spans reach the sink a moment after their jobs end: once every job's
+	// are there, or after 30 s, they are compared.
+	waittest.Until(t, 30*time.Second, func() error {
 		done := true
 		for jid, trace := range jobTrace {
 			var names []string
@@ -583,10 +584,11 @@ func TestABatchIsOneTraceAndEachJobATraceOfItsOwn(t *testing.T) {
 			got[jid] = names
 			done = done && slices.Equal(names, want)
 		}
-		if done || time.Now().After(deadline) {
-			break
+		if !done {
+			return fmt.Errorf("spans of stages by job %v, want %v each", got, want)
 		}
-	}
+		return nil
+	})
 	for jid, names := range got {
 		if !slices.Equal(names, want) {
 			t.Errorf("job %s (trace %s): spans of stages %v, want %v", jid, jobTrace[jid], names, want)
@@ -744,18 +746,20 @@ func TestACorrectedObjectManifestIsReadAgainOnARequeue(t *testing.T) {
 		t.Errorf("the requeue says %q", msg)
 	}
 	var done *v1.Job
-	for deadline := time.Now().Add(2 * time.Minute); done == nil; time.Sleep(100 * time.Millisecond) {
+	waittest.Until(t, 2*time.Minute, func() error {
 		j, err := shared.admin.GetJob(ctx, &v1.GetJobRequest{JobId: failed.GetJobId(), IncludeManifest: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch s := j.GetJob().GetStatus().GetStatus(); {
-		case s == queue.Completed:
+		switch s := j.GetJob().GetStatus().GetStatus(); s {
+		case queue.Completed:
 			done = j.GetJob()
-		case s == queue.Failed || time.Now().After(deadline):
+			return nil
+		case queue.Failed:
 			t.Fatalf("the requeued job: %v", j.GetJob().GetStatus())
 		}
-	}
+		return fmt.Errorf("the requeued job: %v", j.GetJob().GetStatus())
+	})
 	var read bool
 	for _, h := range done.GetStatus().GetHistory() {
 		read = read || (h.GetFrom() == queue.Estimating &&

@@ -513,8 +513,13 @@ func (r *run) do(ctx context.Context) result {
 		}
 	}
 	lockCtx, cancel := context.WithTimeout(ctx, 10*sessionTimeout+30*time.Second)
-	for lockCtx.Err() == nil && leftovers.Locks(lockCtx, r.q) != nil {
-		time.Sleep(500 * time.Millisecond)
+	for leftovers.Locks(lockCtx, r.q) != nil {
+		select {
+		case <-lockCtx.Done():
+		case <-time.After(500 * time.Millisecond):
+			continue
+		}
+		break
 	}
 	cancel()
 	if err := leftovers.Locks(ctx, r.q); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -485,12 +486,14 @@ func TestABatcherKilledAtEachPointOfSpawningLeavesOneJobPerRowAndNoNodeBehind(t 
 				if err := r.batcher(2).start(ctx); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(time.Until(reached.Add(stallFor)))
+				waittest.For(ctx, time.Until(reached.Add(stallFor))) // the stall's own length: nothing to wait for
 				first.signal(syscall.SIGCONT)
 				r.waitSpawned(ctx, bid)
 				// The thawed batcher leaves the failpoint stallThen after
-				// it thawed; what it does then is done a moment later.
-				time.Sleep(time.Until(reached.Add(stallFor + stallThen + 2*time.Second)))
+				// it thawed; what it does then is done a moment later. It
+				// must change nothing, so there is no change to wait for:
+				// it is given the time.
+				waittest.For(ctx, time.Until(reached.Add(stallFor+stallThen+2*time.Second)))
 			}
 			jids := r.countJobs(ctx, bid)
 			if t.Failed() {

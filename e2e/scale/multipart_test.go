@@ -28,6 +28,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/s3test"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -67,7 +68,7 @@ type slowBody struct {
 func (b *slowBody) Read(p []byte) (int, error) {
 	p = p[:min(len(p), 64<<10)]
 	n, err := b.r.Read(p)
-	time.Sleep(time.Duration(n) * time.Second / time.Duration(b.rate))
+	time.Sleep(time.Duration(n) * time.Second / time.Duration(b.rate)) // a slow body: its slowness is the point
 	return n, err
 }
 
@@ -164,29 +165,29 @@ func TestAProcessorKilledMidMultipartUploadResumesItAndCleanupAbortsOrphans(t *t
 	// Kill the processor once the store holds three parts.
 	var key, upload string
 	var held []string
-	for len(held) < 3 {
-		if ctx.Err() != nil {
-			t.Fatalf("no upload with three parts came (parts sent %v)", slow.sent())
-		}
-		time.Sleep(20 * time.Millisecond)
+	deadline, _ := ctx.Deadline()
+	waittest.Until(t, time.Until(deadline), func() error {
 		for u, err := range s3store.ListUploads(ctx, direct, bucket, "") {
 			if err != nil {
 				t.Fatal(err)
 			}
 			key, upload = aws.ToString(u.Key), aws.ToString(u.UploadId)
 		}
-		if upload == "" {
-			continue
+		if upload != "" {
+			parts, err := direct.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(upload)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = held[:0]
+			for _, p := range parts.Parts {
+				held = append(held, strconv.Itoa(int(aws.ToInt32(p.PartNumber))))
+			}
 		}
-		parts, err := direct.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: aws.String(upload)})
-		if err != nil {
-			t.Fatal(err)
+		if len(held) < 3 {
+			return fmt.Errorf("no upload with three parts came (parts sent %v)", slow.sent())
 		}
-		held = held[:0]
-		for _, p := range parts.Parts {
-			held = append(held, strconv.Itoa(int(aws.ToInt32(p.PartNumber))))
-		}
-	}
+		return nil
+	})
 	proc := s.Procs("processor")[0]
 	proc.Kill()
 	before := len(slow.sent())
@@ -240,13 +241,12 @@ func TestAProcessorKilledMidMultipartUploadResumesItAndCleanupAbortsOrphans(t *t
 		Key: aws.String("ark_99999_orphan/v1/producer/big.bin")}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for len(unfinished(t, ctx, direct, bucket)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphaned upload is still there a minute on: %v", unfinished(t, ctx, direct, bucket))
+	waittest.Until(t, time.Minute, func() error {
+		if left := unfinished(t, ctx, direct, bucket); len(left) > 0 {
+			return fmt.Errorf("the orphaned upload is still there a minute on: %v", left)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func unfinished(t *testing.T, ctx context.Context, c *s3.Client, bucket string) []string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime/quotedprintable"
@@ -21,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/metadata"
 )
@@ -127,22 +129,19 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	var listed []*v1.Job
-	for {
+	waittest.Until(t, time.Until(deadline(t, ctx)), func() error {
 		b, err := batches.New(q).GetBatch(ctx, bid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b.GetStatus().GetStatus() == queue.BatchProcessing && !b.GetLocked() {
-			if listed, _, err = jobs.NewReader(q).ListJobs(ctx, jobs.JobFilter{Batch: bid}); err != nil {
-				t.Fatal(err)
-			}
-			break
+		if b.GetStatus().GetStatus() != queue.BatchProcessing || b.GetLocked() {
+			return fmt.Errorf("batch %s is %s (%s)", bid, b.GetStatus().GetStatus(), b.GetStatus().GetMessage())
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("batch %s is %s (%s)", bid, b.GetStatus().GetStatus(), b.GetStatus().GetMessage())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	listed, _, err := jobs.NewReader(q).ListJobs(ctx, jobs.JobFilter{Batch: bid})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(listed) != 2 || listed[0].GetIdentifiers().GetLocalId()[0] != "loc-1" || listed[1].GetMetadata().GetWhat() != "Two" {
 		t.Fatalf("jobs %v", listed)
@@ -174,10 +173,13 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 	}
 	admin := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 	got, err := v1.NewAdminServiceClient(conn).GetBatch(admin, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchUuid{BatchUuid: resp.GetBatchUuid()}})
-	for err == nil && got.GetBatch().GetStatus().GetStatus() != queue.BatchCompleted && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
+	waittest.True(t, time.Until(deadline(t, ctx)), "the batch Completed", func() bool {
+		if err != nil || got.GetBatch().GetStatus().GetStatus() == queue.BatchCompleted {
+			return true
+		}
 		got, err = v1.NewAdminServiceClient(conn).GetBatch(admin, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
-	}
+		return false
+	})
 	if err != nil || got.GetBatch().GetStatus().GetStatus() != queue.BatchCompleted {
 		t.Errorf("batch after its report: %v %v", got, err)
 	}
@@ -186,17 +188,24 @@ func TestBuiltBatcherTurnsASubmissionIntoJobsAndReportsIt(t *testing.T) {
 // waitFile waits for a file and returns its decoded text.
 func waitFile(t *testing.T, ctx context.Context, path string) string {
 	t.Helper()
-	for {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			text, _ := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(data)))
-			return string(text)
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var data []byte
+	waittest.Until(t, time.Until(deadline(t, ctx)), func() error {
+		var err error
+		data, err = os.ReadFile(path)
+		return err
+	})
+	text, _ := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(data)))
+	return string(text)
+}
+
+// deadline is ctx's deadline, which the test's waits keep to.
+func deadline(t *testing.T, ctx context.Context) time.Time {
+	t.Helper()
+	d, ok := ctx.Deadline()
+	if !ok {
+		t.Fatal("the test's context has no deadline")
 	}
+	return d
 }
 
 // TestBuiltBatcherAnswersItsRetentionInTheAggregates runs the built

@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -49,13 +50,10 @@ func BenchmarkOneHostsBacklog(b *testing.B) {
 		start := time.Now()
 		ctx, cancel := context.WithCancel(context.Background())
 		go r.Run(ctx)
-		for {
+		waittest.True(b, 10*time.Minute, "the backlog downloaded", func() bool {
 			c, err := admin.New(q).Jobs.Counts(context.Background())
-			if err == nil && c[queue.Processing] == n {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil && c[queue.Processing] == n
+		})
 		took := time.Since(start)
 		b.StopTimer()
 		cancel()

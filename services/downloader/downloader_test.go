@@ -381,7 +381,7 @@ func TestADownloaderKilledMidFileLeavesTheJobToAnotherReplica(t *testing.T) {
 			w.Write(content[off : off+64<<10])
 			w.(http.Flusher).Flush()
 			once.Do(func() { close(streaming) })
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // a trickle: the server's slowness is the point
 		}
 	}
 	url := d.URL + "/slow/big.bin"

@@ -124,14 +124,14 @@ func TestAJobWhoseTurnIsDueWaitsForTheSlotInLineOrder(t *testing.T) {
 				t.Fatal(full)
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-		h.give("a", host) // a job takes 10 ms: a completion every 5 ms
+		time.Sleep(10 * time.Millisecond) // synctest's time: a job takes 10 ms
+		h.give("a", host)                 // a completion every 5 ms
 		h.take(ctx, 2, "c", host)
 		// old is turned away while "fast.example" is full and holds no one.
 		h.mu.Lock()
 		_, _, _ = h.admit(2, "old", host, false)
 		h.mu.Unlock()
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // synctest's time: old asked first
 
 		type result struct {
 			full string
@@ -190,7 +190,7 @@ func TestAHostWatchedBrieflyIsNotTrustedFarAhead(t *testing.T) {
 		for i := range 32 {
 			h.take(t.Context(), 32, fmt.Sprintf("busy%d", i), host)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // synctest's time: the host watched for 100 ms
 		var longest time.Duration
 		for i := range 500 {
 			h.mu.Lock()
@@ -284,6 +284,8 @@ func drain(t *testing.T, n, workers, limit int, perJob, horizon time.Duration) (
 					if over {
 						return
 					}
+					// In synctest's time, sleeping is how the simulated
+					// workers spend theirs: idle, claiming, downloading.
 					if j < 0 {
 						time.Sleep(min(5*time.Millisecond, max(time.Until(wake), time.Millisecond)))
 						continue

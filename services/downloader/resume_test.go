@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -31,7 +33,7 @@ type cutWriter struct {
 }
 
 func (c *cutWriter) Write(p []byte) (int, error) {
-	time.Sleep(15 * time.Millisecond)
+	time.Sleep(15 * time.Millisecond) // a slow server: its slowness is the point
 	if int64(len(p)) >= c.left {
 		c.ResponseWriter.Write(p[:c.left])
 		c.ResponseWriter.(http.Flusher).Flush()
@@ -72,8 +74,10 @@ func TestAFileCutByItsServerArrivesResumedAndTheJobSaysHow(t *testing.T) {
 	defer func() { cancel(); <-r.Done() }()
 	go r.Run(ctx)
 
+	// The job's progress, as its registry entry says it, sampled until
+	// the job is downloaded.
 	var seen []*v1.Progress
-	for j := (*v1.Job)(nil); j.GetStatus().GetStatus() != queue.Processing; {
+	waittest.Until(t, time.Minute, func() error {
 		ws, _ := admin.New(q).Queue.ListWorkers(ctx)
 		for _, w := range ws {
 			for _, f := range w.GetInFlight() {
@@ -82,14 +86,18 @@ func TestAFileCutByItsServerArrivesResumedAndTheJobSaysHow(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-		if j, err = jobs.NewReader(q).GetJob(ctx, jids[0]); err != nil {
+		j, err := jobs.NewReader(q).GetJob(ctx, jids[0])
+		if err != nil {
 			t.Fatal(err)
 		}
-		if j.GetStatus().GetStatus() == queue.Failed {
+		switch s := j.GetStatus().GetStatus(); s {
+		case queue.Processing:
+			return nil
+		case queue.Failed:
 			t.Fatalf("failed: %s", j.GetStatus().GetMessage())
 		}
-	}
+		return fmt.Errorf("job %s is %s", jids[0], queue.JobStateName(j.GetStatus().GetStatus()))
+	})
 	j, _ := jobs.NewReader(q).GetJob(ctx, jids[0])
 	if msg := j.GetStatus().GetMessage(); !strings.Contains(msg, "big.bin resumed 4 times where a transfer stopped") {
 		t.Errorf("message %q; want it to name the resumes", msg)

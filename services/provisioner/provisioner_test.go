@@ -18,6 +18,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -164,8 +165,10 @@ func TestTwoLargeJobsCannotBothSqueezePast(t *testing.T) {
 	// only the booking keeps the second job out. Several cycles later it
 	// is still waiting.
 	waiting(t, q, held, "needs 500 B, free 300 B under the 80.0% limit (disk 1000 B, used 0 B, booked 500 B)")
-	time.Sleep(5 * testLimits.Retry)
-	waiting(t, q, held, "booked 500 B")
+	waittest.Stays(t, 5*testLimits.Retry, func() error {
+		waiting(t, q, held, "booked 500 B")
+		return nil
+	})
 
 	// The first download ends (its job fails, its files are gone): the
 	// booking is released and the second job goes through.
@@ -276,11 +279,14 @@ func TestSweepListsDownloadingInsteadOfReadingEachBookedJob(t *testing.T) {
 	for _, jid := range jids {
 		queuetest.WaitState(t, q, jid, queue.Downloading)
 	}
-	// The downloads end; the next decision, a second on, sweeps.
+	// The downloads end; the next decision sweeps, the last sweep long
+	// past.
 	for _, jid := range jids {
 		queuetest.Move(t, q, jid, jobs.Change{To: queue.Processing})
 	}
-	time.Sleep(sweepEvery)
+	p.mu.Lock()
+	p.sweptAt = time.Now().Add(-2 * sweepEvery)
+	p.mu.Unlock()
 	next := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 10, priority: 5})[0]
 	queuetest.WaitState(t, q, next, queue.Downloading)
 	if got := p.Booked(); got != 10 {
@@ -341,7 +347,10 @@ func TestAContainersBookingFollowsItsSpaceNeededWhileItDownloads(t *testing.T) {
 	if err := cl.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(sweepEvery) // the next decision sweeps
+	// The next decision sweeps, the last sweep long past.
+	p.mu.Lock()
+	p.sweptAt = time.Now().Add(-2 * sweepEvery)
+	p.mu.Unlock()
 	next := createJobs(t, q, queue.Provisioning, jobSpec{spaceNeeded: 200, priority: 5})[0]
 	waiting(t, q, next, "waiting for space: needs 200 B, free 100 B")
 	if got := p.Booked(); got != 700 {

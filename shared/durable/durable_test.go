@@ -95,7 +95,7 @@ func TestCallersArrivingDuringTheLingerShareItsRound(t *testing.T) {
 		s := &Syncer{Linger: 2 * time.Millisecond, syncFS: func(string) error { rounds.Add(1); return nil }}
 		first := make(chan error, 1)
 		go func() { first <- s.Sync(context.Background(), "/root", nil, nil) }()
-		time.Sleep(time.Millisecond) // within the first caller's linger
+		time.Sleep(time.Millisecond) // synctest's time: within the first caller's linger
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {

@@ -574,7 +574,7 @@ func TestABodySlowerThanTheMinRateFailsNamingTheURLAndTheRate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("a slow reader was cut off after %d bytes: %v", got, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a slow reader: its slowness is the point
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/merritttest"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
@@ -413,11 +414,7 @@ func TestARestartEndsTheCallsInFlightWithNothingStored(t *testing.T) {
 		_, _, err := call(t, context.Background(), svc, "update", 7, ark, map[string]string{"url": u})
 		done <- err
 	}()
-	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for fs.count("/v1/manifest.txt") < 2 && wctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waittest.True(t, time.Minute, "the update read its manifest", func() bool { return fs.count("/v1/manifest.txt") >= 2 })
 	svc.Down()
 	if err := <-done; err == nil {
 		t.Error("the call in flight answered across the restart")
@@ -450,9 +447,7 @@ func TestOfTwoOverlappingCallsTheLaterDropsTheVersionOfTheOther(t *testing.T) {
 		code, _, _ := call(t, context.Background(), svc, "add", 7, ark, map[string]string{"url": first})
 		done <- code
 	}()
-	for fs.count("/first/f1") == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.True(t, time.Minute, "the first call fetched its file", func() bool { return fs.count("/first/f1") > 0 })
 	if code, _, err := call(t, context.Background(), svc, "add", 7, ark, map[string]string{"url": second}); err != nil || code != 200 {
 		t.Fatal(code, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/service/servicetest"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 // pemPair is a certificate and its key as PEM files.
@@ -112,21 +114,19 @@ func writePEM(t *testing.T, path, blockType string, der []byte) {
 // SERVING.
 func waitListening(t *testing.T, svc *running) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waittest.Until(t, 30*time.Second, func() error {
 		select {
 		case <-svc.done:
 			t.Fatalf("the service stopped before it listened: %v", svc.err)
 		default:
 		}
 		conn, err := net.DialTimeout("tcp", svc.addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return
+		if err != nil {
+			return fmt.Errorf("nothing listens on %s: %w", svc.addr, err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s after 30s", svc.addr)
+		conn.Close()
+		return nil
+	})
 }
 
 func tlsArgs(p pemPair, clientCA string) []string {

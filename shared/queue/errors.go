@@ -3,8 +3,6 @@ package queue
 import (
 	"errors"
 	"fmt"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // Sentinel errors; test with errors.Is. Each returned error also names the
@@ -29,7 +27,7 @@ var (
 	ErrInvalid = errors.New("invalid argument")
 	// ErrDenied: ZooKeeper's ACLs refuse this client the change (it lacks
 	// the digest credentials the queue's nodes were created with).
-	ErrDenied = zk.ErrNoAuth
+	ErrDenied = errors.New("not allowed by ZooKeeper's ACLs")
 )
 
 // TransitionError is a state change that the state machine does not allow.

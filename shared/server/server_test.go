@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
+	"github.com/ingestq/ingestq/shared/waittest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc"
@@ -454,15 +456,16 @@ func TestHealthAndReflectionCallsMakeNoSpans(t *testing.T) {
 	// The server ends a call's span after its answer is on the wire, so
 	// the client can see the answer first: wait for the Ping span.
 	var names []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	waittest.Until(t, 5*time.Second, func() error {
 		names = names[:0]
 		for _, s := range exporter.GetSpans() {
 			names = append(names, s.Name)
 		}
-		if slices.Contains(names, "ingestq.v1.PingService/Ping") || time.Now().After(deadline) {
-			break
+		if !slices.Contains(names, "ingestq.v1.PingService/Ping") {
+			return fmt.Errorf("spans %q, no Ping call's", names)
 		}
-	}
+		return nil
+	})
 	if !slices.Equal(names, []string{"ingestq.v1.PingService/Ping"}) {
 		t.Errorf("spans %q, want only the Ping call's", names)
 	}

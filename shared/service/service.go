@@ -100,7 +100,7 @@ func (spec Spec) setup(ctx context.Context, penv *process.Env) error {
 		SessionTimeout: cfg.ZooKeeper.SessionTimeout,
 		Auth:           cfg.ZooKeeper.Auth,
 		Logger:         log,
-		Worker:         queue.ProcessName(spec.Name),
+		Worker:         session.ProcessName(spec.Name),
 		// Each change is counted by the process that made it: summed over
 		// processes, every change counts once.
 		OnStateChange: func(sc queue.StateChange) {

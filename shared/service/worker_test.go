@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -47,7 +47,7 @@ func TestServiceNamesItselfInJobHistories(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if want := queue.ProcessName("teststage"); r.worker != want {
+	if want := session.ProcessName("teststage"); r.worker != want {
 		t.Errorf("history entry by %q, want %q", r.worker, want)
 	}
 }

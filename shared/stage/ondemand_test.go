@@ -14,6 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/telemetry"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -114,7 +115,12 @@ func TestTakeWaitsForAJobUntilItsWaitEndsAndNotWhilePaused(t *testing.T) {
 		}
 		took <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the Take is waiting, paused
+	waittest.Stays(t, 200*time.Millisecond, func() error {
+		if len(took) > 0 {
+			return errors.New("a Take came back while the stage was paused")
+		}
+		return nil
+	})
 	r.Resume()
 	if err := <-took; err != nil {
 		t.Fatalf("Take across the resume: %v", err)

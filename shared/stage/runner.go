@@ -623,10 +623,12 @@ func collectionOf(job *v1.Job) string {
 // drain ran out of time: the job is given back untouched.
 var ErrDrainDeadline = errors.New("stage draining: out of time")
 
-// commit applies an outcome and says how it ended, which runner took the
-// job over (nil: none), and what kept it from being written as decided
-// (nil: nothing). The object locks the outcome names (Change.Unlock) are
-// released by the commit, or after it when it did not happen.
+// commit applies an outcome (apply) and says how it ended, which runner
+// took the job over (nil: none), and what kept it from being written as
+// decided (nil: nothing). The object locks the outcome names
+// (Change.Unlock) are released by the commit, or after it when it did not
+// happen. A job lost while its handler worked is the claim's to refuse:
+// it sends nothing for it.
 func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.Outcome, next *Runner, _ error) {
 	// Commits must go through even if the drain deadline passed while the
 	// handler returned; only a lost lock (claim context) stops them.
@@ -642,69 +644,31 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 			}
 		}
 	}()
-	if ctx.Err() != nil {
-		cause := context.Cause(ctx)
-		if claim.Context().Err() == nil {
-			// Aborted by a drain: give the job back untouched.
-			if err := claim.Release(commitCtx); err != nil {
-				r.log.WarnContext(ctx, "releasing job at drain", "error", err)
-			}
-			r.log.InfoContext(ctx, "job released untouched: drain ran out of time")
-			return telemetry.OutcomeReleased, nil, cause
+	if ctx.Err() != nil && claim.Context().Err() == nil {
+		// Aborted by a drain: give the job back untouched.
+		if err := claim.Release(commitCtx); err != nil {
+			r.log.WarnContext(ctx, "releasing job at drain", "error", err)
 		}
-		r.log.WarnContext(ctx, "job lost while working on it; not committing", "cause", cause)
-		// If the session comes back after all, so does the lock: give it up.
-		claim.Release(commitCtx)
-		return telemetry.OutcomeFenced, nil, fmt.Errorf("%w: the job was lost before its outcome was committed: %v", queue.ErrFenced, cause)
+		r.log.InfoContext(ctx, "job released untouched: drain ran out of time")
+		return telemetry.OutcomeReleased, nil, context.Cause(ctx)
 	}
-	var err error
-	var result telemetry.Outcome
-	wrote := true // the outcome's change, not a release
-	switch out.kind {
-	case kindRelease:
-		err, result, wrote = claim.Release(commitCtx), telemetry.OutcomeReleased, false
-	case kindWait:
-		if queue.CanMoveJob(claim.State(), claim.State()) && out.change.Message != "" {
-			ch := out.change
-			ch.To, ch.By = claim.State(), r.state.ID()
-			err = claim.Commit(commitCtx, ch)
-		} else {
-			err, wrote = claim.Release(commitCtx), false
-		}
-		r.consumer.Defer(claim.ID(), time.Now().Add(out.after))
-		result = telemetry.OutcomeRetried
-	default:
-		ch := out.change
-		ch.By = r.state.ID()
-		if out.kind == kindNext {
-			ch.To = r.cfg.To
-		}
-		if out.kind == kindNext && !r.state.Draining() && r.then.takesHandOver() {
-			var kept bool
-			if kept, err = r.then.consumer.TakeOver(commitCtx, claim, ch); kept {
-				next = r.then
-			}
-		} else {
-			err = claim.Commit(commitCtx, ch)
-		}
-		result = telemetry.OutcomeAdvanced
-		if ch.To == queue.Failed {
-			result = telemetry.OutcomeFailed
-			r.log.WarnContext(ctx, "job failed", "message", ch.Message)
-		} else if ch.To != r.cfg.To {
-			r.log.InfoContext(ctx, "job moved", "to", queue.JobStateName(ch.To), "message", ch.Message)
-		}
-	}
+	// A claim lost already refuses the outcome without sending it.
+	lost := claim.Context().Err() != nil
+	result, next, wrote, err := r.apply(commitCtx, claim, out)
 	if err == nil {
 		if out.committed != nil && wrote {
 			out.committed()
 		}
 		return result, next, nil
 	}
-	switch result = CommitOutcome(err, result); result {
-	case telemetry.OutcomeFenced:
+	switch result = CommitOutcome(err, result); {
+	case result == telemetry.OutcomeFenced && lost:
+		cause := context.Cause(claim.Context())
+		r.log.WarnContext(ctx, "job lost while working on it; not committing", "cause", cause)
+		err = fmt.Errorf("%w: the job was lost before its outcome was committed: %v", queue.ErrFenced, cause)
+	case result == telemetry.OutcomeFenced:
 		r.log.WarnContext(ctx, "commit refused: the job was lost", "error", err)
-	case telemetry.OutcomeFailed:
+	case result == telemetry.OutcomeFailed:
 		// Retrying would fail every time: the job was failed instead.
 		r.log.ErrorContext(ctx, "job failed: its batch does not exist", "error", err)
 	default:
@@ -712,6 +676,44 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 		claim.Release(commitCtx)
 	}
 	return result, nil, err
+}
+
+// apply makes the claim's call an outcome stands for: a commit of its
+// change (handed to the next runner when it takes the job over), or a
+// release. It says how the step ended if the call succeeds, and whether
+// the outcome's change was written (not a release).
+func (r *Runner) apply(ctx context.Context, claim *jobs.Claim, out Outcome) (result telemetry.Outcome, next *Runner, wrote bool, err error) {
+	ch := out.change
+	ch.By = r.state.ID()
+	switch out.kind {
+	case kindRelease:
+		return telemetry.OutcomeReleased, nil, false, claim.Release(ctx)
+	case kindWait:
+		defer r.consumer.Defer(claim.ID(), time.Now().Add(out.after))
+		if !queue.CanMoveJob(claim.State(), claim.State()) || ch.Message == "" {
+			return telemetry.OutcomeRetried, nil, false, claim.Release(ctx)
+		}
+		ch.To = claim.State()
+		return telemetry.OutcomeRetried, nil, true, claim.Commit(ctx, ch)
+	case kindNext:
+		ch.To = r.cfg.To
+	}
+	if out.kind == kindNext && !r.state.Draining() && r.then.takesHandOver() {
+		var kept bool
+		if kept, err = r.then.consumer.TakeOver(ctx, claim, ch); kept {
+			next = r.then
+		}
+	} else {
+		err = claim.Commit(ctx, ch)
+	}
+	result = telemetry.OutcomeAdvanced
+	if ch.To == queue.Failed {
+		result = telemetry.OutcomeFailed
+		r.log.WarnContext(ctx, "job failed", "message", ch.Message)
+	} else if ch.To != r.cfg.To {
+		r.log.InfoContext(ctx, "job moved", "to", queue.JobStateName(ch.To), "message", ch.Message)
+	}
+	return result, next, true, err
 }
 
 // Status reports this replica.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/telemetry"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -235,10 +237,12 @@ func TestPausedReplicaTakesNothingUntilResumed(t *testing.T) {
 		t.Fatal("status does not say paused")
 	}
 	jids := queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)
-	time.Sleep(300 * time.Millisecond)
-	if s := queuetest.Status(t, c, jids[0]).GetStatus(); s != queue.Estimating {
-		t.Fatalf("a paused replica moved the job to %s", queue.JobStateName(s))
-	}
+	waittest.Stays(t, 300*time.Millisecond, func() error {
+		if s := queuetest.Status(t, c, jids[0]).GetStatus(); s != queue.Estimating {
+			return fmt.Errorf("a paused replica moved the job to %s", queue.JobStateName(s))
+		}
+		return nil
+	})
 	r.Resume()
 	queuetest.Eventually(t, "job taken after resume", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Provisioning })
 }

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -74,10 +76,12 @@ func TestStageServiceOverGRPC(t *testing.T) {
 		}
 	}
 	jids := queuetest.SpawnN(t, q, newJobs(1), queue.Pending)
-	time.Sleep(300 * time.Millisecond)
-	if s := queuetest.Status(t, q, jids[0]).GetStatus(); s != queue.Pending {
-		t.Fatalf("paused replica moved the job to %s", queue.JobStateName(s))
-	}
+	waittest.Stays(t, 300*time.Millisecond, func() error {
+		if s := queuetest.Status(t, q, jids[0]).GetStatus(); s != queue.Pending {
+			return fmt.Errorf("paused replica moved the job to %s", queue.JobStateName(s))
+		}
+		return nil
+	})
 	r, err := client.Resume(admin, &v1.ResumeRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/freeport"
+	"github.com/ingestq/ingestq/shared/waittest"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -208,21 +209,17 @@ func TestServeMetricsServesUntilContextEnds(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- tel.ServeMetrics(ctx, addr) }()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.Until(t, 10*time.Second, func() error {
 		resp, err := http.Get("http://" + addr + "/metrics")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("GET /metrics: %s", resp.Status)
-			}
-			break
+		if err != nil {
+			return fmt.Errorf("ServeMetrics never answered on %s: %w", addr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ServeMetrics never answered on %s: %v", addr, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /metrics: %s", resp.Status)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	cancel()
 	select {

@@ -94,7 +94,7 @@ func TestProxyDelaysNeverReorderAConnectionsBytes(t *testing.T) {
 				return
 			}
 			if i%100 == 0 {
-				time.Sleep(time.Millisecond) // separate reads on the way, so pieces draw delays of their own
+				time.Sleep(time.Millisecond) // separate reads on the way (only time splits a TCP stream), so pieces draw delays of their own
 			}
 		}
 		errc <- nil

@@ -316,8 +316,8 @@ func (e *Env) waitLeader(ctx context.Context, not int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
-		if idx := e.Ensemble.Leader(); idx >= 0 && idx != not {
-			return idx, nil
+		if leader := e.Ensemble.Leader(); leader >= 0 && leader != not {
+			return leader, nil
 		}
 		select {
 		case <-ctx.Done():

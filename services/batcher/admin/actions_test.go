@@ -11,6 +11,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -286,9 +287,7 @@ func TestRecordingIsStalledWhenNoInventoryLeases(t *testing.T) {
 		t.Errorf("the job's answer says it waits %q (%v)", waiting.GetWaiting(), err)
 	}
 	reg.Update(func(w *v1.WorkerInfo) { w.InFlight = []*v1.InFlightJob{{JobId: jids[0], Since: timestamppb.Now()}} })
-	for recording().GetInFlight() != 1 {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waittest.True(t, 10*time.Second, "the leased job in flight", func() bool { return recording().GetInFlight() == 1 })
 	if s := recording(); s.GetStalled() {
 		t.Errorf("stalled with a job leased: %v", s)
 	}
@@ -299,9 +298,7 @@ func TestRecordingIsStalledWhenNoInventoryLeases(t *testing.T) {
 	}
 	defer builtin.Close(ctx)
 	reg.Update(func(w *v1.WorkerInfo) { w.InFlight = nil })
-	for recording().GetInFlight() != 0 {
-		time.Sleep(50 * time.Millisecond)
-	}
+	waittest.True(t, 10*time.Second, "no job in flight", func() bool { return recording().GetInFlight() == 0 })
 	if s := recording(); s.GetStalled() {
 		t.Errorf("stalled with the built-in recorder taking jobs: %v", s)
 	}

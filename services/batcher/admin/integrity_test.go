@@ -78,7 +78,7 @@ func TestARequeueRacingTheDeletionOfItsBatchNeverLeavesAJobWithoutItsBatch(t *te
 			if !head {
 				d += 2000 * (race % 2)
 			}
-			time.Sleep(time.Duration(d) * time.Microsecond)
+			time.Sleep(time.Duration(d) * time.Microsecond) // only time varies who comes first among real requests
 		}
 		for i, jid := range jids {
 			wg.Add(1)

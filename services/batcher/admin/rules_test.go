@@ -11,6 +11,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -201,10 +202,7 @@ func TestConsoleSessionsLiveUntilEndedOrExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for live(soon.GetSessionId()) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	waittest.True(t, 10*time.Second, "a sign-in past its expiry no longer live", func() bool { return !live(soon.GetSessionId()) })
 	if live(soon.GetSessionId()) {
 		t.Error("a sign-in past its expiry is still live")
 	}

@@ -16,8 +16,6 @@
 package admin
 
 import (
-	"context"
-
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
@@ -61,12 +59,3 @@ type Queue struct{ *base }
 // ConsoleSessions are the operator console's sign-ins, kept in the queue
 // so that every console replica and restart honours them.
 type ConsoleSessions struct{ *base }
-
-// readDatas reads several nodes at once; a missing node's data is nil.
-func readDatas(ctx context.Context, z *session.Nodes, paths []string) ([][]byte, error) {
-	read, err := z.Read(ctx, paths)
-	if err != nil {
-		return nil, err
-	}
-	return session.Datas(read), nil
-}

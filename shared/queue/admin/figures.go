@@ -71,7 +71,7 @@ func (r *FigureReader) Read(ctx context.Context) (*Figures, error) {
 	for i, bid := range bids {
 		ps[i] = r.t.p.Batch(bid).Status()
 	}
-	datas, err := readDatas(ctx, r.t.z, ps)
+	datas, err := r.t.z.ReadData(ctx, ps)
 	if err != nil {
 		return nil, fmt.Errorf("reading the batches' states: %w", err)
 	}

@@ -289,8 +289,7 @@ func (f *fsck) checkUUIDs(ctx context.Context) error {
 			}
 			f.repair(Damage{Kind: DamageUUIDDangling, Item: u, Reclaimable: true, Detail: fmt.Sprintf("points to %q, which does not exist", data)},
 				func() error {
-					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.BatchUUID(u), -1))
-					return err
+					return f.t.z.Txn().Then(session.Delete("batch id", f.t.p.BatchUUID(u), -1)).Commit(ctx)
 				})
 		}
 	}
@@ -339,8 +338,7 @@ func (f *fsck) checkEntriesWithoutJob(ctx context.Context) {
 		for _, l := range locs {
 			f.repair(Damage{Kind: DamageEntryNoJob, Item: jid, Reclaimable: true, Detail: "/jobs/states/" + queue.StateSegment(l.state) + "/" + l.name},
 				func() error {
-					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.StateDir(l.state)+"/"+l.name, -1))
-					return err
+					return f.t.z.Txn().Then(session.Delete("state entry", f.t.p.StateDir(l.state)+"/"+l.name, -1)).Commit(ctx)
 				})
 		}
 	}
@@ -359,8 +357,7 @@ func (f *fsck) checkRefsWithoutJob(ctx context.Context) {
 			}
 			f.repair(Damage{Kind: DamageRefNoJob, Item: jid, Reclaimable: true, Detail: fmt.Sprintf("/batches/%s/states/%s/%s", l.bid, l.folder, jid)},
 				func() error {
-					_, err := f.t.z.Multi(ctx, session.DeleteOp(f.t.p.Batch(l.bid).Ref(l.folder, jid), -1))
-					return err
+					return f.t.z.Txn().Then(session.Delete("batch reference", f.t.p.Batch(l.bid).Ref(l.folder, jid), -1)).Commit(ctx)
 				})
 		}
 	}
@@ -581,9 +578,10 @@ func (j *jobCheck) repairPriority(ctx context.Context) {
 	}
 	t, jid := j.t, j.jid
 	t.repair(j.prioD, func() error {
-		_, err := t.z.Multi(ctx, session.CheckOp(t.p.Job(jid).Status(), j.stat.Version),
-			session.SetOp(t.p.Job(jid).Node(queue.NodePriority), queue.EncodeInt(int64(j.right[0].priority)), -1))
-		return err
+		return t.z.Txn().
+			If(session.IfVersion(queue.NodeStatus, t.p.Job(jid).Status(), j.stat.Version)).
+			Then(session.Set(queue.NodePriority, t.p.Job(jid).Node(queue.NodePriority), queue.EncodeInt(int64(j.right[0].priority)), -1)).
+			Commit(ctx)
 	})
 }
 
@@ -785,17 +783,21 @@ func (t *base) describeEntries(ents []entryLoc) []string {
 // status version read before.
 func (t *base) repairJob(ctx context.Context, jid string, version int32, status []byte, state queue.JobState, bid string,
 	right, wrong []entryLoc, refRight bool, refWrong []refLoc, entryOK, refOK bool) error {
-	statusOp := any(session.CheckOp(t.p.Job(jid).Status(), version))
+	txn := t.z.Txn()
 	if status != nil {
-		statusOp = session.SetOp(t.p.Job(jid).Status(), status, version)
+		txn.Then(session.Set(queue.NodeStatus, t.p.Job(jid).Status(), status, version))
+	} else {
+		txn.If(session.IfVersion(queue.NodeStatus, t.p.Job(jid).Status(), version))
 	}
-	ops := []any{statusOp, t.z.CreateOp(t.p.Job(jid).Lock(), nil, zk.FlagEphemeral)}
+	// Nobody works on the job meanwhile: its lock is absent, and taken by
+	// this very change.
+	txn.If(session.IfAbsent(queue.NodeLock, t.p.Job(jid).Lock()))
 	if !entryOK {
 		for _, e := range wrong {
-			ops = append(ops, session.DeleteOp(t.p.StateDir(e.state)+"/"+e.name, -1))
+			txn.Then(session.Delete("state entry", t.p.StateDir(e.state)+"/"+e.name, -1))
 		}
 		for _, e := range right[min(1, len(right)):] {
-			ops = append(ops, session.DeleteOp(t.p.StateDir(e.state)+"/"+e.name, -1))
+			txn.Then(session.Delete("state entry", t.p.StateDir(e.state)+"/"+e.name, -1))
 		}
 		if len(right) == 0 {
 			// An entry's priority is what ordered the job; the priority
@@ -808,12 +810,12 @@ func (t *base) repairJob(ctx context.Context, jid string, version int32, status 
 					prio = int32(n)
 				}
 			}
-			ops = append(ops, t.z.CreateOp(t.p.Entry(state, prio, jid), nil, 0))
+			txn.Then(session.Create("state entry", t.p.Entry(state, prio, jid), nil, 0))
 		}
 	}
 	if !refOK {
 		for _, r := range refWrong {
-			ops = append(ops, session.DeleteOp(t.p.Batch(r.bid).Ref(r.folder, jid), -1))
+			txn.Then(session.Delete("batch reference", t.p.Batch(r.bid).Ref(r.folder, jid), -1))
 		}
 		if !refRight && bid != "" {
 			// A peer may create a batch without its folders of references.
@@ -822,18 +824,15 @@ func (t *base) repairJob(ctx context.Context, jid string, version int32, status 
 					return err
 				}
 			}
-			ops = append(ops, t.z.CreateOp(t.p.Batch(bid).Ref(queue.BatchFolderOf(state), jid), nil, 0))
+			txn.Then(session.Create("batch reference", t.p.Batch(bid).Ref(queue.BatchFolderOf(state), jid), nil, 0))
 		}
-		ops = append(ops, session.SetOp(t.p.Batch(bid).Folder(queue.FolderProcessing), nil, -1))
+		txn.Then(session.Set("batch reference", t.p.Batch(bid).Folder(queue.FolderProcessing), nil, -1))
 	}
-	ops = append(ops, session.DeleteOp(t.p.Job(jid).Lock(), -1))
-	_, err := t.z.Multi(ctx, ops...)
-	switch idx := session.FailedOp(err); {
-	case err == nil:
-		return nil
-	case idx == 0:
+	err := txn.Commit(ctx)
+	if _, ok := session.RefusedBy(err, queue.NodeStatus); ok {
 		return fmt.Errorf("job changed during fsck; run it again: %w", err)
-	case idx == 1:
+	}
+	if _, ok := session.RefusedBy(err, queue.NodeLock); ok {
 		return fmt.Errorf("job is being worked on; %w", queue.ErrLocked)
 	}
 	return err

@@ -44,7 +44,7 @@ func TestFsckFindsAndRepairsEveryKindOfDamage(t *testing.T) {
 			return "jid9999999998"
 		}},
 		{DamageUUIDDangling, func(t *testing.T, a Tools, bid string, jids []string) string {
-			if _, err := nodes(a).Multi(testCtx(t), nodes(a).CreateOp(paths(a).BatchUUID("lost-uuid"), []byte("bid9999999999"), 0)); err != nil {
+			if _, err := nodes(a).Create(testCtx(t), paths(a).BatchUUID("lost-uuid"), []byte("bid9999999999"), 0); err != nil {
 				t.Fatal(err)
 			}
 			return "lost-uuid"
@@ -70,8 +70,8 @@ func TestFsckFindsAndRepairsEveryKindOfDamage(t *testing.T) {
 				t.Fatalf("fsck before damage: %+v, %v", rep, err)
 			}
 			item := tt.plant(t, a, bid, jids)
-			time.Sleep(5 * time.Millisecond) // older than the grace below
-			opts := FsckOptions{Grace: time.Millisecond}
+			// Its ages measured to a moment after now: older than the grace.
+			opts := FsckOptions{Grace: time.Millisecond, Now: time.Now().Add(time.Second)}
 			rep, err := a.Queue.Fsck(ctx, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -89,7 +89,7 @@ func TestFsckFindsAndRepairsEveryKindOfDamage(t *testing.T) {
 					t.Errorf("not repaired: %+v", d)
 				}
 			}
-			rep, err = a.Queue.Fsck(ctx, FsckOptions{Grace: time.Millisecond})
+			rep, err = a.Queue.Fsck(ctx, FsckOptions{Grace: time.Millisecond, Now: time.Now().Add(time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestFsckReportsUnreadableStatusWithoutTouchingIt(t *testing.T) {
 	c, a := newTools(t)
 	ctx := testCtx(t)
 	_, jids := spawn(t, c, 1, 5)
-	if _, err := nodes(a).Multi(ctx, session.SetOp(paths(a).Job(jids[0]).Status(), []byte("{not json"), -1)); err != nil {
+	if _, err := nodes(a).Set(ctx, paths(a).Job(jids[0]).Status(), []byte("{not json"), -1); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := a.Queue.Fsck(ctx, FsckOptions{Repair: true})
@@ -134,14 +134,14 @@ func hasDamage(rep *FsckReport, kind, item string) bool {
 
 func mustCreate(t *testing.T, a Tools, p string) {
 	t.Helper()
-	if _, err := nodes(a).Multi(testCtx(t), nodes(a).CreateOp(p, nil, 0)); err != nil {
+	if _, err := nodes(a).Create(testCtx(t), p, nil, 0); err != nil {
 		t.Fatalf("create %s: %v", p, err)
 	}
 }
 
 func mustDelete(t *testing.T, a Tools, p string) {
 	t.Helper()
-	if _, err := nodes(a).Multi(testCtx(t), session.DeleteOp(p, -1)); err != nil {
+	if err := nodes(a).Txn().Then(session.Delete(p, p, -1)).Commit(testCtx(t)); err != nil {
 		t.Fatalf("delete %s: %v", p, err)
 	}
 }

@@ -19,7 +19,7 @@ func (t *Queue) ListWorkers(ctx context.Context) ([]*v1.WorkerInfo, error) {
 	for i, n := range names {
 		ps[i] = t.p.Own().Worker(n)
 	}
-	datas, err := readDatas(ctx, t.z, ps)
+	datas, err := t.z.ReadData(ctx, ps)
 	if err != nil {
 		return nil, err
 	}

@@ -141,15 +141,15 @@ func (t *base) removeUnfinished(ctx context.Context, jid string, ents []entryLoc
 			return fmt.Errorf("job %s: a live session holds its lock: %w", jid, queue.ErrLocked)
 		}
 	}
-	var ops []any
+	txn := t.z.Txn()
 	for _, e := range ents {
-		ops = append(ops, session.DeleteOp(t.p.StateDir(e.state)+"/"+e.name, -1))
+		txn.Then(session.Delete("state entry", t.p.StateDir(e.state)+"/"+e.name, -1))
 	}
 	for _, c := range children {
-		ops = append(ops, session.DeleteOp(dir+"/"+c, -1))
+		txn.Then(session.Delete(c, dir+"/"+c, -1))
 	}
-	ops = append(ops, session.DeleteOp(dir, -1))
-	if _, err := t.z.Multi(ctx, ops...); err != nil {
+	txn.Then(session.Delete("job node", dir, -1))
+	if err := txn.Commit(ctx); err != nil {
 		if errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("job %s changed while being removed; run fsck again: %w", jid, err)
 		}

@@ -46,7 +46,7 @@ type BatchClaim struct {
 	// liveGuard checks that no job entered or left the batch's
 	// batch-processing folder since LiveJobs read it (nil: not read, or
 	// the batch has no such folder).
-	liveGuard *zk.CheckVersionRequest
+	liveGuard *session.Guard
 	// spawnFrom is the child version /jobs had when the batch's spawning
 	// began (-1: not recorded): every job id reserved for the batch is
 	// numbered from there.
@@ -90,14 +90,19 @@ func (c *Client) ClaimBatch(ctx context.Context, bid string, states ...queue.Bat
 		return nil, fmt.Errorf("batch %s is %s: %w", bid, queue.BatchStateName(st.GetStatus()), queue.ErrWrongState)
 	}
 	hold, err := c.s.Locks().Take(ctx, "batch "+bid, c.p.Batch(bid).Lock(), statusPath, data, stat.Version)
+	var refused *session.Refused
 	switch {
-	case errors.Is(err, zk.ErrNodeExists):
+	case err == nil:
+	case !errors.As(err, &refused):
+		return nil, fmt.Errorf("locking batch %s: %w", bid, err)
+	case refused.Name == session.LockStep && refused.Exists():
 		return nil, fmt.Errorf("batch %s (%s): %w", bid, queue.BatchStateName(st.GetStatus()), queue.ErrLocked)
-	case errors.Is(err, zk.ErrBadVersion):
+	case refused.Name == session.StatusStep && refused.Changed():
 		return nil, fmt.Errorf("batch %s changed while being claimed: %w", bid, queue.ErrLocked)
-	case errors.Is(err, zk.ErrNoNode):
+	case refused.Gone():
+		// Its status or its node is gone: the batch with them.
 		return nil, fmt.Errorf("batch %s: %w", bid, queue.ErrNotFound)
-	case err != nil:
+	default:
 		return nil, fmt.Errorf("locking batch %s: %w", bid, err)
 	}
 	bc := &BatchClaim{c: c, hold: hold, from: st.GetStatus(), statusData: data}
@@ -157,16 +162,24 @@ type BatchChange struct {
 	IfNoJobMoved bool
 }
 
-// fencedMulti runs ops after the batch's fencing checks (status version as
-// owned, lock present); failing either means the claim is lost.
-func (bc *BatchClaim) fencedMulti(ctx context.Context, status []byte, ops ...any) error {
-	_, err := bc.c.z.Multi(ctx, append(bc.hold.Fences(status), ops...)...)
-	if err == nil {
-		return nil
-	}
-	if idx := session.FailedOp(err); idx == 0 || idx == 1 {
-		bc.hold.Fenced(ctx)
-		return fmt.Errorf("batch %s: %w (%v)", bc.ID(), queue.ErrFenced, err)
+// Names of a batch claim's guards and operations, as a refusal
+// (session.Refused) gives them.
+const (
+	// guardNoJobMoved: the batch's batch-processing folder is at the
+	// version LiveJobs read.
+	guardNoJobMoved = "no job moved"
+	opFolder        = "states folder"
+	opJob           = "job"
+	opJobID         = "job id"
+)
+
+// commit sends a Txn fenced by the claim (BatchClaim.hold.Txn): refused by
+// its fence, the claim is lost (queue.ErrFenced); any other error names
+// the batch.
+func (bc *BatchClaim) commit(ctx context.Context, txn *session.Txn) error {
+	err := txn.Commit(ctx)
+	if err == nil || errors.Is(err, queue.ErrFenced) {
+		return err
 	}
 	return fmt.Errorf("batch %s: %w", bc.ID(), err)
 }
@@ -179,7 +192,7 @@ func (bc *BatchClaim) fencedMulti(ctx context.Context, status []byte, ops ...any
 // entered or left the batch's batch-processing folder since LiveJobs read
 // it, checked in the same operation.
 func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
-	var guard *zk.CheckVersionRequest
+	var guard *session.Guard
 	if ch.IfNoJobMoved {
 		guard = bc.liveGuard
 	}
@@ -194,9 +207,9 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	}
 	next := &v1.BatchStatus{Status: ch.To, LastModified: queue.NowStamp(), Message: ch.Message}
 	statusData := queue.RewriteBatchStatus(bc.statusData, next)
-	var ops []any
+	txn := bc.hold.Txn(statusData)
 	if guard != nil {
-		ops = append(ops, guard) // index 2, after fencedMulti's own checks
+		txn.If(*guard)
 	}
 	keep := ch.KeepLock
 	spawnFrom := int32(-1)
@@ -207,9 +220,9 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 			return err
 		}
 		if !ok {
-			ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).States(), nil, 0))
+			txn.Then(session.Create(opFolder, bc.c.p.Batch(bc.ID()).States(), nil, 0))
 			for _, f := range queue.BatchRefFolders() {
-				ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Folder(f), nil, 0))
+				txn.Then(session.Create(opFolder, bc.c.p.Batch(bc.ID()).Folder(f), nil, 0))
 			}
 		}
 		// The spawning marker holds /jobs's child version as it is before
@@ -224,16 +237,16 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 		if jobsStat != nil {
 			spawnFrom = jobsStat.Cversion
 		}
-		ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), queue.EncodeInt(int64(spawnFrom)), 0))
+		txn.Then(session.Create(queue.NodeSpawning, bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), queue.EncodeInt(int64(spawnFrom)), 0))
 		if ch.Payload != nil {
-			ops = append(ops, bc.c.z.CreateOp(bc.c.p.Batch(bc.ID()).Node(queue.NodePayload), queue.EncodePayloadRecord(*ch.Payload), 0))
+			txn.Then(session.Create(queue.NodePayload, bc.c.p.Batch(bc.ID()).Node(queue.NodePayload), queue.EncodePayloadRecord(*ch.Payload), 0))
 		}
 	}
 	if bc.Spawning && ch.To != queue.BatchProcessing {
 		if err := bc.removeStrays(ctx); err != nil {
 			return err
 		}
-		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
+		txn.Then(session.Delete(queue.NodeSpawning, bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
 	}
 	// The report as the node keeps it: trimmed to what a node holds, with
 	// its totals (see FitStatusReport); the claim's copy is the same.
@@ -249,22 +262,21 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 		reportData = data
 		rp := bc.c.p.Batch(bc.ID()).Node(queue.NodeStatusReport)
 		if bc.Batch.StatusReport != nil {
-			ops = append(ops, session.SetOp(rp, data, -1))
+			txn.Then(session.Set(queue.NodeStatusReport, rp, data, -1))
 		} else {
-			ops = append(ops, bc.c.z.CreateOp(rp, data, 0))
+			txn.Then(session.Create(queue.NodeStatusReport, rp, data, 0))
 		}
 	}
 	if !keep {
-		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1))
+		txn.ReleaseLock()
 	}
-	if err := bc.fencedMulti(ctx, statusData, ops...); err != nil {
-		if guard != nil && session.FailedOp(err) == 2 {
+	if err := bc.commit(ctx, txn); err != nil {
+		if _, ok := session.RefusedBy(err, guardNoJobMoved); ok {
 			return fmt.Errorf("batch %s: a job of it was requeued or ended while it was being moved to %s: %w",
 				bc.ID(), queue.BatchStateName(ch.To), queue.ErrLocked)
 		}
 		return err
 	}
-	bc.hold.Moved()
 	bc.from = ch.To
 	bc.Batch.Status = next
 	bc.statusData = statusData
@@ -282,7 +294,6 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	}
 	if !keep {
 		bc.Batch.Locked = false
-		bc.hold.Settle()
 	}
 	return nil
 }
@@ -301,7 +312,8 @@ func (bc *BatchClaim) LiveJobs(ctx context.Context) (int32, error) {
 		bc.liveGuard = nil // no job was ever created for the batch
 		return 0, nil
 	}
-	bc.liveGuard = session.CheckOp(p, stat.Version)
+	g := session.IfVersion(guardNoJobMoved, p, stat.Version)
+	bc.liveGuard = &g
 	return stat.NumChildren, nil
 }
 
@@ -314,25 +326,23 @@ func (bc *BatchClaim) FinishSpawning(ctx context.Context) error {
 	if bc.from != queue.BatchProcessing {
 		return fmt.Errorf("batch %s is %s, not Processing: %w", bc.ID(), queue.BatchStateName(bc.from), queue.ErrWrongState)
 	}
-	var ops []any
+	// The status says what the batch waits for now, in the same write.
+	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: SpawnedMessage}
+	statusData := queue.RewriteBatchStatus(bc.statusData, next)
+	txn := bc.hold.Txn(statusData).ReleaseLock()
 	if bc.Spawning {
 		if err := bc.removeStrays(ctx); err != nil {
 			return err
 		}
-		ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
+		txn.Then(session.Delete(queue.NodeSpawning, bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
 	}
-	ops = append(ops, session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1))
-	// The status says what the batch waits for now, in the same write.
-	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: SpawnedMessage}
-	statusData := queue.RewriteBatchStatus(bc.statusData, next)
-	if err := bc.fencedMulti(ctx, statusData, ops...); err != nil {
+	if err := bc.commit(ctx, txn); err != nil {
 		return err
 	}
 	bc.Batch.Status = next
 	bc.statusData = statusData
 	bc.Batch.Locked = false
 	bc.Spawning = false
-	bc.hold.Settle()
 	return nil
 }
 
@@ -361,17 +371,18 @@ func (bc *BatchClaim) StopSpawning(ctx context.Context, reason, msg string) erro
 	}
 	rec := queue.PayloadRecord{SpawnStopped: reason}
 	recPath := bc.c.p.Batch(bc.ID()).Node(queue.NodePayload)
-	var recOp any
+	var recOp session.Op
 	if bc.Payload != nil {
 		rec.SHA256, rec.Size = bc.Payload.SHA256, bc.Payload.Size
-		recOp = session.SetOp(recPath, queue.EncodePayloadRecord(rec), -1)
+		recOp = session.Set(queue.NodePayload, recPath, queue.EncodePayloadRecord(rec), -1)
 	} else {
-		recOp = bc.c.z.CreateOp(recPath, queue.EncodePayloadRecord(rec), 0)
+		recOp = session.Create(queue.NodePayload, recPath, queue.EncodePayloadRecord(rec), 0)
 	}
 	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: msg}
 	statusData := queue.RewriteBatchStatus(bc.statusData, next)
-	if err := bc.fencedMulti(ctx, statusData, recOp, session.DeleteOp(bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1),
-		session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1)); err != nil {
+	txn := bc.hold.Txn(statusData).ReleaseLock().
+		Then(recOp, session.Delete(queue.NodeSpawning, bc.c.p.Batch(bc.ID()).Node(queue.NodeSpawning), -1))
+	if err := bc.commit(ctx, txn); err != nil {
 		return err
 	}
 	bc.Batch.Status = next
@@ -379,7 +390,6 @@ func (bc *BatchClaim) StopSpawning(ctx context.Context, reason, msg string) erro
 	bc.Batch.Locked = false
 	bc.Spawning = false
 	bc.Payload = &rec
-	bc.hold.Settle()
 	return nil
 }
 
@@ -398,13 +408,12 @@ func (bc *BatchClaim) ReleaseWithMessage(ctx context.Context, msg string) error 
 		return err
 	}
 	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: msg}
-	if err := bc.fencedMulti(ctx, queue.RewriteBatchStatus(bc.statusData, next), session.DeleteOp(bc.c.p.Batch(bc.ID()).Lock(), -1)); err != nil {
+	if err := bc.commit(ctx, bc.hold.Txn(queue.RewriteBatchStatus(bc.statusData, next)).ReleaseLock()); err != nil {
 		bc.hold.End()
 		return err
 	}
 	bc.Batch.Status = next
 	bc.Batch.Locked = false
-	bc.hold.Settle()
 	return nil
 }
 

@@ -36,15 +36,6 @@ func New(s *session.Session) *Client {
 	return &Client{s: s, z: s.Nodes(), p: s.Paths(), log: s.Logger(), r: jobs.NewReader(s), j: jobs.New(s)}
 }
 
-// readDatas reads several nodes at once; a missing node's data is nil.
-func readDatas(ctx context.Context, z *session.Nodes, paths []string) ([][]byte, error) {
-	read, err := z.Read(ctx, paths)
-	if err != nil {
-		return nil, err
-	}
-	return session.Datas(read), nil
-}
-
 // CreateBatch writes a new Pending batch (and its /batch-uuids entry when the
 // submission has a batch id) and returns its bid.
 func (c *Client) CreateBatch(ctx context.Context, sub *v1.Submission) (string, error) {
@@ -66,23 +57,26 @@ func (c *Client) CreateBatch(ctx context.Context, sub *v1.Submission) (string, e
 		return "", fmt.Errorf("allocating a batch id: %w", err)
 	}
 	bid := path.Base(created)
-	ops := []any{
-		c.z.CreateOp(c.p.Batch(bid).Node(queue.NodeSubmission), queue.EncodeSubmission(sub), 0),
-		c.z.CreateOp(c.p.Batch(bid).Status(), queue.EncodeBatchStatus(&v1.BatchStatus{Status: queue.BatchPending, LastModified: queue.NowStamp()}), 0),
-	}
+	txn := c.z.Txn().Then(
+		session.Create(queue.NodeSubmission, c.p.Batch(bid).Node(queue.NodeSubmission), queue.EncodeSubmission(sub), 0),
+		session.Create(queue.NodeStatus, c.p.Batch(bid).Status(), queue.EncodeBatchStatus(&v1.BatchStatus{Status: queue.BatchPending, LastModified: queue.NowStamp()}), 0))
 	if id := sub.GetBatchId(); id != "" {
-		ops = append(ops, c.z.CreateOp(c.p.BatchUUID(id), []byte(bid), 0))
+		txn.Then(session.Create(opBatchID, c.p.BatchUUID(id), []byte(bid), 0))
 	}
-	if _, err := c.z.Multi(ctx, ops...); err != nil {
+	if err := txn.Commit(ctx); err != nil {
 		// Leave nothing behind; fsck removes the empty node if this fails too.
 		c.z.Delete(context.WithoutCancel(ctx), created, -1)
-		if errors.Is(err, zk.ErrNodeExists) {
+		if r, ok := session.RefusedBy(err, opBatchID); ok && r.Exists() {
 			return "", fmt.Errorf("batch id %s was already submitted: %w", sub.GetBatchId(), queue.ErrExists)
 		}
 		return "", fmt.Errorf("writing batch %s: %w", bid, err)
 	}
 	return bid, nil
 }
+
+// opBatchID names the creation of a submitter's batch id, as a refusal
+// gives it: there already, the id was submitted before.
+const opBatchID = "batch id"
 
 // BatchByUUID returns the bid submitted under a submitter's batch id.
 func (c *Client) BatchByUUID(ctx context.Context, uuid string) (string, error) {

@@ -92,7 +92,7 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) (ids []stri
 
 	// Then write the jobs, grouped into multis of bounded size, a few in flight.
 	type group struct {
-		ops  []any
+		ops  []session.Op
 		jids []string
 	}
 	var groups []group
@@ -102,9 +102,7 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) (ids []stri
 		ops := bc.jobOps(ids[i], j)
 		n := 0
 		for _, op := range ops {
-			if cr, ok := op.(*zk.CreateRequest); ok {
-				n += len(cr.Data) + len(cr.Path) + 16
-			}
+			n += op.Size()
 		}
 		if len(cur.ops) > 0 && (size+n > maxMultiBytes || len(cur.ops) > 400) {
 			groups = append(groups, cur)
@@ -138,11 +136,12 @@ func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) (ids []stri
 // creates), fenced by the claim. After a lost answer it looks whether the
 // jobs exist (the multi is atomic: the first one tells) before sending it
 // again, so a job is written once.
-func (bc *BatchClaim) writeJobs(ctx context.Context, first string, ops []any) error {
+func (bc *BatchClaim) writeJobs(ctx context.Context, first string, ops []session.Op) error {
 	status := bc.c.p.Job(first).Status()
+	txn := bc.hold.Txn(nil).Then(ops...)
 	var lost error
 	for attempt := 0; ; attempt++ {
-		err := bc.fencedMulti(ctx, nil, ops...)
+		err := bc.commit(ctx, txn)
 		if err == nil {
 			// gofail: var batcherJobsWritten struct{}
 			return nil
@@ -203,28 +202,23 @@ func (bc *BatchClaim) reserveJobIDs(ctx context.Context, n int) ([]string, error
 func (bc *BatchClaim) reserveSome(ctx context.Context, n int) ([]string, error) {
 	c := bc.c
 	mark := queue.EncodeJobReservation(bc.ID(), strconv.FormatUint(rand.Uint64(), 36))
-	fences := bc.hold.Fences(nil)
-	ops := fences
+	// Sent alone, not grouped: it is a large request already.
+	txn := bc.hold.Txn(nil).Alone()
 	for range n {
-		ops = append(ops, c.z.CreateOp(c.p.JobSeq(), mark, zk.FlagSequence))
+		txn.Then(session.Create(opJobID, c.p.JobSeq(), mark, zk.FlagSequence))
 	}
 	for attempt := 0; ; attempt++ {
 		_, before, err := c.z.Exists(ctx, c.p.Jobs())
 		if err != nil {
 			return nil, err
 		}
-		// Sent alone, not grouped: it is a large request already.
-		res, err := c.z.MultiAlone(ctx, ops...)
+		err = txn.Commit(ctx)
 		if err == nil {
 			ids := make([]string, 0, n)
-			for _, r := range res[len(fences):] {
-				ids = append(ids, path.Base(r.String))
+			for _, p := range txn.Created(opJobID) {
+				ids = append(ids, path.Base(p))
 			}
 			return ids, nil
-		}
-		if idx := session.FailedOp(err); idx >= 0 && idx < len(fences) {
-			bc.hold.Fenced(ctx)
-			return nil, fmt.Errorf("batch %s: %w (%v)", bc.ID(), queue.ErrFenced, err)
 		}
 		if !session.Retryable(err) {
 			return nil, err
@@ -307,7 +301,7 @@ func (c *Client) dropReservedJobIDs(ctx context.Context, jids []string) {
 	}
 }
 
-func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {
+func (bc *BatchClaim) jobOps(jid string, j NewJob) []session.Op {
 	c := bc.c
 	conf := j.Configuration
 	conf.BatchId = bc.ID()
@@ -316,25 +310,28 @@ func (bc *BatchClaim) jobOps(jid string, j NewJob) []any {
 	}
 	status := &v1.JobStatus{Status: queue.Pending, LastModified: queue.NowStamp(), Traceparent: conf.GetTraceparent()}
 	queue.RecordChange(nil, status, c.s.Worker(), time.Now())
-	ops := []any{
-		c.z.CreateOp(c.p.Job(jid).Node(queue.NodeBid), []byte(bc.ID()), 0),
-		c.z.CreateOp(c.p.Job(jid).Node(queue.NodePriority), queue.EncodeInt(int64(j.Priority)), 0),
-		c.z.CreateOp(c.p.Job(jid).Node(queue.NodeSpaceNeeded), queue.EncodeInt(j.SpaceNeeded), 0),
-		c.z.CreateOp(c.p.Job(jid).Node(queue.NodeConfig), queue.EncodeJobConfiguration(jid, conf), 0),
+	node := func(name string, data []byte) session.Op {
+		return session.Create(opJob, c.p.Job(jid).Node(name), data, 0)
+	}
+	ops := []session.Op{
+		node(queue.NodeBid, []byte(bc.ID())),
+		node(queue.NodePriority, queue.EncodeInt(int64(j.Priority))),
+		node(queue.NodeSpaceNeeded, queue.EncodeInt(j.SpaceNeeded)),
+		node(queue.NodeConfig, queue.EncodeJobConfiguration(jid, conf)),
 	}
 	if j.Identifiers != nil {
-		ops = append(ops, c.z.CreateOp(c.p.Job(jid).Node(queue.NodeIdentifiers), queue.EncodeIdentifiers(j.Identifiers), 0))
+		ops = append(ops, node(queue.NodeIdentifiers, queue.EncodeIdentifiers(j.Identifiers)))
 	}
 	if j.Metadata != nil {
-		ops = append(ops, c.z.CreateOp(c.p.Job(jid).Node(queue.NodeMetadata), queue.EncodeMetadata(j.Metadata), 0))
+		ops = append(ops, node(queue.NodeMetadata, queue.EncodeMetadata(j.Metadata)))
 	}
 	if j.Manifest != nil {
-		ops = append(ops, c.z.CreateOp(c.p.Job(jid).Node(queue.NodeManifest), queue.EncodeManifest(j.Manifest), 0))
+		ops = append(ops, node(queue.NodeManifest, queue.EncodeManifest(j.Manifest)))
 	}
 	return append(ops,
-		c.z.CreateOp(c.p.Job(jid).Status(), queue.EncodeJobStatus(status), 0),
-		c.z.CreateOp(c.p.Entry(queue.Pending, j.Priority, jid), nil, 0),
-		c.z.CreateOp(c.p.Batch(bc.ID()).Ref(queue.FolderProcessing, jid), nil, 0),
+		node(queue.NodeStatus, queue.EncodeJobStatus(status)),
+		session.Create(opJob, c.p.Entry(queue.Pending, j.Priority, jid), nil, 0),
+		session.Create(opJob, c.p.Batch(bc.ID()).Ref(queue.FolderProcessing, jid), nil, 0),
 	)
 }
 
@@ -363,7 +360,7 @@ func (bc *BatchClaim) SpawnedEntries(ctx context.Context) (map[int32]SpawnedJob,
 	for i, jid := range jids {
 		ps[i] = bc.c.p.Job(jid).Node(queue.NodeConfig)
 	}
-	datas, err := readDatas(ctx, bc.c.z, ps)
+	datas, err := bc.c.z.ReadData(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
@@ -462,7 +459,7 @@ func (bc *BatchClaim) removeStrays(ctx context.Context) error {
 	}
 	errs := make([]error, len(strays))
 	session.EachAtMost(len(strays), 16, func(i int) {
-		err := bc.fencedMulti(ctx, nil, session.DeleteOp(c.p.Job(strays[i]).Dir(), -1))
+		err := bc.commit(ctx, bc.hold.Txn(nil).Then(session.Delete(opJobID, c.p.Job(strays[i]).Dir(), -1)))
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			errs[i] = err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -70,7 +71,7 @@ func jids(first, n int) []string {
 }
 
 // answerCutter stands between a session and the server for its multis
-// (session.Options.SendMulti) and loses the answers of chosen ones: the
+// (multihook) and loses the answers of chosen ones: the
 // n-th multi of a kind (counted from 1) is applied or not, and its caller
 // told the connection closed, as when a ZooKeeper server goes away under
 // it.
@@ -95,8 +96,7 @@ func connectCutting(t testing.TB, root string) (*session.Session, *answerCutter)
 	ct := &answerCutter{p: p}
 	ctx, cancel := context.WithTimeout(context.Background(), queuetest.Wait)
 	defer cancel()
-	s, err := session.Connect(ctx, session.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second,
-		SendMulti: ct.send})
+	s, err := session.Connect(multihook.With(ctx, ct.send), session.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func (ct *answerCutter) kind(ops []any) string {
 	return "other"
 }
 
-func (ct *answerCutter) send(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+func (ct *answerCutter) send(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
 	ct.mu.Lock()
 	if ct.lose == nil {
 		ct.mu.Unlock()

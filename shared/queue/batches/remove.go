@@ -11,6 +11,12 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/session"
 )
 
+// Names of a batch removal's operations, as a refusal gives them.
+const (
+	opRef   = "batch reference"
+	opBatch = "batch node"
+)
+
 // deleteChunk is how many deletions go into one multi when removing trees.
 const deleteChunk = 500
 
@@ -19,16 +25,16 @@ const deleteChunk = 500
 // already (jobs.Client.RemoveJobs). A crash half-way leaves a batch that a
 // later removal, the cleanup or fsck finishes.
 func (c *Client) RemoveBatchTree(ctx context.Context, bid string, uuid string) error {
-	var ops []any
+	var ops []session.Op
 	refs, err := c.r.BatchJobIDs(ctx, bid)
 	if err != nil {
 		return err
 	}
 	for _, f := range queue.BatchRefFolders() {
 		for _, jid := range refs[f] {
-			ops = append(ops, session.DeleteOp(c.p.Batch(bid).Ref(f, jid), -1))
+			ops = append(ops, session.Delete(opRef, c.p.Batch(bid).Ref(f, jid), -1))
 			if len(ops) >= deleteChunk {
-				if _, err := c.z.Multi(ctx, ops...); err != nil {
+				if err := c.z.Txn().Then(ops...).Commit(ctx); err != nil {
 					return fmt.Errorf("deleting batch %s references: %w", bid, err)
 				}
 				ops = ops[:0]
@@ -46,28 +52,28 @@ func (c *Client) RemoveBatchTree(ctx context.Context, bid string, uuid string) e
 		if n == queue.NodeStates {
 			for _, f := range queue.BatchRefFolders() {
 				if ok, _, _ := c.z.Exists(ctx, c.p.Batch(bid).Folder(f)); ok {
-					ops = append(ops, session.DeleteOp(c.p.Batch(bid).Folder(f), -1))
+					ops = append(ops, session.Delete(opFolder, c.p.Batch(bid).Folder(f), -1))
 				}
 			}
 		}
 		if n != queue.NodeStatus && n != queue.NodeLock {
-			ops = append(ops, session.DeleteOp(c.p.Batch(bid).Node(n), -1))
+			ops = append(ops, session.Delete(n, c.p.Batch(bid).Node(n), -1))
 		}
 	}
 	if uuid != "" {
 		if data, _, err := c.z.Get(ctx, c.p.BatchUUID(uuid)); err == nil && string(data) == bid {
-			ops = append(ops, session.DeleteOp(c.p.BatchUUID(uuid), -1))
+			ops = append(ops, session.Delete(opBatchID, c.p.BatchUUID(uuid), -1))
 		}
 	}
 	// Lock and status go last: until then the batch is visibly Deleted (or
 	// Completed) and a crash leaves something that cleanup or fsck finishes.
 	for _, n := range []string{queue.NodeLock, queue.NodeStatus} {
 		if slices.Contains(children, n) {
-			ops = append(ops, session.DeleteOp(c.p.Batch(bid).Node(n), -1))
+			ops = append(ops, session.Delete(n, c.p.Batch(bid).Node(n), -1))
 		}
 	}
-	ops = append(ops, session.DeleteOp(c.p.Batch(bid).Dir(), -1))
-	if _, err := c.z.Multi(ctx, ops...); err != nil {
+	ops = append(ops, session.Delete(opBatch, c.p.Batch(bid).Dir(), -1))
+	if err := c.z.Txn().Then(ops...).Commit(ctx); err != nil {
 		return fmt.Errorf("deleting batch %s: %w", bid, err)
 	}
 	return nil

@@ -10,13 +10,14 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
 // crashAt stands between a batcher's session and the server for its
-// multis (session.Options.SendMulti) and stops the batcher dead at the
+// multis (multihook) and stops the batcher dead at the
 // n-th multi of a kind (see answerCutter.kind), applied first when apply is
 // set: from then on no multi of the session reaches the server, and none
 // returns until the test ends, as with a process killed at that moment.
@@ -33,7 +34,7 @@ type crashAt struct {
 	dead   bool
 }
 
-func (c *crashAt) send(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+func (c *crashAt) send(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
 	c.mu.Lock()
 	dead, hit := c.dead, false
 	if !dead && c.cutter.kind(ops) == c.kind {
@@ -84,8 +85,7 @@ func TestAFinishedSpawnLeavesNoJobIDACrashedBatcherReservedAndNeverWrote(t *test
 			t.Cleanup(func() { close(crash.ended) })
 			ctx := testCtx(t)
 			cctx, cancel := context.WithTimeout(ctx, queuetest.Wait)
-			first, err := session.Connect(cctx, session.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second,
-				SendMulti: crash.send})
+			first, err := session.Connect(multihook.With(cctx, crash.send), session.Options{Servers: zktest.Servers(t), Root: root, SessionTimeout: 4 * time.Second})
 			cancel()
 			if err != nil {
 				t.Fatal(err)

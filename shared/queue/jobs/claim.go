@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
@@ -14,6 +15,11 @@ import (
 // Claim is a job this client holds the lock of. Every change made through
 // it is fenced: it is refused (ErrFenced) once the lock or session is lost or
 // another writer has changed the job's status since the claim was taken.
+//
+// Its code goes by role: take.go takes a claim (a consumer's, from a state
+// entry; an operator's, by id), this file reads through it and gives it
+// back, commit.go writes through it, each write one session.Txn fenced by
+// its hold.
 type Claim struct {
 	c *Client
 	// Job is the job's data as read when it was claimed.
@@ -141,38 +147,6 @@ func (cl *Claim) keepManifest(data []byte) {
 	}
 }
 
-// Change is what a stage's step did to a job. To is the next state; the data
-// fields, when set, are written in the same atomic operation.
-type Change struct {
-	To          queue.JobState
-	Message     string
-	Priority    *int32 // re-prioritise: the state entry is renamed in the same operation
-	SpaceNeeded *int64
-	Identifiers *v1.Identifiers
-	Metadata    *v1.Metadata
-	Store       *v1.Store
-	Inventory   *v1.Inventory
-	Manifest    *v1.Manifest
-	// Unlock are object locks this session holds that the commit releases,
-	// in the same atomic operation: the object stays locked until the job
-	// has moved on, and its release costs no request of its own. A lock
-	// found gone already does not stop the commit.
-	Unlock []*ObjectLock
-	// By names who makes the change in the job's history (a stage
-	// replica's worker id); empty: the client's Worker, or "operator" for
-	// an operator's move.
-	By string
-}
-
-func (cl *Claim) known(name string) bool {
-	return cl.loaded[name] || cl.present[name] || cl.absent[name]
-}
-
-func (cl *Claim) learn(name string, present bool) {
-	cl.present[name] = present
-	cl.absent[name] = !present
-}
-
 // bid returns the job's batch id, reading it if the claim did not.
 func (cl *Claim) bid(ctx context.Context) (string, error) {
 	if cl.Job.Bid != "" {
@@ -203,87 +177,6 @@ func (cl *Claim) WorkingDir(ctx context.Context, workRoot string) (string, error
 	return queue.JobWorkingDir(workRoot, cl.Job), nil
 }
 
-// applyData records in memory what dataOps wrote.
-func (cl *Claim) applyData(ch Change) {
-	j := cl.Job
-	if ch.Priority != nil {
-		j.Priority = *ch.Priority
-		cl.present[queue.NodePriority] = true
-	}
-	if ch.SpaceNeeded != nil {
-		j.SpaceNeeded = *ch.SpaceNeeded
-		cl.present[queue.NodeSpaceNeeded] = true
-	}
-	if ch.Identifiers != nil {
-		j.Identifiers = ch.Identifiers
-		cl.present[queue.NodeIdentifiers] = true
-	}
-	if ch.Metadata != nil {
-		j.Metadata = ch.Metadata
-		cl.present[queue.NodeMetadata] = true
-	}
-	if ch.Store != nil {
-		j.Store = ch.Store
-		cl.present[queue.NodeStore] = true
-	}
-	if ch.Inventory != nil {
-		j.Inventory = ch.Inventory
-		cl.present[queue.NodeInventory] = true
-	}
-	if ch.Manifest != nil {
-		j.Manifest = ch.Manifest
-		cl.present[queue.NodeManifest] = true
-		cl.loaded[queue.NodeManifest] = true
-		cl.manifestErr = nil
-	}
-}
-
-// Update writes data fields while keeping the job and its lock (for example
-// an ARK the processor must record at once). ch.To is ignored; a new
-// ch.Priority renames the state entry.
-func (cl *Claim) Update(ctx context.Context, ch Change) error {
-	if err := queue.ValidPriority(ch.Priority); err != nil {
-		return err
-	}
-	if err := cl.hold.Finish(); err != nil {
-		return err
-	}
-	if err := cl.readRewritten(ctx, ch); err != nil {
-		return err
-	}
-	newEntry := cl.entry
-	for {
-		data, guessed := cl.dataOps(ch)
-		ops := append(cl.hold.Fences(nil), data...)
-		if ch.Priority != nil && *ch.Priority != cl.Job.Priority {
-			newEntry = queue.EntryName(*ch.Priority, cl.ID())
-			ops = append(ops,
-				session.DeleteOp(cl.c.p.StateDir(cl.from)+"/"+cl.entry, -1),
-				cl.c.z.CreateOp(cl.c.p.StateDir(cl.from)+"/"+newEntry, nil, 0))
-		}
-		if len(ops) == 2 {
-			return nil
-		}
-		_, err := cl.c.z.Multi(ctx, ops...)
-		if err == nil {
-			break
-		}
-		idx := session.FailedOp(err)
-		if idx == 0 || idx == 1 {
-			return fmt.Errorf("job %s: %w (%v)", cl.ID(), queue.ErrFenced, err)
-		}
-		if !cl.learnFrom(ctx, ch, guessed, idx-2, err) {
-			return fmt.Errorf("updating job %s: %w", cl.ID(), err)
-		}
-	}
-	if ch.Priority != nil {
-		cl.priorityBad = false
-	}
-	cl.applyData(ch)
-	cl.entry = newEntry
-	return nil
-}
-
 // Release gives the job back untouched: its lock is removed (only if this
 // claim still owns the job) and another consumer may take it. It is worth
 // calling even after the claim's context ended: a session presumed lost may
@@ -298,25 +191,47 @@ func (cl *Claim) Release(ctx context.Context) error {
 	return nil
 }
 
-// ownLocks are the object locks among locks that this claim's session
-// holds and has not released: a commit releases them with a delete each
-// (unlockOps), as the claim's fence (its job lock, also this session's)
-// proves the session alive, and with it each lock still its own. Locks of
-// another session are left to their own Unlock.
-func (cl *Claim) ownLocks(locks []*ObjectLock) []*ObjectLock {
-	var own []*ObjectLock
-	for _, l := range locks {
-		if l != nil && l.sess == cl.hold.Live().ID && !l.released.Load() {
-			own = append(own, l)
-		}
+// RelyOnBatch makes the commits of an operator's claim rely on the job's
+// batch as the operator read it. A batch that does not exist (exists
+// false) is left alone: the job's references are not moved. With pinned,
+// the batch's status must still be at version when the claim commits, or
+// the commit is refused (ErrLocked): the move relies on the batch's
+// state as read.
+func (cl *Claim) RelyOnBatch(exists, pinned bool, version int32) {
+	if !exists {
+		cl.noBatch = true
+		return
 	}
-	return own
+	cl.batchPinned, cl.batchVersion = pinned, version
 }
 
-func unlockOps(locks []*ObjectLock) []any {
-	ops := make([]any, len(locks))
-	for i, l := range locks {
-		ops[i] = session.DeleteOp(l.path, -1)
+// Has reports whether the claim knows the job's data node name to exist
+// (read with the claim, or written through it).
+func (cl *Claim) Has(name string) bool { return cl.present[name] }
+
+// lockWatchAfter is how long a step runs before its lock node is watched.
+const lockWatchAfter = time.Second
+
+// watchLock ends the claim's context if its lock node disappears while the
+// session lives on (an operator or fsck removed it).
+func (cl *Claim) watchLock() {
+	for {
+		ok, _, ev, err := cl.c.z.WatchExists(cl.Context(), cl.c.p.Job(cl.ID()).Lock())
+		if err != nil {
+			return // session or claim ended: its context is already done
+		}
+		if !ok {
+			cl.hold.Lost(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
+			return
+		}
+		select {
+		case <-cl.Context().Done():
+			return
+		case e := <-ev:
+			if e.Type == zk.EventNodeDeleted {
+				cl.hold.Lost(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
+				return
+			}
+		}
 	}
-	return ops
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -80,7 +81,7 @@ func TestAClaimSeesDataAnotherWriterChangedWhileItWasClaiming(t *testing.T) {
 	zktest.WriteNode(t, raw, ids, `{"primary_id":"","local_id":["before"]}`)
 	lock := c.p.Job(jids[0]).Lock()
 	changed := false
-	c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+	c.cutMultis(func(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
 		for _, op := range ops {
 			if cr, ok := op.(*zk.CreateRequest); ok && cr.Path == lock && !changed {
 				changed = true

@@ -7,7 +7,6 @@
 package jobs
 
 import (
-	"context"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -54,13 +53,4 @@ type Reader struct {
 // NewReader returns a reader of the jobs of s's queue.
 func NewReader(s *session.Session) *Reader {
 	return &Reader{z: s.Nodes(), p: s.Paths(), log: s.Logger()}
-}
-
-// readDatas reads several nodes at once; a missing node's data is nil.
-func readDatas(ctx context.Context, z *session.Nodes, paths []string) ([][]byte, error) {
-	read, err := z.Read(ctx, paths)
-	if err != nil {
-		return nil, err
-	}
-	return session.Datas(read), nil
 }

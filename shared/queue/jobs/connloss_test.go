@@ -9,8 +9,10 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -30,11 +32,14 @@ func TestReleaseDuringAConnectionLossFreesTheJobOnceReconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess := a.s.ID()
+	releases := func() int64 { return requestCount(a, "multi.delete", "jobs/*/lock") }
+	before := releases()
 	proxy.Block()
 	released := make(chan error, 1)
 	go func() { released <- cl.Release(context.WithoutCancel(ctx)) }()
-	// The connection stays down a moment, well inside the session timeout.
-	time.Sleep(500 * time.Millisecond)
+	// The connection comes back once the release has been tried without
+	// it, well inside the session timeout.
+	waittest.True(t, 10*time.Second, "the release tried while the connection is down", func() bool { return releases() > before })
 	proxy.Unblock()
 	select {
 	case err := <-released:
@@ -78,14 +83,10 @@ func TestObjectUnlockAfterItsSessionEndedLeavesTheNextHoldersLock(t *testing.T) 
 	proxy.Block()
 	// B gets the lock once the server has expired A's session.
 	var lockB *jobs.ObjectLock
-	for lockB == nil {
-		if lockB, err = b.LockStorage(ctx, ark); err != nil && ctx.Err() != nil {
-			t.Fatalf("B never got the lock: %v", err)
-		}
-		if lockB == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waittest.Until(t, 30*time.Second, func() error {
+		lockB, err = b.LockStorage(ctx, ark)
+		return err
+	})
 	proxy.Unblock()
 	unlockCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -128,7 +129,7 @@ func TestMintingWhoseAnswerIsLostGivesOneIdentifier(t *testing.T) {
 				t.Fatal(err)
 			}
 			cut := false
-			c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+			c.cutMultis(func(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
 				// The write that records the minted id in the job.
 				minting := writes(ops, c.p.Job(cl.ID()).Node(queue.NodeIdentifiers))
 				if !minting || cut {
@@ -181,7 +182,7 @@ func TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept(t *testing.T) {
 	ctx := testCtx(t)
 	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	cut := false
-	c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+	c.cutMultis(func(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
 		claiming := writes(ops, c.p.Job(jids[0]).Lock())
 		if !claiming || cut {
 			return send(ops)
@@ -219,7 +220,7 @@ func TestClaimTakesTheDataAsItIsWhenTheLockIsTaken(t *testing.T) {
 	ctx := testCtx(t)
 	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
 	changed := false
-	c.cutMultis(func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+	c.cutMultis(func(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
 		claiming := writes(ops, c.p.Job(jids[0]).Lock())
 		if claiming && !changed {
 			changed = true
@@ -251,17 +252,30 @@ func TestRegisterWorkerWaitsForZooKeeperAtStart(t *testing.T) {
 	b := newClientAt(t, root)
 	ctx := testCtx(t)
 	// The registration's first write reaches the server; its answer is
-	// held, and the connection cut before it arrives.
+	// held, and the connection cut before it arrives. The connection
+	// comes back once the registration has been tried again without it.
 	proxy.SetDelay(zktest.Delay{}, zktest.Delay{Min: 2 * time.Second})
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		proxy.Block()
-		proxy.SetDelay(zktest.Delay{}, zktest.Delay{})
-		time.Sleep(time.Second)
-		proxy.Unblock()
-	}()
 	id := a.NewWorkerID("estimator")
-	reg, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: id, Service: "estimator", Stage: "Estimating"})
+	type registered struct {
+		reg *jobs.WorkerRegistration
+		err error
+	}
+	done := make(chan registered, 1)
+	go func() {
+		reg, err := a.RegisterWorker(ctx, &v1.WorkerInfo{Id: id, Service: "estimator", Stage: "Estimating"})
+		done <- registered{reg, err}
+	}()
+	writes := func() int64 {
+		return requestCount(a, "set", "workers/*") + requestCount(a, "multi.create", "workers/*")
+	}
+	waittest.True(t, 10*time.Second, "the registration's first write sent", func() bool { return writes() > 0 })
+	before := writes()
+	proxy.Block()
+	proxy.SetDelay(zktest.Delay{}, zktest.Delay{})
+	waittest.True(t, 10*time.Second, "the registration tried again while the connection is down", func() bool { return writes() > before })
+	proxy.Unblock()
+	r := <-done
+	reg, err := r.reg, r.err
 	if err != nil {
 		t.Fatalf("RegisterWorker while ZooKeeper is away: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -107,13 +108,14 @@ func TestReleasedJobWakesAWaitingConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan string, 1)
+	co := b.NewConsumer(queue.Pending, jobs.ConsumerOptions{})
 	go func() {
-		cl, err := b.NewConsumer(queue.Pending, jobs.ConsumerOptions{}).Next(ctx)
+		cl, err := co.Next(ctx)
 		if err == nil {
 			got <- cl.ID()
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // let B find the job locked
+	waittest.True(t, 20*time.Second, "B finds the job locked", func() bool { return co.WaitsForLock(jids[0]) })
 	if err := clA.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +190,7 @@ func TestAReleasedJobGoesToTheOtherWaitingConsumerFirst(t *testing.T) {
 				got <- cl
 			}
 		}()
-		waitFor(t, func() bool { // B found the job locked and waits for it
-			return coB.WaitsForLock(jids[0])
-		})
+		queuetest.Eventually(t, "B finds the job locked and waits for it", func() bool { return coB.WaitsForLock(jids[0]) })
 		if err := clA.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -449,17 +449,6 @@ func TestAPayloadRecordWrittenWithTheTakeIsReadByTheNextClaimAndKeepsWhySpawning
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
 	root := zktest.Root(t)
 	a, admin := newClientAt(t, root), newClientAt(t, root)
@@ -471,7 +460,7 @@ func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
 	reg.Update(func(w *v1.WorkerInfo) {
 		w.InFlight = append(w.InFlight, &v1.InFlightJob{JobId: "jid0000000001"})
 	})
-	waitFor(t, func() bool {
+	queuetest.Eventually(t, "the worker's entry says its job in flight", func() bool {
 		ws := workerEntries(t, admin)
 		return len(ws) == 1 && len(ws[0].GetInFlight()) == 1 && ws[0].GetService() == "estimator"
 	})
@@ -479,9 +468,7 @@ func TestWorkerEntryLivesAndDiesWithItsSession(t *testing.T) {
 		t.Error("a worker id with '/' was accepted")
 	}
 	a.Close() // the replica dies: its entry goes with its session
-	waitFor(t, func() bool {
-		return len(workerEntries(t, admin)) == 0
-	})
+	queuetest.Eventually(t, "the dead replica's entry gone", func() bool { return len(workerEntries(t, admin)) == 0 })
 }
 
 func TestMintFromCounterRecordsTheIDAtomicallyAndOnce(t *testing.T) {
@@ -667,7 +654,7 @@ func TestTakeOverCommitsWithoutKeepingWhileTheQueueIsPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	pause(t, c)
-	waitFor(t, func() bool { return c.PausedNow() })
+	queuetest.Eventually(t, "the client sees the queue paused", func() bool { return c.PausedNow() })
 	kept, err := c.NewConsumer(queue.Estimating, jobs.ConsumerOptions{}).TakeOver(ctx, cl, jobs.Change{To: queue.Estimating})
 	if err != nil || kept {
 		t.Fatalf("TakeOver while paused: %v, %v; want committed, not kept", kept, err)

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/batches"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -35,7 +36,7 @@ type client struct {
 	p queue.Paths
 	b *batches.Client
 	// multis stands between the session and the server for its multis
-	// (session.Options.SendMulti), once a test sets it (cutMultis).
+	// (multihook), once a test sets it (cutMultis).
 	multis *multiHook
 }
 
@@ -57,8 +58,7 @@ func connect(t testing.TB, opts session.Options) *client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	hook := &multiHook{}
-	opts.SendMulti = hook.send
-	s, err := session.Connect(ctx, opts)
+	s, err := session.Connect(multihook.With(ctx, hook.send), opts)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -72,14 +72,25 @@ func (c *client) Close() { c.s.Close() }
 // Requests are the requests the client's session has sent.
 func (c *client) Requests() []session.RequestCount { return c.s.Requests() }
 
+// requestCount is how many requests of op on nodes of kind node (as
+// session.RequestCount names them) c's session has sent.
+func requestCount(c *client, op, node string) int64 {
+	for _, r := range c.Requests() {
+		if r.Op == op && r.Node == node {
+			return r.Count
+		}
+	}
+	return 0
+}
+
 // multiHook sends a session's multis through a test's function, when one
 // is set; the session's own way otherwise.
 type multiHook struct {
 	mu sync.Mutex
-	f  func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error)
+	f  multihook.Hook
 }
 
-func (h *multiHook) send(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error) {
+func (h *multiHook) send(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
 	h.mu.Lock()
 	f := h.f
 	h.mu.Unlock()
@@ -93,7 +104,7 @@ func (h *multiHook) send(ops []any, send func([]any) ([]zk.MultiResponse, error)
 // through f, which gets the session's own way to send it: a test loses
 // answers with it, or applies a multi without telling, as a server that
 // goes away does.
-func (c *client) cutMultis(f func(ops []any, send func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error)) {
+func (c *client) cutMultis(f multihook.Hook) {
 	c.multis.mu.Lock()
 	c.multis.f = f
 	c.multis.mu.Unlock()

@@ -7,71 +7,14 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
-	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/session"
-	"google.golang.org/protobuf/proto"
 )
 
 // Identifier bookkeeping of ours, outside the spec's paths:
 //   /counters/<name>            decimal text: the last number reserved (see
 //                               nextNumber; each number goes to one job at most)
 //   /local-ids/<owner>/<local>  the ARK a depositor's local id is bound to
-
-// MintFromCounter gives the claimed job a primary id made from the next
-// number of a counter and records it in the job's identifiers (fenced by the
-// claim) before it returns: a step that restarts finds the id already there,
-// and a number is never used twice. It returns the id (the existing one if
-// the job has a primary id already).
-//
-// Numbers are reserved from the counter in blocks (counterBlock), so that
-// concurrent jobs do not race for the counter node: a job costs one write,
-// its identifiers. Numbers reserved by a client that stops are never used.
-func (cl *Claim) MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error) {
-	if err := queue.ValidName("counter", counter); err != nil {
-		return "", err
-	}
-	if id := cl.Job.GetIdentifiers().GetPrimaryId(); id != "" {
-		return id, nil
-	}
-	if err := cl.hold.Finish(); err != nil {
-		return "", err
-	}
-	c := cl.c
-	n, err := c.nextNumber(ctx, counter)
-	if err != nil {
-		return "", err
-	}
-	id := makeID(n)
-	ids := &v1.Identifiers{}
-	if cl.Job.GetIdentifiers() != nil {
-		ids = proto.Clone(cl.Job.GetIdentifiers()).(*v1.Identifiers)
-	}
-	ids.PrimaryId = id
-	idsPath := c.p.Job(cl.ID()).Node(queue.NodeIdentifiers)
-	// The number is this job's alone: after a lost answer the same id is
-	// written again, never a second number.
-	for attempt := 0; ; attempt++ {
-		err := cl.Update(ctx, Change{Identifiers: ids})
-		switch {
-		case err == nil:
-			return id, nil
-		case session.Retryable(err) && attempt < 3:
-			data, _, gerr := c.z.Get(ctx, idsPath)
-			if gerr != nil && !errors.Is(gerr, zk.ErrNoNode) {
-				return "", fmt.Errorf("minting for job %s: after %v: %w", cl.ID(), err, gerr)
-			}
-			if gerr == nil {
-				if got, derr := queue.DecodeIdentifiers(idsPath, data); derr == nil && got.GetPrimaryId() == id {
-					cl.applyData(Change{Identifiers: ids})
-					return id, nil
-				}
-			}
-		default:
-			return "", fmt.Errorf("minting %s for job %s: %w", id, cl.ID(), err)
-		}
-	}
-}
 
 // mintBlock is how many numbers a client reserves from a counter at a time:
 // one counter write per mintBlock jobs, and at most mintBlock-1 numbers

@@ -156,6 +156,13 @@ func (l *ObjectLock) Unlock(ctx context.Context) error {
 	return nil
 }
 
+// gone records the lock released by a commit: deleted with it, or found
+// gone already.
+func (l *ObjectLock) gone() {
+	l.released.Store(true)
+	l.c.s.Locks().Forget(l.own)
+}
+
 // unlock deletes the lock node if it is still this session's, at the
 // version read with its owner: a node gone, or made again since (another
 // session's), is not this lock any more.

@@ -174,7 +174,7 @@ func (c *Reader) readJobData(ctx context.Context, job *v1.Job, nodes []string, r
 	for i, n := range nodes {
 		ps[i] = c.p.Job(job.Id).Node(n)
 	}
-	datas, err := readDatas(ctx, c.z, ps)
+	datas, err := c.z.ReadData(ctx, ps)
 	if err != nil {
 		return jobRead{}, err
 	}
@@ -450,7 +450,7 @@ func (c *Reader) ReadJobs(ctx context.Context, jids []string) ([]*v1.Job, error)
 				paths = append(paths, c.p.Job(jid).Node(n))
 			}
 		}
-		datas, err := readDatas(ctx, c.z, paths)
+		datas, err := c.z.ReadData(ctx, paths)
 		if err != nil {
 			errs[k] = err
 			return

@@ -22,13 +22,13 @@ const removeChunk = 500
 // (queue.ErrLocked); so does one that moves meanwhile: each status is
 // deleted at the version read.
 func (c *Client) RemoveJobs(ctx context.Context, jids []string) ([]*v1.Job, error) {
-	var ops []any
+	var ops []session.Op
 	var jobs []*v1.Job
 	flush := func() error {
 		if len(ops) == 0 {
 			return nil
 		}
-		_, err := c.z.Multi(ctx, ops...)
+		err := c.z.Txn().Then(ops...).Commit(ctx)
 		ops = ops[:0]
 		if errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("a job changed while being deleted (%v): %w", err, queue.ErrLocked)
@@ -59,7 +59,7 @@ func (c *Client) RemoveJobs(ctx context.Context, jids []string) ([]*v1.Job, erro
 		jobs = append(jobs, job)
 		if job.Status != nil {
 			if e, err := c.r.findEntry(ctx, job.Status.GetStatus(), jid); err == nil {
-				ops = append(ops, session.DeleteOp(c.p.StateDir(job.Status.GetStatus())+"/"+e.Name, -1))
+				ops = append(ops, session.Delete(opEntry, c.p.StateDir(job.Status.GetStatus())+"/"+e.Name, -1))
 			}
 		} else {
 			// An unreadable status cannot say where the entry is: a
@@ -69,7 +69,7 @@ func (c *Client) RemoveJobs(ctx context.Context, jids []string) ([]*v1.Job, erro
 				return nil, err
 			}
 			for i, e := range found {
-				ops = append(ops, session.DeleteOp(c.p.StateDir(in[i])+"/"+e.Name, -1))
+				ops = append(ops, session.Delete(opEntry, c.p.StateDir(in[i])+"/"+e.Name, -1))
 			}
 		}
 		for _, n := range children {
@@ -77,9 +77,9 @@ func (c *Client) RemoveJobs(ctx context.Context, jids []string) ([]*v1.Job, erro
 			if n == queue.NodeStatus {
 				v = statusVersion
 			}
-			ops = append(ops, session.DeleteOp(c.p.Job(jid).Node(n), v))
+			ops = append(ops, session.Delete(opRemove, c.p.Job(jid).Node(n), v))
 		}
-		ops = append(ops, session.DeleteOp(c.p.Job(jid).Dir(), -1))
+		ops = append(ops, session.Delete(opRemove, c.p.Job(jid).Dir(), -1))
 		if len(ops) >= removeChunk {
 			if err := flush(); err != nil {
 				return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,25 +115,30 @@ func (c *Client) tryClaim(ctx context.Context, state queue.JobState, e entry, no
 	// commit. The data nodes read must still be as read: all but those
 	// written only with the job, and the priority, which is read only to
 	// mend it (the entry's priority orders the job).
-	var checks []any
+	var asRead []session.Guard
 	for i, r := range read[1:] {
 		if r.Stat != nil && !queue.WrittenOnce(nodes[i]) && nodes[i] != queue.NodePriority {
-			checks = append(checks, session.CheckOp(c.p.Job(jid).Node(nodes[i]), r.Stat.Version))
+			asRead = append(asRead, session.IfVersion(guardData, c.p.Job(jid).Node(nodes[i]), r.Stat.Version))
 		}
 	}
-	hold, err := c.s.Locks().Take(ctx, "job "+jid, lockPath, statusPath, data, stat.Version, checks...)
-	switch idx := session.FailedOp(err); {
-	case errors.Is(err, zk.ErrNodeExists):
+	hold, err := c.s.Locks().Take(ctx, "job "+jid, lockPath, statusPath, data, stat.Version, asRead...)
+	var refused *session.Refused
+	switch {
+	case err == nil:
+	case !errors.As(err, &refused):
+		return nil, fmt.Errorf("locking job %s: %w", jid, err)
+	case refused.Name == session.LockStep && refused.Exists():
 		ok, ls, lerr := c.z.Exists(ctx, lockPath)
 		if lerr != nil || !ok {
 			return nil, errBusy
 		}
 		return nil, c.busy(ctx, state, e, status, loadErr, stat, nodes, read, ls)
-	case idx >= 2 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+	case refused.Name == guardData:
 		return nil, errDataChanged
-	case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+	case refused.Name == session.StatusStep, refused.Name == session.LockStep && refused.Gone():
+		// The job moved on, or is gone (and its node with it).
 		return nil, errStale
-	case err != nil:
+	default:
 		return nil, fmt.Errorf("locking job %s: %w", jid, err)
 	}
 	cl := c.loadClaim(hold, e, state, status, loadErr, nodes, read)
@@ -214,11 +220,13 @@ func (c *Client) busy(ctx context.Context, state queue.JobState, e entry, status
 		next := proto.Clone(status).(*v1.JobStatus)
 		next.Message = queue.ForeignLockMessage + ": the lock was removed"
 		next.LastModified = queue.NowStamp()
-		_, err = c.z.Multi(ctx, session.SetOp(c.p.Job(e.JID).Status(), queue.RewriteJobStatus(read[0].Data, next, nil), stat.Version),
-			session.DeleteOp(c.p.Job(e.JID).Lock(), lockStat.Version))
+		err = c.z.Txn().Then(
+			session.Set(session.StatusStep, c.p.Job(e.JID).Status(), queue.RewriteJobStatus(read[0].Data, next, nil), stat.Version),
+			session.Delete(session.LockStep, c.p.Job(e.JID).Lock(), lockStat.Version)).Commit(ctx)
 	}
 	if err != nil {
-		if errors.Is(err, queue.ErrFenced) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+		var refused *session.Refused
+		if errors.Is(err, queue.ErrFenced) || errors.As(err, &refused) && (refused.Gone() || refused.Changed()) {
 			return errStale // the job changed meanwhile: look again
 		}
 		c.log.ErrorContext(ctx, "a job's lock is not a session's, and failing the job did not work", "job_id", e.JID, "error", err)
@@ -229,29 +237,97 @@ func (c *Client) busy(ctx context.Context, state queue.JobState, e entry, status
 	return errStale
 }
 
-// lockWatchAfter is how long a step runs before its lock node is watched.
-const lockWatchAfter = time.Second
+// ClaimJob takes the lock of one job by id, whatever its state. It fails
+// with ErrLocked when a consumer is working on the job and
+// ErrNotFound when there is no such job. Its claim is fenced exactly
+// like a stage's.
+func (c *Client) ClaimJob(ctx context.Context, jid string) (*Claim, error) {
+	return c.claimJob(ctx, jid, false)
+}
 
-// watchLock ends the claim's context if its lock node disappears while the
-// session lives on (an operator or fsck removed it).
-func (cl *Claim) watchLock() {
-	for {
-		ok, _, ev, err := cl.c.z.WatchExists(cl.Context(), cl.c.p.Job(cl.ID()).Lock())
+// ClaimForOperator is ClaimJob for an operator's move (package admin). A
+// job whose status node cannot be decoded is claimed too, in the state its
+// one entry names (the claim's StatusErr says why), so that it can be
+// failed or deleted. Its commits are an operator's: recorded as such in the
+// job's history, and refused (not turned into a failure) when the job's
+// batch is gone. Its claim is fenced as any other: taking the lock rewrites
+// the status as read, so a live session's lock refuses it and a status
+// changed since the read does too.
+func (c *Client) ClaimForOperator(ctx context.Context, jid string) (*Claim, error) {
+	cl, err := c.claimJob(ctx, jid, true)
+	if err != nil {
+		return nil, err
+	}
+	cl.byOperator = true
+	return cl, nil
+}
+
+// claimJob claims a job by id; with unreadable, one whose status cannot
+// be decoded too.
+func (c *Client) claimJob(ctx context.Context, jid string, unreadable bool) (*Claim, error) {
+	if !queue.ValidJobID(jid) {
+		return nil, fmt.Errorf("%w: %q is not a job id (jidNNNNNNNNNN)", queue.ErrInvalid, jid)
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		st, err := c.r.JobStatus(ctx, jid)
+		if unreadable && errors.Is(err, queue.ErrCorrupt) {
+			cl, cerr := c.claimUnreadable(ctx, jid, err)
+			if errors.Is(cerr, errStale) {
+				continue
+			}
+			return cl, cerr
+		}
 		if err != nil {
-			return // session or claim ended: its context is already done
+			return nil, err
 		}
-		if !ok {
-			cl.hold.Lost(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
-			return
-		}
-		select {
-		case <-cl.Context().Done():
-			return
-		case e := <-ev:
-			if e.Type == zk.EventNodeDeleted {
-				cl.hold.Lost(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
-				return
+		e, err := c.r.findEntry(ctx, st.GetStatus(), jid)
+		if errors.Is(err, queue.ErrCorrupt) {
+			// A job moving between the two reads looks the same as a
+			// corrupt one: only a status that stayed put is corrupt.
+			if now, rerr := c.r.JobStatus(ctx, jid); rerr == nil && !proto.Equal(now, st) {
+				continue
 			}
 		}
+		if err != nil {
+			return nil, err
+		}
+		cl, err := c.claimEntry(ctx, st.GetStatus(), entry{Entry: e}, queue.PartsAll, true)
+		switch {
+		case errors.Is(err, errBusy):
+			return nil, fmt.Errorf("job %s (%s): %w", jid, queue.JobStateName(st.GetStatus()), queue.ErrLocked)
+		case errors.Is(err, errStale):
+			continue // it moved between the two reads
+		}
+		return cl, err
 	}
+	return nil, fmt.Errorf("job %s: %w: it keeps changing state", jid, queue.ErrLocked)
+}
+
+// claimUnreadable claims a job whose status could not be decoded (why),
+// in the state of its one entry.
+func (c *Client) claimUnreadable(ctx context.Context, jid string, why error) (*Claim, error) {
+	found, in, err := c.r.scanEntries(ctx, jid)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) != 1 {
+		names := make([]string, len(in))
+		for i, s := range in {
+			names[i] = queue.JobStateName(s)
+		}
+		return nil, fmt.Errorf("%w; it has %d state entries (%s), so its state is unknown: run fsck", why, len(found), strings.Join(names, ", "))
+	}
+	cl, err := c.claimEntry(ctx, in[0], entry{Entry: found[0]}, queue.PartsAll, true)
+	switch {
+	case errors.Is(err, errBusy):
+		return nil, fmt.Errorf("job %s (%s, status unreadable): %w", jid, queue.JobStateName(in[0]), queue.ErrLocked)
+	case err != nil:
+		return nil, err
+	}
+	if cl.StatusErr == nil {
+		// Mended since it was read: claimed as any job is.
+		cl.Release(context.WithoutCancel(ctx))
+		return nil, errStale
+	}
+	return cl, nil
 }

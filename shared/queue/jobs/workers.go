@@ -46,7 +46,7 @@ type WorkerRegistration struct {
 // this client's own, so that the runners of one process (the processor
 // runs two) never share an entry.
 func (c *Client) NewWorkerID(service string) string {
-	return fmt.Sprintf("%s-%08x-%d", queue.ProcessName(service), c.workerNonce, c.workerSeq.Add(1))
+	return fmt.Sprintf("%s-%08x-%d", session.ProcessName(service), c.workerNonce, c.workerSeq.Add(1))
 }
 
 // registerRetry is how RegisterWorker's first write is tried again while

@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -224,17 +225,11 @@ func Status(t testing.TB, q *session.Session, jid string) *v1.JobStatus {
 	return st
 }
 
-// Eventually polls cond until it holds, failing the test with what after
+// Eventually waits until cond holds, failing the test with what after
 // Wait.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened within %s: %s", Wait, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waittest.True(t, Wait, what, cond)
 }
 
 // WaitState waits until the job is in state and returns it with all of its
@@ -242,21 +237,19 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // in instead.
 func WaitState(t testing.TB, q *session.Session, jid string, state queue.JobState) *v1.Job {
 	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for {
-		job, err := jobs.NewReader(q).GetJob(context.Background(), jid)
-		if err != nil {
+	var job *v1.Job
+	waittest.Until(t, Wait, func() error {
+		var err error
+		if job, err = jobs.NewReader(q).GetJob(context.Background(), jid); err != nil {
 			t.Fatal(err)
 		}
-		if job.GetStatus().GetStatus() == state {
-			return job
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is %s (%q), never %s", jid, queue.JobStateName(job.GetStatus().GetStatus()),
+		if job.GetStatus().GetStatus() != state {
+			return fmt.Errorf("%s is %s (%q), never %s", jid, queue.JobStateName(job.GetStatus().GetStatus()),
 				job.GetStatus().GetMessage(), queue.JobStateName(state))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return job
 }
 
 // CompleteBatch takes a batch whose jobs have all ended through Reporting

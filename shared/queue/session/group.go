@@ -166,7 +166,7 @@ const (
 func newMultiGroup(send func(ops []any) ([]zk.MultiResponse, error)) *multiGroup {
 	g := &multiGroup{send: send, cost: encodedSize, maxCalls: groupMaxCalls, maxCost: groupMaxBytes}
 	g.settle = func(batch []*groupCall[any, zk.MultiResponse], res []zk.MultiResponse, err error) []*groupCall[any, zk.MultiResponse] {
-		failed, total := FailedOp(multiError(res, err)), 0
+		failed, total := failedAt(res, err), 0
 		for _, mc := range batch {
 			total += len(mc.ops)
 		}

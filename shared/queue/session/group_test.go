@@ -10,44 +10,53 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
-// gated wraps send so that its first request waits for open, and the calls
-// made meanwhile queue up behind it; requests counts what it sends.
-func gated[Op, Res any](send func([]Op) ([]Res, error)) (_ func([]Op) ([]Res, error), open func(), requests *atomic.Int64) {
-	gate := make(chan struct{})
-	var once sync.Once
-	requests = &atomic.Int64{}
-	return func(ops []Op) ([]Res, error) {
-		if requests.Add(1) == 1 {
-			<-gate
-		}
-		return send(ops)
-	}, func() { once.Do(func() { close(gate) }) }, requests
+// gate holds the first request of a send it wraps until open, so that the
+// calls made meanwhile queue up behind it.
+type gate struct {
+	// requests counts what the send sent; held is closed once the first
+	// request waits at the gate.
+	requests atomic.Int64
+	held     chan struct{}
+	opened   chan struct{}
+	once     sync.Once
 }
 
+// gated wraps send in a gate.
+func gated[Op, Res any](send func([]Op) ([]Res, error)) (func([]Op) ([]Res, error), *gate) {
+	g := &gate{held: make(chan struct{}), opened: make(chan struct{})}
+	return func(ops []Op) ([]Res, error) {
+		if g.requests.Add(1) == 1 {
+			close(g.held)
+			<-g.opened
+		}
+		return send(ops)
+	}, g
+}
+
+// open lets the first request go, and every one after it.
+func (g *gate) open() { g.once.Do(func() { close(g.opened) }) }
+
 // gatedGroup is a multiGroup over s's connection, gated.
-func gatedGroup(s *Session) (g *multiGroup, open func(), requests *atomic.Int64) {
-	send, open, requests := gated(func(ops []any) ([]zk.MultiResponse, error) { return s.conn.Multi(ops...) })
-	return newMultiGroup(send), open, requests
+func gatedGroup(s *Session) (*multiGroup, *gate) {
+	send, gt := gated(func(ops []any) ([]zk.MultiResponse, error) { return s.conn.Multi(ops...) })
+	return newMultiGroup(send), gt
 }
 
 // waitQueued waits until n calls wait in g's queue.
 func waitQueued[Op, Res any](t *testing.T, g *requestGroup[Op, Res], n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waittest.Until(t, 10*time.Second, func() error {
 		g.mu.Lock()
 		queued := len(g.queue)
 		g.mu.Unlock()
-		if queued >= n {
-			return
+		if queued < n {
+			return fmt.Errorf("%d calls queued, want %d", queued, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want %d", queued, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
@@ -63,15 +72,13 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{"a", "b", "taken", "c", "d"}
-	g, open, requests := gatedGroup(s)
+	g, gt := gatedGroup(s)
 	first := make(chan error, 1)
 	go func() {
-		_, err := g.do(ctx, []any{s.nodes.CreateOp(base+"/first", nil, 0)})
+		_, err := g.do(ctx, []any{createReq(s, base+"/first", nil, 0)})
 		first <- err
 	}()
-	for requests.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-gt.held
 	errs := make([]error, len(names))
 	res := make([][]zk.MultiResponse, len(names))
 	var wg sync.WaitGroup
@@ -80,13 +87,13 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			res[i], errs[i] = g.do(ctx, []any{
-				s.nodes.CreateOp(base+"/"+name+"-x", nil, 0),
-				s.nodes.CreateOp(base+"/"+name, nil, 0),
+				createReq(s, base+"/"+name+"-x", nil, 0),
+				createReq(s, base+"/"+name, nil, 0),
 			})
 		}()
 	}
 	waitQueued(t, g, len(names))
-	open()
+	gt.open()
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -97,8 +104,8 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 		case name == "taken":
 			// Its own answer: the second of its operations failed, and
 			// nothing of it was applied.
-			if !errors.Is(multiError(res[i], errs[i]), zk.ErrNodeExists) || FailedOp(multiError(res[i], errs[i])) != 1 {
-				t.Errorf("%s: %v (operation %d), want %v at operation 1", name, errs[i], FailedOp(multiError(res[i], errs[i])), zk.ErrNodeExists)
+			if !errors.Is(errs[i], zk.ErrNodeExists) || failedAt(res[i], errs[i]) != 1 {
+				t.Errorf("%s: %v (operation %d), want %v at operation 1", name, errs[i], failedAt(res[i], errs[i]), zk.ErrNodeExists)
 			}
 			if ok, _, _ := s.conn.Exists(base + "/taken-x"); ok {
 				t.Errorf("%s: the failed call's first operation was applied", name)
@@ -111,7 +118,7 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 	}
 	// The first request alone, the five together, then (one of them having
 	// failed) the failed one alone and the four others together.
-	if got := requests.Load(); got != 4 {
+	if got := gt.requests.Load(); got != 4 {
 		t.Errorf("%d requests, want 4", got)
 	}
 }
@@ -123,15 +130,13 @@ func TestAMultiWithdrawnBeforeItIsSentIsNeverApplied(t *testing.T) {
 	if err := s.nodes.Ensure(ctx, base); err != nil {
 		t.Fatal(err)
 	}
-	g, open, requests := gatedGroup(s)
-	go g.do(ctx, []any{s.nodes.CreateOp(base+"/first", nil, 0)})
-	for requests.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	g, gt := gatedGroup(s)
+	go g.do(ctx, []any{createReq(s, base+"/first", nil, 0)})
+	<-gt.held
 	callCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := g.do(callCtx, []any{s.nodes.CreateOp(base+"/withdrawn", nil, 0)})
+		_, err := g.do(callCtx, []any{createReq(s, base+"/withdrawn", nil, 0)})
 		done <- err
 	}()
 	waitQueued(t, g, 1)
@@ -139,9 +144,9 @@ func TestAMultiWithdrawnBeforeItIsSentIsNeverApplied(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("withdrawn call: %v, want %v", err, context.Canceled)
 	}
-	open()
+	gt.open()
 	// A later call is answered only after the queue was worked through.
-	if _, err := g.do(ctx, []any{s.nodes.CreateOp(base+"/after", nil, 0)}); err != nil {
+	if _, err := g.do(ctx, []any{createReq(s, base+"/after", nil, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, _ := s.conn.Exists(base + "/withdrawn"); ok {
@@ -169,33 +174,36 @@ func TestGroupingKeepsEachRequestUnderItsLimits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g, open, requests := gatedGroup(s)
-			go g.do(ctx, []any{s.nodes.CreateOp(fmt.Sprintf("%s/%d-first", base, tc.calls), nil, 0)})
-			for requests.Load() == 0 {
-				time.Sleep(time.Millisecond)
-			}
+			g, gt := gatedGroup(s)
+			go g.do(ctx, []any{createReq(s, fmt.Sprintf("%s/%d-first", base, tc.calls), nil, 0)})
+			<-gt.held
 			var wg sync.WaitGroup
 			errs := make([]error, tc.calls)
 			for i := range tc.calls {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, errs[i] = g.do(ctx, []any{s.nodes.CreateOp(fmt.Sprintf("%s/%d-%d", base, tc.calls, i), make([]byte, tc.dataBytes), 0)})
+					_, errs[i] = g.do(ctx, []any{createReq(s, fmt.Sprintf("%s/%d-%d", base, tc.calls, i), make([]byte, tc.dataBytes), 0)})
 				}()
 			}
 			if tc.calls > 1 {
 				waitQueued(t, g, tc.calls)
 			}
-			open()
+			gt.open()
 			wg.Wait()
 			for i, err := range errs {
 				if err != nil {
 					t.Errorf("call %d: %v", i, err)
 				}
 			}
-			if got := requests.Load() - 1; got != tc.want {
+			if got := gt.requests.Load() - 1; got != tc.want {
 				t.Errorf("%d requests after the first, want %d", got, tc.want)
 			}
 		})
 	}
+}
+
+// createReq is a multi's creation of path with the session's ACL.
+func createReq(s *Session, path string, data []byte, flags int32) *zk.CreateRequest {
+	return &zk.CreateRequest{Path: path, Data: data, Acl: s.nodes.acl, Flags: flags}
 }

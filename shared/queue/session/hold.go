@@ -33,48 +33,55 @@ type Hold struct {
 	// settled: the hold ended with its item committed or given back, not
 	// lost (whoever handed it out need not look for the item again).
 	settled bool
+	// lost is why the hold lost its item (a change refused by its fence,
+	// its lock node removed): what a change tried after it is told.
+	lost error
 }
 
 // errFinished ends a hold's context when it ends.
 var errFinished = errors.New("claim finished")
 
-// Take takes an item in the current session: in one multi, its lock node
-// (ephemeral) is created and its status rewritten as read (status, at
-// version), with checks (further operations: the data nodes read must be
-// as read). what names the item in errors. The error is the multi's
-// (FailedOp tells which operation refused it), or ErrNoSession.
+// Take takes an item in the current session: in one Txn, its lock node
+// (ephemeral, LockStep) is created and its status rewritten as read
+// (StatusStep: status, at version), under guards (the data nodes read
+// must be as read). what names the item in errors. The error is the Txn's
+// *Refused (by LockStep: another holds the item; by StatusStep: it moved
+// on; by a guard: as the guard says), or ErrNoSession.
 //
 // The lock is booked before the request goes: an answer lost on the way
 // is looked into (the lock node this session's is a claim taken), and a
 // lock that may have been created is deleted later, not left to hold the
 // item while nobody works on it.
-func (b *LockBook) Take(ctx context.Context, what, lockPath, statusPath string, status []byte, version int32, checks ...any) (*Hold, error) {
+func (b *LockBook) Take(ctx context.Context, what, lockPath, statusPath string, status []byte, version int32, guards ...Guard) (*Hold, error) {
 	live, err := b.s.Current()
 	if err != nil {
 		return nil, err
 	}
 	h := b.newHold(what, statusPath, lockPath, live, version+1)
 	h.lock = b.Book(lockPath, h.ctx)
-	ops := append([]any{b.s.nodes.CreateOp(lockPath, nil, zk.FlagEphemeral), SetOp(statusPath, status, version)}, checks...)
-	_, err = b.s.nodes.Multi(ctx, ops...)
+	err = b.s.nodes.Txn().
+		Then(Create(LockStep, lockPath, nil, zk.FlagEphemeral), Set(StatusStep, statusPath, status, version)).
+		If(guards...).
+		Commit(ctx)
 	if Retryable(err) && b.Owns(ctx, lockPath, live.ID) {
 		// Applied, its answer lost with the connection: the item is ours.
 		// Dropped, its lock would hold the item for as long as this
 		// session lives, with nobody working on it.
 		err = nil
 	}
-	if err != nil {
-		h.cancel(err)
-		if errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
-			b.Forget(h.lock) // refused: nothing was created
-		} else {
-			// Perhaps applied, its answer lost: a lock of this session
-			// would hold the item with nobody working on it.
-			b.Leave(h.lock)
-		}
-		return nil, err
+	var refused *Refused
+	switch {
+	case err == nil:
+		return h, nil
+	case errors.As(err, &refused):
+		b.Forget(h.lock) // refused: nothing was created
+	default:
+		// Perhaps applied, its answer lost: a lock of this session
+		// would hold the item with nobody working on it.
+		b.Leave(h.lock)
 	}
-	return h, nil
+	h.cancel(err)
+	return nil, err
 }
 
 // Fence is a hold on an item whose status this session read at version
@@ -113,24 +120,15 @@ func (h *Hold) Moved() {
 	h.mu.Unlock()
 }
 
-// Fences are the operations that open every multi made under the hold:
-// the status at the version it owns (written as status when not nil,
-// checked otherwise), then the lock's presence. A multi that fails on
-// either lost the item (Fenced).
-func (h *Hold) Fences(status []byte) []any {
-	v := h.Version()
-	first := any(CheckOp(h.statusPath, v))
-	if status != nil {
-		first = SetOp(h.statusPath, status, v)
-	}
-	return []any{first, CheckOp(h.lockPath, -1)}
-}
-
-// Finish refuses a change under a hold that has ended, or whose session
-// is gone (ErrFenced).
+// Finish refuses a change under a hold that is lost (ErrFenced: its lock
+// or session gone, or a change refused by its fence), or that has ended:
+// a change tried then would be refused, and need not be sent.
 func (h *Hold) Finish() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.lost != nil {
+		return h.lost
+	}
 	if h.done {
 		return fmt.Errorf("%s: claim already finished", h.what)
 	}
@@ -182,6 +180,11 @@ func (h *Hold) Settle() {
 // as long as this session lives.
 func (h *Hold) Fenced(ctx context.Context) {
 	h.b.LetGo(ctx, h.lock)
+	h.mu.Lock()
+	if h.lost == nil {
+		h.lost = fmt.Errorf("%s: %w: its status moved on", h.what, queue.ErrFenced)
+	}
+	h.mu.Unlock()
 	h.End()
 }
 
@@ -189,6 +192,11 @@ func (h *Hold) Fenced(ctx context.Context) {
 // operator or fsck removed it), and with it the item.
 func (h *Hold) Lost(why error) {
 	h.b.Forget(h.lock)
+	h.mu.Lock()
+	if h.lost == nil && errors.Is(why, queue.ErrFenced) {
+		h.lost = why
+	}
+	h.mu.Unlock()
 	h.cancel(why)
 }
 
@@ -216,10 +224,10 @@ func (h *Hold) Release(ctx context.Context) error {
 	defer context.AfterFunc(h.live.ctx, func() { stop(errSessionEnded) })()
 	var last error
 	_, err := releaseRetry().Do(wait, Retryable, func(attempt int) error {
-		_, err := h.b.s.nodes.Multi(ctx, CheckOp(h.statusPath, h.Version()), DeleteOp(h.lockPath, -1))
+		err := h.Txn(nil).ReleaseLock().send(ctx)
 		// After a lost answer the lock may be gone already: with the status
 		// unchanged, the item is free all the same.
-		if err != nil && attempt > 1 && FailedOp(err) == 1 && errors.Is(err, zk.ErrNoNode) {
+		if r, ok := RefusedBy(err, LockStep); ok && r.Gone() && attempt > 1 {
 			return nil
 		}
 		last = err

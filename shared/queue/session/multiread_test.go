@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -74,16 +73,14 @@ func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 	ctx := testCtx(t)
 	const callers, each = 10, 3
 	nodes := dataNodes(t, s, "read-group", callers*each)
-	send, open, requests := gated(s.conn.MultiRead)
+	send, gt := gated(s.conn.MultiRead)
 	s.nodes.reads = newReadGroup(send, s.nodes.reads.maxCost)
 	first := make(chan error, 1)
 	go func() {
 		_, err := s.nodes.Read(ctx, nodes[:1])
 		first <- err
 	}()
-	for requests.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-gt.held
 	var wg sync.WaitGroup
 	for k := range callers {
 		wg.Add(1)
@@ -107,12 +104,12 @@ func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 		}()
 	}
 	waitQueued(t, s.nodes.reads, callers)
-	open()
+	gt.open()
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if got := requests.Load(); got != 2 {
+	if got := gt.requests.Load(); got != 2 {
 		t.Errorf("%d requests, want 2: the first alone, the %d callers behind it together", got, callers)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
@@ -29,13 +30,12 @@ type Nodes struct {
 	ensured sync.Map
 }
 
-func newNodes(s *Session, acl []zk.ACL, maxResponse int, ungrouped bool,
-	sendMulti func([]any, func([]any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error)) *Nodes {
+func newNodes(s *Session, acl []zk.ACL, maxResponse int, ungrouped bool, hook multihook.Hook) *Nodes {
 	n := &Nodes{s: s, conn: s.conn, acl: acl}
 	send := func(ops []any) ([]zk.MultiResponse, error) { return n.conn.Multi(ops...) }
-	if sendMulti != nil {
+	if hook != nil {
 		own := send
-		send = func(ops []any) ([]zk.MultiResponse, error) { return sendMulti(ops, own) }
+		send = func(ops []any) ([]zk.MultiResponse, error) { return hook(ops, own) }
 	}
 	n.group = newMultiGroup(send)
 	n.reads = newReadGroup(n.conn.MultiRead, maxResponse)
@@ -194,6 +194,16 @@ func (n *Nodes) readEach(ctx context.Context, paths []string) ([]Node, error) {
 	return out, nil
 }
 
+// ReadData reads several nodes at once, as Read does, and returns their
+// data (nil where a node is missing).
+func (n *Nodes) ReadData(ctx context.Context, paths []string) ([][]byte, error) {
+	read, err := n.Read(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	return Datas(read), nil
+}
+
 // Datas are the data of read (nil where a node is missing).
 func Datas(read []Node) [][]byte {
 	out := make([][]byte, len(read))
@@ -275,75 +285,23 @@ func (n *Nodes) Sync(ctx context.Context, path string) error {
 	return err
 }
 
-// Multi runs ops atomically, grouped with the multis other callers send
-// meanwhile. It is not retried: after a connection loss the caller must
-// find out whether it was applied. A failed operation's index is
-// FailedOp(err).
-func (n *Nodes) Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
-	res, err := n.group.do(ctx, ops)
-	if err != nil {
-		return res, multiError(res, err)
-	}
-	return res, nil
-}
-
-// MultiAlone is Multi sent as a request of its own, now: a large one (a
-// reservation of many ids) that would only hold others back.
-func (n *Nodes) MultiAlone(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
-	res, err := call(ctx, func() ([]zk.MultiResponse, error) { return n.group.send(ops) })
-	if err != nil {
-		return res, multiError(res, err)
-	}
-	return res, nil
-}
-
-// multiError names the operation of a multi that failed, which go-zookeeper
-// reports only per operation.
-func multiError(res []zk.MultiResponse, err error) error {
-	for i, r := range res {
-		// Operations that did not fail themselves report "runtime inconsistency" (-2).
-		if r.Error != nil && !inconsistent(r.Error) {
-			return &opError{index: i, err: r.Error}
-		}
-	}
-	return err
-}
-
-// opError is the failing operation of a multi.
-type opError struct {
-	index int
-	err   error
-}
-
-func (e *opError) Error() string { return fmt.Sprintf("operation %d: %v", e.index, e.err) }
-func (e *opError) Unwrap() error { return e.err }
-
-// FailedOp is the index of the operation that failed a multi (-1 when the
-// multi failed as a whole).
-func FailedOp(err error) int {
-	var oe *opError
-	if errors.As(err, &oe) {
-		return oe.index
-	}
-	return -1
-}
-
-// Create creates a node with the session's ACL, in a multi of one
+// Create creates a node with the session's ACL, as a Txn of one
 // operation: it goes to the server in one request with the multis of other
 // callers (a write request costs the server a proposal and a log append
 // however many operations it holds). It returns the node's path (a
-// sequential node's, numbered).
+// sequential node's, numbered); refused, a *Refused named by path.
 func (n *Nodes) Create(ctx context.Context, path string, data []byte, flags int32) (string, error) {
-	res, err := n.Multi(ctx, n.CreateOp(path, data, flags))
-	if err != nil {
+	t := n.Txn().Then(Create(path, path, data, flags))
+	if err := t.Commit(ctx); err != nil {
 		return "", err
 	}
-	return res[0].String, nil
+	return t.Created(path)[0], nil
 }
 
 // Set writes a node's data at version (-1: any); not retried.
 func (n *Nodes) Set(ctx context.Context, path string, data []byte, version int32) (*zk.Stat, error) {
-	return call(ctx, func() (*zk.Stat, error) { return n.conn.Set(path, data, version) })
+	st, err := call(ctx, func() (*zk.Stat, error) { return n.conn.Set(path, data, version) })
+	return st, denied(err)
 }
 
 // Delete deletes a node at version (-1: any), retried across connection
@@ -351,7 +309,7 @@ func (n *Nodes) Set(ctx context.Context, path string, data []byte, version int32
 // again.
 func (n *Nodes) Delete(ctx context.Context, path string, version int32) error {
 	_, err := retry(ctx, func() (struct{}, error) { return struct{}{}, n.conn.Delete(path, version) })
-	return err
+	return denied(err)
 }
 
 // Ensure creates path if it is missing (idempotent, so retried). It looks
@@ -386,27 +344,7 @@ func (n *Nodes) ensureWith(ctx context.Context, path string, acl []zk.ACL) error
 		}
 		return s, err
 	})
-	return err
-}
-
-// CreateOp is a multi's creation of path, with the session's ACL.
-func (n *Nodes) CreateOp(path string, data []byte, flags int32) *zk.CreateRequest {
-	return &zk.CreateRequest{Path: path, Data: data, Acl: n.acl, Flags: flags}
-}
-
-// SetOp is a multi's write of path at version (-1: any).
-func SetOp(path string, data []byte, version int32) *zk.SetDataRequest {
-	return &zk.SetDataRequest{Path: path, Data: data, Version: version}
-}
-
-// DeleteOp is a multi's deletion of path at version (-1: any).
-func DeleteOp(path string, version int32) *zk.DeleteRequest {
-	return &zk.DeleteRequest{Path: path, Version: version}
-}
-
-// CheckOp is a multi's check that path is at version (-1: exists).
-func CheckOp(path string, version int32) *zk.CheckVersionRequest {
-	return &zk.CheckVersionRequest{Path: path, Version: version}
+	return denied(err)
 }
 
 // probeMultiRead finds out whether the server answers multiRead: a server

@@ -175,7 +175,7 @@ func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		c.stats.add("multi."+opName(op), opPath(op))
 	}
 	res, err := c.wire.multiWrite(ops)
-	if i := FailedOp(multiError(res, err)); i >= 0 && i < len(ops) {
+	if i := failedAt(res, err); i >= 0 && i < len(ops) {
 		// A multi refused costs the server about what one applied does (it
 		// is logged, its operations as errors), and a grouped one is sent
 		// again: what made it fail is worth counting.

@@ -66,7 +66,7 @@ func TestAServerThatHungIsPassedOverForASessionTimeout(t *testing.T) {
 		if want := []string{b, c, b, c}; !slices.Equal(got, want) {
 			t.Fatalf("servers tried after %s hung: %v, want %v", a, got, want)
 		}
-		time.Sleep(4 * time.Second)
+		time.Sleep(4 * time.Second) // synctest's time: a session timeout passes
 		if got := next(t, r); got != a {
 			t.Fatalf("after a session timeout the hung server is tried again in its turn; got %s, want %s", got, a)
 		}
@@ -80,7 +80,7 @@ func TestWhenEveryServerHungTheOneWhosePassEndsFirstIsTried(t *testing.T) {
 		r, order := ring(t, 4*time.Second)
 		for i, addr := range []string{order[1], order[2], order[0]} {
 			if i > 0 {
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // synctest's time: each passed over a moment after the other
 			}
 			r.silent(addr, false)
 		}
@@ -137,7 +137,7 @@ func TestAttemptsComeQuicklyForASessionTimeoutThenInGoZookeepersRounds(t *testin
 			addr, round := r.Next()
 			if round {
 				rounds = append(rounds, i)
-				time.Sleep(time.Second) // go-zookeeper's pause before a round
+				time.Sleep(time.Second) // synctest's time: go-zookeeper's pause before a round
 			}
 			if _, err := r.begin(addr); err != nil {
 				t.Fatal(err)

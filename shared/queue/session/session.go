@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
 )
 
 // Options configure a Session.
@@ -59,10 +60,6 @@ type Options struct {
 	// OnStateChange, if set, is called after each state change committed
 	// in this session (metrics count them). It must not block.
 	OnStateChange func(queue.StateChange)
-	// SendMulti, if set, sends each multi request in place of the session
-	// (send is the session's own way): a test loses answers with it, or
-	// applies a multi without telling, as a server that goes away does.
-	SendMulti func(ops []any, send func(ops []any) ([]zk.MultiResponse, error)) ([]zk.MultiResponse, error)
 }
 
 // Session is one ZooKeeper session's view of the queue. It is safe for
@@ -126,7 +123,7 @@ func Connect(ctx context.Context, opts Options) (*Session, error) {
 		opts.MaxResponseBytes = 64 << 20
 	}
 	if opts.Worker == "" {
-		opts.Worker = queue.ProcessName("")
+		opts.Worker = ProcessName("")
 	}
 	s := &Session{
 		p:              p,
@@ -160,7 +157,9 @@ func Connect(ctx context.Context, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("connecting to ZooKeeper %v: %w", opts.Servers, err)
 	}
 	s.conn = &countingConn{Conn: conn, wire: w, stats: &requestStats{root: p.Root(), n: map[requestKey]int64{}}}
-	s.nodes = newNodes(s, acl, opts.MaxResponseBytes, opts.Ungrouped, opts.SendMulti)
+	// The queue's own tests may stand between the session and the server
+	// for its multis (multihook).
+	s.nodes = newNodes(s, acl, opts.MaxResponseBytes, opts.Ungrouped, multihook.From(ctx))
 	s.locks = newLockBook(s)
 	if opts.Auth != "" {
 		// Queued before the session exists, sent first on every (re)connect.

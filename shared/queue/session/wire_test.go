@@ -253,7 +253,7 @@ func TestAnIdleConnectionIsPingedEveryPeriodAndABusyOneNot(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go w.keepAlive(ctx, time.Second)
-		time.Sleep(3500 * time.Millisecond)
+		time.Sleep(3500 * time.Millisecond) // synctest's time: an idle connection for 3.5 s
 		if n := len(frames); n != 3 {
 			t.Fatalf("%d frames in 3.5s of an idle connection, want 3 pings", n)
 		}
@@ -266,7 +266,7 @@ func TestAnIdleConnectionIsPingedEveryPeriodAndABusyOneNot(t *testing.T) {
 		// An answer of go-zookeeper's every 400ms: the connection is not idle.
 		for range 10 {
 			server.Write(answer(7, 50, 0, nil))
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(400 * time.Millisecond) // synctest's time
 		}
 		if n := len(frames); n != 0 {
 			t.Fatalf("%d pings on a connection answering every 400ms, want none", n)

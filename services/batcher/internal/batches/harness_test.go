@@ -3,6 +3,7 @@ package batches
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +27,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/telemetry"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -224,36 +226,32 @@ func (h *harness) submit(profileName, payloadURL string, t v1.PayloadType) strin
 // saying so, and returns it.
 func (h *harness) waitForRoom(bid string) *v1.Batch {
 	h.t.Helper()
-	b := h.waitBatch(bid, queue.BatchPending)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(b.GetStatus().GetMessage(), "waiting for room"); {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("batch %s never said it waits for room: %v", bid, b.GetStatus())
+	var b *v1.Batch
+	waittest.Until(h.t, 30*time.Second, func() error {
+		if b = h.waitBatch(bid, queue.BatchPending); !strings.Contains(b.GetStatus().GetMessage(), "waiting for room") {
+			return fmt.Errorf("batch %s never said it waits for room: %v", bid, b.GetStatus())
 		}
-		time.Sleep(20 * time.Millisecond)
-		b = h.waitBatch(bid, queue.BatchPending)
-	}
+		return nil
+	})
 	return b
 }
 
 // waitBatch waits until the batch is in state (and unlocked) and returns it.
 func (h *harness) waitBatch(bid string, state queue.BatchState) *v1.Batch {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last *v1.Batch
-	for time.Now().Before(deadline) {
-		b, err := batches.New(h.q).GetBatch(context.Background(), bid)
-		if err != nil {
+	var b *v1.Batch
+	waittest.Until(h.t, 30*time.Second, func() error {
+		var err error
+		if b, err = batches.New(h.q).GetBatch(context.Background(), bid); err != nil {
 			h.t.Fatal(err)
 		}
-		if b.GetStatus().GetStatus() == state && !b.GetLocked() {
-			return b
+		if b.GetStatus().GetStatus() != state || b.GetLocked() {
+			return fmt.Errorf("batch %s is %s (%q, locked %v), want %s", bid, queue.BatchStateName(b.GetStatus().GetStatus()),
+				b.GetStatus().GetMessage(), b.GetLocked(), queue.BatchStateName(state))
 		}
-		last = b
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatalf("batch %s is %s (%q, locked %v), want %s", bid, queue.BatchStateName(last.GetStatus().GetStatus()),
-		last.GetStatus().GetMessage(), last.GetLocked(), queue.BatchStateName(state))
-	return nil
+		return nil
+	})
+	return b
 }
 
 // jobs returns the batch's jobs in batch-entry order, with their manifests.

@@ -17,6 +17,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 // spawnBatch creates a Processing batch of n jobs, all created, as a
@@ -108,17 +109,17 @@ func (h *harness) failPending(n int, msg string) {
 // updateMail waits for the first update report mailed for bid.
 func updateMail(t *testing.T, h *harness, bid string) smtptest.Message {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var found smtptest.Message
+	waittest.True(t, 30*time.Second, "an update report of "+bid+" mailed", func() bool {
 		for _, m := range h.smtp.Messages() {
 			if strings.HasPrefix(m.Header.Get("Message-ID"), "<"+bid+"-report-after-") {
-				return m
+				found = m
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no update report of %s mailed", bid)
-	return smtptest.Message{}
+		return false
+	})
+	return found
 }
 
 // TestABatchTooLargeForOneReportNodeIsReportedAndUpdated: 58,000 jobs, of

@@ -19,6 +19,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 // rowsManifest is a manifest of manifests of n rows, listed in the order
@@ -444,15 +445,13 @@ func TestAHalfSpawnedBatchTakenWithoutARecordedReadingStopsWhenItsRowsMoved(t *t
 	h.dep.put(path, rowsManifest(n, reversed(n)))
 
 	h.start()
-	deadline := time.Now().Add(30 * time.Second)
-	b := h.waitBatch(bid, queue.BatchProcessing)
-	for !strings.Contains(b.GetStatus().GetMessage(), "changed") {
-		if time.Now().After(deadline) {
-			t.Fatalf("batch %s says %q; want it to say its payload changed", bid, b.GetStatus().GetMessage())
+	var b *v1.Batch
+	waittest.Until(t, 30*time.Second, func() error {
+		if b = h.waitBatch(bid, queue.BatchProcessing); !strings.Contains(b.GetStatus().GetMessage(), "changed") {
+			return fmt.Errorf("batch %s says %q; want it to say its payload changed", bid, b.GetStatus().GetMessage())
 		}
-		time.Sleep(20 * time.Millisecond)
-		b = h.waitBatch(bid, queue.BatchProcessing)
-	}
+		return nil
+	})
 	msg := b.GetStatus().GetMessage()
 	for _, want := range []string{u, "row 0", h.dep.url("/obj0000.checkm"), h.dep.url(fmt.Sprintf("/obj%04d.checkm", n-1))} {
 		if !strings.Contains(msg, want) {

@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/telemetry"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 const objectManifest = `#%checkm_0.7
@@ -370,11 +371,14 @@ func TestAPausedQueueTakesNoBatchUntilUnpaused(t *testing.T) {
 	}
 	h.start()
 	bid := h.submit("demo", h.dep.url("/a.pdf"), v1.PayloadType_PAYLOAD_TYPE_FILE)
-	// The batcher sees the batch through its feed; give it the time to act.
-	time.Sleep(time.Second)
-	if b, _ := batches.New(h.q).GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchPending {
-		t.Fatalf("batch is %s while the queue is paused, want Pending", b.GetStatus().GetStatus())
-	}
+	// The batcher sees the batch through its feed: in the time it has to
+	// act, it leaves the batch alone.
+	waittest.Stays(t, time.Second, func() error {
+		if b, _ := batches.New(h.q).GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchPending {
+			return fmt.Errorf("batch is %s while the queue is paused, want Pending", b.GetStatus().GetStatus())
+		}
+		return nil
+	})
 	if err := admin.New(h.q).Queue.Unpause(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -394,17 +398,17 @@ func body(t *testing.T, m smtptest.Message) string {
 // reportMail waits for the mail with Message-ID <key@localhost>.
 func reportMail(t *testing.T, h *harness, key string) smtptest.Message {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	var found smtptest.Message
+	waittest.True(t, 30*time.Second, "mail "+key+" arrived", func() bool {
 		for _, m := range h.smtp.Messages() {
 			if m.Header.Get("Message-ID") == "<"+key+"@localhost>" {
-				return m
+				found = m
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no mail %s arrived", key)
-	return smtptest.Message{}
+		return false
+	})
+	return found
 }
 
 func TestABatchWhoseJobsAllCompleteIsReportedCompletedAndMailed(t *testing.T) {
@@ -473,10 +477,12 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	}
 	h.resume(jobs[1].GetId(), "ark:/99999/fk4diary")
 	// A requeued job that ends does not report the Failed batch again.
-	time.Sleep(300 * time.Millisecond)
-	if b, _ := batches.New(h.q).GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchFailed {
-		t.Fatalf("batch is %s before update-reporting, want Failed", b.GetStatus().GetStatus())
-	}
+	waittest.Stays(t, 300*time.Millisecond, func() error {
+		if b, _ := batches.New(h.q).GetBatch(ctx, bid); b.GetStatus().GetStatus() != queue.BatchFailed {
+			return fmt.Errorf("batch is %s before update-reporting, want Failed", b.GetStatus().GetStatus())
+		}
+		return nil
+	})
 	if _, err := admin.New(h.q).Batches.UpdateReport(ctx, bid); err != nil {
 		t.Fatal(err)
 	}
@@ -486,18 +492,14 @@ func TestAFailedJobRequeuedAndCompletedIsListedInTheUpdateReport(t *testing.T) {
 	}
 	key := bid + "-report-after-"
 	var second smtptest.Message
-	deadline := time.Now().Add(30 * time.Second)
-	for second.Data == nil && time.Now().Before(deadline) {
+	waittest.True(t, 30*time.Second, "an update report mailed", func() bool {
 		for _, m := range h.smtp.Messages() {
 			if strings.HasPrefix(m.Header.Get("Message-ID"), "<"+key) {
 				second = m
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if second.Data == nil {
-		t.Fatal("no update report mailed")
-	}
+		return second.Data != nil
+	})
 	text := body(t, second)
 	for _, want := range []string{"Update report on ingestq batch " + bid, "Completed since the last report (1):", jobs[1].GetId() + "  ark:/99999/fk4diary"} {
 		if !strings.Contains(text, want) {
@@ -520,24 +522,20 @@ func TestAReportIsMailedOnceTheMailServerAcceptsAgain(t *testing.T) {
 	jobs := h.jobs(bid)
 	h.finish(jobs[0].GetId(), "ark:/99999/fk4a", "")
 	// The batch waits in Reporting while the server refuses.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, err := batches.New(h.q).GetBatch(context.Background(), bid)
-		if err != nil {
-			t.Fatal(err)
+	reporting := func(why string) func() error {
+		return func() error {
+			b, err := batches.New(h.q).GetBatch(context.Background(), bid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := b.GetStatus().GetStatus(); s != queue.BatchReporting {
+				return fmt.Errorf("batch is %s, want Reporting %s", queue.BatchStateName(s), why)
+			}
+			return nil
 		}
-		if b.GetStatus().GetStatus() == queue.BatchReporting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("batch is %s, want Reporting while mail is refused", b.GetStatus().GetStatus())
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if b, _ := batches.New(h.q).GetBatch(context.Background(), bid); b.GetStatus().GetStatus() != queue.BatchReporting {
-		t.Fatalf("batch left Reporting (%s) without its report being mailed", b.GetStatus().GetStatus())
-	}
+	waittest.Until(t, 30*time.Second, reporting("while mail is refused"))
+	waittest.Stays(t, 200*time.Millisecond, reporting("until its report is mailed"))
 	h.smtp.Refuse(false)
 	h.waitBatch(bid, queue.BatchCompleted)
 	reportMail(t, h, bid+"-report")
@@ -579,17 +577,12 @@ func TestAHalfSpawnedBatchIsFinishedByAnotherBatcherWithoutDuplicates(t *testing
 	// A second batcher finishes it.
 	h.cfg.Chunk = 7
 	h.start()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b := h.waitBatch(bid, queue.BatchProcessing)
-		if b.GetCounts().GetProcessing() == n {
-			break
+	waittest.Until(t, 30*time.Second, func() error {
+		if b := h.waitBatch(bid, queue.BatchProcessing); b.GetCounts().GetProcessing() != n {
+			return fmt.Errorf("batch has %d jobs, want %d", b.GetCounts().GetProcessing(), n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("batch has %d jobs, want %d", b.GetCounts().GetProcessing(), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	bc, err = batches.New(h.q).ClaimBatch(ctx, bid)
 	if err != nil {
 		t.Fatal(err)
@@ -629,10 +622,13 @@ func TestBatchesThatWouldOverfillTheQueueWaitInPendingOldestFirstUntilRoomIsMade
 	if msg := b.GetStatus().GetMessage(); !strings.HasPrefix(msg, want) {
 		t.Errorf("message %q, want it to start %q", msg, want)
 	}
-	time.Sleep(20 * h.cfg.RoomRetry) // looked at again and again meanwhile
-	if b := h.waitBatch(second, queue.BatchPending); len(h.jobs(second)) != 0 {
-		t.Fatalf("the waiting batch has %d jobs (%v)", len(h.jobs(second)), b.GetStatus())
-	}
+	// Looked at again and again meanwhile, it gets no job.
+	waittest.Stays(t, 20*h.cfg.RoomRetry, func() error {
+		if b := h.waitBatch(second, queue.BatchPending); len(h.jobs(second)) != 0 {
+			return fmt.Errorf("the waiting batch has %d jobs (%v)", len(h.jobs(second)), b.GetStatus())
+		}
+		return nil
+	})
 	if n := h.dep.fetches("/second.checkm"); n != 1 {
 		t.Errorf("the waiting batch's payload was fetched %d times, want once", n)
 	}
@@ -683,8 +679,7 @@ func TestBatchesSubmittedTogetherAreNotAllAdmittedIntoTheSameRoom(t *testing.T) 
 	for i := range 3 {
 		bids = append(bids, h.submit("quiet", h.dep.put(fmt.Sprintf("/b%d.checkm", i), manifestOfManifests), v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waittest.Until(t, 30*time.Second, func() error {
 		processing, waiting := 0, 0
 		for _, bid := range bids {
 			b, err := batches.New(h.q).GetBatch(context.Background(), bid)
@@ -698,17 +693,14 @@ func TestBatchesSubmittedTogetherAreNotAllAdmittedIntoTheSameRoom(t *testing.T) 
 				waiting++
 			}
 		}
-		if processing+waiting == len(bids) {
-			if processing != 1 {
-				t.Fatalf("%d batches of 3 jobs admitted under a bound of 4, want 1", processing)
-			}
-			break
+		if processing+waiting != len(bids) {
+			return fmt.Errorf("%d batches processing, %d waiting, of %d", processing, waiting, len(bids))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %d batches processing, %d waiting, of %d", processing, waiting, len(bids))
+		if processing != 1 {
+			t.Fatalf("%d batches of 3 jobs admitted under a bound of 4, want 1", processing)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if n, err := jobs.NewReader(h.q).JobTotal(context.Background()); err != nil || n != 3 {
 		t.Errorf("the queue holds %d jobs (%v), want 3", n, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/workdir"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
@@ -91,10 +92,9 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 	if err != nil || len(res.Batches) != 0 {
 		t.Fatalf("within the retention: removed %v (%v)", res.Batches, err)
 	}
-	// last_modified has whole seconds: a retention of a millisecond has
-	// passed for a batch completed in an earlier second.
-	time.Sleep(time.Second)
-	j.Retention = time.Millisecond
+	// A retention that ends a second from now has passed for every batch
+	// completed so far (last_modified has whole seconds).
+	j.Retention = -time.Second
 	res, err = j.RunOnce(ctx)
 	if err != nil || len(res.Batches) != 1 || res.Batches[0] != completed || res.Jobs != 1 || len(res.DirErrors) != 0 {
 		t.Fatalf("past the retention: %+v (%v), want %s and its job removed", res, err, completed)
@@ -147,11 +147,23 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 		defer close(done)
 		j.Run(runCtx)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Cancelled once it has run twice: between two runs, as it mostly is.
+	waittest.True(t, 10*time.Second, "two runs", func() bool { return listings(q) >= 2 })
 	cancel()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
+}
+
+// listings is how many times q's session listed the batches, as the
+// janitor does once a run.
+func listings(q *session.Session) int64 {
+	for _, r := range q.Requests() {
+		if r.Op == "children" && r.Node == "batches" {
+			return r.Count
+		}
+	}
+	return 0
 }

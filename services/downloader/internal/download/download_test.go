@@ -21,6 +21,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 // server is a depositor's server on loopback that counts requests per path.
@@ -169,7 +170,7 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 			for r.Context().Err() == nil {
 				w.Write([]byte("."))
 				w.(http.Flusher).Flush()
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // a trickle: the server's slowness is the point
 			}
 		case "/endless":
 			chunk := make([]byte, 32<<10)
@@ -229,9 +230,7 @@ func TestFilesThatCannotBeHadFailSayingWhy(t *testing.T) {
 			}
 			// The server counts a request in a goroutine of its own, which
 			// may come to it after the client gave up waiting: wait for it.
-			for deadline := time.Now().Add(10 * time.Second); s.requests(p)-before < tc.requests && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-			}
+			waittest.True(t, 10*time.Second, "the server counted every request", func() bool { return s.requests(p)-before >= tc.requests })
 			if n := s.requests(p) - before; n != tc.requests {
 				t.Errorf("%d requests, want %d", n, tc.requests)
 			}

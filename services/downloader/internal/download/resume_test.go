@@ -22,6 +22,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/retry"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 // depositor is a depositor's file server on loopback, serving one file
@@ -483,13 +484,17 @@ func TestAStoppedFetchKeepsWhatIsWorthResumingAndTheNextOneAsksOnlyForTheRest(t 
 	})
 	root, dir := openRoot(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	go func() {
-		<-started
-		time.Sleep(50 * time.Millisecond) // the bytes sent are read
-		cancel(errors.New("lock lost"))
-	}()
 	f := File{URL: d.URL + "/f", Size: int64(len(content)), HashAlgorithm: "sha1", HashValue: sum("sha1", string(content))}
-	if _, err := resumingFetcher().Fetch(ctx, root, "f", f); err == nil || err.Error() != "lock lost" {
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := resumingFetcher().Fetch(ctx, root, "f", f)
+		fetched <- err
+	}()
+	<-started
+	// Stopped once the bytes sent are read, in its partial file.
+	waittest.True(t, 10*time.Second, "the bytes sent written to the partial file", func() bool { return largestPartial(dir) >= 2<<20+7 })
+	cancel(errors.New("lock lost"))
+	if err := <-fetched; err == nil || err.Error() != "lock lost" {
 		t.Fatalf("Fetch: %v, want the cause of the cancellation", err)
 	}
 	// Stopped, it saved all it had, past its last sync point.
@@ -501,4 +506,16 @@ func TestAStoppedFetchKeepsWhatIsWorthResumingAndTheNextOneAsksOnlyForTheRest(t 
 	if reqs := d.requests(); res.Kept != 2<<20+7 || len(reqs) != 1 || reqs[0] != fmt.Sprintf("bytes=%d- \"v1\"", 2<<20+7) {
 		t.Errorf("kept %d, requests %q", res.Kept, d.requests())
 	}
+}
+
+// largestPartial is the size of the largest file in dir's partial files.
+func largestPartial(dir string) int64 {
+	var most int64
+	entries, _ := os.ReadDir(filepath.Join(dir, ".download"))
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			most = max(most, info.Size())
+		}
+	}
+	return most
 }

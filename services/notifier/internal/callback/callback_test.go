@@ -13,6 +13,7 @@ import (
 
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/retry"
+	"github.com/ingestq/ingestq/shared/waittest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -42,9 +43,7 @@ func TestPostTimesOutEachAttempt(t *testing.T) {
 	err := p.Post(context.Background(), srv.URL, Result{})
 	// The server reads a request in a goroutine of its own, which may come
 	// to the handler after the client gave up waiting: wait for it.
-	for deadline := time.Now().Add(10 * time.Second); calls.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.True(t, 10*time.Second, "the receiver got both calls", func() bool { return calls.Load() >= 2 })
 	if err == nil || !strings.Contains(err.Error(), "after 2 attempts") || calls.Load() != 2 {
 		t.Errorf("Post = %v after %d calls, want a timeout after 2", err, calls.Load())
 	}

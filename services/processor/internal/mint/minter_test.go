@@ -21,6 +21,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/stage/stagetest"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -240,9 +241,7 @@ func TestEZIDCallsKeepToTheFetchPolicyAndTheTimeout(t *testing.T) {
 			}
 			// The server counts a request in a goroutine of its own, which
 			// may come to it after the client gave up waiting: wait for it.
-			for deadline := time.Now().Add(10 * time.Second); requests.Load() < int64(tc.calls) && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-			}
+			waittest.True(t, 10*time.Second, "EZID counted every request", func() bool { return requests.Load() >= int64(tc.calls) })
 			if n := requests.Load(); n != int64(tc.calls) {
 				t.Errorf("EZID got %d requests, want %d", n, tc.calls)
 			}

@@ -350,8 +350,12 @@ func TestAFileDigestedJustBeforeInThisProcessIsLinkedWithoutBeingReadAgain(t *te
 	path, _ = checkm.FilePath(u)
 	wd = filepath.Dir(path)
 	digested = map[string]Seen{"producer/b.txt": seenOf("producer/b.txt")}
-	time.Sleep(10 * time.Millisecond)
-	if err := os.WriteFile(filepath.Join(wd, "producer", "b.txt"), []byte("BETA!"), 0o644); err != nil {
+	b := filepath.Join(wd, "producer", "b.txt")
+	if err := os.WriteFile(b, []byte("BETA!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Written after it was seen, as its time says.
+	if err := os.Chtimes(b, time.Time{}, digested["producer/b.txt"].ModTime.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.Store(context.Background(), Request{ARK: "ark:/99999/fk4b", JobID: "jid0000000002", Mode: "add", ManifestURL: u, Digested: digested})

@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -53,16 +54,13 @@ func BenchmarkBuiltInRecorder(b *testing.B) {
 		for _, jid := range queuetest.SpawnN(b, q, news, queue.Storing) {
 			queuetest.Move(b, q, jid, jobs.Change{To: queue.Recording, Inventory: &v1.Inventory{ManifestUrl: manifest, Mode: "add"}})
 		}
-		for {
+		waittest.True(b, 10*time.Minute, "every job recorded", func() bool {
 			counts, err := admin.New(q).Jobs.Counts(context.Background())
 			if err != nil {
 				b.Fatal(err)
 			}
-			if counts[queue.Recording] == 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return counts[queue.Recording] == 0
+		})
 		b.StopTimer()
 		opsAfter, sentAfter := queuetest.RequestCounts(rec)
 		sent += sentAfter - sentBefore

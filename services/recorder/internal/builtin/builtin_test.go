@@ -20,6 +20,7 @@ import (
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 
 	_ "modernc.org/sqlite"
@@ -159,10 +160,12 @@ func TestAPausedBuiltInRecorderTakesNothingUntilResumed(t *testing.T) {
 	jid := recordingJob(t, q, storedVersion(t, t.TempDir(), "v1", []checkm.Entry{
 		{FileURL: "file:///s/v1/producer/a.txt", HashAlgorithm: "sha256", HashValue: strings.Repeat("a", 64), FileSize: 5, FileName: "producer/a.txt"},
 	}), 1)
-	time.Sleep(500 * time.Millisecond)
-	if job, err := jobs.NewReader(q).GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
-		t.Fatalf("job under a paused recorder: %v, %v; want it untouched in Recording", job, err)
-	}
+	waittest.Stays(t, 500*time.Millisecond, func() error {
+		if job, err := jobs.NewReader(q).GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
+			return fmt.Errorf("job under a paused recorder: %v, %v; want it untouched in Recording", job, err)
+		}
+		return nil
+	})
 	m.Resume()
 	queuetest.Eventually(t, jid+" recorded after the resume", func() bool { return queuetest.Status(t, q, jid).GetStatus() == queue.Notify })
 }

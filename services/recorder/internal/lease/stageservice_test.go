@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/ingestq/ingestq/shared/server"
 	"github.com/ingestq/ingestq/shared/service/servicetest"
 	"github.com/ingestq/ingestq/shared/stage"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -170,7 +172,12 @@ func TestAPausedRecorderLeasesNothingUntilResumed(t *testing.T) {
 		}
 		got <- l
 	}()
-	time.Sleep(200 * time.Millisecond) // the call is waiting, paused
+	waittest.Stays(t, 200*time.Millisecond, func() error {
+		if len(got) > 0 {
+			return errors.New("a Lease came back while the recorder was paused")
+		}
+		return nil
+	})
 	res, err := r.stages.Resume(admin(t), &v1.ResumeRequest{})
 	if err != nil || worker(t, res.GetWorkers()).GetPaused() {
 		t.Fatalf("Resume = %v, %v; want the worker running", res, err)
