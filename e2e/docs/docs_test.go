@@ -3,6 +3,7 @@ package docs
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,22 +86,13 @@ func TestConfigurationDocIsTheServicesTable(t *testing.T) {
 // mdLink is a Markdown link or image: [text](target).
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
-// TestDocLinksLeadSomewhere checks every relative link of README.md,
-// BENCHMARKS.md and docs/*.md: its file must exist and, when it names a
-// heading (#anchor) of a Markdown file, that heading too.
-func TestDocLinksLeadSomewhere(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join(repo, "README.md"), filepath.Join(repo, "BENCHMARKS.md"))
-	for _, file := range files {
-		text, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel, _ := filepath.Rel(repo, file)
-		for _, m := range mdLink.FindAllStringSubmatch(names.WithoutCode(string(text)), -1) {
+// TestEveryLinkAndAnchorResolves checks every relative link of every
+// Markdown file of the repository: its file must exist and, when it names
+// a heading (#anchor) of a Markdown file, that heading too.
+func TestEveryLinkAndAnchorResolves(t *testing.T) {
+	for rel, text := range markdownFiles(t) {
+		file := filepath.Join(repo, rel)
+		for _, m := range mdLink.FindAllStringSubmatch(names.WithoutCode(htmlComment.ReplaceAllString(text, "")), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
@@ -110,20 +102,70 @@ func TestDocLinksLeadSomewhere(t *testing.T) {
 			if path != "" {
 				dest = filepath.Join(filepath.Dir(file), filepath.FromSlash(path))
 			}
-			if _, err := os.Stat(dest); err != nil {
+			if err := resolves(dest, anchor); err != nil {
 				t.Errorf("%s: link %s: %v", rel, target, err)
-				continue
-			}
-			if anchor == "" || !strings.HasSuffix(dest, ".md") {
-				continue
-			}
-			headings, err := names.Anchors(dest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !headings[anchor] {
-				t.Errorf("%s: link %s: no heading with that anchor", rel, target)
 			}
 		}
 	}
+}
+
+// docReference is a page of the documentation named in code or
+// configuration, with the heading it points at: docs/runbook.md#anchor.
+var docReference = regexp.MustCompile(`\b(docs/[a-z0-9-]+\.md|BENCHMARKS\.md)(#[a-z0-9_-]+)?`)
+
+// consoleDocReference is a page the console links to by its name alone
+// (runbook.md#ingestqfixityfailure), under a base address of the docs.
+var consoleDocReference = regexp.MustCompile(`\b([a-z0-9-]+\.md)(#[a-z0-9_-]+)?`)
+
+// TestThePagesCodeAndConsoleNameExist: every page (and heading) that a
+// file other than Markdown names (the alert rules' runbook links, the
+// deployment files, comments and messages in the code) exists, and so
+// does every page the console's code links to.
+func TestThePagesCodeAndConsoleNameExist(t *testing.T) {
+	out, err := exec.Command("git", "-C", repo, "ls-files", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Skipf("the files come from git ls-files, which needs the repository: %v", err)
+	}
+	for line := range strings.Lines(string(out)) {
+		rel := strings.TrimSpace(line)
+		if rel == "" || strings.HasSuffix(rel, ".md") || strings.HasPrefix(rel, "e2e/docs/") || strings.Contains(rel, "/testdata/") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(repo, rel))
+		if err != nil || bytes.IndexByte(data, 0) >= 0 {
+			continue // gone from the working tree, or not text
+		}
+		for _, m := range docReference.FindAllStringSubmatch(string(data), -1) {
+			if err := resolves(filepath.Join(repo, m[1]), strings.TrimPrefix(m[2], "#")); err != nil {
+				t.Errorf("%s names %s%s: %v", rel, m[1], m[2], err)
+			}
+		}
+		if !strings.HasPrefix(rel, "services/console/") || strings.HasSuffix(rel, "_test.go") {
+			continue
+		}
+		for _, m := range consoleDocReference.FindAllStringSubmatch(string(data), -1) {
+			if err := resolves(filepath.Join(repo, "docs", m[1]), strings.TrimPrefix(m[2], "#")); err != nil {
+				t.Errorf("the console (%s) links to %s%s: %v", rel, m[1], m[2], err)
+			}
+		}
+	}
+}
+
+// resolves says whether a file exists and, for a Markdown file, whether it
+// has a heading of the anchor given ("" for none).
+func resolves(dest, anchor string) error {
+	if _, err := os.Stat(dest); err != nil {
+		return err
+	}
+	if anchor == "" || !strings.HasSuffix(dest, ".md") {
+		return nil
+	}
+	headings, err := names.Anchors(dest)
+	if err != nil {
+		return err
+	}
+	if !headings[anchor] {
+		return fmt.Errorf("no heading with the anchor %s", anchor)
+	}
+	return nil
 }

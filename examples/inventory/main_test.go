@@ -65,6 +65,7 @@ func TestTheExampleRecordsAVersionAndCompletesItsLease(t *testing.T) {
 	if err := run(ctx, addr, token, true, &out); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("recorded:\n%s", out.String())
 	if want := "ark:/99999/fk4x version 1 (demo, demo_profile, \"Hello\"): 2 files, 10 bytes\n" +
 		"ark:/99999/fk4x add producer/a.txt 7 sha256:" + strings.Repeat("ab", 32) + "\n" +
 		"ark:/99999/fk4x add producer/b|c.txt 3 sha256:" + strings.Repeat("cd", 32) + "\n"; out.String() != want {

@@ -22,13 +22,13 @@ var grpcurlCommand = regexp.MustCompile(`(?s)grpcurl -plaintext(.*?)\$B (ingestq
 // commands: the admin reference, the operating guide and the runbook.
 var adminDocs = []string{"admin.md", "operating.md", "runbook.md"}
 
-// TestAdminDocCommandsCallRealMethodsWithValidBodies reads every grpcurl
+// TestTheDocsCommandsCallRealMethodsWithValidBodies reads every grpcurl
 // command to the batcher in the adminDocs and checks
 // that the method exists, that its JSON body parses as the method's
 // request, that the request passes the server's validation, and that admin
 // methods are shown with the token. docs/admin.md must show every method of
 // BatchService and AdminService.
-func TestAdminDocCommandsCallRealMethodsWithValidBodies(t *testing.T) {
+func TestTheDocsCommandsCallRealMethodsWithValidBodies(t *testing.T) {
 	files := map[string]protoreflect.FileDescriptor{
 		"BatchService": v1.File_ingestq_v1_batch_service_proto,
 		"AdminService": v1.File_ingestq_v1_admin_service_proto,

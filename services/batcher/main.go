@@ -77,14 +77,14 @@ func (s *settings) register(r *config.Registry) {
 	s.retention = r.Duration("retention", "INGESTQ_RETENTION", 7*24*time.Hour,
 		"how long a completed batch is kept before it is cleaned up")
 	s.auditInterval = r.Duration("fixity-audit-interval", "INGESTQ_FIXITY_AUDIT_INTERVAL", 0,
-		"how often a sample of stored versions is read back and checked against their manifests (0: never); failures count in ingestq.fixity.failures")
+		"how often a sample of stored versions is read back and checked against their manifests (0: never); failures count in ingestq_fixity_failures_total")
 	s.auditSample = r.Int("fixity-audit-sample", "INGESTQ_FIXITY_AUDIT_SAMPLE", 10, "versions each fixity audit round checks, picked at random")
 	s.cleanupInterval = r.Duration("cleanup-interval", "INGESTQ_CLEANUP_INTERVAL", time.Hour,
 		"how often completed batches past their retention are looked for")
 	s.staleUploadAge = r.Duration("s3-stale-upload-age", "INGESTQ_S3_STALE_UPLOAD_AGE", 24*time.Hour,
 		"with an S3 store: age past which the cleanup aborts an unfinished multipart upload of an object not being stored (one a crashed processor left and no job came back for)")
 	s.reclaimGrace = r.Duration("reclaim-grace", "INGESTQ_RECLAIM_GRACE", janitor.DefaultReclaimGrace,
-		"how long the queue's garbage stands unchanged before the janitor removes it, each INGESTQ_CLEANUP_INTERVAL: a job or batch node a writer left without status (no live session holding its lock), an entry or reference whose job is gone, a batch uuid pointing nowhere; long past any creation under way, a Merritt producer's included (at least 1m)")
+		"how long the queue's garbage stands unchanged before the janitor removes it (looking each INGESTQ_CLEANUP_INTERVAL). Garbage: a job or batch node a writer left without status, no live session holding its lock; an entry or reference whose job is gone; a batch uuid pointing nowhere. Long past any creation under way, a Merritt producer's included (at least 1m)")
 	s.maxManifestBytes = r.Int("max-manifest-bytes", "INGESTQ_MAX_MANIFEST_BYTES", checkm.DefaultMaxBytes,
 		"largest batch or object manifest fetched")
 	s.payloadRetry = retry.Register(r, "payload", "a batch's payload is fetched", spawn.DefaultRetry())
