@@ -3,8 +3,9 @@
 # jars shared/zktest starts as a real ZooKeeper server, the Java runtime it
 # depends on, and Debian's chromium, the headless browser the batcher's
 # console test drives, Debian's prometheus package, whose promtool checks
-# the alert rules in deploy/monitoring, and git, which makes the archives of
-# two unpacking tests. Does nothing when they are already there.
+# the alert rules in deploy/monitoring, git, which makes the archives of
+# two unpacking tests, and python3, whose http.server the tutorial's test
+# runs as the tutorial does. Does nothing when they are already there.
 #
 # `install-deps.sh stack` installs only what the stack of make demo and
 # make up runs on: ZooKeeper and Java.
@@ -62,6 +63,13 @@ fi
 if ! command -v git >/dev/null 2>&1; then
   echo "install-deps: installing git for the tests of git-made archives"
   apt_install git
+fi
+
+# The tutorial's test serves a deposit with python3's http.server, as the
+# tutorial has its reader do.
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "install-deps: installing python3 for the tutorial's test"
+  apt_install python3
 fi
 
 if ! command -v promtool >/dev/null 2>&1; then
