@@ -48,7 +48,7 @@ help:
 	@echo "make proto         regenerate the Go code of proto/ with pinned generators"
 	@echo "make bench         benchmarks"
 	@echo "make config-table  print the environment variables as a Markdown table (docs/configuration.md)"
-	@echo "make deps          install ZooKeeper, Java, Chromium, git, promtool (Debian) and kustomize (./bin) for the tests"
+	@echo "make deps          install ZooKeeper, Java, Chromium, git, python3, promtool (Debian) and kustomize (./bin) for the tests"
 	@echo "make stack-deps    install only what make demo and make up run on: ZooKeeper and Java"
 	@echo "make versitygw     install the S3-compatible server the object store's tests use into bin/.tools"
 
