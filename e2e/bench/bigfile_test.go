@@ -32,6 +32,9 @@ import (
 //   - resume_overhead: the bytes the server sent for the same file cut
 //     every INGESTQ_BENCH_BIG_FILE_CUT (default 400 MiB), over the file's.
 //
+// INGESTQ_BENCH_PROFILE_DIR keeps a CPU profile of every service over the
+// whole file's run, and prints where each service's went.
+//
 // go test -run '^$' -bench BigFile -benchtime 1x ./bench/
 func BenchmarkBigFile(b *testing.B) {
 	dir := b.TempDir()
@@ -60,12 +63,13 @@ func BenchmarkBigFile(b *testing.B) {
 	files.CutEvery("/cut/big.bin", cut)
 
 	run := filepath.Join(dir, "run")
+	cpuProfiles := os.Getenv("INGESTQ_BENCH_PROFILE_DIR")
 	profiles := filepath.Join(dir, "profiles")
 	must(os.MkdirAll(profiles, 0o755))
 	must(os.WriteFile(filepath.Join(profiles, "bench.yaml"),
 		[]byte("name: bench\ncollection: bench\nnotification_addresses: [bench@example.org]\n"), 0o644))
 	s, err := stack.Start(ctx, stack.Options{Dir: run, BinDir: bin, ProfilesDir: profiles, ZooKeeper: []string{srv.Addr},
-		Root: root("bigfile"), Env: map[string]string{"INGESTQ_LOG_LEVEL": "warn"}})
+		Root: root("bigfile"), Env: map[string]string{"INGESTQ_LOG_LEVEL": "warn", "INGESTQ_PPROF": strconv.FormatBool(cpuProfiles != "")}})
 	must(err)
 	defer s.Stop(context.WithoutCancel(ctx))
 	conn, err := grpc.NewClient(s.Addr("batcher"), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -88,8 +92,17 @@ func BenchmarkBigFile(b *testing.B) {
 		}
 		limit := float64(size) / (1 << 20) / secs
 
+		profiled := make(chan error, 1)
+		if cpuProfiles != "" {
+			// Long enough for the whole run, however loaded the machine.
+			go func() { profiled <- profileFor(ctx, s, cpuProfiles, int(3*secs)+10) }()
+		}
 		took, bid, err := bigFileRun(ctx, batches, files, "whole", size, sum, s.LogDir)
 		must(err)
+		if cpuProfiles != "" {
+			must(<-profiled)
+			fmt.Print(ProfileTop(ctx, cpuProfiles, bin, 15))
+		}
 		states, err := timeInStates(ctx, admin, bid)
 		must(err)
 		pipeline := float64(size) / (1 << 20) / took.Seconds()

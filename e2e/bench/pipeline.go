@@ -341,18 +341,24 @@ func timeline(ctx context.Context, s *stack.Stack, w io.Writer, start time.Time,
 // profileServices takes a CPU profile of every service at once, for a few
 // seconds once the jobs flow, into dir.
 func profileServices(ctx context.Context, s *stack.Stack, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	select {
 	case <-time.After(3 * time.Second):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return profileFor(ctx, s, dir, 8)
+}
+
+// profileFor takes a CPU profile of every service at once, for seconds
+// from now, into dir.
+func profileFor(ctx context.Context, s *stack.Stack, dir string, seconds int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	errs := make(chan error, len(stack.Services))
 	for _, service := range stack.Services {
 		go func() {
-			errs <- fetch(ctx, "http://"+s.Procs(service)[0].Metrics+"/debug/pprof/profile?seconds=8",
+			errs <- fetch(ctx, "http://"+s.Procs(service)[0].Metrics+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds),
 				filepath.Join(dir, service+".pprof"))
 		}()
 	}

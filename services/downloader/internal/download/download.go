@@ -300,7 +300,7 @@ func (t *transfer) attempt(ctx context.Context) error {
 			// gofail: var downloaderMidFile struct{}
 			t.meter.Add(int64(n))
 			if p.due(t.fe.SyncEvery) {
-				if err := p.save(t.dst, t.f); err != nil {
+				if err := p.saveBehind(t.dst, t.f); err != nil {
 					return err
 				}
 			}
@@ -314,6 +314,9 @@ func (t *transfer) attempt(ctx context.Context) error {
 	}
 	if p.spliced {
 		rangeAppended()
+	}
+	if err := p.settle(); err != nil {
+		return err
 	}
 	switch {
 	case p.offset > limit && t.f.Size >= 0:

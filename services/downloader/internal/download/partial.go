@@ -69,6 +69,11 @@ type partial struct {
 	// offset is how many bytes the file (and the hash) hold; synced how
 	// many of them the saved state vouches for (0: none saved).
 	offset, synced int64
+	// A save runs beside the download (saveBehind), one at a time: saving
+	// receives its outcome, of the first saving bytes; saved is where the
+	// last save began.
+	saving       chan error
+	saved, ahead int64
 	// validator, total: as the server described the file (see savedState).
 	validator string
 	total     int64
@@ -190,7 +195,7 @@ func (p *partial) resume(dst string, f File, size int64) error {
 	if _, err := p.file.Seek(st.Offset, io.SeekStart); err != nil {
 		return &localError{err}
 	}
-	p.offset, p.synced = st.Offset, st.Offset
+	p.offset, p.synced, p.saved = st.Offset, st.Offset, st.Offset
 	p.validator, p.total, p.rangeable, p.spliced = st.Validator, st.Total, true, true
 	return nil
 }
@@ -230,35 +235,102 @@ func (p *partial) write(b []byte) error {
 	return nil
 }
 
-// due reports whether every bytes were written since the last save.
+// due reports whether every bytes were written since the last save began.
 func (p *partial) due(every int64) bool {
-	return every > 0 && p.stateName != "" && p.rangeable && p.offset-p.synced >= every
+	return every > 0 && p.stateName != "" && p.rangeable && p.offset-p.saved >= every
 }
 
 // save makes the bytes written durable, then the state that vouches for
 // them: a crash at any moment leaves a state no longer than the synced
 // bytes.
 func (p *partial) save(dst string, f File) error {
-	if err := p.file.Sync(); err != nil {
-		return &localError{err}
+	p.settle() // its error is this save's to meet again
+	data, err := p.state(dst, f)
+	if err != nil || data == nil {
+		return err
 	}
-	// gofail: var downloaderStateUnsynced struct{}
+	if err := p.store(data); err != nil {
+		return err
+	}
+	p.synced, p.saved = p.offset, p.offset
+	return nil
+}
+
+// saveBehind begins a save of the bytes written so far and lets the
+// download go on meanwhile: the network need not wait for the disk. The
+// state the save writes, once its sync returns, vouches for the bytes up
+// to where it began, no further. A save still running when the next is
+// due is waited for, so at most one runs; its error is the caller's.
+func (p *partial) saveBehind(dst string, f File) error {
+	if err := p.settle(); err != nil {
+		return err
+	}
+	data, err := p.state(dst, f)
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		p.saved = p.offset
+		return nil
+	}
+	done := make(chan error, 1)
+	p.saving, p.ahead, p.saved = done, p.offset, p.offset
+	go func() {
+		// Under no recover of the handler's: a panic (the robustness
+		// build's failpoint) fails the file, as one in its goroutine does.
+		defer func() {
+			if r := recover(); r != nil {
+				done <- &localError{fmt.Errorf("internal error saving the partial file: %v", r)}
+			}
+		}()
+		done <- p.store(data)
+	}()
+	return nil
+}
+
+// settle waits for the save running beside the download, if any, and
+// returns its error.
+func (p *partial) settle() error {
+	if p.saving == nil {
+		return nil
+	}
+	err := <-p.saving
+	p.saving = nil
+	if err == nil {
+		p.synced = p.ahead
+	}
+	return err
+}
+
+// state is the saved state of the file's bytes so far; nil for a digest
+// whose state cannot be kept: nothing to vouch with.
+func (p *partial) state(dst string, f File) ([]byte, error) {
 	st := savedState{Dst: dst, URL: f.URL, Algorithm: f.HashAlgorithm, Digest: f.HashValue, Size: f.Size,
 		Offset: p.offset, Validator: p.validator, Total: p.total}
 	if p.hash != nil {
 		m, ok := p.hash.(encoding.BinaryMarshaler)
 		if !ok {
-			return nil // a digest whose state cannot be kept: nothing to vouch with
+			return nil, nil
 		}
 		var err error
 		if st.Hash, err = m.MarshalBinary(); err != nil {
-			return &localError{fmt.Errorf("saving the digest's state: %w", err)}
+			return nil, &localError{fmt.Errorf("saving the digest's state: %w", err)}
 		}
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
+		return nil, &localError{err}
+	}
+	return data, nil
+}
+
+// store syncs the file, then writes data, the state that vouches for the
+// bytes it held when data was taken.
+func (p *partial) store(data []byte) error {
+	if err := p.file.Sync(); err != nil {
 		return &localError{err}
 	}
+	// gofail: var downloaderStateUnsynced struct{}
 	tmp := p.stateName + tmpSuffix
 	if err := writeSynced(p.root, tmp, data); err != nil {
 		return &localError{err}
@@ -266,7 +338,6 @@ func (p *partial) save(dst string, f File) error {
 	if err := p.root.Rename(tmp, p.stateName); err != nil {
 		return &localError{err}
 	}
-	p.synced = p.offset
 	return nil
 }
 
@@ -287,8 +358,12 @@ func writeSynced(root *os.Root, name string, data []byte) error {
 }
 
 // reset empties the file: its state is removed first, so no state ever
-// vouches for bytes the file no longer holds.
+// vouches for bytes the file no longer holds (a save running beside the
+// download ends before).
 func (p *partial) reset() error {
+	if err := p.settle(); err != nil {
+		return err
+	}
 	if p.stateName != "" {
 		if err := p.root.Remove(p.stateName); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return &localError{err}
@@ -303,7 +378,7 @@ func (p *partial) reset() error {
 	if p.hash != nil {
 		p.hash.Reset()
 	}
-	p.offset, p.synced = 0, 0
+	p.offset, p.synced, p.saved = 0, 0, 0
 	p.validator, p.total, p.rangeable, p.spliced = "", -1, false, false
 	return nil
 }
@@ -332,6 +407,7 @@ func (p *partial) stop(dst string, f File, every int64) error {
 // discard removes the partial file and its state, then lets go of its
 // lock (removed under the lock, no other attempt takes it up meanwhile).
 func (p *partial) discard() {
+	p.settle() // its state goes with the file
 	p.removeFiles()
 	p.file.Close()
 }
@@ -345,6 +421,10 @@ func (p *partial) removeFiles() {
 
 // finish puts the complete file at dst, its lock held until it is there.
 func (p *partial) finish(dst string) error {
+	if err := p.settle(); err != nil {
+		p.discard()
+		return err
+	}
 	if dir := path.Dir(dst); dir != "." {
 		if err := p.root.MkdirAll(dir, 0o755); err != nil {
 			p.discard()
