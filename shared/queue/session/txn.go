@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 )
 
 // Txn is one ZooKeeper multi, built as etcd's clientv3.Txn is: guards
@@ -229,7 +230,7 @@ func (t *Txn) send(ctx context.Context) error {
 		t.res = res
 		return nil
 	}
-	if i := failedAt(res, err); i >= 0 && i < len(steps) {
+	if i := zkwire.FailedAt(res, err); i >= 0 && i < len(steps) {
 		r := &Refused{Name: steps[i].name, Guard: steps[i].guard, Err: res[i].Error}
 		if t.hold != nil && i < 2 {
 			r.What, r.fence = t.hold.what, true
@@ -366,21 +367,6 @@ func RefusedBy(err error, name string) (*Refused, bool) {
 		return r, true
 	}
 	return nil, false
-}
-
-// failedAt is where in a multi the operation that failed it stands (-1:
-// it failed as a whole, or did not fail). Operations that did not fail
-// themselves answer "runtime inconsistency".
-func failedAt(res []zk.MultiResponse, err error) int {
-	if err == nil {
-		return -1
-	}
-	for i, r := range res {
-		if r.Error != nil && !inconsistent(r.Error) {
-			return i
-		}
-	}
-	return -1
 }
 
 // denied makes a refusal by ZooKeeper's ACLs match queue.ErrDenied.

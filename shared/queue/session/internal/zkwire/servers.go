@@ -1,4 +1,4 @@
-package session
+package zkwire
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // before the session times out. go-zookeeper alone does not: it waits for
 // the answer that opens a connection ten times its read timeout (over six
 // session timeouts), and pauses a second after each round of servers. The
-// session's serverRing (go-zookeeper's HostProvider) and its dialer
+// connection's serverRing (go-zookeeper's HostProvider) and its dialer
 // (wire.dial) set the pace instead:
 //
 //   - The answer that opens a connection is awaited for a handshake bound:
@@ -41,9 +41,9 @@ import (
 //     (wire.keepAlive; go-zookeeper pings every third): when its server
 //     hangs, the last word from it is that recent, and the client, which
 //     gives up on it two thirds of a session timeout after that word,
-//     counts its session lost a session timeout later still (Session's
-//     watchSession). That leaves a frozen leader's followers about 5/3 of
-//     a session timeout to notice and elect another, which gives every
+//     counts its session lost a session timeout later still (package
+//     session does). That leaves a frozen leader's followers about 5/3
+//     of a session timeout to notice and elect another, which gives every
 //     session a whole timeout afresh.
 //
 // A client that was on the hung server, or whose server dropped it for an

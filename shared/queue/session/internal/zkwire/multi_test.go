@@ -1,4 +1,4 @@
-package session
+package zkwire
 
 import (
 	"slices"
@@ -8,19 +8,19 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// TestMultiWriteAnswersAsTheLibrarysMulti: the same multis, sent by
-// multiWrite and by go-zookeeper's Multi on two copies of one tree, are
+// TestMultiAnswersAsTheLibrarysMulti: the same multis, sent by Conn.Multi
+// and by go-zookeeper's Multi on two copies of one tree, are
 // applied alike and answered alike: every operation's path, stat and
 // error, the call's error, whether they succeed or one fails (a node
 // missing or there already, a version moved on) at the first, a middle or
 // the last operation.
-func TestMultiWriteAnswersAsTheLibrarysMulti(t *testing.T) {
-	s := newSession(t)
-	conn := s.conn.Conn
+func TestMultiAnswersAsTheLibrarysMulti(t *testing.T) {
+	c, root := connect(t)
+	conn := c.Conn // the library's own
 	acl := zk.WorldACL(zk.PermAll)
 	for _, side := range []string{"/lib", "/own"} {
 		for _, p := range []string{"", "/a", "/b"} {
-			if _, err := conn.Create(s.p.Root()+side+p, []byte("x"), 0, acl); err != nil {
+			if _, err := conn.Create(root+side+p, []byte("x"), 0, acl); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -58,40 +58,40 @@ func TestMultiWriteAnswersAsTheLibrarysMulti(t *testing.T) {
 	}
 	sameErr := func(a, b error) bool { return a == b || (a != nil && b != nil && a.Error() == b.Error()) }
 	for _, tc := range cases {
-		lib, libErr := conn.Multi(tc.ops(s.p.Root() + "/lib")...)
-		own, ownErr := s.conn.wire.multiWrite(tc.ops(s.p.Root() + "/own"))
+		lib, libErr := conn.Multi(tc.ops(root + "/lib")...)
+		own, ownErr := c.Multi(tc.ops(root + "/own")...)
 		if !sameErr(libErr, ownErr) {
-			t.Errorf("%s: error %v, the library's %v", tc.name, ownErr, libErr)
+			broken(t, assumeMulti, "%s: error %v, the library's %v", tc.name, ownErr, libErr)
 		}
 		if len(own) != len(lib) {
-			t.Errorf("%s: %d answers, the library's %d", tc.name, len(own), len(lib))
+			broken(t, assumeMulti, "%s: %d answers, the library's %d", tc.name, len(own), len(lib))
 			continue
 		}
 		for i := range lib {
 			l, o := lib[i], own[i]
 			if strings.Replace(l.String, "/lib", "/own", 1) != o.String || !sameErr(l.Error, o.Error) || (l.Stat == nil) != (o.Stat == nil) ||
 				(l.Stat != nil && (l.Stat.Version != o.Stat.Version || l.Stat.DataLength != o.Stat.DataLength)) {
-				t.Errorf("%s: answer %d %+v, the library's %+v", tc.name, i, o, l)
+				broken(t, assumeMulti, "%s: answer %d %+v, the library's %+v", tc.name, i, o, l)
 			}
 		}
 	}
 	for _, p := range []string{"", "/a", "/b", "/e", "/c"} {
-		ld, ls, lerr := conn.Get(s.p.Root() + "/lib" + p)
-		od, os, oerr := conn.Get(s.p.Root() + "/own" + p)
+		ld, ls, lerr := conn.Get(root + "/lib" + p)
+		od, os, oerr := conn.Get(root + "/own" + p)
 		if lerr != oerr || string(ld) != string(od) || (ls != nil && (ls.Version != os.Version || (ls.EphemeralOwner == 0) != (os.EphemeralOwner == 0))) {
-			t.Errorf("%s: %q %v (%v), the library's %q %v (%v)", p, od, os, oerr, ld, ls, lerr)
+			broken(t, assumeMulti, "%s: %q %v (%v), the library's %q %v (%v)", p, od, os, oerr, ld, ls, lerr)
 		}
 	}
-	lch, _, _ := conn.Children(s.p.Root() + "/lib")
-	och, _, _ := conn.Children(s.p.Root() + "/own")
+	lch, _, _ := conn.Children(root + "/lib")
+	och, _, _ := conn.Children(root + "/own")
 	slices.Sort(lch)
 	slices.Sort(och)
 	if !slices.Equal(lch, och) {
-		t.Errorf("children %v, the library's %v", och, lch)
+		broken(t, assumeMulti, "children %v, the library's %v", och, lch)
 	}
 	// A request past the client's buffer is refused as the library refuses it.
-	big := []any{&zk.SetDataRequest{Path: s.p.Root() + "/own/a", Data: make([]byte, 2<<20), Version: -1}}
-	if _, err := s.conn.wire.multiWrite(big); err == nil {
+	big := []any{&zk.SetDataRequest{Path: root + "/own/a", Data: make([]byte, 2<<20), Version: -1}}
+	if _, err := c.Multi(big...); err == nil {
 		t.Error("a multi past the client's buffer was sent")
 	}
 }

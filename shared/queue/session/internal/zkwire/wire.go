@@ -1,4 +1,4 @@
-package session
+package zkwire
 
 import (
 	"bufio"
@@ -16,15 +16,13 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// The session's connection carries, beside go-zookeeper's requests, the
-// multis and multiReads this package encodes itself (multiwire.go,
-// multiread.go): go-zookeeper has no call for multiRead, and its Multi
-// encodes by reflection. go-zookeeper dials through wire.dial, and each
-// connection it gets (wireConn) writes those requests between its own,
-// with xids go-zookeeper never uses (below sideXidTop: go-zookeeper's are
-// positive, the protocol's reserved ones -1 to -8), and takes their answers
-// out of the stream before go-zookeeper reads it. Only ZooKeeper's wire
-// protocol is relied on, not go-zookeeper's internals.
+// The connection carries, beside go-zookeeper's requests, the multis and
+// multiReads this package encodes itself (multi.go, multiread.go).
+// go-zookeeper dials through wire.dial, and each connection it gets
+// (wireConn) writes those requests between its own, with xids go-zookeeper
+// never uses (below sideXidTop: go-zookeeper's are positive, the protocol's
+// reserved ones -1 to -8), and takes their answers out of the stream before
+// go-zookeeper reads it.
 //
 // A request of ours goes out only once go-zookeeper's send loop has
 // written on the connection: it starts after go-zookeeper has sent the
@@ -532,43 +530,4 @@ func (wc *wireConn) fail(err error) {
 func (wc *wireConn) Close() error {
 	wc.fail(zk.ErrConnectionClosed)
 	return wc.Conn.Close()
-}
-
-// codeError is the error go-zookeeper gives an answer's error code.
-func codeError(code int32) error {
-	if err, ok := codeErrors[code]; ok {
-		return err
-	}
-	return &unknownCodeError{code: code}
-}
-
-// unknownCodeError is an error code go-zookeeper has no error for.
-type unknownCodeError struct{ code int32 }
-
-func (e *unknownCodeError) Error() string { return fmt.Sprintf("unknown error: %d", e.code) }
-
-var codeErrors = map[int32]error{
-	0:    nil,
-	-100: zk.ErrAPIError,
-	-101: zk.ErrNoNode,
-	-102: zk.ErrNoAuth,
-	-103: zk.ErrBadVersion,
-	-108: zk.ErrNoChildrenForEphemerals,
-	-110: zk.ErrNodeExists,
-	-111: zk.ErrNotEmpty,
-	-112: zk.ErrSessionExpired,
-	-114: zk.ErrInvalidACL,
-	-115: zk.ErrAuthFailed,
-	-116: zk.ErrClosing,
-	-117: zk.ErrNothing,
-	-118: zk.ErrSessionMoved,
-	-123: zk.ErrReconfigDisabled,
-	-8:   zk.ErrBadArguments,
-}
-
-// inconsistent reports whether err is the error of an operation of a failed
-// multi that did not fail itself.
-func inconsistent(err error) bool {
-	var u *unknownCodeError
-	return errors.As(err, &u) && u.code == codeRuntimeInconsistency
 }

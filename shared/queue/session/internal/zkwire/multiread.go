@@ -1,4 +1,4 @@
-package session
+package zkwire
 
 import (
 	"encoding/binary"
@@ -14,7 +14,7 @@ import (
 // zktest: a lone getData ~50 µs of server CPU, a multiRead of 3 nodes ~45,
 // of 32 nodes ~80). go-zookeeper has no call for it: multiReadRequest and
 // multiReadResponse write and read it in ZooKeeper's wire format (jute),
-// and the session's connection carries it (wire.go).
+// and go-zookeeper's connection carries it (wire.go).
 
 // ZooKeeper's operation codes and error codes used here.
 const (
@@ -26,18 +26,17 @@ const (
 	codeNoAuth = -102
 )
 
-// readResult is one node's answer in a multiRead: its data and stat, or an
+// ReadResult is one node's answer in a multiRead: its data and stat, or an
 // error (zk.ErrNoNode for a missing node).
-type readResult struct {
-	data []byte
-	stat *zk.Stat
-	err  error
+type ReadResult struct {
+	Data []byte
+	Stat *zk.Stat
+	Err  error
 }
 
-// multiRead reads paths in one request. Each node's answer stands alone: a
-// missing node is zk.ErrNoNode in its result, not an error of the call.
-func (w *wire) multiRead(paths []string) ([]readResult, error) {
-	res := &multiReadResponse{results: make([]readResult, 0, len(paths))}
+// multiRead reads paths in one request (Conn.MultiRead).
+func (w *wire) multiRead(paths []string) ([]ReadResult, error) {
+	res := &multiReadResponse{results: make([]ReadResult, 0, len(paths))}
 	err := w.request(opCodeMultiRead, &multiReadRequest{paths: paths}, res)
 	switch {
 	case err != nil:
@@ -83,7 +82,7 @@ func (r *multiReadRequest) Encode(buf []byte) (int, error) {
 	return n, nil
 }
 
-type multiReadResponse struct{ results []readResult }
+type multiReadResponse struct{ results []ReadResult }
 
 // statBytes is the encoded size of a zk.Stat.
 const statBytes = 68
@@ -108,13 +107,13 @@ func (r *multiReadResponse) Decode(buf []byte) (int, error) {
 			if err != nil {
 				return a.n, err
 			}
-			r.results = append(r.results, readResult{data: data, stat: stat})
+			r.results = append(r.results, ReadResult{Data: data, Stat: stat})
 		case opCodeError:
 			code, err := a.int32()
 			if err != nil {
 				return a.n, err
 			}
-			r.results = append(r.results, readResult{err: readError(code)})
+			r.results = append(r.results, ReadResult{Err: readError(code)})
 		default:
 			return a.n, fmt.Errorf("multiRead: unexpected operation %d in the answer", typ)
 		}

@@ -1,4 +1,4 @@
-package session
+package zkwire
 
 import (
 	"encoding/binary"
@@ -10,9 +10,9 @@ import (
 // A multi is what every claim and commit sends. go-zookeeper's Multi
 // encodes each operation and decodes each answer by reflection, which cost
 // a stage's client more than building the operations; multiWrite sends the
-// same request on the session's connection (wire.go, as multiRead does)
+// same request on go-zookeeper's connection (wire.go, as multiRead does)
 // with its wire format (jute) written and read directly, and answers as
-// Multi answers (TestMultiWriteAnswersAsTheLibrarysMulti).
+// Multi answers (TestMultiAnswersAsTheLibrarysMulti).
 
 // ZooKeeper's operation codes of a multi.
 const (
@@ -23,7 +23,7 @@ const (
 	opCodeMulti   = 14
 )
 
-// multiWrite is go-zookeeper's Multi(ops...).
+// multiWrite is go-zookeeper's Multi(ops...) (Conn.Multi).
 func (w *wire) multiWrite(ops []any) ([]zk.MultiResponse, error) {
 	for _, op := range ops {
 		switch op.(type) {
