@@ -1,4 +1,4 @@
-package batches
+package batchrun
 
 import (
 	"context"
@@ -481,7 +481,7 @@ func TestAHalfSpawnedBatchWhoseKeptCopyIsDamagedIsFinishedFromThePayloadFetchedA
 	u := h.dep.put(path, rowsManifest(n, nil))
 	bid := h.submit("demo", u, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS)
 
-	// A batcher takes the batch as the runner does, creates 45 jobs, dies.
+	// A batcher takes the batch as the Batcher does, creates 45 jobs, dies.
 	first := h.connect()
 	bc, err := batches.New(first).ClaimBatch(ctx, bid)
 	if err != nil {

@@ -1,4 +1,4 @@
-package batches
+package batchrun
 
 import (
 	"cmp"
@@ -101,7 +101,7 @@ func (d *depositor) fetches(path string) int {
 	return d.gets[path]
 }
 
-// harness is one batcher (runner) against a private ZooKeeper root, with a
+// harness is one Batcher against a private ZooKeeper root, with a
 // depositor's HTTP server and an SMTP server on loopback.
 type harness struct {
 	t        *testing.T
@@ -187,7 +187,7 @@ func (h *harness) connect() *session.Session {
 }
 
 // start runs a batcher on its own session until the test ends.
-func (h *harness) start() *Runner {
+func (h *harness) start() *Batcher {
 	h.t.Helper()
 	cfg := h.cfg
 	cfg.Session = h.connect()

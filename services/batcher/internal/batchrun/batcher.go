@@ -1,9 +1,9 @@
-// Package batches drives batches through the batcher's states: it takes
+// Package batchrun drives batches through the batcher's states: it takes
 // pending batches (holding those of a held collection) and creates their
 // jobs, moves a batch whose last job ended to Reporting, and sends and
 // stores its report, first or update. It is woken by the queue's batch
 // feed (watches), never by scanning every batch.
-package batches
+package batchrun
 
 import (
 	"context"
@@ -36,7 +36,7 @@ import (
 // DefaultChunk is how many jobs one CreateJobs call creates.
 const DefaultChunk = 1000
 
-// Config is what a Runner works with.
+// Config is what a Batcher works with.
 type Config struct {
 	// Session is the batcher's ZooKeeper session.
 	Session  *session.Session
@@ -65,8 +65,8 @@ type Config struct {
 	RoomRetry time.Duration
 }
 
-// Runner works on batches until stopped.
-type Runner struct {
+// Batcher works on batches until stopped.
+type Batcher struct {
 	cfg     Config
 	log     *slog.Logger
 	batches *batches.Client
@@ -101,8 +101,8 @@ const (
 	maxBackoff   = 10 * time.Minute
 )
 
-// New prepares a runner; Run starts it.
-func New(cfg Config) *Runner {
+// New prepares a Batcher; Run starts it.
+func New(cfg Config) *Batcher {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 4
 	}
@@ -121,7 +121,7 @@ func New(cfg Config) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Runner{cfg: cfg, log: cfg.Logger, batches: batches.New(cfg.Session), jobs: jobs.New(cfg.Session),
+	r := &Batcher{cfg: cfg, log: cfg.Logger, batches: batches.New(cfg.Session), jobs: jobs.New(cfg.Session),
 		reader: jobs.NewReader(cfg.Session), inFlight: map[string]bool{},
 		retryAt: map[string]time.Time{}, failures: map[string]int{}, waiting: map[string]waitingBatch{},
 		again: make(chan batches.BatchWork, 64)}
@@ -131,7 +131,7 @@ func New(cfg Config) *Runner {
 
 // Run takes batches from the feed until ctx ends, then waits for the
 // batches in flight. Abort cuts those short.
-func (r *Runner) Run(ctx context.Context) {
+func (r *Batcher) Run(ctx context.Context) {
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -180,13 +180,13 @@ func (r *Runner) Run(ctx context.Context) {
 
 // Abort ends the work on every batch in flight: their claims are released
 // or lost, and the batches are finished by the next batcher that takes them.
-func (r *Runner) Abort() { r.abort() }
+func (r *Batcher) Abort() { r.abort() }
 
 // errNoRoom: the batch waits in Pending for room in the queue.
 var errNoRoom = errors.New("no room in the queue for the batch's jobs")
 
 // settle records how an attempt on a batch ended.
-func (r *Runner) settle(bid string, err error) {
+func (r *Batcher) settle(bid string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if errors.Is(err, errNoRoom) {
@@ -211,7 +211,7 @@ func (r *Runner) settle(bid string, err error) {
 
 // handle claims one batch and does what its state asks. An error means the
 // attempt failed and the batch is left for a later one.
-func (r *Runner) handle(w batches.BatchWork) error {
+func (r *Batcher) handle(w batches.BatchWork) error {
 	// A batch that moved on since the feed saw it (Failed, Held,
 	// Completed) is left unlocked: an operator's DeleteBatch or
 	// UpdateReport on it must not meet a batcher's passing claim.
@@ -223,7 +223,7 @@ func (r *Runner) handle(w batches.BatchWork) error {
 		r.log.Warn("claiming batch", "batch_id", w.Bid, "error", err.Error())
 		return err
 	}
-	// Work stops when the claim's session is lost or the runner aborts.
+	// Work stops when the claim's session is lost or the Batcher aborts.
 	ctx, cancel := context.WithCancel(r.work)
 	defer cancel()
 	stop := context.AfterFunc(bc.Context(), cancel)
@@ -259,7 +259,7 @@ func (r *Runner) handle(w batches.BatchWork) error {
 
 // batch is the work on one claimed batch.
 type batch struct {
-	r   *Runner
+	r   *Batcher
 	bc  *batches.BatchClaim
 	log *slog.Logger
 }
@@ -365,7 +365,7 @@ func (b *batch) takeAndFail(ctx context.Context, msg string) error {
 // noRoom says why a batch of need jobs cannot be admitted now ("" when it
 // can): the queue holds too many jobs, or an older batch waits for room
 // first (so that a large batch is not passed by smaller ones for ever).
-func (r *Runner) noRoom(ctx context.Context, bid string, need int) (string, error) {
+func (r *Batcher) noRoom(ctx context.Context, bid string, need int) (string, error) {
 	bound := r.cfg.MaxQueuedJobs
 	r.mu.Lock()
 	older := ""
@@ -396,7 +396,7 @@ func (r *Runner) noRoom(ctx context.Context, bid string, need int) (string, erro
 		total+reserved, need, bound), nil
 }
 
-func (r *Runner) reserve(n int) {
+func (r *Batcher) reserve(n int) {
 	r.mu.Lock()
 	r.reserved += n
 	r.mu.Unlock()
@@ -423,7 +423,7 @@ type waitingBatch struct {
 }
 
 // waitingFor says how many jobs a batch waiting for room has.
-func (r *Runner) waitingFor(bid string) (int, bool) {
+func (r *Batcher) waitingFor(bid string) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	wb, ok := r.waiting[bid]
@@ -619,7 +619,7 @@ func (b *batch) report(ctx context.Context) error {
 }
 
 // sendMail sends m, a mail of kind (report, queued), counting the outcome.
-func (r *Runner) sendMail(ctx context.Context, kind string, m mail.Message) error {
+func (r *Batcher) sendMail(ctx context.Context, kind string, m mail.Message) error {
 	err := r.cfg.Mail.Send(ctx, m)
 	if r.cfg.Metrics != nil {
 		outcome := "sent"
