@@ -14,7 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
@@ -175,10 +175,10 @@ func TestActionsChangeTheQueueThroughTheAdminService(t *testing.T) {
 			applied: func() string { p, _ := jobs.New(f.q).Paused(f.ctx); return strings.Repeat("paused", btoi(p)) }, want: ""},
 		{name: "hold a collection", path: "/collections/hold", form: url.Values{"collection": {" other_coll "}}, to: "/",
 			flash:   "Collection other_coll is held",
-			applied: func() string { h, _ := qadmin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: "other_coll"},
+			applied: func() string { h, _ := admin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: "other_coll"},
 		{name: "release a collection", path: "/collections/release", form: url.Values{"collection": {"other_coll"}}, to: "/",
 			flash:   "Collection other_coll released: 0 batch(es) and 0 job(s) back to Pending.",
-			applied: func() string { h, _ := qadmin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: ""},
+			applied: func() string { h, _ := admin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: ""},
 		{name: "hold a pending job", path: "/jobs/" + jids[0] + "/hold", form: url.Values{"message": {"wait for the depositor"}},
 			to: "/jobs/" + jids[0], flash: "Job " + jids[0] + " is held. It is now Held.",
 			applied: func() string { return f.job(jids[0]).GetStatus().GetMessage() }, want: "wait for the depositor"},
@@ -291,7 +291,7 @@ func TestRefusedActionsShowTheAdminServiceRefusal(t *testing.T) {
 	f.signIn()
 	bid, jids := f.batch("jdoe", 3)
 	held := f.heldBatch()
-	if err := qadmin.New(f.q).Queue.HoldCollection(f.ctx, "demo_coll"); err != nil {
+	if err := admin.New(f.q).Queue.HoldCollection(f.ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
 	locked, err := jobs.New(f.q).ClaimJob(f.ctx, jids[2])

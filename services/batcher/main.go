@@ -13,7 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/admin"
+	"github.com/ingestq/ingestq/services/batcher/adminservice"
 	"github.com/ingestq/ingestq/services/batcher/internal/audit"
 	"github.com/ingestq/ingestq/services/batcher/internal/batchrun"
 	"github.com/ingestq/ingestq/services/batcher/internal/figures"
@@ -26,7 +26,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/retry"
@@ -141,8 +141,8 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if u := *s.traceURL; u != "" && !strings.Contains(u, "{trace_id}") {
 		return fmt.Errorf("INGESTQ_TRACE_URL %q: it must contain {trace_id}", u)
 	}
-	tools := qadmin.New(env.Session)
-	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
+	tools := admin.New(env.Session)
+	adminServer := &adminservice.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
 		Store: fixity.Location{Root: absolute(s.store.Root)}, Retention: *s.retention}
 	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	if s.store.Kind == "s3" {

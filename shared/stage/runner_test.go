@@ -16,7 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -70,8 +70,8 @@ func startRunner(t *testing.T, c *session.Session, cfg Config) *Runner {
 
 func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 	root := zktest.Root(t)
-	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, newJobs(60), queue.Estimating)
+	operator := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, operator, newJobs(60), queue.Estimating)
 	const replicas = 3
 	var mu sync.Mutex
 	handled := map[string]int{}
@@ -97,7 +97,7 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 		}})
 	}
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := qadmin.New(admin).Jobs.Counts(context.Background())
+		counts, _ := admin.New(operator).Jobs.Counts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	mu.Lock()
@@ -135,7 +135,7 @@ func TestInOrderStageHandsJobsOverInQueueOrder(t *testing.T) {
 		return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 	}})
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := qadmin.New(c).Jobs.Counts(context.Background())
+		counts, _ := admin.New(c).Jobs.Counts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	mu.Lock()
@@ -198,7 +198,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 				want = queue.Estimating
 			}
 			queuetest.Eventually(t, "every job in "+queue.JobStateName(want), func() bool {
-				counts, _ := qadmin.New(c).Jobs.Counts(context.Background())
+				counts, _ := admin.New(c).Jobs.Counts(context.Background())
 				return counts[want] == n
 			})
 			reads := int64(0)
@@ -307,8 +307,8 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cut.Close()
-	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, newJobs(1), queue.Estimating)
+	operator := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, operator, newJobs(1), queue.Estimating)
 	cancelled := make(chan error, 1)
 	var once sync.Once
 	r := startRunner(t, cut, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
@@ -332,12 +332,12 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 	}
 	proxy.Unblock()
 	queuetest.Eventually(t, "the late commit counted as fenced", func() bool { return r.Status().GetOutcomes()["fenced"] == 1 })
-	if st := queuetest.Status(t, admin, jids[0]); st.GetStatus() != queue.Estimating || st.GetMessage() == "too late" {
+	if st := queuetest.Status(t, operator, jids[0]); st.GetStatus() != queue.Estimating || st.GetMessage() == "too late" {
 		t.Errorf("job is %s %q: the lost replica's outcome must not land", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
 	// Another replica finishes it.
-	startRunner(t, admin, Config{Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
-	queuetest.Eventually(t, "another replica finished the job", func() bool { s := queuetest.Status(t, admin, jids[0]).GetStatus(); return s == queue.Provisioning })
+	startRunner(t, operator, Config{Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
+	queuetest.Eventually(t, "another replica finished the job", func() bool { s := queuetest.Status(t, operator, jids[0]).GetStatus(); return s == queue.Provisioning })
 }
 
 func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
@@ -352,7 +352,7 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 	}{
 		{name: "a pending job of a held collection goes to Held", from: queue.Pending, hold: true,
 			setup: func(t *testing.T, c *session.Session, jid string) {
-				if err := qadmin.New(c).Queue.HoldCollection(context.Background(), "p"); err != nil {
+				if err := admin.New(c).Queue.HoldCollection(context.Background(), "p"); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -426,7 +426,7 @@ func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 			}})
 			<-handled
 			queuetest.Eventually(t, "lock released", func() bool {
-				storage, _, err := qadmin.New(c).Queue.ObjectLocks(context.Background())
+				storage, _, err := admin.New(c).Queue.ObjectLocks(context.Background())
 				j, jerr := jobs.NewReader(c).GetJob(context.Background(), jid)
 				return err == nil && jerr == nil && len(storage) == 0 && !j.GetLocked()
 			})

@@ -1,4 +1,4 @@
-package admin
+package adminservice
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/rpcerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,7 +27,7 @@ func (s *Server) SearchJobs(ctx context.Context, req *v1.SearchJobsRequest) (*v1
 	if err := s.batchExists(ctx, req.GetFilter().GetBatchId()); err != nil {
 		return nil, err
 	}
-	page, err := s.q().tools.Jobs.Search(ctx, qadmin.JobSearch{Filter: req.GetFilter(), PageSize: int(req.GetPageSize()),
+	page, err := s.q().tools.Jobs.Search(ctx, admin.JobSearch{Filter: req.GetFilter(), PageSize: int(req.GetPageSize()),
 		PageToken: req.GetPageToken(), MaxScan: int(req.GetMaxScan())})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
@@ -165,7 +165,7 @@ func (s *Server) matching(ctx context.Context, f *v1.JobFilter, states []queue.J
 	var jobs []*v1.Job
 	token := ""
 	for {
-		page, err := s.q().tools.Jobs.Search(ctx, qadmin.JobSearch{Filter: f, States: states, PageSize: v1.MaxJobPageSize, PageToken: token})
+		page, err := s.q().tools.Jobs.Search(ctx, admin.JobSearch{Filter: f, States: states, PageSize: v1.MaxJobPageSize, PageToken: token})
 		if err != nil {
 			return nil, false, rpcerr.FromQueue(err)
 		}

@@ -1,4 +1,4 @@
-package admin
+package adminservice
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -198,7 +198,7 @@ func TestAJobWithAGarbledPriorityIsStillReadAndFailedByAnOperator(t *testing.T) 
 		t.Errorf("ListJobs: %v %v", l, err)
 	}
 	r, err := f.admin.Fsck(f.ctx, &v1.FsckRequest{})
-	if err != nil || len(r.GetDamages()) != 1 || r.GetDamages()[0].GetKind() != qadmin.DamagePriorityUnreadable {
+	if err != nil || len(r.GetDamages()) != 1 || r.GetDamages()[0].GetKind() != admin.DamagePriorityUnreadable {
 		t.Errorf("Fsck: %v %v", r, err)
 	}
 	fj, err := f.admin.FailJob(f.ctx, &v1.FailJobRequest{JobId: jids[0], Message: "given up"})

@@ -1,4 +1,4 @@
-package admin
+package adminservice
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -659,7 +659,7 @@ func TestFsckReportsAndRepairsDamage(t *testing.T) {
 	if err != nil || r.GetClean() || len(r.GetDamages()) != 1 {
 		t.Fatalf("Fsck: %v %v", r, err)
 	}
-	if d := r.GetDamages()[0]; d.GetKind() != qadmin.DamageEntryNoJob || d.GetItem() != "jid9999999999" || d.GetRepaired() {
+	if d := r.GetDamages()[0]; d.GetKind() != admin.DamageEntryNoJob || d.GetItem() != "jid9999999999" || d.GetRepaired() {
 		t.Errorf("damage %v", d)
 	}
 	if ok, _, _ := conn.Exists(stray); !ok {

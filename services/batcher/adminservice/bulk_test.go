@@ -1,4 +1,4 @@
-package admin
+package adminservice
 
 import (
 	"log/slog"

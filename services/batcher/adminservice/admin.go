@@ -1,8 +1,8 @@
-// Package admin serves ingestq.v1.AdminService: the operators' actions on
+// Package adminservice serves ingestq.v1.AdminService: the operators' actions on
 // the queue, its collections, batches and jobs. Every refusal is a precise
 // gRPC status (see rpcerr); working directories go with the batches and
 // jobs they belong to.
-package admin
+package adminservice
 
 import (
 	"cmp"
@@ -21,7 +21,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -67,18 +67,18 @@ type Server struct {
 // clients are the queue's roles over Session that the server works
 // through, made once.
 type clients struct {
-	tools   qadmin.Tools
+	tools   admin.Tools
 	jobs    *jobs.Client
 	reader  *jobs.Reader
 	batches *batches.Client
 	// figures is GetQueue's: it remembers when jobs entered their states.
-	figures *qadmin.FigureReader
+	figures *admin.FigureReader
 }
 
 // q is the queue's roles over Session.
 func (s *Server) q() *clients {
 	s.once.Do(func() {
-		tools := qadmin.New(s.Session)
+		tools := admin.New(s.Session)
 		s.clients = clients{tools: tools, jobs: jobs.New(s.Session), reader: jobs.NewReader(s.Session),
 			batches: batches.New(s.Session), figures: tools.Queue.NewFigureReader()}
 	})
@@ -167,7 +167,7 @@ func notMovingAt(p *v1.Progress, now time.Time) bool {
 // the oldest has waited longer than v1.LeaseInterval: no inventory asks;
 // and so is one with a job in flight whose bytes have not moved for
 // notMovingAfter (one whose bytes move, however slowly, is not).
-func stageHealth(st queue.JobState, fig *qadmin.Figures, workers []*v1.WorkerInfo, now time.Time) *v1.StageHealth {
+func stageHealth(st queue.JobState, fig *admin.Figures, workers []*v1.WorkerInfo, now time.Time) *v1.StageHealth {
 	name := queue.JobStateName(st)
 	var registered, active, onDemand, inFlight, notMoving int32
 	var paused, draining int
@@ -246,7 +246,7 @@ func (s *Server) ReleaseCollection(ctx context.Context, req *v1.ReleaseCollectio
 	resp := &v1.ReleaseCollectionResponse{Collection: m}
 	token := ""
 	for page := 0; page < maxPages; page++ {
-		batches, next, err := s.q().tools.Batches.List(ctx, qadmin.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
+		batches, next, err := s.q().tools.Batches.List(ctx, admin.BatchFilter{Status: queue.BatchHeld, PageSize: 500, PageToken: token})
 		if err != nil {
 			return nil, rpcerr.FromQueue(err)
 		}
@@ -434,7 +434,7 @@ func lookupBatch(ctx context.Context, q *batches.Client, bid, uuid string) (*v1.
 // may hold up to ~900 KiB of jids, and a page of large batches would not
 // fit one response.
 func (s *Server) ListBatches(ctx context.Context, req *v1.ListBatchesRequest) (*v1.ListBatchesResponse, error) {
-	batches, next, err := s.q().tools.Batches.List(ctx, qadmin.BatchFilter{
+	batches, next, err := s.q().tools.Batches.List(ctx, admin.BatchFilter{
 		Status: req.GetStatus(), Submitter: req.GetSubmitter(), PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
@@ -611,7 +611,7 @@ func (s *Server) ListWorkers(ctx context.Context, _ *v1.ListWorkersRequest) (*v1
 
 // Fsck checks (and with repair mends) the tree.
 func (s *Server) Fsck(ctx context.Context, req *v1.FsckRequest) (*v1.FsckResponse, error) {
-	rep, err := s.q().tools.Queue.Fsck(ctx, qadmin.FsckOptions{Repair: req.GetRepair()})
+	rep, err := s.q().tools.Queue.Fsck(ctx, admin.FsckOptions{Repair: req.GetRepair()})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
