@@ -1,11 +1,11 @@
-// Package process is the main of an ingestq program: it reads the
+// Package program is the main of an ingestq program: it reads the
 // configuration, opens the JSON logger and the telemetry, serves the
 // shared gRPC server (health, reflection, PingService and the program's
 // own API) and its metrics, and stops gracefully on SIGTERM or SIGINT. A
 // program plugs its work in through Spec.Setup. Package service builds
 // every stage service on it with a ZooKeeper session; the console, which
 // reaches the queue only through the batcher's API, runs on it alone.
-package process
+package program
 
 import (
 	"context"
