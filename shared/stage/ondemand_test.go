@@ -54,7 +54,7 @@ func TestAStageOnDemandTakesAJobForEachTakeAndNoneOnItsOwn(t *testing.T) {
 	}
 	jids := queuetest.SpawnN(t, operator, newJobs(2), queue.Estimating)
 	got := make(chan string, 2)
-	handler := func(_ context.Context, cl Claim) Outcome {
+	handler := func(_ context.Context, cl Job) Outcome {
 		got <- cl.ID()
 		return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 	}
@@ -89,7 +89,7 @@ func TestTakeWaitsForAJobUntilItsWaitEndsAndNotWhilePaused(t *testing.T) {
 	operator := queuetest.Connect(t, root)
 	r := startOnDemand(t, queuetest.Connect(t, root))
 	var handled atomic.Int64
-	handler := func(context.Context, Claim) Outcome {
+	handler := func(context.Context, Job) Outcome {
 		handled.Add(1)
 		return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 	}
@@ -137,7 +137,7 @@ func TestTakeSkipsAJobTheRunnersRulesDecideAndEndsWhenTheStageDrains(t *testing.
 	plant(t, operator, jids[1], "configuration", "{broken")
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := r.Take(context.Background(), time.Minute, func(context.Context, Claim) Outcome {
+		_, err := r.Take(context.Background(), time.Minute, func(context.Context, Job) Outcome {
 			t.Error("the handler got a job whose data is unreadable")
 			return Release()
 		})
@@ -174,7 +174,7 @@ func TestADrainWaitsForTheJobsTakenOnDemandThenGivesThemBack(t *testing.T) {
 	r := startOnDemand(t, queuetest.Connect(t, root))
 	jid := queuetest.SpawnN(t, operator, newJobs(1), queue.Estimating)[0]
 	ended := make(chan error, 1)
-	took, err := r.Take(context.Background(), 10*time.Second, func(ctx context.Context, _ Claim) Outcome {
+	took, err := r.Take(context.Background(), 10*time.Second, func(ctx context.Context, _ Job) Outcome {
 		<-ctx.Done() // too slow: cut off by the drain deadline
 		return Next(jobs.Change{}).OnEnd(func(_ telemetry.Outcome, err error) { ended <- err })
 	})
@@ -245,7 +245,7 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 			var r *Runner
 			var first atomic.Bool
 			r, err := New(jobs.New(c), Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
-				Concurrency: 1, Tracer: tp.Tracer("stage"), Handler: func(ctx context.Context, cl Claim) Outcome {
+				Concurrency: 1, Tracer: tp.Tracer("stage"), Handler: func(ctx context.Context, cl Job) Outcome {
 					if first.Swap(true) {
 						return Release() // a released job taken again
 					}

@@ -129,7 +129,7 @@ func TestAStepThatMovesBytesShowsItsProgressInItsWorkerEntry(t *testing.T) {
 	c := queuetest.Connect(t, root)
 	release := make(chan struct{})
 	startRunner(t, c, Config{ProgressInterval: 50 * time.Millisecond, Concurrency: 1,
-		Handler: func(ctx context.Context, claim Claim) Outcome {
+		Handler: func(ctx context.Context, claim Job) Outcome {
 			m := MeterOf(ctx)
 			m.Expect(1 << 20)
 			for {

@@ -28,13 +28,13 @@ import (
 // the step is over, after its span. The job's data is
 // claim.Data(); claim.Update writes data that must land before the step
 // ends (an ARK, say).
-type Handler func(ctx context.Context, claim Claim) Outcome
+type Handler func(ctx context.Context, claim Job) Outcome
 
-// Claim is what a handler uses of its claimed job (a *jobs.Claim, which
-// the runner commits). A handler decides; the runner commits its Outcome,
+// Job is what a handler uses of its claimed job (a *jobs.Claim, which the
+// runner commits). A handler decides; the runner commits its Outcome,
 // so committing and releasing are not here. Being an interface, a
 // handler's logic can be tested without ZooKeeper.
-type Claim interface {
+type Job interface {
 	// ID is the job's id.
 	ID() string
 	// State is the state the job was in when it was claimed.
@@ -57,7 +57,7 @@ type Claim interface {
 	MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error)
 }
 
-var _ Claim = (*jobs.Claim)(nil)
+var _ Job = (*jobs.Claim)(nil)
 
 // Outcome is what a handler decided; build it with Next, To, Fail, Wait or Release.
 type Outcome struct {
@@ -465,7 +465,7 @@ func (r *Runner) handOver(claim *jobs.Claim, h Handler) bool {
 	go func() {
 		defer r.wg.Done()
 		defer close(ended)
-		r.handle(claim, func(ctx context.Context, cl Claim) Outcome {
+		r.handle(claim, func(ctx context.Context, cl Job) Outcome {
 			close(started)
 			return h(ctx, cl)
 		})

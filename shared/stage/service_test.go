@@ -35,7 +35,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	env := &service.Env{Name: "estimator", Version: "v1.4.2", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Session: q, Jobs: jobs.New(q), Server: srv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	handler := func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }
+	handler := func(context.Context, Job) Outcome { return Next(jobs.Change{}) }
 	runners, err := Start(ctx, env,
 		Config{Name: "pending", From: queue.Pending, To: queue.Estimating, Handler: handler},
 		Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Handler: handler})

@@ -29,7 +29,7 @@ import (
 func firstTimeBlocks(working chan<- string) Handler {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	return func(ctx context.Context, cl Claim) Outcome {
+	return func(ctx context.Context, cl Job) Outcome {
 		mu.Lock()
 		again := seen[cl.ID()]
 		seen[cl.ID()] = true
@@ -209,7 +209,7 @@ func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 	jid := queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)[0]
 	working, failed := make(chan string, 1), make(chan struct{})
 	var once sync.Once
-	r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
+	r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Job) Outcome {
 		first := false
 		once.Do(func() { first = true })
 		if first {

@@ -201,7 +201,7 @@ func New(q *jobs.Client, opts Options) (*Manager, error) {
 	if opts.Recorder != nil {
 		cfg.Concurrency = opts.Concurrency
 		builtin := asker{d: opts.Recorder.LeaseLength()}
-		cfg.Handler = func(ctx context.Context, claim stage.Claim) stage.Outcome { return m.hold(ctx, claim, builtin) }
+		cfg.Handler = func(ctx context.Context, claim stage.Job) stage.Outcome { return m.hold(ctx, claim, builtin) }
 	} else {
 		cfg.OnDemand = true
 	}
@@ -235,7 +235,7 @@ func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, err
 	deadline := time.Now().Add(wait)
 	// The Lease call's own span (the caller's trace) is linked, not parent.
 	a := asker{d: d, link: trace.LinkFromContext(ctx), answer: make(chan leased, 1)}
-	handler := func(ctx context.Context, claim stage.Claim) stage.Outcome { return m.hold(ctx, claim, a) }
+	handler := func(ctx context.Context, claim stage.Job) stage.Outcome { return m.hold(ctx, claim, a) }
 	for {
 		left := time.Until(deadline)
 		if wait > 0 && left <= 0 {
@@ -265,7 +265,7 @@ func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, err
 // hold is the stage's handler for a job taken for a: it leases the job,
 // hands the lease to a, and waits for the lease to end; then it returns
 // what the runner commits.
-func (m *Manager) hold(ctx context.Context, claim stage.Claim, a asker) stage.Outcome {
+func (m *Manager) hold(ctx context.Context, claim stage.Job, a asker) stage.Outcome {
 	job := claim.Data()
 	ark, manifest := job.GetIdentifiers().GetPrimaryId(), job.GetInventory().GetManifestUrl()
 	switch {
