@@ -42,8 +42,8 @@ import (
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-// sessionCookie is the console's session cookie.
-const sessionCookie = "ingestq_console_session"
+// signInCookie is the console's sign-in cookie.
+const signInCookie = "ingestq_console_session"
 
 // workerURL is the address of a worker's controls.
 func workerURL(id string) string { return "/workers/" + url.PathEscape(id) }
@@ -88,10 +88,10 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 	return newFixtureKeyed(t, token, root, nil)
 }
 
-// newFixtureKeyed is newFixtureAt with a session key (nil: a random one).
+// newFixtureKeyed is newFixtureAt with a sign-in key (nil: a random one).
 func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
 	t.Helper()
-	return newFixtureOpts(t, token, root, web.Options{SessionKey: key})
+	return newFixtureOpts(t, token, root, web.Options{SignInKey: key})
 }
 
 // newFixtureWith is newFixture with stage credentials: the workers
@@ -235,7 +235,7 @@ func (f *fixture) csrf() string {
 	return m[1]
 }
 
-// act posts an action form with the session's CSRF token.
+// act posts an action form with the sign-in's CSRF token.
 func (f *fixture) act(path string, form url.Values) answer {
 	f.t.Helper()
 	if form == nil {

@@ -68,7 +68,7 @@ func (s *settings) setup(_ context.Context, env *program.Env) error {
 	}
 	var key []byte
 	if *s.keyFile != "" {
-		k, err := web.ReadSessionKey(*s.keyFile)
+		k, err := web.ReadSignInKey(*s.keyFile)
 		if err != nil {
 			return fmt.Errorf("INGESTQ_CONSOLE_KEY_FILE: %w", err)
 		}
@@ -79,7 +79,7 @@ func (s *settings) setup(_ context.Context, env *program.Env) error {
 		return err
 	}
 	con, err := web.New(web.Options{Batcher: s.batcher, BatcherCredentials: creds, Token: env.Config.AdminToken,
-		Logger: env.Logger, SessionKey: key, StageCredentials: creds, StageTimeout: *s.stageTimeout})
+		Logger: env.Logger, SignInKey: key, StageCredentials: creds, StageTimeout: *s.stageTimeout})
 	if err != nil {
 		return err
 	}

@@ -166,10 +166,10 @@ func TestBatchAnswersCarryTheirTraceAndReportTotals(t *testing.T) {
 	}
 }
 
-// TestConsoleSessionsLiveUntilEndedOrExpired: a sign-in created is live
+// TestConsoleSignInsLiveUntilEndedOrExpired: a sign-in created is live
 // until it is ended or expires; ending one twice is no error; bad ids and
 // expiries are refused, naming the field.
-func TestConsoleSessionsLiveUntilEndedOrExpired(t *testing.T) {
+func TestConsoleSignInsLiveUntilEndedOrExpired(t *testing.T) {
 	f := newFixture(t)
 	live := func(id string) bool {
 		t.Helper()

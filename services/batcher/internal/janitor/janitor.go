@@ -63,7 +63,7 @@ type Result struct {
 // expired console sign-ins.
 func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
 	res, err := Clean(ctx, j.Tools.Batches, j.Root, j.Retention, batchesPerRun)
-	if _, serr := j.Tools.Sessions.Cleanup(ctx, time.Now()); serr != nil {
+	if _, serr := j.Tools.SignIns.Cleanup(ctx, time.Now()); serr != nil {
 		err = errors.Join(err, fmt.Errorf("removing expired console sign-ins: %w", serr))
 	}
 	if j.Uploads != nil {

@@ -114,8 +114,8 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 
 	// Expired console sign-ins go; live ones stay.
 	const expired, live = "expired-sign-in-0001", "live-sign-in-000001"
-	admin.New(q).Sessions.Create(ctx, expired, time.Now().Add(-time.Second))
-	admin.New(q).Sessions.Create(ctx, live, time.Now().Add(time.Hour))
+	admin.New(q).SignIns.Create(ctx, expired, time.Now().Add(-time.Second))
+	admin.New(q).SignIns.Create(ctx, live, time.Now().Add(time.Hour))
 	if _, err := j.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

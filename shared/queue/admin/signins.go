@@ -18,16 +18,16 @@ import (
 //
 // A sign-in is live while its node exists and has not expired. Signing out
 // deletes it, so a cookie copied before is refused by every batcher that
-// shares the queue, whichever one it is shown to. CleanupConsoleSessions
+// shares the queue, whichever one it is shown to. SignIns.Cleanup
 // (the batcher's janitor) removes expired ones.
 
-// MaxConsoleSessions bounds the live sign-ins: a sign-in beyond it is
+// MaxSignIns bounds the live sign-ins: a sign-in beyond it is
 // refused (ErrExists) until one ends or expires.
-const MaxConsoleSessions = 1000
+const MaxSignIns = 1000
 
-// validSessionID accepts what NewConsoleSession's callers make: 16 to 64
+// validSignInID accepts what AdminService's CreateConsoleSession makes: 16 to 64
 // letters, digits, '-' or '_'.
-func validSessionID(id string) error {
+func validSignInID(id string) error {
 	if len(id) < 16 || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	}) >= 0 {
@@ -37,20 +37,20 @@ func validSessionID(id string) error {
 }
 
 // Create records a sign-in that lasts until expires. At
-// MaxConsoleSessions it first removes the expired ones, and refuses the
+// MaxSignIns it first removes the expired ones, and refuses the
 // sign-in (ErrExists) if that leaves no room.
-func (t *ConsoleSessions) Create(ctx context.Context, id string, expires time.Time) error {
-	return t.createConsoleSession(ctx, id, expires, MaxConsoleSessions)
+func (t *SignIns) Create(ctx context.Context, id string, expires time.Time) error {
+	return t.createSignIn(ctx, id, expires, MaxSignIns)
 }
 
-func (t *base) createConsoleSession(ctx context.Context, id string, expires time.Time, limit int) error {
-	if err := validSessionID(id); err != nil {
+func (t *base) createSignIn(ctx context.Context, id string, expires time.Time, limit int) error {
+	if err := validSignInID(id); err != nil {
 		return err
 	}
-	if err := t.z.EnsureOnce(ctx, t.p.Own().ConsoleSessions()); err != nil {
+	if err := t.z.EnsureOnce(ctx, t.p.Own().SignIns()); err != nil {
 		return fmt.Errorf("creating the console sessions folder: %w", err)
 	}
-	names, _, err := t.z.Children(ctx, t.p.Own().ConsoleSessions())
+	names, _, err := t.z.Children(ctx, t.p.Own().SignIns())
 	if err != nil {
 		return fmt.Errorf("listing console sessions: %w", err)
 	}
@@ -63,7 +63,7 @@ func (t *base) createConsoleSession(ctx context.Context, id string, expires time
 			return fmt.Errorf("%d console sign-ins are live, at most %d: %w", live, limit, queue.ErrExists)
 		}
 	}
-	_, err = t.z.Create(ctx, t.p.Own().ConsoleSession(id), []byte(strconv.FormatInt(expires.Unix(), 10)), 0)
+	_, err = t.z.Create(ctx, t.p.Own().SignIn(id), []byte(strconv.FormatInt(expires.Unix(), 10)), 0)
 	if err != nil {
 		return fmt.Errorf("recording console session: %w", err)
 	}
@@ -72,11 +72,11 @@ func (t *base) createConsoleSession(ctx context.Context, id string, expires time
 
 // Live reports whether a sign-in exists and has not expired
 // at now.
-func (t *ConsoleSessions) Live(ctx context.Context, id string, now time.Time) (bool, error) {
-	if validSessionID(id) != nil {
+func (t *SignIns) Live(ctx context.Context, id string, now time.Time) (bool, error) {
+	if validSignInID(id) != nil {
 		return false, nil // never one of ours
 	}
-	data, _, err := t.z.Get(ctx, t.p.Own().ConsoleSession(id))
+	data, _, err := t.z.Get(ctx, t.p.Own().SignIn(id))
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}
@@ -88,11 +88,11 @@ func (t *ConsoleSessions) Live(ctx context.Context, id string, now time.Time) (b
 }
 
 // End removes a sign-in; one already gone is no error.
-func (t *ConsoleSessions) End(ctx context.Context, id string) error {
-	if err := validSessionID(id); err != nil {
+func (t *SignIns) End(ctx context.Context, id string) error {
+	if err := validSignInID(id); err != nil {
 		return err
 	}
-	err := t.z.Delete(ctx, t.p.Own().ConsoleSession(id), -1)
+	err := t.z.Delete(ctx, t.p.Own().SignIn(id), -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("ending console session: %w", err)
 	}
@@ -101,12 +101,12 @@ func (t *ConsoleSessions) End(ctx context.Context, id string) error {
 
 // Cleanup removes the sign-ins expired at now (and any node
 // there that is not one) and returns how many are still live.
-func (t *ConsoleSessions) Cleanup(ctx context.Context, now time.Time) (int, error) {
+func (t *SignIns) Cleanup(ctx context.Context, now time.Time) (int, error) {
 	return t.cleanup(ctx, now)
 }
 
 func (t *base) cleanup(ctx context.Context, now time.Time) (int, error) {
-	names, _, err := t.z.Children(ctx, t.p.Own().ConsoleSessions())
+	names, _, err := t.z.Children(ctx, t.p.Own().SignIns())
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil
 	}
@@ -115,7 +115,7 @@ func (t *base) cleanup(ctx context.Context, now time.Time) (int, error) {
 	}
 	paths := make([]string, len(names))
 	for i, name := range names {
-		paths[i] = t.p.Own().ConsoleSession(name)
+		paths[i] = t.p.Own().SignIn(name)
 	}
 	read, err := t.z.Read(ctx, paths)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // The console's sign-ins are kept in the queue's ZooKeeper (the admin
-// tools' console sessions), where every console replica, through any
+// tools' SignIns), where every console replica, through any
 // batcher, finds them: a sign-out ends a sign-in everywhere at once.
 
 // CreateConsoleSession records a sign-in under a new random id.
@@ -27,7 +27,7 @@ func (s *Server) CreateConsoleSession(ctx context.Context, req *v1.CreateConsole
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw)
 	expires := time.Now().Add(req.GetTtl().AsDuration())
-	if err := s.q().tools.Sessions.Create(ctx, id, expires); err != nil {
+	if err := s.q().tools.SignIns.Create(ctx, id, expires); err != nil {
 		if errors.Is(err, queue.ErrExists) {
 			return nil, status.Error(codes.ResourceExhausted, err.Error()+": wait for a sign-in to end or expire")
 		}
@@ -38,7 +38,7 @@ func (s *Server) CreateConsoleSession(ctx context.Context, req *v1.CreateConsole
 
 // GetConsoleSession says whether a sign-in is live now.
 func (s *Server) GetConsoleSession(ctx context.Context, req *v1.GetConsoleSessionRequest) (*v1.GetConsoleSessionResponse, error) {
-	live, err := s.q().tools.Sessions.Live(ctx, req.GetSessionId(), time.Now())
+	live, err := s.q().tools.SignIns.Live(ctx, req.GetSessionId(), time.Now())
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
@@ -47,7 +47,7 @@ func (s *Server) GetConsoleSession(ctx context.Context, req *v1.GetConsoleSessio
 
 // EndConsoleSession ends a sign-in.
 func (s *Server) EndConsoleSession(ctx context.Context, req *v1.EndConsoleSessionRequest) (*v1.EndConsoleSessionResponse, error) {
-	if err := s.q().tools.Sessions.End(ctx, req.GetSessionId()); err != nil {
+	if err := s.q().tools.SignIns.End(ctx, req.GetSessionId()); err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
 	return &v1.EndConsoleSessionResponse{SessionId: req.GetSessionId()}, nil
