@@ -266,7 +266,7 @@ func TestAnIdleConnectionIsPingedEveryPeriodAndABusyOneNot(t *testing.T) {
 		// An answer of go-zookeeper's every 400ms: the connection is not idle.
 		for range 10 {
 			server.Write(answer(7, 50, 0, nil))
-			time.Sleep(400 * time.Millisecond) // synctest's time
+			time.Sleep(400 * time.Millisecond) // synctest's time: 400 ms between answers
 		}
 		if n := len(frames); n != 0 {
 			t.Fatalf("%d pings on a connection answering every 400ms, want none", n)
