@@ -176,7 +176,7 @@ func TestADrainWaitsForTheJobsTakenOnDemandThenGivesThemBack(t *testing.T) {
 	ended := make(chan error, 1)
 	took, err := r.Take(context.Background(), 10*time.Second, func(ctx context.Context, _ Job) Outcome {
 		<-ctx.Done() // too slow: cut off by the drain deadline
-		return Next(jobs.Change{}).OnEnd(func(_ telemetry.Outcome, err error) { ended <- err })
+		return Next(jobs.Change{}).OnEnd(func(_ telemetry.StepEnd, err error) { ended <- err })
 	})
 	if err != nil || !took {
 		t.Fatalf("Take = %v, %v", took, err)
@@ -203,17 +203,17 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 		outcome Outcome
 		// meddle changes the job under the handler before it returns.
 		meddle  func(t *testing.T, root, jid, bid string)
-		step    telemetry.Outcome
+		step    telemetry.StepEnd
 		wantErr func(error) bool
 		state   queue.JobState
 	}{
 		{name: "a step that goes on", outcome: Next(jobs.Change{SpaceNeeded: ptr(int64(1))}),
-			step: telemetry.OutcomeAdvanced, state: queue.Provisioning},
-		{name: "a failure", outcome: Fail("no"), step: telemetry.OutcomeFailed, state: queue.Failed},
-		{name: "a release", outcome: Release(), step: telemetry.OutcomeReleased, state: queue.Estimating},
+			step: telemetry.EndAdvanced, state: queue.Provisioning},
+		{name: "a failure", outcome: Fail("no"), step: telemetry.EndFailed, state: queue.Failed},
+		{name: "a release", outcome: Release(), step: telemetry.EndReleased, state: queue.Estimating},
 		{name: "a commit of a job whose batch is gone", outcome: Next(jobs.Change{SpaceNeeded: ptr(int64(1))}),
 			meddle: func(t *testing.T, root, _, bid string) { zktest.DeleteTree(t, zktest.RawConn(t), root+"/batches/"+bid) },
-			step:   telemetry.OutcomeFailed, state: queue.Failed,
+			step:   telemetry.EndFailed, state: queue.Failed,
 			wantErr: func(err error) bool {
 				var nb *queue.NoBatchError
 				return errors.As(err, &nb) && nb.Failed
@@ -223,7 +223,7 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 				zktest.WriteNode(t, zktest.RawConn(t), root+"/jobs/"+jid+"/status",
 					`{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Pending","retry_count":0}`)
 			},
-			step: telemetry.OutcomeFenced, state: queue.Failed,
+			step: telemetry.EndFenced, state: queue.Failed,
 			wantErr: func(err error) bool { return errors.Is(err, queue.ErrFenced) }},
 	}
 	for _, tt := range tests {
@@ -234,7 +234,7 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 			exp := tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 			type end struct {
-				step     telemetry.Outcome
+				step     telemetry.StepEnd
 				err      error
 				counted  int64
 				inFlight int
@@ -252,7 +252,7 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 					if tt.meddle != nil {
 						tt.meddle(t, root, cl.ID(), cl.Data().GetBid())
 					}
-					return tt.outcome.OnEnd(func(step telemetry.Outcome, err error) {
+					return tt.outcome.OnEnd(func(step telemetry.StepEnd, err error) {
 						w := r.Status()
 						ended <- end{step, err, w.GetOutcomes()[string(step)], len(w.GetInFlight())}
 						trace.SpanFromContext(ctx).SetAttributes(attribute.String("test.learned", string(step)))
