@@ -22,7 +22,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -338,7 +338,7 @@ func Cleanup(ctx context.Context, servers []string, batches, jobsEach int) (floa
 		}
 	}
 	start := time.Now()
-	res, err := qadmin.New(c).Batches.Cleanup(ctx, 0, 0)
+	res, err := admin.New(c).Batches.Cleanup(ctx, 0, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/ingestq/ingestq/shared/checkm"
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 )
@@ -91,20 +91,20 @@ func TestSignInGuardsPagesAndActions(t *testing.T) {
 	}
 	wantBody(t, a, "That is not the admin token.")
 
-	// The right token: a session cookie that is not the token, HttpOnly
+	// The right token: a sign-in cookie that is not the token, HttpOnly
 	// and SameSite=Strict, and back where the operator was going.
 	a = f.post("/signin", url.Values{"token": {testToken}, "return": {"/jobs?state=Failed"}})
 	if a.code != http.StatusSeeOther || a.header.Get("Location") != "/jobs?state=Failed" {
 		t.Fatalf("sign-in: %d %q", a.code, a.header.Get("Location"))
 	}
 	cookie := a.header.Get("Set-Cookie")
-	if !strings.HasPrefix(cookie, sessionCookie+"=") || !strings.Contains(cookie, "HttpOnly") ||
+	if !strings.HasPrefix(cookie, signInCookie+"=") || !strings.Contains(cookie, "HttpOnly") ||
 		!strings.Contains(cookie, "SameSite=Strict") || strings.Contains(cookie, testToken) {
-		t.Fatalf("session cookie %q", cookie)
+		t.Fatalf("sign-in cookie %q", cookie)
 	}
 	wantBody(t, f.get("/jobs?state=Failed"), `action="/signout"`)
 
-	// Signed in, an action needs the session's CSRF token.
+	// Signed in, an action needs the sign-in's CSRF token.
 	for _, csrf := range []string{"", "forged", f.csrf() + "x"} {
 		a := f.post("/jobs/"+jids[0]+"/hold", url.Values{"csrf": {csrf}})
 		if a.code != http.StatusForbidden {
@@ -119,29 +119,29 @@ func TestSignInGuardsPagesAndActions(t *testing.T) {
 		t.Fatalf("hold with CSRF: %d\n%s", a.code, a.body)
 	}
 
-	// Another console's session (another key, the same queue) and a
-	// tampered one are no sessions (services/console/web tests an expired
+	// Another console's sign-in (another key, the same queue) and a
+	// tampered one are no sign-ins (services/console/web tests an expired
 	// one, which needs the key to make).
-	others := copySession(t, newFixtureAt(t, testToken, f.zkRoot)).cookie
-	valid := copySession(t, f).cookie
+	others := copySignIn(t, newFixtureAt(t, testToken, f.zkRoot)).cookie
+	valid := copySignIn(t, f).cookie
 	exp, rest, _ := strings.Cut(valid, ".")
 	for name, value := range map[string]string{"another console's": others,
 		"tampered expiry": "9" + valid, "no mac": exp + "." + strings.Split(rest, ".")[0],
 		"another id": exp + ".AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA." + strings.Split(rest, ".")[1]} {
 		c := newClient(t)
 		u, _ := url.Parse(f.srv.URL)
-		c.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: value}})
+		c.Jar.SetCookies(u, []*http.Cookie{{Name: signInCookie, Value: value}})
 		resp, err := c.Get(f.srv.URL + "/")
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusSeeOther {
-			t.Errorf("%s session: %d", name, resp.StatusCode)
+			t.Errorf("%s sign-in: %d", name, resp.StatusCode)
 		}
 	}
 
-	// Signing out ends the session in this browser.
+	// Signing out ends the sign-in in this browser.
 	if a := f.act("/signout", nil); a.code != http.StatusSeeOther || !strings.Contains(a.header.Get("Set-Cookie"), "Max-Age=0") {
 		t.Fatalf("sign-out: %d %q", a.code, a.header.Get("Set-Cookie"))
 	}
@@ -175,10 +175,10 @@ func TestActionsChangeTheQueueThroughTheAdminService(t *testing.T) {
 			applied: func() string { p, _ := jobs.New(f.q).Paused(f.ctx); return strings.Repeat("paused", btoi(p)) }, want: ""},
 		{name: "hold a collection", path: "/collections/hold", form: url.Values{"collection": {" other_coll "}}, to: "/",
 			flash:   "Collection other_coll is held",
-			applied: func() string { h, _ := qadmin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: "other_coll"},
+			applied: func() string { h, _ := admin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: "other_coll"},
 		{name: "release a collection", path: "/collections/release", form: url.Values{"collection": {"other_coll"}}, to: "/",
 			flash:   "Collection other_coll released: 0 batch(es) and 0 job(s) back to Pending.",
-			applied: func() string { h, _ := qadmin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: ""},
+			applied: func() string { h, _ := admin.New(f.q).Queue.HeldCollections(f.ctx); return strings.Join(h, ",") }, want: ""},
 		{name: "hold a pending job", path: "/jobs/" + jids[0] + "/hold", form: url.Values{"message": {"wait for the depositor"}},
 			to: "/jobs/" + jids[0], flash: "Job " + jids[0] + " is held. It is now Held.",
 			applied: func() string { return f.job(jids[0]).GetStatus().GetMessage() }, want: "wait for the depositor"},
@@ -291,7 +291,7 @@ func TestRefusedActionsShowTheAdminServiceRefusal(t *testing.T) {
 	f.signIn()
 	bid, jids := f.batch("jdoe", 3)
 	held := f.heldBatch()
-	if err := qadmin.New(f.q).Queue.HoldCollection(f.ctx, "demo_coll"); err != nil {
+	if err := admin.New(f.q).Queue.HoldCollection(f.ctx, "demo_coll"); err != nil {
 		t.Fatal(err)
 	}
 	locked, err := jobs.New(f.q).ClaimJob(f.ctx, jids[2])

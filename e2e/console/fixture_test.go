@@ -25,7 +25,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/admin"
+	"github.com/ingestq/ingestq/services/batcher/adminservice"
 	"github.com/ingestq/ingestq/services/console/web"
 	"github.com/ingestq/ingestq/shared/profile"
 	"github.com/ingestq/ingestq/shared/queue"
@@ -42,8 +42,8 @@ import (
 
 func TestMain(m *testing.M) { zktest.Main(m) }
 
-// sessionCookie is the console's session cookie.
-const sessionCookie = "ingestq_console_session"
+// signInCookie is the console's sign-in cookie.
+const signInCookie = "ingestq_console_session"
 
 // workerURL is the address of a worker's controls.
 func workerURL(id string) string { return "/workers/" + url.PathEscape(id) }
@@ -60,14 +60,14 @@ storage_target: local
 `
 
 // fixture is a console on a loopback port, calling the batcher's
-// AdminService (admin.Server) over gRPC on another, on a private root of
+// AdminService (adminservice.Server) over gRPC on another, on a private root of
 // the test ZooKeeper.
 type fixture struct {
 	t       *testing.T
 	zkRoot  string // the queue's root in the test ZooKeeper
 	q       *session.Session
 	root    workdir.Root
-	admin   *admin.Server
+	admin   *adminservice.Server
 	batcher string // the AdminService's address
 	con     *web.Console
 	srv     *httptest.Server
@@ -88,10 +88,10 @@ func newFixtureAt(t *testing.T, token, root string) *fixture {
 	return newFixtureKeyed(t, token, root, nil)
 }
 
-// newFixtureKeyed is newFixtureAt with a session key (nil: a random one).
+// newFixtureKeyed is newFixtureAt with a sign-in key (nil: a random one).
 func newFixtureKeyed(t *testing.T, token, root string, key []byte) *fixture {
 	t.Helper()
-	return newFixtureOpts(t, token, root, web.Options{SessionKey: key})
+	return newFixtureOpts(t, token, root, web.Options{SignInKey: key})
 }
 
 // newFixtureWith is newFixture with stage credentials: the workers
@@ -126,7 +126,7 @@ func newFixtureOpts(t *testing.T, token, root string, opts web.Options) *fixture
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	f.admin = &admin.Server{Session: f.q, Profiles: profiles, Root: f.root, Logger: log,
+	f.admin = &adminservice.Server{Session: f.q, Profiles: profiles, Root: f.root, Logger: log,
 		TraceURL: "https://tracing.example/trace/{trace_id}"}
 	f.batcher = serveAdmin(t, f.admin, token)
 	opts.Batcher, opts.Token, opts.Logger = f.batcher, token, log
@@ -143,7 +143,7 @@ func newFixtureOpts(t *testing.T, token, root string, opts web.Options) *fixture
 // serveAdmin serves a as AdminService, guarded by token, on a loopback
 // port until the test ends, as the batcher's gRPC server does; it returns
 // the address.
-func serveAdmin(t *testing.T, a *admin.Server, token string) string {
+func serveAdmin(t *testing.T, a *adminservice.Server, token string) string {
 	t.Helper()
 	srv, err := server.New(server.Options{Logger: slog.New(slog.DiscardHandler), AdminToken: token})
 	if err != nil {
@@ -235,7 +235,7 @@ func (f *fixture) csrf() string {
 	return m[1]
 }
 
-// act posts an action form with the session's CSRF token.
+// act posts an action form with the sign-in's CSRF token.
 func (f *fixture) act(path string, form url.Values) answer {
 	f.t.Helper()
 	if form == nil {

@@ -67,7 +67,7 @@ func startEstimating(t *testing.T, f *fixture, srv *server.Server, addr string) 
 		Logger: slog.New(slog.DiscardHandler), Session: f.q, Jobs: jobs.New(f.q), Server: srv}
 	ctx, stop := context.WithCancel(context.Background())
 	runners, err := stage.Start(ctx, env, stage.Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
-		Handler: func(context.Context, stage.Claim) stage.Outcome { return stage.Release() }})
+		Handler: func(context.Context, stage.Job) stage.Outcome { return stage.Release() }})
 	if err != nil {
 		stop()
 		t.Fatal(err)

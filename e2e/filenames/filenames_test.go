@@ -39,6 +39,7 @@ import (
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/s3test"
 	"github.com/ingestq/ingestq/shared/testenv"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -355,51 +356,44 @@ type callbackBody struct {
 // callback waits for the job's callback.
 func (r *run) callback(t *testing.T, jid string) callbackBody {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		for _, c := range r.dep.Callbacks() {
-			var b callbackBody
-			if c.Key == jid && json.Unmarshal(c.Body, &b) == nil {
-				return b
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no callback of %s", jid)
-	return callbackBody{}
+	var b callbackBody
+	waittest.True(t, time.Minute, "a callback of "+jid, func() bool {
+		return slices.ContainsFunc(r.dep.Callbacks(), func(c depositor.Callback) bool {
+			return c.Key == jid && json.Unmarshal(c.Body, &b) == nil
+		})
+	})
+	return b
 }
 
 // report is the batch's report as mailed (to the outbox), decoded.
 func (r *run) report(t *testing.T, bid string) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if paths, _ := filepath.Glob(filepath.Join(r.st.OutboxDir, bid+"*")); len(paths) > 0 {
-			text, err := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(readFile(t, paths[0]))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(text)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var paths []string
+	waittest.True(t, time.Minute, "a report of "+bid, func() bool {
+		paths, _ = filepath.Glob(filepath.Join(r.st.OutboxDir, bid+"*"))
+		return len(paths) > 0
+	})
+	text, err := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(readFile(t, paths[0]))))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no report of %s", bid)
-	return ""
+	return string(text)
 }
 
 // batchJobs waits for a batch's n jobs to be made and returns them.
 func (r *run) batchJobs(t *testing.T, bid string, n int) []*v1.Job {
 	t.Helper()
 	var ids []string
-	deadline := time.Now().Add(time.Minute)
-	for len(ids) < n && time.Now().Before(deadline) {
+	waittest.Until(t, time.Minute, func() error {
 		folders, err := jobs.NewReader(r.q).BatchJobIDs(context.Background(), bid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = slices.Concat(slices.Collect(maps.Values(folders))...)
-		time.Sleep(50 * time.Millisecond)
-	}
+		if ids = slices.Concat(slices.Collect(maps.Values(folders))...); len(ids) < n {
+			return fmt.Errorf("batch %s has %d jobs, want %d", bid, len(ids), n)
+		}
+		return nil
+	})
 	var out []*v1.Job
 	for _, jid := range ids {
 		j, err := jobs.NewReader(r.q).GetJob(context.Background(), jid)
@@ -418,35 +412,31 @@ func (r *run) batchJobs(t *testing.T, bid string, n int) []*v1.Job {
 func (r *run) waitJob(t *testing.T, jid string, state queue.JobState) *v1.Job {
 	t.Helper()
 	var j *v1.Job
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
+	waittest.Until(t, 3*time.Minute, func() error {
 		var err error
 		if j, err = jobs.NewReader(r.q).GetJob(context.Background(), jid); err == nil && j.GetStatus().GetStatus() == state {
-			return j
+			return nil
 		}
 		if j.GetStatus().GetStatus() == queue.Failed && state != queue.Failed {
 			t.Fatalf("job %s failed: %s", jid, j.GetStatus().GetMessage())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("job %s never reached %s: %v", jid, queue.JobStateName(state), j.GetStatus())
-	return nil
+		return fmt.Errorf("job %s is not %s: %v (%v)", jid, queue.JobStateName(state), j.GetStatus(), err)
+	})
+	return j
 }
 
 // waitBatch waits for a batch to reach one of states.
 func waitBatch(t *testing.T, q *session.Session, bid string, states ...queue.BatchState) *v1.Batch {
 	t.Helper()
 	var b *v1.Batch
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
+	waittest.Until(t, 3*time.Minute, func() error {
 		var err error
 		if b, err = batches.New(q).GetBatch(context.Background(), bid); err == nil && slices.Contains(states, b.GetStatus().GetStatus()) {
-			return b
+			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("batch %s never reached %v: %v", bid, states, b.GetStatus())
-	return nil
+		return fmt.Errorf("batch %s is not in %v: %v (%v)", bid, states, b.GetStatus(), err)
+	})
+	return b
 }
 
 func zipOf(t *testing.T, files map[string]string) []byte {

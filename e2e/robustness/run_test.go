@@ -29,7 +29,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/merritttest"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/testenv"
@@ -577,7 +577,7 @@ func (r *run) replicaSessions() map[int64]string {
 func (r *run) checkFsck(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	rep, err := qadmin.New(r.q).Queue.Fsck(cctx, qadmin.FsckOptions{Grace: time.Nanosecond})
+	rep, err := admin.New(r.q).Queue.Fsck(cctx, admin.FsckOptions{Grace: time.Nanosecond})
 	if err != nil {
 		return fmt.Errorf("fsck: %w", err)
 	}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
-	"github.com/ingestq/ingestq/services/batcher/admin"
+	"github.com/ingestq/ingestq/services/batcher/adminservice"
 	"github.com/ingestq/ingestq/services/batcher/internal/audit"
-	batchrun "github.com/ingestq/ingestq/services/batcher/internal/batches"
+	"github.com/ingestq/ingestq/services/batcher/internal/batchrun"
 	"github.com/ingestq/ingestq/services/batcher/internal/figures"
 	"github.com/ingestq/ingestq/services/batcher/internal/janitor"
 	"github.com/ingestq/ingestq/services/batcher/internal/mail"
@@ -26,7 +26,7 @@ import (
 	"github.com/ingestq/ingestq/shared/fetch"
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/profile"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/retry"
@@ -141,8 +141,8 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	if u := *s.traceURL; u != "" && !strings.Contains(u, "{trace_id}") {
 		return fmt.Errorf("INGESTQ_TRACE_URL %q: it must contain {trace_id}", u)
 	}
-	tools := qadmin.New(env.Session)
-	adminServer := &admin.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
+	tools := admin.New(env.Session)
+	adminServer := &adminservice.Server{Session: env.Session, Profiles: profiles, Root: root, Logger: log, TraceURL: *s.traceURL,
 		Store: fixity.Location{Root: absolute(s.store.Root)}, Retention: *s.retention}
 	jan := &janitor.Janitor{Tools: tools, Root: root, Retention: *s.retention, Interval: *s.cleanupInterval, Logger: log}
 	if s.store.Kind == "s3" {
@@ -167,7 +167,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	v1.RegisterBatchServiceServer(env.Server, &submit.Server{Batches: batches.New(env.Session), Jobs: jobs.NewReader(env.Session), Profiles: profiles, Policy: policy, Logger: log, TraceURL: *s.traceURL})
 	v1.RegisterAdminServiceServer(env.Server, adminServer)
 
-	runner := batchrun.New(batchrun.Config{
+	batcher := batchrun.New(batchrun.Config{
 		Session:  env.Session,
 		Profiles: profiles,
 		Planner: &spawn.Planner{
@@ -209,7 +209,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		runner.Run(taking)
+		batcher.Run(taking)
 	}()
 	jan.ReclaimGrace, jan.Reclaims = *s.reclaimGrace, reclaims
 	janCtx, stopJanitor := context.WithCancel(ctx)
@@ -228,7 +228,7 @@ func (s *settings) setup(ctx context.Context, env *service.Env) error {
 		case <-ran:
 			return nil
 		case <-drain.Done():
-			runner.Abort()
+			batcher.Abort()
 			<-ran
 			return fmt.Errorf("batches in flight cut short: %w", drain.Err())
 		}

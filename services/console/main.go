@@ -15,7 +15,7 @@ import (
 
 	"github.com/ingestq/ingestq/services/console/web"
 	"github.com/ingestq/ingestq/shared/config"
-	"github.com/ingestq/ingestq/shared/process"
+	"github.com/ingestq/ingestq/shared/program"
 	"github.com/ingestq/ingestq/shared/server"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -53,7 +53,7 @@ func setAddress(p *string) func(string) error {
 
 func main() {
 	var s settings
-	process.Main(process.Spec{
+	program.Main(program.Spec{
 		Name:     "console",
 		Defaults: config.Defaults{Listen: "127.0.0.1:7408", MetricsListen: "127.0.0.1:9408"},
 		Config:   s.register,
@@ -62,13 +62,13 @@ func main() {
 }
 
 // setup serves the console on its own port until the drain.
-func (s *settings) setup(_ context.Context, env *process.Env) error {
+func (s *settings) setup(_ context.Context, env *program.Env) error {
 	if *s.stageTimeout <= 0 {
 		return fmt.Errorf("INGESTQ_CONSOLE_STAGE_TIMEOUT %s: want a positive duration", *s.stageTimeout)
 	}
 	var key []byte
 	if *s.keyFile != "" {
-		k, err := web.ReadSessionKey(*s.keyFile)
+		k, err := web.ReadSignInKey(*s.keyFile)
 		if err != nil {
 			return fmt.Errorf("INGESTQ_CONSOLE_KEY_FILE: %w", err)
 		}
@@ -79,7 +79,7 @@ func (s *settings) setup(_ context.Context, env *process.Env) error {
 		return err
 	}
 	con, err := web.New(web.Options{Batcher: s.batcher, BatcherCredentials: creds, Token: env.Config.AdminToken,
-		Logger: env.Logger, SessionKey: key, StageCredentials: creds, StageTimeout: *s.stageTimeout})
+		Logger: env.Logger, SignInKey: key, StageCredentials: creds, StageTimeout: *s.stageTimeout})
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func (d *Downloader) StageConfig() stage.Config {
 // Handle downloads the job's files (or its container, then unpacks it) and
 // records the space they take. Any file that finally fails fails the job
 // with a message naming the file, its URL and the reason.
-func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
+func (d *Downloader) Handle(ctx context.Context, claim stage.Job) stage.Outcome {
 	conf := claim.Data().GetConfiguration()
 	m, err := d.fileList(ctx, claim)
 	switch {
@@ -160,7 +160,7 @@ func (d *Downloader) Handle(ctx context.Context, claim stage.Claim) stage.Outcom
 
 // fileList is the job's file list: its manifest node's, or the one kept in
 // its working folder that the node names (a list too long for a node).
-func (d *Downloader) fileList(ctx context.Context, claim stage.Claim) (*v1.Manifest, error) {
+func (d *Downloader) fileList(ctx context.Context, claim stage.Job) (*v1.Manifest, error) {
 	m, err := claim.LoadManifest(ctx)
 	if err != nil || m.GetKept() == nil {
 		return m, err
@@ -309,7 +309,7 @@ func (d *Downloader) files(ctx context.Context, root *os.Root, m *v1.Manifest) (
 // the archive's headers declare is booked as the job's space (archive and
 // files together), and a job whose container cannot fit the working storage
 // even empty fails saying so, one that cannot fit now waits (roomError).
-func (d *Downloader) container(ctx context.Context, claim stage.Claim, root *os.Root, m *v1.Manifest) (int64, string, error) {
+func (d *Downloader) container(ctx context.Context, claim stage.Job, root *os.Root, m *v1.Manifest) (int64, string, error) {
 	if n := len(m.GetFiles()); n != 1 {
 		return 0, "", fmt.Errorf("a container job lists %d files; want its one archive", n)
 	}
@@ -442,7 +442,7 @@ func (e *roomError) Error() string { return e.msg }
 // which the provisioner counts for a job in Downloading, then checks that
 // the files fit the working storage: never (the job fails), not now (a
 // roomError), or now.
-func (d *Downloader) roomToUnpack(ctx context.Context, claim stage.Claim, archive int64, decl unpack.Stats) error {
+func (d *Downloader) roomToUnpack(ctx context.Context, claim stage.Job, archive int64, decl unpack.Stats) error {
 	need := archive + decl.Bytes
 	if need > claim.Data().GetSpaceNeeded() {
 		if err := claim.Update(ctx, jobs.Change{SpaceNeeded: &need}); err != nil {

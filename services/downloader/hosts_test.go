@@ -287,17 +287,17 @@ func drain(t *testing.T, n, workers, limit int, perJob, horizon time.Duration) (
 					// In synctest's time, sleeping is how the simulated
 					// workers spend theirs: idle, claiming, downloading.
 					if j < 0 {
-						time.Sleep(min(5*time.Millisecond, max(time.Until(wake), time.Millisecond)))
+						time.Sleep(min(5*time.Millisecond, max(time.Until(wake), time.Millisecond))) // idle
 						continue
 					}
-					time.Sleep(claim)
+					time.Sleep(claim) // claiming
 					jid := fmt.Sprint(j)
 					full, wait := h.take(t.Context(), limit, jid, host)
 					if full == "" {
-						time.Sleep(perJob)
+						time.Sleep(perJob) // downloading
 						h.give(jid, host)
 					}
-					time.Sleep(claim)
+					time.Sleep(claim) // committing
 					mu.Lock()
 					if full == "" {
 						state[j] = 2

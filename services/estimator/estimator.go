@@ -108,7 +108,7 @@ func (e *Estimator) StageConfigs() []stage.Config {
 // object manifest fetched and parsed here, and fails (naming the URL and
 // line) if it is corrupt. The job's history says which manifest was read:
 // its URL, its sha256 and its files.
-func (e *Estimator) Pending(ctx context.Context, claim stage.Claim) stage.Outcome {
+func (e *Estimator) Pending(ctx context.Context, claim stage.Job) stage.Outcome {
 	l, out, ok := e.ensureFileList(ctx, claim, false)
 	if !ok {
 		return out
@@ -143,7 +143,7 @@ type fileList struct {
 // else in a file of the job's working folder that the node names. need
 // says the step needs the files of a list kept so (Pending does not). When
 // ok is false, out is what to do with the job instead.
-func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Claim, need bool) (l fileList, out stage.Outcome, ok bool) {
+func (e *Estimator) ensureFileList(ctx context.Context, claim stage.Job, need bool) (l fileList, out stage.Outcome, ok bool) {
 	m, err := claim.LoadManifest(ctx)
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
@@ -201,7 +201,7 @@ const fileListRetry = 15 * time.Second
 
 // workingDir is the job's working folder, which holds a file list too long
 // for its manifest node.
-func (e *Estimator) workingDir(ctx context.Context, claim stage.Claim) (string, stage.Outcome, bool) {
+func (e *Estimator) workingDir(ctx context.Context, claim stage.Job) (string, stage.Outcome, bool) {
 	wd, err := claim.WorkingDir(ctx, e.WorkRoot.Dir())
 	switch {
 	case errors.Is(err, queue.ErrCorrupt):
@@ -228,7 +228,7 @@ func (e *Estimator) workingDir(ctx context.Context, claim stage.Claim) (string, 
 // either the file is unsized. A container counts its archive's size: what
 // it expands to is known only once the downloader unpacks it (and then
 // writes the real space_needed).
-func (e *Estimator) Estimate(ctx context.Context, claim stage.Claim) stage.Outcome {
+func (e *Estimator) Estimate(ctx context.Context, claim stage.Job) stage.Outcome {
 	l, out, ok := e.ensureFileList(ctx, claim, true)
 	if !ok {
 		return out

@@ -211,7 +211,7 @@ func (p *Provisioner) Booked() int64 {
 
 // Handle decides one job: let it through (and book its space), make it
 // wait, or fail it if it could not fit even on an empty disk.
-func (p *Provisioner) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
+func (p *Provisioner) Handle(ctx context.Context, claim stage.Job) stage.Outcome {
 	jid, need := claim.ID(), claim.Data().GetSpaceNeeded()
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -138,8 +138,8 @@ func (o OwnPaths) BindingOwner(owner string) string { return o.Bindings() + "/" 
 func (o OwnPaths) Binding(owner, localID string) string {
 	return o.BindingOwner(owner) + "/" + LockName(localID)
 }
-func (o OwnPaths) ConsoleSessions() string         { return o.root + "/console-sessions" }
-func (o OwnPaths) ConsoleSession(id string) string { return o.ConsoleSessions() + "/" + id }
+func (o OwnPaths) SignIns() string         { return o.root + "/console-sessions" }
+func (o OwnPaths) SignIn(id string) string { return o.SignIns() + "/" + id }
 
 // LockName turns an ARK or local id into a name for ingestq's own nodes
 // (/counters, /local-ids) and the store's folders: ':' and '/' become '_',

@@ -1,6 +1,6 @@
-// Package service is the main of every ingestq stage service: the program
-// of package process (configuration, logging, telemetry, the shared gRPC
-// server, a graceful stop on SIGTERM or SIGINT) with a ZooKeeper session,
+// Package service is the main of every ingestq stage service: package
+// program's (configuration, logging, telemetry, the shared gRPC server, a
+// graceful stop on SIGTERM or SIGINT) with a ZooKeeper session,
 // which the server's health follows. A stage plugs its work in through
 // Spec.Setup.
 package service
@@ -14,7 +14,7 @@ import (
 
 	ingestqv1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
-	"github.com/ingestq/ingestq/shared/process"
+	"github.com/ingestq/ingestq/shared/program"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -65,18 +65,18 @@ type Env struct {
 // after a clean stop, 1 after an error (logged as JSON on stderr). With
 // -check-health it probes the running service instead (the container
 // health check of an image without a shell): 0 if it is SERVING, 1 if not.
-func Main(spec Spec) { process.Main(spec.program()) }
+func Main(spec Spec) { program.Main(spec.programSpec()) }
 
 // run is Main without the process: it returns when ctx ends and the service
 // has stopped, or on an error.
 func run(ctx context.Context, spec Spec, args []string, lookupEnv config.LookupEnv, stdout, stderr io.Writer) error {
-	return process.Run(ctx, spec.program(), args, lookupEnv, stdout, stderr)
+	return program.Run(ctx, spec.programSpec(), args, lookupEnv, stdout, stderr)
 }
 
 // program is the service as a program: the queue's settings beside the
 // service's own, and a ZooKeeper session before its Setup.
-func (spec Spec) program() process.Spec {
-	return process.Spec{
+func (spec Spec) programSpec() program.Spec {
+	return program.Spec{
 		Name:     spec.Name,
 		Defaults: spec.Defaults,
 		Config: func(r *config.Registry, c *config.Common) {
@@ -91,7 +91,7 @@ func (spec Spec) program() process.Spec {
 
 // setup connects to ZooKeeper, makes the server's health follow the
 // session, and runs the service's own Setup.
-func (spec Spec) setup(ctx context.Context, penv *process.Env) error {
+func (spec Spec) setup(ctx context.Context, penv *program.Env) error {
 	cfg, log, tel := penv.Config, penv.Logger, penv.Telemetry
 	log.Info("connecting to ZooKeeper", "servers", cfg.ZooKeeper.Servers, "root", cfg.ZooKeeper.Root)
 	q, err := session.Connect(penv.Starting, session.Options{

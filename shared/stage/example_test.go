@@ -15,7 +15,7 @@ import (
 // commits that (stage.Config{Handler: size}). Its decisions are tried here
 // on jobs held in memory, as a handler's own tests do.
 func ExampleHandler() {
-	size := func(ctx context.Context, claim stage.Claim) stage.Outcome {
+	size := func(ctx context.Context, claim stage.Job) stage.Outcome {
 		m, err := claim.LoadManifest(ctx)
 		if err != nil {
 			return stage.Release() // for another try

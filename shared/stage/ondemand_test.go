@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -27,7 +27,7 @@ func startOnDemand(t *testing.T, c *session.Session) *Runner {
 	t.Helper()
 	r := startRunner(t, c, Config{OnDemand: true})
 	queuetest.Eventually(t, "the runner running", func() bool {
-		ws, err := qadmin.New(c).Queue.ListWorkers(context.Background())
+		ws, err := admin.New(c).Queue.ListWorkers(context.Background())
 		return err == nil && len(ws) == 1
 	})
 	return r
@@ -46,15 +46,15 @@ func locksTaken(c *session.Session) int64 {
 
 func TestAStageOnDemandTakesAJobForEachTakeAndNoneOnItsOwn(t *testing.T) {
 	root := zktest.Root(t)
-	admin := queuetest.Connect(t, root)
+	operator := queuetest.Connect(t, root)
 	c := queuetest.Connect(t, root)
 	r := startOnDemand(t, c)
 	if w := r.Status(); w.GetConcurrency() != 0 {
 		t.Errorf("registry entry says concurrency %d, want 0: the stage has no workers of its own", w.GetConcurrency())
 	}
-	jids := queuetest.SpawnN(t, admin, newJobs(2), queue.Estimating)
+	jids := queuetest.SpawnN(t, operator, newJobs(2), queue.Estimating)
 	got := make(chan string, 2)
-	handler := func(_ context.Context, cl Claim) Outcome {
+	handler := func(_ context.Context, cl Job) Outcome {
 		got <- cl.ID()
 		return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 	}
@@ -63,7 +63,7 @@ func TestAStageOnDemandTakesAJobForEachTakeAndNoneOnItsOwn(t *testing.T) {
 		t.Fatalf("Take = %v, %v; want a job", took, err)
 	}
 	first := <-got
-	queuetest.WaitState(t, admin, first, queue.Provisioning)
+	queuetest.WaitState(t, operator, first, queue.Provisioning)
 	if n := locksTaken(c); n != 1 {
 		t.Errorf("%d jobs claimed for one Take", n)
 	}
@@ -76,7 +76,7 @@ func TestAStageOnDemandTakesAJobForEachTakeAndNoneOnItsOwn(t *testing.T) {
 		t.Errorf("second Take handled %s, want the other of %v", second, jids)
 	}
 	queuetest.Eventually(t, "both jobs in Provisioning", func() bool {
-		counts, _ := qadmin.New(admin).Jobs.Counts(context.Background())
+		counts, _ := admin.New(operator).Jobs.Counts(context.Background())
 		return counts[queue.Provisioning] == 2
 	})
 	if o := r.Status().GetOutcomes(); o["advanced"] != 2 {
@@ -86,10 +86,10 @@ func TestAStageOnDemandTakesAJobForEachTakeAndNoneOnItsOwn(t *testing.T) {
 
 func TestTakeWaitsForAJobUntilItsWaitEndsAndNotWhilePaused(t *testing.T) {
 	root := zktest.Root(t)
-	admin := queuetest.Connect(t, root)
+	operator := queuetest.Connect(t, root)
 	r := startOnDemand(t, queuetest.Connect(t, root))
 	var handled atomic.Int64
-	handler := func(context.Context, Claim) Outcome {
+	handler := func(context.Context, Job) Outcome {
 		handled.Add(1)
 		return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 	}
@@ -97,13 +97,13 @@ func TestTakeWaitsForAJobUntilItsWaitEndsAndNotWhilePaused(t *testing.T) {
 		t.Errorf("Take on an empty queue = %v, %v; want nothing after the wait", took, err)
 	}
 	r.Pause()
-	jid := queuetest.SpawnN(t, admin, newJobs(1), queue.Estimating)[0]
+	jid := queuetest.SpawnN(t, operator, newJobs(1), queue.Estimating)[0]
 	for _, wait := range []time.Duration{0, 200 * time.Millisecond} {
 		if took, err := r.Take(context.Background(), wait, handler); took || err != nil {
 			t.Errorf("Take waiting %s while paused = %v, %v; want nothing", wait, took, err)
 		}
 	}
-	if s := queuetest.Status(t, admin, jid).GetStatus(); s != queue.Estimating || handled.Load() != 0 {
+	if s := queuetest.Status(t, operator, jid).GetStatus(); s != queue.Estimating || handled.Load() != 0 {
 		t.Fatalf("a paused stage handled the job (%s)", queue.JobStateName(s))
 	}
 	// A Take waiting when the pause ends takes the job.
@@ -125,27 +125,27 @@ func TestTakeWaitsForAJobUntilItsWaitEndsAndNotWhilePaused(t *testing.T) {
 	if err := <-took; err != nil {
 		t.Fatalf("Take across the resume: %v", err)
 	}
-	queuetest.WaitState(t, admin, jid, queue.Provisioning)
+	queuetest.WaitState(t, operator, jid, queue.Provisioning)
 }
 
 func TestTakeSkipsAJobTheRunnersRulesDecideAndEndsWhenTheStageDrains(t *testing.T) {
 	root := zktest.Root(t)
-	admin := queuetest.Connect(t, root)
+	operator := queuetest.Connect(t, root)
 	r := startOnDemand(t, queuetest.Connect(t, root))
-	jids := queuetest.SpawnN(t, admin, newJobs(2), queue.Estimating)
-	plant(t, admin, jids[0], "configuration", "{broken")
-	plant(t, admin, jids[1], "configuration", "{broken")
+	jids := queuetest.SpawnN(t, operator, newJobs(2), queue.Estimating)
+	plant(t, operator, jids[0], "configuration", "{broken")
+	plant(t, operator, jids[1], "configuration", "{broken")
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := r.Take(context.Background(), time.Minute, func(context.Context, Claim) Outcome {
+		_, err := r.Take(context.Background(), time.Minute, func(context.Context, Job) Outcome {
 			t.Error("the handler got a job whose data is unreadable")
 			return Release()
 		})
 		waiting <- err
 	}()
 	for _, jid := range jids {
-		queuetest.Eventually(t, jid+" failed", func() bool { return queuetest.Status(t, admin, jid).GetStatus() == queue.Failed })
-		if msg := queuetest.Status(t, admin, jid).GetMessage(); !strings.Contains(msg, "job data unreadable") {
+		queuetest.Eventually(t, jid+" failed", func() bool { return queuetest.Status(t, operator, jid).GetStatus() == queue.Failed })
+		if msg := queuetest.Status(t, operator, jid).GetMessage(); !strings.Contains(msg, "job data unreadable") {
 			t.Errorf("%s failed with %q", jid, msg)
 		}
 	}
@@ -170,13 +170,13 @@ func TestTakeSkipsAJobTheRunnersRulesDecideAndEndsWhenTheStageDrains(t *testing.
 
 func TestADrainWaitsForTheJobsTakenOnDemandThenGivesThemBack(t *testing.T) {
 	root := zktest.Root(t)
-	admin := queuetest.Connect(t, root)
+	operator := queuetest.Connect(t, root)
 	r := startOnDemand(t, queuetest.Connect(t, root))
-	jid := queuetest.SpawnN(t, admin, newJobs(1), queue.Estimating)[0]
+	jid := queuetest.SpawnN(t, operator, newJobs(1), queue.Estimating)[0]
 	ended := make(chan error, 1)
-	took, err := r.Take(context.Background(), 10*time.Second, func(ctx context.Context, _ Claim) Outcome {
+	took, err := r.Take(context.Background(), 10*time.Second, func(ctx context.Context, _ Job) Outcome {
 		<-ctx.Done() // too slow: cut off by the drain deadline
-		return Next(jobs.Change{}).OnEnd(func(_ telemetry.Outcome, err error) { ended <- err })
+		return Next(jobs.Change{}).OnEnd(func(_ telemetry.StepEnd, err error) { ended <- err })
 	})
 	if err != nil || !took {
 		t.Fatalf("Take = %v, %v", took, err)
@@ -192,7 +192,7 @@ func TestADrainWaitsForTheJobsTakenOnDemandThenGivesThemBack(t *testing.T) {
 	if err := <-ended; !errors.Is(err, ErrDrainDeadline) {
 		t.Errorf("the handler learned %v, want ErrDrainDeadline", err)
 	}
-	if job, _ := jobs.NewReader(admin).GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Estimating {
+	if job, _ := jobs.NewReader(operator).GetJob(context.Background(), jid); job.GetLocked() || job.GetStatus().GetStatus() != queue.Estimating {
 		t.Errorf("job after the drain: locked %v in %s; want it given back", job.GetLocked(), queue.JobStateName(job.GetStatus().GetStatus()))
 	}
 }
@@ -203,17 +203,17 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 		outcome Outcome
 		// meddle changes the job under the handler before it returns.
 		meddle  func(t *testing.T, root, jid, bid string)
-		step    telemetry.Outcome
+		step    telemetry.StepEnd
 		wantErr func(error) bool
 		state   queue.JobState
 	}{
 		{name: "a step that goes on", outcome: Next(jobs.Change{SpaceNeeded: ptr(int64(1))}),
-			step: telemetry.OutcomeAdvanced, state: queue.Provisioning},
-		{name: "a failure", outcome: Fail("no"), step: telemetry.OutcomeFailed, state: queue.Failed},
-		{name: "a release", outcome: Release(), step: telemetry.OutcomeReleased, state: queue.Estimating},
+			step: telemetry.EndAdvanced, state: queue.Provisioning},
+		{name: "a failure", outcome: Fail("no"), step: telemetry.EndFailed, state: queue.Failed},
+		{name: "a release", outcome: Release(), step: telemetry.EndReleased, state: queue.Estimating},
 		{name: "a commit of a job whose batch is gone", outcome: Next(jobs.Change{SpaceNeeded: ptr(int64(1))}),
 			meddle: func(t *testing.T, root, _, bid string) { zktest.DeleteTree(t, zktest.RawConn(t), root+"/batches/"+bid) },
-			step:   telemetry.OutcomeFailed, state: queue.Failed,
+			step:   telemetry.EndFailed, state: queue.Failed,
 			wantErr: func(err error) bool {
 				var nb *queue.NoBatchError
 				return errors.As(err, &nb) && nb.Failed
@@ -223,7 +223,7 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 				zktest.WriteNode(t, zktest.RawConn(t), root+"/jobs/"+jid+"/status",
 					`{"status":"Failed","last_modified":"2026-11-22 03:51:07 +0000","message":"failed by an administrator","last_successful_status":"Pending","retry_count":0}`)
 			},
-			step: telemetry.OutcomeFenced, state: queue.Failed,
+			step: telemetry.EndFenced, state: queue.Failed,
 			wantErr: func(err error) bool { return errors.Is(err, queue.ErrFenced) }},
 	}
 	for _, tt := range tests {
@@ -234,7 +234,7 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 			exp := tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 			type end struct {
-				step     telemetry.Outcome
+				step     telemetry.StepEnd
 				err      error
 				counted  int64
 				inFlight int
@@ -245,14 +245,14 @@ func TestOnEndTellsTheHandlerHowItsOutcomeEndedAndAfterEndFindsItsSpanEnded(t *t
 			var r *Runner
 			var first atomic.Bool
 			r, err := New(jobs.New(c), Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning,
-				Concurrency: 1, Tracer: tp.Tracer("stage"), Handler: func(ctx context.Context, cl Claim) Outcome {
+				Concurrency: 1, Tracer: tp.Tracer("stage"), Handler: func(ctx context.Context, cl Job) Outcome {
 					if first.Swap(true) {
 						return Release() // a released job taken again
 					}
 					if tt.meddle != nil {
 						tt.meddle(t, root, cl.ID(), cl.Data().GetBid())
 					}
-					return tt.outcome.OnEnd(func(step telemetry.Outcome, err error) {
+					return tt.outcome.OnEnd(func(step telemetry.StepEnd, err error) {
 						w := r.Status()
 						ended <- end{step, err, w.GetOutcomes()[string(step)], len(w.GetInFlight())}
 						trace.SpanFromContext(ctx).SetAttributes(attribute.String("test.learned", string(step)))

@@ -32,7 +32,7 @@ func TestProgressIsReportedOnlyForStepsThatLastAnIntervalAndMoveBytes(t *testing
 	every := 5 * time.Second
 	mover := s.Begin(ctx, "mover", "b1")
 	silent := s.Begin(ctx, "silent", "b1")
-	defer silent.End(ctx, telemetry.OutcomeAdvanced)
+	defer silent.End(ctx, telemetry.EndAdvanced)
 	mover.Meter().Expect(1000)
 	mover.Meter().Add(100)
 	start := time.Now()
@@ -45,7 +45,7 @@ func TestProgressIsReportedOnlyForStepsThatLastAnIntervalAndMoveBytes(t *testing
 	// shows (nor costs a write).
 	quick := s.Begin(ctx, "quick", "b1")
 	quick.Meter().Add(10)
-	quick.End(ctx, telemetry.OutcomeAdvanced)
+	quick.End(ctx, telemetry.EndAdvanced)
 
 	t1 := start.Add(every)
 	if !s.measure(t1, every) {
@@ -129,7 +129,7 @@ func TestAStepThatMovesBytesShowsItsProgressInItsWorkerEntry(t *testing.T) {
 	c := queuetest.Connect(t, root)
 	release := make(chan struct{})
 	startRunner(t, c, Config{ProgressInterval: 50 * time.Millisecond, Concurrency: 1,
-		Handler: func(ctx context.Context, claim Claim) Outcome {
+		Handler: func(ctx context.Context, claim Job) Outcome {
 			m := MeterOf(ctx)
 			m.Expect(1 << 20)
 			for {

@@ -28,13 +28,13 @@ import (
 // the step is over, after its span. The job's data is
 // claim.Data(); claim.Update writes data that must land before the step
 // ends (an ARK, say).
-type Handler func(ctx context.Context, claim Claim) Outcome
+type Handler func(ctx context.Context, claim Job) Outcome
 
-// Claim is what a handler uses of its claimed job (a *jobs.Claim, which
-// the runner commits). A handler decides; the runner commits its Outcome,
+// Job is what a handler uses of its claimed job (a *jobs.Claim, which the
+// runner commits). A handler decides; the runner commits its Outcome,
 // so committing and releasing are not here. Being an interface, a
 // handler's logic can be tested without ZooKeeper.
-type Claim interface {
+type Job interface {
 	// ID is the job's id.
 	ID() string
 	// State is the state the job was in when it was claimed.
@@ -57,7 +57,7 @@ type Claim interface {
 	MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error)
 }
 
-var _ Claim = (*jobs.Claim)(nil)
+var _ Job = (*jobs.Claim)(nil)
 
 // Outcome is what a handler decided; build it with Next, To, Fail, Wait or Release.
 type Outcome struct {
@@ -65,7 +65,7 @@ type Outcome struct {
 	change    jobs.Change
 	after     time.Duration
 	committed func()
-	ended     func(telemetry.Outcome, error)
+	ended     func(telemetry.StepEnd, error)
 	over      func()
 }
 
@@ -85,7 +85,7 @@ func (o Outcome) OnCommitted(f func()) Outcome {
 // when a drain ran out of time first. f runs after the step was counted
 // and left the jobs in flight, and before the step's span (the handler's
 // context's) ends, so f may add to the span what it learned.
-func (o Outcome) OnEnd(f func(step telemetry.Outcome, err error)) Outcome {
+func (o Outcome) OnEnd(f func(step telemetry.StepEnd, err error)) Outcome {
 	o.ended = f
 	return o
 }
@@ -465,7 +465,7 @@ func (r *Runner) handOver(claim *jobs.Claim, h Handler) bool {
 	go func() {
 		defer r.wg.Done()
 		defer close(ended)
-		r.handle(claim, func(ctx context.Context, cl Claim) Outcome {
+		r.handle(claim, func(ctx context.Context, cl Job) Outcome {
 			close(started)
 			return h(ctx, cl)
 		})
@@ -512,7 +512,7 @@ type handled struct {
 	claim   *jobs.Claim
 	ctx     context.Context
 	outcome Outcome
-	end     func(telemetry.Outcome, error) // ends the step's span, metrics and tracking
+	end     func(telemetry.StepEnd, error) // ends the step's span, metrics and tracking
 }
 
 // handleOnly runs handler on one claim; finish commits its outcome.
@@ -535,9 +535,9 @@ func (r *Runner) handleOnly(claim *jobs.Claim, handler Handler) handled {
 	jobCtx = WithMeter(jobCtx, flight.Meter())
 	h := handled{claim: claim, ctx: jobCtx}
 	h.outcome = r.decide(jobCtx, claim, handler)
-	h.end = func(result telemetry.Outcome, err error) {
+	h.end = func(result telemetry.StepEnd, err error) {
 		flight.End(jobCtx, result)
-		if result == telemetry.OutcomeFailed {
+		if result == telemetry.EndFailed {
 			span.SetStatus(codes.Error, h.outcome.change.Message)
 		}
 		if h.outcome.ended != nil {
@@ -629,7 +629,7 @@ var ErrDrainDeadline = errors.New("stage draining: out of time")
 // (Change.Unlock) are released by the commit, or after it when it did not
 // happen. A job lost while its handler worked is the claim's to refuse:
 // it sends nothing for it.
-func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.Outcome, next *Runner, _ error) {
+func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ telemetry.StepEnd, next *Runner, _ error) {
 	// Commits must go through even if the drain deadline passed while the
 	// handler returned; only a lost lock (claim context) stops them.
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -650,7 +650,7 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 			r.log.WarnContext(ctx, "releasing job at drain", "error", err)
 		}
 		r.log.InfoContext(ctx, "job released untouched: drain ran out of time")
-		return telemetry.OutcomeReleased, nil, context.Cause(ctx)
+		return telemetry.EndReleased, nil, context.Cause(ctx)
 	}
 	// A claim lost already refuses the outcome without sending it.
 	lost := claim.Context().Err() != nil
@@ -662,13 +662,13 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 		return result, next, nil
 	}
 	switch result = CommitOutcome(err, result); {
-	case result == telemetry.OutcomeFenced && lost:
+	case result == telemetry.EndFenced && lost:
 		cause := context.Cause(claim.Context())
 		r.log.WarnContext(ctx, "job lost while working on it; not committing", "cause", cause)
 		err = fmt.Errorf("%w: the job was lost before its outcome was committed: %v", queue.ErrFenced, cause)
-	case result == telemetry.OutcomeFenced:
+	case result == telemetry.EndFenced:
 		r.log.WarnContext(ctx, "commit refused: the job was lost", "error", err)
-	case result == telemetry.OutcomeFailed:
+	case result == telemetry.EndFailed:
 		// Retrying would fail every time: the job was failed instead.
 		r.log.ErrorContext(ctx, "job failed: its batch does not exist", "error", err)
 	default:
@@ -682,19 +682,19 @@ func (r *Runner) commit(ctx context.Context, claim *jobs.Claim, out Outcome) (_ 
 // change (handed to the next runner when it takes the job over), or a
 // release. It says how the step ended if the call succeeds, and whether
 // the outcome's change was written (not a release).
-func (r *Runner) apply(ctx context.Context, claim *jobs.Claim, out Outcome) (result telemetry.Outcome, next *Runner, wrote bool, err error) {
+func (r *Runner) apply(ctx context.Context, claim *jobs.Claim, out Outcome) (result telemetry.StepEnd, next *Runner, wrote bool, err error) {
 	ch := out.change
 	ch.By = r.state.ID()
 	switch out.kind {
 	case kindRelease:
-		return telemetry.OutcomeReleased, nil, false, claim.Release(ctx)
+		return telemetry.EndReleased, nil, false, claim.Release(ctx)
 	case kindWait:
 		defer r.consumer.Defer(claim.ID(), time.Now().Add(out.after))
 		if !queue.CanMoveJob(claim.State(), claim.State()) || ch.Message == "" {
-			return telemetry.OutcomeRetried, nil, false, claim.Release(ctx)
+			return telemetry.EndRetried, nil, false, claim.Release(ctx)
 		}
 		ch.To = claim.State()
-		return telemetry.OutcomeRetried, nil, true, claim.Commit(ctx, ch)
+		return telemetry.EndRetried, nil, true, claim.Commit(ctx, ch)
 	case kindNext:
 		ch.To = r.cfg.To
 	}
@@ -706,9 +706,9 @@ func (r *Runner) apply(ctx context.Context, claim *jobs.Claim, out Outcome) (res
 	} else {
 		err = claim.Commit(ctx, ch)
 	}
-	result = telemetry.OutcomeAdvanced
+	result = telemetry.EndAdvanced
 	if ch.To == queue.Failed {
-		result = telemetry.OutcomeFailed
+		result = telemetry.EndFailed
 		r.log.WarnContext(ctx, "job failed", "message", ch.Message)
 	} else if ch.To != r.cfg.To {
 		r.log.InfoContext(ctx, "job moved", "to", queue.JobStateName(ch.To), "message", ch.Message)

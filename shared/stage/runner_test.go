@@ -16,7 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -70,8 +70,8 @@ func startRunner(t *testing.T, c *session.Session, cfg Config) *Runner {
 
 func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 	root := zktest.Root(t)
-	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, newJobs(60), queue.Estimating)
+	operator := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, operator, newJobs(60), queue.Estimating)
 	const replicas = 3
 	var mu sync.Mutex
 	handled := map[string]int{}
@@ -80,7 +80,7 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 	// everything first, or never took any, cannot finish the batch.
 	allHold := make(chan struct{})
 	for i := 0; i < replicas; i++ {
-		startRunner(t, queuetest.Connect(t, root), Config{Concurrency: 2, Handler: func(ctx context.Context, cl Claim) Outcome {
+		startRunner(t, queuetest.Connect(t, root), Config{Concurrency: 2, Handler: func(ctx context.Context, cl Job) Outcome {
 			mu.Lock()
 			handled[cl.ID()]++
 			byReplica[i]++
@@ -97,7 +97,7 @@ func TestReplicasShareTheWorkAndHandleEachJobOnce(t *testing.T) {
 		}})
 	}
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := qadmin.New(admin).Jobs.Counts(context.Background())
+		counts, _ := admin.New(operator).Jobs.Counts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	mu.Lock()
@@ -128,14 +128,14 @@ func TestInOrderStageHandsJobsOverInQueueOrder(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var order []string
-	startRunner(t, c, Config{Concurrency: 4, Spread: 1, InOrder: true, Handler: func(ctx context.Context, cl Claim) Outcome {
+	startRunner(t, c, Config{Concurrency: 4, Spread: 1, InOrder: true, Handler: func(ctx context.Context, cl Job) Outcome {
 		mu.Lock()
 		order = append(order, cl.ID())
 		mu.Unlock()
 		return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 	}})
 	queuetest.Eventually(t, "every job in Provisioning", func() bool {
-		counts, _ := qadmin.New(c).Jobs.Counts(context.Background())
+		counts, _ := admin.New(c).Jobs.Counts(context.Background())
 		return counts[queue.Provisioning] == len(jids)
 	})
 	mu.Lock()
@@ -161,19 +161,19 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 			jids := queuetest.SpawnN(t, c, newJobs(n), queue.Pending)
 			var mu sync.Mutex
 			seen := map[string][]queue.JobState{}
-			record := func(cl Claim) {
+			record := func(cl Job) {
 				mu.Lock()
 				seen[cl.ID()] = append(seen[cl.ID()], cl.State())
 				mu.Unlock()
 			}
 			jc := jobs.New(c)
 			first, err := New(jc, Config{Service: "test", Name: "pending", From: queue.Pending, To: queue.Estimating, Concurrency: 2,
-				Handler: func(ctx context.Context, cl Claim) Outcome { record(cl); return Next(jobs.Change{}) }})
+				Handler: func(ctx context.Context, cl Job) Outcome { record(cl); return Next(jobs.Change{}) }})
 			if err != nil {
 				t.Fatal(err)
 			}
 			second, err := New(jc, Config{Service: "test", Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Concurrency: 2,
-				Handler: func(ctx context.Context, cl Claim) Outcome {
+				Handler: func(ctx context.Context, cl Job) Outcome {
 					record(cl)
 					return Next(jobs.Change{SpaceNeeded: ptr(int64(1))})
 				}})
@@ -198,7 +198,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 				want = queue.Estimating
 			}
 			queuetest.Eventually(t, "every job in "+queue.JobStateName(want), func() bool {
-				counts, _ := qadmin.New(c).Jobs.Counts(context.Background())
+				counts, _ := admin.New(c).Jobs.Counts(context.Background())
 				return counts[want] == n
 			})
 			reads := int64(0)
@@ -231,7 +231,7 @@ func TestChainedRunnersHandAJobOnWithoutClaimingItAgain(t *testing.T) {
 func TestPausedReplicaTakesNothingUntilResumed(t *testing.T) {
 	root := zktest.Root(t)
 	c := queuetest.Connect(t, root)
-	r := startRunner(t, c, Config{Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
+	r := startRunner(t, c, Config{Handler: func(context.Context, Job) Outcome { return Next(jobs.Change{}) }})
 	r.Pause()
 	if !r.Status().GetPaused() {
 		t.Fatal("status does not say paused")
@@ -253,7 +253,7 @@ func TestDrainFinishesWorkInTimeAndReleasesWhatIsLate(t *testing.T) {
 	jids := queuetest.SpawnN(t, c, newJobs(2), queue.Estimating)
 	started := make(chan string, 2)
 	finish := make(chan struct{}) // the quick job's step ends when the test says
-	r := startRunner(t, c, Config{Concurrency: 2, Handler: func(ctx context.Context, cl Claim) Outcome {
+	r := startRunner(t, c, Config{Concurrency: 2, Handler: func(ctx context.Context, cl Job) Outcome {
 		started <- cl.ID()
 		if cl.ID() == jids[0] {
 			select { // finishes within the drain
@@ -307,11 +307,11 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cut.Close()
-	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, newJobs(1), queue.Estimating)
+	operator := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, operator, newJobs(1), queue.Estimating)
 	cancelled := make(chan error, 1)
 	var once sync.Once
-	r := startRunner(t, cut, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
+	r := startRunner(t, cut, Config{Handler: func(ctx context.Context, cl Job) Outcome {
 		first := false
 		once.Do(func() { first = true })
 		if !first {
@@ -332,12 +332,12 @@ func TestHandlerPastLockLossIsCancelledAndItsCommitRefused(t *testing.T) {
 	}
 	proxy.Unblock()
 	queuetest.Eventually(t, "the late commit counted as fenced", func() bool { return r.Status().GetOutcomes()["fenced"] == 1 })
-	if st := queuetest.Status(t, admin, jids[0]); st.GetStatus() != queue.Estimating || st.GetMessage() == "too late" {
+	if st := queuetest.Status(t, operator, jids[0]); st.GetStatus() != queue.Estimating || st.GetMessage() == "too late" {
 		t.Errorf("job is %s %q: the lost replica's outcome must not land", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
 	// Another replica finishes it.
-	startRunner(t, admin, Config{Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
-	queuetest.Eventually(t, "another replica finished the job", func() bool { s := queuetest.Status(t, admin, jids[0]).GetStatus(); return s == queue.Provisioning })
+	startRunner(t, operator, Config{Handler: func(context.Context, Job) Outcome { return Next(jobs.Change{}) }})
+	queuetest.Eventually(t, "another replica finished the job", func() bool { s := queuetest.Status(t, operator, jids[0]).GetStatus(); return s == queue.Provisioning })
 }
 
 func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
@@ -352,23 +352,23 @@ func TestRunnerRulesBeforeAndAroundTheHandler(t *testing.T) {
 	}{
 		{name: "a pending job of a held collection goes to Held", from: queue.Pending, hold: true,
 			setup: func(t *testing.T, c *session.Session, jid string) {
-				if err := qadmin.New(c).Queue.HoldCollection(context.Background(), "p"); err != nil {
+				if err := admin.New(c).Queue.HoldCollection(context.Background(), "p"); err != nil {
 					t.Fatal(err)
 				}
 			},
-			handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) },
+			handler: func(context.Context, Job) Outcome { return Next(jobs.Change{}) },
 			want:    queue.Held, message: "collection p is held"},
 		{name: "a panicking handler fails the job and the runner lives on", from: queue.Estimating,
-			handler: func(context.Context, Claim) Outcome { panic("boom") },
+			handler: func(context.Context, Job) Outcome { panic("boom") },
 			want:    queue.Failed, message: "internal error in estimating: boom"},
 		{name: "a handler's failure message lands in the status", from: queue.Estimating,
-			handler: func(context.Context, Claim) Outcome { return Fail("f.txt: HTTP 404") },
+			handler: func(context.Context, Job) Outcome { return Fail("f.txt: HTTP 404") },
 			want:    queue.Failed, message: "f.txt: HTTP 404"},
 		{name: "malformed JSON planted by another writer fails the job with the path", from: queue.Estimating,
 			setup: func(t *testing.T, c *session.Session, jid string) {
 				plant(t, c, jid, "configuration", "{broken")
 			},
-			handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) },
+			handler: func(context.Context, Job) Outcome { return Next(jobs.Change{}) },
 			want:    queue.Failed, message: "/configuration: unreadable"},
 	}
 	for _, tt := range tests {
@@ -415,7 +415,7 @@ func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 			c := queuetest.Connect(t, zktest.Root(t))
 			jid := queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)[0]
 			handled := make(chan struct{})
-			startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
+			startRunner(t, c, Config{Handler: func(ctx context.Context, cl Job) Outcome {
 				defer close(handled)
 				l, err := jobs.New(c).LockStorage(ctx, "ark:/99999/fk4lock")
 				if err != nil {
@@ -426,7 +426,7 @@ func TestObjectLocksOfAnOutcomeAreReleasedWithItsCommitOrAfterIt(t *testing.T) {
 			}})
 			<-handled
 			queuetest.Eventually(t, "lock released", func() bool {
-				storage, _, err := qadmin.New(c).Queue.ObjectLocks(context.Background())
+				storage, _, err := admin.New(c).Queue.ObjectLocks(context.Background())
 				j, jerr := jobs.NewReader(c).GetJob(context.Background(), jid)
 				return err == nil && jerr == nil && len(storage) == 0 && !j.GetLocked()
 			})
@@ -465,7 +465,7 @@ func TestOnCommittedRunsOnlyAfterTheOutcomeWasCommitted(t *testing.T) {
 			c := queuetest.Connect(t, zktest.Root(t))
 			queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)
 			var called atomic.Int64
-			r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
+			r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Job) Outcome {
 				return tt.outcome.OnCommitted(func() { called.Add(1) })
 			}})
 			// An outcome is counted after its commit and its callback.
@@ -494,7 +494,7 @@ func TestWaitLeavesTheJobAndTriesItAgainLater(t *testing.T) {
 	var mu sync.Mutex
 	var tries []time.Time
 	startRunner(t, c, Config{Name: "provisioning", From: queue.Provisioning, To: queue.Downloading,
-		Handler: func(ctx context.Context, cl Claim) Outcome {
+		Handler: func(ctx context.Context, cl Job) Outcome {
 			mu.Lock()
 			defer mu.Unlock()
 			tries = append(tries, time.Now())
@@ -545,7 +545,7 @@ func TestSpansOfTwoStagesOfOneJobShareItsTrace(t *testing.T) {
 		exporters = append(exporters, exp)
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 		startRunner(t, queuetest.Connect(t, root), Config{Name: st.name, From: st.from, To: st.to, Tracer: tp.Tracer("stage"),
-			Handler: func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }})
+			Handler: func(context.Context, Job) Outcome { return Next(jobs.Change{}) }})
 	}
 	queuetest.Eventually(t, "job through both stages", func() bool { s := queuetest.Status(t, c, jids[0]).GetStatus(); return s == queue.Provisioning })
 	queuetest.Eventually(t, "both spans exported", func() bool { return len(exporters[0].GetSpans()) == 1 && len(exporters[1].GetSpans()) == 1 })

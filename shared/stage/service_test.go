@@ -10,7 +10,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/config"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/server"
@@ -35,7 +35,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	env := &service.Env{Name: "estimator", Version: "v1.4.2", Config: &config.Common{Concurrency: 2}, Logger: slog.Default(), Session: q, Jobs: jobs.New(q), Server: srv}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	handler := func(context.Context, Claim) Outcome { return Next(jobs.Change{}) }
+	handler := func(context.Context, Job) Outcome { return Next(jobs.Change{}) }
 	runners, err := Start(ctx, env,
 		Config{Name: "pending", From: queue.Pending, To: queue.Estimating, Handler: handler},
 		Config{Name: "estimating", From: queue.Estimating, To: queue.Provisioning, Handler: handler})
@@ -45,7 +45,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	conn := servicetest.Serve(t, srv)
 	srv.SetServing(true)
 	client := v1.NewStageServiceClient(conn)
-	admin := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
+	withToken := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
 
 	st, err := client.GetStatus(ctx, &v1.GetStatusRequest{})
 	if err != nil {
@@ -62,7 +62,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	if _, err := client.Pause(ctx, &v1.PauseRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("Pause without the token: %v, want Unauthenticated", err)
 	}
-	p, err := client.Pause(admin, &v1.PauseRequest{})
+	p, err := client.Pause(withToken, &v1.PauseRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 		}
 		return nil
 	})
-	r, err := client.Resume(admin, &v1.ResumeRequest{})
+	r, err := client.Resume(withToken, &v1.ResumeRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 		t.Errorf("Resume answers paused %v, want false, set", r.Paused)
 	}
 	queuetest.Eventually(t, "job through both runners", func() bool { s := queuetest.Status(t, q, jids[0]).GetStatus(); return s == queue.Provisioning })
-	d, err := client.Drain(admin, &v1.DrainRequest{})
+	d, err := client.Drain(withToken, &v1.DrainRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestStageServiceOverGRPC(t *testing.T) {
 	for _, r := range runners {
 		<-r.Done()
 	}
-	ws, err := qadmin.New(q).Queue.ListWorkers(ctx)
+	ws, err := admin.New(q).Queue.ListWorkers(ctx)
 	if err != nil || len(ws) != 0 {
 		t.Errorf("workers left in the registry after the drain: %v, %v", ws, err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -29,7 +29,7 @@ import (
 func firstTimeBlocks(working chan<- string) Handler {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	return func(ctx context.Context, cl Claim) Outcome {
+	return func(ctx context.Context, cl Job) Outcome {
 		mu.Lock()
 		again := seen[cl.ID()]
 		seen[cl.ID()] = true
@@ -86,8 +86,8 @@ func TestJobsOfASessionBackAfterAQuorumLossAreUnlockedAndTakenAgain(t *testing.T
 		t.Cleanup(q.Close)
 		return q
 	}
-	q, admin := connect(), connect()
-	jids := queuetest.SpawnN(t, admin, newJobs(2), queue.Estimating)
+	q, operator := connect(), connect()
+	jids := queuetest.SpawnN(t, operator, newJobs(2), queue.Estimating)
 	working := make(chan string, 2)
 	r := startRunner(t, q, Config{Concurrency: 4, Handler: firstTimeBlocks(working)})
 	waitWorking(t, working, 2)
@@ -104,12 +104,12 @@ func TestJobsOfASessionBackAfterAQuorumLossAreUnlockedAndTakenAgain(t *testing.T
 		}
 	}
 	for _, jid := range jids {
-		queuetest.WaitState(t, admin, jid, queue.Provisioning)
+		queuetest.WaitState(t, operator, jid, queue.Provisioning)
 	}
 	if got := q.ID(); got != sess {
 		t.Fatalf("the replica's session changed (0x%x → 0x%x): the test needs the same session back", sess, got)
 	}
-	if !unlocked(admin, jids) {
+	if !unlocked(operator, jids) {
 		t.Error("a job is still locked after it moved on")
 	}
 }
@@ -157,8 +157,8 @@ func runReplica(root string) int {
 // again by itself: nothing else changes in the queue to wake it.
 func TestTheOnlyReplicaFrozenPastItsSessionTimeoutTakesItsJobsBack(t *testing.T) {
 	root := zktest.Root(t)
-	admin := queuetest.Connect(t, root)
-	jids := queuetest.SpawnN(t, admin, newJobs(2), queue.Estimating)
+	operator := queuetest.Connect(t, root)
+	jids := queuetest.SpawnN(t, operator, newJobs(2), queue.Estimating)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envReplicaRoot+"="+root)
 	cmd.Stderr = os.Stderr
@@ -188,12 +188,12 @@ func TestTheOnlyReplicaFrozenPastItsSessionTimeoutTakesItsJobsBack(t *testing.T)
 	}
 	// Unlocked by the server: its session expired, the replica frozen past
 	// its timeout.
-	queuetest.Eventually(t, "the frozen replica's jobs unlocked by the server", func() bool { return unlocked(admin, jids) })
+	queuetest.Eventually(t, "the frozen replica's jobs unlocked by the server", func() bool { return unlocked(operator, jids) })
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	for _, jid := range jids {
-		queuetest.WaitState(t, admin, jid, queue.Provisioning)
+		queuetest.WaitState(t, operator, jid, queue.Provisioning)
 	}
 }
 
@@ -209,7 +209,7 @@ func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 	jid := queuetest.SpawnN(t, c, newJobs(1), queue.Estimating)[0]
 	working, failed := make(chan string, 1), make(chan struct{})
 	var once sync.Once
-	r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Claim) Outcome {
+	r := startRunner(t, c, Config{Handler: func(ctx context.Context, cl Job) Outcome {
 		first := false
 		once.Do(func() { first = true })
 		if first {
@@ -246,7 +246,7 @@ func TestAStepFencedByAStatusWrittenWithoutTheLockRemovesItsLock(t *testing.T) {
 		t.Errorf("job is %s %q: the peer's write must stand", queue.JobStateName(st.GetStatus()), st.GetMessage())
 	}
 	// An operator requeues the job: it is not locked, and the stage takes it.
-	if _, err := qadmin.New(c).Jobs.Requeue(context.Background(), jid, queue.Estimating, ""); err != nil {
+	if _, err := admin.New(c).Jobs.Requeue(context.Background(), jid, queue.Estimating, ""); err != nil {
 		t.Fatalf("requeue after the fenced commit: %v", err)
 	}
 	queuetest.WaitState(t, c, jid, queue.Provisioning)

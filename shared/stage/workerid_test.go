@@ -23,7 +23,7 @@ func TestRunnersOfOneProcessHaveWorkerEntriesOfTheirOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	idle := func(context.Context, Claim) Outcome { return Outcome{} }
+	idle := func(context.Context, Job) Outcome { return Outcome{} }
 	// Made one after the other, as a service makes its runners.
 	seen := map[string]bool{}
 	jc := jobs.New(c)

@@ -243,7 +243,7 @@ func (s *WorkerState) Begin(ctx context.Context, jid, bid string) *Flight {
 
 // End says how the job's step ended: it is counted under outcome, its step
 // metrics end, and it is no longer in flight. Only the first End counts.
-func (f *Flight) End(ctx context.Context, outcome telemetry.Outcome) {
+func (f *Flight) End(ctx context.Context, outcome telemetry.StepEnd) {
 	s := f.s
 	s.mu.Lock()
 	if f.ended {
@@ -326,16 +326,16 @@ func (s *WorkerState) Idle() <-chan struct{} {
 // meant to end as intended returned err: as intended; fenced when the job
 // was lost; failed when its batch is gone and the job was failed instead;
 // released when the commit failed otherwise and the job is given back.
-func CommitOutcome(err error, intended telemetry.Outcome) telemetry.Outcome {
+func CommitOutcome(err error, intended telemetry.StepEnd) telemetry.StepEnd {
 	var noBatch *queue.NoBatchError
 	switch {
 	case err == nil:
 		return intended
 	case errors.Is(err, queue.ErrFenced):
-		return telemetry.OutcomeFenced
+		return telemetry.EndFenced
 	case errors.As(err, &noBatch) && noBatch.Failed:
-		return telemetry.OutcomeFailed
+		return telemetry.EndFailed
 	default:
-		return telemetry.OutcomeReleased
+		return telemetry.EndReleased
 	}
 }

@@ -56,8 +56,8 @@ func TestAJobBegunTwiceIsInFlightUntilItsLastStepEnds(t *testing.T) {
 	first := s.Begin(ctx, "j1", "b1")
 	second := s.Begin(ctx, "j1", "b1")
 	other := s.Begin(ctx, "j2", "b1")
-	first.End(ctx, telemetry.OutcomeReleased)
-	first.End(ctx, telemetry.OutcomeAdvanced) // counted once
+	first.End(ctx, telemetry.EndReleased)
+	first.End(ctx, telemetry.EndAdvanced) // counted once
 	w := s.Status()
 	var ids []string
 	for _, f := range w.GetInFlight() {
@@ -73,13 +73,13 @@ func TestAJobBegunTwiceIsInFlightUntilItsLastStepEnds(t *testing.T) {
 		t.Errorf("outcomes %v, want one released", o)
 	}
 	idle := s.Idle()
-	second.End(ctx, telemetry.OutcomeAdvanced)
+	second.End(ctx, telemetry.EndAdvanced)
 	select {
 	case <-idle:
 		t.Fatal("idle with a job in flight")
 	default:
 	}
-	other.End(ctx, telemetry.OutcomeFenced)
+	other.End(ctx, telemetry.EndFenced)
 	<-idle
 	<-s.Idle()
 	if o := s.Status().GetOutcomes(); o["released"] != 1 || o["advanced"] != 1 || o["fenced"] != 1 || s.InFlight() != 0 {
@@ -132,15 +132,15 @@ func TestUntilChangedEndsAtThePauseWithItsCause(t *testing.T) {
 func TestCommitOutcomeSaysHowAStepEnded(t *testing.T) {
 	for _, tt := range []struct {
 		err      error
-		intended telemetry.Outcome
-		want     telemetry.Outcome
+		intended telemetry.StepEnd
+		want     telemetry.StepEnd
 	}{
-		{nil, telemetry.OutcomeAdvanced, telemetry.OutcomeAdvanced},
-		{nil, telemetry.OutcomeRetried, telemetry.OutcomeRetried},
-		{fmt.Errorf("commit: %w", queue.ErrFenced), telemetry.OutcomeAdvanced, telemetry.OutcomeFenced},
-		{&queue.NoBatchError{Job: "j", Batch: "b", Failed: true}, telemetry.OutcomeAdvanced, telemetry.OutcomeFailed},
-		{&queue.NoBatchError{Job: "j", Batch: "b"}, telemetry.OutcomeAdvanced, telemetry.OutcomeReleased},
-		{errors.New("connection closed"), telemetry.OutcomeFailed, telemetry.OutcomeReleased},
+		{nil, telemetry.EndAdvanced, telemetry.EndAdvanced},
+		{nil, telemetry.EndRetried, telemetry.EndRetried},
+		{fmt.Errorf("commit: %w", queue.ErrFenced), telemetry.EndAdvanced, telemetry.EndFenced},
+		{&queue.NoBatchError{Job: "j", Batch: "b", Failed: true}, telemetry.EndAdvanced, telemetry.EndFailed},
+		{&queue.NoBatchError{Job: "j", Batch: "b"}, telemetry.EndAdvanced, telemetry.EndReleased},
+		{errors.New("connection closed"), telemetry.EndFailed, telemetry.EndReleased},
 	} {
 		if got := CommitOutcome(tt.err, tt.intended); got != tt.want {
 			t.Errorf("CommitOutcome(%v, %s) = %s, want %s", tt.err, tt.intended, got, tt.want)
@@ -156,7 +156,7 @@ func TestStepsAreCountedInTheStagesMetrics(t *testing.T) {
 	defer tel.Shutdown(context.Background())
 	s := newTestState(tel.Metrics)
 	ctx := context.Background()
-	s.Begin(ctx, "j1", "b1").End(ctx, telemetry.OutcomeAdvanced)
+	s.Begin(ctx, "j1", "b1").End(ctx, telemetry.EndAdvanced)
 	f := s.Begin(ctx, "j2", "b1")
 	// The bytes a step moves, and its resumes, are the stage's too.
 	f.Meter().Add(1000)
@@ -199,7 +199,7 @@ func TestTheRegistryEntryFollowsTheState(t *testing.T) {
 		w := entry()
 		return !w.GetPaused() && len(w.GetInFlight()) == 1 && w.GetInFlight()[0].GetJobId() == "j1"
 	})
-	f.End(ctx, telemetry.OutcomeFailed)
+	f.End(ctx, telemetry.EndFailed)
 	s.SetDraining()
 	queuetest.Eventually(t, "the entry shows the outcome and the drain", func() bool {
 		w := entry()

@@ -61,7 +61,7 @@
 // A state change is counted by the process that made it.
 //
 // outcome is one of advanced, failed, released, retried, fenced (see
-// [Outcome]); stage and state are lower-case state names such as
+// [StepEnd]); stage and state are lower-case state names such as
 // "estimating" and "pending". The batcher's fixity audit adds
 // ingestq_fixity_checked_total and ingestq_fixity_failures_total;
 // docs/tracing.md lists every metric. op is get, exists,

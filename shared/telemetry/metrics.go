@@ -27,23 +27,24 @@ const (
 	attrKind    attribute.Key = "kind"
 )
 
-// Outcome is how one job step of a stage ended.
-type Outcome string
+// StepEnd is how one job step of a stage ended (the steps' metrics'
+// label "outcome").
+type StepEnd string
 
 const (
-	// OutcomeAdvanced: the job moved on to the next state.
-	OutcomeAdvanced Outcome = "advanced"
-	// OutcomeFailed: the job was marked Failed.
-	OutcomeFailed Outcome = "failed"
-	// OutcomeReleased: the stage gave the job back untouched, for instance
+	// EndAdvanced: the job moved on to the next state.
+	EndAdvanced StepEnd = "advanced"
+	// EndFailed: the job was marked Failed.
+	EndFailed StepEnd = "failed"
+	// EndReleased: the stage gave the job back untouched, for instance
 	// because its batch is held or the stage is shutting down.
-	OutcomeReleased Outcome = "released"
-	// OutcomeRetried: a transient error; the job stays in its state to be
+	EndReleased StepEnd = "released"
+	// EndRetried: a transient error; the job stays in its state to be
 	// tried again.
-	OutcomeRetried Outcome = "retried"
-	// OutcomeFenced: the stage lost its claim on the job (session expired,
+	EndRetried StepEnd = "retried"
+	// EndFenced: the stage lost its claim on the job (session expired,
 	// lock taken over) and wrote nothing.
-	OutcomeFenced Outcome = "fenced"
+	EndFenced StepEnd = "fenced"
 )
 
 // Metrics are the instruments a stage runner records. Make it with
@@ -273,7 +274,7 @@ func (m *Metrics) StartStep(ctx context.Context, stage string) Step {
 
 // End records that the step finished with outcome: it is no longer in
 // flight, it counts as handled and its duration is observed. Call it once.
-func (s Step) End(ctx context.Context, outcome Outcome) {
+func (s Step) End(ctx context.Context, outcome StepEnd) {
 	s.metrics.inFlight.Add(ctx, -1, metric.WithAttributes(attrStage.String(s.stage)))
 	attrs := metric.WithAttributes(attrStage.String(s.stage), attrOutcome.String(string(outcome)))
 	s.metrics.jobsHandled.Add(ctx, 1, attrs)

@@ -26,10 +26,10 @@ func TestMetricsEndpointServesRecordedInstrumentsUnderDocumentedNames(t *testing
 
 	m := tel.Metrics
 	ctx := t.Context()
-	m.StartStep(ctx, "estimating").End(ctx, OutcomeAdvanced)
-	m.StartStep(ctx, "estimating").End(ctx, OutcomeAdvanced)
-	m.StartStep(ctx, "estimating").End(ctx, OutcomeRetried)
-	m.StartStep(ctx, "downloading").End(ctx, OutcomeFenced)
+	m.StartStep(ctx, "estimating").End(ctx, EndAdvanced)
+	m.StartStep(ctx, "estimating").End(ctx, EndAdvanced)
+	m.StartStep(ctx, "estimating").End(ctx, EndRetried)
+	m.StartStep(ctx, "downloading").End(ctx, EndFenced)
 	m.StartStep(ctx, "downloading") // still running at scrape time
 	if _, err := m.ObserveQueue(func() *QueueFigures {
 		return &QueueFigures{Jobs: map[string]int64{"pending": 7, "estimating": 2},
@@ -150,7 +150,7 @@ func TestQueueGaugesAreEmptyUntilFiguresAreReadButScrapeWorks(t *testing.T) {
 	if _, err := tel.Metrics.ObserveQueue(func() *QueueFigures { return nil }); err != nil {
 		t.Fatalf("ObserveQueue: %v", err)
 	}
-	tel.Metrics.StartStep(t.Context(), "notifying").End(t.Context(), OutcomeAdvanced)
+	tel.Metrics.StartStep(t.Context(), "notifying").End(t.Context(), EndAdvanced)
 
 	families := scrapeMetrics(t, tel)
 	if _, ok := families["ingestq_jobs_handled_total"]; !ok {

@@ -208,30 +208,30 @@ var arkPattern = regexp.MustCompile(`^ark:/?[0-9a-zA-Z]+/[^\s/][^\s]*$`)
 // Validate accepts every request: GetStateRules has no fields.
 func (r *GetStateRulesRequest) Validate() error { return nil }
 
-// MaxConsoleSessionTTL is the longest a console sign-in may last.
-const MaxConsoleSessionTTL = 30 * 24 * time.Hour
+// MaxSignInTTL is the longest a console sign-in may last.
+const MaxSignInTTL = 30 * 24 * time.Hour
 
-// Validate requires a ttl of 1s to MaxConsoleSessionTTL.
+// Validate requires a ttl of 1s to MaxSignInTTL.
 func (r *CreateConsoleSessionRequest) Validate() error {
 	d := r.GetTtl()
 	switch {
 	case d == nil:
 		return errors.New("ttl is required: how long the sign-in lasts (43200s: 12 hours)")
-	case d.CheckValid() != nil || d.AsDuration() < time.Second || d.AsDuration() > MaxConsoleSessionTTL:
-		return fmt.Errorf("ttl %v: want 1s to %s", d.AsDuration(), MaxConsoleSessionTTL)
+	case d.CheckValid() != nil || d.AsDuration() < time.Second || d.AsDuration() > MaxSignInTTL:
+		return fmt.Errorf("ttl %v: want 1s to %s", d.AsDuration(), MaxSignInTTL)
 	}
 	return nil
 }
 
-// Validate checks the session id.
-func (r *GetConsoleSessionRequest) Validate() error { return validSessionID(r.GetSessionId()) }
+// Validate checks the sign-in's id.
+func (r *GetConsoleSessionRequest) Validate() error { return validSignInID(r.GetSessionId()) }
 
-// Validate checks the session id.
-func (r *EndConsoleSessionRequest) Validate() error { return validSessionID(r.GetSessionId()) }
+// Validate checks the sign-in's id.
+func (r *EndConsoleSessionRequest) Validate() error { return validSignInID(r.GetSessionId()) }
 
-// validSessionID accepts what CreateConsoleSession makes: 16 to 64 letters,
+// validSignInID accepts what CreateConsoleSession makes: 16 to 64 letters,
 // digits, '-' or '_'.
-func validSessionID(id string) error {
+func validSignInID(id string) error {
 	if len(id) < 16 || len(id) > 64 || strings.IndexFunc(id, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	}) >= 0 {

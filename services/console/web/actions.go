@@ -14,7 +14,7 @@ import (
 )
 
 // Every action is a POST that the action wrapper let through (token
-// configured, session, CSRF). It calls one AdminService method; on success
+// configured, sign-in, CSRF). It calls one AdminService method; on success
 // it sends the browser back (303) with the outcome in a one-time flash, on
 // a refusal it answers the refusal's HTTP status and message.
 

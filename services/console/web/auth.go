@@ -21,48 +21,48 @@ import (
 
 // Cookie names.
 const (
-	sessionCookie = "ingestq_console_session"
-	flashCookie   = "ingestq_console_flash"
+	signInCookie = "ingestq_console_session"
+	flashCookie  = "ingestq_console_flash"
 )
 
-// auth checks the admin token once at sign-in and then the session cookie
+// auth checks the admin token once at sign-in and then the sign-in cookie
 // and CSRF token of every request.
 //
-// The session cookie is "<expiry>.<id>.<mac>", mac = HMAC-SHA256(key,
+// The sign-in cookie is "<expiry>.<id>.<mac>", mac = HMAC-SHA256(key,
 // expiry, id and the token's digest), key being the one configured
 // (INGESTQ_CONSOLE_KEY_FILE, shared by the replicas) or random per process:
 // the cookie proves that its holder signed in to a console holding the key
 // and the token, says nothing about the token itself (not even to an
 // offline guesser), and ends with its expiry, with a change of token and,
 // for a random key, with the process. id names the sign-in the batcher
-// recorded (AdminService's console sessions, kept in the queue's ZooKeeper),
+// recorded (AdminService's console sign-ins, kept in the queue's ZooKeeper),
 // which every console of the queue asks about: signing out ends it there,
 // so a copy of the cookie grants nothing afterwards, whichever console it is
 // shown to.
-// The CSRF token of a session is an HMAC of its cookie under the same key.
+// The CSRF token of a sign-in is an HMAC of its cookie under the same key.
 type auth struct {
 	tokenDigest [sha256.Size]byte
 	key         []byte
 	ttl         time.Duration
 }
 
-// MinSessionKeyBytes is the shortest session key accepted: as long as the
+// MinSignInKeyBytes is the shortest sign-in key accepted: as long as the
 // HMAC's own output, so that the key is no easier to guess than a MAC.
-const MinSessionKeyBytes = sha256.Size
+const MinSignInKeyBytes = sha256.Size
 
-// ReadSessionKey reads a session key from a file (a Kubernetes secret mounted
+// ReadSignInKey reads a sign-in key from a file (a Kubernetes secret mounted
 // as one, say): its content, less the whitespace around it that editors and
-// `echo` add, of at least MinSessionKeyBytes bytes (`openssl rand -base64 48`
+// `echo` add, of at least MinSignInKeyBytes bytes (`openssl rand -base64 48`
 // makes one).
-func ReadSessionKey(path string) ([]byte, error) {
+func ReadSignInKey(path string) ([]byte, error) {
 	secret, err := config.ReadSecretFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the console's session key: %w", err)
 	}
 	key := []byte(secret)
-	if len(key) < MinSessionKeyBytes {
+	if len(key) < MinSignInKeyBytes {
 		return nil, fmt.Errorf("%s holds %d bytes: a session key needs at least %d (openssl rand -base64 48 makes one)",
-			path, len(key), MinSessionKeyBytes)
+			path, len(key), MinSignInKeyBytes)
 	}
 	return key, nil
 }
@@ -74,8 +74,8 @@ func newAuth(token string, key []byte, ttl time.Duration) (*auth, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, fmt.Errorf("console: session key: %w", err)
 		}
-	case len(key) < MinSessionKeyBytes:
-		return nil, fmt.Errorf("console: a session key of %d bytes: at least %d needed", len(key), MinSessionKeyBytes)
+	case len(key) < MinSignInKeyBytes:
+		return nil, fmt.Errorf("console: a session key of %d bytes: at least %d needed", len(key), MinSignInKeyBytes)
 	}
 	return &auth{tokenDigest: sha256.Sum256([]byte(token)), key: key, ttl: ttl}, nil
 }
@@ -96,15 +96,15 @@ func (a *auth) mac(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// cookie is the session cookie value of sign-in id, expiring at expires.
+// cookie is the sign-in cookie value of sign-in id, expiring at expires.
 func (a *auth) cookie(id string, expires time.Time) string {
 	exp := strconv.FormatInt(expires.Unix(), 10)
 	return exp + "." + id + "." + a.mac("session", exp, id, string(a.tokenDigest[:]))
 }
 
-// sessionID returns the id of v if v is a session cookie of ours that has
+// signInID returns the id of v if v is a sign-in cookie of ours that has
 // not expired at now.
-func (a *auth) sessionID(v string, now time.Time) (string, bool) {
+func (a *auth) signInID(v string, now time.Time) (string, bool) {
 	exp, rest, _ := strings.Cut(v, ".")
 	id, mac, ok := strings.Cut(rest, ".")
 	if !ok {
@@ -117,22 +117,22 @@ func (a *auth) sessionID(v string, now time.Time) (string, bool) {
 	return id, hmac.Equal([]byte(mac), []byte(a.mac("session", exp, id, string(a.tokenDigest[:]))))
 }
 
-// csrf is the CSRF token of a session.
-func (a *auth) csrf(session string) string { return a.mac("csrf", session) }
+// csrf is the CSRF token of a sign-in (its cookie).
+func (a *auth) csrf(signIn string) string { return a.mac("csrf", signIn) }
 
-func (a *auth) validCSRF(session, presented string) bool {
-	return hmac.Equal([]byte(presented), []byte(a.csrf(session)))
+func (a *auth) validCSRF(signIn, presented string) bool {
+	return hmac.Equal([]byte(presented), []byte(a.csrf(signIn)))
 }
 
-// session returns the request's session cookie value if it is a live
+// liveSignIn returns the request's sign-in cookie value if it is a live
 // sign-in, "" if it is not (none, forged, expired, signed out), or the
 // error of asking the batcher.
-func (c *Console) session(r *http.Request) (string, error) {
-	ck, err := r.Cookie(sessionCookie)
+func (c *Console) liveSignIn(r *http.Request) (string, error) {
+	ck, err := r.Cookie(signInCookie)
 	if err != nil {
 		return "", nil
 	}
-	id, ok := c.auth.sessionID(ck.Value, time.Now())
+	id, ok := c.auth.signInID(ck.Value, time.Now())
 	if !ok {
 		return "", nil
 	}
@@ -143,15 +143,15 @@ func (c *Console) session(r *http.Request) (string, error) {
 	return ck.Value, nil
 }
 
-// signedInKey carries a request's checked session to the pages it renders.
+// signedInKey carries a request's checked sign-in to the pages it renders.
 type signedInKey struct{}
 
-func withSession(r *http.Request, session string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), signedInKey{}, session))
+func withSignIn(r *http.Request, signIn string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), signedInKey{}, signIn))
 }
 
-// sessionOf is the session the request's wrapper checked, or "".
-func sessionOf(r *http.Request) string {
+// signInOf is the sign-in the request's wrapper checked, or "".
+func signInOf(r *http.Request) string {
 	s, _ := r.Context().Value(signedInKey{}).(string)
 	return s
 }
@@ -162,8 +162,8 @@ func secureRequest(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", MaxAge: maxAge,
+func (c *Console) setSignInCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
 }
 
@@ -179,7 +179,7 @@ type signInView struct {
 	Failed string
 }
 
-// signIn checks the token and sets the session cookie. A form posted here
+// signIn checks the token and sets the sign-in cookie. A form posted here
 // needs no CSRF token: it carries the token itself, which a forger lacks.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if c.auth == nil {
@@ -207,70 +207,70 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.refuse(w, r, http.StatusServiceUnavailable, "Sign-in failed", "the sign-in could not be recorded in the queue: "+rf.Message)
 		return
 	}
-	c.setSessionCookie(w, r, c.auth.cookie(created.GetSessionId(), created.GetExpireTime().AsTime()), int(c.auth.ttl/time.Second))
+	c.setSignInCookie(w, r, c.auth.cookie(created.GetSessionId(), created.GetExpireTime().AsTime()), int(c.auth.ttl/time.Second))
 	c.log.InfoContext(r.Context(), "console sign-in", "remote", r.RemoteAddr)
 	http.Redirect(w, r, ret, http.StatusSeeOther)
 }
 
-// signOut ends the session: in the queue, so that a copy of the cookie
+// signOut ends the sign-in: in the queue, so that a copy of the cookie
 // grants nothing afterwards on any console, and in this browser.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
-	if id, ok := c.auth.sessionID(sessionOf(r), time.Now()); ok {
+	if id, ok := c.auth.signInID(signInOf(r), time.Now()); ok {
 		if _, err := c.admin.EndConsoleSession(r.Context(), &v1.EndConsoleSessionRequest{SessionId: id}); err != nil {
 			c.refuse(w, r, http.StatusServiceUnavailable, "Sign-out failed",
 				"the session could not be ended in the queue, so it is still valid: "+refusalOf(err).Message+"; try again")
 			return
 		}
 	}
-	c.setSessionCookie(w, r, "", -1)
+	c.setSignInCookie(w, r, "", -1)
 	c.log.InfoContext(r.Context(), "console sign-out", "remote", r.RemoteAddr)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// sessionUnavailable explains a session that could not be checked.
-const sessionUnavailable = "the session could not be checked in the queue: "
+// signInUnavailable explains a sign-in that could not be checked.
+const signInUnavailable = "the session could not be checked in the queue: "
 
-// page wraps a GET page: with a token configured it needs a session (else
+// page wraps a GET page: with a token configured it needs a sign-in (else
 // the sign-in page, coming back here afterwards).
 func (c *Console) page(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.auth != nil {
-			session, err := c.session(r)
+			signIn, err := c.liveSignIn(r)
 			switch {
 			case err != nil:
-				c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+refusalOf(err).Message)
+				c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", signInUnavailable+refusalOf(err).Message)
 				return
-			case session == "":
+			case signIn == "":
 				http.Redirect(w, r, "/signin?return="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
-			r = withSession(r, session)
+			r = withSignIn(r, signIn)
 		}
 		h(w, r)
 	}
 }
 
-// api wraps a JSON endpoint: with a token configured it needs a session.
+// api wraps a JSON endpoint: with a token configured it needs a sign-in.
 func (c *Console) api(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.auth != nil {
-			session, err := c.session(r)
+			signIn, err := c.liveSignIn(r)
 			switch {
 			case err != nil:
-				writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "Unavailable", Error: sessionUnavailable + err.Error()})
+				writeJSON(w, http.StatusServiceUnavailable, apiError{Code: "Unavailable", Error: signInUnavailable + err.Error()})
 				return
-			case session == "":
+			case signIn == "":
 				writeJSON(w, http.StatusUnauthorized, apiError{Code: "Unauthenticated", Error: "sign in to the console first (/signin)"})
 				return
 			}
-			r = withSession(r, session)
+			r = withSignIn(r, signIn)
 		}
 		h(w, r)
 	}
 }
 
 // action wraps a state-changing POST: refused in read-only mode (403),
-// without a session (401) and without the session's CSRF token (403).
+// without a sign-in (401) and without the sign-in's CSRF token (403).
 func (c *Console) action(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c.auth == nil {
@@ -278,23 +278,23 @@ func (c *Console) action(h http.HandlerFunc) http.HandlerFunc {
 				"the console runs without an admin token (INGESTQ_ADMIN_TOKEN): it only shows the queue and refuses every action; set a token and sign in to act")
 			return
 		}
-		session, err := c.session(r)
+		signIn, err := c.liveSignIn(r)
 		if err != nil {
-			c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", sessionUnavailable+refusalOf(err).Message)
+			c.refuse(w, r, http.StatusServiceUnavailable, "Session check failed", signInUnavailable+refusalOf(err).Message)
 			return
 		}
-		if session == "" {
+		if signIn == "" {
 			c.refuse(w, r, http.StatusUnauthorized, "Not signed in",
 				"sign in with the admin token first: this request carried no valid session (it may have expired or been signed out)")
 			return
 		}
-		r = withSession(r, session)
+		r = withSignIn(r, signIn)
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		if err := r.ParseForm(); err != nil {
 			c.refuse(w, r, http.StatusBadRequest, "Bad form", "the form could not be read: "+err.Error())
 			return
 		}
-		if !c.auth.validCSRF(session, r.PostForm.Get("csrf")) {
+		if !c.auth.validCSRF(signIn, r.PostForm.Get("csrf")) {
 			c.refuse(w, r, http.StatusForbidden, "Missing or wrong CSRF token",
 				"the form did not carry this session's CSRF token: reload the page and try again")
 			return

@@ -44,7 +44,7 @@ const DefaultListen = "127.0.0.1:8401"
 
 // Defaults of Options.
 const (
-	DefaultSessionTTL     = 12 * time.Hour
+	DefaultSignInTTL      = 12 * time.Hour
 	DefaultRequestTimeout = 2 * time.Minute
 	DefaultPoll           = 2 * time.Second
 	// DefaultStageTimeout bounds a pause or resume call to a stage
@@ -67,20 +67,20 @@ type Options struct {
 	// Token is the admin token (INGESTQ_ADMIN_TOKEN), sent with every call;
 	// empty makes the console read-only.
 	Token string
-	// SessionKey signs the session cookies (ReadSessionKey reads it from
+	// SignInKey signs the sign-in cookies (ReadSignInKey reads it from
 	// INGESTQ_CONSOLE_KEY_FILE): every console given the same key accepts
-	// the sessions the others made, so a sign-in holds whichever replica
+	// the sign-ins the others made, so a sign-in holds whichever replica
 	// a request reaches and across restarts. Nil: a random key of this
-	// process, whose sessions end with it and hold on it alone.
-	SessionKey []byte
+	// process, whose sign-ins end with it and hold on it alone.
+	SignInKey []byte
 	// StageCredentials dial the stage replicas' StageService for the
 	// workers table's controls (plaintext: insecure.NewCredentials()); nil
 	// turns the controls off.
 	StageCredentials credentials.TransportCredentials
 	// Logger receives one line per action and per failed request.
 	Logger *slog.Logger
-	// SessionTTL is how long a sign-in lasts (default 12h).
-	SessionTTL time.Duration
+	// SignInTTL is how long a sign-in lasts (default 12h).
+	SignInTTL time.Duration
 	// RequestTimeout bounds the admin calls of one request (default 2m).
 	RequestTimeout time.Duration
 	// Poll is how often an open page refreshes its figures (default 2s).
@@ -133,7 +133,7 @@ func New(opts Options) (*Console, error) {
 	}
 	c.batcher, c.admin = conn, v1.NewAdminServiceClient(conn)
 	if opts.Token != "" {
-		a, err := newAuth(opts.Token, opts.SessionKey, orDefault(opts.SessionTTL, DefaultSessionTTL))
+		a, err := newAuth(opts.Token, opts.SignInKey, orDefault(opts.SignInTTL, DefaultSignInTTL))
 		if err != nil {
 			conn.Close()
 			return nil, err

@@ -34,7 +34,7 @@ type view struct {
 	Self     string // this page's address, where an action's form returns to
 	Nav      string // the navigation entry to mark current
 	ReadOnly bool   // no token configured: no action is offered
-	CSRF     string // the session's CSRF token for the forms
+	CSRF     string // the sign-in's CSRF token for the forms
 	CanAct   bool   // signed in with a token configured
 	Flash    *flash
 	Live     string // the JSON endpoint the script polls; "" for none
@@ -54,7 +54,7 @@ const maxFlashBytes = 2000
 func (c *Console) newView(r *http.Request, title, nav string) *view {
 	v := &view{Title: title, Self: r.URL.RequestURI(), Nav: nav, ReadOnly: c.auth == nil, PollMS: c.poll.Milliseconds()}
 	if c.auth != nil {
-		if s := sessionOf(r); s != "" {
+		if s := signInOf(r); s != "" {
 			v.CanAct = true
 			v.CSRF = c.auth.csrf(s)
 		}

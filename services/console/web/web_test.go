@@ -17,12 +17,12 @@ import (
 // The console's behaviour against the batcher is tested in e2e/console;
 // these are the parts that need none.
 
-// TestASessionCookieHoldsOnlyUnchangedBeforeItsExpiryAndUnderItsKey: a
+// TestASignInCookieHoldsOnlyUnchangedBeforeItsExpiryAndUnderItsKey: a
 // cookie names its sign-in until its expiry; one of another key (another
 // console without the shared key), one past its expiry, one whose expiry,
 // id or MAC was changed, names none.
-func TestASessionCookieHoldsOnlyUnchangedBeforeItsExpiryAndUnderItsKey(t *testing.T) {
-	a, err := newAuth("the-token", []byte(strings.Repeat("k", MinSessionKeyBytes)), time.Hour)
+func TestASignInCookieHoldsOnlyUnchangedBeforeItsExpiryAndUnderItsKey(t *testing.T) {
+	a, err := newAuth("the-token", []byte(strings.Repeat("k", MinSignInKeyBytes)), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +30,14 @@ func TestASessionCookieHoldsOnlyUnchangedBeforeItsExpiryAndUnderItsKey(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherToken, err := newAuth("another-token", []byte(strings.Repeat("k", MinSessionKeyBytes)), time.Hour)
+	otherToken, err := newAuth("another-token", []byte(strings.Repeat("k", MinSignInKeyBytes)), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const id = "Jb3xq0lQeTn2H8Zr5yWcA1kVdU6sPgMf"
 	now := time.Now()
 	valid := a.cookie(id, now.Add(time.Hour))
-	if got, ok := a.sessionID(valid, now); !ok || got != id {
+	if got, ok := a.signInID(valid, now); !ok || got != id {
 		t.Fatalf("a fresh cookie names %q, %t; want %s", got, ok, id)
 	}
 	exp, rest, _ := strings.Cut(valid, ".")
@@ -52,7 +52,7 @@ func TestASessionCookieHoldsOnlyUnchangedBeforeItsExpiryAndUnderItsKey(t *testin
 		"empty":                "",
 		"not a cookie of ours": "x.y.z",
 	} {
-		if got, ok := a.sessionID(value, now); ok {
+		if got, ok := a.signInID(value, now); ok {
 			t.Errorf("%s cookie names sign-in %q", name, got)
 		}
 	}
@@ -110,7 +110,7 @@ func TestAdminRefusalsBecomeHTTPStatuses(t *testing.T) {
 	}
 }
 
-func TestASessionKeyFileMustHoldAKey(t *testing.T) {
+func TestASignInKeyFileMustHoldAKey(t *testing.T) {
 	dir := t.TempDir()
 	short := filepath.Join(dir, "short")
 	if err := os.WriteFile(short, []byte("too short\n"), 0o600); err != nil {
@@ -120,16 +120,16 @@ func TestASessionKeyFileMustHoldAKey(t *testing.T) {
 		short:                         "holds 9 bytes: a session key needs at least 32",
 		filepath.Join(dir, "missing"): "reading the console's session key",
 	} {
-		if _, err := ReadSessionKey(path); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ReadSessionKey(%s): %v, want an error saying %q", filepath.Base(path), err, want)
+		if _, err := ReadSignInKey(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadSignInKey(%s): %v, want an error saying %q", filepath.Base(path), err, want)
 		}
 	}
 	spaced := filepath.Join(dir, "spaced")
 	if err := os.WriteFile(spaced, []byte("  "+strings.Repeat("s", 48)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if key, err := ReadSessionKey(spaced); err != nil || string(key) != strings.Repeat("s", 48) {
-		t.Errorf("ReadSessionKey of a key with white space around: %q, %v", key, err)
+	if key, err := ReadSignInKey(spaced); err != nil || string(key) != strings.Repeat("s", 48) {
+		t.Errorf("ReadSignInKey of a key with white space around: %q, %v", key, err)
 	}
 }
 

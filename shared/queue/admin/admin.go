@@ -4,7 +4,7 @@
 // deletes, searches and counts jobs; Batches releases, re-reports, deletes,
 // lists and cleans up batches; Queue pauses the queue, holds collections,
 // lists workers and object locks, reads the queue's figures and
-// aggregates, and checks and mends the tree (Fsck); ConsoleSessions keeps
+// aggregates, and checks and mends the tree (Fsck); SignIns keeps
 // the console's sign-ins. A stage claims and commits through package jobs
 // alone; its code never needs this package.
 //
@@ -24,16 +24,16 @@ import (
 
 // Tools are the operators' tools over one session, by what they act on.
 type Tools struct {
-	Jobs     *Jobs
-	Batches  *Batches
-	Queue    *Queue
-	Sessions *ConsoleSessions
+	Jobs    *Jobs
+	Batches *Batches
+	Queue   *Queue
+	SignIns *SignIns
 }
 
 // New returns the operators' tools over s.
 func New(s *session.Session) Tools {
 	b := &base{s: s, z: s.Nodes(), p: s.Paths(), jobs: jobs.New(s), reader: jobs.NewReader(s), batches: batches.New(s)}
-	return Tools{Jobs: &Jobs{b}, Batches: &Batches{b}, Queue: &Queue{b}, Sessions: &ConsoleSessions{b}}
+	return Tools{Jobs: &Jobs{b}, Batches: &Batches{b}, Queue: &Queue{b}, SignIns: &SignIns{b}}
 }
 
 // base is what every tool works with.
@@ -56,6 +56,6 @@ type Batches struct{ *base }
 // collections held, its workers and object locks, its figures, its checks.
 type Queue struct{ *base }
 
-// ConsoleSessions are the operator console's sign-ins, kept in the queue
+// SignIns are the operator console's sign-ins, kept in the queue
 // so that every console replica and restart honours them.
-type ConsoleSessions struct{ *base }
+type SignIns struct{ *base }

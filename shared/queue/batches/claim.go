@@ -202,7 +202,7 @@ func (bc *BatchClaim) Commit(ctx context.Context, ch BatchChange) error {
 	if ch.Payload != nil && (bc.from != queue.BatchPending || ch.To != queue.BatchProcessing) {
 		return fmt.Errorf("%w: batch %s: a payload record is written only with the move from Pending to Processing", queue.ErrInvalid, bc.ID())
 	}
-	if err := bc.hold.Finish(); err != nil {
+	if err := bc.hold.Check(); err != nil {
 		return err
 	}
 	next := &v1.BatchStatus{Status: ch.To, LastModified: queue.NowStamp(), Message: ch.Message}
@@ -320,7 +320,7 @@ func (bc *BatchClaim) LiveJobs(ctx context.Context) (int32, error) {
 // FinishSpawning marks the batch's jobs as all created and releases the lock;
 // from then on the batch is reported once its last job ends.
 func (bc *BatchClaim) FinishSpawning(ctx context.Context) error {
-	if err := bc.hold.Finish(); err != nil {
+	if err := bc.hold.Check(); err != nil {
 		return err
 	}
 	if bc.from != queue.BatchProcessing {
@@ -357,7 +357,7 @@ const SpawnedMessage = "its jobs are all created and being ingested: the batch i
 // the lock is released. The jobs it has go on; once they end the batch is
 // reported, and fails with reason.
 func (bc *BatchClaim) StopSpawning(ctx context.Context, reason, msg string) error {
-	if err := bc.hold.Finish(); err != nil {
+	if err := bc.hold.Check(); err != nil {
 		return err
 	}
 	if bc.from != queue.BatchProcessing || !bc.Spawning {
@@ -403,13 +403,13 @@ func (bc *BatchClaim) ReleaseWithMessage(ctx context.Context, msg string) error 
 	if msg == bc.Batch.GetStatus().GetMessage() {
 		return bc.Release(ctx)
 	}
-	if err := bc.hold.Finish(); err != nil {
-		bc.hold.End()
+	if err := bc.hold.Check(); err != nil {
+		bc.hold.Abandon()
 		return err
 	}
 	next := &v1.BatchStatus{Status: bc.from, LastModified: queue.NowStamp(), Message: msg}
 	if err := bc.commit(ctx, bc.hold.Txn(queue.RewriteBatchStatus(bc.statusData, next)).ReleaseLock()); err != nil {
-		bc.hold.End()
+		bc.hold.Abandon()
 		return err
 	}
 	bc.Batch.Status = next
@@ -423,7 +423,7 @@ func (bc *BatchClaim) ReleaseWithMessage(ctx context.Context, msg string) error 
 // either step fails the claim is released: what is left is still a batch
 // (Deleted or Completed), which a later try, the cleanup or fsck finishes.
 func (bc *BatchClaim) Remove(ctx context.Context) ([]*v1.Job, error) {
-	if err := bc.hold.Finish(); err != nil {
+	if err := bc.hold.Check(); err != nil {
 		return nil, err
 	}
 	if bc.from != queue.BatchCompleted && bc.from != queue.BatchDeleted {
@@ -443,10 +443,22 @@ func (bc *BatchClaim) Remove(ctx context.Context) ([]*v1.Job, error) {
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if err := bc.c.RemoveBatchTree(ctx, bc.ID(), bc.Batch.GetSubmission().GetBatchId()); err != nil {
+	// The batch's tree goes with its lock, in a Txn fenced by the claim.
+	ops, err := bc.c.treeOps(ctx, bc.ID(), bc.Batch.GetSubmission().GetBatchId(), false)
+	if err != nil {
 		bc.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	bc.hold.Settle() // the batch's tree went with its lock
+	if ops == nil {
+		// Gone already, its lock with it.
+		bc.hold.Abandon()
+		return removed, nil
+	}
+	if err := bc.hold.Txn(nil).ReleaseLock().Then(ops...).Commit(ctx); err != nil {
+		if !errors.Is(err, queue.ErrFenced) {
+			bc.Release(context.WithoutCancel(ctx))
+		}
+		return nil, fmt.Errorf("deleting batch %s: %w", bc.ID(), err)
+	}
 	return removed, nil
 }

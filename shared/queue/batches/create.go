@@ -63,7 +63,7 @@ const jobResends = 5
 // ends the batch's spawning (removeStrays), so no job node is left without
 // a status once the batch is spawned.
 func (bc *BatchClaim) CreateJobs(ctx context.Context, jobs []NewJob) (ids []string, err error) {
-	if err := bc.hold.Finish(); err != nil {
+	if err := bc.hold.Check(); err != nil {
 		return nil, err
 	}
 	if bc.from != queue.BatchProcessing || !bc.Spawning {

@@ -221,7 +221,7 @@ func (cl *Claim) watchLock() {
 			return // session or claim ended: its context is already done
 		}
 		if !ok {
-			cl.hold.Lost(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
+			cl.hold.LockRemoved(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
 			return
 		}
 		select {
@@ -229,7 +229,7 @@ func (cl *Claim) watchLock() {
 			return
 		case e := <-ev:
 			if e.Type == zk.EventNodeDeleted {
-				cl.hold.Lost(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
+				cl.hold.LockRemoved(fmt.Errorf("job %s: %w: lock node removed", cl.ID(), queue.ErrFenced))
 				return
 			}
 		}

@@ -160,7 +160,7 @@ func (cl *Claim) planMove(ctx context.Context, ch Change, keep bool) (*jobMove, 
 	if err := queue.ValidPriority(ch.Priority); err != nil {
 		return nil, err
 	}
-	if err := cl.hold.Finish(); err != nil {
+	if err := cl.hold.Check(); err != nil {
 		return nil, err
 	}
 	old := cl.Job.GetStatus()
@@ -526,7 +526,7 @@ func (cl *Claim) Update(ctx context.Context, ch Change) error {
 	if err := queue.ValidPriority(ch.Priority); err != nil {
 		return err
 	}
-	if err := cl.hold.Finish(); err != nil {
+	if err := cl.hold.Check(); err != nil {
 		return err
 	}
 	if err := cl.readRewritten(ctx, ch); err != nil {
@@ -579,7 +579,7 @@ func (cl *Claim) MintFromCounter(ctx context.Context, counter string, makeID fun
 	if id := cl.Job.GetIdentifiers().GetPrimaryId(); id != "" {
 		return id, nil
 	}
-	if err := cl.hold.Finish(); err != nil {
+	if err := cl.hold.Check(); err != nil {
 		return "", err
 	}
 	c := cl.c
@@ -635,7 +635,7 @@ func (cl *Claim) Delete(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing job %s: %w", jid, err)
 	}
-	if err := cl.hold.Finish(); err != nil {
+	if err := cl.hold.Check(); err != nil {
 		return err
 	}
 	ref := refPlace{folder: queue.BatchFolderOf(cl.from), known: true}
@@ -654,22 +654,11 @@ func (cl *Claim) Delete(ctx context.Context) error {
 			txn.Then(c.refOps(cl.Job.Bid, jid, ref, queue.FolderDeleted)...)
 		}
 		txn.Then(session.Delete(opRemove, c.p.Job(jid).Dir(), -1))
+		// An answer lost with the connection, the Txn reads the status,
+		// which goes with the job, to learn whether it was applied.
 		err := txn.Commit(ctx)
 		if err == nil {
 			return nil
-		}
-		if session.Retryable(err) {
-			// The status goes with the job: still there as the claim owns
-			// it, the deletion was not applied.
-			_, stat, gerr := c.z.Get(ctx, c.p.Job(jid).Status())
-			switch {
-			case gerr != nil:
-				return fmt.Errorf("job %s: deletion outcome unknown after %v: %w", jid, err, gerr)
-			case stat.Version == cl.hold.Version() && attempt < 3:
-				continue
-			}
-			cl.hold.Fenced(ctx)
-			return fmt.Errorf("job %s: %w: connection lost during its deletion", jid, queue.ErrFenced)
 		}
 		ref, err = cl.refused(ctx, err, attempt)
 		var nb *queue.NoBatchError

@@ -2,7 +2,9 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -207,6 +209,91 @@ func TestClaimWhoseAnswerIsLostAfterItWasAppliedIsKept(t *testing.T) {
 	}
 	if j.GetLocked() || j.GetStatus().GetStatus() != queue.Estimating {
 		t.Errorf("job %s is %s, locked %v; want Estimating, unlocked", jids[0], queue.JobStateName(j.GetStatus().GetStatus()), j.GetLocked())
+	}
+}
+
+// TestADeletionWhoseAnswerIsLostAfterItWasAppliedIsDone: the connection
+// drops after the server applied an operator's deletion of a job but
+// before its answer came. The status went with the job, which tells the
+// deletion's Txn it was applied: the deletion is done, not an error of an
+// unknown outcome.
+func TestADeletionWhoseAnswerIsLostAfterItWasAppliedIsDone(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	_, jids := queuetest.SpawnBatch(t, c.s, 1, queue.DefaultPriority)
+	jid := jids[0]
+	if _, err := operatorMove(ctx, c, jid, queue.Pending, queue.Held, "held to be deleted"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.ClaimForOperator(ctx, jid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := false
+	c.cutMultis(func(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
+		deleting := slices.ContainsFunc(ops, func(op any) bool {
+			d, ok := op.(*zk.DeleteRequest)
+			return ok && d.Path == c.p.Job(jid).Status()
+		})
+		if !deleting || cut {
+			return send(ops)
+		}
+		cut = true
+		if res, err := send(ops); err != nil {
+			return res, err
+		}
+		return nil, zk.ErrConnectionClosed
+	})
+	err = cl.Delete(ctx)
+	if !cut {
+		t.Fatal("the deletion was never sent")
+	}
+	if err != nil {
+		t.Fatalf("a deletion applied, its answer lost: %v; want it done", err)
+	}
+	if _, err := c.GetJob(ctx, jid); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("reading the deleted job: %v, want %v", err, queue.ErrNotFound)
+	}
+}
+
+// TestABatchRemovalWhoseAnswerIsLostAfterItWasAppliedIsDone: the
+// connection drops after the server applied the last multi of a completed
+// batch's removal (its tree and its lock) but before its answer came. The
+// multi is fenced by the batch's claim and deletes its status, which tells
+// it was applied: the removal is done.
+func TestABatchRemovalWhoseAnswerIsLostAfterItWasAppliedIsDone(t *testing.T) {
+	c := newClient(t)
+	ctx := testCtx(t)
+	bid, jids := queuetest.SpawnBatch(t, c.s, 2, queue.DefaultPriority)
+	completeBatch(t, c, bid, jids)
+	bc, err := c.b.ClaimBatch(ctx, bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := false
+	c.cutMultis(func(ops []any, send multihook.Send) ([]zk.MultiResponse, error) {
+		removing := slices.ContainsFunc(ops, func(op any) bool {
+			d, ok := op.(*zk.DeleteRequest)
+			return ok && d.Path == c.p.Batch(bid).Status()
+		})
+		if !removing || cut {
+			return send(ops)
+		}
+		cut = true
+		if res, err := send(ops); err != nil {
+			return res, err
+		}
+		return nil, zk.ErrConnectionClosed
+	})
+	removed, err := bc.Remove(ctx)
+	if !cut {
+		t.Fatal("the batch's removal was never sent")
+	}
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("a removal applied, its answer lost: %d jobs removed, %v; want 2, done", len(removed), err)
+	}
+	if _, err := c.b.GetBatch(ctx, bid); !errors.Is(err, queue.ErrNotFound) {
+		t.Errorf("reading the removed batch: %v, want %v", err, queue.ErrNotFound)
 	}
 }
 

@@ -215,7 +215,7 @@ func (c *Client) busy(ctx context.Context, state queue.JobState, e entry, status
 		hold := c.s.Locks().Fence("job "+e.JID, c.p.Job(e.JID).Status(), c.p.Job(e.JID).Lock(), live, stat.Version)
 		cl := c.loadClaim(hold, e, state, status, nil, nodes, read)
 		err = cl.commit(ctx, Change{To: queue.Failed, Message: queue.ForeignLockMessage + ": the lock was removed and the job failed"}, false)
-		hold.End()
+		hold.Abandon()
 	} else {
 		next := proto.Clone(status).(*v1.JobStatus)
 		next.Message = queue.ForeignLockMessage + ": the lock was removed"

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 )
 
 // requestGroup sends the concurrent calls of one client together: while one
@@ -166,7 +167,7 @@ const (
 func newMultiGroup(send func(ops []any) ([]zk.MultiResponse, error)) *multiGroup {
 	g := &multiGroup{send: send, cost: encodedSize, maxCalls: groupMaxCalls, maxCost: groupMaxBytes}
 	g.settle = func(batch []*groupCall[any, zk.MultiResponse], res []zk.MultiResponse, err error) []*groupCall[any, zk.MultiResponse] {
-		failed, total := failedAt(res, err), 0
+		failed, total := zkwire.FailedAt(res, err), 0
 		for _, mc := range batch {
 			total += len(mc.ops)
 		}
@@ -213,19 +214,19 @@ func encodedSize(op any) int {
 // grouped request needs no care beyond giving each call its own reads. The
 // answer's size is what limits a request: every node read may be as large
 // as a node can be, and the whole answer must fit the client's buffer.
-type readGroup = requestGroup[string, readResult]
+type readGroup = requestGroup[string, zkwire.ReadResult]
 
 // maxNodeRead is the most one node can hold: the server's default
 // jute.maxbuffer (1 MiB), which bounds what it accepts in a write.
 const maxNodeRead = 1 << 20
 
-func newReadGroup(send func(paths []string) ([]readResult, error), maxResponseBytes int) *readGroup {
+func newReadGroup(send func(paths []string) ([]zkwire.ReadResult, error), maxResponseBytes int) *readGroup {
 	return &readGroup{
 		send:     send,
 		cost:     func(string) int { return maxNodeRead },
 		maxCalls: groupMaxCalls,
 		maxCost:  maxResponseBytes,
-		settle: func(batch []*groupCall[string, readResult], res []readResult, err error) []*groupCall[string, readResult] {
+		settle: func(batch []*groupCall[string, zkwire.ReadResult], res []zkwire.ReadResult, err error) []*groupCall[string, zkwire.ReadResult] {
 			shareOut(batch, res, err)
 			return nil
 		},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 	"github.com/ingestq/ingestq/shared/waittest"
 )
 
@@ -104,8 +105,8 @@ func TestConcurrentMultisGoAsOneRequestAndEachGetsItsOwnAnswer(t *testing.T) {
 		case name == "taken":
 			// Its own answer: the second of its operations failed, and
 			// nothing of it was applied.
-			if !errors.Is(errs[i], zk.ErrNodeExists) || failedAt(res[i], errs[i]) != 1 {
-				t.Errorf("%s: %v (operation %d), want %v at operation 1", name, errs[i], failedAt(res[i], errs[i]), zk.ErrNodeExists)
+			if !errors.Is(errs[i], zk.ErrNodeExists) || zkwire.FailedAt(res[i], errs[i]) != 1 {
+				t.Errorf("%s: %v (operation %d), want %v at operation 1", name, errs[i], zkwire.FailedAt(res[i], errs[i]), zk.ErrNodeExists)
 			}
 			if ok, _, _ := s.conn.Exists(base + "/taken-x"); ok {
 				t.Errorf("%s: the failed call's first operation was applied", name)

@@ -112,18 +112,18 @@ func (h *Hold) Version() int32 {
 	return h.version
 }
 
-// Moved records a change committed under the hold that kept its lock: the
+// moved records a change committed under the hold that kept its lock: the
 // status's version it owns is the next.
-func (h *Hold) Moved() {
+func (h *Hold) moved() {
 	h.mu.Lock()
 	h.version++
 	h.mu.Unlock()
 }
 
-// Finish refuses a change under a hold that is lost (ErrFenced: its lock
-// or session gone, or a change refused by its fence), or that has ended:
-// a change tried then would be refused, and need not be sent.
-func (h *Hold) Finish() error {
+// Check refuses a change under a hold that is lost (ErrFenced: its lock
+// or session gone, or a change refused by its fence), or that is over: a
+// change tried then would be refused, and need not be sent.
+func (h *Hold) Check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.lost != nil {
@@ -138,8 +138,8 @@ func (h *Hold) Finish() error {
 	return nil
 }
 
-// Ended reports whether the hold has ended.
-func (h *Hold) Ended() bool {
+// Over reports whether the hold has ended.
+func (h *Hold) Over() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.done
@@ -153,10 +153,10 @@ func (h *Hold) Settled() bool {
 	return h.settled
 }
 
-// End ends the hold without its lock known gone (a release that failed, a
-// session presumed lost): the lock is deleted later if it is still this
-// session's.
-func (h *Hold) End() {
+// Abandon ends the hold without its lock known gone (a release that
+// failed, a session presumed lost, work given up on): the lock is deleted
+// later if it is still this session's.
+func (h *Hold) Abandon() {
 	h.mu.Lock()
 	h.done = true
 	h.mu.Unlock()
@@ -164,33 +164,34 @@ func (h *Hold) End() {
 	h.b.Leave(h.lock)
 }
 
-// Settle ends a hold whose lock went with the change that ended it.
-func (h *Hold) Settle() {
+// settle ends a hold whose lock went with the change that ended it.
+func (h *Hold) settle() {
 	h.b.Forget(h.lock)
 	h.mu.Lock()
 	h.settled = true
 	h.mu.Unlock()
-	h.End()
+	h.Abandon()
 }
 
-// Fenced ends a hold whose change was refused: the item's status moved on
+// fenced ends a hold whose change was refused: the item's status moved on
 // under it, or its lock is gone. A lock still there is this hold's own (the
 // status was written by someone who ignores locks, as a peer's admin
 // failing a job does): it is removed now, or the item would stay locked for
 // as long as this session lives.
-func (h *Hold) Fenced(ctx context.Context) {
+func (h *Hold) fenced(ctx context.Context) {
 	h.b.LetGo(ctx, h.lock)
 	h.mu.Lock()
 	if h.lost == nil {
 		h.lost = fmt.Errorf("%s: %w: its status moved on", h.what, queue.ErrFenced)
 	}
 	h.mu.Unlock()
-	h.End()
+	h.Abandon()
 }
 
-// Lost ends the hold's context with why: its lock node is gone (an
-// operator or fsck removed it), and with it the item.
-func (h *Hold) Lost(why error) {
+// LockRemoved ends the hold's context with why: its lock node is gone (an
+// operator or fsck removed it), and with it the item. The hold is over
+// once the change that found it so, or its claim, ends it.
+func (h *Hold) LockRemoved(why error) {
 	h.b.Forget(h.lock)
 	h.mu.Lock()
 	if h.lost == nil && errors.Is(why, queue.ErrFenced) {
@@ -214,7 +215,7 @@ func releaseRetry() retrypolicy.Policy {
 // calling even after the hold's context ended: a session presumed lost may
 // come back, and its lock with it.
 func (h *Hold) Release(ctx context.Context) error {
-	if h.Ended() {
+	if h.Over() {
 		return fmt.Errorf("%s: claim already finished", h.what)
 	}
 	// The wait between attempts also ends with the session: its lock is
@@ -239,19 +240,19 @@ func (h *Hold) Release(ctx context.Context) error {
 		// Do gives up early only on such an error (it has no limit on
 		// attempts): the status moved on (the lock, if still there, is
 		// removed all the same) or the lock is gone.
-		h.Fenced(ctx)
+		h.fenced(ctx)
 		return fmt.Errorf("releasing %s: %w (%v)", h.what, queue.ErrFenced, last)
 	case h.live.ctx.Err() != nil:
 		// The connection dropped, but the lock lives as long as the
 		// session: left there it would hold the item, with nobody working
 		// on it, until this process ends. Past the session, the lock book
 		// removes it if the session comes back.
-		h.End()
+		h.Abandon()
 		return fmt.Errorf("releasing %s: %w: %v", h.what, queue.ErrFenced, context.Cause(h.live.ctx))
 	default:
-		h.End()
+		h.Abandon()
 		return fmt.Errorf("releasing %s: %w (%v)", h.what, context.Cause(ctx), last)
 	}
-	h.Settle()
+	h.settle()
 	return nil
 }

@@ -1,72 +1,12 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 )
-
-func TestMultiReadReadsNodesAndReportsMissingOnes(t *testing.T) {
-	s := newSession(t)
-	ctx := testCtx(t)
-	base := s.p.Root() + "/multiread"
-	nodes := map[string][]byte{"json": []byte(`{"status":"Pending"}`), "empty": nil, "large": make([]byte, 200<<10)}
-	if err := s.nodes.Ensure(ctx, base); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range nodes {
-		if _, err := s.nodes.Create(ctx, base+"/"+name, data, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A version other than 0, to see that stats are decoded in place.
-	if _, err := s.conn.Set(base+"/json", nodes["json"], 0); err != nil {
-		t.Fatal(err)
-	}
-	paths := []string{base + "/json", base + "/missing", base + "/empty", base + "/large"}
-	got, err := s.conn.wire.multiRead(paths)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(paths) {
-		t.Fatalf("%d results for %d paths", len(got), len(paths))
-	}
-	for i, p := range paths {
-		wantData, wantStat, wantErr := s.conn.Get(p)
-		r := got[i]
-		if !errors.Is(r.err, wantErr) && !(r.err == nil && wantErr == nil) {
-			t.Errorf("%s: error %v, want %v", p, r.err, wantErr)
-			continue
-		}
-		if wantErr != nil {
-			continue
-		}
-		if string(r.data) != string(wantData) || *r.stat != *wantStat {
-			t.Errorf("%s: %d bytes, stat %+v; getData says %d bytes, stat %+v", p, len(r.data), r.stat, len(wantData), wantStat)
-		}
-	}
-}
-
-func TestEncodingAMultiReadRefusesABufferTooSmall(t *testing.T) {
-	req := &multiReadRequest{paths: []string{"/a/long/path/to/some/node"}}
-	buf := make([]byte, 64)
-	n, err := req.Encode(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for size := range n {
-		if _, err := req.Encode(buf[:size]); !errors.Is(err, zk.ErrShortBuffer) {
-			t.Errorf("encoding into %d of the %d bytes needed: %v, want %v", size, n, err, zk.ErrShortBuffer)
-		}
-	}
-	var res multiReadResponse
-	if _, err := res.Decode([]byte{0, 0, 0, 4, 0, 0, 0}); !errors.Is(err, zk.ErrShortBuffer) {
-		t.Errorf("decoding a cut answer: %v, want %v", err, zk.ErrShortBuffer)
-	}
-}
 
 func TestConcurrentReadsGoAsOneMultiReadAndEachGetsItsOwnNodes(t *testing.T) {
 	s := newSession(t)
@@ -136,7 +76,7 @@ func TestReadsWhoseAnswerMightNotFitTheBufferGoInMultiReadsThatDo(t *testing.T) 
 	const fit = 4
 	var mu sync.Mutex
 	largest := 0
-	s.nodes.reads = newReadGroup(func(paths []string) ([]readResult, error) {
+	s.nodes.reads = newReadGroup(func(paths []string) ([]zkwire.ReadResult, error) {
 		mu.Lock()
 		largest = max(largest, len(paths))
 		mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 	retrypolicy "github.com/ingestq/ingestq/shared/retry"
 )
 
@@ -113,11 +114,11 @@ func zkRetry() retrypolicy.Policy {
 // goes with the reads other callers make meanwhile (readGroup).
 func (n *Nodes) Get(ctx context.Context, path string) ([]byte, *zk.Stat, error) {
 	if n.reads != nil {
-		r, err := retryAware(ctx, func() ([]readResult, error) { return n.reads.do(ctx, []string{path}) })
+		r, err := retryAware(ctx, func() ([]zkwire.ReadResult, error) { return n.reads.do(ctx, []string{path}) })
 		if err != nil {
 			return nil, nil, err
 		}
-		return r[0].data, r[0].stat, r[0].err
+		return r[0].Data, r[0].Stat, r[0].Err
 	}
 	r, err := retry(ctx, func() (Node, error) {
 		d, s, err := n.conn.Get(path)
@@ -152,18 +153,18 @@ func (n *Nodes) Read(ctx context.Context, paths []string) ([]Node, error) {
 	if n.reads == nil || !n.reads.fits(paths) {
 		return n.readEach(ctx, paths)
 	}
-	read, err := retryAware(ctx, func() ([]readResult, error) { return n.reads.do(ctx, paths) })
+	read, err := retryAware(ctx, func() ([]zkwire.ReadResult, error) { return n.reads.do(ctx, paths) })
 	if err != nil {
 		return nil, fmt.Errorf("reading %s and %d more nodes: %w", paths[0], len(paths)-1, err)
 	}
 	out := make([]Node, len(paths))
 	for i, r := range read {
 		switch {
-		case errors.Is(r.err, zk.ErrNoNode):
-		case r.err != nil:
-			return nil, fmt.Errorf("reading %s: %w", paths[i], r.err)
+		case errors.Is(r.Err, zk.ErrNoNode):
+		case r.Err != nil:
+			return nil, fmt.Errorf("reading %s: %w", paths[i], r.Err)
 		default:
-			out[i] = Node{r.data, r.stat}
+			out[i] = Node{r.Data, r.Stat}
 		}
 	}
 	return out, nil
@@ -350,7 +351,7 @@ func (n *Nodes) ensureWith(ctx context.Context, path string, acl []zk.ACL) error
 // probeMultiRead finds out whether the server answers multiRead: a server
 // before ZooKeeper 3.6 does not, and the session then reads node by node.
 func (n *Nodes) probeMultiRead(ctx context.Context) error {
-	_, err := retry(ctx, func() ([]readResult, error) { return n.conn.MultiRead([]string{n.s.p.Jobs()}) })
+	_, err := retry(ctx, func() ([]zkwire.ReadResult, error) { return n.conn.MultiRead([]string{n.s.p.Jobs()}) })
 	switch {
 	case err == nil:
 		return nil

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 )
 
 // RequestCount is how many requests of one kind a client sent to ZooKeeper:
@@ -124,8 +125,7 @@ const manyNodes = "*"
 
 // countingConn is the client's ZooKeeper connection, counting each request.
 type countingConn struct {
-	*zk.Conn
-	wire  *wire
+	*zkwire.Conn
 	stats *requestStats
 }
 
@@ -174,8 +174,8 @@ func (c *countingConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	for _, op := range ops {
 		c.stats.add("multi."+opName(op), opPath(op))
 	}
-	res, err := c.wire.multiWrite(ops)
-	if i := failedAt(res, err); i >= 0 && i < len(ops) {
+	res, err := c.Conn.Multi(ops...)
+	if i := zkwire.FailedAt(res, err); i >= 0 && i < len(ops) {
 		// A multi refused costs the server about what one applied does (it
 		// is logged, its operations as errors), and a grouped one is sent
 		// again: what made it fail is worth counting.
@@ -213,12 +213,12 @@ func opPath(op any) string {
 	return manyNodes
 }
 
-// MultiRead reads paths in one request (see multiRead); it counts once as
-// Op "multiread" and once per node as "multiread.get".
-func (c *countingConn) MultiRead(paths []string) ([]readResult, error) {
+// MultiRead reads paths in one request (zkwire.Conn.MultiRead); it counts
+// once as Op "multiread" and once per node as "multiread.get".
+func (c *countingConn) MultiRead(paths []string) ([]zkwire.ReadResult, error) {
 	c.stats.add("multiread", manyNodes)
 	for _, p := range paths {
 		c.stats.add("multiread.get", p)
 	}
-	return c.wire.multiRead(paths)
+	return c.Conn.MultiRead(paths)
 }

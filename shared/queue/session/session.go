@@ -9,8 +9,10 @@
 //
 // ZooKeeper's cost is mostly per request, so a session sends few: a claim
 // reads the job's status and the data nodes its consumer asks for in one
-// multiRead (ZooKeeper 3.6+, multiread.go), then takes the lock in one
-// multi; a commit is one multi. Concurrent calls of one session go together
+// multiRead (ZooKeeper 3.6+), then takes the lock in one multi; a commit
+// is one multi. go-zookeeper has no multiRead, and encodes a multi slowly:
+// both are framed on its connection by package zkwire, the one place that
+// knows ZooKeeper's wire format. Concurrent calls of one session go together
 // (group.go): the multiReads of the jobs a stage takes at the same moment
 // are one request, their multis another, each caller keeping its own answer
 // and atomicity. Against a server without multiRead the session reads node
@@ -29,6 +31,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/internal/multihook"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 )
 
 // Options configure a Session.
@@ -145,18 +148,12 @@ func Connect(ctx context.Context, opts Options) (*Session, error) {
 		}
 		acl = append(zk.DigestACL(zk.PermAll, user, opts.Auth[len(user)+1:]), zk.WorldACL(zk.PermRead)...)
 	}
-	w := newWire(opts.MaxResponseBytes)
-	w.ring = newServerRing(opts.SessionTimeout)
-	conn, events, err := zk.Connect(opts.Servers, opts.SessionTimeout,
-		zk.WithLogger(zkLogger{opts.Logger}),
-		zk.WithMaxBufferSize(opts.MaxResponseBytes),
-		zk.WithHostProvider(w.ring),
-		zk.WithDialer(w.dial),
-	)
+	conn, events, err := zkwire.Connect(zkwire.Options{Servers: opts.Servers, SessionTimeout: opts.SessionTimeout,
+		MaxResponseBytes: opts.MaxResponseBytes, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to ZooKeeper %v: %w", opts.Servers, err)
 	}
-	s.conn = &countingConn{Conn: conn, wire: w, stats: &requestStats{root: p.Root(), n: map[requestKey]int64{}}}
+	s.conn = &countingConn{Conn: conn, stats: &requestStats{root: p.Root(), n: map[requestKey]int64{}}}
 	// The queue's own tests may stand between the session and the server
 	// for its multis (multihook).
 	s.nodes = newNodes(s, acl, opts.MaxResponseBytes, opts.Ungrouped, multihook.From(ctx))
@@ -171,7 +168,6 @@ func Connect(ctx context.Context, opts Options) (*Session, error) {
 	ready := make(chan struct{})
 	go s.watchSession(events, ready)
 	go s.locks.tidy()
-	go w.keepAlive(s.life, max(opts.SessionTimeout/20, 50*time.Millisecond))
 	select {
 	case <-ready:
 	case <-ctx.Done():
@@ -220,7 +216,6 @@ func (s *Session) Close() {
 	}
 	close(s.closed)
 	s.stop()
-	s.conn.wire.ring.close()
 	s.conn.Close()
 	<-s.loopEnd
 	s.mu.Lock()
@@ -364,11 +359,6 @@ func (s *Session) watchSession(events <-chan zk.Event, ready chan struct{}) {
 					s.notifyLocked(true)
 				}
 				s.mu.Unlock()
-				if !s.conn.wire.ready() {
-					// Our requests wait for go-zookeeper's first on the
-					// connection (see wire.go): an idle session sends one.
-					go s.conn.Exists(s.p.Jobs())
-				}
 				// After any reconnect, the locks left behind meanwhile (a
 				// release that failed while the connection was down; every
 				// claim of a session presumed lost that came back after
@@ -376,7 +366,6 @@ func (s *Session) watchSession(events <-chan zk.Event, ready chan struct{}) {
 				s.locks.wake()
 				readyOnce()
 			case zk.StateExpired:
-				s.conn.wire.expired()
 				s.mu.Lock()
 				if s.live != nil {
 					s.endLocked("expired")
@@ -410,11 +399,4 @@ func (s *Session) notifyLocked(connected bool) {
 	for _, fn := range s.subs {
 		go fn(connected)
 	}
-}
-
-// zkLogger routes go-zookeeper's printf logs into slog at debug level.
-type zkLogger struct{ l *slog.Logger }
-
-func (z zkLogger) Printf(format string, args ...any) {
-	z.l.Debug(fmt.Sprintf(format, args...), "component", "zookeeper-client")
 }

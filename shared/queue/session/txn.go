@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/ingestq/ingestq/shared/queue"
+	"github.com/ingestq/ingestq/shared/queue/session/internal/zkwire"
 )
 
 // Txn is one ZooKeeper multi, built as etcd's clientv3.Txn is: guards
@@ -229,7 +230,7 @@ func (t *Txn) send(ctx context.Context) error {
 		t.res = res
 		return nil
 	}
-	if i := failedAt(res, err); i >= 0 && i < len(steps) {
+	if i := zkwire.FailedAt(res, err); i >= 0 && i < len(steps) {
 		r := &Refused{Name: steps[i].name, Guard: steps[i].guard, Err: res[i].Error}
 		if t.hold != nil && i < 2 {
 			r.What, r.fence = t.hold.what, true
@@ -243,7 +244,7 @@ func (t *Txn) send(ctx context.Context) error {
 // *Refused, or the connection's error.
 //
 // Fenced (Hold.Txn), it is the one path of every change under a hold:
-//   - a hold that ended, or whose session is gone, commits nothing
+//   - a hold that is over, or whose session is gone, commits nothing
 //     (ErrFenced);
 //   - applied, the hold follows: settled when its lock went with the change
 //     (ReleaseLock), owning the next status version when it wrote the
@@ -251,32 +252,36 @@ func (t *Txn) send(ctx context.Context) error {
 //   - refused by its fence, the hold ends (the item is lost) and the
 //     *Refused matches queue.ErrFenced: the status moved on (the lock, if
 //     still this hold's, is removed) or the lock is gone;
-//   - its answer lost with the connection, a Txn that writes the status
-//     reads it to learn what happened: its own write there is applied, the
-//     status as the hold owns it is sent again (up to three times), anything
-//     else lost the item. One that only checks the status returns the
-//     connection's error for its caller to find out.
+//   - its answer lost with the connection, a Txn that writes or deletes the
+//     status reads it to learn what happened: its own write there (or the
+//     status gone) is applied, the status as the hold owns it is sent again
+//     (up to three times), anything else lost the item. One that only
+//     checks the status returns the connection's error for its caller to
+//     find out.
 func (t *Txn) Commit(ctx context.Context) error {
 	h := t.hold
 	if h == nil {
 		return t.send(ctx)
 	}
-	if err := h.Finish(); err != nil {
+	if err := h.Check(); err != nil {
 		return err
 	}
+	deletes := t.deletesStatus()
 	for sent := 1; ; sent++ {
 		err := t.send(ctx)
-		if Retryable(err) && t.status != nil {
+		if Retryable(err) && (t.status != nil || deletes) {
 			data, stat, gerr := t.n.Get(ctx, h.statusPath)
 			switch {
+			case deletes && errors.Is(gerr, zk.ErrNoNode):
+				err = nil
 			case gerr != nil:
 				return fmt.Errorf("%s: commit outcome unknown after %v: %w", h.what, err, gerr)
-			case stat.Version == h.Version()+1 && bytes.Equal(data, t.status):
+			case !deletes && stat.Version == h.Version()+1 && bytes.Equal(data, t.status):
 				err = nil
 			case stat.Version == h.Version() && sent < 4:
 				continue
 			default:
-				h.Fenced(ctx)
+				h.fenced(ctx)
 				return fmt.Errorf("%s: %w: connection lost during commit", h.what, queue.ErrFenced)
 			}
 		}
@@ -284,18 +289,29 @@ func (t *Txn) Commit(ctx context.Context) error {
 		switch {
 		case err == nil:
 			if t.release {
-				h.Settle()
+				h.settle()
 			} else if t.status != nil {
-				h.Moved()
+				h.moved()
 			}
 		case errors.As(err, &r) && r.fence && r.Name == LockStep:
-			h.Lost(r)
-			h.End()
+			h.LockRemoved(r)
+			h.Abandon()
 		case errors.As(err, &r) && r.fence:
-			h.Fenced(ctx)
+			h.fenced(ctx)
 		}
 		return err
 	}
+}
+
+// deletesStatus reports whether the Txn deletes its hold's status node (a
+// deletion of the item).
+func (t *Txn) deletesStatus() bool {
+	for _, s := range t.steps {
+		if d, ok := s.req.(*zk.DeleteRequest); ok && d.Path == t.hold.statusPath {
+			return true
+		}
+	}
+	return false
 }
 
 // Refused is a Txn the server refused: nothing of it was applied. Name is
@@ -366,21 +382,6 @@ func RefusedBy(err error, name string) (*Refused, bool) {
 		return r, true
 	}
 	return nil, false
-}
-
-// failedAt is where in a multi the operation that failed it stands (-1:
-// it failed as a whole, or did not fail). Operations that did not fail
-// themselves answer "runtime inconsistency".
-func failedAt(res []zk.MultiResponse, err error) int {
-	if err == nil {
-		return -1
-	}
-	for i, r := range res {
-		if r.Error != nil && !inconsistent(r.Error) {
-			return i
-		}
-	}
-	return -1
 }
 
 // denied makes a refusal by ZooKeeper's ACLs match queue.ErrDenied.

@@ -1,4 +1,4 @@
-// Package stagetest has an in-memory stage.Claim, so that what a handler
+// Package stagetest has an in-memory stage.Job, so that what a handler
 // decides is tested without ZooKeeper. How the queue reads, writes and
 // commits the job is the queue's to test (queuetest).
 package stagetest
@@ -13,9 +13,9 @@ import (
 	"github.com/ingestq/ingestq/shared/stage"
 )
 
-// Claim is a claimed job held in memory. Its reads return Job; its writes
-// change Job and are recorded in Updates.
-type Claim struct {
+// Job is a claimed job held in memory. Its reads return its field Job;
+// its writes change it and are recorded in Updates.
+type Job struct {
 	// Job is the job's data, as a stage's consumer would have read it.
 	Job *v1.Job
 	// From is the state the job was claimed in.
@@ -51,100 +51,100 @@ func (cs *Counters) next(counter string) int64 {
 	return cs.n[counter]
 }
 
-var _ stage.Claim = (*Claim)(nil)
+var _ stage.Job = (*Job)(nil)
 
-// New returns a claim of job in state from.
-func New(job *v1.Job, from queue.JobState) *Claim {
-	return &Claim{Job: job, From: from}
+// New returns job, claimed in state from.
+func New(job *v1.Job, from queue.JobState) *Job {
+	return &Job{Job: job, From: from}
 }
 
-// ID implements stage.Claim.
-func (c *Claim) ID() string { return c.Job.GetId() }
+// ID implements stage.Job.
+func (j *Job) ID() string { return j.Job.GetId() }
 
-// State implements stage.Claim.
-func (c *Claim) State() queue.JobState { return c.From }
+// State implements stage.Job.
+func (j *Job) State() queue.JobState { return j.From }
 
-// Data implements stage.Claim.
-func (c *Claim) Data() *v1.Job { return c.Job }
+// Data implements stage.Job.
+func (j *Job) Data() *v1.Job { return j.Job }
 
-// Load implements stage.Claim: everything is in Job already.
-func (c *Claim) Load(context.Context, queue.Parts) error { return c.Err }
+// Load implements stage.Job: everything is in Job already.
+func (j *Job) Load(context.Context, queue.Parts) error { return j.Err }
 
-// LoadManifest implements stage.Claim.
-func (c *Claim) LoadManifest(context.Context) (*v1.Manifest, error) {
-	if c.Err != nil {
-		return nil, c.Err
+// LoadManifest implements stage.Job.
+func (j *Job) LoadManifest(context.Context) (*v1.Manifest, error) {
+	if j.Err != nil {
+		return nil, j.Err
 	}
-	return c.Job.GetManifest(), nil
+	return j.Job.GetManifest(), nil
 }
 
-// WorkingDir implements stage.Claim, as the queue places it.
-func (c *Claim) WorkingDir(_ context.Context, workRoot string) (string, error) {
-	if c.Err != nil {
-		return "", c.Err
+// WorkingDir implements stage.Job, as the queue places it.
+func (j *Job) WorkingDir(_ context.Context, workRoot string) (string, error) {
+	if j.Err != nil {
+		return "", j.Err
 	}
-	return queue.JobWorkingDir(workRoot, c.Job), nil
+	return queue.JobWorkingDir(workRoot, j.Job), nil
 }
 
-// Update implements stage.Claim: ch's data is written to Job.
-func (c *Claim) Update(_ context.Context, ch jobs.Change) error {
-	if c.Err != nil {
-		return c.Err
+// Update implements stage.Job: ch's data is written to Job.
+func (j *Job) Update(_ context.Context, ch jobs.Change) error {
+	if j.Err != nil {
+		return j.Err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.updates = append(c.updates, ch)
-	j := c.Job
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.updates = append(j.updates, ch)
+	data := j.Job
 	if ch.Priority != nil {
-		j.Priority = *ch.Priority
+		data.Priority = *ch.Priority
 	}
 	if ch.SpaceNeeded != nil {
-		j.SpaceNeeded = *ch.SpaceNeeded
+		data.SpaceNeeded = *ch.SpaceNeeded
 	}
 	if ch.Identifiers != nil {
-		j.Identifiers = ch.Identifiers
+		data.Identifiers = ch.Identifiers
 	}
 	if ch.Metadata != nil {
-		j.Metadata = ch.Metadata
+		data.Metadata = ch.Metadata
 	}
 	if ch.Store != nil {
-		j.Store = ch.Store
+		data.Store = ch.Store
 	}
 	if ch.Inventory != nil {
-		j.Inventory = ch.Inventory
+		data.Inventory = ch.Inventory
 	}
 	if ch.Manifest != nil {
-		j.Manifest = ch.Manifest
+		data.Manifest = ch.Manifest
 	}
 	return nil
 }
 
 // Updates are the changes Update was given, in order.
-func (c *Claim) Updates() []jobs.Change {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]jobs.Change(nil), c.updates...)
+func (j *Job) Updates() []jobs.Change {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]jobs.Change(nil), j.updates...)
 }
 
-// MintFromCounter implements stage.Claim with a counter of Counters, or
+// MintFromCounter implements stage.Job with a counter of Counters, or
 // of this claim's own; the id is written to the job's identifiers.
-func (c *Claim) MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error) {
-	if c.Err != nil {
-		return "", c.Err
+func (j *Job) MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error) {
+	if j.Err != nil {
+		return "", j.Err
 	}
-	if id := c.Job.GetIdentifiers().GetPrimaryId(); id != "" {
+	if id := j.Job.GetIdentifiers().GetPrimaryId(); id != "" {
 		return id, nil
 	}
-	cs := c.Counters
+	cs := j.Counters
 	if cs == nil {
-		cs = &c.own
+		cs = &j.own
 	}
 	id := makeID(cs.next(counter))
 	ids := &v1.Identifiers{PrimaryId: id}
-	if old := c.Job.GetIdentifiers(); old != nil {
+	if old := j.Job.GetIdentifiers(); old != nil {
 		ids.LocalId = old.GetLocalId()
 	}
-	if err := c.Update(ctx, jobs.Change{Identifiers: ids}); err != nil {
+	if err := j.Update(ctx, jobs.Change{Identifiers: ids}); err != nil {
 		return "", err
 	}
 	return id, nil

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/telemetry"
 )
 
@@ -22,13 +22,13 @@ const Every = 15 * time.Second
 
 // Exporter reads the figures in a loop and hands the last read to scrapes.
 type Exporter struct {
-	reader *qadmin.FigureReader
+	reader *admin.FigureReader
 	log    *slog.Logger
 	last   atomic.Pointer[telemetry.QueueFigures]
 }
 
 // New returns an Exporter of q's figures.
-func New(q *qadmin.Queue, log *slog.Logger) *Exporter {
+func New(q *admin.Queue, log *slog.Logger) *Exporter {
 	return &Exporter{reader: q.NewFigureReader(), log: log}
 }
 

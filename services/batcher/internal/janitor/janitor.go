@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/s3store"
 	"github.com/ingestq/ingestq/shared/workdir"
 )
@@ -27,7 +27,7 @@ const batchesPerRun = 100
 // Janitor cleans up completed batches and the queue's garbage.
 type Janitor struct {
 	// Tools are the operators' tools over the batcher's session.
-	Tools     qadmin.Tools
+	Tools     admin.Tools
 	Root      workdir.Root
 	Retention time.Duration
 	Interval  time.Duration
@@ -63,7 +63,7 @@ type Result struct {
 // expired console sign-ins.
 func (j *Janitor) RunOnce(ctx context.Context) (Result, error) {
 	res, err := Clean(ctx, j.Tools.Batches, j.Root, j.Retention, batchesPerRun)
-	if _, serr := j.Tools.Sessions.Cleanup(ctx, time.Now()); serr != nil {
+	if _, serr := j.Tools.SignIns.Cleanup(ctx, time.Now()); serr != nil {
 		err = errors.Join(err, fmt.Errorf("removing expired console sign-ins: %w", serr))
 	}
 	if j.Uploads != nil {
@@ -96,7 +96,7 @@ func (j *Janitor) abortStaleUploads(ctx context.Context) (int, error) {
 
 // Clean removes at most limit completed batches whose status is older than
 // olderThan, with their jobs' working directories.
-func Clean(ctx context.Context, b *qadmin.Batches, root workdir.Root, olderThan time.Duration, limit int) (Result, error) {
+func Clean(ctx context.Context, b *admin.Batches, root workdir.Root, olderThan time.Duration, limit int) (Result, error) {
 	res, err := b.Cleanup(ctx, olderThan, limit)
 	out := Result{Batches: res.Batches, Jobs: len(res.Jobs)}
 	for _, job := range res.Jobs {

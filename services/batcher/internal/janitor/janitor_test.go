@@ -12,7 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -86,7 +86,7 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 	}
 	completed, completedDir := batch(t, q, root, queue.BatchCompleted)
 	failed, failedDir := batch(t, q, root, queue.BatchFailed)
-	j := &Janitor{Tools: qadmin.New(q), Root: root, Retention: time.Hour, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	j := &Janitor{Tools: admin.New(q), Root: root, Retention: time.Hour, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
 
 	res, err := j.RunOnce(ctx)
 	if err != nil || len(res.Batches) != 0 {
@@ -114,8 +114,8 @@ func TestRunOnceRemovesOnlyCompletedBatchesPastTheirRetention(t *testing.T) {
 
 	// Expired console sign-ins go; live ones stay.
 	const expired, live = "expired-sign-in-0001", "live-sign-in-000001"
-	qadmin.New(q).Sessions.Create(ctx, expired, time.Now().Add(-time.Second))
-	qadmin.New(q).Sessions.Create(ctx, live, time.Now().Add(time.Hour))
+	admin.New(q).SignIns.Create(ctx, expired, time.Now().Add(-time.Second))
+	admin.New(q).SignIns.Create(ctx, live, time.Now().Add(time.Hour))
 	if _, err := j.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &Janitor{Tools: qadmin.New(q), Root: root, Retention: time.Hour, Interval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	j := &Janitor{Tools: admin.New(q), Root: root, Retention: time.Hour, Interval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

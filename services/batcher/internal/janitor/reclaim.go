@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 )
 
 // DefaultReclaimGrace is how long garbage must stand unchanged before the
@@ -19,14 +19,14 @@ import (
 const DefaultReclaimGrace = time.Hour
 
 // ReclaimedKinds are the kinds of damage the janitor reclaims: fsck's
-// reclaimable ones (qadmin.Damage.Reclaimable).
-var ReclaimedKinds = []string{qadmin.DamageJobNoStatus, qadmin.DamageBatchRemnant, qadmin.DamageEntryNoJob,
-	qadmin.DamageRefNoJob, qadmin.DamageUUIDDangling}
+// reclaimable ones (admin.Damage.Reclaimable).
+var ReclaimedKinds = []string{admin.DamageJobNoStatus, admin.DamageBatchRemnant, admin.DamageEntryNoJob,
+	admin.DamageRefNoJob, admin.DamageUUIDDangling}
 
 // agedByFsck are the kinds fsck itself finds only once unchanged past the
 // grace (it reads the nodes' times); the others the janitor holds back
 // until it has seen them for the grace.
-var agedByFsck = map[string]bool{qadmin.DamageJobNoStatus: true, qadmin.DamageBatchRemnant: true}
+var agedByFsck = map[string]bool{admin.DamageJobNoStatus: true, admin.DamageBatchRemnant: true}
 
 // NewReclaimsCounter makes the counter of what the janitor reclaims, by
 // kind (ingestq.janitor.reclaims), each kind's series at 0 from the start
@@ -51,7 +51,7 @@ type sightings struct {
 	first map[string]time.Time
 }
 
-func damageKey(d qadmin.Damage) string { return d.Kind + "\x00" + d.Item + "\x00" + d.Detail }
+func damageKey(d admin.Damage) string { return d.Kind + "\x00" + d.Item + "\x00" + d.Detail }
 
 // Reclaim removes what fsck proves is garbage no writer will finish (its
 // reclaimable damage): a job or batch node without status that neither it
@@ -61,7 +61,7 @@ func damageKey(d qadmin.Damage) string { return d.Kind + "\x00" + d.Item + "\x00
 // still finish, or that an operator must decide, is left. Each removal is
 // logged with what and why and counted. now is the time ages are measured
 // to; it returns what was removed.
-func (j *Janitor) Reclaim(ctx context.Context, now time.Time) ([]qadmin.Damage, error) {
+func (j *Janitor) Reclaim(ctx context.Context, now time.Time) ([]admin.Damage, error) {
 	grace := j.ReclaimGrace
 	if grace <= 0 {
 		grace = DefaultReclaimGrace
@@ -72,7 +72,7 @@ func (j *Janitor) Reclaim(ctx context.Context, now time.Time) ([]qadmin.Damage, 
 	}
 	j.seen.mu.Unlock()
 	seenNow := map[string]bool{}
-	rep, err := j.Tools.Queue.Fsck(ctx, qadmin.FsckOptions{Repair: true, Grace: grace, Now: now, Reclaim: func(d qadmin.Damage) bool {
+	rep, err := j.Tools.Queue.Fsck(ctx, admin.FsckOptions{Repair: true, Grace: grace, Now: now, Reclaim: func(d admin.Damage) bool {
 		if agedByFsck[d.Kind] {
 			return true
 		}
@@ -97,7 +97,7 @@ func (j *Janitor) Reclaim(ctx context.Context, now time.Time) ([]qadmin.Damage, 
 		}
 	}
 	j.seen.mu.Unlock()
-	var out []qadmin.Damage
+	var out []admin.Damage
 	for _, d := range rep.Damages {
 		if !d.Repaired {
 			continue

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/session"
 	"github.com/ingestq/ingestq/shared/zktest"
@@ -58,11 +58,11 @@ func reclaimer(t *testing.T, root string) (j *Janitor, q *session.Session, reade
 		t.Fatal(err)
 	}
 	log = &bytes.Buffer{}
-	j = &Janitor{Tools: qadmin.New(q), ReclaimGrace: time.Hour, Reclaims: counter, Logger: slog.New(slog.NewTextHandler(log, nil))}
+	j = &Janitor{Tools: admin.New(q), ReclaimGrace: time.Hour, Reclaims: counter, Logger: slog.New(slog.NewTextHandler(log, nil))}
 	return j, q, reader, log
 }
 
-func items(ds []qadmin.Damage) []string {
+func items(ds []admin.Damage) []string {
 	var out []string
 	for _, d := range ds {
 		out = append(out, d.Item)
@@ -159,7 +159,7 @@ func TestJobsMerrittProducersLeftHalfMadeAreReclaimedAfterTheGraceAndLiveCreatio
 		t.Fatalf("past the grace: reclaimed %v, want the dead producers' %v", items(got), dead)
 	}
 	for _, d := range got {
-		if d.Kind != qadmin.DamageJobNoStatus || !strings.Contains(d.Detail, "createJob") || !strings.Contains(d.Detail, "Fsck with repair") {
+		if d.Kind != admin.DamageJobNoStatus || !strings.Contains(d.Detail, "createJob") || !strings.Contains(d.Detail, "Fsck with repair") {
 			t.Errorf("reclaimed %+v, want job-without-status saying what it was and what to do", d)
 		}
 		if ok, err := setup.Exists("/jobs/" + d.Item); err != nil || ok {
@@ -169,10 +169,10 @@ func TestJobsMerrittProducersLeftHalfMadeAreReclaimedAfterTheGraceAndLiveCreatio
 			t.Errorf("no log line names %s:\n%s", d.Item, log.String())
 		}
 	}
-	if n := reclaims(t, reader, qadmin.DamageJobNoStatus); n != int64(len(dead)) {
+	if n := reclaims(t, reader, admin.DamageJobNoStatus); n != int64(len(dead)) {
 		t.Errorf("ingestq.janitor.reclaims{kind=job-without-status} = %d, want %d", n, len(dead))
 	}
-	if n := reclaims(t, reader, qadmin.DamageEntryNoJob); n != 0 {
+	if n := reclaims(t, reader, admin.DamageEntryNoJob); n != 0 {
 		t.Errorf("ingestq.janitor.reclaims{kind=entry-without-job} = %d, want a series at 0", n)
 	}
 
@@ -186,7 +186,7 @@ func TestJobsMerrittProducersLeftHalfMadeAreReclaimedAfterTheGraceAndLiveCreatio
 			t.Errorf("the creation left alone is not a whole job: %v", err)
 		}
 	}
-	rep, err := qadmin.New(q).Queue.Fsck(ctx, qadmin.FsckOptions{Grace: time.Nanosecond})
+	rep, err := admin.New(q).Queue.Fsck(ctx, admin.FsckOptions{Grace: time.Nanosecond})
 	if err != nil || !rep.Clean() {
 		t.Errorf("fsck afterwards: %+v (%v)", rep, err)
 	}
@@ -214,13 +214,13 @@ func TestGarbageWithoutATimeOfItsOwnIsReclaimedOnceSeenForTheGrace(t *testing.T)
 		}
 	}
 	got, err := j.Reclaim(ctx, t0.Add(j.ReclaimGrace))
-	if err != nil || len(got) != 1 || got[0].Kind != qadmin.DamageEntryNoJob {
+	if err != nil || len(got) != 1 || got[0].Kind != admin.DamageEntryNoJob {
 		t.Fatalf("seen for the grace: reclaimed %+v (%v), want the entry", got, err)
 	}
 	if ok, _, err := q.Nodes().Exists(ctx, entry); err != nil || ok {
 		t.Errorf("%s still exists (%v)", entry, err)
 	}
-	if n := reclaims(t, reader, qadmin.DamageEntryNoJob); n != 1 {
+	if n := reclaims(t, reader, admin.DamageEntryNoJob); n != 1 {
 		t.Errorf("ingestq.janitor.reclaims{kind=entry-without-job} = %d, want 1", n)
 	}
 }

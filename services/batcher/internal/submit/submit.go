@@ -32,7 +32,7 @@ type Server struct {
 	Profiles *profile.Set
 	Policy   fetch.Policy
 	Logger   *slog.Logger
-	// TraceURL links a trace id to a tracing backend (see admin.Server).
+	// TraceURL links a trace id to a tracing backend (see adminservice.Server).
 	TraceURL string
 }
 

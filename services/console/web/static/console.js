@@ -88,7 +88,7 @@
     if (!tbody) {
       return;
     }
-    // The controls' forms, with this session's CSRF token, for a
+    // The controls' forms, with this sign-in's CSRF token, for a
     // signed-in operator.
     var controls = document.getElementById('worker-controls');
     var rows = document.createDocumentFragment();

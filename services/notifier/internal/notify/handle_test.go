@@ -21,7 +21,7 @@ import (
 
 // notifyJob is a recorded job of profile in Notify, with a working folder
 // under workRoot holding one file.
-func notifyJob(t *testing.T, workRoot, profileName string) (claim *stagetest.Claim, wd string) {
+func notifyJob(t *testing.T, workRoot, profileName string) (claim *stagetest.Job, wd string) {
 	t.Helper()
 	wd = filepath.Join(workRoot, "bid0000000001", "jid0000000001")
 	if err := os.MkdirAll(filepath.Join(wd, "producer"), 0o755); err != nil {

@@ -84,7 +84,7 @@ func (r Redelivery) due(since, last time.Time) time.Time {
 }
 
 // Handle is the stage handler.
-func (n *Notifier) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
+func (n *Notifier) Handle(ctx context.Context, claim stage.Job) stage.Outcome {
 	job := claim.Data()
 	conf := job.GetConfiguration()
 	pr, ok := n.Profiles.Get(conf.GetProfileName())
@@ -128,7 +128,7 @@ func (n *Notifier) Handle(ctx context.Context, claim stage.Claim) stage.Outcome 
 // what became of the callback for the job's message, with ok; or, without
 // ok, the outcome to return instead: a wait for the next attempt, the job
 // given back (lost meanwhile) or failed (the receiver refused the call).
-func (n *Notifier) callBack(ctx context.Context, claim stage.Claim, url string) (said string, other stage.Outcome, ok bool) {
+func (n *Notifier) callBack(ctx context.Context, claim stage.Job, url string) (said string, other stage.Outcome, ok bool) {
 	job, now := claim.Data(), time.Now()
 	if n.Now != nil {
 		now = n.Now()

@@ -21,11 +21,11 @@ import (
 // its id and never mints a second one; a job that has a primary id already
 // keeps it.
 type Minter interface {
-	Mint(ctx context.Context, claim Claim) (string, error)
+	Mint(ctx context.Context, claim Job) (string, error)
 }
 
-// Claim is what minting uses of a claimed job (a stage.Claim).
-type Claim interface {
+// Job is what minting uses of a claimed job (a stage.Job).
+type Job interface {
 	Data() *v1.Job
 	Update(ctx context.Context, ch jobs.Change) error
 	MintFromCounter(ctx context.Context, counter string, makeID func(n int64) string) (string, error)
@@ -38,7 +38,7 @@ type Local struct {
 }
 
 // Mint implements Minter.
-func (m Local) Mint(ctx context.Context, claim Claim) (string, error) {
+func (m Local) Mint(ctx context.Context, claim Job) (string, error) {
 	ark, err := claim.MintFromCounter(ctx, m.Shoulder, func(n int64) string { return NOIDName(m.Shoulder, n) })
 	if err != nil {
 		return "", fmt.Errorf("minting on %s: %w", m.Shoulder, err)
@@ -65,7 +65,7 @@ const maxEZIDAnswer = 64 << 10
 // Mint implements Minter. EZID cannot mint and record in one step: the id
 // is written to the job at once after EZID answers, and an error after a
 // successful mint names the minted id so that it is not lost.
-func (m EZID) Mint(ctx context.Context, claim Claim) (string, error) {
+func (m EZID) Mint(ctx context.Context, claim Job) (string, error) {
 	if id := claim.Data().GetIdentifiers().GetPrimaryId(); id != "" {
 		return id, nil
 	}

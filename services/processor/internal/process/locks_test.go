@@ -37,7 +37,7 @@ func newStallingMinter() *stallingMinter {
 	return &stallingMinter{Local: mint.Local{Shoulder: shoulder}, minting: make(chan string, 1), proceed: make(chan struct{})}
 }
 
-func (m *stallingMinter) Mint(ctx context.Context, claim mint.Claim) (string, error) {
+func (m *stallingMinter) Mint(ctx context.Context, claim mint.Job) (string, error) {
 	first := false
 	m.once.Do(func() { first = true })
 	if !first {

@@ -93,7 +93,7 @@ type Processor struct {
 // its working folder in between.
 type handOver struct {
 	mu   sync.Mutex
-	jobs map[stage.Claim]digestedFiles
+	jobs map[stage.Job]digestedFiles
 }
 
 type digestedFiles struct {
@@ -107,11 +107,11 @@ type digestedFiles struct {
 // to another replica) is dropped.
 const handOverFor = 10 * time.Minute
 
-func (h *handOver) put(claim stage.Claim, manifest string, seen map[string]store.Seen) {
+func (h *handOver) put(claim stage.Job, manifest string, seen map[string]store.Seen) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.jobs == nil {
-		h.jobs = map[stage.Claim]digestedFiles{}
+		h.jobs = map[stage.Job]digestedFiles{}
 	}
 	for c, d := range h.jobs {
 		if time.Since(d.at) > handOverFor {
@@ -123,7 +123,7 @@ func (h *handOver) put(claim stage.Claim, manifest string, seen map[string]store
 
 // take returns (and forgets) what processing on this claim saw of the files
 // of the storage manifest at manifest; nil if it was another claim's.
-func (h *handOver) take(claim stage.Claim, manifest string) map[string]store.Seen {
+func (h *handOver) take(claim stage.Job, manifest string) map[string]store.Seen {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	d, ok := h.jobs[claim]
@@ -159,7 +159,7 @@ func (p *Processor) StageConfigs(storing bool) []stage.Config {
 }
 
 // Handle is the processing stage's handler.
-func (p *Processor) Handle(ctx context.Context, claim stage.Claim) stage.Outcome {
+func (p *Processor) Handle(ctx context.Context, claim stage.Job) stage.Outcome {
 	out, locks, err := p.process(ctx, claim)
 	return p.outcome(ctx, "processing", out, err, locks)
 }
@@ -212,7 +212,7 @@ func failf(format string, args ...any) error { return &failure{msg: fmt.Sprintf(
 // process is the processing step. It returns its outcome, or its error,
 // with the local id locks it holds (lockLocalIDs) for the outcome's commit
 // to release: none when it stopped before its ARK was settled.
-func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outcome, []*jobs.ObjectLock, error) {
+func (p *Processor) process(ctx context.Context, claim stage.Job) (stage.Outcome, []*jobs.ObjectLock, error) {
 	dir, err := claim.WorkingDir(ctx, p.WorkRoot)
 	if err != nil {
 		if errors.Is(err, queue.ErrCorrupt) {
@@ -260,7 +260,7 @@ func (p *Processor) process(ctx context.Context, claim stage.Claim) (stage.Outco
 
 // fileList is the job's file list: its manifest node's, or the one kept in
 // its working folder dir that the node names (a list too long for a node).
-func (p *Processor) fileList(ctx context.Context, claim stage.Claim, dir string) (*v1.Manifest, error) {
+func (p *Processor) fileList(ctx context.Context, claim stage.Job, dir string) (*v1.Manifest, error) {
 	m, err := claim.LoadManifest(ctx)
 	if err != nil || m.GetKept() == nil {
 		return m, err
@@ -274,7 +274,7 @@ func (p *Processor) fileList(ctx context.Context, claim stage.Claim, dir string)
 
 // describe writes the system files of the job's object, named ark by
 // identify, and its storage manifest; the job's commit releases unlock.
-func (p *Processor) describe(ctx context.Context, claim stage.Claim, wd, ark string, declared *v1.Manifest, unlock []*jobs.ObjectLock) (stage.Outcome, error) {
+func (p *Processor) describe(ctx context.Context, claim stage.Job, wd, ark string, declared *v1.Manifest, unlock []*jobs.ObjectLock) (stage.Outcome, error) {
 	job := claim.Data()
 	conf := job.GetConfiguration()
 	localIDs := claim.Data().GetIdentifiers().GetLocalId()
@@ -394,7 +394,7 @@ func submissionMode(conf *v1.JobConfiguration) string {
 // until the job's commit, which releases them in its own request, where a
 // release of its own would cost two (a look at the node's owner and a
 // delete).
-func (p *Processor) identify(ctx context.Context, claim stage.Claim, owner string) (string, error) {
+func (p *Processor) identify(ctx context.Context, claim stage.Job, owner string) (string, error) {
 	ids := claim.Data().GetIdentifiers()
 	ark := ids.GetPrimaryId()
 	bound, boundBy := "", ""

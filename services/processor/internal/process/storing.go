@@ -27,12 +27,12 @@ import (
 // attempt in its history and the lock released, to be tried again after a
 // backoff for as long as StoreRetry allows; counted from the history, the
 // attempts survive a restart of the processor.
-func (p *Processor) HandleStoring(ctx context.Context, claim stage.Claim) stage.Outcome {
+func (p *Processor) HandleStoring(ctx context.Context, claim stage.Job) stage.Outcome {
 	out, err := p.storeVersion(ctx, claim)
 	return p.outcome(ctx, "storing", out, err, nil)
 }
 
-func (p *Processor) storeVersion(ctx context.Context, claim stage.Claim) (stage.Outcome, error) {
+func (p *Processor) storeVersion(ctx context.Context, claim stage.Job) (stage.Outcome, error) {
 	job := claim.Data()
 	ark := job.GetIdentifiers().GetPrimaryId()
 	if ark == "" {

@@ -141,7 +141,7 @@ type ending struct {
 	// Complete and Fail wait on reply for the commit's result (nil: no
 	// one waits), intended being how the step ends if it succeeds.
 	reply    chan error
-	intended telemetry.Outcome
+	intended telemetry.StepEnd
 }
 
 // asker is whom a job is leased to: a Lease call, or the built-in
@@ -201,7 +201,7 @@ func New(q *jobs.Client, opts Options) (*Manager, error) {
 	if opts.Recorder != nil {
 		cfg.Concurrency = opts.Concurrency
 		builtin := asker{d: opts.Recorder.LeaseLength()}
-		cfg.Handler = func(ctx context.Context, claim stage.Claim) stage.Outcome { return m.hold(ctx, claim, builtin) }
+		cfg.Handler = func(ctx context.Context, claim stage.Job) stage.Outcome { return m.hold(ctx, claim, builtin) }
 	} else {
 		cfg.OnDemand = true
 	}
@@ -235,7 +235,7 @@ func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, err
 	deadline := time.Now().Add(wait)
 	// The Lease call's own span (the caller's trace) is linked, not parent.
 	a := asker{d: d, link: trace.LinkFromContext(ctx), answer: make(chan leased, 1)}
-	handler := func(ctx context.Context, claim stage.Claim) stage.Outcome { return m.hold(ctx, claim, a) }
+	handler := func(ctx context.Context, claim stage.Job) stage.Outcome { return m.hold(ctx, claim, a) }
 	for {
 		left := time.Until(deadline)
 		if wait > 0 && left <= 0 {
@@ -265,7 +265,7 @@ func (m *Manager) Lease(ctx context.Context, wait, d time.Duration) (*Lease, err
 // hold is the stage's handler for a job taken for a: it leases the job,
 // hands the lease to a, and waits for the lease to end; then it returns
 // what the runner commits.
-func (m *Manager) hold(ctx context.Context, claim stage.Claim, a asker) stage.Outcome {
+func (m *Manager) hold(ctx context.Context, claim stage.Job, a asker) stage.Outcome {
 	job := claim.Data()
 	ark, manifest := job.GetIdentifiers().GetPrimaryId(), job.GetInventory().GetManifestUrl()
 	switch {
@@ -332,7 +332,7 @@ func (m *Manager) hold(ctx context.Context, claim stage.Claim, a asker) stage.Ou
 		<-recording
 	}
 	var answer error
-	ended := e.outcome.OnEnd(func(step telemetry.Outcome, err error) { answer = m.settle(h, e, step, err) })
+	ended := e.outcome.OnEnd(func(step telemetry.StepEnd, err error) { answer = m.settle(h, e, step, err) })
 	if e.reply == nil {
 		return ended
 	}
@@ -347,7 +347,7 @@ func (a asker) skipped(out stage.Outcome, err error) stage.Outcome {
 	if a.answer == nil {
 		return out
 	}
-	return out.OnEnd(func(telemetry.Outcome, error) { a.answer <- leased{err: err} })
+	return out.OnEnd(func(telemetry.StepEnd, error) { a.answer <- leased{err: err} })
 }
 
 // handOver gives lease l to a: a Lease call's answer, or the built-in
@@ -434,24 +434,24 @@ func (m *Manager) removeLocked(id string, h *held, why string) {
 // being written. It counts the lease in ingestq_leases_total (completed,
 // failed, expired, lost, released), marks its span, and returns the answer
 // to the Complete or Fail that ended it.
-func (m *Manager) settle(h *held, e ending, step telemetry.Outcome, err error) error {
+func (m *Manager) settle(h *held, e ending, step telemetry.StepEnd, err error) error {
 	why, result := e.why, leaseOutcome(step)
-	if e.expired && step == telemetry.OutcomeReleased {
+	if e.expired && step == telemetry.EndReleased {
 		result = "expired"
 	}
 	var answer error
 	if e.reply != nil {
 		switch step {
 		case e.intended:
-		case telemetry.OutcomeFenced:
+		case telemetry.EndFenced:
 			why = "the job's lock was lost before it was " + e.why
-		case telemetry.OutcomeFailed:
+		case telemetry.EndFailed:
 			why = fmt.Sprintf("the job was failed: %v", err)
 		default:
 			why = "the job was given back: committing it failed"
 		}
 		switch {
-		case step == telemetry.OutcomeFenced:
+		case step == telemetry.EndFenced:
 			answer = fmt.Errorf("lease %s: %w: the job's lock was lost: %w", h.ID, ErrEnded, err)
 		case err != nil:
 			answer = fmt.Errorf("lease %s: committing job %s: %w", h.ID, h.JobID, err)
@@ -466,7 +466,7 @@ func (m *Manager) settle(h *held, e ending, step telemetry.Outcome, err error) e
 		m.opts.Metrics.Lease(h.ctx, result)
 	}
 	span := trace.SpanFromContext(h.ctx)
-	if step != telemetry.OutcomeAdvanced {
+	if step != telemetry.EndAdvanced {
 		span.SetStatus(codes.Error, why)
 	}
 	span.SetAttributes(attribute.String("ingestq.outcome", string(step)))
@@ -475,13 +475,13 @@ func (m *Manager) settle(h *held, e ending, step telemetry.Outcome, err error) e
 
 // leaseOutcome names how a lease ended that did not expire, for
 // ingestq_leases_total.
-func leaseOutcome(o telemetry.Outcome) string {
+func leaseOutcome(o telemetry.StepEnd) string {
 	switch o {
-	case telemetry.OutcomeAdvanced:
+	case telemetry.EndAdvanced:
 		return "completed"
-	case telemetry.OutcomeFailed:
+	case telemetry.EndFailed:
 		return "failed"
-	case telemetry.OutcomeFenced:
+	case telemetry.EndFenced:
 		return "lost"
 	}
 	return "released" // given back: the recorder stopped
@@ -585,13 +585,13 @@ func (m *Manager) finish(ctx context.Context, id, name, message string) error {
 	}
 	_, span := m.callSpan(ctx, h, name)
 	defer span.End()
-	e := ending{why: "completed", reply: make(chan error, 1), intended: telemetry.OutcomeAdvanced}
+	e := ending{why: "completed", reply: make(chan error, 1), intended: telemetry.EndAdvanced}
 	// The object's lock is released with the commit.
 	unlockWith := []*jobs.ObjectLock{h.lock}
 	if name == "complete" {
 		e.outcome = stage.Next(jobs.Change{Message: fmt.Sprintf("recorded %s (%s)", h.ARK, h.ManifestURL), Unlock: unlockWith})
 	} else {
-		e.why, e.intended = "failed: "+message, telemetry.OutcomeFailed
+		e.why, e.intended = "failed: "+message, telemetry.EndFailed
 		e.outcome = stage.To(queue.Failed, jobs.Change{Message: message, Unlock: unlockWith})
 	}
 	if !m.endLease(id, e) {

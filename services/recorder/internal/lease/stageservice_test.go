@@ -11,7 +11,7 @@ import (
 	"github.com/ingestq/ingestq/services/recorder/internal/lease"
 	"github.com/ingestq/ingestq/services/recorder/internal/recording"
 	"github.com/ingestq/ingestq/shared/queue"
-	qadmin "github.com/ingestq/ingestq/shared/queue/admin"
+	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/batches"
 	"github.com/ingestq/ingestq/shared/queue/jobs"
 	"github.com/ingestq/ingestq/shared/queue/queuetest"
@@ -66,8 +66,8 @@ func start(t *testing.T) *replica {
 	return &replica{q: q, id: m.Status().GetId(), stages: v1.NewStageServiceClient(conn), leases: v1.NewRecordingServiceClient(conn)}
 }
 
-// admin is a call context carrying the admin token.
-func admin(t *testing.T) context.Context {
+// withToken is a call context carrying the admin token.
+func withToken(t *testing.T) context.Context {
 	return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+token)
 }
 
@@ -82,7 +82,7 @@ func recordingJob(t *testing.T, q *session.Session) string {
 
 // lease asks RecordingService for a job, waiting up to wait.
 func (r *replica) lease(t *testing.T, wait time.Duration) (*v1.LeaseResponse, error) {
-	return r.leases.Lease(admin(t), &v1.LeaseRequest{Wait: durationpb.New(wait), LeaseDuration: durationpb.New(time.Minute)})
+	return r.leases.Lease(withToken(t), &v1.LeaseRequest{Wait: durationpb.New(wait), LeaseDuration: durationpb.New(time.Minute)})
 }
 
 // worker is the one worker of a StageService answer.
@@ -116,7 +116,7 @@ func TestStatusShowsTheWorkerAndItsLeases(t *testing.T) {
 	if w := worker(t, st.GetWorkers()); len(w.GetInFlight()) != 1 || w.GetInFlight()[0].GetJobId() != jid {
 		t.Errorf("in flight %v, want the leased %s", w.GetInFlight(), jid)
 	}
-	if _, err := r.leases.Complete(admin(t), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
+	if _, err := r.leases.Complete(withToken(t), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); err != nil {
 		t.Fatal(err)
 	}
 	st, err = r.stages.GetStatus(t.Context(), &v1.GetStatusRequest{})
@@ -143,7 +143,7 @@ func TestOperatorMethodsNeedTheAdminToken(t *testing.T) {
 
 func TestAPausedRecorderLeasesNothingUntilResumed(t *testing.T) {
 	r := start(t)
-	p, err := r.stages.Pause(admin(t), &v1.PauseRequest{})
+	p, err := r.stages.Pause(withToken(t), &v1.PauseRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestAPausedRecorderLeasesNothingUntilResumed(t *testing.T) {
 		t.Errorf("Pause answered %v, want the worker paused", p.GetWorkers())
 	}
 	queuetest.Eventually(t, "the registry shows the pause", func() bool {
-		ws, err := qadmin.New(r.q).Queue.ListWorkers(context.Background())
+		ws, err := admin.New(r.q).Queue.ListWorkers(context.Background())
 		return err == nil && len(ws) == 1 && ws[0].GetPaused()
 	})
 	jid := recordingJob(t, r.q)
@@ -178,7 +178,7 @@ func TestAPausedRecorderLeasesNothingUntilResumed(t *testing.T) {
 		}
 		return nil
 	})
-	res, err := r.stages.Resume(admin(t), &v1.ResumeRequest{})
+	res, err := r.stages.Resume(withToken(t), &v1.ResumeRequest{})
 	if err != nil || worker(t, res.GetWorkers()).GetPaused() {
 		t.Fatalf("Resume = %v, %v; want the worker running", res, err)
 	}
@@ -203,7 +203,7 @@ func TestDrainGivesBackWhatIsLateAndLeasesNoMore(t *testing.T) {
 	// (stage.AnswerMargin at most), then gives it back and answers within
 	// that tenth: half a second, room enough for the ZooKeeper writes on a
 	// busy machine.
-	ctx, cancel := context.WithTimeout(admin(t), 5*time.Second)
+	ctx, cancel := context.WithTimeout(withToken(t), 5*time.Second)
 	defer cancel()
 	d, err := r.stages.Drain(ctx, &v1.DrainRequest{})
 	if err != nil {
@@ -215,14 +215,14 @@ func TestDrainGivesBackWhatIsLateAndLeasesNoMore(t *testing.T) {
 	if job, err := jobs.NewReader(r.q).GetJob(context.Background(), jid); err != nil || job.GetLocked() || job.GetStatus().GetStatus() != queue.Recording {
 		t.Errorf("job after the drain: %v, %v; want it given back to Recording", job, err)
 	}
-	if _, err := r.leases.Complete(admin(t), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); status.Code(err) != codes.FailedPrecondition {
+	if _, err := r.leases.Complete(withToken(t), &v1.CompleteRequest{LeaseId: l.GetLeaseId()}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("Complete of the given-back lease: %v, want FailedPrecondition", err)
 	}
 	if _, err := r.lease(t, 0); status.Code(err) != codes.Unavailable {
 		t.Errorf("Lease after the drain: %v, want Unavailable", err)
 	}
 	// Resume does not undo a drain.
-	if _, err := r.stages.Resume(admin(t), &v1.ResumeRequest{}); err != nil {
+	if _, err := r.stages.Resume(withToken(t), &v1.ResumeRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.lease(t, 0); status.Code(err) != codes.Unavailable {
