@@ -29,6 +29,7 @@ import (
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
 	"github.com/ingestq/ingestq/shared/freeport"
 	"github.com/ingestq/ingestq/shared/merritttest"
+	"github.com/ingestq/ingestq/shared/queue"
 	"github.com/ingestq/ingestq/shared/queue/admin"
 	"github.com/ingestq/ingestq/shared/queue/merrittzk"
 	"github.com/ingestq/ingestq/shared/queue/session"
@@ -37,6 +38,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // Settings of a run, from the environment.
@@ -54,6 +56,10 @@ const sessionTimeout = 3 * time.Second
 // stuckAfter ends a run in which no job changed state for this long while
 // work was left: far longer than any fault lasts.
 const stuckAfter = 3 * time.Minute
+
+// reportMargin is the time a run leaves, before the test's deadline, for
+// its end: the faults' goroutine ending its fault, the checks, the report.
+const reportMargin = 5 * time.Minute
 
 const (
 	adminToken = "robustness-admin-token"
@@ -109,6 +115,24 @@ type run struct {
 
 	mu       sync.Mutex
 	outcomes []fault.Outcome
+	// doing is what the faults' goroutine is doing (a fault of the
+	// schedule, a replica rolled), since doingSince: what a run stuck
+	// waiting for it reports.
+	doing      string
+	doingSince time.Time
+}
+
+// setDoing records what the faults' goroutine is doing.
+func (r *run) setDoing(what string) {
+	r.mu.Lock()
+	r.doing, r.doingSince = what, time.Now()
+	r.mu.Unlock()
+}
+
+func (r *run) nowDoing() (string, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.doing, time.Since(r.doingSince)
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -333,12 +357,15 @@ func withEnv(extra, base map[string]string) map[string]string {
 // them.
 func (r *run) schedule(ctx context.Context) error {
 	rng := rand.New(rand.NewPCG(r.opts.seed, 13))
-	for _, f := range fault.Schedule(r.opts.seed, r.opts.plan) {
+	faults := fault.Schedule(r.opts.seed, r.opts.plan)
+	for i, f := range faults {
+		r.setDoing(fmt.Sprintf("the pause before fault %d of %d (%s)", i+1, len(faults), f))
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(time.Duration(300+rng.IntN(1200)) * time.Millisecond):
 		}
+		r.setDoing(fmt.Sprintf("fault %d of %d: %s", i+1, len(faults), f))
 		out, err := r.env.Make(ctx, rng, f)
 		r.mu.Lock()
 		r.outcomes = append(r.outcomes, out)
@@ -364,6 +391,7 @@ func (r *run) roll(ctx context.Context) error {
 			if filepath.Dir(p.Bin()) != r.opts.mixed {
 				continue
 			}
+			r.setDoing(fmt.Sprintf("rolling %s-%d to the current build", s, p.Index))
 			stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
 			err := p.Stop(stopCtx)
 			cancel()
@@ -385,32 +413,89 @@ func (r *run) roll(ctx context.Context) error {
 	return nil
 }
 
-// waitDone waits until every batch has ended as it must: each completed
-// (the doomed one failed and deleted), no job left failed or live.
-func (r *run) waitDone(ctx context.Context, submitted <-chan struct{}) error {
-	last, lastChange := "", time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the work did not end in time: %w (jobs by state %s)", ctx.Err(), last)
-		case <-time.After(time.Second):
+// progress is one reading of what a run waits for.
+type progress struct {
+	// moved changes whenever anything moved: a job's state, a batch
+	// submitted, the faults' goroutine's step, a batch's state.
+	moved string
+	// waits is what is left to wait for, in words; none: the work is done.
+	waits []string
+}
+
+// waitProgress reads progress every second until nothing is left to wait
+// for. It ends with an error naming what is left when nothing moved for
+// stuck, or when ctx ends; and with read's error when read fails.
+func waitProgress(ctx context.Context, stuck time.Duration, read func(context.Context) (progress, error)) error {
+	var last string
+	lastChange := time.Now()
+	for first := true; ; first = false {
+		p, err := read(ctx)
+		if err != nil {
+			return err
 		}
-		counts := r.stateCounts()
-		if counts != last {
-			last, lastChange = counts, time.Now()
-		}
-		if time.Since(lastChange) > stuckAfter {
-			return fmt.Errorf("stuck: no job changed state for %s (jobs by state %s; locks: %v)", stuckAfter, counts, leftovers.Locks(ctx, r.q))
-		}
-		select {
-		case <-submitted:
-		default:
-			continue
-		}
-		if r.allEnded(ctx) {
+		if len(p.waits) == 0 {
 			return nil
 		}
+		if first || p.moved != last {
+			last, lastChange = p.moved, time.Now()
+		}
+		if time.Since(lastChange) >= stuck {
+			return fmt.Errorf("stuck: nothing moved for %s; waiting for %s", stuck, strings.Join(p.waits, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the work did not end in time (%w); waiting for %s", ctx.Err(), strings.Join(p.waits, "; "))
+		case <-time.After(time.Second):
+		}
 	}
+}
+
+// waitDone waits until the traffic has been submitted (submitted closed),
+// the faults have ended (faultsDone closed) and every batch has ended as
+// it must: each completed, the doomed one failed and deleted. A stuck or
+// late run's error says what it waited for. A submission that failed
+// (*submitErr, set before submitted is closed) ends the wait at once.
+func (r *run) waitDone(ctx context.Context, submitted, faultsDone <-chan struct{}, submitErr *error) error {
+	err := waitProgress(ctx, stuckAfter, func(ctx context.Context) (progress, error) {
+		counts := r.stateCounts()
+		p := progress{moved: "jobs by state: " + counts}
+		select {
+		case <-submitted:
+			if *submitErr != nil {
+				return p, errors.New("the traffic's submission ended early")
+			}
+		default:
+			n := 0
+			for i := range r.traffic.Batches() {
+				if _, ok := r.traffic.Bid(i); ok {
+					n++
+				}
+			}
+			p.moved += fmt.Sprintf("; %d submitted", n)
+			p.waits = append(p.waits, "the traffic: "+r.traffic.Awaiting())
+		}
+		select {
+		case <-faultsDone:
+		default:
+			doing, since := r.nowDoing()
+			p.moved += "; " + doing
+			p.waits = append(p.waits, fmt.Sprintf("the faults: %s (for %s)", doing, since.Round(time.Second)))
+		}
+		if len(p.waits) > 0 {
+			// The batches are read once the traffic and the faults are
+			// done; until then the jobs' states say whether work moves.
+			return p, nil
+		}
+		for _, w := range r.unended(ctx) {
+			p.moved += "; " + w.state
+			p.waits = append(p.waits, w.words)
+		}
+		return p, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (jobs by state %s; locks: %v)", err, r.stateCounts(), leftovers.Locks(ctx, r.q))
+	}
+	return nil
 }
 
 // stateCounts reads the jobs in each state folder, in words.
@@ -429,26 +514,45 @@ func (r *run) stateCounts() string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *run) allEnded(ctx context.Context) bool {
+// batchWait is a batch that has not ended as it must.
+type batchWait struct {
+	state string // its id and state, for progress
+	words string // what the run waits for, for a report
+}
+
+// unended lists the batches not ended as they must: each completed, the
+// doomed one failed and deleted by the operator.
+func (r *run) unended(ctx context.Context) []batchWait {
+	var out []batchWait
 	for i, b := range r.traffic.Batches() {
 		bid, ok := r.traffic.Bid(i)
 		if !ok {
-			return false
+			out = append(out, batchWait{state: b.UUID + " unsubmitted", words: fmt.Sprintf("batch %d (%s): its submission", i+1, b.UUID)})
+			continue
 		}
-		if b.Doomed {
-			if !r.traffic.Deleted(bid) {
-				return false
-			}
+		if b.Doomed && r.traffic.Deleted(bid) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(adminCtx(ctx), 5*time.Second)
 		resp, err := r.clients.Admins[i%len(r.clients.Admins)].GetBatch(cctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
 		cancel()
-		if err != nil || resp.GetBatch().GetStatus().GetStatus() != v1.BatchState_BATCH_STATE_COMPLETED {
-			return false
+		st := resp.GetBatch().GetStatus().GetStatus()
+		state := queue.BatchStateName(st)
+		if err != nil {
+			state = "unread (" + status.Code(err).String() + ")"
+		}
+		switch {
+		case b.Doomed:
+			out = append(out, batchWait{state: bid + " " + state,
+				words: fmt.Sprintf("batch %s (its payload missing) to fail and be deleted by the operator: its state is %s", bid, state)})
+		case err != nil || st != v1.BatchState_BATCH_STATE_COMPLETED:
+			if err != nil {
+				state += ": " + err.Error()
+			}
+			out = append(out, batchWait{state: bid + " " + state, words: fmt.Sprintf("batch %s to complete: its state is %s", bid, state)})
 		}
 	}
-	return true
+	return out
 }
 
 // result is what a run ends with.
@@ -478,10 +582,12 @@ func (r *run) do(ctx context.Context) result {
 	})
 	wg.Go(func() { r.traffic.Operate(work) })
 	wg.Go(func() { r.traffic.Record(work) })
+	r.setDoing("the first fault")
 	wg.Go(func() {
 		defer close(faultsDone)
 		switch {
 		case r.opts.scenario != nil:
+			r.setDoing("the run's scenario")
 			faultErr = r.opts.scenario(work, r)
 		case r.opts.mixed != "":
 			if faultErr = r.schedule(work); faultErr == nil {
@@ -491,12 +597,15 @@ func (r *run) do(ctx context.Context) result {
 			faultErr = r.schedule(work)
 		}
 	})
-	doneErr := r.waitDone(work, submitted)
-	if doneErr == nil {
-		<-faultsDone
-		// Work that arrived during the last faults has ended too.
-		doneErr = r.waitDone(work, submitted)
+	// The wait ends in time for the checks to report before the test's
+	// deadline.
+	waitCtx := work
+	if d, ok := r.t.Deadline(); ok {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(work, d.Add(-reportMargin))
+		defer cancel()
 	}
+	doneErr := r.waitDone(waitCtx, submitted, faultsDone, &submitErr)
 	stop()
 	wg.Wait()
 	res := result{outcomes: r.outcomes}

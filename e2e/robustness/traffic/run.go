@@ -50,14 +50,37 @@ type Traffic struct {
 	bids    map[int]string // batch index → bid
 	actions map[string]int // operator's actions and the external recorder's, by kind
 	deleted map[string]bool
+	// deleteFailed: batches the operator asked to delete and was not told
+	// yes. The delete may have gone through in part or in full.
+	deleteFailed map[string]bool
+	// mayBeHeld: the operator asked to hold the collection and no release
+	// has been answered since.
+	mayBeHeld bool
 	// updated counts the update reports asked for, by batch.
 	updated map[string]int
+	// awaiting says what Submit waits for ("" once it has ended).
+	awaiting string
 }
 
 // New prepares the traffic of batches served at base.
 func New(c Clients, batches []*Batch, base string, peer *merrittzk.Peer, inventory string, seed uint64, logf func(string, ...any)) *Traffic {
 	return &Traffic{c: c, batches: batches, base: base, peer: peer, inventory: inventory, rng: rand.New(rand.NewPCG(seed, 7)),
-		logf: logf, bids: map[int]string{}, actions: map[string]int{}, deleted: map[string]bool{}, updated: map[string]int{}}
+		logf: logf, bids: map[int]string{}, actions: map[string]int{}, deleted: map[string]bool{}, deleteFailed: map[string]bool{},
+		updated: map[string]int{}, awaiting: "the first batch's submission"}
+}
+
+// Awaiting says what the submission of the batches waits for, in words;
+// "" once every batch was submitted, or the submission ended.
+func (t *Traffic) Awaiting() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.awaiting
+}
+
+func (t *Traffic) await(what string) {
+	t.mu.Lock()
+	t.awaiting = what
+	t.mu.Unlock()
 }
 
 // Batches are the deposits.
@@ -125,11 +148,13 @@ func (t *Traffic) count(kind string) {
 // reached only by a batch arriving, and one armed late in a run must find
 // one), and whatever is left once done is closed, until ctx ends.
 func (t *Traffic) Submit(ctx context.Context, spacing time.Duration, reserve int, nudge, done <-chan struct{}) error {
+	defer t.await("")
 	regular := max(1, len(t.batches)-reserve)
 	for i, b := range t.batches {
 		switch {
 		case i == 0:
 		case i < regular:
+			t.await(fmt.Sprintf("batch %d of %d: its turn (one every %s) or a nudge", i+1, len(t.batches), spacing))
 			select {
 			case <-ctx.Done():
 				return nil
@@ -137,6 +162,7 @@ func (t *Traffic) Submit(ctx context.Context, spacing time.Duration, reserve int
 			case <-nudge:
 			}
 		default:
+			t.await(fmt.Sprintf("batch %d of %d, kept for a failpoint: a nudge (a failpoint armed) or the end of the faults", i+1, len(t.batches)))
 			select {
 			case <-ctx.Done():
 				return nil
@@ -144,6 +170,7 @@ func (t *Traffic) Submit(ctx context.Context, spacing time.Duration, reserve int
 			case <-done:
 			}
 		}
+		t.await(fmt.Sprintf("batch %d of %d (%s): its submission", i+1, len(t.batches), b.UUID))
 		var bid string
 		var err error
 		if b.Peer {
@@ -177,6 +204,7 @@ func (t *Traffic) submit(ctx context.Context, b *Batch) (string, error) {
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		resp, err := c.Submit(callCtx, req)
 		cancel()
+		t.await(fmt.Sprintf("batch %s: its submission, tried %d time(s) (last answer: %v)", b.UUID, attempt+1, err))
 		switch status.Code(err) {
 		case codes.OK:
 			return resp.GetBatchId(), nil
@@ -222,33 +250,44 @@ func (t *Traffic) submitAsPeer(b *Batch) (string, error) {
 // Operate plays an operator until ctx ends: it requeues failed jobs (one
 // by one and in bulk), holds the collection for a moment and releases it,
 // and deletes the doomed batch once it failed.
+//
+// An action whose answer is an error may have gone through all the same
+// (the batcher's connection to ZooKeeper cut after its commit): the
+// operator does not take a refusal for "nothing happened". A hold is
+// released whatever it answered, and again at every tick until a release
+// is answered; a delete is tried again, as the refusal says to.
 func (t *Traffic) Operate(ctx context.Context) {
-	tick := 0
-	for {
+	defer t.releaseAtEnd(ctx)
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Duration(700+t.rng.IntN(800)) * time.Millisecond):
 		}
-		tick++
-		admin := t.c.Admins[tick%len(t.c.Admins)]
 		actx, cancel := context.WithTimeout(t.c.AdminCtx(ctx), 10*time.Second)
-		switch {
-		case tick%9 == 0:
-			t.holdCollection(actx, admin)
-		case tick%3 == 0:
-			resp, err := admin.BulkAction(actx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_REQUEUE,
-				Filter: &v1.JobFilter{State: v1.JobState_JOB_STATE_FAILED, Collection: Collection}, Message: "requeued in bulk by the robustness operator"})
-			if err == nil && resp.GetMatched() > 0 {
-				t.count("bulk requeue")
-			}
-		default:
-			t.requeueFailed(actx, admin)
-		}
-		t.deleteDoomed(actx, admin)
-		t.reportAgain(actx, admin)
+		t.act(actx, tick)
 		cancel()
 	}
+}
+
+// act is the operator's tick-th round.
+func (t *Traffic) act(ctx context.Context, tick int) {
+	admin := t.c.Admins[tick%len(t.c.Admins)]
+	t.releaseIfHeld(ctx, admin)
+	switch {
+	case tick%9 == 0:
+		t.holdCollection(ctx, admin)
+	case tick%3 == 0:
+		resp, err := admin.BulkAction(ctx, &v1.BulkActionRequest{Verb: v1.BulkVerb_BULK_VERB_REQUEUE,
+			Filter: &v1.JobFilter{State: v1.JobState_JOB_STATE_FAILED, Collection: Collection}, Message: "requeued in bulk by the robustness operator"})
+		if err == nil && resp.GetMatched() > 0 {
+			t.count("bulk requeue")
+		}
+	default:
+		t.requeueFailed(ctx, admin)
+	}
+	t.deleteDoomed(ctx, admin)
+	t.reportAgain(ctx, admin)
 }
 
 func (t *Traffic) requeueFailed(ctx context.Context, admin v1.AdminServiceClient) {
@@ -263,29 +302,73 @@ func (t *Traffic) requeueFailed(ctx context.Context, admin v1.AdminServiceClient
 	}
 }
 
+// holdCollection holds the collection for a second, then releases it. A
+// hold answered with an error may stand: the release comes whatever the
+// hold answered, and until one is answered each tick asks again
+// (releaseIfHeld).
 func (t *Traffic) holdCollection(ctx context.Context, admin v1.AdminServiceClient) {
-	if _, err := admin.HoldCollection(ctx, &v1.HoldCollectionRequest{Collection: Collection}); err != nil {
-		return
-	}
-	t.count("hold collection")
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Second):
-	}
-	// Released whatever ctx says: a collection left held holds the run.
-	for attempt := 0; attempt < 50; attempt++ {
-		rctx, cancel := context.WithTimeout(t.c.AdminCtx(context.Background()), 10*time.Second)
-		_, err := t.c.Admins[attempt%len(t.c.Admins)].ReleaseCollection(rctx, &v1.ReleaseCollectionRequest{Collection: Collection})
-		cancel()
-		if err == nil {
-			t.count("release collection")
-			return
+	t.mu.Lock()
+	t.mayBeHeld = true
+	t.mu.Unlock()
+	if _, err := admin.HoldCollection(ctx, &v1.HoldCollectionRequest{Collection: Collection}); err == nil {
+		t.count("hold collection")
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	t.logf("the collection could not be released")
+	rctx, cancel := context.WithTimeout(t.c.AdminCtx(context.WithoutCancel(ctx)), 10*time.Second)
+	defer cancel()
+	t.releaseIfHeld(rctx, admin)
 }
 
+// releaseIfHeld releases the collection when the operator's hold may
+// stand. Releasing a collection not held is no error.
+func (t *Traffic) releaseIfHeld(ctx context.Context, admin v1.AdminServiceClient) bool {
+	t.mu.Lock()
+	held := t.mayBeHeld
+	t.mu.Unlock()
+	if !held {
+		return true
+	}
+	if _, err := admin.ReleaseCollection(ctx, &v1.ReleaseCollectionRequest{Collection: Collection}); err != nil {
+		t.countErr("release collection", err)
+		return false
+	}
+	t.mu.Lock()
+	t.mayBeHeld = false
+	t.mu.Unlock()
+	t.count("release collection")
+	return true
+}
+
+// releaseAtEnd releases the collection, when the operator's hold may
+// stand, as the operator stops: a collection left held holds the run's
+// end. It tries every batcher in turn for a minute.
+func (t *Traffic) releaseAtEnd(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		cctx, ccancel := context.WithTimeout(t.c.AdminCtx(ctx), 10*time.Second)
+		released := t.releaseIfHeld(cctx, t.c.Admins[attempt%len(t.c.Admins)])
+		ccancel()
+		if released {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.logf("the collection could not be released: %v", ctx.Err())
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// deleteDoomed deletes the doomed batch once it failed. A delete answered
+// with an error may have gone through in part, leaving the batch Deleted
+// with its nodes, or in full: the operator deletes a Deleted batch again
+// (which finishes it), and counts a batch gone after a delete it was not
+// told succeeded as deleted.
 func (t *Traffic) deleteDoomed(ctx context.Context, admin v1.AdminServiceClient) {
 	for i, b := range t.batches {
 		bid, ok := t.Bid(i)
@@ -293,17 +376,46 @@ func (t *Traffic) deleteDoomed(ctx context.Context, admin v1.AdminServiceClient)
 			continue
 		}
 		resp, err := admin.GetBatch(ctx, &v1.GetBatchRequest{Batch: &v1.GetBatchRequest_BatchId{BatchId: bid}})
-		if err != nil || resp.GetBatch().GetStatus().GetStatus() != v1.BatchState_BATCH_STATE_FAILED {
+		if status.Code(err) == codes.NotFound && t.deleteTried(bid) {
+			t.markDeleted(bid, "gone after a delete answered with an error")
 			continue
 		}
-		if _, err := admin.DeleteBatch(ctx, &v1.DeleteBatchRequest{BatchId: bid}); err == nil {
+		if err != nil {
+			continue
+		}
+		switch st := resp.GetBatch().GetStatus().GetStatus(); st {
+		case v1.BatchState_BATCH_STATE_FAILED, v1.BatchState_BATCH_STATE_DELETED:
+		default:
+			continue
+		}
+		_, err = admin.DeleteBatch(ctx, &v1.DeleteBatchRequest{BatchId: bid})
+		switch {
+		case err == nil:
+			t.markDeleted(bid, "deleted")
+		case status.Code(err) == codes.NotFound && t.deleteTried(bid):
+			t.markDeleted(bid, "gone after a delete answered with an error")
+		default:
 			t.mu.Lock()
-			t.deleted[bid] = true
+			t.deleteFailed[bid] = true
 			t.mu.Unlock()
-			t.count("delete batch")
-			t.logf("operator deleted the failed batch %s", bid)
+			t.countErr("delete batch", err)
+			t.logf("operator: deleting batch %s: %v (tried again)", bid, err)
 		}
 	}
+}
+
+func (t *Traffic) deleteTried(bid string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deleteFailed[bid]
+}
+
+func (t *Traffic) markDeleted(bid, how string) {
+	t.mu.Lock()
+	t.deleted[bid] = true
+	t.mu.Unlock()
+	t.count("delete batch")
+	t.logf("operator: batch %s %s", bid, how)
 }
 
 // Record plays an external inventory until ctx ends: it leases jobs in

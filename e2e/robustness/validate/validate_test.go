@@ -3,8 +3,10 @@ package validate
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingestq/ingestq/e2e/robustness/traffic"
+	"github.com/ingestq/ingestq/e2e/robustness/watch"
 )
 
 // TestNoidNumberReadsTheNumberAnARKSpells: ARKs the processor mints (NOID
@@ -56,5 +58,40 @@ func TestAStoredFileThatIsPartialOrNotTheDepositsIsAViolation(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || r.Figures["files stored whole"] != 1 {
 		t.Errorf("violations:\n%s\nwant:\n%s\n(files stored whole: %d)", strings.Join(got, "\n"), strings.Join(want, "\n"), r.Figures["files stored whole"])
+	}
+}
+
+// TestAMoveInsideALockIsAViolationOnlyWhenTheLockCertainlyStood: a move
+// by one worker while another's lock stood is a violation when the lock's
+// end is certain (tight, or its holder's own later move); inside a lock
+// the watcher saw gone only after holdings it did not see, it is a note.
+func TestAMoveInsideALockIsAViolationOnlyWhenTheLockCertainlyStood(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 21, 40, 56, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	workers := map[string][]int64{"recorder-a-1": {1}, "recorder-b-1": {2}}
+	// b moves the job 3.4 s after a's lock was created.
+	moveB := seenMove{Move: watch.Move{At: at(3400 * time.Millisecond), From: "Recording", To: "Notify", Worker: "recorder-b-1"}}
+	for _, tc := range []struct {
+		name      string
+		lock      watch.Lock
+		moves     []seenMove
+		violation bool
+	}{
+		{"seen gone late, after unseen holdings", watch.Lock{Session: 1, Created: t0, Gone: at(3450 * time.Millisecond)},
+			[]seenMove{moveB}, false},
+		{"seen gone tight", watch.Lock{Session: 1, Created: t0, Gone: at(3450 * time.Millisecond), Tight: true},
+			[]seenMove{moveB}, true},
+		{"ended by its holder's own later move", watch.Lock{Session: 1, Created: t0, Gone: at(5 * time.Second)},
+			[]seenMove{moveB, {Move: watch.Move{At: at(4 * time.Second), From: "Notify", To: "Completed", Worker: "recorder-a-1"}}}, true},
+		{"still held at the end", watch.Lock{Session: 1, Created: t0}, []seenMove{moveB}, true},
+		{"gone before the move", watch.Lock{Session: 1, Created: t0, Gone: at(3 * time.Second), Tight: true}, []seenMove{moveB}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{Figures: map[string]int{}}
+			r.mutualExclusion("jid0000000010", watch.Job{ID: "jid0000000010", Locks: []watch.Lock{tc.lock}}, tc.moves, workers, nil)
+			if got := len(r.Violations) > 0; got != tc.violation {
+				t.Errorf("violations %v, notes %v; want a violation: %t", r.Violations, r.Notes, tc.violation)
+			}
+		})
 	}
 }

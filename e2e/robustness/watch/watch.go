@@ -44,8 +44,14 @@ type Lock struct {
 	Session int64
 	Created time.Time // the node's ctime
 	// Gone is when its deletion was seen (zero while held, or when the
-	// watch lost sight of it).
+	// watch lost sight of it): the next holding's ctime, or the time the
+	// watcher found the node missing, which can be well after the deletion.
 	Gone time.Time
+	// Tight: no other holding began between its deletion and Gone. A
+	// watch is set again only after it fired, so a holding begun and
+	// ended in between goes unseen; the job node's child version, which
+	// counts every lock created and deleted, shows whether one did.
+	Tight bool
 }
 
 // Job is what was seen of one job.
@@ -274,10 +280,60 @@ func (r *Recorder) status(ctx context.Context, jid string) {
 	}
 }
 
+// children is a reading of a job node's children: its child version
+// (each child created or deleted adds one) and the names but the lock's.
+// A job's children other than its lock are created once and never
+// deleted while it lives.
+type children struct {
+	cversion int32
+	others   map[string]bool
+	lock     bool // the lock is among them
+}
+
+func (r *Recorder) readChildren(path string) (children, *zk.Stat, error) {
+	names, stat, err := r.conn.Children(path)
+	if err != nil {
+		return children{}, nil, err
+	}
+	c := children{cversion: stat.Cversion, others: map[string]bool{}}
+	for _, n := range names {
+		if n == "lock" {
+			c.lock = true
+		} else {
+			c.others[n] = true
+		}
+	}
+	return c, stat, nil
+}
+
+// lockChanges is how many times the lock was created or deleted between
+// readings a and b: the child version's change less the other children
+// created.
+func lockChanges(a, b children) int {
+	n := int(b.cversion - a.cversion)
+	for name := range b.others {
+		if !a.others[name] {
+			n--
+		}
+	}
+	for name := range a.others {
+		if !b.others[name] {
+			n-- // not expected; counted so that the reckoning never lowers
+		}
+	}
+	return n
+}
+
 func (r *Recorder) lock(ctx context.Context, jid string) {
 	defer r.wg.Done()
-	path := r.root + "/jobs/" + jid + "/lock"
+	job := r.root + "/jobs/" + jid
+	path := job + "/lock"
 	var held *Lock // the holding seen last, while it may still be there
+	// since: the job's children read just after held began; sinceExact:
+	// nothing under the job changed between held's creation and that
+	// reading.
+	var since children
+	var sinceExact bool
 	for ctx.Err() == nil {
 		ok, stat, ch, err := r.conn.ExistsW(path)
 		if err != nil {
@@ -287,23 +343,37 @@ func (r *Recorder) lock(ctx context.Context, jid string) {
 			continue
 		}
 		now := time.Now()
+		// Read after the lookup: what changed in between counts against
+		// a holding's tightness, never for it.
+		kids, jobStat, kerr := r.readChildren(job)
 		r.mu.Lock()
 		j := r.jobs[jid]
 		switch {
 		case ok && (held == nil || held.Session != stat.EphemeralOwner || !held.Created.Equal(time.UnixMilli(stat.Ctime))):
 			created := time.UnixMilli(stat.Ctime)
 			if held != nil {
-				// The new holding proves the last one gone by its creation.
+				// The new holding proves the last one gone by its creation;
+				// tight when the lock changed twice since: that deletion and
+				// this creation.
 				gone := now
 				if created.Before(now) {
 					gone = created
 				}
-				j.Locks[len(j.Locks)-1].Gone = gone
+				last := &j.Locks[len(j.Locks)-1]
+				last.Gone, last.Tight = gone, sinceExact && kerr == nil && lockChanges(since, kids) == 2
 			}
 			j.Locks = append(j.Locks, Lock{Session: stat.EphemeralOwner, Created: created})
 			held = &Lock{Session: stat.EphemeralOwner, Created: created}
+			since, sinceExact = kids, kerr == nil && jobStat.Pzxid == stat.Czxid
 		case !ok && held != nil:
-			j.Locks[len(j.Locks)-1].Gone = now
+			if kerr == nil && kids.lock {
+				// A next holding began after the lookup: look again, and
+				// end this one by that holding's creation.
+				r.mu.Unlock()
+				continue
+			}
+			last := &j.Locks[len(j.Locks)-1]
+			last.Gone, last.Tight = now, sinceExact && kerr == nil && lockChanges(since, kids) == 1
 			held = nil
 		}
 		r.mu.Unlock()
