@@ -126,12 +126,12 @@ chaos: deps
 # fault (kill -9, SIGSTOP, leader and quorum loss, a partition, slow
 # links), then the independent checker; then the deliberately broken
 # builds, which the checker must catch, and a run of mixed versions rolled
-# to the current one. It ends with the failpoints reached. About 20
-# minutes on 2 cores. ROBUSTNESS_SEED=<n> runs (replays) one seed; `make
+# to the current one. It ends with the failpoints reached. About an
+# hour on 2 cores. ROBUSTNESS_SEED=<n> runs (replays) one seed; `make
 # test` runs one seed with part of the faults.
-ROBUSTNESS_SEEDS ?= 1,2,3
+ROBUSTNESS_SEEDS ?= 1,2,3,4,5,6,7,8,9,10
 robustness: deps $(GOFAIL)
-	cd e2e && GOFAIL=$(GOFAIL) ROBUSTNESS_FULL=1 ROBUSTNESS_SEEDS=$(ROBUSTNESS_SEEDS) go test -count=1 -v -timeout 60m ./robustness/ | \
+	cd e2e && GOFAIL=$(GOFAIL) ROBUSTNESS_FULL=1 ROBUSTNESS_SEEDS=$(ROBUSTNESS_SEEDS) go test -count=1 -v -timeout 180m ./robustness/ | \
 		grep -v -e '^=== \(RUN\|PAUSE\|CONT\)'
 
 # The services with their failpoints compiled in, into bin/failpoints:
