@@ -175,9 +175,7 @@ func startRun(ctx context.Context, t *testing.T, opts runOpts) *run {
 	// or from a partial file, under every fault.
 	r.deposits.SetCutFirst(48 << 10)
 	rng := rand.New(rand.NewPCG(opts.seed, 1))
-	// The baseline does not report a refused payload to its depositor:
-	// the mixed run leaves the doomed batch out.
-	batches := traffic.Plan(rng, opts.seed, opts.batches, opts.mixed == "")
+	batches := traffic.Plan(rng, opts.seed, opts.batches)
 	if opts.files {
 		batches = traffic.PlanFiles(opts.seed, opts.batches)
 	}

@@ -75,8 +75,8 @@ type Batch struct {
 
 // Plan makes n batches, cycling through the payload types and size
 // classes (so every type and class comes in a run), with a Merritt
-// library batch and, with doomed, one whose payload is missing among them.
-func Plan(rng *rand.Rand, seed uint64, n int, doomed bool) []*Batch {
+// library batch and one whose payload is missing among them.
+func Plan(rng *rand.Rand, seed uint64, n int) []*Batch {
 	types := []v1.PayloadType{v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_MANIFESTS, v1.PayloadType_PAYLOAD_TYPE_FILE,
 		v1.PayloadType_PAYLOAD_TYPE_CONTAINER, v1.PayloadType_PAYLOAD_TYPE_OBJECT_MANIFEST, v1.PayloadType_PAYLOAD_TYPE_MANIFEST_OF_CONTAINERS}
 	var out []*Batch
@@ -86,7 +86,7 @@ func Plan(rng *rand.Rand, seed uint64, n int, doomed bool) []*Batch {
 		switch {
 		case i == 1:
 			b.Peer = true
-		case i == 3 && doomed:
+		case i == 3:
 			b.Doomed = true
 		}
 		out = append(out, b)
