@@ -11,6 +11,7 @@ import (
 	"github.com/ingestq/ingestq/e2e/depositor"
 	"github.com/ingestq/ingestq/e2e/stack"
 	v1 "github.com/ingestq/ingestq/proto/ingestq/v1"
+	"github.com/ingestq/ingestq/shared/containertest"
 	"github.com/ingestq/ingestq/shared/fixity"
 	"github.com/ingestq/ingestq/shared/queue"
 	"google.golang.org/grpc"
@@ -31,10 +32,10 @@ func TestContainersWhoseSizesAreInZip64AndPaxRecordsAreStored(t *testing.T) {
 	if err := os.MkdirAll(deposits, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(deposits, "zip64.zip"), bench.ForcedZip64(files, names), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(deposits, "zip64.zip"), containertest.ForcedZip64(files, names), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := bench.WriteGzip(filepath.Join(deposits, "pax.tar.gz"), bench.PaxSizedTar(files, names)); err != nil {
+	if err := bench.WriteGzip(filepath.Join(deposits, "pax.tar.gz"), containertest.PaxSizedTar(files, names)); err != nil {
 		t.Fatal(err)
 	}
 	dep, err := depositor.Start(deposits)

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingestq/ingestq/shared/containertest"
 	"github.com/ingestq/ingestq/shared/testenv"
 )
 
@@ -505,7 +506,7 @@ func TestAZipOfMoreEntriesThanItsEndRecordCountsUnpacks(t *testing.T) {
 // size is only there, its ustar field 0, in a tar and in a tar.gz.
 func TestATarWhoseSizesArePaxRecordsUnpacks(t *testing.T) {
 	files := map[string]string{"a.txt": "sized by a pax record", "d/b.txt": "and so is this"}
-	raw := paxSizedTar(files, []string{"a.txt", "d/b.txt"})
+	raw := containertest.PaxSizedTar(files, []string{"a.txt", "d/b.txt"})
 	for name, data := range map[string][]byte{"tar": raw, "tar.gz": gzipOf(raw)} {
 		t.Run(name, func(t *testing.T) {
 			dst, st, err := extract(t, data, generous)
@@ -520,47 +521,3 @@ func TestATarWhoseSizesArePaxRecordsUnpacks(t *testing.T) {
 	}
 }
 
-// paxSizedTar is a tar of files whose every size is given in a pax
-// extended header only, the ustar header's size field saying 0.
-func paxSizedTar(files map[string]string, names []string) []byte {
-	var b []byte
-	header := func(name string, flag byte, size int) {
-		h := make([]byte, 512)
-		copy(h, name)
-		copy(h[100:], "0000644\x00")
-		copy(h[108:], "0000000\x00")
-		copy(h[116:], "0000000\x00")
-		copy(h[124:], fmt.Sprintf("%011o\x00", size))
-		copy(h[136:], "00000000000\x00")
-		h[156] = flag
-		copy(h[257:], "ustar\x0000")
-		copy(h[148:], "        ")
-		sum := 0
-		for _, c := range h {
-			sum += int(c)
-		}
-		copy(h[148:], fmt.Sprintf("%06o\x00 ", sum))
-		b = append(b, h...)
-	}
-	pad := func() {
-		if n := len(b) % 512; n != 0 {
-			b = append(b, make([]byte, 512-n)...)
-		}
-	}
-	for _, name := range names {
-		body := files[name]
-		rest := " size=" + strconv.Itoa(len(body)) + "\n"
-		n := len(rest) + 1
-		for len(strconv.Itoa(n))+len(rest) != n {
-			n++
-		}
-		rec := strconv.Itoa(n) + rest
-		header("PaxHeaders/"+name, tar.TypeXHeader, len(rec))
-		b = append(b, rec...)
-		pad()
-		header(name, tar.TypeReg, 0)
-		b = append(b, body...)
-		pad()
-	}
-	return append(b, make([]byte, 1024)...)
-}
