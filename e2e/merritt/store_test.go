@@ -141,17 +141,6 @@ func (s *stored) ended(t *testing.T, bid string) []*v1.Job {
 	return batchJobs(t, s.q, bid)
 }
 
-// commits is how many calls made a version of the object.
-func commits(svc *merritttest.Service, ark string) int {
-	n := 0
-	for _, c := range svc.Calls() {
-		if c.Object == ark && c.Version > 0 {
-			n++
-		}
-	}
-	return n
-}
-
 // stays are a job's stays in Storing: its failed attempts to store.
 func stays(j *v1.Job) []string {
 	var out []string
@@ -250,7 +239,7 @@ func TestACallThatTimesOutAndGoesOnWhileTheNextAttemptRunsMakesNoSecondVersion(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := commits(s.storage, ark); n != 1 || s.storage.Versions(node, ark) != 1 {
+	if n := s.storage.Commits(ark); n != 1 || s.storage.Versions(node, ark) != 1 {
 		t.Errorf("%d calls made a version, the object has %d: %+v", n, s.storage.Versions(node, ark), calls)
 	}
 	if stale := calls[0]; !stale.CallerGone || stale.Version != 0 || stale.Code != 404 {
@@ -436,9 +425,9 @@ func TestTheServiceDownForThirtySecondsThenUpEveryJobCompletesOnce(t *testing.T)
 	js := s.ended(t, bid)
 	for _, j := range js {
 		ark := j.GetIdentifiers().GetPrimaryId()
-		if !completedOnce(j) || commits(s.storage, ark) != 1 || s.storage.Versions(node, ark) != 1 {
+		if !completedOnce(j) || s.storage.Commits(ark) != 1 || s.storage.Versions(node, ark) != 1 {
 			t.Errorf("%s: %s (%q), %d calls made a version, %d versions", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus()),
-				j.GetStatus().GetMessage(), commits(s.storage, ark), s.storage.Versions(node, ark))
+				j.GetStatus().GetMessage(), s.storage.Commits(ark), s.storage.Versions(node, ark))
 		}
 		for _, h := range j.GetStatus().GetHistory() {
 			if h.GetTo() == queue.Failed {

@@ -266,6 +266,21 @@ func (s *Service) Calls() []Call {
 	return slices.Clone(s.ended)
 }
 
+// Commits is how many ended calls made a version of object: exactly one
+// for an object stored once, whatever its versions show (a call that
+// overlaps another drops its version).
+func (s *Service) Commits(object string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.ended {
+		if c.Object == object && c.Version > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // WaitCalls waits until n add or update calls have ended, or ctx ends.
 func (s *Service) WaitCalls(ctx context.Context, n int) ([]Call, error) {
 	for {

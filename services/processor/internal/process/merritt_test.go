@@ -274,19 +274,6 @@ func TestWithStoringHandedOverTheStoreNodeIsMerrittsAndTheVersionIsServed(t *tes
 	}
 }
 
-// commits is how many calls made a version of the object: exactly one
-// for a job stored once, whatever the object's versions show (a call
-// that overlaps another drops its version).
-func commits(svc *merritttest.Service, ark string) int {
-	n := 0
-	for _, c := range svc.Calls() {
-		if c.Object == ark && c.Version > 0 {
-			n++
-		}
-	}
-	return n
-}
-
 // stays are the job's stays in Storing, each a failed attempt, by message.
 func stays(job *v1.Job) []string {
 	var out []string
@@ -319,7 +306,7 @@ func TestAStaleCallOfAnAttemptThatTimedOutStoresNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := commits(svc, ark); n != 1 || svc.Versions(merrittNode, ark) != 1 {
+	if n := svc.Commits(ark); n != 1 || svc.Versions(merrittNode, ark) != 1 {
 		t.Errorf("%d calls made a version, the object has %d versions; want 1 and 1: %+v", n, svc.Versions(merrittNode, ark), calls)
 	}
 	if s := stays(job); len(s) != 1 || !strings.Contains(s[0], "did not answer") {
@@ -353,7 +340,7 @@ func TestAStoreThatMayPassIsTriedAgainEachAttemptInTheJobsHistory(t *testing.T) 
 			t.Errorf("attempt %d: %q lacks %q", i/2+1, s[i/2], w)
 		}
 	}
-	if n := commits(svc, ark); n != 1 || svc.Versions(merrittNode, ark) != 1 {
+	if n := svc.Commits(ark); n != 1 || svc.Versions(merrittNode, ark) != 1 {
 		t.Errorf("%d calls made a version, %d versions", n, svc.Versions(merrittNode, ark))
 	}
 }
