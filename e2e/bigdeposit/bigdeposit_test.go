@@ -159,6 +159,18 @@ func ended(t *testing.T, bid string) *v1.Job {
 	return job
 }
 
+// storedWhole fails the test unless job j completed with big.bin stored
+// as f.
+func storedWhole(t *testing.T, j *v1.Job, f bigfile.File) {
+	t.Helper()
+	if j.GetStatus().GetStatus() != queue.Completed {
+		t.Fatalf("job %s: %s: %s", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage())
+	}
+	if got := storedDigest(t, j); got != f.SHA256() {
+		t.Errorf("stored big.bin has sha256 %s, want %s", got, f.SHA256())
+	}
+}
+
 // storedDigest is the SHA-256 of big.bin as the local store holds it.
 func storedDigest(t *testing.T, j *v1.Job) string {
 	t.Helper()
@@ -213,12 +225,7 @@ func TestAFileCutEvery8MiBArrivesWithAtMostAFewPercentMoreBytesSent(t *testing.T
 	shared.files.CutEvery(path, 8<<20+12345)
 	bid, _ := deposit(t, "cut", f, f)
 	j := ended(t, bid)
-	if j.GetStatus().GetStatus() != queue.Completed {
-		t.Fatalf("job %s: %s: %s", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage())
-	}
-	if got := storedDigest(t, j); got != f.SHA256() {
-		t.Errorf("stored big.bin has sha256 %s, want %s", got, f.SHA256())
-	}
+	storedWhole(t, j, f)
 	sent := sentFor(path)
 	if ratio := float64(sent) / fileSize; ratio > 1.05 {
 		t.Errorf("the server sent %d bytes for a file of %d: %.3f of it, more than 1.05", sent, fileSize, ratio)
@@ -240,12 +247,7 @@ func TestAServerThatIgnoresRangeStillDeliversTheFileFetchedAgainWhole(t *testing
 	shared.files.IgnoreRange(path, true)
 	bid, _ := deposit(t, "ignores", f, f)
 	j := ended(t, bid)
-	if j.GetStatus().GetStatus() != queue.Completed {
-		t.Fatalf("job %s: %s: %s", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage())
-	}
-	if got := storedDigest(t, j); got != f.SHA256() {
-		t.Errorf("stored big.bin has sha256 %s, want %s", got, f.SHA256())
-	}
+	storedWhole(t, j, f)
 	answers := answersFor(path)
 	if len(answers) != 2 || answers[1].Range != "bytes=20971520-" || answers[1].Status != 200 || answers[1].Sent != fileSize {
 		t.Errorf("answers %+v; want a cut one, then a ranged request answered whole", answers)
@@ -352,12 +354,7 @@ func TestADownloaderKilledMidFileResumesFromItsLastSyncPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := ended(t, bid)
-	if j.GetStatus().GetStatus() != queue.Completed {
-		t.Fatalf("job %s: %s: %s", j.GetId(), queue.JobStateName(j.GetStatus().GetStatus()), j.GetStatus().GetMessage())
-	}
-	if got := storedDigest(t, j); got != f.SHA256() {
-		t.Errorf("stored big.bin has sha256 %s, want %s", got, f.SHA256())
-	}
+	storedWhole(t, j, f)
 	answers := answersFor(path)
 	want := fmt.Sprintf("bytes=%d-", synced)
 	if len(answers) != 2 || answers[1].Range != want || answers[1].IfRange != f.ETag() || answers[1].Status != 206 || answers[1].Sent != fileSize-synced {
