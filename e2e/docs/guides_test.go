@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ingestq/ingestq/shared/waittest"
 )
 
 // The guides are run as written, the commands of their shell blocks one
@@ -251,8 +253,10 @@ func (g *guideRun) run(b guideBlock) {
 			}
 		}
 	case "repeat", "":
+		// A repeat block runs until it shows what the guide shows after
+		// it; once its time is up, a last run reports what is missing.
 		deadline := time.Now().Add(3 * time.Minute)
-		for {
+		waittest.Until(t, 4*time.Minute, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			out, err := g.shell(ctx, code).CombinedOutput()
 			cancel()
@@ -261,10 +265,10 @@ func (g *guideRun) run(b guideBlock) {
 			}
 			last := b.mode != "repeat" || time.Now().After(deadline)
 			if g.expect(b, string(out), last) || last {
-				return
+				return nil
 			}
-			time.Sleep(time.Second)
-		}
+			return fmt.Errorf("%s:%d: the output the guide shows after the block", g.name, b.line)
+		})
 	default:
 		t.Fatalf("%s:%d: a block of mode %q, not background or repeat", g.name, b.line, b.mode)
 	}

@@ -3,11 +3,13 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/ingestq/ingestq/shared/waittest"
 	"github.com/ingestq/ingestq/shared/zktest"
 )
 
@@ -83,17 +85,15 @@ func (f *lockFixture) commit(conn *zk.Conn, creates ...string) {
 // when ended.
 func (f *lockFixture) waitLocks(n int, ended bool) []Lock {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		locks := f.rec.Jobs()[jid].Locks
+	var locks []Lock
+	waittest.Until(f.t, 30*time.Second, func() error {
+		locks = f.rec.Jobs()[jid].Locks
 		if len(locks) == n && (!ended || !locks[n-1].Gone.IsZero()) {
-			return locks
+			return nil
 		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("the watcher saw holdings %+v, want %d (the last ended: %t)", locks, n, ended)
-		}
-		time.Sleep(10 * time.Millisecond) // polls the watcher's record; it has no signal of its own
-	}
+		return fmt.Errorf("the watcher saw holdings %+v, want %d (the last ended: %t)", locks, n, ended)
+	})
+	return locks
 }
 
 // A lock deleted with nothing else happening to it is seen gone tight,
@@ -103,8 +103,7 @@ func TestALockSeenGoneWithNoOtherHoldingIsTight(t *testing.T) {
 	a := f.take()
 	f.waitLocks(1, false)
 	f.proxy.Hang()
-	f.commit(a, "inventory")
-	time.Sleep(100 * time.Millisecond) // the watcher sees the deletion late
+	f.commit(a, "inventory") // seen late: only once the proxy resumes
 	f.proxy.Resume()
 	if l := f.waitLocks(1, true)[0]; !l.Tight {
 		t.Errorf("a lock deleted alone, seen late, is not tight: %+v", l)
