@@ -179,6 +179,28 @@ func TestARefusalNamesTheServicesAnswer(t *testing.T) {
 	}
 }
 
+// TestARefusalInTheXMLFormNamesTheServicesReason: a read of stored
+// content answers its exception as XML (the form mrt-store's content
+// calls take), its trace in it: the reason is read from the elements.
+func TestARefusalInTheXMLFormNamesTheServicesReason(t *testing.T) {
+	ctx := context.Background()
+	svc := merritttest.Start(t, 7)
+	c := client(t, svc, 7)
+	d := newDeposit(t)
+	req := d.version(t, "v1", map[string]string{"producer/a.txt": "alpha"})
+	if _, err := c.Add(ctx, "ark:/99999/fk4xml", req); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Content(ctx, c.ManifestURL("ark:/99999/fk4xml"), 1, "producer/none.txt", 1<<20)
+	var ae *merrittstore.AnswerError
+	if !errors.As(err, &ae) || ae.Code != 404 || ae.Status != "REQUESTED_ITEM_NOT_FOUND" || ae.Detail != "file not found: producer/none.txt" {
+		t.Fatalf("a file the version does not hold: %v (%+v)", err, ae)
+	}
+	if strings.Contains(err.Error(), "at org.") || strings.Contains(err.Error(), "<") {
+		t.Errorf("the error holds the answer's trace or its markup: %v", err)
+	}
+}
+
 func TestModesAndManifestURLsReadAsMerrittsProgramsReadThem(t *testing.T) {
 	const ark = "ark:/13030/m5 a~b*c"
 	if got, want := merrittstore.Encode(ark), "ark%3A%2F13030%2Fm5+a%7Eb*c"; got != want {
