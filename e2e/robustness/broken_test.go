@@ -159,13 +159,14 @@ func overlappingSteps(ctx context.Context, r *run) error {
 	return nil
 }
 
-// TestTheCheckerCatchesAStaleStorageCall: every storing attempt of a job
-// is served under the same URLs. Merritt's storage service goes on with a
-// call whose caller gave up, woken while the job's next attempt is served:
-// it fetches that attempt's files and stores the version too.
+// TestTheCheckerCatchesAStaleStorageCall: a storing attempt's URLs are
+// served on after the attempt ended. Merritt's storage service goes on
+// with a call whose caller gave up, woken while the job's next attempt
+// runs (on either processor): it fetches its files and stores a version
+// too.
 func TestTheCheckerCatchesAStaleStorageCall(t *testing.T) {
 	opts := runOpts{batches: 2, merritt: true, scenario: staleCalls}
-	rep := runBroken(t, "shared-attempt-urls.patch", opts)
+	rep := runBroken(t, "attempt-urls-served-on.patch", opts)
 	requireViolation(t, rep, validate.CheckStoredOnce, brokenReplay(t.Name(), seeds(t)[0]))
 }
 
