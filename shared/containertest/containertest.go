@@ -157,4 +157,3 @@ func paxRecord(key, value string) string {
 	}
 	return fmt.Sprint(n) + rest
 }
-

@@ -520,4 +520,3 @@ func TestATarWhoseSizesArePaxRecordsUnpacks(t *testing.T) {
 		})
 	}
 }
-
