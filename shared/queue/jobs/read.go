@@ -53,6 +53,11 @@ type JobFilter struct {
 	Batch     string         // "": any
 	PageSize  int            // default 100, at most 1000
 	PageToken string         // from the previous page
+	// Parts, when set, reads only these parts of each job and its status,
+	// and not whether it is locked: what a caller that reads many jobs
+	// often (a depositor following a batch) needs, at a fraction of the
+	// requests.
+	Parts queue.Parts
 }
 
 // ListJobs returns one page of jobs and the token of the next page ("" at
@@ -121,7 +126,11 @@ func (c *Reader) ListJobs(ctx context.Context, f JobFilter) ([]*v1.Job, string, 
 	jobs := make([]*v1.Job, len(page))
 	errs := make([]error, len(page))
 	session.EachAtMost(len(page), 32, func(i int) {
-		jobs[i], errs[i] = c.GetJob(ctx, page[i])
+		if f.Parts != 0 {
+			jobs[i], errs[i] = c.GetJobParts(ctx, page[i], f.Parts)
+		} else {
+			jobs[i], errs[i] = c.GetJob(ctx, page[i])
+		}
 	})
 	out := jobs[:0]
 	for i, j := range jobs {

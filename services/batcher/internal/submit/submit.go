@@ -94,7 +94,8 @@ func (s *Server) GetBatchStatus(ctx context.Context, req *v1.GetBatchStatusReque
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
-	list, next, err := s.Jobs.ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+	list, next, err := s.Jobs.ListJobs(ctx, jobs.JobFilter{Batch: bid, PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken(),
+		Parts: queue.PartIdentifiers | queue.PartConfiguration | queue.PartInventory})
 	if err != nil {
 		return nil, rpcerr.FromQueue(err)
 	}
