@@ -1,6 +1,9 @@
-// Package containertest builds containers past the limits of the
-// formats' first versions at a small size, for tests of the code that
-// reads them.
+// Package containertest builds containers that use the records of the
+// formats' later versions at a small size, so that the code reading them
+// runs in a short test. A zip's sizes and offsets are 32 bits unless its
+// zip64 records carry them (a file or an archive over 4 GiB, or more than
+// 65,535 entries); a tar header's size is 11 octal digits unless a pax
+// header carries it (a file over 8 GiB).
 package containertest
 
 import (
@@ -9,14 +12,6 @@ import (
 	"fmt"
 	"hash/crc32"
 )
-
-// Containers past the limits of the formats' first versions: a zip's
-// sizes and offsets are 32 bits unless its zip64 records carry them (a
-// file or an archive over 4 GiB, or more than 65,535 entries), a tar
-// header's size is 11 octal digits unless a pax header carries it (a file
-// over 8 GiB). The builders below make archives that need those records,
-// and archives that use them at a small size, so that the code that reads
-// them runs in a short test.
 
 // ForcedZip64 is a zip of files (name → content) stored uncompressed, in
 // which every size and offset is in zip64 records, as a zip past 4 GiB has
