@@ -90,7 +90,10 @@ func (c *Reader) ListJobs(ctx context.Context, f JobFilter) ([]*v1.Job, string, 
 		for _, r := range refs {
 			jids = append(jids, r...)
 		}
+		// The folders are read one after another: a job moved between two
+		// readings is in both.
 		slices.Sort(jids)
+		jids = slices.Compact(jids)
 		keys = jids
 	case f.State != v1.JobState_JOB_STATE_UNSPECIFIED:
 		names, _, err := c.z.Children(ctx, c.p.StateDir(f.State))
